@@ -1,0 +1,108 @@
+// The engine contract: what the scheduler drives, whatever the backend.
+//
+// A request becomes a *group* of 2 x num_images rows (cond, uncond pairs for
+// classifier-free guidance). The scheduler adds groups between steps; each
+// Step() prefills the groups added since the last step and decodes one image
+// token for every running group, so requests join and leave at step
+// boundaries (continuous batching). KV memory is owned by the backend and is
+// bounded per group by its sparsity policy (PreparedRequest::kv_bytes).
+//
+// Threading: Prepare() and DecodeImages() are thread-safe; Add/Step/Remove/
+// State/KvBytesInUse are called from one thread (the scheduler's loop).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/sparse/policy_params.h"
+
+namespace argen::engine {
+
+struct ModelInfo {
+  std::string name;          // checkpoint directory name
+  std::string backend;       // "cpu" or "cuda"
+  int32_t image_size = 0;    // pixels per side
+  int32_t token_grid = 0;    // visual tokens per side
+  int32_t image_tokens = 0;  // token_grid^2: the decode length L_dec
+  int32_t image_vocab = 0;   // VQ codebook size
+  int32_t max_prompt_tokens = 0;
+  int32_t num_layers = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, hidden_size = 0;
+  int64_t kv_bytes_per_token_row = 0;  // K+V bytes of one token of one row, all layers
+};
+
+struct SamplingParams {
+  float temperature = 1.0f;  // > 0
+  int32_t top_k = 0;         // 0: off
+  float top_p = 1.0f;        // (0, 1]; 1: off
+  float cfg_weight = 5.0f;   // logits = uncond + w * (cond - uncond)
+  uint64_t seed = 0;         // image i of a request draws from stream (seed, i)
+};
+
+struct GenerationRequest {
+  std::string prompt;  // the caption; the engine builds the chat-format prompt
+  int32_t num_images = 1;
+  SamplingParams sampling;
+  sparse::PolicyParams policy;
+};
+
+// A validated request: token ids for both CFG rows and its exact KV need.
+struct PreparedRequest {
+  GenerationRequest request;
+  std::vector<int32_t> cond_ids;    // chat-format prompt, ends with <begin_of_image>
+  std::vector<int32_t> uncond_ids;  // same length; inner tokens replaced by the pad id
+  sparse::ResolvedPolicy policy;
+  int64_t kv_bytes = 0;             // peak KV bytes of all its rows; never exceeded
+};
+
+using GroupId = int64_t;
+
+struct GroupState {
+  int32_t tokens_done = 0;   // image tokens sampled per image so far
+  int32_t tokens_total = 0;  // image_tokens
+  bool finished = false;
+  std::vector<std::vector<int32_t>> tokens;  // [image][token], raster order
+};
+
+struct StepReport {
+  int32_t groups_prefilled = 0;
+  int32_t rows_decoded = 0;          // rows in this step's decode batch
+  std::vector<GroupId> finished;     // groups whose last token was sampled in this step
+};
+
+struct RgbImage {
+  int32_t width = 0, height = 0;
+  std::vector<uint8_t> rgb;  // row-major, 3 bytes a pixel
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual const ModelInfo& info() const = 0;
+
+  virtual absl::StatusOr<PreparedRequest> Prepare(const GenerationRequest& request) const = 0;
+  virtual absl::StatusOr<GroupId> Add(const PreparedRequest& request) = 0;
+  virtual absl::StatusOr<StepReport> Step() = 0;
+  virtual void Remove(GroupId id) = 0;  // frees the group's KV at once
+  virtual absl::StatusOr<GroupState> State(GroupId id) const = 0;
+  virtual int64_t KvBytesInUse() const = 0;
+  virtual int32_t RunningRows() const = 0;
+
+  virtual absl::StatusOr<std::vector<RgbImage>> DecodeImages(
+      const std::vector<std::vector<int32_t>>& token_grids) = 0;
+};
+
+struct EngineOptions {
+  std::string model_dir;
+  std::string backend = "cpu";  // "cpu" or "cuda"
+  int32_t threads = 0;          // CPU threads; 0: all cores
+  int64_t kv_budget_bytes = 0;  // device KV pool (cuda); 0: sized by the backend
+  int32_t max_batch_rows = 256;
+};
+
+absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const EngineOptions& options);
+
+}  // namespace argen::engine
