@@ -1,0 +1,85 @@
+// config.json of a Janus-Pro checkpoint (model_type "multi_modality"), the
+// parts text-to-image generation needs. The understanding-only sections
+// (vision_config, aligner_config) are not read.
+//
+// The official VQ-16 architecture is fixed in code (janus/models/vq_model.py),
+// not in config.json; its values are the defaults below and may be overridden
+// by optional extension keys in gen_vision_config.params (docs/checkpoint-format.md)
+// so smaller models of the same architecture load through the same code.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace argen::checkpoint {
+
+// language_config: the Llama decoder (HF LlamaConfig field names and defaults).
+struct LanguageConfig {
+  int32_t hidden_size = 0;
+  int32_t intermediate_size = 0;
+  int32_t num_hidden_layers = 0;
+  int32_t num_attention_heads = 0;
+  int32_t num_key_value_heads = 0;  // default: num_attention_heads
+  int32_t head_dim = 0;             // default: hidden_size / num_attention_heads
+  double rms_norm_eps = 1e-6;       // LlamaConfig default; Janus-Pro's config omits it
+  double rope_theta = 10000.0;
+  int32_t vocab_size = 0;
+  int32_t max_position_embeddings = 2048;
+  std::string torch_dtype;          // "bfloat16", "float16", "float32" or "" (informational)
+};
+
+// gen_vision_config: cls "VQ-16", the LlamaGen VQ model that decodes image tokens.
+struct GenVisionConfig {
+  std::string cls;                       // "VQ-16"
+  int32_t image_token_size = 16384;      // params.image_token_size: rows of gen_embed
+  int32_t n_embed = 8;                   // params.n_embed: gen_embed width
+  // Architecture (extension keys; official values by default).
+  int32_t codebook_size = 16384;         // default: image_token_size
+  int32_t codebook_embed_dim = 8;
+  bool codebook_l2_norm = true;
+  int32_t ch = 128;
+  std::vector<int32_t> ch_mult = {1, 1, 2, 2, 4};  // decoder_ch_mult
+  int32_t z_channels = 256;
+  int32_t num_res_blocks = 2;
+  int32_t num_groups = 32;               // GroupNorm groups
+  int32_t image_size = 384;              // pixels per side
+
+  int32_t downsample() const { return 1 << (static_cast<int>(ch_mult.size()) - 1); }  // 16 for VQ-16
+  int32_t token_grid() const { return image_size / downsample(); }                  // 24 for Janus-Pro
+  int32_t image_tokens() const { return token_grid() * token_grid(); }              // 576
+};
+
+// gen_aligner_config: cls "MlpProjector", projector_type "mlp_gelu".
+struct GenAlignerConfig {
+  std::string cls;
+  std::string projector_type;  // "mlp_gelu"
+  int32_t depth = 2;           // Linear layers: layers.0, layers.2, ... with GELU between
+  int32_t input_dim = 8;
+  int32_t n_embed = 0;         // = language hidden_size
+};
+
+// gen_head_config: cls "vision_head".
+struct GenHeadConfig {
+  std::string cls;
+  int32_t n_embed = 0;            // = language hidden_size
+  int32_t image_token_embed = 0;  // width after output_mlp_projector
+  int32_t image_token_size = 0;   // logits per position
+};
+
+struct JanusConfig {
+  LanguageConfig language;
+  GenVisionConfig gen_vision;
+  GenAlignerConfig gen_aligner;
+  GenHeadConfig gen_head;
+};
+
+// Parses and cross-checks config.json text; `file` names it in errors, which
+// also name the field (e.g. "language_config.hidden_size").
+absl::StatusOr<JanusConfig> ParseJanusConfig(const std::string& json_text, const std::string& file);
+// Reads <dir>/config.json.
+absl::StatusOr<JanusConfig> LoadJanusConfig(const std::string& dir);
+
+}  // namespace argen::checkpoint
