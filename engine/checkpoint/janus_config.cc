@@ -175,7 +175,6 @@ absl::Status ParseGenVision(const Fields& f, GenVisionConfig& c) {
   ARGEN_RETURN_IF_ERROR(p->IntList("ch_mult", c.ch_mult));
   ARGEN_RETURN_IF_ERROR(p->Int("z_channels", c.z_channels, false));
   ARGEN_RETURN_IF_ERROR(p->Int("num_res_blocks", c.num_res_blocks, false));
-  ARGEN_RETURN_IF_ERROR(p->Int("num_groups", c.num_groups, false));
   ARGEN_RETURN_IF_ERROR(p->Int("image_size", c.image_size, false));
 
   if (c.codebook_size != c.image_token_size) {
@@ -189,8 +188,8 @@ absl::Status ParseGenVision(const Fields& f, GenVisionConfig& c) {
   }
   for (int32_t m : c.ch_mult) {
     if ((c.ch * m) % c.num_groups != 0) {
-      return p->Error("num_groups", absl::StrCat("(", c.num_groups, ") must divide every channel count ch*ch_mult (",
-                                                 c.ch * m, ")"));
+      return p->Error("ch", absl::StrCat("times every ch_mult entry must be a multiple of ", c.num_groups,
+                                         " (GroupNorm groups); got ", c.ch * m));
     }
   }
   return absl::OkStatus();

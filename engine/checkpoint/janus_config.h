@@ -44,7 +44,7 @@ struct GenVisionConfig {
   std::vector<int32_t> ch_mult = {1, 1, 2, 2, 4};  // decoder_ch_mult
   int32_t z_channels = 256;
   int32_t num_res_blocks = 2;
-  int32_t num_groups = 32;               // GroupNorm groups
+  int32_t num_groups = 32;               // GroupNorm groups: fixed by the architecture, not a key
   int32_t image_size = 384;              // pixels per side
 
   int32_t downsample() const { return 1 << (static_cast<int>(ch_mult.size()) - 1); }  // 16 for VQ-16
