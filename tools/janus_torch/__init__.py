@@ -1,0 +1,1 @@
+"""PyTorch modules for argen development only (goldens, training); the product never imports them."""
