@@ -1,5 +1,7 @@
 // Sparsity policy selection and parameters, as a request states them.
 // Shared by the scheduler (admission needs the KV bound) and every backend.
+// The plain types live in policy_types.h (device-safe); this header adds the
+// host-side parsing and validation.
 #pragma once
 
 #include <cstdint>
@@ -7,39 +9,12 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "engine/sparse/policy_types.h"
 
 namespace argen::sparse {
 
-enum class PolicyKind : int32_t {
-  kDense = 0,
-  kSlidingWindow = 1,
-  kStreamingLlm = 2,
-  kH2O = 3,
-  kTova = 4,
-  kAlisa = 5,
-  kDiagonal = 6,
-  kDiagonalSink4 = 7,
-};
-
-// Parameters as requested. Zero/negative fields mean "derive the default".
-struct PolicyParams {
-  PolicyKind kind = PolicyKind::kDense;
-  double sparsity = 0.0;   // fraction of decode KV NOT attended per step, in [0, 1)
-  int32_t n_att = 0;       // decode keys attended per step; 0: round((1 - sparsity) * L_dec)
-  int32_t n_recent = 0;    // diagonal's recent window N_r; 0: round(0.5 * L_dec)
-  int32_t n_sink = -1;     // sink tokens; -1: the policy's default (4 for streaming_llm / diagonal_sink4)
-};
-
-// Parameters after defaults are applied and validated for a given decode length.
-struct ResolvedPolicy {
-  PolicyKind kind = PolicyKind::kDense;
-  int32_t l_dec = 0;       // decode tokens whose KV may be kept (image tokens per image)
-  int32_t n_att = 0;       // decode keys attended per step (upper bound)
-  int32_t n_slots = 0;     // decode KV slots resident per row, the memory bound
-  int32_t n_sink = 0;
-  int32_t n_recent = 0;
-};
-
+// Canonical names: dense, sliding_window, streaming_llm, h2o, tova, alisa,
+// diagonal, diagonal_sink4 (ParsePolicyName also accepts a few aliases).
 std::string_view PolicyName(PolicyKind kind);
 absl::StatusOr<PolicyKind> ParsePolicyName(std::string_view name);
 

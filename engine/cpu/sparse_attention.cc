@@ -1,0 +1,96 @@
+#include "engine/cpu/sparse_attention.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace argen::cpu {
+namespace {
+
+// Dot product with 8 independent partial sums so the compiler vectorizes it
+// without -ffast-math (a single accumulator chain cannot be reordered).
+inline float Dot(const float* a, const float* b, int32_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int32_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int32_t l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+  }
+  float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+inline void Axpy(float alpha, const float* x, float* y, int32_t n) {
+  for (int32_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+}  // namespace
+
+int64_t DecodeAttentionScratchFloats(const DecodeAttentionShape& shape, int32_t attended_stride) {
+  return static_cast<int64_t>(shape.prompt_len) + attended_stride;
+}
+
+void DecodeAttention(const DecodeAttentionShape& shape, const DecodeAttentionIo& io) {
+  const int32_t d = shape.head_dim;
+  const int32_t lp = shape.prompt_len;
+  const int32_t group = shape.heads / shape.kv_heads;
+  const int64_t head_stride = static_cast<int64_t>(lp + shape.n_slots) * d;
+  const int32_t full_stride = lp + io.attended_stride;
+  float* logits = io.scratch;
+
+  for (int32_t g = 0; g < shape.kv_heads; ++g) {
+    const float* kg = io.k + g * head_stride;
+    const float* vg = io.v + g * head_stride;
+    const int32_t* slots = io.attended + static_cast<int64_t>(g) * io.attended_stride;
+    const int32_t count = io.counts[g];
+    const int32_t total = lp + count;
+    float* group_probs =
+        io.attended_probs ? io.attended_probs + static_cast<int64_t>(g) * io.attended_stride : nullptr;
+    if (group_probs) std::memset(group_probs, 0, sizeof(float) * io.attended_stride);
+
+    for (int32_t h = g * group; h < (g + 1) * group; ++h) {
+      const float* q = io.q + static_cast<int64_t>(h) * d;
+      // Scores: prompt keys are contiguous, decode keys are gathered by slot.
+      float max_logit = -INFINITY;
+      for (int32_t j = 0; j < lp; ++j) {
+        const float s = io.scale * Dot(q, kg + static_cast<int64_t>(j) * d, d);
+        logits[j] = s;
+        max_logit = s > max_logit ? s : max_logit;
+      }
+      for (int32_t i = 0; i < count; ++i) {
+        const float s = io.scale * Dot(q, kg + static_cast<int64_t>(lp + slots[i]) * d, d);
+        logits[lp + i] = s;
+        max_logit = s > max_logit ? s : max_logit;
+      }
+      // Stable softmax: subtract the max before exponentiating.
+      float sum = 0.0f;
+      for (int32_t j = 0; j < total; ++j) {
+        const float e = std::exp(logits[j] - max_logit);
+        logits[j] = e;
+        sum += e;
+      }
+      const float inv = 1.0f / sum;
+
+      float* out = io.out + static_cast<int64_t>(h) * d;
+      std::memset(out, 0, sizeof(float) * d);
+      for (int32_t j = 0; j < lp; ++j) {
+        const float p = logits[j] * inv;
+        logits[j] = p;
+        Axpy(p, vg + static_cast<int64_t>(j) * d, out, d);
+      }
+      for (int32_t i = 0; i < count; ++i) {
+        const float p = logits[lp + i] * inv;
+        logits[lp + i] = p;
+        Axpy(p, vg + static_cast<int64_t>(lp + slots[i]) * d, out, d);
+      }
+      if (group_probs) {
+        const float w = 1.0f / static_cast<float>(group);
+        for (int32_t i = 0; i < count; ++i) group_probs[i] += w * logits[lp + i];
+      }
+      if (io.head_probs) {
+        std::memcpy(io.head_probs + static_cast<int64_t>(h) * full_stride, logits, sizeof(float) * total);
+      }
+    }
+  }
+}
+
+}  // namespace argen::cpu
