@@ -1,0 +1,214 @@
+// Every policy, many parameters, every step: the bounds hold and the attended
+// set equals an independent reference implementation (policy_reference.h).
+#include <algorithm>
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "engine/sparse/policy.h"
+#include "engine/sparse/policy_params.h"
+#include "engine/sparse/tests/policy_harness.h"
+#include "engine/sparse/tests/policy_reference.h"
+#include "gtest/gtest.h"
+
+namespace argen::sparse {
+namespace {
+
+using test_util::PolicyRun;
+using test_util::ReferencePolicy;
+
+constexpr PolicyKind kAllKinds[] = {
+    PolicyKind::kDense, PolicyKind::kSlidingWindow, PolicyKind::kStreamingLlm, PolicyKind::kH2O,
+    PolicyKind::kTova,  PolicyKind::kAlisa,         PolicyKind::kDiagonal,     PolicyKind::kDiagonalSink4,
+};
+
+// A deterministic pseudo-random attention weight for (step, position), so two
+// implementations listing keys in different orders see the same weights.
+float Weight(uint64_t seed, int32_t t, int32_t pos) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(t) * 0xBF58476D1CE4E5B9ull +
+               static_cast<uint64_t>(pos) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  x *= 0xD6E8FEB86659FD93ull;
+  x ^= x >> 32;
+  return static_cast<float>((x >> 40) + 1) / static_cast<float>(1ull << 24);
+}
+
+std::vector<float> Weights(uint64_t seed, int32_t t, const std::vector<int32_t>& positions) {
+  std::vector<float> w;
+  for (int32_t pos : positions) w.push_back(Weight(seed, t, pos));
+  return w;
+}
+
+std::vector<int32_t> Sorted(std::vector<int32_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// Runs l_dec steps; checks the bounds and invariants at each step and returns
+// the attended position sets.
+std::vector<std::vector<int32_t>> RunAndCheck(const ResolvedPolicy& p, uint64_t seed,
+                                              bool compare_reference = true) {
+  PolicyRun run(p);
+  ReferencePolicy ref(p);
+  const PolicyLayout& l = run.layout();
+  EXPECT_EQ(l.n_slots, p.n_slots);
+  EXPECT_EQ(l.max_attended, p.n_att);
+  std::vector<std::vector<int32_t>> all;
+  std::set<int32_t> slots_used;
+  for (int32_t t = 0; t < p.l_dec; ++t) {
+    SCOPED_TRACE(::testing::Message() << PolicyName(p.kind) << " n_att=" << p.n_att << " n_slots=" << p.n_slots
+                                      << " n_recent=" << p.n_recent << " n_sink=" << p.n_sink << " t=" << t);
+    const std::vector<int32_t> att = run.Plan(t);
+    const int32_t n = run.count();
+    // Attended count: exactly min(t + 1, n_att) for every policy.
+    EXPECT_EQ(n, std::min(t + 1, p.n_att));
+    EXPECT_LE(n, l.max_attended);
+    // Write slot and attended slots inside the bound, no duplicates.
+    EXPECT_GE(run.write_slot(), 0);
+    EXPECT_LT(run.write_slot(), l.n_slots);
+    slots_used.insert(run.write_slot());
+    std::set<int32_t> distinct_slots(run.attended_slots().begin(), run.attended_slots().begin() + n);
+    EXPECT_EQ(static_cast<int32_t>(distinct_slots.size()), n);
+    for (int32_t s : distinct_slots) {
+      EXPECT_GE(s, 0);
+      EXPECT_LT(s, l.n_slots);
+    }
+    // Attended keys hold real past positions; the state's slot map agrees
+    // with what the backend wrote.
+    for (int32_t pos : att) {
+      EXPECT_GE(pos, 0);
+      EXPECT_LE(pos, t);
+    }
+    for (int32_t s = 0; s < l.n_slots; ++s) EXPECT_EQ(SlotPosition(l, run.state(), s), run.shadow()[s]);
+    if (p.kind != PolicyKind::kDiagonal && p.kind != PolicyKind::kDiagonalSink4) {
+      EXPECT_NE(std::find(att.begin(), att.end(), t), att.end()) << "new token not attended";
+    }
+    if (compare_reference) {
+      const std::vector<int32_t> ref_att = ref.Plan(t);
+      EXPECT_EQ(Sorted(att), ref_att);
+      ref.Observe(t, Weights(seed, t, ref_att));
+    }
+    run.Observe(t, Weights(seed, t, att));
+    all.push_back(Sorted(att));
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_LE(static_cast<int32_t>(slots_used.size()), p.n_slots);
+  return all;
+}
+
+TEST(PolicyReference, AllPoliciesMatchReferenceAndStayInBounds) {
+  const int32_t l_decs[] = {1, 2, 5, 9, 64, 576};
+  const double sparsities[] = {0.0, 0.3, 0.5, 0.8, 0.9, 0.95, 0.96};
+  uint64_t seed = 1;
+  for (PolicyKind kind : kAllKinds) {
+    for (int32_t l_dec : l_decs) {
+      for (double s : sparsities) {
+        if (kind == PolicyKind::kDense && s > 0) continue;
+        PolicyParams params;
+        params.kind = kind;
+        params.sparsity = s;
+        auto p = ResolvePolicy(params, l_dec);
+        if (!p.ok()) continue;  // e.g. too few keys for 4 sinks; validation is tested elsewhere
+        RunAndCheck(*p, ++seed);
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+  }
+}
+
+TEST(PolicyReference, ExplicitWindowsAndSinks) {
+  struct Case {
+    PolicyKind kind;
+    int32_t l_dec, n_att, n_recent, n_sink;
+  };
+  const Case cases[] = {
+      {PolicyKind::kDiagonal, 40, 4, 7, -1},       {PolicyKind::kDiagonal, 100, 10, 60, -1},
+      {PolicyKind::kDiagonal, 100, 1, 30, -1},     {PolicyKind::kDiagonal, 50, 20, 20, -1},
+      {PolicyKind::kDiagonalSink4, 100, 10, 60, -1}, {PolicyKind::kDiagonalSink4, 30, 6, 9, 2},
+      {PolicyKind::kDiagonalSink4, 30, 6, 9, 0},   {PolicyKind::kStreamingLlm, 50, 8, 0, 1},
+      {PolicyKind::kStreamingLlm, 50, 8, 0, 0},    {PolicyKind::kH2O, 80, 12, 1, -1},
+      {PolicyKind::kH2O, 80, 12, 12, -1},          {PolicyKind::kAlisa, 80, 12, 3, -1},
+      {PolicyKind::kTova, 80, 1, 0, -1},           {PolicyKind::kSlidingWindow, 80, 1, 0, -1},
+  };
+  uint64_t seed = 1000;
+  for (const Case& c : cases) {
+    PolicyParams params;
+    params.kind = c.kind;
+    params.n_att = c.n_att;
+    params.n_recent = c.n_recent;
+    params.n_sink = c.n_sink;
+    auto p = ResolvePolicy(params, c.l_dec);
+    ASSERT_TRUE(p.ok()) << p.status();
+    RunAndCheck(*p, ++seed);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+TEST(PolicyReference, SparsityZeroIsDense) {
+  for (int32_t l_dec : {1, 7, 96, 576}) {
+    PolicyParams dense_params;
+    auto dense = ResolvePolicy(dense_params, l_dec);
+    ASSERT_TRUE(dense.ok());
+    const auto expected = RunAndCheck(*dense, 7);
+    for (PolicyKind kind : kAllKinds) {
+      PolicyParams params;
+      params.kind = kind;
+      auto p = ResolvePolicy(params, l_dec);
+      if (!p.ok()) {
+        // Only sink policies can be invalid here, when L_dec <= n_sink.
+        EXPECT_LE(l_dec, 4) << PolicyName(kind);
+        continue;
+      }
+      EXPECT_EQ(RunAndCheck(*p, 7), expected) << PolicyName(kind) << " l_dec=" << l_dec;
+    }
+  }
+}
+
+TEST(PolicyReference, DiagonalWithBudgetOfTheWholeWindowIsSlidingWindow) {
+  for (int32_t n_r : {1, 3, 7, 50, 288}) {
+    PolicyParams diag;
+    diag.kind = PolicyKind::kDiagonal;
+    diag.n_att = n_r;
+    diag.n_recent = n_r;
+    PolicyParams window;
+    window.kind = PolicyKind::kSlidingWindow;
+    window.n_att = n_r;
+    auto d = ResolvePolicy(diag, 576);
+    auto w = ResolvePolicy(window, 576);
+    ASSERT_TRUE(d.ok() && w.ok());
+    EXPECT_EQ(d->n_slots, w->n_slots);
+    EXPECT_EQ(RunAndCheck(*d, 3), RunAndCheck(*w, 3)) << "N_r=" << n_r;
+  }
+  // With sinks: diagonal_sink4 with n_att == n_recent is streaming_llm.
+  PolicyParams ds;
+  ds.kind = PolicyKind::kDiagonalSink4;
+  ds.n_att = 23;
+  ds.n_recent = 23;
+  PolicyParams st;
+  st.kind = PolicyKind::kStreamingLlm;
+  st.n_att = 23;
+  auto a = ResolvePolicy(ds, 576);
+  auto b = ResolvePolicy(st, 576);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(RunAndCheck(*a, 5), RunAndCheck(*b, 5));
+}
+
+TEST(PolicyReference, DiagonalNeverAttendsOutsideTheRecentWindowOrBeyondTheSinks) {
+  PolicyParams params;
+  params.kind = PolicyKind::kDiagonalSink4;
+  params.sparsity = 0.96;
+  auto p = ResolvePolicy(params, 576);
+  ASSERT_TRUE(p.ok());
+  const auto sets = RunAndCheck(*p, 11);
+  for (int32_t t = 0; t < static_cast<int32_t>(sets.size()); ++t) {
+    for (int32_t pos : sets[t]) {
+      EXPECT_TRUE(pos < 4 || pos > t - (p->n_recent - 4)) << "t=" << t << " pos=" << pos;
+    }
+    for (int32_t sink = 0; sink < std::min(t + 1, 4); ++sink) {
+      EXPECT_TRUE(std::binary_search(sets[t].begin(), sets[t].end(), sink));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace argen::sparse
