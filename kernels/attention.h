@@ -1,0 +1,66 @@
+// Decode attention over a row's KV region: dense (contiguous slots) or sparse
+// (a policy-given slot list read inside the kernel: no gather buffer).
+//
+// For query token t the key set is region positions [0, prefix_len) followed by
+// decode entries e in [0, decode_count): position decode_base + slot(e), where
+// slot(e) = e (dense, decode_idx == nullptr) or decode_idx[t][kv_head][e] (sparse).
+// Keys are split over `splits` chunks (flash-decoding) when there are few
+// (token, kv_head) pairs; a combine pass then merges the partial softmaxes.
+//
+// Sparse extras for the policies' observe step (optional, per kv head, the
+// mean over its query heads of the final softmax probability):
+//   probs[t][kv_head][e]  for every decode entry e
+//   argmin[t][kv_head]    the entry e with the smallest probability
+//                         (first one on ties; -1 when there are no entries)
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/token_meta.h"
+
+namespace argen::kernels {
+
+struct AttentionArgs {
+  const float* q = nullptr;           // [tokens][heads][head_dim], RoPE applied
+  const __nv_bfloat16* kv_pool = nullptr;
+  const TokenMeta* meta = nullptr;    // [tokens]
+  int32_t tokens = 0;
+  int32_t heads = 0, kv_heads = 0, head_dim = 0, num_layers = 0, layer = 0;
+  float scale = 0.f;                  // softmax scale, usually 1/sqrt(head_dim)
+  // Sparse: slot lists of this layer, [tokens][kv_heads][idx_stride]; nullptr: dense.
+  const int32_t* decode_idx = nullptr;
+  int32_t idx_stride = 0;
+  // Optional outputs (sparse observe), [tokens][kv_heads][probs_stride] and [tokens][kv_heads].
+  float* probs = nullptr;
+  int32_t probs_stride = 0;
+  int32_t* argmin = nullptr;
+  __nv_bfloat16* out = nullptr;       // [tokens][heads][head_dim]
+  // Split-K: number of key chunks and chunk length; workspace from AttentionWorkspaceBytes.
+  int32_t splits = 1;
+  int32_t chunk = 0;
+  void* workspace = nullptr;
+};
+
+// Longest key chunk one block holds in shared memory.
+constexpr int32_t kMaxAttentionChunk = 1024;
+
+// Picks splits and chunk for `max_keys` (the longest key set of any token) so that
+// (tokens * kv_heads * splits) fills `sm_count` multiprocessors a few times over.
+void ChooseAttentionSplits(int32_t tokens, int32_t kv_heads, int32_t max_keys, int32_t sm_count,
+                           int32_t* splits, int32_t* chunk);
+
+// Workspace bytes for a launch with these sizes (0 when splits == 1 and no probs).
+size_t AttentionWorkspaceBytes(int32_t tokens, int32_t heads, int32_t head_dim, int32_t splits,
+                               int32_t probs_stride);
+
+// Supported: head_dim in {32, 64, 128}, heads / kv_heads in {1, 2, 4, 8}.
+bool AttentionShapeSupported(int32_t heads, int32_t kv_heads, int32_t head_dim);
+
+// cudaErrorInvalidValue for an unsupported shape or a chunk too short for the keys.
+cudaError_t DecodeAttention(const AttentionArgs& args, cudaStream_t stream);
+
+}  // namespace argen::kernels

@@ -1,0 +1,164 @@
+// Embedding gather, bias + GELU, RMSNorm, SwiGLU, residual add, RoPE + KV append.
+#include "kernels/common.cuh"
+#include "kernels/elementwise.h"
+
+namespace argen::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+int Blocks(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
+
+template <typename Out>
+__device__ __forceinline__ Out FromFloat(float v);
+template <>
+__device__ __forceinline__ float FromFloat<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ bf16 FromFloat<bf16>(float v) { return __float2bfloat16(v); }
+
+template <typename Out>
+__global__ void EmbeddingGatherKernel(const bf16* table, int64_t vocab, int dim,
+                                      const int32_t* ids, Out* out) {
+  const int row = blockIdx.x;
+  const int32_t id = ids[row];
+  const bool valid = id >= 0 && id < vocab;
+  const bf16* src = table + (valid ? static_cast<int64_t>(id) * dim : 0);
+  Out* dst = out + static_cast<int64_t>(row) * dim;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x)
+    dst[i] = FromFloat<Out>(valid ? __bfloat162float(src[i]) : 0.f);
+}
+
+__global__ void BiasGeluKernel(const float* x, const float* bias, int64_t total, int n, bf16* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const float v = x[i] + bias[i % n];
+  out[i] = __float2bfloat16(0.5f * v * (1.f + erff(v * 0.70710678118654752f)));
+}
+
+__global__ void AddBiasKernel(float* x, const float* bias, int64_t total, int n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < total) x[i] += bias[i % n];
+}
+
+__global__ void AddInPlaceKernel(float* y, const float* x, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += x[i];
+}
+
+__global__ void RmsNormKernel(const float* x, const float* weight, int dim, float eps, bf16* out) {
+  __shared__ float scratch[32];
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
+  bf16* yr = out + static_cast<int64_t>(blockIdx.x) * dim;
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
+  ss = detail::BlockSum(ss, scratch);
+  const float inv = rsqrtf(ss / dim + eps);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = __float2bfloat16(xr[i] * inv * weight[i]);
+}
+
+__global__ void SwiGluKernel(const float* gate_up, int inter, int64_t total, bf16* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int64_t r = i / inter, c = i % inter;
+  const float g = gate_up[r * 2 * inter + c], u = gate_up[r * 2 * inter + inter + c];
+  out[i] = __float2bfloat16(g / (1.f + expf(-g)) * u);
+}
+
+// One block per token, one thread per rotary pair (head, i) of q and k; v is copied.
+__global__ void RopeAppendKernel(RopeAppendArgs a) {
+  const int t = blockIdx.x;
+  const TokenMeta m = a.meta[t];
+  const int half = a.head_dim / 2;
+  const int qkv_width = (a.heads + 2 * a.kv_heads) * a.head_dim;
+  const float* row = a.qkv + static_cast<int64_t>(t) * qkv_width;
+  const int pos = min(max(m.rope_pos, 0), a.max_pos - 1);
+  const float* cs = a.rope + static_cast<int64_t>(pos) * half * 2;
+  const bool write_kv = m.kv_index >= 0 && m.kv_index < m.capacity;
+  const int64_t layer_stride = static_cast<int64_t>(a.kv_heads) * m.capacity * a.head_dim;
+  bf16* k_layer = a.kv_pool + m.kv_offset + a.layer * layer_stride;
+  bf16* v_layer = k_layer + static_cast<int64_t>(a.num_layers) * layer_stride;
+  // Query pairs.
+  for (int p = threadIdx.x; p < a.heads * half; p += blockDim.x) {
+    const int h = p / half, i = p % half;
+    const float* src = row + h * a.head_dim;
+    const float c = cs[2 * i], s = cs[2 * i + 1];
+    const float x0 = src[i], x1 = src[i + half];
+    float* dst = a.q_out + (static_cast<int64_t>(t) * a.heads + h) * a.head_dim;
+    dst[i] = x0 * c - x1 * s;
+    dst[i + half] = x1 * c + x0 * s;
+  }
+  if (!write_kv) return;
+  // Key pairs and values.
+  for (int p = threadIdx.x; p < a.kv_heads * half; p += blockDim.x) {
+    const int h = p / half, i = p % half;
+    const float* ks = row + (a.heads + h) * a.head_dim;
+    const float* vs = row + (a.heads + a.kv_heads + h) * a.head_dim;
+    const float c = cs[2 * i], s = cs[2 * i + 1];
+    const float x0 = ks[i], x1 = ks[i + half];
+    const int64_t base = (static_cast<int64_t>(h) * m.capacity + m.kv_index) * a.head_dim;
+    k_layer[base + i] = __float2bfloat16(x0 * c - x1 * s);
+    k_layer[base + i + half] = __float2bfloat16(x1 * c + x0 * s);
+    v_layer[base + i] = __float2bfloat16(vs[i]);
+    v_layer[base + i + half] = __float2bfloat16(vs[i + half]);
+  }
+}
+
+}  // namespace
+
+cudaError_t EmbeddingGatherF32(const bf16* table, int64_t vocab, int dim, const int32_t* ids,
+                               int rows, float* out, cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  EmbeddingGatherKernel<float><<<rows, 256, 0, stream>>>(table, vocab, dim, ids, out);
+  return cudaGetLastError();
+}
+
+cudaError_t EmbeddingGatherBf16(const bf16* table, int64_t vocab, int dim, const int32_t* ids,
+                                int rows, bf16* out, cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  EmbeddingGatherKernel<bf16><<<rows, 256, 0, stream>>>(table, vocab, dim, ids, out);
+  return cudaGetLastError();
+}
+
+cudaError_t BiasGelu(const float* x, const float* bias, int rows, int n, bf16* out,
+                     cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(rows) * n;
+  if (total <= 0) return cudaSuccess;
+  BiasGeluKernel<<<Blocks(total), kThreads, 0, stream>>>(x, bias, total, n, out);
+  return cudaGetLastError();
+}
+
+cudaError_t AddBias(float* x, const float* bias, int rows, int n, cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(rows) * n;
+  if (total <= 0) return cudaSuccess;
+  AddBiasKernel<<<Blocks(total), kThreads, 0, stream>>>(x, bias, total, n);
+  return cudaGetLastError();
+}
+
+cudaError_t AddInPlace(float* y, const float* x, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  AddInPlaceKernel<<<Blocks(n), kThreads, 0, stream>>>(y, x, n);
+  return cudaGetLastError();
+}
+
+cudaError_t RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, bf16* out,
+                    cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  RmsNormKernel<<<rows, 256, 0, stream>>>(x, weight, dim, eps, out);
+  return cudaGetLastError();
+}
+
+cudaError_t SwiGlu(const float* gate_up, int rows, int inter, bf16* out, cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(rows) * inter;
+  if (total <= 0) return cudaSuccess;
+  SwiGluKernel<<<Blocks(total), kThreads, 0, stream>>>(gate_up, inter, total, out);
+  return cudaGetLastError();
+}
+
+cudaError_t RopeAppend(const RopeAppendArgs& args, cudaStream_t stream) {
+  if (args.tokens <= 0) return cudaSuccess;
+  if (args.head_dim % 2 != 0 || args.max_pos <= 0) return cudaErrorInvalidValue;
+  RopeAppendKernel<<<args.tokens, 128, 0, stream>>>(args);
+  return cudaGetLastError();
+}
+
+}  // namespace argen::kernels

@@ -1,0 +1,54 @@
+// Small memory-bound kernels of the decode step. bf16 storage, fp32 math.
+// Every launcher returns the launch error (cudaSuccess when queued).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/token_meta.h"
+
+namespace argen::kernels {
+
+using bf16 = __nv_bfloat16;
+
+// out[r] = table[ids[r]] (rows of `dim`); ids outside [0, vocab) give zero rows.
+cudaError_t EmbeddingGatherF32(const bf16* table, int64_t vocab, int dim, const int32_t* ids,
+                               int rows, float* out, cudaStream_t stream);
+cudaError_t EmbeddingGatherBf16(const bf16* table, int64_t vocab, int dim, const int32_t* ids,
+                                int rows, bf16* out, cudaStream_t stream);
+
+// out = GELU_erf(x + bias) as bf16 (the aligner's and gen_head's hidden activation).
+cudaError_t BiasGelu(const float* x, const float* bias, int rows, int n, bf16* out,
+                     cudaStream_t stream);
+// x += bias, in place (fp32 rows of n).
+cudaError_t AddBias(float* x, const float* bias, int rows, int n, cudaStream_t stream);
+// y += x (fp32), the residual add where it is not fused into a GEMM epilogue.
+cudaError_t AddInPlace(float* y, const float* x, int64_t n, cudaStream_t stream);
+
+// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, written as bf16 (GEMM input).
+cudaError_t RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, bf16* out,
+                    cudaStream_t stream);
+
+// gate_up: fp32 [rows][2*inter] (gate first, then up); out = silu(gate) * up as bf16.
+cudaError_t SwiGlu(const float* gate_up, int rows, int inter, bf16* out, cudaStream_t stream);
+
+// Rotary embedding (HF rotate_half convention) and KV append.
+// qkv: fp32 [tokens][(heads + 2*kv_heads) * head_dim] (q, then k, then v).
+// rope: fp32 [max_pos][head_dim/2][2] = (cos, sin) of rope_pos * inv_freq[i].
+// Writes the rotated queries to q_out [tokens][heads][head_dim] (fp32) and the
+// rotated key and the value of layer `layer` to the token's region at kv_index.
+struct RopeAppendArgs {
+  const float* qkv = nullptr;
+  const float* rope = nullptr;
+  int32_t max_pos = 0;
+  const TokenMeta* meta = nullptr;
+  int32_t tokens = 0;
+  int32_t heads = 0, kv_heads = 0, head_dim = 0, num_layers = 0, layer = 0;
+  float* q_out = nullptr;
+  bf16* kv_pool = nullptr;
+};
+cudaError_t RopeAppend(const RopeAppendArgs& args, cudaStream_t stream);
+
+}  // namespace argen::kernels

@@ -1,0 +1,197 @@
+// Elementwise kernels against float64 host references on random inputs.
+#include "kernels/elementwise.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/tests/cuda_test_util.h"
+
+namespace argen::kernels {
+namespace {
+
+using testing::Bf16Bits;
+using testing::DeviceArray;
+using testing::FromBf16Bits;
+using testing::RandomFloats;
+using testing::RelativeError;
+using testing::ToBf16;
+
+bf16* AsBf16(DeviceArray<Bf16Bits>& a) { return reinterpret_cast<bf16*>(a.get()); }
+
+std::vector<double> Bf16ToDouble(const std::vector<Bf16Bits>& v) {
+  std::vector<double> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = FromBf16Bits(v[i]);
+  return out;
+}
+
+class ElementwiseTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(testing::RequireDevice()); }
+  std::mt19937 rng_{1234};
+};
+
+TEST_F(ElementwiseTest, EmbeddingGatherCopiesRowsAndZeroesInvalidIds) {
+  const int vocab = 300, dim = 72;
+  const auto table_h = ToBf16(RandomFloats(rng_, vocab * dim));
+  const std::vector<int32_t> ids = {5, 299, 0, -1, 300, 17};
+  DeviceArray<Bf16Bits> table(table_h);
+  DeviceArray<int32_t> ids_d(ids);
+  DeviceArray<float> out_f(ids.size() * dim);
+  DeviceArray<Bf16Bits> out_b(ids.size() * dim);
+  out_f.Poison();
+  out_b.Poison();
+  ARGEN_CUDA_OK(EmbeddingGatherF32(AsBf16(table), vocab, dim, ids_d.get(), ids.size(), out_f.get(), 0));
+  ARGEN_CUDA_OK(EmbeddingGatherBf16(AsBf16(table), vocab, dim, ids_d.get(), ids.size(), AsBf16(out_b), 0));
+  const auto f = out_f.Download();
+  const auto b = out_b.Download();
+  for (size_t r = 0; r < ids.size(); ++r) {
+    const bool valid = ids[r] >= 0 && ids[r] < vocab;
+    for (int i = 0; i < dim; ++i) {
+      const float want = valid ? FromBf16Bits(table_h[ids[r] * dim + i]) : 0.f;
+      ASSERT_EQ(f[r * dim + i], want) << "row " << r << " dim " << i;
+      ASSERT_EQ(FromBf16Bits(b[r * dim + i]), want) << "row " << r << " dim " << i;
+    }
+  }
+}
+
+TEST_F(ElementwiseTest, BiasGeluAddBiasAddInPlace) {
+  const int rows = 7, n = 333;
+  const auto x = RandomFloats(rng_, rows * n, 2.f);
+  const auto bias = RandomFloats(rng_, n);
+  const auto y0 = RandomFloats(rng_, rows * n);
+  DeviceArray<float> x_d(x), bias_d(bias), y_d(y0);
+  DeviceArray<Bf16Bits> gelu(rows * n);
+  gelu.Poison();
+  ARGEN_CUDA_OK(BiasGelu(x_d.get(), bias_d.get(), rows, n, AsBf16(gelu), 0));
+  ARGEN_CUDA_OK(AddInPlace(y_d.get(), x_d.get(), rows * n, 0));
+  ARGEN_CUDA_OK(AddBias(x_d.get(), bias_d.get(), rows, n, 0));
+  std::vector<double> want_gelu(rows * n), want_bias(rows * n), want_sum(rows * n);
+  for (int i = 0; i < rows * n; ++i) {
+    const double v = static_cast<double>(x[i]) + bias[i % n];
+    want_gelu[i] = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+    want_bias[i] = v;
+    want_sum[i] = static_cast<double>(y0[i]) + x[i];
+  }
+  EXPECT_LT(RelativeError(Bf16ToDouble(gelu.Download()), want_gelu), 5e-3);
+  const auto xb = x_d.Download();
+  const auto ys = y_d.Download();
+  EXPECT_LT(RelativeError(std::vector<double>(xb.begin(), xb.end()), want_bias), 1e-6);
+  EXPECT_LT(RelativeError(std::vector<double>(ys.begin(), ys.end()), want_sum), 1e-6);
+}
+
+TEST_F(ElementwiseTest, RmsNormMatchesFloat64) {
+  for (int dim : {64, 2048, 1000}) {
+    const int rows = 5;
+    const float eps = 1e-6f;
+    const auto x = RandomFloats(rng_, rows * dim, 3.f);
+    const auto w = RandomFloats(rng_, dim);
+    DeviceArray<float> x_d(x), w_d(w);
+    DeviceArray<Bf16Bits> out(rows * dim);
+    out.Poison();
+    ARGEN_CUDA_OK(RmsNorm(x_d.get(), w_d.get(), rows, dim, eps, AsBf16(out), 0));
+    std::vector<double> want(rows * dim);
+    for (int r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (int i = 0; i < dim; ++i) ss += static_cast<double>(x[r * dim + i]) * x[r * dim + i];
+      const double inv = 1.0 / std::sqrt(ss / dim + eps);
+      for (int i = 0; i < dim; ++i) want[r * dim + i] = x[r * dim + i] * inv * w[i];
+    }
+    EXPECT_LT(RelativeError(Bf16ToDouble(out.Download()), want), 5e-3) << "dim " << dim;
+  }
+}
+
+TEST_F(ElementwiseTest, SwiGluMatchesFloat64) {
+  const int rows = 6, inter = 517;
+  const auto gu = RandomFloats(rng_, rows * 2 * inter, 2.f);
+  DeviceArray<float> gu_d(gu);
+  DeviceArray<Bf16Bits> out(rows * inter);
+  out.Poison();
+  ARGEN_CUDA_OK(SwiGlu(gu_d.get(), rows, inter, AsBf16(out), 0));
+  std::vector<double> want(rows * inter);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < inter; ++c) {
+      const double g = gu[r * 2 * inter + c], u = gu[r * 2 * inter + inter + c];
+      want[r * inter + c] = g / (1.0 + std::exp(-g)) * u;
+    }
+  EXPECT_LT(RelativeError(Bf16ToDouble(out.Download()), want), 5e-3);
+}
+
+// Rotary tables as the backend builds them: angle = pos * theta^(-2i/d).
+std::vector<float> RopeTable(int max_pos, int head_dim, double theta) {
+  std::vector<float> t(static_cast<size_t>(max_pos) * head_dim);
+  for (int p = 0; p < max_pos; ++p)
+    for (int i = 0; i < head_dim / 2; ++i) {
+      const double a = p * std::pow(theta, -2.0 * i / head_dim);
+      t[(p * head_dim / 2 + i) * 2] = std::cos(a);
+      t[(p * head_dim / 2 + i) * 2 + 1] = std::sin(a);
+    }
+  return t;
+}
+
+TEST_F(ElementwiseTest, RopeAppendRotatesAndWritesOnlyItsSlot) {
+  const int heads = 4, kv_heads = 2, hd = 64, layers = 3, layer = 1, max_pos = 64;
+  const int cap = 20;  // per (layer, kv_head)
+  const int64_t region = 2LL * layers * kv_heads * cap * hd;
+  // Two rows' regions in one pool; three tokens: two prefill tokens of row 0, one decode of row 1.
+  std::vector<TokenMeta> meta(3);
+  meta[0] = {0, cap, 0, 0, 1, 8, 0};
+  meta[1] = {0, cap, 7, 7, 8, 8, 0};
+  meta[2] = {region, cap, 30, 13, 8, 8, 6};
+  const int width = (heads + 2 * kv_heads) * hd;
+  const auto qkv = RandomFloats(rng_, meta.size() * width);
+  const auto rope = RopeTable(max_pos, hd, 10000.0);
+  DeviceArray<float> qkv_d(qkv), rope_d(rope), q_out(meta.size() * heads * hd);
+  DeviceArray<TokenMeta> meta_d(meta);
+  DeviceArray<Bf16Bits> pool(2 * region);
+  pool.Poison(0xff);  // bf16 0xffff is a NaN: any stray write shows
+  q_out.Poison();
+  RopeAppendArgs a;
+  a.qkv = qkv_d.get();
+  a.rope = rope_d.get();
+  a.max_pos = max_pos;
+  a.meta = meta_d.get();
+  a.tokens = meta.size();
+  a.heads = heads;
+  a.kv_heads = kv_heads;
+  a.head_dim = hd;
+  a.num_layers = layers;
+  a.layer = layer;
+  a.q_out = q_out.get();
+  a.kv_pool = AsBf16(pool);
+  ARGEN_CUDA_OK(RopeAppend(a, 0));
+  const auto q = q_out.Download();
+  const auto kv = pool.Download();
+  std::vector<bool> written(kv.size(), false);
+  for (size_t t = 0; t < meta.size(); ++t) {
+    auto rotate = [&](const float* x, int i, double theta_pos) {
+      const double angle = theta_pos * std::pow(10000.0, -2.0 * (i % (hd / 2)) / hd);
+      const double c = std::cos(angle), s = std::sin(angle);
+      return i < hd / 2 ? x[i] * c - x[i + hd / 2] * s : x[i] * c + x[i - hd / 2] * s;
+    };
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < hd; ++i) {
+        const double want = rotate(&qkv[t * width + h * hd], i, meta[t].rope_pos);
+        ASSERT_NEAR(q[(t * heads + h) * hd + i], want, 1e-5) << "token " << t << " q head " << h;
+      }
+    for (int h = 0; h < kv_heads; ++h)
+      for (int i = 0; i < hd; ++i) {
+        const int64_t layer_stride = static_cast<int64_t>(kv_heads) * cap * hd;
+        const int64_t k_at = meta[t].kv_offset + layer * layer_stride + (h * cap + meta[t].kv_index) * hd + i;
+        const int64_t v_at = k_at + layers * layer_stride;
+        const double want_k = rotate(&qkv[t * width + (heads + h) * hd], i, meta[t].rope_pos);
+        const double want_v = qkv[t * width + (heads + kv_heads + h) * hd + i];
+        ASSERT_NEAR(FromBf16Bits(kv[k_at]), want_k, 1e-2 * std::max(1.0, std::abs(want_k)));
+        ASSERT_EQ(FromBf16Bits(kv[v_at]), testing::RoundBf16(want_v));
+        written[k_at] = written[v_at] = true;
+      }
+  }
+  for (size_t i = 0; i < kv.size(); ++i) {
+    if (!written[i]) {
+      ASSERT_EQ(kv[i], 0xffff) << "stray write at " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace argen::kernels

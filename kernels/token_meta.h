@@ -1,0 +1,25 @@
+// Per-token description of where a token's K/V live and what it attends,
+// shared by the RoPE/KV-append and the attention kernels. One entry per query
+// token: a decode row contributes one token a step, a prefill prompt one per
+// prompt token. Built on the host, copied to the device once per step.
+#pragma once
+
+#include <cstdint>
+
+namespace argen::kernels {
+
+// The KV pool holds, per row, a region laid out as
+//   K: [layer][kv_head][capacity][head_dim], then V with the same shape,
+// capacity = L_p + n_slots (prompt positions first, then the policy's slots).
+struct TokenMeta {
+  int64_t kv_offset = 0;     // element offset of the row's region in the pool
+  int32_t capacity = 0;      // positions per (layer, kv_head): L_p + n_slots
+  int32_t rope_pos = 0;      // absolute sequence position (rotary angle)
+  int32_t kv_index = 0;      // region position its K/V are written to; < 0: not written
+  int32_t prefix_len = 0;    // region positions [0, prefix_len) are always attended
+  int32_t decode_base = 0;   // region position of decode slot 0 (= L_p)
+  int32_t decode_count = 0;  // dense: slots [0, count) attended; sparse: index-list length
+};
+static_assert(sizeof(TokenMeta) == 32, "TokenMeta is copied as a flat array");
+
+}  // namespace argen::kernels
