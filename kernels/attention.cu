@@ -83,8 +83,11 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   __shared__ float s_m[G], s_l[G];
 
   const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
-  const TokenMeta m = a.meta[t];
-  const int n = m.prefix_len + max(m.decode_count, 0);
+  TokenMeta m = a.meta[t];
+  const bool sparse = (m.flags & kTokenSparse) && a.decode_idx != nullptr;
+  if (sparse && a.counts != nullptr) m.decode_count = a.counts[static_cast<int64_t>(t) * a.kv_heads + kvh];
+  m.decode_count = max(m.decode_count, 0);
+  const int n = m.prefix_len + m.decode_count;
   const int begin = split * a.chunk;
   const int len = max(0, min(n, begin + a.chunk) - begin);
   const int tid = threadIdx.x, sub = tid % kLanesPerKey, slot = tid / kLanesPerKey;
@@ -93,9 +96,10 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
                        static_cast<int64_t>(kvh) * m.capacity * HD;
   const bf16* v_base = k_base + static_cast<int64_t>(a.num_layers) * layer_stride;
   const int32_t* idx =
-      a.decode_idx ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride
+      sparse ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride
                    : nullptr;
-  const bool split_logits = a.splits > 1 && a.probs != nullptr;
+  const bool want_probs = sparse && a.probs != nullptr && m.decode_count <= a.probs_stride;
+  const bool split_logits = a.splits > 1 && want_probs;
   WorkspaceView ws = View(a.workspace, a.tokens, a.heads, HD, a.splits);
 
   float q[G][8];
@@ -232,7 +236,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   }
 
   // Fused observe outputs when the whole key set is in this block.
-  if (a.splits == 1 && a.probs != nullptr) {
+  if (a.splits == 1 && want_probs) {
     float* probs = a.probs + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.probs_stride;
     MinEntry best{INFINITY, -1};
     for (int e = tid; e < m.decode_count; e += kThreads) {
@@ -279,7 +283,10 @@ __global__ void __launch_bounds__(kThreads) CombineKernel(AttentionArgs a) {
         __float2bfloat16(s_l[g] > 0.f ? total / s_l[g] : 0.f);
   }
   if (a.probs == nullptr) return;
-  const TokenMeta m = a.meta[t];
+  TokenMeta m = a.meta[t];
+  if (!(m.flags & kTokenSparse) || a.decode_idx == nullptr) return;
+  if (a.counts != nullptr) m.decode_count = a.counts[static_cast<int64_t>(t) * a.kv_heads + kvh];
+  if (m.decode_count > a.probs_stride) return;
   float* probs = a.probs + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.probs_stride;
   MinEntry best{INFINITY, -1};
   for (int e = tid; e < m.decode_count; e += kThreads) {
@@ -367,6 +374,7 @@ cudaError_t DecodeAttention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.splits < 1 || a.chunk <= 0 || a.chunk > kMaxAttentionChunk) return cudaErrorInvalidValue;
   if (a.splits > 1 && a.workspace == nullptr) return cudaErrorInvalidValue;
   if (a.decode_idx != nullptr && a.idx_stride <= 0) return cudaErrorInvalidValue;
+  if (a.probs != nullptr && a.probs_stride <= 0) return cudaErrorInvalidValue;
   const int group = a.heads / a.kv_heads;
   switch (a.head_dim) {
     case 32: return LaunchGroup<32>(a, group, stream);

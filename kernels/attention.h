@@ -2,13 +2,14 @@
 // (a policy-given slot list read inside the kernel: no gather buffer).
 //
 // For query token t the key set is region positions [0, prefix_len) followed by
-// decode entries e in [0, decode_count): position decode_base + slot(e), where
-// slot(e) = e (dense, decode_idx == nullptr) or decode_idx[t][kv_head][e] (sparse).
+// decode entries e in [0, count): position decode_base + slot(e), where
+// slot(e) = e (dense tokens) or decode_idx[t][kv_head][e] (kTokenSparse tokens).
 // Keys are split over `splits` chunks (flash-decoding) when there are few
 // (token, kv_head) pairs; a combine pass then merges the partial softmaxes.
 //
-// Sparse extras for the policies' observe step (optional, per kv head, the
-// mean over its query heads of the final softmax probability):
+// Sparse extras for the policies' observe step (optional; kTokenSparse tokens
+// whose count fits probs_stride; per kv head, the mean over its query heads of
+// the final softmax probability over prompt + attended keys):
 //   probs[t][kv_head][e]  for every decode entry e
 //   argmin[t][kv_head]    the entry e with the smallest probability
 //                         (first one on ties; -1 when there are no entries)
@@ -31,9 +32,11 @@ struct AttentionArgs {
   int32_t tokens = 0;
   int32_t heads = 0, kv_heads = 0, head_dim = 0, num_layers = 0, layer = 0;
   float scale = 0.f;                  // softmax scale, usually 1/sqrt(head_dim)
-  // Sparse: slot lists of this layer, [tokens][kv_heads][idx_stride]; nullptr: dense.
+  // Slot lists of this layer, [tokens][kv_heads][idx_stride], read for kTokenSparse
+  // tokens; their per-head lengths in counts[tokens][kv_heads] (nullptr: meta.decode_count).
   const int32_t* decode_idx = nullptr;
   int32_t idx_stride = 0;
+  const int32_t* counts = nullptr;
   // Optional outputs (sparse observe), [tokens][kv_heads][probs_stride] and [tokens][kv_heads].
   float* probs = nullptr;
   int32_t probs_stride = 0;

@@ -64,6 +64,12 @@ __global__ void SwiGluKernel(const float* gate_up, int inter, int64_t total, bf1
   out[i] = __float2bfloat16(g / (1.f + expf(-g)) * u);
 }
 
+__global__ void GatherRowsKernel(const float* src, const int32_t* rows, int dim, float* dst) {
+  const float* s = src + static_cast<int64_t>(rows[blockIdx.x]) * dim;
+  float* d = dst + static_cast<int64_t>(blockIdx.x) * dim;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) d[i] = s[i];
+}
+
 // One block per token, one thread per rotary pair (head, i) of q and k; v is copied.
 __global__ void RopeAppendKernel(RopeAppendArgs a) {
   const int t = blockIdx.x;
@@ -73,7 +79,7 @@ __global__ void RopeAppendKernel(RopeAppendArgs a) {
   const float* row = a.qkv + static_cast<int64_t>(t) * qkv_width;
   const int pos = min(max(m.rope_pos, 0), a.max_pos - 1);
   const float* cs = a.rope + static_cast<int64_t>(pos) * half * 2;
-  const bool write_kv = m.kv_index >= 0 && m.kv_index < m.capacity;
+  const bool sparse = (m.flags & kTokenSparse) && a.write_slots != nullptr;
   const int64_t layer_stride = static_cast<int64_t>(a.kv_heads) * m.capacity * a.head_dim;
   bf16* k_layer = a.kv_pool + m.kv_offset + a.layer * layer_stride;
   bf16* v_layer = k_layer + static_cast<int64_t>(a.num_layers) * layer_stride;
@@ -87,15 +93,17 @@ __global__ void RopeAppendKernel(RopeAppendArgs a) {
     dst[i] = x0 * c - x1 * s;
     dst[i + half] = x1 * c + x0 * s;
   }
-  if (!write_kv) return;
   // Key pairs and values.
   for (int p = threadIdx.x; p < a.kv_heads * half; p += blockDim.x) {
     const int h = p / half, i = p % half;
+    const int kv_index =
+        sparse ? m.decode_base + a.write_slots[static_cast<int64_t>(t) * a.kv_heads + h] : m.kv_index;
+    if (kv_index < 0 || kv_index >= m.capacity) continue;
     const float* ks = row + (a.heads + h) * a.head_dim;
     const float* vs = row + (a.heads + a.kv_heads + h) * a.head_dim;
     const float c = cs[2 * i], s = cs[2 * i + 1];
     const float x0 = ks[i], x1 = ks[i + half];
-    const int64_t base = (static_cast<int64_t>(h) * m.capacity + m.kv_index) * a.head_dim;
+    const int64_t base = (static_cast<int64_t>(h) * m.capacity + kv_index) * a.head_dim;
     k_layer[base + i] = __float2bfloat16(x0 * c - x1 * s);
     k_layer[base + i + half] = __float2bfloat16(x1 * c + x0 * s);
     v_layer[base + i] = __float2bfloat16(vs[i]);
@@ -151,6 +159,13 @@ cudaError_t SwiGlu(const float* gate_up, int rows, int inter, bf16* out, cudaStr
   const int64_t total = static_cast<int64_t>(rows) * inter;
   if (total <= 0) return cudaSuccess;
   SwiGluKernel<<<Blocks(total), kThreads, 0, stream>>>(gate_up, inter, total, out);
+  return cudaGetLastError();
+}
+
+cudaError_t GatherRowsF32(const float* src, const int32_t* rows, int n, int dim, float* dst,
+                          cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  GatherRowsKernel<<<n, 256, 0, stream>>>(src, rows, dim, dst);
   return cudaGetLastError();
 }
 

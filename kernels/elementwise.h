@@ -34,11 +34,16 @@ cudaError_t RmsNorm(const float* x, const float* weight, int rows, int dim, floa
 // gate_up: fp32 [rows][2*inter] (gate first, then up); out = silu(gate) * up as bf16.
 cudaError_t SwiGlu(const float* gate_up, int rows, int inter, bf16* out, cudaStream_t stream);
 
+// dst[i] = src[rows[i]] for fp32 rows of `dim` (pair -> row broadcast, last-token gather).
+cudaError_t GatherRowsF32(const float* src, const int32_t* rows, int n, int dim, float* dst,
+                          cudaStream_t stream);
+
 // Rotary embedding (HF rotate_half convention) and KV append.
 // qkv: fp32 [tokens][(heads + 2*kv_heads) * head_dim] (q, then k, then v).
 // rope: fp32 [max_pos][head_dim/2][2] = (cos, sin) of rope_pos * inv_freq[i].
 // Writes the rotated queries to q_out [tokens][heads][head_dim] (fp32) and the
-// rotated key and the value of layer `layer` to the token's region at kv_index.
+// rotated key and the value of layer `layer` to the token's region at kv_index,
+// or, for kTokenSparse tokens, at decode_base + write_slots[t][kv_head].
 struct RopeAppendArgs {
   const float* qkv = nullptr;
   const float* rope = nullptr;
@@ -46,6 +51,7 @@ struct RopeAppendArgs {
   const TokenMeta* meta = nullptr;
   int32_t tokens = 0;
   int32_t heads = 0, kv_heads = 0, head_dim = 0, num_layers = 0, layer = 0;
+  const int32_t* write_slots = nullptr;  // [tokens][kv_heads] of this layer (sparse tokens)
   float* q_out = nullptr;
   bf16* kv_pool = nullptr;
 };

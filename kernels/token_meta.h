@@ -19,7 +19,14 @@ struct TokenMeta {
   int32_t prefix_len = 0;    // region positions [0, prefix_len) are always attended
   int32_t decode_base = 0;   // region position of decode slot 0 (= L_p)
   int32_t decode_count = 0;  // dense: slots [0, count) attended; sparse: index-list length
+  int32_t flags = 0;         // kTokenSparse: attend the slot lists, not [0, decode_count)
+  int32_t reserved = 0;
 };
-static_assert(sizeof(TokenMeta) == 32, "TokenMeta is copied as a flat array");
+static_assert(sizeof(TokenMeta) == 40, "TokenMeta is copied as a flat array");
+
+// The token attends the policy's slot list (per kv head: AttentionArgs::decode_idx
+// and, when given, AttentionArgs::counts) and writes its K/V to the policy's slot
+// (RopeAppendArgs::write_slots) instead of kv_index.
+constexpr int32_t kTokenSparse = 1;
 
 }  // namespace argen::kernels

@@ -80,6 +80,19 @@ TEST_F(ElementwiseTest, BiasGeluAddBiasAddInPlace) {
   EXPECT_LT(RelativeError(std::vector<double>(ys.begin(), ys.end()), want_sum), 1e-6);
 }
 
+TEST_F(ElementwiseTest, GatherRowsCopiesSelectedRows) {
+  const int dim = 300;
+  const auto src = RandomFloats(rng_, 5 * dim);
+  const std::vector<int32_t> rows = {0, 0, 4, 2, 2, 1};
+  DeviceArray<float> src_d(src), dst(rows.size() * dim);
+  DeviceArray<int32_t> rows_d(rows);
+  dst.Poison();
+  ARGEN_CUDA_OK(GatherRowsF32(src_d.get(), rows_d.get(), rows.size(), dim, dst.get(), 0));
+  const auto got = dst.Download();
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (int d = 0; d < dim; ++d) ASSERT_EQ(got[i * dim + d], src[rows[i] * dim + d]);
+}
+
 TEST_F(ElementwiseTest, RmsNormMatchesFloat64) {
   for (int dim : {64, 2048, 1000}) {
     const int rows = 5;
@@ -135,14 +148,20 @@ TEST_F(ElementwiseTest, RopeAppendRotatesAndWritesOnlyItsSlot) {
   const int64_t region = 2LL * layers * kv_heads * cap * hd;
   // Two rows' regions in one pool; three tokens: two prefill tokens of row 0, one decode of row 1.
   std::vector<TokenMeta> meta(3);
-  meta[0] = {0, cap, 0, 0, 1, 8, 0};
-  meta[1] = {0, cap, 7, 7, 8, 8, 0};
-  meta[2] = {region, cap, 30, 13, 8, 8, 6};
+  meta[0] = {0, cap, 0, 0, 1, 8, 0, 0, 0};
+  meta[1] = {0, cap, 7, 7, 8, 8, 0, 0, 0};
+  meta[2] = {region, cap, 30, -1, 8, 8, 6, kTokenSparse, 0};
+  // Token 2 is a sparse decode token: each kv head writes its own policy slot.
+  const std::vector<int32_t> write_slots = {0, 0, 0, 0, 5, 11};
+  auto kv_index_of = [&](size_t t, int h) {
+    return meta[t].flags & kTokenSparse ? meta[t].decode_base + write_slots[t * kv_heads + h] : meta[t].kv_index;
+  };
   const int width = (heads + 2 * kv_heads) * hd;
   const auto qkv = RandomFloats(rng_, meta.size() * width);
   const auto rope = RopeTable(max_pos, hd, 10000.0);
   DeviceArray<float> qkv_d(qkv), rope_d(rope), q_out(meta.size() * heads * hd);
   DeviceArray<TokenMeta> meta_d(meta);
+  DeviceArray<int32_t> slots_d(write_slots);
   DeviceArray<Bf16Bits> pool(2 * region);
   pool.Poison(0xff);  // bf16 0xffff is a NaN: any stray write shows
   q_out.Poison();
@@ -157,6 +176,7 @@ TEST_F(ElementwiseTest, RopeAppendRotatesAndWritesOnlyItsSlot) {
   a.head_dim = hd;
   a.num_layers = layers;
   a.layer = layer;
+  a.write_slots = slots_d.get();
   a.q_out = q_out.get();
   a.kv_pool = AsBf16(pool);
   ARGEN_CUDA_OK(RopeAppend(a, 0));
@@ -177,7 +197,7 @@ TEST_F(ElementwiseTest, RopeAppendRotatesAndWritesOnlyItsSlot) {
     for (int h = 0; h < kv_heads; ++h)
       for (int i = 0; i < hd; ++i) {
         const int64_t layer_stride = static_cast<int64_t>(kv_heads) * cap * hd;
-        const int64_t k_at = meta[t].kv_offset + layer * layer_stride + (h * cap + meta[t].kv_index) * hd + i;
+        const int64_t k_at = meta[t].kv_offset + layer * layer_stride + (h * cap + kv_index_of(t, h)) * hd + i;
         const int64_t v_at = k_at + layers * layer_stride;
         const double want_k = rotate(&qkv[t * width + (heads + h) * hd], i, meta[t].rope_pos);
         const double want_v = qkv[t * width + (heads + kv_heads + h) * hd + i];
