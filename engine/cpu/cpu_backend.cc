@@ -1,0 +1,391 @@
+#include "engine/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/gemm.h"
+#include "engine/cpu/ops.h"
+#include "engine/cpu/prefill_attention.h"
+#include "engine/cpu/sparse_attention.h"
+#include "engine/model/sampling_rng.h"
+
+namespace argen::cpu {
+namespace {
+
+// Buffers only grow, so steady-state decoding allocates nothing.
+template <typename T>
+T* Grow(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+  return v.data();
+}
+
+absl::Status CheckSampling(std::span<const model::SamplingSpec> sampling) {
+  for (size_t i = 0; i < sampling.size(); ++i) {
+    const model::SamplingSpec& s = sampling[i];
+    if (!(s.temperature > 0.0f) || s.top_k < 0 || !(s.top_p > 0.0f && s.top_p <= 1.0f) ||
+        s.image_index < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sampling[", i, "]: temperature must be > 0, top_k >= 0, top_p in (0, 1], image_index >= 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct CpuBackend::Activations {
+  // Per token (prefill) or per row (decode).
+  std::vector<float> x, xn, qkv, attn, gate_up, mlp, rope;
+  // Per row.
+  std::vector<float> last_hidden, head_in, head_mid, logits;
+  std::vector<KvRow*> rows;
+  std::vector<int32_t> row_steps;
+  // Per pair (decode input embeddings).
+  std::vector<float> image_embed, aligner_mid, aligner_out;
+  // Decode attention of one row.
+  std::vector<int32_t> attended, counts, decode_positions;
+  std::vector<float> attended_probs, head_probs, scratch;
+};
+
+CpuBackend::CpuBackend(const model::ModelDims& dims, CpuWeights weights,
+                       const model::BackendOptions& options)
+    : dims_(dims),
+      w_(std::move(weights)),
+      options_(options),
+      kv_(dims, options.kv_budget_bytes),
+      act_(std::make_unique<Activations>()),
+      sampler_(dims.image_vocab) {
+  SetBlasThreads(options.threads);
+  const int32_t half = dims.head_dim / 2;
+  inv_freq_.resize(half);
+  // HF: inv_freq = 1 / theta ** (arange(0, dim, 2).float() / dim)
+  for (int32_t i = 0; i < half; ++i) {
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(dims.head_dim);
+    inv_freq_[i] = 1.0f / std::pow(dims.rope_theta, exponent);
+  }
+}
+
+CpuBackend::~CpuBackend() = default;
+
+absl::StatusOr<model::RowId> CpuBackend::AllocateRow(int32_t prompt_len,
+                                                     const sparse::ResolvedPolicy& policy) {
+  if (prompt_len > options_.max_prompt_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt_len ", prompt_len,
+                                                   " exceeds max_prompt_tokens ",
+                                                   options_.max_prompt_tokens));
+  }
+  return kv_.Allocate(prompt_len, policy);
+}
+
+template <typename AttendFn>
+void CpuBackend::RunLayers(int64_t n, AttendFn&& attend) {
+  const model::ModelDims& d = dims_;
+  const int32_t H = d.hidden_size, I = d.intermediate_size;
+  const int32_t q_dim = d.num_heads * d.head_dim;
+  const int32_t qkv_dim = q_dim + 2 * d.num_kv_heads * d.head_dim;
+  Activations& a = *act_;
+  for (int32_t l = 0; l < d.num_layers; ++l) {
+    const LayerWeights& lw = w_.layers[l];
+    RmsNorm(a.x.data(), lw.input_norm.data(), n, H, d.rms_norm_eps, a.xn.data());
+    MatMulWT(a.xn.data(), lw.qkv.data(), n, H, qkv_dim, a.qkv.data());
+    attend(l);
+    MatMulWT(a.attn.data(), lw.o.data(), n, q_dim, H, a.x.data(), 1.0f);
+    RmsNorm(a.x.data(), lw.post_norm.data(), n, H, d.rms_norm_eps, a.xn.data());
+    MatMulWT(a.xn.data(), lw.gate_up.data(), n, H, 2 * I, a.gate_up.data());
+    SiluMul(a.gate_up.data(), n, I, a.mlp.data());
+    MatMulWT(a.mlp.data(), lw.down.data(), n, I, H, a.x.data(), 1.0f);
+  }
+}
+
+void CpuBackend::HeadAndSample(const float* hidden, int64_t n_rows,
+                               std::span<const model::SamplingSpec> sampling,
+                               const int32_t* steps, const model::StepOutputs& out) {
+  const model::ModelDims& d = dims_;
+  Activations& a = *act_;
+  const int32_t H = d.hidden_size, E = d.head_embed_dim, V = d.image_vocab;
+  float* normed = Grow(a.head_in, n_rows * H);
+  float* mid = Grow(a.head_mid, n_rows * E);
+  float* logits = out.row_logits ? out.row_logits : Grow(a.logits, n_rows * V);
+  RmsNorm(hidden, w_.final_norm.data(), n_rows, H, d.rms_norm_eps, normed);
+  MatMulWT(normed, w_.head_proj_w.data(), n_rows, H, E, mid);
+  AddBias(mid, w_.head_proj_b.data(), n_rows, E);
+  GeluInPlace(mid, n_rows * E);
+  MatMulWT(mid, w_.head_out_w.data(), n_rows, E, V, logits);
+  AddBias(logits, w_.head_out_b.data(), n_rows, V);
+  for (size_t i = 0; i < sampling.size(); ++i) {
+    const model::SamplingSpec& s = sampling[i];
+    const float u = model::SampleUniform(s.seed, static_cast<uint32_t>(s.image_index),
+                                         static_cast<uint32_t>(steps[i]));
+    out.sampled[i] = sampler_.Sample(logits + (2 * i) * int64_t{V}, logits + (2 * i + 1) * int64_t{V},
+                                     s, u);
+  }
+}
+
+absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::StepOutputs& out) {
+  const model::ModelDims& d = dims_;
+  const int64_t n_rows = static_cast<int64_t>(b.rows.size());
+  const int64_t n_pairs = n_rows / 2;
+  if (n_rows == 0 || n_rows % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Prefill: rows must be a positive even count (cond, uncond pairs), got ", n_rows));
+  }
+  if (n_rows > options_.max_batch_rows) {
+    return absl::InvalidArgumentError(absl::StrCat("Prefill: ", n_rows, " rows exceed max_batch_rows ", options_.max_batch_rows));
+  }
+  if (static_cast<int64_t>(b.token_offsets.size()) != n_rows + 1 ||
+      static_cast<int64_t>(b.sampling.size()) != n_pairs ||
+      static_cast<int64_t>(out.sampled.size()) != n_pairs) {
+    return absl::InvalidArgumentError("Prefill: token_offsets needs n_rows + 1 entries, sampling and sampled n_pairs");
+  }
+  if (absl::Status s = CheckSampling(b.sampling); !s.ok()) return s;
+  if (b.token_offsets[0] != 0 || b.token_offsets[n_rows] != static_cast<int32_t>(b.tokens.size())) {
+    return absl::InvalidArgumentError("Prefill: token_offsets must start at 0 and end at tokens.size()");
+  }
+  Activations& a = *act_;
+  a.rows.assign(n_rows, nullptr);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    KvRow* row = kv_.Find(b.rows[r]);
+    if (row == nullptr) return absl::InvalidArgumentError(absl::StrCat("Prefill: rows[", r, "] = ", b.rows[r], " is not an allocated row"));
+    if (row->prefilled) return absl::InvalidArgumentError(absl::StrCat("Prefill: rows[", r, "] = ", b.rows[r], " was already prefilled"));
+    const int32_t len = b.token_offsets[r + 1] - b.token_offsets[r];
+    if (len != row->prompt_len) {
+      return absl::InvalidArgumentError(absl::StrCat("Prefill: rows[", r, "] has ", len, " tokens but was allocated for prompt_len ", row->prompt_len));
+    }
+    a.rows[r] = row;
+  }
+  for (size_t i = 0; i < b.tokens.size(); ++i) {
+    if (b.tokens[i] < 0 || b.tokens[i] >= d.text_vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("Prefill: tokens[", i, "] = ", b.tokens[i], " is outside the text vocabulary [0, ", d.text_vocab, ")"));
+    }
+  }
+
+  const int64_t n = static_cast<int64_t>(b.tokens.size());
+  const int32_t H = d.hidden_size, hd = d.head_dim;
+  const int32_t q_dim = d.num_heads * hd, kv_dim = d.num_kv_heads * hd;
+  const int32_t qkv_dim = q_dim + 2 * kv_dim;
+  Grow(a.x, n * H);
+  Grow(a.xn, n * H);
+  Grow(a.qkv, n * qkv_dim);
+  Grow(a.attn, n * q_dim);
+  Grow(a.gate_up, n * 2 * d.intermediate_size);
+  Grow(a.mlp, n * d.intermediate_size);
+  Grow(a.rope, n * hd);
+  int32_t max_len = 0;
+  for (KvRow* row : a.rows) max_len = std::max(max_len, row->prompt_len);
+  Grow(a.scratch, max_len);
+
+  if (absl::Status s = w_.text_embeddings(b.tokens.data(), n, a.x.data()); !s.ok()) return s;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int32_t i = b.token_offsets[r]; i < b.token_offsets[r + 1]; ++i) {
+      RopeAngles(inv_freq_.data(), hd / 2, i - b.token_offsets[r], a.rope.data() + int64_t{i} * hd);
+    }
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  RunLayers(n, [&](int32_t layer) {
+    for (int64_t r = 0; r < n_rows; ++r) {
+      KvRow& row = *a.rows[r];
+      float* k_block = kv_.LayerK(row, layer);
+      float* v_block = kv_.LayerV(row, layer);
+      const int32_t begin = b.token_offsets[r];
+      for (int32_t i = begin; i < b.token_offsets[r + 1]; ++i) {
+        float* q = a.qkv.data() + int64_t{i} * qkv_dim;
+        float* k = q + q_dim;
+        const float* v = k + kv_dim;
+        ApplyRope(q, d.num_heads, hd, a.rope.data() + int64_t{i} * hd);
+        ApplyRope(k, d.num_kv_heads, hd, a.rope.data() + int64_t{i} * hd);
+        for (int32_t g = 0; g < d.num_kv_heads; ++g) {
+          const int64_t at = (g * row.positions() + (i - begin)) * hd;
+          std::memcpy(k_block + at, k + g * hd, sizeof(float) * hd);
+          std::memcpy(v_block + at, v + g * hd, sizeof(float) * hd);
+        }
+      }
+      PrefillAttentionArgs args;
+      args.len = row.prompt_len;
+      args.heads = d.num_heads;
+      args.kv_heads = d.num_kv_heads;
+      args.head_dim = hd;
+      args.q = a.qkv.data() + int64_t{begin} * qkv_dim;
+      args.q_stride = qkv_dim;
+      args.k = k_block;
+      args.v = v_block;
+      args.kv_positions = row.positions();
+      args.scale = scale;
+      args.out = a.attn.data() + int64_t{begin} * q_dim;
+      args.out_stride = q_dim;
+      args.scratch = a.scratch.data();
+      PrefillAttention(args);
+    }
+  });
+
+  float* last = Grow(a.last_hidden, n_rows * H);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    std::memcpy(last + r * H, a.x.data() + int64_t{b.token_offsets[r + 1] - 1} * H, sizeof(float) * H);
+    a.rows[r]->prefilled = true;
+  }
+  int32_t* steps = Grow(a.row_steps, n_pairs);
+  std::fill(steps, steps + n_pairs, 0);
+  HeadAndSample(last, n_rows, b.sampling, steps, out);
+  return absl::OkStatus();
+}
+
+void CpuBackend::DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows,
+                                   std::span<const model::RowId> row_ids, const int32_t* steps) {
+  const model::ModelDims& d = dims_;
+  Activations& a = *act_;
+  const int32_t hd = d.head_dim, q_dim = d.num_heads * hd, kv_dim = d.num_kv_heads * hd;
+  const int32_t qkv_dim = q_dim + 2 * kv_dim;
+  const int32_t group = d.num_heads / d.num_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (size_t r = 0; r < rows.size(); ++r) {
+    KvRow& row = *rows[r];
+    const int32_t t = steps[r / 2];
+    const int32_t stride = row.layout.max_attended;
+    float* q = a.qkv.data() + r * qkv_dim;
+    float* k = q + q_dim;
+    const float* v = k + kv_dim;
+    ApplyRope(q, d.num_heads, hd, a.rope.data() + r * hd);
+    ApplyRope(k, d.num_kv_heads, hd, a.rope.data() + r * hd);
+    float* k_block = kv_.LayerK(row, layer);
+    float* v_block = kv_.LayerV(row, layer);
+    int32_t* attended = a.attended.data();
+    for (int32_t g = 0; g < d.num_kv_heads; ++g) {
+      int32_t slot = 0;
+      const int32_t count = sparse::PlanStep(row.policy, row.layout,
+                                             row.State(layer * d.num_kv_heads + g), t, &slot,
+                                             attended + int64_t{g} * stride);
+      // Validated before the step (t == next_step < l_dec), so count >= 0.
+      a.counts[g] = std::max(count, 0);
+      const int64_t at = (g * row.positions() + row.prompt_len + slot) * hd;
+      std::memcpy(k_block + at, k + g * hd, sizeof(float) * hd);
+      std::memcpy(v_block + at, v + g * hd, sizeof(float) * hd);
+    }
+    DecodeAttentionShape shape{d.num_heads, d.num_kv_heads, hd, row.prompt_len, row.layout.n_slots};
+    DecodeAttentionIo io;
+    io.q = q;
+    io.k = k_block;
+    io.v = v_block;
+    io.attended = attended;
+    io.counts = a.counts.data();
+    io.attended_stride = stride;
+    io.scale = scale;
+    io.out = a.attn.data() + r * q_dim;
+    io.attended_probs = a.attended_probs.data();
+    io.head_probs = observer_ ? a.head_probs.data() : nullptr;
+    io.scratch = a.scratch.data();
+    DecodeAttention(shape, io);
+    for (int32_t g = 0; g < d.num_kv_heads; ++g) {
+      sparse::PolicyState state = row.State(layer * d.num_kv_heads + g);
+      if (sparse::ObserveNeeded(row.policy, row.layout, state, t)) {
+        sparse::ObserveStep(row.policy, row.layout, state, t, attended + int64_t{g} * stride,
+                            a.attended_probs.data() + int64_t{g} * stride, a.counts[g]);
+      }
+    }
+    if (observer_) {
+      const int32_t full_stride = row.prompt_len + stride;
+      for (int32_t h = 0; h < d.num_heads; ++h) {
+        const int32_t g = h / group;
+        const int32_t count = a.counts[g];
+        const sparse::PolicyState state = row.State(layer * d.num_kv_heads + g);
+        for (int32_t i = 0; i < count; ++i) {
+          a.decode_positions[i] = sparse::SlotPosition(row.layout, state, attended[int64_t{g} * stride + i]);
+        }
+        AttentionObservation obs;
+        obs.layer = layer;
+        obs.head = h;
+        obs.row = row_ids[r];
+        obs.step = t;
+        obs.prompt_len = row.prompt_len;
+        obs.probs = std::span<const float>(a.head_probs.data() + int64_t{h} * full_stride,
+                                           row.prompt_len + count);
+        obs.decode_positions = std::span<const int32_t>(a.decode_positions.data(), count);
+        observer_(obs);
+      }
+    }
+  }
+}
+
+absl::Status CpuBackend::Decode(const model::DecodeBatch& b, const model::StepOutputs& out) {
+  const model::ModelDims& d = dims_;
+  const int64_t n_rows = static_cast<int64_t>(b.rows.size());
+  const int64_t n_pairs = n_rows / 2;
+  if (n_rows == 0 || n_rows % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Decode: rows must be a positive even count (cond, uncond pairs), got ", n_rows));
+  }
+  if (n_rows > options_.max_batch_rows) {
+    return absl::InvalidArgumentError(absl::StrCat("Decode: ", n_rows, " rows exceed max_batch_rows ", options_.max_batch_rows));
+  }
+  if (static_cast<int64_t>(b.image_tokens.size()) != n_pairs ||
+      static_cast<int64_t>(b.steps.size()) != n_pairs ||
+      static_cast<int64_t>(b.sampling.size()) != n_pairs ||
+      static_cast<int64_t>(out.sampled.size()) != n_pairs) {
+    return absl::InvalidArgumentError("Decode: image_tokens, steps, sampling and sampled need one entry per pair");
+  }
+  if (absl::Status s = CheckSampling(b.sampling); !s.ok()) return s;
+  Activations& a = *act_;
+  a.rows.assign(n_rows, nullptr);
+  int32_t max_stride = 0, max_prompt = 0;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    KvRow* row = kv_.Find(b.rows[r]);
+    const int32_t t = b.steps[r / 2];
+    if (row == nullptr) return absl::InvalidArgumentError(absl::StrCat("Decode: rows[", r, "] = ", b.rows[r], " is not an allocated row"));
+    if (!row->prefilled) return absl::InvalidArgumentError(absl::StrCat("Decode: rows[", r, "] = ", b.rows[r], " has not been prefilled"));
+    if (t != row->next_step || t >= row->policy.l_dec) {
+      return absl::InvalidArgumentError(absl::StrCat("Decode: steps[", r / 2, "] = ", t, " but row ", b.rows[r], " expects step ", row->next_step, " (of l_dec ", row->policy.l_dec, ")"));
+    }
+    if (r % 2 == 1 && row->prompt_len != a.rows[r - 1]->prompt_len) {
+      return absl::InvalidArgumentError(absl::StrCat("Decode: rows[", r - 1, "] and rows[", r, "] form a CFG pair but have different prompt lengths"));
+    }
+    max_stride = std::max(max_stride, row->layout.max_attended);
+    max_prompt = std::max(max_prompt, row->prompt_len);
+    a.rows[r] = row;
+  }
+  for (int64_t i = 0; i < n_pairs; ++i) {
+    if (b.image_tokens[i] < 0 || b.image_tokens[i] >= d.image_vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("Decode: image_tokens[", i, "] = ", b.image_tokens[i], " is outside the image vocabulary [0, ", d.image_vocab, ")"));
+    }
+  }
+
+  const int32_t H = d.hidden_size, hd = d.head_dim, E = d.image_embed_dim;
+  const int32_t q_dim = d.num_heads * hd, qkv_dim = q_dim + 2 * d.num_kv_heads * hd;
+  Grow(a.x, n_rows * H);
+  Grow(a.xn, n_rows * H);
+  Grow(a.qkv, n_rows * qkv_dim);
+  Grow(a.attn, n_rows * q_dim);
+  Grow(a.gate_up, n_rows * 2 * d.intermediate_size);
+  Grow(a.mlp, n_rows * d.intermediate_size);
+  Grow(a.rope, n_rows * hd);
+  Grow(a.attended, int64_t{d.num_kv_heads} * max_stride);
+  Grow(a.counts, d.num_kv_heads);
+  Grow(a.attended_probs, int64_t{d.num_kv_heads} * max_stride);
+  Grow(a.decode_positions, max_stride);
+  Grow(a.scratch, std::max<int64_t>(int64_t{max_prompt} + max_stride, 1));
+  if (observer_) Grow(a.head_probs, int64_t{d.num_heads} * (max_prompt + max_stride));
+
+  // Input embeddings: gen_aligner(gen_embed(token)), once per pair, fed to both rows.
+  float* embed = Grow(a.image_embed, n_pairs * E);
+  float* mid = Grow(a.aligner_mid, n_pairs * H);
+  float* aligned = Grow(a.aligner_out, n_pairs * H);
+  for (int64_t i = 0; i < n_pairs; ++i) {
+    std::memcpy(embed + i * E, w_.gen_embed.data() + int64_t{b.image_tokens[i]} * E, sizeof(float) * E);
+  }
+  MatMulWT(embed, w_.aligner_fc1_w.data(), n_pairs, E, H, mid);
+  AddBias(mid, w_.aligner_fc1_b.data(), n_pairs, H);
+  GeluInPlace(mid, n_pairs * H);
+  MatMulWT(mid, w_.aligner_fc2_w.data(), n_pairs, H, H, aligned);
+  AddBias(aligned, w_.aligner_fc2_b.data(), n_pairs, H);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    std::memcpy(a.x.data() + r * H, aligned + (r / 2) * H, sizeof(float) * H);
+    RopeAngles(inv_freq_.data(), hd / 2, a.rows[r]->prompt_len + b.steps[r / 2], a.rope.data() + r * hd);
+  }
+
+  RunLayers(n_rows, [&](int32_t layer) { DecodeAttendLayer(layer, a.rows, b.rows, b.steps.data()); });
+
+  for (KvRow* row : a.rows) row->next_step += 1;
+  int32_t* next = Grow(a.row_steps, n_pairs);
+  for (int64_t i = 0; i < n_pairs; ++i) next[i] = b.steps[i] + 1;
+  HeadAndSample(a.x.data(), n_rows, b.sampling, next, out);
+  return absl::OkStatus();
+}
+
+}  // namespace argen::cpu

@@ -1,0 +1,63 @@
+// The CPU backend (the reference for every other backend): the Llama decoder
+// of Janus-Pro's language model plus gen_embed/gen_aligner and gen_head, in
+// f32 with OpenBLAS GEMMs. Implements engine/model/backend.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/cpu/attention_observer.h"
+#include "engine/cpu/cpu_weights.h"
+#include "engine/cpu/kv_rows.h"
+#include "engine/model/backend.h"
+#include "engine/model/sampler.h"
+
+namespace argen::cpu {
+
+class CpuBackend final : public model::Backend {
+ public:
+  CpuBackend(const model::ModelDims& dims, CpuWeights weights, const model::BackendOptions& options);
+  ~CpuBackend() override;
+
+  const model::ModelDims& dims() const override { return dims_; }
+  std::string name() const override { return "cpu"; }
+  int64_t KvBytesPerTokenRow() const override { return kv_.BytesPerTokenRow(); }
+
+  absl::StatusOr<model::RowId> AllocateRow(int32_t prompt_len,
+                                           const sparse::ResolvedPolicy& policy) override;
+  void FreeRow(model::RowId row) override { kv_.Free(row); }
+  int64_t KvBytesInUse() const override { return kv_.bytes_in_use(); }
+
+  absl::Status Prefill(const model::PrefillBatch& batch, const model::StepOutputs& out) override;
+  absl::Status Decode(const model::DecodeBatch& batch, const model::StepOutputs& out) override;
+
+  // Characterization hook (nullptr: off). While set, Decode reports every
+  // query head's attention weights.
+  void SetAttentionObserver(AttentionObserver observer) { observer_ = std::move(observer); }
+
+ private:
+  struct Activations;
+
+  // x [n x hidden] in place through all decoder layers; `attend(layer)` fills
+  // activations' attention output from its qkv (after RoPE).
+  template <typename AttendFn>
+  void RunLayers(int64_t n, AttendFn&& attend);
+  // final norm + gen_head on `n` hidden rows, then CFG sampling of each pair.
+  void HeadAndSample(const float* hidden, int64_t n_rows,
+                     std::span<const model::SamplingSpec> sampling, const int32_t* steps,
+                     const model::StepOutputs& out);
+  void DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows,
+                         std::span<const model::RowId> row_ids, const int32_t* steps);
+
+  model::ModelDims dims_;
+  CpuWeights w_;
+  model::BackendOptions options_;
+  KvRows kv_;
+  std::vector<float> inv_freq_;
+  std::unique_ptr<Activations> act_;
+  model::HostSampler sampler_;
+  AttentionObserver observer_;
+};
+
+}  // namespace argen::cpu

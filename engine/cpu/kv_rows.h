@@ -1,0 +1,62 @@
+// The CPU backend's KV cache: one region per row, allocated whole when the row
+// is allocated (prompt + the policy's decode slots, every layer and kv head)
+// and freed at once. Each row also holds its sparsity-policy state
+// (engine/sparse/policy.h) for every (layer, kv_head).
+//
+// Layout of a row, per layer: K and V as [kv_head][prompt_len + n_slots][head_dim]
+// f32, the layout engine/cpu/sparse_attention.h reads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/backend.h"
+#include "engine/sparse/policy.h"
+
+namespace argen::cpu {
+
+struct KvRow {
+  int32_t prompt_len = 0;
+  sparse::ResolvedPolicy policy;
+  sparse::PolicyLayout layout;
+  int32_t next_step = 0;    // decode position t the next Decode must feed
+  bool prefilled = false;
+  std::vector<float> k, v;  // [layer][kv_head][prompt_len + n_slots][head_dim]
+  std::vector<int32_t> policy_ints;   // [layer][kv_head][layout.ints_per_head]
+  std::vector<float> policy_floats;   // [layer][kv_head][layout.floats_per_head]
+
+  int64_t positions() const { return int64_t{prompt_len} + layout.n_slots; }
+  sparse::PolicyState State(int32_t layer_head) {
+    return {policy_ints.data() + int64_t{layer_head} * layout.ints_per_head,
+            policy_floats.data() + int64_t{layer_head} * layout.floats_per_head};
+  }
+};
+
+class KvRows {
+ public:
+  KvRows(const model::ModelDims& dims, int64_t budget_bytes);
+
+  int64_t BytesPerTokenRow() const;  // K+V f32 of one position, all layers
+  absl::StatusOr<model::RowId> Allocate(int32_t prompt_len, const sparse::ResolvedPolicy& policy);
+  void Free(model::RowId id);
+  int64_t bytes_in_use() const { return bytes_in_use_; }
+
+  // nullptr if `id` is not a live row.
+  KvRow* Find(model::RowId id);
+
+  // Start of layer `layer`'s K (or V) block of a row.
+  float* LayerK(KvRow& row, int32_t layer) const { return row.k.data() + layer * LayerFloats(row); }
+  float* LayerV(KvRow& row, int32_t layer) const { return row.v.data() + layer * LayerFloats(row); }
+  int64_t LayerFloats(const KvRow& row) const { return int64_t{kv_heads_} * row.positions() * head_dim_; }
+
+ private:
+  int32_t layers_, kv_heads_, head_dim_;
+  int64_t budget_bytes_;
+  int64_t bytes_in_use_ = 0;
+  std::vector<std::unique_ptr<KvRow>> rows_;  // indexed by RowId; null when free
+  std::vector<model::RowId> free_ids_;
+};
+
+}  // namespace argen::cpu

@@ -1,0 +1,30 @@
+// Elementwise and row-wise kernels of the Llama decoder and the Janus
+// generation heads, in f32 on contiguous row-major buffers. GEMMs are not
+// here: they go through BLAS (engine/cpu/gemm.h).
+#pragma once
+
+#include <cstdint>
+
+namespace argen::cpu {
+
+// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for `rows` rows of `dim`.
+void RmsNorm(const float* x, const float* weight, int64_t rows, int32_t dim, float eps,
+             float* out);
+
+// out[i] = silu(gate_up[r][i]) * gate_up[r][inter + i]: gate and up halves of a fused projection.
+void SiluMul(const float* gate_up, int64_t rows, int32_t inter, float* out);
+
+// In place exact GELU (erf form, torch.nn.GELU() default).
+void GeluInPlace(float* x, int64_t n);
+
+// x[r][i] += bias[i]
+void AddBias(float* x, const float* bias, int64_t rows, int32_t dim);
+
+// Rotary embedding (HF rotate_half convention) of `n_heads` heads of
+// `head_dim` at one position: x[h][i] and x[h][i + head_dim/2] rotate by
+// angle position * inv_freq[i]. cos_sin holds cos then sin of those angles
+// (head_dim/2 each), computed once per position by RopeAngles.
+void RopeAngles(const float* inv_freq, int32_t half_dim, int32_t position, float* cos_sin);
+void ApplyRope(float* x, int32_t n_heads, int32_t head_dim, const float* cos_sin);
+
+}  // namespace argen::cpu

@@ -1,0 +1,74 @@
+// Shared helpers of the CPU backend tests: goldens and tiny checkpoints.
+#pragma once
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/janus_config.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/model/backend_registry.h"
+#include "engine/model/model_dims.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace argen::cpu::testing {
+
+inline std::string SourceDir() {
+  const char* dir = std::getenv("ARGEN_SOURCE_DIR");
+  return dir ? dir : ".";
+}
+
+inline nlohmann::json ReadJson(const std::string& relative) {
+  std::ifstream in(SourceDir() + "/" + relative);
+  EXPECT_TRUE(in.good()) << "cannot open " << relative;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str());
+}
+
+// ||actual - expected|| / ||expected||
+inline double RelativeError(const float* actual, const std::vector<float>& expected) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const double diff = static_cast<double>(actual[i]) - expected[i];
+    num += diff * diff;
+    den += static_cast<double>(expected[i]) * expected[i];
+  }
+  return std::sqrt(num / den);
+}
+
+struct LoadedBackend {
+  model::ModelDims dims;
+  std::unique_ptr<model::Backend> backend;
+};
+
+// Loads a tiny checkpoint (path relative to the source tree) into a CPU backend.
+inline LoadedBackend LoadTinyBackend(const std::string& relative_dir, float rope_theta_override = 0.0f,
+                                     model::BackendOptions options = {}) {
+  LoadedBackend out;
+  const std::string dir = SourceDir() + "/" + relative_dir;
+  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = checkpoint::Checkpoint::Open(dir);
+  EXPECT_TRUE(ckpt.ok()) << ckpt.status();
+  if (!ckpt.ok()) return out;
+  absl::StatusOr<checkpoint::JanusConfig> config = checkpoint::LoadJanusConfig(dir);
+  EXPECT_TRUE(config.ok()) << config.status();
+  if (!config.ok()) return out;
+  absl::StatusOr<model::ModelDims> dims = model::ModelDimsFromConfig(*config);
+  EXPECT_TRUE(dims.ok()) << dims.status();
+  if (!dims.ok()) return out;
+  out.dims = *dims;
+  if (rope_theta_override > 0.0f) out.dims.rope_theta = rope_theta_override;
+  absl::StatusOr<std::unique_ptr<model::Backend>> backend = model::CreateCpuBackend(
+      std::shared_ptr<const checkpoint::Checkpoint>(std::move(*ckpt)), out.dims, options);
+  EXPECT_TRUE(backend.ok()) << backend.status();
+  if (backend.ok()) out.backend = std::move(*backend);
+  return out;
+}
+
+}  // namespace argen::cpu::testing

@@ -1,0 +1,245 @@
+#include "engine/model/generic_engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "engine/sparse/policy.h"
+#include "engine/sparse/policy_params.h"
+
+namespace argen::model {
+
+GenericEngine::GenericEngine(std::unique_ptr<Backend> backend, PromptEncoder encoder,
+                             ImageDecoder decoder, GenericEngineConfig config)
+    : backend_(std::move(backend)),
+      encoder_(std::move(encoder)),
+      decoder_(std::move(decoder)),
+      config_(std::move(config)) {}
+
+GenericEngine::~GenericEngine() {
+  for (auto& [id, g] : groups_) FreeRows(g);
+}
+
+absl::Status GenericEngine::ValidateRequest(const engine::GenerationRequest& r) const {
+  const int32_t max_images =
+      std::min(config_.max_images_per_request, config_.max_batch_rows / 2);
+  if (r.prompt.empty()) return absl::InvalidArgumentError("prompt must not be empty");
+  if (r.num_images < 1 || r.num_images > max_images) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_images must be in [1, ", max_images, "], got ", r.num_images));
+  }
+  const engine::SamplingParams& s = r.sampling;
+  if (!(s.temperature > 0.0f) || !std::isfinite(s.temperature)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.temperature must be a finite number > 0, got ", s.temperature));
+  }
+  if (s.top_k < 0 || s.top_k > config_.info.image_vocab) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling.top_k must be in [0, ",
+                                                   config_.info.image_vocab, "], got ", s.top_k));
+  }
+  if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.top_p must be in (0, 1], got ", s.top_p));
+  }
+  if (!std::isfinite(s.cfg_weight)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.cfg_weight must be finite, got ", s.cfg_weight));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(
+    const engine::GenerationRequest& request) const {
+  if (absl::Status s = ValidateRequest(request); !s.ok()) return s;
+  absl::StatusOr<sparse::ResolvedPolicy> policy =
+      sparse::ResolvePolicy(request.policy, config_.info.image_tokens);
+  if (!policy.ok()) return policy.status();
+  absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ids = encoder_(request.prompt);
+  if (!ids.ok()) return ids.status();
+  const int32_t len = static_cast<int32_t>(ids->first.size());
+  if (len == 0 || ids->second.size() != ids->first.size()) {
+    return absl::InternalError("prompt encoder returned empty or unequal cond/uncond ids");
+  }
+  if (len > config_.info.max_prompt_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt is ", len, " tokens, over max_prompt_tokens ",
+                                                   config_.info.max_prompt_tokens));
+  }
+  engine::PreparedRequest p;
+  p.request = request;
+  p.cond_ids = std::move(ids->first);
+  p.uncond_ids = std::move(ids->second);
+  p.policy = *policy;
+  p.kv_bytes = backend_->KvBytesForRow(len, policy->n_slots) * 2 * request.num_images;
+  return p;
+}
+
+absl::StatusOr<engine::GroupId> GenericEngine::Add(const engine::PreparedRequest& request) {
+  if (absl::Status s = ValidateRequest(request.request); !s.ok()) return s;
+  const int32_t len = static_cast<int32_t>(request.cond_ids.size());
+  if (len == 0 || request.uncond_ids.size() != request.cond_ids.size()) {
+    return absl::InvalidArgumentError("cond_ids and uncond_ids must be non-empty and of equal length");
+  }
+  if (request.policy.l_dec != config_.info.image_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("policy.l_dec (", request.policy.l_dec,
+                                                   ") must equal image_tokens (",
+                                                   config_.info.image_tokens, ")"));
+  }
+  Group g;
+  g.request = request;
+  const int32_t images = request.request.num_images;
+  for (int32_t i = 0; i < 2 * images; ++i) {
+    absl::StatusOr<RowId> row = backend_->AllocateRow(len, request.policy);
+    if (!row.ok()) {
+      FreeRows(g);
+      return row.status();
+    }
+    g.rows.push_back(*row);
+    ++running_rows_;
+  }
+  const engine::SamplingParams& s = request.request.sampling;
+  for (int32_t i = 0; i < images; ++i) {
+    g.sampling.push_back({s.temperature, s.top_k, s.top_p, s.cfg_weight, s.seed, i});
+    g.tokens.emplace_back().reserve(config_.info.image_tokens);
+  }
+  const engine::GroupId id = next_id_++;
+  groups_.emplace(id, std::move(g));
+  pending_.push_back(id);
+  return id;
+}
+
+void GenericEngine::FreeRows(Group& g) {
+  for (RowId r : g.rows) backend_->FreeRow(r);
+  running_rows_ -= static_cast<int32_t>(g.rows.size());
+  g.rows.clear();
+}
+
+void GenericEngine::Record(engine::GroupId id, Group& g, const int32_t* sampled,
+                           engine::StepReport* report) {
+  for (size_t i = 0; i < g.tokens.size(); ++i) g.tokens[i].push_back(sampled[i]);
+  g.tokens_done += 1;
+  if (g.tokens_done >= config_.info.image_tokens) {
+    g.finished = true;
+    FreeRows(g);
+    report->finished.push_back(id);
+  }
+}
+
+absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
+  size_t next = 0;
+  while (next < pending_.size()) {
+    batch_rows_.clear();
+    batch_tokens_.clear();
+    batch_offsets_.assign(1, 0);
+    batch_sampling_.clear();
+    batch_groups_.clear();
+    // Fill one backend call with whole groups, up to max_batch_rows rows.
+    while (next < pending_.size()) {
+      Group& g = groups_.at(pending_[next]);
+      if (!batch_rows_.empty() &&
+          batch_rows_.size() + g.rows.size() > static_cast<size_t>(config_.max_batch_rows)) {
+        break;
+      }
+      for (size_t i = 0; i < g.sampling.size(); ++i) {
+        for (const std::vector<int32_t>* ids : {&g.request.cond_ids, &g.request.uncond_ids}) {
+          batch_rows_.push_back(g.rows[2 * i + (ids == &g.request.uncond_ids ? 1 : 0)]);
+          batch_tokens_.insert(batch_tokens_.end(), ids->begin(), ids->end());
+          batch_offsets_.push_back(static_cast<int32_t>(batch_tokens_.size()));
+        }
+        batch_sampling_.push_back(g.sampling[i]);
+      }
+      batch_groups_.push_back({pending_[next], static_cast<int32_t>(g.sampling.size())});
+      ++next;
+    }
+    batch_sampled_.assign(batch_sampling_.size(), -1);
+    absl::Status s = backend_->Prefill({batch_rows_, batch_offsets_, batch_tokens_, batch_sampling_},
+                                       {batch_sampled_, nullptr});
+    if (!s.ok()) return s;
+    const int32_t* sampled = batch_sampled_.data();
+    for (auto [id, images] : batch_groups_) {
+      Group& g = groups_.at(id);
+      g.prefilled = true;
+      Record(id, g, sampled, report);
+      sampled += images;
+      report->groups_prefilled += 1;
+    }
+  }
+  pending_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status GenericEngine::DecodeRunning(const std::vector<engine::GroupId>& ids,
+                                          engine::StepReport* report) {
+  size_t next = 0;
+  while (next < ids.size()) {
+    batch_rows_.clear();
+    batch_tokens_.clear();
+    batch_steps_.clear();
+    batch_sampling_.clear();
+    batch_groups_.clear();
+    while (next < ids.size()) {
+      Group& g = groups_.at(ids[next]);
+      if (!batch_rows_.empty() &&
+          batch_rows_.size() + g.rows.size() > static_cast<size_t>(config_.max_batch_rows)) {
+        break;
+      }
+      batch_rows_.insert(batch_rows_.end(), g.rows.begin(), g.rows.end());
+      for (size_t i = 0; i < g.sampling.size(); ++i) {
+        batch_tokens_.push_back(g.tokens[i].back());
+        batch_steps_.push_back(g.tokens_done - 1);
+        batch_sampling_.push_back(g.sampling[i]);
+      }
+      batch_groups_.push_back({ids[next], static_cast<int32_t>(g.sampling.size())});
+      ++next;
+    }
+    batch_sampled_.assign(batch_sampling_.size(), -1);
+    absl::Status s = backend_->Decode({batch_rows_, batch_tokens_, batch_steps_, batch_sampling_},
+                                      {batch_sampled_, nullptr});
+    if (!s.ok()) return s;
+    report->rows_decoded += static_cast<int32_t>(batch_rows_.size());
+    const int32_t* sampled = batch_sampled_.data();
+    for (auto [id, images] : batch_groups_) {
+      Record(id, groups_.at(id), sampled, report);
+      sampled += images;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<engine::StepReport> GenericEngine::Step() {
+  engine::StepReport report;
+  // Groups that were running before this step get one decode token; the
+  // groups prefilled now get their token 0 from the prefill.
+  decode_ids_.clear();
+  for (auto& [id, g] : groups_) {
+    if (g.prefilled && !g.finished) decode_ids_.push_back(id);
+  }
+  if (absl::Status s = PrefillPending(&report); !s.ok()) return s;
+  if (absl::Status s = DecodeRunning(decode_ids_, &report); !s.ok()) return s;
+  return report;
+}
+
+void GenericEngine::Remove(engine::GroupId id) {
+  auto it = groups_.find(id);
+  if (it == groups_.end()) return;
+  FreeRows(it->second);
+  std::erase(pending_, id);
+  groups_.erase(it);
+}
+
+absl::StatusOr<engine::GroupState> GenericEngine::State(engine::GroupId id) const {
+  auto it = groups_.find(id);
+  if (it == groups_.end()) return absl::NotFoundError(absl::StrCat("group ", id, " is not in the engine"));
+  engine::GroupState s;
+  s.tokens_done = it->second.tokens_done;
+  s.tokens_total = config_.info.image_tokens;
+  s.finished = it->second.finished;
+  s.tokens = it->second.tokens;
+  return s;
+}
+
+absl::StatusOr<std::vector<engine::RgbImage>> GenericEngine::DecodeImages(
+    const std::vector<std::vector<int32_t>>& token_grids) {
+  return decoder_(token_grids);
+}
+
+}  // namespace argen::model

@@ -1,0 +1,99 @@
+// The generic batch engine: implements engine::Engine (engine/engine.h) over
+// any model::Backend. It owns the request bookkeeping (groups of CFG row
+// pairs, step counters, sampled tokens) and nothing per element: each Step()
+// is at most one Prefill call per max_batch_rows rows of newly added groups
+// and one Decode call per max_batch_rows running rows.
+//
+// Generation follows the official Janus generation_inference.py: the prompt
+// is prefilled for a cond and an uncond row per image, image token 0 is
+// sampled from the prefill's last position, and each later token from the
+// decode step that fed the previous token (through gen_embed -> gen_aligner)
+// to both rows; CFG logits = uncond + w * (cond - uncond), softmax(logits / T).
+// A group finishes after image_tokens tokens; its KV is freed at that moment
+// (and by Remove() at any time).
+//
+// Each Step() adds exactly one token to every group: newly added groups get
+// token 0 from their prefill, the others one decode token.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/model/backend.h"
+
+namespace argen::model {
+
+// Caption -> (cond ids, uncond ids) of the chat-format generation prompt.
+using PromptEncoder = std::function<absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>>(
+    const std::string& caption)>;
+// Token grids -> images (the VQ decoder); must be thread-safe.
+using ImageDecoder = std::function<absl::StatusOr<std::vector<engine::RgbImage>>(
+    const std::vector<std::vector<int32_t>>& token_grids)>;
+
+struct GenericEngineConfig {
+  engine::ModelInfo info;          // image_tokens, image_vocab, max_prompt_tokens used for validation
+  int32_t max_batch_rows = 256;    // rows per backend call
+  int32_t max_images_per_request = 16;
+};
+
+class GenericEngine final : public engine::Engine {
+ public:
+  GenericEngine(std::unique_ptr<Backend> backend, PromptEncoder encoder, ImageDecoder decoder,
+                GenericEngineConfig config);
+  ~GenericEngine() override;
+
+  const engine::ModelInfo& info() const override { return config_.info; }
+  absl::StatusOr<engine::PreparedRequest> Prepare(const engine::GenerationRequest& request) const override;
+  absl::StatusOr<engine::GroupId> Add(const engine::PreparedRequest& request) override;
+  absl::StatusOr<engine::StepReport> Step() override;
+  void Remove(engine::GroupId id) override;
+  absl::StatusOr<engine::GroupState> State(engine::GroupId id) const override;
+  int64_t KvBytesInUse() const override { return backend_->KvBytesInUse(); }
+  int32_t RunningRows() const override { return running_rows_; }
+  absl::StatusOr<std::vector<engine::RgbImage>> DecodeImages(
+      const std::vector<std::vector<int32_t>>& token_grids) override;
+
+  Backend& backend() { return *backend_; }
+
+ private:
+  struct Group {
+    engine::PreparedRequest request;
+    std::vector<RowId> rows;                   // cond, uncond per image
+    std::vector<SamplingSpec> sampling;        // per image
+    std::vector<std::vector<int32_t>> tokens;  // [image][token]
+    int32_t tokens_done = 0;
+    bool prefilled = false;
+    bool finished = false;
+  };
+
+  absl::Status ValidateRequest(const engine::GenerationRequest& r) const;
+  absl::Status PrefillPending(engine::StepReport* report);
+  absl::Status DecodeRunning(const std::vector<engine::GroupId>& ids, engine::StepReport* report);
+  // Records token `t` of every image of `g`, finishing (and freeing) it at the end.
+  void Record(engine::GroupId id, Group& g, const int32_t* sampled, engine::StepReport* report);
+  void FreeRows(Group& g);
+
+  std::unique_ptr<Backend> backend_;
+  PromptEncoder encoder_;
+  ImageDecoder decoder_;
+  GenericEngineConfig config_;
+  std::map<engine::GroupId, Group> groups_;  // ordered: batches are built in Add order
+  std::vector<engine::GroupId> pending_;     // added since the last Step
+  engine::GroupId next_id_ = 1;
+  int32_t running_rows_ = 0;
+
+  // Per-step batch arrays, reused (cleared, never shrunk) across steps.
+  std::vector<RowId> batch_rows_;
+  std::vector<int32_t> batch_tokens_, batch_offsets_, batch_steps_, batch_sampled_;
+  std::vector<SamplingSpec> batch_sampling_;
+  std::vector<std::pair<engine::GroupId, int32_t>> batch_groups_;  // group, images in the batch
+  std::vector<engine::GroupId> decode_ids_;
+};
+
+}  // namespace argen::model
