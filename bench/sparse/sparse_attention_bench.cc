@@ -1,0 +1,232 @@
+// Per-step CPU decode attention cost of every sparse-KV policy against dense,
+// on a Janus-Pro-1B shape, in one run (docs/PERFORMANCE.md, "Sparse attention
+// (CPU)"). For each configuration the policy state is advanced to the measured
+// (late) decode step with synthetic weights, then that step -- PlanStep,
+// gathered attention over prompt + attended slots, ObserveStep, for every row,
+// layer and kv head -- is timed repeatedly from a saved state. KV buffers have
+// the real per-policy size (L_p + n_slots positions), so dense streams its full
+// cache.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/cpu/sparse_attention.h"
+#include "engine/sparse/policy.h"
+#include "engine/sparse/policy_params.h"
+
+namespace {
+
+using argen::cpu::DecodeAttention;
+using argen::cpu::DecodeAttentionIo;
+using argen::cpu::DecodeAttentionScratchFloats;
+using argen::cpu::DecodeAttentionShape;
+namespace sparse = argen::sparse;
+
+struct Shape {
+  int32_t layers = 24, heads = 16, kv_heads = 16, head_dim = 128, prompt_len = 50, l_dec = 576, rows = 2;
+};
+
+struct Result {
+  std::string policy;
+  double sparsity = 0;
+  int32_t n_att = 0, n_slots = 0;
+  double step_ms = 0;    // median time of one decode step's attention, all rows and layers
+  double policy_ms = 0;  // of which PlanStep + ObserveStep
+};
+
+class PolicyBench {
+ public:
+  PolicyBench(const Shape& s, const sparse::ResolvedPolicy& p, int32_t step)
+      : s_(s), p_(p), l_(sparse::LayoutFor(p)), step_(step) {
+    const int64_t units = int64_t{s.rows} * s.layers * s.kv_heads;  // (row, layer, kv head)
+    ints_.assign(units * l_.ints_per_head, 0);
+    floats_.assign(units * std::max(l_.floats_per_head, 1), 0.0f);
+    const int64_t kv_per_row_layer = int64_t{s.kv_heads} * (s.prompt_len + l_.n_slots) * s.head_dim;
+    k_.resize(int64_t{s.rows} * s.layers * kv_per_row_layer);
+    v_.resize(k_.size());
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (float& x : k_) x = normal(rng);
+    for (float& x : v_) x = normal(rng);
+    q_.resize(int64_t{s.heads} * s.head_dim);
+    for (float& x : q_) x = normal(rng);
+    attended_.assign(int64_t{s.kv_heads} * l_.max_attended, 0);
+    counts_.assign(s.kv_heads, 0);
+    probs_.assign(int64_t{s.kv_heads} * l_.max_attended, 0.0f);
+    out_.assign(int64_t{s.heads} * s.head_dim, 0.0f);
+    DecodeAttentionShape shape = AttnShape();
+    scratch_.assign(DecodeAttentionScratchFloats(shape, l_.max_attended), 0.0f);
+
+    // Advance every state to step_ with synthetic weights (a decaying
+    // function of the lag plus noise), exercising selection and eviction.
+    for (int64_t u = 0; u < units; ++u) {
+      sparse::PolicyState st = State(u);
+      sparse::InitState(p_, l_, st);
+      std::vector<float> w(l_.max_attended);
+      for (int32_t t = 0; t < step_; ++t) {
+        int32_t slot;
+        const int32_t n = sparse::PlanStep(p_, l_, st, t, &slot, attended_.data());
+        for (int32_t i = 0; i < n; ++i) {
+          const int32_t lag = t - sparse::SlotPosition(l_, st, attended_[i]);
+          w[i] = std::exp(-lag / 20.0f) * (0.5f + std::uniform_real_distribution<float>(0, 1)(rng));
+        }
+        if (sparse::ObserveNeeded(p_, l_, st, t)) sparse::ObserveStep(p_, l_, st, t, attended_.data(), w.data(), n);
+      }
+    }
+    saved_ints_ = ints_;
+    saved_floats_ = floats_;
+  }
+
+  // One timed decode step (all rows, layers, kv heads); returns seconds total
+  // and adds the policy (plan + observe) part to *policy_s.
+  double Step(double* policy_s) {
+    ints_ = saved_ints_;  // restore the state of step_ (not timed)
+    floats_ = saved_floats_;
+    using Clock = std::chrono::steady_clock;
+    const DecodeAttentionShape shape = AttnShape();
+    const int64_t kv_per_row_layer = int64_t{s_.kv_heads} * (s_.prompt_len + l_.n_slots) * s_.head_dim;
+    double plan_s = 0;
+    const auto start = Clock::now();
+    for (int32_t r = 0; r < s_.rows; ++r) {
+      for (int32_t layer = 0; layer < s_.layers; ++layer) {
+        const int64_t unit0 = (int64_t{r} * s_.layers + layer) * s_.kv_heads;
+        const auto p0 = Clock::now();
+        for (int32_t g = 0; g < s_.kv_heads; ++g) {
+          int32_t slot;
+          counts_[g] = sparse::PlanStep(p_, l_, State(unit0 + g), step_, &slot,
+                                        attended_.data() + int64_t{g} * l_.max_attended);
+        }
+        const auto p1 = Clock::now();
+        DecodeAttentionIo io;
+        io.q = q_.data();
+        io.k = k_.data() + (int64_t{r} * s_.layers + layer) * kv_per_row_layer;
+        io.v = v_.data() + (int64_t{r} * s_.layers + layer) * kv_per_row_layer;
+        io.attended = attended_.data();
+        io.counts = counts_.data();
+        io.attended_stride = l_.max_attended;
+        io.scale = 1.0f / std::sqrt(static_cast<float>(s_.head_dim));
+        io.out = out_.data();
+        io.scratch = scratch_.data();
+        const bool observe = sparse::ObserveNeeded(p_, l_, State(unit0), step_);
+        io.attended_probs = observe ? probs_.data() : nullptr;
+        DecodeAttention(shape, io);
+        const auto p2 = Clock::now();
+        if (observe) {
+          for (int32_t g = 0; g < s_.kv_heads; ++g) {
+            sparse::ObserveStep(p_, l_, State(unit0 + g), step_, attended_.data() + int64_t{g} * l_.max_attended,
+                                probs_.data() + int64_t{g} * l_.max_attended, counts_[g]);
+          }
+        }
+        const auto p3 = Clock::now();
+        plan_s += std::chrono::duration<double>(p1 - p0).count() + std::chrono::duration<double>(p3 - p2).count();
+      }
+    }
+    const double total = std::chrono::duration<double>(Clock::now() - start).count();
+    *policy_s += plan_s;
+    sink_ += out_[0];
+    return total;
+  }
+  float sink() const { return sink_; }
+
+ private:
+  DecodeAttentionShape AttnShape() const {
+    return DecodeAttentionShape{s_.heads, s_.kv_heads, s_.head_dim, s_.prompt_len, l_.n_slots};
+  }
+  sparse::PolicyState State(int64_t unit) {
+    return sparse::PolicyState{ints_.data() + unit * l_.ints_per_head,
+                               floats_.data() + unit * std::max(l_.floats_per_head, 1)};
+  }
+
+  Shape s_;
+  sparse::ResolvedPolicy p_;
+  sparse::PolicyLayout l_;
+  int32_t step_;
+  std::vector<int32_t> ints_, saved_ints_, attended_, counts_;
+  std::vector<float> floats_, saved_floats_, k_, v_, q_, probs_, out_, scratch_;
+  float sink_ = 0;
+};
+
+Result Measure(const Shape& s, sparse::PolicyKind kind, double sparsity, int32_t step, int32_t reps) {
+  sparse::PolicyParams params;
+  params.kind = kind;
+  params.sparsity = sparsity;
+  auto p = sparse::ResolvePolicy(params, s.l_dec);
+  if (!p.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(p.status().message()).c_str());
+    std::exit(1);
+  }
+  PolicyBench bench(s, *p, step);
+  std::vector<double> times, policy_times;
+  double warm = 0;
+  bench.Step(&warm);  // warm-up
+  for (int32_t i = 0; i < reps; ++i) {
+    double pol = 0;
+    times.push_back(bench.Step(&pol));
+    policy_times.push_back(pol);
+  }
+  std::sort(times.begin(), times.end());
+  std::sort(policy_times.begin(), policy_times.end());
+  Result r;
+  r.policy = std::string(sparse::PolicyName(kind));
+  r.sparsity = sparsity;
+  r.n_att = p->n_att;
+  r.n_slots = p->n_slots;
+  r.step_ms = times[times.size() / 2] * 1e3;
+  r.policy_ms = policy_times[policy_times.size() / 2] * 1e3;
+  if (bench.sink() == 12345.0f) std::puts("");  // keep the work observable
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Shape s;
+  int32_t reps = 15;
+  int32_t step = -1;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto val = [&](const char* name) { return std::atoi(a.substr(std::string(name).size()).c_str()); };
+    if (a.rfind("--reps=", 0) == 0) reps = val("--reps=");
+    else if (a.rfind("--step=", 0) == 0) step = val("--step=");
+    else if (a.rfind("--layers=", 0) == 0) s.layers = val("--layers=");
+    else if (a.rfind("--prompt_len=", 0) == 0) s.prompt_len = val("--prompt_len=");
+    else if (a.rfind("--l_dec=", 0) == 0) s.l_dec = val("--l_dec=");
+    else {
+      std::fprintf(stderr, "usage: %s [--reps=N] [--step=T] [--layers=N] [--prompt_len=N] [--l_dec=N]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (reps < 1 || s.layers < 1 || s.prompt_len < 0 || s.l_dec < 2) {
+    std::fprintf(stderr, "invalid arguments\n");
+    return 2;
+  }
+  if (step < 0 || step >= s.l_dec) step = s.l_dec - 1;  // the last decode step
+
+  std::printf("shape: %d layers, %d heads x %d head_dim (kv heads %d), L_p %d, L_dec %d, %d rows, step t=%d, "
+              "median of %d, 1 thread\n\n",
+              s.layers, s.heads, s.head_dim, s.kv_heads, s.prompt_len, s.l_dec, s.rows, step, reps);
+  const Result dense = Measure(s, sparse::PolicyKind::kDense, 0.0, step, reps);
+  std::printf("| policy | sparsity | N_att | n_slots | step attention (ms) | of which policy (ms) | vs dense |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  auto print = [&](const Result& r) {
+    std::printf("| %s | %.0f%% | %d | %d | %.3f | %.3f | %.2fx |\n", r.policy.c_str(), r.sparsity * 100, r.n_att,
+                r.n_slots, r.step_ms, r.policy_ms, dense.step_ms / r.step_ms);
+    std::fflush(stdout);
+  };
+  print(dense);
+  const sparse::PolicyKind kinds[] = {
+      sparse::PolicyKind::kSlidingWindow, sparse::PolicyKind::kStreamingLlm, sparse::PolicyKind::kH2O,
+      sparse::PolicyKind::kTova,          sparse::PolicyKind::kAlisa,        sparse::PolicyKind::kDiagonal,
+      sparse::PolicyKind::kDiagonalSink4,
+  };
+  for (double sp : {0.80, 0.90, 0.95, 0.96}) {
+    for (sparse::PolicyKind k : kinds) print(Measure(s, k, sp, step, reps));
+  }
+  return 0;
+}
