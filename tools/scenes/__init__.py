@@ -1,0 +1,1 @@
+"""Procedural scenes for argen's embedded default model: shapes on light backgrounds with captions."""
