@@ -1,0 +1,48 @@
+// Events a request produces, in order: Queued, Started, Progress*, Image*,
+// Finished (always last, exactly once).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "engine/sparse/policy_types.h"
+#include "scheduler/request_metrics.h"
+
+namespace argen::scheduler {
+
+struct QueuedEvent {
+  int32_t position = 0;  // requests ahead of it in the queue
+  int64_t kv_bytes = 0;  // exact KV need
+  int32_t rows = 0;
+  uint64_t seed = 0;
+  sparse::ResolvedPolicy policy;
+};
+
+struct StartedEvent {
+  absl::Duration queue_wait;
+  int32_t batch_rows = 0;  // rows admitted including this request
+};
+
+struct ProgressEvent {
+  int32_t tokens_done = 0;
+  int32_t tokens_total = 0;
+};
+
+struct ImageEvent {
+  int32_t index = 0;
+  uint64_t seed = 0;
+  int32_t width = 0, height = 0;
+  std::string encoded;  // PNG bytes in the server
+};
+
+struct FinishedEvent {
+  absl::Status status;      // OK, or why it ended (cancelled, deadline, engine error, drain)
+  RequestMetrics metrics;   // meaningful fields only for what ran
+};
+
+using RequestEvent = std::variant<QueuedEvent, StartedEvent, ProgressEvent, ImageEvent, FinishedEvent>;
+
+}  // namespace argen::scheduler

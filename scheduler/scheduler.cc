@@ -1,0 +1,419 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/sparse/policy_params.h"
+
+namespace argen::scheduler {
+
+struct Scheduler::Job {
+  std::shared_ptr<RequestHandle> handle;
+  engine::PreparedRequest prepared;
+  std::string policy_name;
+  Need need;
+  absl::Duration progress_interval;
+  absl::Time accepted;
+  absl::Time admitted = absl::InfinitePast();
+  absl::Time prefilled = absl::InfinitePast();
+  absl::Time last_token = absl::InfinitePast();
+  absl::Time last_progress = absl::InfinitePast();
+  absl::Duration prefill_time;
+  absl::Duration vq_time;
+  engine::GroupId group = -1;
+  int32_t steps = 0;          // steps taken part in; == image tokens sampled per image
+  int32_t decode_steps = 0;   // steps after its prefill step
+  int64_t decode_rows_sum = 0;
+  int32_t images_sent = 0;
+  std::vector<std::vector<int32_t>> tokens;  // filled when its last token is sampled
+};
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(engine::Engine* engine,
+                                                             const SchedulerOptions& options,
+                                                             ImageEncoder encoder,
+                                                             SchedulerObserver* observer) {
+  if (engine == nullptr) return absl::InvalidArgumentError("scheduler: engine is null");
+  if (options.kv_budget_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scheduler: kv_budget_bytes must be > 0, got ", options.kv_budget_bytes));
+  }
+  if (options.max_batch_rows < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scheduler: max_batch_rows must be >= 2, got ", options.max_batch_rows));
+  }
+  if (options.queue_limit < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scheduler: queue_limit must be >= 1, got ", options.queue_limit));
+  }
+  if (options.image_workers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scheduler: image_workers must be >= 1, got ", options.image_workers));
+  }
+  if (!encoder) return absl::InvalidArgumentError("scheduler: image encoder is missing");
+  return std::unique_ptr<Scheduler>(new Scheduler(engine, options, std::move(encoder), observer));
+}
+
+Scheduler::Scheduler(engine::Engine* engine, const SchedulerOptions& options, ImageEncoder encoder,
+                     SchedulerObserver* observer)
+    : engine_(engine),
+      options_(options),
+      encoder_(std::move(encoder)),
+      observer_(observer != nullptr ? observer : &no_observer_),
+      limits_{options.kv_budget_bytes, options.max_batch_rows},
+      image_tokens_(engine->info().image_tokens),
+      image_workers_(std::make_unique<TaskWorkers>(options.image_workers)) {
+  observer_->OnKvBytes(0, 0);
+  observer_->OnQueueDepth(0);
+  loop_ = std::thread([this] { Loop(); });
+}
+
+Scheduler::~Scheduler() {
+  Drain(absl::ZeroDuration());
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  loop_.join();
+  image_workers_.reset();  // runs what is queued (each ends at once under abort_)
+}
+
+absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(
+    const engine::GenerationRequest& request, const SubmitOptions& submit) {
+  const std::string requested_policy(sparse::PolicyName(request.policy.kind));
+  auto reject = [&](absl::Status status) {
+    observer_->OnRequestDone(requested_policy, status, RequestMetrics{});
+    return status;
+  };
+  {
+    absl::MutexLock lock(&mu_);
+    if (draining_) {
+      return reject(absl::UnavailableError("server is draining: not accepting new requests"));
+    }
+  }
+  absl::StatusOr<engine::PreparedRequest> prepared = engine_->Prepare(request);
+  if (!prepared.ok()) return reject(prepared.status());
+
+  auto job = std::make_shared<Job>();
+  job->policy_name = std::string(sparse::PolicyName(prepared->policy.kind));
+  job->need = Need{prepared->kv_bytes, 2 * prepared->request.num_images};
+  if (absl::Status fits = CheckEverFits(job->need, limits_, job->policy_name); !fits.ok()) {
+    return reject(fits);
+  }
+  job->prepared = *std::move(prepared);
+  job->progress_interval = submit.progress_interval > absl::ZeroDuration()
+                               ? submit.progress_interval
+                               : options_.progress_interval;
+
+  QueuedEvent queued;
+  {
+    absl::MutexLock lock(&mu_);
+    if (draining_) {
+      return reject(absl::UnavailableError("server is draining: not accepting new requests"));
+    }
+    if (static_cast<int32_t>(queue_.size()) >= options_.queue_limit) {
+      return reject(absl::ResourceExhaustedError(absl::StrCat(
+          "queue full: ", queue_.size(), " requests waiting (queue_limit ", options_.queue_limit,
+          "); retry later")));
+    }
+    std::string id = submit.request_id.empty() ? absl::StrCat("r", next_request_number_)
+                                               : submit.request_id;
+    ++next_request_number_;
+    job->handle = std::make_shared<RequestHandle>(std::move(id), submit.deadline);
+    job->accepted = absl::Now();
+    queued.position = static_cast<int32_t>(queue_.size());
+    queued.kv_bytes = job->need.kv_bytes;
+    queued.rows = job->need.rows;
+    queued.seed = job->prepared.request.sampling.seed;
+    queued.policy = job->prepared.policy;
+    // Pushed before the job is visible to the loop, so Queued is always first.
+    job->handle->Push(queued);
+    queue_.push_back(job);
+    ++active_requests_;
+    observer_->OnQueueDepth(static_cast<int32_t>(queue_.size()));
+  }
+  return job->handle;
+}
+
+bool Scheduler::Drain(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+  auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return active_requests_ == 0; };
+  if (mu_.AwaitWithTimeout(absl::Condition(&idle), timeout)) return true;
+  abort_.store(true, std::memory_order_release);
+  mu_.Await(absl::Condition(&idle));  // within one step plus one image decode
+  return false;
+}
+
+SchedulerSnapshot Scheduler::snapshot() const {
+  SchedulerSnapshot s;
+  absl::MutexLock lock(&mu_);
+  s.queue_depth = static_cast<int32_t>(queue_.size());
+  s.active_requests = active_requests_;
+  s.draining = draining_;
+  s.running_rows = running_rows_.load();
+  s.kv_bytes_reserved = kv_reserved_.load();
+  return s;
+}
+
+absl::Status Scheduler::StopReason(const Job& job) const {
+  if (abort_.load(std::memory_order_acquire)) {
+    return absl::UnavailableError("server shut down before the request finished");
+  }
+  if (job.handle->cancelled()) return absl::CancelledError("request cancelled by the client");
+  if (absl::Now() >= job.handle->deadline()) {
+    return absl::DeadlineExceededError("request deadline expired");
+  }
+  return absl::OkStatus();
+}
+
+void Scheduler::Loop() {
+  std::vector<JobPtr> admitted, dropped;
+  while (true) {
+    admitted.clear();
+    dropped.clear();
+    {
+      absl::MutexLock lock(&mu_);
+      if (running_.empty()) {
+        // Idle: nothing to step. Sleep until there is something to admit.
+        auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
+        mu_.Await(absl::Condition(&ready));
+        if (stop_ && queue_.empty()) return;
+      }
+      TakeFromQueue(admitted, dropped);
+    }
+    for (const JobPtr& job : dropped) Finish(*job, StopReason(*job));
+    EndCancelledRunning();
+    AddToEngine(admitted);
+    if (!running_.empty()) RunStep();
+  }
+}
+
+void Scheduler::TakeFromQueue(std::vector<JobPtr>& admitted, std::vector<JobPtr>& dropped) {
+  const size_t before = queue_.size();
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (!StopReason(**it).ok()) {
+      dropped.push_back(std::move(*it));
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // Strict FIFO: a head that does not fit yet blocks the ones behind it.
+  while (!queue_.empty() && FitsBeside(queue_.front()->need, in_use_, limits_)) {
+    JobPtr job = std::move(queue_.front());
+    queue_.pop_front();
+    in_use_.kv_bytes += job->need.kv_bytes;
+    in_use_.rows += job->need.rows;
+    admitted.push_back(std::move(job));
+  }
+  if (queue_.size() != before) observer_->OnQueueDepth(static_cast<int32_t>(queue_.size()));
+}
+
+void Scheduler::AddToEngine(std::vector<JobPtr>& admitted) {
+  for (size_t i = 0; i < admitted.size(); ++i) {
+    JobPtr& job = admitted[i];
+    absl::StatusOr<engine::GroupId> group = engine_->Add(job->prepared);
+    if (!group.ok()) {
+      in_use_.kv_bytes -= job->need.kv_bytes;
+      in_use_.rows -= job->need.rows;
+      if (group.status().code() == absl::StatusCode::kResourceExhausted && !running_.empty()) {
+        // The backend's own pool is fuller than our accounting: retry this
+        // and the rest of the admitted jobs, in order, after the next step.
+        absl::MutexLock lock(&mu_);
+        for (size_t j = admitted.size(); j-- > i;) {
+          if (j > i) {
+            in_use_.kv_bytes -= admitted[j]->need.kv_bytes;
+            in_use_.rows -= admitted[j]->need.rows;
+          }
+          queue_.push_front(std::move(admitted[j]));
+        }
+        break;
+      }
+      Finish(*job, absl::Status(group.status().code(),
+                                absl::StrCat("engine refused the request: ", group.status().message())));
+      continue;
+    }
+    job->group = *group;
+    job->admitted = absl::Now();
+    running_.push_back(job);
+    running_rows_.store(in_use_.rows);
+    kv_reserved_.store(in_use_.kv_bytes);
+    job->handle->Push(StartedEvent{job->admitted - job->accepted, in_use_.rows});
+    observer_->OnRequestStarted(job->policy_name, job->admitted - job->accepted);
+  }
+  PublishKv();
+}
+
+void Scheduler::ReleaseGroup(Job& job) {
+  engine_->Remove(job.group);
+  job.group = -1;
+  in_use_.kv_bytes -= job.need.kv_bytes;
+  in_use_.rows -= job.need.rows;
+  running_rows_.store(in_use_.rows);
+  kv_reserved_.store(in_use_.kv_bytes);
+}
+
+void Scheduler::EndCancelledRunning() {
+  bool removed = false;
+  for (auto it = running_.begin(); it != running_.end();) {
+    absl::Status reason = StopReason(**it);
+    if (reason.ok()) {
+      ++it;
+      continue;
+    }
+    ReleaseGroup(**it);
+    Finish(**it, std::move(reason));
+    it = running_.erase(it);
+    removed = true;
+  }
+  if (removed) PublishKv();
+}
+
+void Scheduler::PublishKv() { observer_->OnKvBytes(engine_->KvBytesInUse(), in_use_.kv_bytes); }
+
+void Scheduler::RunStep() {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<engine::StepReport> report = engine_->Step();
+  const absl::Time end = absl::Now();
+  StepStats stats;
+  stats.step_index = step_index_++;
+  stats.duration = end - start;
+  if (!report.ok()) {
+    // An engine fault ends the requests in this batch; queued ones still run.
+    const absl::Status failed(report.status().code(),
+                              absl::StrCat("engine step failed: ", report.status().message()));
+    for (const JobPtr& job : running_) {
+      ReleaseGroup(*job);
+      Finish(*job, failed);
+    }
+    running_.clear();
+    PublishKv();
+    return;
+  }
+  stats.groups_prefilled = report->groups_prefilled;
+  stats.rows_decoded = report->rows_decoded;
+
+  for (const JobPtr& job : running_) {
+    if (job->steps == 0) {
+      job->prefilled = end;
+      job->prefill_time = stats.duration;
+    } else {
+      ++job->decode_steps;
+      job->decode_rows_sum += report->rows_decoded;
+    }
+    ++job->steps;
+    stats.tokens_sampled += job->prepared.request.num_images;
+  }
+
+  // Finished groups leave now; their KV is free before the next admission.
+  for (engine::GroupId id : report->finished) {
+    auto it = std::find_if(running_.begin(), running_.end(),
+                           [id](const JobPtr& j) { return j->group == id; });
+    if (it == running_.end()) continue;
+    JobPtr job = *it;
+    running_.erase(it);
+    job->last_token = end;
+    absl::StatusOr<engine::GroupState> state = engine_->State(id);
+    ReleaseGroup(*job);
+    if (!state.ok()) {
+      Finish(*job, absl::InternalError(absl::StrCat("engine lost the finished group: ",
+                                                    state.status().message())));
+      continue;
+    }
+    job->tokens = std::move(state->tokens);
+    job->handle->Push(ProgressEvent{image_tokens_, image_tokens_});
+    image_workers_->Post([this, job] { DecodeAndDeliver(job); });
+  }
+
+  for (const JobPtr& job : running_) {
+    if (end - job->last_progress < job->progress_interval) continue;
+    job->last_progress = end;
+    job->handle->Push(ProgressEvent{std::min(job->steps, image_tokens_), image_tokens_});
+  }
+
+  stats.running_rows = in_use_.rows;
+  stats.kv_bytes_in_use = engine_->KvBytesInUse();
+  stats.kv_bytes_reserved = in_use_.kv_bytes;
+  {
+    absl::MutexLock lock(&mu_);
+    stats.queue_depth = static_cast<int32_t>(queue_.size());
+  }
+  observer_->OnStep(stats);
+  observer_->OnKvBytes(stats.kv_bytes_in_use, stats.kv_bytes_reserved);
+}
+
+void Scheduler::DecodeAndDeliver(const JobPtr& job) {
+  const int32_t images = static_cast<int32_t>(job->tokens.size());
+  std::vector<std::vector<int32_t>> one(1);
+  for (int32_t i = 0; i < images; ++i) {
+    if (absl::Status reason = StopReason(*job); !reason.ok()) {
+      Finish(*job, std::move(reason));
+      return;
+    }
+    const absl::Time start = absl::Now();
+    one[0] = std::move(job->tokens[i]);
+    absl::StatusOr<std::vector<engine::RgbImage>> rgb = engine_->DecodeImages(one);
+    if (!rgb.ok() || rgb->size() != 1) {
+      Finish(*job, absl::InternalError(absl::StrCat(
+                       "VQ decode of image ", i, " failed: ",
+                       rgb.ok() ? "engine returned no image" : rgb.status().message())));
+      return;
+    }
+    absl::StatusOr<std::string> encoded = encoder_((*rgb)[0]);
+    if (!encoded.ok()) {
+      Finish(*job, absl::InternalError(
+                       absl::StrCat("encoding image ", i, " failed: ", encoded.status().message())));
+      return;
+    }
+    job->vq_time += absl::Now() - start;
+    ImageEvent event;
+    event.index = i;
+    event.seed = job->prepared.request.sampling.seed;
+    event.width = (*rgb)[0].width;
+    event.height = (*rgb)[0].height;
+    event.encoded = *std::move(encoded);
+    job->handle->Push(std::move(event));
+    ++job->images_sent;
+    observer_->OnImage(job->policy_name, absl::Now() - job->accepted);
+  }
+  Finish(*job, absl::OkStatus());
+}
+
+void Scheduler::Finish(Job& job, absl::Status status) {
+  const absl::Time now = absl::Now();
+  RequestMetrics m;
+  const bool was_admitted = job.admitted != absl::InfinitePast();
+  m.queue_wait = (was_admitted ? job.admitted : now) - job.accepted;
+  m.prefill = job.prefill_time;
+  if (job.prefilled != absl::InfinitePast()) {
+    m.decode = (job.last_token != absl::InfinitePast() ? job.last_token : now) - job.prefilled;
+  }
+  m.vq_decode = job.vq_time;
+  m.total = now - job.accepted;
+  m.rows = job.need.rows;
+  m.steps = job.steps;
+  m.images = job.images_sent;
+  m.peak_kv_bytes = was_admitted ? job.need.kv_bytes : 0;
+  const double gen_seconds = absl::ToDoubleSeconds(m.prefill + m.decode);
+  if (gen_seconds > 0) {
+    m.tokens_per_second =
+        static_cast<double>(job.steps) * job.prepared.request.num_images / gen_seconds;
+  }
+  if (m.total > absl::ZeroDuration()) {
+    m.images_per_second = job.images_sent / absl::ToDoubleSeconds(m.total);
+  }
+  m.mean_batch_rows = job.decode_steps > 0
+                          ? static_cast<double>(job.decode_rows_sum) / job.decode_steps
+                          : static_cast<double>(job.need.rows);
+  {
+    // Counted down first so that a caller who has seen Finished also sees
+    // the request gone from snapshot().
+    absl::MutexLock lock(&mu_);
+    --active_requests_;
+  }
+  observer_->OnRequestDone(job.policy_name, status, m);
+  job.handle->Push(FinishedEvent{std::move(status), m});
+}
+
+}  // namespace argen::scheduler

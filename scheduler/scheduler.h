@@ -1,0 +1,122 @@
+// Iteration-level continuous batching over an engine::Engine.
+//
+// One loop thread owns the engine's single-threaded calls. Between steps it
+// ends cancelled / expired requests (freeing their KV at once), then admits
+// queued requests in FIFO order while the head's exact KV need and rows fit
+// beside what runs (the head is never overtaken, so large requests are not
+// starved), then calls Step(). Groups that finish leave the batch and free
+// their KV in the same iteration; their VQ decode and image encoding run on
+// TaskWorkers threads. Submit() is thread-safe and validates synchronously.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/engine.h"
+#include "scheduler/admission.h"
+#include "scheduler/request_handle.h"
+#include "scheduler/scheduler_observer.h"
+#include "scheduler/scheduler_options.h"
+#include "scheduler/task_workers.h"
+
+namespace argen::scheduler {
+
+struct SubmitOptions {
+  std::string request_id;                         // empty: assigned ("r<n>")
+  absl::Time deadline = absl::InfiniteFuture();   // expiry ends it with DEADLINE_EXCEEDED
+  absl::Duration progress_interval = absl::ZeroDuration();  // 0: the scheduler default
+};
+
+struct SchedulerSnapshot {
+  int32_t queue_depth = 0;
+  int32_t running_rows = 0;
+  int64_t kv_bytes_reserved = 0;
+  int32_t active_requests = 0;  // accepted and not finished (queued, running, encoding)
+  bool draining = false;
+};
+
+class Scheduler {
+ public:
+  // `engine` and `observer` (may be null) must outlive the scheduler.
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(engine::Engine* engine,
+                                                           const SchedulerOptions& options,
+                                                           ImageEncoder encoder,
+                                                           SchedulerObserver* observer);
+  // Ends whatever is left with UNAVAILABLE, then joins its threads.
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Errors: what Engine::Prepare reports (INVALID_ARGUMENT naming the field),
+  // FAILED_PRECONDITION when it can never fit, RESOURCE_EXHAUSTED when the
+  // queue is full, UNAVAILABLE while draining. On success the handle's first
+  // event is Queued.
+  absl::StatusOr<std::shared_ptr<RequestHandle>> Submit(const engine::GenerationRequest& request,
+                                                        const SubmitOptions& options = {});
+
+  // Refuses new requests from now on and waits up to `timeout` for accepted
+  // ones (queued ones included) to finish; whatever is left then ends with
+  // UNAVAILABLE. Returns true when all finished in time.
+  bool Drain(absl::Duration timeout);
+
+  SchedulerSnapshot snapshot() const;
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  struct Job;
+  using JobPtr = std::shared_ptr<Job>;
+
+  Scheduler(engine::Engine* engine, const SchedulerOptions& options, ImageEncoder encoder,
+            SchedulerObserver* observer);
+
+  void Loop();
+  // Pops cancelled/expired queued jobs and admits heads that fit; runs under mu_.
+  void TakeFromQueue(std::vector<JobPtr>& admitted, std::vector<JobPtr>& dropped)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddToEngine(std::vector<JobPtr>& admitted);
+  void EndCancelledRunning();
+  void RunStep();
+  void ReleaseGroup(Job& job);
+  void DecodeAndDeliver(const JobPtr& job);
+  // Pushes the Finished event and reports it; every accepted job ends here once.
+  void Finish(Job& job, absl::Status status);
+  absl::Status StopReason(const Job& job) const;
+  void PublishKv();
+
+  engine::Engine* const engine_;
+  const SchedulerOptions options_;
+  const ImageEncoder encoder_;
+  SchedulerObserver* const observer_;
+  SchedulerObserver no_observer_;
+  const Limits limits_;
+  const int32_t image_tokens_;
+
+  mutable absl::Mutex mu_;
+  std::deque<JobPtr> queue_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int32_t active_requests_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t next_request_number_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<bool> abort_{false};  // drain timed out / destructor: end everything
+
+  // Loop-thread state (published through atomics for snapshot()).
+  std::vector<JobPtr> running_;
+  Need in_use_;
+  int64_t step_index_ = 0;
+  std::atomic<int32_t> running_rows_{0};
+  std::atomic<int64_t> kv_reserved_{0};
+
+  std::unique_ptr<TaskWorkers> image_workers_;
+  std::thread loop_;
+};
+
+}  // namespace argen::scheduler

@@ -1,0 +1,41 @@
+// Hooks for process-wide metrics (Prometheus in the server, assertions in
+// tests). Called from the scheduler loop, the image workers and submitting
+// threads, so implementations must be thread-safe. Default: no-ops.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "scheduler/request_metrics.h"
+
+namespace argen::scheduler {
+
+struct StepStats {
+  int64_t step_index = 0;
+  absl::Duration duration;       // the engine Step() call
+  int32_t groups_prefilled = 0;
+  int32_t rows_decoded = 0;      // engine's decode batch rows
+  int32_t running_rows = 0;      // rows of admitted groups after this step's removals
+  int32_t tokens_sampled = 0;    // image tokens produced by this step, all images
+  int64_t kv_bytes_in_use = 0;   // engine->KvBytesInUse() after removals
+  int64_t kv_bytes_reserved = 0; // sum of admitted requests' exact needs
+  int32_t queue_depth = 0;
+};
+
+class SchedulerObserver {
+ public:
+  virtual ~SchedulerObserver() = default;
+  virtual void OnStep(const StepStats& stats) {}
+  virtual void OnQueueDepth(int32_t depth) {}
+  virtual void OnKvBytes(int64_t in_use, int64_t reserved) {}
+  virtual void OnRequestStarted(std::string_view policy, absl::Duration queue_wait) {}
+  virtual void OnImage(std::string_view policy, absl::Duration since_accepted) {}
+  // Every request that reached Submit: accepted ones when they finish,
+  // rejected ones at once (status says why).
+  virtual void OnRequestDone(std::string_view policy, const absl::Status& status,
+                             const RequestMetrics& metrics) {}
+};
+
+}  // namespace argen::scheduler

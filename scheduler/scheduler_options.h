@@ -1,0 +1,26 @@
+// Limits and knobs of the continuous-batching scheduler.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "engine/engine.h"
+
+namespace argen::scheduler {
+
+// Turns one decoded image into the bytes sent to the client (PNG in the
+// server). Called on the image worker threads, never on the decode loop.
+using ImageEncoder = std::function<absl::StatusOr<std::string>(const engine::RgbImage&)>;
+
+struct SchedulerOptions {
+  int64_t kv_budget_bytes = 0;    // sum of admitted requests' exact KV need; > 0
+  int32_t max_batch_rows = 64;    // rows (2 per image) running at once; > 0
+  int32_t queue_limit = 64;       // requests waiting (not yet admitted); > 0
+  absl::Duration progress_interval = absl::Milliseconds(250);  // default per request
+  int32_t image_workers = 1;      // threads for VQ decode + image encoding
+};
+
+}  // namespace argen::scheduler

@@ -1,0 +1,185 @@
+#include "scheduler/tests/fake_engine.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/sparse/policy_params.h"
+
+namespace argen::scheduler::testing {
+
+int32_t FakePromptTokens(const std::string& prompt) { return 4 + static_cast<int32_t>(prompt.size()); }
+
+FakeEngine::FakeEngine(FakeEngineOptions options) : options_(options) {
+  info_.name = "fake";
+  info_.backend = "fake";
+  info_.image_size = options.image_size;
+  info_.token_grid = options.token_grid;
+  info_.image_tokens = options.token_grid * options.token_grid;
+  info_.image_vocab = options.image_vocab;
+  info_.max_prompt_tokens = options.max_prompt_tokens;
+  info_.num_layers = 1;
+  info_.num_heads = 1;
+  info_.num_kv_heads = 1;
+  info_.head_dim = 8;
+  info_.hidden_size = 8;
+  info_.kv_bytes_per_token_row = options.kv_bytes_per_token_row;
+}
+
+absl::StatusOr<engine::PreparedRequest> FakeEngine::Prepare(
+    const engine::GenerationRequest& request) const {
+  if (request.prompt.empty()) return absl::InvalidArgumentError("prompt: must not be empty");
+  if (request.num_images < 1 || request.num_images > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_images: must be in [1, 16], got ", request.num_images));
+  }
+  if (!(request.sampling.temperature > 0)) {
+    return absl::InvalidArgumentError("sampling.temperature: must be > 0");
+  }
+  if (request.sampling.top_k < 0) return absl::InvalidArgumentError("sampling.top_k: must be >= 0");
+  if (!(request.sampling.top_p > 0 && request.sampling.top_p <= 1)) {
+    return absl::InvalidArgumentError("sampling.top_p: must be in (0, 1]");
+  }
+  const int32_t prompt_tokens = FakePromptTokens(request.prompt);
+  if (prompt_tokens > options_.max_prompt_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt: ", prompt_tokens, " tokens exceed ",
+                                                   options_.max_prompt_tokens));
+  }
+  absl::StatusOr<sparse::ResolvedPolicy> policy =
+      sparse::ResolvePolicy(request.policy, info_.image_tokens);
+  if (!policy.ok()) return policy.status();
+  engine::PreparedRequest out;
+  out.request = request;
+  out.cond_ids.assign(prompt_tokens, 1);
+  out.uncond_ids.assign(prompt_tokens, 0);
+  out.policy = *policy;
+  out.kv_bytes = int64_t{2} * request.num_images * (prompt_tokens + policy->n_slots) *
+                 options_.kv_bytes_per_token_row;
+  return out;
+}
+
+void FakeEngine::CheckThread() const {
+  const std::thread::id me = std::this_thread::get_id();
+  if (stepping_thread_ == std::thread::id()) stepping_thread_ = me;
+  if (stepping_thread_ != me) one_thread_ = false;
+}
+
+absl::StatusOr<engine::GroupId> FakeEngine::Add(const engine::PreparedRequest& request) {
+  absl::MutexLock lock(&mu_);
+  CheckThread();
+  const engine::GroupId id = next_id_++;
+  Group g;
+  g.request = request;
+  g.tokens.assign(request.request.num_images, {});
+  groups_.emplace(id, std::move(g));
+  kv_in_use_ += request.kv_bytes;
+  added_prompts_.push_back(request.request.prompt);
+  return id;
+}
+
+int32_t FakeEngine::ExpectedToken(uint64_t seed, int32_t image, int32_t t) const {
+  return static_cast<int32_t>((seed * 131 + static_cast<uint64_t>(image) * 17 + t) %
+                              static_cast<uint64_t>(options_.image_vocab));
+}
+
+absl::StatusOr<engine::StepReport> FakeEngine::Step() {
+  if (options_.step_time > absl::ZeroDuration()) absl::SleepFor(options_.step_time);
+  absl::MutexLock lock(&mu_);
+  CheckThread();
+  const int64_t index = steps_++;
+  peak_kv_ = std::max(peak_kv_, kv_in_use_);
+  if (index == options_.fail_step) return absl::InternalError("fake engine: injected step failure");
+  engine::StepReport report;
+  int32_t groups = 0;
+  for (auto& [id, g] : groups_) {
+    if (g.tokens_done >= info_.image_tokens) continue;  // finished, awaiting Remove
+    ++groups;
+    if (!g.prefilled) {
+      g.prefilled = true;
+      ++report.groups_prefilled;
+    } else {
+      report.rows_decoded += 2 * g.request.request.num_images;
+    }
+    for (int32_t i = 0; i < g.request.request.num_images; ++i) {
+      g.tokens[i].push_back(ExpectedToken(g.request.request.sampling.seed, i, g.tokens_done));
+    }
+    if (++g.tokens_done == info_.image_tokens) report.finished.push_back(id);
+  }
+  max_groups_ = std::max(max_groups_, groups);
+  return report;
+}
+
+void FakeEngine::Remove(engine::GroupId id) {
+  absl::MutexLock lock(&mu_);
+  CheckThread();
+  auto it = groups_.find(id);
+  if (it == groups_.end()) return;
+  kv_in_use_ -= it->second.request.kv_bytes;
+  groups_.erase(it);
+}
+
+absl::StatusOr<engine::GroupState> FakeEngine::State(engine::GroupId id) const {
+  absl::MutexLock lock(&mu_);
+  CheckThread();
+  auto it = groups_.find(id);
+  if (it == groups_.end()) return absl::NotFoundError(absl::StrCat("group ", id, " unknown"));
+  engine::GroupState s;
+  s.tokens_done = it->second.tokens_done;
+  s.tokens_total = info_.image_tokens;
+  s.finished = it->second.tokens_done == info_.image_tokens;
+  s.tokens = it->second.tokens;
+  return s;
+}
+
+int64_t FakeEngine::KvBytesInUse() const {
+  absl::MutexLock lock(&mu_);
+  return kv_in_use_;
+}
+
+int32_t FakeEngine::RunningRows() const {
+  absl::MutexLock lock(&mu_);
+  int32_t rows = 0;
+  for (const auto& [id, g] : groups_) rows += 2 * g.request.request.num_images;
+  return rows;
+}
+
+absl::StatusOr<std::vector<engine::RgbImage>> FakeEngine::DecodeImages(
+    const std::vector<std::vector<int32_t>>& token_grids) {
+  if (options_.decode_time > absl::ZeroDuration()) absl::SleepFor(options_.decode_time);
+  std::vector<engine::RgbImage> out;
+  for (const auto& grid : token_grids) {
+    if (static_cast<int32_t>(grid.size()) != info_.image_tokens) {
+      return absl::InvalidArgumentError(absl::StrCat("token grid has ", grid.size(), " tokens, want ",
+                                                     info_.image_tokens));
+    }
+    engine::RgbImage img;
+    img.width = img.height = options_.image_size;
+    img.rgb.resize(static_cast<size_t>(img.width) * img.height * 3);
+    for (size_t p = 0; p < img.rgb.size(); ++p) {
+      img.rgb[p] = static_cast<uint8_t>(grid[(p / 3) % grid.size()] * 4 + p % 3);
+    }
+    out.push_back(std::move(img));
+  }
+  return out;
+}
+
+std::vector<std::string> FakeEngine::added_prompts() const {
+  absl::MutexLock lock(&mu_);
+  return added_prompts_;
+}
+int64_t FakeEngine::peak_kv_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return peak_kv_;
+}
+int64_t FakeEngine::steps() const {
+  absl::MutexLock lock(&mu_);
+  return steps_;
+}
+bool FakeEngine::used_from_one_thread() const {
+  absl::MutexLock lock(&mu_);
+  return one_thread_;
+}
+int32_t FakeEngine::max_groups_in_step() const {
+  absl::MutexLock lock(&mu_);
+  return max_groups_;
+}
+
+}  // namespace argen::scheduler::testing
