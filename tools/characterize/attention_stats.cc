@@ -10,7 +10,8 @@
 namespace argen::characterize {
 namespace {
 
-// Cosine of a[0..n) and b[0..n); NaN when either vector is zero.
+// Cosine of a[0..n) and b[0..n). One zero vector: 0 (no shared weight, as
+// torch.cosine_similarity's eps gives); both zero: NaN (the pair is skipped).
 double Cosine(const float* a, const float* b, int32_t n) {
   double ab = 0, aa = 0, bb = 0;
   for (int32_t k = 0; k < n; ++k) {
@@ -18,7 +19,8 @@ double Cosine(const float* a, const float* b, int32_t n) {
     aa += static_cast<double>(a[k]) * a[k];
     bb += static_cast<double>(b[k]) * b[k];
   }
-  if (aa <= 0 || bb <= 0) return std::numeric_limits<double>::quiet_NaN();
+  if (aa <= 0 && bb <= 0) return std::numeric_limits<double>::quiet_NaN();
+  if (aa <= 0 || bb <= 0) return 0.0;
   return ab / std::sqrt(aa * bb);
 }
 

@@ -7,7 +7,8 @@
 //    distance d (Fig. 10): with v_t the score vector of query t,
 //      vertical(d) = cos(v_i[0..i], v_{i+d}[0..i]),
 //      diagonal(d) = cos(v_i[0..i], v_{i+d}[d..i+d]),
-//    averaged over all queries i with i + d < T;
+//    averaged over all queries i with i + d < T (a zero vector against a
+//    non-zero one counts as cosine 0; pairs where both are zero are skipped);
 //  * locality score s (ssd-notes): the mean over queries of the fraction of
 //    attention on keys before the query that lies further than `window`
 //    positions back: sum_{k <= q-1-w} a(k) / sum_{k <= q-1} a(k).

@@ -1,0 +1,257 @@
+// argen_characterize: the paper's section 3 attention characterization on any
+// Janus-layout checkpoint and prompt file (one caption a line). Generates one
+// image per prompt with the CPU engine (dense attention), observes every
+// query head's decode attention, and writes to --out:
+//   mass.csv        attention mass on prompt / local / middle keys
+//   similarity.csv  vertical vs diagonal cosine similarity vs query distance d
+//   locality.csv    per-head locality score s_{l,h} and head type
+//   heatmap_p<i>_L<l>_H<h>.png  attention map of the chosen layer and head
+// Plots: .venv/bin/python tools/characterize/plot.py --dir <out>.
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/model/create_engine.h"
+#include "tools/characterize/aggregate.h"
+#include "tools/characterize/attention_map.h"
+#include "tools/characterize/attention_stats.h"
+#include "tools/characterize/png_file.h"
+
+namespace argen::characterize {
+namespace {
+
+struct Args {
+  std::string model_dir, prompts, out;
+  int32_t max_prompts = 0;  // 0: all
+  int32_t layer = 10, head = 5;  // heatmap (the paper's Fig. 9 uses layer 10, head 5)
+  int32_t max_distance = 32;
+  double local_fraction = 0.1;
+  int32_t locality_window = 32;
+  double threshold = 0.45;
+  bool uncond = false;
+  bool sequence_keys = false;
+  int32_t threads = 0;
+  uint64_t seed = 0;
+  float cfg = 5.0f;
+};
+
+constexpr char kUsage[] =
+    "usage: argen_characterize --model_dir=DIR --prompts=FILE --out=DIR [--max_prompts=N]\n"
+    "  [--layer=10 --head=5] [--max_distance=32] [--local_fraction=0.1] [--locality_window=32]\n"
+    "  [--threshold=0.45] [--row=cond|uncond] [--keys=decode|sequence] [--threads=0] [--seed=0] [--cfg=5]\n";
+
+absl::Status ParseArgs(int argc, char** argv, Args* a) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) != 0 || eq == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("argument \"", arg, "\" is not --name=value"));
+    }
+    const std::string name = arg.substr(2, eq - 2), v = arg.substr(eq + 1);
+    bool ok = true;
+    auto as_int = [&](int32_t* out) { ok = absl::SimpleAtoi(v, out); };
+    auto as_double = [&](double* out) { ok = absl::SimpleAtod(v, out); };
+    if (name == "model_dir") a->model_dir = v;
+    else if (name == "prompts") a->prompts = v;
+    else if (name == "out") a->out = v;
+    else if (name == "max_prompts") as_int(&a->max_prompts);
+    else if (name == "layer") as_int(&a->layer);
+    else if (name == "head") as_int(&a->head);
+    else if (name == "max_distance") as_int(&a->max_distance);
+    else if (name == "local_fraction") as_double(&a->local_fraction);
+    else if (name == "locality_window") as_int(&a->locality_window);
+    else if (name == "threshold") as_double(&a->threshold);
+    else if (name == "threads") as_int(&a->threads);
+    else if (name == "seed") ok = absl::SimpleAtoi(v, &a->seed);
+    else if (name == "cfg") ok = absl::SimpleAtof(v, &a->cfg);
+    else if (name == "row") {
+      ok = v == "cond" || v == "uncond";
+      a->uncond = v == "uncond";
+    } else if (name == "keys") {
+      ok = v == "decode" || v == "sequence";
+      a->sequence_keys = v == "sequence";
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+    }
+    if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad value for --", name, ": \"", v, "\""));
+  }
+  if (a->model_dir.empty() || a->prompts.empty() || a->out.empty()) {
+    return absl::InvalidArgumentError("--model_dir, --prompts and --out are required");
+  }
+  if (a->max_distance < 1) return absl::InvalidArgumentError("--max_distance must be >= 1");
+  if (!(a->local_fraction > 0 && a->local_fraction <= 1)) {
+    return absl::InvalidArgumentError("--local_fraction must be in (0, 1]");
+  }
+  if (a->locality_window < 0) return absl::InvalidArgumentError("--locality_window must be >= 0");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> ReadPrompts(const std::string& path, int32_t max_prompts) {
+  std::ifstream f(path);
+  if (!f) return absl::NotFoundError(absl::StrCat("prompt file ", path, " cannot be read"));
+  std::vector<std::string> prompts;
+  std::string line;
+  while (std::getline(f, line)) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (line.empty()) continue;
+    prompts.push_back(line);
+    if (max_prompts > 0 && static_cast<int32_t>(prompts.size()) == max_prompts) break;
+  }
+  if (prompts.empty()) return absl::InvalidArgumentError(absl::StrCat("prompt file ", path, " has no prompts"));
+  return prompts;
+}
+
+// Collects one prompt's observations of the selected row into per-head stats.
+class Collector {
+ public:
+  Collector(const Args& args, int32_t layers, int32_t heads, int32_t l_dec)
+      : args_(args), layers_(layers), heads_(heads), l_dec_(l_dec) {}
+
+  void Start(int32_t prompt_len) {
+    prompt_len_ = prompt_len;
+    StatsOptions o;
+    o.prompt_len = prompt_len;
+    o.max_queries = l_dec_;
+    o.max_distance = args_.max_distance;
+    o.local_fraction = args_.local_fraction;
+    o.locality_window = args_.locality_window;
+    o.similarity_keys = args_.sequence_keys ? KeySpace::kSequence : KeySpace::kDecode;
+    stats_.clear();
+    stats_.reserve(static_cast<size_t>(layers_) * heads_);
+    for (int32_t i = 0; i < layers_ * heads_; ++i) stats_.emplace_back(o);
+    map_ = std::make_unique<AttentionMap>(prompt_len, l_dec_);
+    rows_seen_.clear();
+    dense_.assign(prompt_len + l_dec_, 0.0f);
+    status_ = absl::OkStatus();
+  }
+
+  void Observe(const cpu::AttentionObservation& obs) {
+    if (!status_.ok()) return;
+    if (obs.step == 0 && obs.layer == 0 && obs.head == 0) rows_seen_.push_back(obs.row);  // cond first
+    const size_t want = args_.uncond ? 1 : 0;
+    if (rows_seen_.size() <= want || obs.row != rows_seen_[want]) return;
+    // Scatter the attended weights into a dense row over prompt + 0..t.
+    const int32_t n = prompt_len_ + obs.step + 1;
+    std::fill(dense_.begin(), dense_.begin() + n, 0.0f);
+    for (int32_t j = 0; j < prompt_len_; ++j) dense_[j] = obs.probs[j];
+    for (size_t i = 0; i < obs.decode_positions.size(); ++i) {
+      dense_[prompt_len_ + obs.decode_positions[i]] = obs.probs[prompt_len_ + i];
+    }
+    const std::span<const float> row(dense_.data(), n);
+    absl::Status s = stats_[obs.layer * heads_ + obs.head].AddQuery(row);
+    if (s.ok() && obs.layer == args_.layer && obs.head == args_.head) s = map_->AddQuery(row);
+    if (!s.ok()) {
+      status_ = absl::InternalError(absl::StrCat("observation layer ", obs.layer, " head ", obs.head, " step ",
+                                                 obs.step, ": ", s.message()));
+    }
+  }
+
+  const absl::Status& status() const { return status_; }
+  const HeadStats& stats(int32_t layer, int32_t head) const { return stats_[layer * heads_ + head]; }
+  const AttentionMap& map() const { return *map_; }
+
+ private:
+  const Args& args_;
+  int32_t layers_, heads_, l_dec_, prompt_len_ = 0;
+  std::vector<HeadStats> stats_;
+  std::unique_ptr<AttentionMap> map_;
+  std::vector<model::RowId> rows_seen_;
+  std::vector<float> dense_;
+  absl::Status status_;
+};
+
+absl::Status Run(const Args& args) {
+  absl::StatusOr<std::vector<std::string>> prompts = ReadPrompts(args.prompts, args.max_prompts);
+  if (!prompts.ok()) return prompts.status();
+  std::error_code ec;
+  std::filesystem::create_directories(args.out, ec);
+  if (ec) return absl::NotFoundError(absl::StrCat("cannot create --out directory ", args.out, ": ", ec.message()));
+
+  engine::EngineOptions options;
+  options.model_dir = args.model_dir;
+  options.backend = "cpu";
+  options.threads = args.threads;
+  absl::StatusOr<std::unique_ptr<model::GenericEngine>> engine = model::CreateGenericEngine(options);
+  if (!engine.ok()) return engine.status();
+  auto* backend = dynamic_cast<cpu::CpuBackend*>(&(*engine)->backend());
+  if (backend == nullptr) return absl::InternalError("the engine's backend is not the CPU backend");
+  const engine::ModelInfo& info = (*engine)->info();
+  if (args.layer < 0 || args.layer >= info.num_layers || args.head < 0 || args.head >= info.num_heads) {
+    return absl::InvalidArgumentError(absl::StrCat("--layer/--head (", args.layer, ", ", args.head,
+                                                   ") outside the model's ", info.num_layers, " layers x ",
+                                                   info.num_heads, " heads"));
+  }
+
+  Collector collector(args, info.num_layers, info.num_heads, info.image_tokens);
+  backend->SetAttentionObserver([&](const cpu::AttentionObservation& obs) { collector.Observe(obs); });
+  Aggregate aggregate(info.num_layers, info.num_heads, args.max_distance, args.threshold);
+
+  for (size_t p = 0; p < prompts->size(); ++p) {
+    engine::GenerationRequest request;
+    request.prompt = (*prompts)[p];
+    request.num_images = 1;
+    request.sampling.seed = args.seed + p;
+    request.sampling.cfg_weight = args.cfg;
+    absl::StatusOr<engine::PreparedRequest> prepared = (*engine)->Prepare(request);
+    if (!prepared.ok()) return prepared.status();
+    collector.Start(static_cast<int32_t>(prepared->cond_ids.size()));
+    absl::StatusOr<engine::GroupId> id = (*engine)->Add(*prepared);
+    if (!id.ok()) return id.status();
+    for (;;) {
+      absl::StatusOr<engine::StepReport> step = (*engine)->Step();
+      if (!step.ok()) return step.status();
+      if (!collector.status().ok()) return collector.status();
+      absl::StatusOr<engine::GroupState> state = (*engine)->State(*id);
+      if (!state.ok()) return state.status();
+      if (state->finished) break;
+    }
+    (*engine)->Remove(*id);
+    for (int32_t l = 0; l < info.num_layers; ++l) {
+      for (int32_t h = 0; h < info.num_heads; ++h) aggregate.Add(l, h, collector.stats(l, h));
+    }
+    const std::string png = absl::StrCat(args.out, "/heatmap_p", p, "_L", args.layer, "_H", args.head, ".png");
+    if (absl::Status s = WritePng(collector.map().Heatmap(), png); !s.ok()) return s;
+    std::fprintf(stderr, "prompt %zu/%zu done (%d prompt tokens, %d decode queries)\n", p + 1, prompts->size(),
+                 static_cast<int>(prepared->cond_ids.size()), collector.stats(0, 0).queries());
+  }
+  backend->SetAttentionObserver(nullptr);
+
+  if (absl::Status s = aggregate.WriteMassCsv(args.out + "/mass.csv"); !s.ok()) return s;
+  if (absl::Status s = aggregate.WriteSimilarityCsv(args.out + "/similarity.csv"); !s.ok()) return s;
+  if (absl::Status s = aggregate.WriteLocalityCsv(args.out + "/locality.csv"); !s.ok()) return s;
+  std::printf("attention mass (mean over layers and heads): prompt %.4f, local %.4f, middle %.4f\n",
+              aggregate.MeanMass(-1, 0), aggregate.MeanMass(-1, 1), aggregate.MeanMass(-1, 2));
+  for (int32_t d : {1, 2, 4, 8, 16, 24, 32}) {
+    if (d > args.max_distance) break;
+    const SimilarityAt s = aggregate.Similarity(-1, d);
+    std::printf("d=%-3d vertical %.4f diagonal %.4f\n", d, s.vertical, s.diagonal);
+  }
+  std::printf("wrote %s/{mass,similarity,locality}.csv and heatmaps\n", args.out.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace argen::characterize
+
+int main(int argc, char** argv) {
+  argen::characterize::Args args;
+  absl::Status s = argen::characterize::ParseArgs(argc, argv, &args);
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s\n%s", std::string(s.message()).c_str(), argen::characterize::kUsage);
+    return 2;
+  }
+  s = argen::characterize::Run(args);
+  if (!s.ok()) {
+    std::fprintf(stderr, "argen_characterize: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
