@@ -1,0 +1,122 @@
+// CreateEngine: checkpoint directory -> GenericEngine over the chosen backend,
+// with the VQ decoder and the checkpoint's tokenizer.
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/janus_config.h"
+#include "engine/engine.h"
+#include "engine/model/backend_registry.h"
+#include "engine/model/create_engine.h"
+#include "engine/model/model_dims.h"
+#include "engine/vq/vq_decoder.h"
+
+namespace argen::model {
+namespace {
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
+    const engine::EngineOptions& options, std::shared_ptr<const checkpoint::Checkpoint> ckpt,
+    const ModelDims& dims, const BackendOptions& backend_options) {
+  if (options.backend == "cpu") return CreateCpuBackend(std::move(ckpt), dims, backend_options);
+  if (options.backend == "cuda") {
+#if defined(ARGEN_WITH_CUDA)
+    return CreateCudaBackend(std::move(ckpt), dims, backend_options);
+#else
+    return absl::UnimplementedError("backend \"cuda\": this build has no CUDA backend (configure with ARGEN_CUDA=ON where nvcc exists)");
+#endif
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("backend must be \"cpu\" or \"cuda\", got \"", options.backend, "\""));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine::EngineOptions& options,
+                                                                   PromptEncoder encoder) {
+  if (options.backend != "cpu" && options.backend != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend must be \"cpu\" or \"cuda\", got \"", options.backend, "\""));
+  }
+  if (options.max_batch_rows < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_batch_rows must be >= 2 (one CFG pair), got ", options.max_batch_rows));
+  }
+  if (options.threads < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("threads must be >= 0, got ", options.threads));
+  }
+  if (options.kv_budget_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv_budget_bytes must be >= 0, got ", options.kv_budget_bytes));
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(options.model_dir, ec)) {
+    return absl::NotFoundError(
+        absl::StrCat("model_dir \"", options.model_dir, "\" is not a directory"));
+  }
+  absl::StatusOr<checkpoint::JanusConfig> config = checkpoint::LoadJanusConfig(options.model_dir);
+  if (!config.ok()) return config.status();
+  absl::StatusOr<ModelDims> dims = ModelDimsFromConfig(*config);
+  if (!dims.ok()) return dims.status();
+  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> opened =
+      checkpoint::Checkpoint::Open(options.model_dir);
+  if (!opened.ok()) return opened.status();
+  std::shared_ptr<const checkpoint::Checkpoint> ckpt(std::move(*opened));
+
+  absl::StatusOr<std::unique_ptr<vq::VqDecoder>> vq = vq::VqDecoder::Create(*ckpt, config->gen_vision);
+  if (!vq.ok()) return vq.status();
+
+  if (encoder == nullptr) {
+    absl::StatusOr<PromptEncoder> from_tokenizer = TokenizerPromptEncoder(options.model_dir);
+    if (!from_tokenizer.ok()) return from_tokenizer.status();
+    encoder = *std::move(from_tokenizer);
+  }
+
+  GenericEngineConfig engine_config;
+  engine_config.max_batch_rows = options.max_batch_rows;
+  engine::ModelInfo& info = engine_config.info;
+  info.name = std::filesystem::path(options.model_dir).lexically_normal().filename().string();
+  if (info.name.empty()) {
+    info.name = std::filesystem::path(options.model_dir).lexically_normal().parent_path().filename().string();
+  }
+  info.backend = options.backend;
+  info.image_size = config->gen_vision.image_size;
+  info.token_grid = config->gen_vision.token_grid();
+  info.image_tokens = config->gen_vision.image_tokens();
+  info.image_vocab = dims->image_vocab;
+  // Positions beyond the prompt hold the image tokens.
+  info.max_prompt_tokens = std::max(0, std::min(config->language.max_position_embeddings - info.image_tokens,
+                                                kDefaultMaxPromptTokens));
+  info.num_layers = dims->num_layers;
+  info.num_heads = dims->num_heads;
+  info.num_kv_heads = dims->num_kv_heads;
+  info.head_dim = dims->head_dim;
+  info.hidden_size = dims->hidden_size;
+
+  BackendOptions backend_options;
+  backend_options.threads = options.threads;
+  backend_options.kv_budget_bytes = options.kv_budget_bytes;
+  backend_options.max_batch_rows = options.max_batch_rows;
+  backend_options.max_prompt_tokens = info.max_prompt_tokens;
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(options, ckpt, *dims, backend_options);
+  if (!backend.ok()) return backend.status();
+  info.kv_bytes_per_token_row = (*backend)->KvBytesPerTokenRow();
+
+  std::shared_ptr<vq::VqDecoder> decoder(std::move(*vq));
+  ImageDecoder decode = [decoder](const std::vector<std::vector<int32_t>>& grids) {
+    return decoder->Decode(grids);
+  };
+  return std::make_unique<GenericEngine>(*std::move(backend), std::move(encoder), std::move(decode),
+                                         std::move(engine_config));
+}
+
+}  // namespace argen::model
+
+namespace argen::engine {
+
+absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const EngineOptions& options) {
+  absl::StatusOr<std::unique_ptr<model::GenericEngine>> engine = model::CreateGenericEngine(options);
+  if (!engine.ok()) return engine.status();
+  return std::unique_ptr<Engine>(std::move(*engine));
+}
+
+}  // namespace argen::engine

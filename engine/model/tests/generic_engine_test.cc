@@ -1,0 +1,306 @@
+// The generic engine over the CPU backend on a tiny checkpoint: determinism
+// under continuous batching (same seed -> same tokens and image bytes alone
+// or batched with other requests joining at other steps), step semantics,
+// KV accounting and freeing, policies end to end, request validation.
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/model/create_engine.h"
+#include "gtest/gtest.h"
+
+namespace argen::model {
+namespace {
+
+std::string TinyDir(const std::string& name) {
+  const char* src = std::getenv("ARGEN_SOURCE_DIR");
+  return std::string(src ? src : ".") + "/tests/goldens/tiny/" + name;
+}
+
+// Caption -> ids without tokenizer.json: engine behaviour does not depend on
+// how the ids were made (tokenization has its own tests). Bytes shifted into
+// the tiny text vocabulary between a BOS-like 1 and an EOS-like 2; the
+// uncond row keeps the ends and pads the inside with 0, like the official script.
+PromptEncoder ByteEncoder() {
+  return [](const std::string& caption)
+             -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
+    std::vector<int32_t> cond = {1}, uncond = {1};
+    for (unsigned char c : caption) {
+      cond.push_back(5 + c);
+      uncond.push_back(0);
+    }
+    cond.push_back(2);
+    uncond.push_back(2);
+    return std::make_pair(cond, uncond);
+  };
+}
+
+std::unique_ptr<GenericEngine> MakeEngine(const std::string& checkpoint = "tiny-gqa-sharded",
+                                          int32_t max_batch_rows = 64) {
+  engine::EngineOptions options;
+  options.model_dir = TinyDir(checkpoint);
+  options.max_batch_rows = max_batch_rows;
+  absl::StatusOr<std::unique_ptr<GenericEngine>> e = CreateGenericEngine(options, ByteEncoder());
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+engine::GenerationRequest Request(const std::string& prompt, uint64_t seed, int32_t images = 1) {
+  engine::GenerationRequest r;
+  r.prompt = prompt;
+  r.num_images = images;
+  r.sampling.seed = seed;
+  return r;
+}
+
+struct Result {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<engine::RgbImage> images;
+};
+
+// Runs `requests` with request i added before step join_step[i]; returns each one's result.
+std::vector<Result> RunRequests(GenericEngine& engine, const std::vector<engine::GenerationRequest>& requests,
+                        const std::vector<int32_t>& join_step) {
+  std::map<int32_t, engine::GroupId> ids;
+  std::vector<Result> results(requests.size());
+  size_t done = 0;
+  for (int32_t step = 0; done < requests.size(); ++step) {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (join_step[i] != step) continue;
+      absl::StatusOr<engine::PreparedRequest> p = engine.Prepare(requests[i]);
+      EXPECT_TRUE(p.ok()) << p.status();
+      absl::StatusOr<engine::GroupId> id = engine.Add(*p);
+      EXPECT_TRUE(id.ok()) << id.status();
+      ids[static_cast<int32_t>(i)] = *id;
+    }
+    absl::StatusOr<engine::StepReport> report = engine.Step();
+    EXPECT_TRUE(report.ok()) << report.status();
+    if (!report.ok()) return results;
+    for (engine::GroupId finished : report->finished) {
+      for (auto [i, id] : ids) {
+        if (id != finished) continue;
+        absl::StatusOr<engine::GroupState> state = engine.State(id);
+        EXPECT_TRUE(state.ok());
+        results[i].tokens = state->tokens;
+        absl::StatusOr<std::vector<engine::RgbImage>> images = engine.DecodeImages(state->tokens);
+        EXPECT_TRUE(images.ok()) << images.status();
+        results[i].images = *images;
+        engine.Remove(id);
+        ++done;
+      }
+    }
+    EXPECT_LT(step, 1000) << "generation does not finish";
+    if (step >= 1000) break;
+  }
+  return results;
+}
+
+TEST(GenericEngineTest, SameSeedSameImageAloneOrBatched) {
+  const engine::GenerationRequest a = Request("a red cube on a table", 7, 2);
+  std::unique_ptr<GenericEngine> alone_engine = MakeEngine();
+  ASSERT_NE(alone_engine, nullptr);
+  const std::vector<Result> alone = RunRequests(*alone_engine, {a}, {0});
+  ASSERT_EQ(alone[0].tokens.size(), 2u);
+  ASSERT_EQ(alone[0].tokens[0].size(), 64u);
+  EXPECT_NE(alone[0].tokens[0], alone[0].tokens[1]) << "the two images must use different streams";
+
+  // Batched: other prompts, seeds, image counts and policies, joining before,
+  // with and after it.
+  engine::GenerationRequest b = Request("two birds", 3, 1);
+  engine::GenerationRequest c = Request("a very long caption about a quiet harbour at dawn", 99, 3);
+  c.policy.kind = sparse::PolicyKind::kDiagonal;
+  c.policy.sparsity = 0.5;
+  engine::GenerationRequest d = Request("x", 7, 1);  // same seed as a, other prompt
+  std::unique_ptr<GenericEngine> batched_engine = MakeEngine();
+  ASSERT_NE(batched_engine, nullptr);
+  const std::vector<Result> batched = RunRequests(*batched_engine, {b, c, a, d}, {0, 3, 5, 5});
+  EXPECT_EQ(batched[2].tokens, alone[0].tokens);
+  ASSERT_EQ(batched[2].images.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(batched[2].images[i].rgb, alone[0].images[i].rgb) << "image " << i;
+    EXPECT_EQ(batched[2].images[i].width, 32);
+  }
+  EXPECT_NE(batched[3].tokens[0], alone[0].tokens[0]) << "another prompt, same seed";
+  EXPECT_EQ(batched[1].tokens.size(), 3u);
+  EXPECT_EQ(batched_engine->KvBytesInUse(), 0);
+  EXPECT_EQ(batched_engine->RunningRows(), 0);
+}
+
+TEST(GenericEngineTest, SmallBatchLimitSplitsStepsWithoutChangingTokens) {
+  const engine::GenerationRequest a = Request("a red cube on a table", 11, 1);
+  const engine::GenerationRequest b = Request("green hills", 12, 2);
+  std::unique_ptr<GenericEngine> wide = MakeEngine("tiny-mha", 64);
+  std::unique_ptr<GenericEngine> narrow = MakeEngine("tiny-mha", 4);  // one group per call
+  ASSERT_NE(wide, nullptr);
+  ASSERT_NE(narrow, nullptr);
+  const std::vector<Result> w = RunRequests(*wide, {a, b}, {0, 1});
+  const std::vector<Result> n = RunRequests(*narrow, {a, b}, {0, 1});
+  EXPECT_EQ(w[0].tokens, n[0].tokens);
+  EXPECT_EQ(w[1].tokens, n[1].tokens);
+}
+
+TEST(GenericEngineTest, OneTokenPerStepAndKvAccounting) {
+  std::unique_ptr<GenericEngine> engine = MakeEngine();
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->info().image_tokens, 64);
+  EXPECT_EQ(engine->info().backend, "cpu");
+  absl::StatusOr<engine::PreparedRequest> p = engine->Prepare(Request("kv", 1, 2));
+  ASSERT_TRUE(p.ok()) << p.status();
+  const int64_t len = static_cast<int64_t>(p->cond_ids.size());
+  EXPECT_EQ(p->kv_bytes, 4 * (len + 64) * engine->info().kv_bytes_per_token_row);
+  EXPECT_EQ(engine->info().kv_bytes_per_token_row, 2 * 2 * 2 * 16 * 4);  // K+V, layers, kv heads, head_dim, f32
+  absl::StatusOr<engine::GroupId> id = engine->Add(*p);
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(engine->KvBytesInUse(), p->kv_bytes);
+  EXPECT_EQ(engine->RunningRows(), 4);
+
+  absl::StatusOr<engine::StepReport> first = engine->Step();
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->groups_prefilled, 1);
+  EXPECT_EQ(first->rows_decoded, 0);
+  for (int32_t step = 2; step <= 3; ++step) {
+    absl::StatusOr<engine::StepReport> r = engine->Step();
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->rows_decoded, 4);
+    EXPECT_EQ(engine->State(*id)->tokens_done, step);
+  }
+  engine->Remove(*id);
+  EXPECT_EQ(engine->KvBytesInUse(), 0);
+  EXPECT_EQ(engine->RunningRows(), 0);
+  EXPECT_FALSE(engine->State(*id).ok());
+
+  // A finished group frees its KV at once, before Remove.
+  id = engine->Add(*p);
+  ASSERT_TRUE(id.ok());
+  std::vector<engine::GroupId> finished;
+  for (int32_t i = 0; i < 64; ++i) {
+    absl::StatusOr<engine::StepReport> r = engine->Step();
+    ASSERT_TRUE(r.ok());
+    finished.insert(finished.end(), r->finished.begin(), r->finished.end());
+    if (i < 63) {
+      EXPECT_TRUE(r->finished.empty()) << i;
+    }
+  }
+  EXPECT_EQ(finished, std::vector<engine::GroupId>{*id});
+  EXPECT_TRUE(engine->State(*id)->finished);
+  EXPECT_EQ(engine->KvBytesInUse(), 0);
+  absl::StatusOr<engine::StepReport> idle = engine->Step();
+  ASSERT_TRUE(idle.ok());
+  EXPECT_EQ(idle->rows_decoded, 0);
+}
+
+TEST(GenericEngineTest, SparsePoliciesBoundKvAndZeroSparsityMatchesDense) {
+  std::unique_ptr<GenericEngine> engine = MakeEngine();
+  ASSERT_NE(engine, nullptr);
+  engine::GenerationRequest dense = Request("policy", 5, 1);
+  engine::GenerationRequest window = dense;
+  window.policy.kind = sparse::PolicyKind::kSlidingWindow;  // sparsity 0: attends everything
+  const std::vector<Result> r = RunRequests(*engine, {dense, window}, {0, 0});
+  EXPECT_EQ(r[0].tokens, r[1].tokens);
+
+  for (sparse::PolicyKind kind :
+       {sparse::PolicyKind::kSlidingWindow, sparse::PolicyKind::kStreamingLlm, sparse::PolicyKind::kH2O,
+        sparse::PolicyKind::kTova, sparse::PolicyKind::kAlisa, sparse::PolicyKind::kDiagonal,
+        sparse::PolicyKind::kDiagonalSink4}) {
+    engine::GenerationRequest sparse_request = dense;
+    sparse_request.policy.kind = kind;
+    sparse_request.policy.sparsity = 0.75;
+    absl::StatusOr<engine::PreparedRequest> p = engine->Prepare(sparse_request);
+    ASSERT_TRUE(p.ok()) << sparse::PolicyName(kind) << ": " << p.status();
+    absl::StatusOr<engine::PreparedRequest> pd = engine->Prepare(dense);
+    EXPECT_LT(p->kv_bytes, pd->kv_bytes) << sparse::PolicyName(kind);
+    const std::vector<Result> out = RunRequests(*engine, {sparse_request}, {0});
+    EXPECT_EQ(out[0].tokens[0].size(), 64u) << sparse::PolicyName(kind);
+  }
+}
+
+TEST(GenericEngineTest, InvalidRequestsNameTheField) {
+  std::unique_ptr<GenericEngine> engine = MakeEngine();
+  ASSERT_NE(engine, nullptr);
+  auto expect_error = [&](engine::GenerationRequest r, const std::string& field) {
+    absl::StatusOr<engine::PreparedRequest> p = engine->Prepare(r);
+    ASSERT_FALSE(p.ok()) << field;
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << field;
+    EXPECT_NE(p.status().message().find(field), std::string::npos) << p.status();
+  };
+  engine::GenerationRequest r = Request("ok", 1);
+  auto with = [&](auto mutate) {
+    engine::GenerationRequest copy = r;
+    mutate(copy);
+    return copy;
+  };
+  expect_error(with([](auto& x) { x.prompt.clear(); }), "prompt");
+  expect_error(with([](auto& x) { x.num_images = 0; }), "num_images");
+  expect_error(with([](auto& x) { x.num_images = 1000; }), "num_images");
+  expect_error(with([](auto& x) { x.sampling.temperature = 0.0f; }), "temperature");
+  expect_error(with([](auto& x) { x.sampling.temperature = -1.0f; }), "temperature");
+  expect_error(with([](auto& x) { x.sampling.top_k = -1; }), "top_k");
+  expect_error(with([](auto& x) { x.sampling.top_k = 65; }), "top_k");
+  expect_error(with([](auto& x) { x.sampling.top_p = 0.0f; }), "top_p");
+  expect_error(with([](auto& x) { x.sampling.top_p = 1.5f; }), "top_p");
+  expect_error(with([](auto& x) { x.sampling.cfg_weight = std::numeric_limits<float>::infinity(); }),
+               "cfg_weight");
+  expect_error(with([](auto& x) { x.policy.sparsity = 1.0; }), "sparsity");
+  expect_error(with([](auto& x) { x.prompt = std::string(600, 'a'); }), "max_prompt_tokens");
+  EXPECT_EQ(engine->KvBytesInUse(), 0);
+
+  // A tampered prepared request is rejected by Add.
+  absl::StatusOr<engine::PreparedRequest> p = engine->Prepare(r);
+  ASSERT_TRUE(p.ok());
+  engine::PreparedRequest bad = *p;
+  bad.uncond_ids.pop_back();
+  EXPECT_FALSE(engine->Add(bad).ok());
+  bad = *p;
+  bad.policy.l_dec = 10;
+  EXPECT_FALSE(engine->Add(bad).ok());
+  EXPECT_EQ(engine->KvBytesInUse(), 0);
+}
+
+TEST(GenericEngineTest, FactoryErrorsNameTheCause) {
+  engine::EngineOptions options;
+  options.model_dir = TinyDir("does-not-exist");
+  absl::StatusOr<std::unique_ptr<engine::Engine>> e = engine::CreateEngine(options);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("does-not-exist"), std::string::npos) << e.status();
+  options.model_dir = TinyDir("tiny-mha");
+  options.backend = "tpu";
+  e = engine::CreateEngine(options);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("backend"), std::string::npos) << e.status();
+}
+
+}  // namespace
+}  // namespace argen::model
+
+namespace argen::model {
+namespace {
+
+TEST(CreateEngineTest, TokenizerPromptAndFullGeneration) {
+  engine::EngineOptions options;
+  options.model_dir = TinyDir("tiny-mha");
+  absl::StatusOr<std::unique_ptr<engine::Engine>> e = engine::CreateEngine(options);
+  ASSERT_TRUE(e.ok()) << e.status();
+  engine::Engine& engine = **e;
+  EXPECT_EQ(engine.info().name, "tiny-mha");
+  EXPECT_EQ(engine.info().image_size, 32);
+  EXPECT_EQ(engine.info().token_grid, 8);
+  absl::StatusOr<engine::PreparedRequest> p = engine.Prepare(Request("a small red cube", 3));
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->cond_ids.size(), p->uncond_ids.size());
+  EXPECT_EQ(p->cond_ids.front(), p->uncond_ids.front());
+  EXPECT_EQ(p->cond_ids.back(), p->uncond_ids.back());
+  absl::StatusOr<engine::GroupId> id = engine.Add(*p);
+  ASSERT_TRUE(id.ok());
+  for (int32_t i = 0; i < 64; ++i) ASSERT_TRUE(engine.Step().ok());
+  absl::StatusOr<engine::GroupState> state = engine.State(*id);
+  ASSERT_TRUE(state.ok());
+  EXPECT_TRUE(state->finished);
+  absl::StatusOr<std::vector<engine::RgbImage>> images = engine.DecodeImages(state->tokens);
+  ASSERT_TRUE(images.ok()) << images.status();
+  EXPECT_EQ((*images)[0].rgb.size(), 32u * 32u * 3u);
+}
+
+}  // namespace
+}  // namespace argen::model
