@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
+#include <sys/mman.h>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,31 @@ using argen::cpu::DecodeAttentionIo;
 using argen::cpu::DecodeAttentionScratchFloats;
 using argen::cpu::DecodeAttentionShape;
 namespace sparse = argen::sparse;
+
+bool g_huge_pages = false;
+
+// A float buffer; with --huge_pages=1 it is 2 MiB aligned and advised as
+// transparent huge pages (gathered decode rows then miss the TLB far less).
+class Buffer {
+ public:
+  void Resize(size_t n) {
+    const size_t bytes = ((n * sizeof(float) + (2u << 20) - 1) / (2u << 20)) * (2u << 20);
+    data_.reset(static_cast<float*>(std::aligned_alloc(2u << 20, bytes)));
+    if (g_huge_pages) madvise(data_.get(), bytes, MADV_HUGEPAGE);
+    size_ = n;
+  }
+  float* data() { return data_.get(); }
+  size_t size() const { return size_; }
+  float* begin() { return data_.get(); }
+  float* end() { return data_.get() + size_; }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> data_;
+  size_t size_ = 0;
+};
 
 struct Shape {
   int32_t layers = 24, heads = 16, kv_heads = 16, head_dim = 128, prompt_len = 50, l_dec = 576, rows = 2;
@@ -49,14 +76,21 @@ class PolicyBench {
     ints_.assign(units * l_.ints_per_head, 0);
     floats_.assign(units * std::max(l_.floats_per_head, 1), 0.0f);
     const int64_t kv_per_row_layer = int64_t{s.kv_heads} * (s.prompt_len + l_.n_slots) * s.head_dim;
-    k_.resize(int64_t{s.rows} * s.layers * kv_per_row_layer);
-    v_.resize(k_.size());
-    std::mt19937 rng(7);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (float& x : k_) x = normal(rng);
-    for (float& x : v_) x = normal(rng);
+    k_.Resize(int64_t{s.rows} * s.layers * kv_per_row_layer);
+    v_.Resize(k_.size());
+    // Cheap uniform fill (xorshift): the values only need to be finite and varied.
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    auto next = [&x]() {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      return static_cast<float>(static_cast<int64_t>(x >> 40) - (1 << 23)) / (1 << 23);
+    };
+    for (float& e : k_) e = next();
+    for (float& e : v_) e = next();
     q_.resize(int64_t{s.heads} * s.head_dim);
-    for (float& x : q_) x = normal(rng);
+    for (float& e : q_) e = next();
+    std::mt19937 rng(7);
     attended_.assign(int64_t{s.kv_heads} * l_.max_attended, 0);
     counts_.assign(s.kv_heads, 0);
     probs_.assign(int64_t{s.kv_heads} * l_.max_attended, 0.0f);
@@ -73,11 +107,12 @@ class PolicyBench {
       for (int32_t t = 0; t < step_; ++t) {
         int32_t slot;
         const int32_t n = sparse::PlanStep(p_, l_, st, t, &slot, attended_.data());
+        if (!sparse::ObserveNeeded(p_, l_, st, t)) continue;
         for (int32_t i = 0; i < n; ++i) {
           const int32_t lag = t - sparse::SlotPosition(l_, st, attended_[i]);
           w[i] = std::exp(-lag / 20.0f) * (0.5f + std::uniform_real_distribution<float>(0, 1)(rng));
         }
-        if (sparse::ObserveNeeded(p_, l_, st, t)) sparse::ObserveStep(p_, l_, st, t, attended_.data(), w.data(), n);
+        sparse::ObserveStep(p_, l_, st, t, attended_.data(), w.data(), n);
       }
     }
     saved_ints_ = ints_;
@@ -149,7 +184,8 @@ class PolicyBench {
   sparse::PolicyLayout l_;
   int32_t step_;
   std::vector<int32_t> ints_, saved_ints_, attended_, counts_;
-  std::vector<float> floats_, saved_floats_, k_, v_, q_, probs_, out_, scratch_;
+  std::vector<float> floats_, saved_floats_, q_, probs_, out_, scratch_;
+  Buffer k_, v_;
   float sink_ = 0;
 };
 
@@ -203,6 +239,7 @@ int main(int argc, char** argv) {
   Shape s;
   int32_t reps = 15;
   int32_t step = -1;
+  std::string only;  // comma-separated policy names; empty: all
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&](const char* name) { return std::atoi(a.substr(std::string(name).size()).c_str()); };
@@ -211,8 +248,14 @@ int main(int argc, char** argv) {
     else if (a.rfind("--layers=", 0) == 0) s.layers = val("--layers=");
     else if (a.rfind("--prompt_len=", 0) == 0) s.prompt_len = val("--prompt_len=");
     else if (a.rfind("--l_dec=", 0) == 0) s.l_dec = val("--l_dec=");
+    else if (a.rfind("--huge_pages=", 0) == 0) g_huge_pages = val("--huge_pages=") != 0;
+    else if (a.rfind("--policies=", 0) == 0) {
+      only = ",";
+      only += a.substr(11);
+      only += ",";
+    }
     else {
-      std::fprintf(stderr, "usage: %s [--reps=N] [--step=T] [--layers=N] [--prompt_len=N] [--l_dec=N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--reps=N] [--step=T] [--layers=N] [--prompt_len=N] [--l_dec=N] [--policies=a,b] [--huge_pages=0|1]\n", argv[0]);
       return 2;
     }
   }
@@ -223,8 +266,9 @@ int main(int argc, char** argv) {
   if (step < 0 || step >= s.l_dec) step = s.l_dec - 1;  // the last decode step
 
   std::printf("shape: %d layers, %d heads x %d head_dim (kv heads %d), L_p %d, L_dec %d, %d rows, step t=%d, "
-              "median of %d, 1 thread\n\n",
-              s.layers, s.heads, s.head_dim, s.kv_heads, s.prompt_len, s.l_dec, s.rows, step, reps);
+              "median of %d, 1 thread, huge pages %s\n\n",
+              s.layers, s.heads, s.head_dim, s.kv_heads, s.prompt_len, s.l_dec, s.rows, step, reps,
+              g_huge_pages ? "on" : "off");
   PolicyBench dense(s, Resolve(s, sparse::PolicyKind::kDense, 0.0), step);
   double ignored = 0;
   dense.Step(&ignored);  // warm-up
@@ -247,6 +291,10 @@ int main(int argc, char** argv) {
   };
   for (double sp : {0.80, 0.90, 0.95, 0.96}) {
     for (sparse::PolicyKind k : kinds) {
+      std::string key = ",";
+      key += sparse::PolicyName(k);
+      key += ",";
+      if (!only.empty() && only.find(key) == std::string::npos) continue;
       double dense_ms = 0;
       const Result r = Measure(s, dense, k, sp, step, reps, &dense_ms);
       print(r, dense_ms);

@@ -19,6 +19,13 @@ inline float Dot(const float* a, const float* b, int32_t n) {
   return sum;
 }
 
+// Gathered rows defeat the hardware prefetcher at each jump; ask for the row
+// a few keys ahead (head_dim floats, one cache line at a time).
+constexpr int32_t kPrefetchAhead = 4;
+inline void PrefetchRow(const float* row, int32_t n) {
+  for (int32_t i = 0; i < n; i += 16) __builtin_prefetch(row + i);
+}
+
 inline void Axpy(float alpha, const float* x, float* y, int32_t n) {
   for (int32_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
@@ -57,6 +64,7 @@ void DecodeAttention(const DecodeAttentionShape& shape, const DecodeAttentionIo&
         max_logit = s > max_logit ? s : max_logit;
       }
       for (int32_t i = 0; i < count; ++i) {
+        if (i + kPrefetchAhead < count) PrefetchRow(kg + static_cast<int64_t>(lp + slots[i + kPrefetchAhead]) * d, d);
         const float s = io.scale * Dot(q, kg + static_cast<int64_t>(lp + slots[i]) * d, d);
         logits[lp + i] = s;
         max_logit = s > max_logit ? s : max_logit;
@@ -78,6 +86,7 @@ void DecodeAttention(const DecodeAttentionShape& shape, const DecodeAttentionIo&
         Axpy(p, vg + static_cast<int64_t>(j) * d, out, d);
       }
       for (int32_t i = 0; i < count; ++i) {
+        if (i + kPrefetchAhead < count) PrefetchRow(vg + static_cast<int64_t>(lp + slots[i + kPrefetchAhead]) * d, d);
         const float p = logits[lp + i] * inv;
         logits[lp + i] = p;
         Axpy(p, vg + static_cast<int64_t>(lp + slots[i]) * d, out, d);
