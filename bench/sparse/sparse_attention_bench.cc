@@ -250,9 +250,9 @@ int main(int argc, char** argv) {
     else if (a.rfind("--l_dec=", 0) == 0) s.l_dec = val("--l_dec=");
     else if (a.rfind("--huge_pages=", 0) == 0) g_huge_pages = val("--huge_pages=") != 0;
     else if (a.rfind("--policies=", 0) == 0) {
-      only = ",";
-      only += a.substr(11);
-      only += ",";
+      only.assign(1, ',');
+      only.append(a, 11, std::string::npos);
+      only.push_back(',');
     }
     else {
       std::fprintf(stderr, "usage: %s [--reps=N] [--step=T] [--layers=N] [--prompt_len=N] [--l_dec=N] [--policies=a,b] [--huge_pages=0|1]\n", argv[0]);
