@@ -2,10 +2,11 @@
 // (384 px, 24 x 24 tokens, ch 128, ch_mult 1,1,2,2,4, z 256, 16384 x 8
 // codebook) with random weights served by an in-memory checkpoint.
 //
-//   argen_vq_bench [--runs N] [--threads T] [--batch B] [--image_size S]
+//   argen_vq_bench [--runs N] [--threads T] [--pool P] [--batch B] [--image_size S]
 //
-// Prints one line per run and the median seconds per image. Threads go to
-// OpenBLAS (0: its default, all cores).
+// Prints one line per run and the median seconds per image. --threads goes to
+// OpenBLAS (0: its default, all cores), --pool to the decoder's element-wise
+// pool (0: all cores).
 #include <cblas.h>
 
 #include <algorithm>
@@ -74,23 +75,25 @@ int main(int argc, char** argv) {
   const int runs = std::max(1, IntFlag(argc, argv, "--runs", 3));
   const int threads = IntFlag(argc, argv, "--threads", 0);
   const int batch = std::max(1, IntFlag(argc, argv, "--batch", 1));
+  const int pool = std::max(0, IntFlag(argc, argv, "--pool", 0));
   argen::checkpoint::GenVisionConfig config;  // official VQ-16 defaults
   config.image_size = IntFlag(argc, argv, "--image_size", 384);
   if (threads > 0) openblas_set_num_threads(threads);
 
   RandomCheckpoint ckpt;
   const auto t0 = std::chrono::steady_clock::now();
-  auto decoder = argen::vq::VqDecoder::Create(ckpt, config);
+  auto decoder = argen::vq::VqDecoder::Create(ckpt, config, pool);
   if (!decoder.ok()) {
     std::fprintf(stderr, "%s\n", std::string(decoder.status().message()).c_str());
     return 1;
   }
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("VQ-16 decoder: %d px, %dx%d tokens, ch %d, z %d, codebook %d x %d; BLAS threads %d; "
-              "scratch %.1f MiB; weights made+loaded in %.2f s\n",
-              config.image_size, config.token_grid(), config.token_grid(), config.ch, config.z_channels,
-              config.codebook_size, config.codebook_embed_dim, openblas_get_num_threads(),
-              (*decoder)->scratch_bytes() / 1048576.0, load_s);
+  std::printf(
+      "VQ-16 decoder: %d px, %dx%d tokens, ch %d, z %d, codebook %d x %d; BLAS threads %d, pool %d; "
+      "scratch %.1f MiB; weights made+loaded in %.2f s\n",
+      config.image_size, config.token_grid(), config.token_grid(), config.ch, config.z_channels,
+      config.codebook_size, config.codebook_embed_dim, openblas_get_num_threads(), pool,
+      (*decoder)->scratch_bytes() / 1048576.0, load_s);
 
   std::mt19937 rng(1);
   std::uniform_int_distribution<int32_t> id(0, config.codebook_size - 1);

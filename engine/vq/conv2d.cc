@@ -10,11 +10,11 @@ namespace {
 
 // Columns for output rows [y0, y0 + rows) of a kxk conv with padding k/2:
 // col[(c*k + ky)*k + kx][(y - y0)*w + x] = in[c][y + ky - p][x + kx - p] (0 outside).
-void Im2ColBand(const float* in, int32_t cin, int32_t h, int32_t w, int32_t k, int32_t y0, int32_t rows,
-                float* col) {
+void Im2ColBand(const float* in, int32_t c_begin, int32_t c_end, int32_t h, int32_t w, int32_t k, int32_t y0,
+                int32_t rows, float* col) {
   const int32_t pad = k / 2;
   const size_t band = static_cast<size_t>(rows) * w;
-  for (int32_t c = 0; c < cin; ++c) {
+  for (int32_t c = c_begin; c < c_end; ++c) {
     const float* plane = in + static_cast<size_t>(c) * h * w;
     for (int32_t ky = 0; ky < k; ++ky) {
       for (int32_t kx = 0; kx < k; ++kx) {
@@ -40,8 +40,9 @@ void Im2ColBand(const float* in, int32_t cin, int32_t h, int32_t w, int32_t k, i
 }
 
 // out[:, n] = bias (or += bias when accumulating, so the GEMM can add on top with beta = 1).
-void AddBias(const Conv2dWeights& conv, float* out, size_t hw, bool accumulate) {
-  for (int32_t o = 0; o < conv.cout; ++o) {
+void AddBias(const Conv2dWeights& conv, float* out, size_t hw, bool accumulate, int32_t o_begin,
+             int32_t o_end) {
+  for (int32_t o = o_begin; o < o_end; ++o) {
     float* row = out + static_cast<size_t>(o) * hw;
     const float b = conv.bias[o];
     if (accumulate) {
@@ -66,9 +67,11 @@ size_t Conv2dScratchFloats(const Conv2dWeights& conv, int32_t h, int32_t w, size
 }
 
 void Conv2d(const Conv2dWeights& conv, const float* in, int32_t h, int32_t w, float* out, bool accumulate,
-            float* col, size_t col_floats) {
+            float* col, size_t col_floats, ThreadPool* pool) {
   const size_t hw = static_cast<size_t>(h) * w;
-  AddBias(conv, out, hw, accumulate);
+  ParallelFor(pool, conv.cout, [&](int64_t b, int64_t e) {
+    AddBias(conv, out, hw, accumulate, static_cast<int32_t>(b), static_cast<int32_t>(e));
+  });
   if (conv.kernel == 1) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, conv.cout, static_cast<int>(hw), conv.cin, 1.0f,
                 conv.weight.data(), conv.cin, in, static_cast<int>(hw), 1.0f, out, static_cast<int>(hw));
@@ -79,7 +82,9 @@ void Conv2d(const Conv2dWeights& conv, const float* in, int32_t h, int32_t w, fl
   for (int32_t y0 = 0; y0 < h; y0 += band_rows) {
     const int32_t rows = std::min(band_rows, h - y0);
     const int n = rows * w;
-    Im2ColBand(in, conv.cin, h, w, conv.kernel, y0, rows, col);
+    ParallelFor(pool, conv.cin, [&](int64_t b, int64_t e) {
+      Im2ColBand(in, static_cast<int32_t>(b), static_cast<int32_t>(e), h, w, conv.kernel, y0, rows, col);
+    });
     // out[:, y0*w : y0*w + n] += W[cout, kdim] * col[kdim, n]
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, conv.cout, n, kdim, 1.0f, conv.weight.data(), kdim,
                 col, n, 1.0f, out + static_cast<size_t>(y0) * w, static_cast<int>(hw));

@@ -4,10 +4,12 @@
 
 namespace argen::vq {
 
-void GroupNorm(const GroupNormWeights& norm, int32_t groups, const float* in, size_t hw, float* out, bool swish) {
-  const int32_t per_group = norm.channels / groups;
+namespace {
+
+void NormalizeGroup(const GroupNormWeights& norm, int32_t g, int32_t per_group, const float* in, size_t hw,
+                    float* out, bool swish) {
   const size_t count = static_cast<size_t>(per_group) * hw;
-  for (int32_t g = 0; g < groups; ++g) {
+  {
     const size_t base = static_cast<size_t>(g) * count;
     const float* x = in + base;
     // Two passes in double: exact enough that the result does not depend on hw.
@@ -37,6 +39,17 @@ void GroupNorm(const GroupNormWeights& norm, int32_t groups, const float* in, si
       }
     }
   }
+}
+
+}  // namespace
+
+void GroupNorm(const GroupNormWeights& norm, int32_t groups, const float* in, size_t hw, float* out,
+               bool swish, ThreadPool* pool) {
+  const int32_t per_group = norm.channels / groups;
+  ParallelFor(pool, groups, [&](int64_t b, int64_t e) {
+    for (int64_t g = b; g < e; ++g)
+      NormalizeGroup(norm, static_cast<int32_t>(g), per_group, in, hw, out, swish);
+  });
 }
 
 }  // namespace argen::vq

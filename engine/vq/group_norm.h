@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/vq/thread_pool.h"
 #include "engine/vq/vq_weights.h"
 
 namespace argen::vq {
@@ -14,6 +15,8 @@ inline constexpr float kGroupNormEps = 1e-6f;
 
 // out[c, :] = swish?(gamma[c] * (in[c, :] - mean_g) / sqrt(var_g + eps) + beta[c]),
 // mean/var (biased) over the channels of group g and all hw positions. in may equal out.
-void GroupNorm(const GroupNormWeights& norm, int32_t groups, const float* in, size_t hw, float* out, bool swish);
+// `pool` (optional) splits the groups.
+void GroupNorm(const GroupNormWeights& norm, int32_t groups, const float* in, size_t hw, float* out,
+               bool swish, ThreadPool* pool = nullptr);
 
 }  // namespace argen::vq

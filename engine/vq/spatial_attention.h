@@ -5,11 +5,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/vq/thread_pool.h"
+
 namespace argen::vq {
 
 // q, k, v, out: [c, n] (CHW). scores: n*n floats of scratch.
 // out[:, i] = sum_j softmax_j(q[:, i] . k[:, j] / sqrt(c)) v[:, j].
+// `pool` (optional) splits the softmax rows.
 void SpatialAttention(const float* q, const float* k, const float* v, int32_t c, int32_t n, float* scores,
-                      float* out);
+                      float* out, ThreadPool* pool = nullptr);
 
 }  // namespace argen::vq

@@ -1,6 +1,7 @@
 #include "engine/vq/vq_decoder.h"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -35,14 +36,18 @@ struct ScratchPlan {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<VqDecoder>> VqDecoder::Create(const checkpoint::Checkpoint& checkpoint,
-                                                             const checkpoint::GenVisionConfig& config) {
+                                                             const checkpoint::GenVisionConfig& config,
+                                                             int32_t threads) {
   auto weights = LoadVqDecoderWeights(checkpoint, config);
   if (!weights.ok()) return weights.status();
-  return Create(std::move(*weights), config);
+  return Create(std::move(*weights), config, threads);
 }
 
 absl::StatusOr<std::unique_ptr<VqDecoder>> VqDecoder::Create(VqDecoderWeights weights,
-                                                             const checkpoint::GenVisionConfig& config) {
+                                                             const checkpoint::GenVisionConfig& config,
+                                                             int32_t threads) {
+  if (threads < 0)
+    return absl::InvalidArgumentError(absl::StrCat("VqDecoder: threads must be >= 0, got ", threads));
   if (absl::Status s = ValidateVqConfig(config); !s.ok()) return s;
   if (weights.blocks.size() != config.ch_mult.size() || weights.codebook_size != config.codebook_size ||
       weights.embed_dim != config.codebook_embed_dim ||
@@ -50,11 +55,12 @@ absl::StatusOr<std::unique_ptr<VqDecoder>> VqDecoder::Create(VqDecoderWeights we
     return absl::InvalidArgumentError(
         "VqDecoder: weights do not match gen_vision_config (codebook or ch_mult levels differ)");
   }
-  return std::unique_ptr<VqDecoder>(new VqDecoder(std::move(weights), config));
+  if (threads == 0) threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::unique_ptr<VqDecoder>(new VqDecoder(std::move(weights), config, threads));
 }
 
-VqDecoder::VqDecoder(VqDecoderWeights weights, const checkpoint::GenVisionConfig& config)
-    : weights_(std::move(weights)), config_(config) {
+VqDecoder::VqDecoder(VqDecoderWeights weights, const checkpoint::GenVisionConfig& config, int32_t threads)
+    : weights_(std::move(weights)), config_(config), pool_(threads) {
   const int32_t g = config_.token_grid();
   ScratchPlan plan;
   plan.Conv(weights_.post_quant_conv, g, g);
@@ -82,15 +88,16 @@ VqDecoder::VqDecoder(VqDecoderWeights weights, const checkpoint::GenVisionConfig
 }
 
 size_t VqDecoder::scratch_bytes() const {
-  return sizeof(float) * (x_.size() + a_.size() + b_.size() + col_.size() + q_.size() + k_.size() + v_.size() +
-                          scores_.size());
+  return sizeof(float) * (x_.size() + a_.size() + b_.size() + col_.size() + q_.size() + k_.size() +
+                          v_.size() + scores_.size());
 }
 
 absl::Status VqDecoder::ValidateGrid(std::span<const int32_t> tokens, size_t grid_index) const {
   const int32_t g = config_.token_grid();
   if (tokens.size() != static_cast<size_t>(g) * g) {
-    return absl::InvalidArgumentError(absl::StrCat("VQ decode: token grid ", grid_index, " has ", tokens.size(),
-                                                   " tokens, expected ", g * g, " (", g, " x ", g, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("VQ decode: token grid ", grid_index, " has ",
+                                                   tokens.size(), " tokens, expected ", g * g, " (", g, " x ",
+                                                   g, ")"));
   }
   for (size_t p = 0; p < tokens.size(); ++p) {
     if (tokens[p] < 0 || tokens[p] >= config_.codebook_size) {
@@ -105,27 +112,34 @@ absl::Status VqDecoder::ValidateGrid(std::span<const int32_t> tokens, size_t gri
 void VqDecoder::ResnetBlock(const ResnetBlockWeights& w, int32_t h, int32_t wd) {
   const size_t hw = static_cast<size_t>(h) * wd;
   const int32_t groups = config_.num_groups;
-  GroupNorm(w.norm1, groups, x_.data(), hw, a_.data(), /*swish=*/true);
-  Conv2d(w.conv1, a_.data(), h, wd, b_.data(), false, col_.data(), col_.size());
-  GroupNorm(w.norm2, groups, b_.data(), hw, b_.data(), /*swish=*/true);  // dropout: identity at inference
-  Conv2d(w.conv2, b_.data(), h, wd, a_.data(), false, col_.data(), col_.size());
+  GroupNorm(w.norm1, groups, x_.data(), hw, a_.data(), /*swish=*/true, &pool_);
+  Conv2d(w.conv1, a_.data(), h, wd, b_.data(), false, col_.data(), col_.size(), &pool_);
+  GroupNorm(w.norm2, groups, b_.data(), hw, b_.data(), /*swish=*/true,
+            &pool_);  // dropout: identity at inference
+  Conv2d(w.conv2, b_.data(), h, wd, a_.data(), false, col_.data(), col_.size(), &pool_);
   if (w.nin_shortcut) {
-    Conv2d(*w.nin_shortcut, x_.data(), h, wd, a_.data(), /*accumulate=*/true, col_.data(), col_.size());
+    Conv2d(*w.nin_shortcut, x_.data(), h, wd, a_.data(), /*accumulate=*/true, col_.data(), col_.size(),
+           &pool_);
   } else {
-    const size_t n = static_cast<size_t>(w.conv2.cout) * hw;
-    for (size_t i = 0; i < n; ++i) a_[i] += x_[i];
+    float* a = a_.data();
+    const float* x = x_.data();
+    ParallelFor(&pool_, static_cast<int64_t>(w.conv2.cout) * static_cast<int64_t>(hw),
+                [&](int64_t b, int64_t e) {
+                  for (int64_t i = b; i < e; ++i) a[i] += x[i];
+                });
   }
   std::swap(x_, a_);
 }
 
 void VqDecoder::AttnBlock(const AttnBlockWeights& w, int32_t h, int32_t wd) {
   const size_t hw = static_cast<size_t>(h) * wd;
-  GroupNorm(w.norm, config_.num_groups, x_.data(), hw, a_.data(), /*swish=*/false);
-  Conv2d(w.q, a_.data(), h, wd, q_.data(), false, nullptr, 0);
-  Conv2d(w.k, a_.data(), h, wd, k_.data(), false, nullptr, 0);
-  Conv2d(w.v, a_.data(), h, wd, v_.data(), false, nullptr, 0);
-  SpatialAttention(q_.data(), k_.data(), v_.data(), w.q.cout, static_cast<int32_t>(hw), scores_.data(), a_.data());
-  Conv2d(w.proj_out, a_.data(), h, wd, x_.data(), /*accumulate=*/true, nullptr, 0);
+  GroupNorm(w.norm, config_.num_groups, x_.data(), hw, a_.data(), /*swish=*/false, &pool_);
+  Conv2d(w.q, a_.data(), h, wd, q_.data(), false, nullptr, 0, &pool_);
+  Conv2d(w.k, a_.data(), h, wd, k_.data(), false, nullptr, 0, &pool_);
+  Conv2d(w.v, a_.data(), h, wd, v_.data(), false, nullptr, 0, &pool_);
+  SpatialAttention(q_.data(), k_.data(), v_.data(), w.q.cout, static_cast<int32_t>(hw), scores_.data(),
+                   a_.data(), &pool_);
+  Conv2d(w.proj_out, a_.data(), h, wd, x_.data(), /*accumulate=*/true, nullptr, 0, &pool_);
 }
 
 const float* VqDecoder::Run(std::span<const int32_t> tokens) {
@@ -137,8 +151,8 @@ const float* VqDecoder::Run(std::span<const int32_t> tokens) {
     const float* row = weights_.codebook.data() + static_cast<size_t>(tokens[p]) * e;
     for (int32_t c = 0; c < e; ++c) b_[c * cells + p] = row[c];
   }
-  Conv2d(weights_.post_quant_conv, b_.data(), g, g, a_.data(), false, nullptr, 0);
-  Conv2d(weights_.conv_in, a_.data(), g, g, x_.data(), false, col_.data(), col_.size());
+  Conv2d(weights_.post_quant_conv, b_.data(), g, g, a_.data(), false, nullptr, 0, &pool_);
+  Conv2d(weights_.conv_in, a_.data(), g, g, x_.data(), false, col_.data(), col_.size(), &pool_);
   ResnetBlock(weights_.mid_res0, g, g);
   AttnBlock(weights_.mid_attn, g, g);
   ResnetBlock(weights_.mid_res1, g, g);
@@ -149,14 +163,14 @@ const float* VqDecoder::Run(std::span<const int32_t> tokens) {
       if (!block.attn.empty()) AttnBlock(block.attn[j], side, side);
     }
     if (block.upsample) {
-      UpsampleNearest2x(x_.data(), block.upsample->cin, side, side, a_.data());
+      UpsampleNearest2x(x_.data(), block.upsample->cin, side, side, a_.data(), &pool_);
       side *= 2;
-      Conv2d(*block.upsample, a_.data(), side, side, x_.data(), false, col_.data(), col_.size());
+      Conv2d(*block.upsample, a_.data(), side, side, x_.data(), false, col_.data(), col_.size(), &pool_);
     }
   }
   GroupNorm(weights_.norm_out, config_.num_groups, x_.data(), static_cast<size_t>(side) * side, a_.data(),
-            /*swish=*/true);
-  Conv2d(weights_.conv_out, a_.data(), side, side, b_.data(), false, col_.data(), col_.size());
+            /*swish=*/true, &pool_);
+  Conv2d(weights_.conv_out, a_.data(), side, side, b_.data(), false, col_.data(), col_.size(), &pool_);
   return b_.data();
 }
 
@@ -182,7 +196,7 @@ absl::StatusOr<std::vector<engine::RgbImage>> VqDecoder::Decode(
     images[i].width = side;
     images[i].height = side;
     images[i].rgb.resize(3 * static_cast<size_t>(side) * side);
-    ChwToRgb8(out, side, side, images[i].rgb.data());
+    ChwToRgb8(out, side, side, images[i].rgb.data(), &pool_);
   }
   return images;
 }

@@ -5,7 +5,8 @@
 // Weights are loaded once; activations live in scratch buffers sized at
 // construction for the configured image size and reused by every call, so a
 // decode allocates only its result images. Images of a batch are decoded one
-// after another (each conv is already a large GEMM); OpenBLAS threads each GEMM.
+// after another (each conv is already a large GEMM); OpenBLAS threads each GEMM
+// and a small pool of `threads` threads the element-wise work between them.
 //
 // Thread-safety: Decode/DecodeToFloat may be called from any thread; calls
 // serialise on the scratch buffers (one decode at a time per VqDecoder).
@@ -22,6 +23,7 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/janus_config.h"
 #include "engine/engine.h"
+#include "engine/vq/thread_pool.h"
 #include "engine/vq/vq_weights.h"
 
 namespace argen::vq {
@@ -29,11 +31,14 @@ namespace argen::vq {
 class VqDecoder {
  public:
   // Loads gen_vision_model.* from `checkpoint` (errors name the tensor and file).
+  // threads: element-wise worker threads (0: all cores, 1: the caller only).
   static absl::StatusOr<std::unique_ptr<VqDecoder>> Create(const checkpoint::Checkpoint& checkpoint,
-                                                           const checkpoint::GenVisionConfig& config);
+                                                           const checkpoint::GenVisionConfig& config,
+                                                           int32_t threads = 0);
   // From weights already loaded (shapes must match `config`, as LoadVqDecoderWeights makes them).
   static absl::StatusOr<std::unique_ptr<VqDecoder>> Create(VqDecoderWeights weights,
-                                                           const checkpoint::GenVisionConfig& config);
+                                                           const checkpoint::GenVisionConfig& config,
+                                                           int32_t threads = 0);
 
   // Each grid: token_grid()^2 codebook ids in raster order (row by row).
   // Every grid is validated before any is decoded; a wrong length or an id
@@ -51,7 +56,7 @@ class VqDecoder {
   size_t scratch_bytes() const;
 
  private:
-  VqDecoder(VqDecoderWeights weights, const checkpoint::GenVisionConfig& config);
+  VqDecoder(VqDecoderWeights weights, const checkpoint::GenVisionConfig& config, int32_t threads);
   absl::Status ValidateGrid(std::span<const int32_t> tokens, size_t grid_index) const;
   // Runs the network on validated tokens; leaves [3, S, S] in the returned buffer.
   const float* Run(std::span<const int32_t> tokens);
@@ -60,11 +65,12 @@ class VqDecoder {
 
   VqDecoderWeights weights_;
   checkpoint::GenVisionConfig config_;
-  std::mutex mu_;  // guards the scratch below
+  std::mutex mu_;  // guards the pool and the scratch below
+  ThreadPool pool_;
   // Three activation buffers: x_ holds the running activation, a_ and b_ are temporaries.
   std::vector<float> x_, a_, b_;
-  std::vector<float> col_;                     // im2col band
-  std::vector<float> q_, k_, v_, scores_;      // attention at the lowest resolution
+  std::vector<float> col_;                 // im2col band
+  std::vector<float> q_, k_, v_, scores_;  // attention at the lowest resolution
 };
 
 }  // namespace argen::vq

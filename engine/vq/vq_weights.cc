@@ -97,11 +97,11 @@ class Loader {
   std::string prefix_;
 };
 
-#define ARGEN_VQ_ASSIGN(lhs, expr)          \
-  do {                                      \
-    auto _r = (expr);                       \
-    if (!_r.ok()) return _r.status();       \
-    lhs = std::move(*_r);                   \
+#define ARGEN_VQ_ASSIGN(lhs, expr)    \
+  do {                                \
+    auto _r = (expr);                 \
+    if (!_r.ok()) return _r.status(); \
+    lhs = std::move(*_r);             \
   } while (0)
 
 }  // namespace
@@ -121,8 +121,8 @@ absl::Status ValidateVqConfig(const checkpoint::GenVisionConfig& c) {
     return bad(absl::StrCat("ch_mult must have 1..8 entries, got ", c.ch_mult.size()));
   for (int32_t m : c.ch_mult) {
     if (m <= 0 || (c.ch * m) % c.num_groups != 0)
-      return bad(absl::StrCat("ch * ch_mult entry (", c.ch, " * ", m, ") must be a positive multiple of num_groups ",
-                              c.num_groups));
+      return bad(absl::StrCat("ch * ch_mult entry (", c.ch, " * ", m,
+                              ") must be a positive multiple of num_groups ", c.num_groups));
   }
   if (c.image_size <= 0 || c.image_size % c.downsample() != 0)
     return bad(absl::StrCat("image_size ", c.image_size, " must be a positive multiple of the downsampling ",
@@ -138,9 +138,11 @@ absl::StatusOr<VqDecoderWeights> LoadVqDecoderWeights(const checkpoint::Checkpoi
   VqDecoderWeights w;
   w.codebook_size = config.codebook_size;
   w.embed_dim = config.codebook_embed_dim;
-  ARGEN_VQ_ASSIGN(w.codebook, load.Raw("quantize.embedding.weight", {config.codebook_size, config.codebook_embed_dim}));
+  ARGEN_VQ_ASSIGN(w.codebook,
+                  load.Raw("quantize.embedding.weight", {config.codebook_size, config.codebook_embed_dim}));
   if (config.codebook_l2_norm) NormalizeRows(w.codebook, config.codebook_embed_dim);
-  ARGEN_VQ_ASSIGN(w.post_quant_conv, load.Conv("post_quant_conv", config.codebook_embed_dim, config.z_channels, 1));
+  ARGEN_VQ_ASSIGN(w.post_quant_conv,
+                  load.Conv("post_quant_conv", config.codebook_embed_dim, config.z_channels, 1));
 
   const int32_t levels = static_cast<int32_t>(config.ch_mult.size());
   int32_t width = config.ch * config.ch_mult.back();

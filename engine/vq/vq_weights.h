@@ -43,9 +43,9 @@ struct AttnBlockWeights {
 
 // decoder.conv_blocks.{i}: level ch_mult.size()-1-i, lowest resolution first.
 struct UpBlockWeights {
-  std::vector<ResnetBlockWeights> res;   // num_res_blocks + 1
-  std::vector<AttnBlockWeights> attn;    // one per res block at the lowest resolution, else empty
-  std::optional<Conv2dWeights> upsample; // nearest x2 then this 3x3 conv; absent after the last block
+  std::vector<ResnetBlockWeights> res;    // num_res_blocks + 1
+  std::vector<AttnBlockWeights> attn;     // one per res block at the lowest resolution, else empty
+  std::optional<Conv2dWeights> upsample;  // nearest x2 then this 3x3 conv; absent after the last block
 };
 
 struct VqDecoderWeights {

@@ -1,6 +1,8 @@
 // The CPU VQ-16 decoder against PyTorch goldens (tools/goldens/make_vq_goldens.py:
 // tools/janus_torch/vq16.py, checked against the official Janus vq_model.py, on
 // the tiny checkpoints' gen_vision_model weights), plus its error paths.
+#include "engine/vq/vq_decoder.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -12,7 +14,6 @@
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/janus_config.h"
-#include "engine/vq/vq_decoder.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -172,7 +173,8 @@ TEST_F(VqErrorTest, OutOfRangeIdsNameGridAndPosition) {
     auto r = decoder_->Decode({grid});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(r.status().message().find("token grid 0, position 17: id " + std::to_string(bad)), std::string::npos)
+    EXPECT_NE(r.status().message().find("token grid 0, position 17: id " + std::to_string(bad)),
+              std::string::npos)
         << r.status();
     std::vector<float> chw;
     EXPECT_FALSE(decoder_->DecodeToFloat(grid, &chw).ok());
@@ -194,7 +196,8 @@ TEST_F(VqErrorTest, ConfigNotMatchingTheTensorsNamesTheTensor) {
   wrong.z_channels = 64;
   auto r = VqDecoder::Create(**ckpt, wrong);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("gen_vision_model.post_quant_conv.weight"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("gen_vision_model.post_quant_conv.weight"), std::string::npos)
+      << r.status();
 }
 
 TEST_F(VqErrorTest, InvalidConfigNamesTheParameter) {

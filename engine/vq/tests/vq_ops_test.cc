@@ -11,6 +11,7 @@
 #include "engine/vq/group_norm.h"
 #include "engine/vq/pixels.h"
 #include "engine/vq/spatial_attention.h"
+#include "engine/vq/thread_pool.h"
 #include "gtest/gtest.h"
 
 namespace argen::vq {
@@ -47,7 +48,8 @@ std::vector<double> NaiveConv(const Conv2dWeights& c, const std::vector<float>& 
             for (int32_t kx = 0; kx < c.kernel; ++kx) {
               const int32_t sy = y + ky - p, sx = x + kx - p;
               if (sy < 0 || sy >= h || sx < 0 || sx >= w) continue;
-              acc += static_cast<double>(c.weight[((static_cast<size_t>(o) * c.cin + i) * c.kernel + ky) * c.kernel + kx]) *
+              acc += static_cast<double>(
+                         c.weight[((static_cast<size_t>(o) * c.cin + i) * c.kernel + ky) * c.kernel + kx]) *
                      in[(static_cast<size_t>(i) * h + sy) * w + sx];
             }
         out[(static_cast<size_t>(o) * h + y) * w + x] = acc;
@@ -57,7 +59,8 @@ std::vector<double> NaiveConv(const Conv2dWeights& c, const std::vector<float>& 
 
 void ExpectNear(const std::vector<float>& got, const std::vector<double>& want, double tol) {
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], tol * (1.0 + std::abs(want[i]))) << "at " << i;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * (1.0 + std::abs(want[i]))) << "at " << i;
 }
 
 TEST(Conv2dTest, ThreeByThreeInOneBandMatchesDefinition) {
@@ -149,7 +152,7 @@ TEST(SpatialAttentionTest, MatchesDefinition) {
 }
 
 TEST(PixelsTest, UpsampleNearestRepeatsEachValueTwice) {
-  const std::vector<float> in = {1, 2, 3, 4, 5, 6,  // channel 0: 2 x 3
+  const std::vector<float> in = {1, 2, 3, 4,  5,  6,  // channel 0: 2 x 3
                                  7, 8, 9, 10, 11, 12};
   std::vector<float> out(2 * 4 * 6);
   UpsampleNearest2x(in.data(), 2, 2, 3, out.data());
@@ -181,11 +184,64 @@ TEST(PixelsTest, Rgb8FollowsTheOfficialClipAndTruncation) {
     EXPECT_EQ(rgb[3 * p + 2], expect(b[p])) << p;
   }
   EXPECT_EQ(rgb[0], 0);
-  EXPECT_EQ(rgb[1], 127);   // 127.5 truncates
+  EXPECT_EQ(rgb[1], 127);  // 127.5 truncates
   EXPECT_EQ(rgb[3], 255);
   EXPECT_EQ(rgb[6], 0);
   EXPECT_EQ(rgb[9], 0);     // NaN -> 0
   EXPECT_EQ(rgb[10], 254);  // 254.87 truncates
+}
+
+TEST(ThreadPoolTest, EveryIndexRunsExactlyOnceAcrossManyJobs) {
+  ThreadPool pool(4);
+  EXPECT_EQ(pool.threads(), 4);
+  for (int64_t n : {0, 1, 3, 4, 5, 97, 1000}) {
+    for (int rep = 0; rep < 50; ++rep) {
+      std::vector<int> hits(static_cast<size_t>(n), 0);
+      pool.ParallelFor(n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)], 1) << "n " << n << " i " << i;
+    }
+  }
+}
+
+// The pooled paths give the same bits as the inline ones (each output element
+// is computed by one thread in the same order).
+TEST(ThreadPoolTest, PooledOpsEqualInlineOps) {
+  ThreadPool pool(3);
+  const int32_t h = 9, w = 7;
+  Conv2dWeights c = RandomConv(10, 6, 3, 61);
+  std::vector<float> in = Random(10 * h * w, 62);
+  std::vector<float> col(Conv2dScratchFloats(c, h, w, 2 * 10 * 9 * w));
+  std::vector<float> a(6 * h * w), b(6 * h * w);
+  Conv2d(c, in.data(), h, w, a.data(), false, col.data(), col.size(), nullptr);
+  Conv2d(c, in.data(), h, w, b.data(), false, col.data(), col.size(), &pool);
+  EXPECT_EQ(a, b);
+
+  GroupNormWeights n;
+  n.channels = 10;
+  n.gamma = Random(10, 63);
+  n.beta = Random(10, 64);
+  std::vector<float> ga(in.size()), gb(in.size());
+  GroupNorm(n, 5, in.data(), h * w, ga.data(), true, nullptr);
+  GroupNorm(n, 5, in.data(), h * w, gb.data(), true, &pool);
+  EXPECT_EQ(ga, gb);
+
+  std::vector<float> ua(10 * 4 * h * w), ub(ua.size());
+  UpsampleNearest2x(in.data(), 10, h, w, ua.data(), nullptr);
+  UpsampleNearest2x(in.data(), 10, h, w, ub.data(), &pool);
+  EXPECT_EQ(ua, ub);
+
+  const int32_t na = h * w;
+  std::vector<float> scores(na * na), oa(10 * na), ob(10 * na);
+  SpatialAttention(in.data(), in.data(), in.data(), 10, na, scores.data(), oa.data(), nullptr);
+  SpatialAttention(in.data(), in.data(), in.data(), 10, na, scores.data(), ob.data(), &pool);
+  EXPECT_EQ(oa, ob);
+
+  std::vector<uint8_t> ra(3 * h * w), rb(3 * h * w);
+  ChwToRgb8(in.data(), h, w, ra.data(), nullptr);
+  ChwToRgb8(in.data(), h, w, rb.data(), &pool);
+  EXPECT_EQ(ra, rb);
 }
 
 }  // namespace
