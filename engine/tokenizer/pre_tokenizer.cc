@@ -223,6 +223,25 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
   std::unique_ptr<PreTokenizer> splitter_;
 };
 
+// HF's Whitespace: the pieces matched by \w+|[^\w\s]+ in the Rust regex
+// crate's Unicode classes (not Oniguruma's), i.e. maximal runs of word
+// characters and maximal runs of other non-space characters.
+class WhitespacePreTokenizer final : public PieceSplitter {
+ protected:
+  void SplitPiece(const std::u32string& piece, std::vector<std::u32string>& out) const override {
+    enum Kind { kSpace, kWord, kOther };
+    const auto kind = [](char32_t c) { return IsRustWordChar(c) ? kWord : IsWhiteSpace(c) ? kSpace : kOther; };
+    size_t i = 0;
+    while (i < piece.size()) {
+      const Kind k = kind(piece[i]);
+      size_t j = i + 1;
+      while (j < piece.size() && kind(piece[j]) == k) ++j;
+      if (k != kSpace) out.push_back(piece.substr(i, j - i));
+      i = j;
+    }
+  }
+};
+
 absl::StatusOr<std::unique_ptr<PreTokenizer>> ParseSplit(const nlohmann::json& config, const std::string& where) {
   auto behavior = ParseBehavior(config, where);
   if (!behavior.ok()) return behavior.status();
@@ -282,11 +301,7 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::
     }
     return std::make_unique<ByteLevelPreTokenizer>(*prefix, std::move(splitter));
   }
-  if (*type == "Whitespace") {
-    auto regex = Regex::Compile(R"(\w+|[^\w\s]+)");
-    if (!regex.ok()) return regex.status();
-    return std::make_unique<RegexSplit>(std::move(*regex), SplitBehavior::kRemoved, /*invert=*/true);
-  }
+  if (*type == "Whitespace") return std::make_unique<WhitespacePreTokenizer>();
   if (*type == "WhitespaceSplit") {
     return std::make_unique<PredicateSplit>(IsWhiteSpace, SplitBehavior::kRemoved);
   }

@@ -598,19 +598,27 @@ Regex& Regex::operator=(Regex&&) noexcept = default;
 Regex::~Regex() = default;
 
 std::vector<Regex::Match> Regex::FindAll(std::u32string_view text) const {
+  // The onig crate's find_iter: an empty match right where the previous match
+  // ended is skipped by moving one code point on.
   std::vector<Match> matches;
   Matcher matcher(*program_, text);
-  size_t start = 0;
-  while (start <= text.size()) {
+  size_t last_end = 0;
+  int64_t last_match_end = -1;
+  while (last_end <= text.size()) {
     int64_t end = -1;
-    size_t s = start;
+    size_t s = last_end;
     for (; s <= text.size(); ++s) {
       end = matcher.MatchAt(0, s);
       if (end >= 0) break;
     }
     if (end < 0) break;
+    if (static_cast<size_t>(end) == s && end == last_match_end) {
+      ++last_end;
+      continue;
+    }
     matches.push_back({s, static_cast<size_t>(end)});
-    start = static_cast<size_t>(end) > s ? static_cast<size_t>(end) : s + 1;
+    last_end = static_cast<size_t>(end);
+    last_match_end = end;
   }
   return matches;
 }

@@ -72,7 +72,20 @@ bool IsLetter(char32_t cp) { return InCategories(cp, kLetter); }
 bool IsNumeric(char32_t cp) { return InCategories(cp, kNumber); }
 bool IsDecimalDigit(char32_t cp) { return CategoryOf(cp) == GC::kNd; }
 bool IsAlphanumeric(char32_t cp) { return InCategories(cp, kLetter | kNumber); }
-bool IsWordChar(char32_t cp) { return InCategories(cp, kLetter | kMark | kNumber | MaskOf(GC::kPc)); }
+// Other_Alphabetic symbols (circled / squared Latin letters): alphabetic though in So.
+bool IsAlphabeticSymbol(char32_t cp) {
+  return (cp >= 0x24B6 && cp <= 0x24E9) || (cp >= 0x1F130 && cp <= 0x1F149) || (cp >= 0x1F150 && cp <= 0x1F169) ||
+         (cp >= 0x1F170 && cp <= 0x1F189);
+}
+
+bool IsWordChar(char32_t cp) {
+  return InCategories(cp, kLetter | kMark | kNumber | MaskOf(GC::kPc)) || IsAlphabeticSymbol(cp);
+}
+
+bool IsRustWordChar(char32_t cp) {
+  return InCategories(cp, kLetter | kMark | MaskOf(GC::kNl) | MaskOf(GC::kNd) | MaskOf(GC::kPc)) ||
+         IsAlphabeticSymbol(cp) || cp == 0x200C || cp == 0x200D;
+}
 
 bool IsWhiteSpace(char32_t cp) {
   if (cp <= 0x20) return cp == 0x20 || (cp >= 0x09 && cp <= 0x0D);

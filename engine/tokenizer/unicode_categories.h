@@ -29,6 +29,8 @@ bool IsNumeric(char32_t cp);       // \p{N}, Rust's char::is_numeric
 bool IsDecimalDigit(char32_t cp);  // \p{Nd}, Oniguruma's Unicode \d
 bool IsWhiteSpace(char32_t cp);    // Unicode White_Space: Oniguruma's \s, Rust's is_whitespace
 bool IsWordChar(char32_t cp);      // Oniguruma's Unicode \w: letters, marks, numbers, Pc
+// The Rust regex crate's \w (HF's Whitespace pre-tokenizer): Alphabetic, marks, Nd, Pc, Join_Control.
+bool IsRustWordChar(char32_t cp);
 bool IsAlphanumeric(char32_t cp);  // Rust's char::is_alphanumeric
 
 }  // namespace argen::tokenizer
