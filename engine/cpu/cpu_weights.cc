@@ -1,6 +1,5 @@
 #include "engine/cpu/cpu_weights.h"
 
-#include <random>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -85,11 +84,19 @@ absl::StatusOr<CpuWeights> LoadCpuWeights(std::shared_ptr<const Checkpoint> chec
 }
 
 CpuWeights RandomCpuWeights(const model::ModelDims& d, uint64_t seed, float scale) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
+  // Uniform with standard deviation `scale` from a counter hash (SplitMix64):
+  // a 1B-parameter model fills in seconds, unlike a normal distribution.
+  uint64_t counter = seed * 0x9E3779B97F4A7C15ull;
+  const float half_width = scale * 1.7320508f;  // sqrt(3) * sigma
   auto random = [&](int64_t n) {
     std::vector<float> v(n);
-    for (float& x : v) x = normal(rng);
+    for (float& x : v) {
+      uint64_t z = (counter += 0x9E3779B97F4A7C15ull);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      x = half_width * (static_cast<float>(z >> 40) * (2.0f / 16777216.0f) - 1.0f);
+    }
     return v;
   };
   const int64_t hidden = d.hidden_size, q_dim = int64_t{d.num_heads} * d.head_dim,

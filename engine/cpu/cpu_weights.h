@@ -44,7 +44,8 @@ struct CpuWeights {
 absl::StatusOr<CpuWeights> LoadCpuWeights(std::shared_ptr<const checkpoint::Checkpoint> checkpoint,
                                           const model::ModelDims& dims);
 
-// Random weights of the right shapes (benchmarks): N(0, scale^2), norms 1.
+// Random weights of the right shapes (benchmarks): uniform with standard
+// deviation `scale`, norms 1, embeddings hashed from the id (no table).
 CpuWeights RandomCpuWeights(const model::ModelDims& dims, uint64_t seed, float scale);
 
 }  // namespace argen::cpu

@@ -1,0 +1,179 @@
+// argen_bench_cpu: CPU decode throughput of the generic engine over the CPU
+// backend, for the tiny test checkpoint and a Janus-Pro-1B-shaped model with
+// random weights made in memory (no file), at several batch sizes.
+//
+//   argen_bench_cpu [--shape tiny,1b] [--batches 1,8] [--steps_1b 0] [--threads 0]
+//
+// A batch of B is B one-image requests (2B rows: cond + uncond), added
+// together. Reported per shape and batch: prefill seconds, mean seconds per
+// decode step, decode tokens/s (image tokens of all images per second) and
+// seconds per image = (prefill + image_tokens x step time) / B, i.e. the LLM
+// part of generation; the VQ decoder is not included. --steps_1b N > 0 times
+// only the first N decode steps of the 1B shape and extrapolates to 576,
+// which the output says.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/model/create_engine.h"
+#include "engine/model/generic_engine.h"
+
+ABSL_FLAG(std::string, shape, "tiny,1b", "comma-separated: tiny (tests/goldens/tiny/tiny-mha), 1b");
+ABSL_FLAG(std::string, batches, "1,8", "comma-separated batch sizes (images per step)");
+ABSL_FLAG(int32_t, steps_1b, 0, "1b: decode steps to time (0: all 575)");
+ABSL_FLAG(int32_t, threads, 0, "BLAS threads (0: all cores)");
+ABSL_FLAG(std::string, tiny_dir, "tests/goldens/tiny/tiny-mha", "tiny checkpoint directory");
+ABSL_FLAG(int32_t, prompt_tokens, 40, "prompt length of every request");
+
+namespace argen::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// Fixed-length prompts: bench timing must not depend on a tokenizer.
+model::PromptEncoder FixedLengthEncoder(int32_t len, int32_t vocab) {
+  return [len, vocab](const std::string& caption)
+             -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
+    std::vector<int32_t> cond(len), uncond(len, 0);
+    for (int32_t i = 0; i < len; ++i) cond[i] = (17 * i + static_cast<int32_t>(caption.size())) % vocab;
+    uncond.front() = cond.front();
+    uncond.back() = cond.back();
+    return std::make_pair(cond, uncond);
+  };
+}
+
+model::ModelDims JanusPro1BDims() {
+  model::ModelDims d;
+  d.num_layers = 24;
+  d.hidden_size = 2048;
+  d.num_heads = 16;
+  d.num_kv_heads = 16;
+  d.head_dim = 128;
+  d.intermediate_size = 5504;
+  d.text_vocab = 102400;
+  d.rms_norm_eps = 1e-6f;
+  d.rope_theta = 10000.0f;
+  d.image_vocab = 16384;
+  d.image_embed_dim = 8;
+  d.head_embed_dim = 2048;
+  return d;
+}
+
+std::unique_ptr<model::GenericEngine> Make1BEngine(int32_t threads, int32_t max_rows, int32_t prompt_len) {
+  const model::ModelDims dims = JanusPro1BDims();
+  model::BackendOptions options;
+  options.threads = threads;
+  options.max_batch_rows = max_rows;
+  const auto start = Clock::now();
+  auto backend = std::make_unique<cpu::CpuBackend>(dims, cpu::RandomCpuWeights(dims, 1, 0.02f), options);
+  std::fprintf(stderr, "1b: random weights in %.1f s\n", Seconds(start));
+  model::GenericEngineConfig config;
+  config.max_batch_rows = max_rows;
+  config.info.name = "janus-pro-1b-shape-random";
+  config.info.backend = "cpu";
+  config.info.image_size = 384;
+  config.info.token_grid = 24;
+  config.info.image_tokens = 576;
+  config.info.image_vocab = dims.image_vocab;
+  config.info.max_prompt_tokens = 1024;
+  config.info.kv_bytes_per_token_row = backend->KvBytesPerTokenRow();
+  return std::make_unique<model::GenericEngine>(
+      std::move(backend), FixedLengthEncoder(prompt_len, dims.text_vocab),
+      [](const std::vector<std::vector<int32_t>>&) -> absl::StatusOr<std::vector<engine::RgbImage>> {
+        return absl::UnimplementedError("benchmark engine has no VQ decoder");
+      },
+      config);
+}
+
+void RunBatch(const std::string& shape, model::GenericEngine& engine, int32_t batch, int32_t max_steps) {
+  std::vector<engine::GroupId> ids;
+  for (int32_t i = 0; i < batch; ++i) {
+    engine::GenerationRequest r;
+    r.prompt = "benchmark";
+    r.sampling.seed = static_cast<uint64_t>(i);
+    absl::StatusOr<engine::PreparedRequest> p = engine.Prepare(r);
+    if (!p.ok()) {
+      std::fprintf(stderr, "%s\n", p.status().ToString().c_str());
+      return;
+    }
+    ids.push_back(*engine.Add(*p));
+  }
+  const int32_t image_tokens = engine.info().image_tokens;
+  auto start = Clock::now();
+  if (!engine.Step().ok()) return;
+  const double prefill_s = Seconds(start);
+  const int32_t decode_steps = image_tokens - 1;
+  const int32_t timed = max_steps > 0 ? std::min(max_steps, decode_steps) : decode_steps;
+  start = Clock::now();
+  for (int32_t s = 0; s < timed; ++s) {
+    absl::StatusOr<engine::StepReport> r = engine.Step();
+    if (!r.ok()) {
+      std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
+      return;
+    }
+  }
+  const double decode_s = Seconds(start);
+  for (engine::GroupId id : ids) engine.Remove(id);
+  const double step_s = decode_s / timed;
+  const double tokens_per_s = batch / step_s;
+  const double s_per_image = (prefill_s + image_tokens * step_s) / batch;
+  std::printf("%-5s batch %2d  prefill %7.3f s  decode %4d/%d steps  %8.4f s/step  %9.1f tokens/s  %8.2f s/image%s\n",
+              shape.c_str(), batch, prefill_s, timed, decode_steps, step_s, tokens_per_s, s_per_image,
+              timed < decode_steps ? "  (extrapolated from the timed steps)" : "");
+  std::fflush(stdout);
+}
+
+}  // namespace
+}  // namespace argen::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  using namespace argen;
+  std::vector<int32_t> batches;
+  for (absl::string_view b : absl::StrSplit(absl::GetFlag(FLAGS_batches), ',')) {
+    int32_t v = 0;
+    if (!absl::SimpleAtoi(b, &v) || v < 1) {
+      std::fprintf(stderr, "argen_bench_cpu: --batches: bad value \"%s\"\n", std::string(b).c_str());
+      return 2;
+    }
+    batches.push_back(v);
+  }
+  int32_t max_batch = 1;
+  for (int32_t b : batches) max_batch = std::max(max_batch, b);
+  const int32_t threads = absl::GetFlag(FLAGS_threads);
+  for (absl::string_view shape : absl::StrSplit(absl::GetFlag(FLAGS_shape), ',')) {
+    std::unique_ptr<model::GenericEngine> engine;
+    int32_t steps = 0;
+    if (shape == "tiny") {
+      engine::EngineOptions options;
+      options.model_dir = absl::GetFlag(FLAGS_tiny_dir);
+      options.threads = threads;
+      options.max_batch_rows = 2 * max_batch;
+      absl::StatusOr<std::unique_ptr<model::GenericEngine>> e = model::CreateGenericEngine(
+          options, bench::FixedLengthEncoder(absl::GetFlag(FLAGS_prompt_tokens), 512));
+      if (!e.ok()) {
+        std::fprintf(stderr, "argen_bench_cpu: %s\n", e.status().ToString().c_str());
+        return 1;
+      }
+      engine = std::move(*e);
+    } else if (shape == "1b") {
+      engine = bench::Make1BEngine(threads, 2 * max_batch, absl::GetFlag(FLAGS_prompt_tokens));
+      steps = absl::GetFlag(FLAGS_steps_1b);
+    } else {
+      std::fprintf(stderr, "argen_bench_cpu: --shape: unknown \"%s\"\n", std::string(shape).c_str());
+      return 2;
+    }
+    for (int32_t b : batches) bench::RunBatch(std::string(shape), *engine, b, steps);
+  }
+  return 0;
+}
