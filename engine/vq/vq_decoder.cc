@@ -114,8 +114,8 @@ void VqDecoder::ResnetBlock(const ResnetBlockWeights& w, int32_t h, int32_t wd) 
   const int32_t groups = config_.num_groups;
   GroupNorm(w.norm1, groups, x_.data(), hw, a_.data(), /*swish=*/true, &pool_);
   Conv2d(w.conv1, a_.data(), h, wd, b_.data(), false, col_.data(), col_.size(), &pool_);
-  GroupNorm(w.norm2, groups, b_.data(), hw, b_.data(), /*swish=*/true,
-            &pool_);  // dropout: identity at inference
+  // (dropout sits here in training; identity at inference)
+  GroupNorm(w.norm2, groups, b_.data(), hw, b_.data(), /*swish=*/true, &pool_);
   Conv2d(w.conv2, b_.data(), h, wd, a_.data(), false, col_.data(), col_.size(), &pool_);
   if (w.nin_shortcut) {
     Conv2d(*w.nin_shortcut, x_.data(), h, wd, a_.data(), /*accumulate=*/true, col_.data(), col_.size(),
