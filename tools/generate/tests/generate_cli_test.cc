@@ -1,0 +1,95 @@
+// Runs the argen_generate binary: a tiny checkpoint gives a valid PNG of the
+// model's image size; a bad model directory gives a clear message and a
+// non-zero exit status.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/image/png.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout + stderr
+};
+
+RunResult RunCommand(const std::string& args) {
+  const std::string cmd = std::string(ARGEN_GENERATE_BINARY) + " " + args + " 2>&1";
+  RunResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string SourceDir() {
+  const char* dir = std::getenv("ARGEN_SOURCE_DIR");
+  return dir ? dir : ".";
+}
+
+uint32_t BigEndian32(const std::vector<unsigned char>& b, size_t at) {
+  return (uint32_t{b[at]} << 24) | (uint32_t{b[at + 1]} << 16) | (uint32_t{b[at + 2]} << 8) | b[at + 3];
+}
+
+TEST(GenerateCliTest, WritesPngsOfTheModelImageSize) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("argen_generate_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const RunResult r = RunCommand("--model " + SourceDir() + "/tests/goldens/tiny/tiny-gqa-sharded" +
+                                 " --prompt 'a red cube' --seed 3 --images 2 --top_k 40 --policy diagonal"
+                                 " --sparsity 0.5 --out " + (dir / "img.png").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* name : {"img_0.png", "img_1.png"}) {
+    std::ifstream in(dir / name, std::ios::binary);
+    ASSERT_TRUE(in.good()) << name << "\n" << r.output;
+    const std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), {});
+    ASSERT_GT(bytes.size(), 33u);
+    const unsigned char signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    EXPECT_TRUE(std::equal(signature, signature + 8, bytes.begin())) << name;
+    EXPECT_EQ(std::string(bytes.begin() + 12, bytes.begin() + 16), "IHDR");
+    EXPECT_EQ(BigEndian32(bytes, 16), 32u) << "width";
+    EXPECT_EQ(BigEndian32(bytes, 20), 32u) << "height";
+    EXPECT_EQ(bytes[24], 8) << "bit depth";
+    EXPECT_EQ(bytes[25], 2) << "colour type RGB";
+    absl::StatusOr<argen::image::Rgb8Image> decoded = argen::image::DecodePng(bytes);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(decoded->rgb.size(), 32u * 32u * 3u);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(GenerateCliTest, BadModelDirectoryFailsWithAMessage) {
+  const RunResult r = RunCommand("--model /nonexistent/model-dir --prompt 'x' --out /tmp/never.png");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("/nonexistent/model-dir"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists("/tmp/never.png"));
+}
+
+TEST(GenerateCliTest, MissingFlagsAreUsageErrors) {
+  const RunResult r = RunCommand("--prompt 'x'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--model is required"), std::string::npos) << r.output;
+}
+
+TEST(GenerateCliTest, BadSamplingParameterNamesTheField) {
+  const RunResult r = RunCommand("--model " + SourceDir() + "/tests/goldens/tiny/tiny-mha" +
+                                 " --prompt 'x' --temperature 0 --out /tmp/never.png");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("temperature"), std::string::npos) << r.output;
+}
+
+}  // namespace
