@@ -1,6 +1,7 @@
 #include "engine/tokenizer/bpe_model.h"
 
 #include <cstdio>
+#include <queue>
 
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/json_fields.h"
@@ -74,6 +75,53 @@ absl::StatusOr<std::unique_ptr<Model>> BpeModel::Parse(const nlohmann::json& con
   return model;
 }
 
+// HF's Word::merge_all: a priority queue of candidate merges (lowest rank,
+// then leftmost) over a linked list of symbols; O(n log n) per piece, so a long
+// run of letters cannot stall Encode.
+void BpeModel::MergeAll(std::vector<int32_t>& symbols) const {
+  struct Symbol {
+    int32_t id;
+    int32_t prev, next;  // -1: none
+    bool alive;
+  };
+  struct Candidate {
+    int32_t rank, pos, merged_id;
+    bool operator<(const Candidate& o) const {  // max-heap: lower rank, then lower pos, on top
+      return rank != o.rank ? rank > o.rank : pos > o.pos;
+    }
+  };
+  const int32_t n = static_cast<int32_t>(symbols.size());
+  if (n < 2) return;
+  std::vector<Symbol> list(n);
+  for (int32_t i = 0; i < n; ++i) list[i] = {symbols[i], i - 1, i + 1 < n ? i + 1 : -1, true};
+  std::priority_queue<Candidate> queue;
+  const auto push_pair = [&](int32_t left) {
+    const int32_t right = list[left].next;
+    if (right < 0) return;
+    auto it = merges_.find(PairKey(list[left].id, list[right].id));
+    if (it != merges_.end()) queue.push({it->second.rank, left, it->second.merged_id});
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) push_pair(i);
+  while (!queue.empty()) {
+    const Candidate top = queue.top();
+    queue.pop();
+    Symbol& left = list[top.pos];
+    if (!left.alive || left.next < 0) continue;
+    Symbol& right = list[left.next];
+    // Skip entries made stale by earlier merges.
+    auto it = merges_.find(PairKey(left.id, right.id));
+    if (it == merges_.end() || it->second.merged_id != top.merged_id) continue;
+    left.id = top.merged_id;
+    right.alive = false;
+    left.next = right.next;
+    if (right.next >= 0) list[right.next].prev = top.pos;
+    if (left.prev >= 0) push_pair(left.prev);
+    push_pair(top.pos);
+  }
+  symbols.clear();
+  for (int32_t i = 0; i >= 0; i = list[i].next) symbols.push_back(list[i].id);
+}
+
 absl::Status BpeModel::Tokenize(std::u32string_view piece, std::vector<int32_t>& ids) const {
   if (piece.empty()) return absl::OkStatus();
   std::string text;
@@ -124,20 +172,7 @@ absl::Status BpeModel::Tokenize(std::u32string_view piece, std::vector<int32_t>&
   }
   if (pending_unk) symbols.push_back(*unk_id_);
 
-  // Merge the lowest-ranked adjacent pair until none applies.
-  while (symbols.size() > 1) {
-    int32_t best_rank = INT32_MAX, best_id = -1;
-    size_t best_at = 0;
-    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-      auto it = merges_.find(PairKey(symbols[i], symbols[i + 1]));
-      if (it != merges_.end() && it->second.rank < best_rank) {
-        best_rank = it->second.rank, best_id = it->second.merged_id, best_at = i;
-      }
-    }
-    if (best_id < 0) break;
-    symbols[best_at] = best_id;
-    symbols.erase(symbols.begin() + best_at + 1);
-  }
+  MergeAll(symbols);
   ids.insert(ids.end(), symbols.begin(), symbols.end());
   return absl::OkStatus();
 }

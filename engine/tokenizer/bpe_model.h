@@ -24,6 +24,7 @@ class BpeModel final : public Model {
   static uint64_t PairKey(int32_t a, int32_t b) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
+  void MergeAll(std::vector<int32_t>& symbols) const;
   absl::Status AddMerge(const std::string& a, const std::string& b, int32_t rank, const std::string& where);
 
   absl::flat_hash_map<uint64_t, Merge> merges_;

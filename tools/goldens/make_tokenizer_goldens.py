@@ -12,11 +12,15 @@ Writes under tests/goldens/tokenizer/:
   wordlevel/tokenizer.json      WordLevel with the Whitespace pre-tokenizer
   goldens.json                  ids (with/without special tokens) and decoded text for
                                 every test string and tokenizer; Janus-Pro generation
-                                prompt ids (cond and CFG uncond) for a few captions
+                                prompt ids (cond and CFG uncond) for a few captions.
+                                Also covers the tiny checkpoints' tokenizer
+                                (tests/goldens/tiny/tiny-mha/tokenizer.json) when present:
+                                re-run this script after regenerating it.
 
 Run: .venv/bin/python tools/goldens/make_tokenizer_goldens.py
 """
 import json
+import os
 import pathlib
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -24,6 +28,7 @@ from transformers import LlamaTokenizerFast
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OUT = ROOT / "tests" / "goldens" / "tokenizer"
+TINY_TOKENIZER = ROOT / "tests" / "goldens" / "tiny" / "tiny-mha" / "tokenizer.json"
 
 BOS = "<｜begin▁of▁sentence｜>"
 EOS = "<｜end▁of▁sentence｜>"
@@ -213,6 +218,20 @@ def cases(tok: Tokenizer) -> list:
     return out
 
 
+def prompt_cases(path: pathlib.Path) -> dict:
+    llama = LlamaTokenizerFast(tokenizer_file=str(path), bos_token=BOS, eos_token=EOS, add_bos_token=True,
+                               add_eos_token=False)
+    pad_id = llama.vocab.get(PAD)
+    out = []
+    for caption in CAPTIONS:
+        text = deepseek_prompt(caption)
+        cond = llama.encode(text)
+        uncond = list(cond)
+        uncond[1:-1] = [pad_id] * (len(cond) - 2)
+        out.append({"caption": caption, "text": text, "cond": cond, "uncond": uncond})
+    return {"file": os.path.relpath(path, OUT), "cases": out}
+
+
 def main() -> None:
     (OUT / "bpe_deepseek").mkdir(parents=True, exist_ok=True)
     (OUT / "wordlevel").mkdir(parents=True, exist_ok=True)
@@ -238,17 +257,12 @@ def main() -> None:
     wl_path = OUT / "wordlevel" / "tokenizer.json"
     wl.save(str(wl_path))
 
-    # Prompts through the official tokenizer class (LlamaTokenizerFast, add_bos_token).
-    llama = LlamaTokenizerFast(tokenizer_file=str(bpe_path), bos_token=BOS, eos_token=EOS, add_bos_token=True,
-                               add_eos_token=False)
-    pad_id = llama.vocab.get(PAD)
-    prompts = []
-    for caption in CAPTIONS:
-        text = deepseek_prompt(caption)
-        cond = llama.encode(text)
-        uncond = list(cond)
-        uncond[1:-1] = [pad_id] * (len(cond) - 2)
-        prompts.append({"caption": caption, "text": text, "cond": cond, "uncond": uncond})
+    # Prompts through the official tokenizer class (LlamaTokenizerFast, add_bos_token), for this
+    # tokenizer and for the tiny test checkpoints' tokenizer (tools/goldens/make_tiny_checkpoint.py).
+    prompt_sets = [prompt_cases(bpe_path)]
+    if TINY_TOKENIZER.exists():
+        prompt_sets.append(prompt_cases(TINY_TOKENIZER))
+        tiny_cases = cases(Tokenizer.from_file(str(TINY_TOKENIZER)))
 
     goldens = {
         "generator": "tools/goldens/make_tokenizer_goldens.py",
@@ -259,8 +273,10 @@ def main() -> None:
             "bpe_gpt2_pretok": {"file": "bpe_gpt2_pretok.json", "cases": cases(Tokenizer.from_file(str(gpt2_path)))},
             "wordlevel": {"file": "wordlevel/tokenizer.json", "cases": cases(Tokenizer.from_file(str(wl_path)))},
         },
-        "prompts": {"file": "bpe_deepseek/tokenizer.json", "cases": prompts},
+        "prompts": prompt_sets,
     }
+    if TINY_TOKENIZER.exists():
+        goldens["tokenizers"]["tiny_checkpoint"] = {"file": os.path.relpath(TINY_TOKENIZER, OUT), "cases": tiny_cases}
     (OUT / "goldens.json").write_text(json.dumps(goldens, ensure_ascii=False, indent=1))
     for p in sorted(OUT.rglob("*.json")):
         print(f"{p.relative_to(ROOT)}: {p.stat().st_size} bytes")

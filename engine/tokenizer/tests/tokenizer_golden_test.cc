@@ -1,10 +1,15 @@
 // Token ids and decoded text against HF tokenizers on 60+ strings, for a
 // DeepSeek-style byte-level BPE (both merges formats), the same model behind
-// GPT-2's regex split, and a WordLevel tokenizer.
+// GPT-2's regex split, a WordLevel tokenizer, and the tiny test checkpoints'
+// tokenizer (tests/goldens/tiny/tiny-mha).
 #include <gtest/gtest.h>
 
 #include "engine/tokenizer/tests/golden_paths.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/utf8.h"
+
+#include <chrono>
+#include <random>
 
 namespace argen::tokenizer {
 namespace {
@@ -42,7 +47,7 @@ TEST_P(GoldenTest, EncodeAndDecodeMatchHuggingFace) {
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, GoldenTest,
                          ::testing::Values("bpe_deepseek", "bpe_deepseek_string_merges", "bpe_gpt2_pretok",
-                                           "wordlevel"));
+                                           "wordlevel", "tiny_checkpoint"));
 
 TEST(TokenizerTest, SpecialTokensAreFoundByContent) {
   auto tok = Tokenizer::LoadFromFile(GoldenDir() + "/bpe_deepseek/tokenizer.json");
@@ -52,6 +57,47 @@ TEST(TokenizerTest, SpecialTokensAreFoundByContent) {
   EXPECT_EQ(tok->IdToToken(*pad), "<｜▁pad▁｜>");
   EXPECT_FALSE(tok->TokenToId("<not a token>").has_value());
   EXPECT_GT(tok->IdLimit(), *pad);
+}
+
+// Byte-level BPE without a normalizer is lossless: Decode(Encode(x)) == x for
+// any valid UTF-8, here random strings over ASCII, Latin, CJK, emoji and controls.
+TEST(TokenizerTest, ByteLevelRoundTripsRandomText) {
+  auto tok = Tokenizer::LoadFromFile(GoldenDir() + "/bpe_deepseek/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  std::mt19937 rng(7);
+  const std::vector<std::pair<char32_t, char32_t>> blocks = {
+      {0x0, 0x7F}, {0xA0, 0x24F}, {0x370, 0x3FF}, {0x4E00, 0x4FFF}, {0x3000, 0x303F}, {0x1F300, 0x1F64F}, {0x2000, 0x206F}};
+  for (int round = 0; round < 300; ++round) {
+    std::u32string text;
+    const int len = static_cast<int>(rng() % 40);
+    for (int i = 0; i < len; ++i) {
+      const auto& [lo, hi] = blocks[rng() % blocks.size()];
+      text.push_back(lo + rng() % (hi - lo + 1));
+    }
+    const std::string utf8 = EncodeUtf8(text);
+    auto ids = tok->Encode(utf8, /*add_special_tokens=*/false);
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    auto back = tok->Decode(*ids);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, utf8);
+  }
+}
+
+// A long unbroken word (one BPE piece) and a long line of mixed text stay fast.
+TEST(TokenizerTest, LongInputsEncodeQuickly) {
+  auto tok = Tokenizer::LoadFromFile(GoldenDir() + "/bpe_deepseek/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  std::string word(200000, 'a');
+  std::string mixed;
+  for (int i = 0; i < 5000; ++i) mixed += "a red cube, 42 blue spheres; 一只猫 😀\n";
+  const auto start = std::chrono::steady_clock::now();
+  auto a = tok->Encode(word);
+  auto b = tok->Encode(mixed);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_LT(seconds, 5.0);
+  EXPECT_EQ(*tok->Decode(*a, /*skip_special_tokens=*/true), word);
+  EXPECT_EQ(*tok->Decode(*b, /*skip_special_tokens=*/true), mixed);
 }
 
 TEST(TokenizerTest, DecodeRejectsUnknownIds) {
