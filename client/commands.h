@@ -1,0 +1,46 @@
+// argen_client subcommands. Each returns the process exit code:
+//   0 success, 1 the server answered with an error (or NOT_SERVING),
+//   2 bad command line, 3 server unreachable / unavailable, 4 local I/O error.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "argen/v1/argen.pb.h"
+#include "grpcpp/support/status.h"
+
+namespace argen::client {
+
+enum ExitCode { kOk = 0, kServerError = 1, kUsage = 2, kUnreachable = 3, kLocalError = 4 };
+
+struct CommonOptions {
+  std::string server = "localhost:50051";
+  int64_t max_message_bytes = int64_t{64} << 20;
+  double timeout_seconds = 0;  // 0: none
+};
+
+// Entry point: argv without the program name.
+int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+int RunGenerate(const CommonOptions& common, const std::vector<std::string>& args, std::ostream& out,
+                std::ostream& err);
+int RunInfo(const CommonOptions& common, const std::vector<std::string>& args, std::ostream& out,
+            std::ostream& err);
+int RunHealth(const CommonOptions& common, const std::vector<std::string>& args, std::ostream& out,
+              std::ostream& err);
+int RunLoad(const CommonOptions& common, const std::vector<std::string>& args, std::ostream& out,
+            std::ostream& err);
+
+// "diagonal", "diagonal:0.75" (name:sparsity) -> SparsityPolicy.
+absl::StatusOr<v1::SparsityPolicy> ParsePolicySpec(const std::string& spec);
+
+// Prints "argen_client: <what>: <CODE>: <message>" and maps the code to an exit code.
+int ReportRpcError(const std::string& what, const std::string& server, const grpc::Status& status,
+                   std::ostream& err);
+
+// Writes the metrics block of a finished request.
+void PrintMetrics(const v1::RequestMetrics& m, std::ostream& out);
+
+}  // namespace argen::client

@@ -1,0 +1,12 @@
+// Percentiles of measured latencies (nearest-rank on the sorted sample).
+#pragma once
+
+#include <vector>
+
+namespace argen::client {
+
+// q in [0, 1]; 0 for an empty sample. Nearest rank: the smallest value with
+// at least q of the sample at or below it.
+double Percentile(std::vector<double> values, double q);
+
+}  // namespace argen::client

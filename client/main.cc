@@ -1,0 +1,9 @@
+// argen_client: command-line client of argen_server (see commands.h).
+#include <iostream>
+
+#include "client/commands.h"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  return argen::client::RunClient(args, std::cout, std::cerr);
+}

@@ -1,0 +1,112 @@
+#include "server/argen_server.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/image/png.h"
+#include "engine/sparse/policy_params.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/server_builder.h"
+
+namespace argen::server {
+
+absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConfig& config,
+                                                                std::unique_ptr<engine::Engine> engine,
+                                                                scheduler::ImageEncoder encoder) {
+  if (absl::Status s = ValidateConfig(config); !s.ok()) return s;
+  std::unique_ptr<ArgenServer> server(new ArgenServer());
+  server->config_ = config;
+  if (engine == nullptr) {
+    engine::EngineOptions options;
+    options.model_dir = config.model_dir;
+    options.backend = config.backend;
+    options.threads = config.threads;
+    options.kv_budget_bytes = config.kv_budget_bytes;
+    options.max_batch_rows = config.max_batch_rows;
+    absl::StatusOr<std::unique_ptr<engine::Engine>> created = engine::CreateEngine(options);
+    if (!created.ok()) {
+      return absl::Status(created.status().code(),
+                          absl::StrCat("loading model_dir '", config.model_dir, "': ",
+                                       created.status().message()));
+    }
+    engine = *std::move(created);
+  }
+  server->engine_ = std::move(engine);
+  const engine::ModelInfo& info = server->engine_->info();
+  // The configured default policy must be valid for this model.
+  if (absl::StatusOr<sparse::ResolvedPolicy> p =
+          sparse::ResolvePolicy(config.default_policy, info.image_tokens);
+      !p.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("key 'default_policy': ", p.status().message()));
+  }
+  if (encoder == nullptr) {
+    encoder = [](const engine::RgbImage& rgb) { return image::EncodePng(rgb.rgb, rgb.width, rgb.height); };
+  }
+
+  server->prometheus_ = std::make_unique<PrometheusMetrics>(config.kv_budget_bytes);
+  scheduler::SchedulerOptions options;
+  options.kv_budget_bytes = config.kv_budget_bytes;
+  options.max_batch_rows = config.max_batch_rows;
+  options.queue_limit = config.queue_limit;
+  options.progress_interval = absl::Milliseconds(config.progress_interval_ms);
+  options.image_workers = config.image_workers;
+  absl::StatusOr<std::unique_ptr<scheduler::Scheduler>> sched = scheduler::Scheduler::Create(
+      server->engine_.get(), options, std::move(encoder), server->prometheus_.get());
+  if (!sched.ok()) return sched.status();
+  server->scheduler_ = *std::move(sched);
+  server->service_ = std::make_unique<ArgenService>(server->scheduler_.get(), info, config);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string address = absl::StrCat(config.listen_address, ":", config.port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(config.max_message_bytes, INT32_MAX)));
+  builder.SetMaxSendMessageSize(static_cast<int>(std::min<int64_t>(config.max_message_bytes, INT32_MAX)));
+  server->grpc_ = builder.BuildAndStart();
+  if (server->grpc_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("port: cannot listen for gRPC on ", address));
+  }
+  if (grpc::HealthCheckServiceInterface* health = server->grpc_->GetHealthCheckService()) {
+    health->SetServingStatus(true);
+    health->SetServingStatus(v1::ArGen::service_full_name(), true);
+  }
+  if (config.metrics_port >= 0) {
+    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> metrics = MetricsEndpoint::Start(
+        config.metrics_address, config.metrics_port, server->prometheus_->registry());
+    if (!metrics.ok()) {
+      server->Shutdown();
+      return metrics.status();
+    }
+    server->metrics_ = *std::move(metrics);
+  }
+  return server;
+}
+
+bool ArgenServer::Shutdown() {
+  absl::MutexLock lock(&shutdown_mu_);
+  if (shut_down_) return drained_in_time_;
+  shut_down_ = true;
+  if (grpc_ != nullptr) {
+    if (grpc::HealthCheckServiceInterface* health = grpc_->GetHealthCheckService()) {
+      health->SetServingStatus(false);
+    }
+  }
+  prometheus_->SetDraining(true);
+  drained_in_time_ = scheduler_->Drain(absl::Seconds(config_.drain_timeout_s));
+  if (grpc_ != nullptr) {
+    // Streams end right after their last event; give them a moment to flush.
+    grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    grpc_->Wait();
+  }
+  return drained_in_time_;
+}
+
+ArgenServer::~ArgenServer() {
+  if (scheduler_ != nullptr) Shutdown();
+  metrics_.reset();
+  grpc_.reset();
+  scheduler_.reset();
+}
+
+}  // namespace argen::server

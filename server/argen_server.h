@@ -1,0 +1,55 @@
+// One running argen server: engine, scheduler, gRPC service (with health
+// checking and reflection) and the Prometheus endpoint, wired from a
+// ServerConfig. main() and the in-process tests both use it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/engine.h"
+#include "grpcpp/server.h"
+#include "scheduler/scheduler.h"
+#include "server/argen_service.h"
+#include "server/prometheus_metrics.h"
+#include "server/server_config.h"
+
+namespace argen::server {
+
+class ArgenServer {
+ public:
+  // `engine` null: created from the config (model_dir, backend, threads,
+  // kv_budget_bytes, max_batch_rows). `encoder` null: PNG.
+  static absl::StatusOr<std::unique_ptr<ArgenServer>> Start(
+      const ServerConfig& config, std::unique_ptr<engine::Engine> engine = nullptr,
+      scheduler::ImageEncoder encoder = nullptr);
+  ~ArgenServer();
+
+  int32_t port() const { return port_; }
+  int32_t metrics_port() const { return metrics_ ? metrics_->port() : -1; }
+  engine::Engine& engine() { return *engine_; }
+  scheduler::Scheduler& scheduler() { return *scheduler_; }
+
+  // Graceful stop: health NOT_SERVING, new requests UNAVAILABLE, accepted
+  // ones finish (up to drain_timeout_s, then UNAVAILABLE), gRPC stops.
+  // Returns true when everything finished within the timeout. Idempotent.
+  bool Shutdown();
+
+ private:
+  ArgenServer() = default;
+
+  ServerConfig config_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<PrometheusMetrics> prometheus_;
+  std::unique_ptr<scheduler::Scheduler> scheduler_;
+  std::unique_ptr<ArgenService> service_;
+  std::unique_ptr<grpc::Server> grpc_;
+  std::unique_ptr<MetricsEndpoint> metrics_;
+  int32_t port_ = 0;
+  absl::Mutex shutdown_mu_;
+  bool shut_down_ = false;
+  bool drained_in_time_ = true;
+};
+
+}  // namespace argen::server

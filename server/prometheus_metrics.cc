@@ -1,0 +1,152 @@
+#include "server/prometheus_metrics.h"
+
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+
+namespace argen::server {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Histogram;
+
+// Seconds from 1 ms to ~20 min, roughly x2.5 apart.
+Histogram::BucketBoundaries LatencyBuckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 600, 1200};
+}
+// Engine steps: 100 us to 10 s.
+Histogram::BucketBoundaries StepBuckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10};
+}
+Histogram::BucketBoundaries RowBuckets() { return {2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}; }
+
+}  // namespace
+
+PrometheusMetrics::PrometheusMetrics(int64_t kv_budget_bytes)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      requests_(BuildCounter()
+                    .Name("argen_requests_total")
+                    .Help("Generate requests by final gRPC status and sparsity policy")
+                    .Register(*registry_)),
+      queue_wait_(BuildHistogram()
+                      .Name("argen_queue_wait_seconds")
+                      .Help("Time from acceptance to joining the running batch")
+                      .Register(*registry_)
+                      .Add({}, LatencyBuckets())),
+      image_latency_(BuildHistogram()
+                         .Name("argen_image_latency_seconds")
+                         .Help("Time from acceptance to each image being sent")
+                         .Register(*registry_)
+                         .Add({}, LatencyBuckets())),
+      request_latency_(BuildHistogram()
+                           .Name("argen_request_latency_seconds")
+                           .Help("Time from acceptance to the end of successful requests")
+                           .Register(*registry_)
+                           .Add({}, LatencyBuckets())),
+      step_time_(BuildHistogram()
+                     .Name("argen_decode_step_seconds")
+                     .Help("Duration of one engine step (prefill of joiners + one token for every running image)")
+                     .Register(*registry_)
+                     .Add({}, StepBuckets())),
+      step_rows_(BuildHistogram()
+                     .Name("argen_decode_step_rows")
+                     .Help("Rows in each engine step's decode batch")
+                     .Register(*registry_)
+                     .Add({}, RowBuckets())),
+      tokens_(BuildCounter()
+                  .Name("argen_tokens_total")
+                  .Help("Image tokens sampled (rate() gives tokens/s)")
+                  .Register(*registry_)
+                  .Add({})),
+      images_(BuildCounter()
+                  .Name("argen_images_total")
+                  .Help("Images sent to clients (rate() gives images/s)")
+                  .Register(*registry_)
+                  .Add({})),
+      running_rows_(BuildGauge()
+                        .Name("argen_running_batch_rows")
+                        .Help("Rows (2 per image) admitted to the running batch")
+                        .Register(*registry_)
+                        .Add({})),
+      queue_depth_(BuildGauge()
+                       .Name("argen_queue_depth")
+                       .Help("Requests waiting for admission")
+                       .Register(*registry_)
+                       .Add({})),
+      kv_used_(BuildGauge()
+                   .Name("argen_kv_bytes_used")
+                   .Help("KV cache bytes the engine holds")
+                   .Register(*registry_)
+                   .Add({})),
+      kv_reserved_(BuildGauge()
+                       .Name("argen_kv_bytes_reserved")
+                       .Help("Sum of the exact KV needs of admitted requests (admission accounting)")
+                       .Register(*registry_)
+                       .Add({})),
+      kv_budget_(BuildGauge()
+                     .Name("argen_kv_bytes_budget")
+                     .Help("Configured KV budget (kv_budget_bytes)")
+                     .Register(*registry_)
+                     .Add({})),
+      draining_(BuildGauge()
+                    .Name("argen_draining")
+                    .Help("1 while the server drains on shutdown and refuses new requests")
+                    .Register(*registry_)
+                    .Add({})) {
+  kv_budget_.Set(static_cast<double>(kv_budget_bytes));
+}
+
+void PrometheusMetrics::OnStep(const scheduler::StepStats& stats) {
+  step_time_.Observe(absl::ToDoubleSeconds(stats.duration));
+  step_rows_.Observe(stats.rows_decoded);
+  tokens_.Increment(stats.tokens_sampled);
+  running_rows_.Set(stats.running_rows);
+  queue_depth_.Set(stats.queue_depth);
+}
+
+void PrometheusMetrics::OnQueueDepth(int32_t depth) { queue_depth_.Set(depth); }
+
+void PrometheusMetrics::OnKvBytes(int64_t in_use, int64_t reserved) {
+  kv_used_.Set(static_cast<double>(in_use));
+  kv_reserved_.Set(static_cast<double>(reserved));
+}
+
+void PrometheusMetrics::OnRequestStarted(std::string_view, absl::Duration queue_wait) {
+  queue_wait_.Observe(absl::ToDoubleSeconds(queue_wait));
+}
+
+void PrometheusMetrics::OnImage(std::string_view, absl::Duration since_accepted) {
+  images_.Increment();
+  image_latency_.Observe(absl::ToDoubleSeconds(since_accepted));
+}
+
+void PrometheusMetrics::OnRequestDone(std::string_view policy, const absl::Status& status,
+                                      const scheduler::RequestMetrics& metrics) {
+  requests_.Add({{"status", absl::StatusCodeToString(status.code())}, {"policy", std::string(policy)}})
+      .Increment();
+  if (status.ok()) request_latency_.Observe(absl::ToDoubleSeconds(metrics.total));
+}
+
+void PrometheusMetrics::SetDraining(bool draining) { draining_.Set(draining ? 1 : 0); }
+
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
+    const std::string& address, int32_t port, std::shared_ptr<prometheus::Registry> registry) {
+  const std::string bind = absl::StrCat(address, ":", port);
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(bind);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("metrics_port: cannot serve /metrics on ", bind, ": ", e.what()));
+  }
+  exposer->RegisterCollectable(registry);
+  const std::vector<int> ports = exposer->GetListeningPorts();
+  if (ports.empty()) {
+    return absl::UnavailableError(absl::StrCat("metrics_port: not listening on ", bind));
+  }
+  return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(std::move(exposer), ports[0]));
+}
+
+}  // namespace argen::server

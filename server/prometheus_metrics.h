@@ -1,0 +1,67 @@
+// Prometheus metrics of the server (names and meanings: docs/serving.md),
+// fed by the scheduler's observer hooks, served on their own HTTP port.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "prometheus/counter.h"
+#include "prometheus/exposer.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "scheduler/scheduler_observer.h"
+
+namespace argen::server {
+
+class PrometheusMetrics : public scheduler::SchedulerObserver {
+ public:
+  explicit PrometheusMetrics(int64_t kv_budget_bytes);
+
+  const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
+
+  void OnStep(const scheduler::StepStats& stats) override;
+  void OnQueueDepth(int32_t depth) override;
+  void OnKvBytes(int64_t in_use, int64_t reserved) override;
+  void OnRequestStarted(std::string_view policy, absl::Duration queue_wait) override;
+  void OnImage(std::string_view policy, absl::Duration since_accepted) override;
+  void OnRequestDone(std::string_view policy, const absl::Status& status,
+                     const scheduler::RequestMetrics& metrics) override;
+  void SetDraining(bool draining);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Histogram& queue_wait_;
+  prometheus::Histogram& image_latency_;
+  prometheus::Histogram& request_latency_;
+  prometheus::Histogram& step_time_;
+  prometheus::Histogram& step_rows_;
+  prometheus::Counter& tokens_;
+  prometheus::Counter& images_;
+  prometheus::Gauge& running_rows_;
+  prometheus::Gauge& queue_depth_;
+  prometheus::Gauge& kv_used_;
+  prometheus::Gauge& kv_reserved_;
+  prometheus::Gauge& kv_budget_;
+  prometheus::Gauge& draining_;
+};
+
+// The /metrics HTTP endpoint. port 0 picks a free port.
+class MetricsEndpoint {
+ public:
+  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
+      const std::string& address, int32_t port, std::shared_ptr<prometheus::Registry> registry);
+  int32_t port() const { return port_; }
+
+ private:
+  MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer, int32_t port)
+      : exposer_(std::move(exposer)), port_(port) {}
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int32_t port_;
+};
+
+}  // namespace argen::server

@@ -1,0 +1,322 @@
+#include "server/server_config.h"
+
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
+#include "engine/sparse/policy_params.h"
+#include "server/byte_size.h"
+#include "yaml-cpp/yaml.h"
+
+namespace argen::server {
+namespace {
+
+using Setter = std::function<absl::Status(ServerConfig&, const std::string&)>;
+
+struct KeyDef {
+  ConfigKey key;
+  Setter set;
+};
+
+absl::Status Bad(const std::string& value, absl::string_view want) {
+  return absl::InvalidArgumentError(absl::StrCat("\"", value, "\" is not ", want));
+}
+
+// An integer field reached through `field` (plain members and nested ones).
+Setter IntAt(std::function<int32_t&(ServerConfig&)> field, int64_t min, int64_t max) {
+  return [=](ServerConfig& c, const std::string& v) {
+    int64_t x = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &x) || x < min || x > max) {
+      return Bad(v, absl::StrCat("an integer in [", min, ", ", max, "]"));
+    }
+    field(c) = static_cast<int32_t>(x);
+    return absl::OkStatus();
+  };
+}
+
+Setter Int(int32_t ServerConfig::*field, int64_t min, int64_t max) {
+  return IntAt([field](ServerConfig& c) -> int32_t& { return c.*field; }, min, max);
+}
+
+Setter Bytes(int64_t ServerConfig::*field, int64_t min) {
+  return [=](ServerConfig& c, const std::string& v) {
+    absl::StatusOr<int64_t> x = ParseByteSize(v);
+    if (!x.ok()) return x.status();
+    if (*x < min) return Bad(v, absl::StrCat("a byte size >= ", min));
+    c.*field = *x;
+    return absl::OkStatus();
+  };
+}
+
+Setter Text(std::string ServerConfig::*field) {
+  return [=](ServerConfig& c, const std::string& v) {
+    if (v.empty()) return Bad(v, "a non-empty string");
+    c.*field = v;
+    return absl::OkStatus();
+  };
+}
+
+// A double in [min, max) or [min, max] checked by `ok`.
+absl::StatusOr<double> ParseDouble(const std::string& v, std::function<bool(double)> ok,
+                                   absl::string_view want) {
+  double x = 0;
+  if (!absl::SimpleAtod(absl::StripAsciiWhitespace(v), &x) || !ok(x)) return Bad(v, want);
+  return x;
+}
+
+const std::vector<KeyDef>& Keys() {
+  static const auto* keys = new std::vector<KeyDef>{
+      {{"model_dir", "Janus-Pro checkpoint directory (config.json, *.safetensors, tokenizer.json)"},
+       Text(&ServerConfig::model_dir)},
+      {{"backend", "cpu or cuda"},
+       [](ServerConfig& c, const std::string& v) {
+         if (v != "cpu" && v != "cuda") return Bad(v, "cpu or cuda");
+         c.backend = v;
+         return absl::OkStatus();
+       }},
+      {{"threads", "CPU threads for the engine; 0: all cores"}, Int(&ServerConfig::threads, 0, 4096)},
+      {{"listen_address", "gRPC listen address"}, Text(&ServerConfig::listen_address)},
+      {{"port", "gRPC port; 0: any free port"}, Int(&ServerConfig::port, 0, 65535)},
+      {{"metrics_address", "Prometheus /metrics listen address"}, Text(&ServerConfig::metrics_address)},
+      {{"metrics_port", "Prometheus /metrics port; 0: any free port; -1: off"},
+       Int(&ServerConfig::metrics_port, -1, 65535)},
+      {{"kv_budget_bytes", "KV cache budget for all running requests (e.g. 8GiB)"},
+       Bytes(&ServerConfig::kv_budget_bytes, 1)},
+      {{"max_batch_rows", "most rows (2 per image) decoding at once"},
+       Int(&ServerConfig::max_batch_rows, 2, 1 << 20)},
+      {{"queue_limit", "most requests waiting for admission; more: RESOURCE_EXHAUSTED"},
+       Int(&ServerConfig::queue_limit, 1, 1 << 20)},
+      {{"max_images_per_request", "largest num_images a request may ask for"},
+       Int(&ServerConfig::max_images_per_request, 1, 4096)},
+      {{"max_message_bytes", "gRPC message size limit, both directions (e.g. 64MiB)"},
+       Bytes(&ServerConfig::max_message_bytes, 4096)},
+      {{"progress_interval_ms", "default least time between progress events"},
+       Int(&ServerConfig::progress_interval_ms, 1, 3600000)},
+      {{"image_workers", "threads for VQ decode + PNG encode"},
+       Int(&ServerConfig::image_workers, 1, 256)},
+      {{"drain_timeout_s", "on SIGTERM: how long running/queued requests may finish"},
+       [](ServerConfig& c, const std::string& v) {
+         absl::StatusOr<double> x = ParseDouble(v, [](double d) { return d >= 0 && d <= 86400; },
+                                                "seconds in [0, 86400]");
+         if (!x.ok()) return x.status();
+         c.drain_timeout_s = *x;
+         return absl::OkStatus();
+       }},
+      {{"default_policy.name", "sparsity policy of requests that name none"},
+       [](ServerConfig& c, const std::string& v) {
+         absl::StatusOr<sparse::PolicyKind> k = sparse::ParsePolicyName(v);
+         if (!k.ok()) return k.status();
+         c.default_policy.kind = *k;
+         return absl::OkStatus();
+       }},
+      {{"default_policy.sparsity", "fraction of decode KV not attended, [0, 1)"},
+       [](ServerConfig& c, const std::string& v) {
+         absl::StatusOr<double> x =
+             ParseDouble(v, [](double d) { return d >= 0 && d < 1; }, "a number in [0, 1)");
+         if (!x.ok()) return x.status();
+         c.default_policy.sparsity = *x;
+         return absl::OkStatus();
+       }},
+      {{"default_policy.n_att", "decode keys attended per step; 0: from sparsity"},
+       IntAt([](ServerConfig& c) -> int32_t& { return c.default_policy.n_att; }, 0, 1 << 24)},
+      {{"default_policy.n_recent", "diagonal recent window N_r; 0: half the image tokens"},
+       IntAt([](ServerConfig& c) -> int32_t& { return c.default_policy.n_recent; }, 0, 1 << 24)},
+      {{"default_policy.n_sink", "sink tokens; -1: the policy's default"},
+       IntAt([](ServerConfig& c) -> int32_t& { return c.default_policy.n_sink; }, -1, 1 << 24)},
+      {{"default_sampling.cfg_weight", "classifier-free guidance weight"},
+       [](ServerConfig& c, const std::string& v) {
+         absl::StatusOr<double> x =
+             ParseDouble(v, [](double d) { return d >= 0 && d <= 100; }, "a number in [0, 100]");
+         if (!x.ok()) return x.status();
+         c.default_sampling.cfg_weight = static_cast<float>(*x);
+         return absl::OkStatus();
+       }},
+      {{"default_sampling.temperature", "sampling temperature, > 0"},
+       [](ServerConfig& c, const std::string& v) {
+         absl::StatusOr<double> x =
+             ParseDouble(v, [](double d) { return d > 0 && d <= 100; }, "a number in (0, 100]");
+         if (!x.ok()) return x.status();
+         c.default_sampling.temperature = static_cast<float>(*x);
+         return absl::OkStatus();
+       }},
+      {{"default_sampling.top_k", "top-k; 0: off"},
+       IntAt([](ServerConfig& c) -> int32_t& { return c.default_sampling.top_k; }, 0, 1 << 24)},
+      {{"default_sampling.top_p", "top-p in (0, 1]; 1: off"},
+       [](ServerConfig& c, const std::string& v) {
+         absl::StatusOr<double> x =
+             ParseDouble(v, [](double d) { return d > 0 && d <= 1; }, "a number in (0, 1]");
+         if (!x.ok()) return x.status();
+         c.default_sampling.top_p = static_cast<float>(*x);
+         return absl::OkStatus();
+       }},
+  };
+  return *keys;
+}
+
+std::string KnownKeys() {
+  std::vector<std::string> names;
+  for (const KeyDef& k : Keys()) names.push_back(k.key.name);
+  return absl::StrJoin(names, ", ");
+}
+
+// Flattens a YAML mapping into dotted keys; sequences and deeper nesting are errors.
+absl::Status Flatten(const YAML::Node& node, const std::string& prefix, const std::string& source,
+                     std::vector<std::pair<std::string, std::string>>& out) {
+  for (const auto& item : node) {
+    std::string key = item.first.as<std::string>();
+    const std::string full = prefix.empty() ? key : prefix + "." + key;
+    const YAML::Node& value = item.second;
+    if (value.IsMap()) {
+      if (!prefix.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source, ": key '", full, "': sections nest one level only"));
+      }
+      if (absl::Status s = Flatten(value, full, source, out); !s.ok()) return s;
+    } else if (value.IsScalar()) {
+      out.emplace_back(full, value.Scalar());
+    } else if (value.IsNull()) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": key '", full, "' has no value"));
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": key '", full, "' must be a single value, not a list"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const std::vector<ConfigKey>& ConfigKeys() {
+  static const auto* keys = [] {
+    auto* v = new std::vector<ConfigKey>;
+    for (const KeyDef& k : Keys()) v->push_back(k.key);
+    return v;
+  }();
+  return *keys;
+}
+
+absl::Status SetConfigValue(ServerConfig& config, const std::string& key, const std::string& value) {
+  for (const KeyDef& k : Keys()) {
+    if (key != k.key.name) continue;
+    absl::Status s = k.set(config, value);
+    if (s.ok()) return s;
+    return absl::InvalidArgumentError(absl::StrCat("key '", key, "': ", s.message()));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown key '", key, "' (known keys: ", KnownKeys(), ")"));
+}
+
+absl::Status ApplyConfigYaml(ServerConfig& config, const std::string& yaml_text,
+                             const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not valid YAML: ", e.what()));
+  }
+  if (root.IsNull()) return absl::OkStatus();  // empty file: all defaults
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": must be a mapping of key: value"));
+  }
+  std::vector<std::pair<std::string, std::string>> entries;
+  try {
+    if (absl::Status s = Flatten(root, "", source, entries); !s.ok()) return s;
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", e.what()));
+  }
+  for (const auto& [key, value] : entries) {
+    if (absl::Status s = SetConfigValue(config, key, value); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateConfig(const ServerConfig& config) {
+  if (config.model_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "key 'model_dir': required (a Janus-Pro checkpoint directory; set it in the config file "
+        "or with --model_dir)");
+  }
+  if (config.port != 0 && config.port == config.metrics_port &&
+      config.listen_address == config.metrics_address) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key 'metrics_port': ", config.metrics_port, " is also the gRPC port"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv) {
+  CommandLine cl;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      cl.help = true;
+      continue;
+    }
+    if (!absl::StartsWith(arg, "--")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("argument '", arg, "': expected --key=value or --key value"));
+    }
+    arg = arg.substr(2);
+    std::string key, value;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      key = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    } else {
+      key = arg;
+      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat("flag --", key, ": missing value"));
+      value = argv[++i];
+    }
+    if (key == "config") {
+      cl.config_path = value;
+      continue;
+    }
+    bool known = false;
+    for (const ConfigKey& k : ConfigKeys()) known = known || key == k.name;
+    if (!known) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --", key, ": unknown key (known keys: config, ", KnownKeys(), ")"));
+    }
+    cl.overrides.emplace_back(key, value);
+  }
+  return cl;
+}
+
+absl::StatusOr<ServerConfig> LoadServerConfig(const CommandLine& command_line) {
+  ServerConfig config;
+  if (!command_line.config_path.empty()) {
+    std::ifstream in(command_line.config_path);
+    if (!in) {
+      return absl::NotFoundError(
+          absl::StrCat("config file '", command_line.config_path, "' cannot be read"));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    if (absl::Status s = ApplyConfigYaml(config, text.str(), command_line.config_path); !s.ok()) {
+      return s;
+    }
+  }
+  for (const auto& [key, value] : command_line.overrides) {
+    if (absl::Status s = SetConfigValue(config, key, value); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("flag --", key, ": ", s.message()));
+    }
+  }
+  if (absl::Status s = ValidateConfig(config); !s.ok()) return s;
+  return config;
+}
+
+std::string ConfigHelp() {
+  std::string out =
+      "usage: argen_server [--config FILE] [--KEY=VALUE ...]\n"
+      "Flags override the file; keys (see configs/argen.yaml and docs/serving.md):\n";
+  for (const ConfigKey& k : ConfigKeys()) absl::StrAppend(&out, "  --", k.name, "\n      ", k.meaning, "\n");
+  return out;
+}
+
+}  // namespace argen::server

@@ -1,0 +1,67 @@
+// argen_server configuration: a YAML file (configs/argen.yaml documents every
+// key) with command-line overrides using the same key names
+// (--kv_budget_bytes=8GiB, --default_policy.name=diagonal). Unknown keys and
+// bad values are errors naming the key and where it came from.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/engine.h"
+#include "engine/sparse/policy_types.h"
+
+namespace argen::server {
+
+struct ServerConfig {
+  std::string model_dir;                 // required
+  std::string backend = "cpu";           // cpu | cuda
+  int32_t threads = 0;                   // CPU threads for the engine; 0: all cores
+  std::string listen_address = "0.0.0.0";
+  int32_t port = 50051;                  // 0: any free port
+  std::string metrics_address = "0.0.0.0";
+  int32_t metrics_port = 9464;           // 0: any free port; -1: no metrics endpoint
+  int64_t kv_budget_bytes = int64_t{4} << 30;
+  int32_t max_batch_rows = 64;
+  int32_t queue_limit = 64;
+  int32_t max_images_per_request = 16;
+  int64_t max_message_bytes = int64_t{64} << 20;
+  int32_t progress_interval_ms = 250;
+  int32_t image_workers = 1;
+  double drain_timeout_s = 60;
+  sparse::PolicyParams default_policy;   // dense unless configured
+  engine::SamplingParams default_sampling;
+};
+
+// Every key with a one-line meaning, in file order (for --help and docs).
+struct ConfigKey {
+  const char* name;
+  const char* meaning;
+};
+const std::vector<ConfigKey>& ConfigKeys();
+
+// Sets one dotted key from its text form; errors name the key.
+absl::Status SetConfigValue(ServerConfig& config, const std::string& key, const std::string& value);
+
+// Parses YAML text (a mapping, sections nested one level) onto `config`.
+// `source` names the file in error messages.
+absl::Status ApplyConfigYaml(ServerConfig& config, const std::string& yaml_text,
+                             const std::string& source);
+
+// Cross-field checks after everything is applied (model_dir set, ...).
+absl::Status ValidateConfig(const ServerConfig& config);
+
+struct CommandLine {
+  std::string config_path;                                    // --config
+  std::vector<std::pair<std::string, std::string>> overrides; // --key=value, in order
+  bool help = false;
+};
+absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv);
+
+// The whole recipe: file (when given), then overrides, then validation.
+absl::StatusOr<ServerConfig> LoadServerConfig(const CommandLine& command_line);
+
+std::string ConfigHelp();
+
+}  // namespace argen::server
