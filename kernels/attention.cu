@@ -340,7 +340,7 @@ cudaError_t LaunchGroup(const AttentionArgs& a, int group, cudaStream_t stream) 
 bool AttentionShapeSupported(int32_t heads, int32_t kv_heads, int32_t head_dim) {
   if (kv_heads <= 0 || heads % kv_heads != 0) return false;
   const int group = heads / kv_heads;
-  return (head_dim == 32 || head_dim == 64 || head_dim == 128) &&
+  return (head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128) &&
          (group == 1 || group == 2 || group == 4 || group == 8);
 }
 
@@ -377,6 +377,7 @@ cudaError_t DecodeAttention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.probs != nullptr && a.probs_stride <= 0) return cudaErrorInvalidValue;
   const int group = a.heads / a.kv_heads;
   switch (a.head_dim) {
+    case 16: return LaunchGroup<16>(a, group, stream);
     case 32: return LaunchGroup<32>(a, group, stream);
     case 64: return LaunchGroup<64>(a, group, stream);
     case 128: return LaunchGroup<128>(a, group, stream);

@@ -60,7 +60,7 @@ void ChooseAttentionSplits(int32_t tokens, int32_t kv_heads, int32_t max_keys, i
 size_t AttentionWorkspaceBytes(int32_t tokens, int32_t heads, int32_t head_dim, int32_t splits,
                                int32_t probs_stride);
 
-// Supported: head_dim in {32, 64, 128}, heads / kv_heads in {1, 2, 4, 8}.
+// Supported: head_dim in {16, 32, 64, 128}, heads / kv_heads in {1, 2, 4, 8}.
 bool AttentionShapeSupported(int32_t heads, int32_t kv_heads, int32_t head_dim);
 
 // cudaErrorInvalidValue for an unsupported shape or a chunk too short for the keys.

@@ -181,7 +181,8 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, AttentionTest,
     ::testing::Values(Case{128, 4, 4, false, 1}, Case{128, 4, 4, true, 1}, Case{128, 4, 4, false, 4},
                       Case{128, 4, 4, true, 3}, Case{64, 8, 2, true, 1}, Case{64, 8, 2, true, 5},
-                      Case{32, 8, 1, false, 2}, Case{32, 2, 1, true, 1}, Case{128, 16, 2, true, 2}),
+                      Case{32, 8, 1, false, 2}, Case{32, 2, 1, true, 1}, Case{128, 16, 2, true, 2},
+                      Case{16, 4, 4, true, 1}, Case{16, 4, 2, false, 3}),
     [](const ::testing::TestParamInfo<Case>& info) { return Name(info.param); });
 
 TEST(AttentionSplits, ChosenSplitsCoverEveryKey) {

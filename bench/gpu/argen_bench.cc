@@ -1,0 +1,283 @@
+// argen_bench: end-to-end decode throughput and per-step latency breakdown of
+// the CUDA backend on Janus-Pro-1B/7B-shaped models with random weights
+// generated on the device, dense and sparse policies, several batch sizes;
+// optionally at the largest batch a card of --card-memory bytes holds, and
+// the attention kernel alone at the last decode step (--attention-micro).
+//
+//   argen_bench --model 7b --batches 16,64 --policies dense,diagonal:0.95
+//   argen_bench --model 7b --card-memory 48G --max-batch --policies dense,diagonal:0.95
+//   argen_bench --attention-micro --model 7b --batches 32
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "bench/gpu/attention_micro.h"
+#include "bench/gpu/janus_shapes.h"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/sparse/policy_params.h"
+
+namespace argen::bench {
+namespace {
+
+struct Flags {
+  std::vector<std::string> models = {"1b"};
+  std::vector<int> batches = {16};
+  std::vector<std::string> policies = {"dense", "diagonal:0.95"};
+  int prompt_len = 50;
+  int64_t kv_budget = 0;
+  int64_t card_memory = 0;
+  bool max_batch = false;
+  bool attention_micro = false;
+  int stage_steps = 4;
+  std::string out;
+};
+
+int64_t ParseBytes(const std::string& s) {
+  double v = std::atof(s.c_str());
+  const char unit = s.empty() ? 0 : s.back();
+  if (unit == 'G' || unit == 'g') v *= 1e9;
+  if (unit == 'M' || unit == 'm') v *= 1e6;
+  return static_cast<int64_t>(v);
+}
+
+bool ParseFlags(int argc, char** argv, Flags* f) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--model") f->models = absl::StrSplit(value(), ',');
+    else if (a == "--batches") {
+      f->batches.clear();
+      for (absl::string_view s : absl::StrSplit(value(), ',')) {
+        int b = 0;
+        if (!absl::SimpleAtoi(s, &b) || b <= 0) return false;
+        f->batches.push_back(b);
+      }
+    } else if (a == "--policies") f->policies = absl::StrSplit(value(), ',');
+    else if (a == "--prompt-len") f->prompt_len = std::atoi(value().c_str());
+    else if (a == "--kv-budget") f->kv_budget = ParseBytes(value());
+    else if (a == "--card-memory") f->card_memory = ParseBytes(value());
+    else if (a == "--max-batch") f->max_batch = true;
+    else if (a == "--attention-micro") f->attention_micro = true;
+    else if (a == "--stage-steps") f->stage_steps = std::atoi(value().c_str());
+    else if (a == "--out") f->out = value();
+    else return false;
+  }
+  return f->prompt_len > 0;
+}
+
+absl::StatusOr<sparse::ResolvedPolicy> PolicyFromSpec(const std::string& spec) {
+  std::vector<std::string> parts = absl::StrSplit(spec, ':');
+  absl::StatusOr<sparse::PolicyKind> kind = sparse::ParsePolicyName(parts[0]);
+  if (!kind.ok()) return kind.status();
+  sparse::PolicyParams p;
+  p.kind = *kind;
+  if (parts.size() > 1) p.sparsity = std::atof(parts[1].c_str());
+  return sparse::ResolvePolicy(p, kJanusImageTokens);
+}
+
+struct RunResult {
+  bool ok = false;
+  std::string note;
+  double prefill_s = 0, decode_s = 0, step_ms = 0, last_steps_ms = 0;
+  cuda::StageTimes stages;
+};
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// Largest number of images whose rows the KV pool admits (rows allocated, then freed).
+int MaxImages(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, int prompt_len, int cap) {
+  std::vector<model::RowId> rows;
+  int images = 0;
+  while (images < cap) {
+    absl::StatusOr<model::RowId> a = be.AllocateRow(prompt_len, policy);
+    absl::StatusOr<model::RowId> b = a.ok() ? be.AllocateRow(prompt_len, policy) : a;
+    if (a.ok()) rows.push_back(*a);
+    if (!a.ok() || !b.ok()) break;
+    rows.push_back(*b);
+    ++images;
+  }
+  for (model::RowId r : rows) be.FreeRow(r);
+  return images;
+}
+
+RunResult RunBatch(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, int images, int prompt_len,
+                   int stage_steps) {
+  RunResult res;
+  const int n_rows = 2 * images;
+  std::vector<model::RowId> rows;
+  for (int r = 0; r < n_rows; ++r) {
+    absl::StatusOr<model::RowId> id = be.AllocateRow(prompt_len, policy);
+    if (!id.ok()) {
+      for (model::RowId x : rows) be.FreeRow(x);
+      res.note = "KV pool full (" + std::string(id.status().message()) + ")";
+      return res;
+    }
+    rows.push_back(*id);
+  }
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> tok(0, be.dims().text_vocab - 1);
+  std::vector<int32_t> tokens(static_cast<size_t>(n_rows) * prompt_len);
+  for (auto& t : tokens) t = tok(rng);
+  std::vector<int32_t> offsets(n_rows + 1);
+  for (int r = 0; r <= n_rows; ++r) offsets[r] = r * prompt_len;
+  std::vector<model::SamplingSpec> sampling(images);
+  for (int i = 0; i < images; ++i) {
+    sampling[i].seed = 1234;
+    sampling[i].image_index = i;
+  }
+  std::vector<int32_t> sampled(images), steps(images);
+  cudaDeviceSynchronize();
+  const auto t0 = Clock::now();
+  absl::Status s = be.Prefill({rows, offsets, tokens, sampling}, {sampled, nullptr});
+  const auto t1 = Clock::now();
+  std::vector<int32_t> next(images);
+  for (int t = 0; s.ok() && t < policy.l_dec - 1; ++t) {
+    if (t == policy.l_dec - 1 - stage_steps) be.SetStageTiming(true);
+    next = sampled;
+    std::fill(steps.begin(), steps.end(), t);
+    const auto a = Clock::now();
+    s = be.Decode({rows, next, steps, sampling}, {sampled, nullptr});
+    if (t >= policy.l_dec - 1 - stage_steps) res.last_steps_ms += Seconds(a, Clock::now()) * 1e3;
+  }
+  const auto t2 = Clock::now();
+  be.SetStageTiming(false);
+  res.stages = be.TakeStageTimes();
+  for (model::RowId r : rows) be.FreeRow(r);
+  if (!s.ok()) {
+    res.note = std::string(s.message());
+    return res;
+  }
+  res.ok = true;
+  res.prefill_s = Seconds(t0, t1);
+  res.decode_s = Seconds(t1, t2);
+  res.step_ms = res.decode_s * 1e3 / (policy.l_dec - 1);
+  res.last_steps_ms /= std::max(1, stage_steps);
+  return res;
+}
+
+int Main(int argc, char** argv) {
+  Flags f;
+  if (!ParseFlags(argc, argv, &f)) {
+    std::fprintf(stderr, "usage: argen_bench [--model 1b,7b] [--batches 16,64] [--policies dense,diagonal:0.95]\n"
+                         "  [--prompt-len 50] [--kv-budget BYTES | --card-memory 48G [--max-batch]]\n"
+                         "  [--attention-micro] [--stage-steps 4] [--out results.jsonl]\n");
+    return 2;
+  }
+  FILE* out = f.out.empty() ? nullptr : std::fopen(f.out.c_str(), "a");
+  for (const std::string& name : f.models) {
+    absl::StatusOr<model::ModelDims> dims = JanusDims(name);
+    if (!dims.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(dims.status().message()).c_str());
+      return 2;
+    }
+    if (f.attention_micro) {
+      for (int images : f.batches) {
+        for (const std::string& spec : f.policies) {
+          absl::StatusOr<sparse::ResolvedPolicy> p = PolicyFromSpec(spec);
+          if (!p.ok() || p->kind == sparse::PolicyKind::kDense) continue;
+          AttentionMicroResult r;
+          std::string err;
+          if (!RunAttentionMicro(2 * images, dims->num_heads, dims->head_dim, f.prompt_len, kJanusImageTokens,
+                                 p->n_att, p->n_slots, &r, &err)) {
+            std::fprintf(stderr, "attention micro: %s\n", err.c_str());
+            return 1;
+          }
+          std::printf("attention %s images=%d n_att=%d: dense %.1f us (%.0f GB/s), sparse %.1f us (%.0f GB/s, %.0f%% of copy %.0f GB/s), speedup %.2fx\n",
+                      name.c_str(), images, p->n_att, r.dense_us, r.dense_gbs, r.sparse_us, r.sparse_gbs,
+                      100.0 * r.sparse_gbs / r.copy_gbs, r.copy_gbs, r.dense_us / r.sparse_us);
+          if (out) std::fprintf(out, "{\"kind\":\"attention\",\"model\":\"%s\",\"images\":%d,\"n_att\":%d,\"dense_us\":%.2f,\"sparse_us\":%.2f,\"dense_gbs\":%.1f,\"sparse_gbs\":%.1f,\"copy_gbs\":%.1f}\n",
+                                name.c_str(), images, p->n_att, r.dense_us, r.sparse_us, r.dense_gbs, r.sparse_gbs, r.copy_gbs);
+        }
+      }
+      continue;
+    }
+    int max_images = 0;
+    for (int b : f.batches) max_images = std::max(max_images, b);
+    model::BackendOptions options;
+    options.max_batch_rows = std::max(2 * max_images, f.max_batch ? 512 : 2);
+    options.max_prompt_tokens = std::max(f.prompt_len, 64);
+    options.kv_budget_bytes = f.kv_budget;
+    if (f.card_memory > 0) {
+      // Everything but the KV pool and policy state, measured with a 1 GB pool;
+      // the rest of the card goes to KV (+ the state pools, ~3/head_dim of it).
+      size_t free0 = 0, total = 0;
+      cudaMemGetInfo(&free0, &total);
+      options.kv_budget_bytes = int64_t{1} << 30;
+      int64_t other = 0;
+      {
+        auto probe = cuda::CreateRandomCudaBackend(*dims, options, 1);
+        if (!probe.ok()) {
+          std::fprintf(stderr, "%s\n", std::string(probe.status().message()).c_str());
+          return 1;
+        }
+        size_t free1 = 0;
+        cudaMemGetInfo(&free1, &total);
+        const double pool_share = 1.0 + 3.0 / dims->head_dim;
+        other = static_cast<int64_t>(free0 - free1) - static_cast<int64_t>((int64_t{1} << 30) * pool_share) - (int64_t{32} << 20);
+      }
+      options.kv_budget_bytes =
+          static_cast<int64_t>((f.card_memory - other - (int64_t{32} << 20)) / (1.0 + 3.0 / dims->head_dim));
+      std::printf("card %.1f GB: weights + workspaces %.2f GB, KV budget %.2f GB\n", f.card_memory / 1e9,
+                  other / 1e9, options.kv_budget_bytes / 1e9);
+    }
+    const auto c0 = Clock::now();
+    auto backend = cuda::CreateRandomCudaBackend(*dims, options, 42);
+    if (!backend.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(backend.status().message()).c_str());
+      return 1;
+    }
+    cuda::CudaBackend& be = **backend;
+    std::printf("model %s: weights %.2f GB, KV pool %.2f GB, setup %.1f s\n", name.c_str(), be.WeightBytes() / 1e9,
+                be.KvPoolBytes() / 1e9, Seconds(c0, Clock::now()));
+    std::printf("%-5s %-20s %6s %9s %9s %9s %9s %8s |", "model", "policy", "images", "prefill_s", "decode_s",
+                "step_ms", "last_ms", "img/s");
+    for (const char* s : cuda::kStageNames) std::printf(" %8s", s);
+    std::printf("\n");
+    for (const std::string& spec : f.policies) {
+      absl::StatusOr<sparse::ResolvedPolicy> policy = PolicyFromSpec(spec);
+      if (!policy.ok()) {
+        std::fprintf(stderr, "%s: %s\n", spec.c_str(), std::string(policy.status().message()).c_str());
+        return 2;
+      }
+      std::vector<int> batches = f.batches;
+      if (f.max_batch) batches = {MaxImages(be, *policy, f.prompt_len, options.max_batch_rows / 2)};
+      for (int images : batches) {
+        RunResult r = RunBatch(be, *policy, images, f.prompt_len, f.stage_steps);
+        if (!r.ok) {
+          std::printf("%-5s %-20s %6d  %s\n", name.c_str(), spec.c_str(), images, r.note.c_str());
+          continue;
+        }
+        const double total = r.prefill_s + r.decode_s;
+        std::printf("%-5s %-20s %6d %9.3f %9.3f %9.3f %9.3f %8.2f |", name.c_str(), spec.c_str(), images, r.prefill_s,
+                    r.decode_s, r.step_ms, r.last_steps_ms, images / total);
+        for (double ms : r.stages.ms) std::printf(" %8.3f", r.stages.steps ? ms / r.stages.steps : 0.0);
+        std::printf("\n");
+        std::fflush(stdout);
+        if (out) {
+          std::fprintf(out, "{\"kind\":\"e2e\",\"model\":\"%s\",\"policy\":\"%s\",\"images\":%d,\"max_batch\":%s,\"kv_budget\":%lld,\"prefill_s\":%.4f,\"decode_s\":%.4f,\"step_ms\":%.4f,\"last_step_ms\":%.4f,\"img_per_s\":%.4f",
+                       name.c_str(), spec.c_str(), images, f.max_batch ? "true" : "false",
+                       static_cast<long long>(be.KvPoolBytes()), r.prefill_s, r.decode_s, r.step_ms, r.last_steps_ms,
+                       images / total);
+          for (int i = 0; i < static_cast<int>(cuda::Stage::kCount); ++i)
+            std::fprintf(out, ",\"%s_ms\":%.4f", cuda::kStageNames[i], r.stages.steps ? r.stages.ms[i] / r.stages.steps : 0.0);
+          std::fprintf(out, "}\n");
+        }
+      }
+    }
+  }
+  if (out) std::fclose(out);
+  return 0;
+}
+
+}  // namespace
+}  // namespace argen::bench
+
+int main(int argc, char** argv) { return argen::bench::Main(argc, argv); }

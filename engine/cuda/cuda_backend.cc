@@ -1,0 +1,603 @@
+#include "engine/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/cuda_status.h"
+#include "engine/cuda/gemm.h"
+#include "kernels/attention.h"
+#include "kernels/elementwise.h"
+
+namespace argen::cuda {
+namespace {
+
+constexpr int32_t kMaxDecodePositions = 16384;  // rotary table covers prompt + this many tokens
+constexpr size_t kCublasWorkspace = 32 << 20;
+
+size_t Align(size_t n) { return (n + 255) / 256 * 256; }
+
+// Offsets of the per-step inputs inside the staging area (host pinned and device).
+struct StagingLayout {
+  size_t meta, plans, ids, gather, sampling, total;
+  StagingLayout(int32_t tokens, int32_t rows) {
+    const int32_t pairs = std::max(1, rows / 2);
+    meta = 0;
+    plans = meta + Align(sizeof(kernels::TokenMeta) * tokens);
+    ids = plans + Align(sizeof(RowPlan) * rows);
+    gather = ids + Align(sizeof(int32_t) * tokens);
+    sampling = gather + Align(sizeof(int32_t) * tokens);
+    total = sampling + Align(sizeof(kernels::PairSampling) * pairs);
+  }
+};
+
+kernels::PairSampling ToDevice(const model::SamplingSpec& s, int32_t step) {
+  kernels::PairSampling p;
+  p.temperature = s.temperature;
+  p.top_k = s.top_k;
+  p.top_p = s.top_p;
+  p.cfg_weight = s.cfg_weight;
+  p.seed = s.seed;
+  p.image_index = s.image_index;
+  p.step = step;
+  return p;
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(const model::ModelDims& dims, DeviceWeights weights,
+                         cpu::TextEmbeddings text_embeddings, const model::BackendOptions& options)
+    : dims_(dims),
+      weights_(std::move(weights)),
+      text_embeddings_(std::move(text_embeddings)),
+      options_(options) {}
+
+CudaBackend::~CudaBackend() {
+  if (stream_) cudaStreamSynchronize(stream_);
+  if (cublas_) cublasDestroy(cublas_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::ModelDims& dims,
+                                                                 DeviceWeights weights,
+                                                                 cpu::TextEmbeddings text_embeddings,
+                                                                 const model::BackendOptions& options) {
+  if (!kernels::AttentionShapeSupported(dims.num_heads, dims.num_kv_heads, dims.head_dim)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda backend: head_dim ", dims.head_dim, " with ", dims.num_heads, " heads / ", dims.num_kv_heads,
+        " kv heads is not supported (head_dim 16, 32, 64 or 128; heads/kv_heads 1, 2, 4 or 8)"));
+  }
+  if (dims.image_vocab > kernels::kMaxSampleVocab) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda backend: image_vocab ", dims.image_vocab,
+                                                   " exceeds the sampler's ", kernels::kMaxSampleVocab));
+  }
+  if (options.max_batch_rows < 2 || options.max_batch_rows % 2 != 0) {
+    return absl::InvalidArgumentError("cuda backend: max_batch_rows must be even and >= 2");
+  }
+  std::unique_ptr<CudaBackend> b(new CudaBackend(dims, std::move(weights), std::move(text_embeddings), options));
+  ARGEN_STATUS_RETURN(b->Init());
+  return b;
+}
+
+absl::Status CudaBackend::Init() {
+  const model::ModelDims& d = dims_;
+  ARGEN_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
+  ARGEN_STATUS_RETURN(CublasStatus(cublasCreate(&cublas_), "create handle"));
+  ARGEN_STATUS_RETURN(CublasStatus(cublasSetStream(cublas_, stream_), "set stream"));
+  int device = 0;
+  ARGEN_CUDA_RETURN(cudaGetDevice(&device), "device");
+  ARGEN_CUDA_RETURN(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device), "sm count");
+
+  auto alloc = [](DeviceBuffer& buf, size_t bytes, const char* what) -> absl::Status {
+    absl::StatusOr<DeviceBuffer> b = DeviceBuffer::Allocate(bytes, what);
+    if (!b.ok()) return b.status();
+    buf = *std::move(b);
+    return absl::OkStatus();
+  };
+  // A fixed cuBLAS workspace keeps cuBLAS from allocating during the step.
+  ARGEN_STATUS_RETURN(alloc(cublas_ws_, kCublasWorkspace, "cublas workspace"));
+  ARGEN_STATUS_RETURN(CublasStatus(cublasSetWorkspace(cublas_, cublas_ws_.as(), kCublasWorkspace), "workspace"));
+
+  const int32_t R = options_.max_batch_rows, P = R / 2;
+  max_tokens_ = std::max(R, 512);
+  const int64_t T = max_tokens_, H = d.hidden_size, hd = d.head_dim;
+  const int64_t q_dim = int64_t{d.num_heads} * hd, qkv_dim = q_dim + 2LL * d.num_kv_heads * hd;
+  const int64_t I = d.intermediate_size, E = d.image_embed_dim, HE = d.head_embed_dim, V = d.image_vocab;
+
+  // Rotary table with the CPU's rounding: inv_freq and angle in f32.
+  max_pos_ = options_.max_prompt_tokens + kMaxDecodePositions;
+  {
+    const int32_t half = d.head_dim / 2;
+    std::vector<float> inv_freq(half), table(static_cast<size_t>(max_pos_) * half * 2);
+    for (int32_t i = 0; i < half; ++i)
+      inv_freq[i] = 1.0f / std::pow(d.rope_theta, static_cast<float>(2 * i) / static_cast<float>(d.head_dim));
+    for (int32_t p = 0; p < max_pos_; ++p)
+      for (int32_t i = 0; i < half; ++i) {
+        const float angle = static_cast<float>(p) * inv_freq[i];
+        table[(static_cast<size_t>(p) * half + i) * 2] = std::cos(angle);
+        table[(static_cast<size_t>(p) * half + i) * 2 + 1] = std::sin(angle);
+      }
+    ARGEN_STATUS_RETURN(alloc(rope_, table.size() * 4, "rope table"));
+    ARGEN_CUDA_RETURN(cudaMemcpy(rope_.as(), table.data(), table.size() * 4, cudaMemcpyHostToDevice), "rope table");
+  }
+
+  ARGEN_STATUS_RETURN(alloc(x_, T * H * 4, "x"));
+  ARGEN_STATUS_RETURN(alloc(xn_, T * H * 2, "xn"));
+  ARGEN_STATUS_RETURN(alloc(qkv_, T * qkv_dim * 4, "qkv"));
+  ARGEN_STATUS_RETURN(alloc(q_, T * q_dim * 4, "q"));
+  ARGEN_STATUS_RETURN(alloc(attn_, T * q_dim * 2, "attention output"));
+  ARGEN_STATUS_RETURN(alloc(gate_up_, T * 2 * I * 4, "gate_up"));
+  ARGEN_STATUS_RETURN(alloc(mlp_, T * I * 2, "mlp"));
+  ARGEN_STATUS_RETURN(alloc(pair_embed_, P * E * 2, "gen_embed rows"));
+  ARGEN_STATUS_RETURN(alloc(pair_mid_, P * H * 4, "aligner hidden"));
+  ARGEN_STATUS_RETURN(alloc(pair_mid_bf16_, P * H * 2, "aligner hidden bf16"));
+  ARGEN_STATUS_RETURN(alloc(pair_out_, P * H * 4, "aligner out"));
+  ARGEN_STATUS_RETURN(alloc(last_hidden_, int64_t{R} * H * 4, "last hidden"));
+  ARGEN_STATUS_RETURN(alloc(head_in_, int64_t{R} * H * 2, "head input"));
+  ARGEN_STATUS_RETURN(alloc(head_mid_, int64_t{R} * HE * 4, "head hidden"));
+  ARGEN_STATUS_RETURN(alloc(head_mid_bf16_, int64_t{R} * HE * 2, "head hidden bf16"));
+  ARGEN_STATUS_RETURN(alloc(logits_, int64_t{R} * V * 4, "logits"));
+
+  const StagingLayout layout(max_tokens_, R);
+  ARGEN_STATUS_RETURN(alloc(step_in_, layout.total + Align(sizeof(int32_t) * P), "step inputs"));
+  {
+    absl::StatusOr<PinnedBuffer> h = PinnedBuffer::Allocate(layout.total, "step inputs");
+    if (!h.ok()) return h.status();
+    host_in_ = *std::move(h);
+    absl::StatusOr<PinnedBuffer> s = PinnedBuffer::Allocate(sizeof(int32_t) * P, "sampled tokens");
+    if (!s.ok()) return s.status();
+    host_sampled_ = *std::move(s);
+    absl::StatusOr<PinnedBuffer> xh = PinnedBuffer::Allocate(T * H * 4, "prefill embeddings");
+    if (!xh.ok()) return xh.status();
+    host_x_pinned_ = *std::move(xh);
+  }
+  char* dev = step_in_.as<char>();
+  inputs_.meta = reinterpret_cast<kernels::TokenMeta*>(dev + layout.meta);
+  inputs_.plans = reinterpret_cast<RowPlan*>(dev + layout.plans);
+  inputs_.ids = reinterpret_cast<int32_t*>(dev + layout.ids);
+  inputs_.gather = reinterpret_cast<int32_t*>(dev + layout.gather);
+  inputs_.sampling = reinterpret_cast<kernels::PairSampling*>(dev + layout.sampling);
+  inputs_.sampled = reinterpret_cast<int32_t*>(dev + layout.total);
+
+  ARGEN_STATUS_RETURN(EnsurePlanCapacity(1));
+
+  // The KV pool: the configured budget, or most of what is left on the device.
+  int64_t budget = options_.kv_budget_bytes;
+  if (budget <= 0) {
+    size_t free_bytes = 0, total_bytes = 0;
+    ARGEN_CUDA_RETURN(cudaMemGetInfo(&free_bytes, &total_bytes), "memory info");
+    budget = static_cast<int64_t>(static_cast<double>(free_bytes) * 0.85) - (int64_t{1} << 30);
+    budget = std::max<int64_t>(budget, int64_t{64} << 20);
+  }
+  const int64_t kv_elems = budget / 2;
+  ARGEN_STATUS_RETURN(alloc(kv_pool_, kv_elems * 2, "KV pool (kv_budget_bytes)"));
+  kv_alloc_ = RangeAllocator(kv_elems);
+  // Policy state is a few ints/floats per decode slot per head: ~2/head_dim of the KV.
+  const int64_t state_ints = budget * 2 / d.head_dim / 4 + (int64_t{4} << 20);
+  const int64_t state_floats = budget / d.head_dim / 4 + (int64_t{4} << 20);
+  ARGEN_STATUS_RETURN(alloc(state_ints_, state_ints * 4, "policy state (ints)"));
+  ARGEN_STATUS_RETURN(alloc(state_floats_, state_floats * 4, "policy state (floats)"));
+  ints_alloc_ = RangeAllocator(state_ints);
+  floats_alloc_ = RangeAllocator(state_floats);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::EnsurePlanCapacity(int32_t stride) {
+  if (stride <= plan_stride_) return absl::OkStatus();
+  ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream_), "plan buffers");
+  const model::ModelDims& d = dims_;
+  const int64_t R = options_.max_batch_rows, heads = int64_t{d.num_layers} * R * d.num_kv_heads;
+  auto alloc = [](DeviceBuffer& buf, size_t bytes, const char* what) -> absl::Status {
+    buf = DeviceBuffer();
+    absl::StatusOr<DeviceBuffer> b = DeviceBuffer::Allocate(bytes, what);
+    if (!b.ok()) return b.status();
+    buf = *std::move(b);
+    return absl::OkStatus();
+  };
+  ARGEN_STATUS_RETURN(alloc(plan_slots_, heads * 4, "plan write slots"));
+  ARGEN_STATUS_RETURN(alloc(plan_counts_, heads * 4, "plan counts"));
+  ARGEN_STATUS_RETURN(alloc(plan_attended_, heads * stride * 4, "plan attended slots"));
+  ARGEN_STATUS_RETURN(alloc(probs_, R * d.num_kv_heads * stride * 4, "attention probabilities"));
+  // Split-K partials: tokens * kv_heads * splits stays under 2 SMs' worth plus one
+  // per (token, kv_head) (ChooseAttentionSplits), times the query group.
+  const int64_t group = d.num_heads / d.num_kv_heads;
+  const int64_t parts = (2LL * sm_count_ + int64_t{max_tokens_} * d.num_kv_heads) * group;
+  attn_ws_bytes_ = parts * (d.head_dim + 2) * 4 + int64_t{max_tokens_} * d.num_heads * stride * 4;
+  ARGEN_STATUS_RETURN(alloc(attn_ws_, attn_ws_bytes_, "attention workspace"));
+  plan_stride_ = stride;
+  return absl::OkStatus();
+}
+
+int64_t CudaBackend::KvBytesPerTokenRow() const {
+  return 2LL * dims_.num_layers * dims_.num_kv_heads * dims_.head_dim * 2;  // K and V, bf16
+}
+
+int64_t CudaBackend::KvBytesInUse() const { return kv_alloc_.in_use() * 2; }
+int64_t CudaBackend::KvPoolBytes() const { return kv_alloc_.capacity() * 2; }
+
+absl::StatusOr<model::RowId> CudaBackend::AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) {
+  if (prompt_len <= 0 || prompt_len > options_.max_prompt_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt_len ", prompt_len, " must be in [1, max_prompt_tokens ",
+                                                   options_.max_prompt_tokens, "]"));
+  }
+  if (policy.l_dec <= 0 || policy.l_dec > kMaxDecodePositions || policy.n_slots <= 0 ||
+      policy.n_slots > policy.l_dec) {
+    return absl::InvalidArgumentError(absl::StrCat("policy: l_dec ", policy.l_dec, " / n_slots ", policy.n_slots,
+                                                   " out of range (l_dec <= ", kMaxDecodePositions, ")"));
+  }
+  const model::ModelDims& d = dims_;
+  Row row;
+  row.prompt_len = prompt_len;
+  row.policy = policy;
+  row.layout = sparse::LayoutFor(policy);
+  row.sparse = policy.kind != sparse::PolicyKind::kDense;
+  const int64_t heads = int64_t{d.num_layers} * d.num_kv_heads;
+  const int64_t kv_elems = 2 * heads * (int64_t{prompt_len} + policy.n_slots) * d.head_dim;
+  absl::StatusOr<int64_t> kv = kv_alloc_.Allocate(kv_elems, "KV pool");
+  if (!kv.ok()) return kv.status();
+  row.kv_offset = *kv;
+  if (row.sparse) {
+    ARGEN_STATUS_RETURN(EnsurePlanCapacity(row.layout.max_attended));
+    absl::StatusOr<int64_t> ints = ints_alloc_.Allocate(heads * row.layout.ints_per_head, "policy state pool (ints)");
+    if (!ints.ok()) {
+      kv_alloc_.Free(row.kv_offset);
+      return ints.status();
+    }
+    absl::StatusOr<int64_t> floats =
+        floats_alloc_.Allocate(heads * row.layout.floats_per_head, "policy state pool (floats)");
+    if (!floats.ok()) {
+      kv_alloc_.Free(row.kv_offset);
+      ints_alloc_.Free(*ints);
+      return floats.status();
+    }
+    row.ints_offset = *ints;
+    row.floats_offset = *floats;
+    ARGEN_CUDA_RETURN(InitPolicyState(policy, row.layout, static_cast<int32_t>(heads),
+                                      state_ints_.as<int32_t>() + row.ints_offset,
+                                      state_floats_.as<float>() + row.floats_offset, stream_),
+                      "init policy state");
+  }
+  const model::RowId id = next_row_id_++;
+  rows_.emplace(id, row);
+  return id;
+}
+
+void CudaBackend::FreeRow(model::RowId id) {
+  auto it = rows_.find(id);
+  if (it == rows_.end()) return;
+  // Work queued on the stream may still read the region.
+  cudaStreamSynchronize(stream_);
+  kv_alloc_.Free(it->second.kv_offset);
+  if (it->second.sparse) {
+    ints_alloc_.Free(it->second.ints_offset);
+    floats_alloc_.Free(it->second.floats_offset);
+  }
+  rows_.erase(it);
+}
+
+absl::Status CudaBackend::CheckSampling(std::span<const model::SamplingSpec> sampling) const {
+  for (size_t i = 0; i < sampling.size(); ++i) {
+    const model::SamplingSpec& s = sampling[i];
+    if (!(s.temperature > 0.0f) || s.top_k < 0 || !(s.top_p > 0.0f && s.top_p <= 1.0f) || s.image_index < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sampling[", i, "]: temperature must be > 0, top_k >= 0, top_p in (0, 1], image_index >= 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Upload(size_t bytes) {
+  ARGEN_CUDA_RETURN(cudaMemcpyAsync(step_in_.as(), host_in_.as(), bytes, cudaMemcpyHostToDevice, stream_),
+                    "upload step inputs");
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan) {
+  const model::ModelDims& d = dims_;
+  const int32_t H = d.hidden_size, hd = d.head_dim, I = d.intermediate_size;
+  const int32_t q_dim = d.num_heads * hd, qkv_dim = q_dim + 2 * d.num_kv_heads * hd;
+  const int64_t heads_per_layer = int64_t{n_rows_plan} * d.num_kv_heads;
+  int32_t splits = 1, chunk = 0;
+  kernels::ChooseAttentionSplits(tokens, d.num_kv_heads, max_keys, sm_count_, &splits, &chunk);
+  const int32_t probs_stride = any_sparse ? plan_stride_ : 0;
+  while (splits > 1 && kernels::AttentionWorkspaceBytes(tokens, d.num_heads, hd, splits, probs_stride) > attn_ws_bytes_) {
+    --splits;
+    chunk = ((max_keys + splits - 1) / splits + 31) / 32 * 32;
+  }
+  if (chunk > kernels::kMaxAttentionChunk) {
+    return absl::InternalError(absl::StrCat("attention: ", max_keys, " keys do not fit the workspace"));
+  }
+  PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};
+  bf16* kv_pool = kv_pool_.as<bf16>();
+  for (int32_t l = 0; l < d.num_layers; ++l) {
+    const DeviceLayer& w = weights_.layers[l];
+    ARGEN_CUDA_RETURN(kernels::RmsNorm(x_.as<float>(), w.input_norm, tokens, H, d.rms_norm_eps, xn_.as<bf16>(), stream_), "input norm");
+    ARGEN_STATUS_RETURN(LinearBf16(cublas_, xn_.as<bf16>(), w.qkv, tokens, H, qkv_dim, qkv_.as<float>(), 0.f, "qkv"));
+    kernels::RopeAppendArgs ra;
+    ra.qkv = qkv_.as<float>();
+    ra.rope = rope_.as<float>();
+    ra.max_pos = max_pos_;
+    ra.meta = inputs_.meta;
+    ra.tokens = tokens;
+    ra.heads = d.num_heads;
+    ra.kv_heads = d.num_kv_heads;
+    ra.head_dim = hd;
+    ra.num_layers = d.num_layers;
+    ra.layer = l;
+    ra.write_slots = any_sparse ? plan.write_slots + l * heads_per_layer : nullptr;
+    ra.q_out = q_.as<float>();
+    ra.kv_pool = kv_pool;
+    ARGEN_CUDA_RETURN(kernels::RopeAppend(ra, stream_), "rope + kv append");
+    timer_.Mark(Stage::kQkv);
+
+    kernels::AttentionArgs aa;
+    aa.q = q_.as<float>();
+    aa.kv_pool = kv_pool;
+    aa.meta = inputs_.meta;
+    aa.tokens = tokens;
+    aa.heads = d.num_heads;
+    aa.kv_heads = d.num_kv_heads;
+    aa.head_dim = hd;
+    aa.num_layers = d.num_layers;
+    aa.layer = l;
+    aa.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    if (any_sparse) {
+      aa.decode_idx = plan.attended + l * heads_per_layer * plan.stride;
+      aa.idx_stride = plan.stride;
+      aa.counts = plan.counts + l * heads_per_layer;
+      aa.probs = probs_.as<float>();
+      aa.probs_stride = plan.stride;
+    }
+    aa.out = attn_.as<bf16>();
+    aa.splits = splits;
+    aa.chunk = chunk;
+    aa.workspace = attn_ws_.as();
+    ARGEN_CUDA_RETURN(kernels::DecodeAttention(aa, stream_), "decode attention");
+    timer_.Mark(Stage::kAttention);
+    if (any_sparse) {
+      ARGEN_CUDA_RETURN(ObserveDecodeStep(inputs_.plans, n_rows_plan, d.num_layers, d.num_kv_heads, l,
+                                          state_ints_.as<int32_t>(), state_floats_.as<float>(), plan,
+                                          probs_.as<float>(), plan.stride, stream_),
+                        "policy observe");
+      timer_.Mark(Stage::kIndexing);
+    }
+    ARGEN_STATUS_RETURN(LinearBf16(cublas_, attn_.as<bf16>(), w.o, tokens, q_dim, H, x_.as<float>(), 1.f, "o_proj"));
+    timer_.Mark(Stage::kOProj);
+    ARGEN_CUDA_RETURN(kernels::RmsNorm(x_.as<float>(), w.post_norm, tokens, H, d.rms_norm_eps, xn_.as<bf16>(), stream_), "post norm");
+    ARGEN_STATUS_RETURN(LinearBf16(cublas_, xn_.as<bf16>(), w.gate_up, tokens, H, 2 * I, gate_up_.as<float>(), 0.f, "gate_up"));
+    ARGEN_CUDA_RETURN(kernels::SwiGlu(gate_up_.as<float>(), tokens, I, mlp_.as<bf16>(), stream_), "swiglu");
+    ARGEN_STATUS_RETURN(LinearBf16(cublas_, mlp_.as<bf16>(), w.down, tokens, I, H, x_.as<float>(), 1.f, "down"));
+    timer_.Mark(Stage::kFfn);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::HeadAndSample(const float* hidden, int32_t rows, const model::StepOutputs& out) {
+  const model::ModelDims& d = dims_;
+  const int32_t H = d.hidden_size, HE = d.head_embed_dim, V = d.image_vocab, pairs = rows / 2;
+  ARGEN_CUDA_RETURN(kernels::RmsNorm(hidden, weights_.final_norm, rows, H, d.rms_norm_eps, head_in_.as<bf16>(), stream_), "final norm");
+  ARGEN_STATUS_RETURN(LinearBf16(cublas_, head_in_.as<bf16>(), weights_.head_proj_w, rows, H, HE, head_mid_.as<float>(), 0.f, "gen_head projector"));
+  ARGEN_CUDA_RETURN(kernels::BiasGelu(head_mid_.as<float>(), weights_.head_proj_b, rows, HE, head_mid_bf16_.as<bf16>(), stream_), "gen_head gelu");
+  ARGEN_STATUS_RETURN(LinearBf16(cublas_, head_mid_bf16_.as<bf16>(), weights_.head_out_w, rows, HE, V, logits_.as<float>(), 0.f, "vision_head"));
+  ARGEN_CUDA_RETURN(kernels::AddBias(logits_.as<float>(), weights_.head_out_b, rows, V, stream_), "vision_head bias");
+  ARGEN_CUDA_RETURN(kernels::CfgSample(logits_.as<float>(), pairs, V, inputs_.sampling, inputs_.sampled, stream_), "cfg sampling");
+  ARGEN_CUDA_RETURN(cudaMemcpyAsync(host_sampled_.as(), inputs_.sampled, sizeof(int32_t) * pairs,
+                                    cudaMemcpyDeviceToHost, stream_), "download tokens");
+  if (out.row_logits != nullptr) {
+    ARGEN_CUDA_RETURN(cudaMemcpyAsync(out.row_logits, logits_.as(), sizeof(float) * rows * int64_t{V},
+                                      cudaMemcpyDeviceToHost, stream_), "download logits");
+  }
+  timer_.Mark(Stage::kHead);
+  ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream_), "step");
+  std::memcpy(out.sampled.data(), host_sampled_.as(), sizeof(int32_t) * pairs);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Prefill(const model::PrefillBatch& b, const model::StepOutputs& out) {
+  const model::ModelDims& d = dims_;
+  const int64_t n_rows = static_cast<int64_t>(b.rows.size()), n_pairs = n_rows / 2;
+  if (n_rows == 0 || n_rows % 2 != 0)
+    return absl::InvalidArgumentError(absl::StrCat("Prefill: rows must be a positive even count (cond, uncond pairs), got ", n_rows));
+  if (n_rows > options_.max_batch_rows)
+    return absl::InvalidArgumentError(absl::StrCat("Prefill: ", n_rows, " rows exceed max_batch_rows ", options_.max_batch_rows));
+  if (static_cast<int64_t>(b.token_offsets.size()) != n_rows + 1 || static_cast<int64_t>(b.sampling.size()) != n_pairs ||
+      static_cast<int64_t>(out.sampled.size()) != n_pairs)
+    return absl::InvalidArgumentError("Prefill: token_offsets needs n_rows + 1 entries, sampling and sampled n_pairs");
+  ARGEN_STATUS_RETURN(CheckSampling(b.sampling));
+  if (b.token_offsets[0] != 0 || b.token_offsets[n_rows] != static_cast<int32_t>(b.tokens.size()))
+    return absl::InvalidArgumentError("Prefill: token_offsets must start at 0 and end at tokens.size()");
+  std::vector<Row*> rows(n_rows);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    auto it = rows_.find(b.rows[r]);
+    if (it == rows_.end())
+      return absl::InvalidArgumentError(absl::StrCat("Prefill: rows[", r, "] = ", b.rows[r], " is not an allocated row"));
+    if (it->second.prefilled)
+      return absl::InvalidArgumentError(absl::StrCat("Prefill: rows[", r, "] = ", b.rows[r], " was already prefilled"));
+    const int32_t len = b.token_offsets[r + 1] - b.token_offsets[r];
+    if (len != it->second.prompt_len)
+      return absl::InvalidArgumentError(absl::StrCat("Prefill: rows[", r, "] has ", len,
+                                                     " tokens but was allocated for prompt_len ", it->second.prompt_len));
+    rows[r] = &it->second;
+  }
+  for (size_t i = 0; i < b.tokens.size(); ++i) {
+    if (b.tokens[i] < 0 || b.tokens[i] >= d.text_vocab)
+      return absl::InvalidArgumentError(absl::StrCat("Prefill: tokens[", i, "] = ", b.tokens[i],
+                                                     " is outside the text vocabulary [0, ", d.text_vocab, ")"));
+  }
+  const StagingLayout layout(max_tokens_, options_.max_batch_rows);
+  char* host = host_in_.as<char>();
+  auto* meta = reinterpret_cast<kernels::TokenMeta*>(host + layout.meta);
+  auto* gather = reinterpret_cast<int32_t*>(host + layout.gather);
+  const int32_t H = d.hidden_size;
+  const int64_t n = static_cast<int64_t>(b.tokens.size());
+  int64_t row = 0;
+  for (int64_t c0 = 0; c0 < n; c0 += max_tokens_) {
+    const int64_t c1 = std::min<int64_t>(n, c0 + max_tokens_);
+    const int32_t count = static_cast<int32_t>(c1 - c0);
+    ARGEN_STATUS_RETURN(text_embeddings_(b.tokens.data() + c0, count, host_x_pinned_.as<float>()));
+    int32_t max_keys = 1, n_last = 0;
+    int64_t first_last_row = -1;
+    while (b.token_offsets[row + 1] <= c0) ++row;
+    int64_t r = row;
+    for (int64_t i = c0; i < c1; ++i) {
+      while (b.token_offsets[r + 1] <= i) ++r;
+      const Row& rw = *rows[r];
+      const int32_t local = static_cast<int32_t>(i - b.token_offsets[r]);
+      kernels::TokenMeta m;
+      m.kv_offset = rw.kv_offset;
+      m.capacity = rw.prompt_len + rw.policy.n_slots;
+      m.rope_pos = local;
+      m.kv_index = local;
+      m.prefix_len = local + 1;
+      m.decode_base = rw.prompt_len;
+      meta[i - c0] = m;
+      max_keys = std::max(max_keys, local + 1);
+      if (i == b.token_offsets[r + 1] - 1) {  // the row's last prompt token
+        if (first_last_row < 0) first_last_row = r;
+        gather[n_last++] = static_cast<int32_t>(i - c0);
+      }
+    }
+    ARGEN_CUDA_RETURN(cudaMemcpyAsync(x_.as(), host_x_pinned_.as(), sizeof(float) * count * int64_t{H},
+                                      cudaMemcpyHostToDevice, stream_), "upload prompt embeddings");
+    ARGEN_STATUS_RETURN(Upload(layout.sampling));
+    ARGEN_STATUS_RETURN(RunLayers(count, max_keys, false, 0));
+    if (n_last > 0) {
+      ARGEN_CUDA_RETURN(kernels::GatherRowsF32(x_.as<float>(), inputs_.gather, n_last, H,
+                                               last_hidden_.as<float>() + first_last_row * H, stream_),
+                        "last prompt positions");
+    }
+    // The staging area is refilled by the next chunk.
+    ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream_), "prefill chunk");
+  }
+  auto* sampling = reinterpret_cast<kernels::PairSampling*>(host + layout.sampling);
+  for (int64_t i = 0; i < n_pairs; ++i) sampling[i] = ToDevice(b.sampling[i], 0);
+  ARGEN_CUDA_RETURN(cudaMemcpyAsync(inputs_.sampling, sampling, sizeof(kernels::PairSampling) * n_pairs,
+                                    cudaMemcpyHostToDevice, stream_), "upload sampling");
+  const bool timing = timer_.enabled();
+  timer_.Enable(false, stream_);
+  absl::Status s = HeadAndSample(last_hidden_.as<float>(), static_cast<int32_t>(n_rows), out);
+  timer_.Enable(timing, stream_);
+  ARGEN_STATUS_RETURN(s);
+  for (Row* rw : rows) rw->prefilled = true;
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Decode(const model::DecodeBatch& b, const model::StepOutputs& out) {
+  const model::ModelDims& d = dims_;
+  const int64_t n_rows = static_cast<int64_t>(b.rows.size()), n_pairs = n_rows / 2;
+  if (n_rows == 0 || n_rows % 2 != 0)
+    return absl::InvalidArgumentError(absl::StrCat("Decode: rows must be a positive even count (cond, uncond pairs), got ", n_rows));
+  if (n_rows > options_.max_batch_rows)
+    return absl::InvalidArgumentError(absl::StrCat("Decode: ", n_rows, " rows exceed max_batch_rows ", options_.max_batch_rows));
+  if (static_cast<int64_t>(b.image_tokens.size()) != n_pairs || static_cast<int64_t>(b.steps.size()) != n_pairs ||
+      static_cast<int64_t>(b.sampling.size()) != n_pairs || static_cast<int64_t>(out.sampled.size()) != n_pairs)
+    return absl::InvalidArgumentError("Decode: image_tokens, steps, sampling and sampled need one entry per pair");
+  ARGEN_STATUS_RETURN(CheckSampling(b.sampling));
+  const StagingLayout layout(max_tokens_, options_.max_batch_rows);
+  char* host = host_in_.as<char>();
+  auto* meta = reinterpret_cast<kernels::TokenMeta*>(host + layout.meta);
+  auto* plans = reinterpret_cast<RowPlan*>(host + layout.plans);
+  auto* ids = reinterpret_cast<int32_t*>(host + layout.ids);
+  auto* gather = reinterpret_cast<int32_t*>(host + layout.gather);
+  auto* sampling = reinterpret_cast<kernels::PairSampling*>(host + layout.sampling);
+  std::vector<Row*>& rows = decode_rows_;
+  rows.assign(n_rows, nullptr);
+  bool any_sparse = false;
+  int32_t max_keys = 1;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    auto it = rows_.find(b.rows[r]);
+    const int32_t t = b.steps[r / 2];
+    if (it == rows_.end())
+      return absl::InvalidArgumentError(absl::StrCat("Decode: rows[", r, "] = ", b.rows[r], " is not an allocated row"));
+    Row& rw = it->second;
+    if (!rw.prefilled)
+      return absl::InvalidArgumentError(absl::StrCat("Decode: rows[", r, "] = ", b.rows[r], " has not been prefilled"));
+    if (t != rw.next_step || t >= rw.policy.l_dec)
+      return absl::InvalidArgumentError(absl::StrCat("Decode: steps[", r / 2, "] = ", t, " but row ", b.rows[r],
+                                                     " expects step ", rw.next_step, " (of l_dec ", rw.policy.l_dec, ")"));
+    if (r % 2 == 1 && rw.prompt_len != rows[r - 1]->prompt_len)
+      return absl::InvalidArgumentError(absl::StrCat("Decode: rows[", r - 1, "] and rows[", r,
+                                                     "] form a CFG pair but have different prompt lengths"));
+    rows[r] = &rw;
+    kernels::TokenMeta m;
+    m.kv_offset = rw.kv_offset;
+    m.capacity = rw.prompt_len + rw.policy.n_slots;
+    m.rope_pos = rw.prompt_len + t;
+    m.prefix_len = rw.prompt_len;
+    m.decode_base = rw.prompt_len;
+    if (rw.sparse) {
+      m.kv_index = -1;
+      m.decode_count = 0;
+      m.flags = kernels::kTokenSparse;
+      max_keys = std::max(max_keys, rw.prompt_len + rw.layout.max_attended);
+    } else {
+      m.kv_index = rw.prompt_len + t;  // dense: slot t, attends slots [0, t]
+      m.decode_count = t + 1;
+      max_keys = std::max(max_keys, rw.prompt_len + t + 1);
+    }
+    meta[r] = m;
+    RowPlan p;
+    p.policy = rw.policy;
+    p.layout = rw.layout;
+    p.ints_offset = rw.ints_offset;
+    p.floats_offset = rw.floats_offset;
+    p.step = t;
+    p.sparse = rw.sparse ? 1 : 0;
+    plans[r] = p;
+    gather[r] = static_cast<int32_t>(r / 2);
+    any_sparse = any_sparse || rw.sparse;
+  }
+  for (int64_t i = 0; i < n_pairs; ++i) {
+    if (b.image_tokens[i] < 0 || b.image_tokens[i] >= d.image_vocab)
+      return absl::InvalidArgumentError(absl::StrCat("Decode: image_tokens[", i, "] = ", b.image_tokens[i],
+                                                     " is outside the image vocabulary [0, ", d.image_vocab, ")"));
+    ids[i] = b.image_tokens[i];
+    sampling[i] = ToDevice(b.sampling[i], b.steps[i] + 1);
+  }
+  ARGEN_STATUS_RETURN(Upload(layout.total));
+  timer_.BeginStep();
+  const int32_t R = static_cast<int32_t>(n_rows), P = static_cast<int32_t>(n_pairs);
+  if (any_sparse) {
+    PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};
+    ARGEN_CUDA_RETURN(PlanDecodeStep(inputs_.plans, R, d.num_layers, d.num_kv_heads, state_ints_.as<int32_t>(),
+                                     state_floats_.as<float>(), plan, stream_),
+                      "policy plan");
+    timer_.Mark(Stage::kIndexing);
+  }
+  const int32_t H = d.hidden_size, E = d.image_embed_dim;
+  ARGEN_CUDA_RETURN(kernels::EmbeddingGatherBf16(weights_.gen_embed, d.image_vocab, E, inputs_.ids, P,
+                                                 pair_embed_.as<bf16>(), stream_), "gen_embed");
+  ARGEN_STATUS_RETURN(LinearBf16(cublas_, pair_embed_.as<bf16>(), weights_.fc1_w, P, E, H, pair_mid_.as<float>(), 0.f, "aligner fc1"));
+  ARGEN_CUDA_RETURN(kernels::BiasGelu(pair_mid_.as<float>(), weights_.fc1_b, P, H, pair_mid_bf16_.as<bf16>(), stream_), "aligner gelu");
+  ARGEN_STATUS_RETURN(LinearBf16(cublas_, pair_mid_bf16_.as<bf16>(), weights_.fc2_w, P, H, H, pair_out_.as<float>(), 0.f, "aligner fc2"));
+  ARGEN_CUDA_RETURN(kernels::AddBias(pair_out_.as<float>(), weights_.fc2_b, P, H, stream_), "aligner bias");
+  ARGEN_CUDA_RETURN(kernels::GatherRowsF32(pair_out_.as<float>(), inputs_.gather, R, H, x_.as<float>(), stream_), "pair -> rows");
+  timer_.Mark(Stage::kEmbed);
+  ARGEN_STATUS_RETURN(RunLayers(R, max_keys, any_sparse, R));
+  ARGEN_STATUS_RETURN(HeadAndSample(x_.as<float>(), R, out));
+  timer_.EndStep();
+  for (Row* rw : rows) rw->next_step += 1;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CreateRandomCudaBackend(const model::ModelDims& dims,
+                                                                     const model::BackendOptions& options,
+                                                                     uint64_t seed) {
+  absl::StatusOr<DeviceWeights> w = RandomDeviceWeights(dims, seed, 0.02f);
+  if (!w.ok()) return w.status();
+  const int32_t hidden = dims.hidden_size;
+  // Text embeddings: a hash of (token, dim), scale 0.02 like the weights.
+  cpu::TextEmbeddings embed = [hidden](const int32_t* ids, int64_t n, float* out) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int32_t j = 0; j < hidden; ++j) {
+        uint64_t x = (static_cast<uint64_t>(ids[i]) << 32) ^ static_cast<uint64_t>(j) ^ 0x9E3779B97F4A7C15ULL;
+        x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33;
+        out[i * hidden + j] = (static_cast<float>(x >> 40) * (1.0f / 16777216.0f) - 0.5f) * 0.07f;
+      }
+    return absl::OkStatus();
+  };
+  return CudaBackend::Create(dims, *std::move(w), std::move(embed), options);
+}
+
+}  // namespace argen::cuda

@@ -1,0 +1,124 @@
+// The CUDA backend (engine/model/backend.h): the same Janus-Pro generation
+// path as engine/cpu, with bf16 weights and KV, fp32 accumulation, cuBLAS
+// GEMMs and the kernels of kernels/. One device KV pool sized from the budget
+// holds every row's bounded region [layer][kv_head][L_p + n_slots][head_dim];
+// the sparse policies run on the device (engine/cuda/policy_kernels.h); CFG and
+// sampling run on the device, so a step returns one token per pair.
+// Nothing is allocated on the device inside Prefill/Decode.
+#pragma once
+
+#include <cublas_v2.h>
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/cpu/cpu_weights.h"
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/device_weights.h"
+#include "engine/cuda/policy_kernels.h"
+#include "engine/cuda/range_allocator.h"
+#include "engine/cuda/stage_timer.h"
+#include "engine/model/backend.h"
+#include "kernels/sampling.h"
+#include "kernels/token_meta.h"
+
+namespace argen::cuda {
+
+class CudaBackend final : public model::Backend {
+ public:
+  // `text_embeddings` gives f32 rows of language_model.model.embed_tokens.
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const model::ModelDims& dims,
+                                                             DeviceWeights weights,
+                                                             cpu::TextEmbeddings text_embeddings,
+                                                             const model::BackendOptions& options);
+  ~CudaBackend() override;
+
+  const model::ModelDims& dims() const override { return dims_; }
+  std::string name() const override { return "cuda"; }
+  int64_t KvBytesPerTokenRow() const override;
+
+  absl::StatusOr<model::RowId> AllocateRow(int32_t prompt_len,
+                                           const sparse::ResolvedPolicy& policy) override;
+  void FreeRow(model::RowId row) override;
+  int64_t KvBytesInUse() const override;
+
+  absl::Status Prefill(const model::PrefillBatch& batch, const model::StepOutputs& out) override;
+  absl::Status Decode(const model::DecodeBatch& batch, const model::StepOutputs& out) override;
+
+  // Benchmarks: per-stage GPU times of Decode steps (events at stage boundaries).
+  void SetStageTiming(bool on) { timer_.Enable(on, stream_); }
+  StageTimes TakeStageTimes() { return timer_.Take(); }
+  int64_t KvPoolBytes() const;
+  int64_t WeightBytes() const { return weights_.bytes; }
+
+ private:
+  struct Row {
+    int32_t prompt_len = 0;
+    sparse::ResolvedPolicy policy;
+    sparse::PolicyLayout layout;
+    bool sparse = false;
+    int64_t kv_offset = 0, ints_offset = 0, floats_offset = 0;
+    int32_t next_step = 0;
+    bool prefilled = false;
+  };
+  // Device views of the per-step inputs, uploaded in one copy.
+  struct StepInputs {
+    kernels::TokenMeta* meta = nullptr;
+    RowPlan* plans = nullptr;
+    int32_t* ids = nullptr;        // image tokens (decode) per pair
+    int32_t* gather = nullptr;     // pair -> row broadcast / last-token gather
+    kernels::PairSampling* sampling = nullptr;
+    int32_t* sampled = nullptr;    // output
+  };
+
+  CudaBackend(const model::ModelDims& dims, DeviceWeights weights, cpu::TextEmbeddings text_embeddings,
+              const model::BackendOptions& options);
+  absl::Status Init();
+  absl::Status EnsurePlanCapacity(int32_t stride);
+  // Packs the host staging area's used prefix to the device (one copy).
+  absl::Status Upload(size_t bytes);
+  // The decoder layers over `tokens` tokens of x_ (meta already on device).
+  absl::Status RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan);
+  // final norm + gen_head on `rows` hidden rows of `hidden`, CFG sampling into
+  // inputs_.sampled; copies sampled tokens (and logits when asked) to `out`.
+  absl::Status HeadAndSample(const float* hidden, int32_t rows, const model::StepOutputs& out);
+  absl::Status CheckSampling(std::span<const model::SamplingSpec> sampling) const;
+
+  model::ModelDims dims_;
+  DeviceWeights weights_;
+  cpu::TextEmbeddings text_embeddings_;
+  model::BackendOptions options_;
+  int32_t max_tokens_ = 0;   // tokens per forward pass (prefill is chunked to this)
+  int32_t max_pos_ = 0;      // rotary table length
+  int32_t sm_count_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+
+  // Pools.
+  DeviceBuffer kv_pool_, state_ints_, state_floats_;
+  RangeAllocator kv_alloc_, ints_alloc_, floats_alloc_;
+  std::unordered_map<model::RowId, Row> rows_;
+  model::RowId next_row_id_ = 1;
+
+  // Workspaces (fixed size, made in Init; plan buffers grow in AllocateRow only).
+  DeviceBuffer cublas_ws_, rope_, x_, xn_, qkv_, q_, attn_, gate_up_, mlp_;
+  DeviceBuffer pair_embed_, pair_mid_, pair_mid_bf16_, pair_out_;
+  DeviceBuffer last_hidden_, head_in_, head_mid_, head_mid_bf16_, logits_;
+  DeviceBuffer attn_ws_, plan_slots_, plan_counts_, plan_attended_, probs_;
+  size_t attn_ws_bytes_ = 0;
+  int32_t plan_stride_ = 0;
+  DeviceBuffer step_in_;
+  PinnedBuffer host_in_, host_sampled_;
+  StepInputs inputs_;
+  PinnedBuffer host_x_pinned_;        // prefill embeddings of one chunk
+  std::vector<Row*> decode_rows_;     // reused per step
+  StageTimer timer_;
+};
+
+// Random-weight backend for benchmarks (no checkpoint): weights made on the device.
+absl::StatusOr<std::unique_ptr<CudaBackend>> CreateRandomCudaBackend(const model::ModelDims& dims,
+                                                                     const model::BackendOptions& options,
+                                                                     uint64_t seed);
+
+}  // namespace argen::cuda

@@ -1,0 +1,86 @@
+#include "engine/cuda/policy_kernels.h"
+
+namespace argen::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+
+__device__ sparse::PolicyState StateOf(const RowPlan& r, int head, int32_t* ints, float* floats) {
+  sparse::PolicyState s;
+  s.ints = ints + r.ints_offset + static_cast<int64_t>(head) * r.layout.ints_per_head;
+  s.floats = floats + r.floats_offset + static_cast<int64_t>(head) * r.layout.floats_per_head;
+  return s;
+}
+
+__global__ void InitKernel(sparse::ResolvedPolicy policy, sparse::PolicyLayout layout, int heads,
+                           int32_t* ints, float* floats) {
+  const int h = blockIdx.x * blockDim.x + threadIdx.x;
+  if (h >= heads) return;
+  sparse::PolicyState s{ints + static_cast<int64_t>(h) * layout.ints_per_head,
+                        floats + static_cast<int64_t>(h) * layout.floats_per_head};
+  sparse::InitState(policy, layout, s);
+}
+
+__global__ void PlanKernel(const RowPlan* rows, int n_rows, int layers, int kv_heads, int32_t* ints,
+                           float* floats, PlanBuffers out) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n_rows * layers * kv_heads) return;
+  const int g = i % kv_heads, layer = (i / kv_heads) % layers, row = i / (kv_heads * layers);
+  const RowPlan& r = rows[row];
+  if (!r.sparse) return;
+  const int64_t at = (static_cast<int64_t>(layer) * n_rows + row) * kv_heads + g;
+  int32_t slot = -1;
+  const int32_t n = sparse::PlanStep(r.policy, r.layout, StateOf(r, layer * kv_heads + g, ints, floats),
+                                     r.step, &slot, out.attended + at * out.stride);
+  out.counts[at] = n < 0 ? 0 : n;
+  out.write_slots[at] = n < 0 ? -1 : slot;
+}
+
+__global__ void ObserveKernel(const RowPlan* rows, int n_rows, int layers, int kv_heads, int layer,
+                              int32_t* ints, float* floats, PlanBuffers plan, const float* probs,
+                              int probs_stride) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n_rows * kv_heads) return;
+  const int g = i % kv_heads, row = i / kv_heads;
+  const RowPlan& r = rows[row];
+  if (!r.sparse) return;
+  sparse::PolicyState s = StateOf(r, layer * kv_heads + g, ints, floats);
+  if (!sparse::ObserveNeeded(r.policy, r.layout, s, r.step)) return;
+  const int64_t at = (static_cast<int64_t>(layer) * n_rows + row) * kv_heads + g;
+  sparse::ObserveStep(r.policy, r.layout, s, r.step, plan.attended + at * plan.stride,
+                      probs + (static_cast<int64_t>(row) * kv_heads + g) * probs_stride, plan.counts[at]);
+}
+
+int Blocks(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
+
+}  // namespace
+
+cudaError_t InitPolicyState(const sparse::ResolvedPolicy& policy, const sparse::PolicyLayout& layout,
+                            int32_t heads_per_row, int32_t* ints, float* floats, cudaStream_t stream) {
+  if (heads_per_row <= 0) return cudaSuccess;
+  InitKernel<<<Blocks(heads_per_row), kThreads, 0, stream>>>(policy, layout, heads_per_row, ints, floats);
+  return cudaGetLastError();
+}
+
+cudaError_t PlanDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads,
+                           int32_t* state_ints, float* state_floats, const PlanBuffers& out,
+                           cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(n_rows) * layers * kv_heads;
+  if (n <= 0) return cudaSuccess;
+  PlanKernel<<<Blocks(n), kThreads, 0, stream>>>(rows, n_rows, layers, kv_heads, state_ints,
+                                                 state_floats, out);
+  return cudaGetLastError();
+}
+
+cudaError_t ObserveDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads,
+                              int32_t layer, int32_t* state_ints, float* state_floats,
+                              const PlanBuffers& plan, const float* probs, int32_t probs_stride,
+                              cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(n_rows) * kv_heads;
+  if (n <= 0) return cudaSuccess;
+  ObserveKernel<<<Blocks(n), kThreads, 0, stream>>>(rows, n_rows, layers, kv_heads, layer, state_ints,
+                                                    state_floats, plan, probs, probs_stride);
+  return cudaGetLastError();
+}
+
+}  // namespace argen::cuda

@@ -1,0 +1,49 @@
+// The sparse policies of engine/sparse/policy.h run on the device, one thread
+// per (row, layer, kv_head) for planning and per (row, kv_head) for observing,
+// over per-row flat state in two device pools. Same functions as the CPU.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/sparse/policy.h"
+
+namespace argen::cuda {
+
+// Per row of a decode step: its policy, layout, state location and step.
+struct RowPlan {
+  sparse::ResolvedPolicy policy;
+  sparse::PolicyLayout layout;
+  int64_t ints_offset = 0;    // first int of the row's state: [layer][kv_head][ints_per_head]
+  int64_t floats_offset = 0;  // first float: [layer][kv_head][floats_per_head]
+  int32_t step = 0;           // decode step t
+  int32_t sparse = 0;         // 0: dense row (no plan: writes slot t, attends [0, t])
+};
+
+// Plan outputs, all [layer][row][kv_head](...):
+//   write_slots, counts: ints; attended: ints of `stride` per (layer, row, kv_head).
+struct PlanBuffers {
+  int32_t* write_slots = nullptr;
+  int32_t* counts = nullptr;
+  int32_t* attended = nullptr;
+  int32_t stride = 0;
+};
+
+// Initialises the state of `layers * kv_heads` heads of one row.
+cudaError_t InitPolicyState(const sparse::ResolvedPolicy& policy, const sparse::PolicyLayout& layout,
+                            int32_t heads_per_row, int32_t* ints, float* floats, cudaStream_t stream);
+
+// PlanStep for every (sparse row, layer, kv_head). A plan that fails (-1) gives count 0.
+cudaError_t PlanDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads,
+                           int32_t* state_ints, float* state_floats, const PlanBuffers& out,
+                           cudaStream_t stream);
+
+// ObserveStep of layer `layer` for every (sparse row, kv_head) that needs it, with
+// the attention probabilities probs[row][kv_head][probs_stride] of that layer.
+cudaError_t ObserveDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads,
+                              int32_t layer, int32_t* state_ints, float* state_floats,
+                              const PlanBuffers& plan, const float* probs, int32_t probs_stride,
+                              cudaStream_t stream);
+
+}  // namespace argen::cuda

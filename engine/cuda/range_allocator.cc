@@ -1,0 +1,48 @@
+#include "engine/cuda/range_allocator.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace argen::cuda {
+
+RangeAllocator::RangeAllocator(int64_t capacity) : capacity_(capacity) {
+  if (capacity > 0) free_[0] = capacity;
+}
+
+absl::StatusOr<int64_t> RangeAllocator::Allocate(int64_t size, const char* what) {
+  if (size <= 0) size = 1;
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    if (it->second < size) continue;
+    const int64_t offset = it->first, rest = it->second - size;
+    free_.erase(it);
+    if (rest > 0) free_[offset + size] = rest;
+    used_[offset] = size;
+    in_use_ += size;
+    return offset;
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(what, ": no free range of ", size, " in a pool of ",
+                                                   capacity_, " (", in_use_, " in use)"));
+}
+
+void RangeAllocator::Free(int64_t offset) {
+  auto u = used_.find(offset);
+  if (u == used_.end()) return;
+  int64_t start = offset, size = u->second;
+  in_use_ -= size;
+  used_.erase(u);
+  auto next = free_.lower_bound(start);
+  if (next != free_.end() && next->first == start + size) {
+    size += next->second;
+    next = free_.erase(next);
+  }
+  if (next != free_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == start) {
+      start = prev->first;
+      size += prev->second;
+      free_.erase(prev);
+    }
+  }
+  free_[start] = size;
+}
+
+}  // namespace argen::cuda

@@ -1,0 +1,29 @@
+// First-fit allocator of [offset, offset + size) ranges inside a fixed pool
+// (element units), with coalescing on free. Host bookkeeping only: the KV pool
+// and the policy-state pools are single device allocations carved by this.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+#include "absl/status/statusor.h"
+
+namespace argen::cuda {
+
+class RangeAllocator {
+ public:
+  explicit RangeAllocator(int64_t capacity = 0);
+  // ResourceExhausted (naming `what`) when no free range is large enough.
+  absl::StatusOr<int64_t> Allocate(int64_t size, const char* what);
+  void Free(int64_t offset);  // unknown offsets are ignored
+  int64_t capacity() const { return capacity_; }
+  int64_t in_use() const { return in_use_; }
+
+ private:
+  int64_t capacity_;
+  int64_t in_use_ = 0;
+  std::map<int64_t, int64_t> free_;  // offset -> size
+  std::map<int64_t, int64_t> used_;  // offset -> size
+};
+
+}  // namespace argen::cuda

@@ -1,0 +1,41 @@
+// Optional per-stage GPU timing of the decode step with CUDA events recorded
+// at stage boundaries (off by default: no events are recorded then).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <vector>
+
+namespace argen::cuda {
+
+enum class Stage : int { kEmbed, kIndexing, kQkv, kAttention, kOProj, kFfn, kHead, kCount };
+inline constexpr const char* kStageNames[] = {"embed", "indexing", "qkv", "attention", "o_proj", "ffn", "head"};
+
+struct StageTimes {
+  std::array<double, static_cast<int>(Stage::kCount)> ms{};
+  int steps = 0;
+};
+
+class StageTimer {
+ public:
+  ~StageTimer();
+  void Enable(bool on, cudaStream_t stream);
+  bool enabled() const { return enabled_; }
+  // Marks the end of `stage` (the time since the previous mark is charged to it).
+  void Mark(Stage stage);
+  void BeginStep();
+  // Call after the stream is synchronised: adds the step's times to totals().
+  void EndStep();
+  StageTimes Take();
+
+ private:
+  bool enabled_ = false;
+  cudaStream_t stream_ = nullptr;
+  std::vector<cudaEvent_t> events_;
+  std::vector<Stage> stages_;
+  size_t used_ = 0;
+  StageTimes totals_;
+};
+
+}  // namespace argen::cuda

@@ -1,0 +1,215 @@
+// The CUDA backend against the CPU backend (the f32 reference) on the tiny
+// checkpoints: prefill and teacher-forced decode logits of two CFG pairs with
+// different prompt lengths, the second joining later, for dense and sparse
+// policies. The CUDA path stores weights and KV in bf16, so logits agree to
+// a bf16 tolerance and sampled tokens agree except near CDF boundaries.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/janus_config.h"
+#include "engine/model/backend_registry.h"
+#include "engine/model/model_dims.h"
+#include "engine/sparse/policy_params.h"
+
+namespace argen::cuda {
+namespace {
+
+constexpr double kLogitTolerance = 3e-2;  // ||cuda - cpu|| / ||cpu|| per row, bf16 weights and KV
+constexpr double kMinTokenAgreement = 0.9;
+
+struct Backends {
+  model::ModelDims dims;
+  std::unique_ptr<model::Backend> cpu, cuda;
+};
+
+Backends Load(const std::string& relative) {
+  Backends b;
+  const char* src = std::getenv("ARGEN_SOURCE_DIR");
+  const std::string dir = std::string(src ? src : ".") + "/" + relative;
+  absl::StatusOr<checkpoint::JanusConfig> config = checkpoint::LoadJanusConfig(dir);
+  EXPECT_TRUE(config.ok()) << config.status();
+  if (!config.ok()) return b;
+  absl::StatusOr<model::ModelDims> dims = model::ModelDimsFromConfig(*config);
+  EXPECT_TRUE(dims.ok()) << dims.status();
+  if (!dims.ok()) return b;
+  b.dims = *dims;
+  model::BackendOptions options;
+  options.max_batch_rows = 8;
+  options.max_prompt_tokens = 64;
+  options.kv_budget_bytes = 64 << 20;
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = checkpoint::Checkpoint::Open(dir);
+    EXPECT_TRUE(ckpt.ok()) << ckpt.status();
+    if (!ckpt.ok()) return b;
+    std::shared_ptr<const checkpoint::Checkpoint> shared(std::move(*ckpt));
+    auto backend = i == 0 ? model::CreateCpuBackend(shared, b.dims, options)
+                          : model::CreateCudaBackend(shared, b.dims, options);
+    EXPECT_TRUE(backend.ok()) << backend.status();
+    if (!backend.ok()) return b;
+    (i == 0 ? b.cpu : b.cuda) = std::move(*backend);
+  }
+  return b;
+}
+
+double RowError(const std::vector<float>& got, const std::vector<float>& want, int row, int vocab) {
+  double num = 0, den = 0;
+  for (int v = 0; v < vocab; ++v) {
+    const double a = got[row * vocab + v], b = want[row * vocab + v];
+    if (!std::isfinite(a)) return INFINITY;
+    num += (a - b) * (a - b);
+    den += b * b;
+  }
+  return std::sqrt(num / den);
+}
+
+struct PolicyCase {
+  std::string checkpoint;
+  sparse::PolicyKind kind;
+  double sparsity;
+};
+
+class CudaBackendTest : public ::testing::TestWithParam<PolicyCase> {};
+
+TEST_P(CudaBackendTest, LogitsAndTokensMatchCpuBackend) {
+  const PolicyCase pc = GetParam();
+  Backends b = Load(pc.checkpoint);
+  ASSERT_NE(b.cpu, nullptr);
+  ASSERT_NE(b.cuda, nullptr);
+  const int vocab = b.dims.image_vocab, l_dec = 40;
+  sparse::PolicyParams params;
+  params.kind = pc.kind;
+  params.sparsity = pc.sparsity;
+  absl::StatusOr<sparse::ResolvedPolicy> policy = sparse::ResolvePolicy(params, l_dec);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  EXPECT_EQ(b.cuda->KvBytesPerTokenRow() * 2, b.cpu->KvBytesPerTokenRow());  // bf16 vs f32
+
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> tok(0, b.dims.text_vocab - 1);
+  struct Pair {
+    int prompt_len;
+    std::vector<model::RowId> cpu_rows, cuda_rows;
+    int next_step = 0;
+    int32_t next_token = 0;
+    model::SamplingSpec spec;
+  };
+  std::vector<Pair> pairs(2);
+  pairs[0].prompt_len = 13;
+  pairs[1].prompt_len = 7;
+  pairs[1].spec.top_k = 20;
+  pairs[1].spec.top_p = 0.9f;
+  pairs[1].spec.seed = 99;
+  pairs[1].spec.image_index = 1;
+  int agree = 0, total = 0;
+  double worst = 0;
+
+  auto prefill = [&](Pair& p) {
+    std::vector<int32_t> tokens(2 * p.prompt_len);
+    for (auto& t : tokens) t = tok(rng);
+    const std::vector<int32_t> offsets = {0, p.prompt_len, 2 * p.prompt_len};
+    std::vector<model::SamplingSpec> sampling = {p.spec};
+    std::vector<float> logits[2];
+    std::vector<int32_t> sampled[2];
+    for (int i = 0; i < 2; ++i) {
+      model::Backend& be = i == 0 ? *b.cpu : *b.cuda;
+      auto& rows = i == 0 ? p.cpu_rows : p.cuda_rows;
+      for (int k = 0; k < 2; ++k) {
+        absl::StatusOr<model::RowId> row = be.AllocateRow(p.prompt_len, *policy);
+        ASSERT_TRUE(row.ok()) << row.status();
+        rows.push_back(*row);
+      }
+      logits[i].resize(2 * vocab);
+      sampled[i].assign(1, -1);
+      absl::Status s = be.Prefill({rows, offsets, tokens, sampling}, {sampled[i], logits[i].data()});
+      ASSERT_TRUE(s.ok()) << s;
+    }
+    for (int r = 0; r < 2; ++r) {
+      const double err = RowError(logits[1], logits[0], r, vocab);
+      worst = std::max(worst, err);
+      EXPECT_LE(err, kLogitTolerance) << "prefill row " << r;
+    }
+    agree += sampled[0][0] == sampled[1][0];
+    ++total;
+    p.next_token = sampled[0][0];  // teacher forcing: both continue from the CPU's token
+  };
+
+  auto decode = [&](std::vector<Pair*> batch) {
+    std::vector<model::RowId> rows[2];
+    std::vector<int32_t> tokens, steps;
+    std::vector<model::SamplingSpec> sampling;
+    for (Pair* p : batch) {
+      rows[0].insert(rows[0].end(), p->cpu_rows.begin(), p->cpu_rows.end());
+      rows[1].insert(rows[1].end(), p->cuda_rows.begin(), p->cuda_rows.end());
+      tokens.push_back(p->next_token);
+      steps.push_back(p->next_step);
+      sampling.push_back(p->spec);
+    }
+    const int n_rows = 2 * batch.size();
+    std::vector<float> logits[2];
+    std::vector<int32_t> sampled[2];
+    for (int i = 0; i < 2; ++i) {
+      model::Backend& be = i == 0 ? *b.cpu : *b.cuda;
+      logits[i].resize(n_rows * vocab);
+      sampled[i].assign(batch.size(), -1);
+      absl::Status s = be.Decode({rows[i], tokens, steps, sampling}, {sampled[i], logits[i].data()});
+      ASSERT_TRUE(s.ok()) << s;
+    }
+    for (int r = 0; r < n_rows; ++r) {
+      const double err = RowError(logits[1], logits[0], r, vocab);
+      worst = std::max(worst, err);
+      EXPECT_LE(err, kLogitTolerance) << "decode step " << steps[r / 2] << " row " << r;
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      agree += sampled[0][i] == sampled[1][i];
+      ++total;
+      ASSERT_GE(sampled[1][i], 0);
+      ASSERT_LT(sampled[1][i], vocab);
+      batch[i]->next_token = sampled[0][i];
+      batch[i]->next_step += 1;
+    }
+  };
+
+  ASSERT_NO_FATAL_FAILURE(prefill(pairs[0]));
+  for (int s = 0; s < 5; ++s) ASSERT_NO_FATAL_FAILURE(decode({&pairs[0]}));
+  ASSERT_NO_FATAL_FAILURE(prefill(pairs[1]));
+  while (pairs[1].next_step < l_dec) {
+    std::vector<Pair*> batch;
+    for (Pair& p : pairs)
+      if (p.next_step < l_dec) batch.push_back(&p);
+    ASSERT_NO_FATAL_FAILURE(decode(batch));
+  }
+  const double rate = static_cast<double>(agree) / total;
+  std::printf("[ %s %s ] worst logit error %.2e, token agreement %d/%d\n", pc.checkpoint.c_str(),
+              std::string(sparse::PolicyName(pc.kind)).c_str(), worst, agree, total);
+  EXPECT_GE(rate, kMinTokenAgreement);
+  // Freed rows return their KV to the pool.
+  const int64_t in_use = b.cuda->KvBytesInUse();
+  EXPECT_EQ(in_use, 2 * b.cuda->KvBytesForRow(13, policy->n_slots) + 2 * b.cuda->KvBytesForRow(7, policy->n_slots));
+  for (Pair& p : pairs)
+    for (model::RowId r : p.cuda_rows) b.cuda->FreeRow(r);
+  EXPECT_EQ(b.cuda->KvBytesInUse(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, CudaBackendTest,
+    ::testing::Values(PolicyCase{"tests/goldens/tiny/tiny-mha", sparse::PolicyKind::kDense, 0.0},
+                      PolicyCase{"tests/goldens/tiny/tiny-gqa-sharded", sparse::PolicyKind::kDense, 0.0},
+                      PolicyCase{"tests/goldens/tiny/tiny-mha", sparse::PolicyKind::kSlidingWindow, 0.8},
+                      PolicyCase{"tests/goldens/tiny/tiny-mha", sparse::PolicyKind::kStreamingLlm, 0.8},
+                      PolicyCase{"tests/goldens/tiny/tiny-gqa-sharded", sparse::PolicyKind::kH2O, 0.8},
+                      PolicyCase{"tests/goldens/tiny/tiny-mha", sparse::PolicyKind::kTova, 0.8},
+                      PolicyCase{"tests/goldens/tiny/tiny-mha", sparse::PolicyKind::kAlisa, 0.8},
+                      PolicyCase{"tests/goldens/tiny/tiny-mha", sparse::PolicyKind::kDiagonal, 0.8},
+                      PolicyCase{"tests/goldens/tiny/tiny-gqa-sharded", sparse::PolicyKind::kDiagonalSink4, 0.8}),
+    [](const ::testing::TestParamInfo<PolicyCase>& info) {
+      return std::string(sparse::PolicyName(info.param.kind)) +
+             (info.param.checkpoint.find("gqa") != std::string::npos ? "_gqa" : "_mha");
+    });
+
+}  // namespace
+}  // namespace argen::cuda

@@ -1,0 +1,127 @@
+// Every sparse policy planned and observed on the device produces exactly the
+// CPU's write slots, attended lists and state, step after step, when both see
+// the same attention probabilities (engine/sparse/policy.h run on both sides).
+#include "engine/cuda/policy_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "engine/sparse/policy_params.h"
+
+namespace argen::cuda {
+namespace {
+
+template <typename T>
+struct Dev {
+  T* p = nullptr;
+  explicit Dev(size_t n) { cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)); }
+  ~Dev() { cudaFree(p); }
+  void Put(const std::vector<T>& h) { cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice); }
+  std::vector<T> Get(size_t n) const {
+    std::vector<T> h(n);
+    cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost);
+    return h;
+  }
+};
+
+struct KindCase {
+  sparse::PolicyKind kind;
+  double sparsity;
+};
+
+class PolicyKernelsTest : public ::testing::TestWithParam<KindCase> {};
+
+TEST_P(PolicyKernelsTest, DeviceMatchesHostStepByStep) {
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  ASSERT_GT(devices, 0);
+  const int l_dec = 80, rows = 3, layers = 2, kvh = 3, heads = layers * kvh;
+  sparse::PolicyParams params;
+  params.kind = GetParam().kind;
+  params.sparsity = GetParam().sparsity;
+  absl::StatusOr<sparse::ResolvedPolicy> policy = sparse::ResolvePolicy(params, l_dec);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  const sparse::PolicyLayout layout = sparse::LayoutFor(*policy);
+  const int stride = layout.max_attended;
+
+  std::vector<int32_t> ints(static_cast<size_t>(rows) * heads * layout.ints_per_head);
+  std::vector<float> floats(static_cast<size_t>(rows) * heads * std::max(layout.floats_per_head, 0));
+  Dev<int32_t> d_ints(ints.size());
+  Dev<float> d_floats(floats.size());
+  std::vector<RowPlan> plans(rows);
+  for (int r = 0; r < rows; ++r) {
+    plans[r].policy = *policy;
+    plans[r].layout = layout;
+    plans[r].ints_offset = int64_t{r} * heads * layout.ints_per_head;
+    plans[r].floats_offset = int64_t{r} * heads * layout.floats_per_head;
+    plans[r].sparse = 1;
+    ASSERT_EQ(InitPolicyState(*policy, layout, heads, d_ints.p + plans[r].ints_offset,
+                              d_floats.p + plans[r].floats_offset, 0), cudaSuccess);
+    for (int h = 0; h < heads; ++h) {
+      sparse::InitState(*policy, layout,
+                        {ints.data() + plans[r].ints_offset + int64_t{h} * layout.ints_per_head,
+                         floats.data() + plans[r].floats_offset + int64_t{h} * layout.floats_per_head});
+    }
+  }
+  const size_t per_layer = static_cast<size_t>(rows) * kvh;
+  Dev<int32_t> d_slots(layers * per_layer), d_counts(layers * per_layer), d_att(layers * per_layer * stride);
+  Dev<float> d_probs(per_layer * stride);
+  Dev<RowPlan> d_plans(rows);
+  PlanBuffers buf{d_slots.p, d_counts.p, d_att.p, stride};
+  std::mt19937 rng(static_cast<uint32_t>(params.kind) * 31 + 5);
+  std::uniform_real_distribution<float> uni(0.001f, 1.0f);
+  std::vector<int32_t> att(stride);
+
+  for (int t = 0; t < l_dec; ++t) {
+    for (auto& p : plans) p.step = t;
+    d_plans.Put(plans);
+    ASSERT_EQ(PlanDecodeStep(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, 0), cudaSuccess);
+    const auto slots = d_slots.Get(layers * per_layer);
+    const auto counts = d_counts.Get(layers * per_layer);
+    const auto attended = d_att.Get(layers * per_layer * stride);
+    std::vector<std::vector<float>> layer_probs(layers, std::vector<float>(per_layer * stride, 0.f));
+    for (int l = 0; l < layers; ++l)
+      for (int r = 0; r < rows; ++r)
+        for (int g = 0; g < kvh; ++g) {
+          const int h = l * kvh + g;
+          sparse::PolicyState s{ints.data() + plans[r].ints_offset + int64_t{h} * layout.ints_per_head,
+                                floats.data() + plans[r].floats_offset + int64_t{h} * layout.floats_per_head};
+          int32_t slot = -1;
+          const int32_t n = sparse::PlanStep(*policy, layout, s, t, &slot, att.data());
+          const size_t at = (static_cast<size_t>(l) * rows + r) * kvh + g;
+          ASSERT_GE(n, 0);
+          ASSERT_EQ(counts[at], n) << "t " << t << " layer " << l << " row " << r << " head " << g;
+          ASSERT_EQ(slots[at], slot) << "t " << t;
+          for (int i = 0; i < n; ++i) ASSERT_EQ(attended[at * stride + i], att[i]) << "t " << t << " entry " << i;
+          // The same probabilities for both sides (the attention's output in real use).
+          float* probs = layer_probs[l].data() + (static_cast<size_t>(r) * kvh + g) * stride;
+          float total = 0.f;
+          for (int i = 0; i < n; ++i) total += (probs[i] = uni(rng));
+          for (int i = 0; i < n; ++i) probs[i] /= total * 1.25f;  // the prompt holds the rest
+          if (sparse::ObserveNeeded(*policy, layout, s, t)) sparse::ObserveStep(*policy, layout, s, t, att.data(), probs, n);
+        }
+    for (int l = 0; l < layers; ++l) {
+      d_probs.Put(layer_probs[l]);
+      ASSERT_EQ(ObserveDecodeStep(d_plans.p, rows, layers, kvh, l, d_ints.p, d_floats.p, buf, d_probs.p, stride, 0),
+                cudaSuccess);
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(d_ints.Get(ints.size()), ints) << "int state differs after step " << t;
+    ASSERT_EQ(d_floats.Get(floats.size()), floats) << "float state differs after step " << t;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, PolicyKernelsTest,
+    ::testing::Values(KindCase{sparse::PolicyKind::kDense, 0.0}, KindCase{sparse::PolicyKind::kSlidingWindow, 0.8},
+                      KindCase{sparse::PolicyKind::kStreamingLlm, 0.85}, KindCase{sparse::PolicyKind::kH2O, 0.8},
+                      KindCase{sparse::PolicyKind::kTova, 0.9}, KindCase{sparse::PolicyKind::kAlisa, 0.8},
+                      KindCase{sparse::PolicyKind::kDiagonal, 0.9}, KindCase{sparse::PolicyKind::kDiagonalSink4, 0.85}),
+    [](const ::testing::TestParamInfo<KindCase>& info) {
+      return std::string(sparse::PolicyName(info.param.kind));
+    });
+
+}  // namespace
+}  // namespace argen::cuda
