@@ -1,0 +1,162 @@
+// Proto -> engine request mapping: defaults, the policy rule, and
+// INVALID_ARGUMENT messages that name the proto field.
+#include "server/request_mapping.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace argen::server {
+namespace {
+
+constexpr int32_t kImageTokens = 64;
+
+ServerConfig DiagonalDefault() {
+  ServerConfig c;
+  c.default_policy.kind = sparse::PolicyKind::kDiagonal;
+  c.default_policy.sparsity = 0.75;
+  c.default_policy.n_recent = 40;
+  c.default_sampling.cfg_weight = 4;
+  return c;
+}
+
+v1::GenerateRequest Basic() {
+  v1::GenerateRequest r;
+  r.set_prompt("a cat");
+  return r;
+}
+
+TEST(RequestMappingTest, DefaultsFillUnsetFields) {
+  absl::StatusOr<engine::GenerationRequest> g =
+      ToGenerationRequest(Basic(), DiagonalDefault(), kImageTokens, 99);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->num_images, 1);
+  EXPECT_EQ(g->sampling.seed, 99u);  // server-chosen seed when unset
+  EXPECT_FLOAT_EQ(g->sampling.cfg_weight, 4);
+  EXPECT_EQ(g->policy.kind, sparse::PolicyKind::kDiagonal);
+  EXPECT_DOUBLE_EQ(g->policy.sparsity, 0.75);
+  EXPECT_EQ(g->policy.n_recent, 40);
+}
+
+TEST(RequestMappingTest, RequestFieldsWin) {
+  v1::GenerateRequest r = Basic();
+  r.set_num_images(3);
+  r.set_seed(5);
+  r.set_cfg_weight(2.5f);
+  r.set_temperature(0.7f);
+  r.set_top_k(10);
+  r.set_top_p(0.9f);
+  r.mutable_policy()->set_name("diagonal");
+  r.mutable_policy()->set_sparsity(0.5);
+  absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(r, DiagonalDefault(), kImageTokens, 99);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->num_images, 3);
+  EXPECT_EQ(g->sampling.seed, 5u);
+  EXPECT_FLOAT_EQ(g->sampling.cfg_weight, 2.5f);
+  EXPECT_FLOAT_EQ(g->sampling.temperature, 0.7f);
+  EXPECT_EQ(g->sampling.top_k, 10);
+  EXPECT_FLOAT_EQ(g->sampling.top_p, 0.9f);
+  EXPECT_DOUBLE_EQ(g->policy.sparsity, 0.5);
+  EXPECT_EQ(g->policy.n_recent, 40);  // same policy as the default: its n_recent stays
+}
+
+TEST(RequestMappingTest, NamedPolicyTakesDefaultSparsityButNotOtherParameters) {
+  v1::GenerateRequest r = Basic();
+  r.mutable_policy()->set_name("streaming_llm");
+  absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(r, DiagonalDefault(), kImageTokens, 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->policy.kind, sparse::PolicyKind::kStreamingLlm);
+  EXPECT_DOUBLE_EQ(g->policy.sparsity, 0.75);
+  EXPECT_EQ(g->policy.n_recent, 0);  // streaming_llm rejects n_recent; not inherited
+  r.mutable_policy()->set_name("dense");
+  g = ToGenerationRequest(r, DiagonalDefault(), kImageTokens, 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->policy.kind, sparse::PolicyKind::kDense);
+  EXPECT_DOUBLE_EQ(g->policy.sparsity, 0.0);
+  r.mutable_policy()->set_name("sliding_window");
+  r.mutable_policy()->set_n_att(16);  // n_att replaces the default sparsity
+  g = ToGenerationRequest(r, DiagonalDefault(), kImageTokens, 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->policy.n_att, 16);
+  EXPECT_DOUBLE_EQ(g->policy.sparsity, 0.0);
+}
+
+struct BadField {
+  const char* field;
+  std::function<void(v1::GenerateRequest&)> mutate;
+};
+
+TEST(RequestMappingTest, BadFieldsAreInvalidArgumentNamingTheField) {
+  const std::vector<BadField> cases = {
+      {"prompt", [](v1::GenerateRequest& r) { r.set_prompt("   "); }},
+      {"num_images", [](v1::GenerateRequest& r) { r.set_num_images(-1); }},
+      {"num_images", [](v1::GenerateRequest& r) { r.set_num_images(17); }},
+      {"cfg_weight", [](v1::GenerateRequest& r) { r.set_cfg_weight(NAN); }},
+      {"temperature", [](v1::GenerateRequest& r) { r.set_temperature(0); }},
+      {"top_k", [](v1::GenerateRequest& r) { r.set_top_k(-3); }},
+      {"top_p", [](v1::GenerateRequest& r) { r.set_top_p(0); }},
+      {"top_p", [](v1::GenerateRequest& r) { r.set_top_p(1.5f); }},
+      {"request_id", [](v1::GenerateRequest& r) { r.set_request_id("has space"); }},
+      {"policy.name", [](v1::GenerateRequest& r) { r.mutable_policy()->set_name("magic"); }},
+      {"policy.sparsity", [](v1::GenerateRequest& r) { r.mutable_policy()->set_sparsity(1.0); }},
+      {"policy.n_att", [](v1::GenerateRequest& r) { r.mutable_policy()->set_n_att(-2); }},
+      {"policy.n_recent", [](v1::GenerateRequest& r) { r.mutable_policy()->set_n_recent(-2); }},
+      {"policy.n_sink", [](v1::GenerateRequest& r) { r.mutable_policy()->set_n_sink(-5); }},
+      // Cross-field rule from sparse::ResolvePolicy: n_att above the window.
+      {"n_att", [](v1::GenerateRequest& r) {
+         r.mutable_policy()->set_name("diagonal");
+         r.mutable_policy()->set_sparsity(0);
+         r.mutable_policy()->set_n_att(60);
+         r.mutable_policy()->set_n_recent(20);
+       }},
+      {"policy", [](v1::GenerateRequest& r) {
+         r.mutable_policy()->set_name("dense");
+         r.mutable_policy()->set_sparsity(0.5);
+       }},
+  };
+  for (const BadField& c : cases) {
+    v1::GenerateRequest r = Basic();
+    c.mutate(r);
+    absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(r, DiagonalDefault(), kImageTokens, 1);
+    ASSERT_FALSE(g.ok()) << c.field;
+    EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_NE(g.status().message().find(c.field), std::string::npos)
+        << "expected '" << c.field << "' in: " << g.status().message();
+  }
+}
+
+TEST(RequestMappingTest, StatusCodesCarryOver) {
+  grpc::Status s = ToGrpcStatus(absl::ResourceExhaustedError("queue full"));
+  EXPECT_EQ(s.error_code(), grpc::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(s.error_message(), "queue full");
+  EXPECT_EQ(ToGrpcStatus(absl::FailedPreconditionError("x")).error_code(), grpc::FAILED_PRECONDITION);
+  EXPECT_EQ(ToGrpcStatus(absl::UnavailableError("x")).error_code(), grpc::UNAVAILABLE);
+  EXPECT_EQ(ToGrpcStatus(absl::DeadlineExceededError("x")).error_code(), grpc::DEADLINE_EXCEEDED);
+  EXPECT_EQ(ToGrpcStatus(absl::CancelledError("x")).error_code(), grpc::CANCELLED);
+  EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
+}
+
+TEST(RequestMappingTest, ModelInfoListsEveryPolicyAndRanges) {
+  engine::ModelInfo info;
+  info.name = "m";
+  info.image_tokens = 576;
+  info.image_vocab = 16384;
+  v1::ModelInfo out;
+  FillModelInfo(info, DiagonalDefault(), &out);
+  ASSERT_EQ(out.policies_size(), 8);
+  for (const v1::PolicyInfo& p : out.policies()) {
+    EXPECT_TRUE(sparse::ParsePolicyName(p.name()).ok()) << p.name();
+  }
+  EXPECT_EQ(out.default_policy().name(), "diagonal");
+  bool has_n_att = false;
+  for (const v1::ParameterRange& r : out.ranges()) {
+    if (r.name() == "n_att") {
+      has_n_att = true;
+      EXPECT_EQ(r.max(), 576);
+    }
+  }
+  EXPECT_TRUE(has_n_att);
+}
+
+}  // namespace
+}  // namespace argen::server

@@ -1,0 +1,164 @@
+// Config parsing: YAML keys, byte units, flag overrides, and errors that
+// name the key (and the file or flag it came from).
+#include "server/server_config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "server/byte_size.h"
+
+namespace argen::server {
+namespace {
+
+TEST(ByteSizeTest, ParsesUnits) {
+  EXPECT_EQ(ParseByteSize("1024").value(), 1024);
+  EXPECT_EQ(ParseByteSize("8GiB").value(), int64_t{8} << 30);
+  EXPECT_EQ(ParseByteSize("512 MiB").value(), int64_t{512} << 20);
+  EXPECT_EQ(ParseByteSize("1.5KiB").value(), 1536);
+  EXPECT_EQ(ParseByteSize("2GB").value(), 2000000000);
+  EXPECT_EQ(ParseByteSize("3kB").value(), 3000);
+  EXPECT_EQ(ParseByteSize("7B").value(), 7);
+  EXPECT_FALSE(ParseByteSize("8XB").ok());
+  EXPECT_FALSE(ParseByteSize("GiB").ok());
+  EXPECT_FALSE(ParseByteSize("-1GiB").ok());
+  EXPECT_FALSE(ParseByteSize("").ok());
+  EXPECT_FALSE(ParseByteSize("99999999TiB").ok());
+}
+
+TEST(ServerConfigTest, YamlSetsEveryKindOfKey) {
+  ServerConfig c;
+  const std::string yaml = R"(
+model_dir: /models/janus
+backend: cuda
+threads: 3
+port: 6000
+metrics_port: -1
+kv_budget_bytes: 2GiB
+max_batch_rows: 32
+queue_limit: 5
+max_message_bytes: 8MiB
+progress_interval_ms: 100
+drain_timeout_s: 2.5
+default_policy:
+  name: diagonal
+  sparsity: 0.75
+  n_recent: 40
+default_sampling:
+  cfg_weight: 4.5
+  top_k: 100
+)";
+  ASSERT_TRUE(ApplyConfigYaml(c, yaml, "test.yaml").ok());
+  EXPECT_EQ(c.model_dir, "/models/janus");
+  EXPECT_EQ(c.backend, "cuda");
+  EXPECT_EQ(c.threads, 3);
+  EXPECT_EQ(c.port, 6000);
+  EXPECT_EQ(c.metrics_port, -1);
+  EXPECT_EQ(c.kv_budget_bytes, int64_t{2} << 30);
+  EXPECT_EQ(c.max_batch_rows, 32);
+  EXPECT_EQ(c.queue_limit, 5);
+  EXPECT_EQ(c.max_message_bytes, int64_t{8} << 20);
+  EXPECT_EQ(c.progress_interval_ms, 100);
+  EXPECT_DOUBLE_EQ(c.drain_timeout_s, 2.5);
+  EXPECT_EQ(c.default_policy.kind, sparse::PolicyKind::kDiagonal);
+  EXPECT_DOUBLE_EQ(c.default_policy.sparsity, 0.75);
+  EXPECT_EQ(c.default_policy.n_recent, 40);
+  EXPECT_FLOAT_EQ(c.default_sampling.cfg_weight, 4.5f);
+  EXPECT_EQ(c.default_sampling.top_k, 100);
+  EXPECT_TRUE(ValidateConfig(c).ok());
+}
+
+struct BadCase {
+  const char* yaml;
+  const char* must_mention;
+};
+
+TEST(ServerConfigTest, ErrorsNameTheKeyAndFile) {
+  const BadCase cases[] = {
+      {"modle_dir: x\n", "unknown key 'modle_dir'"},
+      {"kv_budget_bytes: 8XB\n", "key 'kv_budget_bytes'"},
+      {"port: 70000\n", "key 'port'"},
+      {"port: eighty\n", "key 'port'"},
+      {"backend: tpu\n", "key 'backend'"},
+      {"max_batch_rows: 1\n", "key 'max_batch_rows'"},
+      {"queue_limit: 0\n", "key 'queue_limit'"},
+      {"default_policy:\n  name: sparse_magic\n", "key 'default_policy.name'"},
+      {"default_policy:\n  sparsity: 1.0\n", "key 'default_policy.sparsity'"},
+      {"default_policy:\n  colour: red\n", "unknown key 'default_policy.colour'"},
+      {"default_sampling:\n  temperature: 0\n", "key 'default_sampling.temperature'"},
+      {"default_sampling:\n  top_p: 1.5\n", "key 'default_sampling.top_p'"},
+      {"threads: [1, 2]\n", "key 'threads'"},
+      {"threads:\n", "key 'threads'"},
+      {"model_dir: [unclosed\n", "not valid YAML"},
+      {"- a\n- b\n", "mapping"},
+  };
+  for (const BadCase& c : cases) {
+    ServerConfig config;
+    absl::Status s = ApplyConfigYaml(config, c.yaml, "my.yaml");
+    ASSERT_FALSE(s.ok()) << c.yaml;
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.yaml;
+    EXPECT_NE(s.message().find(c.must_mention), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("my.yaml"), std::string::npos) << s.message();
+  }
+}
+
+TEST(ServerConfigTest, FlagsOverrideTheFile) {
+  const std::string path = ::testing::TempDir() + "/argen_config_test.yaml";
+  {
+    std::ofstream f(path);
+    f << "model_dir: /from/file\nkv_budget_bytes: 1GiB\nqueue_limit: 3\n";
+  }
+  const char* argv[] = {"argen_server", "--config", path.c_str(), "--kv_budget_bytes=8GiB",
+                        "--default_policy.name", "diagonal_sink4"};
+  absl::StatusOr<CommandLine> cl = ParseCommandLine(6, argv);
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  absl::StatusOr<ServerConfig> c = LoadServerConfig(*cl);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_dir, "/from/file");
+  EXPECT_EQ(c->kv_budget_bytes, int64_t{8} << 30);  // flag wins
+  EXPECT_EQ(c->queue_limit, 3);                     // file kept
+  EXPECT_EQ(c->default_policy.kind, sparse::PolicyKind::kDiagonalSink4);
+  std::remove(path.c_str());
+}
+
+TEST(ServerConfigTest, CommandLineErrorsNameTheFlag) {
+  const char* unknown[] = {"argen_server", "--kv_budget=1GiB"};
+  absl::StatusOr<CommandLine> cl = ParseCommandLine(2, unknown);
+  ASSERT_FALSE(cl.ok());
+  EXPECT_NE(cl.status().message().find("--kv_budget"), std::string::npos);
+
+  const char* bad_value[] = {"argen_server", "--model_dir=/m", "--queue_limit=-4"};
+  cl = ParseCommandLine(3, bad_value);
+  ASSERT_TRUE(cl.ok());
+  absl::StatusOr<ServerConfig> c = LoadServerConfig(*cl);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("flag --queue_limit"), std::string::npos) << c.status();
+
+  const char* missing_value[] = {"argen_server", "--port"};
+  EXPECT_FALSE(ParseCommandLine(2, missing_value).ok());
+
+  const char* no_model[] = {"argen_server"};
+  c = LoadServerConfig(*ParseCommandLine(1, no_model));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("model_dir"), std::string::npos);
+
+  const char* missing_file[] = {"argen_server", "--config=/nonexistent/argen.yaml"};
+  c = LoadServerConfig(*ParseCommandLine(2, missing_file));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("/nonexistent/argen.yaml"), std::string::npos);
+}
+
+TEST(ServerConfigTest, ShippedExampleConfigParses) {
+  const char* root = std::getenv("ARGEN_SOURCE_DIR");
+  ASSERT_NE(root, nullptr);
+  const std::string path = std::string(root) + "/configs/argen.yaml";
+  const std::string arg = "--config=" + path;
+  const char* argv[] = {"argen_server", arg.c_str()};
+  absl::StatusOr<ServerConfig> c = LoadServerConfig(*ParseCommandLine(2, argv));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->model_dir.empty());
+}
+
+}  // namespace
+}  // namespace argen::server
