@@ -48,6 +48,28 @@ absl::Status GenericEngine::ValidateRequest(const engine::GenerationRequest& r) 
   return absl::OkStatus();
 }
 
+absl::Status GenericEngine::ValidatePromptIds(const std::vector<int32_t>& cond,
+                                              const std::vector<int32_t>& uncond) const {
+  if (cond.empty() || uncond.size() != cond.size()) {
+    return absl::InvalidArgumentError("cond_ids and uncond_ids must be non-empty and of equal length");
+  }
+  if (static_cast<int32_t>(cond.size()) > config_.info.max_prompt_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt is ", cond.size(),
+                                                   " tokens, over max_prompt_tokens ",
+                                                   config_.info.max_prompt_tokens));
+  }
+  const int32_t vocab = backend_->dims().text_vocab;
+  for (const std::vector<int32_t>* ids : {&cond, &uncond}) {
+    for (int32_t id : *ids) {
+      if (id < 0 || id >= vocab) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "prompt token id ", id, " is outside language_config.vocab_size ", vocab));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(
     const engine::GenerationRequest& request) const {
   if (absl::Status s = ValidateRequest(request); !s.ok()) return s;
@@ -56,14 +78,8 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(
   if (!policy.ok()) return policy.status();
   absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ids = encoder_(request.prompt);
   if (!ids.ok()) return ids.status();
+  if (absl::Status s = ValidatePromptIds(ids->first, ids->second); !s.ok()) return s;
   const int32_t len = static_cast<int32_t>(ids->first.size());
-  if (len == 0 || ids->second.size() != ids->first.size()) {
-    return absl::InternalError("prompt encoder returned empty or unequal cond/uncond ids");
-  }
-  if (len > config_.info.max_prompt_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt is ", len, " tokens, over max_prompt_tokens ",
-                                                   config_.info.max_prompt_tokens));
-  }
   engine::PreparedRequest p;
   p.request = request;
   p.cond_ids = std::move(ids->first);
@@ -75,10 +91,8 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(
 
 absl::StatusOr<engine::GroupId> GenericEngine::Add(const engine::PreparedRequest& request) {
   if (absl::Status s = ValidateRequest(request.request); !s.ok()) return s;
+  if (absl::Status s = ValidatePromptIds(request.cond_ids, request.uncond_ids); !s.ok()) return s;
   const int32_t len = static_cast<int32_t>(request.cond_ids.size());
-  if (len == 0 || request.uncond_ids.size() != request.cond_ids.size()) {
-    return absl::InvalidArgumentError("cond_ids and uncond_ids must be non-empty and of equal length");
-  }
   if (request.policy.l_dec != config_.info.image_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("policy.l_dec (", request.policy.l_dec,
                                                    ") must equal image_tokens (",

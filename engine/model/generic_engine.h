@@ -73,6 +73,9 @@ class GenericEngine final : public engine::Engine {
   };
 
   absl::Status ValidateRequest(const engine::GenerationRequest& r) const;
+  // Lengths, max_prompt_tokens and ids inside the text vocabulary, so a bad
+  // request fails in Prepare/Add and never inside a shared Step().
+  absl::Status ValidatePromptIds(const std::vector<int32_t>& cond, const std::vector<int32_t>& uncond) const;
   absl::Status PrefillPending(engine::StepReport* report);
   absl::Status DecodeRunning(const std::vector<engine::GroupId>& ids, engine::StepReport* report);
   // Records token `t` of every image of `g`, finishing (and freeing) it at the end.

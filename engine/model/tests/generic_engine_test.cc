@@ -253,6 +253,10 @@ TEST(GenericEngineTest, InvalidRequestsNameTheField) {
   bad.uncond_ids.pop_back();
   EXPECT_FALSE(engine->Add(bad).ok());
   bad = *p;
+  bad.cond_ids[1] = 512;  // tiny text vocabulary is 512
+  absl::Status vocab_error = engine->Add(bad).status();
+  EXPECT_NE(vocab_error.message().find("vocab_size"), std::string::npos) << vocab_error;
+  bad = *p;
   bad.policy.l_dec = 10;
   EXPECT_FALSE(engine->Add(bad).ok());
   EXPECT_EQ(engine->KvBytesInUse(), 0);
