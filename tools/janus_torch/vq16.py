@@ -240,14 +240,17 @@ class VectorQuantizer(nn.Module):
 
     def forward(self, z: torch.Tensor):
         """z: (b, e_dim, h, w). Returns (z_q straight-through, (vq, commit, entropy) losses or Nones, indices (b*h*w,))."""
-        z = z.permute(0, 2, 3, 1).contiguous()  # b h w c
-        flat = z.reshape(-1, self.e_dim)
-        table = self.codebook()
-        if self.l2_norm:
-            z = F.normalize(z, p=2, dim=-1)
-            flat = F.normalize(flat, p=2, dim=-1)
-        dist = (flat.pow(2).sum(dim=1, keepdim=True) + table.pow(2).sum(dim=1)
-                - 2.0 * flat @ table.t())
+        # Nearest-code search in float32 even under autocast: bf16 distances
+        # would pick wrong codes. (Identical to the official code in float32.)
+        with torch.autocast(device_type=z.device.type, enabled=False):
+            z = z.float().permute(0, 2, 3, 1).contiguous()  # b h w c
+            flat = z.reshape(-1, self.e_dim)
+            table = self.codebook().float()
+            if self.l2_norm:
+                z = F.normalize(z, p=2, dim=-1)
+                flat = F.normalize(flat, p=2, dim=-1)
+            dist = (flat.pow(2).sum(dim=1, keepdim=True) + table.pow(2).sum(dim=1)
+                    - 2.0 * flat @ table.t())
         indices = torch.argmin(dist, dim=1)
         z_q = table[indices].view(z.shape)
         vq_loss = commit_loss = ent_loss = None
