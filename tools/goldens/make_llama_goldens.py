@@ -16,6 +16,10 @@ input_ids, gen_head on the last position, then decode steps with
 inputs_embeds of fixed image tokens, gen_head after each step. The C++ test
 runs the same rows batched, pairs joining at different steps.
 
+For the first pair's cond row it also records every decode step's attention
+weights (output_attentions, eager) per layer and head, for the CPU
+backend's attention observer.
+
 Also records the CFG sampling distributions of engine/model/sampler.h
 computed with torch ops (softmax(logits / T) with top-k / top-p thresholds).
 
@@ -92,16 +96,20 @@ def gen_input(w: dict, token: int) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def run_row(model: LlamaModel, w: dict, ids: list, image_tokens: list) -> list:
-    """gen_head logits after prefill and after each decode step."""
+def run_row(model: LlamaModel, w: dict, ids: list, image_tokens: list, attentions: list | None = None) -> list:
+    """gen_head logits after prefill and after each decode step; optionally
+    appends each decode step's attention weights [layer][head][key]."""
     out = model(input_ids=torch.tensor([ids]), use_cache=True)
     logits = [gen_head(w, out.last_hidden_state[0, -1])]
     past = out.past_key_values
     for tok in image_tokens:
         emb = gen_input(w, tok).view(1, 1, -1)
-        out = model(inputs_embeds=emb, past_key_values=past, use_cache=True)
+        out = model(inputs_embeds=emb, past_key_values=past, use_cache=True,
+                    output_attentions=attentions is not None)
         past = out.past_key_values
         logits.append(gen_head(w, out.last_hidden_state[0, -1]))
+        if attentions is not None:
+            attentions.append([layer[0, :, -1, :].tolist() for layer in out.attentions])
     return logits
 
 
@@ -129,8 +137,9 @@ def make_case(name: str, directory: str, rope_theta: float | None) -> dict:
     torch.manual_seed(0)
     model = language_model(config, weights, theta)
     pairs = []
-    for p in PAIRS:
-        cond = run_row(model, weights, p["cond"], p["image_tokens"])
+    for index, p in enumerate(PAIRS):
+        attentions = [] if index == 0 else None
+        cond = run_row(model, weights, p["cond"], p["image_tokens"], attentions)
         uncond = run_row(model, weights, p["uncond"], p["image_tokens"])
         sampling = [dict(s, probs=sampling_probs(cond[0], uncond[0], s).tolist()) for s in SAMPLING]
         pairs.append({
@@ -138,6 +147,10 @@ def make_case(name: str, directory: str, rope_theta: float | None) -> dict:
             "cond_logits": [l.tolist() for l in cond], "uncond_logits": [l.tolist() for l in uncond],
             "sampling_from_prefill": sampling,
         })
+        if attentions is not None:
+            # Decode-step attention weights of the cond row: [step][layer][head][key],
+            # keys = prompt then decode positions 0..step.
+            pairs[-1]["cond_decode_attentions"] = attentions
     return {"name": name, "checkpoint": f"tests/goldens/tiny/{directory}", "rope_theta": theta,
             "pairs": pairs}
 

@@ -3,6 +3,8 @@
 // batched decode logits of CFG pairs with different prompt lengths, the
 // second pair joining two steps after the first; MHA, GQA and a non-default
 // rope_theta. Also the sampler's distributions against torch.
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "engine/cpu/tests/golden_util.h"
@@ -130,6 +132,52 @@ TEST_P(LlamaGoldenTest, SamplerDistributionsMatchTorch) {
       }
     }
   }
+}
+
+TEST_P(LlamaGoldenTest, AttentionObserverSeesTransformersAttentionWeights) {
+  const nlohmann::json golden = ReadJson("tests/goldens/llama/" + GetParam() + ".json");
+  testing::LoadedBackend loaded =
+      LoadTinyBackend(golden["checkpoint"].get<std::string>(), golden["rope_theta"].get<float>());
+  ASSERT_NE(loaded.backend, nullptr);
+  auto* cpu = dynamic_cast<CpuBackend*>(loaded.backend.get());
+  ASSERT_NE(cpu, nullptr);
+  const nlohmann::json& pair = golden["pairs"][0];
+  const auto cond = pair["cond_ids"].get<std::vector<int32_t>>();
+  const auto uncond = pair["uncond_ids"].get<std::vector<int32_t>>();
+  const auto image_tokens = pair["image_tokens"].get<std::vector<int32_t>>();
+  const nlohmann::json& want = pair["cond_decode_attentions"];  // [step][layer][head][key]
+  absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy({}, 64);
+  ASSERT_TRUE(dense.ok());
+  std::vector<model::RowId> rows;
+  for (int i = 0; i < 2; ++i) rows.push_back(*loaded.backend->AllocateRow(static_cast<int32_t>(cond.size()), *dense));
+
+  int32_t observed = 0;
+  double max_error = 0.0;
+  cpu->SetAttentionObserver([&](const AttentionObservation& obs) {
+    if (obs.row != rows[0]) return;
+    ++observed;
+    EXPECT_EQ(obs.prompt_len, static_cast<int32_t>(cond.size()));
+    ASSERT_EQ(obs.decode_positions.size(), static_cast<size_t>(obs.step + 1));
+    for (int32_t i = 0; i <= obs.step; ++i) EXPECT_EQ(obs.decode_positions[i], i);
+    const auto expected = want[obs.step][obs.layer][obs.head].get<std::vector<double>>();
+    ASSERT_EQ(obs.probs.size(), expected.size());
+    for (size_t k = 0; k < expected.size(); ++k) {
+      max_error = std::max(max_error, std::abs(obs.probs[k] - expected[k]));
+    }
+  });
+  std::vector<int32_t> tokens = cond;
+  tokens.insert(tokens.end(), uncond.begin(), uncond.end());
+  const std::vector<int32_t> offsets = {0, static_cast<int32_t>(cond.size()), static_cast<int32_t>(tokens.size())};
+  const std::vector<model::SamplingSpec> sampling(1);
+  std::vector<int32_t> sampled(1);
+  ASSERT_TRUE(loaded.backend->Prefill({rows, offsets, tokens, sampling}, {sampled, nullptr}).ok());
+  EXPECT_EQ(observed, 0) << "prefill is not observed";
+  for (int32_t t = 0; t < static_cast<int32_t>(image_tokens.size()); ++t) {
+    const std::vector<int32_t> token = {image_tokens[t]}, step = {t};
+    ASSERT_TRUE(loaded.backend->Decode({rows, token, step, sampling}, {sampled, nullptr}).ok());
+  }
+  EXPECT_EQ(observed, static_cast<int32_t>(image_tokens.size()) * loaded.dims.num_layers * loaded.dims.num_heads);
+  EXPECT_LE(max_error, 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, LlamaGoldenTest, ::testing::Values("mha", "gqa", "gqa_theta500k"));

@@ -308,3 +308,32 @@ TEST(CreateEngineTest, TokenizerPromptAndFullGeneration) {
 
 }  // namespace
 }  // namespace argen::model
+
+namespace argen::model {
+namespace {
+
+TEST(GenericEngineKvBudgetTest, AddFailsCleanlyWhenThePoolIsFull) {
+  std::unique_ptr<GenericEngine> probe = MakeEngine();
+  ASSERT_NE(probe, nullptr);
+  absl::StatusOr<engine::PreparedRequest> p = probe->Prepare(Request("budget", 1, 2));
+  ASSERT_TRUE(p.ok());
+
+  engine::EngineOptions options;
+  options.model_dir = TinyDir("tiny-gqa-sharded");
+  options.kv_budget_bytes = p->kv_bytes + p->kv_bytes / 2;  // one request fits, two do not
+  absl::StatusOr<std::unique_ptr<GenericEngine>> e = CreateGenericEngine(options, ByteEncoder());
+  ASSERT_TRUE(e.ok()) << e.status();
+  GenericEngine& engine = **e;
+  absl::StatusOr<engine::GroupId> first = engine.Add(*p);
+  ASSERT_TRUE(first.ok());
+  absl::StatusOr<engine::GroupId> second = engine.Add(*p);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted) << second.status();
+  EXPECT_EQ(engine.KvBytesInUse(), p->kv_bytes) << "a failed Add must release its partial rows";
+  EXPECT_EQ(engine.RunningRows(), 4);
+  engine.Remove(*first);
+  EXPECT_TRUE(engine.Add(*p).ok());
+}
+
+}  // namespace
+}  // namespace argen::model
