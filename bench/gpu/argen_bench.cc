@@ -35,6 +35,7 @@ struct Flags {
   int64_t card_memory = 0;
   bool max_batch = false;
   bool attention_micro = false;
+  bool graphs = true;
   int stage_steps = 4;
   std::string out;
 };
@@ -65,6 +66,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     else if (a == "--card-memory") f->card_memory = ParseBytes(value());
     else if (a == "--max-batch") f->max_batch = true;
     else if (a == "--attention-micro") f->attention_micro = true;
+    else if (a == "--no-graphs") f->graphs = false;
     else if (a == "--stage-steps") f->stage_steps = std::atoi(value().c_str());
     else if (a == "--out") f->out = value();
     else return false;
@@ -168,7 +170,7 @@ int Main(int argc, char** argv) {
   if (!ParseFlags(argc, argv, &f)) {
     std::fprintf(stderr, "usage: argen_bench [--model 1b,7b] [--batches 16,64] [--policies dense,diagonal:0.95]\n"
                          "  [--prompt-len 50] [--kv-budget BYTES | --card-memory 48G [--max-batch]]\n"
-                         "  [--attention-micro] [--stage-steps 4] [--out results.jsonl]\n");
+                         "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n");
     return 2;
   }
   FILE* out = f.out.empty() ? nullptr : std::fopen(f.out.c_str(), "a");
@@ -235,8 +237,9 @@ int Main(int argc, char** argv) {
       return 1;
     }
     cuda::CudaBackend& be = **backend;
-    std::printf("model %s: weights %.2f GB, KV pool %.2f GB, setup %.1f s\n", name.c_str(), be.WeightBytes() / 1e9,
-                be.KvPoolBytes() / 1e9, Seconds(c0, Clock::now()));
+    be.SetGraphs(f.graphs);
+    std::printf("model %s: weights %.2f GB, KV pool %.2f GB, setup %.1f s, graphs %s\n", name.c_str(),
+                be.WeightBytes() / 1e9, be.KvPoolBytes() / 1e9, Seconds(c0, Clock::now()), f.graphs ? "on" : "off");
     std::printf("%-5s %-20s %6s %9s %9s %9s %9s %8s |", "model", "policy", "images", "prefill_s", "decode_s",
                 "step_ms", "last_ms", "img/s");
     for (const char* s : cuda::kStageNames) std::printf(" %8s", s);

@@ -55,6 +55,7 @@ CudaBackend::CudaBackend(const model::ModelDims& dims, DeviceWeights weights,
 
 CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
+  ClearGraphs();
   if (cublas_) cublasDestroy(cublas_);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -183,9 +184,16 @@ absl::Status CudaBackend::Init() {
   return absl::OkStatus();
 }
 
+void CudaBackend::ClearGraphs() {
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  graphs_.clear();
+  seen_.clear();
+}
+
 absl::Status CudaBackend::EnsurePlanCapacity(int32_t stride) {
   if (stride <= plan_stride_) return absl::OkStatus();
   ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream_), "plan buffers");
+  ClearGraphs();  // they point at the buffers replaced here
   const model::ModelDims& d = dims_;
   const int64_t R = options_.max_batch_rows, heads = int64_t{d.num_layers} * R * d.num_kv_heads;
   auto alloc = [](DeviceBuffer& buf, size_t bytes, const char* what) -> absl::Status {
@@ -373,7 +381,7 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::HeadAndSample(const float* hidden, int32_t rows, const model::StepOutputs& out) {
+absl::Status CudaBackend::EnqueueHead(const float* hidden, int32_t rows) {
   const model::ModelDims& d = dims_;
   const int32_t H = d.hidden_size, HE = d.head_embed_dim, V = d.image_vocab, pairs = rows / 2;
   ARGEN_CUDA_RETURN(kernels::RmsNorm(hidden, weights_.final_norm, rows, H, d.rms_norm_eps, head_in_.as<bf16>(), stream_), "final norm");
@@ -384,11 +392,16 @@ absl::Status CudaBackend::HeadAndSample(const float* hidden, int32_t rows, const
   ARGEN_CUDA_RETURN(kernels::CfgSample(logits_.as<float>(), pairs, V, inputs_.sampling, inputs_.sampled, stream_), "cfg sampling");
   ARGEN_CUDA_RETURN(cudaMemcpyAsync(host_sampled_.as(), inputs_.sampled, sizeof(int32_t) * pairs,
                                     cudaMemcpyDeviceToHost, stream_), "download tokens");
+  timer_.Mark(Stage::kHead);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::FinishStep(int32_t rows, const model::StepOutputs& out) {
+  const int32_t V = dims_.image_vocab, pairs = rows / 2;
   if (out.row_logits != nullptr) {
     ARGEN_CUDA_RETURN(cudaMemcpyAsync(out.row_logits, logits_.as(), sizeof(float) * rows * int64_t{V},
                                       cudaMemcpyDeviceToHost, stream_), "download logits");
   }
-  timer_.Mark(Stage::kHead);
   ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream_), "step");
   std::memcpy(out.sampled.data(), host_sampled_.as(), sizeof(int32_t) * pairs);
   return absl::OkStatus();
@@ -476,7 +489,8 @@ absl::Status CudaBackend::Prefill(const model::PrefillBatch& b, const model::Ste
                                     cudaMemcpyHostToDevice, stream_), "upload sampling");
   const bool timing = timer_.enabled();
   timer_.Enable(false, stream_);
-  absl::Status s = HeadAndSample(last_hidden_.as<float>(), static_cast<int32_t>(n_rows), out);
+  absl::Status s = EnqueueHead(last_hidden_.as<float>(), static_cast<int32_t>(n_rows));
+  if (s.ok()) s = FinishStep(static_cast<int32_t>(n_rows), out);
   timer_.Enable(timing, stream_);
   ARGEN_STATUS_RETURN(s);
   for (Row* rw : rows) rw->prefilled = true;
@@ -504,7 +518,7 @@ absl::Status CudaBackend::Decode(const model::DecodeBatch& b, const model::StepO
   std::vector<Row*>& rows = decode_rows_;
   rows.assign(n_rows, nullptr);
   bool any_sparse = false;
-  int32_t max_keys = 1;
+  int32_t key_bound = 1;
   for (int64_t r = 0; r < n_rows; ++r) {
     auto it = rows_.find(b.rows[r]);
     const int32_t t = b.steps[r / 2];
@@ -530,11 +544,11 @@ absl::Status CudaBackend::Decode(const model::DecodeBatch& b, const model::StepO
       m.kv_index = -1;
       m.decode_count = 0;
       m.flags = kernels::kTokenSparse;
-      max_keys = std::max(max_keys, rw.prompt_len + rw.layout.max_attended);
+      key_bound = std::max(key_bound, rw.prompt_len + rw.layout.max_attended);
     } else {
       m.kv_index = rw.prompt_len + t;  // dense: slot t, attends slots [0, t]
       m.decode_count = t + 1;
-      max_keys = std::max(max_keys, rw.prompt_len + t + 1);
+      key_bound = std::max(key_bound, rw.prompt_len + rw.policy.l_dec);
     }
     meta[r] = m;
     RowPlan p;
@@ -556,8 +570,45 @@ absl::Status CudaBackend::Decode(const model::DecodeBatch& b, const model::StepO
     sampling[i] = ToDevice(b.sampling[i], b.steps[i] + 1);
   }
   ARGEN_STATUS_RETURN(Upload(layout.total));
-  timer_.BeginStep();
-  const int32_t R = static_cast<int32_t>(n_rows), P = static_cast<int32_t>(n_pairs);
+  const int32_t R = static_cast<int32_t>(n_rows);
+  if (!use_graphs_ || timer_.enabled() || out.row_logits != nullptr) {
+    timer_.BeginStep();
+    ARGEN_STATUS_RETURN(EnqueueDecode(R, any_sparse, key_bound));  // same split as the graphs
+  } else {
+    // The key bound (not this step's count) sizes the attention split, so one
+    // graph serves every step of a batch; chunks past a row's keys are empty.
+    const GraphKey key{R, any_sparse, key_bound, plan_stride_};
+    auto it = graphs_.find(key);
+    if (it == graphs_.end() && seen_.insert(key).second) {
+      ARGEN_STATUS_RETURN(EnqueueDecode(R, any_sparse, key_bound));  // first use: eager (lazy inits)
+    } else {
+      if (it == graphs_.end()) {
+        if (graphs_.size() >= 32) ClearGraphs();
+        ARGEN_CUDA_RETURN(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture");
+        const absl::Status enq = EnqueueDecode(R, any_sparse, key_bound);
+        cudaGraph_t graph = nullptr;
+        const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+        ARGEN_STATUS_RETURN(enq);
+        ARGEN_CUDA_RETURN(end, "end capture");
+        cudaGraphExec_t exec = nullptr;
+        const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+        cudaGraphDestroy(graph);
+        ARGEN_CUDA_RETURN(inst, "instantiate decode graph");
+        it = graphs_.emplace(key, exec).first;
+        seen_.insert(key);
+      }
+      ARGEN_CUDA_RETURN(cudaGraphLaunch(it->second, stream_), "launch decode graph");
+    }
+  }
+  ARGEN_STATUS_RETURN(FinishStep(R, out));
+  timer_.EndStep();
+  for (Row* rw : rows) rw->next_step += 1;
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::EnqueueDecode(int32_t R, bool any_sparse, int32_t max_keys) {
+  const model::ModelDims& d = dims_;
+  const int32_t P = R / 2;
   if (any_sparse) {
     PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};
     ARGEN_CUDA_RETURN(PlanDecodeStep(inputs_.plans, R, d.num_layers, d.num_kv_heads, state_ints_.as<int32_t>(),
@@ -575,10 +626,7 @@ absl::Status CudaBackend::Decode(const model::DecodeBatch& b, const model::StepO
   ARGEN_CUDA_RETURN(kernels::GatherRowsF32(pair_out_.as<float>(), inputs_.gather, R, H, x_.as<float>(), stream_), "pair -> rows");
   timer_.Mark(Stage::kEmbed);
   ARGEN_STATUS_RETURN(RunLayers(R, max_keys, any_sparse, R));
-  ARGEN_STATUS_RETURN(HeadAndSample(x_.as<float>(), R, out));
-  timer_.EndStep();
-  for (Row* rw : rows) rw->next_step += 1;
-  return absl::OkStatus();
+  return EnqueueHead(x_.as<float>(), R);
 }
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CreateRandomCudaBackend(const model::ModelDims& dims,

@@ -9,7 +9,10 @@
 
 #include <cublas_v2.h>
 
+#include <map>
 #include <memory>
+#include <set>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -47,7 +50,10 @@ class CudaBackend final : public model::Backend {
   absl::Status Decode(const model::DecodeBatch& batch, const model::StepOutputs& out) override;
 
   // Benchmarks: per-stage GPU times of Decode steps (events at stage boundaries).
+  // Stage timing runs steps eagerly (no graph), so its times include launch gaps.
   void SetStageTiming(bool on) { timer_.Enable(on, stream_); }
+  // Decode steps replay a captured CUDA graph per batch shape (default on).
+  void SetGraphs(bool on) { use_graphs_ = on; }
   StageTimes TakeStageTimes() { return timer_.Take(); }
   int64_t KvPoolBytes() const;
   int64_t WeightBytes() const { return weights_.bytes; }
@@ -81,8 +87,13 @@ class CudaBackend final : public model::Backend {
   // The decoder layers over `tokens` tokens of x_ (meta already on device).
   absl::Status RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan);
   // final norm + gen_head on `rows` hidden rows of `hidden`, CFG sampling into
-  // inputs_.sampled; copies sampled tokens (and logits when asked) to `out`.
-  absl::Status HeadAndSample(const float* hidden, int32_t rows, const model::StepOutputs& out);
+  // inputs_.sampled and its copy to pinned memory (capturable: no sync).
+  absl::Status EnqueueHead(const float* hidden, int32_t rows);
+  // Copies logits when asked, waits for the step, hands out the sampled tokens.
+  absl::Status FinishStep(int32_t rows, const model::StepOutputs& out);
+  // Everything a decode step runs on the device after its inputs are uploaded.
+  absl::Status EnqueueDecode(int32_t rows, bool any_sparse, int32_t max_keys);
+  void ClearGraphs();
   absl::Status CheckSampling(std::span<const model::SamplingSpec> sampling) const;
 
   model::ModelDims dims_;
@@ -114,6 +125,11 @@ class CudaBackend final : public model::Backend {
   PinnedBuffer host_x_pinned_;        // prefill embeddings of one chunk
   std::vector<Row*> decode_rows_;     // reused per step
   StageTimer timer_;
+  // Captured decode steps by (rows, any sparse, key bound, plan stride).
+  using GraphKey = std::tuple<int32_t, bool, int32_t, int32_t>;
+  std::map<GraphKey, cudaGraphExec_t> graphs_;
+  std::set<GraphKey> seen_;  // a shape runs eagerly once before it is captured
+  bool use_graphs_ = true;
 };
 
 // Random-weight backend for benchmarks (no checkpoint): weights made on the device.
