@@ -22,7 +22,9 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
 #if defined(ARGEN_WITH_CUDA)
     return CreateCudaBackend(std::move(ckpt), dims, backend_options);
 #else
-    return absl::UnimplementedError("backend \"cuda\": this build has no CUDA backend (configure with ARGEN_CUDA=ON where nvcc exists)");
+    return absl::UnimplementedError(
+        "backend \"cuda\": this build has no CUDA backend (configure with ARGEN_CUDA=ON where nvcc "
+        "exists)");
 #endif
   }
   return absl::InvalidArgumentError(
@@ -31,8 +33,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine::EngineOptions& options,
-                                                                   PromptEncoder encoder) {
+absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
+    const engine::EngineOptions& options, PromptEncoder encoder) {
   if (options.backend != "cpu" && options.backend != "cuda") {
     return absl::InvalidArgumentError(
         absl::StrCat("backend must be \"cpu\" or \"cuda\", got \"", options.backend, "\""));
@@ -62,7 +64,8 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   if (!opened.ok()) return opened.status();
   std::shared_ptr<const checkpoint::Checkpoint> ckpt(std::move(*opened));
 
-  absl::StatusOr<std::unique_ptr<vq::VqDecoder>> vq = vq::VqDecoder::Create(*ckpt, config->gen_vision);
+  absl::StatusOr<std::unique_ptr<vq::VqDecoder>> vq =
+      vq::VqDecoder::Create(*ckpt, config->gen_vision);
   if (!vq.ok()) return vq.status();
 
   if (encoder == nullptr) {
@@ -76,7 +79,11 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   engine::ModelInfo& info = engine_config.info;
   info.name = std::filesystem::path(options.model_dir).lexically_normal().filename().string();
   if (info.name.empty()) {
-    info.name = std::filesystem::path(options.model_dir).lexically_normal().parent_path().filename().string();
+    info.name = std::filesystem::path(options.model_dir)
+                    .lexically_normal()
+                    .parent_path()
+                    .filename()
+                    .string();
   }
   info.backend = options.backend;
   info.image_size = config->gen_vision.image_size;
@@ -84,8 +91,9 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   info.image_tokens = config->gen_vision.image_tokens();
   info.image_vocab = dims->image_vocab;
   // Positions beyond the prompt hold the image tokens.
-  info.max_prompt_tokens = std::max(0, std::min(config->language.max_position_embeddings - info.image_tokens,
-                                                kDefaultMaxPromptTokens));
+  info.max_prompt_tokens =
+      std::max(0, std::min(config->language.max_position_embeddings - info.image_tokens,
+                           kDefaultMaxPromptTokens));
   info.num_layers = dims->num_layers;
   info.num_heads = dims->num_heads;
   info.num_kv_heads = dims->num_kv_heads;
@@ -97,7 +105,8 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   backend_options.kv_budget_bytes = options.kv_budget_bytes;
   backend_options.max_batch_rows = options.max_batch_rows;
   backend_options.max_prompt_tokens = info.max_prompt_tokens;
-  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(options, ckpt, *dims, backend_options);
+  absl::StatusOr<std::unique_ptr<Backend>> backend =
+      MakeBackend(options, ckpt, *dims, backend_options);
   if (!backend.ok()) return backend.status();
   info.kv_bytes_per_token_row = (*backend)->KvBytesPerTokenRow();
 
@@ -114,7 +123,8 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
 namespace argen::engine {
 
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const EngineOptions& options) {
-  absl::StatusOr<std::unique_ptr<model::GenericEngine>> engine = model::CreateGenericEngine(options);
+  absl::StatusOr<std::unique_ptr<model::GenericEngine>> engine =
+      model::CreateGenericEngine(options);
   if (!engine.ok()) return engine.status();
   return std::unique_ptr<Engine>(std::move(*engine));
 }

@@ -45,7 +45,8 @@ model::PromptEncoder FixedLengthEncoder(int32_t len, int32_t vocab) {
   return [len, vocab](const std::string& caption)
              -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
     std::vector<int32_t> cond(len), uncond(len, 0);
-    for (int32_t i = 0; i < len; ++i) cond[i] = (17 * i + static_cast<int32_t>(caption.size())) % vocab;
+    for (int32_t i = 0; i < len; ++i)
+      cond[i] = (17 * i + static_cast<int32_t>(caption.size())) % vocab;
     uncond.front() = cond.front();
     uncond.back() = cond.back();
     return std::make_pair(cond, uncond);
@@ -69,13 +70,15 @@ model::ModelDims JanusPro1BDims() {
   return d;
 }
 
-std::unique_ptr<model::GenericEngine> Make1BEngine(int32_t threads, int32_t max_rows, int32_t prompt_len) {
+std::unique_ptr<model::GenericEngine> Make1BEngine(int32_t threads, int32_t max_rows,
+                                                   int32_t prompt_len) {
   const model::ModelDims dims = JanusPro1BDims();
   model::BackendOptions options;
   options.threads = threads;
   options.max_batch_rows = max_rows;
   const auto start = Clock::now();
-  auto backend = std::make_unique<cpu::CpuBackend>(dims, cpu::RandomCpuWeights(dims, 1, 0.02f), options);
+  auto backend =
+      std::make_unique<cpu::CpuBackend>(dims, cpu::RandomCpuWeights(dims, 1, 0.02f), options);
   std::fprintf(stderr, "1b: random weights in %.1f s\n", Seconds(start));
   model::GenericEngineConfig config;
   config.max_batch_rows = max_rows;
@@ -89,13 +92,15 @@ std::unique_ptr<model::GenericEngine> Make1BEngine(int32_t threads, int32_t max_
   config.info.kv_bytes_per_token_row = backend->KvBytesPerTokenRow();
   return std::make_unique<model::GenericEngine>(
       std::move(backend), FixedLengthEncoder(prompt_len, dims.text_vocab),
-      [](const std::vector<std::vector<int32_t>>&) -> absl::StatusOr<std::vector<engine::RgbImage>> {
+      [](const std::vector<std::vector<int32_t>>&)
+          -> absl::StatusOr<std::vector<engine::RgbImage>> {
         return absl::UnimplementedError("benchmark engine has no VQ decoder");
       },
       config);
 }
 
-void RunBatch(const std::string& shape, model::GenericEngine& engine, int32_t batch, int32_t max_steps) {
+void RunBatch(const std::string& shape, model::GenericEngine& engine, int32_t batch,
+              int32_t max_steps) {
   std::vector<engine::GroupId> ids;
   for (int32_t i = 0; i < batch; ++i) {
     engine::GenerationRequest r;
@@ -127,9 +132,11 @@ void RunBatch(const std::string& shape, model::GenericEngine& engine, int32_t ba
   const double step_s = decode_s / timed;
   const double tokens_per_s = batch / step_s;
   const double s_per_image = (prefill_s + image_tokens * step_s) / batch;
-  std::printf("%-5s batch %2d  prefill %7.3f s  decode %4d/%d steps  %8.4f s/step  %9.1f tokens/s  %8.2f s/image%s\n",
-              shape.c_str(), batch, prefill_s, timed, decode_steps, step_s, tokens_per_s, s_per_image,
-              timed < decode_steps ? "  (extrapolated from the timed steps)" : "");
+  std::printf(
+      "%-5s batch %2d  prefill %7.3f s  decode %4d/%d steps  %8.4f s/step  %9.1f tokens/s  %8.2f "
+      "s/image%s\n",
+      shape.c_str(), batch, prefill_s, timed, decode_steps, step_s, tokens_per_s, s_per_image,
+      timed < decode_steps ? "  (extrapolated from the timed steps)" : "");
   std::fflush(stdout);
 }
 
@@ -143,7 +150,8 @@ int main(int argc, char** argv) {
   for (absl::string_view b : absl::StrSplit(absl::GetFlag(FLAGS_batches), ',')) {
     int32_t v = 0;
     if (!absl::SimpleAtoi(b, &v) || v < 1) {
-      std::fprintf(stderr, "argen_bench_cpu: --batches: bad value \"%s\"\n", std::string(b).c_str());
+      std::fprintf(stderr, "argen_bench_cpu: --batches: bad value \"%s\"\n",
+                   std::string(b).c_str());
       return 2;
     }
     batches.push_back(v);
@@ -170,7 +178,8 @@ int main(int argc, char** argv) {
       engine = bench::Make1BEngine(threads, 2 * max_batch, absl::GetFlag(FLAGS_prompt_tokens));
       steps = absl::GetFlag(FLAGS_steps_1b);
     } else {
-      std::fprintf(stderr, "argen_bench_cpu: --shape: unknown \"%s\"\n", std::string(shape).c_str());
+      std::fprintf(stderr, "argen_bench_cpu: --shape: unknown \"%s\"\n",
+                   std::string(shape).c_str());
       return 2;
     }
     for (int32_t b : batches) bench::RunBatch(std::string(shape), *engine, b, steps);

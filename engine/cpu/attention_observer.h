@@ -12,9 +12,9 @@ namespace argen::cpu {
 
 struct AttentionObservation {
   int32_t layer = 0;
-  int32_t head = 0;           // query head
-  model::RowId row = 0;       // backend row (cond/uncond rows of a request are allocated in that order)
-  int32_t step = 0;           // decode position t of the query token (image token t is its input)
+  int32_t head = 0;      // query head
+  model::RowId row = 0;  // backend row (cond/uncond rows of a request are allocated in that order)
+  int32_t step = 0;      // decode position t of the query token (image token t is its input)
   int32_t prompt_len = 0;
   // Softmax weights: the prompt keys (positions 0..prompt_len-1) first, then
   // the attended decode keys in the policy's order. Under the dense policy

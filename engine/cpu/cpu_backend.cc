@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/batch_checks.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/ops.h"
 #include "engine/cpu/prefill_attention.h"
@@ -19,18 +20,6 @@ template <typename T>
 T* Grow(std::vector<T>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(n);
   return v.data();
-}
-
-absl::Status CheckSampling(std::span<const model::SamplingSpec> sampling) {
-  for (size_t i = 0; i < sampling.size(); ++i) {
-    const model::SamplingSpec& s = sampling[i];
-    if (!(s.temperature > 0.0f) || s.top_k < 0 || !(s.top_p > 0.0f && s.top_p <= 1.0f) ||
-        s.image_index < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sampling[", i, "]: temperature must be > 0, top_k >= 0, top_p in (0, 1], image_index >= 0"));
-    }
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -72,9 +61,8 @@ CpuBackend::~CpuBackend() = default;
 absl::StatusOr<model::RowId> CpuBackend::AllocateRow(int32_t prompt_len,
                                                      const sparse::ResolvedPolicy& policy) {
   if (prompt_len > options_.max_prompt_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt_len ", prompt_len,
-                                                   " exceeds max_prompt_tokens ",
-                                                   options_.max_prompt_tokens));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt_len ", prompt_len, " exceeds max_prompt_tokens ", options_.max_prompt_tokens));
   }
   return kv_.Allocate(prompt_len, policy);
 }
@@ -100,8 +88,8 @@ void CpuBackend::RunLayers(int64_t n, AttendFn&& attend) {
 }
 
 void CpuBackend::HeadAndSample(const float* hidden, int64_t n_rows,
-                               std::span<const model::SamplingSpec> sampling,
-                               const int32_t* steps, const model::StepOutputs& out) {
+                               std::span<const model::SamplingSpec> sampling, const int32_t* steps,
+                               const model::StepOutputs& out) {
   const model::ModelDims& d = dims_;
   Activations& a = *act_;
   const int32_t H = d.hidden_size, E = d.head_embed_dim, V = d.image_vocab;
@@ -118,8 +106,8 @@ void CpuBackend::HeadAndSample(const float* hidden, int64_t n_rows,
     const model::SamplingSpec& s = sampling[i];
     const float u = model::SampleUniform(s.seed, static_cast<uint32_t>(s.image_index),
                                          static_cast<uint32_t>(steps[i]));
-    out.sampled[i] = sampler_.Sample(logits + (2 * i) * int64_t{V}, logits + (2 * i + 1) * int64_t{V},
-                                     s, u);
+    out.sampled[i] =
+        sampler_.Sample(logits + (2 * i) * int64_t{V}, logits + (2 * i + 1) * int64_t{V}, s, u);
   }
 }
 
@@ -127,37 +115,11 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
   const model::ModelDims& d = dims_;
   const int64_t n_rows = static_cast<int64_t>(b.rows.size());
   const int64_t n_pairs = n_rows / 2;
-  if (n_rows == 0 || n_rows % 2 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("Prefill: rows must be a positive even count (cond, uncond pairs), got ", n_rows));
-  }
-  if (n_rows > options_.max_batch_rows) {
-    return absl::InvalidArgumentError(absl::StrCat("Prefill: ", n_rows, " rows exceed max_batch_rows ", options_.max_batch_rows));
-  }
-  if (static_cast<int64_t>(b.token_offsets.size()) != n_rows + 1 ||
-      static_cast<int64_t>(b.sampling.size()) != n_pairs ||
-      static_cast<int64_t>(out.sampled.size()) != n_pairs) {
-    return absl::InvalidArgumentError("Prefill: token_offsets needs n_rows + 1 entries, sampling and sampled n_pairs");
-  }
-  if (absl::Status s = CheckSampling(b.sampling); !s.ok()) return s;
-  if (b.token_offsets[0] != 0 || b.token_offsets[n_rows] != static_cast<int32_t>(b.tokens.size())) {
-    return absl::InvalidArgumentError("Prefill: token_offsets must start at 0 and end at tokens.size()");
-  }
   Activations& a = *act_;
-  a.rows.assign(n_rows, nullptr);
-  for (int64_t r = 0; r < n_rows; ++r) {
-    KvRow* row = kv_.Find(b.rows[r]);
-    if (row == nullptr) return absl::InvalidArgumentError(absl::StrCat("Prefill: rows[", r, "] = ", b.rows[r], " is not an allocated row"));
-    if (row->prefilled) return absl::InvalidArgumentError(absl::StrCat("Prefill: rows[", r, "] = ", b.rows[r], " was already prefilled"));
-    const int32_t len = b.token_offsets[r + 1] - b.token_offsets[r];
-    if (len != row->prompt_len) {
-      return absl::InvalidArgumentError(absl::StrCat("Prefill: rows[", r, "] has ", len, " tokens but was allocated for prompt_len ", row->prompt_len));
-    }
-    a.rows[r] = row;
-  }
-  for (size_t i = 0; i < b.tokens.size(); ++i) {
-    if (b.tokens[i] < 0 || b.tokens[i] >= d.text_vocab) {
-      return absl::InvalidArgumentError(absl::StrCat("Prefill: tokens[", i, "] = ", b.tokens[i], " is outside the text vocabulary [0, ", d.text_vocab, ")"));
-    }
+  if (absl::Status s =
+          CheckPrefillBatch(b, out, options_.max_batch_rows, d.text_vocab, kv_, &a.rows);
+      !s.ok()) {
+    return s;
   }
 
   const int64_t n = static_cast<int64_t>(b.tokens.size());
@@ -220,7 +182,8 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
 
   float* last = Grow(a.last_hidden, n_rows * H);
   for (int64_t r = 0; r < n_rows; ++r) {
-    std::memcpy(last + r * H, a.x.data() + int64_t{b.token_offsets[r + 1] - 1} * H, sizeof(float) * H);
+    std::memcpy(last + r * H, a.x.data() + int64_t{b.token_offsets[r + 1] - 1} * H,
+                sizeof(float) * H);
     a.rows[r]->prefilled = true;
   }
   int32_t* steps = Grow(a.row_steps, n_pairs);
@@ -235,7 +198,6 @@ void CpuBackend::DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows,
   Activations& a = *act_;
   const int32_t hd = d.head_dim, q_dim = d.num_heads * hd, kv_dim = d.num_kv_heads * hd;
   const int32_t qkv_dim = q_dim + 2 * kv_dim;
-  const int32_t group = d.num_heads / d.num_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (size_t r = 0; r < rows.size(); ++r) {
     KvRow& row = *rows[r];
@@ -251,9 +213,9 @@ void CpuBackend::DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows,
     int32_t* attended = a.attended.data();
     for (int32_t g = 0; g < d.num_kv_heads; ++g) {
       int32_t slot = 0;
-      const int32_t count = sparse::PlanStep(row.policy, row.layout,
-                                             row.State(layer * d.num_kv_heads + g), t, &slot,
-                                             attended + int64_t{g} * stride);
+      const int32_t count =
+          sparse::PlanStep(row.policy, row.layout, row.State(layer * d.num_kv_heads + g), t, &slot,
+                           attended + int64_t{g} * stride);
       // Validated before the step (t == next_step < l_dec), so count >= 0.
       a.counts[g] = std::max(count, 0);
       const int64_t at = (g * row.positions() + row.prompt_len + slot) * hd;
@@ -281,27 +243,34 @@ void CpuBackend::DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows,
                             a.attended_probs.data() + int64_t{g} * stride, a.counts[g]);
       }
     }
-    if (observer_) {
-      const int32_t full_stride = row.prompt_len + stride;
-      for (int32_t h = 0; h < d.num_heads; ++h) {
-        const int32_t g = h / group;
-        const int32_t count = a.counts[g];
-        const sparse::PolicyState state = row.State(layer * d.num_kv_heads + g);
-        for (int32_t i = 0; i < count; ++i) {
-          a.decode_positions[i] = sparse::SlotPosition(row.layout, state, attended[int64_t{g} * stride + i]);
-        }
-        AttentionObservation obs;
-        obs.layer = layer;
-        obs.head = h;
-        obs.row = row_ids[r];
-        obs.step = t;
-        obs.prompt_len = row.prompt_len;
-        obs.probs = std::span<const float>(a.head_probs.data() + int64_t{h} * full_stride,
-                                           row.prompt_len + count);
-        obs.decode_positions = std::span<const int32_t>(a.decode_positions.data(), count);
-        observer_(obs);
-      }
+    if (observer_) ReportAttention(layer, row, row_ids[r], t);
+  }
+}
+
+void CpuBackend::ReportAttention(int32_t layer, KvRow& row, model::RowId row_id, int32_t t) {
+  const model::ModelDims& d = dims_;
+  Activations& a = *act_;
+  const int32_t group = d.num_heads / d.num_kv_heads;
+  const int32_t stride = row.layout.max_attended;
+  const int32_t full_stride = row.prompt_len + stride;
+  for (int32_t h = 0; h < d.num_heads; ++h) {
+    const int32_t g = h / group;
+    const int32_t count = a.counts[g];
+    const sparse::PolicyState state = row.State(layer * d.num_kv_heads + g);
+    const int32_t* slots = a.attended.data() + int64_t{g} * stride;
+    for (int32_t i = 0; i < count; ++i) {
+      a.decode_positions[i] = sparse::SlotPosition(row.layout, state, slots[i]);
     }
+    AttentionObservation obs;
+    obs.layer = layer;
+    obs.head = h;
+    obs.row = row_id;
+    obs.step = t;
+    obs.prompt_len = row.prompt_len;
+    obs.probs = std::span<const float>(a.head_probs.data() + int64_t{h} * full_stride,
+                                       row.prompt_len + count);
+    obs.decode_positions = std::span<const int32_t>(a.decode_positions.data(), count);
+    observer_(obs);
   }
 }
 
@@ -309,41 +278,16 @@ absl::Status CpuBackend::Decode(const model::DecodeBatch& b, const model::StepOu
   const model::ModelDims& d = dims_;
   const int64_t n_rows = static_cast<int64_t>(b.rows.size());
   const int64_t n_pairs = n_rows / 2;
-  if (n_rows == 0 || n_rows % 2 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("Decode: rows must be a positive even count (cond, uncond pairs), got ", n_rows));
-  }
-  if (n_rows > options_.max_batch_rows) {
-    return absl::InvalidArgumentError(absl::StrCat("Decode: ", n_rows, " rows exceed max_batch_rows ", options_.max_batch_rows));
-  }
-  if (static_cast<int64_t>(b.image_tokens.size()) != n_pairs ||
-      static_cast<int64_t>(b.steps.size()) != n_pairs ||
-      static_cast<int64_t>(b.sampling.size()) != n_pairs ||
-      static_cast<int64_t>(out.sampled.size()) != n_pairs) {
-    return absl::InvalidArgumentError("Decode: image_tokens, steps, sampling and sampled need one entry per pair");
-  }
-  if (absl::Status s = CheckSampling(b.sampling); !s.ok()) return s;
   Activations& a = *act_;
-  a.rows.assign(n_rows, nullptr);
+  if (absl::Status s =
+          CheckDecodeBatch(b, out, options_.max_batch_rows, d.image_vocab, kv_, &a.rows);
+      !s.ok()) {
+    return s;
+  }
   int32_t max_stride = 0, max_prompt = 0;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    KvRow* row = kv_.Find(b.rows[r]);
-    const int32_t t = b.steps[r / 2];
-    if (row == nullptr) return absl::InvalidArgumentError(absl::StrCat("Decode: rows[", r, "] = ", b.rows[r], " is not an allocated row"));
-    if (!row->prefilled) return absl::InvalidArgumentError(absl::StrCat("Decode: rows[", r, "] = ", b.rows[r], " has not been prefilled"));
-    if (t != row->next_step || t >= row->policy.l_dec) {
-      return absl::InvalidArgumentError(absl::StrCat("Decode: steps[", r / 2, "] = ", t, " but row ", b.rows[r], " expects step ", row->next_step, " (of l_dec ", row->policy.l_dec, ")"));
-    }
-    if (r % 2 == 1 && row->prompt_len != a.rows[r - 1]->prompt_len) {
-      return absl::InvalidArgumentError(absl::StrCat("Decode: rows[", r - 1, "] and rows[", r, "] form a CFG pair but have different prompt lengths"));
-    }
+  for (KvRow* row : a.rows) {
     max_stride = std::max(max_stride, row->layout.max_attended);
     max_prompt = std::max(max_prompt, row->prompt_len);
-    a.rows[r] = row;
-  }
-  for (int64_t i = 0; i < n_pairs; ++i) {
-    if (b.image_tokens[i] < 0 || b.image_tokens[i] >= d.image_vocab) {
-      return absl::InvalidArgumentError(absl::StrCat("Decode: image_tokens[", i, "] = ", b.image_tokens[i], " is outside the image vocabulary [0, ", d.image_vocab, ")"));
-    }
   }
 
   const int32_t H = d.hidden_size, hd = d.head_dim, E = d.image_embed_dim;
@@ -367,7 +311,8 @@ absl::Status CpuBackend::Decode(const model::DecodeBatch& b, const model::StepOu
   float* mid = Grow(a.aligner_mid, n_pairs * H);
   float* aligned = Grow(a.aligner_out, n_pairs * H);
   for (int64_t i = 0; i < n_pairs; ++i) {
-    std::memcpy(embed + i * E, w_.gen_embed.data() + int64_t{b.image_tokens[i]} * E, sizeof(float) * E);
+    std::memcpy(embed + i * E, w_.gen_embed.data() + int64_t{b.image_tokens[i]} * E,
+                sizeof(float) * E);
   }
   MatMulWT(embed, w_.aligner_fc1_w.data(), n_pairs, E, H, mid);
   AddBias(mid, w_.aligner_fc1_b.data(), n_pairs, H);
@@ -376,10 +321,12 @@ absl::Status CpuBackend::Decode(const model::DecodeBatch& b, const model::StepOu
   AddBias(aligned, w_.aligner_fc2_b.data(), n_pairs, H);
   for (int64_t r = 0; r < n_rows; ++r) {
     std::memcpy(a.x.data() + r * H, aligned + (r / 2) * H, sizeof(float) * H);
-    RopeAngles(inv_freq_.data(), hd / 2, a.rows[r]->prompt_len + b.steps[r / 2], a.rope.data() + r * hd);
+    RopeAngles(inv_freq_.data(), hd / 2, a.rows[r]->prompt_len + b.steps[r / 2],
+               a.rope.data() + r * hd);
   }
 
-  RunLayers(n_rows, [&](int32_t layer) { DecodeAttendLayer(layer, a.rows, b.rows, b.steps.data()); });
+  RunLayers(n_rows,
+            [&](int32_t layer) { DecodeAttendLayer(layer, a.rows, b.rows, b.steps.data()); });
 
   for (KvRow* row : a.rows) row->next_step += 1;
   int32_t* next = Grow(a.row_steps, n_pairs);

@@ -17,7 +17,8 @@ namespace argen::cpu {
 
 class CpuBackend final : public model::Backend {
  public:
-  CpuBackend(const model::ModelDims& dims, CpuWeights weights, const model::BackendOptions& options);
+  CpuBackend(const model::ModelDims& dims, CpuWeights weights,
+             const model::BackendOptions& options);
   ~CpuBackend() override;
 
   const model::ModelDims& dims() const override { return dims_; }
@@ -49,6 +50,8 @@ class CpuBackend final : public model::Backend {
                      const model::StepOutputs& out);
   void DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows,
                          std::span<const model::RowId> row_ids, const int32_t* steps);
+  // Hands the attention weights DecodeAttention just wrote to the observer.
+  void ReportAttention(int32_t layer, KvRow& row, model::RowId row_id, int32_t t);
 
   model::ModelDims dims_;
   CpuWeights w_;

@@ -40,16 +40,15 @@ absl::StatusOr<CpuWeights> LoadCpuWeights(std::shared_ptr<const Checkpoint> chec
     LayerWeights& lw = w.layers[l];
     lw.qkv.reserve((q_dim + 2 * kv_dim) * hidden);
     lw.gate_up.reserve(2 * inter * hidden);
-    for (absl::Status s :
-         {Load(ck, p + "input_layernorm.weight", {hidden}, &lw.input_norm),
-          Append(ck, p + "self_attn.q_proj.weight", q_dim, hidden, &lw.qkv),
-          Append(ck, p + "self_attn.k_proj.weight", kv_dim, hidden, &lw.qkv),
-          Append(ck, p + "self_attn.v_proj.weight", kv_dim, hidden, &lw.qkv),
-          Load(ck, p + "self_attn.o_proj.weight", {hidden, q_dim}, &lw.o),
-          Load(ck, p + "post_attention_layernorm.weight", {hidden}, &lw.post_norm),
-          Append(ck, p + "mlp.gate_proj.weight", inter, hidden, &lw.gate_up),
-          Append(ck, p + "mlp.up_proj.weight", inter, hidden, &lw.gate_up),
-          Load(ck, p + "mlp.down_proj.weight", {hidden, inter}, &lw.down)}) {
+    for (absl::Status s : {Load(ck, p + "input_layernorm.weight", {hidden}, &lw.input_norm),
+                           Append(ck, p + "self_attn.q_proj.weight", q_dim, hidden, &lw.qkv),
+                           Append(ck, p + "self_attn.k_proj.weight", kv_dim, hidden, &lw.qkv),
+                           Append(ck, p + "self_attn.v_proj.weight", kv_dim, hidden, &lw.qkv),
+                           Load(ck, p + "self_attn.o_proj.weight", {hidden, q_dim}, &lw.o),
+                           Load(ck, p + "post_attention_layernorm.weight", {hidden}, &lw.post_norm),
+                           Append(ck, p + "mlp.gate_proj.weight", inter, hidden, &lw.gate_up),
+                           Append(ck, p + "mlp.up_proj.weight", inter, hidden, &lw.gate_up),
+                           Load(ck, p + "mlp.down_proj.weight", {hidden, inter}, &lw.down)}) {
       if (!s.ok()) return s;
     }
   }
@@ -73,9 +72,9 @@ absl::StatusOr<CpuWeights> LoadCpuWeights(std::shared_ptr<const Checkpoint> chec
   if (!embed.ok()) return embed.status();
   const std::vector<int64_t>& shape = (*embed)->shape;
   if (shape.size() != 2 || shape[0] != d.text_vocab || shape[1] != hidden) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        (*embed)->file, ": tensor ", kEmbed, " must have shape [", d.text_vocab, ", ", hidden,
-        "] (language_config.vocab_size, hidden_size)"));
+    return absl::InvalidArgumentError(absl::StrCat((*embed)->file, ": tensor ", kEmbed,
+                                                   " must have shape [", d.text_vocab, ", ", hidden,
+                                                   "] (language_config.vocab_size, hidden_size)"));
   }
   w.text_embeddings = [checkpoint](const int32_t* ids, int64_t n, float* out) {
     return checkpoint->ReadRowsF32(kEmbed, ids, n, out);

@@ -17,12 +17,12 @@
 namespace argen::cpu {
 
 struct LayerWeights {
-  std::vector<float> input_norm;      // [hidden]
-  std::vector<float> qkv;             // [(heads + 2 kv_heads) * head_dim, hidden]
-  std::vector<float> o;               // [hidden, heads * head_dim]
-  std::vector<float> post_norm;       // [hidden]
-  std::vector<float> gate_up;         // [2 * intermediate, hidden]
-  std::vector<float> down;            // [hidden, intermediate]
+  std::vector<float> input_norm;  // [hidden]
+  std::vector<float> qkv;         // [(heads + 2 kv_heads) * head_dim, hidden]
+  std::vector<float> o;           // [hidden, heads * head_dim]
+  std::vector<float> post_norm;   // [hidden]
+  std::vector<float> gate_up;     // [2 * intermediate, hidden]
+  std::vector<float> down;        // [hidden, intermediate]
 };
 
 // Fills out[n x hidden] with the embeddings of text token ids (already range-checked).
@@ -30,8 +30,8 @@ using TextEmbeddings = std::function<absl::Status(const int32_t* ids, int64_t n,
 
 struct CpuWeights {
   std::vector<LayerWeights> layers;
-  std::vector<float> final_norm;           // [hidden]
-  std::vector<float> gen_embed;            // [image_vocab, image_embed_dim]
+  std::vector<float> final_norm;                    // [hidden]
+  std::vector<float> gen_embed;                     // [image_vocab, image_embed_dim]
   std::vector<float> aligner_fc1_w, aligner_fc1_b;  // [hidden, image_embed_dim], [hidden]
   std::vector<float> aligner_fc2_w, aligner_fc2_b;  // [hidden, hidden], [hidden]
   std::vector<float> head_proj_w, head_proj_b;      // output_mlp_projector [head_embed, hidden]

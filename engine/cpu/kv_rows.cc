@@ -17,20 +17,22 @@ int64_t KvRows::BytesPerTokenRow() const {
 absl::StatusOr<model::RowId> KvRows::Allocate(int32_t prompt_len,
                                               const sparse::ResolvedPolicy& policy) {
   if (prompt_len <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt_len must be positive, got ", prompt_len));
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt_len must be positive, got ", prompt_len));
   }
   if (policy.n_slots <= 0 || policy.n_att <= 0 || policy.n_att > policy.n_slots ||
       policy.l_dec <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "policy: n_slots (", policy.n_slots, "), n_att (", policy.n_att, ") and l_dec (",
-        policy.l_dec, ") must be positive with n_att <= n_slots; resolve it with sparse::ResolvePolicy"));
+        policy.l_dec,
+        ") must be positive with n_att <= n_slots; resolve it with sparse::ResolvePolicy"));
   }
-  const int64_t bytes = sparse::KvBytes(policy, prompt_len, 1, layers_, kv_heads_, head_dim_,
-                                        sizeof(float));
+  const int64_t bytes =
+      sparse::KvBytes(policy, prompt_len, 1, layers_, kv_heads_, head_dim_, sizeof(float));
   if (budget_bytes_ > 0 && bytes_in_use_ + bytes > budget_bytes_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "KV pool: a row needs ", bytes, " bytes, ", budget_bytes_ - bytes_in_use_, " of ",
-        budget_bytes_, " are free"));
+    return absl::ResourceExhaustedError(absl::StrCat("KV pool: a row needs ", bytes, " bytes, ",
+                                                     budget_bytes_ - bytes_in_use_, " of ",
+                                                     budget_bytes_, " are free"));
   }
   auto row = std::make_unique<KvRow>();
   row->prompt_len = prompt_len;

@@ -21,11 +21,12 @@ struct KvRow {
   int32_t prompt_len = 0;
   sparse::ResolvedPolicy policy;
   sparse::PolicyLayout layout;
-  int32_t next_step = 0;    // decode position t the next Decode must feed
+  int32_t next_step = 0;  // decode position t the next Decode must feed
   bool prefilled = false;
-  std::vector<float> k, v;  // [layer][kv_head][prompt_len + n_slots][head_dim]
-  std::vector<int32_t> policy_ints;   // [layer][kv_head][layout.ints_per_head]
-  std::vector<float> policy_floats;   // [layer][kv_head][layout.floats_per_head]
+  bool in_batch = false;             // scratch of batch validation (duplicate rows)
+  std::vector<float> k, v;           // [layer][kv_head][prompt_len + n_slots][head_dim]
+  std::vector<int32_t> policy_ints;  // [layer][kv_head][layout.ints_per_head]
+  std::vector<float> policy_floats;  // [layer][kv_head][layout.floats_per_head]
 
   int64_t positions() const { return int64_t{prompt_len} + layout.n_slots; }
   sparse::PolicyState State(int32_t layer_head) {
@@ -49,7 +50,9 @@ class KvRows {
   // Start of layer `layer`'s K (or V) block of a row.
   float* LayerK(KvRow& row, int32_t layer) const { return row.k.data() + layer * LayerFloats(row); }
   float* LayerV(KvRow& row, int32_t layer) const { return row.v.data() + layer * LayerFloats(row); }
-  int64_t LayerFloats(const KvRow& row) const { return int64_t{kv_heads_} * row.positions() * head_dim_; }
+  int64_t LayerFloats(const KvRow& row) const {
+    return int64_t{kv_heads_} * row.positions() * head_dim_;
+  }
 
  private:
   int32_t layers_, kv_heads_, head_dim_;

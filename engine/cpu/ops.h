@@ -8,8 +8,7 @@
 namespace argen::cpu {
 
 // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for `rows` rows of `dim`.
-void RmsNorm(const float* x, const float* weight, int64_t rows, int32_t dim, float eps,
-             float* out);
+void RmsNorm(const float* x, const float* weight, int64_t rows, int32_t dim, float eps, float* out);
 
 // out[i] = silu(gate_up[r][i]) * gate_up[r][inter + i]: gate and up halves of a fused projection.
 void SiluMul(const float* gate_up, int64_t rows, int32_t inter, float* out);

@@ -59,20 +59,20 @@ struct ModelDims {
   int32_t hidden_size = 0;
   int32_t num_heads = 0;
   int32_t num_kv_heads = 0;
-  int32_t head_dim = 0;           // hidden_size / num_heads
+  int32_t head_dim = 0;  // hidden_size / num_heads
   int32_t intermediate_size = 0;
-  int32_t text_vocab = 0;         // rows of language_model.model.embed_tokens
+  int32_t text_vocab = 0;  // rows of language_model.model.embed_tokens
   float rms_norm_eps = 1e-6f;
   float rope_theta = 10000.0f;
-  int32_t image_vocab = 0;        // gen_vision / gen_head image_token_size
-  int32_t image_embed_dim = 0;    // gen_embed width (gen_aligner input_dim)
-  int32_t head_embed_dim = 0;     // gen_head image_token_embed
+  int32_t image_vocab = 0;      // gen_vision / gen_head image_token_size
+  int32_t image_embed_dim = 0;  // gen_embed width (gen_aligner input_dim)
+  int32_t head_embed_dim = 0;   // gen_head image_token_embed
 };
 
 struct BackendOptions {
-  int32_t threads = 0;            // CPU threads; 0: all cores
-  int64_t kv_budget_bytes = 0;    // KV pool size; 0: backend default
-  int32_t max_batch_rows = 256;   // rows per Prefill/Decode call
+  int32_t threads = 0;           // CPU threads; 0: all cores
+  int64_t kv_budget_bytes = 0;   // KV pool size; 0: backend default
+  int32_t max_batch_rows = 256;  // rows per Prefill/Decode call
   int32_t max_prompt_tokens = 1024;
 };
 
@@ -80,23 +80,23 @@ using RowId = int32_t;
 
 // Prompts of newly allocated rows (CFG pairs, see the contract above).
 struct PrefillBatch {
-  std::span<const RowId> rows;            // 2 * n_pairs
-  std::span<const int32_t> token_offsets; // n_rows + 1 offsets into tokens
-  std::span<const int32_t> tokens;        // text token ids, rows concatenated
-  std::span<const SamplingSpec> sampling; // n_pairs
+  std::span<const RowId> rows;             // 2 * n_pairs
+  std::span<const int32_t> token_offsets;  // n_rows + 1 offsets into tokens
+  std::span<const int32_t> tokens;         // text token ids, rows concatenated
+  std::span<const SamplingSpec> sampling;  // n_pairs
 };
 
 // One decode step of running rows.
 struct DecodeBatch {
-  std::span<const RowId> rows;              // 2 * n_pairs
-  std::span<const int32_t> image_tokens;    // n_pairs: input image token ids
-  std::span<const int32_t> steps;           // n_pairs: index t of that input token
-  std::span<const SamplingSpec> sampling;   // n_pairs
+  std::span<const RowId> rows;             // 2 * n_pairs
+  std::span<const int32_t> image_tokens;   // n_pairs: input image token ids
+  std::span<const int32_t> steps;          // n_pairs: index t of that input token
+  std::span<const SamplingSpec> sampling;  // n_pairs
 };
 
 struct StepOutputs {
-  std::span<int32_t> sampled;        // n_pairs: the image token drawn for each pair
-  float* row_logits = nullptr;       // optional [n_rows x image_vocab] gen_head logits
+  std::span<int32_t> sampled;   // n_pairs: the image token drawn for each pair
+  float* row_logits = nullptr;  // optional [n_rows x image_vocab] gen_head logits
 };
 
 class Backend {

@@ -22,7 +22,7 @@ inline constexpr int32_t kDefaultMaxPromptTokens = 1024;
 absl::StatusOr<PromptEncoder> TokenizerPromptEncoder(const std::string& model_dir);
 
 // encoder == nullptr: the chat-format prompt of the checkpoint's tokenizer.json.
-absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine::EngineOptions& options,
-                                                                   PromptEncoder encoder = nullptr);
+absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
+    const engine::EngineOptions& options, PromptEncoder encoder = nullptr);
 
 }  // namespace argen::model

@@ -21,8 +21,7 @@ GenericEngine::~GenericEngine() {
 }
 
 absl::Status GenericEngine::ValidateRequest(const engine::GenerationRequest& r) const {
-  const int32_t max_images =
-      std::min(config_.max_images_per_request, config_.max_batch_rows / 2);
+  const int32_t max_images = std::min(config_.max_images_per_request, config_.max_batch_rows / 2);
   if (r.prompt.empty()) return absl::InvalidArgumentError("prompt must not be empty");
   if (r.num_images < 1 || r.num_images > max_images) {
     return absl::InvalidArgumentError(
@@ -51,7 +50,8 @@ absl::Status GenericEngine::ValidateRequest(const engine::GenerationRequest& r) 
 absl::Status GenericEngine::ValidatePromptIds(const std::vector<int32_t>& cond,
                                               const std::vector<int32_t>& uncond) const {
   if (cond.empty() || uncond.size() != cond.size()) {
-    return absl::InvalidArgumentError("cond_ids and uncond_ids must be non-empty and of equal length");
+    return absl::InvalidArgumentError(
+        "cond_ids and uncond_ids must be non-empty and of equal length");
   }
   if (static_cast<int32_t>(cond.size()) > config_.info.max_prompt_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("prompt is ", cond.size(),
@@ -62,8 +62,8 @@ absl::Status GenericEngine::ValidatePromptIds(const std::vector<int32_t>& cond,
   for (const std::vector<int32_t>* ids : {&cond, &uncond}) {
     for (int32_t id : *ids) {
       if (id < 0 || id >= vocab) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "prompt token id ", id, " is outside language_config.vocab_size ", vocab));
+        return absl::InvalidArgumentError(
+            absl::StrCat("prompt token id ", id, " is outside language_config.vocab_size ", vocab));
       }
     }
   }
@@ -76,7 +76,8 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(
   absl::StatusOr<sparse::ResolvedPolicy> policy =
       sparse::ResolvePolicy(request.policy, config_.info.image_tokens);
   if (!policy.ok()) return policy.status();
-  absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ids = encoder_(request.prompt);
+  absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ids =
+      encoder_(request.prompt);
   if (!ids.ok()) return ids.status();
   if (absl::Status s = ValidatePromptIds(ids->first, ids->second); !s.ok()) return s;
   const int32_t len = static_cast<int32_t>(ids->first.size());
@@ -165,8 +166,8 @@ absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
       ++next;
     }
     batch_sampled_.assign(batch_sampling_.size(), -1);
-    absl::Status s = backend_->Prefill({batch_rows_, batch_offsets_, batch_tokens_, batch_sampling_},
-                                       {batch_sampled_, nullptr});
+    absl::Status s = backend_->Prefill(
+        {batch_rows_, batch_offsets_, batch_tokens_, batch_sampling_}, {batch_sampled_, nullptr});
     if (!s.ok()) return s;
     const int32_t* sampled = batch_sampled_.data();
     for (auto [id, images] : batch_groups_) {
@@ -242,7 +243,8 @@ void GenericEngine::Remove(engine::GroupId id) {
 
 absl::StatusOr<engine::GroupState> GenericEngine::State(engine::GroupId id) const {
   auto it = groups_.find(id);
-  if (it == groups_.end()) return absl::NotFoundError(absl::StrCat("group ", id, " is not in the engine"));
+  if (it == groups_.end())
+    return absl::NotFoundError(absl::StrCat("group ", id, " is not in the engine"));
   engine::GroupState s;
   s.tokens_done = it->second.tokens_done;
   s.tokens_total = config_.info.image_tokens;

@@ -30,15 +30,16 @@
 namespace argen::model {
 
 // Caption -> (cond ids, uncond ids) of the chat-format generation prompt.
-using PromptEncoder = std::function<absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>>(
-    const std::string& caption)>;
+using PromptEncoder =
+    std::function<absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>>(
+        const std::string& caption)>;
 // Token grids -> images (the VQ decoder); must be thread-safe.
 using ImageDecoder = std::function<absl::StatusOr<std::vector<engine::RgbImage>>(
     const std::vector<std::vector<int32_t>>& token_grids)>;
 
 struct GenericEngineConfig {
-  engine::ModelInfo info;          // image_tokens, image_vocab, max_prompt_tokens used for validation
-  int32_t max_batch_rows = 256;    // rows per backend call
+  engine::ModelInfo info;        // image_tokens, image_vocab, max_prompt_tokens used for validation
+  int32_t max_batch_rows = 256;  // rows per backend call
   int32_t max_images_per_request = 16;
 };
 
@@ -49,7 +50,8 @@ class GenericEngine final : public engine::Engine {
   ~GenericEngine() override;
 
   const engine::ModelInfo& info() const override { return config_.info; }
-  absl::StatusOr<engine::PreparedRequest> Prepare(const engine::GenerationRequest& request) const override;
+  absl::StatusOr<engine::PreparedRequest> Prepare(
+      const engine::GenerationRequest& request) const override;
   absl::StatusOr<engine::GroupId> Add(const engine::PreparedRequest& request) override;
   absl::StatusOr<engine::StepReport> Step() override;
   void Remove(engine::GroupId id) override;
@@ -75,7 +77,8 @@ class GenericEngine final : public engine::Engine {
   absl::Status ValidateRequest(const engine::GenerationRequest& r) const;
   // Lengths, max_prompt_tokens and ids inside the text vocabulary, so a bad
   // request fails in Prepare/Add and never inside a shared Step().
-  absl::Status ValidatePromptIds(const std::vector<int32_t>& cond, const std::vector<int32_t>& uncond) const;
+  absl::Status ValidatePromptIds(const std::vector<int32_t>& cond,
+                                 const std::vector<int32_t>& uncond) const;
   absl::Status PrefillPending(engine::StepReport* report);
   absl::Status DecodeRunning(const std::vector<engine::GroupId>& ids, engine::StepReport* report);
   // Records token `t` of every image of `g`, finishing (and freeing) it at the end.

@@ -30,7 +30,7 @@ struct SamplingSpec {
   float top_p = 1.0f;        // (0, 1]; 1: off
   float cfg_weight = 5.0f;
   uint64_t seed = 0;
-  int32_t image_index = 0;   // which image of its request this pair makes
+  int32_t image_index = 0;  // which image of its request this pair makes
 };
 
 // Host reference sampler. Owns its scratch (sized for the vocabulary once), so

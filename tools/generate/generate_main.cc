@@ -22,7 +22,8 @@
 #include "engine/image/png.h"
 #include "engine/sparse/policy_params.h"
 
-ABSL_FLAG(std::string, model, "", "checkpoint directory (config.json, safetensors, tokenizer.json)");
+ABSL_FLAG(std::string, model, "",
+          "checkpoint directory (config.json, safetensors, tokenizer.json)");
 ABSL_FLAG(std::string, prompt, "", "the caption");
 ABSL_FLAG(std::string, out, "", "output PNG path");
 ABSL_FLAG(uint64_t, seed, 0, "sampling seed; image i of the request uses stream (seed, i)");
@@ -30,7 +31,9 @@ ABSL_FLAG(double, cfg, 5.0, "classifier-free guidance weight");
 ABSL_FLAG(double, temperature, 1.0, "sampling temperature (> 0)");
 ABSL_FLAG(int32_t, top_k, 0, "top-k filter (0: off)");
 ABSL_FLAG(double, top_p, 1.0, "top-p filter in (0, 1] (1: off)");
-ABSL_FLAG(std::string, policy, "dense", "sparse KV policy: dense, sliding_window, streaming_llm, h2o, tova, alisa, diagonal, diagonal_sink4");
+ABSL_FLAG(std::string, policy, "dense",
+          "sparse KV policy: dense, sliding_window, streaming_llm, h2o, tova, alisa, diagonal, "
+          "diagonal_sink4");
 ABSL_FLAG(double, sparsity, 0.0, "fraction of decode KV not attended per step, in [0, 1)");
 ABSL_FLAG(int32_t, images, 1, "images to generate for the prompt");
 ABSL_FLAG(std::string, backend, "cpu", "cpu or cuda");
@@ -43,7 +46,8 @@ using argen::engine::Engine;
 std::string OutputPath(const std::string& out, int32_t index, int32_t count) {
   if (count == 1) return out;
   std::filesystem::path p(out);
-  return (p.parent_path() / absl::StrCat(p.stem().string(), "_", index, p.extension().string())).string();
+  return (p.parent_path() / absl::StrCat(p.stem().string(), "_", index, p.extension().string()))
+      .string();
 }
 
 absl::Status Generate() {
@@ -65,7 +69,8 @@ absl::Status Generate() {
   request.sampling.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
   request.sampling.top_k = absl::GetFlag(FLAGS_top_k);
   request.sampling.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
-  absl::StatusOr<argen::sparse::PolicyKind> kind = argen::sparse::ParsePolicyName(absl::GetFlag(FLAGS_policy));
+  absl::StatusOr<argen::sparse::PolicyKind> kind =
+      argen::sparse::ParsePolicyName(absl::GetFlag(FLAGS_policy));
   if (!kind.ok()) return kind.status();
   request.policy.kind = *kind;
   request.policy.sparsity = absl::GetFlag(FLAGS_sparsity);
@@ -84,19 +89,23 @@ absl::Status Generate() {
     if (!s.ok()) return s.status();
     state = *std::move(s);
   } while (!state.finished);
-  const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - gen_start).count();
+  const double gen_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - gen_start).count();
 
-  absl::StatusOr<std::vector<argen::engine::RgbImage>> images = (*engine)->DecodeImages(state.tokens);
+  absl::StatusOr<std::vector<argen::engine::RgbImage>> images =
+      (*engine)->DecodeImages(state.tokens);
   if (!images.ok()) return images.status();
   (*engine)->Remove(*id);
   for (int32_t i = 0; i < static_cast<int32_t>(images->size()); ++i) {
-    const std::string path = OutputPath(absl::GetFlag(FLAGS_out), i, static_cast<int32_t>(images->size()));
+    const std::string path =
+        OutputPath(absl::GetFlag(FLAGS_out), i, static_cast<int32_t>(images->size()));
     const argen::engine::RgbImage& img = (*images)[i];
-    if (absl::Status s = argen::image::WritePngFile(path, img.rgb, img.width, img.height); !s.ok()) return s;
+    if (absl::Status s = argen::image::WritePngFile(path, img.rgb, img.width, img.height); !s.ok())
+      return s;
     std::fprintf(stderr, "wrote %s\n", path.c_str());
   }
-  std::fprintf(stderr, "load %.2f s, generation %.2f s (%d tokens x %d images, %.1f tokens/s)\n", load_s,
-               gen_s, state.tokens_total, request.num_images,
+  std::fprintf(stderr, "load %.2f s, generation %.2f s (%d tokens x %d images, %.1f tokens/s)\n",
+               load_s, gen_s, state.tokens_total, request.num_images,
                state.tokens_total * request.num_images / gen_s);
   return absl::OkStatus();
 }
@@ -116,7 +125,8 @@ int main(int argc, char** argv) {
     if (flag.empty()) missing.push_back(name);
   }
   if (!missing.empty()) {
-    for (const std::string& m : missing) std::fprintf(stderr, "argen_generate: %s is required\n", m.c_str());
+    for (const std::string& m : missing)
+      std::fprintf(stderr, "argen_generate: %s is required\n", m.c_str());
     std::fprintf(stderr, "%s\n", absl::ProgramUsageMessage().data());
     return 2;
   }

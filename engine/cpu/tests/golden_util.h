@@ -49,7 +49,8 @@ struct LoadedBackend {
 };
 
 // Loads a tiny checkpoint (path relative to the source tree) into a CPU backend.
-inline LoadedBackend LoadTinyBackend(const std::string& relative_dir, float rope_theta_override = 0.0f,
+inline LoadedBackend LoadTinyBackend(const std::string& relative_dir,
+                                     float rope_theta_override = 0.0f,
                                      model::BackendOptions options = {}) {
   LoadedBackend out;
   const std::string dir = SourceDir() + "/" + relative_dir;

@@ -61,8 +61,9 @@ struct Result {
 };
 
 // Runs `requests` with request i added before step join_step[i]; returns each one's result.
-std::vector<Result> RunRequests(GenericEngine& engine, const std::vector<engine::GenerationRequest>& requests,
-                        const std::vector<int32_t>& join_step) {
+std::vector<Result> RunRequests(GenericEngine& engine,
+                                const std::vector<engine::GenerationRequest>& requests,
+                                const std::vector<int32_t>& join_step) {
   std::map<int32_t, engine::GroupId> ids;
   std::vector<Result> results(requests.size());
   size_t done = 0;
@@ -150,7 +151,8 @@ TEST(GenericEngineTest, OneTokenPerStepAndKvAccounting) {
   ASSERT_TRUE(p.ok()) << p.status();
   const int64_t len = static_cast<int64_t>(p->cond_ids.size());
   EXPECT_EQ(p->kv_bytes, 4 * (len + 64) * engine->info().kv_bytes_per_token_row);
-  EXPECT_EQ(engine->info().kv_bytes_per_token_row, 2 * 2 * 2 * 16 * 4);  // K+V, layers, kv heads, head_dim, f32
+  EXPECT_EQ(engine->info().kv_bytes_per_token_row,
+            2 * 2 * 2 * 16 * 4);  // K+V, layers, kv heads, head_dim, f32
   absl::StatusOr<engine::GroupId> id = engine->Add(*p);
   ASSERT_TRUE(id.ok());
   EXPECT_EQ(engine->KvBytesInUse(), p->kv_bytes);
@@ -201,9 +203,9 @@ TEST(GenericEngineTest, SparsePoliciesBoundKvAndZeroSparsityMatchesDense) {
   EXPECT_EQ(r[0].tokens, r[1].tokens);
 
   for (sparse::PolicyKind kind :
-       {sparse::PolicyKind::kSlidingWindow, sparse::PolicyKind::kStreamingLlm, sparse::PolicyKind::kH2O,
-        sparse::PolicyKind::kTova, sparse::PolicyKind::kAlisa, sparse::PolicyKind::kDiagonal,
-        sparse::PolicyKind::kDiagonalSink4}) {
+       {sparse::PolicyKind::kSlidingWindow, sparse::PolicyKind::kStreamingLlm,
+        sparse::PolicyKind::kH2O, sparse::PolicyKind::kTova, sparse::PolicyKind::kAlisa,
+        sparse::PolicyKind::kDiagonal, sparse::PolicyKind::kDiagonalSink4}) {
     engine::GenerationRequest sparse_request = dense;
     sparse_request.policy.kind = kind;
     sparse_request.policy.sparsity = 0.75;
@@ -240,8 +242,9 @@ TEST(GenericEngineTest, InvalidRequestsNameTheField) {
   expect_error(with([](auto& x) { x.sampling.top_k = 65; }), "top_k");
   expect_error(with([](auto& x) { x.sampling.top_p = 0.0f; }), "top_p");
   expect_error(with([](auto& x) { x.sampling.top_p = 1.5f; }), "top_p");
-  expect_error(with([](auto& x) { x.sampling.cfg_weight = std::numeric_limits<float>::infinity(); }),
-               "cfg_weight");
+  expect_error(
+      with([](auto& x) { x.sampling.cfg_weight = std::numeric_limits<float>::infinity(); }),
+      "cfg_weight");
   expect_error(with([](auto& x) { x.policy.sparsity = 1.0; }), "sparsity");
   expect_error(with([](auto& x) { x.prompt = std::string(600, 'a'); }), "max_prompt_tokens");
   EXPECT_EQ(engine->KvBytesInUse(), 0);

@@ -19,9 +19,13 @@ TEST(PhiloxTest, KnownAnswerVectors) {
   };
   const Kat kats[] = {
       {{{0, 0, 0, 0}}, 0, 0, {{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}}},
-      {{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}}, 0xffffffffu, 0xffffffffu,
+      {{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}},
+       0xffffffffu,
+       0xffffffffu,
        {{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}}},
-      {{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}}, 0xa4093822u, 0x299f31d0u,
+      {{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}},
+       0xa4093822u,
+       0x299f31d0u,
        {{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}}},
   };
   for (const Kat& k : kats) {
@@ -62,7 +66,8 @@ TEST(HostSamplerTest, InverseCdfFollowsTheDistribution) {
   spec.temperature = 1.5f;
   std::vector<int> counts(5, 0);
   const int draws = 200000;
-  for (int i = 0; i < draws; ++i) counts[sampler.Sample(cond.data(), uncond.data(), spec, (i + 0.5f) / draws)]++;
+  for (int i = 0; i < draws; ++i)
+    counts[sampler.Sample(cond.data(), uncond.data(), spec, (i + 0.5f) / draws)]++;
   std::vector<double> expected(5);
   double z = 0.0;
   for (int v = 0; v < 5; ++v) {
@@ -81,11 +86,13 @@ TEST(HostSamplerTest, TopKOneIsArgmaxAndTopPKeepsTheHead) {
   SamplingSpec spec;
   spec.cfg_weight = 1.0f;  // logits = cond
   spec.top_k = 1;
-  for (float u : {0.0f, 0.3f, 0.9999f}) EXPECT_EQ(sampler.Sample(logits.data(), logits.data(), spec, u), 1);
+  for (float u : {0.0f, 0.3f, 0.9999f})
+    EXPECT_EQ(sampler.Sample(logits.data(), logits.data(), spec, u), 1);
   spec.top_k = 0;
   spec.top_p = 0.5f;  // tokens 1 and 2 hold ~0.47 and ~0.43 of the mass: both needed
   std::set<int32_t> drawn;
-  for (int i = 0; i < 100; ++i) drawn.insert(sampler.Sample(logits.data(), logits.data(), spec, i / 100.0f));
+  for (int i = 0; i < 100; ++i)
+    drawn.insert(sampler.Sample(logits.data(), logits.data(), spec, i / 100.0f));
   EXPECT_EQ(drawn, (std::set<int32_t>{1, 2}));
 }
 

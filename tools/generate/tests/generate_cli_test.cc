@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -42,16 +41,19 @@ std::string SourceDir() {
 }
 
 uint32_t BigEndian32(const std::vector<unsigned char>& b, size_t at) {
-  return (uint32_t{b[at]} << 24) | (uint32_t{b[at + 1]} << 16) | (uint32_t{b[at + 2]} << 8) | b[at + 3];
+  return (uint32_t{b[at]} << 24) | (uint32_t{b[at + 1]} << 16) | (uint32_t{b[at + 2]} << 8) |
+         b[at + 3];
 }
 
 TEST(GenerateCliTest, WritesPngsOfTheModelImageSize) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("argen_generate_test_" + std::to_string(getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("argen_generate_test_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
-  const RunResult r = RunCommand("--model " + SourceDir() + "/tests/goldens/tiny/tiny-gqa-sharded" +
-                                 " --prompt 'a red cube' --seed 3 --images 2 --top_k 40 --policy diagonal"
-                                 " --sparsity 0.5 --out " + (dir / "img.png").string());
+  const RunResult r =
+      RunCommand("--model " + SourceDir() + "/tests/goldens/tiny/tiny-gqa-sharded" +
+                 " --prompt 'a red cube' --seed 3 --images 2 --top_k 40 --policy diagonal"
+                 " --sparsity 0.5 --out " +
+                 (dir / "img.png").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* name : {"img_0.png", "img_1.png"}) {
     std::ifstream in(dir / name, std::ios::binary);
@@ -73,7 +75,8 @@ TEST(GenerateCliTest, WritesPngsOfTheModelImageSize) {
 }
 
 TEST(GenerateCliTest, BadModelDirectoryFailsWithAMessage) {
-  const RunResult r = RunCommand("--model /nonexistent/model-dir --prompt 'x' --out /tmp/never.png");
+  const RunResult r =
+      RunCommand("--model /nonexistent/model-dir --prompt 'x' --out /tmp/never.png");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("/nonexistent/model-dir"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists("/tmp/never.png"));
