@@ -222,10 +222,13 @@ def prompt_cases(path: pathlib.Path) -> dict:
     llama = LlamaTokenizerFast(tokenizer_file=str(path), bos_token=BOS, eos_token=EOS, add_bos_token=True,
                                add_eos_token=False)
     pad_id = llama.vocab.get(PAD)
+    plain = Tokenizer.from_file(str(path))
     out = []
     for caption in CAPTIONS:
         text = deepseek_prompt(caption)
         cond = llama.encode(text)
+        # Cross-check: the official class adds exactly BOS to the plain tokenizers encoding.
+        assert cond == [llama.convert_tokens_to_ids(BOS)] + plain.encode(text, add_special_tokens=False).ids
         uncond = list(cond)
         uncond[1:-1] = [pad_id] * (len(cond) - 2)
         out.append({"caption": caption, "text": text, "cond": cond, "uncond": uncond})
