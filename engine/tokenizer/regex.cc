@@ -511,23 +511,24 @@ class Compiler {
 
 // ---------------------------------------------------------------- matcher
 
-// Runs programs over one text. visited[p][pc * (n + 1) + pos] == stamp marks a
+// Runs programs over one text. Bit pc * (n + 1) + pos of visited[p] marks a
 // state already explored: without captures, a state that failed once fails
-// again, so each is explored at most once per stamp.
+// again (whatever the start), so each is explored at most once. After a
+// successful attempt the bits it set are cleared, since states on the
+// successful path did not fail. One bit per state keeps long inputs cheap.
 class Matcher {
  public:
   Matcher(const RegexProgram& prog, std::u32string_view text) : prog_(prog), text_(text) {
     visited_.resize(prog.programs.size());
-    stamps_.assign(prog.programs.size(), 1);
   }
 
   // End of the highest-priority match of program p anchored at start, or -1.
   int64_t MatchAt(int p, size_t start) {
     const std::vector<Inst>& code = prog_.programs[p];
     const size_t width = text_.size() + 1;
-    std::vector<uint32_t>& visited = visited_[p];
-    if (visited.empty()) visited.assign(code.size() * width, 0);
-    const uint32_t stamp = stamps_[p];
+    std::vector<uint64_t>& visited = visited_[p];
+    if (visited.empty()) visited.assign((code.size() * width + 63) / 64, 0);
+    size_t max_pos = start;
     const size_t base = stack_.size();
     stack_.emplace_back(0, start);
     int64_t result = -1;
@@ -535,9 +536,12 @@ class Matcher {
       auto [pc, pos] = stack_.back();
       stack_.pop_back();
       while (true) {
-        uint32_t& seen = visited[static_cast<size_t>(pc) * width + pos];
-        if (seen == stamp) break;
-        seen = stamp;
+        const size_t bit = static_cast<size_t>(pc) * width + pos;
+        uint64_t& word = visited[bit >> 6];
+        const uint64_t mask = uint64_t{1} << (bit & 63);
+        if (word & mask) break;
+        word |= mask;
+        if (pos > max_pos) max_pos = pos;
         const Inst& in = code[pc];
         bool ok = true;
         switch (in.op) {
@@ -565,15 +569,21 @@ class Matcher {
     }
     stack_.resize(base);
     // States on a successful path did not fail: forget everything seen.
-    if (result >= 0) ++stamps_[p];
+    if (result >= 0) {
+      for (size_t pc = 0; pc < code.size(); ++pc) {
+        for (size_t pos = start; pos <= max_pos; ++pos) {
+          const size_t bit = pc * width + pos;
+          visited[bit >> 6] &= ~(uint64_t{1} << (bit & 63));
+        }
+      }
+    }
     return result;
   }
 
  private:
   const RegexProgram& prog_;
   std::u32string_view text_;
-  std::vector<std::vector<uint32_t>> visited_;
-  std::vector<uint32_t> stamps_;
+  std::vector<std::vector<uint64_t>> visited_;
   std::vector<std::pair<int32_t, size_t>> stack_;
 };
 
