@@ -17,6 +17,8 @@ import sys
 
 import yaml
 
+sys.dont_write_bytecode = True  # the dashboard check imports make_dashboard.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEPLOY = os.path.join(ROOT, "deploy")
 RULES = os.path.join(DEPLOY, "prometheus", "argen-rules.yaml")
