@@ -42,7 +42,7 @@ absl::StatusOr<AddedTokens> AddedTokens::Parse(const nlohmann::json& list, const
     const size_t index = out.tokens_.size();
     out.by_id_[token.id] = index;
     out.by_content_[token.content] = index;
-    out.by_first_char_[(*cps)[0]].push_back(index);
+    out.by_first_char_[token.normalized ? 1 : 0][(*cps)[0]].push_back(index);
     out.patterns_.push_back(std::move(*cps));
     out.tokens_.push_back(std::move(token));
   }
@@ -60,15 +60,32 @@ const AddedToken* AddedTokens::FindByContent(std::string_view content) const {
 }
 
 std::vector<TextSegment> AddedTokens::Split(const std::u32string& text) const {
-  std::vector<TextSegment> out;
+  std::vector<TextSegment> first, out;
+  SplitPass(0, text, first);
+  for (TextSegment& seg : first) {
+    if (seg.token_id >= 0) {
+      out.push_back(std::move(seg));
+    } else {
+      SplitPass(1, std::move(seg.text), out);
+    }
+  }
+  return out;
+}
+
+void AddedTokens::SplitPass(int pass, std::u32string text, std::vector<TextSegment>& out) const {
+  const auto& by_first_char = by_first_char_[pass];
+  if (by_first_char.empty()) {
+    if (!text.empty()) out.push_back({std::move(text), -1});
+    return;
+  }
   size_t consumed = 0;  // text before this is already emitted
   size_t pos = 0;       // where the leftmost-longest search resumes
   while (pos < text.size()) {
     // Leftmost start with any match, then the longest pattern there (Aho-Corasick LeftmostLongest).
     size_t start = pos, best = SIZE_MAX, best_len = 0;
     for (; start < text.size() && best == SIZE_MAX; ++start) {
-      auto cand = by_first_char_.find(text[start]);
-      if (cand == by_first_char_.end()) continue;
+      auto cand = by_first_char.find(text[start]);
+      if (cand == by_first_char.end()) continue;
       for (size_t k : cand->second) {
         const std::u32string& p = patterns_[k];
         if (p.size() > best_len && text.compare(start, p.size(), p) == 0) best = k, best_len = p.size();
@@ -98,7 +115,6 @@ std::vector<TextSegment> AddedTokens::Split(const std::u32string& text) const {
     pos = stop;
   }
   if (consumed < text.size()) out.push_back({text.substr(consumed), -1});
-  return out;
 }
 
 }  // namespace argen::tokenizer

@@ -1,5 +1,8 @@
 // Added tokens (tokenizer.json "added_tokens"): matched in the raw text before
-// pre-tokenization, leftmost-longest, with HF's single_word / lstrip / rstrip rules.
+// pre-tokenization, leftmost-longest, with HF's single_word / lstrip / rstrip
+// rules; as HF, tokens with normalized=false are extracted first, then those
+// with normalized=true from the remaining text (no normalizer is supported, so
+// "normalized" text equals the raw text).
 #pragma once
 
 #include <cstdint>
@@ -39,7 +42,9 @@ class AddedTokens {
   std::vector<std::u32string> patterns_;  // content as code points, parallel to tokens_
   absl::flat_hash_map<int32_t, size_t> by_id_;
   absl::flat_hash_map<std::string, size_t> by_content_;
-  absl::flat_hash_map<char32_t, std::vector<size_t>> by_first_char_;  // candidates per first code point
+  // Candidates per first code point; [0]: normalized=false tokens, [1]: normalized=true.
+  absl::flat_hash_map<char32_t, std::vector<size_t>> by_first_char_[2];
+  void SplitPass(int pass, std::u32string text, std::vector<TextSegment>& out) const;
 };
 
 }  // namespace argen::tokenizer

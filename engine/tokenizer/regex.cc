@@ -568,7 +568,7 @@ class Matcher {
       }
     }
     stack_.resize(base);
-    // States on a successful path did not fail: forget everything seen.
+    // States on a successful path did not fail: forget what this attempt marked.
     if (result >= 0) {
       for (size_t pc = 0; pc < code.size(); ++pc) {
         for (size_t pos = start; pos <= max_pos; ++pos) {

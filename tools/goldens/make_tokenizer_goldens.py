@@ -9,7 +9,8 @@ Writes under tests/goldens/tokenizer/:
                                 merges stored as [a, b] pairs
   bpe_deepseek_string_merges.json  the same tokenizer with merges as "a b" strings
   bpe_gpt2_pretok.json          the same model behind GPT-2's ByteLevel(use_regex) split
-  wordlevel/tokenizer.json      WordLevel with the Whitespace pre-tokenizer
+  wordlevel/tokenizer.json      WordLevel with the Whitespace pre-tokenizer and added tokens
+                                exercising normalized / single_word / lstrip / rstrip
   goldens.json                  ids (with/without special tokens) and decoded text for
                                 every test string and tokenizer; Janus-Pro generation
                                 prompt ids (cond and CFG uncond) for a few captions.
@@ -23,7 +24,7 @@ import json
 import os
 import pathlib
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import LlamaTokenizerFast
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -159,6 +160,10 @@ TEST_STRINGS = [
     "!!!!!!!!!!!!!!!!!!!!",
     "end with newline\n",
     "ends with spaces and newline  \n  ",
+    "a red cube to the left",
+    "leftover left, left_ left",
+    "x [R]   y   [L] z",
+    "[L][R]  [L]",
 ]
 
 CAPTIONS = [
@@ -203,7 +208,11 @@ def train_wordlevel() -> Tokenizer:
     trainer = trainers.WordLevelTrainer(vocab_size=400, min_frequency=1, special_tokens=["[UNK]", "[PAD]"],
                                         show_progress=False)
     tok.train_from_iterator(CORPUS, trainer=trainer)
-    tok.add_special_tokens(["<begin_of_image>"])
+    # Added-token matching rules: specials (normalized=false) are extracted before
+    # normalized=true tokens; single_word, lstrip and rstrip.
+    tok.add_special_tokens(["<begin_of_image>", "cube to"])
+    tok.add_tokens([AddedToken("red cube", normalized=True), AddedToken("left", single_word=True, normalized=False),
+                    AddedToken("[R]", rstrip=True, normalized=False), AddedToken("[L]", lstrip=True, normalized=False)])
     return tok
 
 
