@@ -667,6 +667,12 @@ def mutations(docs):
         c = dep(ds)["spec"]["template"]["spec"]["containers"][0]
         c["readinessProb"] = c.pop("readinessProbe")
 
+    def unknown_field(ds):
+        dep(ds)["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+
+    def replicas_not_a_number(ds):
+        dep(ds)["spec"]["replicas"] = "one"
+
     def string_port(ds):
         dep(ds)["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = "grpc"
 
@@ -683,7 +689,7 @@ def mutations(docs):
     def bad_podmonitor(ds):
         next(d for d in ds if d["kind"] == "PodMonitor")["spec"]["podMetricsEndpoints"][0]["interval"] = "15 seconds"
 
-    return [misspelled_probe, string_port, short_grace, unknown_config_key, bad_pdb, bad_podmonitor]
+    return [misspelled_probe, unknown_field, replicas_not_a_number, string_port, short_grace, unknown_config_key, bad_pdb, bad_podmonitor]
 
 
 def cmd_manifests(args):
