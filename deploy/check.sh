@@ -23,8 +23,7 @@
 # kubernetes-validate and PyYAML (PyPI). kustomize comes from kubectl.
 # Last line: "deploy checks: N passed, M failed".
 set -uo pipefail
-cd "$(dirname "$0")/.."
-ROOT=$(pwd)
+cd "$(dirname "$0")/.." || exit 2
 
 REQUIRE_LIVE=0
 for arg in "$@"; do
