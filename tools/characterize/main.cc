@@ -7,6 +7,7 @@
 //   locality.csv    per-head locality score s_{l,h} and head type
 //   heatmap_p<i>_L<l>_H<h>.png  attention map of the chosen layer and head
 // Plots: .venv/bin/python tools/characterize/plot.py --dir <out>.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -31,7 +32,9 @@ namespace {
 struct Args {
   std::string model_dir, prompts, out;
   int32_t max_prompts = 0;  // 0: all
-  int32_t layer = 10, head = 5;  // heatmap (the paper's Fig. 9 uses layer 10, head 5)
+  // Heatmap layer/head; -1: the paper's Fig. 9 choice (layer 10, head 5),
+  // clamped to the model.
+  int32_t layer = -1, head = -1;
   int32_t max_distance = 32;
   double local_fraction = 0.1;
   int32_t locality_window = 32;
@@ -45,7 +48,7 @@ struct Args {
 
 constexpr char kUsage[] =
     "usage: argen_characterize --model_dir=DIR --prompts=FILE --out=DIR [--max_prompts=N]\n"
-    "  [--layer=10 --head=5] [--max_distance=32] [--local_fraction=0.1] [--locality_window=32]\n"
+    "  [--layer=L --head=H (default 10, 5, clamped)] [--max_distance=32] [--local_fraction=0.1] [--locality_window=32]\n"
     "  [--threshold=0.45] [--row=cond|uncond] [--keys=decode|sequence] [--threads=0] [--seed=0] [--cfg=5]\n";
 
 absl::Status ParseArgs(int argc, char** argv, Args* a) {
@@ -168,7 +171,7 @@ class Collector {
   absl::Status status_;
 };
 
-absl::Status Run(const Args& args) {
+absl::Status Run(Args args) {
   absl::StatusOr<std::vector<std::string>> prompts = ReadPrompts(args.prompts, args.max_prompts);
   if (!prompts.ok()) return prompts.status();
   std::error_code ec;
@@ -184,6 +187,8 @@ absl::Status Run(const Args& args) {
   auto* backend = dynamic_cast<cpu::CpuBackend*>(&(*engine)->backend());
   if (backend == nullptr) return absl::InternalError("the engine's backend is not the CPU backend");
   const engine::ModelInfo& info = (*engine)->info();
+  if (args.layer < 0) args.layer = std::min(10, info.num_layers - 1);
+  if (args.head < 0) args.head = std::min(5, info.num_heads - 1);
   if (args.layer < 0 || args.layer >= info.num_layers || args.head < 0 || args.head >= info.num_heads) {
     return absl::InvalidArgumentError(absl::StrCat("--layer/--head (", args.layer, ", ", args.head,
                                                    ") outside the model's ", info.num_layers, " layers x ",
