@@ -7,6 +7,8 @@
 //   locality.csv    per-head locality score s_{l,h} and head type
 //   heatmap_p<i>_L<l>_H<h>.png  attention map of the chosen layer and head
 // Plots: .venv/bin/python tools/characterize/plot.py --dir <out>.
+// With --policy (default dense) the statistics and heatmaps show what a sparse
+// policy attends (keys it skips or evicted have weight 0).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/create_engine.h"
+#include "engine/sparse/policy_params.h"
 #include "tools/characterize/aggregate.h"
 #include "tools/characterize/attention_map.h"
 #include "tools/characterize/attention_stats.h"
@@ -44,12 +47,14 @@ struct Args {
   int32_t threads = 0;
   uint64_t seed = 0;
   float cfg = 5.0f;
+  sparse::PolicyParams policy;  // dense by default; a sparse policy shows its attended set
 };
 
 constexpr char kUsage[] =
     "usage: argen_characterize --model_dir=DIR --prompts=FILE --out=DIR [--max_prompts=N]\n"
     "  [--layer=L --head=H (default 10, 5, clamped)] [--max_distance=32] [--local_fraction=0.1] [--locality_window=32]\n"
-    "  [--threshold=0.45] [--row=cond|uncond] [--keys=decode|sequence] [--threads=0] [--seed=0] [--cfg=5]\n";
+    "  [--threshold=0.45] [--row=cond|uncond] [--keys=decode|sequence] [--threads=0] [--seed=0] [--cfg=5]\n"
+    "  [--policy=dense|sliding_window|...|diagonal_sink4 --sparsity=S --n_att=N --n_recent=N --n_sink=N]\n";
 
 absl::Status ParseArgs(int argc, char** argv, Args* a) {
   for (int i = 1; i < argc; ++i) {
@@ -75,6 +80,14 @@ absl::Status ParseArgs(int argc, char** argv, Args* a) {
     else if (name == "threads") as_int(&a->threads);
     else if (name == "seed") ok = absl::SimpleAtoi(v, &a->seed);
     else if (name == "cfg") ok = absl::SimpleAtof(v, &a->cfg);
+    else if (name == "policy") {
+      absl::StatusOr<sparse::PolicyKind> kind = sparse::ParsePolicyName(v);
+      if (!kind.ok()) return kind.status();
+      a->policy.kind = *kind;
+    } else if (name == "sparsity") ok = absl::SimpleAtod(v, &a->policy.sparsity);
+    else if (name == "n_att") as_int(&a->policy.n_att);
+    else if (name == "n_recent") as_int(&a->policy.n_recent);
+    else if (name == "n_sink") as_int(&a->policy.n_sink);
     else if (name == "row") {
       ok = v == "cond" || v == "uncond";
       a->uncond = v == "uncond";
@@ -205,6 +218,7 @@ absl::Status Run(Args args) {
     request.num_images = 1;
     request.sampling.seed = args.seed + p;
     request.sampling.cfg_weight = args.cfg;
+    request.policy = args.policy;
     absl::StatusOr<engine::PreparedRequest> prepared = (*engine)->Prepare(request);
     if (!prepared.ok()) return prepared.status();
     collector.Start(static_cast<int32_t>(prepared->cond_ids.size()));

@@ -94,6 +94,20 @@ TEST(CharacterizeDriver, TinyCheckpointEndToEnd) {
     EXPECT_LT(width, 64u + 64u);  // prompt of a short caption
   }
 
+  // Under sliding_window with n_att = 1 each query attends the prompt and
+  // itself only: no middle mass anywhere, and the heatmap shows it.
+  const std::string dir1 = dir + "_window1";
+  const std::string cmd1 = std::string(ARGEN_CHARACTERIZE_BIN) + " --model_dir=" + src +
+                           "/tests/goldens/tiny/tiny-mha --prompts=" + prompts + " --out=" + dir1 +
+                           " --policy=sliding_window --n_att=1 --max_distance=3 > " + dir1 + ".log 2>&1";
+  ASSERT_EQ(std::system(cmd1.c_str()), 0) << cmd1;
+  const auto mass1 = ReadCsv(dir1 + "/mass.csv");
+  ASSERT_EQ(mass1.size(), mass.size());
+  for (size_t i = 1; i < mass1.size(); ++i) {
+    EXPECT_NEAR(std::stod(mass1[i][5]), 0.0, 1e-9) << "row " << i;
+    EXPECT_NEAR(std::stod(mass1[i][3]) + std::stod(mass1[i][4]), 1.0, 1e-4) << "row " << i;
+  }
+
   // Bad input is reported, not crashed on.
   EXPECT_NE(std::system((std::string(ARGEN_CHARACTERIZE_BIN) + " --model_dir=/nonexistent --prompts=" + prompts +
                          " --out=" + dir + " > /dev/null 2>&1").c_str()), 0);
@@ -101,6 +115,9 @@ TEST(CharacterizeDriver, TinyCheckpointEndToEnd) {
                          "/tests/goldens/tiny/tiny-mha --prompts=" + prompts + " --out=" + dir +
                          " --layer=7 > /dev/null 2>&1").c_str()), 0);
   EXPECT_NE(std::system((std::string(ARGEN_CHARACTERIZE_BIN) + " --bogus=1 > /dev/null 2>&1").c_str()), 0);
+  EXPECT_NE(std::system((std::string(ARGEN_CHARACTERIZE_BIN) + " --model_dir=" + src +
+                         "/tests/goldens/tiny/tiny-mha --prompts=" + prompts + " --out=" + dir +
+                         " --policy=diagonal --sparsity=1.5 > /dev/null 2>&1").c_str()), 0);
 }
 
 }  // namespace
