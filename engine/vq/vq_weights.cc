@@ -97,6 +97,11 @@ class Loader {
   std::string prefix_;
 };
 
+constexpr int64_t kMaxChannels = 16384;
+constexpr int32_t kMaxResBlocks = 64;
+constexpr int32_t kMaxImageSize = 2048;
+constexpr int32_t kMaxTokenGrid = 64;
+
 #define ARGEN_VQ_ASSIGN(lhs, expr)    \
   do {                                \
     auto _r = (expr);                 \
@@ -120,13 +125,25 @@ absl::Status ValidateVqConfig(const checkpoint::GenVisionConfig& c) {
   if (c.ch_mult.empty() || c.ch_mult.size() > 8)
     return bad(absl::StrCat("ch_mult must have 1..8 entries, got ", c.ch_mult.size()));
   for (int32_t m : c.ch_mult) {
-    if (m <= 0 || (c.ch * m) % c.num_groups != 0)
+    if (m <= 0 || (int64_t{c.ch} * m) % c.num_groups != 0)
       return bad(absl::StrCat("ch * ch_mult entry (", c.ch, " * ", m,
                               ") must be a positive multiple of num_groups ", c.num_groups));
   }
   if (c.image_size <= 0 || c.image_size % c.downsample() != 0)
     return bad(absl::StrCat("image_size ", c.image_size, " must be a positive multiple of the downsampling ",
                             c.downsample()));
+  // Bounds that keep every buffer size far from overflow and the scratch
+  // allocatable (the attention scores grow with token_grid^4).
+  if (c.ch > kMaxChannels || c.z_channels > kMaxChannels || c.codebook_embed_dim > kMaxChannels)
+    return bad(absl::StrCat("ch, z_channels and codebook_embed_dim must be <= ", kMaxChannels));
+  for (int32_t m : c.ch_mult) {
+    if (int64_t{c.ch} * m > kMaxChannels)
+      return bad(absl::StrCat("ch * ch_mult entry (", c.ch, " * ", m, ") must be <= ", kMaxChannels));
+  }
+  if (c.num_res_blocks > kMaxResBlocks) return bad(absl::StrCat("num_res_blocks must be <= ", kMaxResBlocks));
+  if (c.image_size > kMaxImageSize || c.token_grid() > kMaxTokenGrid)
+    return bad(absl::StrCat("image_size ", c.image_size, " too large: at most ", kMaxImageSize,
+                            " px and a token grid of at most ", kMaxTokenGrid));
   return absl::OkStatus();
 }
 

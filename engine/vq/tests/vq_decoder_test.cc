@@ -211,11 +211,18 @@ TEST_F(VqErrorTest, InvalidConfigNamesTheParameter) {
   auto r = VqDecoder::Create(**ckpt, bad);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("ch_mult"), std::string::npos) << r.status();
+  for (int32_t size : {30, 0, -4, 1 << 20, 1 << 30}) {
+    bad = config->gen_vision;
+    bad.image_size = size;
+    r = VqDecoder::Create(**ckpt, bad);
+    ASSERT_FALSE(r.ok()) << size;
+    EXPECT_NE(r.status().message().find("image_size"), std::string::npos) << r.status();
+  }
   bad = config->gen_vision;
-  bad.image_size = 30;
+  bad.ch = 1 << 30;
   r = VqDecoder::Create(**ckpt, bad);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("image_size"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("ch"), std::string::npos) << r.status();
 }
 
 }  // namespace
