@@ -1,6 +1,6 @@
 """Generates a training set of scenes: uint8 images, captions and ground-truth annotations.
 
-  python -m tools.scenes.generate --n 60000 --out /tmp/scenes.npz --workers 16
+  python -m tools.scenes.generate --n 60000 --out /tmp/scenes.npy --workers 16
 
 Deterministic: scene i uses seed (base_seed, i) regardless of the worker count.
 Training captions avoid the benchmark (tools/sweep/benchmark_prompts.jsonl).
@@ -19,15 +19,19 @@ import numpy as np
 from tools.scenes.grammar import HoldOut, sample_training_caption
 from tools.scenes.layout import scene_from_spec
 from tools.scenes.render import render_scene
+from tools.scenes.vocab import IMAGE_SIZE
 
 DEFAULT_BENCHMARK = os.path.join(os.path.dirname(__file__), "..", "sweep", "benchmark_prompts.jsonl")
 
 _holdout = None
+_images = None
 
 
-def _init(benchmark_path):
-    global _holdout
+def _init(benchmark_path, images_path=None, n=0):
+    global _holdout, _images
     _holdout = HoldOut.from_jsonl(benchmark_path)
+    if images_path is not None:
+        _images = np.memmap(images_path, dtype=np.uint8, mode="r+", shape=(n, IMAGE_SIZE, IMAGE_SIZE, 3))
 
 
 def make_one(args):
@@ -40,18 +44,26 @@ def make_one(args):
     return render_scene(scene), scene
 
 
-def generate(n: int, base_seed: int = 1, workers: int = 0, benchmark: str = DEFAULT_BENCHMARK):
-    """Returns (images uint8 [n, 192, 192, 3], scenes list with captions)."""
+def _make_into_memmap(args):
+    image, scene = make_one(args)
+    _images[args[1]] = image
+    return scene
+
+
+def generate(n: int, base_seed: int = 1, workers: int = 0, benchmark: str = DEFAULT_BENCHMARK,
+             images_path: str | None = None):
+    """Returns (images uint8 [n, 192, 192, 3], scenes with captions). With images_path the images
+    are written by the workers straight into a memmap there (no pickling of pixels)."""
     workers = workers or os.cpu_count() or 1
     jobs = [(base_seed, i) for i in range(n)]
-    if workers == 1:
+    if images_path is None:
         _init(benchmark)
         results = [make_one(j) for j in jobs]
-    else:
-        with mp.get_context("fork").Pool(workers, initializer=_init, initargs=(benchmark,)) as pool:
-            results = pool.map(make_one, jobs, chunksize=256)
-    images = np.stack([r[0] for r in results])
-    scenes = [r[1] for r in results]
+        return np.stack([r[0] for r in results]), [r[1] for r in results]
+    np.memmap(images_path, dtype=np.uint8, mode="w+", shape=(n, IMAGE_SIZE, IMAGE_SIZE, 3)).flush()
+    with mp.get_context("fork").Pool(workers, initializer=_init, initargs=(benchmark, images_path, n)) as pool:
+        scenes = pool.map(_make_into_memmap, jobs, chunksize=256)
+    images = np.memmap(images_path, dtype=np.uint8, mode="r", shape=(n, IMAGE_SIZE, IMAGE_SIZE, 3))
     return images, scenes
 
 
@@ -61,11 +73,12 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--benchmark", default=DEFAULT_BENCHMARK)
-    ap.add_argument("--out", required=True, help="output .npz (images) and .jsonl (scenes) next to it")
+    ap.add_argument("--out", required=True, help="output .npy (images) and .jsonl (scenes) next to it")
     args = ap.parse_args()
     t0 = time.time()
-    images, scenes = generate(args.n, args.seed, args.workers, args.benchmark)
-    np.savez(args.out, images=images)
+    images, scenes = generate(args.n, args.seed, args.workers, args.benchmark,
+                              images_path=os.path.splitext(args.out)[0] + ".u8")
+    np.save(args.out, np.asarray(images))
     with open(os.path.splitext(args.out)[0] + ".jsonl", "w", encoding="utf-8") as f:
         for s in scenes:
             f.write(json.dumps(s) + "\n")

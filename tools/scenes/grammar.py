@@ -41,7 +41,8 @@ def describe(spec: dict) -> str:
     tag = spec["tag"]
     if tag == "counting":
         o = objs[0]
-        words = [COUNT_WORDS[spec["count"]]] + ([o["color"]] if o.get("color") else []) + [plural(o["shape"])]
+        noun = plural(o["shape"]) if spec["count"] > 1 else o["shape"]
+        words = [COUNT_WORDS[spec["count"]]] + ([o["color"]] if o.get("color") else []) + [noun]
         return " ".join(words)
     if tag in ("single_object", "colors"):
         return noun_phrase(objs[0])

@@ -1,0 +1,1 @@
+"""Training, export and sampling of argen's embedded default model (dev tooling, PyTorch)."""

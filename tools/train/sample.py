@@ -1,0 +1,117 @@
+"""Samples benchmark images in PyTorch with CFG (official Janus sampling) and scores them.
+
+  python -m tools.train.sample --model models/argen-scenes-v1 --out /tmp/samples [--per-prompt 1] [--cfg 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import time
+from collections import defaultdict
+
+import numpy as np
+import torch
+from PIL import Image
+from tokenizers import Tokenizer
+
+from tools.scorer.detect import detect
+from tools.scorer.geneval import aggregate, evaluate, format_table
+from tools.scorer.validate import BENCHMARK, load_metadata
+from tools.train.text_tokenizer import PromptEncoder
+from tools.train.vq_train import decode_codes
+
+
+@torch.no_grad()
+def sample_prompts(model, vq, enc: PromptEncoder, prompts: list[str], per_prompt: int, grid: int,
+                   cfg: float = 5.0, temperature: float = 1.0, top_k: int = 0, seed: int = 0,
+                   max_rows: int = 1024):
+    """-> uint8 images [len(prompts) * per_prompt, H, W, 3], ordered prompt-major.
+    Prompts of equal token length share a batch (no padding, as the engine sees them)."""
+    device = next(model.parameters()).device
+    gen = torch.Generator(device=device).manual_seed(seed)
+    ids = [enc.encode(p) for p in prompts]
+    by_len = defaultdict(list)
+    for i, p in enumerate(ids):
+        for k in range(per_prompt):
+            by_len[len(p)].append((i, k))
+    out = [None] * (len(prompts) * per_prompt)
+    use_amp = device.type == "cuda"
+    for length, rows in sorted(by_len.items()):
+        for start in range(0, len(rows), max_rows):
+            chunk = rows[start:start + max_rows]
+            cond = torch.tensor([ids[i] for i, _ in chunk], device=device)
+            uncond = torch.tensor([enc.unconditional(ids[i]) for i, _ in chunk], device=device)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
+                tokens = model.generate(cond, uncond, grid * grid, cfg_weight=cfg, temperature=temperature,
+                                        top_k=top_k, generator=gen)
+                images = decode_codes(vq, tokens, grid).cpu().numpy()
+            for (i, k), img in zip(chunk, images):
+                out[i * per_prompt + k] = img
+    return np.stack(out)
+
+
+def _score_one(args):
+    meta, image = args
+    return evaluate(meta, detect(image))
+
+
+def score_images(metas: list[dict], images: np.ndarray, per_prompt: int, workers: int = 8):
+    jobs = [(metas[i // per_prompt], images[i]) for i in range(len(images))]
+    with mp.get_context("fork").Pool(workers) as pool:
+        results = pool.map(_score_one, jobs, chunksize=8)
+    rows = [(metas[i // per_prompt]["tag"], ok) for i, (ok, _) in enumerate(results)]
+    return aggregate(rows), results
+
+
+def spread(n_total: int, n_pick: int) -> list[int]:
+    """n_pick indices evenly spread over range(n_total) (sample grids cover every category)."""
+    return sorted({int(i) for i in np.linspace(0, n_total - 1, min(n_pick, n_total))})
+
+
+def grid_png(images: np.ndarray, cols: int, path: str):
+    images = np.asarray(images)
+    missing = -len(images) % cols  # pad the last row with white tiles
+    if missing:
+        images = np.concatenate([images, np.full((missing,) + images.shape[1:], 255, np.uint8)])
+    rows = [np.concatenate(list(images[r * cols:(r + 1) * cols]), axis=1) for r in range(len(images) // cols)]
+    Image.fromarray(np.concatenate(rows, axis=0)).save(path)
+
+
+def main():
+    from tools.train.export import load
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--per-prompt", type=int, default=1)
+    ap.add_argument("--every", type=int, default=1, help="take every k-th benchmark prompt (subsample)")
+    ap.add_argument("--cfg", type=float, default=5.0)
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--top-k", type=int, default=0)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--save-images", action="store_true")
+    args = ap.parse_args()
+    model, vq, cfg = load(args.model, args.device)
+    enc = PromptEncoder(Tokenizer.from_file(os.path.join(args.model, "tokenizer.json")))
+    vp = cfg["gen_vision_config"]["params"]
+    grid = vp["image_size"] // 2 ** (len(vp["ch_mult"]) - 1)
+    metas = load_metadata(BENCHMARK)[::args.every]
+    t0 = time.time()
+    images = sample_prompts(model, vq, enc, [m["prompt"] for m in metas], args.per_prompt, grid, args.cfg,
+                            args.temperature, args.top_k)
+    summary, _ = score_images(metas, images, args.per_prompt)
+    os.makedirs(args.out, exist_ok=True)
+    print(format_table(summary))
+    print(f"{len(images)} images in {time.time() - t0:.0f}s")
+    with open(os.path.join(args.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    grid_png(images[:64], 8, os.path.join(args.out, "samples.png"))
+    if args.save_images:
+        for i, img in enumerate(images):
+            Image.fromarray(img).save(os.path.join(args.out, f"{i // args.per_prompt:04d}_{i % args.per_prompt}.png"))
+
+
+if __name__ == "__main__":
+    main()
