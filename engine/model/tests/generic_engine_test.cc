@@ -202,6 +202,17 @@ TEST(GenericEngineTest, SparsePoliciesBoundKvAndZeroSparsityMatchesDense) {
   const std::vector<Result> r = RunRequests(*engine, {dense, window}, {0, 0});
   EXPECT_EQ(r[0].tokens, r[1].tokens);
 
+  // Diagonal with N_att = N_r (the largest allowed) attends exactly a sliding window of N_r.
+  engine::GenerationRequest diagonal = dense, window_nr = dense;
+  diagonal.policy.kind = sparse::PolicyKind::kDiagonal;
+  diagonal.policy.n_recent = 20;
+  diagonal.policy.n_att = 20;
+  window_nr.policy.kind = sparse::PolicyKind::kSlidingWindow;
+  window_nr.policy.n_att = 20;
+  const std::vector<Result> same = RunRequests(*engine, {diagonal, window_nr}, {0, 0});
+  EXPECT_EQ(same[0].tokens, same[1].tokens);
+  EXPECT_NE(same[1].tokens, r[0].tokens) << "a 20-token window must change the image";
+
   for (sparse::PolicyKind kind :
        {sparse::PolicyKind::kSlidingWindow, sparse::PolicyKind::kStreamingLlm,
         sparse::PolicyKind::kH2O, sparse::PolicyKind::kTova, sparse::PolicyKind::kAlisa,
