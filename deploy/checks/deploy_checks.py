@@ -859,9 +859,11 @@ def dockerfile_problems(path, variant, config_keys, configs_model_dir):
     froms = [r for i, r in runtime["instr"] if i == "COPY" and r.startswith("--from=build")]
     if not any("/usr/local/bin" in r for r in froms):
         problems.append(f"{rel}: binaries are not copied from the build stage into /usr/local/bin")
-    model_copy = [r for i, r in runtime["instr"] if i == "COPY" and "${MODEL_DIR}" in r]
-    if not model_copy:
-        problems.append(f"{rel}: the default model (${{MODEL_DIR}}) is not copied into the image")
+    build_model = [r for i, r in build["instr"] if i == "RUN" and "${MODEL_DIR}" in r]
+    if not build_model or not re.search(r"chmod -R a\+rX", build_model[-1]):
+        problems.append(f"{rel}: the build stage must copy ${{MODEL_DIR}} and make it world-readable (chmod -R a+rX)")
+    if not any(r.rstrip("/").endswith("/opt/argen/model") for r in froms):
+        problems.append(f"{rel}: the default model is not copied into /opt/argen/model")
     model_dir = gargs.get("MODEL_DIR", "")
     if not model_dir:
         problems.append(f"{rel}: ARG MODEL_DIR needs a default")
@@ -968,6 +970,65 @@ def cmd_dockerfiles(args):
     problems_or_ok(problems, "Dockerfiles")
 
 
+def cmd_runtime_script(args):
+    """Prints a bash script replaying the runtime stage of a Dockerfile in a
+    chroot ($ROOTFS): RUN verbatim (with the stage's ARG/ENV), COPY --from=build
+    from $OUT (the build stage's /out). Used by deploy/checks/runtime-rootfs.sh."""
+    stages, gargs = parse_dockerfile(os.path.join(DEPLOY, args.dockerfile))
+    runtime = stages[-1]
+    env = {}
+    lines = ["set -euo pipefail"]
+    for instr, rest in runtime["instr"]:
+        if instr == "ARG":
+            k, _, v = rest.partition("=")
+            env[k] = v or gargs.get(k, "")
+        elif instr == "ENV":
+            for k, v in re.findall(r"(\w+)=(\S+)", rest):
+                env[k] = v
+        elif instr == "RUN":
+            exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+            lines.append(f"echo '+ RUN' {shlex.quote(rest[:70])}...")
+            lines.append(f"chroot \"$ROOTFS\" /usr/bin/env {exports} /bin/bash -o pipefail -c {shlex.quote(rest)}")
+        elif instr == "COPY":
+            parts = rest.split()
+            if not parts[0].startswith("--from=build"):
+                raise CheckError(f"runtime COPY from the context is not replayed: {rest}")
+            src, dst = parts[1], parts[2]
+            if not src.startswith("/out/"):
+                raise CheckError(f"runtime COPY --from=build of {src}: only /out/ is replayed")
+            rel_src = src[len("/out/"):]
+            lines.append(f"mkdir -p \"$ROOTFS/{os.path.dirname(dst.rstrip('/'))}\"")
+            if src.endswith("/"):
+                lines.append(f"mkdir -p \"$ROOTFS{dst}\" && cp -a \"$OUT/{rel_src}.\" \"$ROOTFS{dst}\"")
+            else:
+                lines.append(f"cp -a \"$OUT/{rel_src}\" \"$ROOTFS{dst}\"")
+    print("\n".join(lines))
+
+
+def cmd_build_out_script(args):
+    """Prints a bash script replaying the build stage's RUN steps that fill
+    /out (binaries, model, config) on this machine: run from the repository
+    root with /out -> $OUT and /build -> $BUILD_DIR (already built, so
+    scripts/build.sh itself is skipped)."""
+    stages, gargs = parse_dockerfile(os.path.join(DEPLOY, args.dockerfile))
+    build = stages[0]
+    env = dict(gargs)
+    lines = ["set -euo pipefail"]
+    for instr, rest in build["instr"]:
+        if instr == "ARG":
+            k, _, v = rest.partition("=")
+            env[k] = v or gargs.get(k, "")
+        elif instr == "RUN" and "/out" in rest:
+            cmd = re.sub(r"\S*CMAKE_ARGS=\"[^\"]*\"\s*", "", rest)
+            cmd = re.sub(r"BUILD_DIR=/build\s+JOBS=\S+\s*", "", cmd)
+            cmd = cmd.replace("scripts/build.sh", "true")
+            cmd = cmd.replace("/out", "$OUT").replace("find /build", "find \"$BUILD_DIR\"")
+            exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if v)
+            lines.append(f"echo '+ RUN (build stage)' {shlex.quote(cmd[:70])}...")
+            lines.append(f"/usr/bin/env {exports} OUT=\"$OUT\" BUILD_DIR=\"$BUILD_DIR\" /bin/bash -o pipefail -c {shlex.quote(cmd)}")
+    print("\n".join(lines))
+
+
 # --------------------------------------------------------------------------
 
 def main():
@@ -998,6 +1059,12 @@ def main():
     p.add_argument("--binary", action="append", help="a built argen_server/argen_client to check against")
     p.add_argument("--healthcheck-out", help="write the CPU image's HEALTHCHECK argv here, one per line")
     p.set_defaults(fn=cmd_dockerfiles)
+    p = sub.add_parser("runtime-script")
+    p.add_argument("dockerfile", help="Dockerfile name under deploy/")
+    p.set_defaults(fn=cmd_runtime_script)
+    p = sub.add_parser("build-out-script")
+    p.add_argument("dockerfile", help="Dockerfile name under deploy/")
+    p.set_defaults(fn=cmd_build_out_script)
     p = sub.add_parser("promql-names")
     p.add_argument("expr")
     p.set_defaults(fn=lambda a: print(" ".join(sorted(promql_metric_names(a.expr)))))
