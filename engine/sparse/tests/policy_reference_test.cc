@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "engine/sparse/policy.h"
@@ -208,6 +209,54 @@ TEST(PolicyReference, DiagonalNeverAttendsOutsideTheRecentWindowOrBeyondTheSinks
       EXPECT_TRUE(std::binary_search(sets[t].begin(), sets[t].end(), sink));
     }
   }
+}
+
+}  // namespace
+}  // namespace argen::sparse
+
+namespace argen::sparse {
+namespace {
+
+// Random parameters, valid or not: whatever ResolvePolicy accepts must keep
+// every bound and match the reference; what it rejects must say which field.
+TEST(PolicyReference, RandomParametersFuzz) {
+  uint64_t x = 0x2545F4914F6CDD1Dull;
+  auto next = [&x](int32_t n) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return static_cast<int32_t>(x % static_cast<uint64_t>(n));
+  };
+  int accepted = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    PolicyParams params;
+    params.kind = static_cast<PolicyKind>(next(8));
+    const int32_t l_dec = 1 + next(120);
+    switch (next(3)) {
+      case 0: params.sparsity = next(1000) / 1000.0; break;
+      case 1: params.n_att = next(l_dec + 3); break;
+      default: break;
+    }
+    if (next(2)) params.n_recent = next(l_dec + 3);
+    if (next(3) == 0) params.n_sink = next(8) - 1;
+    auto p = ResolvePolicy(params, l_dec);
+    if (!p.ok()) {
+      EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+      const std::string msg(p.status().message());
+      EXPECT_TRUE(msg.find("sparsity") != std::string::npos || msg.find("n_att") != std::string::npos ||
+                  msg.find("n_recent") != std::string::npos || msg.find("n_sink") != std::string::npos)
+          << msg;
+      continue;
+    }
+    ++accepted;
+    EXPECT_GE(p->n_att, 1);
+    EXPECT_LE(p->n_att, l_dec);
+    EXPECT_LE(p->n_slots, l_dec);
+    EXPECT_GE(p->n_slots, p->n_att);
+    RunAndCheck(*p, iter);
+    if (::testing::Test::HasFailure()) return;
+  }
+  EXPECT_GT(accepted, 500);
 }
 
 }  // namespace
