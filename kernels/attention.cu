@@ -253,6 +253,202 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   }
 }
 
+
+// One pass: each key slot keeps a running (max, sum, acc) per query head, so
+// K and V loads of a batch of keys are in flight together and no block-wide
+// softmax sits between them; slots merge by warp shuffles, warps through
+// shared memory. Raw logits go to shared memory only when probs are wanted.
+template <int HD, int G>
+__global__ void __launch_bounds__(kThreads) OnePassKernel(AttentionArgs a) {
+  constexpr int kLanesPerKey = HD / 8;
+  constexpr int kKeysPerIter = kThreads / kLanesPerKey;
+  constexpr int kU = G <= 2 ? 4 : 2;
+  extern __shared__ float smem[];
+  float* scores = smem;                                          // [G][chunk]
+  float* reduce = smem + (G + 1) * a.chunk;                      // [kWarps][G][HD]
+  __shared__ float warp_m[kWarps][G], warp_l[kWarps][G];
+  __shared__ MinEntry min_scratch[kWarps];
+  __shared__ float s_m[G], s_l[G];
+
+  const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
+  TokenMeta m = a.meta[t];
+  const bool sparse = (m.flags & kTokenSparse) && a.decode_idx != nullptr;
+  if (sparse && a.counts != nullptr) m.decode_count = a.counts[static_cast<int64_t>(t) * a.kv_heads + kvh];
+  m.decode_count = max(m.decode_count, 0);
+  const int n = m.prefix_len + m.decode_count;
+  const int begin = split * a.chunk;
+  const int len = max(0, min(n, begin + a.chunk) - begin);
+  const int tid = threadIdx.x, sub = tid % kLanesPerKey, slot = tid / kLanesPerKey;
+  const int64_t layer_stride = static_cast<int64_t>(a.kv_heads) * m.capacity * HD;
+  const bf16* k_base = a.kv_pool + m.kv_offset + a.layer * layer_stride +
+                       static_cast<int64_t>(kvh) * m.capacity * HD;
+  const bf16* v_base = k_base + static_cast<int64_t>(a.num_layers) * layer_stride;
+  const int32_t* idx =
+      sparse ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride : nullptr;
+  const bool want_probs = sparse && a.probs != nullptr && m.decode_count <= a.probs_stride;
+  const bool split_logits = a.splits > 1 && want_probs;
+  WorkspaceView ws = View(a.workspace, a.tokens, a.heads, HD, a.splits);
+
+  float q[G][8];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const float* qp = a.q + (static_cast<int64_t>(t) * a.heads + kvh * G + g) * HD + sub * 8;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) q[g][i] = qp[i] * a.scale;
+  }
+  float run_m[G], run_l[G], acc[G][8];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    run_m[g] = -INFINITY;
+    run_l[g] = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[g][i] = 0.f;
+  }
+
+  for (int base = 0; base < len; base += kKeysPerIter * kU) {
+    detail::Bf16x8 kk[kU], vv[kU];
+    int pos[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int j = base + u * kKeysPerIter + slot;
+      pos[u] = j < len ? KeyPosition(begin + j, m, idx) : -1;
+      if (pos[u] >= 0) {
+        const int64_t row = static_cast<int64_t>(pos[u]) * HD + sub * 8;
+        kk[u] = detail::Load8(k_base + row);
+        vv[u] = detail::Load8(v_base + row);
+      }
+    }
+    float s[G][kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      float k[8];
+      if (pos[u] >= 0) {
+        detail::Unpack8(kk[u], k);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) k[i] = 0.f;
+      }
+      const int j = base + u * kKeysPerIter + slot;
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float d = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) d += q[g][i] * k[i];
+#pragma unroll
+        for (int o = kLanesPerKey / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        s[g][u] = pos[u] >= 0 ? d : -INFINITY;
+        if (want_probs && sub == 0 && j < len) {
+          scores[g * a.chunk + j] = s[g][u];
+          if (split_logits && begin + j >= m.prefix_len)
+            ws.logits[(static_cast<int64_t>(t) * a.heads + kvh * G + g) * a.probs_stride +
+                      (begin + j - m.prefix_len)] = s[g][u];
+        }
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float mx = run_m[g];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) mx = fmaxf(mx, s[g][u]);
+      if (mx == -INFINITY) continue;
+      const float corr = __expf(run_m[g] - mx);  // 0 when run_m is -inf
+      run_l[g] *= corr;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[g][i] *= corr;
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        if (pos[u] < 0) continue;
+        const float p = __expf(s[g][u] - mx);
+        float v[8];
+        detail::Unpack8(vv[u], v);
+        run_l[g] += p;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[g][i] += p * v[i];
+      }
+      run_m[g] = mx;
+    }
+  }
+
+  // Merge the key slots of a warp (lanes that differ in slot, same dims).
+#pragma unroll
+  for (int o = 16; o >= kLanesPerKey; o >>= 1) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const float om = __shfl_xor_sync(0xffffffffu, run_m[g], o);
+      const float ol = __shfl_xor_sync(0xffffffffu, run_l[g], o);
+      const float mx = fmaxf(run_m[g], om);
+      const float c1 = run_m[g] == -INFINITY ? 0.f : __expf(run_m[g] - mx);
+      const float c2 = om == -INFINITY ? 0.f : __expf(om - mx);
+      run_l[g] = run_l[g] * c1 + ol * c2;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * c1 + __shfl_xor_sync(0xffffffffu, acc[g][i], o) * c2;
+      run_m[g] = mx;
+    }
+  }
+  const int warp = tid >> 5, lane = tid & 31;
+  if (lane < kLanesPerKey) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) reduce[(warp * G + g) * HD + sub * 8 + i] = acc[g][i];
+      if (lane == 0) {
+        warp_m[warp][g] = run_m[g];
+        warp_l[warp][g] = run_l[g];
+      }
+    }
+  }
+  __syncthreads();
+  if (tid < G) {
+    float mx = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, warp_m[w][tid]);
+    float l = 0.f;
+    if (mx != -INFINITY)
+      for (int w = 0; w < kWarps; ++w)
+        l += warp_m[w][tid] == -INFINITY ? 0.f : warp_l[w][tid] * __expf(warp_m[w][tid] - mx);
+    s_m[tid] = mx;
+    s_l[tid] = l;
+  }
+  __syncthreads();
+  for (int e = tid; e < G * HD; e += kThreads) {
+    const int g = e / HD, d = e % HD;
+    float total = 0.f;
+    if (s_m[g] != -INFINITY)
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w)
+        if (warp_m[w][g] != -INFINITY) total += reduce[(w * G + g) * HD + d] * __expf(warp_m[w][g] - s_m[g]);
+    const int h = kvh * G + g;
+    if (a.splits == 1) {
+      const float l = s_l[g];
+      a.out[(static_cast<int64_t>(t) * a.heads + h) * HD + d] = __float2bfloat16(l > 0.f ? total / l : 0.f);
+    } else {
+      const int64_t part = (static_cast<int64_t>(t) * a.heads + h) * a.splits + split;
+      ws.acc[part * HD + d] = total;
+      if (d == 0) {
+        ws.m[part] = s_m[g];
+        ws.l[part] = s_l[g];
+      }
+    }
+  }
+  if (a.splits == 1 && want_probs) {
+    float* probs = a.probs + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.probs_stride;
+    MinEntry best{INFINITY, -1};
+    for (int e = tid; e < m.decode_count; e += kThreads) {
+      float p = 0.f;
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float logit = scores[g * a.chunk + m.prefix_len + e];
+        p += (s_l[g] > 0.f && logit != -INFINITY) ? __expf(logit - s_m[g]) / s_l[g] : 0.f;
+      }
+      p *= 1.f / G;
+      probs[e] = p;
+      best = Smaller(best, MinEntry{p, e});
+    }
+    best = BlockArgmin(best, min_scratch);
+    if (a.argmin != nullptr && tid == 0)
+      a.argmin[static_cast<int64_t>(t) * a.kv_heads + kvh] = best.e;
+  }
+}
+
 // Merges the split partial softmaxes of one (token, kv_head): output, probs, argmin.
 template <int HD, int G>
 __global__ void __launch_bounds__(kThreads) CombineKernel(AttentionArgs a) {
@@ -312,12 +508,19 @@ size_t SharedBytes(int head_dim, int group, int chunk) {
 template <int HD, int G>
 cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
   const size_t smem = SharedBytes(HD, G, a.chunk);
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      AttentionKernel<HD, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk)));
+  const int max_smem = static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk));
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(AttentionKernel<HD, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+  static const cudaError_t attr1 =
+      cudaFuncSetAttribute(OnePassKernel<HD, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
   if (attr != cudaSuccess) return attr;
+  if (attr1 != cudaSuccess) return attr1;
   dim3 grid(a.tokens, a.kv_heads, a.splits);
-  AttentionKernel<HD, G><<<grid, kThreads, smem, stream>>>(a);
+  if (a.algorithm == AttentionAlgorithm::kOnePass) {
+    OnePassKernel<HD, G><<<grid, kThreads, smem, stream>>>(a);
+  } else {
+    AttentionKernel<HD, G><<<grid, kThreads, smem, stream>>>(a);
+  }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || a.splits == 1) return err;
   CombineKernel<HD, G><<<dim3(a.tokens, a.kv_heads), kThreads, 0, stream>>>(a);

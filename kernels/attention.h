@@ -25,7 +25,12 @@
 
 namespace argen::kernels {
 
+// kOnePass: online softmax, K and V of a key loaded together (flash-decoding).
+// kTwoPass: scores, block softmax, then a second pass over V.
+enum class AttentionAlgorithm : int32_t { kOnePass = 0, kTwoPass = 1 };
+
 struct AttentionArgs {
+  AttentionAlgorithm algorithm = AttentionAlgorithm::kOnePass;
   const float* q = nullptr;           // [tokens][heads][head_dim], RoPE applied
   const __nv_bfloat16* kv_pool = nullptr;
   const TokenMeta* meta = nullptr;    // [tokens]
