@@ -168,6 +168,8 @@ run_check "prometheus-adapter queries are valid PromQL (promtool)" adapter_promq
 run_check "Grafana dashboard parses, matches make_dashboard.py, covers issue 6" checks dashboard
 run_check "dashboard/rules/adapter/HPA read only metrics in server/*.cc" checks metrics
 
+run_check "docs/operations.md names existing files and exactly the shipped alerts" checks docs
+
 # ------------------------------------------------------------------ Docker
 SERVER="$BUILD_DIR/server/argen_server"
 CLIENT="$BUILD_DIR/client/argen_client"

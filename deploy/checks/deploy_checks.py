@@ -970,6 +970,30 @@ def cmd_dockerfiles(args):
     problems_or_ok(problems, "Dockerfiles")
 
 
+def cmd_docs(args):
+    """docs/operations.md names real files and exactly the shipped alerts."""
+    path = os.path.join(ROOT, "docs", "operations.md")
+    text = open(path).read()
+    problems = []
+    paths = set(re.findall(r"(?<![\w/.-])((?:deploy|docs|scripts|configs)/[\w./*{},<>-]*[\w}*])", text))
+    for p in sorted(paths):
+        if "<" in p or "*" in p:
+            continue
+        if not os.path.exists(os.path.join(ROOT, p)):
+            if p.endswith("{cpu,gpu}") or re.search(r"\{", p):
+                continue
+            problems.append(f"docs/operations.md names {p}, which does not exist")
+    rules = yaml.safe_load(open(RULES))
+    alerts = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
+    documented = set(re.findall(r"^\| `(Argen\w+)`", text, re.M))
+    for a in sorted(alerts - documented):
+        problems.append(f"alert {a} is not in the alerts table of docs/operations.md")
+    for a in sorted(documented - alerts):
+        problems.append(f"docs/operations.md documents alert {a}, which argen-rules.yaml lacks")
+    print(f"{len(paths)} paths and {len(documented)} alerts named in docs/operations.md")
+    problems_or_ok(problems, "docs/operations.md")
+
+
 def cmd_runtime_script(args):
     """Prints a bash script replaying the runtime stage of a Dockerfile in a
     chroot ($ROOTFS): RUN verbatim (with the stage's ARG/ENV), COPY --from=build
@@ -1062,6 +1086,8 @@ def main():
     p = sub.add_parser("runtime-script")
     p.add_argument("dockerfile", help="Dockerfile name under deploy/")
     p.set_defaults(fn=cmd_runtime_script)
+    p = sub.add_parser("docs")
+    p.set_defaults(fn=cmd_docs)
     p = sub.add_parser("build-out-script")
     p.add_argument("dockerfile", help="Dockerfile name under deploy/")
     p.set_defaults(fn=cmd_build_out_script)
