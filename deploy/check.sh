@@ -249,6 +249,13 @@ live_cpu() {
   [ -s "$WORK/configs/cpu.yaml" ] || { echo "no rendered cpu config"; return 1; }
   start_server "$WORK/configs/cpu.yaml"
   wait_serving || return 1
+  # What kubelet's gRPC probes of the rendered Deployment ask (grpc.health.v1 Check).
+  local probe service answer
+  while IFS=$'\t' read -r probe service; do
+    answer=$("$CLIENT" --server="127.0.0.1:$GRPC_PORT" --timeout=5 health --service="$service" 2>&1)
+    echo "$probe (service \"$service\"): $answer"
+    [ "$answer" = SERVING ] || return 1
+  done < <(checks probe-services "$WORK/cpu.yaml")
   # Traffic, so that every labelled family has series: two policies, 2 images each.
   "$CLIENT" --server="127.0.0.1:$GRPC_PORT" --timeout=60 generate --prompt "a red circle" \
     --count 2 --policy dense --out "$WORK/images" --quiet >/dev/null || return 1

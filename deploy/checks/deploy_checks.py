@@ -970,6 +970,17 @@ def cmd_dockerfiles(args):
     problems_or_ok(problems, "Dockerfiles")
 
 
+def cmd_probe_services(args):
+    """Prints 'probe<TAB>service' for each gRPC probe of the rendered Deployment."""
+    dep = one(by_kind(load_yaml_docs(args.rendered)), "Deployment")
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        g = container.get(probe, {}).get("grpc")
+        if g is None:
+            raise CheckError(f"{probe} is not a gRPC probe")
+        print(f"{probe}\t{g.get('service', '')}")
+
+
 def cmd_docs(args):
     """docs/operations.md names real files and exactly the shipped alerts."""
     path = os.path.join(ROOT, "docs", "operations.md")
@@ -1086,6 +1097,9 @@ def main():
     p = sub.add_parser("runtime-script")
     p.add_argument("dockerfile", help="Dockerfile name under deploy/")
     p.set_defaults(fn=cmd_runtime_script)
+    p = sub.add_parser("probe-services")
+    p.add_argument("rendered")
+    p.set_defaults(fn=cmd_probe_services)
     p = sub.add_parser("docs")
     p.set_defaults(fn=cmd_docs)
     p = sub.add_parser("build-out-script")
