@@ -585,6 +585,12 @@ def semantic_problems(overlay, docs, config_keys, service_name):
     if grace < need:
         problems.append(f"terminationGracePeriodSeconds {grace} < preStop {pre_s} + drain_timeout_s "
                         f"{drain} + 5 s flush + 5 s margin = {need}")
+    for t in spec.get("topologySpreadConstraints", []):
+        if not selects(t["labelSelector"]["matchLabels"], labels):
+            problems.append("topologySpreadConstraints labelSelector does not select the argen pods")
+    ann = pod["metadata"].get("annotations", {})
+    if ann.get("prometheus.io/port") not in (None, str(ports.get("metrics"))):
+        problems.append(f"annotation prometheus.io/port {ann.get('prometheus.io/port')} is not the metrics port")
     sc = spec.get("securityContext", {})
     if not sc.get("runAsNonRoot") or not sc.get("runAsUser"):
         problems.append("pod securityContext must run as a non-root uid")
