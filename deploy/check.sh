@@ -34,7 +34,7 @@ for arg in "$@"; do
   esac
 done
 
-TOOLS=${ARGEN_DEPLOY_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/argen-deploy-check}
+TOOLS=${ARGEN_DEPLOY_TOOLS:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/argen-deploy-check}
 BUILD_DIR=${ARGEN_BUILD_DIR:-build}
 K8S_VERSIONS=${ARGEN_K8S_VERSIONS:-1.28.0,1.37.0}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/argen-deploy-check.XXXXXX")

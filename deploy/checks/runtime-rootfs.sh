@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=$(realpath "${1:-build}")
-TOOLS=${ARGEN_DEPLOY_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/argen-deploy-check}
+TOOLS=${ARGEN_DEPLOY_TOOLS:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/argen-deploy-check}
 PY="$TOOLS/venv/bin/python"
 [ -x "$PY" ] || { echo "run deploy/check.sh once first (it installs $PY)"; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "needs root (chroot)"; exit 2; }
