@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/batch_checks.h"
@@ -33,10 +34,24 @@ struct CpuBackend::Activations {
   std::vector<int32_t> row_steps;
   // Per pair (decode input embeddings).
   std::vector<float> image_embed, aligner_mid, aligner_out;
-  // Decode attention of one row.
-  std::vector<int32_t> attended, counts, decode_positions;
-  std::vector<float> attended_probs, head_probs, scratch;
+  // Attention scratch, one set per thread-pool participant.
+  std::vector<RowScratch> per_thread;
 };
+
+// Grows every participant's attention scratch for rows of at most
+// `max_prompt` prompt positions and `max_stride` attended slots.
+void CpuBackend::ReserveRowScratch(int32_t max_prompt, int32_t max_stride) {
+  const model::ModelDims& d = dims_;
+  act_->per_thread.resize(pool_->size());
+  for (RowScratch& s : act_->per_thread) {
+    Grow(s.attended, int64_t{d.num_kv_heads} * max_stride);
+    Grow(s.counts, d.num_kv_heads);
+    Grow(s.attended_probs, int64_t{d.num_kv_heads} * max_stride);
+    Grow(s.decode_positions, max_stride);
+    Grow(s.scratch, std::max<int64_t>(int64_t{max_prompt} + max_stride, 1));
+    if (observer_) Grow(s.head_probs, int64_t{d.num_heads} * (max_prompt + max_stride));
+  }
+}
 
 CpuBackend::CpuBackend(const model::ModelDims& dims, CpuWeights weights,
                        const model::BackendOptions& options)
@@ -47,6 +62,11 @@ CpuBackend::CpuBackend(const model::ModelDims& dims, CpuWeights weights,
       act_(std::make_unique<Activations>()),
       sampler_(dims.image_vocab) {
   SetBlasThreads(options.threads);
+  const int32_t threads =
+      options.threads > 0
+          ? options.threads
+          : std::max<int32_t>(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
+  pool_ = std::make_unique<ThreadPool>(threads);
   const int32_t half = dims.head_dim / 2;
   inv_freq_.resize(half);
   // HF: inv_freq = 1 / theta ** (arange(0, dim, 2).float() / dim)
@@ -135,7 +155,7 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
   Grow(a.rope, n * hd);
   int32_t max_len = 0;
   for (KvRow* row : a.rows) max_len = std::max(max_len, row->prompt_len);
-  Grow(a.scratch, max_len);
+  ReserveRowScratch(max_len, 0);
 
   if (absl::Status s = w_.text_embeddings(b.tokens.data(), n, a.x.data()); !s.ok()) return s;
   for (int64_t r = 0; r < n_rows; ++r) {
@@ -145,7 +165,7 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   RunLayers(n, [&](int32_t layer) {
-    for (int64_t r = 0; r < n_rows; ++r) {
+    pool_->ParallelFor(n_rows, [&](int64_t r, int32_t participant) {
       KvRow& row = *a.rows[r];
       float* k_block = kv_.LayerK(row, layer);
       float* v_block = kv_.LayerV(row, layer);
@@ -175,9 +195,9 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
       args.scale = scale;
       args.out = a.attn.data() + int64_t{begin} * q_dim;
       args.out_stride = q_dim;
-      args.scratch = a.scratch.data();
+      args.scratch = a.per_thread[participant].scratch.data();
       PrefillAttention(args);
-    }
+    });
   });
 
   float* last = Grow(a.last_hidden, n_rows * H);
@@ -194,72 +214,81 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
 
 void CpuBackend::DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows,
                                    std::span<const model::RowId> row_ids, const int32_t* steps) {
+  auto one_row = [&](int64_t r, int32_t participant) {
+    DecodeAttendRow(layer, *rows[r], r, row_ids[r], steps[r / 2], act_->per_thread[participant]);
+  };
+  // The observer sees rows in batch order, from the calling thread.
+  if (observer_) {
+    for (size_t r = 0; r < rows.size(); ++r) one_row(static_cast<int64_t>(r), 0);
+  } else {
+    pool_->ParallelFor(static_cast<int64_t>(rows.size()), one_row);
+  }
+}
+
+void CpuBackend::DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::RowId row_id,
+                                 int32_t t, RowScratch& s) {
   const model::ModelDims& d = dims_;
   Activations& a = *act_;
   const int32_t hd = d.head_dim, q_dim = d.num_heads * hd, kv_dim = d.num_kv_heads * hd;
   const int32_t qkv_dim = q_dim + 2 * kv_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  for (size_t r = 0; r < rows.size(); ++r) {
-    KvRow& row = *rows[r];
-    const int32_t t = steps[r / 2];
-    const int32_t stride = row.layout.max_attended;
-    float* q = a.qkv.data() + r * qkv_dim;
-    float* k = q + q_dim;
-    const float* v = k + kv_dim;
-    ApplyRope(q, d.num_heads, hd, a.rope.data() + r * hd);
-    ApplyRope(k, d.num_kv_heads, hd, a.rope.data() + r * hd);
-    float* k_block = kv_.LayerK(row, layer);
-    float* v_block = kv_.LayerV(row, layer);
-    int32_t* attended = a.attended.data();
-    for (int32_t g = 0; g < d.num_kv_heads; ++g) {
-      int32_t slot = 0;
-      const int32_t count =
-          sparse::PlanStep(row.policy, row.layout, row.State(layer * d.num_kv_heads + g), t, &slot,
-                           attended + int64_t{g} * stride);
-      // Validated before the step (t == next_step < l_dec), so count >= 0.
-      a.counts[g] = std::max(count, 0);
-      const int64_t at = (g * row.positions() + row.prompt_len + slot) * hd;
-      std::memcpy(k_block + at, k + g * hd, sizeof(float) * hd);
-      std::memcpy(v_block + at, v + g * hd, sizeof(float) * hd);
-    }
-    DecodeAttentionShape shape{d.num_heads, d.num_kv_heads, hd, row.prompt_len, row.layout.n_slots};
-    DecodeAttentionIo io;
-    io.q = q;
-    io.k = k_block;
-    io.v = v_block;
-    io.attended = attended;
-    io.counts = a.counts.data();
-    io.attended_stride = stride;
-    io.scale = scale;
-    io.out = a.attn.data() + r * q_dim;
-    io.attended_probs = a.attended_probs.data();
-    io.head_probs = observer_ ? a.head_probs.data() : nullptr;
-    io.scratch = a.scratch.data();
-    DecodeAttention(shape, io);
-    for (int32_t g = 0; g < d.num_kv_heads; ++g) {
-      sparse::PolicyState state = row.State(layer * d.num_kv_heads + g);
-      if (sparse::ObserveNeeded(row.policy, row.layout, state, t)) {
-        sparse::ObserveStep(row.policy, row.layout, state, t, attended + int64_t{g} * stride,
-                            a.attended_probs.data() + int64_t{g} * stride, a.counts[g]);
-      }
-    }
-    if (observer_) ReportAttention(layer, row, row_ids[r], t);
+  const int32_t stride = row.layout.max_attended;
+  float* q = a.qkv.data() + r * qkv_dim;
+  float* k = q + q_dim;
+  const float* v = k + kv_dim;
+  ApplyRope(q, d.num_heads, hd, a.rope.data() + r * hd);
+  ApplyRope(k, d.num_kv_heads, hd, a.rope.data() + r * hd);
+  float* k_block = kv_.LayerK(row, layer);
+  float* v_block = kv_.LayerV(row, layer);
+  int32_t* attended = s.attended.data();
+  for (int32_t g = 0; g < d.num_kv_heads; ++g) {
+    int32_t slot = 0;
+    const int32_t count =
+        sparse::PlanStep(row.policy, row.layout, row.State(layer * d.num_kv_heads + g), t, &slot,
+                         attended + int64_t{g} * stride);
+    // Validated before the step (t == next_step < l_dec), so count >= 0.
+    s.counts[g] = std::max(count, 0);
+    const int64_t at = (g * row.positions() + row.prompt_len + slot) * hd;
+    std::memcpy(k_block + at, k + g * hd, sizeof(float) * hd);
+    std::memcpy(v_block + at, v + g * hd, sizeof(float) * hd);
   }
+  DecodeAttentionShape shape{d.num_heads, d.num_kv_heads, hd, row.prompt_len, row.layout.n_slots};
+  DecodeAttentionIo io;
+  io.q = q;
+  io.k = k_block;
+  io.v = v_block;
+  io.attended = attended;
+  io.counts = s.counts.data();
+  io.attended_stride = stride;
+  io.scale = scale;
+  io.out = a.attn.data() + r * q_dim;
+  io.attended_probs = s.attended_probs.data();
+  io.head_probs = observer_ ? s.head_probs.data() : nullptr;
+  io.scratch = s.scratch.data();
+  DecodeAttention(shape, io);
+  for (int32_t g = 0; g < d.num_kv_heads; ++g) {
+    sparse::PolicyState state = row.State(layer * d.num_kv_heads + g);
+    if (sparse::ObserveNeeded(row.policy, row.layout, state, t)) {
+      sparse::ObserveStep(row.policy, row.layout, state, t, attended + int64_t{g} * stride,
+                          s.attended_probs.data() + int64_t{g} * stride, s.counts[g]);
+    }
+  }
+  if (observer_) ReportAttention(layer, row, row_id, t, s);
 }
 
-void CpuBackend::ReportAttention(int32_t layer, KvRow& row, model::RowId row_id, int32_t t) {
+void CpuBackend::ReportAttention(int32_t layer, KvRow& row, model::RowId row_id, int32_t t,
+                                 RowScratch& s) {
   const model::ModelDims& d = dims_;
-  Activations& a = *act_;
   const int32_t group = d.num_heads / d.num_kv_heads;
   const int32_t stride = row.layout.max_attended;
   const int32_t full_stride = row.prompt_len + stride;
   for (int32_t h = 0; h < d.num_heads; ++h) {
     const int32_t g = h / group;
-    const int32_t count = a.counts[g];
+    const int32_t count = s.counts[g];
     const sparse::PolicyState state = row.State(layer * d.num_kv_heads + g);
-    const int32_t* slots = a.attended.data() + int64_t{g} * stride;
+    const int32_t* slots = s.attended.data() + int64_t{g} * stride;
     for (int32_t i = 0; i < count; ++i) {
-      a.decode_positions[i] = sparse::SlotPosition(row.layout, state, slots[i]);
+      s.decode_positions[i] = sparse::SlotPosition(row.layout, state, slots[i]);
     }
     AttentionObservation obs;
     obs.layer = layer;
@@ -267,9 +296,9 @@ void CpuBackend::ReportAttention(int32_t layer, KvRow& row, model::RowId row_id,
     obs.row = row_id;
     obs.step = t;
     obs.prompt_len = row.prompt_len;
-    obs.probs = std::span<const float>(a.head_probs.data() + int64_t{h} * full_stride,
+    obs.probs = std::span<const float>(s.head_probs.data() + int64_t{h} * full_stride,
                                        row.prompt_len + count);
-    obs.decode_positions = std::span<const int32_t>(a.decode_positions.data(), count);
+    obs.decode_positions = std::span<const int32_t>(s.decode_positions.data(), count);
     observer_(obs);
   }
 }
@@ -299,12 +328,7 @@ absl::Status CpuBackend::Decode(const model::DecodeBatch& b, const model::StepOu
   Grow(a.gate_up, n_rows * 2 * d.intermediate_size);
   Grow(a.mlp, n_rows * d.intermediate_size);
   Grow(a.rope, n_rows * hd);
-  Grow(a.attended, int64_t{d.num_kv_heads} * max_stride);
-  Grow(a.counts, d.num_kv_heads);
-  Grow(a.attended_probs, int64_t{d.num_kv_heads} * max_stride);
-  Grow(a.decode_positions, max_stride);
-  Grow(a.scratch, std::max<int64_t>(int64_t{max_prompt} + max_stride, 1));
-  if (observer_) Grow(a.head_probs, int64_t{d.num_heads} * (max_prompt + max_stride));
+  ReserveRowScratch(max_prompt, max_stride);
 
   // Input embeddings: gen_aligner(gen_embed(token)), once per pair, fed to both rows.
   float* embed = Grow(a.image_embed, n_pairs * E);

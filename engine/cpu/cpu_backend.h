@@ -10,6 +10,7 @@
 #include "engine/cpu/attention_observer.h"
 #include "engine/cpu/cpu_weights.h"
 #include "engine/cpu/kv_rows.h"
+#include "engine/cpu/thread_pool.h"
 #include "engine/model/backend.h"
 #include "engine/model/sampler.h"
 
@@ -39,6 +40,11 @@ class CpuBackend final : public model::Backend {
 
  private:
   struct Activations;
+  // Attention scratch of one thread-pool participant.
+  struct RowScratch {
+    std::vector<int32_t> attended, counts, decode_positions;
+    std::vector<float> attended_probs, head_probs, scratch;
+  };
 
   // x [n x hidden] in place through all decoder layers; `attend(layer)` fills
   // activations' attention output from its qkv (after RoPE).
@@ -48,10 +54,16 @@ class CpuBackend final : public model::Backend {
   void HeadAndSample(const float* hidden, int64_t n_rows,
                      std::span<const model::SamplingSpec> sampling, const int32_t* steps,
                      const model::StepOutputs& out);
+  // Per row (in parallel over rows): RoPE, K/V write into the policy's slot,
+  // attention over prompt + attended slots, policy observation.
   void DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows,
                          std::span<const model::RowId> row_ids, const int32_t* steps);
+  void DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::RowId row_id, int32_t t,
+                       RowScratch& scratch);
   // Hands the attention weights DecodeAttention just wrote to the observer.
-  void ReportAttention(int32_t layer, KvRow& row, model::RowId row_id, int32_t t);
+  void ReportAttention(int32_t layer, KvRow& row, model::RowId row_id, int32_t t,
+                       RowScratch& scratch);
+  void ReserveRowScratch(int32_t max_prompt, int32_t max_stride);
 
   model::ModelDims dims_;
   CpuWeights w_;
@@ -59,6 +71,7 @@ class CpuBackend final : public model::Backend {
   KvRows kv_;
   std::vector<float> inv_freq_;
   std::unique_ptr<Activations> act_;
+  std::unique_ptr<ThreadPool> pool_;
   model::HostSampler sampler_;
   AttentionObserver observer_;
 };
