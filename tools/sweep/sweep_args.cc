@@ -1,0 +1,136 @@
+#include "tools/sweep/sweep_args.h"
+
+#include <functional>
+#include <map>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace argen::sweep {
+namespace {
+
+using Setter = std::function<absl::Status(const std::string& value)>;
+
+absl::Status Bad(const std::string& flag, const std::string& value, const char* want) {
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": \"", value, "\" is not ", want));
+}
+
+Setter Int(const std::string& flag, int32_t* out, int32_t min) {
+  return [=](const std::string& v) {
+    if (!absl::SimpleAtoi(v, out)) return Bad(flag, v, "an integer");
+    if (*out < min) return absl::InvalidArgumentError(absl::StrCat(flag, " must be >= ", min, ", got ", v));
+    return absl::OkStatus();
+  };
+}
+
+Setter Float(const std::string& flag, float* out) {
+  return [=](const std::string& v) {
+    return absl::SimpleAtof(v, out) ? absl::OkStatus() : Bad(flag, v, "a number");
+  };
+}
+
+Setter Text(const std::string& flag, std::string* out) {
+  return [=](const std::string& v) {
+    if (v.empty()) return absl::InvalidArgumentError(absl::StrCat(flag, " must not be empty"));
+    *out = v;
+    return absl::OkStatus();
+  };
+}
+
+}  // namespace
+
+const char* SweepUsage() {
+  return "argen_sweep: runs benchmark prompts through the engine for every policy x sparsity.\n"
+         "  argen_sweep --model DIR --out DIR [options]\n"
+         "Options (defaults in brackets):\n"
+         "  --prompts FILE          benchmark JSONL [tools/sweep/benchmark_prompts.jsonl]\n"
+         "  --backend cpu|cuda      [cpu]\n"
+         "  --images-per-prompt N   [4]\n"
+         "  --policies a,b,...      [dense,sliding_window,streaming_llm,h2o,tova,alisa,diagonal,"
+         "diagonal_sink4]\n"
+         "  --sparsities p,q,...    percent [80,90,92.5,95,96]; dense always runs once, at 0\n"
+         "  --subsample K           every K-th prompt (0, K, 2K, ...: all categories stay) [1]\n"
+         "  --max-prompts N         then only the first N of those (0: all) [0]\n"
+         "  --max-batch-rows R      rows decoded at once, 2 per image (CFG) [256]\n"
+         "  --threads T             CPU threads, 0: all cores [0]\n"
+         "  --seed S                prompt p uses seed S+p, image i its stream i [0]\n"
+         "  --cfg W --temperature T --top_k K --top_p P   sampling [5, 1, 0, 1]\n"
+         "  --resume                keep finished images of an earlier run into --out\n"
+         "Writes OUT/<policy>_<sparsity>/<prompt index:04d>_<image>.png and OUT/manifest.jsonl.\n"
+         "Exit status: 0 done, 1 generation failed, 2 usage error.\n";
+}
+
+absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
+  SweepArgs a;
+  std::string policies(kDefaultPolicies), sparsities(kDefaultSparsities);
+  std::string seed_text;
+  const std::map<std::string, Setter> valued = {
+      {"--model", Text("--model", &a.model)},
+      {"--prompts", Text("--prompts", &a.prompts)},
+      {"--out", Text("--out", &a.out)},
+      {"--backend", Text("--backend", &a.backend)},
+      {"--images-per-prompt", Int("--images-per-prompt", &a.images_per_prompt, 1)},
+      {"--policies", Text("--policies", &policies)},
+      {"--sparsities", Text("--sparsities", &sparsities)},
+      {"--subsample", Int("--subsample", &a.subsample, 1)},
+      {"--max-prompts", Int("--max-prompts", &a.max_prompts, 0)},
+      {"--max-batch-rows", Int("--max-batch-rows", &a.max_batch_rows, 2)},
+      {"--threads", Int("--threads", &a.threads, 0)},
+      {"--seed", Text("--seed", &seed_text)},
+      {"--cfg", Float("--cfg", &a.sampling.cfg_weight)},
+      {"--temperature", Float("--temperature", &a.sampling.temperature)},
+      {"--top_k", Int("--top_k", &a.sampling.top_k, 0)},
+      {"--top_p", Float("--top_p", &a.sampling.top_p)},
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string name = args[i], value;
+    bool has_value = false;
+    if (const size_t eq = name.find('='); eq != std::string::npos && absl::StartsWith(name, "--")) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    if (name == "--help" || name == "-h") {
+      a.help = true;
+      return a;
+    }
+    if (name == "--resume") {
+      if (has_value) return absl::InvalidArgumentError("--resume takes no value");
+      a.resume = true;
+      continue;
+    }
+    auto it = valued.find(name);
+    if (it == valued.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown argument \"", args[i], "\""));
+    }
+    if (!has_value) {
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(name, " needs a value"));
+      value = args[++i];
+    }
+    if (absl::Status s = it->second(value); !s.ok()) return s;
+  }
+  if (a.model.empty()) return absl::InvalidArgumentError("--model is required");
+  if (a.out.empty()) return absl::InvalidArgumentError("--out is required");
+  if (a.backend != "cpu" && a.backend != "cuda") {
+    return absl::InvalidArgumentError(absl::StrCat("--backend must be cpu or cuda, got \"", a.backend, "\""));
+  }
+  if (!seed_text.empty() && !absl::SimpleAtoi(seed_text, &a.seed)) {
+    return Bad("--seed", seed_text, "a non-negative integer");
+  }
+  if (a.max_batch_rows < 2 * a.images_per_prompt) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-batch-rows (", a.max_batch_rows, ") must be >= 2 x --images-per-prompt (",
+        2 * a.images_per_prompt, "): a prompt's images (a CFG row pair each) run together"));
+  }
+  absl::StatusOr<std::vector<sparse::PolicyKind>> kinds = ParsePolicies(policies);
+  if (!kinds.ok()) return kinds.status();
+  a.policies = *std::move(kinds);
+  absl::StatusOr<std::vector<double>> percents = ParseSparsities(sparsities);
+  if (!percents.ok()) return percents.status();
+  a.sparsities = *std::move(percents);
+  return a;
+}
+
+}  // namespace argen::sweep

@@ -1,0 +1,40 @@
+// argen_sweep's command line: parsed by hand (not absl flags) so that every
+// usage error, unknown flags and bad values included, is a message naming
+// the flag and exit status 2.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/engine.h"
+#include "tools/sweep/sweep_grid.h"
+
+namespace argen::sweep {
+
+struct SweepArgs {
+  std::string model;
+  std::string prompts = "tools/sweep/benchmark_prompts.jsonl";
+  std::string out;
+  std::string backend = "cpu";
+  int32_t images_per_prompt = 4;
+  std::vector<sparse::PolicyKind> policies;
+  std::vector<double> sparsities;  // percent
+  int32_t subsample = 1;           // every K-th prompt
+  int32_t max_prompts = 0;         // then the first N of those (0: all)
+  int32_t max_batch_rows = 256;    // rows (2 per image: CFG pair) decoded at once
+  int32_t threads = 0;
+  uint64_t seed = 0;               // prompt p uses seed + p; image i its stream i
+  engine::SamplingParams sampling; // seed unused here
+  bool resume = false;
+  bool help = false;
+};
+
+// Usage text printed with --help and after a usage error.
+const char* SweepUsage();
+
+// args excludes argv[0]. Accepts --name=value and --name value.
+absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args);
+
+}  // namespace argen::sweep

@@ -1,0 +1,81 @@
+#include "tools/sweep/sweep_grid.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/strip.h"
+#include "engine/sparse/policy_params.h"
+
+namespace argen::sweep {
+namespace {
+
+// (This absl's string_view is its own type, so the pieces are std::strings.)
+std::vector<std::string> Items(std::string_view csv) {
+  std::vector<std::string> items;
+  for (absl::string_view item : absl::StrSplit(absl::string_view(csv.data(), csv.size()), ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    if (!item.empty()) items.emplace_back(item);
+  }
+  return items;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<sparse::PolicyKind>> ParsePolicies(std::string_view csv) {
+  std::vector<sparse::PolicyKind> kinds;
+  for (const std::string& item : Items(csv)) {
+    absl::StatusOr<sparse::PolicyKind> kind = sparse::ParsePolicyName(item);
+    if (!kind.ok()) return absl::InvalidArgumentError(absl::StrCat("--policies: ", kind.status().message()));
+    if (std::find(kinds.begin(), kinds.end(), *kind) == kinds.end()) kinds.push_back(*kind);
+  }
+  if (kinds.empty()) return absl::InvalidArgumentError("--policies: no policy given");
+  return kinds;
+}
+
+absl::StatusOr<std::vector<double>> ParseSparsities(std::string_view csv) {
+  std::vector<double> percents;
+  for (const std::string& item : Items(csv)) {
+    double value = 0;
+    absl::string_view number = item;
+    absl::ConsumeSuffix(&number, "%");
+    if (!absl::SimpleAtod(number, &value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--sparsities: \"", item, "\" is not a number (percent, e.g. 92.5)"));
+    }
+    if (!(value >= 0 && value < 100)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--sparsities: ", item, " must be a percent in [0, 100)"));
+    }
+    if (std::find(percents.begin(), percents.end(), value) == percents.end()) percents.push_back(value);
+  }
+  if (percents.empty()) return absl::InvalidArgumentError("--sparsities: no sparsity given");
+  return percents;
+}
+
+std::string FormatPercent(double percent) {
+  // %.10g drops trailing zeros; 10 digits keep any percent a person types.
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.10g", percent);
+  return buf;
+}
+
+std::vector<SweepConfig> BuildGrid(const std::vector<sparse::PolicyKind>& policies,
+                                   const std::vector<double>& sparsities) {
+  std::vector<SweepConfig> grid;
+  for (sparse::PolicyKind kind : policies) {
+    const std::string name(sparse::PolicyName(kind));
+    if (kind == sparse::PolicyKind::kDense) {
+      grid.push_back({kind, name, 0.0, name + "_0"});
+      continue;
+    }
+    for (double s : sparsities) grid.push_back({kind, name, s, absl::StrCat(name, "_", FormatPercent(s))});
+  }
+  return grid;
+}
+
+}  // namespace argen::sweep

@@ -1,0 +1,40 @@
+// The sweep's grid: which (policy, sparsity) configurations run, and the
+// folder each one's images go to. Sparsities are given in percent, as the
+// paper's Table 2 columns are (80, 90, 92.5, 95, 96).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/sparse/policy_types.h"
+
+namespace argen::sweep {
+
+inline constexpr std::string_view kDefaultPolicies =
+    "dense,sliding_window,streaming_llm,h2o,tova,alisa,diagonal,diagonal_sink4";
+inline constexpr std::string_view kDefaultSparsities = "80,90,92.5,95,96";
+
+struct SweepConfig {
+  sparse::PolicyKind kind = sparse::PolicyKind::kDense;
+  std::string policy;        // canonical name
+  double sparsity_percent = 0;
+  std::string label;         // "<policy>_<sparsity>", e.g. "diagonal_92.5": the folder name
+};
+
+// "a,b,c" -> canonical policy kinds, in order, without duplicates.
+absl::StatusOr<std::vector<sparse::PolicyKind>> ParsePolicies(std::string_view csv);
+
+// "80,92.5" -> percents in [0, 100), in order, without duplicates.
+absl::StatusOr<std::vector<double>> ParseSparsities(std::string_view csv);
+
+// 92.5 -> "92.5", 80 -> "80" (shortest exact form, no trailing zeros).
+std::string FormatPercent(double percent);
+
+// Dense runs once (at 0, whatever the sparsities); every other policy runs at
+// every sparsity (0 included if asked: a sparse policy at 0 equals dense).
+std::vector<SweepConfig> BuildGrid(const std::vector<sparse::PolicyKind>& policies,
+                                   const std::vector<double>& sparsities);
+
+}  // namespace argen::sweep

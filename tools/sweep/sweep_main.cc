@@ -1,0 +1,151 @@
+// argen_sweep: the quality sweep. Runs the benchmark prompts through the
+// engine for every sparsity policy x sparsity of a grid, with the same seeds
+// for every configuration (a paired comparison), and writes
+//   OUT/<policy>_<sparsity>/<prompt index:04d>_<image>.png
+//   OUT/manifest.jsonl        one line per image (prompt, tag, policy, sparsity, seed, path, time)
+//   OUT/sweep_settings.json   what --resume checks
+// tools/sweep/report.py scores them. See SweepUsage() (--help) for options.
+// Exit status: 0 done, 1 generation failed, 2 usage error.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/engine.h"
+#include "tools/sweep/image_sink.h"
+#include "tools/sweep/manifest.h"
+#include "tools/sweep/prompt_set.h"
+#include "tools/sweep/resume.h"
+#include "tools/sweep/sweep_args.h"
+#include "tools/sweep/sweep_grid.h"
+#include "tools/sweep/sweep_runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace argen;
+
+constexpr int kFailed = 1;
+constexpr int kUsage = 2;
+
+int Fail(int code, const absl::Status& s) {
+  std::fprintf(stderr, "argen_sweep: %s\n", std::string(s.message()).c_str());
+  return code;
+}
+
+// Every configuration must be valid for this model (e.g. 96% of a tiny
+// decode length leaves no key; streaming_llm needs n_att > 4 sinks), checked
+// before any image is made.
+absl::Status ValidateGrid(const engine::Engine& engine, const std::vector<sweep::SweepConfig>& grid,
+                          const sweep::BenchmarkPrompt& prompt, const sweep::RunSettings& settings) {
+  for (const sweep::SweepConfig& c : grid) {
+    absl::StatusOr<engine::PreparedRequest> p = engine.Prepare(sweep::MakeRequest({&c, &prompt}, settings));
+    if (!p.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("configuration ", c.label, " on model ", engine.info().name,
+                                                     " (", engine.info().image_tokens,
+                                                     " image tokens): ", p.status().message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int Run(const sweep::SweepArgs& args) {
+  std::error_code ec;
+  if (!fs::is_directory(args.model, ec)) {
+    return Fail(kUsage, absl::NotFoundError(absl::StrCat("--model \"", args.model, "\" is not a directory")));
+  }
+  absl::StatusOr<std::vector<sweep::BenchmarkPrompt>> all = sweep::LoadPrompts(args.prompts);
+  if (!all.ok()) return Fail(kUsage, all.status());
+  const std::vector<sweep::BenchmarkPrompt> prompts = sweep::Subsample(*all, args.subsample, args.max_prompts);
+  const std::vector<sweep::SweepConfig> grid = sweep::BuildGrid(args.policies, args.sparsities);
+
+  engine::EngineOptions options;
+  options.model_dir = args.model;
+  options.backend = args.backend;
+  options.threads = args.threads;
+  options.max_batch_rows = args.max_batch_rows;
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine = engine::CreateEngine(options);
+  if (!engine.ok()) return Fail(kFailed, engine.status());
+
+  sweep::RunSettings settings;
+  settings.out_dir = args.out;
+  settings.images_per_prompt = args.images_per_prompt;
+  settings.max_batch_rows = args.max_batch_rows;
+  settings.seed = args.seed;
+  settings.sampling = args.sampling;
+  if (absl::Status s = ValidateGrid(**engine, grid, prompts.front(), settings); !s.ok()) return Fail(kUsage, s);
+
+  // Output folders, settings and (with --resume) the work already done.
+  for (const sweep::SweepConfig& c : grid) {
+    fs::create_directories(fs::path(args.out) / c.label, ec);
+    if (ec) {
+      return Fail(kUsage, absl::PermissionDeniedError(
+                              absl::StrCat("cannot create ", (fs::path(args.out) / c.label).string(), ": ",
+                                           ec.message())));
+    }
+  }
+  const fs::path settings_path = fs::path(args.out) / "sweep_settings.json";
+  const fs::path manifest_path = fs::path(args.out) / "manifest.jsonl";
+  const nlohmann::json settings_json = sweep::SettingsJson(args, (*engine)->info().name);
+  sweep::ResumeState resume;
+  if (args.resume && fs::exists(settings_path)) {
+    std::ifstream in(settings_path);
+    const nlohmann::json previous = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (absl::Status s = sweep::CheckSameSettings(previous, settings_json); !s.ok()) return Fail(kUsage, s);
+    if (fs::exists(manifest_path)) {
+      absl::StatusOr<std::vector<sweep::ManifestEntry>> entries = sweep::ReadManifest(manifest_path.string());
+      if (!entries.ok()) return Fail(kFailed, entries.status());
+      resume = sweep::FinishedWork(*entries, args.out, args.images_per_prompt);
+    }
+  }
+  {
+    std::ofstream out(settings_path);
+    out << settings_json.dump(1) << "\n";
+    if (!out) return Fail(kFailed, absl::DataLossError(absl::StrCat("cannot write ", settings_path.string())));
+  }
+  // The manifest is rewritten with the kept entries only (a killed run may
+  // have left a partial line or entries of unfinished prompts).
+  absl::StatusOr<std::unique_ptr<sweep::ManifestWriter>> manifest =
+      sweep::ManifestWriter::Open(manifest_path.string(), /*append=*/false);
+  if (!manifest.ok()) return Fail(kFailed, manifest.status());
+  for (const sweep::ManifestEntry& e : resume.kept) {
+    if (absl::Status s = (*manifest)->Write(e); !s.ok()) return Fail(kFailed, s);
+  }
+
+  std::vector<sweep::WorkItem> items;
+  for (const sweep::SweepConfig& c : grid) {
+    for (const sweep::BenchmarkPrompt& p : prompts) {
+      if (!resume.done.contains({c.label, p.index})) items.push_back({&c, &p});
+    }
+  }
+  std::fprintf(stderr,
+               "argen_sweep: model %s (%s), %zu prompts x %d images x %zu configurations; %zu requests to run"
+               "%s\n",
+               (*engine)->info().name.c_str(), args.backend.c_str(), prompts.size(), args.images_per_prompt,
+               grid.size(), items.size(),
+               resume.done.empty() ? "" : absl::StrCat(", ", resume.done.size(), " already done").c_str());
+  sweep::ImageSink sink(**engine, **manifest);
+  if (absl::Status s = sweep::RunSweep(**engine, items, settings, sink); !s.ok()) return Fail(kFailed, s);
+  std::fprintf(stderr, "argen_sweep: wrote %s\n", manifest_path.string().c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> raw(argv + 1, argv + argc);
+  absl::StatusOr<sweep::SweepArgs> args = sweep::ParseSweepArgs(raw);
+  if (!args.ok()) {
+    std::fprintf(stderr, "argen_sweep: %s\n\n%s", std::string(args.status().message()).c_str(),
+                 sweep::SweepUsage());
+    return kUsage;
+  }
+  if (args->help) {
+    std::fputs(sweep::SweepUsage(), stdout);
+    return 0;
+  }
+  return Run(*args);
+}

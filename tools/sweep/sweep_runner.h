@@ -1,0 +1,42 @@
+// The batching loop: every (configuration, prompt) pair is one engine request
+// of images_per_prompt images. Requests are added while the running rows stay
+// within max_batch_rows, the engine steps, finished groups go to the image
+// sink and are removed, and new requests join at once (continuous batching),
+// so the batch stays full across configuration boundaries. Policies may mix
+// in a batch: a group's tokens do not depend on its batch neighbours.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/engine.h"
+#include "tools/sweep/image_sink.h"
+#include "tools/sweep/prompt_set.h"
+#include "tools/sweep/sweep_grid.h"
+
+namespace argen::sweep {
+
+struct WorkItem {
+  const SweepConfig* config = nullptr;
+  const BenchmarkPrompt* prompt = nullptr;
+};
+
+struct RunSettings {
+  std::string out_dir;
+  int32_t images_per_prompt = 4;
+  int32_t max_batch_rows = 256;
+  uint64_t seed = 0;                // prompt p: seed + p, the same for every configuration
+  engine::SamplingParams sampling;  // its seed is replaced per prompt
+};
+
+// The request of one work item (also used to validate configurations).
+engine::GenerationRequest MakeRequest(const WorkItem& item, const RunSettings& settings);
+
+// Runs every item (in order of admission), writing through `sink`. Progress
+// (a line per finished configuration) goes to stderr.
+absl::Status RunSweep(engine::Engine& engine, const std::vector<WorkItem>& items,
+                      const RunSettings& settings, ImageSink& sink);
+
+}  // namespace argen::sweep

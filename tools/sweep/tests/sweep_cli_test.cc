@@ -1,0 +1,189 @@
+// Runs the argen_sweep binary on the tiny checkpoint: 2 prompts x 1 image x
+// (dense, diagonal at 0 and 50%). Checks the folder layout, valid PNGs of the
+// model's size, the manifest (counts, the same seeds for every
+// configuration), determinism (dense == diagonal at 0%, and the same bytes
+// whatever the batch size), --resume, and exit status 2 for bad arguments.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/image/png.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout + stderr
+};
+
+RunResult RunSweep(const std::string& args) {
+  const std::string cmd = std::string(ARGEN_SWEEP_BINARY) + " " + args + " 2>&1";
+  RunResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string TinyModel() {
+  const char* dir = std::getenv("ARGEN_SOURCE_DIR");
+  return std::string(dir ? dir : ".") + "/tests/goldens/tiny/tiny-mha";
+}
+
+std::string ReadBytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+std::vector<nlohmann::json> ReadManifest(const fs::path& p) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(p);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+class SweepCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("argen_sweep_test_" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "prompts.jsonl")
+        << R"({"tag": "colors", "prompt": "a photo of a red circle", "include": [{"class": "circle", "count": 1, "color": "red"}]})"
+        << "\n"
+        << R"({"tag": "counting", "prompt": "a photo of two squares", "include": [{"class": "square", "count": 2}]})"
+        << "\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Args(const fs::path& out, const std::string& extra = "") const {
+    return "--model " + TinyModel() + " --prompts " + (dir_ / "prompts.jsonl").string() + " --out " +
+           out.string() + " --images-per-prompt 1 --policies dense,diagonal --sparsities 0,50 --threads 1" +
+           " --seed 5 --top_k 20 " + extra;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(SweepCliTest, WritesEveryConfigurationWithPairedSeeds) {
+  const fs::path out = dir_ / "out";
+  const RunResult r = RunSweep(Args(out));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  const std::vector<std::string> configs = {"dense_0", "diagonal_0", "diagonal_50"};
+  for (const std::string& c : configs) {
+    for (const char* name : {"0000_0.png", "0001_0.png"}) {
+      const std::string bytes = ReadBytes(out / c / name);
+      ASSERT_FALSE(bytes.empty()) << c << "/" << name << "\n" << r.output;
+      absl::StatusOr<argen::image::Rgb8Image> img = argen::image::DecodePng(
+          absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+      ASSERT_TRUE(img.ok()) << c << "/" << name << ": " << img.status();
+      EXPECT_EQ(img->width, 32);
+      EXPECT_EQ(img->height, 32);
+    }
+    EXPECT_EQ(std::distance(fs::directory_iterator(out / c), fs::directory_iterator{}), 2) << c;
+  }
+
+  const std::vector<nlohmann::json> manifest = ReadManifest(out / "manifest.jsonl");
+  ASSERT_EQ(manifest.size(), 6u) << r.output;
+  std::map<int, std::vector<uint64_t>> seeds_by_prompt;
+  std::map<std::string, int> images_by_config;
+  for (const nlohmann::json& e : manifest) {
+    const std::string config = e.at("config");
+    ++images_by_config[config];
+    seeds_by_prompt[e.at("prompt_index").get<int>()].push_back(e.at("seed").get<uint64_t>());
+    EXPECT_TRUE(fs::is_regular_file(out / e.at("path").get<std::string>())) << e.dump();
+    EXPECT_EQ(e.at("image").get<int>(), 0);
+    EXPECT_GT(e.at("decode_s").get<double>(), 0.0);
+    const int prompt = e.at("prompt_index").get<int>();
+    EXPECT_EQ(e.at("tag").get<std::string>(), prompt == 0 ? "colors" : "counting");
+    if (config == "diagonal_50") {
+      EXPECT_EQ(e.at("policy").get<std::string>(), "diagonal");
+      EXPECT_DOUBLE_EQ(e.at("sparsity").get<double>(), 50.0);
+    }
+  }
+  for (const std::string& c : configs) EXPECT_EQ(images_by_config[c], 2) << c;
+  ASSERT_EQ(seeds_by_prompt.size(), 2u);
+  for (const auto& [prompt, seeds] : seeds_by_prompt) {
+    ASSERT_EQ(seeds.size(), 3u);
+    for (uint64_t s : seeds) EXPECT_EQ(s, 5u + prompt) << "prompt " << prompt;
+  }
+
+  // Diagonal at 0% attends every key: the same images as dense.
+  for (const char* name : {"0000_0.png", "0001_0.png"}) {
+    EXPECT_EQ(ReadBytes(out / "dense_0" / name), ReadBytes(out / "diagonal_0" / name)) << name;
+  }
+
+  // One request at a time (max 2 rows) gives the same bytes as the batched run.
+  const fs::path serial = dir_ / "serial";
+  const RunResult r2 = RunSweep(Args(serial, "--max-batch-rows 2"));
+  ASSERT_EQ(r2.exit_code, 0) << r2.output;
+  for (const std::string& c : configs) {
+    for (const char* name : {"0000_0.png", "0001_0.png"}) {
+      EXPECT_EQ(ReadBytes(out / c / name), ReadBytes(serial / c / name)) << c << "/" << name;
+    }
+  }
+}
+
+TEST_F(SweepCliTest, ResumeRunsOnlyWhatIsMissing) {
+  const fs::path out = dir_ / "out";
+  ASSERT_EQ(RunSweep(Args(out)).exit_code, 0);
+  const std::string before = ReadBytes(out / "diagonal_50" / "0001_0.png");
+
+  RunResult r = RunSweep(Args(out, "--resume"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("0 requests to run, 6 already done"), std::string::npos) << r.output;
+  EXPECT_EQ(ReadManifest(out / "manifest.jsonl").size(), 6u);
+
+  fs::remove(out / "diagonal_50" / "0001_0.png");
+  r = RunSweep(Args(out, "--resume"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 requests to run, 5 already done"), std::string::npos) << r.output;
+  EXPECT_EQ(ReadBytes(out / "diagonal_50" / "0001_0.png"), before);
+  EXPECT_EQ(ReadManifest(out / "manifest.jsonl").size(), 6u);
+
+  // Other sampling settings into the same folder are refused.
+  r = RunSweep(Args(out, "--resume --cfg 2"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("\"cfg\""), std::string::npos) << r.output;
+}
+
+TEST_F(SweepCliTest, BadArgumentsExitTwoWithAMessage) {
+  const fs::path out = dir_ / "bad";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {Args(out, "--bogus 3"), "unknown argument \"--bogus\""},
+      {Args(out, "--images-per-prompt 0"), "--images-per-prompt must be >= 1"},
+      {Args(out, "--policies nope"), "unknown sparsity policy"},
+      {Args(out, "--sparsities 120"), "--sparsities: 120"},
+      {"--prompts x --out " + out.string(), "--model is required"},
+      {Args(out, "--prompts " + (dir_ / "missing.jsonl").string()), "missing.jsonl"},
+      {"--model /nonexistent/model --out " + out.string(), "/nonexistent/model"},
+      // 96% of the tiny model's 64 decode tokens leaves 3 keys: fewer than streaming_llm's 4 sinks.
+      {Args(out, "--policies streaming_llm --sparsities 96"), "configuration streaming_llm_96"},
+      {Args(out, "--temperature 0"), "temperature"},
+  };
+  for (const auto& [args, message] : cases) {
+    const RunResult r = RunSweep(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
+  }
+  EXPECT_FALSE(fs::exists(out / "manifest.jsonl"));
+}
+
+}  // namespace

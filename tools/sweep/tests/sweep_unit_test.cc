@@ -1,0 +1,210 @@
+// argen_sweep's parts without the engine: argument parsing (every usage error
+// names its flag), the grid, prompt loading and subsampling, the manifest
+// round trip and what --resume keeps.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tools/sweep/manifest.h"
+#include "tools/sweep/prompt_set.h"
+#include "tools/sweep/resume.h"
+#include "tools/sweep/sweep_args.h"
+#include "tools/sweep/sweep_grid.h"
+
+namespace argen::sweep {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path TempDir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / (name + "_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(SweepArgsTest, DefaultsAreThePaperGrid) {
+  absl::StatusOr<SweepArgs> a = ParseSweepArgs({"--model", "m", "--out=o"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->images_per_prompt, 4);
+  EXPECT_EQ(a->policies.size(), 8u);
+  EXPECT_EQ(a->sparsities, (std::vector<double>{80, 90, 92.5, 95, 96}));
+  EXPECT_EQ(BuildGrid(a->policies, a->sparsities).size(), 1u + 7u * 5u);
+}
+
+TEST(SweepArgsTest, ParsesEveryOption) {
+  absl::StatusOr<SweepArgs> a = ParseSweepArgs(
+      {"--model", "m", "--out", "o", "--prompts=p.jsonl", "--backend", "cuda", "--images-per-prompt", "2",
+       "--policies", "diagonal,h2o", "--sparsities", "90, 95%", "--subsample", "10", "--max-prompts", "3",
+       "--max-batch-rows", "64", "--threads", "2", "--seed", "7", "--cfg", "3.5", "--temperature", "0.9",
+       "--top_k", "100", "--top_p", "0.95", "--resume"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->prompts, "p.jsonl");
+  EXPECT_EQ(a->backend, "cuda");
+  EXPECT_EQ(a->images_per_prompt, 2);
+  EXPECT_EQ(a->policies, (std::vector{sparse::PolicyKind::kDiagonal, sparse::PolicyKind::kH2O}));
+  EXPECT_EQ(a->sparsities, (std::vector<double>{90, 95}));
+  EXPECT_EQ(a->subsample, 10);
+  EXPECT_EQ(a->max_prompts, 3);
+  EXPECT_EQ(a->max_batch_rows, 64);
+  EXPECT_EQ(a->threads, 2);
+  EXPECT_EQ(a->seed, 7u);
+  EXPECT_FLOAT_EQ(a->sampling.cfg_weight, 3.5f);
+  EXPECT_FLOAT_EQ(a->sampling.temperature, 0.9f);
+  EXPECT_EQ(a->sampling.top_k, 100);
+  EXPECT_FLOAT_EQ(a->sampling.top_p, 0.95f);
+  EXPECT_TRUE(a->resume);
+}
+
+TEST(SweepArgsTest, UsageErrorsNameTheFlag) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--out", "o"}, "--model is required"},
+      {{"--model", "m"}, "--out is required"},
+      {{"--model", "m", "--out", "o", "--bogus", "1"}, "unknown argument \"--bogus\""},
+      {{"--model", "m", "--out", "o", "--images-per-prompt", "0"}, "--images-per-prompt must be >= 1"},
+      {{"--model", "m", "--out", "o", "--images-per-prompt", "two"}, "--images-per-prompt: \"two\""},
+      {{"--model", "m", "--out", "o", "--subsample", "0"}, "--subsample must be >= 1"},
+      {{"--model", "m", "--out", "o", "--policies", "diagonal,nope"}, "unknown sparsity policy \"nope\""},
+      {{"--model", "m", "--out", "o", "--sparsities", "90,100"}, "--sparsities: 100 must be a percent"},
+      {{"--model", "m", "--out", "o", "--sparsities", "abc"}, "--sparsities: \"abc\" is not a number"},
+      {{"--model", "m", "--out", "o", "--backend", "tpu"}, "--backend must be cpu or cuda"},
+      {{"--model", "m", "--out", "o", "--seed", "-1"}, "--seed"},
+      {{"--model", "m", "--out", "o", "--max-batch-rows", "6"}, "--max-batch-rows (6) must be >= 2 x"},
+      {{"--model", "m", "--out"}, "--out needs a value"},
+      {{"--model", "m", "--out", "o", "--resume=yes"}, "--resume takes no value"},
+  };
+  for (const auto& [args, message] : cases) {
+    absl::StatusOr<SweepArgs> a = ParseSweepArgs(args);
+    ASSERT_FALSE(a.ok()) << message;
+    EXPECT_NE(a.status().message().find(message), std::string::npos) << a.status();
+  }
+}
+
+TEST(SweepGridTest, DenseRunsOnceAndLabelsNameTheFolders) {
+  const std::vector<SweepConfig> grid =
+      BuildGrid({sparse::PolicyKind::kDense, sparse::PolicyKind::kDiagonalSink4}, {0, 92.5, 96});
+  ASSERT_EQ(grid.size(), 4u);
+  EXPECT_EQ(grid[0].label, "dense_0");
+  EXPECT_EQ(grid[1].label, "diagonal_sink4_0");
+  EXPECT_EQ(grid[2].label, "diagonal_sink4_92.5");
+  EXPECT_EQ(grid[3].label, "diagonal_sink4_96");
+  EXPECT_DOUBLE_EQ(grid[2].sparsity_percent, 92.5);
+  EXPECT_EQ(FormatPercent(80), "80");
+  EXPECT_EQ(FormatPercent(99.25), "99.25");
+}
+
+TEST(SweepGridTest, DuplicatesAndAliasesCollapse) {
+  absl::StatusOr<std::vector<sparse::PolicyKind>> p = ParsePolicies("window,sliding_window, tova");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->size(), 2u);
+  absl::StatusOr<std::vector<double>> s = ParseSparsities("90,90.0,80");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(*s, (std::vector<double>{90, 80}));
+  EXPECT_FALSE(ParseSparsities(" , ").ok());
+}
+
+TEST(PromptSetTest, LoadsKeepsLineIndicesAndSubsamples) {
+  const fs::path dir = TempDir("sweep_prompts");
+  const fs::path file = dir / "p.jsonl";
+  {
+    std::ofstream out(file);
+    for (int i = 0; i < 10; ++i) {
+      out << R"({"tag": "t)" << i % 3 << R"(", "prompt": "p)" << i << R"(", "include": []})" << "\n";
+    }
+  }
+  absl::StatusOr<std::vector<BenchmarkPrompt>> all = LoadPrompts(file.string());
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 10u);
+  EXPECT_EQ((*all)[7].prompt, "p7");
+  EXPECT_EQ((*all)[7].tag, "t1");
+  std::vector<BenchmarkPrompt> every3 = Subsample(*all, 3, 0);
+  ASSERT_EQ(every3.size(), 4u);  // 0, 3, 6, 9
+  EXPECT_EQ(every3[3].index, 9);
+  std::vector<BenchmarkPrompt> first2 = Subsample(*all, 3, 2);
+  ASSERT_EQ(first2.size(), 2u);
+  EXPECT_EQ(first2[1].index, 3);
+  fs::remove_all(dir);
+}
+
+TEST(PromptSetTest, BadFilesNameTheLine) {
+  const fs::path dir = TempDir("sweep_bad_prompts");
+  const fs::path file = dir / "p.jsonl";
+  std::ofstream(file) << R"({"tag": "a", "prompt": "x"})" << "\n" << R"({"tag": "a"})" << "\n";
+  absl::StatusOr<std::vector<BenchmarkPrompt>> r = LoadPrompts(file.string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("p.jsonl:2: field \"prompt\""), std::string::npos) << r.status();
+  std::ofstream(file) << "{not json\n";
+  r = LoadPrompts(file.string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("p.jsonl:1: not a JSON object"), std::string::npos) << r.status();
+  std::ofstream(file) << "\n";
+  EXPECT_FALSE(LoadPrompts(file.string()).ok());
+  EXPECT_FALSE(LoadPrompts((dir / "missing.jsonl").string()).ok());
+  fs::remove_all(dir);
+}
+
+TEST(ManifestTest, RoundTripAndResumeKeepsOnlyCompletePrompts) {
+  const fs::path dir = TempDir("sweep_manifest");
+  ManifestEntry e;
+  e.prompt_index = 12;
+  e.tag = "colors";
+  e.prompt = "a photo of a \"red\" circle";
+  e.policy = "diagonal";
+  e.sparsity = 92.5;
+  e.config = "diagonal_92.5";
+  e.seed = 12;
+  e.decode_s = 1.25;
+  EXPECT_EQ(ImageFileName(12, 3), "0012_3.png");
+  std::vector<ManifestEntry> entries;
+  for (int32_t prompt : {12, 13}) {
+    for (int32_t image = 0; image < 2; ++image) {
+      e.prompt_index = prompt;
+      e.image = image;
+      e.path = "diagonal_92.5/" + ImageFileName(prompt, image);
+      entries.push_back(e);
+    }
+  }
+  {
+    absl::StatusOr<std::unique_ptr<ManifestWriter>> w =
+        ManifestWriter::Open((dir / "manifest.jsonl").string(), false);
+    ASSERT_TRUE(w.ok()) << w.status();
+    for (const ManifestEntry& x : entries) ASSERT_TRUE((*w)->Write(x).ok());
+  }
+  std::ofstream(dir / "manifest.jsonl", std::ios::app) << R"({"prompt_index": 1)";  // killed mid-line
+  absl::StatusOr<std::vector<ManifestEntry>> read = ReadManifest((dir / "manifest.jsonl").string());
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 4u);
+  EXPECT_EQ((*read)[0].prompt, e.prompt);
+  EXPECT_DOUBLE_EQ((*read)[3].sparsity, 92.5);
+  EXPECT_EQ((*read)[3].path, "diagonal_92.5/0013_1.png");
+
+  // Prompt 12 has both files; prompt 13 lost one: only 12 is done.
+  fs::create_directories(dir / "diagonal_92.5");
+  for (const char* name : {"0012_0.png", "0012_1.png", "0013_0.png"}) std::ofstream(dir / "diagonal_92.5" / name) << "x";
+  ResumeState state = FinishedWork(*read, dir.string(), 2);
+  EXPECT_EQ(state.done.size(), 1u);
+  EXPECT_TRUE(state.done.contains({"diagonal_92.5", 12}));
+  EXPECT_EQ(state.kept.size(), 2u);
+  // Asking for 3 images a prompt: nothing is complete.
+  EXPECT_TRUE(FinishedWork(*read, dir.string(), 3).done.empty());
+  fs::remove_all(dir);
+}
+
+TEST(ResumeTest, SettingsMustMatch) {
+  SweepArgs a;
+  a.images_per_prompt = 4;
+  const nlohmann::json before = SettingsJson(a, "model-a");
+  EXPECT_TRUE(CheckSameSettings(before, SettingsJson(a, "model-a")).ok());
+  a.sampling.cfg_weight = 3.0f;
+  absl::Status s = CheckSameSettings(before, SettingsJson(a, "model-a"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("\"cfg\""), std::string::npos) << s;
+  EXPECT_FALSE(CheckSameSettings(before, SettingsJson(SweepArgs{}, "model-b")).ok());
+}
+
+}  // namespace
+}  // namespace argen::sweep
