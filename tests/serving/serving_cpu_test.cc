@@ -1,0 +1,208 @@
+// End to end through the real CPU engine on the tiny checkpoint
+// (tests/goldens/tiny/tiny-mha): concurrent mixed-policy requests produce
+// valid PNGs of the model's size, a request joins a running batch, KV never
+// exceeds the budget, /metrics is Prometheus text, and argen_client's
+// commands work against the server.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "client/commands.h"
+#include "client/generate_call.h"
+#include "engine/image/png.h"
+#include "tests/serving/serving_test_util.h"
+
+namespace argen::serving_test {
+namespace {
+
+std::string TinyModel() { return SourceDir() + "/tests/goldens/tiny/tiny-mha"; }
+
+std::unique_ptr<engine::Engine> TinyEngine(const server::ServerConfig& c) {
+  engine::EngineOptions o;
+  o.model_dir = c.model_dir;
+  o.threads = 1;
+  o.max_batch_rows = c.max_batch_rows;
+  absl::StatusOr<std::unique_ptr<engine::Engine>> e = engine::CreateEngine(o);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? *std::move(e) : nullptr;
+}
+
+TestServer StartTiny(const server::ServerConfig& c) { return StartServer(c, TinyEngine(c)); }
+
+void ExpectValidPng(const v1::Image& image, int size) {
+  absl::StatusOr<image::Rgb8Image> decoded = image::DecodePng(
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(image.png().data()), image.png().size()));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->width, size);
+  EXPECT_EQ(decoded->height, size);
+  EXPECT_EQ(image.width(), size);
+}
+
+TEST(ServingCpuTest, ConcurrentMixedPolicyRequestsAllFinishWithValidPngs) {
+  server::ServerConfig c = LoopbackConfig(TinyModel());
+  TestServer t = StartTiny(c);
+  ASSERT_NE(t.server, nullptr);
+  const int size = t.server->engine().info().image_size;
+  const std::vector<std::pair<std::string, double>> policies = {
+      {"dense", -1},       {"diagonal", 0.75},        {"diagonal_sink4", 0.75}, {"streaming_llm", 0.5},
+      {"sliding_window", 0.5}, {"h2o", 0.5},           {"tova", 0.5},            {"alisa", 0.5}};
+  std::vector<client::GenerateResult> results(policies.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < policies.size(); ++i) {
+    threads.emplace_back([&, i] {
+      v1::GenerateRequest r;
+      r.set_prompt("a red circle");
+      r.set_num_images(1 + static_cast<int>(i % 2));
+      r.set_seed(100 + i);
+      r.mutable_policy()->set_name(policies[i].first);
+      if (policies[i].second >= 0) r.mutable_policy()->set_sparsity(policies[i].second);
+      results[i] = client::CallGenerate(*t.stub, r, 120);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (size_t i = 0; i < policies.size(); ++i) {
+    const client::GenerateResult& r = results[i];
+    ASSERT_TRUE(r.status.ok()) << policies[i].first << ": " << r.status.error_message();
+    EXPECT_EQ(r.accepted.policy().name(), policies[i].first);
+    ASSERT_EQ(r.images.size(), 1 + i % 2) << policies[i].first;
+    for (size_t k = 0; k < r.images.size(); ++k) {
+      EXPECT_EQ(r.images[k].index(), static_cast<int>(k));
+      EXPECT_EQ(r.images[k].seed(), 100 + i);
+      ExpectValidPng(r.images[k], size);
+    }
+    ASSERT_TRUE(r.has_metrics);
+    EXPECT_EQ(r.metrics.steps(), t.server->engine().info().image_tokens);
+    EXPECT_EQ(r.metrics.peak_kv_bytes(), r.accepted.kv_bytes());
+    EXPECT_GT(r.metrics.tokens_per_second(), 0);
+  }
+  // Diagonal (2 images) needs less KV per image than dense (1 image).
+  EXPECT_LT(results[1].accepted.kv_bytes() / 2, results[0].accepted.kv_bytes());
+  EXPECT_LE(t.engine->peak_kv_bytes(), c.kv_budget_bytes);
+}
+
+TEST(ServingCpuTest, KvNeverExceedsTheBudget) {
+  server::ServerConfig c = LoopbackConfig(TinyModel());
+  TestServer probe = StartTiny(c);
+  v1::GenerateRequest r;
+  r.set_prompt("a blue square");
+  r.mutable_policy()->set_name("dense");
+  client::GenerateResult one = client::CallGenerate(*probe.stub, r, 60);
+  ASSERT_TRUE(one.status.ok());
+  probe.server.reset();
+
+  c.kv_budget_bytes = one.accepted.kv_bytes() * 2 + one.accepted.kv_bytes() / 2;  // two fit
+  TestServer t = StartTiny(c);
+  std::vector<client::GenerateResult> results(6);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&, i] { results[i] = client::CallGenerate(*t.stub, r, 120); });
+  }
+  for (auto& th : threads) th.join();
+  for (const auto& res : results) EXPECT_TRUE(res.status.ok()) << res.status.error_message();
+  EXPECT_LE(t.engine->peak_kv_bytes(), c.kv_budget_bytes);
+  EXPECT_GE(t.engine->peak_kv_bytes(), 2 * one.accepted.kv_bytes());  // it did batch two
+  EXPECT_LE(t.engine->peak_rows(), 4);
+}
+
+TEST(ServingCpuTest, RequestJoinsARunningBatch) {
+  server::ServerConfig c = LoopbackConfig(TinyModel());
+  TestServer t = StartTiny(c);
+  // Retry a few times in case the long request finishes before the short
+  // one arrives on a loaded machine.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    grpc::ClientContext context;
+    v1::GenerateRequest big;
+    big.set_prompt("many shapes");
+    big.set_num_images(8);
+    big.set_progress_interval_ms(1);
+    auto reader = t.stub->Generate(&context, big);
+    v1::GenerateEvent e;
+    while (reader->Read(&e) && !e.has_progress()) {}
+    v1::GenerateRequest small;
+    small.set_prompt("one shape");
+    client::GenerateResult joined = client::CallGenerate(*t.stub, small, 60);
+    while (reader->Read(&e)) {}
+    ASSERT_TRUE(reader->Finish().ok());
+    ASSERT_TRUE(joined.status.ok()) << joined.status.error_message();
+    if (joined.metrics.mean_batch_rows() > joined.metrics.rows()) {
+      EXPECT_EQ(joined.metrics.rows(), 2);
+      SUCCEED() << "joined with mean batch " << joined.metrics.mean_batch_rows();
+      return;
+    }
+  }
+  FAIL() << "the short request never decoded beside the long one";
+}
+
+TEST(ServingCpuTest, MetricsEndpointServesPrometheusText) {
+  server::ServerConfig c = LoopbackConfig(TinyModel());
+  c.metrics_port = 0;
+  TestServer t = StartTiny(c);
+  v1::GenerateRequest r;
+  r.set_prompt("a green triangle");
+  r.mutable_policy()->set_name("diagonal");
+  r.mutable_policy()->set_sparsity(0.75);
+  ASSERT_TRUE(client::CallGenerate(*t.stub, r, 60).status.ok());
+  const std::string text = HttpGet(t.server->metrics_port(), "/metrics");
+  for (const char* needle :
+       {"# TYPE argen_requests_total counter", "argen_requests_total{policy=\"diagonal\",status=\"OK\"} 1",
+        "# TYPE argen_queue_wait_seconds histogram", "argen_queue_wait_seconds_bucket{le=\"+Inf\"} 1",
+        "# TYPE argen_image_latency_seconds histogram", "# TYPE argen_decode_step_seconds histogram",
+        "argen_tokens_total 64", "argen_images_total 1", "# TYPE argen_running_batch_rows gauge",
+        "# TYPE argen_queue_depth gauge", "# TYPE argen_kv_bytes_used gauge",
+        "argen_kv_bytes_budget 4294967296"}) {
+    EXPECT_NE(text.find(needle), std::string::npos) << "missing: " << needle << "\n" << text;
+  }
+}
+
+TEST(ServingCpuTest, ClientCommandsAgainstTheServer) {
+  TestServer t = StartTiny(LoopbackConfig(TinyModel()));
+  const std::string out_dir = ::testing::TempDir() + "/argen_client_e2e";
+  std::filesystem::remove_all(out_dir);
+  std::ostringstream out, err;
+  const std::string server = "--server=" + t.address;
+  ASSERT_EQ(client::RunClient({server, "generate", "--prompt", "a red circle", "--count", "2",
+                               "--policy", "diagonal:0.75", "--seed", "9", "--request_id", "demo",
+                               "--out", out_dir},
+                              out, err),
+            client::kOk)
+      << err.str();
+  for (const char* name : {"demo_0.png", "demo_1.png"}) {
+    std::ifstream f(out_dir + "/" + name, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    auto decoded = image::DecodePng(
+        absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+    EXPECT_TRUE(decoded.ok()) << name;
+  }
+  EXPECT_NE(out.str().find("tokens/s"), std::string::npos);
+  EXPECT_NE(err.str().find("image tokens 64/64"), std::string::npos) << err.str();
+
+  out.str("");
+  EXPECT_EQ(client::RunClient({server, "info"}, out, err), client::kOk);
+  EXPECT_NE(out.str().find("tiny-mha"), std::string::npos) << out.str();
+  out.str("");
+  EXPECT_EQ(client::RunClient({server, "health"}, out, err), client::kOk);
+  EXPECT_EQ(out.str(), "SERVING\n");
+  out.str("");
+  EXPECT_EQ(client::RunClient({server, "load", "--requests", "6", "--concurrency", "3", "--policies",
+                               "dense,diagonal:0.75,streaming_llm:0.5"},
+                              out, err),
+            client::kOk)
+      << err.str();
+  EXPECT_NE(out.str().find("ok 6, failed 0"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("images/s"), std::string::npos);
+  EXPECT_NE(out.str().find("p50"), std::string::npos);
+  EXPECT_NE(out.str().find("p99"), std::string::npos);
+  // A server-side rejection is exit code 1 with the server's message.
+  err.str("");
+  EXPECT_EQ(client::RunClient({server, "generate", "--prompt", "x", "--policy", "dense", "--sparsity",
+                               "0.5", "--out", out_dir},
+                              out, err),
+            client::kServerError);
+  EXPECT_NE(err.str().find("INVALID_ARGUMENT"), std::string::npos) << err.str();
+}
+
+}  // namespace
+}  // namespace argen::serving_test
