@@ -89,8 +89,28 @@ void PrintMetrics(const v1::RequestMetrics& m, std::ostream& out) {
       << "engine steps   " << m.steps() << "\n";
 }
 
-int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+void ProgressLine::Show(const std::string& label, int64_t done, int64_t total) {
+  if (interactive_) {
+    err_ << "\r" << label << " " << done << "/" << total << std::flush;
+    open_ = true;
+    return;
+  }
+  const int64_t quarter = total > 0 ? done * 4 / total : 4;
+  if (quarter == last_quarter_) return;
+  last_quarter_ = quarter;
+  err_ << label << " " << done << "/" << total << "\n";
+}
+
+void ProgressLine::Finish() {
+  if (open_) err_ << "\n";
+  open_ = false;
+  last_quarter_ = -1;
+}
+
+int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+              bool interactive) {
   CommonOptions common;
+  common.interactive = interactive;
   size_t i = 0;
   // Global flags come before the command.
   for (; i < args.size() && args[i].rfind("--", 0) == 0; ++i) {

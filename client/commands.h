@@ -4,6 +4,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,10 +20,29 @@ struct CommonOptions {
   std::string server = "localhost:50051";
   int64_t max_message_bytes = int64_t{64} << 20;
   double timeout_seconds = 0;  // 0: none
+  // stderr is a terminal: progress redraws one line; otherwise progress is
+  // printed as whole lines at quarter steps (logs stay readable).
+  bool interactive = false;
+};
+
+// Progress display shared by generate and load.
+class ProgressLine {
+ public:
+  ProgressLine(std::ostream& err, bool interactive) : err_(err), interactive_(interactive) {}
+  ~ProgressLine() { Finish(); }
+  void Show(const std::string& label, int64_t done, int64_t total);
+  void Finish();  // ends a redrawn line
+
+ private:
+  std::ostream& err_;
+  bool interactive_;
+  bool open_ = false;
+  int64_t last_quarter_ = -1;
 };
 
 // Entry point: argv without the program name.
-int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+              bool interactive = false);
 
 int RunGenerate(const CommonOptions& common, const std::vector<std::string>& args, std::ostream& out,
                 std::ostream& err);

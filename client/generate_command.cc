@@ -84,7 +84,7 @@ int RunGenerate(const CommonOptions& common, const std::vector<std::string>& arg
 
   auto channel = MakeChannel(common.server, common.max_message_bytes);
   auto stub = v1::ArGen::NewStub(channel);
-  bool progress_shown = false;
+  ProgressLine progress(err, common.interactive);
   auto on_event = [&](const v1::GenerateEvent& e) {
     if (quiet) return;
     if (e.has_accepted()) {
@@ -93,16 +93,14 @@ int RunGenerate(const CommonOptions& common, const std::vector<std::string>& arg
           << " KV slots/row), KV " << e.accepted().kv_bytes() << " bytes, queue position "
           << e.accepted().queue_position() << "\n";
     } else if (e.has_progress()) {
-      err << "\rimage tokens " << e.progress().tokens_done() << "/" << e.progress().tokens_total()
-          << std::flush;
-      progress_shown = true;
-    } else if (e.has_image() && progress_shown) {
-      err << "\n";
-      progress_shown = false;
+      progress.Show("image tokens", e.progress().tokens_done(), e.progress().tokens_total());
+    } else if (e.has_image()) {
+      progress.Finish();
+      err << "image " << e.image().index() << " received\n";
     }
   };
   GenerateResult result = CallGenerate(*stub, *request, common.timeout_seconds, on_event);
-  if (progress_shown) err << "\n";
+  progress.Finish();
   if (!result.status.ok()) return ReportRpcError("generate", common.server, result.status, err);
 
   const std::string stem = result.accepted.request_id().empty()

@@ -70,6 +70,7 @@ int RunLoad(const CommonOptions& common, const std::vector<std::string>& args, s
   std::atomic<int64_t> next{0};
   std::mutex mu;
   std::vector<Outcome> outcomes;
+  ProgressLine progress(err, common.interactive);
   const auto start = std::chrono::steady_clock::now();
   auto worker = [&] {
     while (true) {
@@ -91,13 +92,13 @@ int RunLoad(const CommonOptions& common, const std::vector<std::string>& args, s
       o.tokens_per_second = result.metrics.tokens_per_second();
       std::lock_guard<std::mutex> lock(mu);
       outcomes.push_back(std::move(o));
-      err << "\rload: " << outcomes.size() << "/" << *requests << " done" << std::flush;
+      progress.Show("load: requests done", static_cast<int64_t>(outcomes.size()), *requests);
     }
   };
   std::vector<std::thread> threads;
   for (int64_t t = 0; t < std::min(*concurrency, *requests); ++t) threads.emplace_back(worker);
   for (auto& t : threads) t.join();
-  err << "\n";
+  progress.Finish();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   int ok = 0, images = 0, unreachable = 0;

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The one-command demo: installs dependencies, builds, starts argen_server on
+# the default model, waits until it is healthy, generates an image into out/,
+# runs a short load test, and stops the server cleanly (SIGTERM -> drain -> 0).
+#
+# Knobs (environment): MODEL_DIR (default: the model under models/, else the
+# tiny test checkpoint), PORT (50051), METRICS_PORT (9464), BUILD_DIR (build),
+# SKIP_BUILD=1 (reuse an existing build), PROMPT, LOAD_REQUESTS (8),
+# LOAD_CONCURRENCY (4), HEALTH_TIMEOUT_S (600).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD_DIR=${BUILD_DIR:-build}
+PORT=${PORT:-50051}
+METRICS_PORT=${METRICS_PORT:-9464}
+PROMPT=${PROMPT:-"a red circle above a blue square"}
+LOAD_REQUESTS=${LOAD_REQUESTS:-8}
+LOAD_CONCURRENCY=${LOAD_CONCURRENCY:-4}
+HEALTH_TIMEOUT_S=${HEALTH_TIMEOUT_S:-600}
+
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  scripts/install-deps.sh
+  BUILD_DIR="$BUILD_DIR" scripts/build.sh
+fi
+SERVER="$BUILD_DIR/server/argen_server"
+CLIENT="$BUILD_DIR/client/argen_client"
+for bin in "$SERVER" "$CLIENT"; do
+  [ -x "$bin" ] || { echo "demo: $bin is missing; build first (scripts/build.sh)" >&2; exit 1; }
+done
+
+# The default model: the checkpoint shipped under models/ (one folder with a
+# config.json); until one ships, the tiny random-weight test checkpoint.
+if [ -z "${MODEL_DIR:-}" ]; then
+  for candidate in models/*/; do
+    if [ -f "$candidate/config.json" ]; then MODEL_DIR=${candidate%/}; break; fi
+  done
+fi
+if [ -z "${MODEL_DIR:-}" ]; then
+  MODEL_DIR=tests/goldens/tiny/tiny-mha
+  echo "demo: no model under models/ yet; using the tiny test checkpoint $MODEL_DIR" \
+       "(random weights: the image is noise, every code path still runs)"
+fi
+
+mkdir -p out
+LOG=out/argen_server.log
+echo "demo: starting argen_server on $MODEL_DIR (gRPC :$PORT, /metrics :$METRICS_PORT; log $LOG)"
+"$SERVER" --config configs/argen.yaml --model_dir "$MODEL_DIR" --port "$PORT" \
+  --metrics_port "$METRICS_PORT" >"$LOG" 2>&1 &
+SERVER_PID=$!
+stop_server() {
+  if kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill -TERM "$SERVER_PID"
+    local rc=0
+    wait "$SERVER_PID" || rc=$?
+    echo "demo: argen_server stopped (exit code $rc)"
+  fi
+}
+trap stop_server EXIT
+
+echo -n "demo: waiting for the server to be healthy"
+deadline=$((SECONDS + HEALTH_TIMEOUT_S))
+until "$CLIENT" --server "localhost:$PORT" health >/dev/null 2>&1; do
+  if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+    echo; echo "demo: argen_server exited during startup:" >&2; cat "$LOG" >&2; exit 1
+  fi
+  if [ $SECONDS -ge $deadline ]; then
+    echo; echo "demo: not healthy after ${HEALTH_TIMEOUT_S}s" >&2; cat "$LOG" >&2; exit 1
+  fi
+  echo -n "."; sleep 1
+done
+echo " SERVING"
+
+"$CLIENT" --server "localhost:$PORT" info
+echo "demo: generating \"$PROMPT\""
+"$CLIENT" --server "localhost:$PORT" generate --prompt "$PROMPT" --count 1 --seed 1 \
+  --request_id demo --out out
+echo "demo: load test ($LOAD_REQUESTS requests, concurrency $LOAD_CONCURRENCY, dense vs diagonal)"
+"$CLIENT" --server "localhost:$PORT" load --requests "$LOAD_REQUESTS" \
+  --concurrency "$LOAD_CONCURRENCY" --policies dense,diagonal:0.9
+if command -v curl >/dev/null; then
+  echo "demo: a few Prometheus metrics from http://localhost:$METRICS_PORT/metrics"
+  curl -s "http://localhost:$METRICS_PORT/metrics" | grep -E '^argen_(requests_total|images_total|tokens_total|kv_bytes_budget)' || true
+fi
+echo "demo: done; the image is out/demo_0.png"
