@@ -30,7 +30,7 @@ namespace argen::kernels {
 enum class AttentionAlgorithm : int32_t { kOnePass = 0, kTwoPass = 1 };
 
 struct AttentionArgs {
-  AttentionAlgorithm algorithm = AttentionAlgorithm::kOnePass;
+  AttentionAlgorithm algorithm = AttentionAlgorithm::kTwoPass;
   const float* q = nullptr;           // [tokens][heads][head_dim], RoPE applied
   const __nv_bfloat16* kv_pool = nullptr;
   const TokenMeta* meta = nullptr;    // [tokens]

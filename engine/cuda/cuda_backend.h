@@ -136,7 +136,7 @@ class CudaBackend final : public model::Backend {
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   std::set<GraphKey> seen_;  // a shape runs eagerly once before it is captured
   bool use_graphs_ = true;
-  kernels::AttentionAlgorithm attention_algorithm_ = kernels::AttentionAlgorithm::kOnePass;
+  kernels::AttentionAlgorithm attention_algorithm_ = kernels::AttentionAlgorithm::kTwoPass;
 };
 
 // Random-weight backend for benchmarks (no checkpoint): weights made on the device.
