@@ -1,6 +1,8 @@
 #include "tools/sweep/prompt_set.h"
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -44,6 +46,22 @@ std::vector<BenchmarkPrompt> Subsample(const std::vector<BenchmarkPrompt>& promp
   for (size_t i = 0; i < prompts.size(); i += static_cast<size_t>(every)) {
     if (limit > 0 && static_cast<int32_t>(out.size()) >= limit) break;
     out.push_back(prompts[i]);
+  }
+  return out;
+}
+
+std::vector<BenchmarkPrompt> PerCategory(const std::vector<BenchmarkPrompt>& prompts, int32_t per_tag) {
+  if (per_tag <= 0) return prompts;
+  std::map<std::string, std::vector<size_t>> by_tag;
+  for (size_t i = 0; i < prompts.size(); ++i) by_tag[prompts[i].tag].push_back(i);
+  std::vector<bool> keep(prompts.size(), false);
+  for (const auto& [tag, positions] : by_tag) {
+    const size_t n = positions.size(), k = std::min(n, static_cast<size_t>(per_tag));
+    for (size_t j = 0; j < k; ++j) keep[positions[j * n / k]] = true;  // evenly spread, first included
+  }
+  std::vector<BenchmarkPrompt> out;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (keep[i]) out.push_back(prompts[i]);
   }
   return out;
 }

@@ -27,4 +27,10 @@ absl::StatusOr<std::vector<BenchmarkPrompt>> LoadPrompts(const std::string& path
 std::vector<BenchmarkPrompt> Subsample(const std::vector<BenchmarkPrompt>& prompts, int32_t every,
                                        int32_t limit);
 
+// At most `per_tag` prompts of each tag, evenly spread over that tag's
+// prompts, in file order (0: all). The categories are very unequal in size
+// (e.g. 6 single-object against 300 color-attribution prompts), so a quick
+// run that should score every category uses this.
+std::vector<BenchmarkPrompt> PerCategory(const std::vector<BenchmarkPrompt>& prompts, int32_t per_tag);
+
 }  // namespace argen::sweep

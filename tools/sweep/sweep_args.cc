@@ -52,6 +52,7 @@ const char* SweepUsage() {
          "diagonal_sink4]\n"
          "  --sparsities p,q,...    percent [80,90,92.5,95,96]; dense always runs once, at 0\n"
          "  --subsample K           every K-th prompt (0, K, 2K, ...: all categories stay) [1]\n"
+         "  --per-category N        then at most N prompts of each category, evenly spread (0: all) [0]\n"
          "  --max-prompts N         then only the first N of those (0: all) [0]\n"
          "  --max-batch-rows R      rows decoded at once, 2 per image (CFG) [256]\n"
          "  --threads T             CPU threads, 0: all cores [0]\n"
@@ -75,6 +76,7 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
       {"--policies", Text("--policies", &policies)},
       {"--sparsities", Text("--sparsities", &sparsities)},
       {"--subsample", Int("--subsample", &a.subsample, 1)},
+      {"--per-category", Int("--per-category", &a.per_category, 0)},
       {"--max-prompts", Int("--max-prompts", &a.max_prompts, 0)},
       {"--max-batch-rows", Int("--max-batch-rows", &a.max_batch_rows, 2)},
       {"--threads", Int("--threads", &a.threads, 0)},

@@ -22,6 +22,7 @@ struct SweepArgs {
   std::vector<sparse::PolicyKind> policies;
   std::vector<double> sparsities;  // percent
   int32_t subsample = 1;           // every K-th prompt
+  int32_t per_category = 0;        // then at most N of each tag, evenly spread (0: all)
   int32_t max_prompts = 0;         // then the first N of those (0: all)
   int32_t max_batch_rows = 256;    // rows (2 per image: CFG pair) decoded at once
   int32_t threads = 0;

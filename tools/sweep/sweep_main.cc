@@ -59,7 +59,9 @@ int Run(const sweep::SweepArgs& args) {
   }
   absl::StatusOr<std::vector<sweep::BenchmarkPrompt>> all = sweep::LoadPrompts(args.prompts);
   if (!all.ok()) return Fail(kUsage, all.status());
-  const std::vector<sweep::BenchmarkPrompt> prompts = sweep::Subsample(*all, args.subsample, args.max_prompts);
+  // Stride, then per category, then the first N.
+  const std::vector<sweep::BenchmarkPrompt> prompts = sweep::Subsample(
+      sweep::PerCategory(sweep::Subsample(*all, args.subsample, 0), args.per_category), 1, args.max_prompts);
   const std::vector<sweep::SweepConfig> grid = sweep::BuildGrid(args.policies, args.sparsities);
 
   engine::EngineOptions options;

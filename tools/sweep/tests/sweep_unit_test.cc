@@ -39,7 +39,7 @@ TEST(SweepArgsTest, DefaultsAreThePaperGrid) {
 TEST(SweepArgsTest, ParsesEveryOption) {
   absl::StatusOr<SweepArgs> a = ParseSweepArgs(
       {"--model", "m", "--out", "o", "--prompts=p.jsonl", "--backend", "cuda", "--images-per-prompt", "2",
-       "--policies", "diagonal,h2o", "--sparsities", "90, 95%", "--subsample", "10", "--max-prompts", "3",
+       "--policies", "diagonal,h2o", "--sparsities", "90, 95%", "--subsample", "10", "--per-category", "2", "--max-prompts", "3",
        "--max-batch-rows", "64", "--threads", "2", "--seed", "7", "--cfg", "3.5", "--temperature", "0.9",
        "--top_k", "100", "--top_p", "0.95", "--resume"});
   ASSERT_TRUE(a.ok()) << a.status();
@@ -49,6 +49,7 @@ TEST(SweepArgsTest, ParsesEveryOption) {
   EXPECT_EQ(a->policies, (std::vector{sparse::PolicyKind::kDiagonal, sparse::PolicyKind::kH2O}));
   EXPECT_EQ(a->sparsities, (std::vector<double>{90, 95}));
   EXPECT_EQ(a->subsample, 10);
+  EXPECT_EQ(a->per_category, 2);
   EXPECT_EQ(a->max_prompts, 3);
   EXPECT_EQ(a->max_batch_rows, 64);
   EXPECT_EQ(a->threads, 2);
@@ -107,7 +108,7 @@ TEST(SweepGridTest, DuplicatesAndAliasesCollapse) {
   EXPECT_FALSE(ParseSparsities(" , ").ok());
 }
 
-TEST(PromptSetTest, LoadsKeepsLineIndicesAndSubsamples) {
+TEST(SweepPromptSetTest, LoadsKeepsLineIndicesAndSubsamples) {
   const fs::path dir = TempDir("sweep_prompts");
   const fs::path file = dir / "p.jsonl";
   {
@@ -127,10 +128,16 @@ TEST(PromptSetTest, LoadsKeepsLineIndicesAndSubsamples) {
   std::vector<BenchmarkPrompt> first2 = Subsample(*all, 3, 2);
   ASSERT_EQ(first2.size(), 2u);
   EXPECT_EQ(first2[1].index, 3);
+  // Tags t0 (0,3,6,9), t1 (1,4,7), t2 (2,5,8): 2 of each, evenly spread (j * n / 2).
+  std::vector<int32_t> picked;
+  for (const BenchmarkPrompt& p : PerCategory(*all, 2)) picked.push_back(p.index);
+  EXPECT_EQ(picked, (std::vector<int32_t>{0, 1, 2, 4, 5, 6}));
+  EXPECT_EQ(PerCategory(*all, 0).size(), 10u);
+  EXPECT_EQ(PerCategory(*all, 50).size(), 10u);
   fs::remove_all(dir);
 }
 
-TEST(PromptSetTest, BadFilesNameTheLine) {
+TEST(SweepPromptSetTest, BadFilesNameTheLine) {
   const fs::path dir = TempDir("sweep_bad_prompts");
   const fs::path file = dir / "p.jsonl";
   std::ofstream(file) << R"({"tag": "a", "prompt": "x"})" << "\n" << R"({"tag": "a"})" << "\n";
@@ -147,7 +154,7 @@ TEST(PromptSetTest, BadFilesNameTheLine) {
   fs::remove_all(dir);
 }
 
-TEST(ManifestTest, RoundTripAndResumeKeepsOnlyCompletePrompts) {
+TEST(SweepManifestTest, RoundTripAndResumeKeepsOnlyCompletePrompts) {
   const fs::path dir = TempDir("sweep_manifest");
   ManifestEntry e;
   e.prompt_index = 12;
@@ -194,7 +201,7 @@ TEST(ManifestTest, RoundTripAndResumeKeepsOnlyCompletePrompts) {
   fs::remove_all(dir);
 }
 
-TEST(ResumeTest, SettingsMustMatch) {
+TEST(SweepResumeTest, SettingsMustMatch) {
   SweepArgs a;
   a.images_per_prompt = 4;
   const nlohmann::json before = SettingsJson(a, "model-a");
