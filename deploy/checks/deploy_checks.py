@@ -231,6 +231,14 @@ def cmd_metrics(args):
             if name not in adapter_names:
                 problems.append(f"hpa.yaml: metric '{name}' is not served by any adapter rule "
                                 f"({sorted(adapter_names)})")
+    # Operators read the meaning of each metric in docs/serving.md.
+    serving = os.path.join(ROOT, "docs", "serving.md")
+    if os.path.isfile(serving):
+        documented = set(re.findall(r"^\| `(argen_\w+)` \|", open(serving).read(), re.M))
+        for n in sorted(used):
+            family = n if n in documented else re.sub(r"_(bucket|sum|count)$", "", n)
+            if n.startswith("argen_") and family not in documented:
+                problems.append(f"metric {family} is read by deploy/ but not documented in docs/serving.md")
     print(f"metric names read: {', '.join(sorted(used))}")
     problems_or_ok(problems, f"queries vs metrics exported ({origin})")
 
