@@ -121,6 +121,10 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
   if (!seed_text.empty() && !absl::SimpleAtoi(seed_text, &a.seed)) {
     return Bad("--seed", seed_text, "a non-negative integer");
   }
+  if (a.max_batch_rows % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-batch-rows must be even (rows come in CFG pairs), got ", a.max_batch_rows));
+  }
   if (a.max_batch_rows < 2 * a.images_per_prompt) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max-batch-rows (", a.max_batch_rows, ") must be >= 2 x --images-per-prompt (",

@@ -76,6 +76,7 @@ TEST(SweepArgsTest, UsageErrorsNameTheFlag) {
       {{"--model", "m", "--out", "o", "--seed", "-1"}, "--seed"},
       {{"--model", "m", "--out", "o", "--max-batch-rows", "6"}, "--max-batch-rows (6) must be >= 2 x"},
       {{"--model", "m", "--out"}, "--out needs a value"},
+      {{"--model", "m", "--out", "o", "--max-batch-rows", "255"}, "--max-batch-rows must be even"},
       {{"--model", "m", "--out", "o", "--resume=yes"}, "--resume takes no value"},
   };
   for (const auto& [args, message] : cases) {
