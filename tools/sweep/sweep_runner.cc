@@ -53,7 +53,8 @@ absl::Status RunSweep(engine::Engine& engine, const std::vector<WorkItem>& items
   const int32_t rows_per_request = 2 * settings.images_per_prompt;
   const Clock::time_point start = Clock::now();
   std::map<engine::GroupId, InFlight> running;
-  size_t next = 0;
+  size_t next = 0, done = 0;
+  Clock::time_point last_report = start;
   while (next < items.size() || !running.empty()) {
     // Admit while the batch has room (RunningRows counts rows not yet prefilled too).
     while (next < items.size() && engine.RunningRows() + rows_per_request <= settings.max_batch_rows) {
@@ -96,6 +97,15 @@ absl::Status RunSweep(engine::Engine& engine, const std::vector<WorkItem>& items
                      settings.images_per_prompt, Seconds(p.first_add, Clock::now()));
       }
       running.erase(id);
+      ++done;
+    }
+    // A heartbeat for long (GPU) runs: progress, rate and time left.
+    if (const Clock::time_point now = Clock::now(); Seconds(last_report, now) >= 30.0 && done > 0) {
+      last_report = now;
+      const double elapsed = Seconds(start, now);
+      std::fprintf(stderr, "argen_sweep: %zu/%zu requests, %.2f images/s, about %.0f s left\n", done,
+                   items.size(), done * settings.images_per_prompt / elapsed,
+                   elapsed / done * (items.size() - done));
     }
     if (absl::Status s = sink.status(); !s.ok()) return s;
   }
