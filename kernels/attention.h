@@ -25,12 +25,10 @@
 
 namespace argen::kernels {
 
-// kOnePass: online softmax, K and V of a key loaded together (flash-decoding).
-// kTwoPass: scores, block softmax, then a second pass over V.
-enum class AttentionAlgorithm : int32_t { kOnePass = 0, kTwoPass = 1 };
-
+// Two passes per chunk: scores into shared memory, block softmax, then V.
+// (A one-pass online-softmax variant loading K and V together was measured
+// slower on the H200 at these shapes: docs/PERFORMANCE.md.)
 struct AttentionArgs {
-  AttentionAlgorithm algorithm = AttentionAlgorithm::kTwoPass;
   const float* q = nullptr;           // [tokens][heads][head_dim], RoPE applied
   const __nv_bfloat16* kv_pool = nullptr;
   const TokenMeta* meta = nullptr;    // [tokens]

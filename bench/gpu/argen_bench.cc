@@ -36,7 +36,6 @@ struct Flags {
   bool max_batch = false;
   bool attention_micro = false;
   bool graphs = true;
-  kernels::AttentionAlgorithm algorithm = kernels::AttentionAlgorithm::kOnePass;
   int stage_steps = 4;
   std::string out;
 };
@@ -68,7 +67,6 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     else if (a == "--max-batch") f->max_batch = true;
     else if (a == "--attention-micro") f->attention_micro = true;
     else if (a == "--no-graphs") f->graphs = false;
-    else if (a == "--two-pass") f->algorithm = kernels::AttentionAlgorithm::kTwoPass;
     else if (a == "--stage-steps") f->stage_steps = std::atoi(value().c_str());
     else if (a == "--out") f->out = value();
     else return false;
@@ -172,7 +170,7 @@ int Main(int argc, char** argv) {
   if (!ParseFlags(argc, argv, &f)) {
     std::fprintf(stderr, "usage: argen_bench [--model 1b,7b] [--batches 16,64] [--policies dense,diagonal:0.95]\n"
                          "  [--prompt-len 50] [--kv-budget BYTES | --card-memory 48G [--max-batch]]\n"
-                         "  [--attention-micro] [--no-graphs] [--two-pass] [--stage-steps 4] [--out results.jsonl]\n");
+                         "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n");
     return 2;
   }
   FILE* out = f.out.empty() ? nullptr : std::fopen(f.out.c_str(), "a");
@@ -187,21 +185,18 @@ int Main(int argc, char** argv) {
         for (const std::string& spec : f.policies) {
           absl::StatusOr<sparse::ResolvedPolicy> p = PolicyFromSpec(spec);
           if (!p.ok() || p->kind == sparse::PolicyKind::kDense) continue;
-          for (auto algo : {kernels::AttentionAlgorithm::kOnePass, kernels::AttentionAlgorithm::kTwoPass}) {
-            AttentionMicroResult r;
-            std::string err;
-            if (!RunAttentionMicro(2 * images, dims->num_heads, dims->head_dim, f.prompt_len, kJanusImageTokens,
-                                   p->n_att, p->n_slots, algo, &r, &err)) {
-              std::fprintf(stderr, "attention micro: %s\n", err.c_str());
-              return 1;
+          AttentionMicroResult r;
+          std::string err;
+          if (!RunAttentionMicro(2 * images, dims->num_heads, dims->head_dim, f.prompt_len, kJanusImageTokens,
+                                 p->n_att, p->n_slots, &r, &err)) {
+            std::fprintf(stderr, "attention micro: %s\n", err.c_str());
+            return 1;
           }
-          const char* algo_name = algo == kernels::AttentionAlgorithm::kOnePass ? "one-pass" : "two-pass";
-          std::printf("attention %s %s images=%d n_att=%d: dense %.1f us (%.0f GB/s), sparse %.1f us (%.0f GB/s, %.0f%% of copy %.0f GB/s), speedup %.2fx\n",
-                      algo_name, name.c_str(), images, p->n_att, r.dense_us, r.dense_gbs, r.sparse_us, r.sparse_gbs,
+          std::printf("attention %s images=%d n_att=%d: dense %.1f us (%.0f GB/s), sparse %.1f us (%.0f GB/s, %.0f%% of copy %.0f GB/s), speedup %.2fx\n",
+                      name.c_str(), images, p->n_att, r.dense_us, r.dense_gbs, r.sparse_us, r.sparse_gbs,
                       100.0 * r.sparse_gbs / r.copy_gbs, r.copy_gbs, r.dense_us / r.sparse_us);
-          if (out) std::fprintf(out, "{\"kind\":\"attention\",\"algorithm\":\"%s\",\"model\":\"%s\",\"images\":%d,\"n_att\":%d,\"dense_us\":%.2f,\"sparse_us\":%.2f,\"dense_gbs\":%.1f,\"sparse_gbs\":%.1f,\"copy_gbs\":%.1f}\n",
-                                algo_name, name.c_str(), images, p->n_att, r.dense_us, r.sparse_us, r.dense_gbs, r.sparse_gbs, r.copy_gbs);
-          }
+          if (out) std::fprintf(out, "{\"kind\":\"attention\",\"model\":\"%s\",\"images\":%d,\"n_att\":%d,\"dense_us\":%.2f,\"sparse_us\":%.2f,\"dense_gbs\":%.1f,\"sparse_gbs\":%.1f,\"copy_gbs\":%.1f}\n",
+                                name.c_str(), images, p->n_att, r.dense_us, r.sparse_us, r.dense_gbs, r.sparse_gbs, r.copy_gbs);
         }
       }
       continue;
@@ -243,10 +238,8 @@ int Main(int argc, char** argv) {
     }
     cuda::CudaBackend& be = **backend;
     be.SetGraphs(f.graphs);
-    be.SetAttentionAlgorithm(f.algorithm);
-    std::printf("model %s: weights %.2f GB, KV pool %.2f GB, setup %.1f s, graphs %s, %s attention\n", name.c_str(),
-                be.WeightBytes() / 1e9, be.KvPoolBytes() / 1e9, Seconds(c0, Clock::now()), f.graphs ? "on" : "off",
-                f.algorithm == kernels::AttentionAlgorithm::kOnePass ? "one-pass" : "two-pass");
+    std::printf("model %s: weights %.2f GB, KV pool %.2f GB, setup %.1f s, graphs %s\n", name.c_str(),
+                be.WeightBytes() / 1e9, be.KvPoolBytes() / 1e9, Seconds(c0, Clock::now()), f.graphs ? "on" : "off");
     std::printf("%-5s %-20s %6s %9s %9s %9s %9s %8s |", "model", "policy", "images", "prefill_s", "decode_s",
                 "step_ms", "last_ms", "img/s");
     for (const char* s : cuda::kStageNames) std::printf(" %8s", s);

@@ -35,8 +35,7 @@ double Median(std::vector<float> v) {
 }  // namespace
 
 bool RunAttentionMicro(int rows, int heads, int head_dim, int prompt_len, int l_dec, int n_att,
-                       int n_slots, kernels::AttentionAlgorithm algorithm, AttentionMicroResult* out,
-                       std::string* error) {
+                       int n_slots, AttentionMicroResult* out, std::string* error) {
   Freer f;
   int device = 0, sms = 0;
   cudaGetDevice(&device);
@@ -104,7 +103,6 @@ bool RunAttentionMicro(int rows, int heads, int head_dim, int prompt_len, int l_
     kernels::ChooseAttentionSplits(rows, heads, keys, sms, &splits, &chunk);
     void* ws = f.Alloc<char>(std::max<size_t>(1, kernels::AttentionWorkspaceBytes(rows, heads, head_dim, splits, stride)));
     kernels::AttentionArgs args;
-    args.algorithm = algorithm;
     args.q = q;
     args.kv_pool = pool;
     args.meta = meta;

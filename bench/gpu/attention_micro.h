@@ -6,8 +6,6 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/attention.h"
-
 namespace argen::bench {
 
 struct AttentionMicroResult {
@@ -18,7 +16,6 @@ struct AttentionMicroResult {
 
 // rows: CFG rows; heads/head_dim: the model's; n_att: attended decode keys.
 bool RunAttentionMicro(int rows, int heads, int head_dim, int prompt_len, int l_dec, int n_att,
-                       int n_slots, kernels::AttentionAlgorithm algorithm, AttentionMicroResult* out,
-                       std::string* error);
+                       int n_slots, AttentionMicroResult* out, std::string* error);
 
 }  // namespace argen::bench

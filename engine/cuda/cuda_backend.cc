@@ -340,7 +340,6 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
     timer_.Mark(Stage::kQkv);
 
     kernels::AttentionArgs aa;
-    aa.algorithm = attention_algorithm_;
     aa.q = q_.as<float>();
     aa.kv_pool = kv_pool;
     aa.meta = inputs_.meta;

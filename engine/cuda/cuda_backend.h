@@ -23,7 +23,6 @@
 #include "engine/cuda/range_allocator.h"
 #include "engine/cuda/stage_timer.h"
 #include "engine/model/backend.h"
-#include "kernels/attention.h"
 #include "kernels/sampling.h"
 #include "kernels/token_meta.h"
 
@@ -55,11 +54,7 @@ class CudaBackend final : public model::Backend {
   void SetStageTiming(bool on) { timer_.Enable(on, stream_); }
   // Decode steps replay a captured CUDA graph per batch shape (default on).
   void SetGraphs(bool on) { use_graphs_ = on; }
-  // Decode attention kernel variant (benchmarks); captured graphs are dropped.
-  void SetAttentionAlgorithm(kernels::AttentionAlgorithm a) {
-    attention_algorithm_ = a;
-    ClearGraphs();
-  }
+
   StageTimes TakeStageTimes() { return timer_.Take(); }
   int64_t KvPoolBytes() const;
   int64_t WeightBytes() const { return weights_.bytes; }
@@ -136,7 +131,6 @@ class CudaBackend final : public model::Backend {
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   std::set<GraphKey> seen_;  // a shape runs eagerly once before it is captured
   bool use_graphs_ = true;
-  kernels::AttentionAlgorithm attention_algorithm_ = kernels::AttentionAlgorithm::kTwoPass;
 };
 
 // Random-weight backend for benchmarks (no checkpoint): weights made on the device.

@@ -21,13 +21,11 @@ struct Case {
   int head_dim, heads, kv_heads;
   bool sparse;
   int splits;  // 1 or more
-  AttentionAlgorithm algorithm = AttentionAlgorithm::kOnePass;
 };
 
 std::string Name(const Case& c) {
   return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" +
-         std::to_string(c.kv_heads) + (c.sparse ? "_sparse" : "_dense") + "_s" + std::to_string(c.splits) +
-         (c.algorithm == AttentionAlgorithm::kOnePass ? "_onepass" : "_twopass");
+         std::to_string(c.kv_heads) + (c.sparse ? "_sparse" : "_dense") + "_s" + std::to_string(c.splits);
 }
 
 class AttentionTest : public ::testing::TestWithParam<Case> {};
@@ -125,7 +123,6 @@ TEST_P(AttentionTest, MatchesFloat64Reference) {
   probs.Poison();
   argmin.Poison();
   AttentionArgs a;
-  a.algorithm = c.algorithm;
   a.q = q_d.get();
   a.kv_pool = reinterpret_cast<const __nv_bfloat16*>(pool.get());
   a.meta = meta_d.get();
@@ -185,11 +182,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{128, 4, 4, false, 1}, Case{128, 4, 4, true, 1}, Case{128, 4, 4, false, 4},
                       Case{128, 4, 4, true, 3}, Case{64, 8, 2, true, 1}, Case{64, 8, 2, true, 5},
                       Case{32, 8, 1, false, 2}, Case{32, 2, 1, true, 1}, Case{128, 16, 2, true, 2},
-                      Case{16, 4, 4, true, 1}, Case{16, 4, 2, false, 3},
-                      Case{128, 4, 4, true, 1, AttentionAlgorithm::kTwoPass},
-                      Case{128, 4, 4, false, 4, AttentionAlgorithm::kTwoPass},
-                      Case{64, 8, 2, true, 5, AttentionAlgorithm::kTwoPass},
-                      Case{32, 8, 1, true, 2, AttentionAlgorithm::kTwoPass}),
+                      Case{16, 4, 4, true, 1}, Case{16, 4, 2, false, 3}),
     [](const ::testing::TestParamInfo<Case>& info) { return Name(info.param); });
 
 TEST(AttentionSplits, ChosenSplitsCoverEveryKey) {
