@@ -7,7 +7,8 @@ Reads SWEEP_OUT/manifest.jsonl (written by argen_sweep), so exactly the images o
 this sweep are scored, never stale files of an earlier one. Each image is scored by
 the GenEval-style scorer (tools/scorer: detect + evaluate against the prompt's
 metadata line). A configuration's score is GenEval's: the mean of the per-category
-accuracies. Writes
+accuracies. Where dense ran, each image's PSNR against its dense twin (same prompt and
+seed) is reported too: a paired, low-noise fidelity measure. Writes
   report.md    overall table (rows: policy, columns: sparsity) + one table per category
   report.json  per-configuration summaries and per-image results
   quality_vs_sparsity.png   overall score against sparsity, one line per policy
@@ -82,6 +83,27 @@ def score_manifest(sweep_dir: str, entries: list[dict], metas: list[dict | None]
     return [dict(e, passed=ok, reason=reason) for e, (ok, reason) in zip(entries, verdicts)]
 
 
+def psnr_against_dense(sweep_dir: str, results: list[dict]) -> None:
+    """Adds "psnr_vs_dense" (dB) to every result whose dense twin (same prompt, seed and
+    image index: the sweep is paired) exists. Pass rates on a few hundred images are noisy;
+    this paired fidelity measure is not, and shows how far a policy drifts from dense."""
+    dense = {(r["prompt_index"], r["seed"], r["image"]): r for r in results if r["policy"] == "dense"}
+    cache: dict[str, np.ndarray] = {}
+
+    def load(path):
+        if path not in cache:
+            cache[path] = np.asarray(Image.open(os.path.join(sweep_dir, path)).convert("RGB"), dtype=np.float64)
+        return cache[path]
+
+    for r in results:
+        twin = dense.get((r["prompt_index"], r["seed"], r["image"]))
+        if twin is None:
+            continue
+        a, b = load(r["path"]), load(twin["path"])
+        mse = float(np.mean((a - b) ** 2)) if a.shape == b.shape else float("nan")
+        r["psnr_vs_dense"] = 99.0 if mse == 0 else min(99.0, 10 * float(np.log10(255.0 ** 2 / mse)))
+
+
 def summarize(results: list[dict]) -> dict:
     """config -> {policy, sparsity, images, overall, per_category, decode_s}."""
     by_config: dict[str, list[dict]] = {}
@@ -94,6 +116,9 @@ def summarize(results: list[dict]) -> dict:
                        "overall": s["overall"],
                        "per_category": {t: {"accuracy": a, "images": n} for t, (a, n) in s["per_category"].items()},
                        "mean_decode_s": float(np.mean([r["decode_s"] for r in rows]))}
+        psnr = [r["psnr_vs_dense"] for r in rows if "psnr_vs_dense" in r]  # 99: identical
+        if psnr:
+            out[config]["mean_psnr_vs_dense"] = float(np.mean(psnr))
     return out
 
 
@@ -135,6 +160,9 @@ def markdown(summary: dict, title: str) -> str:
         lines += ["", f"## {tag}", ""]
         lines += _table(summary, lambda c, t=tag: f"{c['per_category'][t]['accuracy']:.3f}"
                         if t in c["per_category"] else "-")
+    if any("mean_psnr_vs_dense" in c for c in summary.values()):
+        lines += ["", "## Mean PSNR against dense (dB; the same prompt and seed; 99 = identical)", ""]
+        lines += _table(summary, lambda c: f"{c['mean_psnr_vs_dense']:.1f}" if "mean_psnr_vs_dense" in c else "-")
     lines += ["", "## Mean decode wall time per request (s, shared with its batch)", ""]
     lines += _table(summary, lambda c: f"{c['mean_decode_s']:.2f}")
     return "\n".join(lines) + "\n"
@@ -190,6 +218,7 @@ def main(argv=None) -> int:
         print(f"report: {manifest} lists no images", file=sys.stderr)
         return 1
     results = score_manifest(args.sweep_dir, entries, load_metadata(args.metadata), args.workers)
+    psnr_against_dense(args.sweep_dir, results)
     summary = summarize(results)
     md_path = args.md or os.path.join(args.sweep_dir, "report.md")
     json_path = args.json or os.path.join(args.sweep_dir, "report.json")

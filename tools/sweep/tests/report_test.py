@@ -1,7 +1,8 @@
 """tools/sweep/report.py on a synthetic sweep folder: one prompt per category, rendered
 ground-truth scenes (tools/scenes) in one configuration and blank images in parts of
 another. Checks the scores (blank images fail, the table's cells are the mean of the
-per-category accuracies the scorer gives image by image), the table layout, the plot,
+per-category accuracies the scorer gives image by image), PSNR against dense, the table
+layout, the plot,
 and the errors (missing manifest -> exit 2, manifest prompt not in the metadata).
 
   python tools/sweep/tests/report_test.py      (exit 77: numpy/PIL missing, skipped)
@@ -101,6 +102,10 @@ def main():
         check(f"| diagonal | - | {summary['diagonal_90']['overall']:.3f} |" in md, md)
         for t in tags:
             check(f"## {t}" in md, f"no table for {t}")
+        # Paired fidelity: dense against itself is identical (99 dB); diagonal_90 has blank twins.
+        check(summary["dense_0"]["mean_psnr_vs_dense"] == 99.0, summary["dense_0"])
+        check(10.0 < summary["diagonal_90"]["mean_psnr_vs_dense"] < 99.0, summary["diagonal_90"])
+        check("| dense | 99.0 | - |" in md, md)
         with Image.open(os.path.join(out, "quality_vs_sparsity.png")) as plot:
             check(plot.size[0] > 300 and plot.size[1] > 200, f"plot size {plot.size}")
 
