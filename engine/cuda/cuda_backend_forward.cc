@@ -1,0 +1,144 @@
+// The device work of a step: decoder layers, gen_head + sampling, and the
+// whole decode step as one enqueue (what the CUDA graphs capture).
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cuda_status.h"
+#include "engine/cuda/gemm.h"
+#include "kernels/attention.h"
+#include "kernels/elementwise.h"
+
+namespace argen::cuda {
+
+absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan) {
+  const model::ModelDims& d = dims_;
+  const int32_t H = d.hidden_size, hd = d.head_dim, I = d.intermediate_size;
+  const int32_t q_dim = d.num_heads * hd, qkv_dim = q_dim + 2 * d.num_kv_heads * hd;
+  const int64_t heads_per_layer = int64_t{n_rows_plan} * d.num_kv_heads;
+  int32_t splits = 1, chunk = 0;
+  kernels::ChooseAttentionSplits(tokens, d.num_kv_heads, max_keys, sm_count_, &splits, &chunk);
+  const int32_t probs_stride = any_sparse ? plan_stride_ : 0;
+  while (splits > 1 && kernels::AttentionWorkspaceBytes(tokens, d.num_heads, hd, splits, probs_stride) > attn_ws_bytes_) {
+    --splits;
+    chunk = ((max_keys + splits - 1) / splits + 31) / 32 * 32;
+  }
+  if (chunk > kernels::kMaxAttentionChunk) {
+    return absl::InternalError(absl::StrCat("attention: ", max_keys, " keys do not fit the workspace"));
+  }
+  PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};
+  bf16* kv_pool = kv_pool_.as<bf16>();
+  for (int32_t l = 0; l < d.num_layers; ++l) {
+    const DeviceLayer& w = weights_.layers[l];
+    ARGEN_CUDA_RETURN(kernels::RmsNorm(x_.as<float>(), w.input_norm, tokens, H, d.rms_norm_eps, xn_.as<bf16>(), stream_), "input norm");
+    ARGEN_STATUS_RETURN(LinearBf16(cublas_, xn_.as<bf16>(), w.qkv, tokens, H, qkv_dim, qkv_.as<float>(), 0.f, "qkv"));
+    kernels::RopeAppendArgs ra;
+    ra.qkv = qkv_.as<float>();
+    ra.rope = rope_.as<float>();
+    ra.max_pos = max_pos_;
+    ra.meta = inputs_.meta;
+    ra.tokens = tokens;
+    ra.heads = d.num_heads;
+    ra.kv_heads = d.num_kv_heads;
+    ra.head_dim = hd;
+    ra.num_layers = d.num_layers;
+    ra.layer = l;
+    ra.write_slots = any_sparse ? plan.write_slots + l * heads_per_layer : nullptr;
+    ra.q_out = q_.as<float>();
+    ra.kv_pool = kv_pool;
+    ARGEN_CUDA_RETURN(kernels::RopeAppend(ra, stream_), "rope + kv append");
+    timer_.Mark(Stage::kQkv);
+
+    kernels::AttentionArgs aa;
+    aa.q = q_.as<float>();
+    aa.kv_pool = kv_pool;
+    aa.meta = inputs_.meta;
+    aa.tokens = tokens;
+    aa.heads = d.num_heads;
+    aa.kv_heads = d.num_kv_heads;
+    aa.head_dim = hd;
+    aa.num_layers = d.num_layers;
+    aa.layer = l;
+    aa.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    if (any_sparse) {
+      aa.decode_idx = plan.attended + l * heads_per_layer * plan.stride;
+      aa.idx_stride = plan.stride;
+      aa.counts = plan.counts + l * heads_per_layer;
+      aa.probs = probs_.as<float>();
+      aa.probs_stride = plan.stride;
+    }
+    aa.out = attn_.as<bf16>();
+    aa.splits = splits;
+    aa.chunk = chunk;
+    aa.workspace = attn_ws_.as();
+    ARGEN_CUDA_RETURN(kernels::DecodeAttention(aa, stream_), "decode attention");
+    timer_.Mark(Stage::kAttention);
+    if (any_sparse) {
+      ARGEN_CUDA_RETURN(ObserveDecodeStep(inputs_.plans, n_rows_plan, d.num_layers, d.num_kv_heads, l,
+                                          state_ints_.as<int32_t>(), state_floats_.as<float>(), plan,
+                                          probs_.as<float>(), plan.stride, stream_),
+                        "policy observe");
+      timer_.Mark(Stage::kIndexing);
+    }
+    ARGEN_STATUS_RETURN(LinearBf16(cublas_, attn_.as<bf16>(), w.o, tokens, q_dim, H, x_.as<float>(), 1.f, "o_proj"));
+    timer_.Mark(Stage::kOProj);
+    ARGEN_CUDA_RETURN(kernels::RmsNorm(x_.as<float>(), w.post_norm, tokens, H, d.rms_norm_eps, xn_.as<bf16>(), stream_), "post norm");
+    ARGEN_STATUS_RETURN(LinearBf16(cublas_, xn_.as<bf16>(), w.gate_up, tokens, H, 2 * I, gate_up_.as<float>(), 0.f, "gate_up"));
+    ARGEN_CUDA_RETURN(kernels::SwiGlu(gate_up_.as<float>(), tokens, I, mlp_.as<bf16>(), stream_), "swiglu");
+    ARGEN_STATUS_RETURN(LinearBf16(cublas_, mlp_.as<bf16>(), w.down, tokens, I, H, x_.as<float>(), 1.f, "down"));
+    timer_.Mark(Stage::kFfn);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::EnqueueHead(const float* hidden, int32_t rows) {
+  const model::ModelDims& d = dims_;
+  const int32_t H = d.hidden_size, HE = d.head_embed_dim, V = d.image_vocab, pairs = rows / 2;
+  ARGEN_CUDA_RETURN(kernels::RmsNorm(hidden, weights_.final_norm, rows, H, d.rms_norm_eps, head_in_.as<bf16>(), stream_), "final norm");
+  ARGEN_STATUS_RETURN(LinearBf16(cublas_, head_in_.as<bf16>(), weights_.head_proj_w, rows, H, HE, head_mid_.as<float>(), 0.f, "gen_head projector"));
+  ARGEN_CUDA_RETURN(kernels::BiasGelu(head_mid_.as<float>(), weights_.head_proj_b, rows, HE, head_mid_bf16_.as<bf16>(), stream_), "gen_head gelu");
+  ARGEN_STATUS_RETURN(LinearBf16(cublas_, head_mid_bf16_.as<bf16>(), weights_.head_out_w, rows, HE, V, logits_.as<float>(), 0.f, "vision_head"));
+  ARGEN_CUDA_RETURN(kernels::AddBias(logits_.as<float>(), weights_.head_out_b, rows, V, stream_), "vision_head bias");
+  ARGEN_CUDA_RETURN(kernels::CfgSample(logits_.as<float>(), pairs, V, inputs_.sampling, inputs_.sampled, stream_), "cfg sampling");
+  ARGEN_CUDA_RETURN(cudaMemcpyAsync(host_sampled_.as(), inputs_.sampled, sizeof(int32_t) * pairs,
+                                    cudaMemcpyDeviceToHost, stream_), "download tokens");
+  timer_.Mark(Stage::kHead);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::FinishStep(int32_t rows, const model::StepOutputs& out) {
+  const int32_t V = dims_.image_vocab, pairs = rows / 2;
+  if (out.row_logits != nullptr) {
+    ARGEN_CUDA_RETURN(cudaMemcpyAsync(out.row_logits, logits_.as(), sizeof(float) * rows * int64_t{V},
+                                      cudaMemcpyDeviceToHost, stream_), "download logits");
+  }
+  ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream_), "step");
+  std::memcpy(out.sampled.data(), host_sampled_.as(), sizeof(int32_t) * pairs);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::EnqueueDecode(int32_t R, bool any_sparse, int32_t max_keys) {
+  const model::ModelDims& d = dims_;
+  const int32_t P = R / 2;
+  if (any_sparse) {
+    PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};
+    ARGEN_CUDA_RETURN(PlanDecodeStep(inputs_.plans, R, d.num_layers, d.num_kv_heads, state_ints_.as<int32_t>(),
+                                     state_floats_.as<float>(), plan, stream_),
+                      "policy plan");
+    timer_.Mark(Stage::kIndexing);
+  }
+  const int32_t H = d.hidden_size, E = d.image_embed_dim;
+  ARGEN_CUDA_RETURN(kernels::EmbeddingGatherBf16(weights_.gen_embed, d.image_vocab, E, inputs_.ids, P,
+                                                 pair_embed_.as<bf16>(), stream_), "gen_embed");
+  ARGEN_STATUS_RETURN(LinearBf16(cublas_, pair_embed_.as<bf16>(), weights_.fc1_w, P, E, H, pair_mid_.as<float>(), 0.f, "aligner fc1"));
+  ARGEN_CUDA_RETURN(kernels::BiasGelu(pair_mid_.as<float>(), weights_.fc1_b, P, H, pair_mid_bf16_.as<bf16>(), stream_), "aligner gelu");
+  ARGEN_STATUS_RETURN(LinearBf16(cublas_, pair_mid_bf16_.as<bf16>(), weights_.fc2_w, P, H, H, pair_out_.as<float>(), 0.f, "aligner fc2"));
+  ARGEN_CUDA_RETURN(kernels::AddBias(pair_out_.as<float>(), weights_.fc2_b, P, H, stream_), "aligner bias");
+  ARGEN_CUDA_RETURN(kernels::GatherRowsF32(pair_out_.as<float>(), inputs_.gather, R, H, x_.as<float>(), stream_), "pair -> rows");
+  timer_.Mark(Stage::kEmbed);
+  ARGEN_STATUS_RETURN(RunLayers(R, max_keys, any_sparse, R));
+  return EnqueueHead(x_.as<float>(), R);
+}
+
+}  // namespace argen::cuda
