@@ -1,0 +1,166 @@
+// RunSweep's batching loop against a fake engine: every request runs once
+// with its paired seed, the running rows never exceed --max-batch-rows, a
+// full KV pool (Add: ResourceExhausted) makes requests wait instead of
+// failing, and engine errors (KV too small for one request, decode failure)
+// stop the sweep with that error.
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tools/sweep/image_sink.h"
+#include "tools/sweep/manifest.h"
+#include "tools/sweep/sweep_runner.h"
+
+namespace argen::sweep {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Groups of 2 x num_images rows; each Step adds one token to every group; a
+// group finishes after kTokens tokens. Rows beyond kv_rows: ResourceExhausted.
+class FakeEngine final : public engine::Engine {
+ public:
+  static constexpr int32_t kTokens = 4;
+  explicit FakeEngine(int32_t kv_rows) : kv_rows_(kv_rows) {
+    info_.name = "fake";
+    info_.image_tokens = kTokens;
+  }
+  const engine::ModelInfo& info() const override { return info_; }
+  absl::StatusOr<engine::PreparedRequest> Prepare(const engine::GenerationRequest& r) const override {
+    engine::PreparedRequest p;
+    p.request = r;
+    return p;
+  }
+  absl::StatusOr<engine::GroupId> Add(const engine::PreparedRequest& p) override {
+    const int32_t rows = 2 * p.request.num_images;
+    if (rows_ + rows > kv_rows_) return absl::ResourceExhaustedError("fake KV pool full");
+    rows_ += rows;
+    groups_[next_] = {p.request, 0, false};
+    seeds.push_back(p.request.sampling.seed);
+    return next_++;
+  }
+  absl::StatusOr<engine::StepReport> Step() override {
+    peak_rows = std::max(peak_rows, rows_);
+    engine::StepReport report;
+    for (auto& [id, g] : groups_) {
+      if (g.finished) continue;
+      if (++g.tokens == kTokens) {
+        g.finished = true;
+        rows_ -= 2 * g.request.num_images;
+        report.finished.push_back(id);
+      }
+    }
+    return report;
+  }
+  void Remove(engine::GroupId id) override { groups_.erase(id); }
+  absl::StatusOr<engine::GroupState> State(engine::GroupId id) const override {
+    const Group& g = groups_.at(id);
+    engine::GroupState s;
+    s.tokens_done = g.tokens;
+    s.tokens_total = kTokens;
+    s.finished = g.finished;
+    s.tokens.assign(g.request.num_images, std::vector<int32_t>(g.tokens, 1));
+    return s;
+  }
+  int64_t KvBytesInUse() const override { return rows_; }
+  int32_t RunningRows() const override { return rows_; }
+  absl::StatusOr<std::vector<engine::RgbImage>> DecodeImages(
+      const std::vector<std::vector<int32_t>>& grids) override {
+    if (fail_decode) return absl::InternalError("fake decoder failed");
+    engine::RgbImage img;
+    img.width = img.height = 2;
+    img.rgb.assign(12, 128);
+    return std::vector<engine::RgbImage>(grids.size(), img);
+  }
+
+  std::vector<uint64_t> seeds;
+  int32_t peak_rows = 0;
+  bool fail_decode = false;
+
+ private:
+  struct Group {
+    engine::GenerationRequest request;
+    int32_t tokens = 0;
+    bool finished = false;
+  };
+  engine::ModelInfo info_;
+  int32_t kv_rows_;
+  int32_t rows_ = 0;
+  std::map<engine::GroupId, Group> groups_;
+  engine::GroupId next_ = 1;
+};
+
+class SweepRunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    out_ = fs::temp_directory_path() / ("sweep_runner_test_" + std::to_string(getpid()));
+    fs::remove_all(out_);
+    for (int i = 0; i < 5; ++i) prompts_.push_back({10 * i, absl::StrCat("prompt ", i), "tag"});
+    grid_ = BuildGrid({sparse::PolicyKind::kDense, sparse::PolicyKind::kDiagonal}, {90});
+    for (const SweepConfig& c : grid_) {
+      fs::create_directories(out_ / c.label);
+      for (const BenchmarkPrompt& p : prompts_) items_.push_back({&c, &p});
+    }
+    settings_.out_dir = out_.string();
+    settings_.images_per_prompt = 2;
+    settings_.max_batch_rows = 12;  // 3 requests of 4 rows
+    settings_.seed = 100;
+  }
+  void TearDown() override { fs::remove_all(out_); }
+
+  absl::Status Run(FakeEngine& engine) {
+    absl::StatusOr<std::unique_ptr<ManifestWriter>> manifest =
+        ManifestWriter::Open((out_ / "manifest.jsonl").string(), false);
+    if (!manifest.ok()) return manifest.status();
+    ImageSink sink(engine, **manifest);
+    return RunSweep(engine, items_, settings_, sink);
+  }
+
+  fs::path out_;
+  std::vector<BenchmarkPrompt> prompts_;
+  std::vector<SweepConfig> grid_;
+  std::vector<WorkItem> items_;
+  RunSettings settings_;
+};
+
+TEST_F(SweepRunnerTest, RunsEveryRequestOnceWithinTheBatchLimit) {
+  FakeEngine engine(/*kv_rows=*/1000);
+  ASSERT_TRUE(Run(engine).ok());
+  EXPECT_EQ(engine.peak_rows, 12);
+  ASSERT_EQ(engine.seeds.size(), 10u);
+  for (size_t i = 0; i < engine.seeds.size(); ++i) EXPECT_EQ(engine.seeds[i], 100u + 10 * (i % 5)) << i;
+  absl::StatusOr<std::vector<ManifestEntry>> m = ReadManifest((out_ / "manifest.jsonl").string());
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->size(), 20u);  // 2 configurations x 5 prompts x 2 images
+  for (const ManifestEntry& e : *m) {
+    EXPECT_TRUE(fs::is_regular_file(out_ / e.path)) << e.path;
+    EXPECT_EQ(e.seed, 100u + e.prompt_index);
+  }
+}
+
+TEST_F(SweepRunnerTest, AFullKvPoolMakesRequestsWait) {
+  FakeEngine engine(/*kv_rows=*/8);  // 2 requests fit, the batch limit would allow 3
+  ASSERT_TRUE(Run(engine).ok());
+  EXPECT_EQ(engine.peak_rows, 8);
+  EXPECT_EQ(engine.seeds.size(), 10u);
+}
+
+TEST_F(SweepRunnerTest, EngineErrorsStopTheSweep) {
+  FakeEngine too_small(/*kv_rows=*/2);  // not even one request of 2 images
+  absl::Status s = Run(too_small);
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+
+  FakeEngine failing(/*kv_rows=*/1000);
+  failing.fail_decode = true;
+  s = Run(failing);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("fake decoder failed"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace argen::sweep
