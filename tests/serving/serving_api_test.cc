@@ -9,6 +9,7 @@
 #include "client/generate_call.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "scheduler/tests/fake_engine.h"
 #include "tests/serving/serving_test_util.h"
 
@@ -218,6 +219,46 @@ TEST(ServingApiTest, HealthAndModelInfo) {
   EXPECT_EQ(info.token_grid(), 4);
   EXPECT_EQ(info.policies_size(), 8);
   EXPECT_EQ(info.kv_budget_bytes(), LoopbackConfig("x").kv_budget_bytes);
+}
+
+// Server reflection, spoken through the generic stub with a hand-encoded
+// ServerReflectionRequest{list_services: "*"} (field 7), so the test does not
+// need the reflection protos (which the server library already registers).
+TEST(ServingApiTest, ReflectionListsTheServices) {
+  TestServer t = StartFake(LoopbackConfig("fake"));
+  grpc::GenericStub generic(client::MakeChannel(t.address, 1 << 20));
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto call = generic.PrepareCall(
+      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  auto step = [&](intptr_t expected) {
+    EXPECT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(reinterpret_cast<intptr_t>(tag), expected);
+    return ok;
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(step(1));
+  grpc::Slice request_bytes(std::string("\x3a\x01*", 3));
+  grpc::ByteBuffer request(&request_bytes, 1);
+  call->Write(request, reinterpret_cast<void*>(2));
+  ASSERT_TRUE(step(2));
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(3));
+  ASSERT_TRUE(step(3));
+  call->WritesDone(reinterpret_cast<void*>(4));
+  step(4);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  step(5);
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_NE(bytes.find("argen.v1.ArGen"), std::string::npos);
+  EXPECT_NE(bytes.find("grpc.health.v1.Health"), std::string::npos);
 }
 
 }  // namespace
