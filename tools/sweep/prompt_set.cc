@@ -13,7 +13,11 @@ namespace argen::sweep {
 
 absl::StatusOr<std::vector<BenchmarkPrompt>> LoadPrompts(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("prompts file \"", path, "\" cannot be read"));
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("prompts file \"", path,
+                                            "\" cannot be read (the default is relative to the repository "
+                                            "root: run from there or pass --prompts)"));
+  }
   std::vector<BenchmarkPrompt> prompts;
   std::string line;
   for (int32_t index = 0; std::getline(in, line); ++index) {
