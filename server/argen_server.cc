@@ -53,7 +53,8 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
       server->engine_.get(), options, std::move(encoder), server->prometheus_.get());
   if (!sched.ok()) return sched.status();
   server->scheduler_ = *std::move(sched);
-  server->service_ = std::make_unique<ArgenService>(server->scheduler_.get(), info, config);
+  server->service_ = std::make_unique<ArgenService>(server->scheduler_.get(), info, config,
+                                                    server->prometheus_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

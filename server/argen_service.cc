@@ -4,6 +4,7 @@
 #include <variant>
 
 #include "absl/time/clock.h"
+#include "engine/sparse/policy_params.h"
 #include "server/request_mapping.h"
 
 namespace argen::server {
@@ -24,8 +25,18 @@ absl::Time DeadlineOf(const grpc::ServerContext& context) {
 }  // namespace
 
 ArgenService::ArgenService(scheduler::Scheduler* scheduler, const engine::ModelInfo& info,
-                           ServerConfig config)
-    : scheduler_(scheduler), info_(info), config_(std::move(config)), seed_rng_(std::random_device{}()) {}
+                           ServerConfig config, scheduler::SchedulerObserver* observer)
+    : scheduler_(scheduler),
+      info_(info),
+      config_(std::move(config)),
+      observer_(observer),
+      seed_rng_(std::random_device{}()) {}
+
+std::string ArgenService::PolicyLabel(const v1::GenerateRequest& request) const {
+  if (request.policy().name().empty()) return std::string(sparse::PolicyName(config_.default_policy.kind));
+  absl::StatusOr<sparse::PolicyKind> kind = sparse::ParsePolicyName(request.policy().name());
+  return kind.ok() ? std::string(sparse::PolicyName(*kind)) : "invalid";
+}
 
 uint64_t ArgenService::RandomSeed() {
   absl::MutexLock lock(&seed_mu_);
@@ -36,7 +47,12 @@ grpc::Status ArgenService::Generate(grpc::ServerContext* context, const v1::Gene
                                     grpc::ServerWriter<v1::GenerateEvent>* writer) {
   absl::StatusOr<engine::GenerationRequest> generation =
       ToGenerationRequest(*request, config_, info_.image_tokens, RandomSeed());
-  if (!generation.ok()) return ToGrpcStatus(generation.status());
+  if (!generation.ok()) {
+    if (observer_ != nullptr) {
+      observer_->OnRequestDone(PolicyLabel(*request), generation.status(), scheduler::RequestMetrics{});
+    }
+    return ToGrpcStatus(generation.status());
+  }
 
   scheduler::SubmitOptions submit;
   submit.request_id = request->request_id();

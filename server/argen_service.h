@@ -15,7 +15,10 @@ namespace argen::server {
 
 class ArgenService final : public v1::ArGen::Service {
  public:
-  ArgenService(scheduler::Scheduler* scheduler, const engine::ModelInfo& info, ServerConfig config);
+  // `observer` (may be null) also counts requests rejected before they reach
+  // the scheduler (invalid fields).
+  ArgenService(scheduler::Scheduler* scheduler, const engine::ModelInfo& info, ServerConfig config,
+               scheduler::SchedulerObserver* observer);
 
   grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                         grpc::ServerWriter<v1::GenerateEvent>* writer) override;
@@ -24,10 +27,13 @@ class ArgenService final : public v1::ArGen::Service {
 
  private:
   uint64_t RandomSeed();
+  // A bounded label for metrics: the canonical policy name, or "invalid".
+  std::string PolicyLabel(const v1::GenerateRequest& request) const;
 
   scheduler::Scheduler* const scheduler_;
   const engine::ModelInfo info_;
   const ServerConfig config_;
+  scheduler::SchedulerObserver* const observer_;
   absl::Mutex seed_mu_;
   std::mt19937_64 seed_rng_ ABSL_GUARDED_BY(seed_mu_);
 };

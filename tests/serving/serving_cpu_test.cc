@@ -145,6 +145,9 @@ TEST(ServingCpuTest, MetricsEndpointServesPrometheusText) {
   r.mutable_policy()->set_name("diagonal");
   r.mutable_policy()->set_sparsity(0.75);
   ASSERT_TRUE(client::CallGenerate(*t.stub, r, 60).status.ok());
+  v1::GenerateRequest bad = r;
+  bad.mutable_policy()->set_name("no such policy");
+  EXPECT_EQ(client::CallGenerate(*t.stub, bad, 60).status.error_code(), grpc::INVALID_ARGUMENT);
   const std::string text = HttpGet(t.server->metrics_port(), "/metrics");
   for (const char* needle :
        {"# TYPE argen_requests_total counter", "argen_requests_total{policy=\"diagonal\",status=\"OK\"} 1",
@@ -152,7 +155,8 @@ TEST(ServingCpuTest, MetricsEndpointServesPrometheusText) {
         "# TYPE argen_image_latency_seconds histogram", "# TYPE argen_decode_step_seconds histogram",
         "argen_tokens_total 64", "argen_images_total 1", "# TYPE argen_running_batch_rows gauge",
         "# TYPE argen_queue_depth gauge", "# TYPE argen_kv_bytes_used gauge",
-        "argen_kv_bytes_budget 4294967296"}) {
+        "argen_kv_bytes_budget 4294967296",
+        "argen_requests_total{policy=\"invalid\",status=\"INVALID_ARGUMENT\"} 1"}) {
     EXPECT_NE(text.find(needle), std::string::npos) << "missing: " << needle << "\n" << text;
   }
 }
