@@ -3,10 +3,10 @@
 # the default model, waits until it is healthy, generates an image into out/,
 # runs a short load test, and stops the server cleanly (SIGTERM -> drain -> 0).
 #
-# Knobs (environment): MODEL_DIR (default: the model under models/, else the
-# tiny test checkpoint), PORT (50051), METRICS_PORT (9464), BUILD_DIR (build),
-# SKIP_BUILD=1 (reuse an existing build), PROMPT, LOAD_REQUESTS (8),
-# LOAD_CONCURRENCY (4), HEALTH_TIMEOUT_S (600).
+# Knobs (environment): MODEL_DIR (default: configs/argen.yaml's model_dir, else
+# a model under models/, else the tiny test checkpoint), PORT (50051),
+# METRICS_PORT (9464), BUILD_DIR (build), SKIP_BUILD=1 (reuse an existing
+# build), PROMPT, LOAD_REQUESTS (8), LOAD_CONCURRENCY (4), HEALTH_TIMEOUT_S (600).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,8 +28,12 @@ for bin in "$SERVER" "$CLIENT"; do
   [ -x "$bin" ] || { echo "demo: $bin is missing; build first (scripts/build.sh)" >&2; exit 1; }
 done
 
-# The default model: the checkpoint shipped under models/ (one folder with a
-# config.json); until one ships, the tiny random-weight test checkpoint.
+# The default model: configs/argen.yaml's model_dir, else any checkpoint under
+# models/; if none is there, the tiny random-weight test checkpoint.
+if [ -z "${MODEL_DIR:-}" ]; then
+  configured=$(sed -n 's/^model_dir:[[:space:]]*\([^[:space:]#]*\).*/\1/p' configs/argen.yaml)
+  if [ -n "$configured" ] && [ -f "$configured/config.json" ]; then MODEL_DIR=$configured; fi
+fi
 if [ -z "${MODEL_DIR:-}" ]; then
   for candidate in models/*/; do
     if [ -f "$candidate/config.json" ]; then MODEL_DIR=${candidate%/}; break; fi
@@ -37,7 +41,7 @@ if [ -z "${MODEL_DIR:-}" ]; then
 fi
 if [ -z "${MODEL_DIR:-}" ]; then
   MODEL_DIR=tests/goldens/tiny/tiny-mha
-  echo "demo: no model under models/ yet; using the tiny test checkpoint $MODEL_DIR" \
+  echo "demo: no model found (configs/argen.yaml model_dir, models/); using the tiny test checkpoint $MODEL_DIR" \
        "(random weights: the image is noise, every code path still runs)"
 fi
 
