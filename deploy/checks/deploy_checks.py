@@ -883,9 +883,20 @@ def dockerfile_problems(path, variant, config_keys, configs_model_dir):
         problems.append(f"{rel}: ARG MODEL_DIR needs a default")
     elif not os.path.isfile(os.path.join(ROOT, model_dir, "config.json")):
         problems.append(f"{rel}: MODEL_DIR default {model_dir} is not a checkpoint directory of the repository")
-    elif configs_model_dir and os.path.normpath(model_dir) != os.path.normpath(configs_model_dir):
-        problems.append(f"{rel}: MODEL_DIR default {model_dir} differs from configs/argen.yaml model_dir "
-                        f"{configs_model_dir} (the image ships the repository's default model)")
+    else:
+        # The image ships the repository's default model: the one under models/
+        # (and the one configs/argen.yaml names, once it names one there).
+        models = os.path.join(ROOT, "models")
+        shipped = sorted(d for d in (os.listdir(models) if os.path.isdir(models) else [])
+                         if os.path.isfile(os.path.join(models, d, "config.json")))
+        norm = os.path.normpath(model_dir)
+        if shipped and not norm.startswith("models/"):
+            problems.append(f"{rel}: MODEL_DIR default {model_dir} is not the shipped model "
+                            f"(models/: {', '.join(shipped)})")
+        if (configs_model_dir and os.path.normpath(configs_model_dir).startswith("models/")
+                and norm != os.path.normpath(configs_model_dir)):
+            problems.append(f"{rel}: MODEL_DIR default {model_dir} differs from configs/argen.yaml "
+                            f"model_dir {configs_model_dir}")
     ep = [exec_form(r) for i, r in runtime["instr"] if i == "ENTRYPOINT"]
     if not ep or not ep[-1] or ep[-1][0] != "argen_server":
         problems.append(f"{rel}: ENTRYPOINT must be [\"argen_server\"]")

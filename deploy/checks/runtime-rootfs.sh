@@ -95,11 +95,14 @@ done
 result "$status" "HEALTHCHECK (${hc[*]}) prints SERVING as uid 10001"
 
 chroot --userspec=10001:10001 "$ROOTFS" /usr/local/bin/argen_client --server="127.0.0.1:$port" \
-  generate --prompt "a red circle" --count 1 --out /tmp/images --quiet >/dev/null 2>&1
+  generate --prompt "a red circle" --count 1 --out /tmp/images --quiet >"$WORK/generate.log" 2>&1 ||
+  cat "$WORK/generate.log"
 pngs=$(find "$ROOTFS/tmp/images" -name '*.png' 2>/dev/null | wc -l)
 result "$([ "$pngs" = 1 ] && echo 0 || echo 1)" "generate in the runtime rootfs wrote $pngs PNG"
-curl -fsS "http://127.0.0.1:$mport/metrics" | grep -q '^argen_images_total 1'
-result $? "/metrics counts the image"
+curl -fsS "http://127.0.0.1:$mport/metrics" >"$WORK/scrape.txt" || true
+status=0
+grep -q '^argen_images_total 1' "$WORK/scrape.txt" || status=1
+result "$status" "/metrics counts the image"
 
 kill -TERM "$SERVER_PID"
 rc=0
