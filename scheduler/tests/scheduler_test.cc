@@ -137,7 +137,7 @@ TEST(SchedulerTest, RowCapLimitsTheBatch) {
 
 TEST(SchedulerTest, LargeHeadIsNotOvertakenBySmallerRequests) {
   FakeEngineOptions eo;
-  eo.step_time = absl::Milliseconds(1);
+  eo.step_time = absl::Milliseconds(3);  // each request runs ~50 ms: all four queue meanwhile
   FakeEngine engine(eo);
   SchedulerOptions o;
   o.kv_budget_bytes = KvNeed(engine, MakeRequest("big", 4));  // big alone fills it
@@ -188,7 +188,8 @@ TEST(SchedulerTest, RequestJoinsRunningBatchAtStepBoundary) {
 
 TEST(SchedulerTest, CancelFreesKvBeforeTheNextStep) {
   FakeEngineOptions eo;
-  eo.token_grid = 8;
+  eo.token_grid = 8;                      // 64 steps ...
+  eo.step_time = absl::Milliseconds(1);   // ... long enough for B to join A
   FakeEngine engine(eo);
   SchedulerOptions o;
   o.kv_budget_bytes = 1 << 24;
@@ -200,7 +201,7 @@ TEST(SchedulerTest, CancelFreesKvBeforeTheNextStep) {
   std::atomic<int64_t> cancel_step{-1};
   observer.on_step = [&](const StepStats& st) {
     // On the loop thread, between steps: cancel A once both run.
-    if (cancel_step.load() < 0 && st.kv_bytes_in_use == need_a + need_b && st.step_index >= 3) {
+    if (cancel_step.load() < 0 && st.kv_bytes_in_use == need_a + need_b && st.step_index >= 1) {
       cancel_step = st.step_index;
       a->Cancel();
     }
@@ -264,6 +265,7 @@ TEST(SchedulerTest, DeadlineEndsARunningRequest) {
 
 TEST(SchedulerTest, QueueFullIsResourceExhausted) {
   FakeEngineOptions eo;
+  eo.token_grid = 8;  // the running request lasts 64 x 2 ms while the queue fills
   eo.step_time = absl::Milliseconds(2);
   FakeEngine engine(eo);
   SchedulerOptions o;

@@ -167,7 +167,7 @@ TEST(ServingApiTest, DeadlineEndsWithDeadlineExceeded) {
 
 TEST(ServingApiTest, ShutdownDrainsRunningAndRefusesNew) {
   FakeEngineOptions o;
-  o.token_grid = 8;  // 64 steps of 2 ms per request
+  o.token_grid = 12;  // 144 steps of 2 ms per request: none ends before all are accepted
   o.step_time = absl::Milliseconds(2);
   server::ServerConfig c = LoopbackConfig("fake");
   c.kv_budget_bytes = FakeKvNeed("r0", 1, o);  // one runs, the others queue
@@ -178,7 +178,10 @@ TEST(ServingApiTest, ShutdownDrainsRunningAndRefusesNew) {
     clients.emplace_back([&, i] { results[i] = Call(t, Request("r" + std::to_string(i))); });
   }
   // All three accepted (one running, two queued) before the shutdown starts.
-  ASSERT_TRUE(WaitFor([&] { return t.server->scheduler().snapshot().queue_depth == 2; }));
+  ASSERT_TRUE(WaitFor([&] {
+    const scheduler::SchedulerSnapshot s = t.server->scheduler().snapshot();
+    return s.active_requests == 3 && s.running_rows > 0;
+  }));
   bool drained = false;
   std::thread stopper([&] { drained = t.server->Shutdown(); });
   ASSERT_TRUE(WaitFor([&] { return t.server->scheduler().snapshot().draining; }));
