@@ -9,6 +9,35 @@
 
 namespace argen::server {
 
+namespace {
+
+absl::StatusOr<std::unique_ptr<engine::Engine>> LoadEngine(const ServerConfig& config) {
+  engine::EngineOptions options;
+  options.model_dir = config.model_dir;
+  options.backend = config.backend;
+  options.threads = config.threads;
+  options.kv_budget_bytes = config.kv_budget_bytes;  // the CUDA pool matches admission
+  options.max_batch_rows = config.max_batch_rows;
+  absl::StatusOr<std::unique_ptr<engine::Engine>> created = engine::CreateEngine(options);
+  if (!created.ok()) {
+    return absl::Status(created.status().code(), absl::StrCat("loading model_dir '", config.model_dir,
+                                                              "': ", created.status().message()));
+  }
+  return created;
+}
+
+scheduler::SchedulerOptions SchedulerOptionsOf(const ServerConfig& config) {
+  scheduler::SchedulerOptions options;
+  options.kv_budget_bytes = config.kv_budget_bytes;
+  options.max_batch_rows = config.max_batch_rows;
+  options.queue_limit = config.queue_limit;
+  options.progress_interval = absl::Milliseconds(config.progress_interval_ms);
+  options.image_workers = config.image_workers;
+  return options;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConfig& config,
                                                                 std::unique_ptr<engine::Engine> engine,
                                                                 scheduler::ImageEncoder encoder) {
@@ -16,19 +45,9 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
   std::unique_ptr<ArgenServer> server(new ArgenServer());
   server->config_ = config;
   if (engine == nullptr) {
-    engine::EngineOptions options;
-    options.model_dir = config.model_dir;
-    options.backend = config.backend;
-    options.threads = config.threads;
-    options.kv_budget_bytes = config.kv_budget_bytes;
-    options.max_batch_rows = config.max_batch_rows;
-    absl::StatusOr<std::unique_ptr<engine::Engine>> created = engine::CreateEngine(options);
-    if (!created.ok()) {
-      return absl::Status(created.status().code(),
-                          absl::StrCat("loading model_dir '", config.model_dir, "': ",
-                                       created.status().message()));
-    }
-    engine = *std::move(created);
+    absl::StatusOr<std::unique_ptr<engine::Engine>> loaded = LoadEngine(config);
+    if (!loaded.ok()) return loaded.status();
+    engine = *std::move(loaded);
   }
   server->engine_ = std::move(engine);
   const engine::ModelInfo& info = server->engine_->info();
@@ -43,14 +62,8 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
   }
 
   server->prometheus_ = std::make_unique<PrometheusMetrics>(config.kv_budget_bytes);
-  scheduler::SchedulerOptions options;
-  options.kv_budget_bytes = config.kv_budget_bytes;
-  options.max_batch_rows = config.max_batch_rows;
-  options.queue_limit = config.queue_limit;
-  options.progress_interval = absl::Milliseconds(config.progress_interval_ms);
-  options.image_workers = config.image_workers;
   absl::StatusOr<std::unique_ptr<scheduler::Scheduler>> sched = scheduler::Scheduler::Create(
-      server->engine_.get(), options, std::move(encoder), server->prometheus_.get());
+      server->engine_.get(), SchedulerOptionsOf(config), std::move(encoder), server->prometheus_.get());
   if (!sched.ok()) return sched.status();
   server->scheduler_ = *std::move(sched);
   server->service_ = std::make_unique<ArgenService>(server->scheduler_.get(), info, config,
