@@ -1,6 +1,7 @@
 """Samples benchmark images in PyTorch with CFG (official Janus sampling) and scores them.
 
-  python -m tools.train.sample --model models/argen-scenes-v1 --out /tmp/samples [--per-prompt 1] [--cfg 5]
+  python -m tools.train.sample --model models/argen-scenes-v1 --out /tmp/samples [--per-prompt 4]
+      [--every 1] [--sampling 5:1:0,3:1:0]
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tokenizers import Tokenizer
 from tools.scorer.detect import detect
 from tools.scorer.geneval import aggregate, evaluate, format_table
 from tools.scorer.validate import BENCHMARK, load_metadata
+from tools.train.fast_sampler import FastSampler
 from tools.train.text_tokenizer import PromptEncoder
 from tools.train.vq_train import decode_codes
 
@@ -31,8 +33,13 @@ def sample_prompts(model, vq, enc: PromptEncoder, prompts: list[str], per_prompt
     """-> uint8 images [len(prompts) * per_prompt, H, W, 3], ordered prompt-major.
     Prompts of equal token length share a batch (no padding, as the engine sees them)."""
     device = next(model.parameters()).device
+    if device.type == "cuda":
+        # The cuDNN attention backend builds a graph per key length, i.e. at every decode step
+        # (tens of ms each): both device evaluations ran out of time on it. Flash/efficient don't.
+        torch.backends.cuda.enable_cudnn_sdp(False)
     gen = torch.Generator(device=device).manual_seed(seed)
     ids = [enc.encode(p) for p in prompts]
+    sampler = FastSampler(model)
     by_len = defaultdict(list)
     for i, p in enumerate(ids):
         for k in range(per_prompt):
@@ -44,9 +51,9 @@ def sample_prompts(model, vq, enc: PromptEncoder, prompts: list[str], per_prompt
             chunk = rows[start:start + max_rows]
             cond = torch.tensor([ids[i] for i, _ in chunk], device=device)
             uncond = torch.tensor([enc.unconditional(ids[i]) for i, _ in chunk], device=device)
+            tokens = sampler.generate(cond, uncond, grid * grid, cfg_weight=cfg, temperature=temperature,
+                                      top_k=top_k, generator=gen)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
-                tokens = model.generate(cond, uncond, grid * grid, cfg_weight=cfg, temperature=temperature,
-                                        top_k=top_k, generator=gen)
                 images = decode_codes(vq, tokens, grid).cpu().numpy()
             for (i, k), img in zip(chunk, images):
                 out[i * per_prompt + k] = img
@@ -85,32 +92,40 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--per-prompt", type=int, default=1)
+    ap.add_argument("--per-prompt", type=int, default=4, help="images per prompt (GenEval: 4)")
     ap.add_argument("--every", type=int, default=1, help="take every k-th benchmark prompt (subsample)")
-    ap.add_argument("--cfg", type=float, default=5.0)
-    ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--top-k", type=int, default=0)
+    ap.add_argument("--sampling", default="5:1:0", help="comma-separated cfg:temperature:top_k variants")
+    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--save-images", action="store_true")
+    ap.add_argument("--save-images", action="store_true", help="also write {index:04d}_{k}.png (first variant)")
     args = ap.parse_args()
     model, vq, cfg = load(args.model, args.device)
     enc = PromptEncoder(Tokenizer.from_file(os.path.join(args.model, "tokenizer.json")))
     vp = cfg["gen_vision_config"]["params"]
     grid = vp["image_size"] // 2 ** (len(vp["ch_mult"]) - 1)
     metas = load_metadata(BENCHMARK)[::args.every]
-    t0 = time.time()
-    images = sample_prompts(model, vq, enc, [m["prompt"] for m in metas], args.per_prompt, grid, args.cfg,
-                            args.temperature, args.top_k)
-    summary, _ = score_images(metas, images, args.per_prompt)
     os.makedirs(args.out, exist_ok=True)
-    print(format_table(summary))
-    print(f"{len(images)} images in {time.time() - t0:.0f}s")
-    with open(os.path.join(args.out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=1)
-    grid_png(images[:64], 8, os.path.join(args.out, "samples.png"))
-    if args.save_images:
-        for i, img in enumerate(images):
-            Image.fromarray(img).save(os.path.join(args.out, f"{i // args.per_prompt:04d}_{i % args.per_prompt}.png"))
+    results = {}
+    for vi, variant in enumerate(args.sampling.split(",")):
+        c, temp, top_k = variant.split(":")
+        t0 = time.time()
+        images = sample_prompts(model, vq, enc, [m["prompt"] for m in metas], args.per_prompt, grid, float(c),
+                                float(temp), int(top_k), seed=args.seed)
+        t1 = time.time()
+        summary, _ = score_images(metas, images, args.per_prompt)
+        results[variant] = dict(summary, images=len(images), sample_seconds=round(t1 - t0, 1))
+        print(f"cfg={c} temperature={temp} top_k={top_k}: {len(images)} images sampled in {t1 - t0:.0f}s, "
+              f"scored in {time.time() - t1:.0f}s\n" + format_table(summary), flush=True)
+        tag = variant.replace(":", "_")
+        pick = spread(len(images), 64)
+        grid_png(images[pick], 8, os.path.join(args.out, f"samples_{tag}.png"))
+        with open(os.path.join(args.out, f"samples_{tag}.txt"), "w") as f:
+            f.write("\n".join(metas[i // args.per_prompt]["prompt"] for i in pick) + "\n")
+        if args.save_images and vi == 0:
+            for i, img in enumerate(images):
+                Image.fromarray(img).save(os.path.join(args.out, f"{i // args.per_prompt:04d}_{i % args.per_prompt}.png"))
+        with open(os.path.join(args.out, "summary.json"), "w") as f:
+            json.dump(results, f, indent=1)
 
 
 if __name__ == "__main__":
