@@ -2,7 +2,8 @@
 // backend, for the tiny test checkpoint and a Janus-Pro-1B-shaped model with
 // random weights made in memory (no file), at several batch sizes.
 //
-//   argen_bench_cpu [--shape tiny,1b] [--batches 1,8] [--steps_1b 0] [--threads 0]
+//   argen_bench_cpu [--shape tiny,dir,1b] [--batches 1,8] [--steps_1b 0] [--threads 0]
+//                   [--model_dir models/argen-scenes-v1]
 //
 // A batch of B is B one-image requests (2B rows: cond + uncond), added
 // together. Reported per shape and batch: prefill seconds, mean seconds per
@@ -23,16 +24,20 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "engine/checkpoint/janus_config.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/sparse_attention.h"
 #include "engine/model/create_engine.h"
 #include "engine/model/generic_engine.h"
 
-ABSL_FLAG(std::string, shape, "tiny,1b", "comma-separated: tiny (tests/goldens/tiny/tiny-mha), 1b");
+ABSL_FLAG(
+    std::string, shape, "tiny,1b",
+    "comma-separated: tiny (--tiny_dir), dir (any checkpoint, --model_dir), 1b (random weights)");
 ABSL_FLAG(std::string, batches, "1,8", "comma-separated batch sizes (images per step)");
 ABSL_FLAG(int32_t, steps_1b, 0, "1b: decode steps to time (0: all 575)");
 ABSL_FLAG(int32_t, threads, 0, "BLAS threads (0: all cores)");
 ABSL_FLAG(std::string, tiny_dir, "tests/goldens/tiny/tiny-mha", "tiny checkpoint directory");
+ABSL_FLAG(std::string, model_dir, "models/argen-scenes-v1", "checkpoint directory of --shape dir");
 ABSL_FLAG(int32_t, prompt_tokens, 40, "prompt length of every request");
 
 namespace argen::bench {
@@ -206,13 +211,20 @@ int main(int argc, char** argv) {
   for (absl::string_view shape : absl::StrSplit(absl::GetFlag(FLAGS_shape), ',')) {
     std::unique_ptr<model::GenericEngine> engine;
     int32_t steps = 0;
-    if (shape == "tiny") {
+    if (shape == "tiny" || shape == "dir") {
       engine::EngineOptions options;
-      options.model_dir = absl::GetFlag(FLAGS_tiny_dir);
+      options.model_dir = absl::GetFlag(shape == "tiny" ? FLAGS_tiny_dir : FLAGS_model_dir);
+      absl::StatusOr<checkpoint::JanusConfig> config =
+          checkpoint::LoadJanusConfig(options.model_dir);
+      if (!config.ok()) {
+        std::fprintf(stderr, "argen_bench_cpu: %s\n", config.status().ToString().c_str());
+        return 1;
+      }
       options.threads = threads;
       options.max_batch_rows = 2 * max_batch;
       absl::StatusOr<std::unique_ptr<model::GenericEngine>> e = model::CreateGenericEngine(
-          options, bench::FixedLengthEncoder(absl::GetFlag(FLAGS_prompt_tokens), 512));
+          options, bench::FixedLengthEncoder(absl::GetFlag(FLAGS_prompt_tokens),
+                                             config->language.vocab_size));
       if (!e.ok()) {
         std::fprintf(stderr, "argen_bench_cpu: %s\n", e.status().ToString().c_str());
         return 1;

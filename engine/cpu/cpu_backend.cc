@@ -164,8 +164,12 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
     }
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  int64_t causal_pairs = 0;
+  for (const KvRow* row : a.rows)
+    causal_pairs += int64_t{row->prompt_len} * (row->prompt_len + 1) / 2;
+  const bool prefill_parallel = causal_pairs * d.num_heads * hd >= min_parallel_work_;
   RunLayers(n, [&](int32_t layer) {
-    pool_->ParallelFor(n_rows, [&](int64_t r, int32_t participant) {
+    pool_->ParallelFor(n_rows, prefill_parallel, [&](int64_t r, int32_t participant) {
       KvRow& row = *a.rows[r];
       float* k_block = kv_.LayerK(row, layer);
       float* v_block = kv_.LayerV(row, layer);
@@ -217,12 +221,13 @@ void CpuBackend::DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows,
   auto one_row = [&](int64_t r, int32_t participant) {
     DecodeAttendRow(layer, *rows[r], r, row_ids[r], steps[r / 2], act_->per_thread[participant]);
   };
-  // The observer sees rows in batch order, from the calling thread.
-  if (observer_) {
-    for (size_t r = 0; r < rows.size(); ++r) one_row(static_cast<int64_t>(r), 0);
-  } else {
-    pool_->ParallelFor(static_cast<int64_t>(rows.size()), one_row);
-  }
+  // The observer sees rows in batch order, from the calling thread. Small
+  // layers also stay on it: waking workers costs more than it saves.
+  int64_t keys = 0;
+  for (const KvRow* row : rows) keys += row->prompt_len + row->layout.max_attended;
+  const int64_t multiply_adds = keys * dims_.num_heads * dims_.head_dim;
+  pool_->ParallelFor(static_cast<int64_t>(rows.size()),
+                     !observer_ && multiply_adds >= min_parallel_work_, one_row);
 }
 
 void CpuBackend::DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::RowId row_id,

@@ -38,6 +38,12 @@ class CpuBackend final : public model::Backend {
   // query head's attention weights.
   void SetAttentionObserver(AttentionObserver observer) { observer_ = std::move(observer); }
 
+  // Below this much attention work per layer (multiply-adds over all rows of
+  // a call) rows run on the calling thread, since waking the workers costs
+  // more; tests set 0 to exercise the parallel path on tiny models.
+  static constexpr int64_t kDefaultMinParallelWork = int64_t{1} << 20;
+  void set_min_parallel_work(int64_t multiply_adds) { min_parallel_work_ = multiply_adds; }
+
  private:
   struct Activations;
   // Attention scratch of one thread-pool participant.
@@ -74,6 +80,7 @@ class CpuBackend final : public model::Backend {
   std::unique_ptr<ThreadPool> pool_;
   model::HostSampler sampler_;
   AttentionObserver observer_;
+  int64_t min_parallel_work_ = kDefaultMinParallelWork;
 };
 
 }  // namespace argen::cpu

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace argen::cpu {
@@ -28,8 +29,14 @@ class ThreadPool {
   // each i exactly once; returns when all calls have finished. Not reentrant.
   template <typename Fn>
   void ParallelFor(int64_t n, Fn&& fn) {
+    ParallelFor(n, true, std::forward<Fn>(fn));
+  }
+  // parallel == false runs everything on the calling thread (participant 0),
+  // for work too small to pay for waking the workers.
+  template <typename Fn>
+  void ParallelFor(int64_t n, bool parallel, Fn&& fn) {
     if (n <= 0) return;
-    if (workers_.empty() || n == 1) {
+    if (!parallel || workers_.empty() || n == 1) {
       for (int64_t i = 0; i < n; ++i) fn(i, 0);
       return;
     }

@@ -36,11 +36,25 @@ void ExpectLogits(const std::vector<float>& row_logits, int32_t vocab, int32_t r
   EXPECT_LE(err, kTolerance) << what;
 }
 
+void CheckPrefillAndBatchedDecode(const std::string& case_name, bool parallel_rows);
+
 TEST_P(LlamaGoldenTest, PrefillAndBatchedDecodeMatchTransformers) {
-  const nlohmann::json golden = ReadJson("tests/goldens/llama/" + GetParam() + ".json");
-  testing::LoadedBackend loaded =
-      LoadTinyBackend(golden["checkpoint"].get<std::string>(), golden["rope_theta"].get<float>());
+  CheckPrefillAndBatchedDecode(GetParam(), false);
+}
+
+// The same with the per-row attention forced onto 3 threads.
+TEST_P(LlamaGoldenTest, ParallelRowsMatchTransformers) {
+  CheckPrefillAndBatchedDecode(GetParam(), true);
+}
+
+void CheckPrefillAndBatchedDecode(const std::string& case_name, bool parallel_rows) {
+  const nlohmann::json golden = ReadJson("tests/goldens/llama/" + case_name + ".json");
+  model::BackendOptions options;
+  if (parallel_rows) options.threads = 3;
+  testing::LoadedBackend loaded = LoadTinyBackend(golden["checkpoint"].get<std::string>(),
+                                                  golden["rope_theta"].get<float>(), options);
   ASSERT_NE(loaded.backend, nullptr);
+  if (parallel_rows) dynamic_cast<CpuBackend&>(*loaded.backend).set_min_parallel_work(0);
   model::Backend& backend = *loaded.backend;
   const int32_t vocab = loaded.dims.image_vocab;
   absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy({}, 64);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cpu/cpu_backend.h"
 #include "engine/model/create_engine.h"
 #include "gtest/gtest.h"
 
@@ -347,6 +348,33 @@ TEST(GenericEngineKvBudgetTest, AddFailsCleanlyWhenThePoolIsFull) {
   EXPECT_EQ(engine.RunningRows(), 4);
   engine.Remove(*first);
   EXPECT_TRUE(engine.Add(*p).ok());
+}
+
+}  // namespace
+}  // namespace argen::model
+
+namespace argen::model {
+namespace {
+
+TEST(GenericEngineThreadsTest, ParallelRowsGiveTheSameTokens) {
+  const engine::GenerationRequest a = Request("a red cube on a table", 21, 2);
+  engine::GenerationRequest b = Request("green hills", 22, 1);
+  b.policy.kind = sparse::PolicyKind::kH2O;
+  b.policy.sparsity = 0.5;
+  std::unique_ptr<GenericEngine> serial = MakeEngine();
+  engine::EngineOptions options;
+  options.model_dir = TinyDir("tiny-gqa-sharded");
+  options.threads = 3;
+  absl::StatusOr<std::unique_ptr<GenericEngine>> parallel =
+      CreateGenericEngine(options, ByteEncoder());
+  ASSERT_TRUE(parallel.ok()) << parallel.status();
+  auto* cpu = dynamic_cast<cpu::CpuBackend*>(&(*parallel)->backend());
+  ASSERT_NE(cpu, nullptr);
+  cpu->set_min_parallel_work(0);
+  const std::vector<Result> s = RunRequests(*serial, {a, b}, {0, 2});
+  const std::vector<Result> p = RunRequests(**parallel, {a, b}, {0, 2});
+  EXPECT_EQ(s[0].tokens, p[0].tokens);
+  EXPECT_EQ(s[1].tokens, p[1].tokens);
 }
 
 }  // namespace
