@@ -88,6 +88,10 @@ def main():
     ap.add_argument("--eval-per-prompt", type=int, default=2)
     ap.add_argument("--sampling", default="5:1:0",
                     help="comma-separated cfg:temperature:top_k variants to evaluate, in order, while time lasts")
+    ap.add_argument("--init-from", default=None,
+                    help="continue from an exported model: reuse its tokenizer.json and VQ (token ids unchanged), "
+                         "start the AR model from its weights, skip VQ training")
+    ap.add_argument("--scene-seed", type=int, default=1, help="base seed of the scenes (a new one = new data)")
     ap.add_argument("--pack-to", default=None,
                     help="right after export, write the model as a tar split in 15 MiB parts here")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -100,18 +104,24 @@ def main():
     log(f"device {device} torch {torch.__version__} args {vars(args)}")
 
     # 1. Scenes.
-    images, scenes = generate(args.scenes, base_seed=1, workers=args.workers,
+    images, scenes = generate(args.scenes, base_seed=args.scene_seed, workers=args.workers,
                               images_path=os.path.join(args.work, "images.u8"))
     captions = [s["caption"] for s in scenes]
     log(f"scenes: {len(scenes)}; e.g. {captions[:3]}")
     images_t = torch.from_numpy(np.array(images)).to(device)
 
     # 2. Caption tokenizer.
-    tok = train_tokenizer(captions, vocab_size=args.text_vocab)
     tok_path = os.path.join(args.work, "tokenizer.json")
+    init = load(args.init_from, args.device) if args.init_from else None
+    if init:
+        tok = Tokenizer.from_file(os.path.join(args.init_from, "tokenizer.json"))
+    else:
+        tok = train_tokenizer(captions, vocab_size=args.text_vocab)
     tok.save(tok_path)
     enc = PromptEncoder(Tokenizer.from_file(tok_path))
     text_vocab = (tok.get_vocab_size() + 63) // 64 * 64
+    if init:
+        text_vocab = init[2]["language_config"]["vocab_size"]
     log(f"tokenizer: {tok.get_vocab_size()} tokens (embed rows {text_vocab}); "
         f"prompt ids of '{captions[0]}': {enc.encode(captions[0])}")
 
@@ -119,7 +129,14 @@ def main():
     ch_mult = [int(v) for v in args.vq_ch_mult.split(",")]
     vq_cfg = {"codebook_size": args.codebook, "codebook_embed_dim": 8, "codebook_l2_norm": True, "ch": args.vq_ch,
               "ch_mult": ch_mult, "z_channels": args.vq_z, "num_res_blocks": args.vq_res_blocks}
-    vq = train_vq(images_t, vq_cfg, args.vq_seconds, batch=args.vq_batch, max_steps=args.vq_steps, log=log)
+    if init:
+        vq = init[1]
+        vp = init[2]["gen_vision_config"]["params"]
+        vq_cfg = {k: vp[k] for k in vq_cfg}
+        ch_mult = vq_cfg["ch_mult"]
+        log(f"VQ and tokenizer from {args.init_from}")
+    else:
+        vq = train_vq(images_t, vq_cfg, args.vq_seconds, batch=args.vq_batch, max_steps=args.vq_steps, log=log)
     image_size = images.shape[1]
     grid = image_size // 2 ** (len(ch_mult) - 1)
     codes = encode_all(vq, images_t, batch=512 if device.type == "cuda" else 16)
@@ -135,6 +152,9 @@ def main():
     log(f"sequences {tuple(seqs.shape)}, prompt lengths {int(lengths.min())}..{int(lengths.max())}")
     model = JanusGen(text_vocab=text_vocab, codebook_size=args.codebook, code_dim=8, hidden=args.hidden,
                      layers=args.layers, heads=args.heads, intermediate=args.intermediate).to(device)
+    if init:
+        model = init[0].train()
+        log(f"AR model from {args.init_from}")
     log(f"AR params: {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M")
     ar_seconds = args.deadline - (time.time() - T0) - args.reserve
     log(f"AR budget {ar_seconds:.0f}s")
