@@ -1,8 +1,8 @@
 #include "server/prometheus_metrics.h"
 
-#include <exception>
+#include <utility>
 
-#include "absl/strings/str_cat.h"
+#include "prometheus/text_serializer.h"
 
 namespace argen::server {
 namespace {
@@ -133,20 +133,12 @@ void PrometheusMetrics::SetDraining(bool draining) { draining_.Set(draining ? 1 
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     const std::string& address, int32_t port, std::shared_ptr<prometheus::Registry> registry) {
-  const std::string bind = absl::StrCat(address, ":", port);
-  std::unique_ptr<prometheus::Exposer> exposer;
-  try {
-    exposer = std::make_unique<prometheus::Exposer>(bind);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("metrics_port: cannot serve /metrics on ", bind, ": ", e.what()));
-  }
-  exposer->RegisterCollectable(registry);
-  const std::vector<int> ports = exposer->GetListeningPorts();
-  if (ports.empty()) {
-    return absl::UnavailableError(absl::StrCat("metrics_port: not listening on ", bind));
-  }
-  return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(std::move(exposer), ports[0]));
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
+      MetricsHttpServer::Start(address, port, [registry = std::move(registry)] {
+        return prometheus::TextSerializer().Serialize(registry->Collect());
+      });
+  if (!http.ok()) return http.status();
+  return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(*std::move(http)));
 }
 
 }  // namespace argen::server

@@ -8,12 +8,12 @@
 
 #include "absl/status/statusor.h"
 #include "prometheus/counter.h"
-#include "prometheus/exposer.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "scheduler/scheduler_observer.h"
+#include "server/metrics_http_server.h"
 
 namespace argen::server {
 
@@ -50,18 +50,19 @@ class PrometheusMetrics : public scheduler::SchedulerObserver {
   prometheus::Gauge& draining_;
 };
 
-// The /metrics HTTP endpoint. port 0 picks a free port.
+// The /metrics HTTP endpoint: the registry in the Prometheus text format,
+// served by MetricsHttpServer (not prometheus-cpp's civetweb Exposer, whose
+// small fixed-stack threads cannot start once cuBLAS is loaded). port 0 picks
+// a free port; the endpoint stops when destroyed.
 class MetricsEndpoint {
  public:
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
       const std::string& address, int32_t port, std::shared_ptr<prometheus::Registry> registry);
-  int32_t port() const { return port_; }
+  int32_t port() const { return http_->port(); }
 
  private:
-  MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer, int32_t port)
-      : exposer_(std::move(exposer)), port_(port) {}
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  int32_t port_;
+  explicit MetricsEndpoint(std::unique_ptr<MetricsHttpServer> http) : http_(std::move(http)) {}
+  std::unique_ptr<MetricsHttpServer> http_;
 };
 
 }  // namespace argen::server

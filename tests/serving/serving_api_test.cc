@@ -20,7 +20,7 @@ using scheduler::testing::FakeEngine;
 using scheduler::testing::FakeEngineOptions;
 
 // A raw encoder keeps these tests about the API, not about PNG.
-TestServer StartFake(server::ServerConfig config, FakeEngineOptions options = {}) {
+absl::StatusOr<TestServer> StartFake(server::ServerConfig config, FakeEngineOptions options = {}) {
   return StartServer(config, std::make_unique<FakeEngine>(options));
 }
 
@@ -44,8 +44,7 @@ client::GenerateResult Call(TestServer& t, const v1::GenerateRequest& r, double 
 }
 
 TEST(ServingApiTest, EachBadInputGetsItsCodeAndNamesTheField) {
-  TestServer t = StartFake(LoopbackConfig("fake"));
-  ASSERT_NE(t.server, nullptr);
+  ASSERT_STARTED(t, StartFake(LoopbackConfig("fake")));
   struct Case {
     const char* field;
     std::function<void(v1::GenerateRequest&)> mutate;
@@ -83,7 +82,7 @@ TEST(ServingApiTest, EachBadInputGetsItsCodeAndNamesTheField) {
 TEST(ServingApiTest, NeverFitsIsFailedPreconditionSayingWhy) {
   server::ServerConfig c = LoopbackConfig("fake");
   c.kv_budget_bytes = FakeKvNeed("big", 4) - 1;
-  TestServer t = StartFake(c);
+  ASSERT_STARTED(t, StartFake(c));
   client::GenerateResult r = Call(t, Request("big", 4));
   EXPECT_EQ(r.status.error_code(), grpc::FAILED_PRECONDITION);
   EXPECT_NE(r.status.error_message().find(std::to_string(FakeKvNeed("big", 4))), std::string::npos)
@@ -99,7 +98,7 @@ TEST(ServingApiTest, QueueFullIsResourceExhausted) {
   server::ServerConfig c = LoopbackConfig("fake");
   c.kv_budget_bytes = FakeKvNeed("a", 1, o);  // one at a time
   c.queue_limit = 1;
-  TestServer t = StartFake(c, o);
+  ASSERT_STARTED(t, StartFake(c, o));
   // One running, one queued; the third finds the queue full.
   std::vector<client::GenerateResult> first(2);
   std::thread a([&] { first[0] = Call(t, Request("a")); });
@@ -119,7 +118,7 @@ TEST(ServingApiTest, QueueFullIsResourceExhausted) {
 TEST(ServingApiTest, OversizedMessageIsRejectedByTheTransport) {
   server::ServerConfig c = LoopbackConfig("fake");
   c.max_message_bytes = 8192;
-  TestServer t = StartFake(c);
+  ASSERT_STARTED(t, StartFake(c));
   client::GenerateResult r = Call(t, Request(std::string(20000, 'x')));
   EXPECT_EQ(r.status.error_code(), grpc::RESOURCE_EXHAUSTED) << r.status.error_message();
   EXPECT_TRUE(Call(t, Request("small")).status.ok());
@@ -131,7 +130,7 @@ TEST(ServingApiTest, ClientCancelFreesKvAndEndsCancelled) {
   o.step_time = absl::Milliseconds(2);
   server::ServerConfig c = LoopbackConfig("fake");
   c.metrics_port = 0;
-  TestServer t = StartFake(c, o);
+  ASSERT_STARTED(t, StartFake(c, o));
   grpc::ClientContext context;
   v1::GenerateRequest r = Request("cancel me", 2);
   r.set_progress_interval_ms(1);
@@ -159,7 +158,7 @@ TEST(ServingApiTest, DeadlineEndsWithDeadlineExceeded) {
   FakeEngineOptions o;
   o.token_grid = 16;
   o.step_time = absl::Milliseconds(2);
-  TestServer t = StartFake(LoopbackConfig("fake"), o);
+  ASSERT_STARTED(t, StartFake(LoopbackConfig("fake"), o));
   client::GenerateResult r = Call(t, Request("slow"), 0.05);
   EXPECT_EQ(r.status.error_code(), grpc::DEADLINE_EXCEEDED);
   EXPECT_TRUE(WaitFor([&] { return t.engine->KvBytesInUse() == 0; }));
@@ -171,7 +170,7 @@ TEST(ServingApiTest, ShutdownDrainsRunningAndRefusesNew) {
   o.step_time = absl::Milliseconds(2);
   server::ServerConfig c = LoopbackConfig("fake");
   c.kv_budget_bytes = FakeKvNeed("r0", 1, o);  // one runs, the others queue
-  TestServer t = StartFake(c, o);
+  ASSERT_STARTED(t, StartFake(c, o));
   std::vector<client::GenerateResult> results(3);
   std::vector<std::thread> clients;
   for (int i = 0; i < 3; ++i) {
@@ -204,7 +203,7 @@ TEST(ServingApiTest, ShutdownDrainsRunningAndRefusesNew) {
 }
 
 TEST(ServingApiTest, HealthAndModelInfo) {
-  TestServer t = StartFake(LoopbackConfig("fake"));
+  ASSERT_STARTED(t, StartFake(LoopbackConfig("fake")));
   auto health = grpc::health::v1::Health::NewStub(client::MakeChannel(t.address, 1 << 20));
   for (const char* service : {"", "argen.v1.ArGen"}) {
     grpc::ClientContext hc;
@@ -228,7 +227,7 @@ TEST(ServingApiTest, HealthAndModelInfo) {
 // ServerReflectionRequest{list_services: "*"} (field 7), so the test does not
 // need the reflection protos (which the server library already registers).
 TEST(ServingApiTest, ReflectionListsTheServices) {
-  TestServer t = StartFake(LoopbackConfig("fake"));
+  ASSERT_STARTED(t, StartFake(LoopbackConfig("fake")));
   grpc::GenericStub generic(client::MakeChannel(t.address, 1 << 20));
   grpc::CompletionQueue cq;
   grpc::ClientContext context;

@@ -30,7 +30,7 @@ std::unique_ptr<engine::Engine> TinyEngine(const server::ServerConfig& c) {
   return e.ok() ? *std::move(e) : nullptr;
 }
 
-TestServer StartTiny(const server::ServerConfig& c) { return StartServer(c, TinyEngine(c)); }
+absl::StatusOr<TestServer> StartTiny(const server::ServerConfig& c) { return StartServer(c, TinyEngine(c)); }
 
 void ExpectValidPng(const v1::Image& image, int size) {
   absl::StatusOr<image::Rgb8Image> decoded = image::DecodePng(
@@ -43,8 +43,7 @@ void ExpectValidPng(const v1::Image& image, int size) {
 
 TEST(ServingCpuTest, ConcurrentMixedPolicyRequestsAllFinishWithValidPngs) {
   server::ServerConfig c = LoopbackConfig(TinyModel());
-  TestServer t = StartTiny(c);
-  ASSERT_NE(t.server, nullptr);
+  ASSERT_STARTED(t, StartTiny(c));
   const int size = t.server->engine().info().image_size;
   const std::vector<std::pair<std::string, double>> policies = {
       {"dense", -1},       {"diagonal", 0.75},        {"diagonal_sink4", 0.75}, {"streaming_llm", 0.5},
@@ -85,7 +84,7 @@ TEST(ServingCpuTest, ConcurrentMixedPolicyRequestsAllFinishWithValidPngs) {
 
 TEST(ServingCpuTest, KvNeverExceedsTheBudget) {
   server::ServerConfig c = LoopbackConfig(TinyModel());
-  TestServer probe = StartTiny(c);
+  ASSERT_STARTED(probe, StartTiny(c));
   v1::GenerateRequest r;
   r.set_prompt("a blue square");
   r.mutable_policy()->set_name("dense");
@@ -94,7 +93,7 @@ TEST(ServingCpuTest, KvNeverExceedsTheBudget) {
   probe.server.reset();
 
   c.kv_budget_bytes = one.accepted.kv_bytes() * 2 + one.accepted.kv_bytes() / 2;  // two fit
-  TestServer t = StartTiny(c);
+  ASSERT_STARTED(t, StartTiny(c));
   std::vector<client::GenerateResult> results(6);
   std::vector<std::thread> threads;
   for (int i = 0; i < 6; ++i) {
@@ -109,7 +108,7 @@ TEST(ServingCpuTest, KvNeverExceedsTheBudget) {
 
 TEST(ServingCpuTest, RequestJoinsARunningBatch) {
   server::ServerConfig c = LoopbackConfig(TinyModel());
-  TestServer t = StartTiny(c);
+  ASSERT_STARTED(t, StartTiny(c));
   // Retry a few times in case the long request finishes before the short
   // one arrives on a loaded machine.
   for (int attempt = 0; attempt < 5; ++attempt) {
@@ -139,7 +138,7 @@ TEST(ServingCpuTest, RequestJoinsARunningBatch) {
 TEST(ServingCpuTest, MetricsEndpointServesPrometheusText) {
   server::ServerConfig c = LoopbackConfig(TinyModel());
   c.metrics_port = 0;
-  TestServer t = StartTiny(c);
+  ASSERT_STARTED(t, StartTiny(c));
   v1::GenerateRequest r;
   r.set_prompt("a green triangle");
   r.mutable_policy()->set_name("diagonal");
@@ -162,7 +161,7 @@ TEST(ServingCpuTest, MetricsEndpointServesPrometheusText) {
 }
 
 TEST(ServingCpuTest, ClientCommandsAgainstTheServer) {
-  TestServer t = StartTiny(LoopbackConfig(TinyModel()));
+  ASSERT_STARTED(t, StartTiny(LoopbackConfig(TinyModel())));
   const std::string out_dir = ::testing::TempDir() + "/argen_client_e2e";
   std::filesystem::remove_all(out_dir);
   std::ostringstream out, err;

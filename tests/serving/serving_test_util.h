@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "argen/v1/argen.grpc.pb.h"
 #include "engine/engine.h"
@@ -56,7 +57,21 @@ struct TestServer {
 };
 
 server::ServerConfig LoopbackConfig(const std::string& model_dir);
-TestServer StartServer(const server::ServerConfig& config, std::unique_ptr<engine::Engine> engine);
+// The server with a client stub, or why it did not start (a null engine
+// included). Tests take it with ASSERT_STARTED, never using a half-started one.
+absl::StatusOr<TestServer> StartServer(const server::ServerConfig& config,
+                                       std::unique_ptr<engine::Engine> engine);
+
+// `TestServer var = <absl::StatusOr<TestServer> expr>`, or the test fails
+// with the start error and returns.
+#define ASSERT_STARTED(var, expr)                                   \
+  absl::StatusOr<::argen::serving_test::TestServer> var##_or_ = (expr); \
+  ASSERT_TRUE(var##_or_.ok()) << var##_or_.status();                \
+  ::argen::serving_test::TestServer var = *std::move(var##_or_)
+
+// Sends `request` as is to 127.0.0.1:<port> and reads until the server closes
+// (or 10 s pass); the whole response, or "" when nothing came back.
+std::string HttpExchange(int port, const std::string& request);
 
 // GET http://127.0.0.1:<port><path>; the body, or "" on failure.
 std::string HttpGet(int port, const std::string& path);
