@@ -11,7 +11,7 @@ mkdir -p "$OUT" "$WORK"
 set +e
 python3 -m tools.train.pipeline --work "$WORK" --model-dir "$WORK/argen-scenes-v1" \
   --init-from models/argen-scenes-v1 --scenes 80000 --scene-seed 2 --workers 16 --deadline 540 --reserve 100 \
-  --batch 128 --lr 5e-4 --eval-every 1 --eval-per-prompt 2 --sampling 5:1:0,3:1:0 --pack-to "$OUT" "$@" 2>&1 \
+  --batch 128 --lr 5e-4 --eval-every 1 --eval-per-prompt 2 --sampling 3:1:0,5:1:0 --pack-to "$OUT" "$@" 2>&1 \
   | tee "$OUT/train.log"
 rc=${PIPESTATUS[0]}
 set -e
