@@ -66,7 +66,7 @@ CpuBackend::CpuBackend(const model::ModelDims& dims, CpuWeights weights,
       options.threads > 0
           ? options.threads
           : std::max<int32_t>(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
-  pool_ = std::make_unique<ThreadPool>(threads);
+  pool_ = std::make_unique<parallel::ThreadPool>(threads);
   const int32_t half = dims.head_dim / 2;
   inv_freq_.resize(half);
   // HF: inv_freq = 1 / theta ** (arange(0, dim, 2).float() / dim)

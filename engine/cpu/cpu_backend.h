@@ -10,9 +10,9 @@
 #include "engine/cpu/attention_observer.h"
 #include "engine/cpu/cpu_weights.h"
 #include "engine/cpu/kv_rows.h"
-#include "engine/cpu/thread_pool.h"
 #include "engine/model/backend.h"
 #include "engine/model/sampler.h"
+#include "engine/parallel/thread_pool.h"
 
 namespace argen::cpu {
 
@@ -77,7 +77,7 @@ class CpuBackend final : public model::Backend {
   KvRows kv_;
   std::vector<float> inv_freq_;
   std::unique_ptr<Activations> act_;
-  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<parallel::ThreadPool> pool_;
   model::HostSampler sampler_;
   AttentionObserver observer_;
   int64_t min_parallel_work_ = kDefaultMinParallelWork;

@@ -67,9 +67,9 @@ size_t Conv2dScratchFloats(const Conv2dWeights& conv, int32_t h, int32_t w, size
 }
 
 void Conv2d(const Conv2dWeights& conv, const float* in, int32_t h, int32_t w, float* out, bool accumulate,
-            float* col, size_t col_floats, ThreadPool* pool) {
+            float* col, size_t col_floats, parallel::ThreadPool* pool) {
   const size_t hw = static_cast<size_t>(h) * w;
-  ParallelFor(pool, conv.cout, [&](int64_t b, int64_t e) {
+  parallel::ParallelForRange(pool, conv.cout, [&](int64_t b, int64_t e) {
     AddBias(conv, out, hw, accumulate, static_cast<int32_t>(b), static_cast<int32_t>(e));
   });
   if (conv.kernel == 1) {
@@ -82,7 +82,7 @@ void Conv2d(const Conv2dWeights& conv, const float* in, int32_t h, int32_t w, fl
   for (int32_t y0 = 0; y0 < h; y0 += band_rows) {
     const int32_t rows = std::min(band_rows, h - y0);
     const int n = rows * w;
-    ParallelFor(pool, conv.cin, [&](int64_t b, int64_t e) {
+    parallel::ParallelForRange(pool, conv.cin, [&](int64_t b, int64_t e) {
       Im2ColBand(in, static_cast<int32_t>(b), static_cast<int32_t>(e), h, w, conv.kernel, y0, rows, col);
     });
     // out[:, y0*w : y0*w + n] += W[cout, kdim] * col[kdim, n]

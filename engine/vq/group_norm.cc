@@ -44,9 +44,9 @@ void NormalizeGroup(const GroupNormWeights& norm, int32_t g, int32_t per_group, 
 }  // namespace
 
 void GroupNorm(const GroupNormWeights& norm, int32_t groups, const float* in, size_t hw, float* out,
-               bool swish, ThreadPool* pool) {
+               bool swish, parallel::ThreadPool* pool) {
   const int32_t per_group = norm.channels / groups;
-  ParallelFor(pool, groups, [&](int64_t b, int64_t e) {
+  parallel::ParallelForRange(pool, groups, [&](int64_t b, int64_t e) {
     for (int64_t g = b; g < e; ++g)
       NormalizeGroup(norm, static_cast<int32_t>(g), per_group, in, hw, out, swish);
   });

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/vq/thread_pool.h"
+#include "engine/parallel/thread_pool.h"
 #include "engine/vq/vq_weights.h"
 
 namespace argen::vq {
@@ -17,6 +17,6 @@ inline constexpr float kGroupNormEps = 1e-6f;
 // mean/var (biased) over the channels of group g and all hw positions. in may equal out.
 // `pool` (optional) splits the groups.
 void GroupNorm(const GroupNormWeights& norm, int32_t groups, const float* in, size_t hw, float* out,
-               bool swish, ThreadPool* pool = nullptr);
+               bool swish, parallel::ThreadPool* pool = nullptr);
 
 }  // namespace argen::vq

@@ -4,9 +4,9 @@
 
 namespace argen::vq {
 
-void UpsampleNearest2x(const float* in, int32_t c, int32_t h, int32_t w, float* out, ThreadPool* pool) {
+void UpsampleNearest2x(const float* in, int32_t c, int32_t h, int32_t w, float* out, parallel::ThreadPool* pool) {
   const int32_t w2 = 2 * w;
-  ParallelFor(pool, c, [&](int64_t cb, int64_t ce) {
+  parallel::ParallelForRange(pool, c, [&](int64_t cb, int64_t ce) {
     for (int64_t ch = cb; ch < ce; ++ch) {
       const float* plane = in + static_cast<size_t>(ch) * h * w;
       float* dst = out + static_cast<size_t>(ch) * 4 * h * w;
@@ -21,9 +21,9 @@ void UpsampleNearest2x(const float* in, int32_t c, int32_t h, int32_t w, float* 
   });
 }
 
-void ChwToRgb8(const float* chw, int32_t h, int32_t w, uint8_t* rgb, ThreadPool* pool) {
+void ChwToRgb8(const float* chw, int32_t h, int32_t w, uint8_t* rgb, parallel::ThreadPool* pool) {
   const size_t hw = static_cast<size_t>(h) * w;
-  ParallelFor(pool, static_cast<int64_t>(hw), [&](int64_t pb, int64_t pe) {
+  parallel::ParallelForRange(pool, static_cast<int64_t>(hw), [&](int64_t pb, int64_t pe) {
     for (size_t p = static_cast<size_t>(pb); p < static_cast<size_t>(pe); ++p) {
       for (int32_t c = 0; c < 3; ++c) {
         float v = (chw[c * hw + p] + 1.0f) / 2.0f * 255.0f;

@@ -8,11 +8,11 @@
 namespace argen::vq {
 
 void SpatialAttention(const float* q, const float* k, const float* v, int32_t c, int32_t n, float* scores,
-                      float* out, ThreadPool* pool) {
+                      float* out, parallel::ThreadPool* pool) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(c));
   // scores[i, j] = scale * sum_c q[c, i] k[c, j]
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, n, c, scale, q, n, k, n, 0.0f, scores, n);
-  ParallelFor(pool, n, [&](int64_t rb, int64_t re) {
+  parallel::ParallelForRange(pool, n, [&](int64_t rb, int64_t re) {
     for (int64_t i = rb; i < re; ++i) {
       float* row = scores + static_cast<size_t>(i) * n;
       const float mx = *std::max_element(row, row + n);

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/vq/thread_pool.h"
+#include "engine/parallel/thread_pool.h"
 
 namespace argen::vq {
 
@@ -13,6 +13,6 @@ namespace argen::vq {
 // out[:, i] = sum_j softmax_j(q[:, i] . k[:, j] / sqrt(c)) v[:, j].
 // `pool` (optional) splits the softmax rows.
 void SpatialAttention(const float* q, const float* k, const float* v, int32_t c, int32_t n, float* scores,
-                      float* out, ThreadPool* pool = nullptr);
+                      float* out, parallel::ThreadPool* pool = nullptr);
 
 }  // namespace argen::vq

@@ -123,10 +123,10 @@ void VqDecoder::ResnetBlock(const ResnetBlockWeights& w, int32_t h, int32_t wd) 
   } else {
     float* a = a_.data();
     const float* x = x_.data();
-    ParallelFor(&pool_, static_cast<int64_t>(w.conv2.cout) * static_cast<int64_t>(hw),
-                [&](int64_t b, int64_t e) {
-                  for (int64_t i = b; i < e; ++i) a[i] += x[i];
-                });
+    parallel::ParallelForRange(&pool_, static_cast<int64_t>(w.conv2.cout) * static_cast<int64_t>(hw),
+                               [&](int64_t b, int64_t e) {
+                                 for (int64_t i = b; i < e; ++i) a[i] += x[i];
+                               });
   }
   std::swap(x_, a_);
 }

@@ -23,7 +23,7 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/janus_config.h"
 #include "engine/engine.h"
-#include "engine/vq/thread_pool.h"
+#include "engine/parallel/thread_pool.h"
 #include "engine/vq/vq_weights.h"
 
 namespace argen::vq {
@@ -66,7 +66,7 @@ class VqDecoder {
   VqDecoderWeights weights_;
   checkpoint::GenVisionConfig config_;
   std::mutex mu_;  // guards the pool and the scratch below
-  ThreadPool pool_;
+  parallel::ThreadPool pool_;
   // Three activation buffers: x_ holds the running activation, a_ and b_ are temporaries.
   std::vector<float> x_, a_, b_;
   std::vector<float> col_;                 // im2col band

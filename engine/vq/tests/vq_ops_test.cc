@@ -7,11 +7,11 @@
 #include <random>
 #include <vector>
 
+#include "engine/parallel/thread_pool.h"
 #include "engine/vq/conv2d.h"
 #include "engine/vq/group_norm.h"
 #include "engine/vq/pixels.h"
 #include "engine/vq/spatial_attention.h"
-#include "engine/vq/thread_pool.h"
 #include "gtest/gtest.h"
 
 namespace argen::vq {
@@ -191,24 +191,11 @@ TEST(PixelsTest, Rgb8FollowsTheOfficialClipAndTruncation) {
   EXPECT_EQ(rgb[10], 254);  // 254.87 truncates
 }
 
-TEST(ThreadPoolTest, EveryIndexRunsExactlyOnceAcrossManyJobs) {
-  ThreadPool pool(4);
-  EXPECT_EQ(pool.threads(), 4);
-  for (int64_t n : {0, 1, 3, 4, 5, 97, 1000}) {
-    for (int rep = 0; rep < 50; ++rep) {
-      std::vector<int> hits(static_cast<size_t>(n), 0);
-      pool.ParallelFor(n, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
-      });
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)], 1) << "n " << n << " i " << i;
-    }
-  }
-}
-
 // The pooled paths give the same bits as the inline ones (each output element
-// is computed by one thread in the same order).
-TEST(ThreadPoolTest, PooledOpsEqualInlineOps) {
-  ThreadPool pool(3);
+// is computed by one thread in the same order). The pool itself is tested in
+// engine/parallel/tests/thread_pool_test.cc.
+TEST(PooledOpsTest, PooledOpsEqualInlineOps) {
+  parallel::ThreadPool pool(3);
   const int32_t h = 9, w = 7;
   Conv2dWeights c = RandomConv(10, 6, 3, 61);
   std::vector<float> in = Random(10 * h * w, 62);

@@ -1,6 +1,8 @@
-#include "engine/cpu/thread_pool.h"
+#include "engine/parallel/thread_pool.h"
 
-namespace argen::cpu {
+#include <algorithm>
+
+namespace argen::parallel {
 
 ThreadPool::ThreadPool(int32_t threads) {
   for (int32_t p = 1; p < threads; ++p) workers_.emplace_back([this, p] { WorkerLoop(p); });
@@ -13,6 +15,20 @@ ThreadPool::~ThreadPool() {
   }
   start_cv_.notify_all();
   for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::ParallelForRange(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn) {
+  if (n <= 0) return;
+  if (workers_.empty() || n == 1) {
+    fn(0, n);
+    return;
+  }
+  const int64_t parts = std::min<int64_t>(n, size());
+  const int64_t base = n / parts, extra = n % parts;
+  ParallelFor(parts, [&](int64_t c, int32_t) {
+    const int64_t begin = c * base + std::min(c, extra);
+    fn(begin, begin + base + (c < extra ? 1 : 0));
+  });
 }
 
 void ThreadPool::Drain(int32_t participant) {
@@ -52,4 +68,4 @@ void ThreadPool::WorkerLoop(int32_t participant) {
   }
 }
 
-}  // namespace argen::cpu
+}  // namespace argen::parallel

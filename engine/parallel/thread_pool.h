@@ -1,7 +1,15 @@
-// A fixed pool of worker threads for the CPU backend's per-row loops
-// (attention, KV writes, policy updates) between BLAS calls. ParallelFor
-// hands out indices from an atomic counter; the caller works too. No heap
-// allocation per call, so it is usable in the decode loop.
+// The one CPU thread pool of the engine: a fixed set of workers that sleep on
+// a condition variable between jobs (so they do not compete with BLAS threads)
+// and take indices from an atomic counter; the calling thread works too. No
+// heap allocation per call, so it is usable in the decode loop.
+//
+// Two entry points over the same workers:
+//  - ParallelFor(n, [parallel,] fn(i, participant)): one call per index (the
+//    CPU backend's per-row loops: attention, KV writes, policy updates);
+//  - ParallelForRange(n, fn(begin, end)): [0, n) split into size() contiguous
+//    chunks (the VQ decoder's element-wise work: im2col, GroupNorm,
+//    upsampling, softmax, pixel conversion).
+// One job at a time per pool (not reentrant).
 #pragma once
 
 #include <atomic>
@@ -13,11 +21,14 @@
 #include <utility>
 #include <vector>
 
-namespace argen::cpu {
+#include "absl/functional/function_ref.h"
+
+namespace argen::parallel {
 
 class ThreadPool {
  public:
-  // `threads` >= 1 participants: threads - 1 workers plus the calling thread.
+  // `threads` participants: threads - 1 workers plus the calling thread;
+  // threads <= 1 runs everything inline on the caller.
   explicit ThreadPool(int32_t threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -45,6 +56,12 @@ class ThreadPool {
         [](void* ctx, int64_t i, int32_t p) { (*static_cast<Callable*>(ctx))(i, p); });
   }
 
+  // Splits [0, n) into at most size() contiguous chunks of near-equal length
+  // and calls fn(begin, end) once per non-empty chunk (chunks are dealt to the
+  // participants like ParallelFor's indices); returns when all are done.
+  // n == 1 or a pool of one runs fn(0, n) inline. Not reentrant.
+  void ParallelForRange(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn);
+
  private:
   using Trampoline = void (*)(void*, int64_t, int32_t);
   void Run(int64_t n, void* ctx, Trampoline call);
@@ -64,4 +81,13 @@ class ThreadPool {
   std::atomic<int64_t> next_{0};
 };
 
-}  // namespace argen::cpu
+// ParallelForRange on `pool`, or fn(0, n) inline when pool is null (n > 0).
+inline void ParallelForRange(ThreadPool* pool, int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn) {
+  if (pool == nullptr) {
+    if (n > 0) fn(0, n);
+  } else {
+    pool->ParallelForRange(n, fn);
+  }
+}
+
+}  // namespace argen::parallel
