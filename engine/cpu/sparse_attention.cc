@@ -3,21 +3,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/cpu/dot.h"
+
 namespace argen::cpu {
 namespace {
-
-// Dot product with 8 independent partial sums so the compiler vectorizes it
-// without -ffast-math (a single accumulator chain cannot be reordered).
-inline float Dot(const float* a, const float* b, int32_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int32_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int32_t l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
-  }
-  float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
 
 // Gathered rows defeat the hardware prefetcher at each jump; ask for the row
 // a few keys ahead (head_dim floats, one cache line at a time).
