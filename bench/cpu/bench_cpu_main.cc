@@ -69,7 +69,7 @@ model::ModelDims JanusPro1BDims() {
   d.num_heads = 16;
   d.num_kv_heads = 16;
   d.head_dim = 128;
-  d.intermediate_size = 5504;
+  d.intermediate_size = 5632;  // Janus-Pro-1B language_config
   d.text_vocab = 102400;
   d.rms_norm_eps = 1e-6f;
   d.rope_theta = 10000.0f;
