@@ -142,8 +142,11 @@ ARGEN_SPARSE_HD bool ObserveNeeded(const ResolvedPolicy& p, const PolicyLayout& 
   return u >= 0 && u >= (p.n_att - p.n_sink) - 1 && s.ints[kStateSkipCount] < l.skip_capacity;
 }
 
-ARGEN_SPARSE_HD int32_t PlanStep(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s,
-                                 int32_t t, int32_t* write_slot, int32_t* attended) {
+// PlanStep's state update alone: advances the state to step t, sets the write
+// slot and returns the attended count n (-1 as PlanStep), without writing the
+// list. Entry i < n of the list is then AttendedSlot(p, l, s, t, i).
+ARGEN_SPARSE_HD int32_t PlanStepState(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s,
+                                      int32_t t, int32_t* write_slot) {
   using namespace policy_detail;
   if (t != s.ints[kStateNextStep] || t < 0 || t >= p.l_dec) return -1;
   s.ints[kStateNextStep] = t + 1;
@@ -176,32 +179,22 @@ ARGEN_SPARSE_HD int32_t PlanStep(const ResolvedPolicy& p, const PolicyLayout& l,
     slot_pos[slot] = t;
     s.floats[slot] = 0.0f;
     *write_slot = slot;
-    for (int32_t i = 0; i < resident; ++i) attended[i] = i;
-    return resident;
+    return resident;  // slots 0..resident-1
   }
 
   const int32_t slot = RingSlot(p, t);
   slot_pos[slot] = t;
   *write_slot = slot;
-  int32_t n = 0;
   const int32_t sinks = Min(t + 1, p.n_sink);
-  for (int32_t pos = 0; pos < sinks; ++pos) attended[n++] = RingSlot(p, pos);
-  if (t < p.n_sink) return n;
+  if (t < p.n_sink) return sinks;
 
   if (!IsDiagonal(p.kind)) {
-    // dense / sliding_window / streaming_llm: the last (n_slots - n_sink)
-    // positions, listed in slot (memory) order: when the ring has wrapped,
-    // the newer part (low slots) comes first. Monotonic addresses keep the
-    // hardware prefetcher streaming (measured ~20-30% on CPU at 96%).
+    // dense / sliding_window / streaming_llm: the sinks, then the last
+    // (n_slots - n_sink) positions in slot order (see AttendedSlot).
     const int32_t first = Max(p.n_sink, t - (p.n_slots - p.n_sink) + 1);
     const int32_t s_first = RingSlot(p, first), s_last = RingSlot(p, t);
-    if (s_first <= s_last) {
-      for (int32_t s = s_first; s <= s_last; ++s) attended[n++] = s;
-    } else {
-      for (int32_t s = p.n_sink; s <= s_last; ++s) attended[n++] = s;
-      for (int32_t s = s_first; s < p.n_slots; ++s) attended[n++] = s;
-    }
-    return n;
+    if (s_first <= s_last) return sinks + (s_last - s_first + 1);
+    return sinks + (s_last - p.n_sink + 1) + (p.n_slots - s_first);
   }
 
   // diagonal (Algorithm 1) on positions >= n_sink with window N_r' and budget
@@ -217,9 +210,80 @@ ARGEN_SPARSE_HD int32_t PlanStep(const ResolvedPolicy& p, const PolicyLayout& l,
     lags[n_lags++] = u;
     s.ints[kStateLagCount] = n_lags;
   }
-  // Oldest first (largest lag first).
-  for (int32_t i = n_lags - 1; i >= 0; --i) attended[n++] = RingSlot(p, t - lags[i]);
+  return sinks + n_lags;
+}
+
+// Entry i (< the n PlanStepState(t) returned) of step t's attended list, from
+// the state PlanStepState(t) left: O(1) per entry, so a backend may write the
+// list in parallel. PlanStep writes exactly these entries.
+ARGEN_SPARSE_HD int32_t AttendedSlot(const ResolvedPolicy& p, const PolicyLayout& l, const PolicyState& s,
+                                     int32_t t, int32_t i) {
+  using namespace policy_detail;
+  if (IsScoreBased(p.kind)) return i;  // slots 0..resident-1
+  const int32_t sinks = Min(t + 1, p.n_sink);
+  if (i < sinks) return RingSlot(p, i);
+  const int32_t k = i - sinks;
+  if (!IsDiagonal(p.kind)) {
+    // Slot (memory) order: when the ring has wrapped, the newer part (low
+    // slots n_sink..s_last) comes first, then s_first..n_slots-1. Monotonic
+    // addresses keep the hardware prefetcher streaming (measured ~20-30% on
+    // CPU at 96%).
+    const int32_t first = Max(p.n_sink, t - (p.n_slots - p.n_sink) + 1);
+    const int32_t s_first = RingSlot(p, first), s_last = RingSlot(p, t);
+    if (s_first <= s_last) return s_first + k;
+    const int32_t low = s_last - p.n_sink + 1;
+    return k < low ? p.n_sink + k : s_first + (k - low);
+  }
+  // diagonal*: the sinks, then the window oldest first (largest lag first).
+  const int32_t* lags = s.ints + l.off_lags;
+  const int32_t n_lags = s.ints[kStateLagCount];
+  return RingSlot(p, t - lags[n_lags - 1 - k]);
+}
+
+ARGEN_SPARSE_HD int32_t PlanStep(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s,
+                                 int32_t t, int32_t* write_slot, int32_t* attended) {
+  const int32_t n = PlanStepState(p, l, s, t, write_slot);
+  for (int32_t i = 0; i < n; ++i) attended[i] = AttendedSlot(p, l, s, t, i);
   return n;
+}
+
+// Diagonal*: a selection step chooses among the attended entries [first, count)
+// with first = DiagonalSelectionFirst(p): the sinks come first in PlanStep's
+// list, and at every step where ObserveNeeded holds count - (attended lags)
+// equals n_sink (engine/sparse/tests/policy_test.cc checks it).
+ARGEN_SPARSE_HD int32_t DiagonalSelectionFirst(const ResolvedPolicy& p) { return p.n_sink; }
+
+// Index of the smallest of probs[first, count), ties to the lowest index (for
+// the diagonal lists: the oldest key); -1 when the range is empty. The CUDA
+// attention kernel computes the same argmin (kernels/attention.h).
+ARGEN_SPARSE_HD int32_t ArgminFrom(const float* probs, int32_t first, int32_t count) {
+  if (first < 0 || first >= count) return -1;
+  int32_t best = first;
+  for (int32_t i = first + 1; i < count; ++i) {
+    if (probs[i] < probs[best]) best = i;
+  }
+  return best;
+}
+
+// Diagonal*: applies step t's selection: attended entry `entry` (an index into
+// PlanStep's list of `count` entries, chosen by the argmin) joins the skip set;
+// its lag is skipped from step t + 1 on. No-op unless ObserveNeeded(t) holds
+// and `entry` is one of the non-sink entries. ObserveStep calls it; a backend
+// that computes the argmin elsewhere (the CUDA attention kernel) calls it directly.
+ARGEN_SPARSE_HD void ApplyDiagonalSelection(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s,
+                                            int32_t t, int32_t count, int32_t entry) {
+  using namespace policy_detail;
+  if (!IsDiagonal(p.kind) || !ObserveNeeded(p, l, s, t)) return;
+  int32_t* lags = s.ints + l.off_lags;
+  const int32_t n_lags = s.ints[kStateLagCount];
+  const int32_t first = count - n_lags;  // sinks come first
+  if (n_lags <= 0 || first < 0 || entry < first || entry >= count) return;
+  const int32_t lag_index = n_lags - 1 - (entry - first);
+  const int32_t lag = lags[lag_index];
+  for (int32_t i = lag_index; i + 1 < n_lags; ++i) lags[i] = lags[i + 1];
+  s.ints[kStateLagCount] = n_lags - 1;
+  s.ints[l.off_skips + s.ints[kStateSkipCount]] = lag;
+  s.ints[kStateSkipCount] += 1;
 }
 
 ARGEN_SPARSE_HD void ObserveStep(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s,
@@ -248,20 +312,10 @@ ARGEN_SPARSE_HD void ObserveStep(const ResolvedPolicy& p, const PolicyLayout& l,
       if (!ObserveNeeded(p, l, s, t)) return;
       // Newly skipped key: argmin over the non-sink attended keys (ties: the
       // oldest). Its lag is skipped from step t + 1 on.
-      int32_t* lags = s.ints + l.off_lags;
       const int32_t n_lags = s.ints[kStateLagCount];
       const int32_t first = count - n_lags;  // sinks come first
       if (n_lags <= 0 || first < 0) return;
-      int32_t best = first;
-      for (int32_t i = first + 1; i < count; ++i) {
-        if (probs[i] < probs[best]) best = i;
-      }
-      const int32_t lag_index = n_lags - 1 - (best - first);
-      const int32_t lag = lags[lag_index];
-      for (int32_t i = lag_index; i + 1 < n_lags; ++i) lags[i] = lags[i + 1];
-      s.ints[kStateLagCount] = n_lags - 1;
-      s.ints[l.off_skips + s.ints[kStateSkipCount]] = lag;
-      s.ints[kStateSkipCount] += 1;
+      ApplyDiagonalSelection(p, l, s, t, count, ArgminFrom(probs, first, count));
       return;
     }
     default:

@@ -137,5 +137,70 @@ TEST(PolicyLayout, PlanStepRejectsOutOfOrderSteps) {
   EXPECT_EQ(run.count(), -1);  // past l_dec
 }
 
+
+// The split observe of the diagonal policies (what the CUDA backend runs: the
+// attention kernel's argmin from DiagonalSelectionFirst, then
+// ApplyDiagonalSelection) equals ObserveStep at every step, ties included, and
+// the selection's first entry is n_sink wherever a selection happens.
+TEST(DiagonalPolicy, FusedArgminSelectionEqualsObserveStep) {
+  for (PolicyKind kind : {PolicyKind::kDiagonal, PolicyKind::kDiagonalSink4})
+    for (double sparsity : {0.6, 0.8, 0.95}) {
+      PolicyParams params;
+      params.kind = kind;
+      params.sparsity = sparsity;
+      auto p = ResolvePolicy(params, 96);
+      ASSERT_TRUE(p.ok()) << p.status();
+      PolicyRun a(*p), b(*p);
+      uint32_t seed = 17;
+      int selections = 0;
+      for (int32_t t = 0; t < p->l_dec; ++t) {
+        a.Plan(t);
+        b.Plan(t);
+        ASSERT_EQ(a.count(), b.count());
+        const int32_t n = a.count();
+        // Few distinct values: many exact ties.
+        std::vector<float> probs(n);
+        for (auto& x : probs) {
+          seed = seed * 1664525u + 1013904223u;
+          x = 0.125f * static_cast<float>((seed >> 24) % 4 + 1);
+        }
+        const bool needed = ObserveNeeded(*p, a.layout(), a.state(), t);
+        if (needed) {
+          ++selections;
+          EXPECT_EQ(n - a.state().ints[kStateLagCount], DiagonalSelectionFirst(*p)) << "t " << t;
+        }
+        a.Observe(t, probs);
+        ApplyDiagonalSelection(*p, b.layout(), b.state(), t, n, ArgminFrom(probs.data(), DiagonalSelectionFirst(*p), n));
+        ASSERT_EQ(a.SkipLags(), b.SkipLags()) << "t " << t;
+        for (int32_t i = 0; i < b.layout().ints_per_head; ++i)
+          ASSERT_EQ(a.state().ints[i], b.state().ints[i]) << "t " << t << " int " << i;
+      }
+      EXPECT_GT(selections, 0);
+    }
+}
+
+// PlanStepState + AttendedSlot write the list PlanStep writes, for every policy.
+TEST(PolicyLayout, AttendedSlotMatchesPlanStep) {
+  for (PolicyKind kind : {PolicyKind::kDense, PolicyKind::kSlidingWindow, PolicyKind::kStreamingLlm,
+                          PolicyKind::kH2O, PolicyKind::kTova, PolicyKind::kAlisa, PolicyKind::kDiagonal,
+                          PolicyKind::kDiagonalSink4}) {
+    PolicyParams params;
+    params.kind = kind;
+    params.sparsity = kind == PolicyKind::kDense ? 0.0 : 0.8;
+    auto p = ResolvePolicy(params, 64);
+    ASSERT_TRUE(p.ok()) << p.status();
+    PolicyRun run(*p);
+    for (int32_t t = 0; t < p->l_dec; ++t) {
+      run.Plan(t);
+      ASSERT_GE(run.count(), 0);
+      for (int32_t i = 0; i < run.count(); ++i)
+        ASSERT_EQ(AttendedSlot(*p, run.layout(), run.state(), t, i), run.attended_slots()[i]) << "t " << t;
+      std::vector<float> probs(run.count(), 1.0f / (run.count() + 1));
+      if (run.count() > 0) probs[run.count() / 2] *= 0.5f;
+      run.Observe(t, probs);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace argen::sparse
