@@ -34,12 +34,34 @@ def label_components(mask: np.ndarray) -> tuple[np.ndarray, int]:
     return out, len(roots)
 
 
+def _row_extremes(points: np.ndarray) -> np.ndarray:
+    """The distinct points sorted by (x, y), keeping per y only the smallest and largest x.
+
+    A point strictly between two others on one horizontal line is never a hull vertex, so
+    the hull (and the chain below, which drops collinear points) is the same as from every
+    point; this only cuts the Python loop from O(boundary) to O(rows) points.
+    """
+    if len(points) == 0:
+        return points.reshape(0, 2)
+    by_row = points[np.lexsort((points[:, 0], points[:, 1]))]  # y, then x
+    y = by_row[:, 1]
+    first = np.ones(len(y), dtype=bool)
+    first[1:] = y[1:] != y[:-1]
+    last = np.ones(len(y), dtype=bool)
+    last[:-1] = y[1:] != y[:-1]
+    ext = by_row[first | last]
+    same = np.zeros(len(ext), dtype=bool)
+    same[1:] = np.all(ext[1:] == ext[:-1], axis=1)  # a row whose extremes are one point
+    ext = ext[~same]
+    return ext[np.lexsort((ext[:, 1], ext[:, 0]))]  # x, then y, as the monotone chain wants
+
+
 def convex_hull_area(points: np.ndarray) -> float:
     """Area of the convex hull of 2-D points (Andrew's monotone chain, shoelace)."""
-    pts = np.unique(points, axis=0)
+    pts = _row_extremes(np.asarray(points))
     if len(pts) < 3:
         return 0.0
-    pts = pts[np.lexsort((pts[:, 1], pts[:, 0]))]
+    pts = pts.astype(np.float64).tolist()  # Python floats: the loop is exact on these small integers
 
     def half(seq):
         chain = []
@@ -50,7 +72,7 @@ def convex_hull_area(points: np.ndarray) -> float:
                     chain.pop()
                 else:
                     break
-            chain.append((float(p[0]), float(p[1])))
+            chain.append((p[0], p[1]))
         return chain
 
     lower, upper = half(pts), half(pts[::-1])

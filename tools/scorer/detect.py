@@ -72,12 +72,13 @@ def detect(image: np.ndarray) -> list[dict]:
     mask = foreground_mask(image)
     labels, n = label_components(mask)
     min_area = MIN_AREA_AT_192 * (image.shape[0] * image.shape[1]) / float(IMAGE_SIZE * IMAGE_SIZE)
+    areas = np.bincount(labels[labels >= 0], minlength=n)  # skip noise without a full-image mask each
     objects = []
     for k in range(n):
-        comp = labels == k
-        area = int(comp.sum())
-        if area < min_area:
+        if areas[k] < min_area:
             continue
+        comp = labels == k
+        area = int(areas[k])
         ys, xs = np.nonzero(comp)
         feats = shape_features(comp)
         objects.append({
