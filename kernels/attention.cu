@@ -1,4 +1,5 @@
-// Decode attention (dense and sparse), split-K partial softmax and its combine.
+// Decode attention (dense and sparse), split-K partial softmax and its combine,
+// and the staged kernel for short key sets (see below).
 //
 // One block of 128 threads per (token, kv_head, split). A key is handled by
 // head_dim/8 lanes holding 8 dims each (16-byte loads), so a block walks
@@ -70,6 +71,54 @@ __device__ MinEntry BlockArgmin(MinEntry x, MinEntry* scratch) {
   return best;
 }
 
+// Which observe outputs a (token, kv_head) writes; uniform over a block.
+struct ObserveMode {
+  bool probs = false, argmin = false;
+  int from = 0;
+  __device__ bool any() const { return probs || argmin; }
+};
+
+__device__ __forceinline__ ObserveMode ModeFor(const AttentionArgs& a, int t, bool sparse, int count) {
+  ObserveMode o;
+  if (!sparse || a.probs_stride <= 0 || count > a.probs_stride) return o;
+  if (a.observe != nullptr) {
+    const int v = a.observe[t];
+    if (v >= 0) {
+      o.argmin = a.argmin != nullptr;
+      o.from = v;
+    } else if (v == kObserveProbs) {
+      o.probs = a.probs != nullptr;
+    }
+  } else {
+    o.probs = a.probs != nullptr;
+    o.argmin = a.argmin != nullptr;
+    o.from = a.argmin_from;
+  }
+  return o;
+}
+
+// Writes probs[e] = prob(e) and/or the argmin over [from, count). Every thread
+// of the block calls it (block-wide reduction); p(e) is computed once per entry
+// and serves both outputs, so the argmin is exactly that of the probs.
+template <typename ProbOf>
+__device__ __forceinline__ void WriteObserve(const AttentionArgs& a, int t, int kvh, int count,
+                                             const ObserveMode& o, ProbOf prob_of, MinEntry* scratch) {
+  if (!o.any()) return;
+  const int64_t head = static_cast<int64_t>(t) * a.kv_heads + kvh;
+  float* probs = o.probs ? a.probs + head * a.probs_stride : nullptr;
+  const int from = o.argmin ? max(o.from, 0) : count;
+  const int begin = probs != nullptr ? 0 : from;
+  MinEntry best{INFINITY, -1};
+  for (int e = begin + static_cast<int>(threadIdx.x); e < count; e += kThreads) {
+    const float p = prob_of(e);
+    if (probs != nullptr) probs[e] = p;
+    if (e >= from) best = Smaller(best, MinEntry{p, e});
+  }
+  if (!o.argmin) return;
+  best = BlockArgmin(best, scratch);
+  if (threadIdx.x == 0) a.argmin[head] = best.e;
+}
+
 template <int HD, int G>
 __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   constexpr int kLanesPerKey = HD / 8;
@@ -98,8 +147,8 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   const int32_t* idx =
       sparse ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride
                    : nullptr;
-  const bool want_probs = sparse && a.probs != nullptr && m.decode_count <= a.probs_stride;
-  const bool split_logits = a.splits > 1 && want_probs;
+  const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
+  const bool split_logits = a.splits > 1 && observe.any();
   WorkspaceView ws = View(a.workspace, a.tokens, a.heads, HD, a.splits);
 
   float q[G][8];
@@ -236,20 +285,13 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   }
 
   // Fused observe outputs when the whole key set is in this block.
-  if (a.splits == 1 && want_probs) {
-    float* probs = a.probs + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.probs_stride;
-    MinEntry best{INFINITY, -1};
-    for (int e = tid; e < m.decode_count; e += kThreads) {
+  if (a.splits == 1) {
+    WriteObserve(a, t, kvh, m.decode_count, observe, [&](int e) {
       float p = 0.f;
 #pragma unroll
       for (int g = 0; g < G; ++g) p += s_l[g] > 0.f ? scores[g * a.chunk + m.prefix_len + e] / s_l[g] : 0.f;
-      p *= 1.f / G;
-      probs[e] = p;
-      best = Smaller(best, MinEntry{p, e});
-    }
-    best = BlockArgmin(best, min_scratch);
-    if (a.argmin != nullptr && tid == 0)
-      a.argmin[static_cast<int64_t>(t) * a.kv_heads + kvh] = best.e;
+      return p * (1.f / G);
+    }, min_scratch);
   }
 }
 
@@ -282,26 +324,188 @@ __global__ void __launch_bounds__(kThreads) CombineKernel(AttentionArgs a) {
     a.out[(static_cast<int64_t>(t) * a.heads + h) * HD + d] =
         __float2bfloat16(s_l[g] > 0.f ? total / s_l[g] : 0.f);
   }
-  if (a.probs == nullptr) return;
   TokenMeta m = a.meta[t];
-  if (!(m.flags & kTokenSparse) || a.decode_idx == nullptr) return;
-  if (a.counts != nullptr) m.decode_count = a.counts[static_cast<int64_t>(t) * a.kv_heads + kvh];
-  if (m.decode_count > a.probs_stride) return;
-  float* probs = a.probs + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.probs_stride;
-  MinEntry best{INFINITY, -1};
-  for (int e = tid; e < m.decode_count; e += kThreads) {
+  const bool sparse = (m.flags & kTokenSparse) && a.decode_idx != nullptr;
+  if (sparse && a.counts != nullptr) m.decode_count = a.counts[static_cast<int64_t>(t) * a.kv_heads + kvh];
+  m.decode_count = max(m.decode_count, 0);
+  const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
+  WriteObserve(a, t, kvh, m.decode_count, observe, [&](int e) {
     float p = 0.f;
 #pragma unroll
     for (int g = 0; g < G; ++g) {
       const float logit = ws.logits[(static_cast<int64_t>(t) * a.heads + kvh * G + g) * a.probs_stride + e];
       p += (s_l[g] > 0.f && logit != -INFINITY) ? __expf(logit - s_m[g]) / s_l[g] : 0.f;
     }
-    p *= 1.f / G;
-    probs[e] = p;
-    best = Smaller(best, MinEntry{p, e});
+    return p * (1.f / G);
+  }, min_scratch);
+}
+
+// Staged kernel for short key sets (splits == 1): one block per (token,
+// kv_head) copies every K and V row it attends into shared memory with
+// cp.async before computing, so all of its loads are in flight at once (the
+// prompt's rows even before the slot list arrives); then scores, block softmax
+// and V from shared memory, with the same thread layout as the two-pass kernel.
+// Shared memory: K and V [cap][HD] bf16, scores [G][cap], positions [cap],
+// the cross-warp reduction [kWarps][G][HD].
+__host__ __device__ constexpr size_t StagedBytes(int head_dim, int group, int cap) {
+  return static_cast<size_t>(cap) * head_dim * 2 * 2 + static_cast<size_t>(group + 1) * cap * 4 +
+         static_cast<size_t>(kWarps) * group * head_dim * 4;
+}
+
+template <int HD, int G>
+__global__ void __launch_bounds__(kThreads) StagedAttentionKernel(AttentionArgs a, int cap) {
+  constexpr int kLanesPerKey = HD / 8;
+  constexpr int kKeysPerIter = kThreads / kLanesPerKey;
+  extern __shared__ __align__(16) unsigned char staged_smem[];
+  bf16* ks = reinterpret_cast<bf16*>(staged_smem);                  // [cap][HD]
+  bf16* vs = ks + static_cast<int64_t>(cap) * HD;                   // [cap][HD]
+  float* scores = reinterpret_cast<float*>(vs + static_cast<int64_t>(cap) * HD);  // [G][cap]
+  int* positions = reinterpret_cast<int*>(scores + G * cap);        // [cap]
+  float* reduce = reinterpret_cast<float*>(positions + cap);        // [kWarps][G][HD]
+  __shared__ float scratch[32];
+  __shared__ MinEntry min_scratch[kWarps];
+  __shared__ float s_l[G];
+
+  const int t = blockIdx.x, kvh = blockIdx.y;
+  TokenMeta m = a.meta[t];
+  const bool sparse = (m.flags & kTokenSparse) && a.decode_idx != nullptr;
+  if (sparse && a.counts != nullptr) m.decode_count = a.counts[static_cast<int64_t>(t) * a.kv_heads + kvh];
+  m.decode_count = max(m.decode_count, 0);
+  const int len = min(m.prefix_len + m.decode_count, cap);
+  const int prompt = min(m.prefix_len, len);
+  const int tid = threadIdx.x, sub = tid % kLanesPerKey, slot = tid / kLanesPerKey;
+  const int64_t layer_stride = static_cast<int64_t>(a.kv_heads) * m.capacity * HD;
+  const bf16* k_base = a.kv_pool + m.kv_offset + a.layer * layer_stride +
+                       static_cast<int64_t>(kvh) * m.capacity * HD;
+  const bf16* v_base = k_base + static_cast<int64_t>(a.num_layers) * layer_stride;
+  const int32_t* idx =
+      sparse ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride : nullptr;
+  const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
+
+  // 1. The prompt's K and V rows: their positions need no slot list.
+  for (int c = tid; c < prompt * kLanesPerKey; c += kThreads) {
+    const int j = c / kLanesPerKey, d = (c % kLanesPerKey) * 8;
+    detail::CpAsync16(ks + j * HD + d, k_base + static_cast<int64_t>(j) * HD + d);
+    detail::CpAsync16(vs + j * HD + d, v_base + static_cast<int64_t>(j) * HD + d);
   }
-  best = BlockArgmin(best, min_scratch);
-  if (a.argmin != nullptr && tid == 0) a.argmin[static_cast<int64_t>(t) * a.kv_heads + kvh] = best.e;
+  detail::CpAsyncCommit();
+  // 2. Positions of every key (the decode ones through the slot list).
+  for (int j = tid; j < len; j += kThreads) positions[j] = KeyPosition(j, m, idx);
+  // q (scaled) in registers while the copies fly.
+  float q[G][8];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const float* qp = a.q + (static_cast<int64_t>(t) * a.heads + kvh * G + g) * HD + sub * 8;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) q[g][i] = qp[i] * a.scale;
+  }
+  __syncthreads();
+  // 3. The decode rows: K, then V, as two groups.
+  const int decode_chunks = (len - prompt) * kLanesPerKey;
+  for (int c = tid; c < decode_chunks; c += kThreads) {
+    const int j = prompt + c / kLanesPerKey, d = (c % kLanesPerKey) * 8;
+    const int pos = positions[j];
+    if (pos >= 0) detail::CpAsync16(ks + j * HD + d, k_base + static_cast<int64_t>(pos) * HD + d);
+  }
+  detail::CpAsyncCommit();
+  for (int c = tid; c < decode_chunks; c += kThreads) {
+    const int j = prompt + c / kLanesPerKey, d = (c % kLanesPerKey) * 8;
+    const int pos = positions[j];
+    if (pos >= 0) detail::CpAsync16(vs + j * HD + d, v_base + static_cast<int64_t>(pos) * HD + d);
+  }
+  detail::CpAsyncCommit();
+
+  // 4. Scores once every K row has landed (the V group may still be in flight).
+  detail::CpAsyncWait<1>();
+  __syncthreads();
+  for (int base = 0; base < len; base += kKeysPerIter) {
+    const int j = base + slot;
+    const bool valid = j < len && positions[j] >= 0;
+    float k[8];
+    if (valid) {
+      detail::Unpack8(detail::Load8(ks + j * HD + sub * 8), k);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) k[i] = 0.f;
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float sc = 0.f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) sc += q[g][i] * k[i];
+#pragma unroll
+      for (int o = kLanesPerKey / 2; o > 0; o >>= 1) sc += __shfl_xor_sync(0xffffffffu, sc, o);
+      if (sub == 0 && j < len) scores[g * cap + j] = valid ? sc : -INFINITY;
+    }
+  }
+  __syncthreads();
+
+  // 5. Softmax per query head; scores become exp(s - max).
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    float mx = -INFINITY;
+    for (int j = tid; j < len; j += kThreads) mx = fmaxf(mx, scores[g * cap + j]);
+    mx = detail::BlockMax(mx, scratch);
+    float sum = 0.f;
+    for (int j = tid; j < len; j += kThreads) {
+      const float sc = scores[g * cap + j];
+      const float p = (mx == -INFINITY) ? 0.f : __expf(sc - mx);
+      scores[g * cap + j] = p;
+      sum += p;
+    }
+    sum = detail::BlockSum(sum, scratch);
+    if (tid == 0) s_l[g] = sum;
+  }
+  detail::CpAsyncWait<0>();
+  __syncthreads();
+
+  // 6. Probability-weighted values from shared memory.
+  float acc[G][8];
+#pragma unroll
+  for (int g = 0; g < G; ++g)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[g][i] = 0.f;
+  for (int j = slot; j < len; j += kKeysPerIter) {
+    if (positions[j] < 0) continue;
+    float v[8];
+    detail::Unpack8(detail::Load8(vs + j * HD + sub * 8), v);
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const float p = scores[g * cap + j];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[g][i] += p * v[i];
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g)
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int o = 16; o >= kLanesPerKey; o >>= 1)
+        acc[g][i] += __shfl_xor_sync(0xffffffffu, acc[g][i], o);
+  const int warp = tid >> 5, lane = tid & 31;
+  if (lane < kLanesPerKey) {
+#pragma unroll
+    for (int g = 0; g < G; ++g)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) reduce[(warp * G + g) * HD + sub * 8 + i] = acc[g][i];
+  }
+  __syncthreads();
+  for (int e = tid; e < G * HD; e += kThreads) {
+    float total = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) total += reduce[w * G * HD + e];
+    const int g = e / HD, d = e % HD;
+    const float l = s_l[g];
+    a.out[(static_cast<int64_t>(t) * a.heads + kvh * G + g) * HD + d] = __float2bfloat16(l > 0.f ? total / l : 0.f);
+  }
+
+  WriteObserve(a, t, kvh, m.decode_count, observe, [&](int e) {
+    float p = 0.f;
+#pragma unroll
+    for (int g = 0; g < G; ++g) p += s_l[g] > 0.f ? scores[g * cap + m.prefix_len + e] / s_l[g] : 0.f;
+    return p * (1.f / G);
+  }, min_scratch);
 }
 
 size_t SharedBytes(int head_dim, int group, int chunk) {
@@ -309,8 +513,24 @@ size_t SharedBytes(int head_dim, int group, int chunk) {
          sizeof(float);
 }
 
+// Shared memory the staged kernel may use (the H200's opt-in maximum per block).
+constexpr size_t kStagedMaxBytes = 227 * 1024;
+
+int StagedCap(const AttentionArgs& a) {
+  const int keys = a.max_keys > 0 ? a.max_keys : a.chunk;
+  return (keys + 7) / 8 * 8;
+}
+
 template <int HD, int G>
 cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
+  if (ChosenAttentionVariant(a) == AttentionVariant::kStaged) {
+    static const cudaError_t attr = cudaFuncSetAttribute(
+        StagedAttentionKernel<HD, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kStagedMaxBytes));
+    if (attr != cudaSuccess) return attr;
+    const int cap = StagedCap(a);
+    StagedAttentionKernel<HD, G><<<dim3(a.tokens, a.kv_heads), kThreads, StagedBytes(HD, G, cap), stream>>>(a, cap);
+    return cudaGetLastError();
+  }
   const size_t smem = SharedBytes(HD, G, a.chunk);
   static const cudaError_t attr = cudaFuncSetAttribute(
       AttentionKernel<HD, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -368,13 +588,21 @@ size_t AttentionWorkspaceBytes(int32_t tokens, int32_t heads, int32_t head_dim, 
          sizeof(float);
 }
 
+AttentionVariant ChosenAttentionVariant(const AttentionArgs& a) {
+  if (a.variant == AttentionVariant::kTwoPass || a.splits != 1 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
+    return AttentionVariant::kTwoPass;
+  const size_t bytes = StagedBytes(a.head_dim, a.heads / a.kv_heads, StagedCap(a));
+  const size_t limit = a.variant == AttentionVariant::kStaged ? kStagedMaxBytes : kStagedAutoBytes;
+  return bytes <= limit ? AttentionVariant::kStaged : AttentionVariant::kTwoPass;
+}
+
 cudaError_t DecodeAttention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.tokens <= 0) return cudaSuccess;
   if (!AttentionShapeSupported(a.heads, a.kv_heads, a.head_dim)) return cudaErrorInvalidValue;
   if (a.splits < 1 || a.chunk <= 0 || a.chunk > kMaxAttentionChunk) return cudaErrorInvalidValue;
   if (a.splits > 1 && a.workspace == nullptr) return cudaErrorInvalidValue;
   if (a.decode_idx != nullptr && a.idx_stride <= 0) return cudaErrorInvalidValue;
-  if (a.probs != nullptr && a.probs_stride <= 0) return cudaErrorInvalidValue;
+  if ((a.probs != nullptr || a.argmin != nullptr) && a.probs_stride <= 0) return cudaErrorInvalidValue;
   const int group = a.heads / a.kv_heads;
   switch (a.head_dim) {
     case 16: return LaunchGroup<16>(a, group, stream);

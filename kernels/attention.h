@@ -8,11 +8,20 @@
 // (token, kv_head) pairs; a combine pass then merges the partial softmaxes.
 //
 // Sparse extras for the policies' observe step (optional; kTokenSparse tokens
-// whose count fits probs_stride; per kv head, the mean over its query heads of
-// the final softmax probability over prompt + attended keys):
-//   probs[t][kv_head][e]  for every decode entry e
-//   argmin[t][kv_head]    the entry e with the smallest probability
-//                         (first one on ties; -1 when there are no entries)
+// whose count fits probs_stride, which must then be > 0; per kv head, the mean
+// over its query heads of the final softmax probability over prompt + attended
+// keys, p(e)):
+//   probs[t][kv_head][e]  p(e) for every decode entry e
+//   argmin[t][kv_head]    the entry e in [from, count) with the smallest p(e),
+//                         the lowest e on ties (-1 when the range is empty),
+//                         computed from exactly the p(e) probs would hold
+//                         (sparse::ArgminFrom over them gives the same entry)
+// `from` is AttentionArgs::argmin_from, or per token AttentionArgs::observe.
+//
+// Two kernels: the two-pass kernel (any key count, split-K) and, for short key
+// sets with splits == 1, a staged kernel that first issues every K and V load
+// of its (token, kv_head) as cp.async copies into shared memory, so a block has
+// all its bytes in flight at once. AttentionArgs::variant picks.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -28,6 +37,16 @@ namespace argen::kernels {
 // Two passes per chunk: scores into shared memory, block softmax, then V.
 // (A one-pass online-softmax variant loading K and V together was measured
 // slower on the H200 at these shapes: docs/PERFORMANCE.md.)
+enum class AttentionVariant : int32_t {
+  kAuto = 0,     // staged when splits == 1 and its shared memory <= kStagedAutoBytes
+  kTwoPass = 1,  // always the two-pass kernel
+  kStaged = 2,   // staged when splits == 1 and it fits the shared memory at all
+};
+
+// Per-token observe choices (AttentionArgs::observe); values >= 0 are argmin starts.
+constexpr int32_t kObserveNothing = -2;  // no observe output for the token
+constexpr int32_t kObserveProbs = -1;    // probs only
+
 struct AttentionArgs {
   const float* q = nullptr;           // [tokens][heads][head_dim], RoPE applied
   const __nv_bfloat16* kv_pool = nullptr;
@@ -44,12 +63,27 @@ struct AttentionArgs {
   float* probs = nullptr;
   int32_t probs_stride = 0;
   int32_t* argmin = nullptr;
+  int32_t argmin_from = 0;            // argmin over entries [argmin_from, count)
+  // Optional per-token choice, [tokens]; when given it replaces the above per token:
+  // kObserveNothing, kObserveProbs, or e >= 0: argmin over [e, count) only (no probs).
+  const int32_t* observe = nullptr;
   __nv_bfloat16* out = nullptr;       // [tokens][heads][head_dim]
   // Split-K: number of key chunks and chunk length; workspace from AttentionWorkspaceBytes.
   int32_t splits = 1;
   int32_t chunk = 0;
   void* workspace = nullptr;
+  // Bound on every token's key count (prefix_len + count); sizes the staged
+  // kernel's shared memory (0: chunk). Keys past it are not attended.
+  int32_t max_keys = 0;
+  AttentionVariant variant = AttentionVariant::kAuto;
 };
+
+// Largest shared memory (bytes per block) kAuto gives the staged kernel (it
+// then keeps >= 3 blocks per H200 multiprocessor).
+constexpr size_t kStagedAutoBytes = 72 * 1024;
+
+// The kernel DecodeAttention runs for these arguments (kTwoPass or kStaged).
+AttentionVariant ChosenAttentionVariant(const AttentionArgs& args);
 
 // Longest key chunk one block holds in shared memory.
 constexpr int32_t kMaxAttentionChunk = 1024;

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
+#include "engine/sparse/policy.h"
 #include "kernels/tests/cuda_test_util.h"
 
 namespace argen::kernels {
@@ -21,11 +23,14 @@ struct Case {
   int head_dim, heads, kv_heads;
   bool sparse;
   int splits;  // 1 or more
+  AttentionVariant variant = AttentionVariant::kTwoPass;
+  bool short_rows = false;  // key sets short enough for the staged kernel
 };
 
 std::string Name(const Case& c) {
   return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" +
-         std::to_string(c.kv_heads) + (c.sparse ? "_sparse" : "_dense") + "_s" + std::to_string(c.splits);
+         std::to_string(c.kv_heads) + (c.sparse ? "_sparse" : "_dense") + "_s" + std::to_string(c.splits) +
+         (c.variant == AttentionVariant::kStaged ? "_staged" : "") + (c.short_rows ? "_short" : "");
 }
 
 class AttentionTest : public ::testing::TestWithParam<Case> {};
@@ -37,7 +42,9 @@ TEST_P(AttentionTest, MatchesFloat64Reference) {
   std::mt19937 rng(hd * 100 + H * 10 + KVH + c.sparse + 7 * c.splits);
   // Tokens with different prompt lengths, slot counts and decode counts.
   struct Row { int lp, n_slots, count; };
-  const std::vector<Row> rows = {{50, 300, 300}, {3, 40, 17}, {0, 64, 64}, {20, 10, 0}, {9, 700, 513}};
+  const std::vector<Row> rows =
+      c.short_rows ? std::vector<Row>{{50, 300, 79}, {3, 40, 17}, {0, 64, 64}, {20, 10, 0}, {9, 200, 130}}
+                   : std::vector<Row>{{50, 300, 300}, {3, 40, 17}, {0, 64, 64}, {20, 10, 0}, {9, 700, 513}};
   const int T = rows.size();
   std::vector<TokenMeta> meta(T);
   int64_t offset = 0;
@@ -146,6 +153,9 @@ TEST_P(AttentionTest, MatchesFloat64Reference) {
   ASSERT_EQ(a.splits, c.splits);
   DeviceArray<char> ws(std::max<size_t>(1, AttentionWorkspaceBytes(T, H, hd, a.splits, stride)));
   a.workspace = ws.get();
+  a.max_keys = max_keys;
+  a.variant = c.variant;
+  ASSERT_EQ(ChosenAttentionVariant(a), c.variant) << "the case must run the kernel it names";
   ARGEN_CUDA_OK(DecodeAttention(a, 0));
   ARGEN_CUDA_OK(cudaDeviceSynchronize());
 
@@ -182,8 +192,182 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{128, 4, 4, false, 1}, Case{128, 4, 4, true, 1}, Case{128, 4, 4, false, 4},
                       Case{128, 4, 4, true, 3}, Case{64, 8, 2, true, 1}, Case{64, 8, 2, true, 5},
                       Case{32, 8, 1, false, 2}, Case{32, 2, 1, true, 1}, Case{128, 16, 2, true, 2},
-                      Case{16, 4, 4, true, 1}, Case{16, 4, 2, false, 3}),
+                      Case{16, 4, 4, true, 1}, Case{16, 4, 2, false, 3},
+                      // The staged kernel (splits 1, short key sets), dense and sparse tokens.
+                      Case{128, 4, 4, true, 1, AttentionVariant::kStaged, true},
+                      Case{128, 4, 4, false, 1, AttentionVariant::kStaged, true},
+                      Case{128, 16, 2, true, 1, AttentionVariant::kStaged, true},
+                      Case{64, 8, 2, true, 1, AttentionVariant::kStaged, true},
+                      Case{64, 8, 2, true, 1, AttentionVariant::kStaged, false},
+                      Case{32, 8, 1, false, 1, AttentionVariant::kStaged, true},
+                      Case{32, 2, 1, true, 1, AttentionVariant::kStaged, false},
+                      Case{16, 4, 4, true, 1, AttentionVariant::kStaged, false},
+                      Case{128, 4, 4, true, 1, AttentionVariant::kTwoPass, true}),
     [](const ::testing::TestParamInfo<Case>& info) { return Name(info.param); });
+
+// The argmin output is exactly sparse::ArgminFrom over the kernel's own probs
+// output (same entry, lowest index on ties), for a per-launch start and for the
+// per-token observe choices (argmin without probs, as the CUDA backend's
+// diagonal rows use it), with exact ties: duplicated slots (equal scores),
+// several out-of-region slots (probability 0) and a zero query (all equal).
+struct ArgminCase {
+  int head_dim, heads, kv_heads, splits;
+  AttentionVariant variant;
+};
+
+class AttentionArgminTest : public ::testing::TestWithParam<ArgminCase> {};
+
+TEST_P(AttentionArgminTest, ArgminIsThatOfTheKernelsOwnProbs) {
+  ASSERT_NO_FATAL_FAILURE(testing::RequireDevice());
+  const ArgminCase c = GetParam();
+  const int hd = c.head_dim, H = c.heads, KVH = c.kv_heads, layers = 1;
+  std::mt19937 rng(hd + 3 * H + 5 * KVH + 7 * c.splits + 11 * static_cast<int>(c.variant));
+  struct Row { int lp, n_slots, count; };
+  const std::vector<Row> rows = {{50, 288, 29}, {50, 288, 58}, {7, 40, 33}, {0, 64, 64}, {12, 30, 9},
+                                 {50, 288, 29}, {3, 20, 1}, {5, 16, 0}};
+  const int T = rows.size();
+  std::vector<TokenMeta> meta(T);
+  int64_t offset = 0;
+  int max_keys = 0, stride = 1;
+  for (int t = 0; t < T; ++t) {
+    const int cap = rows[t].lp + rows[t].n_slots;
+    meta[t] = {offset, cap, 0, -1, rows[t].lp, rows[t].lp, rows[t].count, kTokenSparse, 0};
+    offset += 2LL * layers * KVH * cap * hd;
+    max_keys = std::max(max_keys, rows[t].lp + rows[t].count);
+    stride = std::max(stride, rows[t].count);
+  }
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> pool_f(offset);
+  for (auto& x : pool_f) x = testing::RoundBf16(nd(rng));
+  auto q = testing::RandomFloats(rng, static_cast<size_t>(T) * H * hd, 1.5f);
+  // Token 5: zero query, every key scores 0: all probabilities tie.
+  std::fill(q.begin() + static_cast<size_t>(5) * H * hd, q.begin() + static_cast<size_t>(6) * H * hd, 0.f);
+  std::vector<int32_t> idx(static_cast<size_t>(T) * KVH * stride, -7), counts(static_cast<size_t>(T) * KVH);
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < KVH; ++h) {
+      std::vector<int32_t> slots(rows[t].n_slots);
+      std::iota(slots.begin(), slots.end(), 0);
+      std::shuffle(slots.begin(), slots.end(), rng);
+      int32_t* list = idx.data() + (static_cast<size_t>(t) * KVH + h) * stride;
+      for (int e = 0; e < rows[t].count; ++e) list[e] = slots[e];
+      if (rows[t].count >= 8) {
+        list[rows[t].count - 1] = list[2];                  // duplicate slot: an exact tie
+        list[rows[t].count - 3] = list[5];                  // and another
+        if (t % 2 == 0) list[4] = list[6] = rows[t].n_slots + 1;  // out of region: probability 0, tied
+      }
+      counts[t * KVH + h] = rows[t].count;
+    }
+  DeviceArray<Bf16Bits> pool(testing::ToBf16(pool_f));
+  DeviceArray<float> q_d(q);
+  DeviceArray<TokenMeta> meta_d(meta);
+  DeviceArray<int32_t> idx_d(idx), counts_d(counts);
+  DeviceArray<Bf16Bits> out(static_cast<size_t>(T) * H * hd);
+  DeviceArray<float> probs(static_cast<size_t>(T) * KVH * stride);
+  DeviceArray<int32_t> argmin(static_cast<size_t>(T) * KVH);
+  AttentionArgs a;
+  a.q = q_d.get();
+  a.kv_pool = reinterpret_cast<const __nv_bfloat16*>(pool.get());
+  a.meta = meta_d.get();
+  a.tokens = T;
+  a.heads = H;
+  a.kv_heads = KVH;
+  a.head_dim = hd;
+  a.num_layers = layers;
+  a.layer = 0;
+  a.scale = 1.f / std::sqrt(static_cast<float>(hd));
+  a.decode_idx = idx_d.get();
+  a.idx_stride = stride;
+  a.counts = counts_d.get();
+  a.probs_stride = stride;
+  a.out = reinterpret_cast<__nv_bfloat16*>(out.get());
+  a.chunk = ((max_keys + c.splits - 1) / c.splits + 31) / 32 * 32;
+  a.splits = (max_keys + a.chunk - 1) / a.chunk;
+  ASSERT_EQ(a.splits, c.splits);
+  a.max_keys = max_keys;
+  a.variant = c.variant;
+  ASSERT_EQ(ChosenAttentionVariant(a), c.variant);
+  DeviceArray<char> ws(std::max<size_t>(1, AttentionWorkspaceBytes(T, H, hd, a.splits, stride)));
+  a.workspace = ws.get();
+  const uint32_t kPoison = 0x7f7f7f7fu;
+  auto poisoned_f = [&](float f) { uint32_t u; std::memcpy(&u, &f, 4); return u == kPoison; };
+
+  // Run A, per-launch start: probs and argmin of every token.
+  std::vector<float> probs_a;
+  for (int from : {0, 3, 31}) {
+    probs.Poison();
+    argmin.Poison();
+    a.probs = probs.get();
+    a.argmin = argmin.get();
+    a.argmin_from = from;
+    a.observe = nullptr;
+    ARGEN_CUDA_OK(DecodeAttention(a, 0));
+    ARGEN_CUDA_OK(cudaDeviceSynchronize());
+    const auto p_h = probs.Download();
+    const auto m_h = argmin.Download();
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < KVH; ++h) {
+        const float* p = p_h.data() + (static_cast<size_t>(t) * KVH + h) * stride;
+        const int n = counts[t * KVH + h];
+        for (int e = 0; e < n; ++e) ASSERT_FALSE(poisoned_f(p[e])) << "probs not written, token " << t;
+        EXPECT_EQ(m_h[t * KVH + h], sparse::ArgminFrom(p, from, n)) << "from " << from << " token " << t << " head " << h;
+      }
+    if (from == 0) probs_a = p_h;
+  }
+  // Token 5 (zero query) ties everywhere: its argmin is the start itself.
+  // Run B, per-token choices: argmin only (various starts), probs only, nothing.
+  std::vector<int32_t> observe(T);
+  for (int t = 0; t < T; ++t) {
+    const int n = rows[t].count;
+    const int choice[] = {4, 0, kObserveProbs, 2, n + 2, 0, kObserveNothing, 1};
+    observe[t] = choice[t];
+  }
+  DeviceArray<int32_t> observe_d(observe);
+  probs.Poison();
+  argmin.Poison();
+  a.observe = observe_d.get();
+  a.argmin_from = 0;
+  ARGEN_CUDA_OK(DecodeAttention(a, 0));
+  ARGEN_CUDA_OK(cudaDeviceSynchronize());
+  const auto p_h = probs.Download();
+  const auto m_h = argmin.Download();
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < KVH; ++h) {
+      const size_t at = (static_cast<size_t>(t) * KVH + h) * stride;
+      const int n = counts[t * KVH + h];
+      if (observe[t] >= 0) {
+        EXPECT_EQ(m_h[t * KVH + h], sparse::ArgminFrom(probs_a.data() + at, observe[t], n))
+            << "token " << t << " head " << h << " from " << observe[t];
+        if (t == 5 && observe[t] < n) {
+          EXPECT_EQ(m_h[t * KVH + h], observe[t]);
+        }
+      } else {
+        EXPECT_EQ(static_cast<uint32_t>(m_h[t * KVH + h]), kPoison) << "argmin written for token " << t;
+      }
+      for (int e = 0; e < n; ++e) {
+        if (observe[t] == kObserveProbs) {
+          EXPECT_EQ(p_h[at + e], probs_a[at + e]) << "token " << t << " entry " << e;
+        } else {
+          EXPECT_TRUE(poisoned_f(p_h[at + e])) << "probs written for token " << t;
+        }
+      }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionArgminTest,
+    ::testing::Values(ArgminCase{128, 4, 4, 1, AttentionVariant::kTwoPass},
+                      ArgminCase{128, 4, 4, 1, AttentionVariant::kStaged},
+                      ArgminCase{128, 4, 4, 2, AttentionVariant::kTwoPass},
+                      ArgminCase{64, 8, 2, 1, AttentionVariant::kTwoPass},
+                      ArgminCase{64, 8, 2, 1, AttentionVariant::kStaged},
+                      ArgminCase{64, 8, 2, 4, AttentionVariant::kTwoPass},
+                      ArgminCase{32, 8, 1, 1, AttentionVariant::kStaged},
+                      ArgminCase{16, 2, 1, 2, AttentionVariant::kTwoPass}),
+    [](const ::testing::TestParamInfo<ArgminCase>& info) {
+      const ArgminCase& c = info.param;
+      return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) +
+             "_s" + std::to_string(c.splits) + (c.variant == AttentionVariant::kStaged ? "_staged" : "_twopass");
+    });
 
 TEST(AttentionSplits, ChosenSplitsCoverEveryKey) {
   for (int tokens : {1, 2, 32, 256})
