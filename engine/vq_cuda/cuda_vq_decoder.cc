@@ -1,0 +1,524 @@
+#include "engine/vq_cuda/cuda_vq_decoder.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/cuda_status.h"
+#include "engine/cuda/device_buffer.h"
+#include "engine/vq/group_norm.h"
+#include "kernels/vq_kernels.h"
+
+namespace argen::vq {
+namespace {
+
+using cuda::CublasStatus;
+using cuda::CudaStatus;
+using cuda::DeviceBuffer;
+using cuda::PinnedBuffer;
+
+constexpr size_t kCublasWorkspace = size_t{32} << 20;
+constexpr int32_t kMaxChunkImages = 4096;
+// Every tensor starts on a 256-byte boundary of the weight blob.
+constexpr size_t kAlignFloats = 64;
+
+// Device weights as offsets (floats) into the one uploaded blob.
+struct DConv {
+  int32_t cin = 0, cout = 0, kernel = 0;
+  size_t w = 0, b = 0;
+};
+struct DNorm {
+  int32_t channels = 0;
+  size_t gamma = 0, beta = 0;
+};
+struct DRes {
+  DNorm norm1, norm2;
+  DConv conv1, conv2, nin;
+  bool has_nin = false;
+};
+struct DAttn {
+  DNorm norm;
+  DConv q, k, v, proj_out;
+};
+struct DBlock {
+  std::vector<DRes> res;
+  std::vector<DAttn> attn;
+  bool has_upsample = false;
+  DConv upsample;
+};
+
+class Blob {
+ public:
+  size_t Add(const std::vector<float>& v) {
+    const size_t off = data_.size();
+    data_.insert(data_.end(), v.begin(), v.end());
+    data_.resize((data_.size() + kAlignFloats - 1) / kAlignFloats * kAlignFloats, 0.0f);
+    return off;
+  }
+  DConv Conv(const Conv2dWeights& c) { return {c.cin, c.cout, c.kernel, Add(c.weight), Add(c.bias)}; }
+  DNorm Norm(const GroupNormWeights& n) { return {n.channels, Add(n.gamma), Add(n.beta)}; }
+  DRes Res(const ResnetBlockWeights& r) {
+    DRes d;
+    d.norm1 = Norm(r.norm1);
+    d.conv1 = Conv(r.conv1);
+    d.norm2 = Norm(r.norm2);
+    d.conv2 = Conv(r.conv2);
+    if (r.nin_shortcut) {
+      d.has_nin = true;
+      d.nin = Conv(*r.nin_shortcut);
+    }
+    return d;
+  }
+  DAttn Attn(const AttnBlockWeights& a) { return {Norm(a.norm), Conv(a.q), Conv(a.k), Conv(a.v), Conv(a.proj_out)}; }
+  const std::vector<float>& data() const { return data_; }
+
+ private:
+  std::vector<float> data_;
+};
+
+// Per-image float counts of the decode's buffers, walked like the CPU decoder's ScratchPlan.
+struct Plan {
+  size_t act = 0;       // largest activation, c * h * w
+  size_t col = 0;       // largest 3x3 im2col matrix of one image, cin * 9 * h * w
+  size_t min_col = 0;   // one output row of the widest 3x3 conv: the smallest band allowed
+  size_t max_hw = 0;    // largest h * w
+  void Conv(const DConv& c, int32_t h, int32_t w) {
+    const size_t hw = static_cast<size_t>(h) * w;
+    act = std::max({act, c.cin * hw, c.cout * hw});
+    max_hw = std::max(max_hw, hw);
+    if (c.kernel == 3) {
+      col = std::max(col, static_cast<size_t>(c.cin) * 9 * hw);
+      min_col = std::max(min_col, static_cast<size_t>(c.cin) * 9 * w);
+    }
+  }
+  void Res(const DRes& r, int32_t h, int32_t w) {
+    Conv(r.conv1, h, w);
+    Conv(r.conv2, h, w);
+    if (r.has_nin) Conv(r.nin, h, w);
+  }
+};
+
+}  // namespace
+
+struct CudaVqDecoder::State {
+  checkpoint::GenVisionConfig config;
+  CudaVqOptions options;
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+
+  int32_t codebook_size = 0, embed_dim = 0;
+  size_t codebook = 0;
+  DConv post_quant_conv, conv_in, conv_out;
+  DRes mid_res0, mid_res1;
+  DAttn mid_attn;
+  std::vector<DBlock> blocks;
+  DNorm norm_out;
+
+  int32_t chunk = 1;
+  size_t act_floats = 0;   // per buffer, whole chunk
+  size_t col_floats = 0;   // im2col band
+  size_t attn_floats = 0;  // q, k, v each, whole chunk
+  size_t score_floats = 0; // whole chunk
+  DeviceBuffer weights, cublas_ws, buf_x, buf_a, buf_b, col, q, k, v, scores, tokens_dev, rgb_dev;
+  PinnedBuffer tokens_host, rgb_host, float_host;
+  float *x = nullptr, *a = nullptr, *b = nullptr;  // the three activations (x the running one)
+
+  ~State() {
+    if (stream) cudaStreamSynchronize(stream);
+    if (cublas) cublasDestroy(cublas);
+    if (stream) cudaStreamDestroy(stream);
+  }
+
+  const float* P(size_t off) const { return weights.as<float>() + off; }
+  int32_t grid() const { return config.token_grid(); }
+  int32_t side() const { return config.image_size; }
+
+  absl::Status Check(cudaError_t err, const char* what) const { return CudaStatus(err, what); }
+
+  // out[cout][n*h*w] (=|+=) conv(in[cin][n*h*w]) + bias: one GEMM per im2col band.
+  absl::Status Conv(const DConv& c, const float* in, int32_t n, int32_t h, int32_t w, float* out,
+                    bool accumulate, const char* what) {
+    const int64_t m = static_cast<int64_t>(n) * h * w;
+    ARGEN_STATUS_RETURN(Check(kernels::VqBiasRows(out, P(c.b), c.cout, m, accumulate, stream), what));
+    const float one = 1.0f;
+    // Column-major view of the row-major [C][m] matrices: out^T [m x cout] = col^T [m x K] * W^T [K x cout].
+    if (c.kernel == 1) {
+      return CublasStatus(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(m), c.cout, c.cin,
+                                      &one, in, static_cast<int>(m), P(c.w), c.cin, &one, out,
+                                      static_cast<int>(m)),
+                          what);
+    }
+    const int64_t kdim = static_cast<int64_t>(c.cin) * 9;
+    const int64_t band = std::min<int64_t>(m, static_cast<int64_t>(col_floats) / kdim);
+    float* colp = col.as<float>();
+    for (int64_t p0 = 0; p0 < m; p0 += band) {
+      const int64_t len = std::min(band, m - p0);
+      ARGEN_STATUS_RETURN(Check(kernels::VqIm2Col3x3(in, c.cin, n, h, w, p0, len, colp, stream), what));
+      ARGEN_STATUS_RETURN(CublasStatus(
+          cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(len), c.cout, static_cast<int>(kdim),
+                      &one, colp, static_cast<int>(len), P(c.w), static_cast<int>(kdim), &one, out + p0,
+                      static_cast<int>(m)),
+          what));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Norm(const DNorm& nw, const float* in, int32_t n, int64_t hw, float* out, bool swish,
+                    const char* what) {
+    return Check(kernels::VqGroupNorm(in, P(nw.gamma), P(nw.beta), nw.channels, config.num_groups, n, hw,
+                                      kGroupNormEps, swish, out, stream),
+                 what);
+  }
+
+  absl::Status Resnet(const DRes& r, int32_t n, int32_t h, int32_t w) {
+    const int64_t hw = static_cast<int64_t>(h) * w;
+    ARGEN_STATUS_RETURN(Norm(r.norm1, x, n, hw, a, true, "resblock norm1"));
+    ARGEN_STATUS_RETURN(Conv(r.conv1, a, n, h, w, b, false, "resblock conv1"));
+    ARGEN_STATUS_RETURN(Norm(r.norm2, b, n, hw, b, true, "resblock norm2"));
+    ARGEN_STATUS_RETURN(Conv(r.conv2, b, n, h, w, a, false, "resblock conv2"));
+    if (r.has_nin) {
+      ARGEN_STATUS_RETURN(Conv(r.nin, x, n, h, w, a, true, "resblock nin_shortcut"));
+    } else {
+      ARGEN_STATUS_RETURN(
+          Check(kernels::VqAddInPlace(a, x, static_cast<int64_t>(r.conv2.cout) * n * hw, stream), "residual"));
+    }
+    std::swap(x, a);
+    return absl::OkStatus();
+  }
+
+  absl::Status Attn(const DAttn& at, int32_t n, int32_t h, int32_t w) {
+    const int64_t hw = static_cast<int64_t>(h) * w;
+    const int64_t m = hw * n;
+    const int32_t c = at.q.cout;
+    ARGEN_STATUS_RETURN(Norm(at.norm, x, n, hw, a, false, "attn norm"));
+    float* qp = q.as<float>();
+    float* kp = k.as<float>();
+    float* vp = v.as<float>();
+    float* sp = scores.as<float>();
+    ARGEN_STATUS_RETURN(Conv(at.q, a, n, h, w, qp, false, "attn q"));
+    ARGEN_STATUS_RETURN(Conv(at.k, a, n, h, w, kp, false, "attn k"));
+    ARGEN_STATUS_RETURN(Conv(at.v, a, n, h, w, vp, false, "attn v"));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c));
+    const float one = 1.0f, zero = 0.0f;
+    const int ihw = static_cast<int>(hw), im = static_cast<int>(m);
+    // Per image: scores[i][j] = scale * sum_c q[c][i] k[c][j] (row-major [hw][hw]);
+    // column-major that is S^T [hw x hw] = K^T-view [hw x c] * (Q-view [hw x c])^T.
+    ARGEN_STATUS_RETURN(CublasStatus(
+        cublasSgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_T, ihw, ihw, c, &scale, kp, im, hw, qp, im, hw,
+                                  &zero, sp, ihw, hw * hw, n),
+        "attn scores"));
+    ARGEN_STATUS_RETURN(Check(kernels::VqSoftmaxRows(sp, m, ihw, stream), "attn softmax"));
+    // out[c][i] = sum_j v[c][j] P[i][j]: column-major out-view [hw x c] = P [hw x hw] * V-view [hw x c].
+    ARGEN_STATUS_RETURN(CublasStatus(
+        cublasSgemmStridedBatched(cublas, CUBLAS_OP_T, CUBLAS_OP_N, ihw, c, ihw, &one, sp, ihw, hw * hw, vp, im,
+                                  hw, &zero, a, im, hw, n),
+        "attn values"));
+    return Conv(at.proj_out, a, n, h, w, x, true, "attn proj_out");
+  }
+
+  // The network on n validated grids already in tokens_dev; leaves [3][n*S*S] in b.
+  absl::Status Network(int32_t n) {
+    const int32_t g = grid();
+    const int64_t cells = static_cast<int64_t>(g) * g * n;
+    ARGEN_STATUS_RETURN(Check(kernels::VqCodebookLookup(P(codebook), codebook_size, embed_dim,
+                                                        tokens_dev.as<int32_t>(), cells, b, stream),
+                              "codebook lookup"));
+    ARGEN_STATUS_RETURN(Conv(post_quant_conv, b, n, g, g, a, false, "post_quant_conv"));
+    ARGEN_STATUS_RETURN(Conv(conv_in, a, n, g, g, x, false, "conv_in"));
+    ARGEN_STATUS_RETURN(Resnet(mid_res0, n, g, g));
+    ARGEN_STATUS_RETURN(Attn(mid_attn, n, g, g));
+    ARGEN_STATUS_RETURN(Resnet(mid_res1, n, g, g));
+    int32_t s = g;
+    for (const DBlock& block : blocks) {
+      for (size_t j = 0; j < block.res.size(); ++j) {
+        ARGEN_STATUS_RETURN(Resnet(block.res[j], n, s, s));
+        if (!block.attn.empty()) ARGEN_STATUS_RETURN(Attn(block.attn[j], n, s, s));
+      }
+      if (block.has_upsample) {
+        ARGEN_STATUS_RETURN(
+            Check(kernels::VqUpsampleNearest2x(x, block.upsample.cin, n, s, s, a, stream), "upsample"));
+        s *= 2;
+        ARGEN_STATUS_RETURN(Conv(block.upsample, a, n, s, s, x, false, "upsample conv"));
+      }
+    }
+    ARGEN_STATUS_RETURN(Norm(norm_out, x, n, static_cast<int64_t>(s) * s, a, true, "norm_out"));
+    return Conv(conv_out, a, n, s, s, b, false, "conv_out");
+  }
+};
+
+absl::StatusOr<std::unique_ptr<CudaVqDecoder>> CudaVqDecoder::Create(const checkpoint::Checkpoint& checkpoint,
+                                                                     const checkpoint::GenVisionConfig& config,
+                                                                     const CudaVqOptions& options) {
+  auto weights = LoadVqDecoderWeights(checkpoint, config);
+  if (!weights.ok()) return weights.status();
+  return Create(std::move(*weights), config, options);
+}
+
+absl::StatusOr<std::unique_ptr<CudaVqDecoder>> CudaVqDecoder::Create(VqDecoderWeights weights,
+                                                                     const checkpoint::GenVisionConfig& config,
+                                                                     const CudaVqOptions& options) {
+  if (options.max_images_per_chunk < 1 || options.max_images_per_chunk > kMaxChunkImages) {
+    return absl::InvalidArgumentError(absl::StrCat("CudaVqDecoder: max_images_per_chunk must be in [1, ",
+                                                   kMaxChunkImages, "], got ", options.max_images_per_chunk));
+  }
+  if (options.workspace_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CudaVqDecoder: workspace_bytes must be > 0, got ", options.workspace_bytes));
+  }
+  if (absl::Status s = ValidateVqConfig(config); !s.ok()) return s;
+  if (weights.blocks.size() != config.ch_mult.size() || weights.codebook_size != config.codebook_size ||
+      weights.embed_dim != config.codebook_embed_dim ||
+      weights.codebook.size() != static_cast<size_t>(config.codebook_size) * config.codebook_embed_dim) {
+    return absl::InvalidArgumentError(
+        "CudaVqDecoder: weights do not match gen_vision_config (codebook or ch_mult levels differ)");
+  }
+
+  auto s = std::make_unique<State>();
+  s->config = config;
+  s->options = options;
+  s->codebook_size = weights.codebook_size;
+  s->embed_dim = weights.embed_dim;
+
+  // Host blob of every weight, in one upload.
+  Blob blob;
+  s->codebook = blob.Add(weights.codebook);
+  s->post_quant_conv = blob.Conv(weights.post_quant_conv);
+  s->conv_in = blob.Conv(weights.conv_in);
+  s->mid_res0 = blob.Res(weights.mid_res0);
+  s->mid_attn = blob.Attn(weights.mid_attn);
+  s->mid_res1 = blob.Res(weights.mid_res1);
+  for (const UpBlockWeights& up : weights.blocks) {
+    DBlock d;
+    for (const ResnetBlockWeights& r : up.res) d.res.push_back(blob.Res(r));
+    for (const AttnBlockWeights& at : up.attn) d.attn.push_back(blob.Attn(at));
+    if (up.upsample) {
+      d.has_upsample = true;
+      d.upsample = blob.Conv(*up.upsample);
+    }
+    s->blocks.push_back(std::move(d));
+  }
+  s->norm_out = blob.Norm(weights.norm_out);
+  s->conv_out = blob.Conv(weights.conv_out);
+
+  // Per-image sizes; attention sits at the token grid (mid and the first up block).
+  const int32_t g = config.token_grid();
+  Plan plan;
+  plan.Conv(s->post_quant_conv, g, g);
+  plan.Conv(s->conv_in, g, g);
+  plan.Res(s->mid_res0, g, g);
+  plan.Res(s->mid_res1, g, g);
+  size_t attn_channels = s->mid_attn.q.cout;
+  int32_t side = g;
+  for (const DBlock& block : s->blocks) {
+    for (const DRes& r : block.res) plan.Res(r, side, side);
+    for (const DAttn& at : block.attn) attn_channels = std::max<size_t>(attn_channels, at.q.cout);
+    if (block.has_upsample) {
+      side *= 2;
+      plan.Conv(block.upsample, side, side);
+    }
+  }
+  plan.Conv(s->conv_out, side, side);
+  const size_t cells = static_cast<size_t>(g) * g;
+  const size_t attn_per_image = attn_channels * cells;
+  const size_t scores_per_image = cells * cells;
+  const size_t per_image_bytes = sizeof(float) * (3 * plan.act + 3 * attn_per_image + scores_per_image);
+  const size_t limit = static_cast<size_t>(options.workspace_bytes);
+
+  // Images per chunk: activations take at most half the limit; cuBLAS dimensions are ints.
+  size_t chunk = std::min<size_t>(options.max_images_per_chunk, std::max<size_t>(1, limit / 2 / per_image_bytes));
+  chunk = std::min(chunk, static_cast<size_t>(INT_MAX) / plan.max_hw);  // m = chunk * hw is a GEMM dimension
+  chunk = std::max<size_t>(chunk, 1);
+  const size_t min_bytes = per_image_bytes + sizeof(float) * plan.min_col;
+  if (chunk * per_image_bytes + sizeof(float) * plan.min_col > limit) {
+    return absl::ResourceExhaustedError(absl::StrCat("CudaVqDecoder: workspace_bytes ", options.workspace_bytes,
+                                                     " is too small: one ", config.image_size,
+                                                     " px image needs at least ", min_bytes, " bytes"));
+  }
+  s->chunk = static_cast<int32_t>(chunk);
+  s->act_floats = plan.act * chunk;
+  s->attn_floats = attn_per_image * chunk;
+  s->score_floats = scores_per_image * chunk;
+  // The im2col band: the whole chunk's columns when they fit, else what is left (>= one output row).
+  s->col_floats = std::max(plan.min_col, std::min(plan.col * chunk, (limit - chunk * per_image_bytes) / sizeof(float)));
+
+  int devices = 0;
+  if (cudaError_t err = cudaGetDeviceCount(&devices); err != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CudaVqDecoder: no CUDA device (", err == cudaSuccess ? "none found" : cudaGetErrorString(err), ")"));
+  }
+  ARGEN_CUDA_RETURN(cudaGetDevice(&s->device), "CudaVqDecoder: get device");
+  ARGEN_CUDA_RETURN(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "CudaVqDecoder: stream");
+  ARGEN_STATUS_RETURN(CublasStatus(cublasCreate(&s->cublas), "CudaVqDecoder: create handle"));
+  ARGEN_STATUS_RETURN(CublasStatus(cublasSetStream(s->cublas, s->stream), "CudaVqDecoder: set stream"));
+  ARGEN_STATUS_RETURN(CublasStatus(
+      cublasSetMathMode(s->cublas, options.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+      "CudaVqDecoder: math mode"));
+
+  auto alloc = [](DeviceBuffer& buf, size_t bytes, const char* what) -> absl::Status {
+    auto b = DeviceBuffer::Allocate(bytes, absl::StrCat("CudaVqDecoder: ", what));
+    if (!b.ok()) return b.status();
+    buf = std::move(*b);
+    return absl::OkStatus();
+  };
+  auto pin = [](PinnedBuffer& buf, size_t bytes, const char* what) -> absl::Status {
+    auto b = PinnedBuffer::Allocate(bytes, absl::StrCat("CudaVqDecoder: ", what));
+    if (!b.ok()) return b.status();
+    buf = std::move(*b);
+    return absl::OkStatus();
+  };
+  const size_t pixels = static_cast<size_t>(config.image_size) * config.image_size * chunk;
+  ARGEN_STATUS_RETURN(alloc(s->weights, blob.data().size() * sizeof(float), "weights"));
+  ARGEN_STATUS_RETURN(alloc(s->cublas_ws, kCublasWorkspace, "cublas workspace"));
+  ARGEN_STATUS_RETURN(alloc(s->buf_x, s->act_floats * sizeof(float), "activation x"));
+  ARGEN_STATUS_RETURN(alloc(s->buf_a, s->act_floats * sizeof(float), "activation a"));
+  ARGEN_STATUS_RETURN(alloc(s->buf_b, s->act_floats * sizeof(float), "activation b"));
+  ARGEN_STATUS_RETURN(alloc(s->col, s->col_floats * sizeof(float), "im2col band"));
+  ARGEN_STATUS_RETURN(alloc(s->q, s->attn_floats * sizeof(float), "attention q"));
+  ARGEN_STATUS_RETURN(alloc(s->k, s->attn_floats * sizeof(float), "attention k"));
+  ARGEN_STATUS_RETURN(alloc(s->v, s->attn_floats * sizeof(float), "attention v"));
+  ARGEN_STATUS_RETURN(alloc(s->scores, s->score_floats * sizeof(float), "attention scores"));
+  ARGEN_STATUS_RETURN(alloc(s->tokens_dev, cells * chunk * sizeof(int32_t), "tokens"));
+  ARGEN_STATUS_RETURN(alloc(s->rgb_dev, pixels * 3, "rgb8"));
+  ARGEN_STATUS_RETURN(pin(s->tokens_host, cells * chunk * sizeof(int32_t), "tokens"));
+  ARGEN_STATUS_RETURN(pin(s->rgb_host, pixels * 3, "rgb8"));
+  ARGEN_STATUS_RETURN(pin(s->float_host, pixels * 3 * sizeof(float), "float pixels"));
+  ARGEN_STATUS_RETURN(CublasStatus(cublasSetWorkspace(s->cublas, s->cublas_ws.as(), kCublasWorkspace),
+                                   "CudaVqDecoder: cublas workspace"));
+  ARGEN_CUDA_RETURN(cudaMemcpyAsync(s->weights.as(), blob.data().data(), blob.data().size() * sizeof(float),
+                                    cudaMemcpyHostToDevice, s->stream),
+                    "CudaVqDecoder: upload weights");
+  ARGEN_CUDA_RETURN(cudaStreamSynchronize(s->stream), "CudaVqDecoder: upload weights");
+  s->x = s->buf_x.as<float>();
+  s->a = s->buf_a.as<float>();
+  s->b = s->buf_b.as<float>();
+  return std::unique_ptr<CudaVqDecoder>(new CudaVqDecoder(std::move(s)));
+}
+
+CudaVqDecoder::CudaVqDecoder(std::unique_ptr<State> state) : s_(std::move(state)) {}
+CudaVqDecoder::~CudaVqDecoder() = default;
+
+int32_t CudaVqDecoder::image_size() const { return s_->config.image_size; }
+int32_t CudaVqDecoder::token_grid() const { return s_->config.token_grid(); }
+int32_t CudaVqDecoder::codebook_size() const { return s_->config.codebook_size; }
+int32_t CudaVqDecoder::chunk_images() const { return s_->chunk; }
+size_t CudaVqDecoder::scratch_bytes() const {
+  return sizeof(float) * (3 * s_->act_floats + s_->col_floats + 3 * s_->attn_floats + s_->score_floats);
+}
+size_t CudaVqDecoder::weight_bytes() const { return s_->weights.bytes(); }
+
+// The CPU decoder's checks and messages (VqDecoder::ValidateGrid), word for word.
+absl::Status CudaVqDecoder::ValidateGrid(std::span<const int32_t> tokens, size_t grid_index) const {
+  const int32_t g = s_->config.token_grid();
+  if (tokens.size() != static_cast<size_t>(g) * g) {
+    return absl::InvalidArgumentError(absl::StrCat("VQ decode: token grid ", grid_index, " has ",
+                                                   tokens.size(), " tokens, expected ", g * g, " (", g, " x ",
+                                                   g, ")"));
+  }
+  for (size_t p = 0; p < tokens.size(); ++p) {
+    if (tokens[p] < 0 || tokens[p] >= s_->config.codebook_size) {
+      return absl::InvalidArgumentError(absl::StrCat("VQ decode: token grid ", grid_index, ", position ", p,
+                                                     ": id ", tokens[p], " outside the codebook [0, ",
+                                                     s_->config.codebook_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaVqDecoder::RunChunk(const std::vector<std::span<const int32_t>>& grids, bool rgb) {
+  State& s = *s_;
+  const int32_t n = static_cast<int32_t>(grids.size());
+  const size_t cells = static_cast<size_t>(s.grid()) * s.grid();
+  const size_t hw = static_cast<size_t>(s.side()) * s.side();
+  auto run = [&]() -> absl::Status {
+    ARGEN_CUDA_RETURN(cudaSetDevice(s.device), "VQ decode: set device");
+    int32_t* staged = s.tokens_host.as<int32_t>();
+    for (int32_t i = 0; i < n; ++i) std::memcpy(staged + i * cells, grids[i].data(), cells * sizeof(int32_t));
+    ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.tokens_dev.as(), staged, n * cells * sizeof(int32_t),
+                                      cudaMemcpyHostToDevice, s.stream),
+                      "VQ decode: upload tokens");
+    ARGEN_STATUS_RETURN(s.Network(n));
+    if (rgb) {
+      ARGEN_CUDA_RETURN(kernels::VqToRgb8(s.b, n, static_cast<int64_t>(hw), s.rgb_dev.as<uint8_t>(), s.stream),
+                        "VQ decode: rgb8");
+      ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.rgb_host.as(), s.rgb_dev.as(), n * hw * 3, cudaMemcpyDeviceToHost,
+                                        s.stream),
+                        "VQ decode: download rgb8");
+    } else {
+      ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.float_host.as(), s.b, n * hw * 3 * sizeof(float),
+                                        cudaMemcpyDeviceToHost, s.stream),
+                        "VQ decode: download floats");
+    }
+    ARGEN_CUDA_RETURN(cudaStreamSynchronize(s.stream), "VQ decode: synchronize");
+    return absl::OkStatus();
+  };
+  absl::Status st = run();
+  // Whatever was queued finishes before the staging buffers are reused.
+  if (!st.ok()) cudaStreamSynchronize(s.stream);
+  return st;
+}
+
+absl::StatusOr<std::vector<engine::RgbImage>> CudaVqDecoder::Decode(
+    const std::vector<std::vector<int32_t>>& token_grids) {
+  for (size_t i = 0; i < token_grids.size(); ++i) {
+    if (absl::Status st = ValidateGrid(token_grids[i], i); !st.ok()) return st;
+  }
+  const int32_t side = image_size();
+  const size_t bytes = 3 * static_cast<size_t>(side) * side;
+  std::vector<engine::RgbImage> images(token_grids.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t begin = 0; begin < token_grids.size(); begin += s_->chunk) {
+    const size_t end = std::min(token_grids.size(), begin + static_cast<size_t>(s_->chunk));
+    std::vector<std::span<const int32_t>> grids(token_grids.begin() + begin, token_grids.begin() + end);
+    if (absl::Status st = RunChunk(grids, /*rgb=*/true); !st.ok()) return st;
+    const uint8_t* rgb = s_->rgb_host.as<uint8_t>();
+    for (size_t i = begin; i < end; ++i) {
+      images[i].width = side;
+      images[i].height = side;
+      images[i].rgb.assign(rgb + (i - begin) * bytes, rgb + (i - begin + 1) * bytes);
+    }
+  }
+  return images;
+}
+
+absl::Status CudaVqDecoder::DecodeToFloatBatch(const std::vector<std::vector<int32_t>>& token_grids,
+                                               std::vector<std::vector<float>>* chw) {
+  for (size_t i = 0; i < token_grids.size(); ++i) {
+    if (absl::Status st = ValidateGrid(token_grids[i], i); !st.ok()) return st;
+  }
+  const size_t hw = static_cast<size_t>(image_size()) * image_size();
+  chw->assign(token_grids.size(), {});
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t begin = 0; begin < token_grids.size(); begin += s_->chunk) {
+    const size_t end = std::min(token_grids.size(), begin + static_cast<size_t>(s_->chunk));
+    const size_t n = end - begin;
+    std::vector<std::span<const int32_t>> grids(token_grids.begin() + begin, token_grids.begin() + end);
+    if (absl::Status st = RunChunk(grids, /*rgb=*/false); !st.ok()) return st;
+    // [3][n*hw] -> per image [3][hw].
+    const float* out = s_->float_host.as<float>();
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<float>& img = (*chw)[begin + i];
+      img.resize(3 * hw);
+      for (size_t c = 0; c < 3; ++c)
+        std::memcpy(img.data() + c * hw, out + c * n * hw + i * hw, hw * sizeof(float));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaVqDecoder::DecodeToFloat(std::span<const int32_t> tokens, std::vector<float>* chw) {
+  if (absl::Status st = ValidateGrid(tokens, 0); !st.ok()) return st;
+  std::vector<std::vector<float>> out;
+  ARGEN_STATUS_RETURN(DecodeToFloatBatch({std::vector<int32_t>(tokens.begin(), tokens.end())}, &out));
+  *chw = std::move(out[0]);
+  return absl::OkStatus();
+}
+
+}  // namespace argen::vq
