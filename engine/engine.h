@@ -101,6 +101,9 @@ struct EngineOptions {
   int32_t threads = 0;          // CPU threads; 0: all cores
   int64_t kv_budget_bytes = 0;  // device KV pool (cuda); 0: sized by the backend
   int32_t max_batch_rows = 256;
+  // VQ image decoder: "auto" (the GPU one when backend is "cuda", else the
+  // CPU one), "cpu" or "cuda" (needs a CUDA build and a GPU; works with either backend).
+  std::string vq_backend = "auto";
 };
 
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const EngineOptions& options);

@@ -10,6 +10,9 @@
 #include "engine/model/create_engine.h"
 #include "engine/model/model_dims.h"
 #include "engine/vq/vq_decoder.h"
+#if defined(ARGEN_WITH_CUDA)
+#include "engine/vq_cuda/cuda_vq_decoder.h"
+#endif
 
 namespace argen::model {
 namespace {
@@ -31,6 +34,50 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
       absl::StrCat("backend must be \"cpu\" or \"cuda\", got \"", options.backend, "\""));
 }
 
+// EngineOptions::vq_backend: "auto", "cpu" or "cuda"; "cuda" only in a CUDA build.
+absl::Status ValidateVqBackend(const engine::EngineOptions& options) {
+  if (options.vq_backend != "auto" && options.vq_backend != "cpu" && options.vq_backend != "cuda") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vq_backend must be \"auto\", \"cpu\" or \"cuda\", got \"", options.vq_backend, "\""));
+  }
+#if !defined(ARGEN_WITH_CUDA)
+  if (options.vq_backend == "cuda") {
+    return absl::UnimplementedError(
+        "vq_backend \"cuda\": this build has no CUDA VQ decoder (configure with ARGEN_CUDA=ON where nvcc "
+        "exists)");
+  }
+#endif
+  return absl::OkStatus();
+}
+
+// The VQ decoder EngineOptions::vq_backend picks ("auto": the GPU one with the cuda backend).
+absl::StatusOr<ImageDecoder> MakeImageDecoder(const engine::EngineOptions& options,
+                                              const checkpoint::Checkpoint& ckpt,
+                                              const checkpoint::GenVisionConfig& config) {
+  const bool gpu = options.vq_backend == "cuda" || (options.vq_backend == "auto" && options.backend == "cuda");
+  if (gpu) {
+#if defined(ARGEN_WITH_CUDA)
+    absl::StatusOr<std::unique_ptr<vq::CudaVqDecoder>> vq = vq::CudaVqDecoder::Create(ckpt, config);
+    if (!vq.ok()) {
+      return absl::Status(vq.status().code(),
+                          absl::StrCat("vq_backend \"cuda\": ", vq.status().message()));
+    }
+    std::shared_ptr<vq::CudaVqDecoder> decoder(std::move(*vq));
+    return ImageDecoder([decoder](const std::vector<std::vector<int32_t>>& grids) {
+      return decoder->Decode(grids);
+    });
+#else
+    return absl::UnimplementedError("vq_backend \"cuda\": this build has no CUDA VQ decoder");
+#endif
+  }
+  absl::StatusOr<std::unique_ptr<vq::VqDecoder>> vq = vq::VqDecoder::Create(ckpt, config);
+  if (!vq.ok()) return vq.status();
+  std::shared_ptr<vq::VqDecoder> decoder(std::move(*vq));
+  return ImageDecoder([decoder](const std::vector<std::vector<int32_t>>& grids) {
+    return decoder->Decode(grids);
+  });
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
@@ -46,6 +93,7 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
   if (options.threads < 0) {
     return absl::InvalidArgumentError(absl::StrCat("threads must be >= 0, got ", options.threads));
   }
+  if (absl::Status s = ValidateVqBackend(options); !s.ok()) return s;
   if (options.kv_budget_bytes < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("kv_budget_bytes must be >= 0, got ", options.kv_budget_bytes));
@@ -64,9 +112,10 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
   if (!opened.ok()) return opened.status();
   std::shared_ptr<const checkpoint::Checkpoint> ckpt(std::move(*opened));
 
-  absl::StatusOr<std::unique_ptr<vq::VqDecoder>> vq =
-      vq::VqDecoder::Create(*ckpt, config->gen_vision);
-  if (!vq.ok()) return vq.status();
+  // Before the backend: a GPU decoder's buffers are then out of the memory a
+  // backend sizing its KV pool from what is free sees.
+  absl::StatusOr<ImageDecoder> decode = MakeImageDecoder(options, *ckpt, config->gen_vision);
+  if (!decode.ok()) return decode.status();
 
   if (encoder == nullptr) {
     absl::StatusOr<PromptEncoder> from_tokenizer = TokenizerPromptEncoder(options.model_dir);
@@ -110,11 +159,7 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
   if (!backend.ok()) return backend.status();
   info.kv_bytes_per_token_row = (*backend)->KvBytesPerTokenRow();
 
-  std::shared_ptr<vq::VqDecoder> decoder(std::move(*vq));
-  ImageDecoder decode = [decoder](const std::vector<std::vector<int32_t>>& grids) {
-    return decoder->Decode(grids);
-  };
-  return std::make_unique<GenericEngine>(*std::move(backend), std::move(encoder), std::move(decode),
+  return std::make_unique<GenericEngine>(*std::move(backend), std::move(encoder), *std::move(decode),
                                          std::move(engine_config));
 }
 

@@ -1,0 +1,97 @@
+// EngineOptions::vq_backend through CreateEngine on the tiny checkpoint:
+// validation, "cuda" in a build without CUDA, and "auto"/"cpu"/"cuda" images.
+// Needs no GPU: where "cuda" cannot run (no device) it must fail with a
+// Status that names vq_backend, never crash.
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "gtest/gtest.h"
+
+namespace argen::engine {
+namespace {
+
+std::string TinyDir() {
+  const char* dir = std::getenv("ARGEN_SOURCE_DIR");
+  return std::string(dir ? dir : ".") + "/tests/goldens/tiny/tiny-mha";
+}
+
+EngineOptions Options(const std::string& vq_backend) {
+  EngineOptions o;
+  o.model_dir = TinyDir();
+  o.backend = "cpu";
+  o.threads = 1;
+  o.vq_backend = vq_backend;
+  return o;
+}
+
+std::vector<std::vector<int32_t>> Grids(const Engine& e) {
+  std::vector<std::vector<int32_t>> grids(3, std::vector<int32_t>(e.info().image_tokens));
+  for (size_t i = 0; i < grids.size(); ++i)
+    for (size_t p = 0; p < grids[i].size(); ++p)
+      grids[i][p] = static_cast<int32_t>((i * 31 + p * 7) % e.info().image_vocab);
+  return grids;
+}
+
+TEST(VqBackendOptionTest, UnknownValueIsInvalidArgument) {
+  for (const char* bad : {"bogus", "", "CUDA", "gpu"}) {
+    absl::StatusOr<std::unique_ptr<Engine>> e = CreateEngine(Options(bad));
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << e.status();
+    EXPECT_NE(e.status().message().find("vq_backend must be \"auto\", \"cpu\" or \"cuda\", got \"" +
+                                        std::string(bad) + "\""),
+              std::string::npos)
+        << e.status();
+  }
+}
+
+TEST(VqBackendOptionTest, AutoAndCpuDecodeOnTheCpuBackend) {
+  std::vector<std::vector<RgbImage>> results;
+  for (const char* vq : {"auto", "cpu"}) {
+    absl::StatusOr<std::unique_ptr<Engine>> e = CreateEngine(Options(vq));
+    ASSERT_TRUE(e.ok()) << vq << ": " << e.status();
+    absl::StatusOr<std::vector<RgbImage>> images = (*e)->DecodeImages(Grids(**e));
+    ASSERT_TRUE(images.ok()) << images.status();
+    ASSERT_EQ(images->size(), 3u);
+    results.push_back(*std::move(images));
+  }
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(results[0][i].rgb, results[1][i].rgb);
+}
+
+TEST(VqBackendOptionTest, CudaDecoder) {
+  absl::StatusOr<std::unique_ptr<Engine>> e = CreateEngine(Options("cuda"));
+#if !defined(ARGEN_WITH_CUDA)
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented) << e.status();
+  EXPECT_NE(e.status().message().find("vq_backend \"cuda\""), std::string::npos) << e.status();
+#else
+  if (!e.ok()) {  // a CUDA build on a machine without a usable GPU (CI)
+    EXPECT_NE(e.status().code(), absl::StatusCode::kInvalidArgument) << e.status();
+    EXPECT_NE(e.status().code(), absl::StatusCode::kUnimplemented) << e.status();
+    EXPECT_NE(e.status().message().find("vq_backend \"cuda\""), std::string::npos) << e.status();
+    GTEST_SKIP() << "no GPU here: " << e.status();
+  }
+  absl::StatusOr<std::unique_ptr<Engine>> cpu = CreateEngine(Options("cpu"));
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  const auto grids = Grids(**e);
+  absl::StatusOr<std::vector<RgbImage>> got = (*e)->DecodeImages(grids);
+  absl::StatusOr<std::vector<RgbImage>> want = (*cpu)->DecodeImages(grids);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ(got->size(), want->size());
+  for (size_t i = 0; i < want->size(); ++i) {
+    ASSERT_EQ((*got)[i].rgb.size(), (*want)[i].rgb.size());
+    for (size_t p = 0; p < (*want)[i].rgb.size(); ++p)
+      ASSERT_LE(std::abs(int{(*got)[i].rgb[p]} - int{(*want)[i].rgb[p]}), 1) << i << " " << p;
+  }
+  // The same decoder rejects bad grids as the CPU one does.
+  auto bad = grids;
+  bad[1][5] = -1;
+  EXPECT_EQ((*e)->DecodeImages(bad).status(), (*cpu)->DecodeImages(bad).status());
+#endif
+}
+
+}  // namespace
+}  // namespace argen::engine
