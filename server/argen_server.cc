@@ -15,6 +15,7 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> LoadEngine(const ServerConfig& c
   engine::EngineOptions options;
   options.model_dir = config.model_dir;
   options.backend = config.backend;
+  options.vq_backend = config.vq_backend;
   options.threads = config.threads;
   options.kv_budget_bytes = config.kv_budget_bytes;  // the CUDA pool matches admission
   options.max_batch_rows = config.max_batch_rows;

@@ -19,7 +19,7 @@ namespace argen::server {
 
 class ArgenServer {
  public:
-  // `engine` null: created from the config (model_dir, backend, threads,
+  // `engine` null: created from the config (model_dir, backend, vq_backend, threads,
   // kv_budget_bytes, max_batch_rows). `encoder` null: PNG.
   static absl::StatusOr<std::unique_ptr<ArgenServer>> Start(
       const ServerConfig& config, std::unique_ptr<engine::Engine> engine = nullptr,

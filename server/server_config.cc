@@ -79,6 +79,12 @@ const std::vector<KeyDef>& Keys() {
          c.backend = v;
          return absl::OkStatus();
        }},
+      {{"vq_backend", "VQ image decoder: auto (the GPU with backend cuda, else the CPU), cpu or cuda"},
+       [](ServerConfig& c, const std::string& v) {
+         if (v != "auto" && v != "cpu" && v != "cuda") return Bad(v, "auto, cpu or cuda");
+         c.vq_backend = v;
+         return absl::OkStatus();
+       }},
       {{"threads", "CPU threads for the engine; 0: all cores"}, Int(&ServerConfig::threads, 0, 4096)},
       {{"listen_address", "gRPC listen address"}, Text(&ServerConfig::listen_address)},
       {{"port", "gRPC port; 0: any free port"}, Int(&ServerConfig::port, 0, 65535)},

@@ -17,6 +17,7 @@ namespace argen::server {
 struct ServerConfig {
   std::string model_dir;                 // required
   std::string backend = "cpu";           // cpu | cuda
+  std::string vq_backend = "auto";       // auto | cpu | cuda: the VQ image decoder (auto: cuda with backend cuda)
   int32_t threads = 0;                   // CPU threads for the engine; 0: all cores
   std::string listen_address = "0.0.0.0";
   int32_t port = 50051;                  // 0: any free port

@@ -32,6 +32,7 @@ TEST(ServerConfigTest, YamlSetsEveryKindOfKey) {
   const std::string yaml = R"(
 model_dir: /models/janus
 backend: cuda
+vq_backend: cpu
 threads: 3
 port: 6000
 metrics_port: -1
@@ -52,6 +53,7 @@ default_sampling:
   ASSERT_TRUE(ApplyConfigYaml(c, yaml, "test.yaml").ok());
   EXPECT_EQ(c.model_dir, "/models/janus");
   EXPECT_EQ(c.backend, "cuda");
+  EXPECT_EQ(c.vq_backend, "cpu");
   EXPECT_EQ(c.threads, 3);
   EXPECT_EQ(c.port, 6000);
   EXPECT_EQ(c.metrics_port, -1);
@@ -81,6 +83,7 @@ TEST(ServerConfigTest, ErrorsNameTheKeyAndFile) {
       {"port: 70000\n", "key 'port'"},
       {"port: eighty\n", "key 'port'"},
       {"backend: tpu\n", "key 'backend'"},
+      {"vq_backend: gpu\n", "key 'vq_backend'"},
       {"max_batch_rows: 1\n", "key 'max_batch_rows'"},
       {"queue_limit: 0\n", "key 'queue_limit'"},
       {"default_policy:\n  name: sparse_magic\n", "key 'default_policy.name'"},
@@ -110,8 +113,8 @@ TEST(ServerConfigTest, FlagsOverrideTheFile) {
     f << "model_dir: /from/file\nkv_budget_bytes: 1GiB\nqueue_limit: 3\n";
   }
   const char* argv[] = {"argen_server", "--config", path.c_str(), "--kv_budget_bytes=8GiB",
-                        "--default_policy.name", "diagonal_sink4"};
-  absl::StatusOr<CommandLine> cl = ParseCommandLine(6, argv);
+                        "--default_policy.name", "diagonal_sink4", "--vq_backend=cuda"};
+  absl::StatusOr<CommandLine> cl = ParseCommandLine(7, argv);
   ASSERT_TRUE(cl.ok()) << cl.status();
   absl::StatusOr<ServerConfig> c = LoadServerConfig(*cl);
   ASSERT_TRUE(c.ok()) << c.status();
@@ -119,6 +122,7 @@ TEST(ServerConfigTest, FlagsOverrideTheFile) {
   EXPECT_EQ(c->kv_budget_bytes, int64_t{8} << 30);  // flag wins
   EXPECT_EQ(c->queue_limit, 3);                     // file kept
   EXPECT_EQ(c->default_policy.kind, sparse::PolicyKind::kDiagonalSink4);
+  EXPECT_EQ(c->vq_backend, "cuda");
   std::remove(path.c_str());
 }
 
@@ -158,6 +162,7 @@ TEST(ServerConfigTest, ShippedExampleConfigParses) {
   absl::StatusOr<ServerConfig> c = LoadServerConfig(*ParseCommandLine(2, argv));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(c->model_dir.empty());
+  EXPECT_EQ(c->vq_backend, "auto");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 //   argen_generate --model DIR --prompt "a red cube" --out img.png
 //       [--seed 0] [--cfg 5] [--temperature 1] [--top_k 0] [--top_p 1]
 //       [--policy dense] [--sparsity 0] [--images 1] [--backend cpu] [--threads 0]
+//       [--vq_backend auto]
 //
 // With --images N > 1 the files are <out stem>_<i>.png. Exit status: 0 on
 // success, 1 when generation fails (the message names the cause), 2 on bad usage.
@@ -38,6 +39,8 @@ ABSL_FLAG(double, sparsity, 0.0, "fraction of decode KV not attended per step, i
 ABSL_FLAG(int32_t, images, 1, "images to generate for the prompt");
 ABSL_FLAG(std::string, backend, "cpu", "cpu or cuda");
 ABSL_FLAG(int32_t, threads, 0, "CPU threads (0: all cores)");
+ABSL_FLAG(std::string, vq_backend, "auto",
+          "VQ image decoder: auto (cuda when --backend cuda, else cpu), cpu or cuda");
 
 namespace {
 
@@ -55,6 +58,7 @@ absl::Status Generate() {
   options.model_dir = absl::GetFlag(FLAGS_model);
   options.backend = absl::GetFlag(FLAGS_backend);
   options.threads = absl::GetFlag(FLAGS_threads);
+  options.vq_backend = absl::GetFlag(FLAGS_vq_backend);
   const auto load_start = std::chrono::steady_clock::now();
   absl::StatusOr<std::unique_ptr<Engine>> engine = argen::engine::CreateEngine(options);
   if (!engine.ok()) return engine.status();
