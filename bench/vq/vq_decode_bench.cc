@@ -1,12 +1,20 @@
-// CPU timing of the VQ-16 decode (tokens -> RGB8) at the real Janus-Pro size
-// (384 px, 24 x 24 tokens, ch 128, ch_mult 1,1,2,2,4, z 256, 16384 x 8
-// codebook) with random weights served by an in-memory checkpoint.
+// Timing of the VQ-16 decode (tokens -> RGB8) on the CPU and/or the GPU.
+// Default: the real Janus-Pro size (384 px, 24 x 24 tokens, ch 128, ch_mult
+// 1,1,2,2,4, z 256, 16384 x 8 codebook) with random weights served by an
+// in-memory checkpoint; --model DIR decodes with a real checkpoint's VQ
+// (e.g. models/argen-scenes-v1).
 //
-//   argen_vq_bench [--runs N] [--threads T] [--pool P] [--batch B] [--image_size S]
+//   argen_vq_bench [--backend cpu,cuda] [--batches 1,8,64,256] [--runs N]
+//                  [--model DIR] [--image_size S] [--threads T] [--pool P]
+//                  [--chunk C] [--workspace_mib M] [--tf32 1] [--batch B]
 //
-// Prints one line per run and the median seconds per image. --threads goes to
-// OpenBLAS (0: its default, all cores), --pool to the decoder's element-wise
-// pool (0: all cores).
+// Prints one line per run and, per backend and batch size, the median wall
+// seconds of a Decode call, images/s and ms/image (a warm-up call first).
+// --threads goes to OpenBLAS (0: its default, all cores), --pool to the CPU
+// decoder's element-wise pool (0: all cores); --chunk, --workspace_mib and
+// --tf32 to the GPU decoder (CudaVqOptions). --batch B is --batches B.
+// GPU times are wall times of the synchronous Decode (upload, network, RGB8
+// conversion and download included), i.e. what a caller waits.
 #include <cblas.h>
 
 #include <algorithm>
@@ -16,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -25,6 +34,9 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/janus_config.h"
 #include "engine/vq/vq_decoder.h"
+#if defined(ARGEN_WITH_CUDA)
+#include "engine/vq_cuda/cuda_vq_decoder.h"
+#endif
 
 namespace {
 
@@ -78,56 +90,150 @@ int IntFlag(int argc, char** argv, const char* flag, int fallback) {
   return fallback;
 }
 
+std::string StrFlag(int argc, char** argv, const char* flag, const std::string& fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], flag) == 0) return argv[i + 1];
+  return fallback;
+}
+
+std::vector<std::string> SplitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t end = std::min(s.find(',', start), s.size());
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Row {
+  std::string backend;
+  int batch = 0;
+  double median_s = 0, min_s = 0;
+};
+
+// Times `decode` (one call per run, after one warm-up call) on `batch` random grids.
+template <typename Decode>
+bool TimeBatches(const std::string& backend, Decode&& decode, const argen::checkpoint::GenVisionConfig& config,
+                 const std::vector<int>& batches, int runs, std::vector<Row>* rows) {
+  for (int batch : batches) {
+    std::mt19937 rng(1);
+    std::uniform_int_distribution<int32_t> id(0, config.codebook_size - 1);
+    std::vector<std::vector<int32_t>> grids(batch, std::vector<int32_t>(config.image_tokens()));
+    for (auto& g : grids)
+      for (int32_t& t : g) t = id(rng);
+    if (absl::Status s = decode(grids).status(); !s.ok()) {  // warm-up
+      std::fprintf(stderr, "%s: %s\n", backend.c_str(), std::string(s.message()).c_str());
+      return false;
+    }
+    std::vector<double> secs;
+    for (int r = 0; r < runs; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const double cpu0 = ProcessCpuSeconds();
+      auto images = decode(grids);
+      const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double cpu = ProcessCpuSeconds() - cpu0;
+      if (!images.ok()) {
+        std::fprintf(stderr, "%s: %s\n", backend.c_str(), std::string(images.status().message()).c_str());
+        return false;
+      }
+      std::printf("%s run %d: batch %d in %.4f s (%.3f ms/image, %.3f CPU s/image)\n", backend.c_str(), r, batch,
+                  sec, 1e3 * sec / batch, cpu / batch);
+      secs.push_back(sec);
+    }
+    rows->push_back({backend, batch, Median(secs), *std::min_element(secs.begin(), secs.end())});
+    std::fflush(stdout);
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int runs = std::max(1, IntFlag(argc, argv, "--runs", 3));
   const int threads = IntFlag(argc, argv, "--threads", 0);
-  const int batch = std::max(1, IntFlag(argc, argv, "--batch", 1));
   const int pool = std::max(0, IntFlag(argc, argv, "--pool", 0));
-  argen::checkpoint::GenVisionConfig config;  // official VQ-16 defaults
-  config.image_size = IntFlag(argc, argv, "--image_size", 384);
+  const std::string model_dir = StrFlag(argc, argv, "--model", "");
+  const std::vector<std::string> backends = SplitCommas(StrFlag(argc, argv, "--backend", "cpu"));
+  std::vector<int> batches;
+  for (const std::string& b : SplitCommas(StrFlag(argc, argv, "--batches", StrFlag(argc, argv, "--batch", "1"))))
+    batches.push_back(std::max(1, std::atoi(b.c_str())));
   if (threads > 0) openblas_set_num_threads(threads);
 
-  RandomCheckpoint ckpt;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto decoder = argen::vq::VqDecoder::Create(ckpt, config, pool);
-  if (!decoder.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(decoder.status().message()).c_str());
-    return 1;
-  }
-  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf(
-      "VQ-16 decoder: %d px, %dx%d tokens, ch %d, z %d, codebook %d x %d; BLAS threads %d, pool %d; "
-      "scratch %.1f MiB; weights made+loaded in %.2f s\n",
-      config.image_size, config.token_grid(), config.token_grid(), config.ch, config.z_channels,
-      config.codebook_size, config.codebook_embed_dim, openblas_get_num_threads(), pool,
-      (*decoder)->scratch_bytes() / 1048576.0, load_s);
-
-  std::mt19937 rng(1);
-  std::uniform_int_distribution<int32_t> id(0, config.codebook_size - 1);
-  std::vector<std::vector<int32_t>> grids(batch, std::vector<int32_t>(config.image_tokens()));
-  for (auto& g : grids)
-    for (int32_t& t : g) t = id(rng);
-
-  std::vector<double> per_image;
-  for (int r = 0; r < runs; ++r) {
-    const auto s = std::chrono::steady_clock::now();
-    const double cpu0 = ProcessCpuSeconds();
-    auto images = (*decoder)->Decode(grids);
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count();
-    const double cpu = ProcessCpuSeconds() - cpu0;
-    if (!images.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(images.status().message()).c_str());
+  argen::checkpoint::GenVisionConfig config;  // official VQ-16 defaults
+  RandomCheckpoint random_ckpt;
+  std::unique_ptr<argen::checkpoint::Checkpoint> model_ckpt;
+  const argen::checkpoint::Checkpoint* ckpt = &random_ckpt;
+  if (!model_dir.empty()) {
+    auto opened = argen::checkpoint::Checkpoint::Open(model_dir);
+    auto janus = argen::checkpoint::LoadJanusConfig(model_dir);
+    if (!opened.ok() || !janus.ok()) {
+      std::fprintf(stderr, "%s\n",
+                   std::string((!opened.ok() ? opened.status() : janus.status()).message()).c_str());
       return 1;
     }
-    std::printf("run %d: batch %d in %.3f s (%.3f s/image, %.3f CPU s/image)\n", r, batch, sec, sec / batch,
-                cpu / batch);
-    per_image.push_back(sec / batch);
+    model_ckpt = std::move(*opened);
+    ckpt = model_ckpt.get();
+    config = janus->gen_vision;
+  } else {
+    config.image_size = IntFlag(argc, argv, "--image_size", 384);
   }
-  std::sort(per_image.begin(), per_image.end());
-  // On a shared machine the minimum is the least disturbed run.
-  std::printf("median: %.3f s/image, min: %.3f s/image\n", per_image[per_image.size() / 2],
-              per_image.front());
+  std::printf("VQ-16 decoder (%s): %d px, %dx%d tokens, ch %d, ch_mult", model_dir.empty() ? "random weights" : model_dir.c_str(),
+              config.image_size, config.token_grid(), config.token_grid(), config.ch);
+  for (int32_t m : config.ch_mult) std::printf(" %d", m);
+  std::printf(", z %d, codebook %d x %d\n", config.z_channels, config.codebook_size, config.codebook_embed_dim);
+
+  std::vector<Row> rows;
+  for (const std::string& backend : backends) {
+    if (backend == "cpu") {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto decoder = argen::vq::VqDecoder::Create(*ckpt, config, pool);
+      if (!decoder.ok()) {
+        std::fprintf(stderr, "cpu: %s\n", std::string(decoder.status().message()).c_str());
+        return 1;
+      }
+      std::printf("cpu: BLAS threads %d, pool %d; scratch %.1f MiB; created in %.2f s\n", openblas_get_num_threads(),
+                  pool, (*decoder)->scratch_bytes() / 1048576.0,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (!TimeBatches("cpu", [&](const auto& g) { return (*decoder)->Decode(g); }, config, batches, runs, &rows))
+        return 1;
+    } else if (backend == "cuda") {
+#if defined(ARGEN_WITH_CUDA)
+      argen::vq::CudaVqOptions options;
+      options.max_images_per_chunk = IntFlag(argc, argv, "--chunk", options.max_images_per_chunk);
+      options.workspace_bytes =
+          int64_t{IntFlag(argc, argv, "--workspace_mib", static_cast<int>(options.workspace_bytes >> 20))} << 20;
+      options.allow_tf32 = IntFlag(argc, argv, "--tf32", 0) != 0;
+      const auto t0 = std::chrono::steady_clock::now();
+      auto decoder = argen::vq::CudaVqDecoder::Create(*ckpt, config, options);
+      if (!decoder.ok()) {
+        std::fprintf(stderr, "cuda: %s\n", std::string(decoder.status().message()).c_str());
+        return 1;
+      }
+      std::printf("cuda: chunk %d images, scratch %.1f MiB, weights %.1f MiB, %s; created in %.2f s\n",
+                  (*decoder)->chunk_images(), (*decoder)->scratch_bytes() / 1048576.0,
+                  (*decoder)->weight_bytes() / 1048576.0, options.allow_tf32 ? "TF32" : "fp32",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (!TimeBatches("cuda", [&](const auto& g) { return (*decoder)->Decode(g); }, config, batches, runs, &rows))
+        return 1;
+#else
+      std::fprintf(stderr, "--backend cuda: this build has no CUDA (configure with ARGEN_CUDA=ON)\n");
+      return 2;
+#endif
+    } else {
+      std::fprintf(stderr, "--backend: unknown backend \"%s\" (cpu, cuda)\n", backend.c_str());
+      return 2;
+    }
+  }
+  std::printf("\n%-8s %6s %12s %12s %12s\n", "backend", "batch", "median s", "images/s", "ms/image");
+  for (const Row& r : rows)
+    std::printf("%-8s %6d %12.4f %12.1f %12.3f\n", r.backend.c_str(), r.batch, r.median_s, r.batch / r.median_s,
+                1e3 * r.median_s / r.batch);
   return 0;
 }
