@@ -43,9 +43,10 @@ ColorCounts CountSaturated(const engine::RgbImage& image) {
   return counts;
 }
 
-// One dense image for a two-color prompt: the trained model must paint both
-// colors as sizeable regions (a broken loader, tokenizer, prompt or sampler
-// gives noise or one color). Deterministic: fixed seed on the CPU backend.
+// Dense images for a two-color prompt at the model's documented cfg weight (3,
+// docs/model.md): the trained model must paint both colors as sizeable regions
+// in every image (a broken loader, tokenizer, prompt or sampler gives noise or
+// one color). Deterministic: fixed seed on the CPU backend.
 TEST(ShippedModelTest, DrawsBothRequestedColors) {
   engine::EngineOptions options;
   options.model_dir = ShippedModelDir();
@@ -54,8 +55,9 @@ TEST(ShippedModelTest, DrawsBothRequestedColors) {
   ASSERT_TRUE(engine.ok()) << engine.status();
   engine::GenerationRequest request;
   request.prompt = "a red circle above a blue square";
-  request.num_images = 1;
+  request.num_images = 4;
   request.sampling.seed = 3;
+  request.sampling.cfg_weight = 3.0f;
   auto prepared = (*engine)->Prepare(request);
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   auto id = (*engine)->Add(*prepared);
@@ -68,21 +70,23 @@ TEST(ShippedModelTest, DrawsBothRequestedColors) {
   auto state = (*engine)->State(*id);
   ASSERT_TRUE(state.ok()) << state.status();
   ASSERT_TRUE(state->finished);
-  ASSERT_EQ(state->tokens.size(), 1u);
-  ASSERT_EQ(state->tokens[0].size(), 576u);
+  ASSERT_EQ(state->tokens.size(), 4u);
+  for (const auto& grid : state->tokens) ASSERT_EQ(grid.size(), 576u);
   (*engine)->Remove(*id);
   EXPECT_EQ((*engine)->KvBytesInUse(), 0);
 
   auto images = (*engine)->DecodeImages(state->tokens);
   ASSERT_TRUE(images.ok()) << images.status();
-  ASSERT_EQ(images->size(), 1u);
-  const engine::RgbImage& image = (*images)[0];
-  ASSERT_EQ(image.width, 192);
-  ASSERT_EQ(image.height, 192);
-  const ColorCounts counts = CountSaturated(image);
-  // An object spans >= 38 px; demand at least a 30x30 patch of each color.
-  EXPECT_GT(counts.red, 900) << "red pixels: " << counts.red;
-  EXPECT_GT(counts.blue, 900) << "blue pixels: " << counts.blue;
+  ASSERT_EQ(images->size(), 4u);
+  for (size_t i = 0; i < images->size(); ++i) {
+    const engine::RgbImage& image = (*images)[i];
+    ASSERT_EQ(image.width, 192);
+    ASSERT_EQ(image.height, 192);
+    const ColorCounts counts = CountSaturated(image);
+    // An object spans >= 38 px; demand at least a 30x30 patch of each color.
+    EXPECT_GT(counts.red, 900) << "image " << i << " red pixels: " << counts.red;
+    EXPECT_GT(counts.blue, 900) << "image " << i << " blue pixels: " << counts.blue;
+  }
 }
 
 }  // namespace
