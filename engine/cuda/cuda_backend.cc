@@ -20,7 +20,7 @@ size_t Align(size_t n) { return (n + 255) / 256 * 256; }
 
 // Offsets of the per-step inputs inside the staging area (host pinned and device).
 struct StagingLayout {
-  size_t meta, plans, ids, gather, sampling, total;
+  size_t meta, plans, ids, gather, sampling, observe, total;
   StagingLayout(int32_t tokens, int32_t rows) {
     const int32_t pairs = std::max(1, rows / 2);
     meta = 0;
@@ -28,7 +28,8 @@ struct StagingLayout {
     ids = plans + Align(sizeof(RowPlan) * rows);
     gather = ids + Align(sizeof(int32_t) * tokens);
     sampling = gather + Align(sizeof(int32_t) * tokens);
-    total = sampling + Align(sizeof(kernels::PairSampling) * pairs);
+    observe = sampling + Align(sizeof(kernels::PairSampling) * pairs);
+    total = observe + Align(sizeof(int32_t) * tokens);
   }
 };
 
@@ -159,6 +160,8 @@ absl::Status CudaBackend::Init() {
   inputs_.ids = reinterpret_cast<int32_t*>(dev + layout.ids);
   inputs_.gather = reinterpret_cast<int32_t*>(dev + layout.gather);
   inputs_.sampling = reinterpret_cast<kernels::PairSampling*>(dev + layout.sampling);
+  inputs_.observe = reinterpret_cast<int32_t*>(dev + layout.observe);
+  ARGEN_STATUS_RETURN(alloc(argmin_, sizeof(int32_t) * int64_t{d.num_layers} * R * d.num_kv_heads, "argmin"));
   inputs_.sampled = reinterpret_cast<int32_t*>(dev + layout.total);
 
   ARGEN_STATUS_RETURN(EnsurePlanCapacity(1));
@@ -368,7 +371,7 @@ absl::Status CudaBackend::Prefill(const model::PrefillBatch& b, const model::Ste
     ARGEN_CUDA_RETURN(cudaMemcpyAsync(x_.as(), host_x_pinned_.as(), sizeof(float) * count * int64_t{H},
                                       cudaMemcpyHostToDevice, stream_), "upload prompt embeddings");
     ARGEN_STATUS_RETURN(Upload(layout.sampling));
-    ARGEN_STATUS_RETURN(RunLayers(count, max_keys, false, 0));
+    ARGEN_STATUS_RETURN(RunLayers(count, max_keys, false, 0, 0));
     if (n_last > 0) {
       ARGEN_CUDA_RETURN(kernels::GatherRowsF32(x_.as<float>(), inputs_.gather, n_last, H,
                                                last_hidden_.as<float>() + first_last_row * H, stream_),
@@ -409,9 +412,11 @@ absl::Status CudaBackend::Decode(const model::DecodeBatch& b, const model::StepO
   auto* ids = reinterpret_cast<int32_t*>(host + layout.ids);
   auto* gather = reinterpret_cast<int32_t*>(host + layout.gather);
   auto* sampling = reinterpret_cast<kernels::PairSampling*>(host + layout.sampling);
+  auto* observe = reinterpret_cast<int32_t*>(host + layout.observe);
   std::vector<Row*>& rows = decode_rows_;
   rows.assign(n_rows, nullptr);
   bool any_sparse = false;
+  int32_t observe_flags = 0;
   int32_t key_bound = 1;
   for (int64_t r = 0; r < n_rows; ++r) {
     auto it = rows_.find(b.rows[r]);
@@ -455,6 +460,21 @@ absl::Status CudaBackend::Decode(const model::DecodeBatch& b, const model::StepO
     plans[r] = p;
     gather[r] = static_cast<int32_t>(r / 2);
     any_sparse = any_sparse || rw.sparse;
+    // Observe outputs of the attention kernel: the diagonal rows' argmin over the
+    // non-sink entries (the selection), the score policies' probabilities.
+    const bool diagonal = rw.policy.kind == sparse::PolicyKind::kDiagonal ||
+                          rw.policy.kind == sparse::PolicyKind::kDiagonalSink4;
+    const bool scores = rw.policy.kind == sparse::PolicyKind::kH2O || rw.policy.kind == sparse::PolicyKind::kTova ||
+                        rw.policy.kind == sparse::PolicyKind::kAlisa;
+    if (diagonal && fused_argmin_) {
+      observe[r] = sparse::DiagonalSelectionFirst(rw.policy);
+      observe_flags |= kObserveArgmin;
+    } else if (scores || diagonal) {
+      observe[r] = kernels::kObserveProbs;
+      observe_flags |= kObserveScores;
+    } else {
+      observe[r] = kernels::kObserveNothing;
+    }
   }
   for (int64_t i = 0; i < n_pairs; ++i) {
     if (b.image_tokens[i] < 0 || b.image_tokens[i] >= d.image_vocab)
@@ -467,19 +487,19 @@ absl::Status CudaBackend::Decode(const model::DecodeBatch& b, const model::StepO
   const int32_t R = static_cast<int32_t>(n_rows);
   if (!use_graphs_ || timer_.enabled() || out.row_logits != nullptr) {
     timer_.BeginStep();
-    ARGEN_STATUS_RETURN(EnqueueDecode(R, any_sparse, key_bound));  // same split as the graphs
+    ARGEN_STATUS_RETURN(EnqueueDecode(R, any_sparse, key_bound, observe_flags));  // same split as the graphs
   } else {
     // The key bound (not this step's count) sizes the attention split, so one
     // graph serves every step of a batch; chunks past a row's keys are empty.
-    const GraphKey key{R, any_sparse, key_bound, plan_stride_};
+    const GraphKey key{R, any_sparse, key_bound, plan_stride_, observe_flags};
     auto it = graphs_.find(key);
     if (it == graphs_.end() && seen_.insert(key).second) {
-      ARGEN_STATUS_RETURN(EnqueueDecode(R, any_sparse, key_bound));  // first use: eager (lazy inits)
+      ARGEN_STATUS_RETURN(EnqueueDecode(R, any_sparse, key_bound, observe_flags));  // first use: eager (lazy inits)
     } else {
       if (it == graphs_.end()) {
         if (graphs_.size() >= 32) ClearGraphs();
         ARGEN_CUDA_RETURN(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture");
-        const absl::Status enq = EnqueueDecode(R, any_sparse, key_bound);
+        const absl::Status enq = EnqueueDecode(R, any_sparse, key_bound, observe_flags);
         cudaGraph_t graph = nullptr;
         const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
         ARGEN_STATUS_RETURN(enq);

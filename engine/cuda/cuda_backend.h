@@ -23,6 +23,7 @@
 #include "engine/cuda/range_allocator.h"
 #include "engine/cuda/stage_timer.h"
 #include "engine/model/backend.h"
+#include "kernels/attention.h"
 #include "kernels/sampling.h"
 #include "kernels/token_meta.h"
 
@@ -54,6 +55,14 @@ class CudaBackend final : public model::Backend {
   void SetStageTiming(bool on) { timer_.Enable(on, stream_); }
   // Decode steps replay a captured CUDA graph per batch shape (default on).
   void SetGraphs(bool on) { use_graphs_ = on; }
+  // Decode attention kernel choice (kernels/attention.h; default kAuto).
+  void SetAttentionVariant(kernels::AttentionVariant v) {
+    attention_variant_ = v;
+    ClearGraphs();
+  }
+  // Diagonal rows select from the attention kernel's argmin (default on); off:
+  // from its probabilities through ObserveKernel, as the score policies.
+  void SetFusedArgmin(bool on) { fused_argmin_ = on; }
 
   StageTimes TakeStageTimes() { return timer_.Take(); }
   int64_t KvPoolBytes() const;
@@ -77,7 +86,10 @@ class CudaBackend final : public model::Backend {
     int32_t* gather = nullptr;     // pair -> row broadcast / last-token gather
     kernels::PairSampling* sampling = nullptr;
     int32_t* sampled = nullptr;    // output
+    int32_t* observe = nullptr;    // per row: kernels::kObserve* or the diagonal argmin start
   };
+  // Which observe work a decode step enqueues (part of the graph key).
+  enum ObserveFlags : int32_t { kObserveScores = 1, kObserveArgmin = 2 };
 
   CudaBackend(const model::ModelDims& dims, DeviceWeights weights, cpu::TextEmbeddings text_embeddings,
               const model::BackendOptions& options);
@@ -86,14 +98,15 @@ class CudaBackend final : public model::Backend {
   // Packs the host staging area's used prefix to the device (one copy).
   absl::Status Upload(size_t bytes);
   // The decoder layers over `tokens` tokens of x_ (meta already on device).
-  absl::Status RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan);
+  absl::Status RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan,
+                         int32_t observe_flags);
   // final norm + gen_head on `rows` hidden rows of `hidden`, CFG sampling into
   // inputs_.sampled and its copy to pinned memory (capturable: no sync).
   absl::Status EnqueueHead(const float* hidden, int32_t rows);
   // Copies logits when asked, waits for the step, hands out the sampled tokens.
   absl::Status FinishStep(int32_t rows, const model::StepOutputs& out);
   // Everything a decode step runs on the device after its inputs are uploaded.
-  absl::Status EnqueueDecode(int32_t rows, bool any_sparse, int32_t max_keys);
+  absl::Status EnqueueDecode(int32_t rows, bool any_sparse, int32_t max_keys, int32_t observe_flags);
   void ClearGraphs();
   absl::Status CheckSampling(std::span<const model::SamplingSpec> sampling) const;
 
@@ -118,6 +131,7 @@ class CudaBackend final : public model::Backend {
   DeviceBuffer pair_embed_, pair_mid_, pair_mid_bf16_, pair_out_;
   DeviceBuffer last_hidden_, head_in_, head_mid_, head_mid_bf16_, logits_;
   DeviceBuffer attn_ws_, plan_slots_, plan_counts_, plan_attended_, probs_;
+  DeviceBuffer argmin_;  // [layer][max_batch_rows][kv_head]: the diagonal rows' selections of a step
   size_t attn_ws_bytes_ = 0;
   int32_t plan_stride_ = 0;
   DeviceBuffer step_in_;
@@ -126,11 +140,13 @@ class CudaBackend final : public model::Backend {
   PinnedBuffer host_x_pinned_;        // prefill embeddings of one chunk
   std::vector<Row*> decode_rows_;     // reused per step
   StageTimer timer_;
-  // Captured decode steps by (rows, any sparse, key bound, plan stride).
-  using GraphKey = std::tuple<int32_t, bool, int32_t, int32_t>;
+  // Captured decode steps by (rows, any sparse, key bound, plan stride, observe flags).
+  using GraphKey = std::tuple<int32_t, bool, int32_t, int32_t, int32_t>;
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   std::set<GraphKey> seen_;  // a shape runs eagerly once before it is captured
   bool use_graphs_ = true;
+  kernels::AttentionVariant attention_variant_ = kernels::AttentionVariant::kAuto;
+  bool fused_argmin_ = true;
 };
 
 // Random-weight backend for benchmarks (no checkpoint): weights made on the device.

@@ -12,7 +12,8 @@
 
 namespace argen::cuda {
 
-absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan) {
+absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan,
+                                    int32_t observe_flags) {
   const model::ModelDims& d = dims_;
   const int32_t H = d.hidden_size, hd = d.head_dim, I = d.intermediate_size;
   const int32_t q_dim = d.num_heads * hd, qkv_dim = q_dim + 2 * d.num_kv_heads * hd;
@@ -65,21 +66,26 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
       aa.decode_idx = plan.attended + l * heads_per_layer * plan.stride;
       aa.idx_stride = plan.stride;
       aa.counts = plan.counts + l * heads_per_layer;
-      aa.probs = probs_.as<float>();
       aa.probs_stride = plan.stride;
+      aa.observe = inputs_.observe;  // per row: probs, argmin from the sinks' end, or nothing
+      if (observe_flags & kObserveScores) aa.probs = probs_.as<float>();
+      if (observe_flags & kObserveArgmin) aa.argmin = argmin_.as<int32_t>() + l * heads_per_layer;
     }
     aa.out = attn_.as<bf16>();
     aa.splits = splits;
     aa.chunk = chunk;
     aa.workspace = attn_ws_.as();
+    aa.max_keys = max_keys;
+    aa.variant = attention_variant_;
     ARGEN_CUDA_RETURN(kernels::DecodeAttention(aa, stream_), "decode attention");
     timer_.Mark(Stage::kAttention);
-    if (any_sparse) {
+    if (any_sparse && (observe_flags & kObserveScores)) {
       ARGEN_CUDA_RETURN(ObserveDecodeStep(inputs_.plans, n_rows_plan, d.num_layers, d.num_kv_heads, l,
                                           state_ints_.as<int32_t>(), state_floats_.as<float>(), plan,
-                                          probs_.as<float>(), plan.stride, stream_),
+                                          probs_.as<float>(), plan.stride, stream_,
+                                          /*skip_diagonal=*/(observe_flags & kObserveArgmin) != 0),
                         "policy observe");
-      timer_.Mark(Stage::kIndexing);
+      timer_.Mark(Stage::kObserve);
     }
     ARGEN_STATUS_RETURN(LinearBf16(cublas_, attn_.as<bf16>(), w.o, tokens, q_dim, H, x_.as<float>(), 1.f, "o_proj"));
     timer_.Mark(Stage::kOProj);
@@ -118,7 +124,7 @@ absl::Status CudaBackend::FinishStep(int32_t rows, const model::StepOutputs& out
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::EnqueueDecode(int32_t R, bool any_sparse, int32_t max_keys) {
+absl::Status CudaBackend::EnqueueDecode(int32_t R, bool any_sparse, int32_t max_keys, int32_t observe_flags) {
   const model::ModelDims& d = dims_;
   const int32_t P = R / 2;
   if (any_sparse) {
@@ -126,7 +132,7 @@ absl::Status CudaBackend::EnqueueDecode(int32_t R, bool any_sparse, int32_t max_
     ARGEN_CUDA_RETURN(PlanDecodeStep(inputs_.plans, R, d.num_layers, d.num_kv_heads, state_ints_.as<int32_t>(),
                                      state_floats_.as<float>(), plan, stream_),
                       "policy plan");
-    timer_.Mark(Stage::kIndexing);
+    timer_.Mark(Stage::kPlan);
   }
   const int32_t H = d.hidden_size, E = d.image_embed_dim;
   ARGEN_CUDA_RETURN(kernels::EmbeddingGatherBf16(weights_.gen_embed, d.image_vocab, E, inputs_.ids, P,
@@ -137,7 +143,15 @@ absl::Status CudaBackend::EnqueueDecode(int32_t R, bool any_sparse, int32_t max_
   ARGEN_CUDA_RETURN(kernels::AddBias(pair_out_.as<float>(), weights_.fc2_b, P, H, stream_), "aligner bias");
   ARGEN_CUDA_RETURN(kernels::GatherRowsF32(pair_out_.as<float>(), inputs_.gather, R, H, x_.as<float>(), stream_), "pair -> rows");
   timer_.Mark(Stage::kEmbed);
-  ARGEN_STATUS_RETURN(RunLayers(R, max_keys, any_sparse, R));
+  ARGEN_STATUS_RETURN(RunLayers(R, max_keys, any_sparse, R, observe_flags));
+  if (any_sparse && (observe_flags & kObserveArgmin)) {
+    // The diagonal rows' selections of every layer, from the attention kernel's argmin.
+    PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};
+    ARGEN_CUDA_RETURN(ApplyDiagonalSelections(inputs_.plans, R, d.num_layers, d.num_kv_heads, state_ints_.as<int32_t>(),
+                                              state_floats_.as<float>(), plan, argmin_.as<int32_t>(), stream_),
+                      "policy apply");
+    timer_.Mark(Stage::kApply);
+  }
   return EnqueueHead(x_.as<float>(), R);
 }
 

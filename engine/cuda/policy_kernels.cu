@@ -21,29 +21,55 @@ __global__ void InitKernel(sparse::ResolvedPolicy policy, sparse::PolicyLayout l
   sparse::InitState(policy, layout, s);
 }
 
+// One warp per (row, layer, kv_head): lane 0 advances the state
+// (sparse::PlanStepState), then the lanes write the attended list together
+// (sparse::AttendedSlot, coalesced), the same list sparse::PlanStep writes.
 __global__ void PlanKernel(const RowPlan* rows, int n_rows, int layers, int kv_heads, int32_t* ints,
                            float* floats, PlanBuffers out) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n_rows * layers * kv_heads) return;
-  const int g = i % kv_heads, layer = (i / kv_heads) % layers, row = i / (kv_heads * layers);
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (i >= static_cast<int64_t>(n_rows) * layers * kv_heads) return;  // uniform per warp
+  const int g = static_cast<int>(i % kv_heads), layer = static_cast<int>((i / kv_heads) % layers);
+  const int row = static_cast<int>(i / (kv_heads * layers));
   const RowPlan& r = rows[row];
   if (!r.sparse) return;
   const int64_t at = (static_cast<int64_t>(layer) * n_rows + row) * kv_heads + g;
-  int32_t slot = -1;
-  const int32_t n = sparse::PlanStep(r.policy, r.layout, StateOf(r, layer * kv_heads + g, ints, floats),
-                                     r.step, &slot, out.attended + at * out.stride);
-  out.counts[at] = n < 0 ? 0 : n;
-  out.write_slots[at] = n < 0 ? -1 : slot;
+  const sparse::PolicyState s = StateOf(r, layer * kv_heads + g, ints, floats);
+  int32_t slot = -1, n = 0;
+  if (lane == 0) n = sparse::PlanStepState(r.policy, r.layout, s, r.step, &slot);
+  n = __shfl_sync(0xffffffffu, n, 0);
+  __syncwarp();  // lane 0's state writes are visible to the warp
+  int32_t* attended = out.attended + at * out.stride;
+  for (int k = lane; k < n; k += 32) attended[k] = sparse::AttendedSlot(r.policy, r.layout, s, r.step, k);
+  if (lane == 0) {
+    out.counts[at] = n < 0 ? 0 : n;
+    out.write_slots[at] = n < 0 ? -1 : slot;
+  }
+}
+
+// Diagonal rows whose selection the attention kernel's argmin made: one thread
+// per (row, layer, kv_head) applies it (sparse::ApplyDiagonalSelection).
+__global__ void ApplyKernel(const RowPlan* rows, int n_rows, int layers, int kv_heads, int32_t* ints,
+                            float* floats, PlanBuffers plan, const int32_t* argmin) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<int64_t>(n_rows) * layers * kv_heads) return;
+  const int g = static_cast<int>(i % kv_heads), layer = static_cast<int>((i / kv_heads) % layers);
+  const int row = static_cast<int>(i / (kv_heads * layers));
+  const RowPlan& r = rows[row];
+  if (!r.sparse || !sparse::policy_detail::IsDiagonal(r.policy.kind)) return;
+  const int64_t at = (static_cast<int64_t>(layer) * n_rows + row) * kv_heads + g;
+  sparse::ApplyDiagonalSelection(r.policy, r.layout, StateOf(r, layer * kv_heads + g, ints, floats), r.step,
+                                 plan.counts[at], argmin[at]);
 }
 
 __global__ void ObserveKernel(const RowPlan* rows, int n_rows, int layers, int kv_heads, int layer,
                               int32_t* ints, float* floats, PlanBuffers plan, const float* probs,
-                              int probs_stride) {
+                              int probs_stride, bool skip_diagonal) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n_rows * kv_heads) return;
   const int g = i % kv_heads, row = i / kv_heads;
   const RowPlan& r = rows[row];
-  if (!r.sparse) return;
+  if (!r.sparse || (skip_diagonal && sparse::policy_detail::IsDiagonal(r.policy.kind))) return;
   sparse::PolicyState s = StateOf(r, layer * kv_heads + g, ints, floats);
   if (!sparse::ObserveNeeded(r.policy, r.layout, s, r.step)) return;
   const int64_t at = (static_cast<int64_t>(layer) * n_rows + row) * kv_heads + g;
@@ -67,19 +93,29 @@ cudaError_t PlanDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, 
                            cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(n_rows) * layers * kv_heads;
   if (n <= 0) return cudaSuccess;
-  PlanKernel<<<Blocks(n), kThreads, 0, stream>>>(rows, n_rows, layers, kv_heads, state_ints,
-                                                 state_floats, out);
+  PlanKernel<<<Blocks(n * 32), kThreads, 0, stream>>>(rows, n_rows, layers, kv_heads, state_ints,
+                                                      state_floats, out);
   return cudaGetLastError();
 }
 
 cudaError_t ObserveDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads,
                               int32_t layer, int32_t* state_ints, float* state_floats,
                               const PlanBuffers& plan, const float* probs, int32_t probs_stride,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, bool skip_diagonal) {
   const int64_t n = static_cast<int64_t>(n_rows) * kv_heads;
   if (n <= 0) return cudaSuccess;
   ObserveKernel<<<Blocks(n), kThreads, 0, stream>>>(rows, n_rows, layers, kv_heads, layer, state_ints,
-                                                    state_floats, plan, probs, probs_stride);
+                                                    state_floats, plan, probs, probs_stride, skip_diagonal);
+  return cudaGetLastError();
+}
+
+cudaError_t ApplyDiagonalSelections(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads,
+                                    int32_t* state_ints, float* state_floats, const PlanBuffers& plan,
+                                    const int32_t* argmin, cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(n_rows) * layers * kv_heads;
+  if (n <= 0) return cudaSuccess;
+  ApplyKernel<<<Blocks(n), kThreads, 0, stream>>>(rows, n_rows, layers, kv_heads, state_ints, state_floats, plan,
+                                                  argmin);
   return cudaGetLastError();
 }
 

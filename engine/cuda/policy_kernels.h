@@ -1,5 +1,6 @@
-// The sparse policies of engine/sparse/policy.h run on the device, one thread
-// per (row, layer, kv_head) for planning and per (row, kv_head) for observing,
+// The sparse policies of engine/sparse/policy.h run on the device, one warp
+// per (row, layer, kv_head) for planning (lane 0 updates the state, the lanes
+// write the attended list) and one thread per (row, kv_head) for observing,
 // over per-row flat state in two device pools. Same functions as the CPU.
 #pragma once
 
@@ -41,9 +42,18 @@ cudaError_t PlanDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, 
 
 // ObserveStep of layer `layer` for every (sparse row, kv_head) that needs it, with
 // the attention probabilities probs[row][kv_head][probs_stride] of that layer.
+// skip_diagonal: diagonal rows are left to ApplyDiagonalSelections.
 cudaError_t ObserveDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads,
                               int32_t layer, int32_t* state_ints, float* state_floats,
                               const PlanBuffers& plan, const float* probs, int32_t probs_stride,
-                              cudaStream_t stream);
+                              cudaStream_t stream, bool skip_diagonal = false);
+
+// The diagonal rows' observe of a whole step (all layers) from the attention
+// kernel's argmin[layer][row][kv_head] (entries from sparse::DiagonalSelectionFirst,
+// kernels/attention.h): sparse::ApplyDiagonalSelection per (diagonal row, layer,
+// kv_head); other rows are untouched. Call after every layer's attention.
+cudaError_t ApplyDiagonalSelections(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads,
+                                    int32_t* state_ints, float* state_floats, const PlanBuffers& plan,
+                                    const int32_t* argmin, cudaStream_t stream);
 
 }  // namespace argen::cuda

@@ -9,8 +9,11 @@
 
 namespace argen::cuda {
 
-enum class Stage : int { kEmbed, kIndexing, kQkv, kAttention, kOProj, kFfn, kHead, kCount };
-inline constexpr const char* kStageNames[] = {"embed", "indexing", "qkv", "attention", "o_proj", "ffn", "head"};
+// Indexing (the policies' work) is plan + observe + apply: the step's PlanKernel,
+// the per-layer ObserveKernel (score policies), the step's diagonal ApplyKernel.
+enum class Stage : int { kEmbed, kPlan, kQkv, kAttention, kObserve, kApply, kOProj, kFfn, kHead, kCount };
+inline constexpr const char* kStageNames[] = {"embed", "plan", "qkv", "attention", "observe", "apply",
+                                              "o_proj", "ffn", "head"};
 
 struct StageTimes {
   std::array<double, static_cast<int>(Stage::kCount)> ms{};

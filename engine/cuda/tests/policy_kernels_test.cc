@@ -123,5 +123,122 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(sparse::PolicyName(info.param.kind));
     });
 
+// The fused diagonal observe: the attention kernel's argmin (entries from
+// sparse::DiagonalSelectionFirst; here computed on the host with the same
+// sparse::ArgminFrom the kernel test checks the kernel against) applied once a
+// step by ApplyDiagonalSelections gives exactly the state of the host's
+// ObserveStep, step after step, with many exact ties; the warp-parallel plan
+// writes the host's lists; rows of other policies in the same batch (a
+// sliding window row, a dense row) are left alone by the apply.
+class FusedArgminTest : public ::testing::TestWithParam<KindCase> {};
+
+TEST_P(FusedArgminTest, ApplyFromArgminMatchesHostObserve) {
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  ASSERT_GT(devices, 0);
+  const int l_dec = 120, layers = 3, kvh = 4, heads = layers * kvh;
+  sparse::PolicyParams main_params, window_params;
+  main_params.kind = GetParam().kind;
+  main_params.sparsity = GetParam().sparsity;
+  window_params.kind = sparse::PolicyKind::kSlidingWindow;
+  window_params.sparsity = 0.9;
+  std::vector<sparse::ResolvedPolicy> policies;
+  for (const auto& params : {main_params, main_params, window_params, sparse::PolicyParams{}}) {
+    absl::StatusOr<sparse::ResolvedPolicy> p = sparse::ResolvePolicy(params, l_dec);
+    ASSERT_TRUE(p.ok()) << p.status();
+    policies.push_back(*p);
+  }
+  const int rows = static_cast<int>(policies.size());
+  std::vector<RowPlan> plans(rows);
+  int64_t n_ints = 0, n_floats = 0;
+  int stride = 1;
+  for (int r = 0; r < rows; ++r) {
+    plans[r].policy = policies[r];
+    plans[r].layout = sparse::LayoutFor(policies[r]);
+    plans[r].ints_offset = n_ints;
+    plans[r].floats_offset = n_floats;
+    plans[r].sparse = policies[r].kind != sparse::PolicyKind::kDense;
+    n_ints += int64_t{heads} * plans[r].layout.ints_per_head;
+    n_floats += int64_t{heads} * plans[r].layout.floats_per_head;
+    stride = std::max(stride, plans[r].layout.max_attended);
+  }
+  std::vector<int32_t> ints(n_ints);
+  std::vector<float> floats(std::max<int64_t>(n_floats, 1));
+  Dev<int32_t> d_ints(ints.size());
+  Dev<float> d_floats(floats.size());
+  for (int r = 0; r < rows; ++r) {
+    if (!plans[r].sparse) continue;
+    ASSERT_EQ(InitPolicyState(plans[r].policy, plans[r].layout, heads, d_ints.p + plans[r].ints_offset,
+                              d_floats.p + plans[r].floats_offset, 0), cudaSuccess);
+    for (int h = 0; h < heads; ++h)
+      sparse::InitState(plans[r].policy, plans[r].layout,
+                        {ints.data() + plans[r].ints_offset + int64_t{h} * plans[r].layout.ints_per_head,
+                         floats.data() + plans[r].floats_offset + int64_t{h} * plans[r].layout.floats_per_head});
+  }
+  const size_t per_layer = static_cast<size_t>(rows) * kvh;
+  Dev<int32_t> d_slots(layers * per_layer), d_counts(layers * per_layer), d_att(layers * per_layer * stride),
+      d_argmin(layers * per_layer);
+  Dev<RowPlan> d_plans(rows);
+  PlanBuffers buf{d_slots.p, d_counts.p, d_att.p, stride};
+  uint32_t seed = static_cast<uint32_t>(main_params.kind) * 977 + 3;
+  std::vector<int32_t> att(stride);
+  int selections = 0;
+  for (int t = 0; t < l_dec; ++t) {
+    for (auto& p : plans) p.step = t;
+    d_plans.Put(plans);
+    ASSERT_EQ(PlanDecodeStep(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, 0), cudaSuccess);
+    const auto slots = d_slots.Get(layers * per_layer);
+    const auto counts = d_counts.Get(layers * per_layer);
+    const auto attended = d_att.Get(layers * per_layer * stride);
+    std::vector<int32_t> argmin(layers * per_layer, 0);  // non-diagonal rows: an entry that must be ignored
+    for (int l = 0; l < layers; ++l)
+      for (int r = 0; r < rows; ++r) {
+        if (!plans[r].sparse) continue;
+        const sparse::ResolvedPolicy& p = plans[r].policy;
+        const sparse::PolicyLayout& layout = plans[r].layout;
+        for (int g = 0; g < kvh; ++g) {
+          const int h = l * kvh + g;
+          sparse::PolicyState s{ints.data() + plans[r].ints_offset + int64_t{h} * layout.ints_per_head,
+                                floats.data() + plans[r].floats_offset + int64_t{h} * layout.floats_per_head};
+          int32_t slot = -1;
+          const int32_t n = sparse::PlanStep(p, layout, s, t, &slot, att.data());
+          const size_t at = (static_cast<size_t>(l) * rows + r) * kvh + g;
+          ASSERT_GE(n, 0);
+          ASSERT_EQ(counts[at], n) << "t " << t << " layer " << l << " row " << r << " head " << g;
+          ASSERT_EQ(slots[at], slot) << "t " << t;
+          for (int i = 0; i < n; ++i) ASSERT_EQ(attended[at * stride + i], att[i]) << "t " << t << " entry " << i;
+          std::vector<float> probs(n);
+          for (auto& x : probs) {  // four levels: exact ties everywhere
+            seed = seed * 1664525u + 1013904223u;
+            x = 0.0625f * static_cast<float>((seed >> 24) % 4 + 1);
+          }
+          if (p.kind == sparse::PolicyKind::kDiagonal || p.kind == sparse::PolicyKind::kDiagonalSink4) {
+            argmin[at] = sparse::ArgminFrom(probs.data(), sparse::DiagonalSelectionFirst(p), n);
+            if (sparse::ObserveNeeded(p, layout, s, t)) {
+              ++selections;
+              sparse::ObserveStep(p, layout, s, t, att.data(), probs.data(), n);
+            }
+          }
+        }
+      }
+    d_argmin.Put(argmin);
+    ASSERT_EQ(ApplyDiagonalSelections(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, d_argmin.p, 0),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(d_ints.Get(ints.size()), ints) << "int state differs after step " << t;
+  }
+  EXPECT_GT(selections, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Diagonal, FusedArgminTest,
+    ::testing::Values(KindCase{sparse::PolicyKind::kDiagonal, 0.95}, KindCase{sparse::PolicyKind::kDiagonal, 0.8},
+                      KindCase{sparse::PolicyKind::kDiagonalSink4, 0.9},
+                      KindCase{sparse::PolicyKind::kDiagonalSink4, 0.7}),
+    [](const ::testing::TestParamInfo<KindCase>& info) {
+      return std::string(sparse::PolicyName(info.param.kind)) + "_" +
+             std::to_string(static_cast<int>(info.param.sparsity * 100 + 0.5));
+    });
+
 }  // namespace
 }  // namespace argen::cuda
