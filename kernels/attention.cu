@@ -500,7 +500,8 @@ __global__ void __launch_bounds__(kThreads) StagedAttentionKernel(AttentionArgs 
     a.out[(static_cast<int64_t>(t) * a.heads + kvh * G + g) * HD + d] = __float2bfloat16(l > 0.f ? total / l : 0.f);
   }
 
-  WriteObserve(a, t, kvh, m.decode_count, observe, [&](int e) {
+  // (len < prefix + count only when max_keys understates the keys: those entries are not observed.)
+  WriteObserve(a, t, kvh, max(0, min(m.decode_count, len - m.prefix_len)), observe, [&](int e) {
     float p = 0.f;
 #pragma unroll
     for (int g = 0; g < G; ++g) p += s_l[g] > 0.f ? scores[g * cap + m.prefix_len + e] / s_l[g] : 0.f;
