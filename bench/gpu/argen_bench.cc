@@ -6,7 +6,10 @@
 //
 //   argen_bench --model 7b --batches 16,64 --policies dense,diagonal:0.95
 //   argen_bench --model 7b --card-memory 48G --max-batch --policies dense,diagonal:0.95
-//   argen_bench --attention-micro --model 7b --batches 32
+//   argen_bench --attention-micro --model 7b --batches 32,64 --policies diagonal:0.95,diagonal:0.9
+//     (sparse: the two-pass and the staged kernel, A/B in one process)
+//   --attention-kernel auto|two-pass|staged   the engine's decode attention kernel (default auto)
+//   --no-fused-argmin   diagonal rows select through probs + ObserveKernel (the earlier path)
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -36,6 +39,8 @@ struct Flags {
   bool max_batch = false;
   bool attention_micro = false;
   bool graphs = true;
+  bool fused_argmin = true;
+  kernels::AttentionVariant variant = kernels::AttentionVariant::kAuto;
   int stage_steps = 4;
   std::string out;
 };
@@ -67,6 +72,14 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     else if (a == "--max-batch") f->max_batch = true;
     else if (a == "--attention-micro") f->attention_micro = true;
     else if (a == "--no-graphs") f->graphs = false;
+    else if (a == "--no-fused-argmin") f->fused_argmin = false;
+    else if (a == "--attention-kernel") {
+      const std::string v = value();
+      if (v == "auto") f->variant = kernels::AttentionVariant::kAuto;
+      else if (v == "two-pass") f->variant = kernels::AttentionVariant::kTwoPass;
+      else if (v == "staged") f->variant = kernels::AttentionVariant::kStaged;
+      else return false;
+    }
     else if (a == "--stage-steps") f->stage_steps = std::atoi(value().c_str());
     else if (a == "--out") f->out = value();
     else return false;
@@ -170,7 +183,8 @@ int Main(int argc, char** argv) {
   if (!ParseFlags(argc, argv, &f)) {
     std::fprintf(stderr, "usage: argen_bench [--model 1b,7b] [--batches 16,64] [--policies dense,diagonal:0.95]\n"
                          "  [--prompt-len 50] [--kv-budget BYTES | --card-memory 48G [--max-batch]]\n"
-                         "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n");
+                         "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n"
+                         "  [--attention-kernel auto|two-pass|staged] [--no-fused-argmin]\n");
     return 2;
   }
   FILE* out = f.out.empty() ? nullptr : std::fopen(f.out.c_str(), "a");
@@ -192,11 +206,21 @@ int Main(int argc, char** argv) {
             std::fprintf(stderr, "attention micro: %s\n", err.c_str());
             return 1;
           }
-          std::printf("attention %s images=%d n_att=%d: dense %.1f us (%.0f GB/s), sparse %.1f us (%.0f GB/s, %.0f%% of copy %.0f GB/s), speedup %.2fx\n",
+          std::printf("attention %s images=%d n_att=%d: dense %.1f us (%.0f GB/s), sparse two-pass %.1f us (%.0f GB/s, %.0f%% of copy %.0f GB/s), speedup %.2fx\n",
                       name.c_str(), images, p->n_att, r.dense_us, r.dense_gbs, r.sparse_us, r.sparse_gbs,
                       100.0 * r.sparse_gbs / r.copy_gbs, r.copy_gbs, r.dense_us / r.sparse_us);
-          if (out) std::fprintf(out, "{\"kind\":\"attention\",\"model\":\"%s\",\"images\":%d,\"n_att\":%d,\"dense_us\":%.2f,\"sparse_us\":%.2f,\"dense_gbs\":%.1f,\"sparse_gbs\":%.1f,\"copy_gbs\":%.1f}\n",
-                                name.c_str(), images, p->n_att, r.dense_us, r.sparse_us, r.dense_gbs, r.sparse_gbs, r.copy_gbs);
+          if (r.staged_ran) {
+            std::printf("attention %s images=%d n_att=%d: sparse staged   %.1f us (%.0f GB/s, %.0f%% of copy), speedup %.2fx, staged/two-pass %.2f; auto picks %s\n",
+                        name.c_str(), images, p->n_att, r.staged_us, r.staged_gbs, 100.0 * r.staged_gbs / r.copy_gbs,
+                        r.dense_us / r.staged_us, r.staged_us / r.sparse_us, r.auto_staged ? "staged" : "two-pass");
+          } else {
+            std::printf("attention %s images=%d n_att=%d: staged kernel does not fit (two-pass runs)\n", name.c_str(),
+                        images, p->n_att);
+          }
+          std::fflush(stdout);
+          if (out) std::fprintf(out, "{\"kind\":\"attention\",\"model\":\"%s\",\"images\":%d,\"n_att\":%d,\"dense_us\":%.2f,\"sparse_us\":%.2f,\"dense_gbs\":%.1f,\"sparse_gbs\":%.1f,\"staged_us\":%.2f,\"staged_gbs\":%.1f,\"auto_staged\":%s,\"copy_gbs\":%.1f}\n",
+                                name.c_str(), images, p->n_att, r.dense_us, r.sparse_us, r.dense_gbs, r.sparse_gbs,
+                                r.staged_us, r.staged_gbs, r.auto_staged ? "true" : "false", r.copy_gbs);
         }
       }
       continue;
@@ -238,12 +262,16 @@ int Main(int argc, char** argv) {
     }
     cuda::CudaBackend& be = **backend;
     be.SetGraphs(f.graphs);
-    std::printf("model %s: weights %.2f GB, KV pool %.2f GB, setup %.1f s, graphs %s\n", name.c_str(),
-                be.WeightBytes() / 1e9, be.KvPoolBytes() / 1e9, Seconds(c0, Clock::now()), f.graphs ? "on" : "off");
+    be.SetAttentionVariant(f.variant);
+    be.SetFusedArgmin(f.fused_argmin);
+    static const char* kVariantNames[] = {"auto", "two-pass", "staged"};
+    std::printf("model %s: weights %.2f GB, KV pool %.2f GB, setup %.1f s, graphs %s, attention kernel %s, fused argmin %s\n",
+                name.c_str(), be.WeightBytes() / 1e9, be.KvPoolBytes() / 1e9, Seconds(c0, Clock::now()),
+                f.graphs ? "on" : "off", kVariantNames[static_cast<int>(f.variant)], f.fused_argmin ? "on" : "off");
     std::printf("%-5s %-20s %6s %9s %9s %9s %9s %8s |", "model", "policy", "images", "prefill_s", "decode_s",
                 "step_ms", "last_ms", "img/s");
     for (const char* s : cuda::kStageNames) std::printf(" %8s", s);
-    std::printf("\n");
+    std::printf(" %8s\n", "indexing");
     for (const std::string& spec : f.policies) {
       absl::StatusOr<sparse::ResolvedPolicy> policy = PolicyFromSpec(spec);
       if (!policy.ok()) {
@@ -262,7 +290,11 @@ int Main(int argc, char** argv) {
         std::printf("%-5s %-20s %6d %9.3f %9.3f %9.3f %9.3f %8.2f |", name.c_str(), spec.c_str(), images, r.prefill_s,
                     r.decode_s, r.step_ms, r.last_steps_ms, images / total);
         for (double ms : r.stages.ms) std::printf(" %8.3f", r.stages.steps ? ms / r.stages.steps : 0.0);
-        std::printf("\n");
+        // indexing = plan + observe + apply (the policies' device work)
+        const double indexing = r.stages.ms[static_cast<int>(cuda::Stage::kPlan)] +
+                                r.stages.ms[static_cast<int>(cuda::Stage::kObserve)] +
+                                r.stages.ms[static_cast<int>(cuda::Stage::kApply)];
+        std::printf(" %8.3f\n", r.stages.steps ? indexing / r.stages.steps : 0.0);
         std::fflush(stdout);
         if (out) {
           std::fprintf(out, "{\"kind\":\"e2e\",\"model\":\"%s\",\"policy\":\"%s\",\"images\":%d,\"max_batch\":%s,\"kv_budget\":%lld,\"prefill_s\":%.4f,\"decode_s\":%.4f,\"step_ms\":%.4f,\"last_step_ms\":%.4f,\"img_per_s\":%.4f",

@@ -62,7 +62,7 @@ bool RunAttentionMicro(int rows, int heads, int head_dim, int prompt_len, int l_
   out->copy_gbs = 2.0 * copy_bytes / (Median(times) * 1e-3) / 1e9;
 
   // One KV region per row: dense rows hold L_p + L_dec positions, sparse rows L_p + n_slots.
-  auto run = [&](bool sparse, double* us, double* gbs) -> bool {
+  auto run = [&](bool sparse, kernels::AttentionVariant variant, double* us, double* gbs) -> bool {
     const int cap = prompt_len + (sparse ? n_slots : l_dec);
     const int64_t region = 2LL * kLayers * heads * cap * head_dim;
     __nv_bfloat16* pool = f.Alloc<__nv_bfloat16>(region * rows);
@@ -122,6 +122,17 @@ bool RunAttentionMicro(int rows, int heads, int head_dim, int prompt_len, int l_
     args.splits = splits;
     args.chunk = chunk;
     args.workspace = ws;
+    args.max_keys = keys;
+    args.variant = variant;
+    if (sparse && variant == kernels::AttentionVariant::kStaged) {
+      out->staged_ran = kernels::ChosenAttentionVariant(args) == kernels::AttentionVariant::kStaged;
+      if (!out->staged_ran) return true;
+    }
+    if (sparse && variant == kernels::AttentionVariant::kTwoPass) {
+      kernels::AttentionArgs probe = args;
+      probe.variant = kernels::AttentionVariant::kAuto;
+      out->auto_staged = kernels::ChosenAttentionVariant(probe) == kernels::AttentionVariant::kStaged;
+    }
     std::vector<float> t;
     for (int i = 0; i < kIters + 5; ++i) {
       args.layer = i % kLayers;
@@ -141,8 +152,10 @@ bool RunAttentionMicro(int rows, int heads, int head_dim, int prompt_len, int l_
     *gbs = bytes / (*us * 1e-6) / 1e9;
     return true;
   };
-  if (!run(false, &out->dense_us, &out->dense_gbs)) return false;
-  if (!run(true, &out->sparse_us, &out->sparse_gbs)) return false;
+  using kernels::AttentionVariant;
+  if (!run(false, AttentionVariant::kTwoPass, &out->dense_us, &out->dense_gbs)) return false;
+  if (!run(true, AttentionVariant::kTwoPass, &out->sparse_us, &out->sparse_gbs)) return false;
+  if (!run(true, AttentionVariant::kStaged, &out->staged_us, &out->staged_gbs)) return false;
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   return true;

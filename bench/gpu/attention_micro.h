@@ -10,8 +10,14 @@ namespace argen::bench {
 
 struct AttentionMicroResult {
   double copy_gbs = 0;  // cudaMemcpy D2D, bytes read + written per second
-  double dense_us = 0, sparse_us = 0;
+  double dense_us = 0, sparse_us = 0;    // the two-pass kernel
   double dense_gbs = 0, sparse_gbs = 0;  // KV (+ index) bytes read per second
+  // The sparse launch with the staged kernel forced (kernels::AttentionVariant::kStaged);
+  // staged_ran is false (and these 0) when it does not fit and the two-pass kernel would run.
+  bool staged_ran = false;
+  double staged_us = 0, staged_gbs = 0;
+  // What kAuto picks for the sparse launch (true: staged).
+  bool auto_staged = false;
 };
 
 // rows: CFG rows; heads/head_dim: the model's; n_att: attended decode keys.
