@@ -31,6 +31,14 @@ Setter Float(const std::string& flag, float* out) {
   };
 }
 
+Setter Double(const std::string& flag, double* out, double min) {
+  return [=](const std::string& v) {
+    if (!absl::SimpleAtod(v, out)) return Bad(flag, v, "a number");
+    if (!(*out >= min)) return absl::InvalidArgumentError(absl::StrCat(flag, " must be >= ", min, ", got ", v));
+    return absl::OkStatus();
+  };
+}
+
 Setter Text(const std::string& flag, std::string* out) {
   return [=](const std::string& v) {
     if (v.empty()) return absl::InvalidArgumentError(absl::StrCat(flag, " must not be empty"));
@@ -56,6 +64,14 @@ const char* SweepUsage() {
          "  --max-prompts N         then only the first N of those (0: all) [0]\n"
          "  --max-batch-rows R      rows decoded at once, 2 per image (CFG) [256]\n"
          "  --threads T             CPU threads, 0: all cores [0]\n"
+         "  --image-threads N       PNG writer threads, 0: hardware threads - 1 [0]\n"
+         "  --png-level L           zlib level of the PNGs, 0..9 [1]\n"
+         "  --decode-batch G        finished requests VQ-decoded in one call [8]\n"
+         "  --shard i/n             only prompts whose line index % n == i (a disjoint part of the grid) [0/1]\n"
+         "  --exclude FILE          skip the (configuration, prompt) pairs listed, one \"<config> <prompt index>\"\n"
+         "                          a line (done by another run; tools/sweep/report.py --done-list writes it)\n"
+         "  --deadline-seconds S    admit no request S seconds after start; running ones finish and are\n"
+         "                          written, then exit 0 naming the requests left (--resume continues) [0: none]\n"
          "  --seed S                prompt p uses seed S+p, image i its stream i [0]\n"
          "  --cfg W --temperature T --top_k K --top_p P   sampling [5, 1, 0, 1]\n"
          "  --resume                keep finished images of an earlier run into --out\n"
@@ -66,7 +82,7 @@ const char* SweepUsage() {
 absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
   SweepArgs a;
   std::string policies(kDefaultPolicies), sparsities(kDefaultSparsities);
-  std::string seed_text;
+  std::string seed_text, shard_text;
   const std::map<std::string, Setter> valued = {
       {"--model", Text("--model", &a.model)},
       {"--prompts", Text("--prompts", &a.prompts)},
@@ -80,6 +96,12 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
       {"--max-prompts", Int("--max-prompts", &a.max_prompts, 0)},
       {"--max-batch-rows", Int("--max-batch-rows", &a.max_batch_rows, 2)},
       {"--threads", Int("--threads", &a.threads, 0)},
+      {"--image-threads", Int("--image-threads", &a.image_threads, 0)},
+      {"--png-level", Int("--png-level", &a.png_level, 0)},
+      {"--decode-batch", Int("--decode-batch", &a.decode_batch, 1)},
+      {"--deadline-seconds", Double("--deadline-seconds", &a.deadline_seconds, 0)},
+      {"--shard", Text("--shard", &shard_text)},
+      {"--exclude", Text("--exclude", &a.exclude)},
       {"--seed", Text("--seed", &seed_text)},
       {"--cfg", Float("--cfg", &a.sampling.cfg_weight)},
       {"--temperature", Float("--temperature", &a.sampling.temperature)},
@@ -120,6 +142,15 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
   }
   if (!seed_text.empty() && !absl::SimpleAtoi(seed_text, &a.seed)) {
     return Bad("--seed", seed_text, "a non-negative integer");
+  }
+  if (a.png_level > 9) return absl::InvalidArgumentError(absl::StrCat("--png-level must be 0..9, got ", a.png_level));
+  if (!shard_text.empty()) {
+    const size_t slash = shard_text.find('/');
+    if (slash == std::string::npos || !absl::SimpleAtoi(shard_text.substr(0, slash), &a.shard_index) ||
+        !absl::SimpleAtoi(shard_text.substr(slash + 1), &a.shard_count) || a.shard_count < 1 ||
+        a.shard_index < 0 || a.shard_index >= a.shard_count) {
+      return Bad("--shard", shard_text, "i/n with 0 <= i < n");
+    }
   }
   if (a.max_batch_rows % 2 != 0) {
     return absl::InvalidArgumentError(

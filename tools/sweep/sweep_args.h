@@ -26,6 +26,13 @@ struct SweepArgs {
   int32_t max_prompts = 0;         // then the first N of those (0: all)
   int32_t max_batch_rows = 256;    // rows (2 per image: CFG pair) decoded at once
   int32_t threads = 0;
+  int32_t image_threads = 0;       // PNG writer threads (0: hardware threads - 1)
+  int32_t png_level = 1;           // zlib level of the PNGs
+  int32_t decode_batch = 8;        // finished requests VQ-decoded in one call
+  double deadline_seconds = 0;     // admit no request after this many seconds from start (0: none)
+  int32_t shard_index = 0;         // --shard i/n: prompts whose file line % n == i
+  int32_t shard_count = 1;
+  std::string exclude;             // file of "<config> <prompt index>" lines done elsewhere: skipped
   uint64_t seed = 0;               // prompt p uses seed + p; image i its stream i
   engine::SamplingParams sampling; // seed unused here
   bool resume = false;

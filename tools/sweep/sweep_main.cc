@@ -6,10 +6,14 @@
 //   OUT/sweep_settings.json   what --resume checks
 // tools/sweep/report.py scores them. See SweepUsage() (--help) for options.
 // Exit status: 0 done, 1 generation failed, 2 usage error.
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -52,7 +56,27 @@ absl::Status ValidateGrid(const engine::Engine& engine, const std::vector<sweep:
   return absl::OkStatus();
 }
 
-int Run(const sweep::SweepArgs& args) {
+// --exclude: "<config> <prompt index>" a line; blank lines and # comments are skipped.
+absl::StatusOr<std::set<std::pair<std::string, int32_t>>> ReadExclude(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("--exclude \"", path, "\" cannot be read"));
+  std::set<std::pair<std::string, int32_t>> pairs;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    std::istringstream fields(line);
+    std::string config, extra;
+    int32_t prompt = 0;
+    if (!(fields >> config) || config[0] == '#') continue;
+    if (!(fields >> prompt) || (fields >> extra)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--exclude ", path, ":", n, ": want \"<config> <prompt index>\", got \"", line, "\""));
+    }
+    pairs.insert({config, prompt});
+  }
+  return pairs;
+}
+
+int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point start) {
   std::error_code ec;
   if (!fs::is_directory(args.model, ec)) {
     return Fail(kUsage, absl::NotFoundError(absl::StrCat("--model \"", args.model, "\" is not a directory")));
@@ -60,8 +84,21 @@ int Run(const sweep::SweepArgs& args) {
   absl::StatusOr<std::vector<sweep::BenchmarkPrompt>> all = sweep::LoadPrompts(args.prompts);
   if (!all.ok()) return Fail(kUsage, all.status());
   // Stride, then per category, then the first N.
-  const std::vector<sweep::BenchmarkPrompt> prompts = sweep::Subsample(
+  std::vector<sweep::BenchmarkPrompt> prompts = sweep::Subsample(
       sweep::PerCategory(sweep::Subsample(*all, args.subsample, 0), args.per_category), 1, args.max_prompts);
+  // Then the shard: by line index, so shards of any subsample are disjoint and
+  // each keeps every configuration of its prompts (the dense twins included).
+  std::erase_if(prompts, [&](const sweep::BenchmarkPrompt& p) { return p.index % args.shard_count != args.shard_index; });
+  if (prompts.empty()) {
+    return Fail(kUsage, absl::InvalidArgumentError(absl::StrCat("no prompt left after subsampling and --shard ",
+                                                                args.shard_index, "/", args.shard_count)));
+  }
+  std::set<std::pair<std::string, int32_t>> excluded;
+  if (!args.exclude.empty()) {
+    absl::StatusOr<std::set<std::pair<std::string, int32_t>>> e = ReadExclude(args.exclude);
+    if (!e.ok()) return Fail(kUsage, e.status());
+    excluded = *std::move(e);
+  }
   const std::vector<sweep::SweepConfig> grid = sweep::BuildGrid(args.policies, args.sparsities);
 
   engine::EngineOptions options;
@@ -78,6 +115,10 @@ int Run(const sweep::SweepArgs& args) {
   settings.max_batch_rows = args.max_batch_rows;
   settings.seed = args.seed;
   settings.sampling = args.sampling;
+  if (args.deadline_seconds > 0) {
+    settings.deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                    std::chrono::duration<double>(args.deadline_seconds));
+  }
   if (absl::Status s = ValidateGrid(**engine, grid, prompts.front(), settings); !s.ok()) return Fail(kUsage, s);
 
   // Output folders, settings and (with --resume) the work already done.
@@ -118,26 +159,45 @@ int Run(const sweep::SweepArgs& args) {
   }
 
   std::vector<sweep::WorkItem> items;
+  size_t skipped = 0;
   for (const sweep::SweepConfig& c : grid) {
     for (const sweep::BenchmarkPrompt& p : prompts) {
-      if (!resume.done.contains({c.label, p.index})) items.push_back({&c, &p});
+      if (excluded.contains({c.label, p.index})) {
+        ++skipped;
+      } else if (!resume.done.contains({c.label, p.index})) {
+        items.push_back({&c, &p});
+      }
     }
   }
   std::fprintf(stderr,
                "argen_sweep: model %s (%s), %zu prompts x %d images x %zu configurations; %zu requests to run"
-               "%s\n",
+               "%s%s%s\n",
                (*engine)->info().name.c_str(), args.backend.c_str(), prompts.size(), args.images_per_prompt,
                grid.size(), items.size(),
-               resume.done.empty() ? "" : absl::StrCat(", ", resume.done.size(), " already done").c_str());
-  sweep::ImageSink sink(**engine, **manifest);
-  if (absl::Status s = sweep::RunSweep(**engine, items, settings, sink); !s.ok()) return Fail(kFailed, s);
+               resume.done.empty() ? "" : absl::StrCat(", ", resume.done.size(), " already done").c_str(),
+               skipped == 0 ? "" : absl::StrCat(", ", skipped, " excluded").c_str(),
+               args.shard_count == 1 ? "" : absl::StrCat(" (shard ", args.shard_index, "/", args.shard_count, ")").c_str());
+  sweep::SinkOptions sink_options;
+  sink_options.threads = args.image_threads > 0 ? args.image_threads : sweep::DefaultImageThreads();
+  sink_options.decode_batch = args.decode_batch;
+  sink_options.png.compression_level = args.png_level;
+  sweep::ImageSink sink(**engine, **manifest, sink_options);
+  absl::StatusOr<sweep::SweepOutcome> outcome = sweep::RunSweep(**engine, items, settings, sink);
+  if (!outcome.ok()) return Fail(kFailed, outcome.status());
   std::fprintf(stderr, "argen_sweep: wrote %s\n", manifest_path.string().c_str());
+  if (outcome->left > 0) {
+    std::fprintf(stderr,
+                 "argen_sweep: stopped at deadline, %lld requests left (%lld done in this run); run again with "
+                 "--resume to continue\n",
+                 static_cast<long long>(outcome->left), static_cast<long long>(outcome->finished));
+  }
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   std::vector<std::string> raw(argv + 1, argv + argc);
   absl::StatusOr<sweep::SweepArgs> args = sweep::ParseSweepArgs(raw);
   if (!args.ok()) {
@@ -149,5 +209,5 @@ int main(int argc, char** argv) {
     std::fputs(sweep::SweepUsage(), stdout);
     return 0;
   }
-  return Run(*args);
+  return Run(*args, start);
 }

@@ -43,8 +43,8 @@ engine::GenerationRequest MakeRequest(const WorkItem& item, const RunSettings& s
   return r;
 }
 
-absl::Status RunSweep(engine::Engine& engine, const std::vector<WorkItem>& items,
-                      const RunSettings& settings, ImageSink& sink) {
+absl::StatusOr<SweepOutcome> RunSweep(engine::Engine& engine, const std::vector<WorkItem>& items,
+                                      const RunSettings& settings, ImageSink& sink) {
   std::map<const SweepConfig*, ConfigProgress> progress;
   for (const WorkItem& item : items) {
     ++progress[item.config].remaining;
@@ -55,9 +55,16 @@ absl::Status RunSweep(engine::Engine& engine, const std::vector<WorkItem>& items
   std::map<engine::GroupId, InFlight> running;
   size_t next = 0, done = 0;
   Clock::time_point last_report = start;
-  while (next < items.size() || !running.empty()) {
+  size_t end = items.size();  // shrinks to `next` at the deadline
+  while (next < end || !running.empty()) {
+    if (settings.deadline && next < end && Clock::now() >= *settings.deadline) {
+      end = next;
+      std::fprintf(stderr, "argen_sweep: deadline reached, admitting no more requests; %zu running finish\n",
+                   running.size());
+      if (running.empty()) break;
+    }
     // Admit while the batch has room (RunningRows counts rows not yet prefilled too).
-    while (next < items.size() && engine.RunningRows() + rows_per_request <= settings.max_batch_rows) {
+    while (next < end && engine.RunningRows() + rows_per_request <= settings.max_batch_rows) {
       absl::StatusOr<engine::PreparedRequest> prepared = engine.Prepare(MakeRequest(items[next], settings));
       if (!prepared.ok()) return prepared.status();
       absl::StatusOr<engine::GroupId> id = engine.Add(*prepared);
@@ -111,10 +118,10 @@ absl::Status RunSweep(engine::Engine& engine, const std::vector<WorkItem>& items
   }
   if (absl::Status s = sink.Finish(); !s.ok()) return s;
   const double total = Seconds(start, Clock::now());
-  const int64_t images = static_cast<int64_t>(items.size()) * settings.images_per_prompt;
+  const int64_t images = static_cast<int64_t>(done) * settings.images_per_prompt;
   std::fprintf(stderr, "argen_sweep: %lld images in %.1f s (%.2f images/s)\n", static_cast<long long>(images),
                total, total > 0 ? images / total : 0.0);
-  return absl::OkStatus();
+  return SweepOutcome{static_cast<int64_t>(done), static_cast<int64_t>(items.size() - next)};
 }
 
 }  // namespace argen::sweep

@@ -6,7 +6,9 @@
 // in a batch: a group's tokens do not depend on its batch neighbours.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,14 +31,23 @@ struct RunSettings {
   int32_t max_batch_rows = 256;
   uint64_t seed = 0;                // prompt p: seed + p, the same for every configuration
   engine::SamplingParams sampling;  // its seed is replaced per prompt
+  // No request is admitted at or after this time; running ones finish and are
+  // written (--deadline-seconds). Unset: no deadline.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+};
+
+struct SweepOutcome {
+  int64_t finished = 0;  // requests run to the end and written
+  int64_t left = 0;      // requests not admitted because of the deadline
 };
 
 // The request of one work item (also used to validate configurations).
 engine::GenerationRequest MakeRequest(const WorkItem& item, const RunSettings& settings);
 
-// Runs every item (in order of admission), writing through `sink`. Progress
-// (a line per finished configuration) goes to stderr.
-absl::Status RunSweep(engine::Engine& engine, const std::vector<WorkItem>& items,
+// Runs every item (in order of admission), writing through `sink`, until the
+// deadline if one is set. Progress (a line per finished configuration, a
+// heartbeat every 30 s) goes to stderr.
+absl::StatusOr<SweepOutcome> RunSweep(engine::Engine& engine, const std::vector<WorkItem>& items,
                       const RunSettings& settings, ImageSink& sink);
 
 }  // namespace argen::sweep

@@ -164,6 +164,56 @@ TEST_F(SweepCliTest, ResumeRunsOnlyWhatIsMissing) {
   EXPECT_NE(r.output.find("\"cfg\""), std::string::npos) << r.output;
 }
 
+TEST_F(SweepCliTest, ADeadlineStopsCleanlyAndResumeFinishes) {
+  // A deadline that passes while the model loads: nothing is admitted, exit 0
+  // with the count left; --resume then runs everything.
+  const fs::path out = dir_ / "out";
+  RunResult r = RunSweep(Args(out, "--deadline-seconds 0.000001"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("stopped at deadline, 6 requests left"), std::string::npos) << r.output;
+  EXPECT_EQ(ReadManifest(out / "manifest.jsonl").size(), 0u);
+  r = RunSweep(Args(out, "--resume --deadline-seconds 600 --image-threads 3 --png-level 6"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("6 requests to run"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("stopped at deadline"), std::string::npos) << r.output;
+  EXPECT_EQ(ReadManifest(out / "manifest.jsonl").size(), 6u);
+}
+
+TEST_F(SweepCliTest, ShardsAndExcludeSplitTheGridWithoutChangingImages) {
+  const fs::path full = dir_ / "full";
+  ASSERT_EQ(RunSweep(Args(full, "--image-threads 1")).exit_code, 0);
+  // --shard i/2: prompt line i only, every configuration of it; the two shards
+  // together are the full run, image for image (PNG bytes too, on the CPU).
+  std::map<std::string, int> seen;
+  for (int shard : {0, 1}) {
+    const fs::path part = dir_ / ("shard" + std::to_string(shard));
+    const RunResult r = RunSweep(Args(part, "--image-threads 4 --shard " + std::to_string(shard) + "/2"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("3 requests to run (shard " + std::to_string(shard) + "/2)"), std::string::npos)
+        << r.output;
+    for (const nlohmann::json& e : ReadManifest(part / "manifest.jsonl")) {
+      EXPECT_EQ(e.at("prompt_index").get<int>(), shard) << e.dump();
+      const std::string path = e.at("path");
+      ++seen[path];
+      EXPECT_EQ(ReadBytes(part / path), ReadBytes(full / path)) << path;
+    }
+  }
+  EXPECT_EQ(seen.size(), 6u);
+  // --exclude: the listed (config, prompt) pairs are skipped.
+  std::ofstream(dir_ / "done.txt") << "# done elsewhere\ndense_0 0\n\ndiagonal_50 1\nnot_a_config 7\n";
+  const fs::path rest = dir_ / "rest";
+  const RunResult r = RunSweep(Args(rest, "--exclude " + (dir_ / "done.txt").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("4 requests to run, 2 excluded"), std::string::npos) << r.output;
+  const std::vector<nlohmann::json> m = ReadManifest(rest / "manifest.jsonl");
+  EXPECT_EQ(m.size(), 4u);
+  for (const nlohmann::json& e : m) {
+    const std::string path = e.at("path");
+    EXPECT_NE(path, "dense_0/0000_0.png");
+    EXPECT_NE(path, "diagonal_50/0001_0.png");
+  }
+}
+
 TEST_F(SweepCliTest, BadArgumentsExitTwoWithAMessage) {
   const fs::path out = dir_ / "bad";
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -177,6 +227,12 @@ TEST_F(SweepCliTest, BadArgumentsExitTwoWithAMessage) {
       // 96% of the tiny model's 64 decode tokens leaves 3 keys: fewer than streaming_llm's 4 sinks.
       {Args(out, "--policies streaming_llm --sparsities 96"), "configuration streaming_llm_96"},
       {Args(out, "--temperature 0"), "temperature"},
+      {Args(out, "--shard 2/2"), "--shard: \"2/2\" is not i/n"},
+      {Args(out, "--shard 1"), "--shard: \"1\" is not i/n"},
+      {Args(out, "--png-level 10"), "--png-level must be 0..9"},
+      {Args(out, "--deadline-seconds -1"), "--deadline-seconds must be >= 0"},
+      {Args(out, "--exclude " + (dir_ / "missing.txt").string()), "missing.txt"},
+      {Args(out, "--shard 2/3"), "no prompt left"},
   };
   for (const auto& [args, message] : cases) {
     const RunResult r = RunSweep(args);

@@ -5,8 +5,11 @@
 // stop the sweep with that error.
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <map>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -45,6 +48,7 @@ class FakeEngine final : public engine::Engine {
     return next_++;
   }
   absl::StatusOr<engine::StepReport> Step() override {
+    if (step_delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(step_delay_us));
     peak_rows = std::max(peak_rows, rows_);
     engine::StepReport report;
     for (auto& [id, g] : groups_) {
@@ -72,6 +76,14 @@ class FakeEngine final : public engine::Engine {
   absl::StatusOr<std::vector<engine::RgbImage>> DecodeImages(
       const std::vector<std::vector<int32_t>>& grids) override {
     if (fail_decode) return absl::InternalError("fake decoder failed");
+    const int now = ++concurrent_decodes_;
+    for (int seen = max_concurrent_decodes.load(); now > seen && !max_concurrent_decodes.compare_exchange_weak(seen, now);) {
+    }
+    // Later calls sleep less, so concurrent workers finish out of order.
+    if (decode_delay_us > 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(decode_delay_us / (1 + decode_calls_++ % 3)));
+    }
+    --concurrent_decodes_;
     engine::RgbImage img;
     img.width = img.height = 2;
     img.rgb.assign(12, 128);
@@ -81,6 +93,8 @@ class FakeEngine final : public engine::Engine {
   std::vector<uint64_t> seeds;
   int32_t peak_rows = 0;
   bool fail_decode = false;
+  int decode_delay_us = 0, step_delay_us = 0;
+  std::atomic<int> max_concurrent_decodes{0};
 
  private:
   struct Group {
@@ -93,7 +107,20 @@ class FakeEngine final : public engine::Engine {
   int32_t rows_ = 0;
   std::map<engine::GroupId, Group> groups_;
   engine::GroupId next_ = 1;
+  std::atomic<int> concurrent_decodes_{0}, decode_calls_{0};
 };
+
+// The manifest's lines without their timing (decode_s), in file order.
+std::vector<std::string> ManifestOrder(const fs::path& p) {
+  std::vector<std::string> lines;
+  absl::StatusOr<std::vector<ManifestEntry>> m = ReadManifest(p.string());
+  if (!m.ok()) return {m.status().ToString()};
+  for (ManifestEntry e : *m) {
+    e.decode_s = 0;
+    lines.push_back(ToJsonLine(e));
+  }
+  return lines;
+}
 
 class SweepRunnerTest : public ::testing::Test {
  protected:
@@ -113,12 +140,18 @@ class SweepRunnerTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(out_); }
 
-  absl::Status Run(FakeEngine& engine) {
+  absl::Status Run(FakeEngine& engine, SinkOptions sink_options = {}) {
+    absl::StatusOr<SweepOutcome> outcome = RunWithOutcome(engine, sink_options);
+    return outcome.ok() ? absl::OkStatus() : outcome.status();
+  }
+  absl::StatusOr<SweepOutcome> RunWithOutcome(FakeEngine& engine, SinkOptions sink_options = {}) {
     absl::StatusOr<std::unique_ptr<ManifestWriter>> manifest =
         ManifestWriter::Open((out_ / "manifest.jsonl").string(), false);
     if (!manifest.ok()) return manifest.status();
-    ImageSink sink(engine, **manifest);
-    return RunSweep(engine, items_, settings_, sink);
+    ImageSink sink(engine, **manifest, sink_options);
+    absl::StatusOr<SweepOutcome> outcome = RunSweep(engine, items_, settings_, sink);
+    peak_queued_ = sink.peak_queued();
+    return outcome;
   }
 
   fs::path out_;
@@ -126,6 +159,7 @@ class SweepRunnerTest : public ::testing::Test {
   std::vector<SweepConfig> grid_;
   std::vector<WorkItem> items_;
   RunSettings settings_;
+  int64_t peak_queued_ = 0;
 };
 
 TEST_F(SweepRunnerTest, RunsEveryRequestOnceWithinTheBatchLimit) {
@@ -148,6 +182,60 @@ TEST_F(SweepRunnerTest, AFullKvPoolMakesRequestsWait) {
   ASSERT_TRUE(Run(engine).ok());
   EXPECT_EQ(engine.peak_rows, 8);
   EXPECT_EQ(engine.seeds.size(), 10u);
+}
+
+TEST_F(SweepRunnerTest, AWriterPoolKeepsTheManifestInFinishingOrder) {
+  // One writer, then four writers decoding one group or three at a time: the
+  // same manifest lines in the same order (Submit order), every PNG written.
+  FakeEngine serial_engine(/*kv_rows=*/1000);
+  ASSERT_TRUE(Run(serial_engine, {.threads = 1, .decode_batch = 1}).ok());
+  const std::vector<std::string> serial = ManifestOrder(out_ / "manifest.jsonl");
+  for (int32_t batch : {1, 3}) {
+    FakeEngine engine(/*kv_rows=*/1000);
+    engine.decode_delay_us = 300;  // workers overlap and finish out of order
+    ASSERT_TRUE(Run(engine, {.threads = 4, .decode_batch = batch}).ok());
+    EXPECT_EQ(ManifestOrder(out_ / "manifest.jsonl"), serial) << "decode batch " << batch;
+    EXPECT_GE(engine.max_concurrent_decodes, 1);
+  }
+  absl::StatusOr<std::vector<ManifestEntry>> m = ReadManifest((out_ / "manifest.jsonl").string());
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->size(), 20u);
+  for (const ManifestEntry& e : *m) EXPECT_TRUE(fs::is_regular_file(out_ / e.path)) << e.path;
+}
+
+TEST_F(SweepRunnerTest, ASlowWriterBlocksTheEngineInsteadOfQueueing) {
+  FakeEngine engine(/*kv_rows=*/1000);
+  engine.decode_delay_us = 2000;
+  ASSERT_TRUE(Run(engine, {.threads = 1, .max_queued = 2, .decode_batch = 1}).ok());
+  EXPECT_LE(peak_queued_, 2);
+  absl::StatusOr<std::vector<ManifestEntry>> m = ReadManifest((out_ / "manifest.jsonl").string());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->size(), 20u);
+}
+
+TEST_F(SweepRunnerTest, ADeadlineStopsAdmittingAndFinishesWhatRuns) {
+  // A deadline already past: nothing is admitted, nothing is left half done.
+  FakeEngine idle(/*kv_rows=*/1000);
+  settings_.deadline = std::chrono::steady_clock::now();
+  absl::StatusOr<SweepOutcome> outcome = RunWithOutcome(idle);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(outcome->finished, 0);
+  EXPECT_EQ(outcome->left, 10);
+  EXPECT_TRUE(idle.seeds.empty());
+
+  // A deadline during the run: every admitted request finishes and is written.
+  FakeEngine engine(/*kv_rows=*/1000);
+  engine.step_delay_us = 10000;  // 4 steps a request: 3 requests at a time finish every >= 40 ms
+  settings_.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  outcome = RunWithOutcome(engine);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_GT(outcome->finished, 0);
+  EXPECT_GT(outcome->left, 0);
+  EXPECT_EQ(outcome->finished + outcome->left, 10);
+  EXPECT_EQ(static_cast<int64_t>(engine.seeds.size()), outcome->finished);  // all admitted ones finished
+  absl::StatusOr<std::vector<ManifestEntry>> m = ReadManifest((out_ / "manifest.jsonl").string());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(static_cast<int64_t>(m->size()), 2 * outcome->finished);
 }
 
 TEST_F(SweepRunnerTest, EngineErrorsStopTheSweep) {
