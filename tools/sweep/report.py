@@ -2,6 +2,8 @@
 
   python tools/sweep/report.py SWEEP_OUT [--metadata tools/sweep/benchmark_prompts.jsonl]
       [--md SWEEP_OUT/report.md] [--plot SWEEP_OUT/quality_vs_sparsity.png] [--workers 2] [--no-plot]
+  python tools/sweep/report.py MERGED_OUT --merge A/report.json B/report.json.gz [...]
+      (no scoring: the tables and plot of several runs' per-image results, e.g. --shard parts)
 
 Reads SWEEP_OUT/manifest.jsonl (written by argen_sweep), so exactly the images of
 this sweep are scored, never stale files of an earlier one. Each image is scored by
@@ -17,6 +19,7 @@ seed) is reported too: a paired, low-noise fidelity measure. Writes
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import multiprocessing as mp
 import os
@@ -56,15 +59,48 @@ def load_metadata(path: str) -> list[dict | None]:
         return [json.loads(line) if line.strip() else None for line in f]
 
 
-def _score_one(args) -> tuple[bool, str]:
-    image_path, meta = args
-    image = np.asarray(Image.open(image_path).convert("RGB"))
-    return evaluate(meta, detect(image))
+_METAS: list[dict | None] = []  # the benchmark metadata, set once per worker process
+
+
+def _init_worker(metas: list[dict | None]) -> None:
+    global _METAS
+    _METAS = metas
+
+
+def _load(path: str) -> np.ndarray:
+    with Image.open(path) as im:
+        return np.asarray(im.convert("RGB"))
+
+
+def _psnr(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    mse = float(np.mean((a - b) ** 2)) if a.shape == b.shape else float("nan")
+    return 99.0 if mse == 0 else min(99.0, 10 * float(np.log10(255.0 ** 2 / mse)))
+
+
+def _score_group(job) -> list[tuple[int, bool, str, float | None]]:
+    """One paired group: the images of every configuration with the same (prompt, seed,
+    image index), and the path of their dense twin (or None). Loads each image once; only
+    this group's images are in memory. -> [(position in the manifest, passed, reason, psnr)]"""
+    members, dense_path = job
+    dense = _load(dense_path) if dense_path is not None else None
+    out = []
+    for pos, path, index in members:
+        image = _load(path)
+        ok, reason = evaluate(_METAS[index], detect(image))
+        out.append((pos, ok, reason, _psnr(image, dense) if dense is not None else None))
+    return out
 
 
 def score_manifest(sweep_dir: str, entries: list[dict], metas: list[dict | None], workers: int) -> list[dict]:
-    jobs = []
-    for e in entries:
+    """Scores every manifest image and adds "psnr_vs_dense" (dB) where its dense twin (same
+    prompt, seed and image index: the sweep is paired) is in the manifest. Pass rates on a
+    few hundred images are noisy; this paired fidelity measure is not, and shows how far a
+    policy drifts from dense. Work goes to the workers a paired group at a time (paths and
+    prompt indices only), so memory stays bounded whatever the sweep's size."""
+    groups: dict[tuple, list] = {}
+    dense: dict[tuple, str] = {}
+    for pos, e in enumerate(entries):
         index = e["prompt_index"]
         if index >= len(metas) or metas[index] is None:
             raise SystemExit(f"report: manifest names prompt {index}, the metadata has no such line")
@@ -74,34 +110,30 @@ def score_manifest(sweep_dir: str, entries: list[dict], metas: list[dict | None]
         path = os.path.join(sweep_dir, e["path"])
         if not os.path.isfile(path):
             raise SystemExit(f"report: {path} is in the manifest but missing")
-        jobs.append((path, metas[index]))
+        key = (index, e["seed"], e["image"])
+        groups.setdefault(key, []).append((pos, path, index))
+        if e["policy"] == "dense":
+            dense[key] = path
+    jobs = [(members, dense.get(key)) for key, members in groups.items()]
+    verdicts: list = [None] * len(entries)
     if workers > 1 and len(jobs) > 1:
-        with mp.Pool(workers) as pool:
-            verdicts = pool.map(_score_one, jobs, chunksize=16)
+        with mp.get_context("fork").Pool(workers, initializer=_init_worker, initargs=(metas,)) as pool:
+            chunk = max(1, min(8, len(jobs) // (4 * workers)))
+            for part in pool.imap_unordered(_score_group, jobs, chunksize=chunk):
+                for pos, *v in part:
+                    verdicts[pos] = v
     else:
-        verdicts = [_score_one(j) for j in jobs]
-    return [dict(e, passed=ok, reason=reason) for e, (ok, reason) in zip(entries, verdicts)]
-
-
-def psnr_against_dense(sweep_dir: str, results: list[dict]) -> None:
-    """Adds "psnr_vs_dense" (dB) to every result whose dense twin (same prompt, seed and
-    image index: the sweep is paired) exists. Pass rates on a few hundred images are noisy;
-    this paired fidelity measure is not, and shows how far a policy drifts from dense."""
-    dense = {(r["prompt_index"], r["seed"], r["image"]): r for r in results if r["policy"] == "dense"}
-    cache: dict[str, np.ndarray] = {}
-
-    def load(path):
-        if path not in cache:
-            cache[path] = np.asarray(Image.open(os.path.join(sweep_dir, path)).convert("RGB"), dtype=np.float64)
-        return cache[path]
-
-    for r in results:
-        twin = dense.get((r["prompt_index"], r["seed"], r["image"]))
-        if twin is None:
-            continue
-        a, b = load(r["path"]), load(twin["path"])
-        mse = float(np.mean((a - b) ** 2)) if a.shape == b.shape else float("nan")
-        r["psnr_vs_dense"] = 99.0 if mse == 0 else min(99.0, 10 * float(np.log10(255.0 ** 2 / mse)))
+        _init_worker(metas)
+        for job in jobs:
+            for pos, *v in _score_group(job):
+                verdicts[pos] = v
+    results = []
+    for e, (ok, reason, psnr) in zip(entries, verdicts):
+        r = dict(e, passed=ok, reason=reason)
+        if psnr is not None:
+            r["psnr_vs_dense"] = psnr
+        results.append(r)
+    return results
 
 
 def summarize(results: list[dict]) -> dict:
@@ -192,42 +224,128 @@ def plot(summary: dict, path: str, title: str) -> None:
     plt.close(fig)
 
 
+def _open_text(path: str, mode: str):
+    """Text file, gzip-compressed where the name ends in .gz."""
+    if path.endswith(".gz"):
+        return gzip.open(path, mode + "t", encoding="utf-8")
+    return open(path, mode, encoding="utf-8")
+
+
+def write_report_json(path: str, summary: dict, results: list[dict], settings: dict | None) -> None:
+    """One image a line (a 75k-image sweep is ~20 MB; name it .json.gz to compress)."""
+    with _open_text(path, "w") as f:
+        f.write('{"settings": ' + json.dumps(settings) + ',\n"configs": ' + json.dumps(summary, indent=1)
+                + ',\n"images": [\n')
+        for i, r in enumerate(results):
+            f.write(json.dumps(r, sort_keys=True) + (",\n" if i + 1 < len(results) else "\n"))
+        f.write("]}\n")
+
+
+def load_report_json(path: str) -> dict:
+    try:
+        with _open_text(path, "r") as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError, EOFError) as e:
+        raise SystemExit(f"report: --merge {path}: {e}")
+    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
+        raise SystemExit(f"report: --merge {path}: not a report.json (no \"images\" list)")
+    return data
+
+
+def merge_reports(paths: list[str]) -> tuple[list[dict], dict | None]:
+    """Per-image results of several reports (e.g. --shard parts, or a run and its
+    continuation), one per (config, prompt, image): where two reports hold the same image
+    the later one's is kept and counted. The image-changing settings must agree."""
+    by_key: dict[tuple, dict] = {}
+    settings = None
+    duplicates = 0
+    for path in paths:
+        data = load_report_json(path)
+        s = data.get("settings")
+        if s is not None:
+            if settings is not None and s != settings:
+                diff = sorted(k for k in set(s) | set(settings) if s.get(k) != settings.get(k))
+                raise SystemExit(f"report: --merge {path}: settings differ from the earlier reports' in {diff}")
+            settings = s
+        for r in data["images"]:
+            key = (r["config"], r["prompt_index"], r["image"])
+            duplicates += key in by_key
+            by_key[key] = r
+    if duplicates:
+        print(f"report: --merge: {duplicates} images were in more than one report; kept the later", file=sys.stderr)
+    results = sorted(by_key.values(), key=lambda r: (r["config"], r["prompt_index"], r["image"]))
+    return results, settings
+
+
+def write_done_list(path: str, results: list[dict], settings: dict | None) -> int:
+    """"<config> <prompt index>" for every (configuration, prompt) whose images are all
+    there: argen_sweep --exclude skips them (a continuation on a fresh machine)."""
+    per_pair: dict[tuple, set] = {}
+    for r in results:
+        per_pair.setdefault((r["config"], r["prompt_index"]), set()).add(r["image"])
+    want = (settings or {}).get("images_per_prompt") or max((len(v) for v in per_pair.values()), default=0)
+    done = sorted(k for k, v in per_pair.items() if v == set(range(want)))
+    with open(path, "w", encoding="utf-8") as f:
+        for config, prompt in done:
+            f.write(f"{config} {prompt}\n")
+    return len(done)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("sweep_dir", help="argen_sweep --out folder (has manifest.jsonl)")
+    ap.add_argument("sweep_dir", help="argen_sweep --out folder (has manifest.jsonl); with --merge, where the "
+                    "merged outputs go")
     ap.add_argument("--metadata", default=DEFAULT_METADATA, help="the benchmark JSONL the sweep ran")
     ap.add_argument("--md", help="markdown output [SWEEP_DIR/report.md]")
-    ap.add_argument("--json", help="JSON output [SWEEP_DIR/report.json]")
+    ap.add_argument("--json", help="JSON output, gzip if it ends in .gz [SWEEP_DIR/report.json]")
     ap.add_argument("--plot", help="plot output [SWEEP_DIR/quality_vs_sparsity.png]")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--title", default="Quality against decode KV sparsity")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--merge", nargs="+", metavar="REPORT_JSON",
+                    help="no scoring: combine the per-image results of these report.json(.gz) files")
+    ap.add_argument("--done-list", help="also write the complete (config, prompt) pairs here, for argen_sweep "
+                    "--exclude")
     args = ap.parse_args(argv)
-    manifest = os.path.join(args.sweep_dir, "manifest.jsonl")
-    if not os.path.isfile(manifest):
-        print(f"report: {manifest} not found (run argen_sweep --out {args.sweep_dir} first)", file=sys.stderr)
-        return 2
-    if not os.path.isfile(args.metadata):
-        print(f"report: --metadata {args.metadata} not found", file=sys.stderr)
-        return 2
     if args.workers < 1:
         print("report: --workers must be >= 1", file=sys.stderr)
         return 2
-    entries = load_jsonl(manifest)
-    if not entries:
-        print(f"report: {manifest} lists no images", file=sys.stderr)
+    if args.merge:
+        for path in args.merge:
+            if not os.path.isfile(path):
+                print(f"report: --merge {path} not found", file=sys.stderr)
+                return 2
+        os.makedirs(args.sweep_dir, exist_ok=True)
+        results, settings = merge_reports(args.merge)
+    else:
+        manifest = os.path.join(args.sweep_dir, "manifest.jsonl")
+        if not os.path.isfile(manifest):
+            print(f"report: {manifest} not found (run argen_sweep --out {args.sweep_dir} first)", file=sys.stderr)
+            return 2
+        if not os.path.isfile(args.metadata):
+            print(f"report: --metadata {args.metadata} not found", file=sys.stderr)
+            return 2
+        entries = load_jsonl(manifest)
+        settings_path = os.path.join(args.sweep_dir, "sweep_settings.json")
+        settings = None
+        if os.path.isfile(settings_path):
+            with open(settings_path, encoding="utf-8") as f:
+                settings = json.load(f)
+        results = score_manifest(args.sweep_dir, entries, load_metadata(args.metadata), args.workers) if entries else []
+    if not results:
+        print("report: no images to report", file=sys.stderr)
         return 1
-    results = score_manifest(args.sweep_dir, entries, load_metadata(args.metadata), args.workers)
-    psnr_against_dense(args.sweep_dir, results)
     summary = summarize(results)
     md_path = args.md or os.path.join(args.sweep_dir, "report.md")
     json_path = args.json or os.path.join(args.sweep_dir, "report.json")
     with open(md_path, "w", encoding="utf-8") as f:
         f.write(markdown(summary, args.title))
-    with open(json_path, "w", encoding="utf-8") as f:
-        json.dump({"configs": summary, "images": results}, f, indent=1)
+    write_report_json(json_path, summary, results, settings)
     print(open(md_path, encoding="utf-8").read())
-    print(f"report: wrote {md_path}, {json_path}", file=sys.stderr)
+    print(f"report: {len(results)} images; wrote {md_path}, {json_path}", file=sys.stderr)
+    if args.done_list:
+        n = write_done_list(args.done_list, results, settings)
+        print(f"report: wrote {args.done_list} ({n} complete (config, prompt) pairs)", file=sys.stderr)
     if not args.no_plot:
         plot_path = args.plot or os.path.join(args.sweep_dir, "quality_vs_sparsity.png")
         plot(summary, plot_path, args.title)

@@ -2,7 +2,7 @@
 ground-truth scenes (tools/scenes) in one configuration and blank images in parts of
 another. Checks the scores (blank images fail, the table's cells are the mean of the
 per-category accuracies the scorer gives image by image), PSNR against dense, the table
-layout, the plot,
+layout, the plot, 2 workers == 1, --merge of two parts (one gzip) == the whole, --done-list,
 and the errors (missing manifest -> exit 2, manifest prompt not in the metadata).
 
   python tools/sweep/tests/report_test.py      (exit 77: numpy/PIL missing, skipped)
@@ -108,6 +108,44 @@ def main():
         check("| dense | 99.0 | - |" in md, md)
         with Image.open(os.path.join(out, "quality_vs_sparsity.png")) as plot:
             check(plot.size[0] > 300 and plot.size[1] > 200, f"plot size {plot.size}")
+
+        # Two workers: the same per-image results as one.
+        check(report.main([out, "--workers", "2", "--no-plot", "--json", os.path.join(tmp, "w2.json")]) == 0, "w2")
+        with open(os.path.join(out, "report.json"), encoding="utf-8") as f:
+            full = json.load(f)
+        with open(os.path.join(tmp, "w2.json"), encoding="utf-8") as f:
+            check(json.load(f)["images"] == full["images"], "2 workers differ from 1")
+
+        # --merge: two parts of the sweep (split by prompt, as --shard does), one gzip'd,
+        # combine to the full run's tables; --done-list names the complete pairs.
+        lines = open(os.path.join(out, "manifest.jsonl"), encoding="utf-8").read().splitlines()
+        parts = []
+        for k in range(2):
+            part = os.path.join(tmp, f"part{k}")
+            os.makedirs(part)
+            mine = [json.loads(x) for x in lines if (json.loads(x)["prompt_index"] % 4 == 0) == (k == 0)]
+            for e in mine:
+                os.makedirs(os.path.join(part, e["config"]), exist_ok=True)
+                shutil.copy(os.path.join(out, e["path"]), os.path.join(part, e["path"]))
+            with open(os.path.join(part, "manifest.jsonl"), "w", encoding="utf-8") as f:
+                f.write("".join(json.dumps(e) + "\n" for e in mine))
+            name = os.path.join(part, "report.json" + (".gz" if k else ""))
+            check(report.main([part, "--workers", "1", "--no-plot", "--json", name]) == 0, f"part {k}")
+            parts.append(name)
+        merged = os.path.join(tmp, "merged")
+        done = os.path.join(tmp, "done.txt")
+        check(report.main([merged, "--merge", *parts, "--done-list", done]) == 0, "merge")
+        with open(os.path.join(merged, "report.json"), encoding="utf-8") as f:
+            check(json.load(f)["configs"] == full["configs"], "merged tables differ from the full run's")
+        check(open(os.path.join(merged, "report.md"), encoding="utf-8").read() == md, "merged report.md differs")
+        check(os.path.isfile(os.path.join(merged, "quality_vs_sparsity.png")), "no merged plot")
+        want = sorted(f"{e['config']} {e['prompt_index']}" for e in map(json.loads, lines))
+        check(sorted(open(done, encoding="utf-8").read().split("\n")[:-1]) == want, "done list")
+        # A part given twice: the later copy is kept, the tables do not change.
+        check(report.main([merged, "--merge", *parts, parts[0], "--no-plot"]) == 0, "merge twice")
+        with open(os.path.join(merged, "report.json"), encoding="utf-8") as f:
+            check(json.load(f)["configs"] == full["configs"], "a duplicated part changed the tables")
+        check(report.main([merged, "--merge", os.path.join(tmp, "nothing.json")]) == 2, "missing merge input")
 
         # Errors: no manifest -> 2; a manifest from another prompt set -> a message naming both prompts.
         check(report.main([os.path.join(tmp, "nowhere"), "--no-plot"]) == 2, "missing manifest")
