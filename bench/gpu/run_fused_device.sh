@@ -33,8 +33,8 @@ run e2e_7b_48g.log 150 $B/bin/argen_bench --model 7b --card-memory 48G --max-bat
 run e2e_7b.log 100 $B/bin/argen_bench --model 7b --batches 16,64 --policies dense,diagonal:0.95 --out "$J"
 # A/B in the engine, 7B / 64 images, diagonal 95%: the earlier path (two-pass kernel,
 # probs + per-layer ObserveKernel), then the two-pass kernel with the fused argmin.
-run ab_7b.log 40 $B/bin/argen_bench --model 7b --batches 64 --policies diagonal:0.95 --attention-kernel two-pass --no-fused-argmin
-run ab_7b.log 40 $B/bin/argen_bench --model 7b --batches 64 --policies diagonal:0.95 --attention-kernel two-pass
+run e2e_7b.log 40 $B/bin/argen_bench --model 7b --batches 64 --policies diagonal:0.95 --attention-kernel two-pass --no-fused-argmin
+run e2e_7b.log 40 $B/bin/argen_bench --model 7b --batches 64 --policies diagonal:0.95 --attention-kernel two-pass
 run e2e_1b.log 70 $B/bin/argen_bench --model 1b --batches 16,64,128 --policies dense,diagonal:0.95 --out "$J"
 stamp done | tee -a "$OUT/tests.log"
 grep -h -E "PASSED|FAILED|rc=|ERROR SUMMARY" "$OUT/tests.log" "$OUT/sanitizer.log"
