@@ -9,14 +9,16 @@
 namespace argen::sweep {
 
 nlohmann::json SettingsJson(const SweepArgs& args, const std::string& model_name) {
-  return {{"model", model_name},
-          {"prompts", std::filesystem::path(args.prompts).filename().string()},
-          {"images_per_prompt", args.images_per_prompt},
-          {"seed", args.seed},
-          {"cfg", args.sampling.cfg_weight},
-          {"temperature", args.sampling.temperature},
-          {"top_k", args.sampling.top_k},
-          {"top_p", args.sampling.top_p}};
+  nlohmann::json j = {{"model", model_name},
+                      {"prompts", std::filesystem::path(args.prompts).filename().string()},
+                      {"images_per_prompt", args.images_per_prompt},
+                      {"seed", args.seed},
+                      {"cfg", args.sampling.cfg_weight},
+                      {"temperature", args.sampling.temperature},
+                      {"top_k", args.sampling.top_k},
+                      {"top_p", args.sampling.top_p}};
+  if (args.n_recent > 0) j["n_recent"] = args.n_recent;
+  return j;
 }
 
 absl::Status CheckSameSettings(const nlohmann::json& previous, const nlohmann::json& now) {
@@ -26,6 +28,14 @@ absl::Status CheckSameSettings(const nlohmann::json& previous, const nlohmann::j
           "--resume: setting \"", it.key(), "\" was ",
           previous.contains(it.key()) ? previous.at(it.key()).dump() : std::string("absent"), ", now ",
           it.value().dump(), "; use another --out or drop --resume"));
+    }
+  }
+  // A setting only the earlier run had (e.g. its --n-recent, now unset).
+  for (auto it = previous.begin(); it != previous.end(); ++it) {
+    if (!now.contains(it.key())) {
+      return absl::FailedPreconditionError(absl::StrCat("--resume: setting \"", it.key(), "\" was ",
+                                                        it.value().dump(),
+                                                        ", now absent; use another --out or drop --resume"));
     }
   }
   return absl::OkStatus();

@@ -1,5 +1,6 @@
 #include "tools/sweep/sweep_args.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -59,6 +60,9 @@ const char* SweepUsage() {
          "  --policies a,b,...      [dense,sliding_window,streaming_llm,h2o,tova,alisa,diagonal,"
          "diagonal_sink4]\n"
          "  --sparsities p,q,...    percent [80,90,92.5,95,96]; dense always runs once, at 0\n"
+         "  --n-recent N            diagonal policies' recent window N_r (diagonal, diagonal_sink4; N_att\n"
+         "                          still comes from the sparsity, and must be <= N); default 0.5 x image\n"
+         "                          tokens, widened to N_att where that is larger [0: the default]\n"
          "  --subsample K           every K-th prompt (0, K, 2K, ...: all categories stay) [1]\n"
          "  --per-category N        then at most N prompts of each category, evenly spread (0: all) [0]\n"
          "  --max-prompts N         then only the first N of those (0: all) [0]\n"
@@ -91,6 +95,7 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
       {"--images-per-prompt", Int("--images-per-prompt", &a.images_per_prompt, 1)},
       {"--policies", Text("--policies", &policies)},
       {"--sparsities", Text("--sparsities", &sparsities)},
+      {"--n-recent", Int("--n-recent", &a.n_recent, 0)},
       {"--subsample", Int("--subsample", &a.subsample, 1)},
       {"--per-category", Int("--per-category", &a.per_category, 0)},
       {"--max-prompts", Int("--max-prompts", &a.max_prompts, 0)},
@@ -167,6 +172,11 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
   absl::StatusOr<std::vector<double>> percents = ParseSparsities(sparsities);
   if (!percents.ok()) return percents.status();
   a.sparsities = *std::move(percents);
+  if (a.n_recent > 0 && std::none_of(a.policies.begin(), a.policies.end(), UsesNRecent)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--n-recent ", a.n_recent, " sets the recent window of the diagonal policies (diagonal, "
+        "diagonal_sink4), but --policies ", policies, " has none"));
+  }
   return a;
 }
 

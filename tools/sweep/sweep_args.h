@@ -21,6 +21,7 @@ struct SweepArgs {
   int32_t images_per_prompt = 4;
   std::vector<sparse::PolicyKind> policies;
   std::vector<double> sparsities;  // percent
+  int32_t n_recent = 0;            // diagonal policies' recent window N_r (0: the default, 0.5 x L_dec)
   int32_t subsample = 1;           // every K-th prompt
   int32_t per_category = 0;        // then at most N of each tag, evenly spread (0: all)
   int32_t max_prompts = 0;         // then the first N of those (0: all)

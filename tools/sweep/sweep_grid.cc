@@ -26,6 +26,10 @@ std::vector<std::string> Items(std::string_view csv) {
 
 }  // namespace
 
+bool UsesNRecent(sparse::PolicyKind kind) {
+  return kind == sparse::PolicyKind::kDiagonal || kind == sparse::PolicyKind::kDiagonalSink4;
+}
+
 absl::StatusOr<std::vector<sparse::PolicyKind>> ParsePolicies(std::string_view csv) {
   std::vector<sparse::PolicyKind> kinds;
   for (const std::string& item : Items(csv)) {

@@ -23,6 +23,9 @@ struct SweepConfig {
   std::string label;         // "<policy>_<sparsity>", e.g. "diagonal_92.5": the folder name
 };
 
+// Whether --n-recent applies to a policy: the diagonal ones (diagonal, diagonal_sink4).
+bool UsesNRecent(sparse::PolicyKind kind);
+
 // "a,b,c" -> canonical policy kinds, in order, without duplicates.
 absl::StatusOr<std::vector<sparse::PolicyKind>> ParsePolicies(std::string_view csv);
 

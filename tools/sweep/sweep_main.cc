@@ -41,7 +41,8 @@ int Fail(int code, const absl::Status& s) {
 }
 
 // Every configuration must be valid for this model (e.g. 96% of a tiny
-// decode length leaves no key; streaming_llm needs n_att > 4 sinks), checked
+// decode length leaves no key; streaming_llm needs n_att > 4 sinks; --n-recent
+// must be >= every diagonal configuration's n_att and <= L_dec), checked
 // before any image is made.
 absl::Status ValidateGrid(const engine::Engine& engine, const std::vector<sweep::SweepConfig>& grid,
                           const sweep::BenchmarkPrompt& prompt, const sweep::RunSettings& settings) {
@@ -115,6 +116,7 @@ int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point star
   settings.max_batch_rows = args.max_batch_rows;
   settings.seed = args.seed;
   settings.sampling = args.sampling;
+  settings.n_recent = args.n_recent;
   if (args.deadline_seconds > 0) {
     settings.deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                     std::chrono::duration<double>(args.deadline_seconds));

@@ -40,6 +40,7 @@ engine::GenerationRequest MakeRequest(const WorkItem& item, const RunSettings& s
   r.sampling.seed = settings.seed + static_cast<uint64_t>(item.prompt->index);
   r.policy.kind = item.config->kind;
   r.policy.sparsity = item.config->sparsity_percent / 100.0;
+  if (UsesNRecent(item.config->kind)) r.policy.n_recent = settings.n_recent;
   return r;
 }
 

@@ -31,6 +31,7 @@ struct RunSettings {
   int32_t max_batch_rows = 256;
   uint64_t seed = 0;                // prompt p: seed + p, the same for every configuration
   engine::SamplingParams sampling;  // its seed is replaced per prompt
+  int32_t n_recent = 0;             // diagonal policies' N_r (--n-recent); 0: the policy's default
   // No request is admitted at or after this time; running ones finish and are
   // written (--deadline-seconds). Unset: no deadline.
   std::optional<std::chrono::steady_clock::time_point> deadline;

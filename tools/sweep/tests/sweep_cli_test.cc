@@ -2,7 +2,8 @@
 // (dense, diagonal at 0 and 50%). Checks the folder layout, valid PNGs of the
 // model's size, the manifest (counts, the same seeds for every
 // configuration), determinism (dense == diagonal at 0%, and the same bytes
-// whatever the batch size), --resume, and exit status 2 for bad arguments.
+// whatever the batch size), --resume, --n-recent, and exit status 2 for bad
+// arguments.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -214,6 +215,59 @@ TEST_F(SweepCliTest, ShardsAndExcludeSplitTheGridWithoutChangingImages) {
   }
 }
 
+// The tiny model decodes 64 image tokens: the default N_r is 32 (diagonal at
+// 50% attends 32 keys, at 75% 16).
+TEST_F(SweepCliTest, NRecentChangesOnlyTheDiagonalImages) {
+  const std::vector<std::string> configs = {"dense_0", "diagonal_50", "diagonal_75", "diagonal_sink4_50",
+                                            "diagonal_sink4_75"};
+  const std::string grid = " --policies dense,diagonal,diagonal_sink4";
+  const std::vector<std::string> names = {"0000_0.png", "0001_0.png"};
+  const fs::path plain = dir_ / "plain";
+  RunResult r = RunSweep(Args(plain, "--sparsities 50,75" + grid));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  // --n-recent at the default value: the same bytes; the settings record it.
+  const fs::path same = dir_ / "same";
+  r = RunSweep(Args(same, "--sparsities 50,75 --n-recent 32" + grid));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const std::string& c : configs) {
+    for (const std::string& name : names) {
+      EXPECT_EQ(ReadBytes(plain / c / name), ReadBytes(same / c / name)) << c << "/" << name;
+    }
+  }
+  const nlohmann::json plain_settings = nlohmann::json::parse(ReadBytes(plain / "sweep_settings.json"));
+  EXPECT_FALSE(plain_settings.contains("n_recent")) << plain_settings.dump();
+  EXPECT_EQ(nlohmann::json::parse(ReadBytes(same / "sweep_settings.json")).at("n_recent"), 32);
+
+  // A smaller window (16 = diagonal_75's n_att): diagonal images change, dense ones do not.
+  const fs::path narrow = dir_ / "narrow";
+  r = RunSweep(Args(narrow, "--sparsities 75 --n-recent 16" + grid));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int differing = 0;
+  for (const std::string& name : names) {
+    EXPECT_EQ(ReadBytes(plain / "dense_0" / name), ReadBytes(narrow / "dense_0" / name)) << name;
+    for (const char* c : {"diagonal_75", "diagonal_sink4_75"}) {
+      const std::string bytes = ReadBytes(narrow / c / name);
+      ASSERT_FALSE(bytes.empty()) << c << "/" << name;
+      differing += bytes != ReadBytes(plain / c / name);
+    }
+  }
+  EXPECT_EQ(differing, 4);  // every diagonal image (2 prompts x 2 policies)
+
+  // --resume checks it: the same value resumes, another (or none) is refused.
+  r = RunSweep(Args(narrow, "--sparsities 75 --n-recent 16 --resume" + grid));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("0 requests to run, 6 already done"), std::string::npos) << r.output;
+  for (const std::string& extra : {"--n-recent 20", ""}) {
+    r = RunSweep(Args(narrow, "--sparsities 75 --resume " + extra + grid));
+    EXPECT_EQ(r.exit_code, 2) << extra << "\n" << r.output;
+    EXPECT_NE(r.output.find("\"n_recent\" was 16"), std::string::npos) << r.output;
+  }
+  r = RunSweep(Args(plain, "--sparsities 50,75 --resume --n-recent 32" + grid));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("\"n_recent\" was absent"), std::string::npos) << r.output;
+}
+
 TEST_F(SweepCliTest, BadArgumentsExitTwoWithAMessage) {
   const fs::path out = dir_ / "bad";
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -233,6 +287,14 @@ TEST_F(SweepCliTest, BadArgumentsExitTwoWithAMessage) {
       {Args(out, "--deadline-seconds -1"), "--deadline-seconds must be >= 0"},
       {Args(out, "--exclude " + (dir_ / "missing.txt").string()), "missing.txt"},
       {Args(out, "--shard 2/3"), "no prompt left"},
+      // --n-recent: every diagonal configuration must accept it (n_att <= N_r <= L_dec = 64).
+      {Args(out, "--n-recent 16"), "configuration diagonal_0 on model"},
+      {Args(out, "--sparsities 75,50 --n-recent 16"), "configuration diagonal_50 on model"},
+      {Args(out, "--sparsities 75,50 --n-recent 16"), "n_att (32) must be <= n_recent (16)"},
+      {Args(out, "--sparsities 50 --n-recent 65"), "n_recent (65) must be <= L_dec (64)"},
+      {Args(out, "--policies diagonal_sink4 --sparsities 90 --n-recent 5"), "configuration diagonal_sink4_90"},
+      {Args(out, "--policies dense,sliding_window --n-recent 32"), "but --policies dense,sliding_window has none"},
+      {Args(out, "--n-recent -2"), "--n-recent must be >= 0"},
   };
   for (const auto& [args, message] : cases) {
     const RunResult r = RunSweep(args);

@@ -14,6 +14,7 @@
 #include "tools/sweep/resume.h"
 #include "tools/sweep/sweep_args.h"
 #include "tools/sweep/sweep_grid.h"
+#include "tools/sweep/sweep_runner.h"
 
 namespace argen::sweep {
 namespace {
@@ -61,6 +62,33 @@ TEST(SweepArgsTest, ParsesEveryOption) {
   EXPECT_TRUE(a->resume);
 }
 
+TEST(SweepArgsTest, NRecentIsUnsetByDefaultAndParsed) {
+  absl::StatusOr<SweepArgs> a = ParseSweepArgs({"--model", "m", "--out", "o"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->n_recent, 0);
+  a = ParseSweepArgs({"--model", "m", "--out", "o", "--n-recent", "200"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->n_recent, 200);
+  a = ParseSweepArgs({"--model", "m", "--out", "o", "--policies", "dense,diagonal_sink4", "--n-recent=40"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->n_recent, 40);
+  // 0 is the default, so it is fine without a diagonal policy.
+  a = ParseSweepArgs({"--model", "m", "--out", "o", "--policies", "dense,h2o", "--n-recent", "0"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->n_recent, 0);
+}
+
+TEST(SweepArgsTest, NRecentReachesOnlyTheDiagonalPolicies) {
+  RunSettings settings;
+  settings.n_recent = 40;
+  const BenchmarkPrompt prompt{};
+  for (const SweepConfig& c : BuildGrid(ParsePolicies(kDefaultPolicies).value(), {90})) {
+    const engine::GenerationRequest r = MakeRequest({&c, &prompt}, settings);
+    EXPECT_EQ(r.policy.n_recent, UsesNRecent(c.kind) ? 40 : 0) << c.label;
+    EXPECT_EQ(UsesNRecent(c.kind), c.policy == "diagonal" || c.policy == "diagonal_sink4") << c.label;
+  }
+}
+
 TEST(SweepArgsTest, UsageErrorsNameTheFlag) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--out", "o"}, "--model is required"},
@@ -78,6 +106,10 @@ TEST(SweepArgsTest, UsageErrorsNameTheFlag) {
       {{"--model", "m", "--out"}, "--out needs a value"},
       {{"--model", "m", "--out", "o", "--max-batch-rows", "255"}, "--max-batch-rows must be even"},
       {{"--model", "m", "--out", "o", "--resume=yes"}, "--resume takes no value"},
+      {{"--model", "m", "--out", "o", "--n-recent", "-1"}, "--n-recent must be >= 0"},
+      {{"--model", "m", "--out", "o", "--n-recent", "half"}, "--n-recent: \"half\" is not an integer"},
+      {{"--model", "m", "--out", "o", "--policies", "dense,h2o", "--n-recent", "40"},
+       "--n-recent 40 sets the recent window of the diagonal policies"},
   };
   for (const auto& [args, message] : cases) {
     absl::StatusOr<SweepArgs> a = ParseSweepArgs(args);
@@ -212,6 +244,23 @@ TEST(SweepResumeTest, SettingsMustMatch) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("\"cfg\""), std::string::npos) << s;
   EXPECT_FALSE(CheckSameSettings(before, SettingsJson(SweepArgs{}, "model-b")).ok());
+}
+
+TEST(SweepResumeTest, NRecentIsASettingOnlyWhenSet) {
+  SweepArgs a;
+  const nlohmann::json unset = SettingsJson(a, "m");
+  EXPECT_FALSE(unset.contains("n_recent"));  // a default run's settings file is as before
+  a.n_recent = 40;
+  const nlohmann::json forty = SettingsJson(a, "m");
+  EXPECT_EQ(forty.at("n_recent"), 40);
+  EXPECT_TRUE(CheckSameSettings(forty, SettingsJson(a, "m")).ok());
+  a.n_recent = 20;
+  for (const auto& [previous, now] : {std::pair{forty, SettingsJson(a, "m")}, std::pair{unset, forty},
+                                      std::pair{forty, unset}}) {
+    const absl::Status s = CheckSameSettings(previous, now);
+    ASSERT_FALSE(s.ok()) << previous.dump() << " -> " << now.dump();
+    EXPECT_NE(s.message().find("\"n_recent\""), std::string::npos) << s;
+  }
 }
 
 }  // namespace
