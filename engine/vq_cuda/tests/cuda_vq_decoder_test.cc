@@ -8,6 +8,9 @@
 // Bounds (fp32): float output within kFloatTol of the CPU relative to
 // max(1, |cpu|); RGB8 bytes within 1 level, at most 0.5% of them off by one (a
 // float within rounding of an integer boundary truncates to the neighbour).
+// Measured on the H200 (2026-11-29): fp32 worst relative error 3.5e-6 (shipped
+// model), 9.5e-6 (Janus shape), 6.3e-6 against PyTorch; at most 0.025% of the
+// bytes off by one; TF32 2.1e-3 and 1.6% of the bytes off by one.
 #include "engine/vq_cuda/cuda_vq_decoder.h"
 
 #include <algorithm>
