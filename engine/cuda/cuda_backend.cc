@@ -14,7 +14,6 @@ namespace argen::cuda {
 namespace {
 
 constexpr int32_t kMaxDecodePositions = 16384;  // rotary table covers prompt + this many tokens
-constexpr size_t kCublasWorkspace = 32 << 20;
 
 size_t Align(size_t n) { return (n + 255) / 256 * 256; }
 
@@ -57,7 +56,7 @@ CudaBackend::CudaBackend(const model::ModelDims& dims, DeviceWeights weights,
 CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
   ClearGraphs();
-  if (cublas_) cublasDestroy(cublas_);
+  gemm_.Reset();
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -85,8 +84,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::Mo
 absl::Status CudaBackend::Init() {
   const model::ModelDims& d = dims_;
   ARGEN_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
-  ARGEN_STATUS_RETURN(CublasStatus(cublasCreate(&cublas_), "create handle"));
-  ARGEN_STATUS_RETURN(CublasStatus(cublasSetStream(cublas_, stream_), "set stream"));
   int device = 0;
   ARGEN_CUDA_RETURN(cudaGetDevice(&device), "device");
   ARGEN_CUDA_RETURN(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device), "sm count");
@@ -97,13 +94,13 @@ absl::Status CudaBackend::Init() {
     buf = *std::move(b);
     return absl::OkStatus();
   };
-  // A fixed cuBLAS workspace keeps cuBLAS from allocating during the step.
-  ARGEN_STATUS_RETURN(alloc(cublas_ws_, kCublasWorkspace, "cublas workspace"));
-  ARGEN_STATUS_RETURN(CublasStatus(cublasSetWorkspace(cublas_, cublas_ws_.as(), kCublasWorkspace), "workspace"));
-
   const int32_t R = options_.max_batch_rows, P = R / 2;
   max_tokens_ = std::max(R, 512);
   const int64_t T = max_tokens_, H = d.hidden_size, hd = d.head_dim;
+  // cuBLAS / cuBLASLt handles with one fixed workspace (no allocation during a
+  // step), and the tuning scratch for the residual GEMMs (o_proj, down: beta 1,
+  // at most T rows of H outputs), before the KV pool takes what is left.
+  ARGEN_STATUS_RETURN(gemm_.Init(stream_, static_cast<size_t>(T * H)));
   const int64_t q_dim = int64_t{d.num_heads} * hd, qkv_dim = q_dim + 2LL * d.num_kv_heads * hd;
   const int64_t I = d.intermediate_size, E = d.image_embed_dim, HE = d.head_embed_dim, V = d.image_vocab;
 

@@ -19,6 +19,7 @@
 #include "engine/cpu/cpu_weights.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_weights.h"
+#include "engine/cuda/gemm.h"
 #include "engine/cuda/policy_kernels.h"
 #include "engine/cuda/range_allocator.h"
 #include "engine/cuda/stage_timer.h"
@@ -63,6 +64,12 @@ class CudaBackend final : public model::Backend {
   // Diagonal rows select from the attention kernel's argmin (default on); off:
   // from its probabilities through ObserveKernel, as the score policies.
   void SetFusedArgmin(bool on) { fused_argmin_ = on; }
+  // GEMM implementation (engine/cuda/gemm.h; default kLtTuned).
+  void SetGemmMode(GemmMode m) {
+    gemm_.SetMode(m);
+    ClearGraphs();
+  }
+  GemmMode gemm_mode() const { return gemm_.mode(); }
 
   StageTimes TakeStageTimes() { return timer_.Take(); }
   int64_t KvPoolBytes() const;
@@ -118,7 +125,7 @@ class CudaBackend final : public model::Backend {
   int32_t max_pos_ = 0;      // rotary table length
   int32_t sm_count_ = 0;
   cudaStream_t stream_ = nullptr;
-  cublasHandle_t cublas_ = nullptr;
+  Gemm gemm_;  // cuBLAS / cuBLASLt handles, their workspace, the GEMM tuning scratch
 
   // Pools.
   DeviceBuffer kv_pool_, state_ints_, state_floats_;
@@ -127,7 +134,7 @@ class CudaBackend final : public model::Backend {
   model::RowId next_row_id_ = 1;
 
   // Workspaces (fixed size, made in Init; plan buffers grow in AllocateRow only).
-  DeviceBuffer cublas_ws_, rope_, x_, xn_, qkv_, q_, attn_, gate_up_, mlp_;
+  DeviceBuffer rope_, x_, xn_, qkv_, q_, attn_, gate_up_, mlp_;
   DeviceBuffer pair_embed_, pair_mid_, pair_mid_bf16_, pair_out_;
   DeviceBuffer last_hidden_, head_in_, head_mid_, head_mid_bf16_, logits_;
   DeviceBuffer attn_ws_, plan_slots_, plan_counts_, plan_attended_, probs_;

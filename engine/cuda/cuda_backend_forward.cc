@@ -33,7 +33,7 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
   for (int32_t l = 0; l < d.num_layers; ++l) {
     const DeviceLayer& w = weights_.layers[l];
     ARGEN_CUDA_RETURN(kernels::RmsNorm(x_.as<float>(), w.input_norm, tokens, H, d.rms_norm_eps, xn_.as<bf16>(), stream_), "input norm");
-    ARGEN_STATUS_RETURN(LinearBf16(cublas_, xn_.as<bf16>(), w.qkv, tokens, H, qkv_dim, qkv_.as<float>(), 0.f, "qkv"));
+    ARGEN_STATUS_RETURN(gemm_.Linear(xn_.as<bf16>(), w.qkv, tokens, H, qkv_dim, qkv_.as<float>(), 0.f, "qkv"));
     kernels::RopeAppendArgs ra;
     ra.qkv = qkv_.as<float>();
     ra.rope = rope_.as<float>();
@@ -87,12 +87,12 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
                         "policy observe");
       timer_.Mark(Stage::kObserve);
     }
-    ARGEN_STATUS_RETURN(LinearBf16(cublas_, attn_.as<bf16>(), w.o, tokens, q_dim, H, x_.as<float>(), 1.f, "o_proj"));
+    ARGEN_STATUS_RETURN(gemm_.Linear(attn_.as<bf16>(), w.o, tokens, q_dim, H, x_.as<float>(), 1.f, "o_proj"));
     timer_.Mark(Stage::kOProj);
     ARGEN_CUDA_RETURN(kernels::RmsNorm(x_.as<float>(), w.post_norm, tokens, H, d.rms_norm_eps, xn_.as<bf16>(), stream_), "post norm");
-    ARGEN_STATUS_RETURN(LinearBf16(cublas_, xn_.as<bf16>(), w.gate_up, tokens, H, 2 * I, gate_up_.as<float>(), 0.f, "gate_up"));
+    ARGEN_STATUS_RETURN(gemm_.Linear(xn_.as<bf16>(), w.gate_up, tokens, H, 2 * I, gate_up_.as<float>(), 0.f, "gate_up"));
     ARGEN_CUDA_RETURN(kernels::SwiGlu(gate_up_.as<float>(), tokens, I, mlp_.as<bf16>(), stream_), "swiglu");
-    ARGEN_STATUS_RETURN(LinearBf16(cublas_, mlp_.as<bf16>(), w.down, tokens, I, H, x_.as<float>(), 1.f, "down"));
+    ARGEN_STATUS_RETURN(gemm_.Linear(mlp_.as<bf16>(), w.down, tokens, I, H, x_.as<float>(), 1.f, "down"));
     timer_.Mark(Stage::kFfn);
   }
   return absl::OkStatus();
@@ -102,9 +102,9 @@ absl::Status CudaBackend::EnqueueHead(const float* hidden, int32_t rows) {
   const model::ModelDims& d = dims_;
   const int32_t H = d.hidden_size, HE = d.head_embed_dim, V = d.image_vocab, pairs = rows / 2;
   ARGEN_CUDA_RETURN(kernels::RmsNorm(hidden, weights_.final_norm, rows, H, d.rms_norm_eps, head_in_.as<bf16>(), stream_), "final norm");
-  ARGEN_STATUS_RETURN(LinearBf16(cublas_, head_in_.as<bf16>(), weights_.head_proj_w, rows, H, HE, head_mid_.as<float>(), 0.f, "gen_head projector"));
+  ARGEN_STATUS_RETURN(gemm_.Linear(head_in_.as<bf16>(), weights_.head_proj_w, rows, H, HE, head_mid_.as<float>(), 0.f, "gen_head projector"));
   ARGEN_CUDA_RETURN(kernels::BiasGelu(head_mid_.as<float>(), weights_.head_proj_b, rows, HE, head_mid_bf16_.as<bf16>(), stream_), "gen_head gelu");
-  ARGEN_STATUS_RETURN(LinearBf16(cublas_, head_mid_bf16_.as<bf16>(), weights_.head_out_w, rows, HE, V, logits_.as<float>(), 0.f, "vision_head"));
+  ARGEN_STATUS_RETURN(gemm_.Linear(head_mid_bf16_.as<bf16>(), weights_.head_out_w, rows, HE, V, logits_.as<float>(), 0.f, "vision_head"));
   ARGEN_CUDA_RETURN(kernels::AddBias(logits_.as<float>(), weights_.head_out_b, rows, V, stream_), "vision_head bias");
   ARGEN_CUDA_RETURN(kernels::CfgSample(logits_.as<float>(), pairs, V, inputs_.sampling, inputs_.sampled, stream_), "cfg sampling");
   ARGEN_CUDA_RETURN(cudaMemcpyAsync(host_sampled_.as(), inputs_.sampled, sizeof(int32_t) * pairs,
@@ -137,9 +137,9 @@ absl::Status CudaBackend::EnqueueDecode(int32_t R, bool any_sparse, int32_t max_
   const int32_t H = d.hidden_size, E = d.image_embed_dim;
   ARGEN_CUDA_RETURN(kernels::EmbeddingGatherBf16(weights_.gen_embed, d.image_vocab, E, inputs_.ids, P,
                                                  pair_embed_.as<bf16>(), stream_), "gen_embed");
-  ARGEN_STATUS_RETURN(LinearBf16(cublas_, pair_embed_.as<bf16>(), weights_.fc1_w, P, E, H, pair_mid_.as<float>(), 0.f, "aligner fc1"));
+  ARGEN_STATUS_RETURN(gemm_.Linear(pair_embed_.as<bf16>(), weights_.fc1_w, P, E, H, pair_mid_.as<float>(), 0.f, "aligner fc1"));
   ARGEN_CUDA_RETURN(kernels::BiasGelu(pair_mid_.as<float>(), weights_.fc1_b, P, H, pair_mid_bf16_.as<bf16>(), stream_), "aligner gelu");
-  ARGEN_STATUS_RETURN(LinearBf16(cublas_, pair_mid_bf16_.as<bf16>(), weights_.fc2_w, P, H, H, pair_out_.as<float>(), 0.f, "aligner fc2"));
+  ARGEN_STATUS_RETURN(gemm_.Linear(pair_mid_bf16_.as<bf16>(), weights_.fc2_w, P, H, H, pair_out_.as<float>(), 0.f, "aligner fc2"));
   ARGEN_CUDA_RETURN(kernels::AddBias(pair_out_.as<float>(), weights_.fc2_b, P, H, stream_), "aligner bias");
   ARGEN_CUDA_RETURN(kernels::GatherRowsF32(pair_out_.as<float>(), inputs_.gather, R, H, x_.as<float>(), stream_), "pair -> rows");
   timer_.Mark(Stage::kEmbed);
