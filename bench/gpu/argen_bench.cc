@@ -10,6 +10,8 @@
 //     (sparse: the two-pass and the staged kernel, A/B in one process)
 //   --attention-kernel auto|two-pass|staged   the engine's decode attention kernel (default auto)
 //   --no-fused-argmin   diagonal rows select through probs + ObserveKernel (the earlier path)
+//   --gemm cublas|lt-heuristic|lt-tuned   the engine's GEMM path (engine/cuda/gemm.h; default lt-tuned);
+//     lt-tuned times its candidates once per shape inside the first step of a shape (counted in img/s)
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -41,6 +43,7 @@ struct Flags {
   bool graphs = true;
   bool fused_argmin = true;
   kernels::AttentionVariant variant = kernels::AttentionVariant::kAuto;
+  cuda::GemmMode gemm = cuda::GemmMode::kLtTuned;
   int stage_steps = 4;
   std::string out;
 };
@@ -79,6 +82,9 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       else if (v == "two-pass") f->variant = kernels::AttentionVariant::kTwoPass;
       else if (v == "staged") f->variant = kernels::AttentionVariant::kStaged;
       else return false;
+    }
+    else if (a == "--gemm") {
+      if (!cuda::ParseGemmMode(value(), &f->gemm)) return false;
     }
     else if (a == "--stage-steps") f->stage_steps = std::atoi(value().c_str());
     else if (a == "--out") f->out = value();
@@ -184,7 +190,8 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "usage: argen_bench [--model 1b,7b] [--batches 16,64] [--policies dense,diagonal:0.95]\n"
                          "  [--prompt-len 50] [--kv-budget BYTES | --card-memory 48G [--max-batch]]\n"
                          "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n"
-                         "  [--attention-kernel auto|two-pass|staged] [--no-fused-argmin]\n");
+                         "  [--attention-kernel auto|two-pass|staged] [--no-fused-argmin]\n"
+                         "  [--gemm cublas|lt-heuristic|lt-tuned]\n");
     return 2;
   }
   FILE* out = f.out.empty() ? nullptr : std::fopen(f.out.c_str(), "a");
@@ -264,10 +271,12 @@ int Main(int argc, char** argv) {
     be.SetGraphs(f.graphs);
     be.SetAttentionVariant(f.variant);
     be.SetFusedArgmin(f.fused_argmin);
+    be.SetGemmMode(f.gemm);
     static const char* kVariantNames[] = {"auto", "two-pass", "staged"};
-    std::printf("model %s: weights %.2f GB, KV pool %.2f GB, setup %.1f s, graphs %s, attention kernel %s, fused argmin %s\n",
+    std::printf("model %s: weights %.2f GB, KV pool %.2f GB, setup %.1f s, graphs %s, attention kernel %s, fused argmin %s, gemm %s\n",
                 name.c_str(), be.WeightBytes() / 1e9, be.KvPoolBytes() / 1e9, Seconds(c0, Clock::now()),
-                f.graphs ? "on" : "off", kVariantNames[static_cast<int>(f.variant)], f.fused_argmin ? "on" : "off");
+                f.graphs ? "on" : "off", kVariantNames[static_cast<int>(f.variant)], f.fused_argmin ? "on" : "off",
+                cuda::GemmModeName(f.gemm));
     std::printf("%-5s %-20s %6s %9s %9s %9s %9s %8s |", "model", "policy", "images", "prefill_s", "decode_s",
                 "step_ms", "last_ms", "img/s");
     for (const char* s : cuda::kStageNames) std::printf(" %8s", s);
@@ -307,6 +316,11 @@ int Main(int argc, char** argv) {
         }
       }
     }
+  }
+  if (f.gemm == cuda::GemmMode::kLtTuned && !f.attention_micro) {
+    const cuda::GemmTuningStats t = cuda::GetGemmTuningStats();
+    std::printf("gemm lt-tuned: %d shapes timed, %d untimed, %.1f ms tuning\n", t.shapes_tuned, t.shapes_untimed,
+                t.tuning_ms);
   }
   if (out) std::fclose(out);
   return 0;
