@@ -39,11 +39,12 @@ struct Flags {
   int64_t kv_budget = 0;
   int64_t card_memory = 0;
   bool max_batch = false;
+  int max_rows = 512;  // --max-batch: rows the backend is sized for (workspaces count against --card-memory)
   bool attention_micro = false;
   bool graphs = true;
   bool fused_argmin = true;
   kernels::AttentionVariant variant = kernels::AttentionVariant::kAuto;
-  cuda::GemmMode gemm = cuda::GemmMode::kLtTuned;
+  cuda::GemmMode gemm = cuda::GemmMode::kCublas;
   int stage_steps = 4;
   std::string out;
 };
@@ -73,6 +74,9 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     else if (a == "--kv-budget") f->kv_budget = ParseBytes(value());
     else if (a == "--card-memory") f->card_memory = ParseBytes(value());
     else if (a == "--max-batch") f->max_batch = true;
+    else if (a == "--max-rows") {
+      if (!absl::SimpleAtoi(value(), &f->max_rows) || f->max_rows < 2 || f->max_rows % 2 != 0) return false;
+    }
     else if (a == "--attention-micro") f->attention_micro = true;
     else if (a == "--no-graphs") f->graphs = false;
     else if (a == "--no-fused-argmin") f->fused_argmin = false;
@@ -100,6 +104,8 @@ absl::StatusOr<sparse::ResolvedPolicy> PolicyFromSpec(const std::string& spec) {
   sparse::PolicyParams p;
   p.kind = *kind;
   if (parts.size() > 1) p.sparsity = std::atof(parts[1].c_str());
+  // Optional third field: the recent window N_r (diagonal*, h2o, alisa), e.g. diagonal:0.95:64.
+  if (parts.size() > 2) p.n_recent = std::atoi(parts[2].c_str());
   return sparse::ResolvePolicy(p, kJanusImageTokens);
 }
 
@@ -188,7 +194,8 @@ int Main(int argc, char** argv) {
   Flags f;
   if (!ParseFlags(argc, argv, &f)) {
     std::fprintf(stderr, "usage: argen_bench [--model 1b,7b] [--batches 16,64] [--policies dense,diagonal:0.95]\n"
-                         "  [--prompt-len 50] [--kv-budget BYTES | --card-memory 48G [--max-batch]]\n"
+                         "  [--prompt-len 50] [--kv-budget BYTES | --card-memory 48G [--max-batch [--max-rows 512]]]\n"
+                         "  (a policy is name[:sparsity[:n_recent]], e.g. diagonal:0.95:64)\n"
                          "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n"
                          "  [--attention-kernel auto|two-pass|staged] [--no-fused-argmin]\n"
                          "  [--gemm cublas|lt-heuristic|lt-tuned]\n");
@@ -235,7 +242,7 @@ int Main(int argc, char** argv) {
     int max_images = 0;
     for (int b : f.batches) max_images = std::max(max_images, b);
     model::BackendOptions options;
-    options.max_batch_rows = std::max(2 * max_images, f.max_batch ? 512 : 2);
+    options.max_batch_rows = std::max(2 * max_images, f.max_batch ? f.max_rows : 2);
     options.max_prompt_tokens = std::max(f.prompt_len, 64);
     options.kv_budget_bytes = f.kv_budget;
     if (f.card_memory > 0) {

@@ -98,7 +98,9 @@ class Gemm {
   cublasStatus_t RunLt(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const __nv_bfloat16* x,
                        const __nv_bfloat16* w, float* y, float beta) const;
 
-  GemmMode mode_ = GemmMode::kLtTuned;
+  // Default kCublas: on the H200 the Lt paths measured no faster (7B, 16/64 images and
+  // the 48 GB max batch; bench/gpu/results/h200-2026-11-29-gemm, docs/PERFORMANCE.md).
+  GemmMode mode_ = GemmMode::kCublas;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
