@@ -48,6 +48,16 @@ absl::StatusOr<sparse::PolicyParams> ToPolicy(const v1::SparsityPolicy& p, const
     if (p.n_sink() < -1) return Field("policy.n_sink", absl::StrCat("must be >= -1, got ", p.n_sink()));
     out.n_sink = p.n_sink();
   }
+  // A recent window inherited from default_policy that is narrower than this
+  // request's N_att (e.g. default n_recent 64, request sparsity 0.8 -> N_att 115)
+  // falls back to the policy's own default window (0.5 x L_dec, at least N_att):
+  // a server default must not make an otherwise valid request invalid.
+  if (!p.has_n_recent() && out.n_recent > 0 && out.kind == config.default_policy.kind &&
+      !sparse::ResolvePolicy(out, image_tokens).ok()) {
+    sparse::PolicyParams widened = out;
+    widened.n_recent = 0;
+    if (sparse::ResolvePolicy(widened, image_tokens).ok()) out = widened;
+  }
   // Cross-field rules (n_att vs n_recent, sinks, ...) come from the one
   // implementation every backend uses.
   absl::StatusOr<sparse::ResolvedPolicy> resolved = sparse::ResolvePolicy(out, image_tokens);

@@ -81,6 +81,27 @@ TEST(RequestMappingTest, NamedPolicyTakesDefaultSparsityButNotOtherParameters) {
   EXPECT_DOUBLE_EQ(g->policy.sparsity, 0.0);
 }
 
+TEST(RequestMappingTest, DefaultWindowNarrowerThanRequestedNattFallsBackToPolicyDefault) {
+  // Default diagonal n_recent 40 of 64 tokens; sparsity 0.25 asks N_att = 48 > 40.
+  v1::GenerateRequest r = Basic();
+  r.mutable_policy()->set_sparsity(0.25);
+  absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(r, DiagonalDefault(), kImageTokens, 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->policy.n_recent, 0);  // the policy's own default window
+  // Within the default window the configured n_recent stays.
+  r.mutable_policy()->set_sparsity(0.5);  // N_att 32 <= 40
+  g = ToGenerationRequest(r, DiagonalDefault(), kImageTokens, 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->policy.n_recent, 40);
+  // A window the request itself names is never changed: too narrow is an error.
+  r.mutable_policy()->set_sparsity(0.25);
+  r.mutable_policy()->set_n_recent(40);
+  g = ToGenerationRequest(r, DiagonalDefault(), kImageTokens, 1);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("policy"), std::string::npos) << g.status();
+}
+
 struct BadField {
   const char* field;
   std::function<void(v1::GenerateRequest&)> mutate;
