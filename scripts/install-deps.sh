@@ -11,6 +11,8 @@ packages=(
   libyaml-cpp-dev prometheus-cpp-dev
   libopenblas-dev nlohmann-json3-dev libpng-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # Test tooling: the quality-report and scorer tests run tools/sweep/report.py.
+  python3-numpy python3-pil python3-matplotlib
 )
 missing=()
 for p in "${packages[@]}"; do
