@@ -130,7 +130,7 @@ absl::Status ImageSink::Write(std::vector<Job>& jobs, std::vector<std::vector<Ma
       const std::string name = ImageFileName(entry.prompt_index, entry.image);
       entry.path = (std::filesystem::path(entry.config) / name).string();
       const engine::RgbImage& img = (*images)[next++];
-      if (absl::Status s = WriteSweepPng((folder / name).string(), img.rgb, img.width, img.height, options_.png);
+      if (absl::Status s = image::WritePngFile((folder / name).string(), img.rgb, img.width, img.height, options_.png);
           !s.ok()) {
         return s;
       }

@@ -23,7 +23,7 @@
 #include "absl/status/status.h"
 #include "engine/engine.h"
 #include "tools/sweep/manifest.h"
-#include "tools/sweep/png_writer.h"
+#include "engine/image/png.h"
 
 namespace argen::sweep {
 
@@ -37,7 +37,7 @@ struct SinkOptions {
   int32_t threads = 1;       // writer threads (>= 1)
   int32_t max_queued = 0;    // groups waiting before Submit blocks; 0: 4 x threads x decode_batch
   int32_t decode_batch = 8;  // groups decoded in one DecodeImages call (>= 1)
-  PngOptions png;
+  image::PngOptions png;
 };
 
 // Writer threads for --image-threads 0: the hardware threads less one (the

@@ -98,6 +98,29 @@ TEST(PngTest, RejectsBadShapes) {
   EXPECT_TRUE(EncodePng(rgb, 2, 2).ok());
 }
 
+TEST(PngTest, EveryCompressionSettingRoundTripsAndBadLevelsAreRejected) {
+  const std::vector<uint8_t> rgb = RandomRgb(24, 17, 5);
+  for (int32_t level = 0; level <= 9; ++level) {
+    for (bool sub : {false, true}) {
+      auto png = EncodePng(rgb, 24, 17, PngOptions{level, sub});
+      ASSERT_TRUE(png.ok()) << png.status();
+      auto back = DecodePng(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(png->data()), png->size()));
+      ASSERT_TRUE(back.ok()) << back.status();
+      EXPECT_EQ(back->rgb, rgb) << "level " << level << " sub " << sub;
+    }
+  }
+  for (int32_t level : {-1, 10}) {
+    auto bad = EncodePng(rgb, 24, 17, PngOptions{level, true});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find("compression level"), std::string::npos) << bad.status();
+  }
+  // Encode errors from WritePngFile name the path too.
+  auto bad_file = WritePngFile("/tmp/argen-png-test-never-written.png", rgb, 5, 5);
+  ASSERT_FALSE(bad_file.ok());
+  EXPECT_NE(bad_file.message().find("argen-png-test-never-written.png"), std::string::npos) << bad_file;
+}
+
 TEST(PngTest, DecodeRejectsCorruptData) {
   const std::string junk = "definitely not a png";
   EXPECT_FALSE(DecodePng(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(junk.data()), junk.size())).ok());

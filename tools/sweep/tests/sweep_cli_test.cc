@@ -258,7 +258,7 @@ TEST_F(SweepCliTest, NRecentChangesOnlyTheDiagonalImages) {
   r = RunSweep(Args(narrow, "--sparsities 75 --n-recent 16 --resume" + grid));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("0 requests to run, 6 already done"), std::string::npos) << r.output;
-  for (const std::string& extra : {"--n-recent 20", ""}) {
+  for (const std::string extra : {"--n-recent 20", ""}) {
     r = RunSweep(Args(narrow, "--sparsities 75 --resume " + extra + grid));
     EXPECT_EQ(r.exit_code, 2) << extra << "\n" << r.output;
     EXPECT_NE(r.output.find("\"n_recent\" was 16"), std::string::npos) << r.output;

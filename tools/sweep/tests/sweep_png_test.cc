@@ -1,4 +1,4 @@
-// The sweep's PNG writer: every zlib level and filter choice decodes back to
+// engine/image's PNG encoder as the sweep uses it: every zlib level and filter choice decodes back to
 // the same pixels (engine/image's decoder), bad input is an error naming the
 // path, and a timing line per setting (informational; on 192x192 model images
 // set ARGEN_PNG_BENCH_DIR to a folder of PNGs, e.g. a sweep's dense_0).
@@ -15,7 +15,7 @@
 
 #include "engine/image/png.h"
 #include "gtest/gtest.h"
-#include "tools/sweep/png_writer.h"
+#include "engine/image/png.h"
 
 namespace argen::sweep {
 namespace {
@@ -60,7 +60,7 @@ TEST(SweepPngTest, EveryLevelRoundTrips) {
   const image::Rgb8Image img = Scene(37, 1);  // odd size: row strides matter
   for (int level = 0; level <= 9; ++level) {
     for (bool sub : {false, true}) {
-      absl::StatusOr<std::string> png = EncodeSweepPng(img.rgb, img.width, img.height, {level, sub});
+      absl::StatusOr<std::string> png = image::EncodePng(img.rgb, img.width, img.height, {level, sub});
       ASSERT_TRUE(png.ok()) << png.status();
       auto back = image::DecodePng(
           absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(png->data()), png->size()));
@@ -76,7 +76,7 @@ TEST(SweepPngTest, WritesAFileAndNamesThePathOnErrors) {
   const fs::path dir = fs::temp_directory_path() / ("argen_sweep_png_" + std::to_string(getpid()));
   fs::create_directories(dir);
   const image::Rgb8Image img = Scene(16, 2);
-  ASSERT_TRUE(WriteSweepPng((dir / "a.png").string(), img.rgb, 16, 16, {}).ok());
+  ASSERT_TRUE(image::WritePngFile((dir / "a.png").string(), img.rgb, 16, 16, {}).ok());
   std::ifstream in(dir / "a.png", std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), {});
   auto back =
@@ -84,11 +84,11 @@ TEST(SweepPngTest, WritesAFileAndNamesThePathOnErrors) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->rgb, img.rgb);
 
-  const absl::Status missing = WriteSweepPng((dir / "no" / "b.png").string(), img.rgb, 16, 16, {});
+  const absl::Status missing = image::WritePngFile((dir / "no" / "b.png").string(), img.rgb, 16, 16, {});
   EXPECT_FALSE(missing.ok());
   EXPECT_NE(missing.message().find("no/b.png"), std::string::npos) << missing;
-  EXPECT_FALSE(WriteSweepPng((dir / "c.png").string(), img.rgb, 15, 16, {}).ok());  // wrong buffer size
-  EXPECT_FALSE(EncodeSweepPng(img.rgb, 16, 16, {10, true}).ok());
+  EXPECT_FALSE(image::WritePngFile((dir / "c.png").string(), img.rgb, 15, 16, {}).ok());  // wrong buffer size
+  EXPECT_FALSE(image::EncodePng(img.rgb, 16, 16, {10, true}).ok());
   fs::remove_all(dir);
 }
 
@@ -114,7 +114,7 @@ TEST(SweepPngTest, TimingPerSetting) {
     for (bool sub : {false, true}) {
       const std::string name = "level " + std::to_string(level) + (sub ? " sub" : " all filters");
       time_it(name.c_str(), [&](const image::Rgb8Image& img) {
-        return EncodeSweepPng(img.rgb, img.width, img.height, {level, sub})->size();
+        return image::EncodePng(img.rgb, img.width, img.height, {level, sub})->size();
       });
     }
   }

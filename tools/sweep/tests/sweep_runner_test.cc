@@ -188,12 +188,12 @@ TEST_F(SweepRunnerTest, AWriterPoolKeepsTheManifestInFinishingOrder) {
   // One writer, then four writers decoding one group or three at a time: the
   // same manifest lines in the same order (Submit order), every PNG written.
   FakeEngine serial_engine(/*kv_rows=*/1000);
-  ASSERT_TRUE(Run(serial_engine, {.threads = 1, .decode_batch = 1}).ok());
+  ASSERT_TRUE(Run(serial_engine, {.threads = 1, .decode_batch = 1, .png = {}}).ok());
   const std::vector<std::string> serial = ManifestOrder(out_ / "manifest.jsonl");
   for (int32_t batch : {1, 3}) {
     FakeEngine engine(/*kv_rows=*/1000);
     engine.decode_delay_us = 300;  // workers overlap and finish out of order
-    ASSERT_TRUE(Run(engine, {.threads = 4, .decode_batch = batch}).ok());
+    ASSERT_TRUE(Run(engine, {.threads = 4, .decode_batch = batch, .png = {}}).ok());
     EXPECT_EQ(ManifestOrder(out_ / "manifest.jsonl"), serial) << "decode batch " << batch;
     EXPECT_GE(engine.max_concurrent_decodes, 1);
   }
@@ -206,7 +206,7 @@ TEST_F(SweepRunnerTest, AWriterPoolKeepsTheManifestInFinishingOrder) {
 TEST_F(SweepRunnerTest, ASlowWriterBlocksTheEngineInsteadOfQueueing) {
   FakeEngine engine(/*kv_rows=*/1000);
   engine.decode_delay_us = 2000;
-  ASSERT_TRUE(Run(engine, {.threads = 1, .max_queued = 2, .decode_batch = 1}).ok());
+  ASSERT_TRUE(Run(engine, {.threads = 1, .max_queued = 2, .decode_batch = 1, .png = {}}).ok());
   EXPECT_LE(peak_queued_, 2);
   absl::StatusOr<std::vector<ManifestEntry>> m = ReadManifest((out_ / "manifest.jsonl").string());
   ASSERT_TRUE(m.ok()) << m.status();
