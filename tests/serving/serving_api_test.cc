@@ -191,7 +191,9 @@ TEST(ServingApiTest, ShutdownDrainsRunningAndRefusesNew) {
   grpc::ClientContext hc;
   grpc::health::v1::HealthCheckResponse hr;
   grpc::Status hs = health->Check(&hc, grpc::health::v1::HealthCheckRequest(), &hr);
-  if (hs.ok()) EXPECT_EQ(hr.status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  if (hs.ok()) {
+    EXPECT_EQ(hr.status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  }
   stopper.join();
   for (auto& th : clients) th.join();
   EXPECT_TRUE(drained);
