@@ -28,6 +28,7 @@
 #include "tools/characterize/attention_map.h"
 #include "tools/characterize/attention_stats.h"
 #include "tools/characterize/png_file.h"
+#include "tools/runner/batch_runner.h"
 
 namespace argen::characterize {
 namespace {
@@ -212,35 +213,42 @@ absl::Status Run(Args args) {
   backend->SetAttentionObserver([&](const cpu::AttentionObservation& obs) { collector.Observe(obs); });
   Aggregate aggregate(info.num_layers, info.num_heads, args.max_distance, args.threshold);
 
+  std::vector<runner::Job> jobs;
   for (size_t p = 0; p < prompts->size(); ++p) {
-    engine::GenerationRequest request;
-    request.prompt = (*prompts)[p];
-    request.num_images = 1;
-    request.sampling.seed = args.seed + p;
-    request.sampling.cfg_weight = args.cfg;
-    request.policy = args.policy;
-    absl::StatusOr<engine::PreparedRequest> prepared = (*engine)->Prepare(request);
-    if (!prepared.ok()) return prepared.status();
-    collector.Start(static_cast<int32_t>(prepared->cond_ids.size()));
-    absl::StatusOr<engine::GroupId> id = (*engine)->Add(*prepared);
-    if (!id.ok()) return id.status();
-    for (;;) {
-      absl::StatusOr<engine::StepReport> step = (*engine)->Step();
-      if (!step.ok()) return step.status();
-      if (!collector.status().ok()) return collector.status();
-      absl::StatusOr<engine::GroupState> state = (*engine)->State(*id);
-      if (!state.ok()) return state.status();
-      if (state->finished) break;
-    }
-    (*engine)->Remove(*id);
+    runner::Job job;
+    job.request.prompt = (*prompts)[p];
+    job.request.num_images = 1;
+    job.request.sampling.seed = args.seed + p;
+    job.request.sampling.cfg_weight = args.cfg;
+    job.request.policy = args.policy;
+    job.tag = static_cast<int64_t>(p);
+    jobs.push_back(std::move(job));
+  }
+  // One prompt at a time: the collector tells the rows apart by the order of
+  // their first observation, which needs a single group in the batch.
+  runner::RunOptions run;
+  run.max_rows = 2;
+  runner::RunHooks hooks;
+  int32_t prompt_tokens = 0;
+  hooks.on_admitted = [&](const runner::Job&, const engine::PreparedRequest& prepared) {
+    prompt_tokens = static_cast<int32_t>(prepared.cond_ids.size());
+    collector.Start(prompt_tokens);
+    return absl::OkStatus();
+  };
+  hooks.on_step = [&](const engine::StepReport&) { return collector.status(); };
+  hooks.on_finished = [&](runner::FinishedJob job) -> absl::Status {
     for (int32_t l = 0; l < info.num_layers; ++l) {
       for (int32_t h = 0; h < info.num_heads; ++h) aggregate.Add(l, h, collector.stats(l, h));
     }
-    const std::string png = absl::StrCat(args.out, "/heatmap_p", p, "_L", args.layer, "_H", args.head, ".png");
+    const std::string png =
+        absl::StrCat(args.out, "/heatmap_p", job.tag, "_L", args.layer, "_H", args.head, ".png");
     if (absl::Status s = WritePng(collector.map().Heatmap(), png); !s.ok()) return s;
-    std::fprintf(stderr, "prompt %zu/%zu done (%d prompt tokens, %d decode queries)\n", p + 1, prompts->size(),
-                 static_cast<int>(prepared->cond_ids.size()), collector.stats(0, 0).queries());
-  }
+    std::fprintf(stderr, "prompt %lld/%zu done (%d prompt tokens, %d decode queries)\n",
+                 static_cast<long long>(job.tag + 1), prompts->size(), prompt_tokens,
+                 collector.stats(0, 0).queries());
+    return absl::OkStatus();
+  };
+  if (const runner::RunResult r = runner::RunJobs(**engine, jobs, run, hooks); !r.status.ok()) return r.status;
   backend->SetAttentionObserver(nullptr);
 
   if (absl::Status s = aggregate.WriteMassCsv(args.out + "/mass.csv"); !s.ok()) return s;

@@ -22,6 +22,7 @@
 #include "engine/engine.h"
 #include "engine/image/png.h"
 #include "engine/sparse/policy_params.h"
+#include "tools/runner/batch_runner.h"
 
 ABSL_FLAG(std::string, model, "",
           "checkpoint directory (config.json, safetensors, tokenizer.json)");
@@ -79,38 +80,29 @@ absl::Status Generate() {
   request.policy.kind = *kind;
   request.policy.sparsity = absl::GetFlag(FLAGS_sparsity);
 
-  absl::StatusOr<argen::engine::PreparedRequest> prepared = (*engine)->Prepare(request);
-  if (!prepared.ok()) return prepared.status();
-  absl::StatusOr<argen::engine::GroupId> id = (*engine)->Add(*prepared);
-  if (!id.ok()) return id.status();
-
-  const auto gen_start = std::chrono::steady_clock::now();
-  argen::engine::GroupState state;
-  do {
-    absl::StatusOr<argen::engine::StepReport> report = (*engine)->Step();
-    if (!report.ok()) return report.status();
-    absl::StatusOr<argen::engine::GroupState> s = (*engine)->State(*id);
-    if (!s.ok()) return s.status();
-    state = *std::move(s);
-  } while (!state.finished);
-  const double gen_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - gen_start).count();
-
-  absl::StatusOr<std::vector<argen::engine::RgbImage>> images =
-      (*engine)->DecodeImages(state.tokens);
-  if (!images.ok()) return images.status();
-  (*engine)->Remove(*id);
-  for (int32_t i = 0; i < static_cast<int32_t>(images->size()); ++i) {
-    const std::string path =
-        OutputPath(absl::GetFlag(FLAGS_out), i, static_cast<int32_t>(images->size()));
-    const argen::engine::RgbImage& img = (*images)[i];
-    if (absl::Status s = argen::image::WritePngFile(path, img.rgb, img.width, img.height); !s.ok())
-      return s;
-    std::fprintf(stderr, "wrote %s\n", path.c_str());
-  }
+  argen::runner::RunOptions run;
+  run.max_rows = options.max_batch_rows;
+  run.decode_images = true;
+  argen::runner::RunHooks hooks;
+  double gen_s = 0;
+  hooks.on_finished = [&](argen::runner::FinishedJob job) -> absl::Status {
+    gen_s = job.seconds;
+    const int32_t count = static_cast<int32_t>(job.images.size());
+    for (int32_t i = 0; i < count; ++i) {
+      const std::string path = OutputPath(absl::GetFlag(FLAGS_out), i, count);
+      const argen::engine::RgbImage& img = job.images[i];
+      if (absl::Status s = argen::image::WritePngFile(path, img.rgb, img.width, img.height); !s.ok())
+        return s;
+      std::fprintf(stderr, "wrote %s\n", path.c_str());
+    }
+    return absl::OkStatus();
+  };
+  const argen::runner::RunResult result =
+      argen::runner::RunJobs(**engine, {{request, /*tag=*/0}}, run, hooks);
+  if (!result.status.ok()) return result.status;
+  const int32_t tokens = (*engine)->info().image_tokens;
   std::fprintf(stderr, "load %.2f s, generation %.2f s (%d tokens x %d images, %.1f tokens/s)\n",
-               load_s, gen_s, state.tokens_total, request.num_images,
-               state.tokens_total * request.num_images / gen_s);
+               load_s, gen_s, tokens, request.num_images, tokens * request.num_images / gen_s);
   return absl::OkStatus();
 }
 

@@ -183,8 +183,7 @@ int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point star
   sink_options.threads = args.image_threads > 0 ? args.image_threads : sweep::DefaultImageThreads();
   sink_options.decode_batch = args.decode_batch;
   sink_options.png.compression_level = args.png_level;
-  sweep::ImageSink sink(**engine, **manifest, sink_options);
-  absl::StatusOr<sweep::SweepOutcome> outcome = sweep::RunSweep(**engine, items, settings, sink);
+  absl::StatusOr<sweep::SweepOutcome> outcome = sweep::RunSweep(**engine, items, settings, sink_options, **manifest);
   if (!outcome.ok()) return Fail(kFailed, outcome.status());
   std::fprintf(stderr, "argen_sweep: wrote %s\n", manifest_path.string().c_str());
   if (outcome->left > 0) {

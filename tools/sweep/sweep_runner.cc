@@ -1,11 +1,15 @@
 #include "tools/sweep/sweep_runner.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "tools/runner/batch_runner.h"
 
 namespace argen::sweep {
 namespace {
@@ -25,11 +29,6 @@ struct ConfigProgress {
   int64_t requests = 0;
 };
 
-struct InFlight {
-  WorkItem item;
-  Clock::time_point added;
-};
-
 }  // namespace
 
 engine::GenerationRequest MakeRequest(const WorkItem& item, const RunSettings& settings) {
@@ -45,7 +44,12 @@ engine::GenerationRequest MakeRequest(const WorkItem& item, const RunSettings& s
 }
 
 absl::StatusOr<SweepOutcome> RunSweep(engine::Engine& engine, const std::vector<WorkItem>& items,
-                                      const RunSettings& settings, ImageSink& sink) {
+                                      const RunSettings& settings, const SinkOptions& output,
+                                      ManifestWriter& manifest) {
+  std::vector<runner::Job> jobs;
+  jobs.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) jobs.push_back({MakeRequest(items[i], settings), static_cast<int64_t>(i)});
+  std::mutex progress_mu;  // on_admitted runs on the stepping thread, on_finished on the writers
   std::map<const SweepConfig*, ConfigProgress> progress;
   for (const WorkItem& item : items) {
     ++progress[item.config].remaining;
@@ -53,76 +57,85 @@ absl::StatusOr<SweepOutcome> RunSweep(engine::Engine& engine, const std::vector<
   }
   const int32_t rows_per_request = 2 * settings.images_per_prompt;
   const Clock::time_point start = Clock::now();
-  std::map<engine::GroupId, InFlight> running;
-  size_t next = 0, done = 0;
   Clock::time_point last_report = start;
-  size_t end = items.size();  // shrinks to `next` at the deadline
-  while (next < end || !running.empty()) {
-    if (settings.deadline && next < end && Clock::now() >= *settings.deadline) {
-      end = next;
-      std::fprintf(stderr, "argen_sweep: deadline reached, admitting no more requests; %zu running finish\n",
-                   running.size());
-      if (running.empty()) break;
+  size_t admitted = 0;
+  bool deadline_announced = false;
+  std::atomic<int64_t> done{0};
+  ImageSink sink(manifest, output.png);
+
+  runner::RunOptions run;
+  run.max_rows = settings.max_batch_rows;
+  run.deadline = settings.deadline;
+  run.decode_images = true;
+  run.decode_batch = std::max(1, output.decode_batch);
+  run.worker_threads = std::max(1, output.threads);
+  run.max_queued = output.max_queued;
+  runner::RunHooks hooks;
+  hooks.on_admitted = [&](const runner::Job& job, const engine::PreparedRequest&) {
+    ++admitted;
+    std::lock_guard<std::mutex> lock(progress_mu);
+    ConfigProgress& p = progress[items[job.tag].config];
+    if (!p.started) {
+      p.first_add = Clock::now();
+      p.started = true;
     }
-    // Admit while the batch has room (RunningRows counts rows not yet prefilled too).
-    while (next < end && engine.RunningRows() + rows_per_request <= settings.max_batch_rows) {
-      absl::StatusOr<engine::PreparedRequest> prepared = engine.Prepare(MakeRequest(items[next], settings));
-      if (!prepared.ok()) return prepared.status();
-      absl::StatusOr<engine::GroupId> id = engine.Add(*prepared);
-      if (!id.ok()) {
-        // The KV pool is full: wait for running groups to finish and free theirs.
-        if (absl::IsResourceExhausted(id.status()) && !running.empty()) break;
-        return id.status();
-      }
-      ConfigProgress& p = progress[items[next].config];
-      if (!p.started) p = {Clock::now(), true, p.remaining, p.requests};
-      running[*id] = {items[next], Clock::now()};
-      ++next;
-    }
-    absl::StatusOr<engine::StepReport> report = engine.Step();
-    if (!report.ok()) return report.status();
-    for (engine::GroupId id : report->finished) {
-      absl::StatusOr<engine::GroupState> state = engine.State(id);
-      if (!state.ok()) return state.status();
-      const InFlight& f = running.at(id);
-      FinishedGroup g;
-      g.tokens = std::move(state->tokens);
-      g.folder = (std::filesystem::path(settings.out_dir) / f.item.config->label).string();
-      g.entry.prompt_index = f.item.prompt->index;
-      g.entry.tag = f.item.prompt->tag;
-      g.entry.prompt = f.item.prompt->prompt;
-      g.entry.policy = f.item.config->policy;
-      g.entry.sparsity = f.item.config->sparsity_percent;
-      g.entry.config = f.item.config->label;
-      g.entry.seed = settings.seed + static_cast<uint64_t>(f.item.prompt->index);
-      g.entry.decode_s = Seconds(f.added, Clock::now());
-      sink.Submit(std::move(g));
-      engine.Remove(id);
-      ConfigProgress& p = progress[f.item.config];
-      if (--p.remaining == 0) {
-        std::fprintf(stderr, "argen_sweep: %s: %lld prompts x %d images in %.1f s\n",
-                     f.item.config->label.c_str(), static_cast<long long>(p.requests),
-                     settings.images_per_prompt, Seconds(p.first_add, Clock::now()));
-      }
-      running.erase(id);
-      ++done;
+    return absl::OkStatus();
+  };
+  hooks.on_step = [&](const engine::StepReport&) {
+    const Clock::time_point now = Clock::now();
+    if (settings.deadline && !deadline_announced && now >= *settings.deadline && admitted < items.size()) {
+      deadline_announced = true;
+      std::fprintf(stderr, "argen_sweep: deadline reached, admitting no more requests; %d running finish\n",
+                   engine.RunningRows() / rows_per_request);
     }
     // A heartbeat for long (GPU) runs: progress, rate and time left.
-    if (const Clock::time_point now = Clock::now(); Seconds(last_report, now) >= 30.0 && done > 0) {
+    if (const int64_t finished = done.load(); Seconds(last_report, now) >= 30.0 && finished > 0) {
       last_report = now;
       const double elapsed = Seconds(start, now);
-      std::fprintf(stderr, "argen_sweep: %zu/%zu requests, %.2f images/s, about %.0f s left\n", done,
-                   items.size(), done * settings.images_per_prompt / elapsed,
-                   elapsed / done * (items.size() - done));
+      std::fprintf(stderr, "argen_sweep: %lld/%zu requests, %.2f images/s, about %.0f s left\n",
+                   static_cast<long long>(finished), items.size(), finished * settings.images_per_prompt / elapsed,
+                   elapsed / finished * (items.size() - finished));
     }
-    if (absl::Status s = sink.status(); !s.ok()) return s;
+    return absl::OkStatus();
+  };
+  hooks.on_finished = [&](runner::FinishedJob job) -> absl::Status {
+    const WorkItem& item = items[job.tag];
+    FinishedGroup g;
+    g.sequence = job.sequence;
+    g.images = std::move(job.images);
+    g.folder = (std::filesystem::path(settings.out_dir) / item.config->label).string();
+    g.entry.prompt_index = item.prompt->index;
+    g.entry.tag = item.prompt->tag;
+    g.entry.prompt = item.prompt->prompt;
+    g.entry.policy = item.config->policy;
+    g.entry.sparsity = item.config->sparsity_percent;
+    g.entry.config = item.config->label;
+    g.entry.seed = settings.seed + static_cast<uint64_t>(item.prompt->index);
+    g.entry.decode_s = job.seconds;
+    if (absl::Status s = sink.Write(g); !s.ok()) return s;
+    ++done;
+    std::lock_guard<std::mutex> lock(progress_mu);
+    ConfigProgress& p = progress[item.config];
+    if (--p.remaining == 0) {
+      std::fprintf(stderr, "argen_sweep: %s: %lld prompts x %d images in %.1f s\n", item.config->label.c_str(),
+                   static_cast<long long>(p.requests), settings.images_per_prompt,
+                   Seconds(p.first_add, Clock::now()));
+    }
+    return absl::OkStatus();
+  };
+
+  const runner::RunResult result = runner::RunJobs(engine, jobs, run, hooks);
+  if (!result.status.ok()) {
+    if (!result.failed_tag) return result.status;
+    const WorkItem& item = items[*result.failed_tag];
+    return absl::Status(result.status.code(), absl::StrCat(item.config->label, ", prompt ", item.prompt->index, ": ",
+                                                           result.status.message()));
   }
-  if (absl::Status s = sink.Finish(); !s.ok()) return s;
   const double total = Seconds(start, Clock::now());
-  const int64_t images = static_cast<int64_t>(done) * settings.images_per_prompt;
+  const int64_t images = result.finished * settings.images_per_prompt;
   std::fprintf(stderr, "argen_sweep: %lld images in %.1f s (%.2f images/s)\n", static_cast<long long>(images),
                total, total > 0 ? images / total : 0.0);
-  return SweepOutcome{static_cast<int64_t>(done), static_cast<int64_t>(items.size() - next)};
+  return SweepOutcome{result.finished, result.not_admitted, result.peak_queued};
 }
 
 }  // namespace argen::sweep

@@ -1,9 +1,11 @@
-// The batching loop: every (configuration, prompt) pair is one engine request
-// of images_per_prompt images. Requests are added while the running rows stay
-// within max_batch_rows, the engine steps, finished groups go to the image
-// sink and are removed, and new requests join at once (continuous batching),
-// so the batch stays full across configuration boundaries. Policies may mix
-// in a batch: a group's tokens do not depend on its batch neighbours.
+// The sweep over the batch runner (tools/runner/batch_runner.h): every
+// (configuration, prompt) pair is one engine request of images_per_prompt
+// images. Requests are admitted while the running rows stay within
+// max_batch_rows, finished groups are decoded and written by the runner's
+// worker threads through an ImageSink, and new requests join at once
+// (continuous batching), so the batch stays full across configuration
+// boundaries. Policies may mix in a batch: a group's tokens do not depend on
+// its batch neighbours.
 #pragma once
 
 #include <chrono>
@@ -15,6 +17,7 @@
 #include "absl/status/status.h"
 #include "engine/engine.h"
 #include "tools/sweep/image_sink.h"
+#include "tools/sweep/manifest.h"
 #include "tools/sweep/prompt_set.h"
 #include "tools/sweep/sweep_grid.h"
 
@@ -38,17 +41,20 @@ struct RunSettings {
 };
 
 struct SweepOutcome {
-  int64_t finished = 0;  // requests run to the end and written
-  int64_t left = 0;      // requests not admitted because of the deadline
+  int64_t finished = 0;     // requests run to the end and written
+  int64_t left = 0;         // requests not admitted because of the deadline
+  int64_t peak_queued = 0;  // most finished requests waiting for a writer at once
 };
 
 // The request of one work item (also used to validate configurations).
 engine::GenerationRequest MakeRequest(const WorkItem& item, const RunSettings& settings);
 
-// Runs every item (in order of admission), writing through `sink`, until the
-// deadline if one is set. Progress (a line per finished configuration, a
-// heartbeat every 30 s) goes to stderr.
+// Runs every item (in order of admission), writing PNGs and manifest lines
+// (in finishing order) as `output` says, until the deadline if one is set.
+// Progress (a line per finished configuration, a heartbeat every 30 s) goes
+// to stderr. An error names the configuration and prompt it concerns.
 absl::StatusOr<SweepOutcome> RunSweep(engine::Engine& engine, const std::vector<WorkItem>& items,
-                      const RunSettings& settings, ImageSink& sink);
+                                      const RunSettings& settings, const SinkOptions& output,
+                                      ManifestWriter& manifest);
 
 }  // namespace argen::sweep

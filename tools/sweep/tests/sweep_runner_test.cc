@@ -2,7 +2,7 @@
 // with its paired seed, the running rows never exceed --max-batch-rows, a
 // full KV pool (Add: ResourceExhausted) makes requests wait instead of
 // failing, and engine errors (KV too small for one request, decode failure)
-// stop the sweep with that error.
+// stop the sweep with that error, naming the request.
 #include <unistd.h>
 
 #include <atomic>
@@ -148,9 +148,8 @@ class SweepRunnerTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<ManifestWriter>> manifest =
         ManifestWriter::Open((out_ / "manifest.jsonl").string(), false);
     if (!manifest.ok()) return manifest.status();
-    ImageSink sink(engine, **manifest, sink_options);
-    absl::StatusOr<SweepOutcome> outcome = RunSweep(engine, items_, settings_, sink);
-    peak_queued_ = sink.peak_queued();
+    absl::StatusOr<SweepOutcome> outcome = RunSweep(engine, items_, settings_, sink_options, **manifest);
+    if (outcome.ok()) peak_queued_ = outcome->peak_queued;
     return outcome;
   }
 
@@ -242,6 +241,7 @@ TEST_F(SweepRunnerTest, EngineErrorsStopTheSweep) {
   FakeEngine too_small(/*kv_rows=*/2);  // not even one request of 2 images
   absl::Status s = Run(too_small);
   EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_NE(s.message().find("dense_0, prompt 0: "), std::string::npos) << s;  // the request it concerns
 
   FakeEngine failing(/*kv_rows=*/1000);
   failing.fail_decode = true;
