@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Trains the small Lumina-format model (argen-lumina-scenes-v1) on one H200 in about 6 minutes, one call.
+# Run from the repository root on the device (torch + transformers there); $OUT receives 5 files:
+#   train.log, model.tar.part00..02 (the model directory as a tar split in 15 MiB parts, written right
+#   after export; reassemble: cat model.tar.part* | tar -x -C models/), results.tar (eval.json with the
+#   published-layout checks and the scorer tables, ar_history.json, VQ and sample PNGs with their prompts).
+#   usage: tools/train_lumina/device_train.sh [extra pipeline args...]
+set -euo pipefail
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+OUT=${OUT:-/tmp/argen-out}
+WORK=${WORK:-/tmp/argen-lumina-train}
+mkdir -p "$OUT" "$WORK"
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
+python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+set +e
+python3 -m tools.train_lumina.pipeline --work "$WORK" --model-dir "$WORK/argen-lumina-scenes-v1" \
+  --scenes 60000 --workers 16 --deadline 330 --reserve 80 --vq-seconds 90 --vq-batch 32 \
+  --batch 64 --lr 1e-3 --eval-every 1 --eval-per-prompt 2 --sampling 4:1:0,3:1:0 --pack-to "$OUT" "$@" 2>&1 \
+  | tee "$OUT/train.log"
+rc=${PIPESTATUS[0]}
+set -e
+(cd "$WORK" && tar -cf "$OUT/results.tar" $(ls eval.json ar_history.json *.png *.txt 2>/dev/null))
+ls -la "$OUT"
+exit $rc
