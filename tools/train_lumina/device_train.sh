@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Trains the small Lumina-format model (argen-lumina-scenes-v1) on one H200 in about 6 minutes, one call.
+# Trains the small Lumina-format model (argen-lumina-scenes-v1) on one H200 in about 6 minutes (a 345 s budget for everything, AR gets what the other phases leave), one call.
 # Run from the repository root on the device (torch + transformers there); $OUT receives 5 files:
 #   train.log, model.tar.part00..02 (the model directory as a tar split in 15 MiB parts, written right
 #   after export; reassemble: cat model.tar.part* | tar -x -C models/), results.tar (eval.json with the
@@ -14,7 +14,7 @@ nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || tr
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 set +e
 python3 -m tools.train_lumina.pipeline --work "$WORK" --model-dir "$WORK/argen-lumina-scenes-v1" \
-  --scenes 60000 --workers 16 --deadline 330 --reserve 80 --vq-seconds 90 --vq-batch 32 \
+  --scenes 50000 --workers 16 --deadline 345 --reserve 70 --vq-seconds 75 --vq-batch 32 \
   --batch 64 --lr 1e-3 --eval-every 1 --eval-per-prompt 2 --sampling 4:1:0,3:1:0 --pack-to "$OUT" "$@" 2>&1 \
   | tee "$OUT/train.log"
 rc=${PIPESTATUS[0]}
