@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Trains the small Lumina-format model (argen-lumina-scenes-v1) on one H200 in about 6 minutes (a 345 s budget for everything, AR gets what the other phases leave), one call.
+# Trains the small Lumina-format model (argen-lumina-scenes-v1; hidden 256, 6 layers: ~21 MB, kept small
+# because the device tool carries at most 64 MiB of working tree) on one H200 in about 6 minutes (a 345 s budget for everything, AR gets what the other phases leave), one call.
 # Run from the repository root on the device (torch + transformers there); $OUT receives 5 files:
 #   train.log, model.tar.part00..02 (the model directory as a tar split in 15 MiB parts, written right
 #   after export; reassemble: cat model.tar.part* | tar -x -C models/), results.tar (eval.json with the
@@ -15,6 +16,7 @@ python3 -c "import torch, transformers; print('torch', torch.__version__, 'trans
 set +e
 python3 -m tools.train_lumina.pipeline --work "$WORK" --model-dir "$WORK/argen-lumina-scenes-v1" \
   --scenes 50000 --workers 16 --deadline 345 --reserve 70 --vq-seconds 75 --vq-batch 32 \
+  --hidden 256 --layers 6 --heads 4 --intermediate 768 \
   --batch 64 --lr 1e-3 --eval-every 1 --eval-per-prompt 2 --sampling 4:1:0,3:1:0 --pack-to "$OUT" "$@" 2>&1 \
   | tee "$OUT/train.log"
 rc=${PIPESTATUS[0]}
