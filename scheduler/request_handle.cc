@@ -16,6 +16,7 @@ std::optional<RequestEvent> RequestHandle::Next(absl::Duration timeout) {
   RequestEvent event = std::move(events_.front());
   events_.pop_front();
   if (std::holds_alternative<FinishedEvent>(event)) finish_taken_ = true;
+  if (std::holds_alternative<PreviewEvent>(event)) --pending_previews_;
   return event;
 }
 
@@ -28,10 +29,16 @@ bool RequestHandle::finished() const {
   return finish_pushed_;
 }
 
+int32_t RequestHandle::pending_previews() const {
+  absl::MutexLock lock(&mu_);
+  return pending_previews_;
+}
+
 void RequestHandle::Push(RequestEvent event) {
   absl::MutexLock lock(&mu_);
   if (finish_pushed_) return;
   if (std::holds_alternative<FinishedEvent>(event)) finish_pushed_ = true;
+  if (std::holds_alternative<PreviewEvent>(event)) ++pending_previews_;
   events_.push_back(std::move(event));
 }
 

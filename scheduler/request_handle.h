@@ -31,6 +31,9 @@ class RequestHandle {
   void Cancel();
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
   bool finished() const;
+  // Preview events pushed and not yet taken by Next(): a transport that is
+  // behind (a slow client) makes the scheduler drop the next preview.
+  int32_t pending_previews() const;
 
   // Scheduler side. Events after Finished are dropped.
   void Push(RequestEvent event);
@@ -43,6 +46,7 @@ class RequestHandle {
   std::deque<RequestEvent> events_ ABSL_GUARDED_BY(mu_);
   bool finish_pushed_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_taken_ ABSL_GUARDED_BY(mu_) = false;
+  int32_t pending_previews_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace argen::scheduler

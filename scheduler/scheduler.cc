@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/sparse/policy_params.h"
+#include "scheduler/preview.h"
 
 namespace argen::scheduler {
 
@@ -27,6 +28,14 @@ struct Scheduler::Job {
   int64_t decode_rows_sum = 0;
   int32_t images_sent = 0;
   std::vector<std::vector<int32_t>> tokens;  // filled when its last token is sampled
+  Priority priority = Priority::kNormal;
+  int64_t sequence = 0;                      // acceptance order
+  ImageEncoder encoder;                      // empty: the scheduler's
+  std::vector<int32_t> preview_rows;         // token rows each preview shows (loop thread)
+  size_t next_preview = 0;                   // loop thread
+  std::atomic<bool> preview_in_flight{false};
+  absl::Mutex deliver_mu;                    // orders previews before the final images
+  bool images_started ABSL_GUARDED_BY(deliver_mu) = false;
 };
 
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(engine::Engine* engine,
@@ -51,6 +60,9 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(engine::Engine* eng
         absl::StrCat("scheduler: image_workers must be >= 1, got ", options.image_workers));
   }
   if (!encoder) return absl::InvalidArgumentError("scheduler: image encoder is missing");
+  if (options.priority_aging <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("scheduler: priority_aging must be > 0");
+  }
   return std::unique_ptr<Scheduler>(new Scheduler(engine, options, std::move(encoder), observer));
 }
 
@@ -85,6 +97,13 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(
     observer_->OnRequestDone(requested_policy, status, RequestMetrics{});
     return status;
   };
+  const int32_t token_grid = engine_->info().token_grid;
+  const int32_t max_previews = std::max(0, std::min(kMaxPreviews, token_grid - 1));
+  if (submit.previews < 0 || submit.previews > max_previews) {
+    return reject(absl::InvalidArgumentError(
+        absl::StrCat("previews: must be in [0, ", max_previews, "] for this model (", token_grid,
+                     " token rows), got ", submit.previews)));
+  }
   {
     absl::MutexLock lock(&mu_);
     if (draining_) {
@@ -104,6 +123,9 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(
   job->progress_interval = submit.progress_interval > absl::ZeroDuration()
                                ? submit.progress_interval
                                : options_.progress_interval;
+  job->priority = submit.priority;
+  job->encoder = submit.encoder;
+  job->preview_rows = PreviewRows(submit.previews, token_grid);
 
   QueuedEvent queued;
   {
@@ -118,7 +140,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(
     }
     std::string id = submit.request_id.empty() ? absl::StrCat("r", next_request_number_)
                                                : submit.request_id;
-    ++next_request_number_;
+    job->sequence = next_request_number_++;
     job->handle = std::make_shared<RequestHandle>(std::move(id), submit.deadline);
     job->accepted = absl::Now();
     queued.position = static_cast<int32_t>(queue_.size());
@@ -126,6 +148,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(
     queued.rows = job->need.rows;
     queued.seed = job->prepared.request.sampling.seed;
     queued.policy = job->prepared.policy;
+    queued.prompt_tokens = static_cast<int32_t>(job->prepared.cond_ids.size());
     // Pushed before the job is visible to the loop, so Queued is always first.
     job->handle->Push(queued);
     queue_.push_back(job);
@@ -199,15 +222,28 @@ void Scheduler::TakeFromQueue(std::vector<JobPtr>& admitted, std::vector<JobPtr>
       ++it;
     }
   }
-  // Strict FIFO: a head that does not fit yet blocks the ones behind it.
-  while (!queue_.empty() && FitsBeside(queue_.front()->need, in_use_, limits_)) {
-    JobPtr job = std::move(queue_.front());
-    queue_.pop_front();
+  // Priority order with aging; the next one that does not fit yet blocks the
+  // rest (no overtaking, so a large request is not starved by small ones).
+  const absl::Time now = absl::Now();
+  while (!queue_.empty()) {
+    const size_t next = NextInQueue(now);
+    if (!FitsBeside(queue_[next]->need, in_use_, limits_)) break;
+    JobPtr job = std::move(queue_[next]);
+    queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(next));
     in_use_.kv_bytes += job->need.kv_bytes;
     in_use_.rows += job->need.rows;
     admitted.push_back(std::move(job));
   }
   if (queue_.size() != before) observer_->OnQueueDepth(static_cast<int32_t>(queue_.size()));
+}
+
+size_t Scheduler::NextInQueue(absl::Time now) const {
+  size_t best = 0;
+  auto rank = [](const Job& j) { return QueuedRank{j.priority, j.accepted, j.sequence}; };
+  for (size_t i = 1; i < queue_.size(); ++i) {
+    if (AdmitsBefore(rank(*queue_[i]), rank(*queue_[best]), now, options_.priority_aging)) best = i;
+  }
+  return best;
 }
 
 void Scheduler::AddToEngine(std::vector<JobPtr>& admitted) {
@@ -326,6 +362,8 @@ void Scheduler::RunStep() {
     image_workers_->Post([this, job] { DecodeAndDeliver(job); });
   }
 
+  OfferPreviews();
+
   for (const JobPtr& job : running_) {
     if (end - job->last_progress < job->progress_interval) continue;
     job->last_progress = end;
@@ -343,8 +381,93 @@ void Scheduler::RunStep() {
   observer_->OnKvBytes(stats.kv_bytes_in_use, stats.kv_bytes_reserved);
 }
 
+void Scheduler::OfferPreviews() {
+  const int32_t grid = engine_->info().token_grid;
+  for (const JobPtr& job : running_) {
+    if (job->next_preview >= job->preview_rows.size()) continue;
+    const int32_t rows = job->preview_rows[job->next_preview];
+    if (job->steps < rows * grid) continue;
+    const int32_t index = static_cast<int32_t>(job->next_preview++);
+    const int32_t images = job->prepared.request.num_images;
+    // Dropped, never queued: the previous preview is still being decoded, the
+    // image workers are all busy (final images first), or the client has not
+    // taken the previous preview yet.
+    const char* drop = nullptr;
+    if (job->preview_in_flight.load(std::memory_order_acquire) ||
+        image_workers_->pending() >= options_.image_workers) {
+      drop = "image_path_busy";
+    } else if (job->handle->pending_previews() > 0) {
+      drop = "client_slow";
+    }
+    absl::StatusOr<engine::GroupState> state;
+    if (drop == nullptr) {
+      state = engine_->State(job->group);
+      if (!state.ok()) drop = "failed";
+    }
+    if (drop != nullptr) {
+      for (int32_t i = 0; i < images; ++i) observer_->OnPreviewDropped(drop);
+      continue;
+    }
+    job->preview_in_flight.store(true, std::memory_order_release);
+    image_workers_->Post([this, job, index, rows, sampled = std::move(state->tokens)]() mutable {
+      DecodePreview(job, index, rows, std::move(sampled));
+    });
+  }
+}
+
+void Scheduler::DecodePreview(const JobPtr& job, int32_t index, int32_t rows,
+                              std::vector<std::vector<int32_t>> sampled) {
+  const int32_t grid = engine_->info().token_grid;
+  const int32_t images = static_cast<int32_t>(sampled.size());
+  auto drop_all = [&](const char* reason) {
+    for (int32_t i = 0; i < images; ++i) observer_->OnPreviewDropped(reason);
+    job->preview_in_flight.store(false, std::memory_order_release);
+  };
+  if (!StopReason(*job).ok()) return drop_all("request_ended");
+  std::vector<std::vector<int32_t>> grids;
+  for (const std::vector<int32_t>& tokens : sampled) {
+    absl::StatusOr<std::vector<int32_t>> g = PreviewGrid(tokens, rows, grid);
+    if (!g.ok()) return drop_all("failed");
+    grids.push_back(*std::move(g));
+  }
+  absl::StatusOr<std::vector<engine::RgbImage>> rgb = engine_->DecodeImages(grids);
+  if (!rgb.ok() || static_cast<int32_t>(rgb->size()) != images) return drop_all("failed");
+  const ImageEncoder& encode = job->encoder ? job->encoder : encoder_;
+  std::vector<PreviewEvent> events;
+  for (int32_t i = 0; i < images; ++i) {
+    engine::RgbImage& image = (*rgb)[i];
+    PaintUnsampledRows(image, rows, grid);
+    absl::StatusOr<std::string> encoded = encode(image);
+    if (!encoded.ok()) return drop_all("failed");
+    PreviewEvent e;
+    e.index = index;
+    e.image = i;
+    e.rows_done = rows;
+    e.tokens_done = rows * grid;
+    e.width = image.width;
+    e.height = image.height;
+    e.encoded = *std::move(encoded);
+    events.push_back(std::move(e));
+  }
+  bool late = false;
+  {
+    absl::MutexLock lock(&job->deliver_mu);
+    late = job->images_started;
+    if (!late) {
+      for (PreviewEvent& e : events) job->handle->Push(std::move(e));
+    }
+  }
+  if (late) return drop_all("late");
+  job->preview_in_flight.store(false, std::memory_order_release);
+}
+
 void Scheduler::DecodeAndDeliver(const JobPtr& job) {
   const int32_t images = static_cast<int32_t>(job->tokens.size());
+  {
+    absl::MutexLock lock(&job->deliver_mu);
+    job->images_started = true;
+  }
+  const ImageEncoder& encode = job->encoder ? job->encoder : encoder_;
   std::vector<std::vector<int32_t>> one(1);
   for (int32_t i = 0; i < images; ++i) {
     if (absl::Status reason = StopReason(*job); !reason.ok()) {
@@ -360,7 +483,7 @@ void Scheduler::DecodeAndDeliver(const JobPtr& job) {
                        rgb.ok() ? "engine returned no image" : rgb.status().message())));
       return;
     }
-    absl::StatusOr<std::string> encoded = encoder_((*rgb)[0]);
+    absl::StatusOr<std::string> encoded = encode((*rgb)[0]);
     if (!encoded.ok()) {
       Finish(*job, absl::InternalError(
                        absl::StrCat("encoding image ", i, " failed: ", encoded.status().message())));

@@ -2,11 +2,15 @@
 //
 // One loop thread owns the engine's single-threaded calls. Between steps it
 // ends cancelled / expired requests (freeing their KV at once), then admits
-// queued requests in FIFO order while the head's exact KV need and rows fit
-// beside what runs (the head is never overtaken, so large requests are not
-// starved), then calls Step(). Groups that finish leave the batch and free
-// their KV in the same iteration; their VQ decode and image encoding run on
-// TaskWorkers threads. Submit() is thread-safe and validates synchronously.
+// queued requests in priority order with aging (scheduler/priority.h) while
+// the next one's exact KV need and rows fit beside what runs (the next one is
+// never overtaken, so large requests are not starved; running requests are
+// never preempted), then calls Step(). Groups that finish leave the batch and
+// free their KV in the same iteration; their VQ decode and image encoding run
+// on TaskWorkers threads, as do previews (scheduler/preview.h), which the loop
+// only hands over (a copy of the sampled tokens) and which are dropped rather
+// than queued when the image workers or the client are behind. Submit() is
+// thread-safe and validates synchronously.
 #pragma once
 
 #include <atomic>
@@ -23,6 +27,7 @@
 #include "absl/time/time.h"
 #include "engine/engine.h"
 #include "scheduler/admission.h"
+#include "scheduler/priority.h"
 #include "scheduler/request_handle.h"
 #include "scheduler/scheduler_observer.h"
 #include "scheduler/scheduler_options.h"
@@ -34,6 +39,9 @@ struct SubmitOptions {
   std::string request_id;                         // empty: assigned ("r<n>")
   absl::Time deadline = absl::InfiniteFuture();   // expiry ends it with DEADLINE_EXCEEDED
   absl::Duration progress_interval = absl::ZeroDuration();  // 0: the scheduler default
+  Priority priority = Priority::kNormal;
+  int32_t previews = 0;   // per image, 0 .. min(kMaxPreviews, token_grid - 1)
+  ImageEncoder encoder;   // empty: the scheduler's encoder (images and previews)
 };
 
 struct SchedulerSnapshot {
@@ -87,6 +95,12 @@ class Scheduler {
   void RunStep();
   void ReleaseGroup(Job& job);
   void DecodeAndDeliver(const JobPtr& job);
+  // Hands the next due preview of each running job to the image workers, or drops it.
+  void OfferPreviews();
+  void DecodePreview(const JobPtr& job, int32_t index, int32_t rows,
+                     std::vector<std::vector<int32_t>> sampled);
+  // Index into queue_ of the request to admit next (the queue is not empty).
+  size_t NextInQueue(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Pushes the Finished event and reports it; every accepted job ends here once.
   void Finish(Job& job, absl::Status status);
   absl::Status StopReason(const Job& job) const;

@@ -32,6 +32,11 @@ class SchedulerObserver {
   virtual void OnKvBytes(int64_t in_use, int64_t reserved) {}
   virtual void OnRequestStarted(std::string_view policy, absl::Duration queue_wait) {}
   virtual void OnImage(std::string_view policy, absl::Duration since_accepted) {}
+  // A preview written to a client (called by the transports).
+  virtual void OnPreviewSent() {}
+  // A preview not produced or not delivered: "image_path_busy", "client_slow",
+  // "late" (the final images had started), "request_ended", "failed".
+  virtual void OnPreviewDropped(std::string_view reason) {}
   // Every request that reached Submit: accepted ones when they finish,
   // rejected ones at once (status says why).
   virtual void OnRequestDone(std::string_view policy, const absl::Status& status,

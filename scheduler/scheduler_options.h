@@ -21,6 +21,9 @@ struct SchedulerOptions {
   int32_t queue_limit = 64;       // requests waiting (not yet admitted); > 0
   absl::Duration progress_interval = absl::Milliseconds(250);  // default per request
   int32_t image_workers = 1;      // threads for VQ decode + image encoding
+  // A queued request rises one priority level per this much waiting
+  // (scheduler/priority.h); > 0.
+  absl::Duration priority_aging = absl::Seconds(10);
 };
 
 }  // namespace argen::scheduler

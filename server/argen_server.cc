@@ -6,6 +6,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
+#include "server/tls_config.h"
 
 namespace argen::server {
 
@@ -34,6 +35,7 @@ scheduler::SchedulerOptions SchedulerOptionsOf(const ServerConfig& config) {
   options.queue_limit = config.queue_limit;
   options.progress_interval = absl::Milliseconds(config.progress_interval_ms);
   options.image_workers = config.image_workers;
+  options.priority_aging = absl::Seconds(config.priority_aging_s);
   return options;
 }
 
@@ -45,6 +47,34 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
   if (absl::Status s = ValidateConfig(config); !s.ok()) return s;
   std::unique_ptr<ArgenServer> server(new ArgenServer());
   server->config_ = config;
+  // Certificates and keys first: a bad file fails in a second, not after the model loaded.
+  const TlsFiles tls_files{config.tls_cert_file, config.tls_key_file, config.tls_client_ca_file};
+  if (tls_files.enabled()) {
+    absl::StatusOr<TlsMaterial> tls = LoadTls(tls_files);
+    if (!tls.ok()) return tls.status();
+    server->tls_ = std::make_unique<TlsMaterial>(*std::move(tls));
+  }
+  if (!config.api_keys_file.empty()) {
+    absl::StatusOr<ApiKeys> keys = ApiKeys::Load(config.api_keys_file);
+    if (!keys.ok()) return keys.status();
+    server->keys_ = std::make_unique<ApiKeys>(*std::move(keys));
+  }
+  server->prometheus_ = std::make_unique<PrometheusMetrics>(config.kv_budget_bytes);
+  // HTTP comes up before the model loads, so /health and /ready (503 loading) answer meanwhile.
+  if (config.http_port >= 0) {
+    HttpServerOptions http;
+    http.address = config.http_address;
+    http.port = config.http_port;
+    http.threads = config.http_threads;
+    http.max_body_bytes = static_cast<size_t>(config.http_max_body_bytes);
+    http.tls = server->tls_.get();
+    absl::StatusOr<std::unique_ptr<HttpServer>> bound = HttpServer::Bind(http);
+    if (!bound.ok()) return bound.status();
+    server->http_ = *std::move(bound);
+    server->http_api_ = std::make_unique<HttpImagesApi>(server->http_.get(), config, server->keys_.get(),
+                                                        server->prometheus_.get());
+    if (absl::Status s = server->http_->Start(); !s.ok()) return s;
+  }
   if (engine == nullptr) {
     absl::StatusOr<std::unique_ptr<engine::Engine>> loaded = LoadEngine(config);
     if (!loaded.ok()) return loaded.status();
@@ -62,19 +92,19 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
     encoder = [](const engine::RgbImage& rgb) { return image::EncodePng(rgb.rgb, rgb.width, rgb.height); };
   }
 
-  server->prometheus_ = std::make_unique<PrometheusMetrics>(config.kv_budget_bytes);
   absl::StatusOr<std::unique_ptr<scheduler::Scheduler>> sched = scheduler::Scheduler::Create(
       server->engine_.get(), SchedulerOptionsOf(config), std::move(encoder), server->prometheus_.get());
   if (!sched.ok()) return sched.status();
   server->scheduler_ = *std::move(sched);
-  server->service_ = std::make_unique<ArgenService>(server->scheduler_.get(), info, config,
-                                                    server->prometheus_.get());
+  server->gate_ = std::make_unique<RequestGate>(server->scheduler_.get(), info, config, server->keys_.get(),
+                                                server->prometheus_.get());
+  server->service_ = std::make_unique<ArgenService>(server->gate_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(config.listen_address, ":", config.port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(address, GrpcServerCredentials(server->tls_.get()), &server->port_);
   builder.RegisterService(server->service_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(config.max_message_bytes, INT32_MAX)));
   builder.SetMaxSendMessageSize(static_cast<int>(std::min<int64_t>(config.max_message_bytes, INT32_MAX)));
@@ -87,14 +117,25 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
     health->SetServingStatus(v1::ArGen::service_full_name(), true);
   }
   if (config.metrics_port >= 0) {
+    MetricsEndpoint::Authorize authorize;
+    if (server->keys_ != nullptr && !config.open_metrics) {
+      const ApiKeys* keys = server->keys_.get();
+      PrometheusMetrics* metrics = server->prometheus_.get();
+      authorize = [keys, metrics](absl::string_view authorization) {
+        absl::StatusOr<const ApiKey*> key = Authorize(keys, authorization, Right::kMetrics);
+        if (!key.ok()) metrics->OnAuthFailure(key.status().code());
+        return key.status();
+      };
+    }
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> metrics = MetricsEndpoint::Start(
-        config.metrics_address, config.metrics_port, server->prometheus_->registry());
+        config.metrics_address, config.metrics_port, server->prometheus_->registry(), std::move(authorize));
     if (!metrics.ok()) {
       server->Shutdown();
       return metrics.status();
     }
     server->metrics_ = *std::move(metrics);
   }
+  if (server->http_api_ != nullptr) server->http_api_->SetReady(server->gate_.get());
   return server;
 }
 
@@ -107,8 +148,14 @@ bool ArgenServer::Shutdown() {
       health->SetServingStatus(false);
     }
   }
+  if (http_api_ != nullptr) http_api_->SetDraining();
   prometheus_->SetDraining(true);
-  drained_in_time_ = scheduler_->Drain(absl::Seconds(config_.drain_timeout_s));
+  if (scheduler_ != nullptr) drained_in_time_ = scheduler_->Drain(absl::Seconds(config_.drain_timeout_s));
+  if (http_ != nullptr) {
+    // Responses and streams end right after their last event; let them flush.
+    http_api_->WaitIdle(absl::Seconds(5));
+    http_->Stop();
+  }
   if (grpc_ != nullptr) {
     // Streams end right after their last event; give them a moment to flush.
     grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -118,9 +165,13 @@ bool ArgenServer::Shutdown() {
 }
 
 ArgenServer::~ArgenServer() {
-  if (scheduler_ != nullptr) Shutdown();
+  if (scheduler_ != nullptr || http_ != nullptr) Shutdown();
   metrics_.reset();
+  http_api_.reset();
+  http_.reset();
   grpc_.reset();
+  service_.reset();
+  gate_.reset();
   scheduler_.reset();
 }
 

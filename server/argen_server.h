@@ -1,6 +1,8 @@
 // One running argen server: engine, scheduler, gRPC service (with health
-// checking and reflection) and the Prometheus endpoint, wired from a
-// ServerConfig. main() and the in-process tests both use it.
+// checking and reflection), the OpenAI-compatible HTTP API (when http_port is
+// set) and the Prometheus endpoint, wired from a ServerConfig; TLS and API
+// keys from the config apply to gRPC and HTTP alike. main() and the
+// in-process tests both use it.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +14,13 @@
 #include "grpcpp/server.h"
 #include "scheduler/scheduler.h"
 #include "server/argen_service.h"
+#include "server/auth.h"
+#include "server/http_images_api.h"
+#include "server/http_server.h"
 #include "server/prometheus_metrics.h"
+#include "server/request_gate.h"
 #include "server/server_config.h"
+#include "server/tls_config.h"
 
 namespace argen::server {
 
@@ -28,11 +35,14 @@ class ArgenServer {
 
   int32_t port() const { return port_; }
   int32_t metrics_port() const { return metrics_ ? metrics_->port() : -1; }
+  int32_t http_port() const { return http_ ? http_->port() : -1; }
+  bool tls() const { return tls_ != nullptr; }
   engine::Engine& engine() { return *engine_; }
   scheduler::Scheduler& scheduler() { return *scheduler_; }
 
-  // Graceful stop: health NOT_SERVING, new requests UNAVAILABLE, accepted
-  // ones finish (up to drain_timeout_s, then UNAVAILABLE), gRPC stops.
+  // Graceful stop: health NOT_SERVING and /ready 503, new requests
+  // UNAVAILABLE (HTTP 503), accepted ones finish (up to drain_timeout_s, then
+  // UNAVAILABLE), HTTP and gRPC stop.
   // Returns true when everything finished within the timeout. Idempotent.
   bool Shutdown();
 
@@ -40,10 +50,15 @@ class ArgenServer {
   ArgenServer() = default;
 
   ServerConfig config_;
+  std::unique_ptr<TlsMaterial> tls_;
+  std::unique_ptr<ApiKeys> keys_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<PrometheusMetrics> prometheus_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
+  std::unique_ptr<RequestGate> gate_;
   std::unique_ptr<ArgenService> service_;
+  std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<HttpImagesApi> http_api_;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<MetricsEndpoint> metrics_;
   int32_t port_ = 0;

@@ -4,7 +4,7 @@
 #include <variant>
 
 #include "absl/time/clock.h"
-#include "engine/sparse/policy_params.h"
+#include "server/prometheus_metrics.h"
 #include "server/request_mapping.h"
 
 namespace argen::server {
@@ -22,48 +22,25 @@ absl::Time DeadlineOf(const grpc::ServerContext& context) {
   return absl::FromChrono(deadline);
 }
 
+// The `authorization` metadata value ("" when absent).
+absl::string_view AuthorizationOf(const grpc::ServerContext& context) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) return {};
+  return absl::string_view(it->second.data(), it->second.size());
+}
+
 }  // namespace
 
-ArgenService::ArgenService(scheduler::Scheduler* scheduler, const engine::ModelInfo& info,
-                           ServerConfig config, scheduler::SchedulerObserver* observer)
-    : scheduler_(scheduler),
-      info_(info),
-      config_(std::move(config)),
-      observer_(observer),
-      seed_rng_(std::random_device{}()) {}
-
-std::string ArgenService::PolicyLabel(const v1::GenerateRequest& request) const {
-  if (request.policy().name().empty()) return std::string(sparse::PolicyName(config_.default_policy.kind));
-  absl::StatusOr<sparse::PolicyKind> kind = sparse::ParsePolicyName(request.policy().name());
-  return kind.ok() ? std::string(sparse::PolicyName(*kind)) : "invalid";
-}
-
-uint64_t ArgenService::RandomSeed() {
-  absl::MutexLock lock(&seed_mu_);
-  return seed_rng_() >> 11;  // 53 bits: exact in JSON/doubles for clients that print it
-}
+ArgenService::ArgenService(RequestGate* gate) : gate_(gate) {}
 
 grpc::Status ArgenService::Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                                     grpc::ServerWriter<v1::GenerateEvent>* writer) {
-  absl::StatusOr<engine::GenerationRequest> generation =
-      ToGenerationRequest(*request, config_, info_.image_tokens, RandomSeed());
-  if (!generation.ok()) {
-    if (observer_ != nullptr) {
-      observer_->OnRequestDone(PolicyLabel(*request), generation.status(), scheduler::RequestMetrics{});
-    }
-    return ToGrpcStatus(generation.status());
-  }
-
-  scheduler::SubmitOptions submit;
-  submit.request_id = request->request_id();
-  submit.deadline = DeadlineOf(*context);
-  if (request->progress_interval_ms() > 0) {
-    submit.progress_interval = absl::Milliseconds(request->progress_interval_ms());
-  }
-  absl::StatusOr<std::shared_ptr<scheduler::RequestHandle>> handle =
-      scheduler_->Submit(*generation, submit);
-  if (!handle.ok()) return ToGrpcStatus(handle.status());
-  scheduler::RequestHandle& h = **handle;
+  absl::StatusOr<const ApiKey*> key = gate_->Authorize(AuthorizationOf(*context), Right::kGenerate);
+  if (!key.ok()) return ToGrpcStatus(key.status());
+  absl::StatusOr<Submission> submitted = gate_->Submit(*key, *request, DeadlineOf(*context));
+  if (!submitted.ok()) return ToGrpcStatus(submitted.status());
+  scheduler::RequestHandle& h = *submitted->handle;
 
   bool client_gone = false;
   while (true) {
@@ -75,22 +52,28 @@ grpc::Status ArgenService::Generate(grpc::ServerContext* context, const v1::Gene
     }
     std::optional<scheduler::RequestEvent> event = h.Next(kPollInterval);
     if (!event) continue;
+    if (std::holds_alternative<scheduler::StartedEvent>(*event)) submitted->lease.Started();
     if (auto* finished = std::get_if<scheduler::FinishedEvent>(&*event)) {
       if (!finished->status.ok()) return ToGrpcStatus(finished->status);
       if (!client_gone) writer->Write(ToProtoEvent(*event, h.id()));
       return grpc::Status::OK;
     }
     if (client_gone) continue;  // drain events until Finished
+    const bool preview = std::holds_alternative<scheduler::PreviewEvent>(*event);
     if (!writer->Write(ToProtoEvent(*event, h.id()))) {
       client_gone = true;
       h.Cancel();
+    } else if (preview && gate_->metrics() != nullptr) {
+      gate_->metrics()->OnPreviewSent();
     }
   }
 }
 
-grpc::Status ArgenService::GetModelInfo(grpc::ServerContext*, const v1::GetModelInfoRequest*,
+grpc::Status ArgenService::GetModelInfo(grpc::ServerContext* context, const v1::GetModelInfoRequest*,
                                         v1::ModelInfo* response) {
-  FillModelInfo(info_, config_, response);
+  absl::StatusOr<const ApiKey*> key = gate_->Authorize(AuthorizationOf(*context), Right::kInfo);
+  if (!key.ok()) return ToGrpcStatus(key.status());
+  FillModelInfo(gate_->info(), gate_->config(), response);
   return grpc::Status::OK;
 }
 

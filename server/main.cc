@@ -1,5 +1,5 @@
 // argen_server: loads the config (file + flag overrides), starts the engine,
-// scheduler, gRPC service and /metrics, and on SIGTERM/SIGINT drains the
+// scheduler, gRPC service, the HTTP API (when http_port is set) and /metrics, and on SIGTERM/SIGINT drains the
 // accepted requests, refuses new ones and exits 0.
 #include <csignal>
 #include <cstdio>
@@ -54,9 +54,14 @@ int main(int argc, char** argv) {
   std::cerr << "argen_server: model " << info.name << ", " << info.image_size << "px, "
             << info.image_tokens << " image tokens; serving gRPC on " << config->listen_address
             << ":" << (*server)->port();
+  if ((*server)->http_port() >= 0) {
+    std::cerr << ", HTTP API on " << config->http_address << ":" << (*server)->http_port();
+  }
   if ((*server)->metrics_port() >= 0) {
     std::cerr << ", /metrics on " << config->metrics_address << ":" << (*server)->metrics_port();
   }
+  if ((*server)->tls()) std::cerr << (config->tls_client_ca_file.empty() ? " (TLS)" : " (mutual TLS)");
+  if (!config->api_keys_file.empty()) std::cerr << " (API keys)";
   std::cerr << std::endl;
 
   int signal_number = 0;

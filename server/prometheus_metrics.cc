@@ -94,7 +94,22 @@ PrometheusMetrics::PrometheusMetrics(int64_t kv_budget_bytes)
                     .Name("argen_draining")
                     .Help("1 while the server drains on shutdown and refuses new requests")
                     .Register(*registry_)
-                    .Add({})) {
+                    .Add({})),
+      previews_sent_(BuildCounter()
+                         .Name("argen_previews_sent_total")
+                         .Help("Preview images written to clients (gRPC Preview events, HTTP partial images)")
+                         .Register(*registry_)
+                         .Add({})),
+      previews_dropped_(BuildCounter()
+                            .Name("argen_previews_dropped_total")
+                            .Help("Preview images not sent, by reason (image_path_busy, client_slow, late, "
+                                  "request_ended, failed)")
+                            .Register(*registry_)),
+      auth_failures_(BuildCounter()
+                         .Name("argen_auth_failures_total")
+                         .Help("Calls refused by the API key check, by gRPC code (UNAUTHENTICATED, "
+                               "PERMISSION_DENIED)")
+                         .Register(*registry_)) {
   kv_budget_.Set(static_cast<double>(kv_budget_bytes));
 }
 
@@ -131,13 +146,45 @@ void PrometheusMetrics::OnRequestDone(std::string_view policy, const absl::Statu
 
 void PrometheusMetrics::SetDraining(bool draining) { draining_.Set(draining ? 1 : 0); }
 
+void PrometheusMetrics::OnPreviewSent() { previews_sent_.Increment(); }
+
+void PrometheusMetrics::OnPreviewDropped(std::string_view reason) {
+  previews_dropped_.Add({{"reason", std::string(reason)}}).Increment();
+}
+
+void PrometheusMetrics::OnAuthFailure(absl::StatusCode code) {
+  auth_failures_.Add({{"code", absl::StatusCodeToString(code)}}).Increment();
+}
+
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
-    const std::string& address, int32_t port, std::shared_ptr<prometheus::Registry> registry) {
-  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
-      MetricsHttpServer::Start(address, port, [registry = std::move(registry)] {
-        return prometheus::TextSerializer().Serialize(registry->Collect());
-      });
+    const std::string& address, int32_t port, std::shared_ptr<prometheus::Registry> registry,
+    Authorize authorize) {
+  HttpServerOptions options;
+  options.address = address;
+  options.port = port;
+  options.address_key = "metrics_address";
+  options.port_key = "metrics_port";
+  options.threads = 4;  // scrapes are short; a silent client holds one for at most the keep-alive time
+  options.max_body_bytes = 4096;
+  options.read_timeout = absl::Seconds(5);
+  options.keep_alive_timeout = absl::Seconds(1);
+  absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Bind(options);
   if (!http.ok()) return http.status();
+  (*http)->routes().Get("/metrics", [registry = std::move(registry), authorize = std::move(authorize)](
+                                        const httplib::Request& request, httplib::Response& response) {
+    if (authorize) {
+      const absl::Status allowed = authorize(request.get_header_value("Authorization"));
+      if (!allowed.ok()) {
+        response.status = allowed.code() == absl::StatusCode::kPermissionDenied ? 403 : 401;
+        if (response.status == 401) response.set_header("WWW-Authenticate", "Bearer");
+        response.set_content(std::string(allowed.message()) + "\n", "text/plain; charset=utf-8");
+        return;
+      }
+    }
+    response.set_content(prometheus::TextSerializer().Serialize(registry->Collect()),
+                         "text/plain; version=0.0.4; charset=utf-8");
+  });
+  if (absl::Status s = (*http)->Start(); !s.ok()) return s;
   return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(*std::move(http)));
 }
 

@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "prometheus/counter.h"
@@ -13,7 +15,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "scheduler/scheduler_observer.h"
-#include "server/metrics_http_server.h"
+#include "server/http_server.h"
 
 namespace argen::server {
 
@@ -30,6 +32,10 @@ class PrometheusMetrics : public scheduler::SchedulerObserver {
   void OnImage(std::string_view policy, absl::Duration since_accepted) override;
   void OnRequestDone(std::string_view policy, const absl::Status& status,
                      const scheduler::RequestMetrics& metrics) override;
+  void OnPreviewSent() override;
+  void OnPreviewDropped(std::string_view reason) override;
+  // An API key check that failed (UNAUTHENTICATED or PERMISSION_DENIED).
+  void OnAuthFailure(absl::StatusCode code);
   void SetDraining(bool draining);
 
  private:
@@ -48,21 +54,28 @@ class PrometheusMetrics : public scheduler::SchedulerObserver {
   prometheus::Gauge& kv_reserved_;
   prometheus::Gauge& kv_budget_;
   prometheus::Gauge& draining_;
+  prometheus::Counter& previews_sent_;
+  prometheus::Family<prometheus::Counter>& previews_dropped_;
+  prometheus::Family<prometheus::Counter>& auth_failures_;
 };
 
-// The /metrics HTTP endpoint: the registry in the Prometheus text format,
-// served by MetricsHttpServer (not prometheus-cpp's civetweb Exposer, whose
-// small fixed-stack threads cannot start once cuBLAS is loaded). port 0 picks
-// a free port; the endpoint stops when destroyed.
+// The /metrics HTTP endpoint: the registry in the Prometheus text format on
+// its own HttpServer (cpp-httplib; not prometheus-cpp's civetweb Exposer,
+// whose small fixed-stack threads cannot start once cuBLAS is loaded). port 0
+// picks a free port; the endpoint stops when destroyed.
 class MetricsEndpoint {
  public:
+  // `authorize` (may be empty: open) checks the request's authorization
+  // header; its error (UNAUTHENTICATED / PERMISSION_DENIED) becomes 401 / 403.
+  using Authorize = std::function<absl::Status(absl::string_view authorization)>;
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
-      const std::string& address, int32_t port, std::shared_ptr<prometheus::Registry> registry);
+      const std::string& address, int32_t port, std::shared_ptr<prometheus::Registry> registry,
+      Authorize authorize = nullptr);
   int32_t port() const { return http_->port(); }
 
  private:
-  explicit MetricsEndpoint(std::unique_ptr<MetricsHttpServer> http) : http_(std::move(http)) {}
-  std::unique_ptr<MetricsHttpServer> http_;
+  explicit MetricsEndpoint(std::unique_ptr<HttpServer> http) : http_(std::move(http)) {}
+  std::unique_ptr<HttpServer> http_;
 };
 
 }  // namespace argen::server

@@ -172,6 +172,15 @@ v1::GenerateEvent ToProtoEvent(scheduler::RequestEvent& event, const std::string
     img->set_png(std::move(i->encoded));
   } else if (auto* f = std::get_if<scheduler::FinishedEvent>(&event)) {
     FillMetrics(f->metrics, out.mutable_metrics());
+  } else if (auto* v = std::get_if<scheduler::PreviewEvent>(&event)) {
+    v1::Preview* preview = out.mutable_preview();
+    preview->set_index(v->index);
+    preview->set_image(v->image);
+    preview->set_rows_done(v->rows_done);
+    preview->set_tokens_done(v->tokens_done);
+    preview->set_width(v->width);
+    preview->set_height(v->height);
+    preview->set_png(std::move(v->encoded));
   }
   return out;
 }

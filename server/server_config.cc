@@ -61,6 +61,28 @@ Setter Text(std::string ServerConfig::*field) {
   };
 }
 
+// A file path; empty turns the feature off.
+Setter OptionalPath(std::string ServerConfig::*field) {
+  return [=](ServerConfig& c, const std::string& v) {
+    c.*field = std::string(absl::StripAsciiWhitespace(v));
+    return absl::OkStatus();
+  };
+}
+
+Setter Bool(bool ServerConfig::*field) {
+  return [=](ServerConfig& c, const std::string& v) {
+    const std::string x = absl::AsciiStrToLower(absl::StripAsciiWhitespace(v));
+    if (x == "true" || x == "yes" || x == "on" || x == "1") {
+      c.*field = true;
+    } else if (x == "false" || x == "no" || x == "off" || x == "0") {
+      c.*field = false;
+    } else {
+      return Bad(v, "true or false");
+    }
+    return absl::OkStatus();
+  };
+}
+
 // A double in [min, max) or [min, max] checked by `ok`.
 absl::StatusOr<double> ParseDouble(const std::string& v, std::function<bool(double)> ok,
                                    absl::string_view want) {
@@ -160,6 +182,30 @@ const std::vector<KeyDef>& Keys() {
          c.default_sampling.top_p = static_cast<float>(*x);
          return absl::OkStatus();
        }},
+      {{"http_address", "OpenAI-compatible HTTP API listen address"}, Text(&ServerConfig::http_address)},
+      {{"http_port", "HTTP API port (POST /v1/images/generations, /v1/models, /health, /ready); 0: any free port; -1: off"},
+       Int(&ServerConfig::http_port, -1, 65535)},
+      {{"http_threads", "HTTP connections served at once (each open connection holds one)"},
+       Int(&ServerConfig::http_threads, 1, 4096)},
+      {{"http_max_body_bytes", "largest HTTP request body; larger: 413 (e.g. 1MiB)"},
+       Bytes(&ServerConfig::http_max_body_bytes, 1024)},
+      {{"priority_aging_s", "a queued request rises one priority level per this many seconds waited"},
+       [](ServerConfig& c, const std::string& v) {
+         absl::StatusOr<double> x = ParseDouble(v, [](double d) { return d > 0 && d <= 86400; },
+                                                "seconds in (0, 86400]");
+         if (!x.ok()) return x.status();
+         c.priority_aging_s = *x;
+         return absl::OkStatus();
+       }},
+      {{"tls.cert_file", "PEM server certificate (+ chain) for gRPC and HTTP; empty: plaintext"},
+       OptionalPath(&ServerConfig::tls_cert_file)},
+      {{"tls.key_file", "PEM private key of tls.cert_file"}, OptionalPath(&ServerConfig::tls_key_file)},
+      {{"tls.client_ca_file", "PEM CA(s) for mutual TLS: clients must present a certificate it signed; empty: off"},
+       OptionalPath(&ServerConfig::tls_client_ca_file)},
+      {{"auth.api_keys_file", "file of hashed API keys (docs/serving.md); empty: no keys needed"},
+       OptionalPath(&ServerConfig::api_keys_file)},
+      {{"auth.open_health", "true: HTTP /health and /ready need no key"}, Bool(&ServerConfig::open_health)},
+      {{"auth.open_metrics", "true: /metrics needs no key"}, Bool(&ServerConfig::open_metrics)},
   };
   return *keys;
 }
@@ -253,6 +299,19 @@ absl::Status ValidateConfig(const ServerConfig& config) {
       config.listen_address == config.metrics_address) {
     return absl::InvalidArgumentError(
         absl::StrCat("key 'metrics_port': ", config.metrics_port, " is also the gRPC port"));
+  }
+  if (config.http_port > 0 && (config.http_port == config.port || config.http_port == config.metrics_port)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "key 'http_port': ", config.http_port, " is also the ",
+        config.http_port == config.port ? "gRPC port" : "metrics port"));
+  }
+  if (config.tls_cert_file.empty() != config.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "keys 'tls.cert_file' and 'tls.key_file': set both (TLS) or neither (plaintext)");
+  }
+  if (!config.tls_client_ca_file.empty() && config.tls_cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "key 'tls.client_ca_file': mutual TLS needs tls.cert_file and tls.key_file too");
   }
   return absl::OkStatus();
 }

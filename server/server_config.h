@@ -33,6 +33,18 @@ struct ServerConfig {
   double drain_timeout_s = 60;
   sparse::PolicyParams default_policy;   // dense unless configured
   engine::SamplingParams default_sampling;
+  // The OpenAI-compatible HTTP API (server/http_images_api.h).
+  std::string http_address = "0.0.0.0";
+  int32_t http_port = -1;                // 0: any free port; -1: off
+  int32_t http_threads = 32;             // HTTP connections served at once
+  int64_t http_max_body_bytes = int64_t{1} << 20;
+  double priority_aging_s = 10;          // a queued request rises one priority level per this wait
+  // TLS for gRPC and HTTP (server/tls_config.h); all empty: plaintext.
+  std::string tls_cert_file, tls_key_file, tls_client_ca_file;
+  // API keys (server/auth.h); empty: no keys, every caller allowed.
+  std::string api_keys_file;
+  bool open_health = true;               // HTTP /health and /ready need no key
+  bool open_metrics = true;              // /metrics needs no key
 };
 
 // Every key with a one-line meaning, in file order (for --help and docs).

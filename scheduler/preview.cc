@@ -1,0 +1,44 @@
+#include "scheduler/preview.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace argen::scheduler {
+
+std::vector<int32_t> PreviewRows(int32_t previews, int32_t token_grid) {
+  std::vector<int32_t> rows;
+  for (int32_t j = 1; j <= previews; ++j) {
+    rows.push_back(static_cast<int32_t>(int64_t{j} * token_grid / (previews + 1)));
+  }
+  return rows;
+}
+
+absl::StatusOr<std::vector<int32_t>> PreviewGrid(const std::vector<int32_t>& sampled, int32_t rows,
+                                                 int32_t token_grid) {
+  if (token_grid < 1 || rows < 1 || rows > token_grid) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("preview of ", rows, " rows on a grid of ", token_grid, " rows"));
+  }
+  const size_t shown = static_cast<size_t>(rows) * token_grid;
+  if (sampled.size() < shown) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("preview of ", rows, " rows needs ", shown, " tokens, have ", sampled.size()));
+  }
+  std::vector<int32_t> grid(sampled.begin(), sampled.begin() + static_cast<std::ptrdiff_t>(shown));
+  grid.reserve(static_cast<size_t>(token_grid) * token_grid);
+  const auto last_row = sampled.begin() + static_cast<std::ptrdiff_t>(shown - token_grid);
+  for (int32_t r = rows; r < token_grid; ++r) grid.insert(grid.end(), last_row, last_row + token_grid);
+  return grid;
+}
+
+void PaintUnsampledRows(engine::RgbImage& image, int32_t rows, int32_t token_grid) {
+  if (token_grid < 1) return;
+  const int64_t first_gray = int64_t{rows} * image.height / token_grid;
+  const size_t row_bytes = static_cast<size_t>(image.width) * 3;
+  for (int64_t y = std::max<int64_t>(0, first_gray); y < image.height; ++y) {
+    std::fill_n(image.rgb.begin() + static_cast<std::ptrdiff_t>(y * row_bytes), row_bytes, kPreviewGray);
+  }
+}
+
+}  // namespace argen::scheduler

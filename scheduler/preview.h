@@ -1,0 +1,42 @@
+// Previews: intermediate images of a request while its tokens are sampled.
+//
+// What a preview shows (exact, so a client or test can rebuild it): a request
+// asking for k previews of an image with a G x G token grid gets preview j
+// (1 <= j <= k) once r_j = floor(j * G / (k + 1)) complete token rows have
+// been sampled (r_j * G tokens, raster order; evenly spaced token counts).
+// The preview decodes the G x G grid whose first r_j rows are the sampled
+// tokens and whose remaining rows repeat row r_j - 1 (the decoder is
+// convolutional, so pixels near the edge depend on what follows), then paints
+// every pixel row at or below floor(r_j * H / G) mid-gray (128, 128, 128):
+// only pixel rows of sampled token rows are shown. Previews are encoded like
+// the final images (PNG). They are produced on the image workers, never on the
+// decode loop, and dropped, not queued, when the image path or the client is
+// behind (see Scheduler).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/engine.h"
+
+namespace argen::scheduler {
+
+// Most previews one request may ask for (per image).
+inline constexpr int32_t kMaxPreviews = 8;
+
+// r_1 .. r_k for a grid of `token_grid` rows; strictly increasing and in
+// [1, token_grid) when 1 <= k < token_grid (the scheduler refuses larger k).
+std::vector<int32_t> PreviewRows(int32_t previews, int32_t token_grid);
+
+// The token grid a preview decodes: the first `rows` rows of `sampled` (which
+// holds at least rows * token_grid tokens), then row rows - 1 repeated.
+absl::StatusOr<std::vector<int32_t>> PreviewGrid(const std::vector<int32_t>& sampled, int32_t rows,
+                                                 int32_t token_grid);
+
+// Paints the pixel rows not covered by `rows` sampled token rows mid-gray.
+void PaintUnsampledRows(engine::RgbImage& image, int32_t rows, int32_t token_grid);
+
+inline constexpr uint8_t kPreviewGray = 128;
+
+}  // namespace argen::scheduler

@@ -1,0 +1,76 @@
+// An HTTP/1.1 (optionally HTTPS) server on cpp-httplib (Debian's
+// libcpp-httplib, built with OpenSSL): the OpenAI-compatible API and the
+// Prometheus /metrics endpoint both run on it.
+//
+// Threads: one listener thread plus a pool of `threads` connection threads,
+// all std::thread, so they get the process's normal stack size. (civetweb,
+// behind prometheus-cpp's Exposer, starts its threads with a small fixed
+// stack, which glibc refuses once a library with a large static TLS segment
+// such as cuBLASLt's 94 KB is loaded; tests/serving/static_tls_test.cc keeps
+// that from coming back.) A connection holds a pool thread while it is open;
+// an idle keep-alive connection gives it back after `keep_alive_timeout`.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "httplib.h"
+#include "server/tls_config.h"
+
+namespace argen::server {
+
+struct HttpServerOptions {
+  std::string address = "0.0.0.0";  // numeric IPv4/IPv6 ("::", "[::1]") or a host name
+  int32_t port = 0;                  // 0: any free port
+  // Config keys named in errors, e.g. {"http_address", "http_port"}.
+  std::string address_key = "http_address";
+  std::string port_key = "http_port";
+  int32_t threads = 8;
+  size_t max_body_bytes = 1 << 20;   // larger bodies: 413
+  absl::Duration read_timeout = absl::Seconds(10);
+  absl::Duration write_timeout = absl::Seconds(10);
+  absl::Duration keep_alive_timeout = absl::Seconds(2);
+  const TlsMaterial* tls = nullptr;  // null: plaintext
+};
+
+class HttpServer {
+ public:
+  // Binds (errors name the address or port key, or the TLS key); serves
+  // nothing until Start(). Register routes on routes() in between.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Bind(const HttpServerOptions& options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  httplib::Server& routes() { return *server_; }
+  // Starts the listener thread; returns once it accepts connections.
+  absl::Status Start();
+  int32_t port() const { return port_; }
+  bool tls() const { return tls_; }
+  const HttpServerOptions& options() const { return options_; }
+
+  // Stops accepting, waits for open connections to finish their current
+  // request (streams end when their handler returns). Idempotent.
+  void Stop();
+
+ private:
+  HttpServer() = default;
+  HttpServerOptions options_;
+  std::unique_ptr<httplib::Server> server_;
+  bool tls_ = false;
+  int32_t port_ = 0;
+  std::thread listener_;
+};
+
+// The socket of the connection a handler serves (cpp-httplib 0.11 does not
+// expose it; found by the connection's addresses), or -1.
+int ConnectionSocket(const httplib::Request& request);
+
+// True once the peer has closed or reset the connection (never blocks).
+bool PeerClosed(int socket_fd);
+
+}  // namespace argen::server
