@@ -1,0 +1,204 @@
+// The OpenAI images request body -> GenerateRequest mapping (pure): every
+// field lands where it should, every bad field is a 400 naming it (param),
+// and errors of the shared validation come back naming the JSON field.
+#include "server/http_request_mapping.h"
+
+#include <gtest/gtest.h>
+
+#include "nlohmann/json.hpp"
+#include "server/request_mapping.h"
+
+namespace argen::server {
+namespace {
+
+const ImagesApiModel kModel{"tiny", 32, /*jpeg=*/false};
+
+ImagesRequest ParseOk(const std::string& body) {
+  std::variant<ImagesRequest, HttpApiError> r = ParseImagesRequest(body, kModel);
+  if (auto* e = std::get_if<HttpApiError>(&r)) {
+    ADD_FAILURE() << body << " -> " << e->message;
+    return {};
+  }
+  return std::get<ImagesRequest>(std::move(r));
+}
+
+HttpApiError ParseBad(const std::string& body) {
+  std::variant<ImagesRequest, HttpApiError> r = ParseImagesRequest(body, kModel);
+  if (!std::holds_alternative<HttpApiError>(r)) {
+    ADD_FAILURE() << body << " was accepted";
+    return {};
+  }
+  return std::get<HttpApiError>(r);
+}
+
+TEST(HttpRequestMappingTest, OpenAiAndArgenFieldsMapOntoTheGenerateRequest) {
+  const ImagesRequest r = ParseOk(R"({
+    "prompt": "a red circle", "n": 2, "size": "32x32", "response_format": "b64_json",
+    "output_format": "png", "quality": "auto", "background": "opaque", "moderation": "auto",
+    "user": "u-1", "model": "tiny", "stream": true, "partial_images": 2,
+    "seed": 18446744073709551615, "guidance_scale": 3.5, "temperature": 0.9, "top_k": 40, "top_p": 0.95,
+    "policy": {"name": "diagonal", "sparsity": 0.9, "n_att": 0, "n_recent": 16, "n_sink": 4},
+    "priority": "high", "style": null})");
+  const v1::GenerateRequest& g = r.generate;
+  EXPECT_EQ(g.prompt(), "a red circle");
+  EXPECT_EQ(g.num_images(), 2);
+  EXPECT_EQ(g.seed(), 18446744073709551615ull);
+  EXPECT_FLOAT_EQ(g.cfg_weight(), 3.5f);
+  EXPECT_FLOAT_EQ(g.temperature(), 0.9f);
+  EXPECT_EQ(g.top_k(), 40);
+  EXPECT_FLOAT_EQ(g.top_p(), 0.95f);
+  EXPECT_EQ(g.policy().name(), "diagonal");
+  EXPECT_DOUBLE_EQ(g.policy().sparsity(), 0.9);
+  EXPECT_TRUE(g.policy().has_n_att());
+  EXPECT_EQ(g.policy().n_recent(), 16);
+  EXPECT_EQ(g.policy().n_sink(), 4);
+  EXPECT_EQ(g.priority(), v1::PRIORITY_HIGH);
+  EXPECT_EQ(g.previews(), 2);
+  EXPECT_TRUE(r.stream);
+  EXPECT_EQ(r.partial_images, 2);
+  EXPECT_EQ(r.user, "u-1");
+  EXPECT_EQ(r.size, "32x32");
+  EXPECT_EQ(r.output_format, "png");
+}
+
+TEST(HttpRequestMappingTest, MinimalRequestLeavesEverythingToTheServerDefaults) {
+  const ImagesRequest r = ParseOk(R"({"prompt": "x"})");
+  EXPECT_EQ(r.generate.num_images(), 0);  // the shared default: 1
+  EXPECT_FALSE(r.generate.has_seed());
+  EXPECT_FALSE(r.generate.has_cfg_weight());
+  EXPECT_FALSE(r.generate.has_temperature());
+  EXPECT_TRUE(r.generate.policy().name().empty());
+  EXPECT_EQ(r.generate.priority(), v1::PRIORITY_UNSPECIFIED);
+  EXPECT_FALSE(r.stream);
+  EXPECT_EQ(r.size, "32x32");
+  // A policy by name alone; "auto" size; partial_images without stream asks no previews.
+  const ImagesRequest named = ParseOk(R"({"prompt": "x", "policy": "dense", "size": "auto", "partial_images": 3})");
+  EXPECT_EQ(named.generate.policy().name(), "dense");
+  EXPECT_EQ(named.generate.previews(), 0);
+}
+
+TEST(HttpRequestMappingTest, EveryBadFieldIsA400NamingIt) {
+  struct Case {
+    const char* body;
+    const char* param;
+    const char* says;
+  };
+  const Case cases[] = {
+      {R"({"n": 1})", "prompt", "required"},
+      {R"({"prompt": 5})", "prompt", "must be a string"},
+      {R"({"prompt": "x", "n": 0})", "n", "must be >= 1"},
+      {R"({"prompt": "x", "n": 1.5})", "n", "must be an integer"},
+      {R"({"prompt": "x", "n": "2"})", "n", "must be an integer"},
+      {R"({"prompt": "x", "n": 99999999999})", "n", "32-bit"},
+      {R"({"prompt": "x", "size": "1024x1024"})", "size", "sizes: 32x32, auto"},
+      {R"({"prompt": "x", "response_format": "url"})", "response_format", "use 'b64_json'"},
+      {R"({"prompt": "x", "response_format": "jpeg"})", "response_format", "not one of"},
+      {R"({"prompt": "x", "output_format": "webp"})", "output_format", "not one of png"},
+      {R"({"prompt": "x", "output_format": "jpeg"})", "output_format", "not one of png"},  // no jpeg here
+      {R"({"prompt": "x", "output_compression": 101})", "output_compression", "[0, 100]"},
+      {R"({"prompt": "x", "quality": "ultra"})", "quality", "not one of"},
+      {R"({"prompt": "x", "background": "transparent"})", "background", "opaque"},
+      {R"({"prompt": "x", "moderation": "none"})", "moderation", "not one of"},
+      {R"({"prompt": "x", "style": "cubist"})", "style", "not one of"},
+      {R"({"prompt": "x", "user": 7})", "user", "must be a string"},
+      {R"({"prompt": "x", "stream": "yes"})", "stream", "must be a boolean"},
+      {R"({"prompt": "x", "partial_images": 4})", "partial_images", "[0, 3]"},
+      {R"({"prompt": "x", "partial_images": -1})", "partial_images", "[0, 3]"},
+      {R"({"prompt": "x", "model": "dall-e-3"})", "model", "serves 'tiny'"},
+      {R"({"prompt": "x", "seed": -1})", "seed", ">= 0"},
+      {R"({"prompt": "x", "seed": 1.5})", "seed", ">= 0"},
+      {R"({"prompt": "x", "guidance_scale": "high"})", "guidance_scale", "must be a number"},
+      {R"({"prompt": "x", "temperature": true})", "temperature", "must be a number"},
+      {R"({"prompt": "x", "top_k": 2.5})", "top_k", "must be an integer"},
+      {R"({"prompt": "x", "top_p": []})", "top_p", "must be a number"},
+      {R"({"prompt": "x", "policy": 3})", "policy", "policy name or an object"},
+      {R"({"prompt": "x", "policy": {"name": 1}})", "policy.name", "must be a string"},
+      {R"({"prompt": "x", "policy": {"sparsity": "a lot"}})", "policy.sparsity", "must be a number"},
+      {R"({"prompt": "x", "policy": {"n_att": 1.5}})", "policy.n_att", "must be an integer"},
+      {R"({"prompt": "x", "policy": {"window": 4}})", "policy.window", "unknown policy parameter"},
+      {R"({"prompt": "x", "priority": "urgent"})", "priority", "not one of low, normal, high"},
+      {R"({"prompt": "x", "promt": "typo"})", "promt", "unknown parameter"},
+  };
+  for (const Case& c : cases) {
+    const HttpApiError e = ParseBad(c.body);
+    EXPECT_EQ(e.status, 400) << c.body;
+    EXPECT_EQ(e.type, "invalid_request_error") << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    EXPECT_EQ(e.message.rfind(std::string(c.param) + ": ", 0), 0u) << c.body << " -> " << e.message;
+    EXPECT_NE(e.message.find(c.says), std::string::npos) << c.body << " -> " << e.message;
+  }
+}
+
+TEST(HttpRequestMappingTest, BodiesThatAreNotAJsonObject) {
+  for (const std::string& body : {std::string(""), std::string("  "), std::string("{"), std::string("[1]"),
+                                  std::string("\"prompt\""), std::string("{\"prompt\": \"\xff\"}"),
+                                  std::string(100, '[') + std::string(100, ']')}) {
+    const HttpApiError e = ParseBad(body);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_TRUE(e.param.empty()) << body;
+    EXPECT_FALSE(e.message.empty());
+  }
+  // Nesting inside strings does not count.
+  ParseOk(R"({"prompt": ")" + std::string(100, '[') + R"("})");
+}
+
+TEST(HttpRequestMappingTest, SharedValidationErrorsNameTheJsonField) {
+  // The shared path (gRPC's too) speaks GenerateRequest field names.
+  ServerConfig config;
+  config.max_images_per_request = 4;
+  const ImagesRequest r = ParseOk(R"({"prompt": "x", "n": 5})");
+  absl::StatusOr<engine::GenerationRequest> mapped = ToGenerationRequest(r.generate, config, 64, 1);
+  ASSERT_FALSE(mapped.ok());
+  HttpApiError e = ToHttpError(mapped.status());
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "n");
+  EXPECT_EQ(e.message.rfind("n: must be in [1, 4]", 0), 0u) << e.message;
+
+  const ImagesRequest w = ParseOk(R"({"prompt": "x", "guidance_scale": -1})");
+  e = ToHttpError(ToGenerationRequest(w.generate, config, 64, 1).status());
+  EXPECT_EQ(e.param, "guidance_scale");
+  const ImagesRequest p = ParseOk(R"({"prompt": "x", "policy": {"name": "diagonal", "sparsity": 1.5}})");
+  e = ToHttpError(ToGenerationRequest(p.generate, config, 64, 1).status());
+  EXPECT_EQ(e.param, "policy.sparsity");
+  EXPECT_EQ(ToHttpError(absl::InvalidArgumentError("previews: must be in [0, 3]")).param, "partial_images");
+  EXPECT_EQ(ToHttpError(absl::InvalidArgumentError("sampling.top_k: bad")).param, "top_k");
+}
+
+TEST(HttpRequestMappingTest, StatusCodesAndRetryAfter) {
+  EXPECT_EQ(ToHttpError(absl::FailedPreconditionError("request can never fit: ...")).status, 400);
+  EXPECT_EQ(ToHttpError(absl::UnauthenticatedError("invalid API key")).status, 401);
+  const HttpApiError denied = ToHttpError(absl::PermissionDeniedError("priority: API key 'a' may ask for at most normal"));
+  EXPECT_EQ(denied.status, 403);
+  EXPECT_EQ(denied.param, "priority");
+  const HttpApiError full = ToHttpError(absl::ResourceExhaustedError("queue full: 1 requests waiting"));
+  EXPECT_EQ(full.status, 429);
+  EXPECT_GT(full.retry_after_s, 0);
+  EXPECT_EQ(full.code, "queue_full");
+  EXPECT_EQ(ToHttpError(absl::ResourceExhaustedError("API key 'a' has 2 requests in flight")).code,
+            "key_limit_exceeded");
+  const HttpApiError draining = ToHttpError(absl::UnavailableError("server is draining"));
+  EXPECT_EQ(draining.status, 503);
+  EXPECT_GT(draining.retry_after_s, 0);
+  EXPECT_EQ(ToHttpError(absl::DeadlineExceededError("x")).status, 504);
+  EXPECT_EQ(ToHttpError(absl::InternalError("engine step failed: x")).status, 500);
+}
+
+TEST(HttpRequestMappingTest, ErrorBodyIsOpenAiShaped) {
+  HttpApiError e;
+  e.message = "n: must be >= 1";
+  e.param = "n";
+  e.code = "invalid_value";
+  const nlohmann::json body = nlohmann::json::parse(ErrorBody(e));
+  EXPECT_EQ(body["error"]["message"], "n: must be >= 1");
+  EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(body["error"]["param"], "n");
+  EXPECT_EQ(body["error"]["code"], "invalid_value");
+  HttpApiError bare;
+  bare.message = "x";
+  const nlohmann::json b = nlohmann::json::parse(ErrorBody(bare));
+  EXPECT_TRUE(b["error"]["param"].is_null());
+  EXPECT_TRUE(b["error"]["code"].is_null());
+}
+
+}  // namespace
+}  // namespace argen::server
