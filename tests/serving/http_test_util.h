@@ -24,6 +24,16 @@ class TempDir {
   std::string path_;
 };
 
+// Certificates made with the openssl CLI for the TLS tests: a CA, a server
+// certificate it signed (SAN localhost and 127.0.0.1), a client certificate
+// it signed, and an unrelated second CA. Paths; empty `error` on success.
+struct TestCerts {
+  std::string ca, server_cert, server_key, client_cert, client_key, other_ca;
+  std::string error;
+};
+TestCerts MakeTestCerts(const TempDir& dir);
+std::string ReadFile(const std::string& path);
+
 struct SseEvent {
   std::string event;  // "" for data-only events
   std::string data;

@@ -21,6 +21,7 @@ absl::StatusOr<engine::GroupId> WatchingEngine::Add(const engine::PreparedReques
 }
 
 absl::StatusOr<engine::StepReport> WatchingEngine::Step() {
+  if (const int64_t us = step_delay_us_.load(); us > 0) absl::SleepFor(absl::Microseconds(us));
   Observe();
   absl::StatusOr<engine::StepReport> report = inner_->Step();
   steps_.fetch_add(1);

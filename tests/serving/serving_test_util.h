@@ -36,6 +36,10 @@ class WatchingEngine : public engine::Engine {
     return inner_->DecodeImages(grids);
   }
 
+  // Sleeps this long in every Step (tests that need the decode loop slower
+  // than the image path, e.g. so that no preview is dropped).
+  void set_step_delay(absl::Duration delay) { step_delay_us_.store(absl::ToInt64Microseconds(delay)); }
+
   int64_t peak_kv_bytes() const { return peak_kv_.load(); }
   int64_t steps() const { return steps_.load(); }
   int32_t peak_rows() const { return peak_rows_.load(); }
@@ -46,6 +50,7 @@ class WatchingEngine : public engine::Engine {
   std::atomic<int64_t> peak_kv_{0};
   std::atomic<int64_t> steps_{0};
   std::atomic<int32_t> peak_rows_{0};
+  std::atomic<int64_t> step_delay_us_{0};
 };
 
 // A server on 127.0.0.1 with ephemeral gRPC and metrics ports.

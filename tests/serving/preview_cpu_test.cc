@@ -1,0 +1,167 @@
+// Previews through the real CPU engine on the tiny checkpoint, on both APIs:
+// the k previews of each image arrive in order before the final images, and
+// each is, byte for byte, the PNG this test builds itself from a prefix of
+// that image's final tokens (the rule of scheduler/preview.h: the first r
+// token rows, then row r-1 repeated, decoded, pixel rows below r painted
+// gray), with a fixed seed.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "absl/synchronization/mutex.h"
+#include "client/generate_call.h"
+#include "engine/image/png.h"
+#include "tests/serving/http_test_util.h"
+#include "tests/serving/serving_test_util.h"
+
+namespace argen::serving_test {
+namespace {
+
+using nlohmann::json;
+
+// Records every token grid sent to the VQ decoder and slows steps a little,
+// so no preview is dropped for lack of time on this shared machine.
+class RecordingEngine : public engine::Engine {
+ public:
+  explicit RecordingEngine(std::unique_ptr<engine::Engine> inner) : inner_(std::move(inner)) {}
+  const engine::ModelInfo& info() const override { return inner_->info(); }
+  absl::StatusOr<engine::PreparedRequest> Prepare(const engine::GenerationRequest& r) const override {
+    return inner_->Prepare(r);
+  }
+  absl::StatusOr<engine::GroupId> Add(const engine::PreparedRequest& r) override { return inner_->Add(r); }
+  absl::StatusOr<engine::StepReport> Step() override {
+    absl::SleepFor(absl::Milliseconds(4));
+    return inner_->Step();
+  }
+  void Remove(engine::GroupId id) override { inner_->Remove(id); }
+  absl::StatusOr<engine::GroupState> State(engine::GroupId id) const override { return inner_->State(id); }
+  int64_t KvBytesInUse() const override { return inner_->KvBytesInUse(); }
+  int32_t RunningRows() const override { return inner_->RunningRows(); }
+  absl::StatusOr<std::vector<engine::RgbImage>> DecodeImages(
+      const std::vector<std::vector<int32_t>>& grids) override {
+    {
+      absl::MutexLock lock(&mu_);
+      calls_.push_back(grids);
+    }
+    return inner_->DecodeImages(grids);
+  }
+  std::vector<std::vector<std::vector<int32_t>>> calls() const {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
+  engine::Engine& inner() { return *inner_; }
+
+ private:
+  std::unique_ptr<engine::Engine> inner_;
+  mutable absl::Mutex mu_;
+  std::vector<std::vector<std::vector<int32_t>>> calls_;
+};
+
+std::unique_ptr<RecordingEngine> TinyRecording() {
+  engine::EngineOptions o;
+  o.model_dir = SourceDir() + "/tests/goldens/tiny/tiny-mha";
+  o.threads = 1;
+  absl::StatusOr<std::unique_ptr<engine::Engine>> e = engine::CreateEngine(o);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? std::make_unique<RecordingEngine>(*std::move(e)) : nullptr;
+}
+
+std::string Png(const engine::RgbImage& rgb) { return image::EncodePng(rgb.rgb, rgb.width, rgb.height).value(); }
+
+// The preview of `final_tokens` after `rows` token rows, built here.
+std::string ExpectedPreview(engine::Engine& engine, const std::vector<int32_t>& final_tokens, int32_t rows) {
+  const int32_t g = engine.info().token_grid;
+  std::vector<int32_t> grid;
+  for (int32_t r = 0; r < g; ++r) {
+    const int32_t from = std::min(r, rows - 1);
+    grid.insert(grid.end(), final_tokens.begin() + from * g, final_tokens.begin() + (from + 1) * g);
+  }
+  engine::RgbImage rgb = engine.DecodeImages({grid}).value()[0];
+  for (int32_t y = rows * rgb.height / g; y < rgb.height; ++y) {
+    std::fill_n(rgb.rgb.begin() + static_cast<std::ptrdiff_t>(y) * rgb.width * 3, rgb.width * 3, 128);
+  }
+  return Png(rgb);
+}
+
+// The final token grid of image i: the decoder's last `images` calls hold one
+// grid each, image 0 first (one request ran); checked against the final PNG.
+std::vector<int32_t> FinalTokens(RecordingEngine& engine, int images, int index, const std::string& final_png) {
+  const auto calls = engine.calls();
+  EXPECT_GE(calls.size(), static_cast<size_t>(images));
+  const auto& call = calls[calls.size() - images + index];
+  EXPECT_EQ(call.size(), 1u);
+  const std::vector<int32_t>& tokens = call[0];
+  EXPECT_EQ(Png(engine.inner().DecodeImages({tokens}).value()[0]), final_png) << "not image " << index << "'s tokens";
+  return tokens;
+}
+
+TEST(PreviewCpuTest, GrpcPreviewsArePrefixesOfTheFinalTokens) {
+  server::ServerConfig c = LoopbackConfig(SourceDir() + "/tests/goldens/tiny/tiny-mha");
+  auto recording = TinyRecording();
+  ASSERT_NE(recording, nullptr);
+  RecordingEngine* engine = recording.get();
+  ASSERT_STARTED(t, StartServer(c, std::move(recording)));
+  v1::GenerateRequest r;
+  r.set_prompt("a red circle");
+  r.set_num_images(2);
+  r.set_seed(1234);
+  r.set_previews(2);
+  std::vector<v1::GenerateEvent> events;
+  client::GenerateResult result =
+      client::CallGenerate(*t.stub, r, 120, [&](const v1::GenerateEvent& e) { events.push_back(e); });
+  ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+  ASSERT_EQ(result.images.size(), 2u);
+  std::vector<v1::Preview> previews;
+  bool image_seen = false;
+  for (const v1::GenerateEvent& e : events) {
+    if (e.has_image()) image_seen = true;
+    if (e.has_preview()) {
+      EXPECT_FALSE(image_seen) << "a preview after an image";
+      previews.push_back(e.preview());
+    }
+  }
+  ASSERT_EQ(previews.size(), 4u);  // 2 per image
+  const int32_t g = t.server->engine().info().token_grid;  // 8: previews after 2 and 5 rows
+  for (size_t i = 0; i < previews.size(); ++i) {
+    const v1::Preview& p = previews[i];
+    EXPECT_EQ(p.index(), static_cast<int>(i / 2));
+    EXPECT_EQ(p.image(), static_cast<int>(i % 2));
+    EXPECT_EQ(p.rows_done(), (p.index() + 1) * g / 3);
+    EXPECT_EQ(p.tokens_done(), p.rows_done() * g);
+    EXPECT_EQ(PngSize(p.png()), std::make_pair(p.width(), p.height()));
+    const std::vector<int32_t> final_tokens = FinalTokens(*engine, 2, p.image(), result.images[p.image()].png());
+    EXPECT_EQ(p.png(), ExpectedPreview(engine->inner(), final_tokens, p.rows_done())) << "preview " << i;
+  }
+}
+
+TEST(PreviewCpuTest, HttpPartialImagesArePrefixesOfTheFinalTokens) {
+  server::ServerConfig c = LoopbackConfig(SourceDir() + "/tests/goldens/tiny/tiny-mha");
+  c.metrics_port = 0;
+  c.http_address = "127.0.0.1";
+  c.http_port = 0;
+  auto recording = TinyRecording();
+  ASSERT_NE(recording, nullptr);
+  RecordingEngine* engine = recording.get();
+  ASSERT_STARTED(t, StartServer(c, std::move(recording)));
+  auto client = HttpClient(t.server->http_port());
+  httplib::Result r =
+      PostImages(*client, {{"prompt", "a blue square"}, {"seed", 7}, {"stream", true}, {"partial_images", 3}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::vector<SseEvent> events = ParseSse(r->body);
+  ASSERT_EQ(events.size(), 4u) << r->body.substr(0, 300) << HttpGet(t.server->metrics_port(), "/metrics");
+  const std::string final_png = Base64Decode(json::parse(events[3].data)["b64_json"]);
+  EXPECT_EQ(events[3].event, "image_generation.completed");
+  const std::vector<int32_t> final_tokens = FinalTokens(*engine, 1, 0, final_png);
+  const int32_t g = t.server->engine().info().token_grid;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(events[i].event, "image_generation.partial_image");
+    const json p = json::parse(events[i].data);
+    EXPECT_EQ(p["partial_image_index"], i);
+    const int32_t rows = (i + 1) * g / 4;  // 2, 4, 6
+    EXPECT_EQ(Base64Decode(p["b64_json"]), ExpectedPreview(engine->inner(), final_tokens, rows)) << i;
+  }
+}
+
+}  // namespace
+}  // namespace argen::serving_test
