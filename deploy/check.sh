@@ -186,6 +186,7 @@ run_check "Dockerfiles: install-deps.sh + build.sh, runtime libs, non-root, gRPC
 free_port() { "${PY:-python3}" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 GRPC_PORT=""
 METRICS_PORT=""
+HTTP_PORT=""
 
 # start_server CONFIG EXTRA_FLAGS...: argen_server on loopback with the tiny checkpoint.
 start_server() {
@@ -194,9 +195,12 @@ start_server() {
   GRPC_PORT=$(free_port)
   METRICS_PORT=$(free_port)
   [ "$GRPC_PORT" != "$METRICS_PORT" ] || METRICS_PORT=$(free_port)
+  HTTP_PORT=$(free_port)
+  while [ "$HTTP_PORT" = "$GRPC_PORT" ] || [ "$HTTP_PORT" = "$METRICS_PORT" ]; do HTTP_PORT=$(free_port); done
   "$SERVER" --config="$config" --model_dir=tests/goldens/tiny/tiny-mha \
     --listen_address=127.0.0.1 --port="$GRPC_PORT" \
-    --metrics_address=127.0.0.1 --metrics_port="$METRICS_PORT" --threads=1 "$@" \
+    --metrics_address=127.0.0.1 --metrics_port="$METRICS_PORT" \
+    --http_address=127.0.0.1 --http_port="$HTTP_PORT" --threads=1 "$@" \
     >"$WORK/server.log" 2>&1 &
   SERVER_PID=$!
 }
@@ -251,9 +255,16 @@ live_cpu() {
   [ -s "$WORK/configs/cpu.yaml" ] || { echo "no rendered cpu config"; return 1; }
   start_server "$WORK/configs/cpu.yaml"
   wait_serving || return 1
-  # What kubelet's gRPC probes of the rendered Deployment ask (grpc.health.v1 Check).
+  # What kubelet's probes of the rendered Deployment ask: grpc.health.v1 Check
+  # for gRPC probes, GET on the HTTP API port for HTTP probes (200 wanted).
   local probe service answer
   while IFS=$'\t' read -r probe service; do
+    if [[ "$service" == http:* ]]; then
+      answer=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$HTTP_PORT${service#http:}")
+      echo "$probe (HTTP GET ${service#http:}): $answer"
+      [ "$answer" = 200 ] || return 1
+      continue
+    fi
     answer=$("$CLIENT" --server="127.0.0.1:$GRPC_PORT" --timeout=5 health --service="$service" 2>&1)
     echo "$probe (service \"$service\"): $answer"
     [ "$answer" = SERVING ] || return 1
@@ -275,6 +286,11 @@ live_cpu() {
     grep -Eq "^argen_requests_total\{.*status=\"OK\".*policy=\"$policy\".*\} 1" "$WORK/scrape.txt" ||
       { echo "no argen_requests_total{policy=\"$policy\",status=\"OK\"} 1:"; grep '^argen_requests_total' "$WORK/scrape.txt"; return 1; }
   done
+  # The OpenAI-compatible HTTP API (after the scrape, whose counts it would change): one PNG.
+  curl -fsS --max-time 60 -H 'Content-Type: application/json' \
+    -d '{"prompt": "a green triangle", "response_format": "b64_json"}' \
+    "http://127.0.0.1:$HTTP_PORT/v1/images/generations" >"$WORK/http_image.json" || return 1
+  "${PY:-python3}" -c 'import base64, json, sys; d = json.load(open(sys.argv[1])); png = base64.b64decode(d["data"][0]["b64_json"]); assert png[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"; print("HTTP API: POST /v1/images/generations -> PNG of", len(png), "bytes")' "$WORK/http_image.json" || return 1
   stop_server
 }
 

@@ -10,6 +10,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libyaml-cpp-dev prometheus-cpp-dev
   libopenblas-dev nlohmann-json3-dev libpng-dev
+  # HTTP (the OpenAI-compatible API, /metrics; built with OpenSSL) and TLS / API key hashing.
+  libcpp-httplib-dev libssl-dev openssl
   libgtest-dev libgmock-dev libbenchmark-dev
   # Test tooling: the quality-report and scorer tests run tools/sweep/report.py.
   python3-numpy python3-pil python3-matplotlib

@@ -111,6 +111,13 @@ PrometheusMetrics::PrometheusMetrics(int64_t kv_budget_bytes)
                                "PERMISSION_DENIED)")
                          .Register(*registry_)) {
   kv_budget_.Set(static_cast<double>(kv_budget_bytes));
+  // Every label value from the start (at 0), so rate() and alerts see the series.
+  for (const char* reason : {"image_path_busy", "client_slow", "late", "request_ended", "failed"}) {
+    previews_dropped_.Add({{"reason", reason}});
+  }
+  for (absl::StatusCode code : {absl::StatusCode::kUnauthenticated, absl::StatusCode::kPermissionDenied}) {
+    auth_failures_.Add({{"code", absl::StatusCodeToString(code)}});
+  }
 }
 
 void PrometheusMetrics::OnStep(const scheduler::StepStats& stats) {

@@ -523,8 +523,8 @@ def semantic_problems(overlay, docs, config_keys, service_name):
     if container is None:
         return problems + ["no container named argen"]
     ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
-    if set(ports) != {"grpc", "metrics"}:
-        problems.append(f"container ports must be named grpc and metrics, are {sorted(ports)}")
+    if set(ports) != {"grpc", "metrics", "http"}:
+        problems.append(f"container ports must be named grpc, metrics and http, are {sorted(ports)}")
 
     # The ConfigMap the container reads, and its argen.yaml.
     args = container.get("args", []) + container.get("command", [])
@@ -561,20 +561,38 @@ def semantic_problems(overlay, docs, config_keys, service_name):
         problems.append(f"argen.yaml port {flat.get('port')} != containerPort grpc {ports.get('grpc')}")
     if flat.get("metrics_port") != ports.get("metrics"):
         problems.append(f"argen.yaml metrics_port {flat.get('metrics_port')} != containerPort metrics {ports.get('metrics')}")
-    for k in ("listen_address", "metrics_address"):
+    if flat.get("http_port") != ports.get("http"):
+        problems.append(f"argen.yaml http_port {flat.get('http_port')} != containerPort http {ports.get('http')}")
+    for k in ("listen_address", "metrics_address", "http_address"):
         if flat.get(k) not in ("0.0.0.0", "[::]", "::"):
             problems.append(f"argen.yaml {k} must listen on all interfaces in a pod, is {flat.get(k)}")
 
-    # Probes: Kubernetes gRPC probes on the gRPC port; readiness on the ArGen service.
+    # Probes: Kubernetes gRPC probes on the gRPC port (readiness on the ArGen
+    # service), or HTTP probes on the HTTP API port (readiness /ready, startup
+    # and liveness /health); not a mix.
+    kinds_of_probe = set()
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         p = container.get(probe)
-        if not p or "grpc" not in p:
-            problems.append(f"{probe}: must be a Kubernetes gRPC probe")
-        elif p["grpc"]["port"] != ports.get("grpc"):
-            problems.append(f"{probe}: port {p['grpc']['port']} is not the gRPC port {ports.get('grpc')}")
-    ready = container.get("readinessProbe", {}).get("grpc", {})
-    if ready.get("service") != service_name:
-        problems.append(f"readinessProbe.grpc.service must be {service_name} (turns NOT_SERVING on drain)")
+        handlers = [h for h in ("grpc", "httpGet", "tcpSocket", "exec") if p and h in p]
+        if len(handlers) != 1 or handlers[0] not in ("grpc", "httpGet"):
+            problems.append(f"{probe}: must be one Kubernetes gRPC probe or one HTTP probe, has {handlers}")
+            continue
+        kinds_of_probe.add(handlers[0])
+        if handlers[0] == "grpc":
+            if p["grpc"]["port"] != ports.get("grpc"):
+                problems.append(f"{probe}: port {p['grpc']['port']} is not the gRPC port {ports.get('grpc')}")
+            if probe == "readinessProbe" and p["grpc"].get("service") != service_name:
+                problems.append(f"readinessProbe.grpc.service must be {service_name} (turns NOT_SERVING on drain)")
+        else:
+            port = p["httpGet"]["port"]
+            if port not in ("http", ports.get("http")):
+                problems.append(f"{probe}: port {port} is not the HTTP API port")
+            want = "/ready" if probe == "readinessProbe" else "/health"
+            if p["httpGet"].get("path") != want:
+                problems.append(f"{probe}: path {p['httpGet'].get('path')} must be {want} "
+                                "(/ready is 503 while loading and draining; /health is liveness)")
+    if len(kinds_of_probe) > 1:
+        problems.append("probes mix gRPC and HTTP; use one kind")
 
     # Drain: grace period covers preStop + drain_timeout_s + 5 s of stream flush.
     grace = spec.get("terminationGracePeriodSeconds", 30)
@@ -703,7 +721,12 @@ def mutations(docs):
     def bad_podmonitor(ds):
         next(d for d in ds if d["kind"] == "PodMonitor")["spec"]["podMetricsEndpoints"][0]["interval"] = "15 seconds"
 
-    return [misspelled_probe, unknown_field, replicas_not_a_number, string_port, short_grace, unknown_config_key, bad_pdb, bad_podmonitor]
+    def http_port_mismatch(ds):
+        cm = next(d for d in ds if d["kind"] == "ConfigMap" and "argen.yaml" in d.get("data", {}))
+        cm["data"]["argen.yaml"] = cm["data"]["argen.yaml"].replace("http_port: 8080", "http_port: 8081")
+
+    return [misspelled_probe, unknown_field, replicas_not_a_number, string_port, short_grace, unknown_config_key,
+            bad_pdb, bad_podmonitor, http_port_mismatch]
 
 
 def cmd_manifests(args):
@@ -996,14 +1019,19 @@ def cmd_dockerfiles(args):
 
 
 def cmd_probe_services(args):
-    """Prints 'probe<TAB>service' for each gRPC probe of the rendered Deployment."""
+    """Prints 'probe<TAB>service' for each gRPC probe of the rendered Deployment
+    and 'probe<TAB>http:PATH' for each HTTP one."""
     dep = one(by_kind(load_yaml_docs(args.rendered)), "Deployment")
     container = dep["spec"]["template"]["spec"]["containers"][0]
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         g = container.get(probe, {}).get("grpc")
-        if g is None:
-            raise CheckError(f"{probe} is not a gRPC probe")
-        print(f"{probe}\t{g.get('service', '')}")
+        h = container.get(probe, {}).get("httpGet")
+        if g is not None:
+            print(f"{probe}\t{g.get('service', '')}")
+        elif h is not None:
+            print(f"{probe}\thttp:{h.get('path', '/')}")
+        else:
+            raise CheckError(f"{probe} is neither a gRPC nor an HTTP probe")
 
 
 def cmd_docs(args):
