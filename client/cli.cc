@@ -1,4 +1,7 @@
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -9,8 +12,10 @@ namespace argen::client {
 namespace {
 
 constexpr char kUsageText[] =
-    "usage: argen_client [--server HOST:PORT] [--timeout SECONDS] [--max_message_bytes N] COMMAND "
-    "[flags]\n"
+    "usage: argen_client [--server HOST:PORT] [--timeout SECONDS] [--max_message_bytes N]\n"
+    "                    [--api_key KEY] [--ca_file PEM [--cert_file PEM --key_file PEM]] COMMAND [flags]\n"
+    "  --api_key: sent as 'authorization: Bearer KEY' (default: $ARGEN_API_KEY)\n"
+    "  --ca_file: TLS, trusting these CAs; --cert_file/--key_file: client certificate (mutual TLS)\n"
     "commands:\n"
     "  generate --prompt TEXT [--count N] [--policy NAME] [--sparsity X] [--n_att N]\n"
     "           [--n_recent N] [--n_sink N] [--seed S] [--cfg W] [--temperature T]\n"
@@ -111,6 +116,19 @@ int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostr
               bool interactive) {
   CommonOptions common;
   common.interactive = interactive;
+  if (const char* key = std::getenv("ARGEN_API_KEY")) common.security.api_key = key;
+  std::string cert_file, key_file;
+  auto read_pem = [&](const std::string& flag, const std::string& path, std::string* into) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      err << "argen_client: flag --" << flag << ": cannot read '" << path << "'\n";
+      return false;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    *into = text.str();
+    return true;
+  };
   size_t i = 0;
   // Global flags come before the command.
   for (; i < args.size() && args[i].rfind("--", 0) == 0; ++i) {
@@ -141,11 +159,25 @@ int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostr
         err << "argen_client: flag --max_message_bytes: \"" << value << "\" is not an integer >= 4096\n";
         return kUsage;
       }
+    } else if (name == "api_key") {
+      common.security.api_key = value;
+    } else if (name == "ca_file") {
+      if (!read_pem(name, value, &common.security.ca_pem)) return kUsage;
+    } else if (name == "cert_file") {
+      if (!read_pem(name, value, &common.security.cert_pem)) return kUsage;
+      cert_file = value;
+    } else if (name == "key_file") {
+      if (!read_pem(name, value, &common.security.key_pem)) return kUsage;
+      key_file = value;
     } else {
       err << "argen_client: unknown flag --" << name << " (global flags: --server, --timeout, "
-          << "--max_message_bytes)\n";
+          << "--max_message_bytes, --api_key, --ca_file, --cert_file, --key_file)\n";
       return kUsage;
     }
+  }
+  if (cert_file.empty() != key_file.empty() || (!cert_file.empty() && common.security.ca_pem.empty())) {
+    err << "argen_client: --cert_file and --key_file go together, and with --ca_file (TLS)\n";
+    return kUsage;
   }
   if (i >= args.size()) {
     err << "argen_client: no command given\n" << kUsageText;

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "argen/v1/argen.pb.h"
+#include "client/generate_call.h"
 #include "grpcpp/support/status.h"
 
 namespace argen::client {
@@ -23,6 +24,8 @@ struct CommonOptions {
   // stderr is a terminal: progress redraws one line; otherwise progress is
   // printed as whole lines at quarter steps (logs stay readable).
   bool interactive = false;
+  // --api_key (or ARGEN_API_KEY), --ca_file, --cert_file / --key_file.
+  ChannelSecurity security;
 };
 
 // Progress display shared by generate and load.

@@ -5,6 +5,8 @@
 #include <climits>
 
 #include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/client_interceptor.h"
 
 namespace argen::client {
 
@@ -43,12 +45,55 @@ GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& re
   return result;
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int64_t max_message_bytes) {
+namespace {
+
+// Adds the API key to every call's metadata (also on plaintext channels,
+// where gRPC's call credentials would refuse to send it).
+class ApiKeyInterceptor : public grpc::experimental::Interceptor {
+ public:
+  explicit ApiKeyInterceptor(const std::string& value) : value_(value) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->insert({"authorization", value_});
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string& value_;
+};
+
+class ApiKeyInterceptorFactory : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit ApiKeyInterceptorFactory(std::string api_key) : value_("Bearer " + std::move(api_key)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(grpc::experimental::ClientRpcInfo*) override {
+    return new ApiKeyInterceptor(value_);
+  }
+
+ private:
+  const std::string value_;
+};
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int64_t max_message_bytes,
+                                           const ChannelSecurity& security) {
   grpc::ChannelArguments args;
   const int limit = static_cast<int>(std::min<int64_t>(max_message_bytes, INT_MAX));
   args.SetMaxReceiveMessageSize(limit);
   args.SetMaxSendMessageSize(limit);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!security.ca_pem.empty()) {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = security.ca_pem;
+    tls.pem_cert_chain = security.cert_pem;
+    tls.pem_private_key = security.key_pem;
+    credentials = grpc::SslCredentials(tls);
+  }
+  if (security.api_key.empty()) return grpc::CreateCustomChannel(target, credentials, args);
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<ApiKeyInterceptorFactory>(security.api_key));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(target, credentials, args, std::move(interceptors));
 }
 
 }  // namespace argen::client

@@ -26,7 +26,15 @@ GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& re
                             double timeout_seconds,
                             const std::function<void(const v1::GenerateEvent&)>& on_event = nullptr);
 
+// How the client reaches a server with TLS and API keys (all empty: plaintext, no key).
+struct ChannelSecurity {
+  std::string api_key;  // sent as "authorization: Bearer <key>" on every call
+  std::string ca_pem;   // non-empty: TLS, trusting these CA certificates
+  std::string cert_pem, key_pem;  // a client certificate, for mutual TLS
+};
+
 // A channel with the message size limit raised for image payloads.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int64_t max_message_bytes);
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int64_t max_message_bytes,
+                                           const ChannelSecurity& security = {});
 
 }  // namespace argen::client

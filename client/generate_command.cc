@@ -82,7 +82,7 @@ int RunGenerate(const CommonOptions& common, const std::vector<std::string>& arg
   }
   const bool quiet = flags->Has("quiet");
 
-  auto channel = MakeChannel(common.server, common.max_message_bytes);
+  auto channel = MakeChannel(common.server, common.max_message_bytes, common.security);
   auto stub = v1::ArGen::NewStub(channel);
   ProgressLine progress(err, common.interactive);
   auto on_event = [&](const v1::GenerateEvent& e) {

@@ -15,7 +15,7 @@ int RunHealth(const CommonOptions& common, const std::vector<std::string>& args,
     err << "argen_client health: " << flags.status().message() << "\n";
     return kUsage;
   }
-  auto stub = grpc::health::v1::Health::NewStub(MakeChannel(common.server, common.max_message_bytes));
+  auto stub = grpc::health::v1::Health::NewStub(MakeChannel(common.server, common.max_message_bytes, common.security));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(static_cast<int64_t>(

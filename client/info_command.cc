@@ -15,7 +15,7 @@ int RunInfo(const CommonOptions& common, const std::vector<std::string>& args, s
     err << "argen_client info: " << flags.status().message() << "\n";
     return kUsage;
   }
-  auto stub = v1::ArGen::NewStub(MakeChannel(common.server, common.max_message_bytes));
+  auto stub = v1::ArGen::NewStub(MakeChannel(common.server, common.max_message_bytes, common.security));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(static_cast<int64_t>(

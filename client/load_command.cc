@@ -66,7 +66,7 @@ int RunLoad(const CommonOptions& common, const std::vector<std::string>& args, s
   }
   const std::string prompt = flags->String("prompt", "a red circle above a blue square");
 
-  auto stub = v1::ArGen::NewStub(MakeChannel(common.server, common.max_message_bytes));
+  auto stub = v1::ArGen::NewStub(MakeChannel(common.server, common.max_message_bytes, common.security));
   std::atomic<int64_t> next{0};
   std::mutex mu;
   std::vector<Outcome> outcomes;

@@ -5,7 +5,11 @@
 // signed gets in. Bad certificate files stop the server naming the key.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "absl/strings/str_cat.h"
+#include "client/commands.h"
+#include "server/auth.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "scheduler/tests/fake_engine.h"
@@ -100,6 +104,35 @@ TEST_F(TlsTest, MutualTlsRefusesClientsWithoutACertificate) {
   EXPECT_EQ(GrpcCall(t.server->port(), Trusting(certs_.ca, /*with_cert=*/true)), grpc::OK);
   EXPECT_EQ(HttpsGet(t.server->http_port(), certs_.ca), -1);
   EXPECT_EQ(HttpsGet(t.server->http_port(), certs_.ca, /*with_cert=*/true), 200);
+}
+
+TEST_F(TlsTest, ArgenClientConnectsWithTheCaAndAnApiKey) {
+  server::ServerConfig c = Config(true);
+  c.api_keys_file = dir_.Write("keys", absl::StrCat("cli ", server::Sha256Hex("cli-key"), "\n"));
+  ASSERT_STARTED(t, StartServer(c, std::make_unique<FakeEngine>()));
+  const std::string server = absl::StrCat("localhost:", t.server->port());
+  auto run = [&](std::vector<std::string> args) {
+    std::ostringstream out, err;
+    const int code = client::RunClient(args, out, err);
+    return std::make_pair(code, out.str() + err.str());
+  };
+  const std::vector<std::string> tls = {"--server", server, "--ca_file", certs_.ca, "--cert_file",
+                                        certs_.client_cert, "--key_file", certs_.client_key};
+  std::vector<std::string> ok = tls;
+  ok.insert(ok.end(), {"--api_key", "cli-key", "info"});
+  auto [code, text] = run(ok);
+  EXPECT_EQ(code, client::kOk) << text;
+  EXPECT_NE(text.find("fake"), std::string::npos) << text;
+  std::vector<std::string> no_key = tls;
+  no_key.push_back("info");
+  auto [code2, text2] = run(no_key);
+  EXPECT_EQ(code2, client::kServerError) << text2;
+  EXPECT_NE(text2.find("UNAUTHENTICATED"), std::string::npos) << text2;
+  setenv("ARGEN_API_KEY", "cli-key", 1);
+  auto [code3, text3] = run(no_key);
+  unsetenv("ARGEN_API_KEY");
+  EXPECT_EQ(code3, client::kOk) << text3;
+  EXPECT_EQ(run({"--server", server, "--ca_file", dir_.path() + "/none.pem", "info"}).first, client::kUsage);
 }
 
 TEST_F(TlsTest, BadCertificateFilesStopTheServerNamingTheKey) {
