@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The one-command demo: installs dependencies, builds, starts argen_server on
 # the default model, waits until it is healthy, generates an image into out/,
-# runs a short load test, and stops the server cleanly (SIGTERM -> drain -> 0).
+# generates one through the OpenAI-compatible HTTP API with curl, runs a
+# short load test, and stops the server cleanly (SIGTERM -> drain -> 0).
 #
 # Knobs (environment): MODEL_DIR (default: configs/argen.yaml's model_dir, else
 # a model under models/, else the tiny test checkpoint), PORT (50051),
-# METRICS_PORT (9464), BUILD_DIR (build), SKIP_BUILD=1 (reuse an existing
+# METRICS_PORT (9464), HTTP_PORT (8080), BUILD_DIR (build), SKIP_BUILD=1 (reuse an existing
 # build), PROMPT, LOAD_REQUESTS (8), LOAD_CONCURRENCY (4), HEALTH_TIMEOUT_S (600).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 PORT=${PORT:-50051}
 METRICS_PORT=${METRICS_PORT:-9464}
+HTTP_PORT=${HTTP_PORT:-8080}
 PROMPT=${PROMPT:-"a red circle above a blue square"}
 LOAD_REQUESTS=${LOAD_REQUESTS:-8}
 LOAD_CONCURRENCY=${LOAD_CONCURRENCY:-4}
@@ -47,9 +49,9 @@ fi
 
 mkdir -p out
 LOG=out/argen_server.log
-echo "demo: starting argen_server on $MODEL_DIR (gRPC :$PORT, /metrics :$METRICS_PORT; log $LOG)"
+echo "demo: starting argen_server on $MODEL_DIR (gRPC :$PORT, HTTP :$HTTP_PORT, /metrics :$METRICS_PORT; log $LOG)"
 "$SERVER" --config configs/argen.yaml --model_dir "$MODEL_DIR" --port "$PORT" \
-  --metrics_port "$METRICS_PORT" >"$LOG" 2>&1 &
+  --metrics_port "$METRICS_PORT" --http_port "$HTTP_PORT" >"$LOG" 2>&1 &
 SERVER_PID=$!
 stop_server() {
   if kill -0 "$SERVER_PID" 2>/dev/null; then
@@ -78,6 +80,14 @@ echo " SERVING"
 echo "demo: generating \"$PROMPT\""
 "$CLIENT" --server "localhost:$PORT" generate --prompt "$PROMPT" --count 1 --seed 1 \
   --request_id demo --out out
+if command -v curl >/dev/null && command -v python3 >/dev/null; then
+  echo "demo: the same through the OpenAI-compatible HTTP API:"
+  echo "  curl -s http://localhost:$HTTP_PORT/v1/images/generations -H 'Content-Type: application/json' \\"
+  echo "    -d '{\"prompt\": \"$PROMPT\", \"n\": 1, \"seed\": 1, \"response_format\": \"b64_json\"}'"
+  curl -sS --fail-with-body "http://localhost:$HTTP_PORT/v1/images/generations" -H 'Content-Type: application/json' \
+    -d "{\"prompt\": \"$PROMPT\", \"n\": 1, \"seed\": 1, \"response_format\": \"b64_json\"}" >out/demo_http.json
+  python3 -c 'import base64, json, sys; d = json.load(open("out/demo_http.json")); open("out/demo_http_0.png", "wb").write(base64.b64decode(d["data"][0]["b64_json"])); print("demo: HTTP API wrote out/demo_http_0.png (seed", d["argen"]["seed"], "- the same image as out/demo_0.png)")'
+fi
 echo "demo: load test ($LOAD_REQUESTS requests, concurrency $LOAD_CONCURRENCY, dense vs diagonal)"
 "$CLIENT" --server "localhost:$PORT" load --requests "$LOAD_REQUESTS" \
   --concurrency "$LOAD_CONCURRENCY" --policies dense,diagonal:0.9
@@ -85,4 +95,4 @@ if command -v curl >/dev/null; then
   echo "demo: a few Prometheus metrics from http://localhost:$METRICS_PORT/metrics"
   curl -s "http://localhost:$METRICS_PORT/metrics" | grep -E '^argen_(requests_total|images_total|tokens_total|kv_bytes_budget)' || true
 fi
-echo "demo: done; the image is out/demo_0.png"
+echo "demo: done; the images are out/demo_0.png (gRPC) and out/demo_http_0.png (HTTP)"
