@@ -12,6 +12,8 @@ packages=(
   libopenblas-dev nlohmann-json3-dev libpng-dev
   # HTTP (the OpenAI-compatible API, /metrics; built with OpenSSL) and TLS / API key hashing.
   libcpp-httplib-dev libssl-dev openssl
+  # JPEG output of the HTTP API.
+  libjpeg62-turbo-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # Test tooling: the quality-report and scorer tests run tools/sweep/report.py.
   python3-numpy python3-pil python3-matplotlib

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "engine/image/jpeg.h"
 #include "engine/sparse/policy_params.h"
 #include "nlohmann/json.hpp"
 #include "server/prometheus_metrics.h"
@@ -277,7 +278,7 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
     return;
   }
 
-  const ImagesApiModel model{g->info().name, g->info().image_size, /*jpeg=*/false};
+  const ImagesApiModel model{g->info().name, g->info().image_size, /*jpeg=*/true};
   std::variant<ImagesRequest, HttpApiError> parsed = ParseImagesRequest(body, model);
   if (auto* e = std::get_if<HttpApiError>(&parsed)) {
     if (metrics_ != nullptr) {
@@ -291,7 +292,13 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
   gen->request = std::get<ImagesRequest>(std::move(parsed));
   gen->image_tokens = g->info().image_tokens;
   gen->policy = g->PolicyLabel(gen->request.generate);
-  absl::StatusOr<Submission> submitted = g->Submit(key, gen->request.generate, absl::InfiniteFuture());
+  scheduler::ImageEncoder encoder;  // empty: PNG, the scheduler's
+  if (gen->request.output_format == "jpeg") {
+    const int32_t quality = gen->request.output_compression;
+    encoder = [quality](const engine::RgbImage& rgb) { return image::EncodeJpeg(rgb.rgb, rgb.width, rgb.height, quality); };
+  }
+  absl::StatusOr<Submission> submitted =
+      g->Submit(key, gen->request.generate, absl::InfiniteFuture(), std::move(encoder));
   if (!submitted.ok()) {
     Fail(response, ToHttpError(submitted.status()));
     return;

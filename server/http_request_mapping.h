@@ -47,7 +47,7 @@ struct ImagesRequest {
   bool stream = false;
   int32_t partial_images = 0;
   std::string output_format = "png";  // png | jpeg
-  int32_t output_compression = 100;   // jpeg quality, 0-100
+  int32_t output_compression = 90;    // jpeg quality, 0-100
   std::string size;                   // "WxH" as answered
   std::string user;
 };

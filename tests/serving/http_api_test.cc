@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "engine/image/jpeg.h"
 #include "scheduler/tests/fake_engine.h"
 #include "server/auth.h"
 #include "tests/serving/http_test_util.h"
@@ -66,6 +67,22 @@ TEST(HttpApiTest, GenerateReturnsBase64PngsInOpenAiShape) {
   httplib::Result again = PostImages(*client, {{"prompt", "a red circle"}, {"n", 2}, {"seed", 5}});
   ASSERT_TRUE(again);
   EXPECT_EQ(Body(again)["data"], body["data"]);
+}
+
+TEST(HttpApiTest, JpegOutputOnRequest) {
+  ASSERT_STARTED(t, StartFake(HttpConfig()));
+  auto client = HttpClient(t.server->http_port());
+  httplib::Result r = PostImages(*client, {{"prompt", "x"}, {"output_format", "jpeg"}, {"output_compression", 80}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json body = Body(r);
+  EXPECT_EQ(body["output_format"], "jpeg");
+  const std::string jpeg = Base64Decode(body["data"][0]["b64_json"]);
+  absl::StatusOr<image::Rgb8Image> decoded =
+      image::DecodeJpeg(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size()));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->width, 8);
+  EXPECT_EQ(decoded->height, 8);
 }
 
 TEST(HttpApiTest, StreamingSendsPartialImagesThenTheCompletedImage) {
