@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "engine/sparse/policy_params.h"
+#include "scheduler/preview.h"
 
 namespace argen::server {
 namespace {
@@ -199,6 +200,7 @@ void FillModelInfo(const engine::ModelInfo& info, const ServerConfig& config, v1
   out->set_queue_limit(config.queue_limit);
   out->set_num_layers(info.num_layers);
   out->set_hidden_size(info.hidden_size);
+  out->set_max_previews(std::max(0, std::min(scheduler::kMaxPreviews, info.token_grid - 1)));
   struct PolicyFields {
     sparse::PolicyKind kind;
     std::vector<const char*> fields;

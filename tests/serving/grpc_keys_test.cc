@@ -68,6 +68,7 @@ TEST(GrpcKeysTest, KeysRightsPriorityCapsAndLimits) {
     grpc::ClientContext with_key;
     with_key.AddMetadata("authorization", "Bearer view-key");
     EXPECT_TRUE(t.stub->GetModelInfo(&with_key, v1::GetModelInfoRequest(), &info).ok());
+    EXPECT_EQ(info.max_previews(), 7);  // the fake's 8 token rows
   }
 
   // One request at a time for gen.
