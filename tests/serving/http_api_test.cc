@@ -215,6 +215,28 @@ TEST(HttpApiTest, KeysGive401And403AndCapPriority) {
   EXPECT_EQ(metrics.find("view-key"), std::string::npos);
 }
 
+TEST(HttpApiTest, HealthAndMetricsCanRequireAKey) {
+  TempDir dir;
+  server::ServerConfig c = HttpConfig();
+  c.api_keys_file = dir.Write("keys", absl::StrCat("ops ", server::Sha256Hex("ops-key"), " rights=health,metrics\n",
+                                                   "gen ", server::Sha256Hex("gen-key"), "\n"));
+  c.open_health = false;
+  c.open_metrics = false;
+  ASSERT_STARTED(t, StartFake(c));
+  auto client = HttpClient(t.server->http_port());
+  EXPECT_EQ(client->Get("/health")->status, 401);
+  EXPECT_EQ(client->Get("/ready", {{"Authorization", "Bearer gen-key"}})->status, 403);
+  EXPECT_EQ(client->Get("/ready", {{"Authorization", "Bearer ops-key"}})->status, 200);
+  auto metrics = HttpClient(t.server->metrics_port());
+  EXPECT_EQ(metrics->Get("/metrics")->status, 401);
+  EXPECT_EQ(metrics->Get("/metrics", {{"Authorization", "Bearer gen-key"}})->status, 403);
+  httplib::Result scrape = metrics->Get("/metrics", {{"Authorization", "Bearer ops-key"}});
+  ASSERT_TRUE(scrape);
+  EXPECT_EQ(scrape->status, 200);
+  EXPECT_NE(scrape->body.find("argen_auth_failures_total{code=\"PERMISSION_DENIED\"} 2"), std::string::npos)
+      << scrape->body;
+}
+
 // The status of a POST run on another thread (-1: no answer).
 struct Answer {
   int status = -1;
