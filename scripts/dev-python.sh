@@ -8,3 +8,5 @@ cd "$(dirname "$0")/.."
 .venv/bin/pip install -q --index-url https://download.pytorch.org/whl/cpu torch 2>/dev/null \
   || .venv/bin/pip install -q torch
 .venv/bin/pip install -q numpy safetensors tokenizers transformers pillow matplotlib
+# The OpenAI SDK drives the HTTP API in tests/serving/openai_sdk_test.cc (skipped without it).
+.venv/bin/pip install -q openai

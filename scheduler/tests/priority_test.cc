@@ -117,7 +117,7 @@ struct StreamResult {
 
 StreamResult LowUnderHighStream(absl::Duration aging) {
   FakeEngineOptions eo;
-  eo.step_time = absl::Milliseconds(1);  // 16 tokens: ~20 ms per request
+  eo.step_time = absl::Milliseconds(2);  // 16 tokens: ~35 ms per request
   FakeEngine engine(eo);
   SchedulerOptions o;
   o.kv_budget_bytes = int64_t{1} << 40;
@@ -131,7 +131,9 @@ StreamResult LowUnderHighStream(absl::Duration aging) {
   absl::Mutex handles_mu;
   std::thread feeder([&] {
     while (!stop.load()) {
-      if (s->snapshot().queue_depth < 3) {
+      // Six waiting (~200 ms of work): a feeder that is late on a busy machine
+      // still never lets the queue run out of high requests.
+      if (s->snapshot().queue_depth < 6) {
         SubmitOptions so;
         so.priority = Priority::kHigh;
         auto h = s->Submit(MakeRequest("high-" + std::to_string(highs.fetch_add(1))), so);
@@ -149,7 +151,7 @@ StreamResult LowUnderHighStream(absl::Duration aging) {
   so.priority = Priority::kLow;
   auto low = s->Submit(MakeRequest("low"), so).value();
   const int highs_before_low = highs.load();
-  std::vector<RequestEvent> events = CollectEvents(*low, absl::Seconds(1));
+  std::vector<RequestEvent> events = CollectEvents(*low, absl::Milliseconds(1500));
   StreamResult r;
   r.low_finished_during_stream = FindFinished(events) != nullptr && FindFinished(events)->status.ok();
   stop.store(true);
