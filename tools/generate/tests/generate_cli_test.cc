@@ -74,12 +74,20 @@ TEST(GenerateCliTest, WritesPngsOfTheModelImageSize) {
   std::filesystem::remove_all(dir);
 }
 
+// A path no other test or process writes (the shared /tmp once held a stale never.png).
+std::string NeverWrittenPath() {
+  return (std::filesystem::path(::testing::TempDir()) /
+          ("argen_generate_never_" + std::to_string(::getpid()) + ".png"))
+      .string();
+}
+
 TEST(GenerateCliTest, BadModelDirectoryFailsWithAMessage) {
-  const RunResult r =
-      RunCommand("--model /nonexistent/model-dir --prompt 'x' --out /tmp/never.png");
+  const std::string never = NeverWrittenPath();
+  std::filesystem::remove(never);
+  const RunResult r = RunCommand("--model /nonexistent/model-dir --prompt 'x' --out " + never);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("/nonexistent/model-dir"), std::string::npos) << r.output;
-  EXPECT_FALSE(std::filesystem::exists("/tmp/never.png"));
+  EXPECT_FALSE(std::filesystem::exists(never));
 }
 
 TEST(GenerateCliTest, MissingFlagsAreUsageErrors) {
@@ -90,7 +98,7 @@ TEST(GenerateCliTest, MissingFlagsAreUsageErrors) {
 
 TEST(GenerateCliTest, BadSamplingParameterNamesTheField) {
   const RunResult r = RunCommand("--model " + SourceDir() + "/tests/goldens/tiny/tiny-mha" +
-                                 " --prompt 'x' --temperature 0 --out /tmp/never.png");
+                                 " --prompt 'x' --temperature 0 --out " + NeverWrittenPath());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("temperature"), std::string::npos) << r.output;
 }
