@@ -6,15 +6,20 @@
 //
 //   argen_vq_bench [--backend cpu,cuda] [--batches 1,8,64,256] [--runs N]
 //                  [--model DIR] [--image_size S] [--threads T] [--pool P]
-//                  [--chunk C] [--workspace_mib M] [--tf32 1] [--batch B]
+//                  [--precision fp32,tf32,bf16] [--chunk C] [--workspace_mib M]
+//                  [--algo benchmark|heuristic] [--tf32 1] [--batch B]
 //
-// Prints one line per run and, per backend and batch size, the median wall
-// seconds of a Decode call, images/s and ms/image (a warm-up call first).
-// --threads goes to OpenBLAS (0: its default, all cores), --pool to the CPU
-// decoder's element-wise pool (0: all cores); --chunk, --workspace_mib and
-// --tf32 to the GPU decoder (CudaVqOptions). --batch B is --batches B.
-// GPU times are wall times of the synchronous Decode (upload, network, RGB8
-// conversion and download included), i.e. what a caller waits.
+// Prints one line per run and, per backend (and GPU precision) and batch
+// size, the median wall seconds of a Decode call, images/s, ms/image and the
+// speed against the first GPU precision listed at the same batch (measured in
+// the same run; a warm-up call first). --threads goes to OpenBLAS (0: its
+// default, all cores), --pool to the CPU decoder's element-wise pool (0: all
+// cores); --precision (each in turn), --chunk, --workspace_mib and --algo
+// (bf16: cuDNN's algorithms timed at creation or its heuristics') to the GPU
+// decoder (CudaVqOptions); --tf32 1 is --precision tf32. bf16 runs strict: if
+// its path cannot run, that is an error here, not an fp32 number. --batch B
+// is --batches B. GPU times are wall times of the synchronous Decode (upload,
+// network, RGB8 conversion and download included), i.e. what a caller waits.
 #include <cblas.h>
 
 #include <algorithm>
@@ -190,6 +195,7 @@ int main(int argc, char** argv) {
   std::printf(", z %d, codebook %d x %d\n", config.z_channels, config.codebook_size, config.codebook_embed_dim);
 
   std::vector<Row> rows;
+  bool failed = false;
   for (const std::string& backend : backends) {
     if (backend == "cpu") {
       const auto t0 = std::chrono::steady_clock::now();
@@ -205,23 +211,40 @@ int main(int argc, char** argv) {
         return 1;
     } else if (backend == "cuda") {
 #if defined(ARGEN_WITH_CUDA)
-      argen::vq::CudaVqOptions options;
-      options.max_images_per_chunk = IntFlag(argc, argv, "--chunk", options.max_images_per_chunk);
-      options.workspace_bytes =
-          int64_t{IntFlag(argc, argv, "--workspace_mib", static_cast<int>(options.workspace_bytes >> 20))} << 20;
-      options.allow_tf32 = IntFlag(argc, argv, "--tf32", 0) != 0;
-      const auto t0 = std::chrono::steady_clock::now();
-      auto decoder = argen::vq::CudaVqDecoder::Create(*ckpt, config, options);
-      if (!decoder.ok()) {
-        std::fprintf(stderr, "cuda: %s\n", std::string(decoder.status().message()).c_str());
-        return 1;
+      std::vector<std::string> precisions =
+          SplitCommas(StrFlag(argc, argv, "--precision", IntFlag(argc, argv, "--tf32", 0) != 0 ? "tf32" : "fp32"));
+      for (const std::string& name : precisions) {
+        argen::vq::CudaVqOptions options;
+        if (name == "fp32") options.precision = argen::vq::VqPrecision::kFp32;
+        else if (name == "tf32") options.precision = argen::vq::VqPrecision::kTf32;
+        else if (name == "bf16") options.precision = argen::vq::VqPrecision::kBf16;
+        else {
+          std::fprintf(stderr, "--precision: unknown \"%s\" (fp32, tf32, bf16)\n", name.c_str());
+          return 2;
+        }
+        options.fallback_to_fp32 = false;
+        options.max_images_per_chunk = IntFlag(argc, argv, "--chunk", options.max_images_per_chunk);
+        options.workspace_bytes =
+            int64_t{IntFlag(argc, argv, "--workspace_mib", static_cast<int>(options.workspace_bytes >> 20))} << 20;
+        const std::string algo = StrFlag(argc, argv, "--algo", "benchmark");
+        if (algo != "benchmark" && algo != "heuristic") {
+          std::fprintf(stderr, "--algo: benchmark or heuristic, got \"%s\"\n", algo.c_str());
+          return 2;
+        }
+        options.benchmark_algorithms = algo == "benchmark";
+        const std::string label = "cuda-" + name;
+        const auto t0 = std::chrono::steady_clock::now();
+        auto decoder = argen::vq::CudaVqDecoder::Create(*ckpt, config, options);
+        if (!decoder.ok()) {
+          std::fprintf(stderr, "%s: %s\n", label.c_str(), std::string(decoder.status().message()).c_str());
+          failed = true;
+          continue;
+        }
+        std::printf("%s: %s; created in %.2f s\n", label.c_str(), (*decoder)->description().c_str(),
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        if (!TimeBatches(label, [&](const auto& g) { return (*decoder)->Decode(g); }, config, batches, runs, &rows))
+          failed = true;
       }
-      std::printf("cuda: chunk %d images, scratch %.1f MiB, weights %.1f MiB, %s; created in %.2f s\n",
-                  (*decoder)->chunk_images(), (*decoder)->scratch_bytes() / 1048576.0,
-                  (*decoder)->weight_bytes() / 1048576.0, options.allow_tf32 ? "TF32" : "fp32",
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      if (!TimeBatches("cuda", [&](const auto& g) { return (*decoder)->Decode(g); }, config, batches, runs, &rows))
-        return 1;
 #else
       std::fprintf(stderr, "--backend cuda: this build has no CUDA (configure with ARGEN_CUDA=ON)\n");
       return 2;
@@ -231,9 +254,20 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::printf("\n%-8s %6s %12s %12s %12s\n", "backend", "batch", "median s", "images/s", "ms/image");
-  for (const Row& r : rows)
-    std::printf("%-8s %6d %12.4f %12.1f %12.3f\n", r.backend.c_str(), r.batch, r.median_s, r.batch / r.median_s,
+  // Speed against the first GPU row of the same batch (same run).
+  std::printf("\n%-10s %6s %12s %12s %12s %10s\n", "backend", "batch", "median s", "images/s", "ms/image",
+              "vs first");
+  for (const Row& r : rows) {
+    const Row* base = nullptr;
+    for (const Row& b : rows)
+      if (b.batch == r.batch && b.backend.rfind("cuda", 0) == 0 && r.backend.rfind("cuda", 0) == 0) {
+        base = &b;
+        break;
+      }
+    std::printf("%-10s %6d %12.4f %12.1f %12.3f", r.backend.c_str(), r.batch, r.median_s, r.batch / r.median_s,
                 1e3 * r.median_s / r.batch);
-  return 0;
+    if (base) std::printf(" %9.2fx", base->median_s / r.median_s);
+    std::printf("\n");
+  }
+  return failed ? 1 : 0;
 }

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_status.h"
+#include "engine/vq_cuda/bf16_vq_network.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/vq/group_norm.h"
 #include "kernels/vq_kernels.h"
@@ -104,7 +106,30 @@ struct Plan {
   }
 };
 
+absl::Status Alloc(DeviceBuffer& buf, size_t bytes, const char* what) {
+  auto b = DeviceBuffer::Allocate(bytes, absl::StrCat("CudaVqDecoder: ", what));
+  if (!b.ok()) return b.status();
+  buf = std::move(*b);
+  return absl::OkStatus();
+}
+
+absl::Status Pin(PinnedBuffer& buf, size_t bytes, const char* what) {
+  auto b = PinnedBuffer::Allocate(bytes, absl::StrCat("CudaVqDecoder: ", what));
+  if (!b.ok()) return b.status();
+  buf = std::move(*b);
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+const char* VqPrecisionName(VqPrecision p) {
+  switch (p) {
+    case VqPrecision::kFp32: return "fp32";
+    case VqPrecision::kTf32: return "tf32";
+    case VqPrecision::kBf16: return "bf16";
+  }
+  return "?";
+}
 
 struct CudaVqDecoder::State {
   checkpoint::GenVisionConfig config;
@@ -129,9 +154,16 @@ struct CudaVqDecoder::State {
   DeviceBuffer weights, cublas_ws, buf_x, buf_a, buf_b, col, q, k, v, scores, tokens_dev, rgb_dev;
   PinnedBuffer tokens_host, rgb_host, float_host;
   float *x = nullptr, *a = nullptr, *b = nullptr;  // the three activations (x the running one)
+  VqPrecision precision = VqPrecision::kFp32;  // the path that runs
+  std::string fallback_reason;
+  std::unique_ptr<Bf16VqNetwork> bf16;  // the bf16 path, when it runs
+
+  // fp32 planar [3][n*S*S] output of the last network run.
+  const float* output() const { return bf16 ? bf16->output() : b; }
 
   ~State() {
     if (stream) cudaStreamSynchronize(stream);
+    bf16.reset();  // its cuDNN handle and buffers go before the stream
     if (cublas) cublasDestroy(cublas);
     if (stream) cudaStreamDestroy(stream);
   }
@@ -261,31 +293,11 @@ absl::StatusOr<std::unique_ptr<CudaVqDecoder>> CudaVqDecoder::Create(const check
   return Create(std::move(*weights), config, options);
 }
 
-absl::StatusOr<std::unique_ptr<CudaVqDecoder>> CudaVqDecoder::Create(VqDecoderWeights weights,
-                                                                     const checkpoint::GenVisionConfig& config,
-                                                                     const CudaVqOptions& options) {
-  if (options.max_images_per_chunk < 1 || options.max_images_per_chunk > kMaxChunkImages) {
-    return absl::InvalidArgumentError(absl::StrCat("CudaVqDecoder: max_images_per_chunk must be in [1, ",
-                                                   kMaxChunkImages, "], got ", options.max_images_per_chunk));
-  }
-  if (options.workspace_bytes <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CudaVqDecoder: workspace_bytes must be > 0, got ", options.workspace_bytes));
-  }
-  if (absl::Status s = ValidateVqConfig(config); !s.ok()) return s;
-  if (weights.blocks.size() != config.ch_mult.size() || weights.codebook_size != config.codebook_size ||
-      weights.embed_dim != config.codebook_embed_dim ||
-      weights.codebook.size() != static_cast<size_t>(config.codebook_size) * config.codebook_embed_dim) {
-    return absl::InvalidArgumentError(
-        "CudaVqDecoder: weights do not match gen_vision_config (codebook or ch_mult levels differ)");
-  }
-
-  auto s = std::make_unique<State>();
-  s->config = config;
-  s->options = options;
-  s->codebook_size = weights.codebook_size;
-  s->embed_dim = weights.embed_dim;
-
+// The fp32 / TF32 path: the weight blob, the chunk from the workspace limit, its buffers.
+absl::Status CudaVqDecoder::SetupFp32(State& st, const VqDecoderWeights& weights) {
+  State* s = &st;
+  const checkpoint::GenVisionConfig& config = s->config;
+  const CudaVqOptions& options = s->options;
   // Host blob of every weight, in one upload.
   Blob blob;
   s->codebook = blob.Add(weights.codebook);
@@ -348,50 +360,15 @@ absl::StatusOr<std::unique_ptr<CudaVqDecoder>> CudaVqDecoder::Create(VqDecoderWe
   // The im2col band: the whole chunk's columns when they fit, else what is left (>= one output row).
   s->col_floats = std::max(plan.min_col, std::min(plan.col * chunk, (limit - chunk * per_image_bytes) / sizeof(float)));
 
-  int devices = 0;
-  if (cudaError_t err = cudaGetDeviceCount(&devices); err != cudaSuccess || devices == 0) {
-    cudaGetLastError();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "CudaVqDecoder: no CUDA device (", err == cudaSuccess ? "none found" : cudaGetErrorString(err), ")"));
-  }
-  ARGEN_CUDA_RETURN(cudaGetDevice(&s->device), "CudaVqDecoder: get device");
-  ARGEN_CUDA_RETURN(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "CudaVqDecoder: stream");
-  ARGEN_STATUS_RETURN(CublasStatus(cublasCreate(&s->cublas), "CudaVqDecoder: create handle"));
-  ARGEN_STATUS_RETURN(CublasStatus(cublasSetStream(s->cublas, s->stream), "CudaVqDecoder: set stream"));
-  ARGEN_STATUS_RETURN(CublasStatus(
-      cublasSetMathMode(s->cublas, options.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
-      "CudaVqDecoder: math mode"));
-
-  auto alloc = [](DeviceBuffer& buf, size_t bytes, const char* what) -> absl::Status {
-    auto b = DeviceBuffer::Allocate(bytes, absl::StrCat("CudaVqDecoder: ", what));
-    if (!b.ok()) return b.status();
-    buf = std::move(*b);
-    return absl::OkStatus();
-  };
-  auto pin = [](PinnedBuffer& buf, size_t bytes, const char* what) -> absl::Status {
-    auto b = PinnedBuffer::Allocate(bytes, absl::StrCat("CudaVqDecoder: ", what));
-    if (!b.ok()) return b.status();
-    buf = std::move(*b);
-    return absl::OkStatus();
-  };
-  const size_t pixels = static_cast<size_t>(config.image_size) * config.image_size * chunk;
-  ARGEN_STATUS_RETURN(alloc(s->weights, blob.data().size() * sizeof(float), "weights"));
-  ARGEN_STATUS_RETURN(alloc(s->cublas_ws, kCublasWorkspace, "cublas workspace"));
-  ARGEN_STATUS_RETURN(alloc(s->buf_x, s->act_floats * sizeof(float), "activation x"));
-  ARGEN_STATUS_RETURN(alloc(s->buf_a, s->act_floats * sizeof(float), "activation a"));
-  ARGEN_STATUS_RETURN(alloc(s->buf_b, s->act_floats * sizeof(float), "activation b"));
-  ARGEN_STATUS_RETURN(alloc(s->col, s->col_floats * sizeof(float), "im2col band"));
-  ARGEN_STATUS_RETURN(alloc(s->q, s->attn_floats * sizeof(float), "attention q"));
-  ARGEN_STATUS_RETURN(alloc(s->k, s->attn_floats * sizeof(float), "attention k"));
-  ARGEN_STATUS_RETURN(alloc(s->v, s->attn_floats * sizeof(float), "attention v"));
-  ARGEN_STATUS_RETURN(alloc(s->scores, s->score_floats * sizeof(float), "attention scores"));
-  ARGEN_STATUS_RETURN(alloc(s->tokens_dev, cells * chunk * sizeof(int32_t), "tokens"));
-  ARGEN_STATUS_RETURN(alloc(s->rgb_dev, pixels * 3, "rgb8"));
-  ARGEN_STATUS_RETURN(pin(s->tokens_host, cells * chunk * sizeof(int32_t), "tokens"));
-  ARGEN_STATUS_RETURN(pin(s->rgb_host, pixels * 3, "rgb8"));
-  ARGEN_STATUS_RETURN(pin(s->float_host, pixels * 3 * sizeof(float), "float pixels"));
-  ARGEN_STATUS_RETURN(CublasStatus(cublasSetWorkspace(s->cublas, s->cublas_ws.as(), kCublasWorkspace),
-                                   "CudaVqDecoder: cublas workspace"));
+  ARGEN_STATUS_RETURN(Alloc(s->weights, blob.data().size() * sizeof(float), "weights"));
+  ARGEN_STATUS_RETURN(Alloc(s->buf_x, s->act_floats * sizeof(float), "activation x"));
+  ARGEN_STATUS_RETURN(Alloc(s->buf_a, s->act_floats * sizeof(float), "activation a"));
+  ARGEN_STATUS_RETURN(Alloc(s->buf_b, s->act_floats * sizeof(float), "activation b"));
+  ARGEN_STATUS_RETURN(Alloc(s->col, s->col_floats * sizeof(float), "im2col band"));
+  ARGEN_STATUS_RETURN(Alloc(s->q, s->attn_floats * sizeof(float), "attention q"));
+  ARGEN_STATUS_RETURN(Alloc(s->k, s->attn_floats * sizeof(float), "attention k"));
+  ARGEN_STATUS_RETURN(Alloc(s->v, s->attn_floats * sizeof(float), "attention v"));
+  ARGEN_STATUS_RETURN(Alloc(s->scores, s->score_floats * sizeof(float), "attention scores"));
   ARGEN_CUDA_RETURN(cudaMemcpyAsync(s->weights.as(), blob.data().data(), blob.data().size() * sizeof(float),
                                     cudaMemcpyHostToDevice, s->stream),
                     "CudaVqDecoder: upload weights");
@@ -399,6 +376,98 @@ absl::StatusOr<std::unique_ptr<CudaVqDecoder>> CudaVqDecoder::Create(VqDecoderWe
   s->x = s->buf_x.as<float>();
   s->a = s->buf_a.as<float>();
   s->b = s->buf_b.as<float>();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CudaVqDecoder>> CudaVqDecoder::Create(VqDecoderWeights weights,
+                                                                     const checkpoint::GenVisionConfig& config,
+                                                                     const CudaVqOptions& options) {
+  if (options.max_images_per_chunk < 1 || options.max_images_per_chunk > kMaxChunkImages) {
+    return absl::InvalidArgumentError(absl::StrCat("CudaVqDecoder: max_images_per_chunk must be in [1, ",
+                                                   kMaxChunkImages, "], got ", options.max_images_per_chunk));
+  }
+  if (options.workspace_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CudaVqDecoder: workspace_bytes must be > 0, got ", options.workspace_bytes));
+  }
+  if (options.precision != VqPrecision::kFp32 && options.precision != VqPrecision::kTf32 &&
+      options.precision != VqPrecision::kBf16) {
+    return absl::InvalidArgumentError("CudaVqDecoder: precision must be fp32, tf32 or bf16");
+  }
+  if (options.cudnn_workspace_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CudaVqDecoder: cudnn_workspace_bytes must be >= 0, got ", options.cudnn_workspace_bytes));
+  }
+  if (absl::Status s = ValidateVqConfig(config); !s.ok()) return s;
+  if (weights.blocks.size() != config.ch_mult.size() || weights.codebook_size != config.codebook_size ||
+      weights.embed_dim != config.codebook_embed_dim ||
+      weights.codebook.size() != static_cast<size_t>(config.codebook_size) * config.codebook_embed_dim) {
+    return absl::InvalidArgumentError(
+        "CudaVqDecoder: weights do not match gen_vision_config (codebook or ch_mult levels differ)");
+  }
+
+  auto s = std::make_unique<State>();
+  s->config = config;
+  s->options = options;
+  s->codebook_size = weights.codebook_size;
+  s->embed_dim = weights.embed_dim;
+
+  int devices = 0;
+  if (cudaError_t err = cudaGetDeviceCount(&devices); err != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CudaVqDecoder: no CUDA device (", err == cudaSuccess ? "none found" : cudaGetErrorString(err), ")"));
+  }
+  ARGEN_CUDA_RETURN(cudaGetDevice(&s->device), "CudaVqDecoder: get device");
+  // The lowest priority: the engine's decode stream (highest priority) is scheduled first.
+  int least_priority = 0, greatest_priority = 0;
+  ARGEN_CUDA_RETURN(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority),
+                    "CudaVqDecoder: stream priorities");
+  ARGEN_CUDA_RETURN(cudaStreamCreateWithPriority(&s->stream, cudaStreamNonBlocking, least_priority),
+                    "CudaVqDecoder: stream");
+  ARGEN_STATUS_RETURN(CublasStatus(cublasCreate(&s->cublas), "CudaVqDecoder: create handle"));
+  ARGEN_STATUS_RETURN(CublasStatus(cublasSetStream(s->cublas, s->stream), "CudaVqDecoder: set stream"));
+  ARGEN_STATUS_RETURN(CublasStatus(
+      cublasSetMathMode(s->cublas,
+                        options.precision == VqPrecision::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+      "CudaVqDecoder: math mode"));
+  ARGEN_STATUS_RETURN(Alloc(s->cublas_ws, kCublasWorkspace, "cublas workspace"));
+  ARGEN_STATUS_RETURN(CublasStatus(cublasSetWorkspace(s->cublas, s->cublas_ws.as(), kCublasWorkspace),
+                                   "CudaVqDecoder: cublas workspace"));
+
+  if (options.precision == VqPrecision::kBf16) {
+    Bf16VqOptions bo;
+    bo.max_images_per_chunk = options.max_images_per_chunk;
+    bo.workspace_bytes = options.workspace_bytes;
+    bo.cudnn_workspace_bytes = options.cudnn_workspace_bytes;
+    bo.benchmark_algorithms = options.benchmark_algorithms;
+    absl::StatusOr<std::unique_ptr<Bf16VqNetwork>> net =
+        Bf16VqNetwork::Create(weights, config, bo, s->stream, s->cublas);
+    if (net.ok()) {
+      s->bf16 = std::move(*net);
+      s->precision = VqPrecision::kBf16;
+      s->chunk = s->bf16->chunk();
+    } else if (!options.fallback_to_fp32 || net.status().code() == absl::StatusCode::kResourceExhausted) {
+      return absl::Status(net.status().code(), absl::StrCat("CudaVqDecoder: bf16 path: ", net.status().message()));
+    } else {
+      cudaGetLastError();  // a launch error of the failed path must not surface later
+      s->fallback_reason = absl::StrCat(absl::StatusCodeToString(net.status().code()), ": ", net.status().message());
+      std::fprintf(stderr, "argen: VQ decoder: the bf16 path cannot run here (%s); decoding in fp32\n",
+                   s->fallback_reason.c_str());
+    }
+  }
+  if (s->bf16 == nullptr) {
+    s->precision = options.precision == VqPrecision::kTf32 ? VqPrecision::kTf32 : VqPrecision::kFp32;
+    ARGEN_STATUS_RETURN(SetupFp32(*s, weights));
+  }
+
+  const size_t cells = static_cast<size_t>(config.token_grid()) * config.token_grid();
+  const size_t pixels = static_cast<size_t>(config.image_size) * config.image_size * s->chunk;
+  ARGEN_STATUS_RETURN(Alloc(s->tokens_dev, cells * s->chunk * sizeof(int32_t), "tokens"));
+  ARGEN_STATUS_RETURN(Alloc(s->rgb_dev, pixels * 3, "rgb8"));
+  ARGEN_STATUS_RETURN(Pin(s->tokens_host, cells * s->chunk * sizeof(int32_t), "tokens"));
+  ARGEN_STATUS_RETURN(Pin(s->rgb_host, pixels * 3, "rgb8"));
+  ARGEN_STATUS_RETURN(Pin(s->float_host, pixels * 3 * sizeof(float), "float pixels"));
   return std::unique_ptr<CudaVqDecoder>(new CudaVqDecoder(std::move(s)));
 }
 
@@ -410,9 +479,19 @@ int32_t CudaVqDecoder::token_grid() const { return s_->config.token_grid(); }
 int32_t CudaVqDecoder::codebook_size() const { return s_->config.codebook_size; }
 int32_t CudaVqDecoder::chunk_images() const { return s_->chunk; }
 size_t CudaVqDecoder::scratch_bytes() const {
+  if (s_->bf16) return s_->bf16->scratch_bytes();
   return sizeof(float) * (3 * s_->act_floats + s_->col_floats + 3 * s_->attn_floats + s_->score_floats);
 }
-size_t CudaVqDecoder::weight_bytes() const { return s_->weights.bytes(); }
+size_t CudaVqDecoder::weight_bytes() const { return s_->bf16 ? s_->bf16->weight_bytes() : s_->weights.bytes(); }
+VqPrecision CudaVqDecoder::precision() const { return s_->precision; }
+const std::string& CudaVqDecoder::fallback_reason() const { return s_->fallback_reason; }
+std::string CudaVqDecoder::description() const {
+  if (s_->bf16) return s_->bf16->description();
+  std::string d = absl::StrCat(VqPrecisionName(s_->precision), " [C][N*H*W]: chunk ", s_->chunk, ", scratch ",
+                               scratch_bytes() >> 20, " MiB, weights ", weight_bytes() >> 20, " MiB");
+  if (!s_->fallback_reason.empty()) absl::StrAppend(&d, " (bf16 fell back: ", s_->fallback_reason, ")");
+  return d;
+}
 
 // The CPU decoder's checks and messages (VqDecoder::ValidateGrid), word for word.
 absl::Status CudaVqDecoder::ValidateGrid(std::span<const int32_t> tokens, size_t grid_index) const {
@@ -444,15 +523,19 @@ absl::Status CudaVqDecoder::RunChunk(const std::vector<std::span<const int32_t>>
     ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.tokens_dev.as(), staged, n * cells * sizeof(int32_t),
                                       cudaMemcpyHostToDevice, s.stream),
                       "VQ decode: upload tokens");
-    ARGEN_STATUS_RETURN(s.Network(n));
+    if (s.bf16) {
+      ARGEN_STATUS_RETURN(s.bf16->Run(s.tokens_dev.as<int32_t>(), n));
+    } else {
+      ARGEN_STATUS_RETURN(s.Network(n));
+    }
     if (rgb) {
-      ARGEN_CUDA_RETURN(kernels::VqToRgb8(s.b, n, static_cast<int64_t>(hw), s.rgb_dev.as<uint8_t>(), s.stream),
+      ARGEN_CUDA_RETURN(kernels::VqToRgb8(s.output(), n, static_cast<int64_t>(hw), s.rgb_dev.as<uint8_t>(), s.stream),
                         "VQ decode: rgb8");
       ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.rgb_host.as(), s.rgb_dev.as(), n * hw * 3, cudaMemcpyDeviceToHost,
                                         s.stream),
                         "VQ decode: download rgb8");
     } else {
-      ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.float_host.as(), s.b, n * hw * 3 * sizeof(float),
+      ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.float_host.as(), s.output(), n * hw * 3 * sizeof(float),
                                         cudaMemcpyDeviceToHost, s.stream),
                         "VQ decode: download floats");
     }

@@ -1,26 +1,40 @@
 // The VQ-16 image decoder on the GPU: image token grids -> RGB8 images, the same
 // network and the same validation as the CPU vq::VqDecoder (the reference).
 //
-// Whole batch chunks go through the network together in the channel-major
-// layout [C][N*H*W] (kernels/vq_kernels.h), so every convolution of a chunk is
-// one cuBLAS SGEMM (3x3 ones through im2col, in column bands when the
-// workspace limit asks for it) and every GroupNorm one launch. Attention at
-// the lowest resolution is a strided-batched GEMM per image.
+// Two paths, by CudaVqOptions::precision:
+// - fp32 / TF32 (the accuracy reference): whole batch chunks go through the
+//   network together in the channel-major layout [C][N*H*W]
+//   (kernels/vq_kernels.h), so every convolution of a chunk is one cuBLAS
+//   SGEMM (3x3 ones through im2col, in column bands when the workspace limit
+//   asks for it) and every GroupNorm one launch. Attention at the lowest
+//   resolution is a strided-batched GEMM per image.
+// - bf16 (tensor cores; Bf16VqNetwork): channels-last bf16 activations, cuDNN
+//   3x3 convolutions and cuBLAS bf16 GEMMs with fp32 accumulation, our own
+//   fused GroupNorm(+swish), upsample and conv_out kernels, biases folded
+//   (vq_program.h). Where it cannot run (no cuDNN, a layout its kernels do not
+//   take, cuDNN NOT_SUPPORTED) Create falls back to fp32 with a log line on
+//   stderr (fallback_to_fp32) or fails.
 //
-// Memory: weights are uploaded once as fp32; every device and pinned host
-// buffer (activations, im2col band, attention scratch, token and pixel
-// staging, the cuBLAS workspace) is allocated at Create, sized for the chunk.
-// Decode allocates only its result images. A batch larger than the chunk is
-// decoded chunk by chunk.
+// Memory: weights are uploaded once; every device and pinned host buffer
+// (activations, im2col band or cuDNN workspace, attention scratch, token and
+// pixel staging, the cuBLAS workspace) is allocated at Create, sized for the
+// chunk, and the bf16 path's cuDNN algorithms are chosen there for every batch
+// size it runs. Decode allocates only its result images. A batch larger than
+// the chunk is decoded chunk by chunk.
 //
-// Numerics: fp32 GEMMs (CUBLAS_DEFAULT_MATH) unless allow_tf32; GroupNorm and
-// softmax statistics in double as on the CPU; the pixel conversion is the
-// CPU's bit for bit given the same floats.
+// Numerics: fp32 GEMMs (CUBLAS_DEFAULT_MATH) or TF32; GroupNorm and softmax
+// statistics in double as on the CPU; the pixel conversion is the CPU's bit
+// for bit given the same floats. bf16 stores activations in bf16 (bounds and
+// measurements: cuda_vq_decoder_test, docs/PERFORMANCE.md).
+//
+// Streams: the decoder works on its own non-blocking stream created with the
+// lowest priority (the engine's decode stream has the highest), so a decode
+// step's kernels are scheduled first; nothing in Decode synchronises the
+// device or touches the legacy default stream (it waits on its own stream only).
 //
 // Thread-safety: Decode/DecodeToFloat may be called from any thread; calls
-// serialise on a mutex. The decoder has its own non-blocking stream and cuBLAS
-// handle, so it runs beside an engine stepping on another stream.
-// CUDA and cuBLAS failures come back as absl::Status, never as a crash.
+// serialise on a mutex. CUDA, cuBLAS and cuDNN failures come back as
+// absl::Status, never as a crash.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +42,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,16 +54,28 @@
 
 namespace argen::vq {
 
+enum class VqPrecision {
+  kFp32,  // fp32 GEMMs: the accuracy reference
+  kTf32,  // TF32 tensor-core GEMMs on the fp32 path (~1e-3 relative error)
+  kBf16,  // the bf16 NHWC path (cuDNN + cuBLAS tensor cores)
+};
+const char* VqPrecisionName(VqPrecision p);  // "fp32", "tf32", "bf16"
+
 struct CudaVqOptions {
-  // Most images decoded together (one GEMM per conv); fewer when the
-  // workspace limit allows fewer. 1 ... 4096.
+  // Most images decoded together; fewer when the workspace limit allows fewer. 1 ... 4096.
   int32_t max_images_per_chunk = 32;
-  // Limit on the device scratch: activations, im2col band and attention
-  // (weights and the 32 MiB cuBLAS workspace come on top). Activations take at
-  // most half, the im2col band the rest (it is banded to fit).
+  // Limit on the device scratch (weights and the 32 MiB cuBLAS workspace come
+  // on top). fp32: activations, im2col band and attention; activations take
+  // at most half, the im2col band the rest (it is banded to fit). bf16:
+  // activations, attention, GroupNorm scratch and cuDNN's workspace.
   int64_t workspace_bytes = int64_t{4} << 30;
-  // TF32 tensor-core GEMMs (faster, ~1e-3 relative error) instead of fp32.
-  bool allow_tf32 = false;
+  VqPrecision precision = VqPrecision::kFp32;
+  // bf16 where it cannot run here: decode in fp32 and log why (true), or fail Create (false).
+  bool fallback_to_fp32 = true;
+  // bf16: time cuDNN's algorithm candidates at Create (true) or take its heuristics' first.
+  bool benchmark_algorithms = true;
+  // bf16: the most workspace cuDNN may use (within workspace_bytes).
+  int64_t cudnn_workspace_bytes = int64_t{256} << 20;
 };
 
 class CudaVqDecoder {
@@ -80,13 +107,17 @@ class CudaVqDecoder {
   int32_t token_grid() const;
   int32_t codebook_size() const;
   int32_t chunk_images() const;  // images per chunk after the workspace limit
-  size_t scratch_bytes() const;  // device activations + im2col + attention
+  size_t scratch_bytes() const;  // device activations + im2col / cuDNN workspace + attention
   size_t weight_bytes() const;   // device weights
+  VqPrecision precision() const;  // the path that runs (fp32 after a bf16 fallback)
+  const std::string& fallback_reason() const;  // why bf16 fell back to fp32; empty otherwise
+  std::string description() const;  // path, chunk and (bf16) cuDNN's algorithms
 
   struct State;
 
  private:
   explicit CudaVqDecoder(std::unique_ptr<State> state);
+  static absl::Status SetupFp32(State& s, const VqDecoderWeights& weights);
   absl::Status ValidateGrid(std::span<const int32_t> tokens, size_t grid_index) const;
   // Decodes grids [begin, end) (validated, end - begin <= chunk) to the device
   // output [3][n*hw]; then copies RGB8 (rgb != nullptr) or floats to the host staging.

@@ -247,7 +247,7 @@ TEST_F(ShippedModelTest, BandedIm2ColMatchesCpu) {
 TEST_F(ShippedModelTest, Tf32IsClose) {
   ASSERT_NE(cpu_, nullptr);
   CudaVqOptions o;
-  o.allow_tf32 = true;
+  o.precision = VqPrecision::kTf32;
   auto gpu = Gpu(*model_->ckpt, model_->config, o);
   ASSERT_NE(gpu, nullptr);
   const Diff d = Compare(*cpu_, *gpu, RandomGrids(model_->config, 4, 4));
