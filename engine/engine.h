@@ -104,6 +104,10 @@ struct EngineOptions {
   // VQ image decoder: "auto" (the GPU one when backend is "cuda", else the
   // CPU one), "cpu" or "cuda" (needs a CUDA build and a GPU; works with either backend).
   std::string vq_backend = "auto";
+  // GPU VQ decoder precision: "auto" (bf16 tensor cores, fp32 where that path
+  // cannot run), "bf16" (bf16 or an error), "tf32" or "fp32" (the accuracy
+  // reference). The CPU decoder is fp32: it takes "auto" and "fp32" only.
+  std::string vq_precision = "auto";
 };
 
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const EngineOptions& options);

@@ -40,6 +40,11 @@ absl::Status ValidateVqBackend(const engine::EngineOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "vq_backend must be \"auto\", \"cpu\" or \"cuda\", got \"", options.vq_backend, "\""));
   }
+  if (options.vq_precision != "auto" && options.vq_precision != "fp32" && options.vq_precision != "tf32" &&
+      options.vq_precision != "bf16") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vq_precision must be \"auto\", \"fp32\", \"tf32\" or \"bf16\", got \"", options.vq_precision, "\""));
+  }
 #if !defined(ARGEN_WITH_CUDA)
   if (options.vq_backend == "cuda") {
     return absl::UnimplementedError(
@@ -55,9 +60,19 @@ absl::StatusOr<ImageDecoder> MakeImageDecoder(const engine::EngineOptions& optio
                                               const checkpoint::Checkpoint& ckpt,
                                               const checkpoint::GenVisionConfig& config) {
   const bool gpu = options.vq_backend == "cuda" || (options.vq_backend == "auto" && options.backend == "cuda");
+  if (!gpu && options.vq_precision != "auto" && options.vq_precision != "fp32") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vq_precision \"", options.vq_precision,
+        "\" needs the GPU VQ decoder (vq_backend \"cuda\", or \"auto\" with backend \"cuda\"); the CPU one is fp32"));
+  }
   if (gpu) {
 #if defined(ARGEN_WITH_CUDA)
-    absl::StatusOr<std::unique_ptr<vq::CudaVqDecoder>> vq = vq::CudaVqDecoder::Create(ckpt, config);
+    vq::CudaVqOptions vq_options;
+    vq_options.precision = options.vq_precision == "fp32"   ? vq::VqPrecision::kFp32
+                           : options.vq_precision == "tf32" ? vq::VqPrecision::kTf32
+                                                            : vq::VqPrecision::kBf16;
+    vq_options.fallback_to_fp32 = options.vq_precision == "auto";
+    absl::StatusOr<std::unique_ptr<vq::CudaVqDecoder>> vq = vq::CudaVqDecoder::Create(ckpt, config, vq_options);
     if (!vq.ok()) {
       return absl::Status(vq.status().code(),
                           absl::StrCat("vq_backend \"cuda\": ", vq.status().message()));

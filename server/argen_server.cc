@@ -17,6 +17,7 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> LoadEngine(const ServerConfig& c
   options.model_dir = config.model_dir;
   options.backend = config.backend;
   options.vq_backend = config.vq_backend;
+  options.vq_precision = config.vq_precision;
   options.threads = config.threads;
   options.kv_budget_bytes = config.kv_budget_bytes;  // the CUDA pool matches admission
   options.max_batch_rows = config.max_batch_rows;
@@ -34,7 +35,7 @@ scheduler::SchedulerOptions SchedulerOptionsOf(const ServerConfig& config) {
   options.max_batch_rows = config.max_batch_rows;
   options.queue_limit = config.queue_limit;
   options.progress_interval = absl::Milliseconds(config.progress_interval_ms);
-  options.image_workers = config.image_workers;
+  options.image_workers = ResolvedImageWorkers(config);
   options.priority_aging = absl::Seconds(config.priority_aging_s);
   return options;
 }

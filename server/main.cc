@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::cerr << "argen_server: loading " << config->model_dir << " (backend " << config->backend
-            << ", vq_backend " << config->vq_backend << ")\n";
+            << ", vq_backend " << config->vq_backend << ", vq_precision " << config->vq_precision
+            << ", image_workers " << argen::server::ResolvedImageWorkers(*config) << ")\n";
   absl::StatusOr<std::unique_ptr<ArgenServer>> server = ArgenServer::Start(*config);
   if (!server.ok()) {
     std::cerr << "argen_server: " << server.status() << "\n";

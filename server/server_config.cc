@@ -1,8 +1,10 @@
 #include "server/server_config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -107,6 +109,12 @@ const std::vector<KeyDef>& Keys() {
          c.vq_backend = v;
          return absl::OkStatus();
        }},
+      {{"vq_precision", "GPU VQ decoder arithmetic: auto (bf16, fp32 where bf16 cannot run), bf16, tf32 or fp32"},
+       [](ServerConfig& c, const std::string& v) {
+         if (v != "auto" && v != "bf16" && v != "tf32" && v != "fp32") return Bad(v, "auto, bf16, tf32 or fp32");
+         c.vq_precision = v;
+         return absl::OkStatus();
+       }},
       {{"threads", "CPU threads for the engine; 0: all cores"}, Int(&ServerConfig::threads, 0, 4096)},
       {{"listen_address", "gRPC listen address"}, Text(&ServerConfig::listen_address)},
       {{"port", "gRPC port; 0: any free port"}, Int(&ServerConfig::port, 0, 65535)},
@@ -125,8 +133,14 @@ const std::vector<KeyDef>& Keys() {
        Bytes(&ServerConfig::max_message_bytes, 4096)},
       {{"progress_interval_ms", "default least time between progress events"},
        Int(&ServerConfig::progress_interval_ms, 1, 3600000)},
-      {{"image_workers", "threads for VQ decode + PNG encode"},
-       Int(&ServerConfig::image_workers, 1, 256)},
+      {{"image_workers", "threads for VQ decode + PNG encode; auto: min(cores, 8) with backend cuda, else 1"},
+       [](ServerConfig& c, const std::string& v) {
+         if (absl::StripAsciiWhitespace(v) == "auto") {
+           c.image_workers = 0;
+           return absl::OkStatus();
+         }
+         return Int(&ServerConfig::image_workers, 1, 256)(c, v);
+       }},
       {{"drain_timeout_s", "on SIGTERM: how long running/queued requests may finish"},
        [](ServerConfig& c, const std::string& v) {
          absl::StatusOr<double> x = ParseDouble(v, [](double d) { return d >= 0 && d <= 86400; },
@@ -287,6 +301,13 @@ absl::Status ApplyConfigYaml(ServerConfig& config, const std::string& yaml_text,
     }
   }
   return absl::OkStatus();
+}
+
+int32_t ResolvedImageWorkers(const ServerConfig& config) {
+  if (config.image_workers > 0) return config.image_workers;
+  if (config.backend != "cuda") return 1;
+  const unsigned cores = std::thread::hardware_concurrency();
+  return static_cast<int32_t>(std::clamp<unsigned>(cores, 1, 8));
 }
 
 absl::Status ValidateConfig(const ServerConfig& config) {

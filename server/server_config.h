@@ -18,6 +18,7 @@ struct ServerConfig {
   std::string model_dir;                 // required
   std::string backend = "cpu";           // cpu | cuda
   std::string vq_backend = "auto";       // auto | cpu | cuda: the VQ image decoder (auto: cuda with backend cuda)
+  std::string vq_precision = "auto";     // auto | bf16 | tf32 | fp32: the GPU VQ decoder's arithmetic
   int32_t threads = 0;                   // CPU threads for the engine; 0: all cores
   std::string listen_address = "0.0.0.0";
   int32_t port = 50051;                  // 0: any free port
@@ -29,7 +30,7 @@ struct ServerConfig {
   int32_t max_images_per_request = 16;
   int64_t max_message_bytes = int64_t{64} << 20;
   int32_t progress_interval_ms = 250;
-  int32_t image_workers = 1;
+  int32_t image_workers = 0;             // 0: auto (ResolvedImageWorkers)
   double drain_timeout_s = 60;
   sparse::PolicyParams default_policy;   // dense unless configured
   engine::SamplingParams default_sampling;
@@ -61,6 +62,11 @@ absl::Status SetConfigValue(ServerConfig& config, const std::string& key, const 
 // `source` names the file in error messages.
 absl::Status ApplyConfigYaml(ServerConfig& config, const std::string& yaml_text,
                              const std::string& source);
+
+// image_workers with "auto" resolved: backend cuda min(cores, 8) (the GPU decodes
+// in milliseconds; PNG encoding on host threads is then the image path's
+// bound), else 1 (the CPU VQ decoder uses every core for one image).
+int32_t ResolvedImageWorkers(const ServerConfig& config);
 
 // Cross-field checks after everything is applied (model_dir set, ...).
 absl::Status ValidateConfig(const ServerConfig& config);

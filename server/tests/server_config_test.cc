@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <thread>
 
 #include "server/byte_size.h"
 
@@ -151,6 +153,28 @@ TEST(ServerConfigTest, CommandLineErrorsNameTheFlag) {
   c = LoadServerConfig(*ParseCommandLine(2, missing_file));
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("/nonexistent/argen.yaml"), std::string::npos);
+}
+
+TEST(ServerConfigTest, VqPrecisionAndAutoImageWorkers) {
+  ServerConfig c;
+  EXPECT_EQ(c.vq_precision, "auto");
+  EXPECT_EQ(c.image_workers, 0);  // auto
+  EXPECT_EQ(ResolvedImageWorkers(c), 1);  // backend cpu
+  c.backend = "cuda";
+  const int32_t gpu_auto = ResolvedImageWorkers(c);
+  EXPECT_GE(gpu_auto, 1);
+  EXPECT_LE(gpu_auto, 8);
+  EXPECT_EQ(gpu_auto, static_cast<int32_t>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 8)));
+  ASSERT_TRUE(ApplyConfigYaml(c, "image_workers: 3\nvq_precision: bf16\n", "t.yaml").ok());
+  EXPECT_EQ(ResolvedImageWorkers(c), 3);
+  EXPECT_EQ(c.vq_precision, "bf16");
+  ASSERT_TRUE(ApplyConfigYaml(c, "image_workers: auto\n", "t.yaml").ok());
+  EXPECT_EQ(c.image_workers, 0);
+  for (const char* bad : {"image_workers: 0\n", "image_workers: many\n", "vq_precision: fp16\n"}) {
+    absl::Status s = ApplyConfigYaml(c, bad, "t.yaml");
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.message().find(std::string(bad).substr(0, std::string(bad).find(':'))), std::string::npos) << s;
+  }
 }
 
 TEST(ServerConfigTest, ShippedExampleConfigParses) {

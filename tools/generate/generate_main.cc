@@ -4,7 +4,7 @@
 //   argen_generate --model DIR --prompt "a red cube" --out img.png
 //       [--seed 0] [--cfg 5] [--temperature 1] [--top_k 0] [--top_p 1]
 //       [--policy dense] [--sparsity 0] [--images 1] [--backend cpu] [--threads 0]
-//       [--vq_backend auto]
+//       [--vq_backend auto] [--vq_precision auto]
 //
 // With --images N > 1 the files are <out stem>_<i>.png. Exit status: 0 on
 // success, 1 when generation fails (the message names the cause), 2 on bad usage.
@@ -42,6 +42,7 @@ ABSL_FLAG(std::string, backend, "cpu", "cpu or cuda");
 ABSL_FLAG(int32_t, threads, 0, "CPU threads (0: all cores)");
 ABSL_FLAG(std::string, vq_backend, "auto",
           "VQ image decoder: auto (cuda when --backend cuda, else cpu), cpu or cuda");
+ABSL_FLAG(std::string, vq_precision, "auto", "GPU VQ decoder: auto (bf16, fp32 fallback), bf16, tf32 or fp32");
 
 namespace {
 
@@ -60,6 +61,7 @@ absl::Status Generate() {
   options.backend = absl::GetFlag(FLAGS_backend);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.vq_backend = absl::GetFlag(FLAGS_vq_backend);
+  options.vq_precision = absl::GetFlag(FLAGS_vq_precision);
   const auto load_start = std::chrono::steady_clock::now();
   absl::StatusOr<std::unique_ptr<Engine>> engine = argen::engine::CreateEngine(options);
   if (!engine.ok()) return engine.status();

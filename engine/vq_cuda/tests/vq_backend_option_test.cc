@@ -47,6 +47,34 @@ TEST(VqBackendOptionTest, UnknownValueIsInvalidArgument) {
   }
 }
 
+TEST(VqBackendOptionTest, VqPrecisionIsValidated) {
+  for (const char* bad : {"bogus", "", "BF16", "fp16"}) {
+    EngineOptions o = Options("auto");
+    o.vq_precision = bad;
+    absl::StatusOr<std::unique_ptr<Engine>> e = CreateEngine(o);
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << e.status();
+    EXPECT_NE(e.status().message().find("vq_precision must be \"auto\", \"fp32\", \"tf32\" or \"bf16\", got \"" +
+                                        std::string(bad) + "\""),
+              std::string::npos)
+        << e.status();
+  }
+  // The CPU decoder is fp32: bf16 and tf32 need the GPU one.
+  for (const char* gpu_only : {"bf16", "tf32"}) {
+    EngineOptions o = Options("cpu");
+    o.vq_precision = gpu_only;
+    absl::StatusOr<std::unique_ptr<Engine>> e = CreateEngine(o);
+    ASSERT_FALSE(e.ok()) << gpu_only;
+    EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << e.status();
+    EXPECT_NE(e.status().message().find("needs the GPU VQ decoder"), std::string::npos) << e.status();
+  }
+  for (const char* fine : {"auto", "fp32"}) {
+    EngineOptions o = Options("cpu");
+    o.vq_precision = fine;
+    EXPECT_TRUE(CreateEngine(o).ok()) << fine;
+  }
+}
+
 TEST(VqBackendOptionTest, AutoAndCpuDecodeOnTheCpuBackend) {
   std::vector<std::vector<RgbImage>> results;
   for (const char* vq : {"auto", "cpu"}) {
