@@ -83,7 +83,11 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::Mo
 
 absl::Status CudaBackend::Init() {
   const model::ModelDims& d = dims_;
-  ARGEN_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
+  // The highest priority: a decode step's kernels are scheduled before the GPU VQ decoder's
+  // (its stream has the lowest), so image decoding never stalls a step.
+  int least_priority = 0, greatest_priority = 0;
+  ARGEN_CUDA_RETURN(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority), "stream priorities");
+  ARGEN_CUDA_RETURN(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest_priority), "stream");
   int device = 0;
   ARGEN_CUDA_RETURN(cudaGetDevice(&device), "device");
   ARGEN_CUDA_RETURN(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device), "sm count");
