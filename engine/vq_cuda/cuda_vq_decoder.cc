@@ -12,9 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_status.h"
-#include "engine/vq_cuda/bf16_vq_network.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/vq/group_norm.h"
+#include "engine/vq_cuda/bf16_vq_network.h"
 #include "kernels/vq_kernels.h"
 
 namespace argen::vq {

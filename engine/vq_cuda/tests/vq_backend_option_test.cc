@@ -89,7 +89,9 @@ TEST(VqBackendOptionTest, AutoAndCpuDecodeOnTheCpuBackend) {
 }
 
 TEST(VqBackendOptionTest, CudaDecoder) {
-  absl::StatusOr<std::unique_ptr<Engine>> e = CreateEngine(Options("cuda"));
+  EngineOptions fp32 = Options("cuda");
+  fp32.vq_precision = "fp32";  // the accuracy reference: within a level of the CPU decoder
+  absl::StatusOr<std::unique_ptr<Engine>> e = CreateEngine(fp32);
 #if !defined(ARGEN_WITH_CUDA)
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented) << e.status();
@@ -118,6 +120,17 @@ TEST(VqBackendOptionTest, CudaDecoder) {
   auto bad = grids;
   bad[1][5] = -1;
   EXPECT_EQ((*e)->DecodeImages(bad).status(), (*cpu)->DecodeImages(bad).status());
+  // The default (auto: bf16 on tensor cores) within the bf16 bound of cuda_vq_bf16_test.
+  absl::StatusOr<std::unique_ptr<Engine>> fast = CreateEngine(Options("cuda"));
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  absl::StatusOr<std::vector<RgbImage>> bf16 = (*fast)->DecodeImages(grids);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  ASSERT_EQ(bf16->size(), want->size());
+  for (size_t i = 0; i < want->size(); ++i) {
+    ASSERT_EQ((*bf16)[i].rgb.size(), (*want)[i].rgb.size());
+    for (size_t p = 0; p < (*want)[i].rgb.size(); ++p)
+      ASSERT_LE(std::abs(int{(*bf16)[i].rgb[p]} - int{(*want)[i].rgb[p]}), 24) << i << " " << p;
+  }
 #endif
 }
 
