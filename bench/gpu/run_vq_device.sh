@@ -64,6 +64,8 @@ run vq192.log 45 $B/bin/argen_vq_bench --backend cuda --image_size 192 --precisi
   --runs 3 --chunk 64 --workspace_mib 16000
 run vq384_heuristic.log 40 $B/bin/argen_vq_bench --backend cuda --precision bf16 --algo heuristic --batches 64 \
   --runs 3 --chunk 64 --workspace_mib 40000
+run vq384_ws2g.log 40 $B/bin/argen_vq_bench --backend cuda --precision bf16 --cudnn_ws_mib 2048 --batches 64 \
+  --runs 3 --chunk 64 --workspace_mib 40000
 run tests.log 90 $B/bin/cuda_vq_decoder_test --gtest_brief=1
 
 stamp done | tee -a "$OUT/tests.log"

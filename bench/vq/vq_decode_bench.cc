@@ -7,15 +7,16 @@
 //   argen_vq_bench [--backend cpu,cuda] [--batches 1,8,64,256] [--runs N]
 //                  [--model DIR] [--image_size S] [--threads T] [--pool P]
 //                  [--precision fp32,tf32,bf16] [--chunk C] [--workspace_mib M]
-//                  [--algo benchmark|heuristic] [--tf32 1] [--batch B]
+//                  [--algo benchmark|heuristic] [--cudnn_ws_mib M] [--tf32 1] [--batch B]
 //
 // Prints one line per run and, per backend (and GPU precision) and batch
 // size, the median wall seconds of a Decode call, images/s, ms/image and the
 // speed against the first GPU precision listed at the same batch (measured in
 // the same run; a warm-up call first). --threads goes to OpenBLAS (0: its
 // default, all cores), --pool to the CPU decoder's element-wise pool (0: all
-// cores); --precision (each in turn), --chunk, --workspace_mib and --algo
-// (bf16: cuDNN's algorithms timed at creation or its heuristics') to the GPU
+// cores); --precision (each in turn), --chunk, --workspace_mib, --algo
+// (bf16: cuDNN's algorithms timed at creation or its heuristics') and
+// --cudnn_ws_mib (bf16: the most workspace cuDNN's algorithms may use) to the GPU
 // decoder (CudaVqOptions); --tf32 1 is --precision tf32. bf16 runs strict: if
 // its path cannot run, that is an error here, not an fp32 number. --batch B
 // is --batches B. GPU times are wall times of the synchronous Decode (upload,
@@ -232,6 +233,8 @@ int main(int argc, char** argv) {
           return 2;
         }
         options.benchmark_algorithms = algo == "benchmark";
+        options.cudnn_workspace_bytes =
+            int64_t{IntFlag(argc, argv, "--cudnn_ws_mib", static_cast<int>(options.cudnn_workspace_bytes >> 20))} << 20;
         const std::string label = "cuda-" + name;
         const auto t0 = std::chrono::steady_clock::now();
         auto decoder = argen::vq::CudaVqDecoder::Create(*ckpt, config, options);
