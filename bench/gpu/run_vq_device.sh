@@ -50,7 +50,7 @@ run tests.log 20 $B/bin/vq_backend_option_test --gtest_brief=1
 
 # 2. The decoder at 384 px, batch 1/16/64: argen fp32 / TF32 / bf16, then PyTorch + cuDNN.
 run vq384.log 150 $B/bin/argen_vq_bench --backend cuda --precision fp32,tf32,bf16 --batches 1,16,64 --runs 3 \
-  --chunk 64 --workspace_mib 40000
+  --chunk 64 --workspace_mib 40000 --profile 1
 run torch_vq384.log 100 python3 bench/gpu/torch_vq_bench.py --batches 1,16,64 --precisions fp32,tf32,bf16,bf16-cl
 
 # 3. The careful PyTorch loop and argen_bench at the sizes.

@@ -7,7 +7,7 @@
 //   argen_vq_bench [--backend cpu,cuda] [--batches 1,8,64,256] [--runs N]
 //                  [--model DIR] [--image_size S] [--threads T] [--pool P]
 //                  [--precision fp32,tf32,bf16] [--chunk C] [--workspace_mib M]
-//                  [--algo benchmark|heuristic] [--cudnn_ws_mib M] [--tf32 1] [--batch B]
+//                  [--algo benchmark|heuristic] [--cudnn_ws_mib M] [--profile 1] [--tf32 1] [--batch B]
 //
 // Prints one line per run and, per backend (and GPU precision) and batch
 // size, the median wall seconds of a Decode call, images/s, ms/image and the
@@ -17,7 +17,9 @@
 // cores); --precision (each in turn), --chunk, --workspace_mib, --algo
 // (bf16: cuDNN's algorithms timed at creation or its heuristics') and
 // --cudnn_ws_mib (bf16: the most workspace cuDNN's algorithms may use) to the GPU
-// decoder (CudaVqOptions); --tf32 1 is --precision tf32. bf16 runs strict: if
+// decoder (CudaVqOptions); --profile 1 prints the bf16 path's time per op kind
+// and conv shape (CUDA events around each op of one decode at the largest
+// batch) after its rows; --tf32 1 is --precision tf32. bf16 runs strict: if
 // its path cannot run, that is an error here, not an fp32 number. --batch B
 // is --batches B. GPU times are wall times of the synchronous Decode (upload,
 // network, RGB8 conversion and download included), i.e. what a caller waits.
@@ -247,6 +249,15 @@ int main(int argc, char** argv) {
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         if (!TimeBatches(label, [&](const auto& g) { return (*decoder)->Decode(g); }, config, batches, runs, &rows))
           failed = true;
+        if (IntFlag(argc, argv, "--profile", 0) != 0 && (*decoder)->precision() == argen::vq::VqPrecision::kBf16) {
+          // The largest ladder size (a power of two, or the chunk) not above the largest batch.
+          const int most = *std::max_element(batches.begin(), batches.end());
+          int n = 1;
+          while (n * 2 <= std::min(most, (*decoder)->chunk_images())) n *= 2;
+          if (most >= (*decoder)->chunk_images()) n = (*decoder)->chunk_images();
+          auto profile = (*decoder)->Profile(n);
+          std::printf("%s\n", profile.ok() ? profile->c_str() : std::string(profile.status().message()).c_str());
+        }
       }
 #else
       std::fprintf(stderr, "--backend cuda: this build has no CUDA (configure with ARGEN_CUDA=ON)\n");

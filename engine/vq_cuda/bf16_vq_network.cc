@@ -272,6 +272,77 @@ absl::Status Bf16VqNetwork::Run(const int32_t* tokens, int32_t n) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> Bf16VqNetwork::Profile(int32_t n) {
+  Impl& m = *impl_;
+  if (std::find(m.ladder.begin(), m.ladder.end(), n) == m.ladder.end())
+    return absl::InvalidArgumentError(absl::StrCat("bf16 VQ profile: batch ", n, " is not a ladder size"));
+  const std::vector<VqOp>& ops = m.program.ops();
+  std::vector<cudaEvent_t> events(ops.size() + 1, nullptr);
+  absl::Status st;
+  for (cudaEvent_t& e : events) {
+    if (st.ok()) st = CudaStatus(cudaEventCreate(&e), "bf16 VQ profile: event");
+  }
+  if (st.ok()) {
+    m.prims.tokens = m.zero_tokens.as<int32_t>();
+    cudaError_t record = cudaSuccess;
+    st = m.program.Run(m.prims, n, 0, 0, int64_t{n} * m.program.pixels(), [&](size_t i) {
+      if (record == cudaSuccess) record = cudaEventRecord(events[i], m.stream);
+    });
+    if (st.ok()) st = CudaStatus(record, "bf16 VQ profile: record");
+    if (st.ok()) st = CudaStatus(cudaStreamSynchronize(m.stream), "bf16 VQ profile: synchronize");
+  }
+  std::string out;
+  if (st.ok()) {
+    const char* kinds[] = {"lookup", "conv3x3", "linear", "groupnorm", "upsample", "attention", "conv_out"};
+    double kind_ms[7] = {0}, kind_flop[7] = {0}, kind_bytes[7] = {0};
+    std::vector<double> shape_ms(m.program.conv_shapes().size(), 0.0);
+    double total = 0;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, events[i], events[i + 1]);
+      const VqOp& op = ops[i];
+      const int k = static_cast<int>(op.kind);
+      const double px = static_cast<double>(n) * op.h * op.w;
+      kind_ms[k] += ms;
+      total += ms;
+      switch (op.kind) {
+        case VqOpKind::kConv3x3:
+          kind_flop[k] += 2.0 * op.cin * op.cout * 9 * px;
+          shape_ms[op.shape] += ms;
+          break;
+        case VqOpKind::kLinear: kind_flop[k] += 2.0 * op.cin * op.cout * px; break;
+        case VqOpKind::kAttention:
+          kind_flop[k] += 2.0 * op.cin * op.cin * 4 * px + 4.0 * op.cin * px * op.h * op.w;
+          break;
+        case VqOpKind::kConvOut: kind_flop[k] += 2.0 * op.cin * 3 * 9 * px; break;
+        case VqOpKind::kGroupNorm: kind_bytes[k] += 3.0 * 2 * op.cin * px; break;
+        case VqOpKind::kUpsample: kind_bytes[k] += 5.0 * 2 * op.cin * px; break;
+        case VqOpKind::kLookup: break;
+      }
+    }
+    absl::StrAppend(&out, "bf16 profile, batch ", n, ": ", total, " ms (", 1e3 * n / total, " img/s of GPU time)");
+    for (int k = 0; k < 7; ++k) {
+      if (kind_ms[k] <= 0) continue;
+      absl::StrAppend(&out, "\n  ", kinds[k], ": ", kind_ms[k], " ms (", 100.0 * kind_ms[k] / total, "%)");
+      if (kind_flop[k] > 0) absl::StrAppend(&out, ", ", kind_flop[k] / kind_ms[k] / 1e9, " TFLOP/s");
+      if (kind_bytes[k] > 0) absl::StrAppend(&out, ", ", kind_bytes[k] / kind_ms[k] / 1e6, " GB/s");
+    }
+    for (size_t s = 0; s < shape_ms.size(); ++s) {
+      const VqConvShape& c = m.program.conv_shapes()[s];
+      double flop = 0;
+      for (const VqOp& op : ops)
+        if (op.kind == VqOpKind::kConv3x3 && op.shape == static_cast<int32_t>(s))
+          flop += 2.0 * c.cin * c.cout * 9 * static_cast<double>(n) * c.h * c.w;
+      absl::StrAppend(&out, "\n    conv ", c.cin, "->", c.cout, " @", c.h, ": ", shape_ms[s], " ms, ",
+                      shape_ms[s] > 0 ? flop / shape_ms[s] / 1e9 : 0.0, " TFLOP/s");
+    }
+  }
+  for (cudaEvent_t e : events)
+    if (e) cudaEventDestroy(e);
+  if (!st.ok()) return st;
+  return out;
+}
+
 const float* Bf16VqNetwork::output() const { return impl_->out.as<float>(); }
 int32_t Bf16VqNetwork::chunk() const { return impl_->chunk; }
 size_t Bf16VqNetwork::scratch_bytes() const { return impl_->scratch; }
@@ -292,6 +363,7 @@ absl::StatusOr<std::unique_ptr<Bf16VqNetwork>> Bf16VqNetwork::Create(const VqDec
   return absl::FailedPreconditionError("bf16 VQ: this build has no cuDNN (cudnn.h / libcudnn not found at configure)");
 }
 absl::Status Bf16VqNetwork::Run(const int32_t*, int32_t) { return absl::FailedPreconditionError("no cuDNN"); }
+absl::StatusOr<std::string> Bf16VqNetwork::Profile(int32_t) { return absl::FailedPreconditionError("no cuDNN"); }
 const float* Bf16VqNetwork::output() const { return nullptr; }
 int32_t Bf16VqNetwork::chunk() const { return 0; }
 size_t Bf16VqNetwork::scratch_bytes() const { return 0; }

@@ -58,6 +58,11 @@ class Bf16VqNetwork {
   absl::Status Run(const int32_t* tokens, int32_t n);
   const float* output() const;
 
+  // One decode of n images (n a ladder size; ids 0) with CUDA events around
+  // every op: milliseconds per op kind and per 3x3 conv shape, with TFLOP/s
+  // and, for GroupNorm, GB/s. Synchronous; for benchmarks.
+  absl::StatusOr<std::string> Profile(int32_t n);
+
   int32_t chunk() const;
   size_t scratch_bytes() const;  // device activations, attention, GroupNorm, output, cuDNN workspace
   size_t weight_bytes() const;

@@ -596,6 +596,12 @@ absl::Status CudaVqDecoder::DecodeToFloatBatch(const std::vector<std::vector<int
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> CudaVqDecoder::Profile(int32_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!s_->bf16) return absl::FailedPreconditionError("CudaVqDecoder: Profile is for the bf16 path");
+  return s_->bf16->Profile(n);
+}
+
 absl::Status CudaVqDecoder::DecodeToFloat(std::span<const int32_t> tokens, std::vector<float>* chw) {
   if (absl::Status st = ValidateGrid(tokens, 0); !st.ok()) return st;
   std::vector<std::vector<float>> out;

@@ -103,6 +103,9 @@ class CudaVqDecoder {
   absl::Status DecodeToFloatBatch(const std::vector<std::vector<int32_t>>& token_grids,
                                   std::vector<std::vector<float>>* chw);
 
+  // bf16 path only: Bf16VqNetwork::Profile of one n-image decode (n a power of two <= chunk, or the chunk).
+  absl::StatusOr<std::string> Profile(int32_t n);
+
   int32_t image_size() const;
   int32_t token_grid() const;
   int32_t codebook_size() const;

@@ -339,10 +339,12 @@ absl::Status Named(absl::Status s, const std::string& what) {
 }  // namespace
 
 absl::Status VqProgram::Run(VqPrimitives& prims, int32_t n, int64_t token_offset, int64_t out_image,
-                            int64_t plane_stride) const {
+                            int64_t plane_stride, const std::function<void(size_t)>& on_op) const {
   auto half = [](int64_t off) { return VqPtr{VqSpace::kHalfWeights, off}; };
   auto flt = [](int64_t off) { return off < 0 ? VqPtr{} : VqPtr{VqSpace::kFloatWeights, off}; };
-  for (const VqOp& op : ops_) {
+  for (size_t index = 0; index < ops_.size(); ++index) {
+    const VqOp& op = ops_[index];
+    if (on_op) on_op(index);
     const int64_t hw = int64_t{op.h} * op.w;
     const int64_t rows = hw * n;
     absl::Status s;
@@ -466,6 +468,7 @@ absl::Status VqProgram::Run(VqPrimitives& prims, int32_t n, int64_t token_offset
     }
     if (!s.ok()) return Named(std::move(s), op.what);
   }
+  if (on_op) on_op(ops_.size());
   return absl::OkStatus();
 }
 

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -163,8 +164,9 @@ class VqProgram {
 
   // Runs the program on n images (tokens [token_offset, token_offset + n*cells)
   // of the executor), writing pixels at image out_image of the fp32 planar output.
-  absl::Status Run(VqPrimitives& prims, int32_t n, int64_t token_offset, int64_t out_image,
-                   int64_t plane_stride) const;
+  // on_op (optional): called before op i is issued and with ops().size() after the last (profiling).
+  absl::Status Run(VqPrimitives& prims, int32_t n, int64_t token_offset, int64_t out_image, int64_t plane_stride,
+                   const std::function<void(size_t)>& on_op = {}) const;
 
  private:
   friend class VqProgramBuilder;
