@@ -9,6 +9,7 @@
 #include "engine/model/backend_registry.h"
 #include "engine/model/create_engine.h"
 #include "engine/model/model_dims.h"
+#include "engine/sparse/ssd_heads.h"
 #include "engine/vq/vq_decoder.h"
 #if defined(ARGEN_WITH_CUDA)
 #include "engine/vq_cuda/cuda_vq_decoder.h"
@@ -173,6 +174,20 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
       MakeBackend(options, ckpt, *dims, backend_options);
   if (!backend.ok()) return backend.status();
   info.kv_bytes_per_token_row = (*backend)->KvBytesPerTokenRow();
+  // Janus layout: a square grid without row breaks.
+  engine_config.grid = sparse::GridGeometry{info.token_grid, 0, info.image_tokens};
+  // ssd's head classification, when the model ships one.
+  const std::string ssd_path = (std::filesystem::path(options.model_dir) / sparse::kSsdHeadsFile).string();
+  if (std::filesystem::exists(ssd_path, ec)) {
+    absl::StatusOr<sparse::HeadClasses> heads = sparse::LoadHeadClasses(ssd_path);
+    if (!heads.ok()) return heads.status();
+    if (heads->layers != dims->num_layers || heads->kv_heads != dims->num_kv_heads) {
+      return absl::InvalidArgumentError(absl::StrCat(ssd_path, ": classifies ", heads->layers, " layers x ",
+                                                     heads->kv_heads, " kv heads, the model has ", dims->num_layers,
+                                                     " x ", dims->num_kv_heads));
+    }
+    engine_config.ssd_heads = std::make_shared<const sparse::HeadClasses>(*std::move(heads));
+  }
 
   return std::make_unique<GenericEngine>(*std::move(backend), std::move(encoder), *std::move(decode),
                                          std::move(engine_config));

@@ -44,7 +44,7 @@ absl::StatusOr<model::RowId> KvRows::Allocate(int32_t prompt_len,
   const int64_t heads = int64_t{layers_} * kv_heads_;
   row->policy_ints.assign(heads * row->layout.ints_per_head, 0);
   row->policy_floats.assign(heads * row->layout.floats_per_head, 0.0f);
-  for (int32_t h = 0; h < heads; ++h) sparse::InitState(policy, row->layout, row->State(h));
+  for (int32_t h = 0; h < heads; ++h) sparse::InitState(policy, row->layout, row->State(h), h);
   bytes_in_use_ += bytes;
 
   model::RowId id;

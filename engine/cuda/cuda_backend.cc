@@ -463,10 +463,8 @@ absl::Status CudaBackend::Decode(const model::DecodeBatch& b, const model::StepO
     any_sparse = any_sparse || rw.sparse;
     // Observe outputs of the attention kernel: the diagonal rows' argmin over the
     // non-sink entries (the selection), the score policies' probabilities.
-    const bool diagonal = rw.policy.kind == sparse::PolicyKind::kDiagonal ||
-                          rw.policy.kind == sparse::PolicyKind::kDiagonalSink4;
-    const bool scores = rw.policy.kind == sparse::PolicyKind::kH2O || rw.policy.kind == sparse::PolicyKind::kTova ||
-                        rw.policy.kind == sparse::PolicyKind::kAlisa;
+    const bool diagonal = sparse::SelectsByArgmin(rw.policy.kind);  // diagonal, diagonal_sink4, diagonal_grid
+    const bool scores = sparse::ObservesScores(rw.policy.kind);     // h2o, tova, alisa, ssd
     if (diagonal && fused_argmin_) {
       observe[r] = sparse::DiagonalSelectionFirst(rw.policy);
       observe_flags |= kObserveArgmin;

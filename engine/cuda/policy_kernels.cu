@@ -18,7 +18,7 @@ __global__ void InitKernel(sparse::ResolvedPolicy policy, sparse::PolicyLayout l
   if (h >= heads) return;
   sparse::PolicyState s{ints + static_cast<int64_t>(h) * layout.ints_per_head,
                         floats + static_cast<int64_t>(h) * layout.floats_per_head};
-  sparse::InitState(policy, layout, s);
+  sparse::InitState(policy, layout, s, h);  // h = layer * kv_heads + kv_head
 }
 
 // One warp per (row, layer, kv_head): lane 0 advances the state
@@ -47,7 +47,7 @@ __global__ void PlanKernel(const RowPlan* rows, int n_rows, int layers, int kv_h
   }
 }
 
-// Diagonal rows whose selection the attention kernel's argmin made: one thread
+// Diagonal / diagonal_grid rows whose selection the attention kernel's argmin made: one thread
 // per (row, layer, kv_head) applies it (sparse::ApplyDiagonalSelection).
 __global__ void ApplyKernel(const RowPlan* rows, int n_rows, int layers, int kv_heads, int32_t* ints,
                             float* floats, PlanBuffers plan, const int32_t* argmin) {
@@ -56,7 +56,7 @@ __global__ void ApplyKernel(const RowPlan* rows, int n_rows, int layers, int kv_
   const int g = static_cast<int>(i % kv_heads), layer = static_cast<int>((i / kv_heads) % layers);
   const int row = static_cast<int>(i / (kv_heads * layers));
   const RowPlan& r = rows[row];
-  if (!r.sparse || !sparse::policy_detail::IsDiagonal(r.policy.kind)) return;
+  if (!r.sparse || !sparse::SelectsByArgmin(r.policy.kind)) return;
   const int64_t at = (static_cast<int64_t>(layer) * n_rows + row) * kv_heads + g;
   sparse::ApplyDiagonalSelection(r.policy, r.layout, StateOf(r, layer * kv_heads + g, ints, floats), r.step,
                                  plan.counts[at], argmin[at]);
@@ -69,7 +69,7 @@ __global__ void ObserveKernel(const RowPlan* rows, int n_rows, int layers, int k
   if (i >= n_rows * kv_heads) return;
   const int g = i % kv_heads, row = i / kv_heads;
   const RowPlan& r = rows[row];
-  if (!r.sparse || (skip_diagonal && sparse::policy_detail::IsDiagonal(r.policy.kind))) return;
+  if (!r.sparse || (skip_diagonal && sparse::SelectsByArgmin(r.policy.kind))) return;
   sparse::PolicyState s = StateOf(r, layer * kv_heads + g, ints, floats);
   if (!sparse::ObserveNeeded(r.policy, r.layout, s, r.step)) return;
   const int64_t at = (static_cast<int64_t>(layer) * n_rows + row) * kv_heads + g;

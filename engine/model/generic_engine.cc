@@ -70,11 +70,22 @@ absl::Status GenericEngine::ValidatePromptIds(const std::vector<int32_t>& cond,
   return absl::OkStatus();
 }
 
+absl::StatusOr<sparse::ResolvedPolicy> GenericEngine::Resolve(const sparse::PolicyParams& params) const {
+  sparse::GridGeometry grid = config_.grid;
+  if (grid.width <= 0) grid = sparse::SquareGrid(config_.info.image_tokens);
+  grid.l_dec = config_.info.image_tokens;
+  if (params.kind == sparse::PolicyKind::kSsd && config_.ssd_heads == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sparsity policy ssd: model ", config_.info.name, " has no head classification (",
+        "ssd_heads.json in its directory; tools/characterize makes it, docs/policies.md)"));
+  }
+  return sparse::ResolvePolicy(params, grid, config_.ssd_heads.get());
+}
+
 absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(
     const engine::GenerationRequest& request) const {
   if (absl::Status s = ValidateRequest(request); !s.ok()) return s;
-  absl::StatusOr<sparse::ResolvedPolicy> policy =
-      sparse::ResolvePolicy(request.policy, config_.info.image_tokens);
+  absl::StatusOr<sparse::ResolvedPolicy> policy = Resolve(request.policy);
   if (!policy.ok()) return policy.status();
   absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ids =
       encoder_(request.prompt);

@@ -41,6 +41,10 @@ struct GenericEngineConfig {
   engine::ModelInfo info;        // image_tokens, image_vocab, max_prompt_tokens used for validation
   int32_t max_batch_rows = 256;  // rows per backend call
   int32_t max_images_per_request = 16;
+  // The token grid the grid policies and ssd see (width 0: SquareGrid(image_tokens)).
+  sparse::GridGeometry grid;
+  // ssd's head classification (the model's ssd_heads.json); null: ssd is refused.
+  std::shared_ptr<const sparse::HeadClasses> ssd_heads;
 };
 
 class GenericEngine final : public engine::Engine {
@@ -75,6 +79,8 @@ class GenericEngine final : public engine::Engine {
   };
 
   absl::Status ValidateRequest(const engine::GenerationRequest& r) const;
+  // sparse::ResolvePolicy with the model's grid and head classification.
+  absl::StatusOr<sparse::ResolvedPolicy> Resolve(const sparse::PolicyParams& params) const;
   // Lengths, max_prompt_tokens and ids inside the text vocabulary, so a bad
   // request fails in Prepare/Add and never inside a shared Step().
   absl::Status ValidatePromptIds(const std::vector<int32_t>& cond,

@@ -19,9 +19,12 @@
 //      Selection (argmin, accumulated scores) reuses exactly these weights.
 // PlanStep returns -1 if t is not the next step or t >= l_dec.
 //
-// Bounds, for every policy and step: n <= layout.max_attended == policy.n_att,
-// slots used <= layout.n_slots == policy.n_slots, and KvBytes() is the exact
-// KV allocation of a request. Semantics of each policy: docs/policies.md.
+// Bounds, for every policy and step: n == AttendedCount(policy, state, t) <=
+// layout.max_attended == policy.n_att, slots used <= layout.n_slots ==
+// policy.n_slots, and KvBytes() is the exact KV allocation of a request.
+// InitState takes the head's index layer * kv_heads + kv_head (ssd reads its
+// class from the policy's classification). Semantics of each policy:
+// docs/policies.md.
 #pragma once
 
 #include <cstdint>
@@ -61,7 +64,8 @@ enum PolicyStateHeader : int32_t {
   kStateResident = 1,  // score policies: slots filled so far
   kStateLagCount = 2,  // diagonal*: attended lags in the window
   kStateSkipCount = 3, // diagonal*: skipped lags
-  kStateHeaderInts = 4,
+  kStateAux = 4,       // ssd: 1 for a semantic head; diagonal_grid: the step its grid phase starts
+  kStateHeaderInts = 5,
 };
 
 namespace policy_detail {
@@ -74,24 +78,168 @@ ARGEN_SPARSE_HD bool IsScoreBased(PolicyKind k) {
 }
 ARGEN_SPARSE_HD int32_t Min(int32_t a, int32_t b) { return a < b ? a : b; }
 ARGEN_SPARSE_HD int32_t Max(int32_t a, int32_t b) { return a > b ? a : b; }
+ARGEN_SPARSE_HD int32_t Clamp(int32_t v, int32_t lo, int32_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
-// Positional policies (dense, sliding, streaming, diagonal*): the first n_sink
-// positions own slots 0..n_sink-1, later positions share a ring of
-// n_slots - n_sink slots.
+// Positional policies (dense, sliding, streaming, diagonal*, grid*, ssd's
+// spatial heads): the first n_sink positions own slots 0..n_sink-1, later
+// positions share a ring of n_slots - n_sink slots.
 ARGEN_SPARSE_HD int32_t RingSlot(const ResolvedPolicy& p, int32_t pos) {
   if (pos < p.n_sink) return pos;
   const int32_t ring = p.n_slots - p.n_sink;
   return p.n_sink + (pos - p.n_sink) % ring;
 }
 
+// Recent keys after the sinks that a positional list attends: all resident
+// ones for dense / sliding / streaming; N_att - n_sink for the grid policies
+// before their neighbourhood exists (their ring is wider); W for ssd's spatial heads.
+ARGEN_SPARSE_HD int32_t RecentWindow(const ResolvedPolicy& p) {
+  if (p.kind == PolicyKind::kGridWindow || p.kind == PolicyKind::kDiagonalGrid) return p.n_att - p.n_sink;
+  if (p.kind == PolicyKind::kSsd) return p.n_recent;
+  return p.n_slots - p.n_sink;
+}
+
+// --- The grid neighbourhood (grid_window, diagonal_grid) -------------------
+// The target is the token being generated, g = t + 1, at row r = g / P and
+// column c = g % P (P = grid_period). Band columns are offsets j from c, key
+// column c - j: BandLeft() columns left of c, BandRight() right of it.
+ARGEN_SPARSE_HD int32_t BandLeft(const ResolvedPolicy& p) { return p.grid_band / 2; }
+ARGEN_SPARSE_HD int32_t BandRight(const ResolvedPolicy& p) { return p.grid_band - 1 - p.grid_band / 2; }
+// The o-th offset of a band, nearest first: 0, +1 (left), -1, +2, -2, ...
+ARGEN_SPARSE_HD int32_t BandOffset(int32_t o) {
+  const int32_t m = (o + 1) / 2;
+  return (o & 1) ? m : -m;
+}
+
+// diagonal_grid's neighbourhood as fixed lags (t - position), nearest first:
+// Lambda[i] = i for the run (i < grid_run), then row k = 1, 2, ... above the
+// target: k * P - 1 + BandOffset(o), o < grid_band. Unclamped at the grid's
+// edges (a lag is the same for every column, as Algorithm 1's skip set is).
+// Distinct: ResolvePolicy keeps grid_run + BandRight() < P and grid_band <= P.
+ARGEN_SPARSE_HD int32_t GridLag(const ResolvedPolicy& p, int32_t i) {
+  if (i < p.grid_run) return i;
+  const int32_t j = i - p.grid_run;
+  return (1 + j / p.grid_band) * p.grid_period - 1 + BandOffset(j % p.grid_band);
+}
+ARGEN_SPARSE_HD int32_t GridLagMax(const ResolvedPolicy& p, int32_t n) {
+  int32_t m = -1;
+  for (int32_t i = 0; i < n; ++i) m = Max(m, GridLag(p, i));
+  return m;
+}
+
+// grid_window's attended set at step t when `valid`, clamped to the grid's
+// columns, nearest first: the run of the target's row (positions g - run ..
+// g - 1, run = min(grid_run, c)); in the row above, the n1 columns nearest c
+// (grid_band, plus the run's shortfall at the left edge, so the shape's depth
+// does not grow there); then rows of grid_band columns nearest c, the last
+// one cut to the `part` nearest. The budget N_att - n_sink is spent exactly.
+// Not valid (the recent window is attended instead) in the first N_att steps
+// and while the shape reaches above the image or into the sinks.
+struct GridWindowShape {
+  int32_t valid = 0;
+  int32_t row = 0;   // r, the target's row
+  int32_t run = 0;
+  int32_t n1 = 0, lo1 = 0;        // row r - 1: columns [lo1, lo1 + n1)
+  int32_t rows = 0, band_lo = 0;  // rows r - 1 - rows .. r - 2: columns [band_lo, band_lo + grid_band)
+  int32_t part = 0, part_lo = 0;  // row r - 2 - rows: columns [part_lo, part_lo + part)
+  int32_t reach = 0;              // t - (smallest attended position): the farthest lag
+};
+
+ARGEN_SPARSE_HD GridWindowShape GridWindowShapeAt(const ResolvedPolicy& p, int32_t t) {
+  GridWindowShape s;
+  const int32_t P = p.grid_period, w = p.grid_width, bw = p.grid_band;
+  const int32_t g = t + 1, r = g / P, c = g - r * P;
+  const int32_t budget = p.n_att - p.n_sink;
+  s.row = r;
+  s.run = Min(p.grid_run, Min(c, budget));  // the run stays in the target's row
+  const int32_t rest1 = budget - s.run;
+  s.n1 = Min(rest1, Min(w, bw + p.grid_run - s.run));
+  s.lo1 = Clamp(c - s.n1 / 2, 0, w - s.n1);
+  const int32_t rest2 = rest1 - s.n1;
+  s.rows = rest2 / bw;
+  s.part = rest2 - s.rows * bw;
+  s.band_lo = Clamp(c - BandLeft(p), 0, w - bw);
+  s.part_lo = Clamp(c - s.part / 2, 0, w - s.part);
+  const int32_t depth = (s.n1 > 0 ? 1 : 0) + s.rows + (s.part > 0 ? 1 : 0);
+  int32_t first = g - s.run;
+  if (s.part > 0) {
+    first = (r - s.rows - 2) * P + s.part_lo;
+  } else if (s.rows > 0) {
+    first = (r - s.rows - 1) * P + s.band_lo;
+  } else if (s.n1 > 0) {
+    first = (r - 1) * P + s.lo1;
+  }
+  s.reach = t - first;
+  s.valid = (g > p.n_att && r >= depth && first >= p.n_sink) ? 1 : 0;
+  return s;
+}
+
+// The farthest lag any valid grid_window shape attends (its ring size - 1).
+ARGEN_SPARSE_HD int32_t GridWindowMaxLag(const ResolvedPolicy& p) {
+  int32_t m = 0;
+  // The shape depends on the target's column only (the row decides validity).
+  for (int32_t c = 0; c < p.grid_period; ++c) {
+    const GridWindowShape s = GridWindowShapeAt(p, p.grid_period * (p.n_att + 2) + c - 1);
+    m = Max(m, s.reach);
+  }
+  return m;
+}
+
+// Entry k (after the sinks) of a valid shape's list, oldest first: the
+// partial row, the full rows from the deepest, the row above, the run.
+ARGEN_SPARSE_HD int32_t GridWindowPosition(const ResolvedPolicy& p, const GridWindowShape& s, int32_t t,
+                                           int32_t k) {
+  const int32_t P = p.grid_period, bw = p.grid_band;
+  if (k < s.part) return (s.row - s.rows - 2) * P + s.part_lo + k;
+  k -= s.part;
+  if (k < s.rows * bw) return (s.row - s.rows - 1 + k / bw) * P + s.band_lo + k % bw;
+  k -= s.rows * bw;
+  if (k < s.n1) return (s.row - 1) * P + s.lo1 + k;
+  return t + 1 - s.run + (k - s.n1);
+}
+
+// --- ssd ---------------------------------------------------------------------
+// Semantic heads keep M(t) earlier keys plus the new one: M(t) =
+// floor(t (0.1 + 0.2 t / (L_dec - 1))), 10% of the decoded tokens at the
+// start, 30% at the last step (exact integer arithmetic, the same on every
+// backend; grows by at most 1 a step), capped at N_att - 1.
+ARGEN_SPARSE_HD int32_t SsdKeep(const ResolvedPolicy& p, int32_t t) {
+  if (p.l_dec < 2 || t <= 0) return 0;
+  const int64_t l1 = p.l_dec - 1;
+  const int64_t m = (static_cast<int64_t>(t) * (l1 + 2 * static_cast<int64_t>(t))) / (10 * l1);
+  return m < p.n_att - 1 ? static_cast<int32_t>(m) : p.n_att - 1;
+}
+// The grid's edge columns (first and last image column of a row), which
+// semantic heads protect from eviction.
+ARGEN_SPARSE_HD bool IsEdgeColumn(const ResolvedPolicy& p, int32_t pos) {
+  const int32_t c = pos % p.grid_period;
+  return c == 0 || c == p.grid_width - 1;
+}
+
 }  // namespace policy_detail
+
+// Kinds whose selection is an argmin over the step's weights of the attended
+// entries [DiagonalSelectionFirst, n) (the CUDA attention kernel can fuse it).
+ARGEN_SPARSE_HD bool SelectsByArgmin(PolicyKind k) {
+  return policy_detail::IsDiagonal(k) || k == PolicyKind::kDiagonalGrid;
+}
+// Kinds whose ObserveStep consumes the weights of every attended entry.
+ARGEN_SPARSE_HD bool ObservesScores(PolicyKind k) {
+  return policy_detail::IsScoreBased(k) || k == PolicyKind::kSsd;
+}
+
+// ssd: whether head `head_index` (layer * kv_heads + kv_head) is classified
+// semantic; unclassified heads are spatial.
+ARGEN_SPARSE_HD bool SsdHeadIsSemantic(const ResolvedPolicy& p, int32_t head_index) {
+  if (p.kind != PolicyKind::kSsd || head_index < 0 || head_index >= p.ssd_heads) return false;
+  return ((p.ssd_semantic[head_index >> 5] >> (head_index & 31)) & 1u) != 0;
+}
 
 ARGEN_SPARSE_HD PolicyLayout LayoutFor(const ResolvedPolicy& p) {
   using namespace policy_detail;
   PolicyLayout l;
   l.n_slots = p.n_slots;
   l.max_attended = p.n_att;
-  if (IsDiagonal(p.kind)) {
+  if (IsDiagonal(p.kind) || p.kind == PolicyKind::kDiagonalGrid) {
     const int32_t window = p.n_recent - p.n_sink;  // N_r'
     const int32_t budget = p.n_att - p.n_sink;     // N_att'
     l.lag_capacity = Min(window, budget);
@@ -101,7 +249,7 @@ ARGEN_SPARSE_HD PolicyLayout LayoutFor(const ResolvedPolicy& p) {
   l.off_lags = l.off_slot_pos + l.n_slots;
   l.off_skips = l.off_lags + l.lag_capacity;
   l.ints_per_head = l.off_skips + l.skip_capacity;
-  l.floats_per_head = IsScoreBased(p.kind) ? l.n_slots : 0;
+  l.floats_per_head = ObservesScores(p.kind) ? l.n_slots : 0;
   return l;
 }
 
@@ -114,10 +262,18 @@ ARGEN_SPARSE_HD int64_t KvBytes(const ResolvedPolicy& p, int32_t prompt_len, int
          (static_cast<int64_t>(prompt_len) + p.n_slots) * head_dim * bytes_per_elem;
 }
 
-ARGEN_SPARSE_HD void InitState(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s) {
+// head_index: layer * kv_heads + kv_head of the state's head (ssd reads its
+// class from the policy; the other policies ignore it).
+ARGEN_SPARSE_HD void InitState(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s,
+                               int32_t head_index = -1) {
   for (int32_t i = 0; i < l.ints_per_head; ++i) s.ints[i] = 0;
   for (int32_t i = 0; i < l.n_slots; ++i) s.ints[l.off_slot_pos + i] = -1;
   for (int32_t i = 0; i < l.floats_per_head; ++i) s.floats[i] = 0.0f;
+  if (p.kind == PolicyKind::kSsd) s.ints[kStateAux] = SsdHeadIsSemantic(p, head_index) ? 1 : 0;
+  if (p.kind == PolicyKind::kDiagonalGrid) {
+    // The grid phase starts once every lag of the initial set exists.
+    s.ints[kStateAux] = p.n_sink + policy_detail::GridLagMax(p, p.n_att - p.n_sink);
+  }
 }
 
 // Decode position held by `slot`, or -1 when empty (introspection, tests).
@@ -131,16 +287,78 @@ ARGEN_SPARSE_HD int32_t SkipLag(const PolicyLayout& l, const PolicyState& s, int
   return s.ints[l.off_skips + i];
 }
 
+// ssd: whether the state's head is a semantic one (set by InitState).
+ARGEN_SPARSE_HD bool SsdSemanticState(const ResolvedPolicy& p, const PolicyState& s) {
+  return p.kind == PolicyKind::kSsd && s.ints[kStateAux] == 1;
+}
+
+// The exact number of decode keys step t attends (the per-step cost): a
+// function of the policy, the head's class and t only, never of the scores.
+// min(t + 1, N_att) for every policy except ssd's semantic heads, which
+// attend min(t, M(t)) + 1 (SsdKeep) and its spatial heads min(t + 1, n_sink + W).
+ARGEN_SPARSE_HD int32_t AttendedCount(const ResolvedPolicy& p, bool ssd_semantic, int32_t t) {
+  using namespace policy_detail;
+  if (t < 0 || t >= p.l_dec) return -1;
+  if (p.kind == PolicyKind::kSsd) {
+    if (ssd_semantic) return Min(t, SsdKeep(p, t)) + 1;
+    return Min(t + 1, p.n_sink + p.n_recent);
+  }
+  return Min(t + 1, p.n_att);
+}
+
+// diagonal_grid: whether the grid phase's next lag Lambda[N_att' + skips]
+// exists at step t + 1, so that a key skipped at step t is replaced.
+ARGEN_SPARSE_HD bool DiagonalGridCanSelect(const ResolvedPolicy& p, const PolicyLayout& l, const PolicyState& s,
+                                           int32_t t) {
+  const int32_t skips = s.ints[kStateSkipCount];
+  if (s.ints[kStateLagCount] == 0 || skips >= l.skip_capacity) return false;
+  return policy_detail::GridLag(p, p.n_att - p.n_sink + skips) <= t + 1 - p.n_sink;
+}
+
 // Whether ObserveStep does anything at step t (so a backend can skip
 // producing the probabilities). Call after PlanStep(t).
 ARGEN_SPARSE_HD bool ObserveNeeded(const ResolvedPolicy& p, const PolicyLayout& l,
                                    const PolicyState& s, int32_t t) {
   using namespace policy_detail;
   if (IsScoreBased(p.kind)) return true;
+  if (p.kind == PolicyKind::kSsd) return SsdSemanticState(p, s);
+  if (p.kind == PolicyKind::kDiagonalGrid) return DiagonalGridCanSelect(p, l, s, t);
   if (!IsDiagonal(p.kind)) return false;
   const int32_t u = t - p.n_sink;  // step inside the diagonal region
   return u >= 0 && u >= (p.n_att - p.n_sink) - 1 && s.ints[kStateSkipCount] < l.skip_capacity;
 }
+
+namespace policy_detail {
+
+// Score-based caches: the victim slot among slots 0..n-1, the lowest score
+// with ties to the oldest position, skipping positions newer than
+// newest_evictable; ssd (protect_edges) prefers keys outside the grid's
+// edge columns and takes an edge key only when no other is resident.
+ARGEN_SPARSE_HD int32_t ScoreVictim(const ResolvedPolicy& p, const PolicyLayout& l, const PolicyState& s,
+                                    int32_t newest_evictable, bool protect_edges) {
+  const int32_t* slot_pos = s.ints + l.off_slot_pos;
+  int32_t best = -1, best_edge = -1;
+  for (int32_t i = 0; i < l.n_slots; ++i) {
+    const int32_t pos = slot_pos[i];
+    if (pos < 0 || pos > newest_evictable) continue;
+    int32_t& b = protect_edges && IsEdgeColumn(p, pos) ? best_edge : best;
+    const float v = s.floats[i];
+    if (b < 0 || v < s.floats[b] || (v == s.floats[b] && pos < slot_pos[b])) b = i;
+  }
+  return best >= 0 ? best : best_edge;
+}
+
+// Inserts lag into the ascending list lags[0..n) (n + 1 entries after).
+ARGEN_SPARSE_HD void InsertSorted(int32_t* lags, int32_t n, int32_t lag) {
+  int32_t i = n;
+  while (i > 0 && lags[i - 1] > lag) {
+    lags[i] = lags[i - 1];
+    --i;
+  }
+  lags[i] = lag;
+}
+
+}  // namespace policy_detail
 
 // PlanStep's state update alone: advances the state to step t, sets the write
 // slot and returns the attended count n (-1 as PlanStep), without writing the
@@ -152,29 +370,26 @@ ARGEN_SPARSE_HD int32_t PlanStepState(const ResolvedPolicy& p, const PolicyLayou
   s.ints[kStateNextStep] = t + 1;
   int32_t* slot_pos = s.ints + l.off_slot_pos;
 
-  if (IsScoreBased(p.kind)) {
-    // Cache of n_slots keys; when full, the new token replaces a victim chosen
-    // from the scores observed so far (ties: the oldest position).
+  const bool semantic = SsdSemanticState(p, s);
+  if (IsScoreBased(p.kind) || semantic) {
+    // Cache of n_slots keys (ssd's semantic heads: M(t) + 1); when full, the
+    // new token replaces a victim chosen from the scores observed so far.
     int32_t resident = s.ints[kStateResident];
+    const int32_t capacity = semantic ? SsdKeep(p, t) + 1 : l.n_slots;
     int32_t slot;
-    if (resident < l.n_slots) {
+    if (resident < capacity) {
       slot = resident++;
       s.ints[kStateResident] = resident;
-    } else {
-      // h2o/alisa protect the n_recent most recent positions (t included).
-      const int32_t newest_evictable = p.kind == PolicyKind::kTova ? t - 1 : t - p.n_recent;
-      slot = -1;
-      float best = 0.0f;
-      for (int32_t i = 0; i < l.n_slots; ++i) {
-        const int32_t pos = slot_pos[i];
-        if (pos > newest_evictable) continue;
-        const float v = s.floats[i];
-        if (slot < 0 || v < best || (v == best && pos < slot_pos[slot])) {
-          slot = i;
-          best = v;
-        }
-      }
+    } else if (resident == capacity) {
+      // h2o/alisa protect the n_recent most recent positions (t included);
+      // tova and ssd none but the new token.
+      const int32_t newest_evictable = p.kind == PolicyKind::kH2O || p.kind == PolicyKind::kAlisa
+                                           ? t - p.n_recent
+                                           : t - 1;
+      slot = ScoreVictim(p, l, s, newest_evictable, semantic);
       if (slot < 0) return -1;  // unreachable for a validated policy
+    } else {
+      return -1;  // unreachable: M(t) grows by at most 1 a step
     }
     slot_pos[slot] = t;
     s.floats[slot] = 0.0f;
@@ -188,13 +403,26 @@ ARGEN_SPARSE_HD int32_t PlanStepState(const ResolvedPolicy& p, const PolicyLayou
   const int32_t sinks = Min(t + 1, p.n_sink);
   if (t < p.n_sink) return sinks;
 
+  if (p.kind == PolicyKind::kGridWindow) {
+    if (GridWindowShapeAt(p, t).valid) return p.n_att;
+  } else if (p.kind == PolicyKind::kDiagonalGrid) {
+    int32_t* lags = s.ints + l.off_lags;
+    int32_t n_lags = s.ints[kStateLagCount];
+    if (n_lags == 0 && t >= s.ints[kStateAux]) {
+      // The grid phase starts: the initial set Lambda[0, N_att'), ascending.
+      n_lags = p.n_att - p.n_sink;
+      for (int32_t i = 0; i < n_lags; ++i) InsertSorted(lags, i, GridLag(p, i));
+      s.ints[kStateLagCount] = n_lags;
+    }
+    if (n_lags > 0) return sinks + n_lags;
+  }
+
   if (!IsDiagonal(p.kind)) {
-    // dense / sliding_window / streaming_llm: the sinks, then the last
-    // (n_slots - n_sink) positions in slot order (see AttendedSlot).
-    const int32_t first = Max(p.n_sink, t - (p.n_slots - p.n_sink) + 1);
-    const int32_t s_first = RingSlot(p, first), s_last = RingSlot(p, t);
-    if (s_first <= s_last) return sinks + (s_last - s_first + 1);
-    return sinks + (s_last - p.n_sink + 1) + (p.n_slots - s_first);
+    // dense / sliding_window / streaming_llm / ssd's spatial heads, and the
+    // grid policies before their neighbourhood exists: the sinks, then the
+    // last RecentWindow() positions in slot order (see AttendedSlot).
+    const int32_t first = Max(p.n_sink, t - RecentWindow(p) + 1);
+    return sinks + (t - first + 1);
   }
 
   // diagonal (Algorithm 1) on positions >= n_sink with window N_r' and budget
@@ -219,25 +447,29 @@ ARGEN_SPARSE_HD int32_t PlanStepState(const ResolvedPolicy& p, const PolicyLayou
 ARGEN_SPARSE_HD int32_t AttendedSlot(const ResolvedPolicy& p, const PolicyLayout& l, const PolicyState& s,
                                      int32_t t, int32_t i) {
   using namespace policy_detail;
-  if (IsScoreBased(p.kind)) return i;  // slots 0..resident-1
+  if (IsScoreBased(p.kind) || SsdSemanticState(p, s)) return i;  // slots 0..resident-1
   const int32_t sinks = Min(t + 1, p.n_sink);
   if (i < sinks) return RingSlot(p, i);
   const int32_t k = i - sinks;
-  if (!IsDiagonal(p.kind)) {
-    // Slot (memory) order: when the ring has wrapped, the newer part (low
-    // slots n_sink..s_last) comes first, then s_first..n_slots-1. Monotonic
-    // addresses keep the hardware prefetcher streaming (measured ~20-30% on
-    // CPU at 96%).
-    const int32_t first = Max(p.n_sink, t - (p.n_slots - p.n_sink) + 1);
-    const int32_t s_first = RingSlot(p, first), s_last = RingSlot(p, t);
-    if (s_first <= s_last) return s_first + k;
-    const int32_t low = s_last - p.n_sink + 1;
-    return k < low ? p.n_sink + k : s_first + (k - low);
+  if (p.kind == PolicyKind::kGridWindow) {
+    const GridWindowShape shape = GridWindowShapeAt(p, t);
+    if (shape.valid) return RingSlot(p, GridWindowPosition(p, shape, t, k));
   }
-  // diagonal*: the sinks, then the window oldest first (largest lag first).
   const int32_t* lags = s.ints + l.off_lags;
   const int32_t n_lags = s.ints[kStateLagCount];
-  return RingSlot(p, t - lags[n_lags - 1 - k]);
+  if (IsDiagonal(p.kind) || (p.kind == PolicyKind::kDiagonalGrid && n_lags > 0)) {
+    // diagonal*: the sinks, then the window oldest first (largest lag first).
+    return RingSlot(p, t - lags[n_lags - 1 - k]);
+  }
+  // Positional lists in slot (memory) order: when the ring has wrapped, the
+  // newer part (low slots n_sink..s_last) comes first, then
+  // s_first..n_slots-1. Monotonic addresses keep the hardware prefetcher
+  // streaming (measured ~20-30% on CPU at 96%).
+  const int32_t first = Max(p.n_sink, t - RecentWindow(p) + 1);
+  const int32_t s_first = RingSlot(p, first), s_last = RingSlot(p, t);
+  if (s_first <= s_last) return s_first + k;
+  const int32_t low = s_last - p.n_sink + 1;
+  return k < low ? p.n_sink + k : s_first + (k - low);
 }
 
 ARGEN_SPARSE_HD int32_t PlanStep(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s,
@@ -250,7 +482,8 @@ ARGEN_SPARSE_HD int32_t PlanStep(const ResolvedPolicy& p, const PolicyLayout& l,
 // Diagonal*: a selection step chooses among the attended entries [first, count)
 // with first = DiagonalSelectionFirst(p): the sinks come first in PlanStep's
 // list, and at every step where ObserveNeeded holds count - (attended lags)
-// equals n_sink (engine/sparse/tests/policy_test.cc checks it).
+// equals n_sink (engine/sparse/tests/policy_test.cc checks it). The same
+// holds for diagonal_grid.
 ARGEN_SPARSE_HD int32_t DiagonalSelectionFirst(const ResolvedPolicy& p) { return p.n_sink; }
 
 // Index of the smallest of probs[first, count), ties to the lowest index (for
@@ -265,15 +498,17 @@ ARGEN_SPARSE_HD int32_t ArgminFrom(const float* probs, int32_t first, int32_t co
   return best;
 }
 
-// Diagonal*: applies step t's selection: attended entry `entry` (an index into
-// PlanStep's list of `count` entries, chosen by the argmin) joins the skip set;
-// its lag is skipped from step t + 1 on. No-op unless ObserveNeeded(t) holds
-// and `entry` is one of the non-sink entries. ObserveStep calls it; a backend
-// that computes the argmin elsewhere (the CUDA attention kernel) calls it directly.
+// Diagonal* and diagonal_grid: applies step t's selection: attended entry
+// `entry` (an index into PlanStep's list of `count` entries, chosen by the
+// argmin) joins the skip set; its lag is skipped from step t + 1 on
+// (diagonal_grid: the next lag of its neighbourhood, Lambda[N_att' + skips],
+// replaces it). No-op unless ObserveNeeded(t) holds and `entry` is one of
+// the non-sink entries. ObserveStep calls it; a backend that computes the
+// argmin elsewhere (the CUDA attention kernel) calls it directly.
 ARGEN_SPARSE_HD void ApplyDiagonalSelection(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s,
                                             int32_t t, int32_t count, int32_t entry) {
   using namespace policy_detail;
-  if (!IsDiagonal(p.kind) || !ObserveNeeded(p, l, s, t)) return;
+  if (!SelectsByArgmin(p.kind) || !ObserveNeeded(p, l, s, t)) return;
   int32_t* lags = s.ints + l.off_lags;
   const int32_t n_lags = s.ints[kStateLagCount];
   const int32_t first = count - n_lags;  // sinks come first
@@ -281,9 +516,14 @@ ARGEN_SPARSE_HD void ApplyDiagonalSelection(const ResolvedPolicy& p, const Polic
   const int32_t lag_index = n_lags - 1 - (entry - first);
   const int32_t lag = lags[lag_index];
   for (int32_t i = lag_index; i + 1 < n_lags; ++i) lags[i] = lags[i + 1];
-  s.ints[kStateLagCount] = n_lags - 1;
-  s.ints[l.off_skips + s.ints[kStateSkipCount]] = lag;
-  s.ints[kStateSkipCount] += 1;
+  const int32_t skips = s.ints[kStateSkipCount];
+  s.ints[l.off_skips + skips] = lag;
+  s.ints[kStateSkipCount] = skips + 1;
+  if (p.kind == PolicyKind::kDiagonalGrid) {
+    InsertSorted(lags, n_lags - 1, GridLag(p, p.n_att - p.n_sink + skips));
+  } else {
+    s.ints[kStateLagCount] = n_lags - 1;
+  }
 }
 
 ARGEN_SPARSE_HD void ObserveStep(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s,
@@ -292,6 +532,11 @@ ARGEN_SPARSE_HD void ObserveStep(const ResolvedPolicy& p, const PolicyLayout& l,
   using namespace policy_detail;
   switch (p.kind) {
     case PolicyKind::kH2O:
+      for (int32_t i = 0; i < count; ++i) s.floats[attended[i]] += probs[i];
+      return;
+    case PolicyKind::kSsd:
+      // Semantic heads: accumulated attention, as h2o.
+      if (!SsdSemanticState(p, s)) return;
       for (int32_t i = 0; i < count; ++i) s.floats[attended[i]] += probs[i];
       return;
     case PolicyKind::kTova:
@@ -308,7 +553,8 @@ ARGEN_SPARSE_HD void ObserveStep(const ResolvedPolicy& p, const PolicyLayout& l,
       return;
     }
     case PolicyKind::kDiagonal:
-    case PolicyKind::kDiagonalSink4: {
+    case PolicyKind::kDiagonalSink4:
+    case PolicyKind::kDiagonalGrid: {
       if (!ObserveNeeded(p, l, s, t)) return;
       // Newly skipped key: argmin over the non-sink attended keys (ties: the
       // oldest). Its lag is skipped from step t + 1 on.

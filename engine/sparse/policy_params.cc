@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "engine/sparse/policy.h"
 
 namespace argen::sparse {
 namespace {
@@ -26,6 +27,9 @@ constexpr NamedKind kNames[] = {
     {"alisa", PolicyKind::kAlisa},
     {"diagonal", PolicyKind::kDiagonal},
     {"diagonal_sink4", PolicyKind::kDiagonalSink4},
+    {"grid_window", PolicyKind::kGridWindow},
+    {"diagonal_grid", PolicyKind::kDiagonalGrid},
+    {"ssd", PolicyKind::kSsd},
     {"window", PolicyKind::kSlidingWindow},
     {"slidingwindow", PolicyKind::kSlidingWindow},
     {"streamingllm", PolicyKind::kStreamingLlm},
@@ -37,12 +41,39 @@ absl::Status Invalid(PolicyKind kind, std::string_view field, std::string_view w
                                                  std::string(field), " ", std::string(why)));
 }
 
+bool IsGrid(PolicyKind k) { return k == PolicyKind::kGridWindow || k == PolicyKind::kDiagonalGrid; }
 bool UsesSinks(PolicyKind k) {
-  return k == PolicyKind::kStreamingLlm || k == PolicyKind::kDiagonalSink4;
+  return k == PolicyKind::kStreamingLlm || k == PolicyKind::kDiagonalSink4 || IsGrid(k) || k == PolicyKind::kSsd;
 }
 bool UsesRecent(PolicyKind k) {
   return k == PolicyKind::kDiagonal || k == PolicyKind::kDiagonalSink4 || k == PolicyKind::kH2O ||
-         k == PolicyKind::kAlisa;
+         k == PolicyKind::kAlisa || IsGrid(k) || k == PolicyKind::kSsd;
+}
+int32_t DefaultSinks(PolicyKind k) {
+  if (IsGrid(k)) return 0;
+  if (k == PolicyKind::kSsd) return 1;  // the spatial heads' anchor: the first decode token
+  return 4;
+}
+
+// The default neighbourhood for a budget of `budget` keys on a grid `width`
+// wide: about as many rows as columns on each side (budget ~ 2 h^2), a run of
+// h tokens and bands of 2h + 1 columns, h at most (width - 1) / 2.
+int32_t DefaultHalfWidth(int32_t budget, int32_t width) {
+  const int32_t h = static_cast<int32_t>(std::lround(std::sqrt(budget / 2.0)));
+  return std::clamp(h, 0, (width - 1) / 2);
+}
+
+absl::Status ResolveGrid(PolicyKind kind, const GridGeometry& grid, ResolvedPolicy* r) {
+  if (grid.width < 1) {
+    return Invalid(kind, "grid width", absl::StrCat("is unknown (", grid.width, "; L_dec ", grid.l_dec,
+                                                    " is not a square grid): the model must state its token grid"));
+  }
+  if (grid.row_break_tokens < 0) {
+    return Invalid(kind, "grid row_break_tokens", absl::StrCat("must be >= 0, got ", grid.row_break_tokens));
+  }
+  r->grid_width = grid.width;
+  r->grid_period = grid.width + grid.row_break_tokens;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -62,11 +93,49 @@ absl::StatusOr<PolicyKind> ParsePolicyName(std::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown sparsity policy \"", std::string(name),
       "\"; expected one of dense, sliding_window, streaming_llm, h2o, tova, alisa, diagonal, "
-      "diagonal_sink4"));
+      "diagonal_sink4, grid_window, diagonal_grid, ssd"));
+}
+
+std::vector<std::string_view> PolicyParameterNames(PolicyKind kind) {
+  if (kind == PolicyKind::kDense) return {};
+  std::vector<std::string_view> names = {"sparsity", "n_att"};
+  if (UsesRecent(kind)) names.push_back("n_recent");
+  if (UsesSinks(kind)) names.push_back("n_sink");
+  return names;
+}
+
+GridGeometry SquareGrid(int32_t l_dec) {
+  GridGeometry g;
+  g.l_dec = l_dec;
+  const int32_t w = l_dec > 0 ? static_cast<int32_t>(std::lround(std::sqrt(static_cast<double>(l_dec)))) : 0;
+  g.width = w * w == l_dec ? w : 0;
+  return g;
 }
 
 absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, int32_t l_dec) {
+  return ResolvePolicy(params, SquareGrid(l_dec));
+}
+
+double MeanAttendedKeys(const ResolvedPolicy& policy) {
+  if (policy.l_dec < 1) return 0;
+  double semantic_share = 0;
+  if (policy.kind == PolicyKind::kSsd && policy.ssd_heads > 0) {
+    int32_t n = 0;
+    for (int32_t h = 0; h < policy.ssd_heads; ++h) n += SsdHeadIsSemantic(policy, h) ? 1 : 0;
+    semantic_share = static_cast<double>(n) / policy.ssd_heads;
+  }
+  double spatial = 0, semantic = 0;
+  for (int32_t t = 0; t < policy.l_dec; ++t) {
+    spatial += AttendedCount(policy, false, t);
+    semantic += AttendedCount(policy, true, t);
+  }
+  return ((1 - semantic_share) * spatial + semantic_share * semantic) / policy.l_dec;
+}
+
+absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, const GridGeometry& grid,
+                                             const HeadClasses* ssd_heads) {
   const PolicyKind kind = params.kind;
+  const int32_t l_dec = grid.l_dec;
   if (PolicyName(kind) == "unknown") {
     return absl::InvalidArgumentError(
         absl::StrCat("sparsity policy kind ", static_cast<int32_t>(kind), " is not known"));
@@ -101,16 +170,21 @@ absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, int32_t
 
   // Sinks.
   if (UsesSinks(kind)) {
-    r.n_sink = params.n_sink >= 0 ? params.n_sink : 4;
+    r.n_sink = params.n_sink >= 0 ? params.n_sink : DefaultSinks(kind);
     if (r.n_sink >= r.n_att) {
       return Invalid(kind, "n_sink", absl::StrCat("(", r.n_sink, ") must be < n_att (", r.n_att,
                                                   "): at least one recent slot is needed"));
     }
   } else if (params.n_sink > 0) {
-    return Invalid(kind, "n_sink", "is only used by streaming_llm and diagonal_sink4");
+    return Invalid(kind, "n_sink",
+                   "is only used by streaming_llm, diagonal_sink4, grid_window, diagonal_grid and ssd");
   }
   if (!UsesRecent(kind) && params.n_recent > 0) {
-    return Invalid(kind, "n_recent", "is only used by diagonal, diagonal_sink4, h2o and alisa");
+    return Invalid(kind, "n_recent",
+                   "is only used by diagonal, diagonal_sink4, h2o, alisa, grid_window, diagonal_grid and ssd");
+  }
+  if (IsGrid(kind) || kind == PolicyKind::kSsd) {
+    if (absl::Status s = ResolveGrid(kind, grid, &r); !s.ok()) return s;
   }
 
   switch (kind) {
@@ -157,6 +231,75 @@ absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, int32_t
         return Invalid(kind, "n_recent", absl::StrCat("(", r.n_recent, ") must be > n_sink (", r.n_sink, ")"));
       }
       r.n_slots = r.n_recent;
+      break;
+    }
+    case PolicyKind::kGridWindow: {
+      const int32_t budget = r.n_att - r.n_sink;
+      int32_t h = DefaultHalfWidth(budget, r.grid_width);
+      if (params.n_recent > 0) {
+        h = params.n_recent;
+        if (2 * h + 1 > r.grid_width) {
+          return Invalid(kind, "n_recent", absl::StrCat("(the current row's run, ", h, ") must be <= (width - 1) / 2 = ",
+                                                        (r.grid_width - 1) / 2, ": the bands are 2 n_recent + 1 columns"));
+        }
+      }
+      r.grid_run = h;
+      r.grid_band = 2 * h + 1;
+      r.n_recent = h;
+      // The ring holds the farthest lag a shape attends (about budget / band
+      // rows up) and the recent window used before the shape fits.
+      r.n_slots = std::min(l_dec, r.n_sink + std::max(budget, policy_detail::GridWindowMaxLag(r) + 1));
+      break;
+    }
+    case PolicyKind::kDiagonalGrid: {
+      const int32_t budget = r.n_att - r.n_sink;
+      const int32_t h = DefaultHalfWidth(budget, r.grid_width);
+      r.grid_run = h;
+      r.grid_band = 2 * h + 1;
+      if (params.n_recent > 0) {
+        r.n_recent = params.n_recent;
+        if (r.n_recent > l_dec) {
+          return Invalid(kind, "n_recent", absl::StrCat("(", r.n_recent, ") must be <= L_dec (", l_dec, ")"));
+        }
+        if (r.n_att > r.n_recent) {
+          return Invalid(kind, "n_att", absl::StrCat("(", r.n_att, ") must be <= n_recent (", r.n_recent,
+                                                     "): the attended keys come from the window"));
+        }
+      } else {
+        // The initial neighbourhood plus two more band rows.
+        r.n_recent = std::min(l_dec, r.n_att + 2 * r.grid_band);
+      }
+      if (r.n_recent <= r.n_sink) {
+        return Invalid(kind, "n_recent", absl::StrCat("(", r.n_recent, ") must be > n_sink (", r.n_sink, ")"));
+      }
+      r.n_slots = std::min(
+          l_dec, r.n_sink + std::max(budget, policy_detail::GridLagMax(r, r.n_recent - r.n_sink) + 1));
+      break;
+    }
+    case PolicyKind::kSsd: {
+      // Every head attends at most N_att keys: spatial heads the n_sink
+      // anchor(s) + the last W, semantic heads M(t) <= N_att - 1 + the new one.
+      const int32_t max_window = r.n_att - r.n_sink;
+      r.n_recent = params.n_recent > 0 ? params.n_recent : max_window;
+      if (r.n_recent > max_window) {
+        return Invalid(kind, "n_recent", absl::StrCat("(the spatial window W, ", r.n_recent, ") must be <= n_att - n_sink (",
+                                                      max_window, ")"));
+      }
+      r.n_slots = r.n_att;
+      if (ssd_heads != nullptr) {
+        const int64_t n = int64_t{ssd_heads->layers} * ssd_heads->kv_heads;
+        if (ssd_heads->layers < 1 || ssd_heads->kv_heads < 1 || n > kMaxClassifiedHeads ||
+            static_cast<int64_t>(ssd_heads->semantic.size()) != n) {
+          return Invalid(kind, "head classification",
+                         absl::StrCat("must hold layers x kv_heads classes (", ssd_heads->layers, " x ",
+                                      ssd_heads->kv_heads, ", at most ", kMaxClassifiedHeads, "), got ",
+                                      ssd_heads->semantic.size()));
+        }
+        r.ssd_heads = static_cast<int32_t>(n);
+        for (int32_t h = 0; h < r.ssd_heads; ++h) {
+          if (ssd_heads->semantic[h] != 0) r.ssd_semantic[h >> 5] |= 1u << (h & 31);
+        }
+      }
       break;
     }
   }

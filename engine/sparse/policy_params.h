@@ -7,18 +7,55 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/sparse/policy_types.h"
 
 namespace argen::sparse {
 
+// Every policy, in the order `info` lists them.
+inline constexpr PolicyKind kAllPolicyKinds[] = {
+    PolicyKind::kDense,    PolicyKind::kSlidingWindow,  PolicyKind::kStreamingLlm, PolicyKind::kH2O,
+    PolicyKind::kTova,     PolicyKind::kAlisa,          PolicyKind::kDiagonal,     PolicyKind::kDiagonalSink4,
+    PolicyKind::kGridWindow, PolicyKind::kDiagonalGrid, PolicyKind::kSsd,
+};
+
 // Canonical names: dense, sliding_window, streaming_llm, h2o, tova, alisa,
-// diagonal, diagonal_sink4 (ParsePolicyName also accepts a few aliases).
+// diagonal, diagonal_sink4, grid_window, diagonal_grid, ssd (ParsePolicyName
+// also accepts a few aliases).
 std::string_view PolicyName(PolicyKind kind);
 absl::StatusOr<PolicyKind> ParsePolicyName(std::string_view name);
 
+// The PolicyParams fields a policy reads ("sparsity", "n_att", "n_recent", "n_sink").
+std::vector<std::string_view> PolicyParameterNames(PolicyKind kind);
+
+// ssd's offline head classification of a model: per (layer, kv head), 1 for
+// a semantic head (top-M by accumulated attention), 0 for a spatial one
+// (window + anchor). engine/sparse/ssd_heads.h reads and writes its file.
+struct HeadClasses {
+  int32_t layers = 0;
+  int32_t kv_heads = 0;
+  std::vector<uint8_t> semantic;  // [layer * kv_heads + kv_head]
+};
+
+// A grid of width round(sqrt(l_dec)) when l_dec is a perfect square (the
+// Janus-Pro layout, no row breaks), else width 0 (unknown).
+GridGeometry SquareGrid(int32_t l_dec);
+
 // Applies defaults and validates; the error message names the bad field.
+// The grid policies (grid_window, diagonal_grid) and ssd need the grid's
+// width. ssd without `ssd_heads` is validated but unclassified (ssd_heads 0:
+// every head would be spatial), which the engine refuses to run; with it,
+// the classification must have at most kMaxClassifiedHeads heads.
+absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, const GridGeometry& grid,
+                                             const HeadClasses* ssd_heads = nullptr);
+// ResolvePolicy(params, SquareGrid(l_dec)).
 absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, int32_t l_dec);
+
+// ssd: the mean attended decode keys per step and head over a whole image,
+// from the per-step counts (AttendedCount) and the classification's share
+// of semantic heads; other policies: the mean of min(t + 1, N_att).
+double MeanAttendedKeys(const ResolvedPolicy& policy);
 
 }  // namespace argen::sparse

@@ -15,6 +15,9 @@ enum class PolicyKind : int32_t {
   kAlisa = 5,
   kDiagonal = 6,
   kDiagonalSink4 = 7,
+  kGridWindow = 8,    // the 2-D neighbourhood of the token being generated
+  kDiagonalGrid = 9,  // Algorithm 1 started from, and windowed by, that neighbourhood
+  kSsd = 10,          // head-classified: spatial heads a window, semantic heads top-M
 };
 
 // Parameters as requested. Zero/negative fields mean "derive the default".
@@ -23,8 +26,24 @@ struct PolicyParams {
   double sparsity = 0.0;   // fraction of decode KV NOT attended per step, in [0, 1)
   int32_t n_att = 0;       // decode keys attended per step; 0: round((1 - sparsity) * L_dec)
   int32_t n_recent = 0;    // diagonal's recent window N_r; 0: round(0.5 * L_dec)
-  int32_t n_sink = -1;     // sink tokens; -1: the policy's default (4 for streaming_llm / diagonal_sink4)
+                           // (grid_window: the current row's run; ssd: the spatial window W)
+  int32_t n_sink = -1;     // sink tokens; -1: the policy's default (4 for streaming_llm / diagonal_sink4,
+                           // 0 for grid_window / diagonal_grid, 1 for ssd: its anchor)
 };
+
+// The image's token grid in decode order, as the model family lays it out:
+// decode position t sits in row t / (width + row_break_tokens) and column
+// t % (width + row_break_tokens); columns >= width are row-break tokens
+// (Janus-Pro: 0 a row; Lumina-mGPT: 1, its rows are width + 1 tokens).
+struct GridGeometry {
+  int32_t width = 0;             // image tokens per row; 0: unknown
+  int32_t row_break_tokens = 0;  // extra tokens closing each row
+  int32_t l_dec = 0;             // decode tokens (image tokens, row breaks included)
+};
+
+// ssd: the most (layer, kv head) pairs a classification may hold (a bit each
+// in ResolvedPolicy, so the policy stays a plain value the device copies).
+inline constexpr int32_t kMaxClassifiedHeads = 1024;
 
 // Parameters after defaults are applied and validated for a given decode length.
 // See docs/policies.md for what each field means per policy.
@@ -35,7 +54,21 @@ struct ResolvedPolicy {
   int32_t n_slots = 0;     // decode KV slots resident per row, the memory bound
   int32_t n_sink = 0;      // first decode tokens kept and always attended (streaming_llm, diagonal_sink4)
   int32_t n_recent = 0;    // diagonal*: recent window N_r (sinks included);
-                           // h2o/alisa: most recent positions protected from eviction
+                           // h2o/alisa: most recent positions protected from eviction;
+                           // grid_window: run a (tokens left of the target in its row);
+                           // diagonal_grid: window N_r (sinks included); ssd: spatial window W
+  // grid_window, diagonal_grid, ssd: the grid (GridGeometry) and the
+  // neighbourhood's shape: a run of grid_run tokens left of the target in its
+  // row, and bands of grid_band columns around the target's column in the rows
+  // above (docs/policies.md).
+  int32_t grid_width = 0;
+  int32_t grid_period = 0;  // width + row_break_tokens
+  int32_t grid_run = 0;
+  int32_t grid_band = 0;
+  // ssd: (layer, kv head) pairs classified (0: none; the engine refuses such
+  // a policy) and their classes, bit layer * kv_heads + kv_head set = semantic.
+  int32_t ssd_heads = 0;
+  uint32_t ssd_semantic[kMaxClassifiedHeads / 32] = {};
 };
 
 }  // namespace argen::sparse

@@ -11,10 +11,11 @@ namespace argen::sparse::test_util {
 
 class PolicyRun {
  public:
-  explicit PolicyRun(const ResolvedPolicy& p)
+  // head_index: layer * kv_heads + kv_head (ssd's class comes from it).
+  explicit PolicyRun(const ResolvedPolicy& p, int32_t head_index = -1)
       : p_(p), l_(LayoutFor(p)), ints_(l_.ints_per_head), floats_(l_.floats_per_head + 1),
         attended_(l_.max_attended), shadow_(l_.n_slots, -1) {
-    InitState(p_, l_, state());
+    InitState(p_, l_, state(), head_index);
   }
 
   PolicyState state() { return PolicyState{ints_.data(), floats_.data()}; }

@@ -21,6 +21,7 @@ using test_util::ReferencePolicy;
 constexpr PolicyKind kAllKinds[] = {
     PolicyKind::kDense, PolicyKind::kSlidingWindow, PolicyKind::kStreamingLlm, PolicyKind::kH2O,
     PolicyKind::kTova,  PolicyKind::kAlisa,         PolicyKind::kDiagonal,     PolicyKind::kDiagonalSink4,
+    PolicyKind::kGridWindow, PolicyKind::kDiagonalGrid, PolicyKind::kSsd,
 };
 
 // A deterministic pseudo-random attention weight for (step, position), so two
@@ -48,9 +49,10 @@ std::vector<int32_t> Sorted(std::vector<int32_t> v) {
 // Runs l_dec steps; checks the bounds and invariants at each step and returns
 // the attended position sets.
 std::vector<std::vector<int32_t>> RunAndCheck(const ResolvedPolicy& p, uint64_t seed,
-                                              bool compare_reference = true) {
-  PolicyRun run(p);
-  ReferencePolicy ref(p);
+                                              bool compare_reference = true, int32_t head_index = -1) {
+  PolicyRun run(p, head_index);
+  const bool semantic = SsdHeadIsSemantic(p, head_index);
+  ReferencePolicy ref(p, semantic);
   const PolicyLayout& l = run.layout();
   EXPECT_EQ(l.n_slots, p.n_slots);
   EXPECT_EQ(l.max_attended, p.n_att);
@@ -61,8 +63,12 @@ std::vector<std::vector<int32_t>> RunAndCheck(const ResolvedPolicy& p, uint64_t 
                                       << " n_recent=" << p.n_recent << " n_sink=" << p.n_sink << " t=" << t);
     const std::vector<int32_t> att = run.Plan(t);
     const int32_t n = run.count();
-    // Attended count: exactly min(t + 1, n_att) for every policy.
-    EXPECT_EQ(n, std::min(t + 1, p.n_att));
+    // Attended count: exactly min(t + 1, n_att) for every policy but ssd's
+    // semantic heads (AttendedCount: the exact per-step cost).
+    EXPECT_EQ(n, AttendedCount(p, semantic, t));
+    if (!semantic) {
+      EXPECT_EQ(n, std::min(t + 1, p.kind == PolicyKind::kSsd ? p.n_sink + p.n_recent : p.n_att));
+    }
     EXPECT_LE(n, l.max_attended);
     // Write slot and attended slots inside the bound, no duplicates.
     EXPECT_GE(run.write_slot(), 0);
@@ -81,7 +87,8 @@ std::vector<std::vector<int32_t>> RunAndCheck(const ResolvedPolicy& p, uint64_t 
       EXPECT_LE(pos, t);
     }
     for (int32_t s = 0; s < l.n_slots; ++s) EXPECT_EQ(SlotPosition(l, run.state(), s), run.shadow()[s]);
-    if (p.kind != PolicyKind::kDiagonal && p.kind != PolicyKind::kDiagonalSink4) {
+    if (p.kind != PolicyKind::kDiagonal && p.kind != PolicyKind::kDiagonalSink4 &&
+        p.kind != PolicyKind::kDiagonalGrid && p.kind != PolicyKind::kGridWindow) {
       EXPECT_NE(std::find(att.begin(), att.end(), t), att.end()) << "new token not attended";
     }
     if (compare_reference) {
@@ -156,8 +163,11 @@ TEST(PolicyReference, SparsityZeroIsDense) {
       params.kind = kind;
       auto p = ResolvePolicy(params, l_dec);
       if (!p.ok()) {
-        // Only sink policies can be invalid here, when L_dec <= n_sink.
-        EXPECT_LE(l_dec, 4) << PolicyName(kind);
+        // Only sink policies can be invalid here, when L_dec <= n_sink, and
+        // the grid policies where L_dec is no square grid.
+        if (std::string(p.status().message()).find("grid width") == std::string::npos) {
+          EXPECT_LE(l_dec, 4) << PolicyName(kind) << ": " << p.status();
+        }
         continue;
       }
       EXPECT_EQ(RunAndCheck(*p, 7), expected) << PolicyName(kind) << " l_dec=" << l_dec;
@@ -257,6 +267,161 @@ TEST(PolicyReference, RandomParametersFuzz) {
     if (::testing::Test::HasFailure()) return;
   }
   EXPECT_GT(accepted, 500);
+}
+
+}  // namespace
+}  // namespace argen::sparse
+
+namespace argen::sparse {
+namespace {
+
+GridGeometry Grid(int32_t width, int32_t row_break, int32_t rows) {
+  return GridGeometry{width, row_break, (width + row_break) * rows};
+}
+
+// ssd's classification for tests: every third head semantic, and head 1.
+HeadClasses TestClasses(int32_t layers, int32_t kv_heads) {
+  HeadClasses c;
+  c.layers = layers;
+  c.kv_heads = kv_heads;
+  for (int32_t h = 0; h < layers * kv_heads; ++h) c.semantic.push_back(h % 3 == 0 || h == 1 ? 1 : 0);
+  return c;
+}
+
+constexpr PolicyKind kGridKinds[] = {PolicyKind::kGridWindow, PolicyKind::kDiagonalGrid, PolicyKind::kSsd};
+
+// The grid policies and ssd on square grids, grids with row breaks
+// (Lumina-mGPT's w + 1), narrow and single-column ones: every step equals the
+// reference and stays in bounds; ssd for a spatial and a semantic head.
+TEST(PolicyReference, GridPoliciesMatchReferenceOnManyGrids) {
+  const GridGeometry grids[] = {Grid(24, 0, 24), Grid(6, 0, 6),  Grid(7, 1, 5), Grid(5, 2, 4),
+                                Grid(1, 0, 10),  Grid(12, 0, 3), Grid(3, 0, 20), Grid(16, 1, 12)};
+  const double sparsities[] = {0.0, 0.5, 0.9, 0.95, 0.96};
+  const HeadClasses classes = TestClasses(2, 2);
+  uint64_t seed = 40;
+  int runs = 0;
+  for (PolicyKind kind : kGridKinds)
+    for (const GridGeometry& grid : grids)
+      for (double s : sparsities)
+        for (int32_t n_sink : {-1, 0, 2}) {
+          PolicyParams params;
+          params.kind = kind;
+          params.sparsity = s;
+          params.n_sink = n_sink;
+          auto p = ResolvePolicy(params, grid, &classes);
+          if (!p.ok()) continue;  // too few keys for the sinks
+          SCOPED_TRACE(::testing::Message() << "grid " << grid.width << "+" << grid.row_break_tokens << " x "
+                                            << grid.l_dec << " sparsity " << s << " n_sink " << n_sink);
+          for (int32_t head : {0, 2}) {  // semantic, spatial under ssd
+            RunAndCheck(*p, ++seed, true, head);
+            ++runs;
+            if (::testing::Test::HasFailure()) return;
+          }
+        }
+  EXPECT_GT(runs, 180);
+}
+
+// Random parameters and grids, valid or not: whatever ResolvePolicy accepts
+// keeps every bound and matches the reference; what it rejects names its field.
+TEST(PolicyReference, GridPoliciesRandomParametersFuzz) {
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  auto next = [&x](int32_t n) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return static_cast<int32_t>(x % static_cast<uint64_t>(n));
+  };
+  int accepted = 0;
+  for (int iter = 0; iter < 900; ++iter) {
+    PolicyParams params;
+    params.kind = kGridKinds[next(3)];
+    GridGeometry grid{next(14), next(3), 0};
+    grid.l_dec = 1 + next(3 * 14 * 3);
+    if (next(8) == 0) grid.row_break_tokens = -1;
+    switch (next(3)) {
+      case 0: params.sparsity = next(1000) / 1000.0; break;
+      case 1: params.n_att = next(grid.l_dec + 3); break;
+      default: break;
+    }
+    if (next(2)) params.n_recent = next(grid.l_dec + 3);
+    if (next(3) == 0) params.n_sink = next(6) - 1;
+    const HeadClasses classes = TestClasses(1 + next(3), 1 + next(3));
+    auto p = ResolvePolicy(params, grid, next(2) ? &classes : nullptr);
+    if (!p.ok()) {
+      EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+      const std::string msg(p.status().message());
+      EXPECT_TRUE(msg.find("sparsity") != std::string::npos || msg.find("n_att") != std::string::npos ||
+                  msg.find("n_recent") != std::string::npos || msg.find("n_sink") != std::string::npos ||
+                  msg.find("grid") != std::string::npos || msg.find("l_dec") != std::string::npos)
+          << msg;
+      continue;
+    }
+    ++accepted;
+    EXPECT_GE(p->n_att, 1);
+    EXPECT_LE(p->n_att, grid.l_dec);
+    EXPECT_LE(p->n_slots, grid.l_dec);
+    EXPECT_GE(p->n_slots, p->n_att);
+    EXPECT_EQ(LayoutFor(*p).max_attended, p->n_att);
+    RunAndCheck(*p, iter, true, next(std::max(1, p->ssd_heads + 1)) - 1);
+    if (::testing::Test::HasFailure()) return;
+  }
+  EXPECT_GT(accepted, 300);
+}
+
+// grid_window's memory bound is exact: on a grid with enough rows some step
+// attends the farthest lag the ring holds (n_slots - n_sink - 1), and none
+// attends farther; n_att is reached exactly.
+TEST(PolicyReference, GridWindowSlotsAreTheFarthestLagAttended) {
+  for (const GridGeometry& grid : {Grid(24, 0, 24), Grid(24, 1, 24), Grid(9, 0, 30), Grid(5, 0, 40)})
+    for (double s : {0.8, 0.9, 0.925, 0.95, 0.96})
+      for (int32_t n_sink : {0, 3}) {
+        PolicyParams params;
+        params.kind = PolicyKind::kGridWindow;
+        params.sparsity = s;
+        params.n_sink = n_sink;
+        auto p = ResolvePolicy(params, grid);
+        ASSERT_TRUE(p.ok()) << p.status();
+        SCOPED_TRACE(::testing::Message() << "width " << grid.width << " sparsity " << s << " n_sink " << n_sink);
+        const auto sets = RunAndCheck(*p, 3);
+        int32_t reach = 0, most = 0;
+        for (int32_t t = 0; t < static_cast<int32_t>(sets.size()); ++t) {
+          most = std::max(most, static_cast<int32_t>(sets[t].size()));
+          for (int32_t pos : sets[t]) {
+            if (pos >= p->n_sink) reach = std::max(reach, t - pos);
+          }
+        }
+        EXPECT_EQ(most, p->n_att);
+        if (p->n_slots < grid.l_dec) {
+          EXPECT_EQ(p->n_sink + reach + 1, p->n_slots);
+        }
+        // About budget / band rows up, never the whole image.
+        EXPECT_LT(p->n_slots, grid.l_dec / 2);
+      }
+}
+
+// Sparsity 0 is dense for grid_window and diagonal_grid, and for ssd's
+// spatial heads (its semantic heads keep M(t) by construction).
+TEST(PolicyReference, GridPoliciesAtSparsityZeroAreDense) {
+  for (const GridGeometry& grid : {Grid(24, 0, 24), Grid(7, 1, 5), Grid(1, 0, 6)}) {
+    auto dense = ResolvePolicy(PolicyParams{}, grid);
+    ASSERT_TRUE(dense.ok());
+    const auto expected = RunAndCheck(*dense, 9);
+    for (PolicyKind kind : kGridKinds) {
+      PolicyParams params;
+      params.kind = kind;
+      auto p = ResolvePolicy(params, grid);
+      ASSERT_TRUE(p.ok()) << PolicyName(kind) << ": " << p.status();
+      EXPECT_EQ(p->n_slots, grid.l_dec);
+      EXPECT_EQ(RunAndCheck(*p, 9), expected) << PolicyName(kind) << " width " << grid.width;
+      // The same slot order as dense, entry by entry (so the attention sums alike).
+      PolicyRun a(*p), b(*dense);
+      for (int32_t t = 0; t < grid.l_dec; ++t) {
+        a.Plan(t);
+        b.Plan(t);
+        ASSERT_EQ(a.attended_slots(), b.attended_slots()) << PolicyName(kind) << " t " << t;
+      }
+    }
+  }
 }
 
 }  // namespace
