@@ -201,24 +201,10 @@ void FillModelInfo(const engine::ModelInfo& info, const ServerConfig& config, v1
   out->set_num_layers(info.num_layers);
   out->set_hidden_size(info.hidden_size);
   out->set_max_previews(std::max(0, std::min(scheduler::kMaxPreviews, info.token_grid - 1)));
-  struct PolicyFields {
-    sparse::PolicyKind kind;
-    std::vector<const char*> fields;
-  };
-  const std::vector<PolicyFields> policies = {
-      {sparse::PolicyKind::kDense, {}},
-      {sparse::PolicyKind::kSlidingWindow, {"sparsity", "n_att"}},
-      {sparse::PolicyKind::kStreamingLlm, {"sparsity", "n_att", "n_sink"}},
-      {sparse::PolicyKind::kH2O, {"sparsity", "n_att", "n_recent"}},
-      {sparse::PolicyKind::kTova, {"sparsity", "n_att"}},
-      {sparse::PolicyKind::kAlisa, {"sparsity", "n_att", "n_recent"}},
-      {sparse::PolicyKind::kDiagonal, {"sparsity", "n_att", "n_recent"}},
-      {sparse::PolicyKind::kDiagonalSink4, {"sparsity", "n_att", "n_recent", "n_sink"}},
-  };
-  for (const PolicyFields& p : policies) {
+  for (sparse::PolicyKind kind : sparse::kAllPolicyKinds) {
     v1::PolicyInfo* pi = out->add_policies();
-    pi->set_name(std::string(sparse::PolicyName(p.kind)));
-    for (const char* f : p.fields) pi->add_parameters(f);
+    pi->set_name(std::string(sparse::PolicyName(kind)));
+    for (std::string_view f : sparse::PolicyParameterNames(kind)) pi->add_parameters(std::string(f));
   }
   auto range = [&](const char* name, double lo, double hi, double def, const char* meaning) {
     v1::ParameterRange* r = out->add_ranges();
@@ -233,8 +219,11 @@ void FillModelInfo(const engine::ModelInfo& info, const ServerConfig& config, v1
   range("sparsity", 0, 1, config.default_policy.sparsity,
         "fraction of decode KV not attended per step, [0, 1)");
   range("n_att", 0, l_dec, 0, "decode keys attended per step; 0: (1 - sparsity) * image_tokens");
-  range("n_recent", 0, l_dec, 0, "diagonal recent window N_r; 0: image_tokens / 2");
-  range("n_sink", -1, l_dec, -1, "sink tokens; -1: the policy default (4)");
+  range("n_recent", 0, l_dec, 0,
+        "diagonal*: recent window N_r (0: image_tokens / 2); diagonal_grid: its window; h2o/alisa: protected "
+        "recent keys; grid_window: the row's run; ssd: spatial window W; 0: the policy default");
+  range("n_sink", -1, l_dec, -1,
+        "sink tokens; -1: the policy default (4; grid_window/diagonal_grid 0; ssd 1, its anchor)");
   range("cfg_weight", 0, 100, config.default_sampling.cfg_weight, "classifier-free guidance weight");
   range("temperature", 0, 100, config.default_sampling.temperature, "sampling temperature, > 0");
   range("top_k", 0, info.image_vocab, config.default_sampling.top_k, "0: off");

@@ -59,6 +59,8 @@ const char* SweepUsage() {
          "  --images-per-prompt N   [4]\n"
          "  --policies a,b,...      [dense,sliding_window,streaming_llm,h2o,tova,alisa,diagonal,"
          "diagonal_sink4]\n"
+         "                          also grid_window, diagonal_grid, ssd; name:N gives that entry its own\n"
+         "                          n_recent (e.g. diagonal:64, folder diagonal_nr64_<sparsity>)\n"
          "  --sparsities p,q,...    percent [80,90,92.5,95,96]; dense always runs once, at 0\n"
          "  --n-recent N            diagonal policies' recent window N_r (diagonal, diagonal_sink4; N_att\n"
          "                          still comes from the sparsity, and must be <= N); default 0.5 x image\n"
@@ -166,9 +168,10 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
         "--max-batch-rows (", a.max_batch_rows, ") must be >= 2 x --images-per-prompt (",
         2 * a.images_per_prompt, "): a prompt's images (a CFG row pair each) run together"));
   }
-  absl::StatusOr<std::vector<sparse::PolicyKind>> kinds = ParsePolicies(policies);
-  if (!kinds.ok()) return kinds.status();
-  a.policies = *std::move(kinds);
+  absl::StatusOr<std::vector<PolicySpec>> specs = ParsePolicySpecs(policies);
+  if (!specs.ok()) return specs.status();
+  a.policy_specs = *std::move(specs);
+  for (const PolicySpec& s : a.policy_specs) a.policies.push_back(s.kind);
   absl::StatusOr<std::vector<double>> percents = ParseSparsities(sparsities);
   if (!percents.ok()) return percents.status();
   a.sparsities = *std::move(percents);

@@ -19,7 +19,8 @@ struct SweepArgs {
   std::string out;
   std::string backend = "cpu";
   int32_t images_per_prompt = 4;
-  std::vector<sparse::PolicyKind> policies;
+  std::vector<sparse::PolicyKind> policies;  // the kinds of policy_specs, in order
+  std::vector<PolicySpec> policy_specs;      // --policies entries ("diagonal:64": its own n_recent)
   std::vector<double> sparsities;  // percent
   int32_t n_recent = 0;            // diagonal policies' recent window N_r (0: the default, 0.5 x L_dec)
   int32_t subsample = 1;           // every K-th prompt

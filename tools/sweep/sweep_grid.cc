@@ -41,6 +41,35 @@ absl::StatusOr<std::vector<sparse::PolicyKind>> ParsePolicies(std::string_view c
   return kinds;
 }
 
+absl::StatusOr<std::vector<PolicySpec>> ParsePolicySpecs(std::string_view csv) {
+  std::vector<PolicySpec> specs;
+  for (const std::string& item : Items(csv)) {
+    PolicySpec spec;
+    std::string name = item;
+    if (const size_t colon = item.find(':'); colon != std::string::npos) {
+      name = item.substr(0, colon);
+      const std::string window = item.substr(colon + 1);
+      if (!absl::SimpleAtoi(window, &spec.n_recent) || spec.n_recent < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--policies: \"", item, "\": after the colon comes n_recent, a whole number >= 1"));
+      }
+    }
+    absl::StatusOr<sparse::PolicyKind> kind = sparse::ParsePolicyName(name);
+    if (!kind.ok()) return absl::InvalidArgumentError(absl::StrCat("--policies: ", kind.status().message()));
+    spec.kind = *kind;
+    if (spec.n_recent > 0) {
+      const std::vector<std::string_view> fields = sparse::PolicyParameterNames(spec.kind);
+      if (std::find(fields.begin(), fields.end(), "n_recent") == fields.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("--policies: \"", item, "\": ",
+                                                       std::string(sparse::PolicyName(spec.kind)), " has no n_recent"));
+      }
+    }
+    if (std::find(specs.begin(), specs.end(), spec) == specs.end()) specs.push_back(spec);
+  }
+  if (specs.empty()) return absl::InvalidArgumentError("--policies: no policy given");
+  return specs;
+}
+
 absl::StatusOr<std::vector<double>> ParseSparsities(std::string_view csv) {
   std::vector<double> percents;
   for (const std::string& item : Items(csv)) {
@@ -68,18 +97,27 @@ std::string FormatPercent(double percent) {
   return buf;
 }
 
-std::vector<SweepConfig> BuildGrid(const std::vector<sparse::PolicyKind>& policies,
-                                   const std::vector<double>& sparsities) {
+std::vector<SweepConfig> BuildGrid(const std::vector<PolicySpec>& policies, const std::vector<double>& sparsities) {
   std::vector<SweepConfig> grid;
-  for (sparse::PolicyKind kind : policies) {
-    const std::string name(sparse::PolicyName(kind));
-    if (kind == sparse::PolicyKind::kDense) {
-      grid.push_back({kind, name, 0.0, name + "_0"});
+  for (const PolicySpec& spec : policies) {
+    std::string name(sparse::PolicyName(spec.kind));
+    if (spec.n_recent > 0) name = absl::StrCat(name, "_nr", spec.n_recent);
+    if (spec.kind == sparse::PolicyKind::kDense) {
+      grid.push_back({spec.kind, name, 0.0, name + "_0", 0});
       continue;
     }
-    for (double s : sparsities) grid.push_back({kind, name, s, absl::StrCat(name, "_", FormatPercent(s))});
+    for (double s : sparsities) {
+      grid.push_back({spec.kind, name, s, absl::StrCat(name, "_", FormatPercent(s)), spec.n_recent});
+    }
   }
   return grid;
+}
+
+std::vector<SweepConfig> BuildGrid(const std::vector<sparse::PolicyKind>& policies,
+                                   const std::vector<double>& sparsities) {
+  std::vector<PolicySpec> specs;
+  for (sparse::PolicyKind kind : policies) specs.push_back({kind, 0});
+  return BuildGrid(specs, sparsities);
 }
 
 }  // namespace argen::sweep

@@ -18,9 +18,18 @@ inline constexpr std::string_view kDefaultSparsities = "80,90,92.5,95,96";
 
 struct SweepConfig {
   sparse::PolicyKind kind = sparse::PolicyKind::kDense;
-  std::string policy;        // canonical name
+  std::string policy;        // canonical name, "_nr<N>" appended for a per-entry window ("diagonal_nr64")
   double sparsity_percent = 0;
   std::string label;         // "<policy>_<sparsity>", e.g. "diagonal_92.5": the folder name
+  int32_t n_recent = 0;      // the entry's own n_recent ("diagonal:64"); 0: --n-recent / the default
+};
+
+// One --policies entry: "name" or "name:N" (N: that entry's n_recent, for the
+// policies that read one, e.g. diagonal:64 next to diagonal at the default N_r).
+struct PolicySpec {
+  sparse::PolicyKind kind = sparse::PolicyKind::kDense;
+  int32_t n_recent = 0;
+  bool operator==(const PolicySpec&) const = default;
 };
 
 // Whether --n-recent applies to a policy: the diagonal ones (diagonal, diagonal_sink4).
@@ -28,6 +37,9 @@ bool UsesNRecent(sparse::PolicyKind kind);
 
 // "a,b,c" -> canonical policy kinds, in order, without duplicates.
 absl::StatusOr<std::vector<sparse::PolicyKind>> ParsePolicies(std::string_view csv);
+// "a,b:64,c" -> entries in order, without duplicates; an entry's ":N" must be
+// >= 1 and is only allowed for a policy that reads n_recent.
+absl::StatusOr<std::vector<PolicySpec>> ParsePolicySpecs(std::string_view csv);
 
 // "80,92.5" -> percents in [0, 100), in order, without duplicates.
 absl::StatusOr<std::vector<double>> ParseSparsities(std::string_view csv);
@@ -39,5 +51,6 @@ std::string FormatPercent(double percent);
 // every sparsity (0 included if asked: a sparse policy at 0 equals dense).
 std::vector<SweepConfig> BuildGrid(const std::vector<sparse::PolicyKind>& policies,
                                    const std::vector<double>& sparsities);
+std::vector<SweepConfig> BuildGrid(const std::vector<PolicySpec>& policies, const std::vector<double>& sparsities);
 
 }  // namespace argen::sweep

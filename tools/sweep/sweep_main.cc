@@ -100,7 +100,7 @@ int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point star
     if (!e.ok()) return Fail(kUsage, e.status());
     excluded = *std::move(e);
   }
-  const std::vector<sweep::SweepConfig> grid = sweep::BuildGrid(args.policies, args.sparsities);
+  const std::vector<sweep::SweepConfig> grid = sweep::BuildGrid(args.policy_specs, args.sparsities);
 
   engine::EngineOptions options;
   options.model_dir = args.model;

@@ -40,6 +40,7 @@ engine::GenerationRequest MakeRequest(const WorkItem& item, const RunSettings& s
   r.policy.kind = item.config->kind;
   r.policy.sparsity = item.config->sparsity_percent / 100.0;
   if (UsesNRecent(item.config->kind)) r.policy.n_recent = settings.n_recent;
+  if (item.config->n_recent > 0) r.policy.n_recent = item.config->n_recent;  // e.g. diagonal:64
   return r;
 }
 

@@ -92,7 +92,11 @@ TEST_P(CudaBackendTest, LogitsAndTokensMatchCpuBackend) {
   sparse::PolicyParams params;
   params.kind = pc.kind;
   params.sparsity = pc.sparsity;
-  absl::StatusOr<sparse::ResolvedPolicy> policy = sparse::ResolvePolicy(params, l_dec);
+  // An 8 x 5 grid for the grid policies; ssd: every other head semantic.
+  sparse::HeadClasses classes{b.dims.num_layers, b.dims.num_kv_heads, {}};
+  for (int h = 0; h < b.dims.num_layers * b.dims.num_kv_heads; ++h) classes.semantic.push_back(h % 2);
+  absl::StatusOr<sparse::ResolvedPolicy> policy =
+      sparse::ResolvePolicy(params, sparse::GridGeometry{8, 0, l_dec}, &classes);
   ASSERT_TRUE(policy.ok()) << policy.status();
   EXPECT_EQ(b.cuda->KvBytesPerTokenRow() * 2, b.cpu->KvBytesPerTokenRow());  // bf16 vs f32
 
@@ -112,7 +116,9 @@ TEST_P(CudaBackendTest, LogitsAndTokensMatchCpuBackend) {
     case sparse::PolicyKind::kTova:
     case sparse::PolicyKind::kAlisa: strict_until = policy->n_slots; break;
     case sparse::PolicyKind::kDiagonal:
-    case sparse::PolicyKind::kDiagonalSink4: strict_until = policy->n_att; break;
+    case sparse::PolicyKind::kDiagonalSink4:
+    case sparse::PolicyKind::kDiagonalGrid: strict_until = policy->n_att; break;
+    case sparse::PolicyKind::kSsd: strict_until = 2; break;  // semantic heads evict by score early
     default: break;
   }
   std::vector<Pair> pairs(2);
@@ -224,7 +230,10 @@ INSTANTIATE_TEST_SUITE_P(
                       PolicyCase{"tests/goldens/tiny/tiny-mha", sparse::PolicyKind::kTova, 0.8},
                       PolicyCase{"tests/goldens/tiny/tiny-mha", sparse::PolicyKind::kAlisa, 0.8},
                       PolicyCase{"tests/goldens/tiny/tiny-mha", sparse::PolicyKind::kDiagonal, 0.8},
-                      PolicyCase{"tests/goldens/tiny/tiny-gqa-sharded", sparse::PolicyKind::kDiagonalSink4, 0.8}),
+                      PolicyCase{"tests/goldens/tiny/tiny-gqa-sharded", sparse::PolicyKind::kDiagonalSink4, 0.8},
+                      PolicyCase{"tests/goldens/tiny/tiny-mha", sparse::PolicyKind::kGridWindow, 0.7},
+                      PolicyCase{"tests/goldens/tiny/tiny-gqa-sharded", sparse::PolicyKind::kDiagonalGrid, 0.7},
+                      PolicyCase{"tests/goldens/tiny/tiny-gqa-sharded", sparse::PolicyKind::kSsd, 0.7}),
     [](const ::testing::TestParamInfo<PolicyCase>& info) {
       return std::string(sparse::PolicyName(info.param.kind)) +
              (info.param.checkpoint.find("gqa") != std::string::npos ? "_gqa" : "_mha");

@@ -31,17 +31,30 @@ struct KindCase {
   double sparsity;
 };
 
+// The grid of these tests: 9 x 9 tokens, so L_dec 81 (a square: the grid
+// policies need one), and ssd's classification of its heads (every other
+// head semantic), the same on both sides.
+constexpr int kGridLdec = 81;
+sparse::HeadClasses TestClasses(int layers, int kv_heads) {
+  sparse::HeadClasses h;
+  h.layers = layers;
+  h.kv_heads = kv_heads;
+  for (int i = 0; i < layers * kv_heads; ++i) h.semantic.push_back(i % 2 == 0 ? 1 : 0);
+  return h;
+}
+
 class PolicyKernelsTest : public ::testing::TestWithParam<KindCase> {};
 
 TEST_P(PolicyKernelsTest, DeviceMatchesHostStepByStep) {
   int devices = 0;
   ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
   ASSERT_GT(devices, 0);
-  const int l_dec = 80, rows = 3, layers = 2, kvh = 3, heads = layers * kvh;
+  const int l_dec = kGridLdec, rows = 3, layers = 2, kvh = 3, heads = layers * kvh;
   sparse::PolicyParams params;
   params.kind = GetParam().kind;
   params.sparsity = GetParam().sparsity;
-  absl::StatusOr<sparse::ResolvedPolicy> policy = sparse::ResolvePolicy(params, l_dec);
+  const sparse::HeadClasses classes = TestClasses(layers, kvh);
+  absl::StatusOr<sparse::ResolvedPolicy> policy = sparse::ResolvePolicy(params, sparse::SquareGrid(l_dec), &classes);
   ASSERT_TRUE(policy.ok()) << policy.status();
   const sparse::PolicyLayout layout = sparse::LayoutFor(*policy);
   const int stride = layout.max_attended;
@@ -62,7 +75,8 @@ TEST_P(PolicyKernelsTest, DeviceMatchesHostStepByStep) {
     for (int h = 0; h < heads; ++h) {
       sparse::InitState(*policy, layout,
                         {ints.data() + plans[r].ints_offset + int64_t{h} * layout.ints_per_head,
-                         floats.data() + plans[r].floats_offset + int64_t{h} * layout.floats_per_head});
+                         floats.data() + plans[r].floats_offset + int64_t{h} * layout.floats_per_head},
+                        h);
     }
   }
   const size_t per_layer = static_cast<size_t>(rows) * kvh;
@@ -118,7 +132,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(KindCase{sparse::PolicyKind::kDense, 0.0}, KindCase{sparse::PolicyKind::kSlidingWindow, 0.8},
                       KindCase{sparse::PolicyKind::kStreamingLlm, 0.85}, KindCase{sparse::PolicyKind::kH2O, 0.8},
                       KindCase{sparse::PolicyKind::kTova, 0.9}, KindCase{sparse::PolicyKind::kAlisa, 0.8},
-                      KindCase{sparse::PolicyKind::kDiagonal, 0.9}, KindCase{sparse::PolicyKind::kDiagonalSink4, 0.85}),
+                      KindCase{sparse::PolicyKind::kDiagonal, 0.9}, KindCase{sparse::PolicyKind::kDiagonalSink4, 0.85},
+                      KindCase{sparse::PolicyKind::kGridWindow, 0.85}, KindCase{sparse::PolicyKind::kDiagonalGrid, 0.85},
+                      KindCase{sparse::PolicyKind::kSsd, 0.8}),
     [](const ::testing::TestParamInfo<KindCase>& info) {
       return std::string(sparse::PolicyName(info.param.kind));
     });
@@ -136,15 +152,18 @@ TEST_P(FusedArgminTest, ApplyFromArgminMatchesHostObserve) {
   int devices = 0;
   ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
   ASSERT_GT(devices, 0);
-  const int l_dec = 120, layers = 3, kvh = 4, heads = layers * kvh;
-  sparse::PolicyParams main_params, window_params;
+  const int l_dec = 121, layers = 3, kvh = 4, heads = layers * kvh;  // an 11 x 11 grid
+  sparse::PolicyParams main_params, window_params, ssd_params;
   main_params.kind = GetParam().kind;
   main_params.sparsity = GetParam().sparsity;
   window_params.kind = sparse::PolicyKind::kSlidingWindow;
   window_params.sparsity = 0.9;
+  ssd_params.kind = sparse::PolicyKind::kSsd;  // a score row in the batch: its argmin entry is ignored
+  ssd_params.sparsity = 0.8;
   std::vector<sparse::ResolvedPolicy> policies;
-  for (const auto& params : {main_params, main_params, window_params, sparse::PolicyParams{}}) {
-    absl::StatusOr<sparse::ResolvedPolicy> p = sparse::ResolvePolicy(params, l_dec);
+  const sparse::HeadClasses classes = TestClasses(layers, kvh);
+  for (const auto& params : {main_params, main_params, window_params, sparse::PolicyParams{}, ssd_params}) {
+    absl::StatusOr<sparse::ResolvedPolicy> p = sparse::ResolvePolicy(params, sparse::SquareGrid(l_dec), &classes);
     ASSERT_TRUE(p.ok()) << p.status();
     policies.push_back(*p);
   }
@@ -173,7 +192,8 @@ TEST_P(FusedArgminTest, ApplyFromArgminMatchesHostObserve) {
     for (int h = 0; h < heads; ++h)
       sparse::InitState(plans[r].policy, plans[r].layout,
                         {ints.data() + plans[r].ints_offset + int64_t{h} * plans[r].layout.ints_per_head,
-                         floats.data() + plans[r].floats_offset + int64_t{h} * plans[r].layout.floats_per_head});
+                         floats.data() + plans[r].floats_offset + int64_t{h} * plans[r].layout.floats_per_head},
+                        h);
   }
   const size_t per_layer = static_cast<size_t>(rows) * kvh;
   Dev<int32_t> d_slots(layers * per_layer), d_counts(layers * per_layer), d_att(layers * per_layer * stride),
@@ -212,7 +232,7 @@ TEST_P(FusedArgminTest, ApplyFromArgminMatchesHostObserve) {
             seed = seed * 1664525u + 1013904223u;
             x = 0.0625f * static_cast<float>((seed >> 24) % 4 + 1);
           }
-          if (p.kind == sparse::PolicyKind::kDiagonal || p.kind == sparse::PolicyKind::kDiagonalSink4) {
+          if (sparse::SelectsByArgmin(p.kind)) {
             argmin[at] = sparse::ArgminFrom(probs.data(), sparse::DiagonalSelectionFirst(p), n);
             if (sparse::ObserveNeeded(p, layout, s, t)) {
               ++selections;
@@ -234,7 +254,9 @@ INSTANTIATE_TEST_SUITE_P(
     Diagonal, FusedArgminTest,
     ::testing::Values(KindCase{sparse::PolicyKind::kDiagonal, 0.95}, KindCase{sparse::PolicyKind::kDiagonal, 0.8},
                       KindCase{sparse::PolicyKind::kDiagonalSink4, 0.9},
-                      KindCase{sparse::PolicyKind::kDiagonalSink4, 0.7}),
+                      KindCase{sparse::PolicyKind::kDiagonalSink4, 0.7},
+                      KindCase{sparse::PolicyKind::kDiagonalGrid, 0.9},
+                      KindCase{sparse::PolicyKind::kDiagonalGrid, 0.75}),
     [](const ::testing::TestParamInfo<KindCase>& info) {
       return std::string(sparse::PolicyName(info.param.kind)) + "_" +
              std::to_string(static_cast<int>(info.param.sparsity * 100 + 0.5));

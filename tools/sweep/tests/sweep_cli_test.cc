@@ -295,6 +295,9 @@ TEST_F(SweepCliTest, BadArgumentsExitTwoWithAMessage) {
       {Args(out, "--policies diagonal_sink4 --sparsities 90 --n-recent 5"), "configuration diagonal_sink4_90"},
       {Args(out, "--policies dense,sliding_window --n-recent 32"), "but --policies dense,sliding_window has none"},
       {Args(out, "--n-recent -2"), "--n-recent must be >= 0"},
+      // ssd needs the model's head classification (ssd_heads.json); the tiny model has none.
+      {Args(out, "--policies ssd --sparsities 50"), "has no head classification"},
+      {Args(out, "--policies tova:8"), "tova has no n_recent"},
   };
   for (const auto& [args, message] : cases) {
     const RunResult r = RunSweep(args);
@@ -302,6 +305,26 @@ TEST_F(SweepCliTest, BadArgumentsExitTwoWithAMessage) {
     EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
   }
   EXPECT_FALSE(fs::exists(out / "manifest.jsonl"));
+}
+
+// The grid policies run on the tiny model's 8 x 8 grid, next to diagonal with
+// its own window (diagonal:24) in the same sweep; at 0% they equal dense.
+TEST_F(SweepCliTest, GridPoliciesAndPerEntryWindowsRun) {
+  const fs::path out = dir_ / "grid";
+  const RunResult r = RunSweep(Args(out, "--policies dense,grid_window,diagonal_grid,diagonal:24 --sparsities 75,90"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* c : {"grid_window_75", "diagonal_grid_90", "diagonal_nr24_75", "diagonal_nr24_90"}) {
+    EXPECT_TRUE(fs::exists(out / c / "0000_0.png")) << c << "\n" << r.output;
+  }
+  const fs::path zero = dir_ / "grid0";
+  const RunResult z = RunSweep(Args(zero, "--policies dense,grid_window,diagonal_grid --sparsities 0"));
+  ASSERT_EQ(z.exit_code, 0) << z.output;
+  for (const char* c : {"grid_window_0", "diagonal_grid_0"}) {
+    EXPECT_EQ(ReadBytes(zero / c / "0001_0.png"), ReadBytes(zero / "dense_0" / "0001_0.png")) << c;
+  }
+  bool named = false;
+  for (const nlohmann::json& e : ReadManifest(out / "manifest.jsonl")) named |= e.at("policy") == "diagonal_nr24";
+  EXPECT_TRUE(named);
 }
 
 }  // namespace

@@ -131,6 +131,38 @@ TEST(SweepGridTest, DenseRunsOnceAndLabelsNameTheFolders) {
   EXPECT_EQ(FormatPercent(99.25), "99.25");
 }
 
+// "name:N" entries: their own n_recent, their own folder and manifest policy
+// name, next to the same policy at its default window.
+TEST(SweepGridTest, PolicyEntriesWithTheirOwnWindow) {
+  absl::StatusOr<SweepArgs> a = ParseSweepArgs(
+      {"--model", "m", "--out", "o", "--policies", "dense,diagonal,diagonal:64,grid_window,diagonal_grid:80,ssd",
+       "--sparsities", "95"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->policies.size(), 6u);
+  const std::vector<SweepConfig> grid = BuildGrid(a->policy_specs, a->sparsities);
+  ASSERT_EQ(grid.size(), 6u);
+  EXPECT_EQ(grid[1].label, "diagonal_95");
+  EXPECT_EQ(grid[2].label, "diagonal_nr64_95");
+  EXPECT_EQ(grid[2].policy, "diagonal_nr64");
+  EXPECT_EQ(grid[2].kind, sparse::PolicyKind::kDiagonal);
+  EXPECT_EQ(grid[3].label, "grid_window_95");
+  EXPECT_EQ(grid[4].label, "diagonal_grid_nr80_95");
+  EXPECT_EQ(grid[5].label, "ssd_95");
+  RunSettings settings;
+  settings.n_recent = 40;  // --n-recent: the diagonal entries without their own
+  const BenchmarkPrompt prompt{};
+  EXPECT_EQ(MakeRequest({&grid[1], &prompt}, settings).policy.n_recent, 40);
+  EXPECT_EQ(MakeRequest({&grid[2], &prompt}, settings).policy.n_recent, 64);
+  EXPECT_EQ(MakeRequest({&grid[3], &prompt}, settings).policy.n_recent, 0);
+  EXPECT_EQ(MakeRequest({&grid[4], &prompt}, settings).policy.n_recent, 80);
+  for (const char* bad : {"tova:8", "diagonal:0", "diagonal:x", "nope:3"}) {
+    absl::StatusOr<std::vector<PolicySpec>> p = ParsePolicySpecs(bad);
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_NE(std::string(p.status().message()).find("--policies"), std::string::npos) << p.status();
+  }
+  EXPECT_EQ(ParsePolicySpecs("diagonal:64,diagonal:64,diagonal")->size(), 2u);
+}
+
 TEST(SweepGridTest, DuplicatesAndAliasesCollapse) {
   absl::StatusOr<std::vector<sparse::PolicyKind>> p = ParsePolicies("window,sliding_window, tova");
   ASSERT_TRUE(p.ok()) << p.status();
