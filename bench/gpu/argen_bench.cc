@@ -10,6 +10,8 @@
 //     (sparse: the two-pass and the staged kernel, A/B in one process)
 //   --attention-kernel auto|two-pass|staged   the engine's decode attention kernel (default auto)
 //   --no-fused-argmin   diagonal rows select through probs + ObserveKernel (the earlier path)
+//   --ssd-semantic-share S   ssd: the share of the random model's (layer, kv head) pairs classified
+//     semantic (default 0.5); every line ends with the image's exact KV MB and the mean keys a head attends
 //   --gemm cublas|lt-heuristic|lt-tuned   the engine's GEMM path (engine/cuda/gemm.h; default lt-tuned);
 //     lt-tuned times its candidates once per shape inside the first step of a shape (counted in img/s)
 #include <cuda_runtime.h>
@@ -46,6 +48,7 @@ struct Flags {
   kernels::AttentionVariant variant = kernels::AttentionVariant::kAuto;
   cuda::GemmMode gemm = cuda::GemmMode::kCublas;
   int stage_steps = 4;
+  double ssd_semantic_share = 0.5;  // ssd: share of the random model's heads classified semantic
   std::string out;
 };
 
@@ -91,22 +94,43 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       if (!cuda::ParseGemmMode(value(), &f->gemm)) return false;
     }
     else if (a == "--stage-steps") f->stage_steps = std::atoi(value().c_str());
+    else if (a == "--ssd-semantic-share") {
+      if (!absl::SimpleAtod(value(), &f->ssd_semantic_share) || !(f->ssd_semantic_share >= 0) ||
+          !(f->ssd_semantic_share <= 1))
+        return false;
+    }
     else if (a == "--out") f->out = value();
     else return false;
   }
   return f->prompt_len > 0;
 }
 
-absl::StatusOr<sparse::ResolvedPolicy> PolicyFromSpec(const std::string& spec) {
+// ssd on a random model: a classification with `share` of the (layer, kv
+// head) pairs semantic, spread evenly (the step time depends on the share,
+// not on which heads).
+sparse::HeadClasses SyntheticClasses(const model::ModelDims& dims, double share) {
+  sparse::HeadClasses c{dims.num_layers, dims.num_kv_heads, {}};
+  const int n = dims.num_layers * dims.num_kv_heads;
+  for (int h = 0; h < n; ++h) {
+    c.semantic.push_back(static_cast<int>((h + 1) * share) > static_cast<int>(h * share) ? 1 : 0);
+  }
+  return c;
+}
+
+absl::StatusOr<sparse::ResolvedPolicy> PolicyFromSpec(const std::string& spec, const model::ModelDims& dims,
+                                                      double ssd_semantic_share) {
   std::vector<std::string> parts = absl::StrSplit(spec, ':');
   absl::StatusOr<sparse::PolicyKind> kind = sparse::ParsePolicyName(parts[0]);
   if (!kind.ok()) return kind.status();
   sparse::PolicyParams p;
   p.kind = *kind;
   if (parts.size() > 1) p.sparsity = std::atof(parts[1].c_str());
-  // Optional third field: the recent window N_r (diagonal*, h2o, alisa), e.g. diagonal:0.95:64.
+  // Optional third field: n_recent (diagonal*'s N_r, h2o, alisa, the grid
+  // policies, ssd's W), e.g. diagonal:0.95:64.
   if (parts.size() > 2) p.n_recent = std::atoi(parts[2].c_str());
-  return sparse::ResolvePolicy(p, kJanusImageTokens);
+  // Janus-Pro's 24 x 24 grid.
+  const sparse::HeadClasses classes = SyntheticClasses(dims, ssd_semantic_share);
+  return sparse::ResolvePolicy(p, sparse::SquareGrid(kJanusImageTokens), &classes);
 }
 
 struct RunResult {
@@ -195,7 +219,8 @@ int Main(int argc, char** argv) {
   if (!ParseFlags(argc, argv, &f)) {
     std::fprintf(stderr, "usage: argen_bench [--model 1b,7b] [--batches 16,64] [--policies dense,diagonal:0.95]\n"
                          "  [--prompt-len 50] [--kv-budget BYTES | --card-memory 48G [--max-batch [--max-rows 512]]]\n"
-                         "  (a policy is name[:sparsity[:n_recent]], e.g. diagonal:0.95:64)\n"
+                         "  (a policy is name[:sparsity[:n_recent]], e.g. diagonal:0.95:64, grid_window:0.95, ssd:0.9)\n"
+                         "  [--ssd-semantic-share 0.5]  (ssd: share of the random model's heads classified semantic)\n"
                          "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n"
                          "  [--attention-kernel auto|two-pass|staged] [--no-fused-argmin]\n"
                          "  [--gemm cublas|lt-heuristic|lt-tuned]\n");
@@ -211,7 +236,7 @@ int Main(int argc, char** argv) {
     if (f.attention_micro) {
       for (int images : f.batches) {
         for (const std::string& spec : f.policies) {
-          absl::StatusOr<sparse::ResolvedPolicy> p = PolicyFromSpec(spec);
+          absl::StatusOr<sparse::ResolvedPolicy> p = PolicyFromSpec(spec, *dims, f.ssd_semantic_share);
           if (!p.ok() || p->kind == sparse::PolicyKind::kDense) continue;
           AttentionMicroResult r;
           std::string err;
@@ -287,9 +312,9 @@ int Main(int argc, char** argv) {
     std::printf("%-5s %-20s %6s %9s %9s %9s %9s %8s |", "model", "policy", "images", "prefill_s", "decode_s",
                 "step_ms", "last_ms", "img/s");
     for (const char* s : cuda::kStageNames) std::printf(" %8s", s);
-    std::printf(" %8s\n", "indexing");
+    std::printf(" %8s %10s %8s\n", "indexing", "kv_MB/img", "keys");
     for (const std::string& spec : f.policies) {
-      absl::StatusOr<sparse::ResolvedPolicy> policy = PolicyFromSpec(spec);
+      absl::StatusOr<sparse::ResolvedPolicy> policy = PolicyFromSpec(spec, *dims, f.ssd_semantic_share);
       if (!policy.ok()) {
         std::fprintf(stderr, "%s: %s\n", spec.c_str(), std::string(policy.status().message()).c_str());
         return 2;
@@ -310,13 +335,18 @@ int Main(int argc, char** argv) {
         const double indexing = r.stages.ms[static_cast<int>(cuda::Stage::kPlan)] +
                                 r.stages.ms[static_cast<int>(cuda::Stage::kObserve)] +
                                 r.stages.ms[static_cast<int>(cuda::Stage::kApply)];
-        std::printf(" %8.3f\n", r.stages.steps ? indexing / r.stages.steps : 0.0);
+        // The exact KV of an image (its CFG pair) and the mean decode keys a
+        // head attends per step (sparse::MeanAttendedKeys; ssd: by class).
+        const double kv_mb = 2.0 * be.KvBytesForRow(f.prompt_len, policy->n_slots) / 1e6;
+        std::printf(" %8.3f %10.2f %8.1f\n", r.stages.steps ? indexing / r.stages.steps : 0.0, kv_mb,
+                    sparse::MeanAttendedKeys(*policy));
         std::fflush(stdout);
         if (out) {
-          std::fprintf(out, "{\"kind\":\"e2e\",\"model\":\"%s\",\"policy\":\"%s\",\"images\":%d,\"max_batch\":%s,\"kv_budget\":%lld,\"prefill_s\":%.4f,\"decode_s\":%.4f,\"step_ms\":%.4f,\"last_step_ms\":%.4f,\"img_per_s\":%.4f",
+          std::fprintf(out, "{\"kind\":\"e2e\",\"model\":\"%s\",\"policy\":\"%s\",\"images\":%d,\"max_batch\":%s,\"kv_budget\":%lld,\"prefill_s\":%.4f,\"decode_s\":%.4f,\"step_ms\":%.4f,\"last_step_ms\":%.4f,\"img_per_s\":%.4f,\"kv_bytes_per_image\":%lld,\"n_slots\":%d,\"mean_keys\":%.2f",
                        name.c_str(), spec.c_str(), images, f.max_batch ? "true" : "false",
                        static_cast<long long>(be.KvPoolBytes()), r.prefill_s, r.decode_s, r.step_ms, r.last_steps_ms,
-                       images / total);
+                       images / total, static_cast<long long>(2 * be.KvBytesForRow(f.prompt_len, policy->n_slots)),
+                       policy->n_slots, sparse::MeanAttendedKeys(*policy));
           for (int i = 0; i < static_cast<int>(cuda::Stage::kCount); ++i)
             std::fprintf(out, ",\"%s_ms\":%.4f", cuda::kStageNames[i], r.stages.steps ? r.stages.ms[i] / r.stages.steps : 0.0);
           std::fprintf(out, "}\n");

@@ -47,7 +47,8 @@ TEST(ServingCpuTest, ConcurrentMixedPolicyRequestsAllFinishWithValidPngs) {
   const int size = t.server->engine().info().image_size;
   const std::vector<std::pair<std::string, double>> policies = {
       {"dense", -1},       {"diagonal", 0.75},        {"diagonal_sink4", 0.75}, {"streaming_llm", 0.5},
-      {"sliding_window", 0.5}, {"h2o", 0.5},           {"tova", 0.5},            {"alisa", 0.5}};
+      {"sliding_window", 0.5}, {"h2o", 0.5},           {"tova", 0.5},            {"alisa", 0.5},
+      {"grid_window", 0.75},   {"diagonal_grid", 0.75}};
   std::vector<client::GenerateResult> results(policies.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < policies.size(); ++i) {
@@ -80,6 +81,22 @@ TEST(ServingCpuTest, ConcurrentMixedPolicyRequestsAllFinishWithValidPngs) {
   // Diagonal (2 images) needs less KV per image than dense (1 image).
   EXPECT_LT(results[1].accepted.kv_bytes() / 2, results[0].accepted.kv_bytes());
   EXPECT_LE(t.engine->peak_kv_bytes(), c.kv_budget_bytes);
+}
+
+// ssd needs the model's head classification; the tiny model ships none: the
+// request is refused with a message naming the file, the server keeps serving.
+TEST(ServingCpuTest, SsdWithoutAHeadClassificationIsRefused) {
+  ASSERT_STARTED(t, StartTiny(LoopbackConfig(TinyModel())));
+  v1::GenerateRequest r;
+  r.set_prompt("a red circle");
+  r.mutable_policy()->set_name("ssd");
+  r.mutable_policy()->set_sparsity(0.75);
+  const client::GenerateResult refused = client::CallGenerate(*t.stub, r, 60);
+  ASSERT_FALSE(refused.status.ok());
+  EXPECT_EQ(refused.status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(refused.status.error_message().find("ssd_heads.json"), std::string::npos) << refused.status.error_message();
+  r.mutable_policy()->set_name("grid_window");
+  EXPECT_TRUE(client::CallGenerate(*t.stub, r, 60).status.ok());
 }
 
 TEST(ServingCpuTest, KvNeverExceedsTheBudget) {

@@ -10,6 +10,7 @@
 // With --policy (default dense) the statistics and heatmaps show what a sparse
 // policy attends (keys it skips or evicted have weight 0).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -24,6 +25,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/create_engine.h"
 #include "engine/sparse/policy_params.h"
+#include "engine/sparse/ssd_heads.h"
 #include "tools/characterize/aggregate.h"
 #include "tools/characterize/attention_map.h"
 #include "tools/characterize/attention_stats.h"
@@ -49,13 +51,20 @@ struct Args {
   uint64_t seed = 0;
   float cfg = 5.0f;
   sparse::PolicyParams policy;  // dense by default; a sparse policy shows its attended set
+  // ssd's head classification file to write (empty: none), from the decode
+  // keys' locality score (s_decode) or the whole sequence's (s).
+  std::string ssd_heads;
+  bool ssd_sequence_score = false;
+  std::string command;  // argv, recorded in the classification file
 };
 
 constexpr char kUsage[] =
     "usage: argen_characterize --model_dir=DIR --prompts=FILE --out=DIR [--max_prompts=N]\n"
     "  [--layer=L --head=H (default 10, 5, clamped)] [--max_distance=32] [--local_fraction=0.1] [--locality_window=32]\n"
     "  [--threshold=0.45] [--row=cond|uncond] [--keys=decode|sequence] [--threads=0] [--seed=0] [--cfg=5]\n"
-    "  [--policy=dense|sliding_window|...|diagonal_sink4 --sparsity=S --n_att=N --n_recent=N --n_sink=N]\n";
+    "  [--policy=dense|sliding_window|...|diagonal_sink4 --sparsity=S --n_att=N --n_recent=N --n_sink=N]\n"
+    "  [--ssd_heads=FILE [--ssd_score=decode|sequence]]  (ssd's head classification, e.g.\n"
+    "   models/<ckpt>/ssd_heads.json: a kv head is semantic when its query heads' mean score >= --threshold)\n";
 
 absl::Status ParseArgs(int argc, char** argv, Args* a) {
   for (int i = 1; i < argc; ++i) {
@@ -92,6 +101,11 @@ absl::Status ParseArgs(int argc, char** argv, Args* a) {
     else if (name == "row") {
       ok = v == "cond" || v == "uncond";
       a->uncond = v == "uncond";
+    } else if (name == "ssd_heads") {
+      a->ssd_heads = v;
+    } else if (name == "ssd_score") {
+      ok = v == "decode" || v == "sequence";
+      a->ssd_sequence_score = v == "sequence";
     } else if (name == "keys") {
       ok = v == "decode" || v == "sequence";
       a->sequence_keys = v == "sequence";
@@ -185,6 +199,47 @@ class Collector {
   absl::Status status_;
 };
 
+// ssd's classification per (layer, kv head): the mean locality score of the
+// kv head's query heads (GQA groups; NaN-skipping), semantic when >= threshold.
+absl::Status WriteSsdHeads(const Args& args, const engine::ModelInfo& info, const Aggregate& aggregate,
+                           int32_t prompt_count) {
+  const int32_t group = info.num_heads / info.num_kv_heads;
+  std::vector<double> scores;
+  for (int32_t l = 0; l < info.num_layers; ++l) {
+    for (int32_t g = 0; g < info.num_kv_heads; ++g) {
+      double sum = 0;
+      int32_t n = 0;
+      for (int32_t h = g * group; h < (g + 1) * group; ++h) {
+        const HeadSummary& s = aggregate.head(l, h);
+        const double v = args.ssd_sequence_score ? s.locality : s.decode_locality;
+        if (std::isfinite(v)) {
+          sum += v;
+          ++n;
+        }
+      }
+      scores.push_back(n > 0 ? sum / n : std::nan(""));
+    }
+  }
+  const sparse::HeadClasses classes = sparse::ClassifyHeads(info.num_layers, info.num_kv_heads, scores, args.threshold);
+  sparse::HeadClassesProvenance prov;
+  prov.model = info.name;
+  prov.score = args.ssd_sequence_score ? "s (locality score over the whole sequence, tools/characterize)"
+                                       : "s_decode (locality score over decode keys, tools/characterize)";
+  prov.window = args.locality_window;
+  prov.threshold = args.threshold;
+  prov.prompts = args.prompts;
+  prov.prompt_count = prompt_count;
+  prov.command = args.command;
+  std::ofstream f(args.ssd_heads, std::ios::binary);
+  f << sparse::HeadClassesJson(classes, scores, prov);
+  if (!f) return absl::PermissionDeniedError(absl::StrCat("cannot write --ssd_heads ", args.ssd_heads));
+  int32_t semantic = 0;
+  for (uint8_t c : classes.semantic) semantic += c;
+  std::printf("ssd heads: %d of %zu (layer, kv head) pairs semantic (threshold %.2f) -> %s\n", semantic,
+              classes.semantic.size(), args.threshold, args.ssd_heads.c_str());
+  return absl::OkStatus();
+}
+
 absl::Status Run(Args args) {
   absl::StatusOr<std::vector<std::string>> prompts = ReadPrompts(args.prompts, args.max_prompts);
   if (!prompts.ok()) return prompts.status();
@@ -262,6 +317,11 @@ absl::Status Run(Args args) {
     std::printf("d=%-3d vertical %.4f diagonal %.4f\n", d, s.vertical, s.diagonal);
   }
   std::printf("wrote %s/{mass,similarity,locality}.csv and heatmaps\n", args.out.c_str());
+  if (!args.ssd_heads.empty()) {
+    if (absl::Status s = WriteSsdHeads(args, info, aggregate, static_cast<int32_t>(prompts->size())); !s.ok()) {
+      return s;
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -271,6 +331,8 @@ absl::Status Run(Args args) {
 int main(int argc, char** argv) {
   argen::characterize::Args args;
   absl::Status s = argen::characterize::ParseArgs(argc, argv, &args);
+  args.command = "argen_characterize";
+  for (int i = 1; i < argc; ++i) args.command.append(" ").append(argv[i]);
   if (!s.ok()) {
     std::fprintf(stderr, "%s\n%s", std::string(s.message()).c_str(), argen::characterize::kUsage);
     return 2;

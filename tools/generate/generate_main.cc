@@ -35,7 +35,7 @@ ABSL_FLAG(int32_t, top_k, 0, "top-k filter (0: off)");
 ABSL_FLAG(double, top_p, 1.0, "top-p filter in (0, 1] (1: off)");
 ABSL_FLAG(std::string, policy, "dense",
           "sparse KV policy: dense, sliding_window, streaming_llm, h2o, tova, alisa, diagonal, "
-          "diagonal_sink4");
+          "diagonal_sink4, grid_window, diagonal_grid, ssd");
 ABSL_FLAG(double, sparsity, 0.0, "fraction of decode KV not attended per step, in [0, 1)");
 ABSL_FLAG(int32_t, images, 1, "images to generate for the prompt");
 ABSL_FLAG(std::string, backend, "cpu", "cpu or cuda");

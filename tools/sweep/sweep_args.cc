@@ -81,6 +81,8 @@ const char* SweepUsage() {
          "  --seed S                prompt p uses seed S+p, image i its stream i [0]\n"
          "  --cfg W --temperature T --top_k K --top_p P   sampling [5, 1, 0, 1]\n"
          "  --resume                keep finished images of an earlier run into --out\n"
+         "  --skip-invalid          leave out (and name) configurations the model rejects, e.g. diagonal:64\n"
+         "                          at 80% (N_att 115 > 64), instead of stopping with exit 2\n"
          "Writes OUT/<policy>_<sparsity>/<prompt index:04d>_<image>.png and OUT/manifest.jsonl.\n"
          "Exit status: 0 done, 1 generation failed, 2 usage error.\n";
 }
@@ -130,6 +132,11 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
     if (name == "--resume") {
       if (has_value) return absl::InvalidArgumentError("--resume takes no value");
       a.resume = true;
+      continue;
+    }
+    if (name == "--skip-invalid") {
+      if (has_value) return absl::InvalidArgumentError("--skip-invalid takes no value");
+      a.skip_invalid = true;
       continue;
     }
     auto it = valued.find(name);

@@ -38,6 +38,7 @@ struct SweepArgs {
   uint64_t seed = 0;               // prompt p uses seed + p; image i its stream i
   engine::SamplingParams sampling; // seed unused here
   bool resume = false;
+  bool skip_invalid = false;       // leave out configurations the model rejects (named) instead of exit 2
   bool help = false;
 };
 

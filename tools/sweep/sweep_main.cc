@@ -100,7 +100,7 @@ int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point star
     if (!e.ok()) return Fail(kUsage, e.status());
     excluded = *std::move(e);
   }
-  const std::vector<sweep::SweepConfig> grid = sweep::BuildGrid(args.policy_specs, args.sparsities);
+  std::vector<sweep::SweepConfig> grid = sweep::BuildGrid(args.policy_specs, args.sparsities);
 
   engine::EngineOptions options;
   options.model_dir = args.model;
@@ -120,6 +120,15 @@ int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point star
   if (args.deadline_seconds > 0) {
     settings.deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                     std::chrono::duration<double>(args.deadline_seconds));
+  }
+  if (args.skip_invalid) {
+    // Leave out what the model rejects (e.g. diagonal:64 at 80%, where N_att 115 > 64), naming it.
+    std::erase_if(grid, [&](const sweep::SweepConfig& c) {
+      const absl::Status s = ValidateGrid(**engine, {c}, prompts.front(), settings);
+      if (!s.ok()) std::fprintf(stderr, "argen_sweep: skipped: %s\n", std::string(s.message()).c_str());
+      return !s.ok();
+    });
+    if (grid.empty()) return Fail(kUsage, absl::InvalidArgumentError("--skip-invalid: no valid configuration left"));
   }
   if (absl::Status s = ValidateGrid(**engine, grid, prompts.front(), settings); !s.ok()) return Fail(kUsage, s);
 

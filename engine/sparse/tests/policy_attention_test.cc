@@ -30,7 +30,9 @@ void RunCase(const Case& c, uint32_t seed) {
   params.kind = c.kind;
   params.n_att = c.n_att;
   params.n_recent = c.n_recent;
-  auto resolved = ResolvePolicy(params, kLdec);
+  // A 6 x 10 grid; ssd: kv head 0 semantic, 1 spatial (one layer).
+  const HeadClasses classes{1, kKvHeads, {1, 0}};
+  auto resolved = ResolvePolicy(params, GridGeometry{6, 0, kLdec}, &classes);
   ASSERT_TRUE(resolved.ok()) << resolved.status();
   const ResolvedPolicy p = *resolved;
   const PolicyLayout l = LayoutFor(p);
@@ -65,13 +67,14 @@ void RunCase(const Case& c, uint32_t seed) {
   auto state = [&](int32_t g) {
     return PolicyState{ints.data() + g * l.ints_per_head, floats.data() + g * std::max(1, l.floats_per_head)};
   };
-  for (int32_t g = 0; g < kKvHeads; ++g) InitState(p, l, state(g));
+  for (int32_t g = 0; g < kKvHeads; ++g) InitState(p, l, state(g), g);
   std::vector<int32_t> attended(kKvHeads * l.max_attended), counts(kKvHeads);
   std::vector<float> out(kHeads * kDim), probs(kKvHeads * l.max_attended);
   cpu::DecodeAttentionShape shape{kHeads, kKvHeads, kDim, kPrompt, l.n_slots};
   std::vector<float> scratch(cpu::DecodeAttentionScratchFloats(shape, l.max_attended));
 
-  std::vector<test_util::ReferencePolicy> refs(kKvHeads, test_util::ReferencePolicy(p));
+  std::vector<test_util::ReferencePolicy> refs;
+  for (int32_t g = 0; g < kKvHeads; ++g) refs.emplace_back(p, SsdHeadIsSemantic(p, g));
   const double scale = 1.0 / std::sqrt(static_cast<double>(kDim));
   for (int32_t t = 0; t < kLdec - 1; ++t) {
     SCOPED_TRACE(::testing::Message() << "t=" << t);
@@ -151,6 +154,7 @@ TEST(PolicyWithCpuAttention, SelectionUsesTheAttentionWeights) {
       {PolicyKind::kDiagonal, 6, 20},  {PolicyKind::kDiagonalSink4, 9, 20}, {PolicyKind::kH2O, 10, 0},
       {PolicyKind::kTova, 10, 0},      {PolicyKind::kAlisa, 10, 0},         {PolicyKind::kStreamingLlm, 8, 0},
       {PolicyKind::kSlidingWindow, 7, 0},
+      {PolicyKind::kGridWindow, 8, 0},  {PolicyKind::kDiagonalGrid, 8, 16},  {PolicyKind::kSsd, 10, 0},
   };
   uint32_t seed = 17;
   for (const Case& c : cases) RunCase(c, ++seed);

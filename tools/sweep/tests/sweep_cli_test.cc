@@ -325,6 +325,14 @@ TEST_F(SweepCliTest, GridPoliciesAndPerEntryWindowsRun) {
   bool named = false;
   for (const nlohmann::json& e : ReadManifest(out / "manifest.jsonl")) named |= e.at("policy") == "diagonal_nr24";
   EXPECT_TRUE(named);
+  // diagonal:24 at 50% (N_att 32 > 24) is invalid: exit 2, or left out with --skip-invalid.
+  const fs::path skip = dir_ / "skip";
+  EXPECT_EQ(RunSweep(Args(skip, "--policies diagonal:24 --sparsities 50,75")).exit_code, 2);
+  const RunResult k = RunSweep(Args(skip, "--policies diagonal:24 --sparsities 50,75 --skip-invalid"));
+  ASSERT_EQ(k.exit_code, 0) << k.output;
+  EXPECT_NE(k.output.find("skipped: configuration diagonal_nr24_50"), std::string::npos) << k.output;
+  EXPECT_TRUE(fs::exists(skip / "diagonal_nr24_75" / "0000_0.png"));
+  EXPECT_FALSE(fs::exists(skip / "diagonal_nr24_50"));
 }
 
 }  // namespace
