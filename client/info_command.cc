@@ -37,7 +37,10 @@ int RunInfo(const CommonOptions& common, const std::vector<std::string>& args, s
       << info.default_policy().sparsity() << ")\n"
       << "policies      ";
   for (const v1::PolicyInfo& p : info.policies()) out << " " << p.name();
-  out << "\nparameters\n";
+  // How to ask for sparsity per request (the default may be dense: docs/quality.md).
+  out << "\nper request    argen_client generate --policy NAME --sparsity S (e.g. --policy diagonal"
+      << " --sparsity 0.9 --n_recent 64); quality of each: docs/quality.md"
+      << "\nparameters\n";
   for (const v1::ParameterRange& r : info.ranges()) {
     out << "  " << r.name() << " [" << r.min() << ", " << r.max() << "] default " << r.default_value()
         << ": " << r.meaning() << "\n";

@@ -202,6 +202,8 @@ TEST(ServingCpuTest, ClientCommandsAgainstTheServer) {
   out.str("");
   EXPECT_EQ(client::RunClient({server, "info"}, out, err), client::kOk);
   EXPECT_NE(out.str().find("tiny-mha"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("--policy NAME --sparsity S"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("grid_window diagonal_grid ssd"), std::string::npos) << out.str();
   out.str("");
   EXPECT_EQ(client::RunClient({server, "health"}, out, err), client::kOk);
   EXPECT_EQ(out.str(), "SERVING\n");

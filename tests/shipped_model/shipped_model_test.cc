@@ -9,6 +9,8 @@
 #include "engine/checkpoint/generation_tensors.h"
 #include "engine/checkpoint/janus_config.h"
 #include "engine/engine.h"
+#include "engine/sparse/policy.h"
+#include "engine/sparse/ssd_heads.h"
 #include "gtest/gtest.h"
 
 namespace argen {
@@ -27,6 +29,37 @@ TEST(ShippedModelTest, LoadsAndValidatesForGeneration) {
   auto ckpt = checkpoint::Checkpoint::Open(ShippedModelDir());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   EXPECT_TRUE(checkpoint::ValidateForGeneration(**ckpt, *config).ok());
+}
+
+// ssd's head classification ships next to the model (docs/policies.md): it
+// loads, covers every (layer, kv head), has both classes, and the engine
+// resolves an ssd request with it (per-head classes in the policy).
+TEST(ShippedModelTest, ShipsTheSsdHeadClassification) {
+  absl::StatusOr<sparse::HeadClasses> heads =
+      sparse::LoadHeadClasses(ShippedModelDir() + "/" + sparse::kSsdHeadsFile);
+  ASSERT_TRUE(heads.ok()) << heads.status();
+  auto config = checkpoint::LoadJanusConfig(ShippedModelDir());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(heads->layers, config->language.num_hidden_layers);
+  EXPECT_EQ(heads->kv_heads, config->language.num_key_value_heads);
+  int semantic = 0;
+  for (uint8_t c : heads->semantic) semantic += c;
+  EXPECT_GT(semantic, 0);
+  EXPECT_LT(semantic, static_cast<int>(heads->semantic.size()));
+  engine::EngineOptions options;
+  options.model_dir = ShippedModelDir();
+  auto engine = engine::CreateEngine(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  engine::GenerationRequest request;
+  request.prompt = "a red circle";
+  request.policy.kind = sparse::PolicyKind::kSsd;
+  request.policy.sparsity = 0.9;
+  auto prepared = (*engine)->Prepare(request);
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_EQ(prepared->policy.ssd_heads, static_cast<int32_t>(heads->semantic.size()));
+  for (int32_t h = 0; h < prepared->policy.ssd_heads; ++h) {
+    EXPECT_EQ(sparse::SsdHeadIsSemantic(prepared->policy, h), heads->semantic[h] == 1) << h;
+  }
 }
 
 struct ColorCounts {

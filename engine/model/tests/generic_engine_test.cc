@@ -2,7 +2,11 @@
 // under continuous batching (same seed -> same tokens and image bytes alone
 // or batched with other requests joining at other steps), step semantics,
 // KV accounting and freeing, policies end to end, request validation.
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <string>
@@ -10,6 +14,8 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/create_engine.h"
+#include "engine/sparse/policy.h"
+#include "engine/sparse/ssd_heads.h"
 #include "gtest/gtest.h"
 
 namespace argen::model {
@@ -217,7 +223,8 @@ TEST(GenericEngineTest, SparsePoliciesBoundKvAndZeroSparsityMatchesDense) {
   for (sparse::PolicyKind kind :
        {sparse::PolicyKind::kSlidingWindow, sparse::PolicyKind::kStreamingLlm,
         sparse::PolicyKind::kH2O, sparse::PolicyKind::kTova, sparse::PolicyKind::kAlisa,
-        sparse::PolicyKind::kDiagonal, sparse::PolicyKind::kDiagonalSink4}) {
+        sparse::PolicyKind::kDiagonal, sparse::PolicyKind::kDiagonalSink4, sparse::PolicyKind::kGridWindow,
+        sparse::PolicyKind::kDiagonalGrid}) {
     engine::GenerationRequest sparse_request = dense;
     sparse_request.policy.kind = kind;
     sparse_request.policy.sparsity = 0.75;
@@ -275,6 +282,49 @@ TEST(GenericEngineTest, InvalidRequestsNameTheField) {
   bad.policy.l_dec = 10;
   EXPECT_FALSE(engine->Add(bad).ok());
   EXPECT_EQ(engine->KvBytesInUse(), 0);
+}
+
+// ssd's head classification comes from the model directory (ssd_heads.json):
+// without one ssd is refused naming the file, one of the wrong shape stops
+// the engine, a matching one classifies the policy's heads.
+TEST(GenericEngineTest, SsdReadsTheModelsHeadClassification) {
+  std::unique_ptr<GenericEngine> plain = MakeEngine("tiny-mha");
+  ASSERT_NE(plain, nullptr);
+  engine::GenerationRequest r = Request("ssd", 3, 1);
+  r.policy.kind = sparse::PolicyKind::kSsd;
+  r.policy.sparsity = 0.75;
+  absl::StatusOr<engine::PreparedRequest> refused = plain->Prepare(r);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("ssd_heads.json"), std::string::npos) << refused.status();
+
+  const engine::ModelInfo& info = plain->info();
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("argen_ssd_engine_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(TinyDir("tiny-mha"), dir, std::filesystem::copy_options::recursive);
+  sparse::HeadClasses wrong{info.num_layers + 1, info.num_kv_heads, {}};
+  wrong.semantic.assign(wrong.layers * wrong.kv_heads, 0);
+  std::ofstream(dir / sparse::kSsdHeadsFile) << sparse::HeadClassesJson(wrong, {}, {});
+  engine::EngineOptions options;
+  options.model_dir = dir.string();
+  absl::StatusOr<std::unique_ptr<GenericEngine>> bad = CreateGenericEngine(options, ByteEncoder());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("ssd_heads.json"), std::string::npos) << bad.status();
+
+  sparse::HeadClasses right{info.num_layers, info.num_kv_heads, {}};
+  for (int32_t h = 0; h < right.layers * right.kv_heads; ++h) right.semantic.push_back(h % 2);
+  std::ofstream(dir / sparse::kSsdHeadsFile) << sparse::HeadClassesJson(right, {}, {});
+  absl::StatusOr<std::unique_ptr<GenericEngine>> good = CreateGenericEngine(options, ByteEncoder());
+  ASSERT_TRUE(good.ok()) << good.status();
+  absl::StatusOr<engine::PreparedRequest> p = (*good)->Prepare(r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->policy.ssd_heads, right.layers * right.kv_heads);
+  EXPECT_TRUE(sparse::SsdHeadIsSemantic(p->policy, 1));
+  EXPECT_FALSE(sparse::SsdHeadIsSemantic(p->policy, 0));
+  const std::vector<Result> out = RunRequests(**good, {r}, {0});
+  EXPECT_EQ(out[0].tokens[0].size(), 64u);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(GenericEngineTest, FactoryErrorsNameTheCause) {
