@@ -21,9 +21,12 @@
 #                     [dense,sliding_window:0.95,diagonal:0.95,diagonal:0.95:64,grid_window:0.95,
 #                      diagonal_grid:0.95,ssd:0.95,diagonal:0.9:64,grid_window:0.9,diagonal_grid:0.9,ssd:0.9]
 #   ARGEN_PYTHON      [python3, or the repo's .venv]
-# Writes to $OUT (or ./device-out), 8 files: report.md (this run), merged.md (this run + the
+#   GRID_MODEL, ARGEN_SWEEP_BACKEND, GRID_MAX_BATCH_ROWS, GRID_SWEEP_ARGS (more argen_sweep options)
+#                     [models/argen-scenes-v1, cuda, 1024, none]: the CPU test runs the tiny model
+# Writes to $OUT (or ./device-out), 7 files: report.md (this run), merged.md (this run + the
 # baseline: the table docs/quality.md takes), report.json.gz (this run, per image),
-# quality_vs_sparsity.png (merged), bench.txt (argen_bench), sweep.log, report.log, status.txt.
+# quality_vs_sparsity.png (merged), bench.txt (argen_bench), sweep.log (argen_sweep and
+# report.py's messages), status.txt.
 # Exit 0 when every step ran (also when generation stopped at its deadline: status.txt says so),
 # 1 when one failed, 2 for usage errors.
 set -uo pipefail
@@ -39,8 +42,11 @@ baseline="${GRID_BASELINE:-$root/tools/sweep/results/h200-2026-11-29/report.json
 time_limit="${GRID_TIME_LIMIT:-470}"
 reserve="${GRID_REPORT_RESERVE:-150}"
 bench_policies="${GRID_BENCH-dense,sliding_window:0.95,diagonal:0.95,diagonal:0.95:64,grid_window:0.95,diagonal_grid:0.95,ssd:0.95,diagonal:0.9:64,grid_window:0.9,diagonal_grid:0.9,ssd:0.9}"
-work="/tmp/argen-grid-study"
-model="$root/models/argen-scenes-v1"
+work="${GRID_WORK:-/tmp/argen-grid-study}"
+model="${GRID_MODEL:-$root/models/argen-scenes-v1}"
+backend="${ARGEN_SWEEP_BACKEND:-cuda}"
+rows="${GRID_MAX_BATCH_ROWS:-1024}"
+read -r -a sweep_args <<< "${GRID_SWEEP_ARGS:-}"
 
 for v in time_limit reserve; do
   if ! [[ "${!v}" =~ ^[0-9]+$ ]]; then echo "device_grid_study.sh: $v must be a whole number, got ${!v}" >&2; exit 2; fi
@@ -51,7 +57,7 @@ for b in argen_sweep argen_bench; do
     exit 2
   fi
 done
-if [[ ! -f "$model/ssd_heads.json" ]]; then
+if [[ ",$policies," == *,ssd,* && ! -f "$model/ssd_heads.json" ]]; then
   echo "device_grid_study.sh: $model/ssd_heads.json missing (ssd's head classification)" >&2
   exit 2
 fi
@@ -65,6 +71,7 @@ if ! "$python" -c "import numpy, PIL, matplotlib" 2>/dev/null; then
   echo "device_grid_study.sh: $python lacks numpy, pillow or matplotlib (set ARGEN_PYTHON)" >&2
   exit 2
 fi
+rm -rf "$work"  # a fresh sweep every call (PSNR needs this run's dense twins)
 mkdir -p "$out" "$work"
 log() { echo "device_grid_study: [$((SECONDS - start)) s] $*" | tee -a "$out/sweep.log" >&2; }
 cd "$root"
@@ -80,9 +87,9 @@ if command -v nvidia-smi > /dev/null; then
 fi
 log "argen_sweep --policies $policies --sparsities $sparsities, deadline ${deadline} s"
 timeout --signal=TERM --kill-after=10 $((deadline + 60)) \
-  "$bin/argen_sweep" --model "$model" --backend cuda --out "$work/sweep" --policies "$policies" \
-    --sparsities "$sparsities" --cfg 3 --max-batch-rows 1024 --skip-invalid --deadline-seconds "$deadline" \
-    2>&1 | tee -a "$out/sweep.log" >&2
+  "$bin/argen_sweep" --model "$model" --backend "$backend" --out "$work/sweep" --policies "$policies" \
+    --sparsities "$sparsities" --cfg 3 --max-batch-rows "$rows" --skip-invalid --deadline-seconds "$deadline" \
+    "${sweep_args[@]}" 2>&1 | tee -a "$out/sweep.log" >&2
 sweep_rc=${PIPESTATUS[0]}
 log "argen_sweep exit $sweep_rc"
 left="$(grep -o 'stopped at deadline, [0-9]* requests left' "$out/sweep.log" | tail -1 | grep -o '[0-9]*' | head -1)"
@@ -111,7 +118,7 @@ if [[ -s "$work/sweep/manifest.jsonl" ]]; then
   budget=$((time_limit - (SECONDS - start) - 10))
   log "report.py: $(wc -l < "$work/sweep/manifest.jsonl") images, $workers workers, ${budget} s left"
   timeout --signal=TERM --kill-after=5 "$budget" "$python" tools/sweep/report.py "$work/sweep" --workers "$workers" \
-      --md "$out/report.md" --json "$work/report.json.gz" --no-plot > /dev/null 2>> "$out/report.log"
+      --md "$out/report.md" --json "$work/report.json.gz" --no-plot > /dev/null 2>> "$out/sweep.log"
   report_rc=$?
   log "report.py exit $report_rc"
 fi
@@ -121,8 +128,8 @@ if [[ $report_rc -eq 0 ]]; then
   if [[ "$baseline" != none ]]; then merge=("$baseline" "$work/report.json.gz"); fi  # later wins: this run's dense
   "$python" tools/sweep/report.py "$work/merged" --merge "${merge[@]}" --md "$out/merged.md" \
       --json "$work/merged.json.gz" --plot "$out/quality_vs_sparsity.png" \
-      --title "Quality against decode KV sparsity: grid-aware policies" > /dev/null 2>> "$out/report.log" \
-    || { log "merge failed (report.log)"; report_rc=1; }
+      --title "Quality against decode KV sparsity: grid-aware policies" > /dev/null 2>> "$out/sweep.log" \
+    || { log "merge failed (sweep.log)"; report_rc=1; }
 fi
 if [[ -n "$bench_pid" ]]; then
   wait "$bench_pid"
