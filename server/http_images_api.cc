@@ -191,12 +191,7 @@ void HttpImagesApi::Models(const httplib::Request& request, httplib::Response& r
     return;
   }
   json policies = json::array();
-  for (sparse::PolicyKind kind :
-       {sparse::PolicyKind::kDense, sparse::PolicyKind::kSlidingWindow, sparse::PolicyKind::kStreamingLlm,
-        sparse::PolicyKind::kH2O, sparse::PolicyKind::kTova, sparse::PolicyKind::kAlisa,
-        sparse::PolicyKind::kDiagonal, sparse::PolicyKind::kDiagonalSink4}) {
-    policies.push_back(std::string(sparse::PolicyName(kind)));
-  }
+  for (sparse::PolicyKind kind : sparse::kAllPolicyKinds) policies.push_back(std::string(sparse::PolicyName(kind)));
   const std::string size = absl::StrCat(info.image_size, "x", info.image_size);
   json model = {
       {"id", info.name},
