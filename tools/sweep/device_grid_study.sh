@@ -5,7 +5,8 @@
 # with dense in the same run for PSNR, scored by report.py and merged with the committed full
 # sweep (sliding_window, diagonal at the paper's N_r = 288 and the others, per image); then
 # argen_bench's GPU step time and exact KV bytes of every policy at 7B / 64 images (random
-# weights), overlapping the scoring.
+# weights; ssd with a third of the heads semantic, the shipped model's share), overlapping the
+# scoring.
 #
 #   ARGEN_BIN=/tmp/b/bin ARGEN_SOURCE_DIR=$PWD tools/sweep/device_grid_study.sh
 #
@@ -106,7 +107,8 @@ bench_pid=""
 if [[ -n "$bench_policies" ]]; then
   log "argen_bench --model 7b --batches 64 --policies $bench_policies"
   ( timeout --signal=TERM --kill-after=5 $((time_limit - (SECONDS - start) - 10)) \
-      "$bin/argen_bench" --model 7b --batches 64 --policies "$bench_policies" > "$out/bench.txt" 2>&1
+      "$bin/argen_bench" --model 7b --batches 64 --policies "$bench_policies" --ssd-semantic-share 0.333 \
+      > "$out/bench.txt" 2>&1
     echo "argen_bench exit $?" >> "$out/bench.txt" ) &
   bench_pid=$!
 fi
