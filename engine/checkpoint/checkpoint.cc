@@ -1,6 +1,7 @@
-// Checkpoint::Open: a directory with model.safetensors, or with shards listed
-// in model.safetensors.index.json. Only maps files; nothing is converted until
-// LoadF32 / ReadRowsF32 is called for a tensor.
+// Checkpoint::Open: a directory as the hub ships it: model.safetensors or
+// shards listed in model.safetensors.index.json, else pytorch_model.bin or
+// shards listed in pytorch_model.bin.index.json. Only maps files; nothing is
+// converted until a tensor is read.
 #include "engine/checkpoint/checkpoint.h"
 
 #include <filesystem>
@@ -13,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/checkpoint/dtype.h"
-#include "engine/checkpoint/safetensors.h"
+#include "engine/checkpoint/weights_file.h"
 #include "nlohmann/json.hpp"
 
 namespace argen::checkpoint {
@@ -21,9 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-constexpr char kSingleFile[] = "model.safetensors";
-constexpr char kIndexFile[] = "model.safetensors.index.json";
 
 // Debian's abseil has its own string_view (ABSL_OPTION_USE_STD_STRING_VIEW 0).
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -67,16 +65,16 @@ absl::StatusOr<std::map<std::string, std::string>> ReadWeightMap(const std::stri
   return out;
 }
 
-class SafetensorsCheckpoint final : public Checkpoint {
+class FileCheckpoint final : public Checkpoint {
  public:
-  explicit SafetensorsCheckpoint(std::string dir) : dir_(std::move(dir)) {}
+  explicit FileCheckpoint(std::string dir) : dir_(std::move(dir)) {}
 
-  absl::Status AddFile(std::unique_ptr<SafetensorsFile> file) {
-    for (const TensorInfo& t : file->tensors()) {
-      auto [it, inserted] = by_name_.emplace(t.name, &t);
+  absl::Status AddFile(std::unique_ptr<WeightsFile> file) {
+    for (size_t i = 0; i < file->size(); ++i) {
+      auto [it, inserted] = by_name_.emplace(file->name(i), Slot{file.get(), i});
       if (!inserted) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("tensor '", t.name, "' appears in both ", it->second->file, " and ", t.file));
+        return absl::InvalidArgumentError(absl::StrCat("tensor '", file->name(i), "' appears in both ",
+                                                       it->second.file->path(), " and ", file->path()));
       }
     }
     files_.push_back(std::move(file));
@@ -92,9 +90,9 @@ class SafetensorsCheckpoint final : public Checkpoint {
         return absl::NotFoundError(
             absl::StrCat(index_path, ": tensor '", tensor, "' is mapped to ", shard_path, " but is not in it"));
       }
-      if (it->second->file != shard_path) {
+      if (it->second.file->path() != shard_path) {
         return absl::InvalidArgumentError(absl::StrCat(index_path, ": tensor '", tensor, "' is mapped to ",
-                                                       shard_path, " but found in ", it->second->file));
+                                                       shard_path, " but found in ", it->second.file->path()));
       }
     }
     return absl::OkStatus();
@@ -109,7 +107,7 @@ class SafetensorsCheckpoint final : public Checkpoint {
     if (it == by_name_.end()) {
       return absl::NotFoundError(absl::StrCat(dir_, ": tensor '", Sv(name), "' is missing from the checkpoint"));
     }
-    return it->second;
+    return it->second.file->Tensor(it->second.index);
   }
 
   absl::StatusOr<std::vector<float>> LoadF32(std::string_view name,
@@ -152,11 +150,42 @@ class SafetensorsCheckpoint final : public Checkpoint {
   }
 
  private:
+  struct Slot {
+    const WeightsFile* file;
+    size_t index;
+  };
   std::string dir_;
-  std::vector<std::unique_ptr<SafetensorsFile>> files_;
-  // Points into files_' tensor vectors, which never change after AddFile.
-  absl::flat_hash_map<std::string, const TensorInfo*> by_name_;
+  std::vector<std::unique_ptr<WeightsFile>> files_;
+  absl::flat_hash_map<std::string, Slot> by_name_;
 };
+
+// A hub layout: one weights file, or shards listed by an index file.
+struct Layout {
+  const char* single;
+  const char* index;
+};
+// In order of preference: safetensors maps faster (no pickle, no CRC pass).
+constexpr Layout kLayouts[] = {{"model.safetensors", "model.safetensors.index.json"},
+                               {"pytorch_model.bin", "pytorch_model.bin.index.json"}};
+
+absl::Status OpenSharded(FileCheckpoint& ckpt, const std::string& dir, const std::string& index_path) {
+  auto weight_map = ReadWeightMap(index_path);
+  if (!weight_map.ok()) return weight_map.status();
+  std::map<std::string, std::string> first_tensor_of_shard;  // for the missing-shard message
+  for (const auto& [tensor, shard] : *weight_map) first_tensor_of_shard.emplace(shard, tensor);
+  std::error_code ec;
+  for (const auto& [shard, tensor] : first_tensor_of_shard) {
+    const std::string shard_path = (fs::path(dir) / shard).string();
+    if (!fs::exists(shard_path, ec)) {
+      return absl::NotFoundError(absl::StrCat(index_path, ": shard ", shard_path, " (holding tensor '", tensor,
+                                              "' and others) does not exist"));
+    }
+    auto file = OpenWeightsFile(shard_path);
+    if (!file.ok()) return file.status();
+    if (auto s = ckpt.AddFile(std::move(*file)); !s.ok()) return s;
+  }
+  return ckpt.CheckWeightMap(index_path, *weight_map);
+}
 
 }  // namespace
 
@@ -165,34 +194,30 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   if (!fs::is_directory(dir, ec)) {
     return absl::NotFoundError(absl::StrCat(dir, ": not a checkpoint directory"));
   }
-  auto ckpt = std::make_unique<SafetensorsCheckpoint>(dir);
-  const std::string index_path = (fs::path(dir) / kIndexFile).string();
-  const std::string single_path = (fs::path(dir) / kSingleFile).string();
-
-  if (fs::exists(index_path, ec)) {
-    auto weight_map = ReadWeightMap(index_path);
-    if (!weight_map.ok()) return weight_map.status();
-    std::map<std::string, std::string> first_tensor_of_shard;  // for the missing-shard message
-    for (const auto& [tensor, shard] : *weight_map) first_tensor_of_shard.emplace(shard, tensor);
-    for (const auto& [shard, tensor] : first_tensor_of_shard) {
-      const std::string shard_path = (fs::path(dir) / shard).string();
-      if (!fs::exists(shard_path, ec)) {
-        return absl::NotFoundError(absl::StrCat(index_path, ": shard ", shard_path, " (holding tensor '", tensor,
-                                                "' and others) does not exist"));
-      }
-      auto file = SafetensorsFile::Open(shard_path);
+  auto ckpt = std::make_unique<FileCheckpoint>(dir);
+  for (const Layout& layout : kLayouts) {
+    const std::string index_path = (fs::path(dir) / layout.index).string();
+    const std::string single_path = (fs::path(dir) / layout.single).string();
+    if (fs::exists(index_path, ec)) {
+      if (auto s = OpenSharded(*ckpt, dir, index_path); !s.ok()) return s;
+      return std::unique_ptr<Checkpoint>(std::move(ckpt));
+    }
+    if (fs::exists(single_path, ec)) {
+      auto file = OpenWeightsFile(single_path);
       if (!file.ok()) return file.status();
       if (auto s = ckpt->AddFile(std::move(*file)); !s.ok()) return s;
+      return std::unique_ptr<Checkpoint>(std::move(ckpt));
     }
-    if (auto s = ckpt->CheckWeightMap(index_path, *weight_map); !s.ok()) return s;
-  } else if (fs::exists(single_path, ec)) {
-    auto file = SafetensorsFile::Open(single_path);
-    if (!file.ok()) return file.status();
-    if (auto s = ckpt->AddFile(std::move(*file)); !s.ok()) return s;
-  } else {
-    return absl::NotFoundError(absl::StrCat(dir, ": neither ", kSingleFile, " nor ", kIndexFile,
-                                            " exists (official .bin checkpoints must be converted to safetensors)"));
   }
+  return absl::NotFoundError(absl::StrCat(dir, ": no weights: none of model.safetensors, model.safetensors.index.json, ",
+                                          "pytorch_model.bin, pytorch_model.bin.index.json exists"));
+}
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> OpenCheckpointFile(const std::string& path) {
+  auto file = OpenWeightsFile(path);
+  if (!file.ok()) return file.status();
+  auto ckpt = std::make_unique<FileCheckpoint>(fs::path(path).parent_path().string());
+  if (auto s = ckpt->AddFile(std::move(*file)); !s.ok()) return s;
   return std::unique_ptr<Checkpoint>(std::move(ckpt));
 }
 

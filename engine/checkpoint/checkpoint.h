@@ -1,7 +1,10 @@
-// A Janus-Pro checkpoint directory as published: config.json, model.safetensors
-// or shards with model.safetensors.index.json, tokenizer.json. Tensors are
-// memory-mapped and converted to f32 only when a backend asks for them, so
-// modules generation never uses (vision_model, aligner, lm_head) cost nothing.
+// A checkpoint directory as the hub publishes it: config.json, weights as
+// model.safetensors or shards with model.safetensors.index.json, or as
+// torch.save files (pytorch_model.bin or shards with
+// pytorch_model.bin.index.json, read without Python: torch_file.h), and
+// tokenizer.json. Tensors are memory-mapped and converted to f32 only when a
+// backend asks for them, so modules generation never uses (vision_model,
+// aligner, lm_head) cost nothing. One file of any name: weights_file.h.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +25,7 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   const void* data = nullptr;  // into the mapped file
   size_t nbytes = 0;
-  std::string file;            // which safetensors file holds it (for messages)
+  std::string file;            // which weights file holds it (for messages)
 };
 
 class Checkpoint {
