@@ -29,6 +29,8 @@ PyTorch writes, not against our idea of it. Files (a few KB each):
                                    argparse.Namespace of hyper-parameters (names the
                                    reader does not interpret, in entries it skips)
   legacy.bin                       _use_new_zipfile_serialization=False (must be refused)
+  ../../fuzz/corpus/fuzz_torch_checkpoint/   seeds for the fuzz target: some of the
+                                   archives above and their data.pkl streams
   golden.json                      per tensor (the same in every file): dtype, shape, the
                                    row-major bytes (hex) and, for F64 / integer tensors,
                                    PyTorch's f32 values; per file, the entries next to
@@ -172,9 +174,24 @@ def old_lightning_checkpoint(sd: dict) -> dict:
     }
 
 
+def write_fuzz_corpus(goldens: Path, corpus: Path) -> None:
+    """Seeds for tests/fuzz/fuzz_torch_checkpoint: a few archives and their data.pkl streams (flat, small)."""
+    corpus.mkdir(parents=True, exist_ok=True)
+    for rel in ["state/pytorch_model.bin", "zip64.bin", "protocol4.bin", "lightning.ckpt", "lightning_v1.ckpt"]:
+        data = (goldens / rel).read_bytes()
+        stem = rel.replace("/", "_").split(".")[0]
+        (corpus / (stem + ".zip")).write_bytes(data)
+        if rel == "zip64.bin":
+            continue  # the same data.pkl as state/
+        with zipfile.ZipFile(goldens / rel) as z:
+            pkl = next(n for n in z.namelist() if n.endswith("/data.pkl"))
+            (corpus / (stem + ".pkl")).write_bytes(z.read(pkl))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "tests" / "goldens" / "torch")
+    ap.add_argument("--corpus", type=Path, default=ROOT / "tests" / "fuzz" / "corpus" / "fuzz_torch_checkpoint")
     args = ap.parse_args()
     out: Path = args.out
     for sub in ["state", "sharded"]:
@@ -227,6 +244,7 @@ def main() -> None:
     assert all(torch.equal(back[k], sd[k]) for k in sd)
 
     (out / "golden.json").write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
+    write_fuzz_corpus(out, args.corpus)
     for p in sorted(out.rglob("*")):
         if p.is_file():
             print(f"{p.stat().st_size:>8}  {p.relative_to(ROOT)}")
