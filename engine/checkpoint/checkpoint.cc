@@ -98,6 +98,11 @@ class FileCheckpoint final : public Checkpoint {
     return absl::OkStatus();
   }
 
+  std::vector<std::unique_ptr<WeightsFile>> TakeFiles() {
+    by_name_.clear();
+    return std::move(files_);
+  }
+
   const std::string& dir() const override { return dir_; }
 
   bool Has(std::string_view name) const override { return by_name_.contains(Sv(name)); }
@@ -189,7 +194,9 @@ absl::Status OpenSharded(FileCheckpoint& ckpt, const std::string& dir, const std
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
+namespace {
+
+absl::StatusOr<std::unique_ptr<FileCheckpoint>> OpenDirectory(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     return absl::NotFoundError(absl::StrCat(dir, ": not a checkpoint directory"));
@@ -200,17 +207,31 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     const std::string single_path = (fs::path(dir) / layout.single).string();
     if (fs::exists(index_path, ec)) {
       if (auto s = OpenSharded(*ckpt, dir, index_path); !s.ok()) return s;
-      return std::unique_ptr<Checkpoint>(std::move(ckpt));
+      return ckpt;
     }
     if (fs::exists(single_path, ec)) {
       auto file = OpenWeightsFile(single_path);
       if (!file.ok()) return file.status();
       if (auto s = ckpt->AddFile(std::move(*file)); !s.ok()) return s;
-      return std::unique_ptr<Checkpoint>(std::move(ckpt));
+      return ckpt;
     }
   }
   return absl::NotFoundError(absl::StrCat(dir, ": no weights: none of model.safetensors, model.safetensors.index.json, ",
                                           "pytorch_model.bin, pytorch_model.bin.index.json exists"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
+  auto ckpt = OpenDirectory(dir);
+  if (!ckpt.ok()) return ckpt.status();
+  return std::unique_ptr<Checkpoint>(std::move(*ckpt));
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<WeightsFile>>> OpenModelWeights(const std::string& dir) {
+  auto ckpt = OpenDirectory(dir);
+  if (!ckpt.ok()) return ckpt.status();
+  return (*ckpt)->TakeFiles();
 }
 
 absl::StatusOr<std::unique_ptr<Checkpoint>> OpenCheckpointFile(const std::string& path) {

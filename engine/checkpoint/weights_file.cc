@@ -23,6 +23,10 @@ class SafetensorsWeights final : public WeightsFile {
     return Raw{std::string(DTypeName(t.dtype)), t.shape,
                std::string_view(static_cast<const char*>(t.data), t.nbytes)};
   }
+  Raw RawInfo(size_t i) const override {
+    const TensorInfo& t = file_->tensors()[i];
+    return Raw{std::string(DTypeName(t.dtype)), t.shape, {}};
+  }
 
  private:
   std::unique_ptr<SafetensorsFile> file_;
@@ -40,6 +44,10 @@ class TorchWeights final : public WeightsFile {
     if (!bytes.ok()) return bytes.status();
     const TorchTensor& t = file_->tensors()[i];
     return Raw{std::string(pickle::StorageTypeDType(t.type)), t.shape, *bytes};
+  }
+  Raw RawInfo(size_t i) const override {
+    const TorchTensor& t = file_->tensors()[i];
+    return Raw{std::string(pickle::StorageTypeDType(t.type)), t.shape, {}};
   }
   std::vector<std::string> Skipped() const override {
     std::vector<std::string> out;

@@ -30,12 +30,18 @@ class WeightsFile {
     std::string_view bytes;
   };
   virtual absl::StatusOr<Raw> RawTensor(size_t i, std::string* scratch) const = 0;
+  // dtype and shape only (bytes empty): reads no tensor data.
+  virtual Raw RawInfo(size_t i) const = 0;
   // What was in the file but not read as a tensor (e.g. a Lightning checkpoint's optimizer states).
   virtual std::vector<std::string> Skipped() const { return {}; }
 };
 
 // By content: safetensors, or a torch.save archive (legacy torch formats are refused with a message).
 absl::StatusOr<std::unique_ptr<WeightsFile>> OpenWeightsFile(const std::string& path);
+
+// The weights files of a model directory, in the layout and order
+// Checkpoint::Open reads (index checked, names unique across shards).
+absl::StatusOr<std::vector<std::unique_ptr<WeightsFile>>> OpenModelWeights(const std::string& dir);
 
 // A Checkpoint over one weights file of any name (model.safetensors, a
 // Lightning vqgan.ckpt, ...); dir() is the file's directory.
