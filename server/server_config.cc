@@ -95,7 +95,7 @@ absl::StatusOr<double> ParseDouble(const std::string& v, std::function<bool(doub
 
 const std::vector<KeyDef>& Keys() {
   static const auto* keys = new std::vector<KeyDef>{
-      {{"model_dir", "Janus-Pro checkpoint directory (config.json, *.safetensors, tokenizer.json)"},
+      {{"model_dir", "Janus-Pro checkpoint directory as the hub ships it (config.json, *.safetensors or pytorch_model*.bin, tokenizer.json)"},
        Text(&ServerConfig::model_dir)},
       {{"backend", "cpu or cuda"},
        [](ServerConfig& c, const std::string& v) {

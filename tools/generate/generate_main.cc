@@ -25,7 +25,7 @@
 #include "tools/runner/batch_runner.h"
 
 ABSL_FLAG(std::string, model, "",
-          "checkpoint directory (config.json, safetensors, tokenizer.json)");
+          "checkpoint directory (config.json, safetensors or pytorch_model*.bin, tokenizer.json)");
 ABSL_FLAG(std::string, prompt, "", "the caption");
 ABSL_FLAG(std::string, out, "", "output PNG path");
 ABSL_FLAG(uint64_t, seed, 0, "sampling seed; image i of the request uses stream (seed, i)");
