@@ -248,6 +248,13 @@ absl::StatusOr<JanusConfig> ParseJanusConfig(const std::string& json_text, const
   if (!root.is_object()) return absl::InvalidArgumentError(absl::StrCat(file, ": top level is not a JSON object"));
   const Fields top(root, file, "");
   std::string model_type;
+  // transformers' own Janus port renames every tensor (convert_janus_weights_to_hf.py); say so.
+  if (const auto t = root.find("model_type"); t != root.end() && *t == "janus") {
+    return absl::UnimplementedError(absl::StrCat(
+        file, ": model_type 'janus' is the transformers-native layout (deepseek-community/Janus-Pro-*: tensors "
+              "model.language_model.*, model.vqmodel.*, model.generation_*), whose names argen does not map; use "
+              "the original deepseek-ai/Janus-Pro-* repository (model_type 'multi_modality')"));
+  }
   ARGEN_RETURN_IF_ERROR(top.Expect("model_type", "multi_modality", model_type));
 
   JanusConfig config;

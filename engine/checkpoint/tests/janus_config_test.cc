@@ -199,6 +199,14 @@ TEST(JanusConfig, UnsupportedVariantsAreRefusedByField) {
   EXPECT_TRUE(Parse(j).ok());
 }
 
+TEST(JanusConfig, TransformersNativeJanusIsRefusedSayingWhy) {
+  // deepseek-community/Janus-Pro-* (transformers' JanusForConditionalGeneration): other tensor names.
+  const json j = json::parse(R"({"model_type": "janus", "text_config": {"hidden_size": 2048},
+                                 "vq_config": {"num_embeddings": 16384}, "vision_config": {}})");
+  EXPECT_THAT(ErrorOf(j), AllOf(HasSubstr("model_type 'janus'"), HasSubstr("deepseek-community"),
+                                HasSubstr("deepseek-ai/Janus-Pro"), HasSubstr("does not map")));
+}
+
 TEST(JanusConfig, InconsistentSectionsNameBothFields) {
   json j = JanusPro1B();
   j["gen_head_config"]["params"]["n_embed"] = 1024;
