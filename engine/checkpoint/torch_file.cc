@@ -100,6 +100,9 @@ bool ElementToF32(StorageType t, const unsigned char* p, float* out) {
 }  // namespace
 
 int64_t TorchTensor::numel() const {
+  for (int64_t d : shape) {
+    if (d == 0) return 0;  // before multiplying: the other dimensions may be huge
+  }
   int64_t n = 1;
   for (int64_t d : shape) n *= d;  // checked at open not to overflow
   return n;
@@ -333,12 +336,11 @@ absl::Status TorchFile::AddTensor(const Graph& g, const std::string& root, const
                                               " at storage offset ", t.offset, " runs past its storage of ",
                                               ps.numel, " elements"));
   }
-  int64_t expected = 1;
-  for (size_t d = t.shape.size(); d-- > 0;) {
+  int64_t expected = 1;  // row-major stride; the product of trailing sizes stays below numel
+  for (size_t d = t.shape.size(); numel > 0 && d-- > 0;) {
     if (t.shape[d] != 1 && t.stride[d] != expected) t.contiguous = false;
     expected *= t.shape[d];
   }
-  if (numel == 0) t.contiguous = true;
   if (!t.contiguous && numel > storage_numel) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": a view that repeats elements (shape ", Join(t.shape),
                                                    ", stride ", Join(t.stride), ") is not read"));

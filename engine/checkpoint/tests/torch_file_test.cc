@@ -329,6 +329,13 @@ TEST_F(BrokenFiles, AbsurdShapesAndRepeatingViewsAreRefusedWithoutAllocating) {
   // 2^40 elements of stride 0 stay inside a 4-element storage; copying them out would need 4 TiB.
   s = OpenStatus(Archive(OneTensor(4, 0, {big}, {0}), {{"0", std::string(16, '\0')}}));
   EXPECT_THAT(Message(s), AllOf(HasSubstr("tensor 'w'"), HasSubstr("repeats elements")));
+  // An empty tensor with huge other dimensions is just empty (no overflow on the way).
+  auto empty = OpenCheckpointFile(Archive(OneTensor(4, 0, {0, int64_t{1} << 62, int64_t{1} << 62}, {1, 1, 1}),
+                                          {{"0", std::string(16, '\0')}}));
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  auto info = (*empty)->Find("w");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ((*info)->nbytes, 0u);
 }
 
 TEST_F(BrokenFiles, MissingOrCompressedStorageRecordNamesIt) {
