@@ -74,6 +74,7 @@ float Bf16ToF32(uint16_t bits) { return Bf16Bits(bits); }
 float F16ToF32(uint16_t bits) { return F16Bits(bits); }
 
 void ConvertToF32(DType dtype, const void* src, size_t n, float* dst) {
+  if (n == 0) return;  // empty tensors: src and dst may be null (memcpy must not see them)
   const auto* bytes = static_cast<const unsigned char*>(src);
   switch (dtype) {
     case DType::kF32:
