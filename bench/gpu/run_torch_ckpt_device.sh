@@ -85,7 +85,7 @@ trap 'stop_server; rm -rf "$WORK"' EXIT
 
 step "write $SIZE (.bin layout) with torch.save"
 s=$(now)
-if "$PY" tools/convert/make_janus_pro_bin.py --size "$SIZE" --out "$BIN_DIR" >>"$LOG" 2>&1; then
+if timeout 400 "$PY" tools/convert/make_janus_pro_bin.py --size "$SIZE" --out "$BIN_DIR" >>"$LOG" 2>&1; then
   row "torch.save $SIZE .bin layout" "$(since "$s")" "$(ls "$BIN_DIR" | tr '\n' ' ')"
 else
   row "torch.save $SIZE .bin layout" "-" "FAILED (see $LOG)"; printf '%s\n' "${rows[@]}"; exit 1
@@ -100,7 +100,7 @@ if [ "$load_bin" = FAIL ]; then
 else
   row "argen_server --model_dir (.bin)" "$load_bin" "healthy ($BACKEND)"
   step "generate"
-  if "$client" --server localhost:50071 generate --prompt "a photo of a red circle above a blue square" \
+  if timeout 300 "$client" --server localhost:50071 generate --prompt "a photo of a red circle above a blue square" \
       --count 2 --seed 3 --out "$WORK/png" >>"$LOG" 2>&1; then
     row "argen_client generate" "" "ok: $(ls "$WORK/png" | wc -l) PNGs"
   else
@@ -108,8 +108,8 @@ else
   fi
   step "load"
   s=$(now)
-  if [ $CPU = 1 ]; then reqs=4 conc=2; else reqs=64 conc=16; fi
-  if "$client" --server localhost:50071 load --requests $reqs --concurrency $conc --policies dense,diagonal:0.9 \
+  if [ $CPU = 1 ]; then reqs=4 conc=2; else reqs=32 conc=16; fi
+  if timeout 300 "$client" --server localhost:50071 load --requests $reqs --concurrency $conc --policies dense,diagonal:0.9 \
       >"$WORK/load.txt" 2>&1; then
     row "argen_client load ($reqs requests)" "$(since "$s")" "$(grep -iE 'images/s|ok|failed' "$WORK/load.txt" | head -n2 | tr '\n' ' ')"
   else
@@ -123,7 +123,7 @@ row "server exit after SIGTERM" "" "rc=$rc"
 if [ "${SKIP_CONVERT:-0}" != 1 ]; then
   step "argen_convert"
   s=$(now)
-  if "$convert" --in "$BIN_DIR" --out "$ST_DIR" >>"$LOG" 2>&1; then
+  if timeout 400 "$convert" --in "$BIN_DIR" --out "$ST_DIR" >>"$LOG" 2>&1; then
     row "argen_convert .bin -> safetensors" "$(since "$s")" "$(ls "$ST_DIR" | grep -c safetensors) files, read back"
     rm -rf "$BIN_DIR"  # disk: keep one copy at a time
     step "serve the safetensors form"
