@@ -9,7 +9,7 @@ packages=(
   build-essential cmake ninja-build pkg-config ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libyaml-cpp-dev prometheus-cpp-dev
-  libopenblas-dev nlohmann-json3-dev libpng-dev
+  libopenblas-dev nlohmann-json3-dev libpng-dev zlib1g-dev
   # HTTP (the OpenAI-compatible API, /metrics; built with OpenSSL) and TLS / API key hashing.
   libcpp-httplib-dev libssl-dev openssl
   # JPEG output of the HTTP API.
