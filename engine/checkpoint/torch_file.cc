@@ -203,7 +203,8 @@ absl::Status TorchFile::Init() {
 
   infos_.resize(tensors_.size());
   lazy_.resize(tensors_.size());
-  crc_checked_.assign(storages_.size(), 0);
+  crc_once_ = std::make_unique<std::once_flag[]>(storages_.size());
+  crc_status_.resize(storages_.size());
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const TorchTensor& t = tensors_[i];
     TensorInfo& info = infos_[i];
@@ -354,20 +355,15 @@ std::string_view TorchFile::StorageBytes(size_t storage) const {
   return std::string_view(reinterpret_cast<const char*>(data_ + e.data_offset), e.size);
 }
 
-absl::Status TorchFile::VerifyStorageLocked(size_t storage) const {
-  if (crc_checked_[storage] == 1) return absl::OkStatus();
-  if (absl::Status s = zip_.VerifyCrc(*storages_[storage].entry); !s.ok()) return s;
-  crc_checked_[storage] = 1;
-  return absl::OkStatus();
+absl::Status TorchFile::VerifyStorage(size_t storage) const {
+  std::call_once(crc_once_[storage], [&] { crc_status_[storage] = zip_.VerifyCrc(*storages_[storage].entry); });
+  return crc_status_[storage];
 }
 
 absl::StatusOr<std::string_view> TorchFile::RawBytes(size_t i, std::string* scratch) const {
   const TorchTensor& t = tensors_[i];
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (absl::Status s = VerifyStorageLocked(t.storage); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(s.message(), " (holding tensor '", Quote(t.name), "')"));
-    }
+  if (absl::Status s = VerifyStorage(t.storage); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(s.message(), " (holding tensor '", Quote(t.name), "')"));
   }
   const std::string_view storage = StorageBytes(t.storage);
   const size_t elem = pickle::StorageElementSize(t.type);

@@ -81,7 +81,7 @@ class TorchFile {
   absl::Status ReadStateDict(const pickle::Graph& graph, const std::string& root);
   absl::Status AddTensor(const pickle::Graph& graph, const std::string& root, const std::string& name,
                          uint32_t value);
-  absl::Status VerifyStorageLocked(size_t storage) const;
+  absl::Status VerifyStorage(size_t storage) const;
   std::string_view StorageBytes(size_t storage) const;
 
   std::string path_;
@@ -96,10 +96,12 @@ class TorchFile {
   std::vector<std::string> skipped_;
   std::string state_dict_key_;
 
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;                      // guards infos_ and lazy_
   mutable std::vector<TensorInfo> infos_;      // one per tensor; data set when ready
   mutable std::vector<Lazy> lazy_;
-  mutable std::vector<uint8_t> crc_checked_;   // per storage
+  // Per storage: its CRC is checked once, concurrently with other storages'.
+  mutable std::unique_ptr<std::once_flag[]> crc_once_;
+  mutable std::vector<absl::Status> crc_status_;
 };
 
 // Whether the bytes start like a zip archive (torch.save's format since 1.6).

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_join.h"
 #include "engine/checkpoint/checkpoint.h"
@@ -164,6 +165,33 @@ TEST(TorchGoldens, LightningEntriesNextToTheStateDictAreSkippedAndListed) {
   const std::string all = absl::StrJoin((*old)->skipped(), "\n");
   EXPECT_THAT(all, AllOf(HasSubstr("callbacks: a dict (uses 'pytorch_lightning.callbacks.model_checkpoint.ModelCheckpoint'"),
                          HasSubstr("scalar"), HasSubstr("hyper_parameters: an object of 'argparse.Namespace'")));
+}
+
+TEST(TorchGoldens, ConcurrentFirstReadsAgree) {
+  // Backends may load from several threads: the first read of each tensor
+  // (CRC check, strided copy, F64 conversion) happens once and everyone sees it.
+  auto ckpt = Checkpoint::Open(Goldens() + "/state");
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  std::vector<std::string> names;
+  for (const auto& [name, g] : Golden()["tensors"].items()) names.push_back(name);
+  std::vector<std::vector<const TensorInfo*>> seen(8);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < seen.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t k = 0; k < names.size(); ++k) {
+        auto info = (*ckpt)->Find(names[(k + t) % names.size()]);
+        seen[t].push_back(info.ok() ? *info : nullptr);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (size_t t = 0; t < seen.size(); ++t) {
+    for (size_t k = 0; k < names.size(); ++k) {
+      EXPECT_EQ(seen[t][k], seen[0][(k + t) % names.size()]) << names[(k + t) % names.size()];
+      EXPECT_NE(seen[t][k], nullptr);
+    }
+  }
+  ExpectGoldenTensors(**ckpt);
 }
 
 TEST(TorchGoldens, LegacyFormatIsRefusedWithAMessage) {
