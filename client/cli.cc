@@ -1,30 +1,58 @@
-#include <cstdlib>
+// argen_client's command line (CLI11): global flags, then one command with
+// its own flags; `argen_client COMMAND --help` lists them with defaults.
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/commands.h"
+#include "common/cli.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 
 namespace argen::client {
 namespace {
 
-constexpr char kUsageText[] =
-    "usage: argen_client [--server HOST:PORT] [--timeout SECONDS] [--max_message_bytes N]\n"
-    "                    [--api_key KEY] [--ca_file PEM [--cert_file PEM --key_file PEM]] COMMAND [flags]\n"
-    "  --api_key: sent as 'authorization: Bearer KEY' (default: $ARGEN_API_KEY)\n"
-    "  --ca_file: TLS, trusting these CAs; --cert_file/--key_file: client certificate (mutual TLS)\n"
-    "commands:\n"
-    "  generate --prompt TEXT [--count N] [--policy NAME] [--sparsity X] [--n_att N]\n"
-    "           [--n_recent N] [--n_sink N] [--seed S] [--cfg W] [--temperature T]\n"
-    "           [--top_k K] [--top_p P] [--out DIR] [--request_id ID] [--quiet]\n"
-    "  info\n"
-    "  health [--service NAME]\n"
-    "  load --requests N --concurrency C [--policies dense,diagonal:0.75,...]\n"
-    "       [--prompt TEXT] [--count N] [--seed S]\n"
-    "exit codes: 0 ok, 1 server error, 2 bad command line, 3 server unreachable, 4 local I/O error\n";
+constexpr char kDescription[] =
+    "argen_client: generate images with argen_server, inspect it, check its health, load-test it.\n"
+    "Global flags go before or after the command; ARGEN_SERVER and ARGEN_API_KEY set defaults.";
+constexpr char kFooter[] =
+    "Exit codes: 0 ok, 1 server error (or NOT_SERVING), 2 bad command line, 3 server unreachable\n"
+    "or unavailable, 4 local I/O error (output folder, existing file, prompts file).";
+
+void AddRequestFlags(CLI::App& sub, RequestFlags& f) {
+  sub.add_option("--count", f.count, "Images for the prompt (each one CFG pair: 2 KV rows)")
+      ->check(CLI::Range(1, 4096));
+  sub.add_option("--policy", f.policy,
+                 "Sparsity policy NAME or NAME:SPARSITY (dense, sliding_window, streaming_llm, h2o, tova, "
+                 "alisa, diagonal, diagonal_sink4); empty: the server's default");
+  sub.add_option("--sparsity", f.sparsity, "Fraction of decode KV not attended, [0, 1)");
+  sub.add_option("--n_att", f.n_att, "Decode keys attended per step (0: from sparsity)")->check(CLI::Range(-1, 1 << 24));
+  sub.add_option("--n_recent", f.n_recent, "Diagonal recent window N_r")->check(CLI::Range(-1, 1 << 24));
+  sub.add_option("--n_sink", f.n_sink, "Sink tokens (-1: the policy default)")->check(CLI::Range(-1, 1 << 24));
+  sub.add_option("--seed", f.seed, "Sampling seed (unset: the server picks one and reports it)");
+  sub.add_option("--cfg", f.cfg, "Classifier-free guidance weight (unset: the server default)");
+  sub.add_option("--temperature", f.temperature, "Sampling temperature (unset: the server default)");
+  sub.add_option("--top_k", f.top_k, "Top-k filter, 0: off (unset: the server default)")->check(CLI::Range(0, 1 << 30));
+  sub.add_option("--top_p", f.top_p, "Top-p filter in (0, 1] (unset: the server default)");
+}
+
+std::string ClientMessage(const CLI::App& failed, const std::string& message) {
+  // At the top level a bare word is a command name.
+  if (failed.get_parent() == nullptr && message.rfind("unexpected argument '", 0) == 0) {
+    return "unknown command " + message.substr(std::string("unexpected argument ").size()) +
+           " (commands: generate, info, health, load)";
+  }
+  if (message.find("A subcommand is required") != std::string::npos) {
+    return "no command given (commands: generate, info, health, load)";
+  }
+  return message;
+}
+
+}  // namespace
 
 const char* GrpcCodeName(grpc::StatusCode code) {
   switch (code) {
@@ -49,12 +77,28 @@ const char* GrpcCodeName(grpc::StatusCode code) {
   }
 }
 
-}  // namespace
-
 int ReportRpcError(const std::string& what, const std::string& server, const grpc::Status& status,
                    std::ostream& err) {
   err << "argen_client: " << what << ": " << GrpcCodeName(status.error_code()) << ": "
       << status.error_message() << "\n";
+  google::rpc::Status rich;
+  if (!status.error_details().empty() && rich.ParseFromString(status.error_details())) {
+    for (const google::protobuf::Any& any : rich.details()) {
+      google::rpc::ErrorInfo info;
+      google::rpc::BadRequest bad;
+      google::rpc::RetryInfo retry;
+      if (any.UnpackTo(&info)) {
+        err << "argen_client: reason " << info.reason() << " (" << info.domain() << ")\n";
+      } else if (any.UnpackTo(&bad)) {
+        for (const auto& v : bad.field_violations()) {
+          err << "argen_client: field " << v.field() << ": " << v.description() << "\n";
+        }
+      } else if (any.UnpackTo(&retry)) {
+        err << "argen_client: retry after "
+            << retry.retry_delay().seconds() + retry.retry_delay().nanos() / 1e9 << " s\n";
+      }
+    }
+  }
   if (status.error_code() == grpc::UNAVAILABLE) {
     err << "argen_client: is argen_server running and reachable at " << server << "?\n";
     return kUnreachable;
@@ -81,6 +125,28 @@ absl::StatusOr<v1::SparsityPolicy> ParsePolicySpec(const std::string& spec) {
   return policy;
 }
 
+absl::StatusOr<v1::GenerateRequest> RequestFromFlags(const RequestFlags& f) {
+  v1::GenerateRequest r;
+  r.set_prompt(f.prompt);
+  r.set_num_images(f.count);
+  if (f.seed) r.set_seed(*f.seed);
+  if (f.cfg) r.set_cfg_weight(static_cast<float>(*f.cfg));
+  if (f.temperature) r.set_temperature(static_cast<float>(*f.temperature));
+  if (f.top_p) r.set_top_p(static_cast<float>(*f.top_p));
+  if (f.top_k) r.set_top_k(*f.top_k);
+  v1::SparsityPolicy* policy = r.mutable_policy();
+  if (!f.policy.empty()) {
+    absl::StatusOr<v1::SparsityPolicy> spec = ParsePolicySpec(f.policy);
+    if (!spec.ok()) return spec.status();
+    *policy = *spec;
+  }
+  if (f.sparsity) policy->set_sparsity(*f.sparsity);
+  if (f.n_att) policy->set_n_att(*f.n_att);
+  if (f.n_recent) policy->set_n_recent(*f.n_recent);
+  if (f.n_sink) policy->set_n_sink(*f.n_sink);
+  return r;
+}
+
 void PrintMetrics(const v1::RequestMetrics& m, std::ostream& out) {
   out << "queue wait     " << m.queue_wait_seconds() << " s\n"
       << "prefill        " << m.prefill_seconds() << " s\n"
@@ -94,107 +160,122 @@ void PrintMetrics(const v1::RequestMetrics& m, std::ostream& out) {
       << "engine steps   " << m.steps() << "\n";
 }
 
-void ProgressLine::Show(const std::string& label, int64_t done, int64_t total) {
-  if (interactive_) {
-    err_ << "\r" << label << " " << done << "/" << total << std::flush;
-    open_ = true;
-    return;
-  }
-  const int64_t quarter = total > 0 ? done * 4 / total : 4;
-  if (quarter == last_quarter_) return;
-  last_quarter_ = quarter;
-  err_ << label << " " << done << "/" << total << "\n";
-}
-
-void ProgressLine::Finish() {
-  if (open_) err_ << "\n";
-  open_ = false;
-  last_quarter_ = -1;
-}
-
 int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
               bool interactive) {
   CommonOptions common;
   common.interactive = interactive;
-  if (const char* key = std::getenv("ARGEN_API_KEY")) common.security.api_key = key;
-  std::string cert_file, key_file;
-  auto read_pem = [&](const std::string& flag, const std::string& path, std::string* into) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      err << "argen_client: flag --" << flag << ": cannot read '" << path << "'\n";
-      return false;
+  CLI::App app(kDescription, "argen_client");
+  cli::Configure(app, "argen_client");
+  app.footer(kFooter);
+  app.fallthrough();  // global flags after the command too
+  app.require_subcommand(1);
+  app.add_option("--server", common.server, "Server address HOST:PORT")->envname("ARGEN_SERVER");
+  app.add_option("--api_key", common.security.api_key,
+                 "API key, sent as 'authorization: Bearer <key>' (ignored by servers without keys)")
+      ->envname("ARGEN_API_KEY");
+  std::string ca_file, cert_file, key_file;
+  CLI::Option* ca = app.add_option("--ca_file", ca_file, "TLS: trust these CA certificates (PEM)")
+                        ->check(CLI::ExistingFile);
+  CLI::Option* cert = app.add_option("--cert_file", cert_file, "Mutual TLS: the client certificate (PEM)")
+                          ->check(CLI::ExistingFile);
+  CLI::Option* key = app.add_option("--key_file", key_file, "Mutual TLS: the client key (PEM)")
+                         ->check(CLI::ExistingFile);
+  cert->needs(key)->needs(ca);
+  key->needs(cert);
+  app.add_option("--timeout", common.timeout_seconds, "Deadline of each call in seconds (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max_message_bytes", common.max_message_bytes, "gRPC message size limit (bytes)")
+      ->check(CLI::Range(int64_t{4096}, int64_t{1} << 31));
+
+  GenerateOptions generate;
+  CLI::App* gen = app.add_subcommand("generate", "Generate images for a prompt (or a file of prompts) and write PNGs");
+  CLI::Option* prompt = gen->add_option("--prompt", generate.request.prompt, "The caption");
+  CLI::Option* prompts_file =
+      gen->add_option("--prompts-file,--prompts_file", generate.prompts_file,
+                      "Batch mode: one request per line, a prompt or a JSON object overriding the flags "
+                      "(prompt, count, seed, policy, sparsity, n_att, n_recent, n_sink, cfg, temperature, "
+                      "top_k, top_p, request_id)");
+  prompt->excludes(prompts_file);
+  AddRequestFlags(*gen, generate.request);
+  gen->add_option("--parallel", generate.parallel, "Batch mode: requests in flight at once")->check(CLI::Range(1, 1024));
+  gen->add_option("--out", generate.out, "Output folder (created at the first image)");
+  gen->add_option("--request_id", generate.request_id,
+                  "Request id, also the file stem <id>_<index>.png (unset: the server assigns a unique ULID)");
+  gen->add_flag("--overwrite", generate.overwrite, "Replace existing image files (default: refuse)");
+  gen->add_flag("--quiet", generate.quiet, "No progress on stderr");
+  gen->add_flag("--json", generate.json, "Print the result as JSON on stdout");
+
+  InfoOptions info;
+  CLI::App* info_cmd = app.add_subcommand("info", "Show the served model, limits, policies and parameter ranges");
+  info_cmd->add_flag("--json", info.json, "Print ModelInfo as JSON");
+
+  HealthOptions health;
+  CLI::App* health_cmd = app.add_subcommand("health", "grpc.health.v1 Check: prints SERVING or NOT_SERVING");
+  health_cmd->add_option("--service", health.service, "Service to check (\"\": the whole server)");
+
+  LoadOptions load;
+  load.request.prompt = "a red circle above a blue square";
+  CLI::App* load_cmd = app.add_subcommand(
+      "load", "Load test like a serving benchmark: closed loop (--concurrency) or Poisson arrivals (--rate)");
+  load_cmd->add_option("--prompt", load.request.prompt, "The caption of every request");
+  AddRequestFlags(*load_cmd, load.request);
+  load_cmd->add_option("--requests", load.requests, "Requests to send (0: 16, or no limit with --duration)")
+      ->check(CLI::Range(int64_t{0}, int64_t{100000000}));
+  load_cmd->add_option("--concurrency", load.concurrency,
+                       "Closed loop: requests in flight (0: 4); with --rate: the most in flight (0: 1024)")
+      ->check(CLI::Range(0, 4096));
+  load_cmd->add_option("--rate", load.rate, "Open loop: Poisson arrivals at this many requests/s (0: closed loop)")
+      ->check(CLI::NonNegativeNumber);
+  load_cmd->add_option("--duration", load.duration, "Stop starting requests after this many seconds (0: no limit)")
+      ->check(CLI::NonNegativeNumber);
+  load_cmd->add_option("--policies", load.policies, "Policy mix cycled through, e.g. dense,diagonal:0.9");
+  load_cmd->add_option("--save-result,--save_result", load.save_result, "Write the summary as JSON to this file");
+  load_cmd->add_flag("--json", load.json, "Print the summary as JSON on stdout");
+
+  // A bare word where the command goes that names none: say so (CLI11 would
+  // only say that a command is missing).
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("-", 0) == 0) {
+      const bool takes_value = a == "--server" || a == "--api_key" || a == "--timeout" ||
+                               a == "--max_message_bytes" || a == "--ca_file" || a == "--cert_file" ||
+                               a == "--key_file";
+      if (takes_value) ++i;
+      continue;
     }
+    if (a != "generate" && a != "info" && a != "health" && a != "load") {
+      err << "argen_client: unknown command '" << a << "' (commands: generate, info, health, load)\n"
+          << "run 'argen_client --help' for the flags\n";
+      return kUsage;
+    }
+    break;
+  }
+  if (std::optional<int> rc = cli::Parse(app, args, out, err, kUsage, ClientMessage)) return *rc;
+  for (const auto& [flag, path, into] : {std::tuple{"--ca_file", &ca_file, &common.security.ca_pem},
+                                         {"--cert_file", &cert_file, &common.security.cert_pem},
+                                         {"--key_file", &key_file, &common.security.key_pem}}) {
+    if (path->empty()) continue;
+    std::ifstream in(*path, std::ios::binary);
     std::stringstream text;
     text << in.rdbuf();
+    if (!in) {
+      err << "argen_client: flag " << flag << ": cannot read '" << *path << "'\n";
+      return kUsage;
+    }
     *into = text.str();
-    return true;
-  };
-  size_t i = 0;
-  // Global flags come before the command.
-  for (; i < args.size() && args[i].rfind("--", 0) == 0; ++i) {
-    std::string name = args[i].substr(2), value;
-    if (name == "help") {
-      out << kUsageText;
-      return kOk;
-    }
-    const size_t eq = name.find('=');
-    if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      err << "argen_client: flag --" << name << " needs a value\n" << kUsageText;
+  }
+
+  if (gen->parsed()) {
+    if (prompt->count() == 0 && prompts_file->count() == 0) {
+      err << "argen_client generate: flag --prompt is required (or --prompts-file)\n"
+          << "run 'argen_client generate --help' for the flags\n";
       return kUsage;
     }
-    if (name == "server") {
-      common.server = value;
-    } else if (name == "timeout") {
-      if (!absl::SimpleAtod(value, &common.timeout_seconds) || common.timeout_seconds < 0) {
-        err << "argen_client: flag --timeout: \"" << value << "\" is not a number of seconds >= 0\n";
-        return kUsage;
-      }
-    } else if (name == "max_message_bytes") {
-      if (!absl::SimpleAtoi(value, &common.max_message_bytes) || common.max_message_bytes < 4096) {
-        err << "argen_client: flag --max_message_bytes: \"" << value << "\" is not an integer >= 4096\n";
-        return kUsage;
-      }
-    } else if (name == "api_key") {
-      common.security.api_key = value;
-    } else if (name == "ca_file") {
-      if (!read_pem(name, value, &common.security.ca_pem)) return kUsage;
-    } else if (name == "cert_file") {
-      if (!read_pem(name, value, &common.security.cert_pem)) return kUsage;
-      cert_file = value;
-    } else if (name == "key_file") {
-      if (!read_pem(name, value, &common.security.key_pem)) return kUsage;
-      key_file = value;
-    } else {
-      err << "argen_client: unknown flag --" << name << " (global flags: --server, --timeout, "
-          << "--max_message_bytes, --api_key, --ca_file, --cert_file, --key_file)\n";
-      return kUsage;
-    }
+    return RunGenerate(common, generate, out, err);
   }
-  if (cert_file.empty() != key_file.empty() || (!cert_file.empty() && common.security.ca_pem.empty())) {
-    err << "argen_client: --cert_file and --key_file go together, and with --ca_file (TLS)\n";
-    return kUsage;
-  }
-  if (i >= args.size()) {
-    err << "argen_client: no command given\n" << kUsageText;
-    return kUsage;
-  }
-  const std::string command = args[i];
-  const std::vector<std::string> rest(args.begin() + static_cast<long>(i) + 1, args.end());
-  if (command == "generate") return RunGenerate(common, rest, out, err);
-  if (command == "info") return RunInfo(common, rest, out, err);
-  if (command == "health") return RunHealth(common, rest, out, err);
-  if (command == "load") return RunLoad(common, rest, out, err);
-  if (command == "help") {
-    out << kUsageText;
-    return kOk;
-  }
-  err << "argen_client: unknown command '" << command << "'\n" << kUsageText;
-  return kUsage;
+  if (info_cmd->parsed()) return RunInfo(common, info, out, err);
+  if (health_cmd->parsed()) return RunHealth(common, health, out, err);
+  return RunLoad(common, load, out, err);
 }
 
 }  // namespace argen::client

@@ -3,8 +3,9 @@
 //   2 bad command line, 3 server unreachable / unavailable, 4 local I/O error.
 #pragma once
 
-#include <iosfwd>
 #include <cstdint>
+#include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,48 +19,81 @@ namespace argen::client {
 enum ExitCode { kOk = 0, kServerError = 1, kUsage = 2, kUnreachable = 3, kLocalError = 4 };
 
 struct CommonOptions {
-  std::string server = "localhost:50051";
+  std::string server = "localhost:50051";  // env ARGEN_SERVER
+  // --api_key (env ARGEN_API_KEY: "authorization: Bearer <key>"), --ca_file,
+  // --cert_file / --key_file (TLS, mutual TLS).
+  ChannelSecurity security;
   int64_t max_message_bytes = int64_t{64} << 20;
   double timeout_seconds = 0;  // 0: none
-  // stderr is a terminal: progress redraws one line; otherwise progress is
-  // printed as whole lines at quarter steps (logs stay readable).
+  // stderr is a terminal: the progress bar redraws one line; otherwise
+  // progress is printed as whole lines at 10% steps (logs stay readable).
   bool interactive = false;
-  // --api_key (or ARGEN_API_KEY), --ca_file, --cert_file / --key_file.
-  ChannelSecurity security;
 };
 
-// Progress display shared by generate and load.
-class ProgressLine {
- public:
-  ProgressLine(std::ostream& err, bool interactive) : err_(err), interactive_(interactive) {}
-  ~ProgressLine() { Finish(); }
-  void Show(const std::string& label, int64_t done, int64_t total);
-  void Finish();  // ends a redrawn line
+// The request fields generate and load share, as given on the command line.
+struct RequestFlags {
+  std::string prompt;
+  int32_t count = 1;
+  std::string policy;  // NAME or NAME:SPARSITY; "" = the server's default
+  std::optional<double> sparsity;
+  std::optional<int32_t> n_att, n_recent, n_sink;
+  std::optional<uint64_t> seed;
+  std::optional<double> cfg, temperature, top_p;
+  std::optional<int32_t> top_k;
+};
 
- private:
-  std::ostream& err_;
-  bool interactive_;
-  bool open_ = false;
-  int64_t last_quarter_ = -1;
+struct GenerateOptions {
+  RequestFlags request;
+  std::string prompts_file;  // batch mode: one request per line (plain or JSONL)
+  int32_t parallel = 4;      // batch mode: requests in flight at once
+  std::string out = "out";
+  std::string request_id;
+  bool overwrite = false;
+  bool quiet = false;
+  bool json = false;
+};
+
+struct HealthOptions {
+  std::string service;
+};
+
+struct InfoOptions {
+  bool json = false;
+};
+
+struct LoadOptions {
+  RequestFlags request;
+  int64_t requests = 0;       // 0: 16, or unlimited with --duration
+  int32_t concurrency = 0;    // closed loop: workers (0: 4); with --rate: most in flight (0: 1024)
+  double rate = 0;            // > 0: open loop, Poisson arrivals at this many requests/s
+  double duration = 0;        // > 0: stop starting requests after this many seconds
+  std::string policies;       // comma-separated mix, cycled through
+  std::string save_result;    // JSON file
+  bool json = false;
 };
 
 // Entry point: argv without the program name.
 int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
               bool interactive = false);
 
-int RunGenerate(const CommonOptions& common, const std::vector<std::string>& args, std::ostream& out,
+int RunGenerate(const CommonOptions& common, const GenerateOptions& options, std::ostream& out,
                 std::ostream& err);
-int RunInfo(const CommonOptions& common, const std::vector<std::string>& args, std::ostream& out,
-            std::ostream& err);
-int RunHealth(const CommonOptions& common, const std::vector<std::string>& args, std::ostream& out,
+int RunInfo(const CommonOptions& common, const InfoOptions& options, std::ostream& out, std::ostream& err);
+int RunHealth(const CommonOptions& common, const HealthOptions& options, std::ostream& out,
               std::ostream& err);
-int RunLoad(const CommonOptions& common, const std::vector<std::string>& args, std::ostream& out,
-            std::ostream& err);
+int RunLoad(const CommonOptions& common, const LoadOptions& options, std::ostream& out, std::ostream& err);
 
 // "diagonal", "diagonal:0.75" (name:sparsity) -> SparsityPolicy.
 absl::StatusOr<v1::SparsityPolicy> ParsePolicySpec(const std::string& spec);
 
-// Prints "argen_client: <what>: <CODE>: <message>" and maps the code to an exit code.
+// The request the flags describe (policy spec first, then the single fields).
+absl::StatusOr<v1::GenerateRequest> RequestFromFlags(const RequestFlags& flags);
+
+// "OK", "INVALID_ARGUMENT", ... for a gRPC code.
+const char* GrpcCodeName(grpc::StatusCode code);
+
+// Prints "argen_client: <what>: <CODE>: <message>" plus the google.rpc.Status
+// details (reason, field, retry delay) and maps the code to an exit code.
 int ReportRpcError(const std::string& what, const std::string& server, const grpc::Status& status,
                    std::ostream& err);
 

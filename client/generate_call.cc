@@ -10,26 +10,39 @@
 
 namespace argen::client {
 
-GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& request,
-                            double timeout_seconds,
-                            const std::function<void(const v1::GenerateEvent&)>& on_event) {
-  GenerateResult result;
-  const auto start = std::chrono::steady_clock::now();
-  grpc::ClientContext context;
+void PrepareContext(grpc::ClientContext& context, double timeout_seconds) {
   if (timeout_seconds > 0) {
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000)));
   }
+}
+
+GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& request,
+                            const CallOptions& options,
+                            const std::function<void(v1::GenerateEvent&)>& on_event) {
+  GenerateResult result;
+  const auto start = std::chrono::steady_clock::now();
+  auto since_start = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  grpc::ClientContext context;
+  PrepareContext(context, options.timeout_seconds);
   std::unique_ptr<grpc::ClientReader<v1::GenerateEvent>> reader = stub.Generate(&context, request);
   v1::GenerateEvent event;
   while (reader->Read(&event)) {
+    if (event.has_image()) {
+      const double t = since_start();
+      if (result.first_image_seconds < 0) result.first_image_seconds = t;
+      result.image_seconds.push_back(t);
+      ++result.images_received;
+    }
     if (on_event) on_event(event);
     switch (event.event_case()) {
       case v1::GenerateEvent::kAccepted:
         result.accepted = event.accepted();
         break;
       case v1::GenerateEvent::kImage:
-        result.images.push_back(std::move(*event.mutable_image()));
+        if (options.keep_images) result.images.push_back(std::move(*event.mutable_image()));
         break;
       case v1::GenerateEvent::kMetrics:
         result.metrics = event.metrics();
@@ -40,9 +53,16 @@ GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& re
     }
   }
   result.status = reader->Finish();
-  result.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.wall_seconds = since_start();
   return result;
+}
+
+GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& request,
+                            double timeout_seconds,
+                            const std::function<void(v1::GenerateEvent&)>& on_event) {
+  CallOptions options;
+  options.timeout_seconds = timeout_seconds;
+  return CallGenerate(stub, request, options, on_event);
 }
 
 namespace {

@@ -9,22 +9,38 @@
 
 #include "argen/v1/argen.grpc.pb.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
 
 namespace argen::client {
+
+struct CallOptions {
+  double timeout_seconds = 0;  // 0: no deadline
+  bool keep_images = true;     // false: GenerateResult::images stays empty (load tests)
+};
 
 struct GenerateResult {
   grpc::Status status;
   v1::Accepted accepted;
   std::vector<v1::Image> images;
+  int32_t images_received = 0;
   v1::RequestMetrics metrics;
   bool has_metrics = false;
-  double wall_seconds = 0;  // call start -> stream end, as the client saw it
+  double wall_seconds = 0;          // call start -> stream end, as the client saw it
+  double first_image_seconds = -1;  // call start -> first Image event; -1: none came
+  std::vector<double> image_seconds;  // call start -> each Image event
 };
 
-// `on_event` (optional) sees every event as it arrives (progress display).
+// `on_event` (optional) sees every event as it arrives (progress display,
+// writing images at once). It may move the image payload out.
+GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& request,
+                            const CallOptions& options,
+                            const std::function<void(v1::GenerateEvent&)>& on_event = nullptr);
 GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& request,
                             double timeout_seconds,
-                            const std::function<void(const v1::GenerateEvent&)>& on_event = nullptr);
+                            const std::function<void(v1::GenerateEvent&)>& on_event = nullptr);
+
+// The deadline of a call; 0: none.
+void PrepareContext(grpc::ClientContext& context, double timeout_seconds);
 
 // How the client reaches a server with TLS and API keys (all empty: plaintext, no key).
 struct ChannelSecurity {

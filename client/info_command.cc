@@ -1,28 +1,34 @@
 #include <chrono>
 #include <iostream>
 
-#include "client/commands.h"
-#include "client/flags.h"
-#include "client/generate_call.h"
 #include "argen/v1/argen.grpc.pb.h"
+#include "client/commands.h"
+#include "client/generate_call.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace argen::client {
 
-int RunInfo(const CommonOptions& common, const std::vector<std::string>& args, std::ostream& out,
-            std::ostream& err) {
-  absl::StatusOr<Flags> flags = Flags::Parse(args, {});
-  if (!flags.ok()) {
-    err << "argen_client info: " << flags.status().message() << "\n";
-    return kUsage;
-  }
+int RunInfo(const CommonOptions& common, const InfoOptions& options, std::ostream& out, std::ostream& err) {
   auto stub = v1::ArGen::NewStub(MakeChannel(common.server, common.max_message_bytes, common.security));
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::milliseconds(static_cast<int64_t>(
-                           (common.timeout_seconds > 0 ? common.timeout_seconds : 10) * 1000)));
+  PrepareContext(context, common.timeout_seconds > 0 ? common.timeout_seconds : 10);
   v1::ModelInfo info;
   grpc::Status status = stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
   if (!status.ok()) return ReportRpcError("info", common.server, status, err);
+  if (options.json) {
+    google::protobuf::util::JsonPrintOptions json_options;
+    json_options.add_whitespace = true;
+    json_options.preserve_proto_field_names = true;
+    json_options.always_print_primitive_fields = true;
+    std::string text;
+    if (!google::protobuf::util::MessageToJsonString(info, &text, json_options).ok()) {
+      err << "argen_client info: cannot print ModelInfo as JSON\n";
+      return kLocalError;
+    }
+    out << text;
+    if (text.empty() || text.back() != '\n') out << "\n";
+    return kOk;
+  }
   out << "model          " << info.model() << " (" << info.backend() << ")\n"
       << "image          " << info.image_size() << "x" << info.image_size() << " px, "
       << info.token_grid() << "x" << info.token_grid() << " tokens (" << info.image_tokens()

@@ -14,3 +14,14 @@ double Percentile(std::vector<double> values, double q) {
 }
 
 }  // namespace argen::client
+
+namespace argen::client {
+
+double Mean(const std::vector<double>& values) {
+  if (values.empty()) return 0;
+  double sum = 0;
+  for (double v : values) sum += v;
+  return sum / static_cast<double>(values.size());
+}
+
+}  // namespace argen::client

@@ -9,4 +9,7 @@ namespace argen::client {
 // at least q of the sample at or below it.
 double Percentile(std::vector<double> values, double q);
 
+// Arithmetic mean; 0 for an empty sample.
+double Mean(const std::vector<double>& values);
+
 }  // namespace argen::client

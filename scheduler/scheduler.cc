@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/sparse/policy_params.h"
 #include "scheduler/preview.h"
+#include "scheduler/request_id.h"
 
 namespace argen::scheduler {
 
@@ -138,8 +139,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(
           "queue full: ", queue_.size(), " requests waiting (queue_limit ", options_.queue_limit,
           "); retry later")));
     }
-    std::string id = submit.request_id.empty() ? absl::StrCat("r", next_request_number_)
-                                               : submit.request_id;
+    std::string id = submit.request_id.empty() ? NewRequestId() : submit.request_id;
     job->sequence = next_request_number_++;
     job->handle = std::make_shared<RequestHandle>(std::move(id), submit.deadline);
     job->accepted = absl::Now();
@@ -306,7 +306,10 @@ void Scheduler::EndCancelledRunning() {
   if (removed) PublishKv();
 }
 
-void Scheduler::PublishKv() { observer_->OnKvBytes(engine_->KvBytesInUse(), in_use_.kv_bytes); }
+void Scheduler::PublishKv() {
+  observer_->OnKvBytes(engine_->KvBytesInUse(), in_use_.kv_bytes);
+  observer_->OnRunning(in_use_.rows, static_cast<int32_t>(running_.size()));
+}
 
 void Scheduler::RunStep() {
   const absl::Time start = absl::Now();
@@ -378,7 +381,7 @@ void Scheduler::RunStep() {
     stats.queue_depth = static_cast<int32_t>(queue_.size());
   }
   observer_->OnStep(stats);
-  observer_->OnKvBytes(stats.kv_bytes_in_use, stats.kv_bytes_reserved);
+  PublishKv();
 }
 
 void Scheduler::OfferPreviews() {
@@ -498,7 +501,9 @@ void Scheduler::DecodeAndDeliver(const JobPtr& job) {
     event.encoded = *std::move(encoded);
     job->handle->Push(std::move(event));
     ++job->images_sent;
-    observer_->OnImage(job->policy_name, absl::Now() - job->accepted);
+    const absl::Duration since_accepted = absl::Now() - job->accepted;
+    if (i == 0) observer_->OnFirstImage(job->policy_name, since_accepted);
+    observer_->OnImage(job->policy_name, since_accepted);
   }
   Finish(*job, absl::OkStatus());
 }

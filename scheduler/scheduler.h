@@ -36,7 +36,7 @@
 namespace argen::scheduler {
 
 struct SubmitOptions {
-  std::string request_id;                         // empty: assigned ("r<n>")
+  std::string request_id;                         // empty: a new ULID (request_id.h)
   absl::Time deadline = absl::InfiniteFuture();   // expiry ends it with DEADLINE_EXCEEDED
   absl::Duration progress_interval = absl::ZeroDuration();  // 0: the scheduler default
   Priority priority = Priority::kNormal;
@@ -104,6 +104,8 @@ class Scheduler {
   // Pushes the Finished event and reports it; every accepted job ends here once.
   void Finish(Job& job, absl::Status status);
   absl::Status StopReason(const Job& job) const;
+  // Reports KV bytes and the running batch (rows, requests) to the observer;
+  // called after every change to running_, so no gauge outlives what it counts.
   void PublishKv();
 
   engine::Engine* const engine_;
@@ -119,7 +121,7 @@ class Scheduler {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int32_t active_requests_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t next_request_number_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t next_request_number_ ABSL_GUARDED_BY(mu_) = 0;  // submission order (priority ties)
   std::atomic<bool> abort_{false};  // drain timed out / destructor: end everything
 
   // Loop-thread state (published through atomics for snapshot()).

@@ -30,6 +30,9 @@ class SchedulerObserver {
   virtual void OnStep(const StepStats& stats) {}
   virtual void OnQueueDepth(int32_t depth) {}
   virtual void OnKvBytes(int64_t in_use, int64_t reserved) {}
+  // The running batch after every change (admission, step, finish, cancel,
+  // deadline, failure, drain): its rows and its requests.
+  virtual void OnRunning(int32_t rows, int32_t requests) {}
   virtual void OnRequestStarted(std::string_view policy, absl::Duration queue_wait) {}
   virtual void OnImage(std::string_view policy, absl::Duration since_accepted) {}
   // A preview written to a client (called by the transports).
@@ -37,6 +40,8 @@ class SchedulerObserver {
   // A preview not produced or not delivered: "image_path_busy", "client_slow",
   // "late" (the final images had started), "request_ended", "failed".
   virtual void OnPreviewDropped(std::string_view reason) {}
+  // A request's first image, before its OnImage.
+  virtual void OnFirstImage(std::string_view policy, absl::Duration since_accepted) {}
   // Every request that reached Submit: accepted ones when they finish,
   // rejected ones at once (status says why).
   virtual void OnRequestDone(std::string_view policy, const absl::Status& status,

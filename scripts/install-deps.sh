@@ -15,6 +15,9 @@ packages=(
   # JPEG output of the HTTP API.
   libjpeg62-turbo-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # Command lines (CLI11), logs (spdlog), tokenizer regexes (Oniguruma, as HF
+  # tokenizers), the standard gRPC health / reflection protos.
+  libcli11-dev libspdlog-dev libonig-dev grpc-proto
   # Test tooling: the quality-report and scorer tests run tools/sweep/report.py.
   python3-numpy python3-pil python3-matplotlib
 )

@@ -1,12 +1,15 @@
 #include "server/argen_server.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/version.h"
 #include "engine/image/png.h"
+#include "grpc/health/v1/health.pb.h"
 #include "engine/sparse/policy_params.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
 #include "server/tls_config.h"
+#include "server/reflection_v1.h"
 
 namespace argen::server {
 
@@ -93,6 +96,7 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
     encoder = [](const engine::RgbImage& rgb) { return image::EncodePng(rgb.rgb, rgb.width, rgb.height); };
   }
 
+  server->prometheus_->SetBuildInfo(BuildInfo{Version(), info.backend, info.name});
   absl::StatusOr<std::unique_ptr<scheduler::Scheduler>> sched = scheduler::Scheduler::Create(
       server->engine_.get(), SchedulerOptionsOf(config), std::move(encoder), server->prometheus_.get());
   if (!sched.ok()) return sched.status();
@@ -103,7 +107,12 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // gRPC's built-in health service has no protobuf descriptors; touching the
+  // generated ones links them into the pool reflection answers from, so
+  // `grpcurl describe grpc.health.v1.Health` and calls without -proto work.
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::ServerBuilder builder;
+  builder.SetOption(MakeReflectionV1Option());
   const std::string address = absl::StrCat(config.listen_address, ":", config.port);
   builder.AddListeningPort(address, GrpcServerCredentials(server->tls_.get()), &server->port_);
   builder.RegisterService(server->service_.get());
@@ -129,7 +138,8 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
       };
     }
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> metrics = MetricsEndpoint::Start(
-        config.metrics_address, config.metrics_port, server->prometheus_->registry(), std::move(authorize));
+        config.metrics_address, config.metrics_port, server->prometheus_->registry(), std::move(authorize),
+        [metrics = server->prometheus_.get()] { metrics->BeforeScrape(); });
     if (!metrics.ok()) {
       server->Shutdown();
       return metrics.status();

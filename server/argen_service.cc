@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "server/prometheus_metrics.h"
 #include "server/request_mapping.h"
+#include "server/request_trace.h"
 
 namespace argen::server {
 namespace {
@@ -36,11 +37,20 @@ ArgenService::ArgenService(RequestGate* gate) : gate_(gate) {}
 
 grpc::Status ArgenService::Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                                     grpc::ServerWriter<v1::GenerateEvent>* writer) {
+  // One log line per request, whichever way it ends; PNGs get their metadata.
+  RequestTrace trace("grpc", context->peer(), *request, gate_->PolicyLabel(*request));
   absl::StatusOr<const ApiKey*> key = gate_->Authorize(AuthorizationOf(*context), Right::kGenerate);
-  if (!key.ok()) return ToGrpcStatus(key.status());
+  if (!key.ok()) {
+    trace.Ended(key.status());
+    return ToGrpcStatus(key.status());
+  }
   absl::StatusOr<Submission> submitted = gate_->Submit(*key, *request, DeadlineOf(*context));
-  if (!submitted.ok()) return ToGrpcStatus(submitted.status());
+  if (!submitted.ok()) {
+    trace.Ended(submitted.status());
+    return ToGrpcStatus(submitted.status());
+  }
   scheduler::RequestHandle& h = *submitted->handle;
+  trace.Submitted(h.id(), submitted->generation, gate_->info().name);
 
   bool client_gone = false;
   while (true) {
@@ -52,6 +62,7 @@ grpc::Status ArgenService::Generate(grpc::ServerContext* context, const v1::Gene
     }
     std::optional<scheduler::RequestEvent> event = h.Next(kPollInterval);
     if (!event) continue;
+    trace.OnEvent(*event);
     if (std::holds_alternative<scheduler::StartedEvent>(*event)) submitted->lease.Started();
     if (auto* finished = std::get_if<scheduler::FinishedEvent>(&*event)) {
       if (!finished->status.ok()) return ToGrpcStatus(finished->status);

@@ -15,13 +15,35 @@ struct Unit {
   double factor;
 };
 
+constexpr double kKi = 1024.0;
 constexpr Unit kUnits[] = {
-    {"", 1},           {"B", 1},
-    {"KiB", 1024.0},   {"MiB", 1024.0 * 1024},   {"GiB", 1024.0 * 1024 * 1024},
-    {"TiB", 1024.0 * 1024 * 1024 * 1024},
-    {"kB", 1e3},       {"KB", 1e3},              {"MB", 1e6},
-    {"GB", 1e9},       {"TB", 1e12},
+    {"", 1},
+    {"B", 1},
+    {"Ki", kKi},
+    {"Mi", kKi * kKi},
+    {"Gi", kKi * kKi * kKi},
+    {"Ti", kKi * kKi * kKi * kKi},
+    {"Pi", kKi * kKi * kKi * kKi * kKi},
+    {"KiB", kKi},
+    {"MiB", kKi * kKi},
+    {"GiB", kKi * kKi * kKi},
+    {"TiB", kKi * kKi * kKi * kKi},
+    {"PiB", kKi * kKi * kKi * kKi * kKi},
+    {"k", 1e3},
+    {"K", 1e3},
+    {"M", 1e6},
+    {"G", 1e9},
+    {"T", 1e12},
+    {"P", 1e15},
+    {"kB", 1e3},
+    {"KB", 1e3},
+    {"MB", 1e6},
+    {"GB", 1e9},
+    {"TB", 1e12},
+    {"PB", 1e15},
 };
+
+constexpr char kUnitList[] = "B, Ki/KiB, Mi/MiB, Gi/GiB, Ti/TiB, Pi/PiB, k/K/kB/KB, M/MB, G/GB, T/TB, P/PB";
 
 }  // namespace
 
@@ -34,7 +56,7 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   double value = 0;
   if (number.empty() || !absl::SimpleAtod(number, &value)) {
     return absl::InvalidArgumentError(absl::StrCat("\"", std::string(text),
-                                                   "\" is not a byte size (e.g. 8GiB, 512MiB)"));
+                                                   "\" is not a byte size (e.g. 8GiB, 40Gi, 4G, 512MiB)"));
   }
   for (const Unit& u : kUnits) {
     if (unit != u.name) continue;
@@ -44,9 +66,12 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
     }
     return static_cast<int64_t>(std::llround(bytes));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "\"", std::string(text), "\" has unknown unit \"", std::string(unit),
-      "\" (use B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)"));
+  if (!unit.empty() && unit[0] == 'm') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", std::string(text), "\": lowercase m is milli (as in Kubernetes); write M or MB (10^6) or Mi or MiB (2^20)"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("\"", std::string(text), "\" has unknown unit \"",
+                                                 std::string(unit), "\" (use ", kUnitList, ")"));
 }
 
 }  // namespace argen::server

@@ -1,4 +1,5 @@
-// Byte sizes as operators write them: 1073741824, "8GiB", "512MiB", "1.5GB".
+// Byte sizes as operators write them: 1073741824, "8GiB", "40Gi", "4G",
+// "4GB", "512MiB", "512Mi", "1.5GB".
 #pragma once
 
 #include <cstdint>
@@ -8,8 +9,10 @@
 
 namespace argen::server {
 
-// Binary (KiB, MiB, GiB, TiB) and decimal (kB, KB, MB, GB, TB) units, "B" or
-// none for bytes; case-sensitive units, optional space before the unit.
+// Units, case-sensitive, optional space before them: none or B (bytes);
+// binary Ki Mi Gi Ti Pi (Kubernetes) and KiB MiB GiB TiB PiB; decimal
+// k K M G T P (Kubernetes, and K) and kB KB MB GB TB PB. A lowercase "m" is an
+// error (Kubernetes' milli), not mega.
 absl::StatusOr<int64_t> ParseByteSize(absl::string_view text);
 
 }  // namespace argen::server

@@ -12,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "server/prometheus_metrics.h"
 #include "server/request_mapping.h"
+#include "server/request_trace.h"
 
 namespace argen::server {
 namespace {
@@ -49,6 +50,7 @@ struct Generation {
   std::string policy;
   std::vector<std::string> images;  // by index (non-streaming)
   bool finished = false;
+  std::unique_ptr<RequestTrace> trace;  // the log line and the PNG metadata
   std::function<void()> on_end;     // the API's active count
   ~Generation() {
     if (!finished && submitted.handle != nullptr) submitted.handle->Cancel();
@@ -275,10 +277,12 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
 
   const ImagesApiModel model{g->info().name, g->info().image_size, /*jpeg=*/true};
   std::variant<ImagesRequest, HttpApiError> parsed = ParseImagesRequest(body, model);
+  const std::string peer = absl::StrCat(request.remote_addr, ":", request.remote_port);
   if (auto* e = std::get_if<HttpApiError>(&parsed)) {
     if (metrics_ != nullptr) {
       metrics_->OnRequestDone("invalid", absl::InvalidArgumentError(e->message), scheduler::RequestMetrics{});
     }
+    RequestTrace("http", peer, v1::GenerateRequest(), "invalid").Ended(absl::InvalidArgumentError(e->message));
     Fail(response, *e);
     return;
   }
@@ -292,13 +296,16 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
     const int32_t quality = gen->request.output_compression;
     encoder = [quality](const engine::RgbImage& rgb) { return image::EncodeJpeg(rgb.rgb, rgb.width, rgb.height, quality); };
   }
+  gen->trace = std::make_unique<RequestTrace>("http", peer, gen->request.generate, gen->policy);
   absl::StatusOr<Submission> submitted =
       g->Submit(key, gen->request.generate, absl::InfiniteFuture(), std::move(encoder));
   if (!submitted.ok()) {
+    gen->trace->Ended(submitted.status());
     Fail(response, ToHttpError(submitted.status()));
     return;
   }
   gen->submitted = *std::move(submitted);
+  gen->trace->Submitted(gen->submitted.handle->id(), gen->submitted.generation, g->info().name);
   gen->socket_fd = ConnectionSocket(request);
   {
     absl::MutexLock lock(&mu_);
@@ -316,6 +323,7 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
 
   // Bookkeeping common to both modes; false when the event was Finished.
   auto note = [gen](scheduler::RequestEvent& event) {
+    gen->trace->OnEvent(event);
     if (auto* q = std::get_if<scheduler::QueuedEvent>(&event)) {
       gen->seed = q->seed;
       gen->prompt_tokens = q->prompt_tokens;

@@ -1,14 +1,20 @@
 // argen_server: loads the config (file + flag overrides), starts the engine,
-// scheduler, gRPC service, the HTTP API (when http_port is set) and /metrics, and on SIGTERM/SIGINT drains the
+// scheduler, gRPC service, the HTTP API (when http_port is set) and /metrics, and on SIGTERM/SIGINT
 // accepted requests, refuses new ones and exits 0.
 #include <csignal>
 #include <cstdio>
 #include <iostream>
 
+#include "absl/strings/str_cat.h"
+#include "common/version.h"
 #include "server/argen_server.h"
+#include "server/config_values.h"
+#include "server/request_log.h"
 #include "server/server_config.h"
 
 namespace {
+
+namespace log = argen::server::log;
 
 // Blocks the stop signals in every thread (call before any thread starts) so
 // that only the sigwait() below receives them.
@@ -19,6 +25,15 @@ sigset_t BlockStopSignals() {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   return set;
+}
+
+// Every key with a reader, as the server will run with it.
+nlohmann::ordered_json EffectiveConfig(const argen::server::ServerConfig& config) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const argen::server::ConfigKey& k : argen::server::ConfigKeys()) {
+    if (std::optional<std::string> v = argen::server::ConfigValueText(config, k.name)) j[k.name] = *v;
+  }
+  return j;
 }
 
 }  // namespace
@@ -38,40 +53,54 @@ int main(int argc, char** argv) {
     std::cout << argen::server::ConfigHelp();
     return 0;
   }
+  if (command_line->version) {
+    std::cout << argen::VersionLine("argen_server") << "\n";
+    return 0;
+  }
   absl::StatusOr<argen::server::ServerConfig> config = LoadServerConfig(*command_line);
   if (!config.ok()) {
     std::cerr << "argen_server: config: " << config.status().message() << "\n";
     return 2;
   }
-  std::cerr << "argen_server: loading " << config->model_dir << " (backend " << config->backend
-            << ", vq_backend " << config->vq_backend << ", vq_precision " << config->vq_precision
-            << ", image_workers " << argen::server::ResolvedImageWorkers(*config) << ")\n";
+  log::Configure(*log::ParseFormat(config->log_format), *log::ParseLevel(config->log_level));
+  log::Event(spdlog::level::info, "startup",
+             absl::StrCat("argen_server ", argen::Version(), " (", std::string(argen::BuildType()), " build): loading ",
+                          config->model_dir, " (backend ", config->backend, ", vq_backend ", config->vq_backend,
+                          ", vq_precision ", config->vq_precision, ", image_workers ",
+                          argen::server::ResolvedImageWorkers(*config), ")"),
+             {{"version", argen::Version()}, {"build_type", std::string(argen::BuildType())},
+              {"config", EffectiveConfig(*config)}});
   absl::StatusOr<std::unique_ptr<ArgenServer>> server = ArgenServer::Start(*config);
   if (!server.ok()) {
-    std::cerr << "argen_server: " << server.status() << "\n";
+    log::Event(spdlog::level::err, "startup_failed", absl::StrCat("argen_server: ", server.status().ToString()));
     return 1;
   }
   const argen::engine::ModelInfo& info = (*server)->engine().info();
-  std::cerr << "argen_server: model " << info.name << ", " << info.image_size << "px, "
-            << info.image_tokens << " image tokens; serving gRPC on " << config->listen_address
-            << ":" << (*server)->port();
+  std::string serving = absl::StrCat("model ", info.name, ", ", info.image_size, "px, ", info.image_tokens,
+                                     " image tokens; serving gRPC on ", config->listen_address, ":",
+                                     (*server)->port());
   if ((*server)->http_port() >= 0) {
-    std::cerr << ", HTTP API on " << config->http_address << ":" << (*server)->http_port();
+    absl::StrAppend(&serving, ", HTTP API on ", config->http_address, ":", (*server)->http_port());
   }
   if ((*server)->metrics_port() >= 0) {
-    std::cerr << ", /metrics on " << config->metrics_address << ":" << (*server)->metrics_port();
+    absl::StrAppend(&serving, ", /metrics on ", config->metrics_address, ":", (*server)->metrics_port());
   }
-  if ((*server)->tls()) std::cerr << (config->tls_client_ca_file.empty() ? " (TLS)" : " (mutual TLS)");
-  if (!config->api_keys_file.empty()) std::cerr << " (API keys)";
-  std::cerr << std::endl;
+  if ((*server)->tls()) absl::StrAppend(&serving, config->tls_client_ca_file.empty() ? " (TLS)" : " (mutual TLS)");
+  if (!config->api_keys_file.empty()) absl::StrAppend(&serving, " (API keys)");
+  log::Event(spdlog::level::info, "serving", serving,
+             {{"model", info.name}, {"backend", info.backend}, {"grpc_port", (*server)->port()},
+              {"http_port", (*server)->http_port()}, {"metrics_port", (*server)->metrics_port()},
+              {"tls", (*server)->tls()}, {"api_keys", !config->api_keys_file.empty()}});
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
-  std::cerr << "argen_server: " << (signal_number == SIGTERM ? "SIGTERM" : "SIGINT")
-            << ": draining (up to " << config->drain_timeout_s << " s)" << std::endl;
+  log::Event(spdlog::level::info, "draining",
+             absl::StrCat(signal_number == SIGTERM ? "SIGTERM" : "SIGINT", ": draining (up to ",
+                          config->drain_timeout_s, " s)"));
   const bool drained = (*server)->Shutdown();
-  std::cerr << "argen_server: " << (drained ? "drained" : "drain timed out; ended the rest")
-            << ", exiting" << std::endl;
+  log::Event(drained ? spdlog::level::info : spdlog::level::warn, "shutdown",
+             drained ? "drained, exiting" : "drain timed out; ended the rest, exiting",
+             {{"drained", drained}});
   server->reset();
   return 0;
 }

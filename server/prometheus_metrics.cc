@@ -26,25 +26,27 @@ Histogram::BucketBoundaries RowBuckets() { return {2, 4, 8, 16, 32, 64, 128, 256
 
 PrometheusMetrics::PrometheusMetrics(int64_t kv_budget_bytes)
     : registry_(std::make_shared<prometheus::Registry>()),
+      kv_budget_bytes_(static_cast<double>(kv_budget_bytes)),
       requests_(BuildCounter()
                     .Name("argen_requests_total")
                     .Help("Generate requests by final gRPC status and sparsity policy")
                     .Register(*registry_)),
       queue_wait_(BuildHistogram()
                       .Name("argen_queue_wait_seconds")
-                      .Help("Time from acceptance to joining the running batch")
-                      .Register(*registry_)
-                      .Add({}, LatencyBuckets())),
+                      .Help("Time from acceptance to joining the running batch, by policy")
+                      .Register(*registry_)),
+      first_image_(BuildHistogram()
+                       .Name("argen_time_to_first_image_seconds")
+                       .Help("Time from acceptance to a request's first image being sent, by policy")
+                       .Register(*registry_)),
       image_latency_(BuildHistogram()
                          .Name("argen_image_latency_seconds")
-                         .Help("Time from acceptance to each image being sent")
-                         .Register(*registry_)
-                         .Add({}, LatencyBuckets())),
+                         .Help("Time from acceptance to each image being sent, by policy")
+                         .Register(*registry_)),
       request_latency_(BuildHistogram()
                            .Name("argen_request_latency_seconds")
-                           .Help("Time from acceptance to the end of successful requests")
-                           .Register(*registry_)
-                           .Add({}, LatencyBuckets())),
+                           .Help("Time from acceptance to the end of successful requests, by policy")
+                           .Register(*registry_)),
       step_time_(BuildHistogram()
                      .Name("argen_decode_step_seconds")
                      .Help("Duration of one engine step (prefill of joiners + one token for every running image)")
@@ -65,9 +67,14 @@ PrometheusMetrics::PrometheusMetrics(int64_t kv_budget_bytes)
                   .Help("Images sent to clients (rate() gives images/s)")
                   .Register(*registry_)
                   .Add({})),
+      running_requests_(BuildGauge()
+                            .Name("argen_running_requests")
+                            .Help("Requests in the running batch (admitted, still decoding)")
+                            .Register(*registry_)
+                            .Add({})),
       running_rows_(BuildGauge()
                         .Name("argen_running_batch_rows")
-                        .Help("Rows (2 per image) admitted to the running batch")
+                        .Help("Rows (2 per image) of the requests in the running batch")
                         .Register(*registry_)
                         .Add({})),
       queue_depth_(BuildGauge()
@@ -76,20 +83,25 @@ PrometheusMetrics::PrometheusMetrics(int64_t kv_budget_bytes)
                        .Register(*registry_)
                        .Add({})),
       kv_used_(BuildGauge()
-                   .Name("argen_kv_bytes_used")
+                   .Name("argen_kv_cache_used_bytes")
                    .Help("KV cache bytes the engine holds")
                    .Register(*registry_)
                    .Add({})),
       kv_reserved_(BuildGauge()
-                       .Name("argen_kv_bytes_reserved")
+                       .Name("argen_kv_cache_reserved_bytes")
                        .Help("Sum of the exact KV needs of admitted requests (admission accounting)")
                        .Register(*registry_)
                        .Add({})),
       kv_budget_(BuildGauge()
-                     .Name("argen_kv_bytes_budget")
+                     .Name("argen_kv_cache_budget_bytes")
                      .Help("Configured KV budget (kv_budget_bytes)")
                      .Register(*registry_)
                      .Add({})),
+      kv_usage_ratio_(BuildGauge()
+                          .Name("argen_kv_cache_usage_ratio")
+                          .Help("KV bytes reserved by admitted requests / kv_budget_bytes (0-1)")
+                          .Register(*registry_)
+                          .Add({})),
       draining_(BuildGauge()
                     .Name("argen_draining")
                     .Help("1 while the server drains on shutdown and refuses new requests")
@@ -109,8 +121,14 @@ PrometheusMetrics::PrometheusMetrics(int64_t kv_budget_bytes)
                          .Name("argen_auth_failures_total")
                          .Help("Calls refused by the API key check, by gRPC code (UNAUTHENTICATED, "
                                "PERMISSION_DENIED)")
-                         .Register(*registry_)) {
-  kv_budget_.Set(static_cast<double>(kv_budget_bytes));
+                         .Register(*registry_)),
+      build_info_(BuildGauge()
+                      .Name("argen_build_info")
+                      .Help("Always 1; the labels say which build serves (version: git describe) with which "
+                            "backend and model")
+                      .Register(*registry_)),
+      process_(*registry_) {
+  kv_budget_.Set(kv_budget_bytes_);
   // Every label value from the start (at 0), so rate() and alerts see the series.
   for (const char* reason : {"image_path_busy", "client_slow", "late", "request_ended", "failed"}) {
     previews_dropped_.Add({{"reason", reason}});
@@ -120,11 +138,16 @@ PrometheusMetrics::PrometheusMetrics(int64_t kv_budget_bytes)
   }
 }
 
+prometheus::Histogram& PrometheusMetrics::ByPolicy(prometheus::Family<prometheus::Histogram>& family,
+                                                   std::string_view policy) {
+  // Family::Add returns the existing child for labels seen before.
+  return family.Add({{"policy", std::string(policy)}}, LatencyBuckets());
+}
+
 void PrometheusMetrics::OnStep(const scheduler::StepStats& stats) {
   step_time_.Observe(absl::ToDoubleSeconds(stats.duration));
   step_rows_.Observe(stats.rows_decoded);
   tokens_.Increment(stats.tokens_sampled);
-  running_rows_.Set(stats.running_rows);
   queue_depth_.Set(stats.queue_depth);
 }
 
@@ -133,25 +156,41 @@ void PrometheusMetrics::OnQueueDepth(int32_t depth) { queue_depth_.Set(depth); }
 void PrometheusMetrics::OnKvBytes(int64_t in_use, int64_t reserved) {
   kv_used_.Set(static_cast<double>(in_use));
   kv_reserved_.Set(static_cast<double>(reserved));
+  kv_usage_ratio_.Set(kv_budget_bytes_ > 0 ? static_cast<double>(reserved) / kv_budget_bytes_ : 0);
 }
 
-void PrometheusMetrics::OnRequestStarted(std::string_view, absl::Duration queue_wait) {
-  queue_wait_.Observe(absl::ToDoubleSeconds(queue_wait));
+void PrometheusMetrics::OnRunning(int32_t rows, int32_t requests) {
+  running_rows_.Set(rows);
+  running_requests_.Set(requests);
 }
 
-void PrometheusMetrics::OnImage(std::string_view, absl::Duration since_accepted) {
+void PrometheusMetrics::OnRequestStarted(std::string_view policy, absl::Duration queue_wait) {
+  ByPolicy(queue_wait_, policy).Observe(absl::ToDoubleSeconds(queue_wait));
+}
+
+void PrometheusMetrics::OnFirstImage(std::string_view policy, absl::Duration since_accepted) {
+  ByPolicy(first_image_, policy).Observe(absl::ToDoubleSeconds(since_accepted));
+}
+
+void PrometheusMetrics::OnImage(std::string_view policy, absl::Duration since_accepted) {
   images_.Increment();
-  image_latency_.Observe(absl::ToDoubleSeconds(since_accepted));
+  ByPolicy(image_latency_, policy).Observe(absl::ToDoubleSeconds(since_accepted));
 }
 
 void PrometheusMetrics::OnRequestDone(std::string_view policy, const absl::Status& status,
                                       const scheduler::RequestMetrics& metrics) {
   requests_.Add({{"status", absl::StatusCodeToString(status.code())}, {"policy", std::string(policy)}})
       .Increment();
-  if (status.ok()) request_latency_.Observe(absl::ToDoubleSeconds(metrics.total));
+  if (status.ok()) ByPolicy(request_latency_, policy).Observe(absl::ToDoubleSeconds(metrics.total));
 }
 
 void PrometheusMetrics::SetDraining(bool draining) { draining_.Set(draining ? 1 : 0); }
+
+void PrometheusMetrics::BeforeScrape() { process_.Update(); }
+
+void PrometheusMetrics::SetBuildInfo(const BuildInfo& build) {
+  build_info_.Add({{"version", build.version}, {"backend", build.backend}, {"model", build.model}}).Set(1);
+}
 
 void PrometheusMetrics::OnPreviewSent() { previews_sent_.Increment(); }
 
@@ -165,7 +204,7 @@ void PrometheusMetrics::OnAuthFailure(absl::StatusCode code) {
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     const std::string& address, int32_t port, std::shared_ptr<prometheus::Registry> registry,
-    Authorize authorize) {
+    Authorize authorize, std::function<void()> before_scrape) {
   HttpServerOptions options;
   options.address = address;
   options.port = port;
@@ -177,7 +216,8 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   options.keep_alive_timeout = absl::Seconds(1);
   absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Bind(options);
   if (!http.ok()) return http.status();
-  (*http)->routes().Get("/metrics", [registry = std::move(registry), authorize = std::move(authorize)](
+  (*http)->routes().Get("/metrics", [registry = std::move(registry), authorize = std::move(authorize),
+                                     before_scrape = std::move(before_scrape)](
                                         const httplib::Request& request, httplib::Response& response) {
     if (authorize) {
       const absl::Status allowed = authorize(request.get_header_value("Authorization"));
@@ -188,6 +228,7 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
         return;
       }
     }
+    if (before_scrape) before_scrape();
     response.set_content(prometheus::TextSerializer().Serialize(registry->Collect()),
                          "text/plain; version=0.0.4; charset=utf-8");
   });

@@ -16,19 +16,32 @@
 #include "prometheus/registry.h"
 #include "scheduler/scheduler_observer.h"
 #include "server/http_server.h"
+#include "server/process_metrics.h"
 
 namespace argen::server {
+
+// What argen_build_info{version, backend, model} says.
+struct BuildInfo {
+  std::string version;  // argen::Version()
+  std::string backend;  // engine::ModelInfo::backend
+  std::string model;    // engine::ModelInfo::name
+};
 
 class PrometheusMetrics : public scheduler::SchedulerObserver {
  public:
   explicit PrometheusMetrics(int64_t kv_budget_bytes);
+
+  // argen_build_info{version, backend, model} 1, once the model is loaded.
+  void SetBuildInfo(const BuildInfo& build);
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 
   void OnStep(const scheduler::StepStats& stats) override;
   void OnQueueDepth(int32_t depth) override;
   void OnKvBytes(int64_t in_use, int64_t reserved) override;
+  void OnRunning(int32_t rows, int32_t requests) override;
   void OnRequestStarted(std::string_view policy, absl::Duration queue_wait) override;
+  void OnFirstImage(std::string_view policy, absl::Duration since_accepted) override;
   void OnImage(std::string_view policy, absl::Duration since_accepted) override;
   void OnRequestDone(std::string_view policy, const absl::Status& status,
                      const scheduler::RequestMetrics& metrics) override;
@@ -38,31 +51,44 @@ class PrometheusMetrics : public scheduler::SchedulerObserver {
   void OnAuthFailure(absl::StatusCode code);
   void SetDraining(bool draining);
 
+  // Refreshes what is read at scrape time (process_* from /proc).
+  void BeforeScrape();
+
  private:
+  prometheus::Histogram& ByPolicy(prometheus::Family<prometheus::Histogram>& family,
+                                  std::string_view policy);
+
   std::shared_ptr<prometheus::Registry> registry_;
+  const double kv_budget_bytes_;
   prometheus::Family<prometheus::Counter>& requests_;
-  prometheus::Histogram& queue_wait_;
-  prometheus::Histogram& image_latency_;
-  prometheus::Histogram& request_latency_;
+  prometheus::Family<prometheus::Histogram>& queue_wait_;
+  prometheus::Family<prometheus::Histogram>& first_image_;
+  prometheus::Family<prometheus::Histogram>& image_latency_;
+  prometheus::Family<prometheus::Histogram>& request_latency_;
   prometheus::Histogram& step_time_;
   prometheus::Histogram& step_rows_;
   prometheus::Counter& tokens_;
   prometheus::Counter& images_;
+  prometheus::Gauge& running_requests_;
   prometheus::Gauge& running_rows_;
   prometheus::Gauge& queue_depth_;
   prometheus::Gauge& kv_used_;
   prometheus::Gauge& kv_reserved_;
   prometheus::Gauge& kv_budget_;
+  prometheus::Gauge& kv_usage_ratio_;
   prometheus::Gauge& draining_;
   prometheus::Counter& previews_sent_;
   prometheus::Family<prometheus::Counter>& previews_dropped_;
   prometheus::Family<prometheus::Counter>& auth_failures_;
+  prometheus::Family<prometheus::Gauge>& build_info_;
+  ProcessMetrics process_;
 };
 
 // The /metrics HTTP endpoint: the registry in the Prometheus text format on
 // its own HttpServer (cpp-httplib; not prometheus-cpp's civetweb Exposer,
 // whose small fixed-stack threads cannot start once cuBLAS is loaded). port 0
-// picks a free port; the endpoint stops when destroyed.
+// picks a free port; the endpoint stops when destroyed. `before_scrape`
+// (optional) runs before each rendering (process metrics).
 class MetricsEndpoint {
  public:
   // `authorize` (may be empty: open) checks the request's authorization
@@ -70,7 +96,7 @@ class MetricsEndpoint {
   using Authorize = std::function<absl::Status(absl::string_view authorization)>;
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
       const std::string& address, int32_t port, std::shared_ptr<prometheus::Registry> registry,
-      Authorize authorize = nullptr);
+      Authorize authorize = nullptr, std::function<void()> before_scrape = nullptr);
   int32_t port() const { return http_->port(); }
 
  private:

@@ -90,7 +90,7 @@ absl::StatusOr<Submission> RequestGate::Submit(const ApiKey* key, const v1::Gene
   // The scheduler counts its own rejections.
   absl::StatusOr<std::shared_ptr<scheduler::RequestHandle>> handle = scheduler_->Submit(*generation, submit);
   if (!handle.ok()) return handle.status();
-  return Submission{*std::move(handle), *std::move(lease)};
+  return Submission{*std::move(handle), *std::move(lease), *std::move(generation)};
 }
 
 }  // namespace argen::server

@@ -27,6 +27,7 @@ class PrometheusMetrics;
 struct Submission {
   std::shared_ptr<scheduler::RequestHandle> handle;
   KeyLease lease;  // call lease.Started() on the Started event
+  engine::GenerationRequest generation;  // as submitted (defaults applied): logs, image metadata
 };
 
 class RequestGate {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/sparse/policy_params.h"
 #include "scheduler/preview.h"
+#include "server/status_details.h"
 
 namespace argen::server {
 namespace {
@@ -123,10 +124,7 @@ absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::Generate
   return out;
 }
 
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
+grpc::Status ToGrpcStatus(const absl::Status& status) { return ToGrpcStatusWithDetails(status); }
 
 void FillMetrics(const scheduler::RequestMetrics& m, v1::RequestMetrics* out) {
   out->set_queue_wait_seconds(absl::ToDoubleSeconds(m.queue_wait));

@@ -25,7 +25,8 @@ absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::Generate
                                                               int32_t image_tokens,
                                                               uint64_t random_seed);
 
-// absl and gRPC share the canonical code numbering.
+// absl and gRPC share the canonical code numbering. The result carries the
+// google.rpc.Status details of server/status_details.h.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // Converts one scheduler event; the image payload is moved out of `event`.

@@ -149,6 +149,22 @@ const std::vector<KeyDef>& Keys() {
          c.drain_timeout_s = *x;
          return absl::OkStatus();
        }},
+      {{"log_format", "server log lines: text or json (one structured line per request)"},
+       [](ServerConfig& c, const std::string& v) {
+         if (v != "text" && v != "json") return Bad(v, "text or json");
+         c.log_format = v;
+         return absl::OkStatus();
+       }},
+      {{"log_level", "least log level: trace, debug, info, warning, error or off"},
+       [](ServerConfig& c, const std::string& v) {
+         for (const char* level : {"trace", "debug", "info", "warning", "warn", "error", "off"}) {
+           if (v == level) {
+             c.log_level = v;
+             return absl::OkStatus();
+           }
+         }
+         return Bad(v, "trace, debug, info, warning, error or off");
+       }},
       {{"default_policy.name", "sparsity policy of requests that name none"},
        [](ServerConfig& c, const std::string& v) {
          absl::StatusOr<sparse::PolicyKind> k = sparse::ParsePolicyName(v);
@@ -337,42 +353,7 @@ absl::Status ValidateConfig(const ServerConfig& config) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv) {
-  CommandLine cl;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      cl.help = true;
-      continue;
-    }
-    if (!absl::StartsWith(arg, "--")) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("argument '", arg, "': expected --key=value or --key value"));
-    }
-    arg = arg.substr(2);
-    std::string key, value;
-    if (size_t eq = arg.find('='); eq != std::string::npos) {
-      key = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    } else {
-      key = arg;
-      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat("flag --", key, ": missing value"));
-      value = argv[++i];
-    }
-    if (key == "config") {
-      cl.config_path = value;
-      continue;
-    }
-    bool known = false;
-    for (const ConfigKey& k : ConfigKeys()) known = known || key == k.name;
-    if (!known) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("flag --", key, ": unknown key (known keys: config, ", KnownKeys(), ")"));
-    }
-    cl.overrides.emplace_back(key, value);
-  }
-  return cl;
-}
+// ParseCommandLine and ConfigHelp: server/command_line.cc.
 
 absl::StatusOr<ServerConfig> LoadServerConfig(const CommandLine& command_line) {
   ServerConfig config;
@@ -395,14 +376,6 @@ absl::StatusOr<ServerConfig> LoadServerConfig(const CommandLine& command_line) {
   }
   if (absl::Status s = ValidateConfig(config); !s.ok()) return s;
   return config;
-}
-
-std::string ConfigHelp() {
-  std::string out =
-      "usage: argen_server [--config FILE] [--KEY=VALUE ...]\n"
-      "Flags override the file; keys (see configs/argen.yaml and docs/serving.md):\n";
-  for (const ConfigKey& k : ConfigKeys()) absl::StrAppend(&out, "  --", k.name, "\n      ", k.meaning, "\n");
-  return out;
 }
 
 }  // namespace argen::server

@@ -32,6 +32,8 @@ struct ServerConfig {
   int32_t progress_interval_ms = 250;
   int32_t image_workers = 0;             // 0: auto (ResolvedImageWorkers)
   double drain_timeout_s = 60;
+  std::string log_format = "text";       // text | json
+  std::string log_level = "info";        // trace | debug | info | warning | error | off
   sparse::PolicyParams default_policy;   // dense unless configured
   engine::SamplingParams default_sampling;
   // The OpenAI-compatible HTTP API (server/http_images_api.h).
@@ -75,12 +77,16 @@ struct CommandLine {
   std::string config_path;                                    // --config
   std::vector<std::pair<std::string, std::string>> overrides; // --key=value, in order
   bool help = false;
+  bool version = false;
 };
+// On CLI11 (server/command_line.cc). Errors: "unknown flag --x (...)", "--port:
+// 1 required VALUE missing"; --help and --version set their fields.
 absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv);
 
 // The whole recipe: file (when given), then overrides, then validation.
 absl::StatusOr<ServerConfig> LoadServerConfig(const CommandLine& command_line);
 
+// The --help text: every key with its meaning and default.
 std::string ConfigHelp();
 
 }  // namespace argen::server

@@ -1,40 +1,14 @@
-// argen_client pieces that need no server: flag parsing, policy specs,
+// argen_client pieces that need no server: policy specs,
 // percentiles, command-line errors and the unreachable-server exit code.
 #include <gtest/gtest.h>
 
 #include <sstream>
 
 #include "client/commands.h"
-#include "client/flags.h"
 #include "client/latency_stats.h"
 
 namespace argen::client {
 namespace {
-
-TEST(FlagsTest, ParsesValuesAndSwitches) {
-  auto f = Flags::Parse({"--count=3", "--prompt", "a b", "--quiet"}, {"count", "prompt", "quiet"}, {"quiet"});
-  ASSERT_TRUE(f.ok()) << f.status();
-  EXPECT_EQ(f->String("prompt"), "a b");
-  EXPECT_EQ(f->Int("count", 1, 1, 10).value(), 3);
-  EXPECT_TRUE(f->Has("quiet"));
-  EXPECT_EQ(f->Int("missing", 7, 0, 10).value(), 7);  // absent: the fallback
-}
-
-TEST(FlagsTest, ErrorsNameTheFlag) {
-  auto unknown = Flags::Parse({"--colour=red"}, {"count"});
-  ASSERT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.status().message().find("--colour"), std::string::npos);
-  auto missing = Flags::Parse({"--count"}, {"count"});
-  ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.status().message().find("--count"), std::string::npos);
-  auto f = Flags::Parse({"--count=many"}, {"count"});
-  ASSERT_TRUE(f.ok());
-  auto v = f->Int("count", 1, 1, 10);
-  ASSERT_FALSE(v.ok());
-  EXPECT_NE(v.status().message().find("--count"), std::string::npos);
-  f = Flags::Parse({"--count=11"}, {"count"});
-  EXPECT_FALSE(f->Int("count", 1, 1, 10).ok());
-}
 
 TEST(PolicySpecTest, NameAndOptionalSparsity) {
   auto p = ParsePolicySpec("diagonal:0.75");

@@ -167,11 +167,15 @@ TEST(ServingCpuTest, MetricsEndpointServesPrometheusText) {
   const std::string text = HttpGet(t.server->metrics_port(), "/metrics");
   for (const char* needle :
        {"# TYPE argen_requests_total counter", "argen_requests_total{policy=\"diagonal\",status=\"OK\"} 1",
-        "# TYPE argen_queue_wait_seconds histogram", "argen_queue_wait_seconds_bucket{le=\"+Inf\"} 1",
+        "# TYPE argen_queue_wait_seconds histogram",
+        "argen_queue_wait_seconds_bucket{policy=\"diagonal\",le=\"+Inf\"} 1",
+        "argen_time_to_first_image_seconds_count{policy=\"diagonal\"} 1",
         "# TYPE argen_image_latency_seconds histogram", "# TYPE argen_decode_step_seconds histogram",
         "argen_tokens_total 64", "argen_images_total 1", "# TYPE argen_running_batch_rows gauge",
-        "# TYPE argen_queue_depth gauge", "# TYPE argen_kv_bytes_used gauge",
-        "argen_kv_bytes_budget 4294967296",
+        "# TYPE argen_queue_depth gauge", "# TYPE argen_kv_cache_used_bytes gauge",
+        "argen_kv_cache_budget_bytes 4294967296", "argen_running_requests 0", "argen_kv_cache_usage_ratio 0",
+        "argen_build_info{backend=\"cpu\",model=\"tiny-mha\",version=\"", "# TYPE process_cpu_seconds_total counter",
+        "# TYPE process_resident_memory_bytes gauge", "process_start_time_seconds ",
         "argen_requests_total{policy=\"invalid\",status=\"INVALID_ARGUMENT\"} 1"}) {
     EXPECT_NE(text.find(needle), std::string::npos) << "missing: " << needle << "\n" << text;
   }
@@ -197,7 +201,9 @@ TEST(ServingCpuTest, ClientCommandsAgainstTheServer) {
     EXPECT_TRUE(decoded.ok()) << name;
   }
   EXPECT_NE(out.str().find("tokens/s"), std::string::npos);
-  EXPECT_NE(err.str().find("image tokens 64/64"), std::string::npos) << err.str();
+  EXPECT_NE(err.str().find("100%"), std::string::npos) << err.str();
+  EXPECT_NE(err.str().find("tok/s"), std::string::npos) << err.str();
+  EXPECT_NE(err.str().find("/2 images"), std::string::npos) << err.str();
 
   out.str("");
   EXPECT_EQ(client::RunClient({server, "info"}, out, err), client::kOk);

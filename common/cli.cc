@@ -1,0 +1,80 @@
+#include "common/cli.h"
+
+#include <algorithm>
+#include <ostream>
+#include <sstream>
+
+#include "common/version.h"
+
+namespace argen::cli {
+
+void Configure(CLI::App& app, std::string_view program) {
+  app.name(std::string(program));
+  app.set_version_flag("--version", VersionLine(program), "Print the version (git describe, build type) and exit");
+  app.option_defaults()->always_capture_default();
+  app.get_formatter()->column_width(34);
+}
+
+std::string ErrorMessage(const CLI::ParseError& error) {
+  std::string what = error.what();
+  // ExtrasError: "The following argument(s) was/were not expected: --a b".
+  const std::string marker = "not expected: ";
+  if (error.get_name() == "ExtrasError" || what.find(marker) != std::string::npos) {
+    const size_t at = what.find(marker);
+    if (at != std::string::npos) {
+      std::istringstream rest(what.substr(at + marker.size()));
+      std::string first;
+      rest >> first;
+      if (first.rfind("-", 0) == 0) {
+        const size_t eq = first.find('=');
+        return "unknown flag " + (eq == std::string::npos ? first : first.substr(0, eq));
+      }
+      return "unexpected argument '" + first + "'";
+    }
+  }
+  return what;
+}
+
+std::optional<int> Parse(CLI::App& app, const std::vector<std::string>& args, std::ostream& out,
+                         std::ostream& err, int usage_code, const MessageRewrite& rewrite) {
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    out << app.help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::CallForVersion& v) {
+    out << v.what() << "\n";
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    // The subcommand that failed names itself in the message, when there is one.
+    std::string where = app.get_name();
+    const CLI::App* failed = &app;
+    for (const CLI::App* sub = &app; sub != nullptr;) {
+      const std::vector<CLI::App*> chosen = sub->get_subcommands();
+      sub = chosen.empty() ? nullptr : chosen.back();
+      if (sub != nullptr) {
+        where += " " + sub->get_name();
+        failed = sub;
+      }
+    }
+    std::string message = ErrorMessage(e);
+    if (rewrite) message = rewrite(*failed, message);
+    err << where << ": " << message << "\n"
+        << "run '" << where << " --help' for the flags\n";
+    return usage_code;
+  }
+  return std::nullopt;
+}
+
+std::optional<int> Parse(CLI::App& app, int argc, const char* const* argv, std::ostream& out,
+                         std::ostream& err, int usage_code) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  return Parse(app, args, out, err, usage_code);
+}
+
+}  // namespace argen::cli

@@ -1,0 +1,39 @@
+// The command-line conventions every argen binary shares, on CLI11:
+// --help (with defaults) and --version print to stdout and exit 0; a bad
+// command line prints "<program>: <what>" (unknown flags as "unknown flag
+// --x") and a pointer to --help on stderr and exits with the binary's usage
+// code (2 for all of ours).
+#pragma once
+
+#include <functional>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+
+namespace argen::cli {
+
+constexpr int kUsageExit = 2;
+
+// Adds --version (VersionLine(program)) and makes --help show defaults.
+void Configure(CLI::App& app, std::string_view program);
+
+// Rewrites an error message for the app that failed (e.g. "unexpected
+// argument 'x'" -> "unknown command 'x'" where commands are expected).
+using MessageRewrite = std::function<std::string(const CLI::App& failed, const std::string& message)>;
+
+// Parses `args` (without the program name). nullopt: go on and run;
+// otherwise the process exit code, the help, version or error already printed.
+std::optional<int> Parse(CLI::App& app, const std::vector<std::string>& args, std::ostream& out,
+                         std::ostream& err, int usage_code = kUsageExit, const MessageRewrite& rewrite = nullptr);
+std::optional<int> Parse(CLI::App& app, int argc, const char* const* argv, std::ostream& out,
+                         std::ostream& err, int usage_code = kUsageExit);
+
+// CLI11's wording for a parse error, made to say "unknown flag --x" for
+// arguments no option takes.
+std::string ErrorMessage(const CLI::ParseError& error);
+
+}  // namespace argen::cli

@@ -1,0 +1,34 @@
+#include "engine/image/generation_metadata.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/version.h"
+#include "engine/sparse/policy_params.h"
+
+namespace argen::image {
+
+TextEntries MetadataEntries(const GenerationMetadata& m, int32_t image_index) {
+  const sparse::ResolvedPolicy& p = m.policy;
+  TextEntries e = {
+      {"prompt", m.prompt},
+      {"seed", absl::StrCat(m.seed)},
+      {"image_index", absl::StrCat(image_index)},
+      {"policy", absl::StrCat(std::string(sparse::PolicyName(p.kind)), " sparsity=", m.sparsity, " n_att=", p.n_att,
+                              " n_slots=", p.n_slots, " n_recent=", p.n_recent, " n_sink=", p.n_sink,
+                              " l_dec=", p.l_dec)},
+      {"guidance", absl::StrCat(m.sampling.cfg_weight)},
+      {"sampling", absl::StrCat("temperature=", m.sampling.temperature, " top_k=", m.sampling.top_k,
+                                " top_p=", m.sampling.top_p)},
+      {"model", m.model},
+  };
+  if (!m.request_id.empty()) e.emplace_back("request_id", m.request_id);
+  e.emplace_back("argen_version", Version());
+  e.emplace_back("Software", VersionLine("argen"));
+  return e;
+}
+
+absl::StatusOr<std::string> AddGenerationMetadata(absl::string_view png, const GenerationMetadata& m,
+                                                  int32_t image_index) {
+  return AddPngText(png, MetadataEntries(m, image_index));
+}
+
+}  // namespace argen::image

@@ -1,0 +1,70 @@
+#include "server/config_values.h"
+
+#include <functional>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "engine/sparse/policy_params.h"
+
+namespace argen::server {
+namespace {
+
+using Reader = std::function<std::string(const ServerConfig&)>;
+
+template <typename T>
+std::string Text(const T& v) {
+  return absl::StrCat(v);
+}
+
+// 4294967296 -> "4GiB"; sizes that are no whole binary unit stay in bytes.
+std::string Bytes(int64_t v) {
+  for (auto [unit, shift] : {std::pair{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}}) {
+    if (v > 0 && v % (int64_t{1} << shift) == 0) return absl::StrCat(v >> shift, unit);
+  }
+  return absl::StrCat(v);
+}
+
+const std::map<std::string, Reader, std::less<>>& Readers() {
+  static const auto* readers = new std::map<std::string, Reader, std::less<>>{
+      {"model_dir", [](const ServerConfig& c) { return c.model_dir; }},
+      {"backend", [](const ServerConfig& c) { return c.backend; }},
+      {"vq_backend", [](const ServerConfig& c) { return c.vq_backend; }},
+      {"threads", [](const ServerConfig& c) { return Text(c.threads); }},
+      {"listen_address", [](const ServerConfig& c) { return c.listen_address; }},
+      {"port", [](const ServerConfig& c) { return Text(c.port); }},
+      {"metrics_address", [](const ServerConfig& c) { return c.metrics_address; }},
+      {"metrics_port", [](const ServerConfig& c) { return Text(c.metrics_port); }},
+      {"kv_budget_bytes", [](const ServerConfig& c) { return Bytes(c.kv_budget_bytes); }},
+      {"max_batch_rows", [](const ServerConfig& c) { return Text(c.max_batch_rows); }},
+      {"queue_limit", [](const ServerConfig& c) { return Text(c.queue_limit); }},
+      {"max_images_per_request", [](const ServerConfig& c) { return Text(c.max_images_per_request); }},
+      {"max_message_bytes", [](const ServerConfig& c) { return Bytes(c.max_message_bytes); }},
+      {"progress_interval_ms", [](const ServerConfig& c) { return Text(c.progress_interval_ms); }},
+      {"image_workers", [](const ServerConfig& c) { return Text(c.image_workers); }},
+      {"drain_timeout_s", [](const ServerConfig& c) { return Text(c.drain_timeout_s); }},
+      {"log_format", [](const ServerConfig& c) { return c.log_format; }},
+      {"log_level", [](const ServerConfig& c) { return c.log_level; }},
+      {"default_policy.name",
+       [](const ServerConfig& c) { return std::string(sparse::PolicyName(c.default_policy.kind)); }},
+      {"default_policy.sparsity", [](const ServerConfig& c) { return Text(c.default_policy.sparsity); }},
+      {"default_policy.n_att", [](const ServerConfig& c) { return Text(c.default_policy.n_att); }},
+      {"default_policy.n_recent", [](const ServerConfig& c) { return Text(c.default_policy.n_recent); }},
+      {"default_policy.n_sink", [](const ServerConfig& c) { return Text(c.default_policy.n_sink); }},
+      {"default_sampling.cfg_weight", [](const ServerConfig& c) { return Text(c.default_sampling.cfg_weight); }},
+      {"default_sampling.temperature",
+       [](const ServerConfig& c) { return Text(c.default_sampling.temperature); }},
+      {"default_sampling.top_k", [](const ServerConfig& c) { return Text(c.default_sampling.top_k); }},
+      {"default_sampling.top_p", [](const ServerConfig& c) { return Text(c.default_sampling.top_p); }},
+  };
+  return *readers;
+}
+
+}  // namespace
+
+std::optional<std::string> ConfigValueText(const ServerConfig& config, std::string_view key) {
+  auto it = Readers().find(key);
+  if (it == Readers().end()) return std::nullopt;
+  return it->second(config);
+}
+
+}  // namespace argen::server
