@@ -291,7 +291,7 @@ void Scheduler::ReleaseGroup(Job& job) {
 }
 
 void Scheduler::EndCancelledRunning() {
-  bool removed = false;
+  std::vector<std::pair<JobPtr, absl::Status>> ended;
   for (auto it = running_.begin(); it != running_.end();) {
     absl::Status reason = StopReason(**it);
     if (reason.ok()) {
@@ -299,11 +299,13 @@ void Scheduler::EndCancelledRunning() {
       continue;
     }
     ReleaseGroup(**it);
-    Finish(**it, std::move(reason));
+    ended.emplace_back(std::move(*it), std::move(reason));
     it = running_.erase(it);
-    removed = true;
   }
-  if (removed) PublishKv();
+  if (ended.empty()) return;
+  // Gauges first: whoever sees the request end also sees it gone from them.
+  PublishKv();
+  for (auto& [job, reason] : ended) Finish(*job, std::move(reason));
 }
 
 void Scheduler::PublishKv() {
@@ -322,12 +324,11 @@ void Scheduler::RunStep() {
     // An engine fault ends the requests in this batch; queued ones still run.
     const absl::Status failed(report.status().code(),
                               absl::StrCat("engine step failed: ", report.status().message()));
-    for (const JobPtr& job : running_) {
-      ReleaseGroup(*job);
-      Finish(*job, failed);
-    }
+    std::vector<JobPtr> ended = std::move(running_);
     running_.clear();
+    for (const JobPtr& job : ended) ReleaseGroup(*job);
     PublishKv();
+    for (const JobPtr& job : ended) Finish(*job, failed);
     return;
   }
   stats.groups_prefilled = report->groups_prefilled;
@@ -346,6 +347,7 @@ void Scheduler::RunStep() {
   }
 
   // Finished groups leave now; their KV is free before the next admission.
+  std::vector<JobPtr> to_decode;
   for (engine::GroupId id : report->finished) {
     auto it = std::find_if(running_.begin(), running_.end(),
                            [id](const JobPtr& j) { return j->group == id; });
@@ -356,14 +358,18 @@ void Scheduler::RunStep() {
     absl::StatusOr<engine::GroupState> state = engine_->State(id);
     ReleaseGroup(*job);
     if (!state.ok()) {
+      PublishKv();
       Finish(*job, absl::InternalError(absl::StrCat("engine lost the finished group: ",
                                                     state.status().message())));
       continue;
     }
     job->tokens = std::move(state->tokens);
     job->handle->Push(ProgressEvent{image_tokens_, image_tokens_});
-    image_workers_->Post([this, job] { DecodeAndDeliver(job); });
+    to_decode.push_back(std::move(job));
   }
+  // The batch gauges drop before any of these requests can finish.
+  if (!report->finished.empty()) PublishKv();
+  for (JobPtr& job : to_decode) image_workers_->Post([this, job] { DecodeAndDeliver(job); });
 
   OfferPreviews();
 

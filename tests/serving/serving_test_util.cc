@@ -51,13 +51,14 @@ server::ServerConfig LoopbackConfig(const std::string& model_dir) {
 }
 
 absl::StatusOr<TestServer> StartServer(const server::ServerConfig& config,
-                                       std::unique_ptr<engine::Engine> engine) {
+                                       std::unique_ptr<engine::Engine> engine,
+                                       scheduler::ImageEncoder encoder) {
   if (engine == nullptr) return absl::FailedPreconditionError("no engine to serve");
   TestServer t;
   auto watching = std::make_unique<WatchingEngine>(std::move(engine));
   t.engine = watching.get();
   absl::StatusOr<std::unique_ptr<server::ArgenServer>> s =
-      server::ArgenServer::Start(config, std::move(watching));
+      server::ArgenServer::Start(config, std::move(watching), std::move(encoder));
   if (!s.ok()) return s.status();
   t.server = *std::move(s);
   if (config.metrics_port >= 0 && t.server->metrics_port() <= 0) {

@@ -65,7 +65,8 @@ server::ServerConfig LoopbackConfig(const std::string& model_dir);
 // The server with a client stub, or why it did not start (a null engine
 // included). Tests take it with ASSERT_STARTED, never using a half-started one.
 absl::StatusOr<TestServer> StartServer(const server::ServerConfig& config,
-                                       std::unique_ptr<engine::Engine> engine);
+                                       std::unique_ptr<engine::Engine> engine,
+                                       scheduler::ImageEncoder encoder = nullptr);
 
 // `TestServer var = <absl::StatusOr<TestServer> expr>`, or the test fails
 // with the start error and returns.
