@@ -1,6 +1,7 @@
 #include "common/cli.h"
 
 #include <algorithm>
+#include <iostream>
 #include <ostream>
 #include <sstream>
 
@@ -15,24 +16,29 @@ void Configure(CLI::App& app, std::string_view program) {
   app.get_formatter()->column_width(34);
 }
 
-std::string ErrorMessage(const CLI::ParseError& error) {
-  std::string what = error.what();
+std::vector<std::string> UnexpectedArguments(const CLI::ParseError& error) {
+  const std::string what = error.what();
   // ExtrasError: "The following argument(s) was/were not expected: --a b".
   const std::string marker = "not expected: ";
-  if (error.get_name() == "ExtrasError" || what.find(marker) != std::string::npos) {
-    const size_t at = what.find(marker);
-    if (at != std::string::npos) {
-      std::istringstream rest(what.substr(at + marker.size()));
-      std::string first;
-      rest >> first;
-      if (first.rfind("-", 0) == 0) {
-        const size_t eq = first.find('=');
-        return "unknown flag " + (eq == std::string::npos ? first : first.substr(0, eq));
-      }
-      return "unexpected argument '" + first + "'";
-    }
+  const size_t at = what.find(marker);
+  std::vector<std::string> words;
+  if (at == std::string::npos) return words;
+  std::istringstream rest(what.substr(at + marker.size()));
+  for (std::string w; rest >> w;) words.push_back(w);
+  // Flags first: "--bogus 1" names --bogus, not its value.
+  std::stable_partition(words.begin(), words.end(), [](const std::string& w) { return w.rfind("-", 0) == 0; });
+  return words;
+}
+
+std::string ErrorMessage(const CLI::ParseError& error) {
+  const std::vector<std::string> extras = UnexpectedArguments(error);
+  if (extras.empty()) return error.what();
+  const std::string& first = extras.front();
+  if (first.rfind("-", 0) == 0) {
+    const size_t eq = first.find('=');
+    return "unknown flag " + (eq == std::string::npos ? first : first.substr(0, eq));
   }
-  return what;
+  return "unexpected argument '" + first + "'";
 }
 
 std::optional<int> Parse(CLI::App& app, const std::vector<std::string>& args, std::ostream& out,
@@ -75,6 +81,23 @@ std::optional<int> Parse(CLI::App& app, int argc, const char* const* argv, std::
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
   return Parse(app, args, out, err, usage_code);
+}
+
+std::optional<int> HelpOrVersion(int argc, const char* const* argv, std::string_view program,
+                                 std::string_view usage) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << usage;
+      if (!usage.empty() && usage.back() != '\n') std::cout << "\n";
+      return 0;
+    }
+    if (a == "--version") {
+      std::cout << VersionLine(program) << "\n";
+      return 0;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace argen::cli

@@ -36,4 +36,13 @@ std::optional<int> Parse(CLI::App& app, int argc, const char* const* argv, std::
 // arguments no option takes.
 std::string ErrorMessage(const CLI::ParseError& error);
 
+// For binaries with their own small parsers (the benchmarks): when argv holds
+// --help/-h or --version, prints `usage` or the version line to stdout and
+// returns 0; otherwise nullopt.
+std::optional<int> HelpOrVersion(int argc, const char* const* argv, std::string_view program,
+                                 std::string_view usage);
+
+// The arguments an ExtrasError names, flags first; empty for other errors.
+std::vector<std::string> UnexpectedArguments(const CLI::ParseError& error);
+
 }  // namespace argen::cli

@@ -24,6 +24,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/cli.h"
 #include "engine/checkpoint/janus_config.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/sparse_attention.h"
@@ -193,6 +194,14 @@ void RunBatch(const std::string& shape, model::GenericEngine& engine, int32_t ba
 }  // namespace argen::bench
 
 int main(int argc, char** argv) {
+  if (std::optional<int> rc = argen::cli::HelpOrVersion(
+          argc, argv, "argen_bench_cpu",
+          "argen_bench_cpu: CPU decode throughput of the generic engine (tiny checkpoint, a checkpoint\n"
+          "directory, or a Janus-Pro-1B shape with random weights), at several batch sizes.\n"
+          "  argen_bench_cpu [--shape tiny,dir,1b] [--batches 1,8] [--steps_1b 0] [--threads 0]\n"
+          "                  [--model_dir models/argen-scenes-v1]")) {
+    return *rc;
+  }
   absl::ParseCommandLine(argc, argv);
   using namespace argen;
   std::vector<int32_t> batches;

@@ -25,6 +25,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/cli.h"
 #include "bench/gpu/attention_micro.h"
 #include "bench/gpu/janus_shapes.h"
 #include "engine/cuda/cuda_backend.h"
@@ -214,7 +215,16 @@ RunResult RunBatch(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, 
   return res;
 }
 
+constexpr char kBenchUsage[] =
+    "argen_bench: GPU end-to-end and micro benchmarks of the CUDA backend (bench/gpu/*.sh run it).\n"
+    "  argen_bench [--model 1b,7b] [--batches 1,8,...] [--policies dense,diagonal:0.9[:N_r],...]\n"
+    "              [--prompt-len N] [--kv-budget 40G] [--card-memory 48G] [--max-batch] [--max-rows R]\n"
+    "              [--attention-micro] [--no-graphs] [--no-fused-argmin]\n"
+    "              [--attention-kernel auto|two-pass|staged] [--gemm cublas|lt-heuristic|lt-tuned]\n"
+    "              [--stage-steps N] [--out FILE.jsonl] [--help] [--version]\n";
+
 int Main(int argc, char** argv) {
+  if (std::optional<int> rc = cli::HelpOrVersion(argc, argv, "argen_bench", kBenchUsage)) return *rc;
   Flags f;
   if (!ParseFlags(argc, argv, &f)) {
     std::fprintf(stderr, "usage: argen_bench [--model 1b,7b] [--batches 16,64] [--policies dense,diagonal:0.95]\n"

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "engine/cpu/sparse_attention.h"
 #include "engine/sparse/policy.h"
 #include "engine/sparse/policy_params.h"
@@ -242,6 +243,13 @@ Result Measure(const Shape& s, PolicyBench& dense, sparse::PolicyKind kind, doub
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (std::optional<int> rc = argen::cli::HelpOrVersion(
+          argc, argv, "argen_bench_sparse",
+          "argen_bench_sparse: CPU decode attention of every sparsity policy against dense.\n"
+          "  argen_bench_sparse [--reps=N] [--step=T] [--layers=N] [--prompt_len=N] [--l_dec=N] "
+          "[--policies=a,b] [--huge_pages=0|1]")) {
+    return *rc;
+  }
   Shape s;
   int32_t reps = 15;
   int32_t step = -1;

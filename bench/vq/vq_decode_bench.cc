@@ -39,6 +39,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/cli.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/janus_config.h"
 #include "engine/vq/vq_decoder.h"
@@ -164,6 +165,14 @@ bool TimeBatches(const std::string& backend, Decode&& decode, const argen::check
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (std::optional<int> rc = argen::cli::HelpOrVersion(
+          argc, argv, "argen_vq_bench",
+          "argen_vq_bench: VQ-16 decode timing (tokens -> RGB8) on the CPU and/or the GPU.\n"
+          "  argen_vq_bench [--backend cpu,cuda] [--batches 1,8,64,256] [--runs N] [--model DIR]\n"
+          "                 [--image_size S] [--threads T] [--pool P] [--chunk C] [--workspace_mib M]\n"
+          "                 [--tf32 1] [--batch B]")) {
+    return *rc;
+  }
   const int runs = std::max(1, IntFlag(argc, argv, "--runs", 3));
   const int threads = IntFlag(argc, argv, "--threads", 0);
   const int pool = std::max(0, IntFlag(argc, argv, "--pool", 0));

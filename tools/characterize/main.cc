@@ -15,13 +15,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/cli.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/create_engine.h"
 #include "engine/sparse/policy_params.h"
@@ -66,54 +69,8 @@ constexpr char kUsage[] =
     "  [--ssd_heads=FILE [--ssd_score=decode|sequence]]  (ssd's head classification, e.g.\n"
     "   models/<ckpt>/ssd_heads.json: a kv head is semantic when its query heads' mean score >= --threshold)\n";
 
-absl::Status ParseArgs(int argc, char** argv, Args* a) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const size_t eq = arg.find('=');
-    if (arg.rfind("--", 0) != 0 || eq == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("argument \"", arg, "\" is not --name=value"));
-    }
-    const std::string name = arg.substr(2, eq - 2), v = arg.substr(eq + 1);
-    bool ok = true;
-    auto as_int = [&](int32_t* out) { ok = absl::SimpleAtoi(v, out); };
-    auto as_double = [&](double* out) { ok = absl::SimpleAtod(v, out); };
-    if (name == "model_dir") a->model_dir = v;
-    else if (name == "prompts") a->prompts = v;
-    else if (name == "out") a->out = v;
-    else if (name == "max_prompts") as_int(&a->max_prompts);
-    else if (name == "layer") as_int(&a->layer);
-    else if (name == "head") as_int(&a->head);
-    else if (name == "max_distance") as_int(&a->max_distance);
-    else if (name == "local_fraction") as_double(&a->local_fraction);
-    else if (name == "locality_window") as_int(&a->locality_window);
-    else if (name == "threshold") as_double(&a->threshold);
-    else if (name == "threads") as_int(&a->threads);
-    else if (name == "seed") ok = absl::SimpleAtoi(v, &a->seed);
-    else if (name == "cfg") ok = absl::SimpleAtof(v, &a->cfg);
-    else if (name == "policy") {
-      absl::StatusOr<sparse::PolicyKind> kind = sparse::ParsePolicyName(v);
-      if (!kind.ok()) return kind.status();
-      a->policy.kind = *kind;
-    } else if (name == "sparsity") ok = absl::SimpleAtod(v, &a->policy.sparsity);
-    else if (name == "n_att") as_int(&a->policy.n_att);
-    else if (name == "n_recent") as_int(&a->policy.n_recent);
-    else if (name == "n_sink") as_int(&a->policy.n_sink);
-    else if (name == "row") {
-      ok = v == "cond" || v == "uncond";
-      a->uncond = v == "uncond";
-    } else if (name == "ssd_heads") {
-      a->ssd_heads = v;
-    } else if (name == "ssd_score") {
-      ok = v == "decode" || v == "sequence";
-      a->ssd_sequence_score = v == "sequence";
-    } else if (name == "keys") {
-      ok = v == "decode" || v == "sequence";
-      a->sequence_keys = v == "sequence";
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
-    }
-    if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad value for --", name, ": \"", v, "\""));
-  }
+absl::Status CheckArgs(const Args& args) {
+  const Args* a = &args;
   if (a->model_dir.empty() || a->prompts.empty() || a->out.empty()) {
     return absl::InvalidArgumentError("--model_dir, --prompts and --out are required");
   }
@@ -123,6 +80,62 @@ absl::Status ParseArgs(int argc, char** argv, Args* a) {
   }
   if (a->locality_window < 0) return absl::InvalidArgumentError("--locality_window must be >= 0");
   return absl::OkStatus();
+}
+
+// CLI11 parses (--name=value or --name value); the checks below are the
+// ones CLI11 cannot express. nullopt: run; otherwise the exit code, with the
+// help, version or error already printed.
+std::optional<int> ParseArgs(int argc, char** argv, Args* a) {
+  CLI::App app("argen_characterize: attention statistics and heatmaps of one layer/head over a prompt set.\n" +
+                   std::string(kUsage),
+               "argen_characterize");
+  cli::Configure(app, "argen_characterize");
+  app.add_option("--model_dir", a->model_dir, "Checkpoint directory")->required();
+  app.add_option("--prompts", a->prompts, "Prompt file, one a line")->required();
+  app.add_option("--out", a->out, "Output directory")->required();
+  app.add_option("--max_prompts", a->max_prompts, "At most this many prompts (0: all)");
+  app.add_option("--layer", a->layer, "Layer of the heatmaps (-1: 10, clamped)");
+  app.add_option("--head", a->head, "Head of the heatmaps (-1: 5, clamped)");
+  app.add_option("--max_distance", a->max_distance, "Largest key distance of the locality statistics")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--local_fraction", a->local_fraction, "Mass fraction for locality, in (0, 1]")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--locality_window", a->locality_window, "Window of the locality statistic")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--threshold", a->threshold, "Similarity threshold");
+  app.add_option("--threads", a->threads, "CPU threads (0: all cores)");
+  app.add_option("--seed", a->seed, "Sampling seed");
+  app.add_option("--cfg", a->cfg, "Classifier-free guidance weight");
+  std::string policy = "dense", row = "cond", keys = "decode";
+  app.add_option("--policy", policy, "Sparsity policy whose attended set the statistics show");
+  app.add_option("--sparsity", a->policy.sparsity, "Policy sparsity");
+  app.add_option("--n_att", a->policy.n_att, "Policy N_att");
+  app.add_option("--n_recent", a->policy.n_recent, "Policy N_r");
+  app.add_option("--n_sink", a->policy.n_sink, "Policy sinks");
+  app.add_option("--row", row, "CFG row to read")->check(CLI::IsMember({"cond", "uncond"}));
+  app.add_option("--keys", keys, "Keys: decode tokens only or the whole sequence")
+      ->check(CLI::IsMember({"decode", "sequence"}));
+  std::string ssd_score = "decode";
+  app.add_option("--ssd_heads", a->ssd_heads,
+                 "Write ssd's head classification here (e.g. models/<ckpt>/ssd_heads.json: a kv head is "
+                 "semantic when its query heads' mean score >= --threshold)");
+  app.add_option("--ssd_score", ssd_score, "Score of that classification: over decode keys or the sequence")
+      ->check(CLI::IsMember({"decode", "sequence"}));
+  if (std::optional<int> rc = cli::Parse(app, argc, argv, std::cout, std::cerr)) return rc;
+  absl::StatusOr<sparse::PolicyKind> kind = sparse::ParsePolicyName(policy);
+  if (!kind.ok()) {
+    std::cerr << "argen_characterize: --policy: " << kind.status().message() << "\n";
+    return cli::kUsageExit;
+  }
+  a->policy.kind = *kind;
+  a->uncond = row == "uncond";
+  a->sequence_keys = keys == "sequence";
+  a->ssd_sequence_score = ssd_score == "sequence";
+  if (absl::Status s = CheckArgs(*a); !s.ok()) {
+    std::cerr << "argen_characterize: " << s.message() << "\n" << kUsage;
+    return cli::kUsageExit;
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<std::vector<std::string>> ReadPrompts(const std::string& path, int32_t max_prompts) {
@@ -330,14 +343,10 @@ absl::Status Run(Args args) {
 
 int main(int argc, char** argv) {
   argen::characterize::Args args;
-  absl::Status s = argen::characterize::ParseArgs(argc, argv, &args);
+  if (std::optional<int> rc = argen::characterize::ParseArgs(argc, argv, &args)) return *rc;
   args.command = "argen_characterize";
   for (int i = 1; i < argc; ++i) args.command.append(" ").append(argv[i]);
-  if (!s.ok()) {
-    std::fprintf(stderr, "%s\n%s", std::string(s.message()).c_str(), argen::characterize::kUsage);
-    return 2;
-  }
-  s = argen::characterize::Run(args);
+  absl::Status s = argen::characterize::Run(args);
   if (!s.ok()) {
     std::fprintf(stderr, "argen_characterize: %s\n", std::string(s.message()).c_str());
     return 1;

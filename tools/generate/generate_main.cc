@@ -11,42 +11,41 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <string>
 #include <vector>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/cli.h"
 #include "engine/engine.h"
+#include "engine/image/generation_metadata.h"
 #include "engine/image/png.h"
 #include "engine/sparse/policy_params.h"
 #include "tools/runner/batch_runner.h"
 
-ABSL_FLAG(std::string, model, "",
-          "checkpoint directory (config.json, safetensors or pytorch_model*.bin, tokenizer.json)");
-ABSL_FLAG(std::string, prompt, "", "the caption");
-ABSL_FLAG(std::string, out, "", "output PNG path");
-ABSL_FLAG(uint64_t, seed, 0, "sampling seed; image i of the request uses stream (seed, i)");
-ABSL_FLAG(double, cfg, 5.0, "classifier-free guidance weight");
-ABSL_FLAG(double, temperature, 1.0, "sampling temperature (> 0)");
-ABSL_FLAG(int32_t, top_k, 0, "top-k filter (0: off)");
-ABSL_FLAG(double, top_p, 1.0, "top-p filter in (0, 1] (1: off)");
-ABSL_FLAG(std::string, policy, "dense",
-          "sparse KV policy: dense, sliding_window, streaming_llm, h2o, tova, alisa, diagonal, "
-          "diagonal_sink4, grid_window, diagonal_grid, ssd");
-ABSL_FLAG(double, sparsity, 0.0, "fraction of decode KV not attended per step, in [0, 1)");
-ABSL_FLAG(int32_t, images, 1, "images to generate for the prompt");
-ABSL_FLAG(std::string, backend, "cpu", "cpu or cuda");
-ABSL_FLAG(int32_t, threads, 0, "CPU threads (0: all cores)");
-ABSL_FLAG(std::string, vq_backend, "auto",
-          "VQ image decoder: auto (cuda when --backend cuda, else cpu), cpu or cuda");
-ABSL_FLAG(std::string, vq_precision, "auto", "GPU VQ decoder: auto (bf16, fp32 fallback), bf16, tf32 or fp32");
-
 namespace {
 
 using argen::engine::Engine;
+
+struct Args {
+  std::string model;        // checkpoint directory (config.json, safetensors, tokenizer.json)
+  std::string prompt;
+  std::string out;
+  uint64_t seed = 0;
+  double cfg = 5.0;
+  double temperature = 1.0;
+  int32_t top_k = 0;
+  double top_p = 1.0;
+  std::string policy = "dense";
+  double sparsity = 0.0;
+  int32_t images = 1;
+  std::string backend = "cpu";
+  int32_t threads = 0;
+  std::string vq_backend = "auto";
+  std::string vq_precision = "auto";
+};
 
 std::string OutputPath(const std::string& out, int32_t index, int32_t count) {
   if (count == 1) return out;
@@ -55,13 +54,13 @@ std::string OutputPath(const std::string& out, int32_t index, int32_t count) {
       .string();
 }
 
-absl::Status Generate() {
+absl::Status Generate(const Args& args) {
   argen::engine::EngineOptions options;
-  options.model_dir = absl::GetFlag(FLAGS_model);
-  options.backend = absl::GetFlag(FLAGS_backend);
-  options.threads = absl::GetFlag(FLAGS_threads);
-  options.vq_backend = absl::GetFlag(FLAGS_vq_backend);
-  options.vq_precision = absl::GetFlag(FLAGS_vq_precision);
+  options.model_dir = args.model;
+  options.backend = args.backend;
+  options.threads = args.threads;
+  options.vq_backend = args.vq_backend;
+  options.vq_precision = args.vq_precision;
   const auto load_start = std::chrono::steady_clock::now();
   absl::StatusOr<std::unique_ptr<Engine>> engine = argen::engine::CreateEngine(options);
   if (!engine.ok()) return engine.status();
@@ -69,18 +68,30 @@ absl::Status Generate() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
 
   argen::engine::GenerationRequest request;
-  request.prompt = absl::GetFlag(FLAGS_prompt);
-  request.num_images = absl::GetFlag(FLAGS_images);
-  request.sampling.seed = absl::GetFlag(FLAGS_seed);
-  request.sampling.cfg_weight = static_cast<float>(absl::GetFlag(FLAGS_cfg));
-  request.sampling.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
-  request.sampling.top_k = absl::GetFlag(FLAGS_top_k);
-  request.sampling.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
+  request.prompt = args.prompt;
+  request.num_images = args.images;
+  request.sampling.seed = args.seed;
+  request.sampling.cfg_weight = static_cast<float>(args.cfg);
+  request.sampling.temperature = static_cast<float>(args.temperature);
+  request.sampling.top_k = args.top_k;
+  request.sampling.top_p = static_cast<float>(args.top_p);
   absl::StatusOr<argen::sparse::PolicyKind> kind =
-      argen::sparse::ParsePolicyName(absl::GetFlag(FLAGS_policy));
+      argen::sparse::ParsePolicyName(args.policy);
   if (!kind.ok()) return kind.status();
   request.policy.kind = *kind;
-  request.policy.sparsity = absl::GetFlag(FLAGS_sparsity);
+  request.policy.sparsity = args.sparsity;
+
+  // What every PNG records about itself; the policy as the engine resolves it.
+  absl::StatusOr<argen::sparse::ResolvedPolicy> resolved =
+      argen::sparse::ResolvePolicy(request.policy, (*engine)->info().image_tokens);
+  if (!resolved.ok()) return resolved.status();
+  argen::image::GenerationMetadata metadata;
+  metadata.prompt = request.prompt;
+  metadata.seed = request.sampling.seed;
+  metadata.sampling = request.sampling;
+  metadata.policy = *resolved;
+  metadata.sparsity = request.policy.sparsity;
+  metadata.model = (*engine)->info().name;
 
   argen::runner::RunOptions run;
   run.max_rows = options.max_batch_rows;
@@ -91,10 +102,16 @@ absl::Status Generate() {
     gen_s = job.seconds;
     const int32_t count = static_cast<int32_t>(job.images.size());
     for (int32_t i = 0; i < count; ++i) {
-      const std::string path = OutputPath(absl::GetFlag(FLAGS_out), i, count);
+      const std::string path = OutputPath(args.out, i, count);
       const argen::engine::RgbImage& img = job.images[i];
-      if (absl::Status s = argen::image::WritePngFile(path, img.rgb, img.width, img.height); !s.ok())
-        return s;
+      absl::StatusOr<std::string> png = argen::image::EncodePng(img.rgb, img.width, img.height);
+      if (!png.ok()) return png.status();
+      png = argen::image::AddGenerationMetadata(*png, metadata, i);
+      if (!png.ok()) return png.status();
+      std::ofstream file(path, std::ios::binary | std::ios::trunc);
+      file.write(png->data(), static_cast<std::streamsize>(png->size()));
+      file.close();
+      if (!file) return absl::UnavailableError(absl::StrCat("cannot write ", path));
       std::fprintf(stderr, "wrote %s\n", path.c_str());
     }
     return absl::OkStatus();
@@ -111,24 +128,36 @@ absl::Status Generate() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "text -> PNG on a Janus-Pro checkpoint.\n"
-      "  argen_generate --model DIR --prompt \"...\" --out img.png [--seed --cfg --temperature "
-      "--top_k --top_p --policy --sparsity --images N]");
-  absl::ParseCommandLine(argc, argv);
-  std::vector<std::string> missing;
-  for (const auto& [flag, name] : {std::pair{absl::GetFlag(FLAGS_model), "--model"},
-                                   {absl::GetFlag(FLAGS_prompt), "--prompt"},
-                                   {absl::GetFlag(FLAGS_out), "--out"}}) {
-    if (flag.empty()) missing.push_back(name);
-  }
-  if (!missing.empty()) {
-    for (const std::string& m : missing)
-      std::fprintf(stderr, "argen_generate: %s is required\n", m.c_str());
-    std::fprintf(stderr, "%s\n", absl::ProgramUsageMessage().data());
-    return 2;
-  }
-  if (absl::Status s = Generate(); !s.ok()) {
+  Args args;
+  CLI::App app("argen_generate: text -> PNG image(s) on a Janus-Pro checkpoint, without a server.\n"
+               "  argen_generate --model DIR --prompt \"...\" --out img.png [--images N ...]\n"
+               "With --images N > 1 the files are <out stem>_<i>.png. Every PNG carries the generation\n"
+               "metadata (prompt, seed, policy, guidance, model, argen version) as text chunks.",
+               "argen_generate");
+  argen::cli::Configure(app, "argen_generate");
+  app.add_option("--model", args.model, "Checkpoint directory (config.json, safetensors or pytorch_model*.bin, tokenizer.json)")
+      ->required();
+  app.add_option("--prompt", args.prompt, "The caption")->required();
+  app.add_option("--out", args.out, "Output PNG path")->required();
+  app.add_option("--seed", args.seed, "Sampling seed; image i of the request uses stream (seed, i)");
+  app.add_option("--cfg", args.cfg, "Classifier-free guidance weight");
+  app.add_option("--temperature", args.temperature, "Sampling temperature (> 0)");
+  app.add_option("--top_k", args.top_k, "Top-k filter (0: off)");
+  app.add_option("--top_p", args.top_p, "Top-p filter in (0, 1] (1: off)");
+  app.add_option("--policy", args.policy,
+                 "Sparse KV policy: dense, sliding_window, streaming_llm, h2o, tova, alisa, diagonal, "
+                 "diagonal_sink4, grid_window, diagonal_grid, ssd");
+  app.add_option("--sparsity", args.sparsity, "Fraction of decode KV not attended per step, in [0, 1)");
+  app.add_option("--images", args.images, "Images to generate for the prompt");
+  app.add_option("--backend", args.backend, "cpu or cuda");
+  app.add_option("--threads", args.threads, "CPU threads (0: all cores)");
+  app.add_option("--vq_backend", args.vq_backend,
+                 "VQ image decoder: auto (cuda when --backend cuda, else cpu), cpu or cuda");
+  app.add_option("--vq_precision", args.vq_precision,
+                 "GPU VQ decoder: auto (bf16, fp32 fallback), bf16, tf32 or fp32");
+  app.footer("Exit status: 0 on success, 1 when generation fails (the message names the cause), 2 on bad usage.");
+  if (std::optional<int> rc = argen::cli::Parse(app, argc, argv, std::cout, std::cerr)) return *rc;
+  if (absl::Status s = Generate(args); !s.ok()) {
     std::fprintf(stderr, "argen_generate: %s\n", s.ToString().c_str());
     return 1;
   }

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/cli.h"
 
 namespace argen::sweep {
 namespace {
@@ -83,6 +84,7 @@ const char* SweepUsage() {
          "  --resume                keep finished images of an earlier run into --out\n"
          "  --skip-invalid          leave out (and name) configurations the model rejects, e.g. diagonal:64\n"
          "                          at 80% (N_att 115 > 64), instead of stopping with exit 2\n"
+         "  --version               print the version (git describe, build type) and exit\n"
          "Writes OUT/<policy>_<sparsity>/<prompt index:04d>_<image>.png and OUT/manifest.jsonl.\n"
          "Exit status: 0 done, 1 generation failed, 2 usage error.\n";
 }
@@ -117,38 +119,51 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
       {"--top_k", Int("--top_k", &a.sampling.top_k, 0)},
       {"--top_p", Float("--top_p", &a.sampling.top_p)},
   };
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string name = args[i], value;
-    bool has_value = false;
-    if (const size_t eq = name.find('='); eq != std::string::npos && absl::StartsWith(name, "--")) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-      has_value = true;
-    }
-    if (name == "--help" || name == "-h") {
-      a.help = true;
-      return a;
-    }
-    if (name == "--resume") {
-      if (has_value) return absl::InvalidArgumentError("--resume takes no value");
-      a.resume = true;
-      continue;
-    }
-    if (name == "--skip-invalid") {
-      if (has_value) return absl::InvalidArgumentError("--skip-invalid takes no value");
-      a.skip_invalid = true;
-      continue;
-    }
-    auto it = valued.find(name);
-    if (it == valued.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown argument \"", args[i], "\""));
-    }
-    if (!has_value) {
-      if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(name, " needs a value"));
-      value = args[++i];
-    }
-    if (absl::Status s = it->second(value); !s.ok()) return s;
+  // CLI11 tokenizes (--name value, --name=value); each flag's setter keeps its
+  // own message, and CLI11's are reworded to this parser's ("unknown
+  // argument", "needs a value").
+  struct SetterError {
+    absl::Status status;
+  };
+  for (const std::string& arg : args) {
+    if (arg.rfind("--resume=", 0) == 0) return absl::InvalidArgumentError("--resume takes no value");
+    if (arg.rfind("--skip-invalid=", 0) == 0) return absl::InvalidArgumentError("--skip-invalid takes no value");
   }
+  CLI::App app("argen_sweep", "argen_sweep");
+  app.set_help_flag();
+  app.add_flag("-h,--help", a.help);
+  app.add_flag("--version", a.version);
+  app.add_flag("--resume", a.resume);
+  app.add_flag("--skip-invalid", a.skip_invalid);
+  for (const auto& [name, setter] : valued) {
+    app.add_option(
+           name,
+           [name = name, setter = setter](const CLI::results_t& values) {
+             for (const std::string& v : values) {
+               if (absl::Status s = setter(v); !s.ok()) throw SetterError{s};
+             }
+             return true;
+           },
+           name)
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  }
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const SetterError& e) {
+    return e.status;
+  } catch (const CLI::ExtrasError& e) {
+    const std::vector<std::string> extras = cli::UnexpectedArguments(e);
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown argument \"", extras.empty() ? std::string("?") : extras.front(), "\""));
+  } catch (const CLI::ArgumentMismatch& e) {
+    const std::string what = e.what();  // "--out: 1 required TEXT missing"
+    return absl::InvalidArgumentError(absl::StrCat(what.substr(0, what.find(':')), " needs a value"));
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(cli::ErrorMessage(e));
+  }
+  if (a.help || a.version) return a;
   if (a.model.empty()) return absl::InvalidArgumentError("--model is required");
   if (a.out.empty()) return absl::InvalidArgumentError("--out is required");
   if (a.backend != "cpu" && a.backend != "cuda") {

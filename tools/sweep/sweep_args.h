@@ -1,6 +1,6 @@
-// argen_sweep's command line: parsed by hand (not absl flags) so that every
-// usage error, unknown flags and bad values included, is a message naming
-// the flag and exit status 2.
+// argen_sweep's command line, tokenized by CLI11 with a setter per flag, so
+// that every usage error, unknown flags and bad values included, is a
+// message naming the flag and exit status 2.
 #pragma once
 
 #include <cstdint>
@@ -40,12 +40,14 @@ struct SweepArgs {
   bool resume = false;
   bool skip_invalid = false;       // leave out configurations the model rejects (named) instead of exit 2
   bool help = false;
+  bool version = false;
 };
 
 // Usage text printed with --help and after a usage error.
 const char* SweepUsage();
 
-// args excludes argv[0]. Accepts --name=value and --name value.
+// args excludes argv[0]. Accepts --name=value and --name value. With --help or
+// --version only that field is meaningful.
 absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args);
 
 }  // namespace argen::sweep

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/version.h"
 #include "engine/engine.h"
 #include "tools/sweep/image_sink.h"
 #include "tools/sweep/manifest.h"
@@ -217,6 +218,10 @@ int main(int argc, char** argv) {
   }
   if (args->help) {
     std::fputs(sweep::SweepUsage(), stdout);
+    return 0;
+  }
+  if (args->version) {
+    std::printf("%s\n", argen::VersionLine("argen_sweep").c_str());
     return 0;
   }
   return Run(*args, start);
