@@ -1,0 +1,208 @@
+// The binaries as a user runs them (issue 15, defect 4 and the CLI
+// deliverables): every binary answers --help and --version with exit 0;
+// argen_server and argen_client say "unknown flag" for one they do not know;
+// client subcommands have their own help with defaults; the progress bar
+// redraws one line on a terminal (a pseudo-terminal here) and prints plain
+// lines otherwise.
+#include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "scheduler/tests/fake_engine.h"
+#include "tests/serving/serving_test_util.h"
+
+namespace argen::serving_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ProcessRun {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr, interleaved
+};
+
+// Runs argv with stdout+stderr on a pipe, or on a pseudo-terminal when
+// `terminal`; waits up to 60 s.
+ProcessRun Execute(const std::vector<std::string>& argv, bool terminal = false) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int fd = -1;
+  pid_t pid = -1;
+  if (terminal) {
+    pid = forkpty(&fd, nullptr, nullptr, nullptr);
+    if (pid == 0) {
+      execv(args[0], args.data());
+      _exit(127);
+    }
+  } else {
+    int p[2];
+    if (pipe(p) != 0) return {};
+    pid = fork();
+    if (pid == 0) {
+      dup2(p[1], 1);
+      dup2(p[1], 2);
+      close(p[0]);
+      close(p[1]);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    close(p[1]);
+    fd = p[0];
+  }
+  ProcessRun r;
+  if (pid < 0) return r;
+  char buf[4096];
+  for (int waited = 0; waited < 60000;) {
+    pollfd pfd{fd, POLLIN, 0};
+    const int ready = poll(&pfd, 1, 100);
+    if (ready == 0) {
+      waited += 100;
+      continue;
+    }
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n <= 0) break;  // EOF (pipe) or EIO (pty, child gone)
+    r.out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::vector<std::string> Binaries() {
+  return absl::StrSplit(ARGEN_BINARIES, ',', absl::SkipEmpty());
+}
+
+TEST(CliBinariesTest, EveryBinaryHasHelpAndVersion) {
+  const std::regex version_line(R"(^(argen_\w+) [0-9]+\.[0-9]+\.[0-9]+(\+\S+)? \((\w+) build\)\n$)");
+  ASSERT_GE(Binaries().size(), 8u);
+  for (const std::string& bin : Binaries()) {
+    const std::string name = fs::path(bin).filename().string();
+    const ProcessRun version = Execute({bin, "--version"});
+    EXPECT_EQ(version.exit_code, 0) << name << ": " << version.out;
+    std::smatch m;
+    EXPECT_TRUE(std::regex_match(version.out, m, version_line)) << name << ": " << version.out;
+    if (!m.empty()) EXPECT_EQ(m[1], name);
+    const ProcessRun help = Execute({bin, "--help"});
+    EXPECT_EQ(help.exit_code, 0) << name << ": " << help.out;
+    EXPECT_NE(help.out.find(name), std::string::npos) << name << ": " << help.out;
+    EXPECT_EQ(help.out.find("No flags matched"), std::string::npos) << name;
+  }
+}
+
+TEST(CliBinariesTest, UnknownFlagsAreNamedAndExitTwo) {
+  ProcessRun r = Execute({ARGEN_SERVER_BIN, "--bogus"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("unknown flag --bogus"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("missing value"), std::string::npos) << r.out;
+  r = Execute({ARGEN_SERVER_BIN, "--bogus=3"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("unknown flag --bogus"), std::string::npos) << r.out;
+  r = Execute({ARGEN_SERVER_BIN, "--port"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("--port"), std::string::npos) << r.out;
+  r = Execute({ARGEN_CLIENT_BIN, "generate", "--prompt", "x", "--colour", "red"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("unknown flag --colour"), std::string::npos) << r.out;
+  r = Execute({ARGEN_CLIENT_BIN, "paint"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("unknown command 'paint'"), std::string::npos) << r.out;
+  r = Execute({ARGEN_CLIENT_BIN, "generate", "--prompt", "x", "--count", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("--count"), std::string::npos) << r.out;
+}
+
+TEST(CliBinariesTest, ClientCommandsHaveTheirOwnHelpWithDefaults) {
+  ProcessRun r = Execute({ARGEN_CLIENT_BIN, "generate", "--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  for (const char* want : {"--prompt", "--prompts-file", "--count", "=1", "--out", "=out", "--overwrite",
+                           "--json", "--request_id", "--parallel"}) {
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << " in:\n" << r.out;
+  }
+  r = Execute({ARGEN_CLIENT_BIN, "load", "--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  for (const char* want : {"--rate", "--concurrency", "--duration", "--save-result", "--requests"}) {
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << " in:\n" << r.out;
+  }
+  r = Execute({ARGEN_CLIENT_BIN, "--help"});
+  for (const char* want : {"generate", "info", "health", "load", "ARGEN_SERVER", "ARGEN_API_KEY", "--api_key",
+                           "Exit codes"}) {
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << " in:\n" << r.out;
+  }
+  r = Execute({ARGEN_SERVER_BIN, "--help"});
+  for (const char* want : {"--config", "--kv_budget_bytes", "=4GiB", "--default_policy.name", "--log_format",
+                           "=text"}) {
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << " in:\n" << r.out;
+  }
+}
+
+TEST(CliBinariesTest, ServerAddressAndApiKeyFromTheEnvironment) {
+  ASSERT_STARTED(t, StartServer(LoopbackConfig("fake"), std::make_unique<scheduler::testing::FakeEngine>()));
+  setenv("ARGEN_SERVER", t.address.c_str(), 1);
+  setenv("ARGEN_API_KEY", "k-123", 1);  // a server without keys ignores it
+  const ProcessRun r = Execute({ARGEN_CLIENT_BIN, "health"});
+  unsetenv("ARGEN_SERVER");
+  unsetenv("ARGEN_API_KEY");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, "SERVING\n");
+}
+
+scheduler::testing::FakeEngineOptions SlowEngine() {
+  scheduler::testing::FakeEngineOptions o;
+  o.token_grid = 16;  // 256 steps of 3 ms: ~0.8 s of progress
+  o.step_time = absl::Milliseconds(3);
+  return o;
+}
+
+TEST(CliBinariesTest, ProgressBarRedrawsOnATerminal) {
+  server::ServerConfig c = LoopbackConfig("fake");
+  c.progress_interval_ms = 20;
+  ASSERT_STARTED(t, StartServer(c, std::make_unique<scheduler::testing::FakeEngine>(SlowEngine())));
+  const fs::path dir = fs::path(::testing::TempDir()) / "argen_cli_tty";
+  fs::remove_all(dir);
+  const ProcessRun r = Execute({ARGEN_CLIENT_BIN, "--server=" + t.address, "generate", "--prompt", "tty", "--count", "2",
+                         "--out", dir.string()},
+                        /*terminal=*/true);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  // Redraws: carriage returns, the bar, percent, rate, elapsed and ETA.
+  EXPECT_GE(std::count(r.out.begin(), r.out.end(), '\r'), 3) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\r\[[#.]{24}\] +[0-9]+% +[0-9.]+ tok/s  [0-9:]+ elapsed  ETA [0-9:-]+)")))
+      << r.out;
+  EXPECT_NE(r.out.find("100%"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/2 images"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(dir));
+}
+
+TEST(CliBinariesTest, ProgressIsPlainLinesWhenNotATerminal) {
+  server::ServerConfig c = LoopbackConfig("fake");
+  c.progress_interval_ms = 20;
+  ASSERT_STARTED(t, StartServer(c, std::make_unique<scheduler::testing::FakeEngine>(SlowEngine())));
+  const fs::path dir = fs::path(::testing::TempDir()) / "argen_cli_pipe";
+  fs::remove_all(dir);
+  const ProcessRun r = Execute({ARGEN_CLIENT_BIN, "--server=" + t.address, "generate", "--prompt", "pipe", "--out",
+                         dir.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.find('\r'), std::string::npos) << r.out;
+  int lines = 0;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) lines += line.find("tok/s") != std::string::npos;
+  EXPECT_GE(lines, 2) << r.out;
+  EXPECT_LE(lines, 11) << r.out;  // at most one per 10% step
+}
+
+}  // namespace
+}  // namespace argen::serving_test
