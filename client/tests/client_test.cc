@@ -2,10 +2,19 @@
 // percentiles, command-line errors and the unreachable-server exit code.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <sstream>
 
 #include "client/commands.h"
+#include "client/image_writer.h"
 #include "client/latency_stats.h"
+#include "client/progress_bar.h"
+#include "client/prompts_file.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
 
 namespace argen::client {
 namespace {
@@ -60,6 +69,121 @@ TEST(ClientCliTest, ServerDownIsUnreachable) {
                       out, err),
             kUnreachable);
   EXPECT_NE(err.str().find("127.0.0.1:1"), std::string::npos) << err.str();
+}
+
+TEST(ImageWriterTest, SafeStemKeepsFileNamesInsideTheFolder) {
+  EXPECT_EQ(ImageWriter::SafeStem("01J9ZQ3K8V6W2X4Y5Z7A8B9C0D"), "01J9ZQ3K8V6W2X4Y5Z7A8B9C0D");
+  EXPECT_EQ(ImageWriter::SafeStem("my-id_7"), "my-id_7");
+  EXPECT_EQ(ImageWriter::SafeStem("../escaped"), "___escaped");
+  EXPECT_EQ(ImageWriter::SafeStem("/etc/passwd"), "_etc_passwd");
+  EXPECT_EQ(ImageWriter::SafeStem(".."), "__");
+  EXPECT_EQ(ImageWriter::SafeStem(""), "image");
+  EXPECT_EQ(ImageWriter::SafeStem(std::string(300, 'a')).size(), 128u);
+  ImageWriter w("/tmp/o", false);
+  EXPECT_EQ(w.PathFor("../x", 2), std::filesystem::path("/tmp/o/___x_2.png"));
+}
+
+TEST(ImageWriterTest, RefusesToReplaceUnlessOverwriting) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "argen_writer";
+  std::filesystem::remove_all(dir);
+  ImageWriter writer(dir, false);
+  ASSERT_TRUE(writer.CheckWritable().ok());
+  EXPECT_FALSE(std::filesystem::exists(dir));  // created at the first image only
+  ASSERT_TRUE(writer.Write("a", 0, "first").ok());
+  EXPECT_EQ(writer.CheckFree("a", 1).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_TRUE(writer.CheckFree("a", 0).ok());
+  EXPECT_EQ(writer.Write("a", 0, "second").status().code(), absl::StatusCode::kAlreadyExists);
+  ImageWriter overwriting(dir, true);
+  EXPECT_TRUE(overwriting.CheckFree("a", 1).ok());
+  ASSERT_TRUE(overwriting.Write("a", 0, "second").ok());
+  std::ifstream f(dir / "a_0.png");
+  std::string text;
+  f >> text;
+  EXPECT_EQ(text, "second");
+  // A file where the folder should be.
+  ImageWriter blocked(dir / "a_0.png" / "sub", false);
+  EXPECT_FALSE(blocked.CheckWritable().ok());
+}
+
+TEST(ProgressBarTest, RendersPercentRateElapsedAndEta) {
+  EXPECT_EQ(ProgressBar::Render(50, 200, 10, "1/4 images", 8),
+            "[##......]  25%     5.0 tok/s  00:10 elapsed  ETA 00:30  1/4 images");
+  EXPECT_EQ(ProgressBar::Render(200, 200, 3700, "", 4), "[####] 100%     0.1 tok/s  1:01:40 elapsed  ETA 00:00");
+  EXPECT_EQ(ProgressBar::Render(0, 100, 0, "", 4), "[....]   0%     0.0 tok/s  00:00 elapsed  ETA --:--");
+  std::ostringstream plain;
+  {
+    ProgressBar bar(plain, /*terminal=*/false, 100);
+    for (int i = 0; i <= 100; ++i) bar.Update(i, "");
+  }
+  int lines = 0;
+  for (char c : plain.str()) lines += c == '\n';
+  EXPECT_EQ(lines, 11) << plain.str();  // 0%, 10%, ..., 100%
+  EXPECT_EQ(plain.str().find('\r'), std::string::npos);
+}
+
+TEST(PromptsFileTest, PlainLinesAndJsonlWithOverrides) {
+  v1::GenerateRequest base;
+  base.set_num_images(2);
+  base.set_seed(1);
+  absl::StatusOr<PromptsFile> f = ParsePrompts(
+      "# header\nfirst prompt\n\n{\"prompt\": \"second\", \"seed\": 7, \"policy\": \"diagonal:0.9\", "
+      "\"count\": 3, \"cfg\": 2.5, \"tag\": \"t\"}\n",
+      "p.txt", base);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_EQ(f->lines.size(), 2u);
+  EXPECT_EQ(f->lines[0].line, 2);
+  EXPECT_EQ(f->lines[0].request.prompt(), "first prompt");
+  EXPECT_EQ(f->lines[0].request.num_images(), 2);
+  EXPECT_EQ(f->lines[1].line, 4);
+  EXPECT_EQ(f->lines[1].request.seed(), 7u);
+  EXPECT_EQ(f->lines[1].request.num_images(), 3);
+  EXPECT_EQ(f->lines[1].request.policy().name(), "diagonal");
+  EXPECT_DOUBLE_EQ(f->lines[1].request.policy().sparsity(), 0.9);
+  EXPECT_FLOAT_EQ(f->lines[1].request.cfg_weight(), 2.5f);
+  EXPECT_EQ(f->ignored_fields, std::set<std::string>{"tag"});
+  for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
+           {"{\"seed\": 1}", "p.txt:1: no \"prompt\""},
+           {"ok\n{\"prompt\": \"x\", \"count\": \"two\"}", "p.txt:2: field \"count\""},
+           {"{not json", "p.txt:1: not a JSON object"},
+           {"# only comments\n", "no prompts"}}) {
+    absl::StatusOr<PromptsFile> bad = ParsePrompts(text, "p.txt", base);
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().message().find(want), std::string::npos) << bad.status();
+  }
+}
+
+// A health service that records the authorization metadata it receives.
+class RecordingHealth final : public grpc::health::v1::Health::Service {
+ public:
+  grpc::Status Check(grpc::ServerContext* context, const grpc::health::v1::HealthCheckRequest*,
+                     grpc::health::v1::HealthCheckResponse* response) override {
+    auto it = context->client_metadata().find("authorization");
+    authorization = it == context->client_metadata().end() ? "" : std::string(it->second.data(), it->second.size());
+    response->set_status(grpc::health::v1::HealthCheckResponse::SERVING);
+    return grpc::Status::OK;
+  }
+  std::string authorization;
+};
+
+TEST(ClientCliTest, ApiKeyIsSentAsBearerToken) {
+  RecordingHealth health;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&health);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_GT(port, 0);
+  const std::string address = "--server=127.0.0.1:" + std::to_string(port);
+  std::ostringstream out, err;
+  ASSERT_EQ(RunClient({address, "--api_key=s3cret", "health"}, out, err), kOk) << err.str();
+  EXPECT_EQ(health.authorization, "Bearer s3cret");
+  setenv("ARGEN_API_KEY", "from-env", 1);
+  ASSERT_EQ(RunClient({address, "health"}, out, err), kOk) << err.str();
+  unsetenv("ARGEN_API_KEY");
+  EXPECT_EQ(health.authorization, "Bearer from-env");
+  ASSERT_EQ(RunClient({address, "health"}, out, err), kOk) << err.str();
+  EXPECT_EQ(health.authorization, "");  // none without a key
+  server->Shutdown();
 }
 
 }  // namespace

@@ -96,7 +96,8 @@ absl::StatusOr<std::string> AddPngText(absl::string_view png, const TextEntries&
 absl::StatusOr<TextEntries> ReadPngText(absl::string_view png) {
   if (png.substr(0, 8) != kSignature) return absl::InvalidArgumentError("not a PNG (no signature)");
   TextEntries entries;
-  for (size_t at = 8; at < png.size();) {
+  bool ended = false;
+  for (size_t at = 8; at < png.size() && !ended;) {
     absl::StatusOr<Chunk> c = ChunkAt(png, at);
     if (!c.ok()) return c.status();
     at = c->end;
@@ -113,8 +114,9 @@ absl::StatusOr<TextEntries> ReadPngText(absl::string_view png) {
       if (tkey_end == absl::string_view::npos) continue;
       entries.emplace_back(std::string(c->data.substr(0, nul)), std::string(c->data.substr(tkey_end + 1)));
     }
-    if (c->type == "IEND") break;
+    ended = c->type == "IEND";
   }
+  if (!ended) return absl::InvalidArgumentError("PNG: no IEND chunk (truncated?)");
   return entries;
 }
 

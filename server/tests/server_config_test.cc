@@ -29,6 +29,81 @@ TEST(ByteSizeTest, ParsesUnits) {
   EXPECT_FALSE(ParseByteSize("99999999TiB").ok());
 }
 
+// Issue 15, defect 7: Kubernetes-style units ("40Gi", "4G") were refused.
+TEST(ByteSizeTest, AcceptsKubernetesAndCommonSpellings) {
+  EXPECT_EQ(ParseByteSize("40Gi").value(), int64_t{40} << 30);
+  EXPECT_EQ(ParseByteSize("512Mi").value(), int64_t{512} << 20);
+  EXPECT_EQ(ParseByteSize("64Ki").value(), int64_t{64} << 10);
+  EXPECT_EQ(ParseByteSize("2Ti").value(), int64_t{2} << 40);
+  EXPECT_EQ(ParseByteSize("1Pi").value(), int64_t{1} << 50);
+  EXPECT_EQ(ParseByteSize("4G").value(), 4000000000);
+  EXPECT_EQ(ParseByteSize("4GB").value(), 4000000000);
+  EXPECT_EQ(ParseByteSize("4GiB").value(), int64_t{4} << 30);
+  EXPECT_EQ(ParseByteSize("500M").value(), 500000000);
+  EXPECT_EQ(ParseByteSize("8k").value(), 8000);
+  EXPECT_EQ(ParseByteSize("8K").value(), 8000);
+  EXPECT_EQ(ParseByteSize("1.5Gi").value(), int64_t{3} << 29);
+  EXPECT_EQ(ParseByteSize(" 12 Mi ").value(), int64_t{12} << 20);
+  EXPECT_EQ(ParseByteSize("1073741824").value(), int64_t{1} << 30);
+  // Kubernetes' "m" is milli: refused with a hint rather than read as mega.
+  absl::StatusOr<int64_t> milli = ParseByteSize("512m");
+  ASSERT_FALSE(milli.ok());
+  EXPECT_NE(milli.status().message().find("milli"), std::string::npos) << milli.status();
+  EXPECT_FALSE(ParseByteSize("4gb").ok());
+  EXPECT_FALSE(ParseByteSize("4Gii").ok());
+  // Through the config, from a file and from a flag.
+  ServerConfig c;
+  ASSERT_TRUE(ApplyConfigYaml(c, "kv_budget_bytes: 40Gi\nmax_message_bytes: 64Mi\n", "k8s.yaml").ok());
+  EXPECT_EQ(c.kv_budget_bytes, int64_t{40} << 30);
+  EXPECT_EQ(c.max_message_bytes, int64_t{64} << 20);
+  ASSERT_TRUE(SetConfigValue(c, "kv_budget_bytes", "4G").ok());
+  EXPECT_EQ(c.kv_budget_bytes, 4000000000);
+}
+
+TEST(ServerConfigTest, LogFormatAndLevelKeys) {
+  ServerConfig c;
+  EXPECT_EQ(c.log_format, "text");
+  EXPECT_EQ(c.log_level, "info");
+  ASSERT_TRUE(ApplyConfigYaml(c, "log_format: json\nlog_level: warning\n", "log.yaml").ok());
+  EXPECT_EQ(c.log_format, "json");
+  EXPECT_EQ(c.log_level, "warning");
+  absl::Status bad = SetConfigValue(c, "log_format", "xml");
+  EXPECT_NE(bad.message().find("log_format"), std::string::npos) << bad;
+  EXPECT_FALSE(SetConfigValue(c, "log_level", "loud").ok());
+}
+
+// Issue 15, defect 4: --bogus said "missing value"; --help and --version.
+TEST(ServerConfigTest, CommandLineSaysUnknownFlagAndHasHelpAndVersion) {
+  const char* bogus[] = {"argen_server", "--bogus"};
+  absl::StatusOr<CommandLine> cl = ParseCommandLine(2, bogus);
+  ASSERT_FALSE(cl.ok());
+  EXPECT_NE(cl.status().message().find("unknown flag --bogus"), std::string::npos) << cl.status();
+  const char* positional[] = {"argen_server", "model"};
+  cl = ParseCommandLine(2, positional);
+  ASSERT_FALSE(cl.ok());
+  EXPECT_NE(cl.status().message().find("'model'"), std::string::npos) << cl.status();
+  const char* version[] = {"argen_server", "--version"};
+  cl = ParseCommandLine(2, version);
+  ASSERT_TRUE(cl.ok());
+  EXPECT_TRUE(cl->version);
+  const char* help[] = {"argen_server", "-h"};
+  cl = ParseCommandLine(2, help);
+  ASSERT_TRUE(cl.ok());
+  EXPECT_TRUE(cl->help);
+  const std::string text = ConfigHelp();
+  for (const ConfigKey& k : ConfigKeys()) {
+    EXPECT_NE(text.find(std::string("--") + k.name), std::string::npos) << k.name;
+  }
+  EXPECT_NE(text.find("--kv_budget_bytes VALUE=4GiB"), std::string::npos) << text;
+  // Repeated flags: the last wins, as in the file-then-flags order.
+  const char* twice[] = {"argen_server", "--model_dir=/m", "--queue_limit", "3", "--queue_limit=5"};
+  cl = ParseCommandLine(5, twice);
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  absl::StatusOr<ServerConfig> c = LoadServerConfig(*cl);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->queue_limit, 5);
+}
+
 TEST(ServerConfigTest, YamlSetsEveryKindOfKey) {
   ServerConfig c;
   const std::string yaml = R"(
