@@ -16,6 +16,20 @@ void Configure(CLI::App& app, std::string_view program) {
   app.get_formatter()->column_width(34);
 }
 
+std::vector<std::string> CliArgs(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (auto it = args.rbegin(); it != args.rend(); ++it) {
+    // "--name=" is an empty value (CLI11 would call it missing).
+    if (it->size() > 3 && it->rfind("--", 0) == 0 && it->back() == '=' && it->find('=') == it->size() - 1) {
+      out.emplace_back("");
+      out.push_back(it->substr(0, it->size() - 1));
+    } else {
+      out.push_back(*it);
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> UnexpectedArguments(const CLI::ParseError& error) {
   const std::string what = error.what();
   // ExtrasError: "The following argument(s) was/were not expected: --a b".
@@ -43,7 +57,7 @@ std::string ErrorMessage(const CLI::ParseError& error) {
 
 std::optional<int> Parse(CLI::App& app, const std::vector<std::string>& args, std::ostream& out,
                          std::ostream& err, int usage_code, const MessageRewrite& rewrite) {
-  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
+  std::vector<std::string> reversed = CliArgs(args);
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {

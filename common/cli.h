@@ -42,6 +42,10 @@ std::string ErrorMessage(const CLI::ParseError& error);
 std::optional<int> HelpOrVersion(int argc, const char* const* argv, std::string_view program,
                                  std::string_view usage);
 
+// `args` (no program name) as CLI11's parse(vector) wants them: reversed,
+// with "--name=" split into "--name" and an empty value.
+std::vector<std::string> CliArgs(const std::vector<std::string>& args);
+
 // The arguments an ExtrasError names, flags first; empty for other errors.
 std::vector<std::string> UnexpectedArguments(const CLI::ParseError& error);
 

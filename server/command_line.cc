@@ -50,8 +50,7 @@ std::unique_ptr<CLI::App> BuildApp(CommandLine* cl) {
 absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv) {
   CommandLine cl;
   std::unique_ptr<CLI::App> app = BuildApp(&cl);
-  std::vector<std::string> args;
-  for (int i = argc - 1; i >= 1; --i) args.emplace_back(argv[i]);  // CLI11 consumes from the back
+  std::vector<std::string> args = cli::CliArgs(std::vector<std::string>(argv + 1, argv + argc));
   try {
     app->parse(args);
   } catch (const CLI::CallForHelp&) {

@@ -131,6 +131,18 @@ def build():
     ]
     y += 8
     panels += [
+        timeseries("Time to first image percentiles",
+                   "Acceptance to a request's first image (argen_time_to_first_image_seconds): "
+                   "what a user waits before seeing anything.",
+                   {"h": 8, "w": 12, "x": 0, "y": y},
+                   quantiles("argen_time_to_first_image_seconds", [0.5, 0.9, 0.99]), "s"),
+        timeseries("p99 image latency by policy",
+                   "Acceptance to each image sent, 99th percentile per sparsity policy.",
+                   {"h": 8, "w": 12, "x": 12, "y": y},
+                   quantiles("argen_image_latency_seconds", [0.99], by="policy"), "s"),
+    ]
+    y += 8
+    panels += [
         timeseries("Engine step time percentiles",
                    "One engine step: prefill of joiners + one token for every running image "
                    "(argen_decode_step_seconds).",
@@ -157,27 +169,41 @@ def build():
                      f"sum by (pod) (rate(argen_decode_step_rows_count{{{SEL}}}[{RATE}]))", "{{pod}}")],
                    "short"),
         timeseries("KV budget use by pod",
-                   "Reserved (admission accounting, exact needs of admitted requests) and held "
-                   "KV bytes over kv_budget_bytes.",
+                   "Reserved (admission accounting, exact needs of admitted requests: "
+                   "argen_kv_cache_usage_ratio) and held KV bytes over kv_budget_bytes.",
                    {"h": 8, "w": 8, "x": 16, "y": y},
-                   [(f"sum by (pod) (argen_kv_bytes_reserved{{{SEL}}}) / "
-                     f"sum by (pod) (argen_kv_bytes_budget{{{SEL}}})", "reserved {{pod}}"),
-                    (f"sum by (pod) (argen_kv_bytes_used{{{SEL}}}) / "
-                     f"sum by (pod) (argen_kv_bytes_budget{{{SEL}}})", "held {{pod}}")],
+                   [(f"max by (pod) (argen_kv_cache_usage_ratio{{{SEL}}})", "reserved {{pod}}"),
+                    (f"sum by (pod) (argen_kv_cache_used_bytes{{{SEL}}}) / "
+                     f"sum by (pod) (argen_kv_cache_budget_bytes{{{SEL}}})", "held {{pod}}")],
                    "percentunit"),
     ]
     y += 8
     panels += [
         timeseries("KV bytes", "Held, reserved and budget, all selected pods.",
                    {"h": 8, "w": 12, "x": 0, "y": y},
-                   [(f"sum(argen_kv_bytes_used{{{SEL}}})", "held"),
-                    (f"sum(argen_kv_bytes_reserved{{{SEL}}})", "reserved"),
-                    (f"sum(argen_kv_bytes_budget{{{SEL}}})", "budget")], "bytes"),
+                   [(f"sum(argen_kv_cache_used_bytes{{{SEL}}})", "held"),
+                    (f"sum(argen_kv_cache_reserved_bytes{{{SEL}}})", "reserved"),
+                    (f"sum(argen_kv_cache_budget_bytes{{{SEL}}})", "budget")], "bytes"),
         timeseries("Queue depth by pod", "Requests waiting for admission. The HPA targets its "
                    "per-pod average; a queue that grows while KV use is at the budget means "
                    "the replica is KV-bound.",
                    {"h": 8, "w": 12, "x": 12, "y": y},
                    [(f"sum by (pod) (argen_queue_depth{{{SEL}}})", "{{pod}}")], "short", stack=True),
+    ]
+    y += 8
+    panels += [
+        timeseries("Running requests by pod",
+                   "Requests decoding in the running batch (argen_running_requests); rows are "
+                   "2 per image of these.",
+                   {"h": 8, "w": 12, "x": 0, "y": y},
+                   [(f"sum by (pod) (argen_running_requests{{{SEL}}})", "{{pod}}")], "short", stack=True),
+        timeseries("Process memory and CPU by pod",
+                   "Resident memory (process_resident_memory_bytes) and CPU cores in use "
+                   "(rate of process_cpu_seconds_total, right axis) of each server process.",
+                   {"h": 8, "w": 12, "x": 12, "y": y},
+                   [(f"sum by (pod) (process_resident_memory_bytes{{{SEL}}})", "RSS {{pod}}"),
+                    (f"sum by (pod) (rate(process_cpu_seconds_total{{{SEL}}}[{RATE}]))", "CPU {{pod}}")],
+                   "bytes"),
     ]
     y += 8
 
@@ -198,10 +224,11 @@ def build():
     y += 8
     panels += [
         timeseries("Error ratio by policy",
-                   "Share of requests ending INTERNAL, UNKNOWN, DATA_LOSS, UNAVAILABLE or "
-                   "DEADLINE_EXCEEDED (the ArgenHighErrorRate alert fires above 5%).",
+                   "Share of requests ending INTERNAL, UNKNOWN, DATA_LOSS or UNAVAILABLE (the "
+                   "ArgenHighErrorRate alert fires above 5%; client cancellations and deadlines "
+                   "are not errors).",
                    {"h": 8, "w": 12, "x": 0, "y": y},
-                   [(f'sum by (policy) (rate(argen_requests_total{{{SEL}, status=~"INTERNAL|UNKNOWN|DATA_LOSS|UNAVAILABLE|DEADLINE_EXCEEDED"}}[{RATE}])) / '
+                   [(f'sum by (policy) (rate(argen_requests_total{{{SEL}, status=~"INTERNAL|UNKNOWN|DATA_LOSS|UNAVAILABLE"}}[{RATE}])) / '
                      f"sum by (policy) (rate(argen_requests_total{{{SEL}}}[{RATE}]))", "{{policy}}")],
                    "percentunit"),
         timeseries("Draining pods", "1 while a pod drains on shutdown (rollouts, scale-in).",
@@ -213,14 +240,14 @@ def build():
         {"name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus",
          "current": {}, "hide": 0, "refresh": 1, "regex": "", "options": []},
         {"name": "namespace", "label": "Namespace", "type": "query", "datasource": DS,
-         "query": {"query": "label_values(argen_kv_bytes_budget, namespace)", "refId": "ns"},
-         "definition": "label_values(argen_kv_bytes_budget, namespace)",
+         "query": {"query": "label_values(argen_kv_cache_budget_bytes, namespace)", "refId": "ns"},
+         "definition": "label_values(argen_kv_cache_budget_bytes, namespace)",
          "includeAll": True, "multi": True, "allValue": ".*", "current": {}, "refresh": 2,
          "sort": 1, "hide": 0, "options": [], "regex": ""},
         {"name": "pod", "label": "Pod", "type": "query", "datasource": DS,
-         "query": {"query": 'label_values(argen_kv_bytes_budget{namespace=~"$namespace"}, pod)',
+         "query": {"query": 'label_values(argen_kv_cache_budget_bytes{namespace=~"$namespace"}, pod)',
                    "refId": "pod"},
-         "definition": 'label_values(argen_kv_bytes_budget{namespace=~"$namespace"}, pod)',
+         "definition": 'label_values(argen_kv_cache_budget_bytes{namespace=~"$namespace"}, pod)',
          "includeAll": True, "multi": True, "allValue": ".*", "current": {}, "refresh": 2,
          "sort": 1, "hide": 0, "options": [], "regex": ""},
     ]

@@ -148,7 +148,7 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   }
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  std::vector<std::string> reversed = cli::CliArgs(args);
   try {
     app.parse(reversed);
   } catch (const SetterError& e) {
