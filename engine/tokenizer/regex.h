@@ -1,11 +1,7 @@
-// A small regular-expression engine over code points for tokenizer.json
-// patterns (Split pre-tokenizers, ByteLevel's GPT-2 pattern). It follows
-// Oniguruma's Ruby syntax as HF tokenizers uses it: leftmost-first
-// (Perl-style) alternation, Unicode \s \d \w \p{..}, '$' matching at the end
-// of the text or before '\n', '.' not matching '\n', lookahead (?= ) (?! ).
-// Matching is a backtracking VM with a visited set over (instruction,
-// position), so every search is linear in pattern size x text length and a
-// pathological pattern cannot hang.
+// tokenizer.json patterns (Split pre-tokenizers, ByteLevel's GPT-2 pattern)
+// on Oniguruma, the engine HF tokenizers itself uses (through the onig
+// crate): the same syntax (ONIG_SYNTAX_ONIGURUMA, UTF-8) and the same
+// iteration over matches, so matching is HF's by construction.
 #pragma once
 
 #include <cstdint>
@@ -18,11 +14,11 @@
 
 namespace argen::tokenizer {
 
-struct RegexProgram;  // compiled form, defined in regex.cc
+struct RegexProgram;  // the compiled Oniguruma regex, defined in regex.cc
 
 class Regex {
  public:
-  // Error names the unsupported or malformed construct and its position.
+  // Error names the pattern and Oniguruma's reason.
   static absl::StatusOr<Regex> Compile(std::string_view pattern_utf8);
 
   Regex(Regex&&) noexcept;
@@ -32,8 +28,10 @@ class Regex {
   struct Match {
     size_t begin = 0, end = 0;  // code point offsets
   };
-  // All non-overlapping matches, leftmost-first, like Oniguruma's find_iter;
-  // after an empty match the search resumes one code point further.
+  // All non-overlapping matches, leftmost-first, as the onig crate's
+  // find_iter: an empty match right where the previous match ended is
+  // skipped by moving one code point on. Thread-safe. A search Oniguruma
+  // gives up on (its backtracking retry limit) ends the list there.
   std::vector<Match> FindAll(std::u32string_view text) const;
 
  private:

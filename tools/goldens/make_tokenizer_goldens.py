@@ -11,6 +11,12 @@ Writes under tests/goldens/tokenizer/:
   bpe_gpt2_pretok.json          the same model behind GPT-2's ByteLevel(use_regex) split
   wordlevel/tokenizer.json      WordLevel with the Whitespace pre-tokenizer and added tokens
                                 exercising normalized / single_word / lstrip / rstrip
+  pretokenizers.json            the pre-tokenizers of public tokenizers (GPT-2's ByteLevel
+                                regex, Llama-3 / cl100k, Qwen2, GPT-4o / o200k: the
+                                tokenizer.json "pre_tokenizer" objects as HF serializes
+                                them) with HF's pieces for a set of hard strings;
+                                `--pretokenizers` writes only this file (needs only
+                                `tokenizers`)
   goldens.json                  ids (with/without special tokens) and decoded text for
                                 every test string and tokenizer; Janus-Pro generation
                                 prompt ids (cond and CFG uncond) for a few captions.
@@ -18,14 +24,14 @@ Writes under tests/goldens/tokenizer/:
                                 (tests/goldens/tiny/tiny-mha/tokenizer.json) when present:
                                 re-run this script after regenerating it.
 
-Run: .venv/bin/python tools/goldens/make_tokenizer_goldens.py
+Run: .venv/bin/python tools/goldens/make_tokenizer_goldens.py [--pretokenizers]
 """
 import json
 import os
 import pathlib
+import sys
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import LlamaTokenizerFast
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OUT = ROOT / "tests" / "goldens" / "tokenizer"
@@ -228,6 +234,8 @@ def cases(tok: Tokenizer) -> list:
 
 
 def prompt_cases(path: pathlib.Path) -> dict:
+    from transformers import LlamaTokenizerFast
+
     llama = LlamaTokenizerFast(tokenizer_file=str(path), bos_token=BOS, eos_token=EOS, add_bos_token=True,
                                add_eos_token=False)
     pad_id = llama.vocab.get(PAD)
@@ -244,7 +252,69 @@ def prompt_cases(path: pathlib.Path) -> dict:
     return {"file": os.path.relpath(path, OUT), "cases": out}
 
 
+# Pre-tokenizer patterns of public tokenizers, as their tokenizer.json files
+# carry them (Split + ByteLevel without its own regex), and GPT-2's ByteLevel regex.
+CONTRACTIONS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+PUBLIC_PRE_TOKENIZERS = {
+    "gpt2": pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    "llama3_cl100k": pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                                   r"|\s*[\r\n]+|\s+(?!\S)|\s+"), "isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ]),
+    "qwen2": pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                                   r"|\s*[\r\n]+|\s+(?!\S)|\s+"), "isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ]),
+    "gpt4o_o200k": pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(
+            r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+" + CONTRACTIONS + "?"
+            r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*" + CONTRACTIONS + "?"
+            r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"), "isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ]),
+}
+PRE_TOKENIZER_STRINGS = [
+    "Hello world! I'M here, you'LL see: it's 12345678 o'clock.",
+    "   leading spaces and trailing   ",
+    "tabs\tand\nnewlines\r\n\r\nand\n\n\n  gaps",
+    "CamelCaseWords and HTTPServer and iPhone's",
+    "数字１２３ and 中文 mixed with English, 한국어, русский, ελληνικά",
+    "emoji 😀👍🏽 and ZWJ 👨‍👩‍👧 sequences",
+    "combining e\u0301 and precomposed é; Arabic ٣٤٥ and Devanagari नमस्ते",
+    "punctuation!!! ...?? (brackets) [x] {y} <z> a/b/c\n/path",
+    "numbers 1 22 333 4444 55555 3.14159 1e10 ½ ² Ⅻ",
+    "don't DON'T Don'T we've WE'VE",
+    "",
+    "x",
+    " ",
+    "\n",
+]
+
+
+def pretokenizer_goldens() -> list:
+    out = []
+    for name, pre in PUBLIC_PRE_TOKENIZERS.items():
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre
+        config = json.loads(tok.to_str())["pre_tokenizer"]  # exactly as in a tokenizer.json
+        cases_out = [{"text": t, "pieces": [p for p, _ in pre.pre_tokenize_str(t)]} for t in PRE_TOKENIZER_STRINGS]
+        out.append({"name": name, "pre_tokenizer": config, "cases": cases_out})
+    return out
+
+
+def write_pretokenizer_goldens() -> None:
+    path = OUT / "pretokenizers.json"
+    path.write_text(json.dumps(pretokenizer_goldens(), ensure_ascii=False, indent=1) + "\n")
+    print(path)
+
+
 def main() -> None:
+    if "--pretokenizers" in sys.argv[1:]:
+        write_pretokenizer_goldens()
+        return
+    write_pretokenizer_goldens()
     (OUT / "bpe_deepseek").mkdir(parents=True, exist_ok=True)
     (OUT / "wordlevel").mkdir(parents=True, exist_ok=True)
 

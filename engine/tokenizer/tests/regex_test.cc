@@ -1,5 +1,5 @@
-// The regex engine's Oniguruma (Ruby syntax) semantics on the constructs
-// tokenizer.json patterns use; expectations checked against HF tokenizers' Split.
+// Oniguruma's semantics on the constructs tokenizer.json patterns use;
+// expectations checked against HF tokenizers' Split.
 #include "engine/tokenizer/regex.h"
 
 #include <gtest/gtest.h>
@@ -76,11 +76,24 @@ TEST(RegexTest, PathologicalPatternsFinish) {
   EXPECT_TRUE(Matches("(a|aa)+c", text).empty());
 }
 
+// Errors are Oniguruma's (HF tokenizers refuses the same patterns).
 TEST(RegexTest, MalformedPatternsAreErrors) {
-  for (const char* bad : {"(a", "a)", "[abc", "\\p{Nope}", "a{3,1}", "*a", "\\", "(?<name>a)", "a++", "\\q"}) {
+  for (const char* bad : {"(a", "a)", "[abc", "\\p{Nope}", "*a", "\\"}) {
     auto re = Regex::Compile(bad);
     EXPECT_FALSE(re.ok()) << bad;
   }
+  auto re = Regex::Compile("(a");
+  EXPECT_NE(re.status().message().find("unmatched parenthesis"), std::string::npos) << re.status();
+}
+
+// What Oniguruma (and so HF) accepts although other engines refuse it,
+// with HF's pieces (checked with tokenizers 0.23 Split).
+TEST(RegexTest, OnigurumaOnlyConstructs) {
+  EXPECT_EQ(Matches("a{3,1}", "aaaaa"), V({"aaa", "aa"}));
+  EXPECT_EQ(Matches("\\q", "aqq"), V({"q", "q"}));
+  EXPECT_EQ(Matches("a++b", "aab ab"), V({"aab", "ab"}));
+  EXPECT_EQ(Matches("(?<x>ab)+", "ababx ab"), V({"abab", "ab"}));
+  EXPECT_EQ(Matches("\\p{Lu}\\p{Ll}+", "HTTPServer iPhone"), V({"Server", "Phone"}));
 }
 
 }  // namespace

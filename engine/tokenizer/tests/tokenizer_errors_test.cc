@@ -76,7 +76,7 @@ TEST_F(TokenizerErrorsTest, UnsupportedPieces) {
   ExpectError("{" + model + R"(, "normalizer": {"type": "Lowercase"}})", {"normalizer", "Lowercase"});
   ExpectError("{" + model + R"(, "decoder": {"type": "CTC"}})", {"decoder.type", "CTC"});
   ExpectError("{" + model + R"(, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(a"}, "behavior": "Isolated"}})",
-              {"pre_tokenizer.pattern.Regex", "missing ')'"});
+              {"pre_tokenizer.pattern.Regex", "unmatched parenthesis"});
   ExpectError("{" + model + R"(, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "a"}, "behavior": "Sideways"}})",
               {"pre_tokenizer.behavior", "Sideways"});
   ExpectError("{" + model + R"(, "added_tokens": [{"id": 5}]})", {"added_tokens[0].content"});
