@@ -9,10 +9,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "engine/image/png.h"
+#include "engine/image/png_text.h"
 #include "gtest/gtest.h"
 
 namespace {
@@ -70,6 +72,19 @@ TEST(GenerateCliTest, WritesPngsOfTheModelImageSize) {
     absl::StatusOr<argen::image::Rgb8Image> decoded = argen::image::DecodePng(bytes);
     ASSERT_TRUE(decoded.ok()) << decoded.status();
     EXPECT_EQ(decoded->rgb.size(), 32u * 32u * 3u);
+    // The generation metadata, as PNG text chunks.
+    absl::StatusOr<argen::image::TextEntries> text =
+        argen::image::ReadPngText(std::string(bytes.begin(), bytes.end()));
+    ASSERT_TRUE(text.ok()) << text.status();
+    std::map<std::string, std::string> meta(text->begin(), text->end());
+    EXPECT_EQ(meta["prompt"], "a red cube");
+    EXPECT_EQ(meta["seed"], "3");
+    EXPECT_EQ(meta["image_index"], std::string(name) == "img_0.png" ? "0" : "1");
+    EXPECT_EQ(meta["policy"].rfind("diagonal sparsity=0.5 n_att=", 0), 0u) << meta["policy"];
+    EXPECT_EQ(meta["guidance"], "5");
+    EXPECT_EQ(meta["sampling"], "temperature=1 top_k=40 top_p=1");
+    EXPECT_FALSE(meta["model"].empty());
+    EXPECT_FALSE(meta["argen_version"].empty());
   }
   std::filesystem::remove_all(dir);
 }
@@ -88,6 +103,20 @@ TEST(GenerateCliTest, BadModelDirectoryFailsWithAMessage) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("/nonexistent/model-dir"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(never));
+}
+
+TEST(GenerateCliTest, HelpAndVersion) {
+  RunResult r = RunCommand("--help");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--model"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--images INT=1"), std::string::npos) << r.output;  // defaults shown
+  EXPECT_EQ(r.output.find("No flags matched"), std::string::npos) << r.output;
+  r = RunCommand("--version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.output.rfind("argen_generate ", 0), 0u) << r.output;
+  r = RunCommand("--model m --prompt x --out o.png --bogus 1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("unknown flag --bogus"), std::string::npos) << r.output;
 }
 
 TEST(GenerateCliTest, MissingFlagsAreUsageErrors) {
