@@ -79,7 +79,7 @@ echo " SERVING"
 "$CLIENT" --server "localhost:$PORT" info
 echo "demo: generating \"$PROMPT\""
 "$CLIENT" --server "localhost:$PORT" generate --prompt "$PROMPT" --count 1 --seed 1 \
-  --request_id demo --out out
+  --request_id demo --out out --overwrite   # the demo's own file, replaced on every run
 if command -v curl >/dev/null && command -v python3 >/dev/null; then
   echo "demo: the same through the OpenAI-compatible HTTP API:"
   echo "  curl -s http://localhost:$HTTP_PORT/v1/images/generations -H 'Content-Type: application/json' \\"
@@ -93,6 +93,6 @@ echo "demo: load test ($LOAD_REQUESTS requests, concurrency $LOAD_CONCURRENCY, d
   --concurrency "$LOAD_CONCURRENCY" --policies dense,diagonal:0.9
 if command -v curl >/dev/null; then
   echo "demo: a few Prometheus metrics from http://localhost:$METRICS_PORT/metrics"
-  curl -s "http://localhost:$METRICS_PORT/metrics" | grep -E '^argen_(requests_total|images_total|tokens_total|kv_bytes_budget)' || true
+  curl -s "http://localhost:$METRICS_PORT/metrics" | grep -E '^argen_(requests_total|images_total|tokens_total|kv_cache_budget_bytes|build_info)' || true
 fi
 echo "demo: done; the images are out/demo_0.png (gRPC) and out/demo_http_0.png (HTTP)"
