@@ -6,6 +6,8 @@
 // lines otherwise.
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <pty.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +16,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <regex>
 #include <string>
@@ -22,6 +25,8 @@
 #include "absl/strings/str_split.h"
 #include "scheduler/tests/fake_engine.h"
 #include "tests/serving/serving_test_util.h"
+
+extern char** environ;
 
 namespace argen::serving_test {
 namespace {
@@ -202,6 +207,48 @@ TEST(CliBinariesTest, ProgressIsPlainLinesWhenNotATerminal) {
   for (std::string line; std::getline(in, line);) lines += line.find("tok/s") != std::string::npos;
   EXPECT_GE(lines, 2) << r.out;
   EXPECT_LE(lines, 11) << r.out;  // at most one per 10% step
+}
+
+// Issue 15, defect 3, on the real binary: gRPC's built-in health service
+// has no descriptors, and a server that does not link the generated ones
+// cannot describe it (the in-process tests link them through the client).
+TEST(CliBinariesTest, ServerBinaryReflectionDescribesHealth) {
+  const std::string log = ::testing::TempDir() + "/argen_cli_reflection.log";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  std::vector<std::string> argv = {ARGEN_SERVER_BIN, "--model_dir=" + SourceDir() + "/tests/goldens/tiny/tiny-mha",
+                                   "--listen_address=127.0.0.1", "--port=0", "--metrics_port=-1", "--threads=1"};
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  std::string port;
+  const std::regex serving("serving gRPC on [0-9.]+:([0-9]+)");
+  for (int i = 0; i < 3000 && port.empty(); ++i) {
+    std::ifstream f(log);
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::smatch m;
+    if (std::regex_search(text, m, serving)) port = m[1];
+    else usleep(10000);
+  }
+  EXPECT_FALSE(port.empty()) << "argen_server did not start";
+  for (const char* method : {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+                             "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"}) {
+    if (port.empty()) break;
+    grpc::reflection::v1::ServerReflectionRequest describe;
+    describe.set_file_containing_symbol("grpc.health.v1.Health");
+    const grpc::reflection::v1::ServerReflectionResponse answer = Reflect("127.0.0.1:" + port, method, describe);
+    EXPECT_FALSE(answer.has_error_response()) << method << ": " << answer.error_response().error_message();
+    EXPECT_GT(answer.file_descriptor_response().file_descriptor_proto_size(), 0) << method;
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "tests/serving/serving_test_util.h"
 
+#include <gtest/gtest.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -11,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/generate_call.h"
+#include "grpcpp/generic/generic_stub.h"
 
 namespace argen::serving_test {
 
@@ -118,5 +121,45 @@ std::string SourceDir() {
   const char* dir = std::getenv("ARGEN_SOURCE_DIR");
   return dir != nullptr ? dir : ".";
 }
+
+grpc::reflection::v1::ServerReflectionResponse Reflect(const std::string& address, const std::string& method,
+                                                      const grpc::reflection::v1::ServerReflectionRequest& req) {
+  grpc::GenericStub generic(client::MakeChannel(address, 1 << 20));
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto call = generic.PrepareCall(&context, method, &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  auto step = [&](intptr_t expected) {
+    EXPECT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(reinterpret_cast<intptr_t>(tag), expected);
+    return ok;
+  };
+  grpc::reflection::v1::ServerReflectionResponse response;
+  call->StartCall(reinterpret_cast<void*>(1));
+  if (!step(1)) return response;
+  const std::string bytes = req.SerializeAsString();
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1);
+  call->Write(request, reinterpret_cast<void*>(2));
+  if (!step(2)) return response;
+  grpc::ByteBuffer reply;
+  call->Read(&reply, reinterpret_cast<void*>(3));
+  const bool got = step(3);
+  call->WritesDone(reinterpret_cast<void*>(4));
+  step(4);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  step(5);
+  if (!got) return response;
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(reply.Dump(&slices).ok());
+  std::string data;
+  for (const grpc::Slice& s : slices) data.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_TRUE(response.ParseFromString(data));
+  return response;
+}
+
 
 }  // namespace argen::serving_test

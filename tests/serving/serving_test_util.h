@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "argen/v1/argen.grpc.pb.h"
+#include "grpc/reflection/v1/reflection.pb.h"
 #include "engine/engine.h"
 #include "server/argen_server.h"
 
@@ -83,6 +84,13 @@ std::string HttpExchange(int port, const std::string& request);
 std::string HttpGet(int port, const std::string& path);
 
 std::string SourceDir();
+
+// One server reflection exchange with `address` over `method`
+// ("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo" or the
+// v1alpha one: both share the wire format); an empty response on failure.
+grpc::reflection::v1::ServerReflectionResponse Reflect(
+    const std::string& address, const std::string& method,
+    const grpc::reflection::v1::ServerReflectionRequest& request);
 
 // Polls `done` every millisecond for up to `timeout`; true when it held.
 bool WaitFor(const std::function<bool()>& done, absl::Duration timeout = absl::Seconds(20));
