@@ -15,13 +15,19 @@ std::string_view BuildType();       // CMAKE_BUILD_TYPE, e.g. "Release"
 // the git description; just "0.1.0" outside a git checkout.
 inline std::string Version() {
   std::string v(ProjectVersion());
-  if (GitDescribe() != "unknown") v += "+" + std::string(GitDescribe());
+  if (GitDescribe() != "unknown") {
+    v.push_back('+');
+    v.append(GitDescribe());
+  }
   return v;
 }
 
 // "<program> 0.1.0+5cf72f1-dirty (Release build)".
 inline std::string VersionLine(std::string_view program) {
-  return std::string(program) + " " + Version() + " (" + std::string(BuildType()) + " build)";
+  std::string line(program);
+  line.push_back(' ');
+  line.append(Version()).append(" (").append(BuildType()).append(" build)");
+  return line;
 }
 
 }  // namespace argen

@@ -101,7 +101,9 @@ TEST(CliBinariesTest, EveryBinaryHasHelpAndVersion) {
     EXPECT_EQ(version.exit_code, 0) << name << ": " << version.out;
     std::smatch m;
     EXPECT_TRUE(std::regex_match(version.out, m, version_line)) << name << ": " << version.out;
-    if (!m.empty()) EXPECT_EQ(m[1], name);
+    if (!m.empty()) {
+      EXPECT_EQ(m[1], name);
+    }
     const ProcessRun help = Execute({bin, "--help"});
     EXPECT_EQ(help.exit_code, 0) << name << ": " << help.out;
     EXPECT_NE(help.out.find(name), std::string::npos) << name << ": " << help.out;

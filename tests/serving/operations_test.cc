@@ -518,7 +518,9 @@ TEST(OperationsTest, RequestIdsAreSanitisedInFileNames) {
   EXPECT_FALSE(fs::exists(root / "escaped_0.png"));
   EXPECT_TRUE(fs::exists(dir / "___escaped_0.png")) << out.str();
   for (const auto& entry : fs::recursive_directory_iterator(root)) {
-    if (entry.is_regular_file()) EXPECT_EQ(entry.path().parent_path(), dir) << entry.path();
+    if (entry.is_regular_file()) {
+      EXPECT_EQ(entry.path().parent_path(), dir) << entry.path();
+    }
   }
 }
 
