@@ -44,7 +44,6 @@ void RequestTrace::Submitted(const std::string& request_id, const engine::Genera
   metadata_.sampling = generation.sampling;
   metadata_.sparsity = generation.policy.sparsity;
   metadata_.model = model;
-  metadata_.request_id = request_id;
 }
 
 void RequestTrace::OnEvent(scheduler::RequestEvent& event) {

@@ -20,7 +20,6 @@ TextEntries MetadataEntries(const GenerationMetadata& m, int32_t image_index) {
                                 " top_p=", m.sampling.top_p)},
       {"model", m.model},
   };
-  if (!m.request_id.empty()) e.emplace_back("request_id", m.request_id);
   e.emplace_back("argen_version", Version());
   e.emplace_back("Software", VersionLine("argen"));
   return e;

@@ -20,13 +20,12 @@ struct GenerationMetadata {
   sparse::ResolvedPolicy policy;
   double sparsity = 0;           // as requested (the resolved policy holds n_att)
   std::string model;
-  std::string request_id;        // "" for none
 };
 
 // Keys: prompt, seed, image_index, policy ("diagonal sparsity=0.9 n_att=26
 // n_slots=26 n_recent=64 n_sink=0 l_dec=256"), guidance, sampling
-// ("temperature=1 top_k=0 top_p=1"), model, request_id (when set),
-// argen_version, Software.
+// ("temperature=1 top_k=0 top_p=1"), model, argen_version, Software. No
+// request id: the same request gives the same bytes.
 TextEntries MetadataEntries(const GenerationMetadata& m, int32_t image_index);
 
 // `png` with the metadata of image `image_index` added.

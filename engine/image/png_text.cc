@@ -93,6 +93,18 @@ absl::StatusOr<std::string> AddPngText(absl::string_view png, const TextEntries&
   return out;
 }
 
+absl::StatusOr<std::string> RemovePngText(absl::string_view png) {
+  if (png.substr(0, 8) != kSignature) return absl::InvalidArgumentError("not a PNG (no signature)");
+  std::string out(png.substr(0, 8).data(), 8);
+  for (size_t at = 8; at < png.size();) {
+    absl::StatusOr<Chunk> c = ChunkAt(png, at);
+    if (!c.ok()) return c.status();
+    if (c->type != "tEXt" && c->type != "iTXt" && c->type != "zTXt") absl::StrAppend(&out, png.substr(at, c->end - at));
+    at = c->end;
+  }
+  return out;
+}
+
 absl::StatusOr<TextEntries> ReadPngText(absl::string_view png) {
   if (png.substr(0, 8) != kSignature) return absl::InvalidArgumentError("not a PNG (no signature)");
   TextEntries entries;

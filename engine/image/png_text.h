@@ -20,6 +20,10 @@ using TextEntries = std::vector<std::pair<std::string, std::string>>;
 // spec 11.3.4); InvalidArgument for a bad keyword or bytes that are not a PNG.
 absl::StatusOr<std::string> AddPngText(absl::string_view png, const TextEntries& entries);
 
+// `png` without its text chunks (tEXt, iTXt, zTXt): the image as encoded,
+// e.g. to compare a server's PNG with a local encoding of the same pixels.
+absl::StatusOr<std::string> RemovePngText(absl::string_view png);
+
 // Every tEXt and uncompressed iTXt chunk, in file order (keyword, text);
 // InvalidArgument when `png` is not a well-formed PNG (CRCs checked).
 absl::StatusOr<TextEntries> ReadPngText(absl::string_view png);

@@ -28,6 +28,7 @@
 #include "scheduler/tests/fake_engine.h"
 #include "server/request_log.h"
 #include "spdlog/sinks/ostream_sink.h"
+#include "tests/serving/http_test_util.h"
 #include "tests/serving/serving_test_util.h"
 
 namespace argen::serving_test {
@@ -299,6 +300,14 @@ TEST(OperationsTest, ErrorsCarryGoogleRpcStatusDetails) {
   running.join();
 }
 
+std::map<std::string, std::string> PngText(const std::string& png) {
+  absl::StatusOr<image::TextEntries> entries = image::ReadPngText(png);
+  EXPECT_TRUE(entries.ok()) << entries.status();
+  std::map<std::string, std::string> m;
+  if (entries.ok()) m.insert(entries->begin(), entries->end());
+  return m;
+}
+
 // Captures the server log in `out` as JSON lines for the test's lifetime.
 class CapturedLog {
  public:
@@ -355,6 +364,40 @@ TEST(OperationsTest, OneStructuredLogLinePerRequest) {
   EXPECT_NE(bad["error"].get<std::string>().find("prompt"), std::string::npos);
 }
 
+// The HTTP API shares the log line and the PNG metadata.
+TEST(OperationsTest, HttpRequestsAreLoggedAndTheirPngsTagged) {
+  CapturedLog log(server::log::Format::kJson);
+  {
+    server::ServerConfig c = LoopbackConfig("fake");
+    c.http_address = "127.0.0.1";
+    c.http_port = 0;
+    ASSERT_STARTED(t, StartFake(c));
+    auto http = HttpClient(t.server->http_port());
+    httplib::Result r = PostImages(*http, {{"prompt", "over http"}, {"n", 1}, {"seed", 3}});
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const nlohmann::json body = nlohmann::json::parse(r->body);
+    std::map<std::string, std::string> text = PngText(Base64Decode(body["data"][0]["b64_json"]));
+    EXPECT_EQ(text["prompt"], "over http");
+    EXPECT_EQ(text["seed"], "3");
+    r = PostImages(*http, {{"prompt", ""}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400);
+  }
+  std::vector<nlohmann::json> lines;
+  for (const std::string& line : log.Lines()) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j["event"] == "request") lines.push_back(j);
+  }
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["transport"], "http");
+  EXPECT_EQ(lines[0]["status"], "OK");
+  EXPECT_EQ(lines[0]["seed"], 3);
+  EXPECT_EQ(lines[0]["request_id"].get<std::string>().size(), 26u);
+  EXPECT_NE(lines[0]["peer"].get<std::string>().find("127.0.0.1"), std::string::npos);
+  EXPECT_EQ(lines[1]["status"], "INVALID_ARGUMENT");
+}
+
 TEST(OperationsTest, TextLogLineNamesTheRequest) {
   CapturedLog log(server::log::Format::kText);
   {
@@ -374,13 +417,6 @@ TEST(OperationsTest, TextLogLineNamesTheRequest) {
   EXPECT_EQ(found, 1);
 }
 
-std::map<std::string, std::string> PngText(const std::string& png) {
-  absl::StatusOr<image::TextEntries> entries = image::ReadPngText(png);
-  EXPECT_TRUE(entries.ok()) << entries.status();
-  std::map<std::string, std::string> m;
-  if (entries.ok()) m.insert(entries->begin(), entries->end());
-  return m;
-}
 
 TEST(OperationsTest, EveryImageCarriesItsGenerationMetadata) {
   ASSERT_STARTED(t, StartFake(LoopbackConfig("fake")));
@@ -400,7 +436,6 @@ TEST(OperationsTest, EveryImageCarriesItsGenerationMetadata) {
     EXPECT_EQ(text["policy"].rfind("diagonal sparsity=0.5 n_att=", 0), 0u) << text["policy"];
     EXPECT_EQ(text["guidance"], "3.5");
     EXPECT_EQ(text["model"], "fake");
-    EXPECT_EQ(text["request_id"], result.accepted.request_id());
     EXPECT_FALSE(text["argen_version"].empty());
     EXPECT_NE(text["sampling"].find("temperature="), std::string::npos);
     // Still a valid PNG.
