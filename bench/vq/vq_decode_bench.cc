@@ -169,8 +169,10 @@ int main(int argc, char** argv) {
           argc, argv, "argen_vq_bench",
           "argen_vq_bench: VQ-16 decode timing (tokens -> RGB8) on the CPU and/or the GPU.\n"
           "  argen_vq_bench [--backend cpu,cuda] [--batches 1,8,64,256] [--runs N] [--model DIR]\n"
-          "                 [--image_size S] [--threads T] [--pool P] [--chunk C] [--workspace_mib M]\n"
-          "                 [--tf32 1] [--batch B]")) {
+          "                 [--image_size S] [--threads T] [--pool P] [--precision fp32,tf32,bf16]\n"
+          "                 [--chunk C] [--workspace_mib M] [--algo benchmark|heuristic] [--cudnn_ws_mib M]\n"
+          "                 [--profile 1] [--tf32 1] [--batch B]\n"
+          "(the comment at the top of bench/vq/vq_decode_bench.cc says what each does)")) {
     return *rc;
   }
   const int runs = std::max(1, IntFlag(argc, argv, "--runs", 3));
