@@ -28,7 +28,7 @@ void AddRequestFlags(CLI::App& sub, RequestFlags& f) {
       ->check(CLI::Range(1, 4096));
   sub.add_option("--policy", f.policy,
                  "Sparsity policy NAME or NAME:SPARSITY (dense, sliding_window, streaming_llm, h2o, tova, "
-                 "alisa, diagonal, diagonal_sink4); empty: the server's default");
+                 "alisa, diagonal, diagonal_sink4, grid_window, diagonal_grid, ssd); empty: the server's default");
   sub.add_option("--sparsity", f.sparsity, "Fraction of decode KV not attended, [0, 1)");
   sub.add_option("--n_att", f.n_att, "Decode keys attended per step (0: from sparsity)")->check(CLI::Range(-1, 1 << 24));
   sub.add_option("--n_recent", f.n_recent, "Diagonal recent window N_r")->check(CLI::Range(-1, 1 << 24));
