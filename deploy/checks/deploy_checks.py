@@ -1014,8 +1014,14 @@ def cmd_dockerfiles(args):
     for binary in args.binary or []:
         for soname, (owner, real) in sorted(needed_packages(binary).items()):
             if owner is None:
-                if re.match(r"lib(cudart|cublas|cublasLt)\.so", soname):
-                    continue  # CUDA from NVIDIA's repository (the GPU image's cuda-/libcublas- packages)
+                if re.match(r"lib(cudart|cublas|cublasLt|cudnn)\.so", soname):
+                    # CUDA from NVIDIA's repository: the GPU image must install it.
+                    stem = {"cudart": "cuda-cudart-", "cublas": "libcublas-", "cublasLt": "libcublas-",
+                            "cudnn": "libcudnn"}[re.match(r"lib(cudart|cublasLt|cublas|cudnn)", soname).group(1)]
+                    if not any(p.startswith(stem) for p in lists.get("gpu", [])):
+                        problems.append(f"{os.path.basename(binary)} links {soname}, but the GPU image installs "
+                                        f"no {stem}* package")
+                    continue
                 problems.append(f"{os.path.basename(binary)}: {soname} ({real}) belongs to no Debian package")
             elif owner not in non_cuda["cpu"] and owner not in BASE_IMAGE_PACKAGES:
                 problems.append(f"{os.path.basename(binary)} links {soname} from {owner}, "
