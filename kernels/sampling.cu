@@ -2,7 +2,7 @@
 // float bits (32 counting passes over shared memory), so no sort is needed.
 #include <cfloat>
 
-#include "engine/model/sampling_rng.h"
+#include "kernels/sampling_rng.h"
 #include "kernels/common.cuh"
 #include "kernels/sampling.h"
 
@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(kThreads) CfgSampleKernel(const float* logits,
   }
   const double mass = prefix[kThreads - 1];
   const double target =
-      static_cast<double>(model::SampleUniform(sp.seed, static_cast<uint32_t>(sp.image_index),
+      static_cast<double>(kernels::SampleUniform(sp.seed, static_cast<uint32_t>(sp.image_index),
                                                static_cast<uint32_t>(sp.step))) * mass;
   double cumulative = prefix[tid] - own;
   if (own_last >= 0) atomicMax(&last_kept, own_last);

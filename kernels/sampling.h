@@ -1,7 +1,7 @@
 // CFG combine + temperature / top-k / top-p sampling on the device, one block
 // per CFG pair, following engine/model/sampler.h exactly (threshold top-k and
 // top-p, ties kept, inverse CDF in vocabulary order) with the uniforms of
-// engine/model/sampling_rng.h.
+// kernels/sampling_rng.h.
 #pragma once
 
 #include <cuda_runtime.h>

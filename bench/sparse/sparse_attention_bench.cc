@@ -22,7 +22,7 @@
 
 #include "common/cli.h"
 #include "engine/cpu/sparse_attention.h"
-#include "engine/sparse/policy.h"
+#include "kernels/sparse/policy.h"
 #include "engine/sparse/policy_params.h"
 
 namespace {

@@ -11,7 +11,7 @@
 #include "engine/cpu/ops.h"
 #include "engine/cpu/prefill_attention.h"
 #include "engine/cpu/sparse_attention.h"
-#include "engine/model/sampling_rng.h"
+#include "kernels/sampling_rng.h"
 
 namespace argen::cpu {
 namespace {
@@ -124,7 +124,7 @@ void CpuBackend::HeadAndSample(const float* hidden, int64_t n_rows,
   AddBias(logits, w_.head_out_b.data(), n_rows, V);
   for (size_t i = 0; i < sampling.size(); ++i) {
     const model::SamplingSpec& s = sampling[i];
-    const float u = model::SampleUniform(s.seed, static_cast<uint32_t>(s.image_index),
+    const float u = kernels::SampleUniform(s.seed, static_cast<uint32_t>(s.image_index),
                                          static_cast<uint32_t>(steps[i]));
     out.sampled[i] =
         sampler_.Sample(logits + (2 * i) * int64_t{V}, logits + (2 * i + 1) * int64_t{V}, s, u);

@@ -1,7 +1,7 @@
 // The CPU backend's KV cache: one region per row, allocated whole when the row
 // is allocated (prompt + the policy's decode slots, every layer and kv head)
 // and freed at once. Each row also holds its sparsity-policy state
-// (engine/sparse/policy.h) for every (layer, kv_head).
+// (kernels/sparse/policy.h) for every (layer, kv_head).
 //
 // Layout of a row, per layer: K and V as [kv_head][prompt_len + n_slots][head_dim]
 // f32, the layout engine/cpu/sparse_attention.h reads.
@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/backend.h"
-#include "engine/sparse/policy.h"
+#include "kernels/sparse/policy.h"
 
 namespace argen::cpu {
 

@@ -265,7 +265,7 @@ absl::StatusOr<model::RowId> CudaBackend::AllocateRow(int32_t prompt_len, const 
     }
     row.ints_offset = *ints;
     row.floats_offset = *floats;
-    ARGEN_CUDA_RETURN(InitPolicyState(policy, row.layout, static_cast<int32_t>(heads),
+    ARGEN_CUDA_RETURN(kernels::InitPolicyState(policy, row.layout, static_cast<int32_t>(heads),
                                       state_ints_.as<int32_t>() + row.ints_offset,
                                       state_floats_.as<float>() + row.floats_offset, stream_),
                       "init policy state");

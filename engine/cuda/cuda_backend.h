@@ -2,7 +2,7 @@
 // path as engine/cpu, with bf16 weights and KV, fp32 accumulation, cuBLAS
 // GEMMs and the kernels of kernels/. One device KV pool sized from the budget
 // holds every row's bounded region [layer][kv_head][L_p + n_slots][head_dim];
-// the sparse policies run on the device (engine/cuda/policy_kernels.h); CFG and
+// the sparse policies run on the device (kernels/policy_kernels.h); CFG and
 // sampling run on the device, so a step returns one token per pair.
 // Nothing is allocated on the device inside Prefill/Decode.
 #pragma once
@@ -20,7 +20,7 @@
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/gemm.h"
-#include "engine/cuda/policy_kernels.h"
+#include "kernels/policy_kernels.h"
 #include "engine/cuda/range_allocator.h"
 #include "engine/cuda/stage_timer.h"
 #include "engine/model/backend.h"
@@ -29,6 +29,9 @@
 #include "kernels/token_meta.h"
 
 namespace argen::cuda {
+
+using kernels::PlanBuffers;
+using kernels::RowPlan;
 
 class CudaBackend final : public model::Backend {
  public:

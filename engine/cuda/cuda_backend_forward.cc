@@ -80,7 +80,7 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
     ARGEN_CUDA_RETURN(kernels::DecodeAttention(aa, stream_), "decode attention");
     timer_.Mark(Stage::kAttention);
     if (any_sparse && (observe_flags & kObserveScores)) {
-      ARGEN_CUDA_RETURN(ObserveDecodeStep(inputs_.plans, n_rows_plan, d.num_layers, d.num_kv_heads, l,
+      ARGEN_CUDA_RETURN(kernels::ObserveDecodeStep(inputs_.plans, n_rows_plan, d.num_layers, d.num_kv_heads, l,
                                           state_ints_.as<int32_t>(), state_floats_.as<float>(), plan,
                                           probs_.as<float>(), plan.stride, stream_,
                                           /*skip_diagonal=*/(observe_flags & kObserveArgmin) != 0),
@@ -129,7 +129,7 @@ absl::Status CudaBackend::EnqueueDecode(int32_t R, bool any_sparse, int32_t max_
   const int32_t P = R / 2;
   if (any_sparse) {
     PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};
-    ARGEN_CUDA_RETURN(PlanDecodeStep(inputs_.plans, R, d.num_layers, d.num_kv_heads, state_ints_.as<int32_t>(),
+    ARGEN_CUDA_RETURN(kernels::PlanDecodeStep(inputs_.plans, R, d.num_layers, d.num_kv_heads, state_ints_.as<int32_t>(),
                                      state_floats_.as<float>(), plan, stream_),
                       "policy plan");
     timer_.Mark(Stage::kPlan);
@@ -147,7 +147,7 @@ absl::Status CudaBackend::EnqueueDecode(int32_t R, bool any_sparse, int32_t max_
   if (any_sparse && (observe_flags & kObserveArgmin)) {
     // The diagonal rows' selections of every layer, from the attention kernel's argmin.
     PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};
-    ARGEN_CUDA_RETURN(ApplyDiagonalSelections(inputs_.plans, R, d.num_layers, d.num_kv_heads, state_ints_.as<int32_t>(),
+    ARGEN_CUDA_RETURN(kernels::ApplyDiagonalSelections(inputs_.plans, R, d.num_layers, d.num_kv_heads, state_ints_.as<int32_t>(),
                                               state_floats_.as<float>(), plan, argmin_.as<int32_t>(), stream_),
                       "policy apply");
     timer_.Mark(Stage::kApply);

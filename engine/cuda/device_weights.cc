@@ -3,7 +3,7 @@
 #include <cstring>
 #include <functional>
 
-#include "engine/cuda/fill_kernels.h"
+#include "kernels/fill_kernels.h"
 
 namespace argen::cuda {
 namespace {
@@ -117,9 +117,9 @@ absl::StatusOr<DeviceWeights> RandomDeviceWeights(const model::ModelDims& dims, 
   for (const Layout::Entry& e : layout.entries()) {
     *e.target = base + e.offset;
     if (e.kind == Layout::kF32) {
-      ARGEN_CUDA_RETURN(FillF32(reinterpret_cast<float*>(base + e.offset), e.count, e.fill), "fill f32 weight");
+      ARGEN_CUDA_RETURN(kernels::FillF32(reinterpret_cast<float*>(base + e.offset), e.count, e.fill), "fill f32 weight");
     } else {
-      ARGEN_CUDA_RETURN(FillRandomBf16(reinterpret_cast<bf16*>(base + e.offset), e.count, seed, ++stream_id, scale),
+      ARGEN_CUDA_RETURN(kernels::FillRandomBf16(reinterpret_cast<bf16*>(base + e.offset), e.count, seed, ++stream_id, scale),
                         "fill random bf16 weight");
     }
   }

@@ -31,7 +31,7 @@
 //   attends the prompt KV plus the policy's attended slots, applies gen_head
 //   and samples image token t + 1 of each pair (RNG step t + 1).
 // * Sampling follows engine/model/sampler.h exactly, with uniforms from
-//   engine/model/sampling_rng.h keyed (seed, image_index, step).
+//   kernels/sampling_rng.h keyed (seed, image_index, step).
 // * Outputs: one sampled token per pair; optionally (tests, tools) the raw
 //   gen_head logits of every row, [n_rows x image_vocab], before CFG.
 // * Errors: an unknown/freed row, a position outside the row's region, a

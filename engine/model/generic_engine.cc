@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "engine/sparse/policy.h"
+#include "kernels/sparse/policy.h"
 #include "engine/sparse/policy_params.h"
 
 namespace argen::model {

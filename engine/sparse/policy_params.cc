@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "engine/sparse/policy.h"
+#include "kernels/sparse/policy.h"
 
 namespace argen::sparse {
 namespace {

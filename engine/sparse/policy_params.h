@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/sparse/policy_types.h"
+#include "kernels/sparse/policy_types.h"
 
 namespace argen::sparse {
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "engine/sparse/policy.h"
+#include "kernels/sparse/policy.h"
 #include "kernels/tests/cuda_test_util.h"
 
 namespace argen::kernels {

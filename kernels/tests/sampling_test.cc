@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/model/sampler.h"
-#include "engine/model/sampling_rng.h"
+#include "kernels/sampling_rng.h"
 #include "kernels/tests/cuda_test_util.h"
 
 namespace argen::kernels {
@@ -53,7 +53,7 @@ TEST(CfgSampleTest, MatchesHostSamplerTokenForToken) {
     spec.cfg_weight = params[i].cfg_weight;
     spec.seed = params[i].seed;
     spec.image_index = params[i].image_index;
-    const float u = model::SampleUniform(spec.seed, spec.image_index, params[i].step);
+    const float u = kernels::SampleUniform(spec.seed, spec.image_index, params[i].step);
     const int want = host.Sample(&logits[2 * i * vocab], &logits[(2 * i + 1) * vocab], spec, u);
     EXPECT_EQ(got[i], want) << "pair " << i << " top_k " << spec.top_k << " top_p " << spec.top_p;
     ASSERT_GT(host.last_probs()[got[i]], 0.f) << "drew a filtered token";

@@ -9,9 +9,9 @@
 #include "engine/checkpoint/generation_tensors.h"
 #include "engine/checkpoint/janus_config.h"
 #include "engine/engine.h"
-#include "engine/sparse/policy.h"
 #include "engine/sparse/ssd_heads.h"
 #include "gtest/gtest.h"
+#include "kernels/sparse/policy.h"
 
 namespace argen {
 namespace {

@@ -14,9 +14,9 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/create_engine.h"
-#include "engine/sparse/policy.h"
 #include "engine/sparse/ssd_heads.h"
 #include "gtest/gtest.h"
+#include "kernels/sparse/policy.h"
 
 namespace argen::model {
 namespace {

@@ -5,11 +5,14 @@
 #include <vector>
 
 #include "engine/model/sampler.h"
-#include "engine/model/sampling_rng.h"
+#include "kernels/sampling_rng.h"
 #include "gtest/gtest.h"
 
 namespace argen::model {
 namespace {
+using kernels::Philox4x32;
+using kernels::Philox4x32_10;
+using kernels::SampleUniform;
 
 TEST(PhiloxTest, KnownAnswerVectors) {
   struct Kat {

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/sparse/policy.h"
 #include "engine/sparse/policy_params.h"
 #include "engine/sparse/ssd_heads.h"
 #include "engine/sparse/tests/policy_harness.h"
 #include "gtest/gtest.h"
+#include "kernels/sparse/policy.h"
 
 namespace argen::sparse {
 namespace {

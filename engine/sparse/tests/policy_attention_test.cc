@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/cpu/sparse_attention.h"
-#include "engine/sparse/policy.h"
+#include "kernels/sparse/policy.h"
 #include "engine/sparse/policy_params.h"
 #include "engine/sparse/tests/policy_reference.h"
 #include "gtest/gtest.h"

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/sparse/policy.h"
+#include "kernels/sparse/policy.h"
 
 namespace argen::sparse::test_util {
 

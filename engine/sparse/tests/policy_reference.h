@@ -11,7 +11,7 @@
 #include <set>
 #include <vector>
 
-#include "engine/sparse/policy_types.h"
+#include "kernels/sparse/policy_types.h"
 
 namespace argen::sparse::test_util {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/sparse/policy.h"
+#include "kernels/sparse/policy.h"
 #include "engine/sparse/policy_params.h"
 #include "engine/sparse/tests/policy_harness.h"
 #include "engine/sparse/tests/policy_reference.h"

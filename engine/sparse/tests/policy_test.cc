@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "engine/sparse/policy.h"
+#include "kernels/sparse/policy.h"
 #include "engine/sparse/policy_params.h"
 #include "engine/sparse/tests/policy_harness.h"
 #include "gtest/gtest.h"

@@ -6,10 +6,10 @@
 
 #include <cstdint>
 
-namespace argen::cuda {
+namespace argen::kernels {
 
 cudaError_t FillF32(float* p, int64_t n, float value);
 // Uniform in [-sqrt(3) s, sqrt(3) s] (standard deviation s) from a counter hash of (seed, stream, i).
 cudaError_t FillRandomBf16(__nv_bfloat16* p, int64_t n, uint64_t seed, uint64_t stream, float s);
 
-}  // namespace argen::cuda
+}  // namespace argen::kernels

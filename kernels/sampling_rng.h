@@ -16,7 +16,7 @@
 #define ARGEN_HOST_DEVICE inline
 #endif
 
-namespace argen::model {
+namespace argen::kernels {
 
 struct Philox4x32 {
   uint32_t v[4];
@@ -52,4 +52,4 @@ ARGEN_HOST_DEVICE float SampleUniform(uint64_t seed, uint32_t image_index, uint3
   return static_cast<float>(out.v[0] >> 8) * (1.0f / 16777216.0f);
 }
 
-}  // namespace argen::model
+}  // namespace argen::kernels

@@ -29,7 +29,7 @@
 
 #include <cstdint>
 
-#include "engine/sparse/policy_types.h"
+#include "kernels/sparse/policy_types.h"
 
 #if defined(__CUDACC__)
 #define ARGEN_SPARSE_HD __host__ __device__ inline

@@ -1,7 +1,7 @@
 // Every sparse policy planned and observed on the device produces exactly the
 // CPU's write slots, attended lists and state, step after step, when both see
-// the same attention probabilities (engine/sparse/policy.h run on both sides).
-#include "engine/cuda/policy_kernels.h"
+// the same attention probabilities (kernels/sparse/policy.h run on both sides).
+#include "kernels/policy_kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 
 #include "engine/sparse/policy_params.h"
 
-namespace argen::cuda {
+namespace argen::kernels {
 namespace {
 
 template <typename T>
@@ -263,4 +263,4 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 }  // namespace
-}  // namespace argen::cuda
+}  // namespace argen::kernels

@@ -1,4 +1,4 @@
-// The sparse policies of engine/sparse/policy.h run on the device, one warp
+// The sparse policies of kernels/sparse/policy.h run on the device, one warp
 // per (row, layer, kv_head) for planning (lane 0 updates the state, the lanes
 // write the attended list) and one thread per (row, kv_head) for observing,
 // over per-row flat state in two device pools. Same functions as the CPU.
@@ -8,9 +8,9 @@
 
 #include <cstdint>
 
-#include "engine/sparse/policy.h"
+#include "kernels/sparse/policy.h"
 
-namespace argen::cuda {
+namespace argen::kernels {
 
 // Per row of a decode step: its policy, layout, state location and step.
 struct RowPlan {
@@ -56,4 +56,4 @@ cudaError_t ApplyDiagonalSelections(const RowPlan* rows, int32_t n_rows, int32_t
                                     int32_t* state_ints, float* state_floats, const PlanBuffers& plan,
                                     const int32_t* argmin, cudaStream_t stream);
 
-}  // namespace argen::cuda
+}  // namespace argen::kernels

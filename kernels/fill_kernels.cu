@@ -1,6 +1,6 @@
-#include "engine/cuda/fill_kernels.h"
+#include "kernels/fill_kernels.h"
 
-namespace argen::cuda {
+namespace argen::kernels {
 namespace {
 
 __device__ __forceinline__ uint64_t Mix(uint64_t x) {  // splitmix64 finaliser
@@ -35,4 +35,4 @@ cudaError_t FillRandomBf16(__nv_bfloat16* p, int64_t n, uint64_t seed, uint64_t 
   return cudaGetLastError();
 }
 
-}  // namespace argen::cuda
+}  // namespace argen::kernels

@@ -1,6 +1,6 @@
-#include "engine/cuda/policy_kernels.h"
+#include "kernels/policy_kernels.h"
 
-namespace argen::cuda {
+namespace argen::kernels {
 namespace {
 
 constexpr int kThreads = 128;
@@ -119,4 +119,4 @@ cudaError_t ApplyDiagonalSelections(const RowPlan* rows, int32_t n_rows, int32_t
   return cudaGetLastError();
 }
 
-}  // namespace argen::cuda
+}  // namespace argen::kernels
