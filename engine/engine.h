@@ -7,8 +7,14 @@
 // boundaries (continuous batching). KV memory is owned by the backend and is
 // bounded per group by its sparsity policy (PreparedRequest::kv_bytes).
 //
-// Threading: Prepare() and DecodeImages() are thread-safe; Add/Step/Remove/
-// State/KvBytesInUse are called from one thread (the scheduler's loop).
+// The engine owns the limits (ModelInfo: max_images_per_request,
+// max_batch_rows, kv_budget_bytes, max_prompt_tokens) and the request rules
+// (engine/request_rules.h): Prepare() enforces them, GetModelInfo reports
+// them, and the scheduler admits by them. The KV ledger is the backend's
+// pool: CanAdd() says exactly whether Add() would place a request now.
+//
+// Threading: Prepare() and DecodeImages() are thread-safe; Add/CanAdd/Step/
+// Remove/State/KvBytesInUse are called from one thread (the scheduler's loop).
 #pragma once
 
 #include <cstdint>
@@ -24,21 +30,26 @@ namespace argen::engine {
 
 struct ModelInfo {
   std::string name;          // checkpoint directory name
+  std::string family;        // model family (engine/models/registry.h), e.g. "janus"
   std::string backend;       // "cpu" or "cuda"
   int32_t image_size = 0;    // pixels per side
   int32_t token_grid = 0;    // visual tokens per side
-  int32_t image_tokens = 0;  // token_grid^2: the decode length L_dec
-  int32_t image_vocab = 0;   // VQ codebook size
-  int32_t max_prompt_tokens = 0;
+  int32_t image_tokens = 0;  // decode tokens per image: the decode length L_dec
+  int32_t image_vocab = 0;   // logits sampled per token (image codes)
   int32_t num_layers = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, hidden_size = 0;
   int64_t kv_bytes_per_token_row = 0;  // K+V bytes of one token of one row, all layers
+  // Limits, enforced by Prepare() and reported by GetModelInfo.
+  int32_t max_prompt_tokens = 0;
+  int32_t max_images_per_request = 0;
+  int32_t max_batch_rows = 0;   // rows (2 per image) per backend call: the batch cap
+  int64_t kv_budget_bytes = 0;  // the backend's pool (KV and policy state of all rows)
 };
 
 struct SamplingParams {
-  float temperature = 1.0f;  // > 0
+  float temperature = 1.0f;  // [0, 100]; 0: greedy (argmax of the guided logits)
   int32_t top_k = 0;         // 0: off
   float top_p = 1.0f;        // (0, 1]; 1: off
-  float cfg_weight = 5.0f;   // logits = uncond + w * (cond - uncond)
+  float cfg_weight = 5.0f;   // logits = uncond + w * (cond - uncond), [0, 100]
   uint64_t seed = 0;         // image i of a request draws from stream (seed, i)
 };
 
@@ -52,19 +63,21 @@ struct GenerationRequest {
 // A validated request: token ids for both CFG rows and its exact KV need.
 struct PreparedRequest {
   GenerationRequest request;
-  std::vector<int32_t> cond_ids;    // chat-format prompt, ends with <begin_of_image>
-  std::vector<int32_t> uncond_ids;  // same length; inner tokens replaced by the pad id
+  std::vector<int32_t> cond_ids;    // the family's prompt (Janus: chat format, ends with <begin_of_image>)
+  std::vector<int32_t> uncond_ids;  // same length: its guidance row
   sparse::ResolvedPolicy policy;
-  int64_t kv_bytes = 0;             // peak KV bytes of all its rows; never exceeded
+  int64_t kv_bytes = 0;             // pool bytes of all its rows, exactly as placed; never exceeded
 };
 
 using GroupId = int64_t;
 
 struct GroupState {
-  int32_t tokens_done = 0;   // image tokens sampled per image so far
+  int32_t tokens_done = 0;   // tokens made per image so far
   int32_t tokens_total = 0;  // image_tokens
   bool finished = false;
-  std::vector<std::vector<int32_t>> tokens;  // [image][token], raster order
+  // [image][token]: the model's token ids in decode order (Janus: the VQ
+  // codes in raster order); DecodeImages() takes them as they are.
+  std::vector<std::vector<int32_t>> tokens;
 };
 
 struct StepReport {
@@ -83,7 +96,14 @@ class Engine {
   virtual ~Engine() = default;
   virtual const ModelInfo& info() const = 0;
 
+  // Validates (engine/request_rules.h) and tokenizes. INVALID_ARGUMENT naming
+  // the field; FAILED_PRECONDITION naming max_batch_rows or kv_budget_bytes
+  // when the request could never run.
   virtual absl::StatusOr<PreparedRequest> Prepare(const GenerationRequest& request) const = 0;
+  // Whether Add(request) would place all its rows now (the backend's pool).
+  // Exact: a wrapper must forward it, or admission and placement disagree.
+  virtual bool CanAdd(const PreparedRequest& request) const = 0;
+  // RESOURCE_EXHAUSTED (and nothing placed) exactly when CanAdd is false.
   virtual absl::StatusOr<GroupId> Add(const PreparedRequest& request) = 0;
   virtual absl::StatusOr<StepReport> Step() = 0;
   virtual void Remove(GroupId id) = 0;  // frees the group's KV at once
@@ -99,8 +119,9 @@ struct EngineOptions {
   std::string model_dir;
   std::string backend = "cpu";  // "cpu" or "cuda"
   int32_t threads = 0;          // CPU threads; 0: all cores
-  int64_t kv_budget_bytes = 0;  // device KV pool (cuda); 0: sized by the backend
+  int64_t kv_budget_bytes = 0;  // the backend's pool; 0: sized by the backend (cpu: unbounded)
   int32_t max_batch_rows = 256;
+  int32_t max_images_per_request = 16;
   // VQ image decoder: "auto" (the GPU one when backend is "cuda", else the
   // CPU one), "cpu" or "cuda" (needs a CUDA build and a GPU; works with either backend).
   std::string vq_backend = "auto";

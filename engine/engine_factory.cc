@@ -1,30 +1,27 @@
-// CreateEngine: checkpoint directory -> GenericEngine over the chosen backend,
-// with the VQ decoder and the checkpoint's tokenizer.
+// CreateEngine: checkpoint directory -> its model family -> GenericEngine over
+// the chosen backend, with the family's image decoder and prompt recipe.
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/checkpoint/janus_config.h"
 #include "engine/engine.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/create_engine.h"
-#include "engine/model/model_dims.h"
+#include "engine/model/weight_source.h"
+#include "engine/models/registry.h"
 #include "engine/sparse/ssd_heads.h"
-#include "engine/vq/vq_decoder.h"
-#if defined(ARGEN_WITH_CUDA)
-#include "engine/vq_cuda/cuda_vq_decoder.h"
-#endif
 
 namespace argen::model {
 namespace {
 
-absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
-    const engine::EngineOptions& options, std::shared_ptr<const checkpoint::Checkpoint> ckpt,
-    const ModelDims& dims, const BackendOptions& backend_options) {
-  if (options.backend == "cpu") return CreateCpuBackend(std::move(ckpt), dims, backend_options);
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const engine::EngineOptions& options, const ModelSpec& spec,
+                                                     std::shared_ptr<const WeightSource> weights,
+                                                     const BackendOptions& backend_options) {
+  if (options.backend == "cpu") return CreateCpuBackend(spec, std::move(weights), backend_options);
   if (options.backend == "cuda") {
 #if defined(ARGEN_WITH_CUDA)
-    return CreateCudaBackend(std::move(ckpt), dims, backend_options);
+    return CreateCudaBackend(spec, std::move(weights), backend_options);
 #else
     return absl::UnimplementedError(
         "backend \"cuda\": this build has no CUDA backend (configure with ARGEN_CUDA=ON where nvcc "
@@ -56,42 +53,11 @@ absl::Status ValidateVqBackend(const engine::EngineOptions& options) {
   return absl::OkStatus();
 }
 
-// The VQ decoder EngineOptions::vq_backend picks ("auto": the GPU one with the cuda backend).
-absl::StatusOr<ImageDecoder> MakeImageDecoder(const engine::EngineOptions& options,
-                                              const checkpoint::Checkpoint& ckpt,
-                                              const checkpoint::GenVisionConfig& config) {
-  const bool gpu = options.vq_backend == "cuda" || (options.vq_backend == "auto" && options.backend == "cuda");
-  if (!gpu && options.vq_precision != "auto" && options.vq_precision != "fp32") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vq_precision \"", options.vq_precision,
-        "\" needs the GPU VQ decoder (vq_backend \"cuda\", or \"auto\" with backend \"cuda\"); the CPU one is fp32"));
-  }
-  if (gpu) {
-#if defined(ARGEN_WITH_CUDA)
-    vq::CudaVqOptions vq_options;
-    vq_options.precision = options.vq_precision == "fp32"   ? vq::VqPrecision::kFp32
-                           : options.vq_precision == "tf32" ? vq::VqPrecision::kTf32
-                                                            : vq::VqPrecision::kBf16;
-    vq_options.fallback_to_fp32 = options.vq_precision == "auto";
-    absl::StatusOr<std::unique_ptr<vq::CudaVqDecoder>> vq = vq::CudaVqDecoder::Create(ckpt, config, vq_options);
-    if (!vq.ok()) {
-      return absl::Status(vq.status().code(),
-                          absl::StrCat("vq_backend \"cuda\": ", vq.status().message()));
-    }
-    std::shared_ptr<vq::CudaVqDecoder> decoder(std::move(*vq));
-    return ImageDecoder([decoder](const std::vector<std::vector<int32_t>>& grids) {
-      return decoder->Decode(grids);
-    });
-#else
-    return absl::UnimplementedError("vq_backend \"cuda\": this build has no CUDA VQ decoder");
-#endif
-  }
-  absl::StatusOr<std::unique_ptr<vq::VqDecoder>> vq = vq::VqDecoder::Create(ckpt, config);
-  if (!vq.ok()) return vq.status();
-  std::shared_ptr<vq::VqDecoder> decoder(std::move(*vq));
-  return ImageDecoder([decoder](const std::vector<std::vector<int32_t>>& grids) {
-    return decoder->Decode(grids);
-  });
+std::string ModelName(const std::string& model_dir) {
+  const std::filesystem::path p = std::filesystem::path(model_dir).lexically_normal();
+  std::string name = p.filename().string();
+  if (name.empty()) name = p.parent_path().filename().string();
+  return name;
 }
 
 }  // namespace
@@ -106,6 +72,10 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
     return absl::InvalidArgumentError(
         absl::StrCat("max_batch_rows must be >= 2 (one CFG pair), got ", options.max_batch_rows));
   }
+  if (options.max_images_per_request < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_images_per_request must be >= 1, got ", options.max_images_per_request));
+  }
   if (options.threads < 0) {
     return absl::InvalidArgumentError(absl::StrCat("threads must be >= 0, got ", options.threads));
   }
@@ -119,51 +89,56 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
     return absl::NotFoundError(
         absl::StrCat("model_dir \"", options.model_dir, "\" is not a directory"));
   }
-  absl::StatusOr<checkpoint::JanusConfig> config = checkpoint::LoadJanusConfig(options.model_dir);
-  if (!config.ok()) return config.status();
-  absl::StatusOr<ModelDims> dims = ModelDimsFromConfig(*config);
-  if (!dims.ok()) return dims.status();
+  absl::StatusOr<models::FamilyModel> family = models::LoadFamilyModel(options.model_dir);
+  if (!family.ok()) return family.status();
   absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> opened =
       checkpoint::Checkpoint::Open(options.model_dir);
   if (!opened.ok()) return opened.status();
   std::shared_ptr<const checkpoint::Checkpoint> ckpt(std::move(*opened));
+  // The family's one tensor map, checked in full before anything loads.
+  if (absl::Status s = ValidateTensors(*ckpt, family->spec); !s.ok()) return s;
 
   // Before the backend: a GPU decoder's buffers are then out of the memory a
   // backend sizing its KV pool from what is free sees.
-  absl::StatusOr<ImageDecoder> decode = MakeImageDecoder(options, *ckpt, config->gen_vision);
-  if (!decode.ok()) return decode.status();
+  const bool gpu_decoder =
+      options.vq_backend == "cuda" || (options.vq_backend == "auto" && options.backend == "cuda");
+  if (!gpu_decoder && options.vq_precision != "auto" && options.vq_precision != "fp32") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vq_precision \"", options.vq_precision,
+        "\" needs the GPU VQ decoder (vq_backend \"cuda\", or \"auto\" with backend \"cuda\"); the CPU one is fp32"));
+  }
+  absl::StatusOr<ImageDecoder> decode = family->make_decoder(*ckpt, {gpu_decoder, options.vq_precision});
+  if (!decode.ok()) {
+    if (!gpu_decoder) return decode.status();
+    return absl::Status(decode.status().code(), absl::StrCat("vq_backend \"cuda\": ", decode.status().message()));
+  }
 
   if (encoder == nullptr) {
-    absl::StatusOr<PromptEncoder> from_tokenizer = TokenizerPromptEncoder(options.model_dir);
-    if (!from_tokenizer.ok()) return from_tokenizer.status();
-    encoder = *std::move(from_tokenizer);
+    absl::StatusOr<PromptEncoder> recipe = family->make_prompt();
+    if (!recipe.ok()) return recipe.status();
+    encoder = *std::move(recipe);
   }
 
   GenericEngineConfig engine_config;
-  engine_config.max_batch_rows = options.max_batch_rows;
+  engine_config.forced_tokens = family->forced_tokens;
   engine::ModelInfo& info = engine_config.info;
-  info.name = std::filesystem::path(options.model_dir).lexically_normal().filename().string();
-  if (info.name.empty()) {
-    info.name = std::filesystem::path(options.model_dir)
-                    .lexically_normal()
-                    .parent_path()
-                    .filename()
-                    .string();
-  }
+  const StackConfig& stack = family->spec.stack;
+  info.name = ModelName(options.model_dir);
+  info.family = family->family;
   info.backend = options.backend;
-  info.image_size = config->gen_vision.image_size;
-  info.token_grid = config->gen_vision.token_grid();
-  info.image_tokens = config->gen_vision.image_tokens();
-  info.image_vocab = dims->image_vocab;
-  // Positions beyond the prompt hold the image tokens.
-  info.max_prompt_tokens =
-      std::max(0, std::min(config->language.max_position_embeddings - info.image_tokens,
-                           kDefaultMaxPromptTokens));
-  info.num_layers = dims->num_layers;
-  info.num_heads = dims->num_heads;
-  info.num_kv_heads = dims->num_kv_heads;
-  info.head_dim = dims->head_dim;
-  info.hidden_size = dims->hidden_size;
+  info.image_size = family->image_size;
+  info.token_grid = family->token_grid;
+  info.image_tokens = family->image_tokens;
+  // Positions beyond the prompt hold the decode tokens.
+  info.max_prompt_tokens = std::max(
+      0, std::min(family->max_position_embeddings - info.image_tokens, kDefaultMaxPromptTokens));
+  info.max_images_per_request = options.max_images_per_request;
+  info.max_batch_rows = options.max_batch_rows;
+  info.num_layers = stack.num_layers;
+  info.num_heads = stack.num_heads;
+  info.num_kv_heads = stack.num_kv_heads;
+  info.head_dim = stack.head_dim;
+  info.hidden_size = stack.hidden_size;
 
   BackendOptions backend_options;
   backend_options.threads = options.threads;
@@ -171,24 +146,23 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
   backend_options.max_batch_rows = options.max_batch_rows;
   backend_options.max_prompt_tokens = info.max_prompt_tokens;
   absl::StatusOr<std::unique_ptr<Backend>> backend =
-      MakeBackend(options, ckpt, *dims, backend_options);
+      MakeBackend(options, family->spec, CheckpointWeights(ckpt), backend_options);
   if (!backend.ok()) return backend.status();
-  info.kv_bytes_per_token_row = (*backend)->KvBytesPerTokenRow();
-  // Janus layout: a square grid without row breaks.
-  engine_config.grid = sparse::GridGeometry{info.token_grid, 0, info.image_tokens};
+  // The engine takes the pool size and the KV row size from the backend.
+  // The family's token layout, for the grid policies and ssd.
+  engine_config.grid = family->grid;
   // ssd's head classification, when the model ships one.
   const std::string ssd_path = (std::filesystem::path(options.model_dir) / sparse::kSsdHeadsFile).string();
   if (std::filesystem::exists(ssd_path, ec)) {
     absl::StatusOr<sparse::HeadClasses> heads = sparse::LoadHeadClasses(ssd_path);
     if (!heads.ok()) return heads.status();
-    if (heads->layers != dims->num_layers || heads->kv_heads != dims->num_kv_heads) {
+    if (heads->layers != stack.num_layers || heads->kv_heads != stack.num_kv_heads) {
       return absl::InvalidArgumentError(absl::StrCat(ssd_path, ": classifies ", heads->layers, " layers x ",
-                                                     heads->kv_heads, " kv heads, the model has ", dims->num_layers,
-                                                     " x ", dims->num_kv_heads));
+                                                     heads->kv_heads, " kv heads, the model has ", stack.num_layers,
+                                                     " x ", stack.num_kv_heads));
     }
     engine_config.ssd_heads = std::make_shared<const sparse::HeadClasses>(*std::move(heads));
   }
-
   return std::make_unique<GenericEngine>(*std::move(backend), std::move(encoder), *std::move(decode),
                                          std::move(engine_config));
 }

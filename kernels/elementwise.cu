@@ -1,4 +1,5 @@
-// Embedding gather, bias + GELU, RMSNorm, SwiGLU, residual add, RoPE + KV append.
+// Embedding gather, bias + GELU, RMSNorm / LayerNorm (+ the swin residual),
+// QK-norm, SwiGLU, residual add, RoPE + KV append.
 #include "kernels/common.cuh"
 #include "kernels/elementwise.h"
 
@@ -54,6 +55,91 @@ __global__ void RmsNormKernel(const float* x, const float* weight, int dim, floa
   ss = detail::BlockSum(ss, scratch);
   const float inv = rsqrtf(ss / dim + eps);
   for (int i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = __float2bfloat16(xr[i] * inv * weight[i]);
+}
+
+// Mean and 1/sqrt(var + eps) of one row (block-wide; every thread gets them).
+__device__ __forceinline__ void RowMoments(const float* xr, int dim, float eps, float* scratch, float* mean,
+                                           float* inv) {
+  float sum = 0.f;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) sum += xr[i];
+  const float m = detail::BlockSum(sum, scratch) / dim;
+  float sq = 0.f;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float d = xr[i] - m;
+    sq += d * d;
+  }
+  *mean = m;
+  *inv = rsqrtf(detail::BlockSum(sq, scratch) / dim + eps);
+}
+
+__global__ void LayerNormKernel(const float* x, const float* weight, const float* bias, int dim, float eps,
+                                bf16* out) {
+  __shared__ float scratch[32];
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
+  bf16* yr = out + static_cast<int64_t>(blockIdx.x) * dim;
+  float mean = 0.f, inv = 0.f;
+  RowMoments(xr, dim, eps, scratch, &mean, &inv);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x)
+    yr[i] = __float2bfloat16((xr[i] - mean) * inv * weight[i] + bias[i]);
+}
+
+__global__ void AddNormKernel(const float* y, const float* weight, const float* bias, int dim, float eps, float* x,
+                              bf16* x_bf16) {
+  __shared__ float scratch[32];
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * dim;
+  const float* yr = y + row;
+  float* xr = x + row;
+  bf16* br = x_bf16 + row;
+  if (bias == nullptr) {  // RMSNorm
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += yr[i] * yr[i];
+    const float inv = rsqrtf(detail::BlockSum(ss, scratch) / dim + eps);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+      const float v = xr[i] + yr[i] * inv * weight[i];
+      xr[i] = v;
+      br[i] = __float2bfloat16(v);
+    }
+  } else {  // LayerNorm
+    float mean = 0.f, inv = 0.f;
+    RowMoments(yr, dim, eps, scratch, &mean, &inv);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+      const float v = xr[i] + ((yr[i] - mean) * inv * weight[i] + bias[i]);
+      xr[i] = v;
+      br[i] = __float2bfloat16(v);
+    }
+  }
+}
+
+__global__ void ConvertToBf16Kernel(const float* x, int64_t n, bf16* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __float2bfloat16(x[i]);
+}
+
+// One warp per (token, head) of q (heads first) and k; lanes stride head_dim.
+__global__ void HeadLayerNormKernel(HeadLayerNormArgs a) {
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  const int per_token = a.heads + a.kv_heads;
+  if (warp >= static_cast<int64_t>(a.tokens) * per_token) return;  // uniform per warp
+  const int t = static_cast<int>(warp / per_token), h = static_cast<int>(warp % per_token);
+  const int hd = a.head_dim;
+  const int64_t stride = static_cast<int64_t>(a.heads + 2 * a.kv_heads) * hd;
+  // k heads follow the q heads in the row: head h starts at h * head_dim either way.
+  float* v = a.qkv + t * stride + static_cast<int64_t>(h) * hd;
+  const bool is_q = h < a.heads;
+  const int own = is_q ? h : h - a.heads;
+  const float* w = (is_q ? a.q_weight : a.k_weight) + static_cast<int64_t>(own) * hd;
+  const float* b = (is_q ? a.q_bias : a.k_bias) + static_cast<int64_t>(own) * hd;
+  float sum = 0.f;
+  for (int i = lane; i < hd; i += 32) sum += v[i];
+  const float mean = detail::WarpSum(sum) / hd;
+  float sq = 0.f;
+  for (int i = lane; i < hd; i += 32) {
+    const float d = v[i] - mean;
+    sq += d * d;
+  }
+  const float inv = rsqrtf(detail::WarpSum(sq) / hd + a.eps);
+  for (int i = lane; i < hd; i += 32) v[i] = (v[i] - mean) * inv * w[i] + b[i];
 }
 
 __global__ void SwiGluKernel(const float* gate_up, int inter, int64_t total, bf16* out) {
@@ -152,6 +238,37 @@ cudaError_t RmsNorm(const float* x, const float* weight, int rows, int dim, floa
                     cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   RmsNormKernel<<<rows, 256, 0, stream>>>(x, weight, dim, eps, out);
+  return cudaGetLastError();
+}
+
+cudaError_t LayerNorm(const float* x, const float* weight, const float* bias, int rows, int dim, float eps,
+                      bf16* out, cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  LayerNormKernel<<<rows, 256, 0, stream>>>(x, weight, bias, dim, eps, out);
+  return cudaGetLastError();
+}
+
+cudaError_t AddNorm(const float* y, const float* weight, const float* bias, int rows, int dim, float eps, float* x,
+                    bf16* x_bf16, cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  AddNormKernel<<<rows, 256, 0, stream>>>(y, weight, bias, dim, eps, x, x_bf16);
+  return cudaGetLastError();
+}
+
+cudaError_t ConvertToBf16(const float* x, int64_t n, bf16* out, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ConvertToBf16Kernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, out);
+  return cudaGetLastError();
+}
+
+cudaError_t HeadLayerNorm(const HeadLayerNormArgs& args, cudaStream_t stream) {
+  const int64_t warps = static_cast<int64_t>(args.tokens) * (args.heads + args.kv_heads);
+  if (warps <= 0) return cudaSuccess;
+  if (args.head_dim <= 0 || args.q_weight == nullptr || args.q_bias == nullptr || args.k_weight == nullptr ||
+      args.k_bias == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  HeadLayerNormKernel<<<Blocks(warps * 32), kThreads, 0, stream>>>(args);
   return cudaGetLastError();
 }
 

@@ -31,6 +31,35 @@ cudaError_t AddInPlace(float* y, const float* x, int64_t n, cudaStream_t stream)
 cudaError_t RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, bf16* out,
                     cudaStream_t stream);
 
+// out[r] = (x[r] - mean) / sqrt(var + eps) * weight + bias (torch LayerNorm,
+// biased variance), written as bf16 (GEMM input).
+cudaError_t LayerNorm(const float* x, const float* weight, const float* bias, int rows, int dim, float eps,
+                      bf16* out, cudaStream_t stream);
+
+// The swin-norm residual: x[r] += norm(y[r]) in place (fp32), with norm the
+// RMSNorm (bias null) or the LayerNorm above, then x_bf16[r] = bf16(x[r])
+// (the next GEMM's input). One block per row.
+cudaError_t AddNorm(const float* y, const float* weight, const float* bias, int rows, int dim, float eps, float* x,
+                    bf16* x_bf16, cudaStream_t stream);
+
+// out[i] = bf16(x[i]).
+cudaError_t ConvertToBf16(const float* x, int64_t n, bf16* out, cudaStream_t stream);
+
+// QK-norm (HF ChameleonLayerNorm) in place on the fp32 q|k|v rows
+// [tokens][(heads + 2*kv_heads) * head_dim]: every q head and every k head
+// goes through a LayerNorm over head_dim with its own weight and bias
+// (q_weight[h * head_dim + i], ...); v is untouched. One warp per (token, head).
+struct HeadLayerNormArgs {
+  float* qkv = nullptr;
+  int32_t tokens = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  const float* q_weight = nullptr;
+  const float* q_bias = nullptr;
+  const float* k_weight = nullptr;
+  const float* k_bias = nullptr;
+  float eps = 1e-5f;
+};
+cudaError_t HeadLayerNorm(const HeadLayerNormArgs& args, cudaStream_t stream);
+
 // gate_up: fp32 [rows][2*inter] (gate first, then up); out = silu(gate) * up as bf16.
 cudaError_t SwiGlu(const float* gate_up, int rows, int inter, bf16* out, cudaStream_t stream);
 

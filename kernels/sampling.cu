@@ -1,5 +1,6 @@
 // CFG + sampling: exact thresholds found by a bitwise search over the ordered
-// float bits (32 counting passes over shared memory), so no sort is needed.
+// float bits (32 counting passes over shared memory), so no sort is needed;
+// temperature 0 is the argmax.
 #include <cfloat>
 
 #include "kernels/sampling_rng.h"
@@ -54,6 +55,46 @@ __global__ void __launch_bounds__(kThreads) CfgSampleKernel(const float* logits,
   const PairSampling sp = params[pair];
   const float* cond = logits + static_cast<int64_t>(2 * pair) * vocab;
   const float* uncond = cond + vocab;
+  if (sp.temperature == 0.0f) {
+    // Greedy (uniform per block): the first index of the largest guided logit,
+    // rounded as on the host (no FMA contraction); NaNs never win, all
+    // -inf/NaN gives 0, as engine/model/sampler.cc.
+    float best = -INFINITY;
+    int best_at = vocab;
+    for (int v = tid; v < vocab; v += kThreads) {
+      const float l = __fadd_rn(uncond[v], __fmul_rn(sp.cfg_weight, __fsub_rn(cond[v], uncond[v])));
+      if (l > best) {
+        best = l;
+        best_at = v;
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float other = __shfl_xor_sync(0xffffffffu, best, o);
+      const int other_at = __shfl_xor_sync(0xffffffffu, best_at, o);
+      if (other > best || (other == best && other_at < best_at)) {
+        best = other;
+        best_at = other_at;
+      }
+    }
+    __shared__ float warp_best[kThreads / 32];
+    __shared__ int warp_at[kThreads / 32];
+    if ((tid & 31) == 0) {
+      warp_best[tid >> 5] = best;
+      warp_at[tid >> 5] = best_at;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      for (int w = 1; w < kThreads / 32; ++w) {
+        if (warp_best[w] > best || (warp_best[w] == best && warp_at[w] < best_at)) {
+          best = warp_best[w];
+          best_at = warp_at[w];
+        }
+      }
+      tokens[pair] = best_at < vocab ? best_at : 0;
+    }
+    return;
+  }
   const float inv_t = 1.0f / sp.temperature;
   for (int v = tid; v < vocab; v += kThreads)
     vals[v] = (uncond[v] + sp.cfg_weight * (cond[v] - uncond[v])) * inv_t;

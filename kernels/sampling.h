@@ -1,7 +1,8 @@
 // CFG combine + temperature / top-k / top-p sampling on the device, one block
 // per CFG pair, following engine/model/sampler.h exactly (threshold top-k and
 // top-p, ties kept, inverse CDF in vocabulary order) with the uniforms of
-// kernels/sampling_rng.h.
+// kernels/sampling_rng.h; temperature 0: the argmax of the guided logits
+// (lowest index on ties).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,7 +12,7 @@
 namespace argen::kernels {
 
 struct PairSampling {
-  float temperature = 1.0f;
+  float temperature = 1.0f;  // 0: greedy
   int32_t top_k = 0;
   float top_p = 1.0f;
   float cfg_weight = 5.0f;

@@ -25,11 +25,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/cli.h"
-#include "engine/checkpoint/janus_config.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/cpu_weights.h"
 #include "engine/cpu/sparse_attention.h"
 #include "engine/model/create_engine.h"
 #include "engine/model/generic_engine.h"
+#include "engine/model/weight_source.h"
+#include "engine/models/janus/janus_shapes.h"
+#include "engine/models/janus/janus_spec.h"
+#include "engine/models/registry.h"
 
 ABSL_FLAG(
     std::string, shape, "tiny,1b",
@@ -63,45 +67,30 @@ model::PromptEncoder FixedLengthEncoder(int32_t len, int32_t vocab) {
   };
 }
 
-model::ModelDims JanusPro1BDims() {
-  model::ModelDims d;
-  d.num_layers = 24;
-  d.hidden_size = 2048;
-  d.num_heads = 16;
-  d.num_kv_heads = 16;
-  d.head_dim = 128;
-  d.intermediate_size = 5632;  // Janus-Pro-1B language_config
-  d.text_vocab = 102400;
-  d.rms_norm_eps = 1e-6f;
-  d.rope_theta = 10000.0f;
-  d.image_vocab = 16384;
-  d.image_embed_dim = 8;
-  d.head_embed_dim = 2048;
-  return d;
-}
-
 std::unique_ptr<model::GenericEngine> Make1BEngine(int32_t threads, int32_t max_rows,
                                                    int32_t prompt_len) {
-  const model::ModelDims dims = JanusPro1BDims();
+  absl::StatusOr<model::ModelSpec> spec = janus::JanusSpec(*janus::PublishedJanusConfig("1b"));
+  if (!spec.ok()) return nullptr;
   model::BackendOptions options;
   options.threads = threads;
   options.max_batch_rows = max_rows;
   const auto start = Clock::now();
-  auto backend =
-      std::make_unique<cpu::CpuBackend>(dims, cpu::RandomCpuWeights(dims, 1, 0.02f), options);
+  absl::StatusOr<cpu::CpuWeights> weights = cpu::LoadCpuWeights(*spec, model::RandomWeights(1, 0.02f));
+  if (!weights.ok()) return nullptr;
+  auto backend = std::make_unique<cpu::CpuBackend>(*spec, *std::move(weights), options);
   std::fprintf(stderr, "1b: random weights in %.1f s\n", Seconds(start));
   model::GenericEngineConfig config;
-  config.max_batch_rows = max_rows;
   config.info.name = "janus-pro-1b-shape-random";
+  config.info.family = "janus";
   config.info.backend = "cpu";
   config.info.image_size = 384;
   config.info.token_grid = 24;
   config.info.image_tokens = 576;
-  config.info.image_vocab = dims.image_vocab;
   config.info.max_prompt_tokens = 1024;
-  config.info.kv_bytes_per_token_row = backend->KvBytesPerTokenRow();
+  config.info.max_images_per_request = max_rows / 2;
+  config.info.max_batch_rows = max_rows;
   return std::make_unique<model::GenericEngine>(
-      std::move(backend), FixedLengthEncoder(prompt_len, dims.text_vocab),
+      std::move(backend), FixedLengthEncoder(prompt_len, spec->text_vocab()),
       [](const std::vector<std::vector<int32_t>>&)
           -> absl::StatusOr<std::vector<engine::RgbImage>> {
         return absl::UnimplementedError("benchmark engine has no VQ decoder");
@@ -112,7 +101,7 @@ std::unique_ptr<model::GenericEngine> Make1BEngine(int32_t threads, int32_t max_
 // Seconds one decode step spends in dense attention at the last image token
 // (prompt + 576 keys per head), for `rows` rows, timed directly on random K/V:
 // early timed steps see only ~prompt keys, so this bounds what they miss.
-double LateStepAttentionSeconds(const model::ModelDims& d, int32_t rows, int32_t prompt_len,
+double LateStepAttentionSeconds(const model::StackConfig& d, int32_t rows, int32_t prompt_len,
                                 int32_t image_tokens) {
   const int32_t positions = prompt_len + image_tokens;
   std::vector<float> k(int64_t{d.num_kv_heads} * positions * d.head_dim, 0.01f);
@@ -179,7 +168,7 @@ void RunBatch(const std::string& shape, model::GenericEngine& engine, int32_t ba
       shape.c_str(), batch, prefill_s, timed, decode_steps, step_s, tokens_per_s, s_per_image,
       timed < decode_steps ? "  (extrapolated from the timed steps)" : "");
   if (timed < decode_steps) {
-    const double late = LateStepAttentionSeconds(engine.backend().dims(), 2 * batch,
+    const double late = LateStepAttentionSeconds(engine.backend().spec().stack, 2 * batch,
                                                  absl::GetFlag(FLAGS_prompt_tokens), image_tokens);
     std::printf(
         "%-5s batch %2d  dense attention at the last step: %.4f s/step; upper bound with it: "
@@ -223,17 +212,17 @@ int main(int argc, char** argv) {
     if (shape == "tiny" || shape == "dir") {
       engine::EngineOptions options;
       options.model_dir = absl::GetFlag(shape == "tiny" ? FLAGS_tiny_dir : FLAGS_model_dir);
-      absl::StatusOr<checkpoint::JanusConfig> config =
-          checkpoint::LoadJanusConfig(options.model_dir);
-      if (!config.ok()) {
-        std::fprintf(stderr, "argen_bench_cpu: %s\n", config.status().ToString().c_str());
+      // The family's spec gives the text vocabulary the fixed prompts draw from.
+      absl::StatusOr<models::FamilyModel> family = models::LoadFamilyModel(options.model_dir);
+      if (!family.ok()) {
+        std::fprintf(stderr, "argen_bench_cpu: %s\n", family.status().ToString().c_str());
         return 1;
       }
       options.threads = threads;
       options.max_batch_rows = 2 * max_batch;
+      options.max_images_per_request = max_batch;
       absl::StatusOr<std::unique_ptr<model::GenericEngine>> e = model::CreateGenericEngine(
-          options, bench::FixedLengthEncoder(absl::GetFlag(FLAGS_prompt_tokens),
-                                             config->language.vocab_size));
+          options, bench::FixedLengthEncoder(absl::GetFlag(FLAGS_prompt_tokens), family->spec.text_vocab()));
       if (!e.ok()) {
         std::fprintf(stderr, "argen_bench_cpu: %s\n", e.status().ToString().c_str());
         return 1;
@@ -241,6 +230,7 @@ int main(int argc, char** argv) {
       engine = std::move(*e);
     } else if (shape == "1b") {
       engine = bench::Make1BEngine(threads, 2 * max_batch, absl::GetFlag(FLAGS_prompt_tokens));
+      if (engine == nullptr) return 1;
       steps = absl::GetFlag(FLAGS_steps_1b);
     } else {
       std::fprintf(stderr, "argen_bench_cpu: --shape: unknown \"%s\"\n",

@@ -175,7 +175,7 @@ RunResult RunBatch(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, 
     rows.push_back(*id);
   }
   std::mt19937 rng(11);
-  std::uniform_int_distribution<int> tok(0, be.dims().text_vocab - 1);
+  std::uniform_int_distribution<int> tok(0, be.spec().text_vocab() - 1);
   std::vector<int32_t> tokens(static_cast<size_t>(n_rows) * prompt_len);
   for (auto& t : tokens) t = tok(rng);
   std::vector<int32_t> offsets(n_rows + 1);
@@ -238,11 +238,12 @@ int Main(int argc, char** argv) {
   }
   FILE* out = f.out.empty() ? nullptr : std::fopen(f.out.c_str(), "a");
   for (const std::string& name : f.models) {
-    absl::StatusOr<model::ModelDims> dims = JanusDims(name);
-    if (!dims.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(dims.status().message()).c_str());
+    absl::StatusOr<model::ModelSpec> spec = JanusSpec(name);
+    if (!spec.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(spec.status().message()).c_str());
       return 2;
     }
+    const model::StackConfig* dims = &spec->stack;
     if (f.attention_micro) {
       for (int images : f.batches) {
         for (const std::string& spec : f.policies) {
@@ -281,30 +282,28 @@ int Main(int argc, char** argv) {
     options.max_prompt_tokens = std::max(f.prompt_len, 64);
     options.kv_budget_bytes = f.kv_budget;
     if (f.card_memory > 0) {
-      // Everything but the KV pool and policy state, measured with a 1 GB pool;
-      // the rest of the card goes to KV (+ the state pools, ~3/head_dim of it).
+      // Everything but the pool, measured with a 1 GB pool; the rest of the
+      // card is the pool (rows' KV and policy state both come out of it).
       size_t free0 = 0, total = 0;
       cudaMemGetInfo(&free0, &total);
       options.kv_budget_bytes = int64_t{1} << 30;
       int64_t other = 0;
       {
-        auto probe = cuda::CreateRandomCudaBackend(*dims, options, 1);
+        auto probe = cuda::CreateRandomCudaBackend(*spec, options, 1);
         if (!probe.ok()) {
           std::fprintf(stderr, "%s\n", std::string(probe.status().message()).c_str());
           return 1;
         }
         size_t free1 = 0;
         cudaMemGetInfo(&free1, &total);
-        const double pool_share = 1.0 + 3.0 / dims->head_dim;
-        other = static_cast<int64_t>(free0 - free1) - static_cast<int64_t>((int64_t{1} << 30) * pool_share) - (int64_t{32} << 20);
+        other = static_cast<int64_t>(free0 - free1) - (int64_t{1} << 30);
       }
-      options.kv_budget_bytes =
-          static_cast<int64_t>((f.card_memory - other - (int64_t{32} << 20)) / (1.0 + 3.0 / dims->head_dim));
+      options.kv_budget_bytes = f.card_memory - other;
       std::printf("card %.1f GB: weights + workspaces %.2f GB, KV budget %.2f GB\n", f.card_memory / 1e9,
                   other / 1e9, options.kv_budget_bytes / 1e9);
     }
     const auto c0 = Clock::now();
-    auto backend = cuda::CreateRandomCudaBackend(*dims, options, 42);
+    auto backend = cuda::CreateRandomCudaBackend(*spec, options, 42);
     if (!backend.ok()) {
       std::fprintf(stderr, "%s\n", std::string(backend.status().message()).c_str());
       return 1;

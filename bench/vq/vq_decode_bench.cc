@@ -41,7 +41,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/cli.h"
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/checkpoint/janus_config.h"
+#include "engine/models/janus/janus_config.h"
+#include "engine/vq/vq_config.h"
 #include "engine/vq/vq_decoder.h"
 #if defined(ARGEN_WITH_CUDA)
 #include "engine/vq_cuda/cuda_vq_decoder.h"
@@ -129,7 +130,7 @@ struct Row {
 
 // Times `decode` (one call per run, after one warm-up call) on `batch` random grids.
 template <typename Decode>
-bool TimeBatches(const std::string& backend, Decode&& decode, const argen::checkpoint::GenVisionConfig& config,
+bool TimeBatches(const std::string& backend, Decode&& decode, const argen::vq::Vq16Config& config,
                  const std::vector<int>& batches, int runs, std::vector<Row>* rows) {
   for (int batch : batches) {
     std::mt19937 rng(1);
@@ -185,13 +186,13 @@ int main(int argc, char** argv) {
     batches.push_back(std::max(1, std::atoi(b.c_str())));
   if (threads > 0) openblas_set_num_threads(threads);
 
-  argen::checkpoint::GenVisionConfig config;  // official VQ-16 defaults
+  argen::vq::Vq16Config config;  // official VQ-16 defaults
   RandomCheckpoint random_ckpt;
   std::unique_ptr<argen::checkpoint::Checkpoint> model_ckpt;
   const argen::checkpoint::Checkpoint* ckpt = &random_ckpt;
   if (!model_dir.empty()) {
     auto opened = argen::checkpoint::Checkpoint::Open(model_dir);
-    auto janus = argen::checkpoint::LoadJanusConfig(model_dir);
+    auto janus = argen::janus::LoadJanusConfig(model_dir);
     if (!opened.ok() || !janus.ok()) {
       std::fprintf(stderr, "%s\n",
                    std::string((!opened.ok() ? opened.status() : janus.status()).message()).c_str());

@@ -6,7 +6,6 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cpu/batch_checks.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/ops.h"
 #include "engine/cpu/prefill_attention.h"
@@ -26,14 +25,16 @@ T* Grow(std::vector<T>& v, int64_t n) {
 }  // namespace
 
 struct CpuBackend::Activations {
-  // Per token (prefill) or per row (decode).
-  std::vector<float> x, xn, qkv, attn, gate_up, mlp, rope;
+  // Per token (prefill) or per row (decode). `sub`: a sublayer's output
+  // before its norm (swin_norm only).
+  std::vector<float> x, xn, qkv, attn, gate_up, mlp, rope, sub;
   // Per row.
   std::vector<float> last_hidden, head_in, head_mid, logits;
+  std::vector<model::RowState*> states;
   std::vector<KvRow*> rows;
   std::vector<int32_t> row_steps;
   // Per pair (decode input embeddings).
-  std::vector<float> image_embed, aligner_mid, aligner_out;
+  std::vector<float> input_embed, input_mid, input_out;
   // Attention scratch, one set per thread-pool participant.
   std::vector<RowScratch> per_thread;
 };
@@ -41,7 +42,7 @@ struct CpuBackend::Activations {
 // Grows every participant's attention scratch for rows of at most
 // `max_prompt` prompt positions and `max_stride` attended slots.
 void CpuBackend::ReserveRowScratch(int32_t max_prompt, int32_t max_stride) {
-  const model::ModelDims& d = dims_;
+  const model::StackConfig& d = spec_.stack;
   act_->per_thread.resize(pool_->size());
   for (RowScratch& s : act_->per_thread) {
     Grow(s.attended, int64_t{d.num_kv_heads} * max_stride);
@@ -53,14 +54,15 @@ void CpuBackend::ReserveRowScratch(int32_t max_prompt, int32_t max_stride) {
   }
 }
 
-CpuBackend::CpuBackend(const model::ModelDims& dims, CpuWeights weights,
-                       const model::BackendOptions& options)
-    : dims_(dims),
+CpuBackend::CpuBackend(const model::ModelSpec& spec, CpuWeights weights, const model::BackendOptions& options)
+    : spec_(spec),
+      limits_{options.max_batch_rows, spec.text_vocab(), spec.input_rows()},
       w_(std::move(weights)),
       options_(options),
-      kv_(dims, options.kv_budget_bytes),
+      kv_(spec.stack, options.kv_budget_bytes, options.max_prompt_tokens),
       act_(std::make_unique<Activations>()),
-      sampler_(dims.image_vocab) {
+      sampler_(spec.logits()) {
+  const model::StackConfig& dims = spec.stack;
   SetBlasThreads(options.threads);
   const int32_t threads =
       options.threads > 0
@@ -80,48 +82,75 @@ CpuBackend::~CpuBackend() = default;
 
 absl::StatusOr<model::RowId> CpuBackend::AllocateRow(int32_t prompt_len,
                                                      const sparse::ResolvedPolicy& policy) {
-  if (prompt_len > options_.max_prompt_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prompt_len ", prompt_len, " exceeds max_prompt_tokens ", options_.max_prompt_tokens));
-  }
   return kv_.Allocate(prompt_len, policy);
 }
 
+namespace {
+
+const float* BiasOf(const NormWeights& n) { return n.bias.empty() ? nullptr : n.bias.data(); }
+
+}  // namespace
+
 template <typename AttendFn>
 void CpuBackend::RunLayers(int64_t n, AttendFn&& attend) {
-  const model::ModelDims& d = dims_;
+  const model::StackConfig& d = spec_.stack;
   const int32_t H = d.hidden_size, I = d.intermediate_size;
   const int32_t q_dim = d.num_heads * d.head_dim;
   const int32_t qkv_dim = q_dim + 2 * d.num_kv_heads * d.head_dim;
+  const float eps = d.norm_eps;
   Activations& a = *act_;
+  float* x = a.x.data();
+  float* xn = a.xn.data();
   for (int32_t l = 0; l < d.num_layers; ++l) {
     const LayerWeights& lw = w_.layers[l];
-    RmsNorm(a.x.data(), lw.input_norm.data(), n, H, d.rms_norm_eps, a.xn.data());
-    MatMulWT(a.xn.data(), lw.qkv.data(), n, H, qkv_dim, a.qkv.data());
+    // Attention: pre-norm attends norm(x); swin attends x and norms the output.
+    if (!d.swin_norm) Norm(x, lw.input_norm.weight.data(), BiasOf(lw.input_norm), n, H, eps, xn);
+    MatMulWT(d.swin_norm ? x : xn, lw.qkv.data(), n, H, qkv_dim, a.qkv.data());
+    if (d.qk_norm) {
+      HeadLayerNorm(a.qkv.data(), n, qkv_dim, d.num_heads, d.head_dim, lw.q_norm.weight.data(),
+                    lw.q_norm.bias.data(), d.qk_norm_eps);
+      HeadLayerNorm(a.qkv.data() + q_dim, n, qkv_dim, d.num_kv_heads, d.head_dim, lw.k_norm.weight.data(),
+                    lw.k_norm.bias.data(), d.qk_norm_eps);
+    }
     attend(l);
-    MatMulWT(a.attn.data(), lw.o.data(), n, q_dim, H, a.x.data(), 1.0f);
-    RmsNorm(a.x.data(), lw.post_norm.data(), n, H, d.rms_norm_eps, a.xn.data());
-    MatMulWT(a.xn.data(), lw.gate_up.data(), n, H, 2 * I, a.gate_up.data());
+    if (d.swin_norm) {
+      MatMulWT(a.attn.data(), lw.o.data(), n, q_dim, H, a.sub.data());
+      AddNorm(a.sub.data(), lw.input_norm.weight.data(), BiasOf(lw.input_norm), n, H, eps, x, xn);
+    } else {
+      MatMulWT(a.attn.data(), lw.o.data(), n, q_dim, H, x, 1.0f);
+      Norm(x, lw.post_norm.weight.data(), BiasOf(lw.post_norm), n, H, eps, xn);
+    }
+    // MLP (SwiGLU), placed the same way.
+    MatMulWT(d.swin_norm ? x : xn, lw.gate_up.data(), n, H, 2 * I, a.gate_up.data());
     SiluMul(a.gate_up.data(), n, I, a.mlp.data());
-    MatMulWT(a.mlp.data(), lw.down.data(), n, I, H, a.x.data(), 1.0f);
+    if (d.swin_norm) {
+      MatMulWT(a.mlp.data(), lw.down.data(), n, I, H, a.sub.data());
+      AddNorm(a.sub.data(), lw.post_norm.weight.data(), BiasOf(lw.post_norm), n, H, eps, x, xn);
+    } else {
+      MatMulWT(a.mlp.data(), lw.down.data(), n, I, H, x, 1.0f);
+    }
   }
 }
 
 void CpuBackend::HeadAndSample(const float* hidden, int64_t n_rows,
                                std::span<const model::SamplingSpec> sampling, const int32_t* steps,
                                const model::StepOutputs& out) {
-  const model::ModelDims& d = dims_;
+  const model::StackConfig& d = spec_.stack;
   Activations& a = *act_;
-  const int32_t H = d.hidden_size, E = d.head_embed_dim, V = d.image_vocab;
+  const int32_t H = d.hidden_size, V = spec_.logits(), E = spec_.head_in();
   float* normed = Grow(a.head_in, n_rows * H);
-  float* mid = Grow(a.head_mid, n_rows * E);
   float* logits = out.row_logits ? out.row_logits : Grow(a.logits, n_rows * V);
-  RmsNorm(hidden, w_.final_norm.data(), n_rows, H, d.rms_norm_eps, normed);
-  MatMulWT(normed, w_.head_proj_w.data(), n_rows, H, E, mid);
-  AddBias(mid, w_.head_proj_b.data(), n_rows, E);
-  GeluInPlace(mid, n_rows * E);
-  MatMulWT(mid, w_.head_out_w.data(), n_rows, E, V, logits);
-  AddBias(logits, w_.head_out_b.data(), n_rows, V);
+  Norm(hidden, w_.final_norm.weight.data(), BiasOf(w_.final_norm), n_rows, H, d.norm_eps, normed);
+  const float* head_in = normed;
+  if (!w_.projector.weight.empty()) {
+    float* mid = Grow(a.head_mid, n_rows * E);
+    MatMulWT(normed, w_.projector.weight.data(), n_rows, H, E, mid);
+    AddBias(mid, w_.projector.bias.data(), n_rows, E);
+    GeluInPlace(mid, n_rows * E);
+    head_in = mid;
+  }
+  MatMulWT(head_in, w_.head.weight.data(), n_rows, E, V, logits);
+  if (!w_.head.bias.empty()) AddBias(logits, w_.head.bias.data(), n_rows, V);
   for (size_t i = 0; i < sampling.size(); ++i) {
     const model::SamplingSpec& s = sampling[i];
     const float u = kernels::SampleUniform(s.seed, static_cast<uint32_t>(s.image_index),
@@ -132,15 +161,17 @@ void CpuBackend::HeadAndSample(const float* hidden, int64_t n_rows,
 }
 
 absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::StepOutputs& out) {
-  const model::ModelDims& d = dims_;
+  const model::StackConfig& d = spec_.stack;
   const int64_t n_rows = static_cast<int64_t>(b.rows.size());
   const int64_t n_pairs = n_rows / 2;
   Activations& a = *act_;
-  if (absl::Status s =
-          CheckPrefillBatch(b, out, options_.max_batch_rows, d.text_vocab, kv_, &a.rows);
+  if (absl::Status s = model::CheckPrefillBatch(b, out, limits_, [this](model::RowId id) { return kv_.Find(id); },
+                                                &a.states);
       !s.ok()) {
     return s;
   }
+  a.rows.resize(a.states.size());
+  for (size_t r = 0; r < a.states.size(); ++r) a.rows[r] = static_cast<KvRow*>(a.states[r]);
 
   const int64_t n = static_cast<int64_t>(b.tokens.size());
   const int32_t H = d.hidden_size, hd = d.head_dim;
@@ -153,11 +184,12 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
   Grow(a.gate_up, n * 2 * d.intermediate_size);
   Grow(a.mlp, n * d.intermediate_size);
   Grow(a.rope, n * hd);
+  if (d.swin_norm) Grow(a.sub, n * H);
   int32_t max_len = 0;
   for (KvRow* row : a.rows) max_len = std::max(max_len, row->prompt_len);
   ReserveRowScratch(max_len, 0);
 
-  if (absl::Status s = w_.text_embeddings(b.tokens.data(), n, a.x.data()); !s.ok()) return s;
+  if (absl::Status s = w_.source->ReadRows(spec_.text_embed, b.tokens.data(), n, a.x.data()); !s.ok()) return s;
   for (int64_t r = 0; r < n_rows; ++r) {
     for (int32_t i = b.token_offsets[r]; i < b.token_offsets[r + 1]; ++i) {
       RopeAngles(inv_freq_.data(), hd / 2, i - b.token_offsets[r], a.rope.data() + int64_t{i} * hd);
@@ -208,8 +240,8 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
   for (int64_t r = 0; r < n_rows; ++r) {
     std::memcpy(last + r * H, a.x.data() + int64_t{b.token_offsets[r + 1] - 1} * H,
                 sizeof(float) * H);
-    a.rows[r]->prefilled = true;
   }
+  model::MarkPrefilled(a.states);
   int32_t* steps = Grow(a.row_steps, n_pairs);
   std::fill(steps, steps + n_pairs, 0);
   HeadAndSample(last, n_rows, b.sampling, steps, out);
@@ -225,14 +257,14 @@ void CpuBackend::DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows,
   // layers also stay on it: waking workers costs more than it saves.
   int64_t keys = 0;
   for (const KvRow* row : rows) keys += row->prompt_len + row->layout.max_attended;
-  const int64_t multiply_adds = keys * dims_.num_heads * dims_.head_dim;
+  const int64_t multiply_adds = keys * spec_.stack.num_heads * spec_.stack.head_dim;
   pool_->ParallelFor(static_cast<int64_t>(rows.size()),
                      !observer_ && multiply_adds >= min_parallel_work_, one_row);
 }
 
 void CpuBackend::DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::RowId row_id,
                                  int32_t t, RowScratch& s) {
-  const model::ModelDims& d = dims_;
+  const model::StackConfig& d = spec_.stack;
   Activations& a = *act_;
   const int32_t hd = d.head_dim, q_dim = d.num_heads * hd, kv_dim = d.num_kv_heads * hd;
   const int32_t qkv_dim = q_dim + 2 * kv_dim;
@@ -283,7 +315,7 @@ void CpuBackend::DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::Ro
 
 void CpuBackend::ReportAttention(int32_t layer, KvRow& row, model::RowId row_id, int32_t t,
                                  RowScratch& s) {
-  const model::ModelDims& d = dims_;
+  const model::StackConfig& d = spec_.stack;
   const int32_t group = d.num_heads / d.num_kv_heads;
   const int32_t stride = row.layout.max_attended;
   const int32_t full_stride = row.prompt_len + stride;
@@ -308,23 +340,49 @@ void CpuBackend::ReportAttention(int32_t layer, KvRow& row, model::RowId row_id,
   }
 }
 
+void CpuBackend::InputStage(std::span<const int32_t> ids, int64_t n_rows) {
+  Activations& a = *act_;
+  const int32_t H = spec_.stack.hidden_size, E = spec_.input_width();
+  const int64_t n_pairs = static_cast<int64_t>(ids.size());
+  // The table row of each pair's input id, then the input MLP (if any), once
+  // per pair; both rows of the pair get the result.
+  float* embed = Grow(a.input_embed, n_pairs * E);
+  for (int64_t i = 0; i < n_pairs; ++i) {
+    std::memcpy(embed + i * E, w_.input_table.data() + int64_t{ids[i]} * E, sizeof(float) * E);
+  }
+  const float* input = embed;
+  if (!w_.input_fc1.weight.empty()) {
+    float* mid = Grow(a.input_mid, n_pairs * H);
+    float* out = Grow(a.input_out, n_pairs * H);
+    MatMulWT(embed, w_.input_fc1.weight.data(), n_pairs, E, H, mid);
+    AddBias(mid, w_.input_fc1.bias.data(), n_pairs, H);
+    GeluInPlace(mid, n_pairs * H);
+    MatMulWT(mid, w_.input_fc2.weight.data(), n_pairs, H, H, out);
+    AddBias(out, w_.input_fc2.bias.data(), n_pairs, H);
+    input = out;
+  }
+  for (int64_t r = 0; r < n_rows; ++r) std::memcpy(a.x.data() + r * H, input + (r / 2) * H, sizeof(float) * H);
+}
+
 absl::Status CpuBackend::Decode(const model::DecodeBatch& b, const model::StepOutputs& out) {
-  const model::ModelDims& d = dims_;
+  const model::StackConfig& d = spec_.stack;
   const int64_t n_rows = static_cast<int64_t>(b.rows.size());
   const int64_t n_pairs = n_rows / 2;
   Activations& a = *act_;
-  if (absl::Status s =
-          CheckDecodeBatch(b, out, options_.max_batch_rows, d.image_vocab, kv_, &a.rows);
+  if (absl::Status s = model::CheckDecodeBatch(b, out, limits_, [this](model::RowId id) { return kv_.Find(id); },
+                                               &a.states);
       !s.ok()) {
     return s;
   }
+  a.rows.resize(a.states.size());
+  for (size_t r = 0; r < a.states.size(); ++r) a.rows[r] = static_cast<KvRow*>(a.states[r]);
   int32_t max_stride = 0, max_prompt = 0;
   for (KvRow* row : a.rows) {
     max_stride = std::max(max_stride, row->layout.max_attended);
     max_prompt = std::max(max_prompt, row->prompt_len);
   }
 
-  const int32_t H = d.hidden_size, hd = d.head_dim, E = d.image_embed_dim;
+  const int32_t H = d.hidden_size, hd = d.head_dim;
   const int32_t q_dim = d.num_heads * hd, qkv_dim = q_dim + 2 * d.num_kv_heads * hd;
   Grow(a.x, n_rows * H);
   Grow(a.xn, n_rows * H);
@@ -333,31 +391,18 @@ absl::Status CpuBackend::Decode(const model::DecodeBatch& b, const model::StepOu
   Grow(a.gate_up, n_rows * 2 * d.intermediate_size);
   Grow(a.mlp, n_rows * d.intermediate_size);
   Grow(a.rope, n_rows * hd);
+  if (d.swin_norm) Grow(a.sub, n_rows * H);
   ReserveRowScratch(max_prompt, max_stride);
 
-  // Input embeddings: gen_aligner(gen_embed(token)), once per pair, fed to both rows.
-  float* embed = Grow(a.image_embed, n_pairs * E);
-  float* mid = Grow(a.aligner_mid, n_pairs * H);
-  float* aligned = Grow(a.aligner_out, n_pairs * H);
-  for (int64_t i = 0; i < n_pairs; ++i) {
-    std::memcpy(embed + i * E, w_.gen_embed.data() + int64_t{b.image_tokens[i]} * E,
-                sizeof(float) * E);
-  }
-  MatMulWT(embed, w_.aligner_fc1_w.data(), n_pairs, E, H, mid);
-  AddBias(mid, w_.aligner_fc1_b.data(), n_pairs, H);
-  GeluInPlace(mid, n_pairs * H);
-  MatMulWT(mid, w_.aligner_fc2_w.data(), n_pairs, H, H, aligned);
-  AddBias(aligned, w_.aligner_fc2_b.data(), n_pairs, H);
+  InputStage(b.image_tokens, n_rows);
   for (int64_t r = 0; r < n_rows; ++r) {
-    std::memcpy(a.x.data() + r * H, aligned + (r / 2) * H, sizeof(float) * H);
-    RopeAngles(inv_freq_.data(), hd / 2, a.rows[r]->prompt_len + b.steps[r / 2],
-               a.rope.data() + r * hd);
+    RopeAngles(inv_freq_.data(), hd / 2, a.rows[r]->prompt_len + b.steps[r / 2], a.rope.data() + r * hd);
   }
 
   RunLayers(n_rows,
             [&](int32_t layer) { DecodeAttendLayer(layer, a.rows, b.rows, b.steps.data()); });
 
-  for (KvRow* row : a.rows) row->next_step += 1;
+  model::AdvanceStep(a.states);
   int32_t* next = Grow(a.row_steps, n_pairs);
   for (int64_t i = 0; i < n_pairs; ++i) next[i] = b.steps[i] + 1;
   HeadAndSample(a.x.data(), n_rows, b.sampling, next, out);

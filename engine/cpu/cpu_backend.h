@@ -1,6 +1,7 @@
-// The CPU backend (the reference for every other backend): the Llama decoder
-// of Janus-Pro's language model plus gen_embed/gen_aligner and gen_head, in
-// f32 with OpenBLAS GEMMs. Implements engine/model/backend.h.
+// The CPU backend (the reference for every other backend): the decoder stack
+// of a ModelSpec with every switch (engine/model/model_spec.h) and its input
+// and output stages, in f32 with OpenBLAS GEMMs. Implements
+// engine/model/backend.h.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include "engine/cpu/attention_observer.h"
 #include "engine/cpu/cpu_weights.h"
 #include "engine/cpu/kv_rows.h"
+#include "engine/model/batch_checks.h"
 #include "engine/model/backend.h"
 #include "engine/model/sampler.h"
 #include "engine/parallel/thread_pool.h"
@@ -18,13 +20,19 @@ namespace argen::cpu {
 
 class CpuBackend final : public model::Backend {
  public:
-  CpuBackend(const model::ModelDims& dims, CpuWeights weights,
-             const model::BackendOptions& options);
+  CpuBackend(const model::ModelSpec& spec, CpuWeights weights, const model::BackendOptions& options);
   ~CpuBackend() override;
 
-  const model::ModelDims& dims() const override { return dims_; }
+  const model::ModelSpec& spec() const override { return spec_; }
   std::string name() const override { return "cpu"; }
   int64_t KvBytesPerTokenRow() const override { return kv_.BytesPerTokenRow(); }
+  int64_t RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const override {
+    return kv_.RowBytes(prompt_len, policy);
+  }
+  int64_t PoolBytes() const override { return kv_.budget_bytes(); }
+  bool CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const override {
+    return kv_.CanAllocate(prompt_len, policy, count);
+  }
 
   absl::StatusOr<model::RowId> AllocateRow(int32_t prompt_len,
                                            const sparse::ResolvedPolicy& policy) override;
@@ -53,10 +61,12 @@ class CpuBackend final : public model::Backend {
   };
 
   // x [n x hidden] in place through all decoder layers; `attend(layer)` fills
-  // activations' attention output from its qkv (after RoPE).
+  // activations' attention output from its qkv (RoPE is applied there).
   template <typename AttendFn>
   void RunLayers(int64_t n, AttendFn&& attend);
-  // final norm + gen_head on `n` hidden rows, then CFG sampling of each pair.
+  // The input stage: x[r] of every row from its pair's input id.
+  void InputStage(std::span<const int32_t> ids, int64_t n_rows);
+  // The output stage on `n` hidden rows, then CFG sampling of each pair.
   void HeadAndSample(const float* hidden, int64_t n_rows,
                      std::span<const model::SamplingSpec> sampling, const int32_t* steps,
                      const model::StepOutputs& out);
@@ -71,7 +81,8 @@ class CpuBackend final : public model::Backend {
                        RowScratch& scratch);
   void ReserveRowScratch(int32_t max_prompt, int32_t max_stride);
 
-  model::ModelDims dims_;
+  model::ModelSpec spec_;
+  model::BatchLimits limits_;
   CpuWeights w_;
   model::BackendOptions options_;
   KvRows kv_;

@@ -4,12 +4,13 @@
 
 namespace argen::model {
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
-    std::shared_ptr<const checkpoint::Checkpoint> checkpoint, const ModelDims& dims,
-    const BackendOptions& options) {
-  absl::StatusOr<cpu::CpuWeights> weights = cpu::LoadCpuWeights(std::move(checkpoint), dims);
-  if (!weights.ok()) return weights.status();
-  return std::unique_ptr<Backend>(new cpu::CpuBackend(dims, *std::move(weights), options));
+absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const ModelSpec& spec,
+                                                          std::shared_ptr<const WeightSource> weights,
+                                                          const BackendOptions& options) {
+  if (absl::Status s = CheckSpec(spec); !s.ok()) return s;
+  absl::StatusOr<cpu::CpuWeights> loaded = cpu::LoadCpuWeights(spec, std::move(weights));
+  if (!loaded.ok()) return loaded.status();
+  return std::unique_ptr<Backend>(new cpu::CpuBackend(spec, *std::move(loaded), options));
 }
 
 }  // namespace argen::model

@@ -1,38 +1,51 @@
 #include "engine/cpu/kv_rows.h"
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 
 namespace argen::cpu {
 
-KvRows::KvRows(const model::ModelDims& dims, int64_t budget_bytes)
-    : layers_(dims.num_layers),
-      kv_heads_(dims.num_kv_heads),
-      head_dim_(dims.head_dim),
-      budget_bytes_(budget_bytes) {}
+KvRows::KvRows(const model::StackConfig& stack, int64_t budget_bytes, int32_t max_prompt_tokens)
+    : layers_(stack.num_layers),
+      kv_heads_(stack.num_kv_heads),
+      head_dim_(stack.head_dim),
+      budget_bytes_(budget_bytes),
+      max_prompt_tokens_(max_prompt_tokens) {}
 
 int64_t KvRows::BytesPerTokenRow() const {
   return int64_t{2} * layers_ * kv_heads_ * head_dim_ * static_cast<int64_t>(sizeof(float));
 }
 
-absl::StatusOr<model::RowId> KvRows::Allocate(int32_t prompt_len,
-                                              const sparse::ResolvedPolicy& policy) {
-  if (prompt_len <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prompt_len must be positive, got ", prompt_len));
+// The CPU ledger counts the K/V arrays (the policy state is a few ints per
+// slot of host memory beside them).
+int64_t KvRows::RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const {
+  return sparse::KvBytes(policy, prompt_len, 1, layers_, kv_heads_, head_dim_, sizeof(float));
+}
+
+int64_t KvRows::budget_bytes() const {
+  return budget_bytes_ > 0 ? budget_bytes_ : std::numeric_limits<int64_t>::max();
+}
+
+bool KvRows::CanAllocate(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const {
+  if (!model::CheckRowRequest(prompt_len, policy, max_prompt_tokens_, std::numeric_limits<int32_t>::max()).ok()) {
+    return false;
   }
-  if (policy.n_slots <= 0 || policy.n_att <= 0 || policy.n_att > policy.n_slots ||
-      policy.l_dec <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "policy: n_slots (", policy.n_slots, "), n_att (", policy.n_att, ") and l_dec (",
-        policy.l_dec,
-        ") must be positive with n_att <= n_slots; resolve it with sparse::ResolvePolicy"));
+  const int64_t bytes = RowBytes(prompt_len, policy);
+  return budget_bytes_ <= 0 || count <= (budget_bytes_ - bytes_in_use_) / bytes;
+}
+
+absl::StatusOr<model::RowId> KvRows::Allocate(int32_t prompt_len, const sparse::ResolvedPolicy& policy) {
+  if (absl::Status s =
+          model::CheckRowRequest(prompt_len, policy, max_prompt_tokens_, std::numeric_limits<int32_t>::max());
+      !s.ok()) {
+    return s;
   }
-  const int64_t bytes =
-      sparse::KvBytes(policy, prompt_len, 1, layers_, kv_heads_, head_dim_, sizeof(float));
+  const int64_t bytes = RowBytes(prompt_len, policy);
   if (budget_bytes_ > 0 && bytes_in_use_ + bytes > budget_bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat("KV pool: a row needs ", bytes, " bytes, ",
-                                                     budget_bytes_ - bytes_in_use_, " of ",
-                                                     budget_bytes_, " are free"));
+                                                     budget_bytes_ - bytes_in_use_, " of ", budget_bytes_,
+                                                     " are free"));
   }
   auto row = std::make_unique<KvRow>();
   row->prompt_len = prompt_len;
@@ -62,8 +75,7 @@ absl::StatusOr<model::RowId> KvRows::Allocate(int32_t prompt_len,
 void KvRows::Free(model::RowId id) {
   KvRow* row = Find(id);
   if (row == nullptr) return;
-  bytes_in_use_ -= sparse::KvBytes(row->policy, row->prompt_len, 1, layers_, kv_heads_, head_dim_,
-                                   sizeof(float));
+  bytes_in_use_ -= RowBytes(row->prompt_len, row->policy);
   rows_[id].reset();
   free_ids_.push_back(id);
 }

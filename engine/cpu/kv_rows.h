@@ -13,17 +13,13 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/backend.h"
+#include "engine/model/batch_checks.h"
 #include "kernels/sparse/policy.h"
 
 namespace argen::cpu {
 
-struct KvRow {
-  int32_t prompt_len = 0;
-  sparse::ResolvedPolicy policy;
-  sparse::PolicyLayout layout;
-  int32_t next_step = 0;  // decode position t the next Decode must feed
-  bool prefilled = false;
-  bool in_batch = false;             // scratch of batch validation (duplicate rows)
+// model::RowState holds the prompt length, policy, step and prefilled state.
+struct KvRow : model::RowState {
   std::vector<float> k, v;           // [layer][kv_head][prompt_len + n_slots][head_dim]
   std::vector<int32_t> policy_ints;  // [layer][kv_head][layout.ints_per_head]
   std::vector<float> policy_floats;  // [layer][kv_head][layout.floats_per_head]
@@ -37,9 +33,13 @@ struct KvRow {
 
 class KvRows {
  public:
-  KvRows(const model::ModelDims& dims, int64_t budget_bytes);
+  // budget_bytes 0: unbounded.
+  KvRows(const model::StackConfig& stack, int64_t budget_bytes, int32_t max_prompt_tokens);
 
   int64_t BytesPerTokenRow() const;  // K+V f32 of one position, all layers
+  int64_t RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const;
+  int64_t budget_bytes() const;      // int64 max when unbounded
+  bool CanAllocate(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const;
   absl::StatusOr<model::RowId> Allocate(int32_t prompt_len, const sparse::ResolvedPolicy& policy);
   void Free(model::RowId id);
   int64_t bytes_in_use() const { return bytes_in_use_; }
@@ -57,6 +57,7 @@ class KvRows {
  private:
   int32_t layers_, kv_heads_, head_dim_;
   int64_t budget_bytes_;
+  int32_t max_prompt_tokens_;
   int64_t bytes_in_use_ = 0;
   std::vector<std::unique_ptr<KvRow>> rows_;  // indexed by RowId; null when free
   std::vector<model::RowId> free_ids_;

@@ -16,6 +16,46 @@ void RmsNorm(const float* x, const float* weight, int64_t rows, int32_t dim, flo
   }
 }
 
+void LayerNorm(const float* x, const float* weight, const float* bias, int64_t rows, int32_t dim, float eps,
+               float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* outr = out + r * dim;
+    double sum = 0.0;
+    for (int32_t i = 0; i < dim; ++i) sum += xr[i];
+    const double mean = sum / dim;
+    double sum_sq = 0.0;
+    for (int32_t i = 0; i < dim; ++i) sum_sq += (xr[i] - mean) * (xr[i] - mean);
+    const float m = static_cast<float>(mean);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(sum_sq / dim) + eps);
+    for (int32_t i = 0; i < dim; ++i) outr[i] = (xr[i] - m) * scale * weight[i] + bias[i];
+  }
+}
+
+void Norm(const float* x, const float* weight, const float* bias, int64_t rows, int32_t dim, float eps, float* out) {
+  if (bias == nullptr) {
+    RmsNorm(x, weight, rows, dim, eps, out);
+  } else {
+    LayerNorm(x, weight, bias, rows, dim, eps, out);
+  }
+}
+
+void HeadLayerNorm(float* x, int64_t rows, int64_t stride, int32_t heads, int32_t head_dim, const float* weight,
+                   const float* bias, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int32_t h = 0; h < heads; ++h) {
+      float* v = x + r * stride + int64_t{h} * head_dim;
+      LayerNorm(v, weight + int64_t{h} * head_dim, bias + int64_t{h} * head_dim, 1, head_dim, eps, v);
+    }
+  }
+}
+
+void AddNorm(const float* y, const float* weight, const float* bias, int64_t rows, int32_t dim, float eps, float* x,
+             float* scratch) {
+  Norm(y, weight, bias, rows, dim, eps, scratch);
+  for (int64_t i = 0; i < rows * dim; ++i) x[i] += scratch[i];
+}
+
 void SiluMul(const float* gate_up, int64_t rows, int32_t inter, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* gate = gate_up + r * 2 * inter;

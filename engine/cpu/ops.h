@@ -1,6 +1,6 @@
-// Elementwise and row-wise kernels of the Llama decoder and the Janus
-// generation heads, in f32 on contiguous row-major buffers. GEMMs are not
-// here: they go through BLAS (engine/cpu/gemm.h).
+// Elementwise and row-wise kernels of the decoder stack and its stages
+// (engine/model/model_spec.h), in f32 on contiguous row-major buffers. GEMMs
+// are not here: they go through BLAS (engine/cpu/gemm.h).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,25 @@ namespace argen::cpu {
 
 // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for `rows` rows of `dim`.
 void RmsNorm(const float* x, const float* weight, int64_t rows, int32_t dim, float eps, float* out);
+
+// out[r] = (x[r] - mean) / sqrt(var + eps) * weight + bias (torch LayerNorm,
+// biased variance).
+void LayerNorm(const float* x, const float* weight, const float* bias, int64_t rows, int32_t dim, float eps,
+               float* out);
+
+// RMSNorm when `bias` is null, else LayerNorm.
+void Norm(const float* x, const float* weight, const float* bias, int64_t rows, int32_t dim, float eps, float* out);
+
+// In place, per token row of `stride` floats: the `heads` vectors of
+// `head_dim` starting at offset 0 each go through a LayerNorm over head_dim
+// with that head's weight and bias (weight[h * head_dim + i]): HF
+// ChameleonLayerNorm on q or k.
+void HeadLayerNorm(float* x, int64_t rows, int64_t stride, int32_t heads, int32_t head_dim, const float* weight,
+                   const float* bias, float eps);
+
+// x[r] += Norm(y[r]) (the swin-norm residual: h = x + norm(sublayer(x))).
+void AddNorm(const float* y, const float* weight, const float* bias, int64_t rows, int32_t dim, float eps, float* x,
+             float* scratch);
 
 // out[i] = silu(gate_up[r][i]) * gate_up[r][inter + i]: gate and up halves of a fused projection.
 void SiluMul(const float* gate_up, int64_t rows, int32_t inter, float* out);

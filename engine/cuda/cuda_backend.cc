@@ -46,12 +46,18 @@ kernels::PairSampling ToDevice(const model::SamplingSpec& s, int32_t step) {
 
 }  // namespace
 
-CudaBackend::CudaBackend(const model::ModelDims& dims, DeviceWeights weights,
-                         cpu::TextEmbeddings text_embeddings, const model::BackendOptions& options)
-    : dims_(dims),
+CudaBackend::CudaBackend(const model::ModelSpec& spec, DeviceWeights weights,
+                         std::shared_ptr<const model::WeightSource> source, const model::BackendOptions& options)
+    : spec_(spec),
+      limits_{options.max_batch_rows, spec.text_vocab(), spec.input_rows()},
       weights_(std::move(weights)),
-      text_embeddings_(std::move(text_embeddings)),
-      options_(options) {}
+      source_(std::move(source)),
+      options_(options) {
+  lookup_ = [this](model::RowId id) -> model::RowState* {
+    auto it = rows_.find(id);
+    return it == rows_.end() ? nullptr : &it->second;
+  };
+}
 
 CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
@@ -60,29 +66,29 @@ CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamDestroy(stream_);
 }
 
-absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::ModelDims& dims,
-                                                                 DeviceWeights weights,
-                                                                 cpu::TextEmbeddings text_embeddings,
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::ModelSpec& spec, DeviceWeights weights,
+                                                                 std::shared_ptr<const model::WeightSource> source,
                                                                  const model::BackendOptions& options) {
+  const model::StackConfig& dims = spec.stack;
   if (!kernels::AttentionShapeSupported(dims.num_heads, dims.num_kv_heads, dims.head_dim)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cuda backend: head_dim ", dims.head_dim, " with ", dims.num_heads, " heads / ", dims.num_kv_heads,
         " kv heads is not supported (head_dim 16, 32, 64 or 128; heads/kv_heads 1, 2, 4 or 8)"));
   }
-  if (dims.image_vocab > kernels::kMaxSampleVocab) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda backend: image_vocab ", dims.image_vocab,
-                                                   " exceeds the sampler's ", kernels::kMaxSampleVocab));
+  if (spec.logits() > kernels::kMaxSampleVocab) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda backend: ", spec.logits(), " logits exceed the sampler's ",
+                                                   kernels::kMaxSampleVocab));
   }
   if (options.max_batch_rows < 2 || options.max_batch_rows % 2 != 0) {
     return absl::InvalidArgumentError("cuda backend: max_batch_rows must be even and >= 2");
   }
-  std::unique_ptr<CudaBackend> b(new CudaBackend(dims, std::move(weights), std::move(text_embeddings), options));
+  std::unique_ptr<CudaBackend> b(new CudaBackend(spec, std::move(weights), std::move(source), options));
   ARGEN_STATUS_RETURN(b->Init());
   return b;
 }
 
 absl::Status CudaBackend::Init() {
-  const model::ModelDims& d = dims_;
+  const model::StackConfig& d = spec_.stack;
   // The highest priority: a decode step's kernels are scheduled before the GPU VQ decoder's
   // (its stream has the lowest), so image decoding never stalls a step.
   int least_priority = 0, greatest_priority = 0;
@@ -106,7 +112,7 @@ absl::Status CudaBackend::Init() {
   // at most T rows of H outputs), before the KV pool takes what is left.
   ARGEN_STATUS_RETURN(gemm_.Init(stream_, static_cast<size_t>(T * H)));
   const int64_t q_dim = int64_t{d.num_heads} * hd, qkv_dim = q_dim + 2LL * d.num_kv_heads * hd;
-  const int64_t I = d.intermediate_size, E = d.image_embed_dim, HE = d.head_embed_dim, V = d.image_vocab;
+  const int64_t I = d.intermediate_size, E = spec_.input_width(), HE = spec_.projector_out(), V = spec_.logits();
 
   // Rotary table with the CPU's rounding: inv_freq and angle in f32.
   max_pos_ = options_.max_prompt_tokens + kMaxDecodePositions;
@@ -132,10 +138,12 @@ absl::Status CudaBackend::Init() {
   ARGEN_STATUS_RETURN(alloc(attn_, T * q_dim * 2, "attention output"));
   ARGEN_STATUS_RETURN(alloc(gate_up_, T * 2 * I * 4, "gate_up"));
   ARGEN_STATUS_RETURN(alloc(mlp_, T * I * 2, "mlp"));
-  ARGEN_STATUS_RETURN(alloc(pair_embed_, P * E * 2, "gen_embed rows"));
-  ARGEN_STATUS_RETURN(alloc(pair_mid_, P * H * 4, "aligner hidden"));
-  ARGEN_STATUS_RETURN(alloc(pair_mid_bf16_, P * H * 2, "aligner hidden bf16"));
-  ARGEN_STATUS_RETURN(alloc(pair_out_, P * H * 4, "aligner out"));
+  if (d.swin_norm) ARGEN_STATUS_RETURN(alloc(sub_, T * H * 4, "sublayer output"));
+  const bool input_mlp = weights_.fc1_w != nullptr;
+  ARGEN_STATUS_RETURN(alloc(pair_embed_, input_mlp ? P * E * 2 : 0, "input table rows"));
+  ARGEN_STATUS_RETURN(alloc(pair_mid_, input_mlp ? P * H * 4 : 0, "input MLP hidden"));
+  ARGEN_STATUS_RETURN(alloc(pair_mid_bf16_, input_mlp ? P * H * 2 : 0, "input MLP hidden bf16"));
+  ARGEN_STATUS_RETURN(alloc(pair_out_, P * H * 4, "input stage out"));
   ARGEN_STATUS_RETURN(alloc(last_hidden_, int64_t{R} * H * 4, "last hidden"));
   ARGEN_STATUS_RETURN(alloc(head_in_, int64_t{R} * H * 2, "head input"));
   ARGEN_STATUS_RETURN(alloc(head_mid_, int64_t{R} * HE * 4, "head hidden"));
@@ -167,7 +175,8 @@ absl::Status CudaBackend::Init() {
 
   ARGEN_STATUS_RETURN(EnsurePlanCapacity(1));
 
-  // The KV pool: the configured budget, or most of what is left on the device.
+  // The pool: the configured budget, or most of what is left on the device.
+  // Rows' KV and policy state both come out of it (row_layout.h).
   int64_t budget = options_.kv_budget_bytes;
   if (budget <= 0) {
     size_t free_bytes = 0, total_bytes = 0;
@@ -175,16 +184,9 @@ absl::Status CudaBackend::Init() {
     budget = static_cast<int64_t>(static_cast<double>(free_bytes) * 0.85) - (int64_t{1} << 30);
     budget = std::max<int64_t>(budget, int64_t{64} << 20);
   }
-  const int64_t kv_elems = budget / 2;
-  ARGEN_STATUS_RETURN(alloc(kv_pool_, kv_elems * 2, "KV pool (kv_budget_bytes)"));
-  kv_alloc_ = RangeAllocator(kv_elems);
-  // Policy state is a few ints/floats per decode slot per head: ~2/head_dim of the KV.
-  const int64_t state_ints = budget * 2 / d.head_dim / 4 + (int64_t{4} << 20);
-  const int64_t state_floats = budget / d.head_dim / 4 + (int64_t{4} << 20);
-  ARGEN_STATUS_RETURN(alloc(state_ints_, state_ints * 4, "policy state (ints)"));
-  ARGEN_STATUS_RETURN(alloc(state_floats_, state_floats * 4, "policy state (floats)"));
-  ints_alloc_ = RangeAllocator(state_ints);
-  floats_alloc_ = RangeAllocator(state_floats);
+  budget = budget / kPoolAlignment * kPoolAlignment;
+  ARGEN_STATUS_RETURN(alloc(pool_, budget, "KV pool (kv_budget_bytes)"));
+  pool_alloc_ = RangeAllocator(budget);
   return absl::OkStatus();
 }
 
@@ -198,7 +200,7 @@ absl::Status CudaBackend::EnsurePlanCapacity(int32_t stride) {
   if (stride <= plan_stride_) return absl::OkStatus();
   ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream_), "plan buffers");
   ClearGraphs();  // they point at the buffers replaced here
-  const model::ModelDims& d = dims_;
+  const model::StackConfig& d = spec_.stack;
   const int64_t R = options_.max_batch_rows, heads = int64_t{d.num_layers} * R * d.num_kv_heads;
   auto alloc = [](DeviceBuffer& buf, size_t bytes, const char* what) -> absl::Status {
     buf = DeviceBuffer();
@@ -222,53 +224,45 @@ absl::Status CudaBackend::EnsurePlanCapacity(int32_t stride) {
 }
 
 int64_t CudaBackend::KvBytesPerTokenRow() const {
-  return 2LL * dims_.num_layers * dims_.num_kv_heads * dims_.head_dim * 2;  // K and V, bf16
+  return 2LL * spec_.stack.num_layers * spec_.stack.num_kv_heads * spec_.stack.head_dim * 2;  // K and V, bf16
 }
 
-int64_t CudaBackend::KvBytesInUse() const { return kv_alloc_.in_use() * 2; }
-int64_t CudaBackend::KvPoolBytes() const { return kv_alloc_.capacity() * 2; }
+int64_t CudaBackend::KvBytesInUse() const { return pool_alloc_.in_use(); }
+
+int64_t CudaBackend::RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const {
+  return CudaRowLayout(spec_.stack, prompt_len, policy).total();
+}
+
+bool CudaBackend::CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const {
+  if (!model::CheckRowRequest(prompt_len, policy, options_.max_prompt_tokens, kMaxDecodePositions).ok()) return false;
+  return pool_alloc_.CanAllocate(RowBytes(prompt_len, policy), count);
+}
 
 absl::StatusOr<model::RowId> CudaBackend::AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) {
-  if (prompt_len <= 0 || prompt_len > options_.max_prompt_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt_len ", prompt_len, " must be in [1, max_prompt_tokens ",
-                                                   options_.max_prompt_tokens, "]"));
-  }
-  if (policy.l_dec <= 0 || policy.l_dec > kMaxDecodePositions || policy.n_slots <= 0 ||
-      policy.n_slots > policy.l_dec) {
-    return absl::InvalidArgumentError(absl::StrCat("policy: l_dec ", policy.l_dec, " / n_slots ", policy.n_slots,
-                                                   " out of range (l_dec <= ", kMaxDecodePositions, ")"));
-  }
-  const model::ModelDims& d = dims_;
+  ARGEN_STATUS_RETURN(model::CheckRowRequest(prompt_len, policy, options_.max_prompt_tokens, kMaxDecodePositions));
+  const model::StackConfig& d = spec_.stack;
   Row row;
   row.prompt_len = prompt_len;
   row.policy = policy;
   row.layout = sparse::LayoutFor(policy);
   row.sparse = policy.kind != sparse::PolicyKind::kDense;
-  const int64_t heads = int64_t{d.num_layers} * d.num_kv_heads;
-  const int64_t kv_elems = 2 * heads * (int64_t{prompt_len} + policy.n_slots) * d.head_dim;
-  absl::StatusOr<int64_t> kv = kv_alloc_.Allocate(kv_elems, "KV pool");
-  if (!kv.ok()) return kv.status();
-  row.kv_offset = *kv;
+  const RowLayout layout = CudaRowLayout(d, prompt_len, policy);
+  if (row.sparse) ARGEN_STATUS_RETURN(EnsurePlanCapacity(row.layout.max_attended));
+  absl::StatusOr<int64_t> at = pool_alloc_.Allocate(layout.total(), "KV pool");
+  if (!at.ok()) return at.status();
+  row.pool_offset = *at;
+  row.kv_offset = row.pool_offset / 2;
+  row.ints_offset = (row.pool_offset + layout.kv_bytes) / 4;
+  row.floats_offset = (row.pool_offset + layout.kv_bytes + layout.ints_bytes) / 4;
   if (row.sparse) {
-    ARGEN_STATUS_RETURN(EnsurePlanCapacity(row.layout.max_attended));
-    absl::StatusOr<int64_t> ints = ints_alloc_.Allocate(heads * row.layout.ints_per_head, "policy state pool (ints)");
-    if (!ints.ok()) {
-      kv_alloc_.Free(row.kv_offset);
-      return ints.status();
+    const int64_t heads = int64_t{d.num_layers} * d.num_kv_heads;
+    const cudaError_t init = kernels::InitPolicyState(policy, row.layout, static_cast<int32_t>(heads),
+                                                      pool_.as<int32_t>() + row.ints_offset,
+                                                      pool_.as<float>() + row.floats_offset, stream_);
+    if (init != cudaSuccess) {
+      pool_alloc_.Free(row.pool_offset);
+      return CudaStatus(init, "init policy state");
     }
-    absl::StatusOr<int64_t> floats =
-        floats_alloc_.Allocate(heads * row.layout.floats_per_head, "policy state pool (floats)");
-    if (!floats.ok()) {
-      kv_alloc_.Free(row.kv_offset);
-      ints_alloc_.Free(*ints);
-      return floats.status();
-    }
-    row.ints_offset = *ints;
-    row.floats_offset = *floats;
-    ARGEN_CUDA_RETURN(kernels::InitPolicyState(policy, row.layout, static_cast<int32_t>(heads),
-                                      state_ints_.as<int32_t>() + row.ints_offset,
-                                      state_floats_.as<float>() + row.floats_offset, stream_),
-                      "init policy state");
   }
   const model::RowId id = next_row_id_++;
   rows_.emplace(id, row);
@@ -280,23 +274,8 @@ void CudaBackend::FreeRow(model::RowId id) {
   if (it == rows_.end()) return;
   // Work queued on the stream may still read the region.
   cudaStreamSynchronize(stream_);
-  kv_alloc_.Free(it->second.kv_offset);
-  if (it->second.sparse) {
-    ints_alloc_.Free(it->second.ints_offset);
-    floats_alloc_.Free(it->second.floats_offset);
-  }
+  pool_alloc_.Free(it->second.pool_offset);
   rows_.erase(it);
-}
-
-absl::Status CudaBackend::CheckSampling(std::span<const model::SamplingSpec> sampling) const {
-  for (size_t i = 0; i < sampling.size(); ++i) {
-    const model::SamplingSpec& s = sampling[i];
-    if (!(s.temperature > 0.0f) || s.top_k < 0 || !(s.top_p > 0.0f && s.top_p <= 1.0f) || s.image_index < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sampling[", i, "]: temperature must be > 0, top_k >= 0, top_p in (0, 1], image_index >= 0"));
-    }
-  }
-  return absl::OkStatus();
 }
 
 absl::Status CudaBackend::Upload(size_t bytes) {
@@ -306,36 +285,12 @@ absl::Status CudaBackend::Upload(size_t bytes) {
 }
 
 absl::Status CudaBackend::Prefill(const model::PrefillBatch& b, const model::StepOutputs& out) {
-  const model::ModelDims& d = dims_;
+  const model::StackConfig& d = spec_.stack;
   const int64_t n_rows = static_cast<int64_t>(b.rows.size()), n_pairs = n_rows / 2;
-  if (n_rows == 0 || n_rows % 2 != 0)
-    return absl::InvalidArgumentError(absl::StrCat("Prefill: rows must be a positive even count (cond, uncond pairs), got ", n_rows));
-  if (n_rows > options_.max_batch_rows)
-    return absl::InvalidArgumentError(absl::StrCat("Prefill: ", n_rows, " rows exceed max_batch_rows ", options_.max_batch_rows));
-  if (static_cast<int64_t>(b.token_offsets.size()) != n_rows + 1 || static_cast<int64_t>(b.sampling.size()) != n_pairs ||
-      static_cast<int64_t>(out.sampled.size()) != n_pairs)
-    return absl::InvalidArgumentError("Prefill: token_offsets needs n_rows + 1 entries, sampling and sampled n_pairs");
-  ARGEN_STATUS_RETURN(CheckSampling(b.sampling));
-  if (b.token_offsets[0] != 0 || b.token_offsets[n_rows] != static_cast<int32_t>(b.tokens.size()))
-    return absl::InvalidArgumentError("Prefill: token_offsets must start at 0 and end at tokens.size()");
+  std::vector<model::RowState*> states;
+  ARGEN_STATUS_RETURN(model::CheckPrefillBatch(b, out, limits_, lookup_, &states));
   std::vector<Row*> rows(n_rows);
-  for (int64_t r = 0; r < n_rows; ++r) {
-    auto it = rows_.find(b.rows[r]);
-    if (it == rows_.end())
-      return absl::InvalidArgumentError(absl::StrCat("Prefill: rows[", r, "] = ", b.rows[r], " is not an allocated row"));
-    if (it->second.prefilled)
-      return absl::InvalidArgumentError(absl::StrCat("Prefill: rows[", r, "] = ", b.rows[r], " was already prefilled"));
-    const int32_t len = b.token_offsets[r + 1] - b.token_offsets[r];
-    if (len != it->second.prompt_len)
-      return absl::InvalidArgumentError(absl::StrCat("Prefill: rows[", r, "] has ", len,
-                                                     " tokens but was allocated for prompt_len ", it->second.prompt_len));
-    rows[r] = &it->second;
-  }
-  for (size_t i = 0; i < b.tokens.size(); ++i) {
-    if (b.tokens[i] < 0 || b.tokens[i] >= d.text_vocab)
-      return absl::InvalidArgumentError(absl::StrCat("Prefill: tokens[", i, "] = ", b.tokens[i],
-                                                     " is outside the text vocabulary [0, ", d.text_vocab, ")"));
-  }
+  for (int64_t r = 0; r < n_rows; ++r) rows[r] = static_cast<Row*>(states[r]);
   const StagingLayout layout(max_tokens_, options_.max_batch_rows);
   char* host = host_in_.as<char>();
   auto* meta = reinterpret_cast<kernels::TokenMeta*>(host + layout.meta);
@@ -346,7 +301,7 @@ absl::Status CudaBackend::Prefill(const model::PrefillBatch& b, const model::Ste
   for (int64_t c0 = 0; c0 < n; c0 += max_tokens_) {
     const int64_t c1 = std::min<int64_t>(n, c0 + max_tokens_);
     const int32_t count = static_cast<int32_t>(c1 - c0);
-    ARGEN_STATUS_RETURN(text_embeddings_(b.tokens.data() + c0, count, host_x_pinned_.as<float>()));
+    ARGEN_STATUS_RETURN(source_->ReadRows(spec_.text_embed, b.tokens.data() + c0, count, host_x_pinned_.as<float>()));
     int32_t max_keys = 1, n_last = 0;
     int64_t first_last_row = -1;
     while (b.token_offsets[row + 1] <= c0) ++row;
@@ -391,21 +346,14 @@ absl::Status CudaBackend::Prefill(const model::PrefillBatch& b, const model::Ste
   if (s.ok()) s = FinishStep(static_cast<int32_t>(n_rows), out);
   timer_.Enable(timing, stream_);
   ARGEN_STATUS_RETURN(s);
-  for (Row* rw : rows) rw->prefilled = true;
+  model::MarkPrefilled(states);
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::Decode(const model::DecodeBatch& b, const model::StepOutputs& out) {
-  const model::ModelDims& d = dims_;
   const int64_t n_rows = static_cast<int64_t>(b.rows.size()), n_pairs = n_rows / 2;
-  if (n_rows == 0 || n_rows % 2 != 0)
-    return absl::InvalidArgumentError(absl::StrCat("Decode: rows must be a positive even count (cond, uncond pairs), got ", n_rows));
-  if (n_rows > options_.max_batch_rows)
-    return absl::InvalidArgumentError(absl::StrCat("Decode: ", n_rows, " rows exceed max_batch_rows ", options_.max_batch_rows));
-  if (static_cast<int64_t>(b.image_tokens.size()) != n_pairs || static_cast<int64_t>(b.steps.size()) != n_pairs ||
-      static_cast<int64_t>(b.sampling.size()) != n_pairs || static_cast<int64_t>(out.sampled.size()) != n_pairs)
-    return absl::InvalidArgumentError("Decode: image_tokens, steps, sampling and sampled need one entry per pair");
-  ARGEN_STATUS_RETURN(CheckSampling(b.sampling));
+  std::vector<model::RowState*>& rows = decode_rows_;
+  ARGEN_STATUS_RETURN(model::CheckDecodeBatch(b, out, limits_, lookup_, &rows));
   const StagingLayout layout(max_tokens_, options_.max_batch_rows);
   char* host = host_in_.as<char>();
   auto* meta = reinterpret_cast<kernels::TokenMeta*>(host + layout.meta);
@@ -414,26 +362,12 @@ absl::Status CudaBackend::Decode(const model::DecodeBatch& b, const model::StepO
   auto* gather = reinterpret_cast<int32_t*>(host + layout.gather);
   auto* sampling = reinterpret_cast<kernels::PairSampling*>(host + layout.sampling);
   auto* observe = reinterpret_cast<int32_t*>(host + layout.observe);
-  std::vector<Row*>& rows = decode_rows_;
-  rows.assign(n_rows, nullptr);
   bool any_sparse = false;
   int32_t observe_flags = 0;
   int32_t key_bound = 1;
   for (int64_t r = 0; r < n_rows; ++r) {
-    auto it = rows_.find(b.rows[r]);
     const int32_t t = b.steps[r / 2];
-    if (it == rows_.end())
-      return absl::InvalidArgumentError(absl::StrCat("Decode: rows[", r, "] = ", b.rows[r], " is not an allocated row"));
-    Row& rw = it->second;
-    if (!rw.prefilled)
-      return absl::InvalidArgumentError(absl::StrCat("Decode: rows[", r, "] = ", b.rows[r], " has not been prefilled"));
-    if (t != rw.next_step || t >= rw.policy.l_dec)
-      return absl::InvalidArgumentError(absl::StrCat("Decode: steps[", r / 2, "] = ", t, " but row ", b.rows[r],
-                                                     " expects step ", rw.next_step, " (of l_dec ", rw.policy.l_dec, ")"));
-    if (r % 2 == 1 && rw.prompt_len != rows[r - 1]->prompt_len)
-      return absl::InvalidArgumentError(absl::StrCat("Decode: rows[", r - 1, "] and rows[", r,
-                                                     "] form a CFG pair but have different prompt lengths"));
-    rows[r] = &rw;
+    const Row& rw = *static_cast<const Row*>(rows[r]);
     kernels::TokenMeta m;
     m.kv_offset = rw.kv_offset;
     m.capacity = rw.prompt_len + rw.policy.n_slots;
@@ -476,9 +410,6 @@ absl::Status CudaBackend::Decode(const model::DecodeBatch& b, const model::StepO
     }
   }
   for (int64_t i = 0; i < n_pairs; ++i) {
-    if (b.image_tokens[i] < 0 || b.image_tokens[i] >= d.image_vocab)
-      return absl::InvalidArgumentError(absl::StrCat("Decode: image_tokens[", i, "] = ", b.image_tokens[i],
-                                                     " is outside the image vocabulary [0, ", d.image_vocab, ")"));
     ids[i] = b.image_tokens[i];
     sampling[i] = ToDevice(b.sampling[i], b.steps[i] + 1);
   }
@@ -515,7 +446,7 @@ absl::Status CudaBackend::Decode(const model::DecodeBatch& b, const model::StepO
   }
   ARGEN_STATUS_RETURN(FinishStep(R, out));
   timer_.EndStep();
-  for (Row* rw : rows) rw->next_step += 1;
+  model::AdvanceStep(rows);
   return absl::OkStatus();
 }
 

@@ -16,15 +16,17 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/cpu/cpu_weights.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/gemm.h"
-#include "kernels/policy_kernels.h"
 #include "engine/cuda/range_allocator.h"
+#include "engine/cuda/row_layout.h"
 #include "engine/cuda/stage_timer.h"
 #include "engine/model/backend.h"
+#include "engine/model/batch_checks.h"
+#include "engine/model/weight_source.h"
 #include "kernels/attention.h"
+#include "kernels/policy_kernels.h"
 #include "kernels/sampling.h"
 #include "kernels/token_meta.h"
 
@@ -35,16 +37,18 @@ using kernels::RowPlan;
 
 class CudaBackend final : public model::Backend {
  public:
-  // `text_embeddings` gives f32 rows of language_model.model.embed_tokens.
-  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const model::ModelDims& dims,
-                                                             DeviceWeights weights,
-                                                             cpu::TextEmbeddings text_embeddings,
+  // `source` gives the f32 rows of spec.text_embed (prefill inputs).
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const model::ModelSpec& spec, DeviceWeights weights,
+                                                             std::shared_ptr<const model::WeightSource> source,
                                                              const model::BackendOptions& options);
   ~CudaBackend() override;
 
-  const model::ModelDims& dims() const override { return dims_; }
+  const model::ModelSpec& spec() const override { return spec_; }
   std::string name() const override { return "cuda"; }
   int64_t KvBytesPerTokenRow() const override;
+  int64_t RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const override;
+  int64_t PoolBytes() const override { return pool_alloc_.capacity(); }
+  bool CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const override;
 
   absl::StatusOr<model::RowId> AllocateRow(int32_t prompt_len,
                                            const sparse::ResolvedPolicy& policy) override;
@@ -75,18 +79,15 @@ class CudaBackend final : public model::Backend {
   GemmMode gemm_mode() const { return gemm_.mode(); }
 
   StageTimes TakeStageTimes() { return timer_.Take(); }
-  int64_t KvPoolBytes() const;
+  int64_t KvPoolBytes() const { return PoolBytes(); }
   int64_t WeightBytes() const { return weights_.bytes; }
 
  private:
-  struct Row {
-    int32_t prompt_len = 0;
-    sparse::ResolvedPolicy policy;
-    sparse::PolicyLayout layout;
+  // model::RowState holds the prompt length, policy, step and prefilled state.
+  struct Row : model::RowState {
     bool sparse = false;
-    int64_t kv_offset = 0, ints_offset = 0, floats_offset = 0;
-    int32_t next_step = 0;
-    bool prefilled = false;
+    int64_t pool_offset = 0;  // byte offset of its range in the pool
+    int64_t kv_offset = 0, ints_offset = 0, floats_offset = 0;  // in bf16 / int32 / float elements
   };
   // Device views of the per-step inputs, uploaded in one copy.
   struct StepInputs {
@@ -101,7 +102,7 @@ class CudaBackend final : public model::Backend {
   // Which observe work a decode step enqueues (part of the graph key).
   enum ObserveFlags : int32_t { kObserveScores = 1, kObserveArgmin = 2 };
 
-  CudaBackend(const model::ModelDims& dims, DeviceWeights weights, cpu::TextEmbeddings text_embeddings,
+  CudaBackend(const model::ModelSpec& spec, DeviceWeights weights, std::shared_ptr<const model::WeightSource> source,
               const model::BackendOptions& options);
   absl::Status Init();
   absl::Status EnsurePlanCapacity(int32_t stride);
@@ -110,7 +111,11 @@ class CudaBackend final : public model::Backend {
   // The decoder layers over `tokens` tokens of x_ (meta already on device).
   absl::Status RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan,
                          int32_t observe_flags);
-  // final norm + gen_head on `rows` hidden rows of `hidden`, CFG sampling into
+  // RMSNorm (no bias) or LayerNorm of `rows` rows of `x` into bf16 `out`.
+  absl::Status EnqueueNorm(const float* x, const DeviceNorm& norm, int32_t rows, bf16* out, const char* what);
+  // The input stage: x_ of `rows` rows (pairs broadcast) from inputs_.ids.
+  absl::Status EnqueueInput(int32_t rows);
+  // The output stage on `rows` hidden rows of `hidden`, CFG sampling into
   // inputs_.sampled and its copy to pinned memory (capturable: no sync).
   absl::Status EnqueueHead(const float* hidden, int32_t rows);
   // Copies logits when asked, waits for the step, hands out the sampled tokens.
@@ -118,11 +123,11 @@ class CudaBackend final : public model::Backend {
   // Everything a decode step runs on the device after its inputs are uploaded.
   absl::Status EnqueueDecode(int32_t rows, bool any_sparse, int32_t max_keys, int32_t observe_flags);
   void ClearGraphs();
-  absl::Status CheckSampling(std::span<const model::SamplingSpec> sampling) const;
 
-  model::ModelDims dims_;
+  model::ModelSpec spec_;
+  model::BatchLimits limits_;
   DeviceWeights weights_;
-  cpu::TextEmbeddings text_embeddings_;
+  std::shared_ptr<const model::WeightSource> source_;
   model::BackendOptions options_;
   int32_t max_tokens_ = 0;   // tokens per forward pass (prefill is chunked to this)
   int32_t max_pos_ = 0;      // rotary table length
@@ -130,14 +135,16 @@ class CudaBackend final : public model::Backend {
   cudaStream_t stream_ = nullptr;
   Gemm gemm_;  // cuBLAS / cuBLASLt handles, their workspace, the GEMM tuning scratch
 
-  // Pools.
-  DeviceBuffer kv_pool_, state_ints_, state_floats_;
-  RangeAllocator kv_alloc_, ints_alloc_, floats_alloc_;
+  // The pool (bytes): every row's KV and policy state (row_layout.h).
+  DeviceBuffer pool_;
+  RangeAllocator pool_alloc_;
   std::unordered_map<model::RowId, Row> rows_;
   model::RowId next_row_id_ = 1;
+  model::RowLookup lookup_;  // rows_ for the shared batch checks
 
   // Workspaces (fixed size, made in Init; plan buffers grow in AllocateRow only).
-  DeviceBuffer rope_, x_, xn_, qkv_, q_, attn_, gate_up_, mlp_;
+  // sub_: a sublayer's output before its norm (swin_norm only).
+  DeviceBuffer rope_, x_, xn_, qkv_, q_, attn_, gate_up_, mlp_, sub_;
   DeviceBuffer pair_embed_, pair_mid_, pair_mid_bf16_, pair_out_;
   DeviceBuffer last_hidden_, head_in_, head_mid_, head_mid_bf16_, logits_;
   DeviceBuffer attn_ws_, plan_slots_, plan_counts_, plan_attended_, probs_;
@@ -148,7 +155,7 @@ class CudaBackend final : public model::Backend {
   PinnedBuffer host_in_, host_sampled_;
   StepInputs inputs_;
   PinnedBuffer host_x_pinned_;        // prefill embeddings of one chunk
-  std::vector<Row*> decode_rows_;     // reused per step
+  std::vector<model::RowState*> decode_rows_;  // reused per step
   StageTimer timer_;
   // Captured decode steps by (rows, any sparse, key bound, plan stride, observe flags).
   using GraphKey = std::tuple<int32_t, bool, int32_t, int32_t, int32_t>;
@@ -160,7 +167,7 @@ class CudaBackend final : public model::Backend {
 };
 
 // Random-weight backend for benchmarks (no checkpoint): weights made on the device.
-absl::StatusOr<std::unique_ptr<CudaBackend>> CreateRandomCudaBackend(const model::ModelDims& dims,
+absl::StatusOr<std::unique_ptr<CudaBackend>> CreateRandomCudaBackend(const model::ModelSpec& spec,
                                                                      const model::BackendOptions& options,
                                                                      uint64_t seed);
 

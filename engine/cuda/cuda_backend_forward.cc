@@ -1,5 +1,7 @@
-// The device work of a step: decoder layers, gen_head + sampling, and the
-// whole decode step as one enqueue (what the CUDA graphs capture).
+// The device work of a step: decoder layers (with the spec's switches), the
+// input stage, the output stage + sampling, and the whole decode step as one
+// enqueue (what the CUDA graphs capture). With the switches off (RMSNorm,
+// pre-norm, no QK-norm) the launches are exactly the Janus-Pro path's.
 #include <cmath>
 #include <cstring>
 
@@ -12,9 +14,21 @@
 
 namespace argen::cuda {
 
+absl::Status CudaBackend::EnqueueNorm(const float* x, const DeviceNorm& norm, int32_t rows, bf16* out,
+                                      const char* what) {
+  const model::StackConfig& d = spec_.stack;
+  if (norm.bias == nullptr) {
+    ARGEN_CUDA_RETURN(kernels::RmsNorm(x, norm.weight, rows, d.hidden_size, d.norm_eps, out, stream_), what);
+  } else {
+    ARGEN_CUDA_RETURN(kernels::LayerNorm(x, norm.weight, norm.bias, rows, d.hidden_size, d.norm_eps, out, stream_),
+                      what);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan,
                                     int32_t observe_flags) {
-  const model::ModelDims& d = dims_;
+  const model::StackConfig& d = spec_.stack;
   const int32_t H = d.hidden_size, hd = d.head_dim, I = d.intermediate_size;
   const int32_t q_dim = d.num_heads * hd, qkv_dim = q_dim + 2 * d.num_kv_heads * hd;
   const int64_t heads_per_layer = int64_t{n_rows_plan} * d.num_kv_heads;
@@ -29,11 +43,30 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
     return absl::InternalError(absl::StrCat("attention: ", max_keys, " keys do not fit the workspace"));
   }
   PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};
-  bf16* kv_pool = kv_pool_.as<bf16>();
+  bf16* kv_pool = pool_.as<bf16>();
+  const bool swin = d.swin_norm;
+  // Swin layers read x itself: its bf16 copy for the first layer's GEMM (each
+  // later GEMM input comes from the previous AddNorm).
+  if (swin) ARGEN_CUDA_RETURN(kernels::ConvertToBf16(x_.as<float>(), int64_t{tokens} * H, xn_.as<bf16>(), stream_),
+                              "layer input bf16");
   for (int32_t l = 0; l < d.num_layers; ++l) {
     const DeviceLayer& w = weights_.layers[l];
-    ARGEN_CUDA_RETURN(kernels::RmsNorm(x_.as<float>(), w.input_norm, tokens, H, d.rms_norm_eps, xn_.as<bf16>(), stream_), "input norm");
+    if (!swin) ARGEN_STATUS_RETURN(EnqueueNorm(x_.as<float>(), w.input_norm, tokens, xn_.as<bf16>(), "input norm"));
     ARGEN_STATUS_RETURN(gemm_.Linear(xn_.as<bf16>(), w.qkv, tokens, H, qkv_dim, qkv_.as<float>(), 0.f, "qkv"));
+    if (d.qk_norm) {
+      kernels::HeadLayerNormArgs hn;
+      hn.qkv = qkv_.as<float>();
+      hn.tokens = tokens;
+      hn.heads = d.num_heads;
+      hn.kv_heads = d.num_kv_heads;
+      hn.head_dim = hd;
+      hn.q_weight = w.q_norm.weight;
+      hn.q_bias = w.q_norm.bias;
+      hn.k_weight = w.k_norm.weight;
+      hn.k_bias = w.k_norm.bias;
+      hn.eps = d.qk_norm_eps;
+      ARGEN_CUDA_RETURN(kernels::HeadLayerNorm(hn, stream_), "qk norm");
+    }
     kernels::RopeAppendArgs ra;
     ra.qkv = qkv_.as<float>();
     ra.rope = rope_.as<float>();
@@ -81,31 +114,57 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
     timer_.Mark(Stage::kAttention);
     if (any_sparse && (observe_flags & kObserveScores)) {
       ARGEN_CUDA_RETURN(kernels::ObserveDecodeStep(inputs_.plans, n_rows_plan, d.num_layers, d.num_kv_heads, l,
-                                          state_ints_.as<int32_t>(), state_floats_.as<float>(), plan,
-                                          probs_.as<float>(), plan.stride, stream_,
-                                          /*skip_diagonal=*/(observe_flags & kObserveArgmin) != 0),
+                                                   pool_.as<int32_t>(), pool_.as<float>(), plan, probs_.as<float>(),
+                                                   plan.stride, stream_,
+                                                   /*skip_diagonal=*/(observe_flags & kObserveArgmin) != 0),
                         "policy observe");
       timer_.Mark(Stage::kObserve);
     }
-    ARGEN_STATUS_RETURN(gemm_.Linear(attn_.as<bf16>(), w.o, tokens, q_dim, H, x_.as<float>(), 1.f, "o_proj"));
-    timer_.Mark(Stage::kOProj);
-    ARGEN_CUDA_RETURN(kernels::RmsNorm(x_.as<float>(), w.post_norm, tokens, H, d.rms_norm_eps, xn_.as<bf16>(), stream_), "post norm");
+    if (!swin) {
+      ARGEN_STATUS_RETURN(gemm_.Linear(attn_.as<bf16>(), w.o, tokens, q_dim, H, x_.as<float>(), 1.f, "o_proj"));
+      timer_.Mark(Stage::kOProj);
+      ARGEN_STATUS_RETURN(EnqueueNorm(x_.as<float>(), w.post_norm, tokens, xn_.as<bf16>(), "post norm"));
+    } else {
+      // h = x + norm(o(attn)); xn = bf16(h), the MLP's input.
+      ARGEN_STATUS_RETURN(gemm_.Linear(attn_.as<bf16>(), w.o, tokens, q_dim, H, sub_.as<float>(), 0.f, "o_proj"));
+      timer_.Mark(Stage::kOProj);
+      ARGEN_CUDA_RETURN(kernels::AddNorm(sub_.as<float>(), w.input_norm.weight, w.input_norm.bias, tokens, H,
+                                         d.norm_eps, x_.as<float>(), xn_.as<bf16>(), stream_),
+                        "attention norm + residual");
+    }
     ARGEN_STATUS_RETURN(gemm_.Linear(xn_.as<bf16>(), w.gate_up, tokens, H, 2 * I, gate_up_.as<float>(), 0.f, "gate_up"));
     ARGEN_CUDA_RETURN(kernels::SwiGlu(gate_up_.as<float>(), tokens, I, mlp_.as<bf16>(), stream_), "swiglu");
-    ARGEN_STATUS_RETURN(gemm_.Linear(mlp_.as<bf16>(), w.down, tokens, I, H, x_.as<float>(), 1.f, "down"));
+    if (!swin) {
+      ARGEN_STATUS_RETURN(gemm_.Linear(mlp_.as<bf16>(), w.down, tokens, I, H, x_.as<float>(), 1.f, "down"));
+    } else {
+      // x = h + norm(down(mlp)); xn = bf16(x), the next layer's input.
+      ARGEN_STATUS_RETURN(gemm_.Linear(mlp_.as<bf16>(), w.down, tokens, I, H, sub_.as<float>(), 0.f, "down"));
+      ARGEN_CUDA_RETURN(kernels::AddNorm(sub_.as<float>(), w.post_norm.weight, w.post_norm.bias, tokens, H,
+                                         d.norm_eps, x_.as<float>(), xn_.as<bf16>(), stream_),
+                        "mlp norm + residual");
+    }
     timer_.Mark(Stage::kFfn);
   }
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::EnqueueHead(const float* hidden, int32_t rows) {
-  const model::ModelDims& d = dims_;
-  const int32_t H = d.hidden_size, HE = d.head_embed_dim, V = d.image_vocab, pairs = rows / 2;
-  ARGEN_CUDA_RETURN(kernels::RmsNorm(hidden, weights_.final_norm, rows, H, d.rms_norm_eps, head_in_.as<bf16>(), stream_), "final norm");
-  ARGEN_STATUS_RETURN(gemm_.Linear(head_in_.as<bf16>(), weights_.head_proj_w, rows, H, HE, head_mid_.as<float>(), 0.f, "gen_head projector"));
-  ARGEN_CUDA_RETURN(kernels::BiasGelu(head_mid_.as<float>(), weights_.head_proj_b, rows, HE, head_mid_bf16_.as<bf16>(), stream_), "gen_head gelu");
-  ARGEN_STATUS_RETURN(gemm_.Linear(head_mid_bf16_.as<bf16>(), weights_.head_out_w, rows, HE, V, logits_.as<float>(), 0.f, "vision_head"));
-  ARGEN_CUDA_RETURN(kernels::AddBias(logits_.as<float>(), weights_.head_out_b, rows, V, stream_), "vision_head bias");
+  const model::StackConfig& d = spec_.stack;
+  const int32_t H = d.hidden_size, HE = spec_.head_in(), V = spec_.logits(), pairs = rows / 2;
+  ARGEN_STATUS_RETURN(EnqueueNorm(hidden, weights_.final_norm, rows, head_in_.as<bf16>(), "final norm"));
+  const bf16* head_input = head_in_.as<bf16>();
+  if (weights_.projector_w != nullptr) {
+    ARGEN_STATUS_RETURN(gemm_.Linear(head_in_.as<bf16>(), weights_.projector_w, rows, H, HE, head_mid_.as<float>(),
+                                     0.f, "output projector"));
+    ARGEN_CUDA_RETURN(kernels::BiasGelu(head_mid_.as<float>(), weights_.projector_b, rows, HE,
+                                        head_mid_bf16_.as<bf16>(), stream_),
+                      "output projector gelu");
+    head_input = head_mid_bf16_.as<bf16>();
+  }
+  ARGEN_STATUS_RETURN(gemm_.Linear(head_input, weights_.head_w, rows, HE, V, logits_.as<float>(), 0.f, "output head"));
+  if (weights_.head_b != nullptr) {
+    ARGEN_CUDA_RETURN(kernels::AddBias(logits_.as<float>(), weights_.head_b, rows, V, stream_), "output head bias");
+  }
   ARGEN_CUDA_RETURN(kernels::CfgSample(logits_.as<float>(), pairs, V, inputs_.sampling, inputs_.sampled, stream_), "cfg sampling");
   ARGEN_CUDA_RETURN(cudaMemcpyAsync(host_sampled_.as(), inputs_.sampled, sizeof(int32_t) * pairs,
                                     cudaMemcpyDeviceToHost, stream_), "download tokens");
@@ -114,7 +173,7 @@ absl::Status CudaBackend::EnqueueHead(const float* hidden, int32_t rows) {
 }
 
 absl::Status CudaBackend::FinishStep(int32_t rows, const model::StepOutputs& out) {
-  const int32_t V = dims_.image_vocab, pairs = rows / 2;
+  const int32_t V = spec_.logits(), pairs = rows / 2;
   if (out.row_logits != nullptr) {
     ARGEN_CUDA_RETURN(cudaMemcpyAsync(out.row_logits, logits_.as(), sizeof(float) * rows * int64_t{V},
                                       cudaMemcpyDeviceToHost, stream_), "download logits");
@@ -124,31 +183,46 @@ absl::Status CudaBackend::FinishStep(int32_t rows, const model::StepOutputs& out
   return absl::OkStatus();
 }
 
+absl::Status CudaBackend::EnqueueInput(int32_t R) {
+  const int32_t P = R / 2, H = spec_.stack.hidden_size, E = spec_.input_width(), rows = spec_.input_rows();
+  if (weights_.fc1_w != nullptr) {
+    // Table row -> Linear, GELU, Linear (Janus: gen_embed -> gen_aligner), once per pair.
+    ARGEN_CUDA_RETURN(kernels::EmbeddingGatherBf16(weights_.input_table, rows, E, inputs_.ids, P,
+                                                   pair_embed_.as<bf16>(), stream_), "input table");
+    ARGEN_STATUS_RETURN(gemm_.Linear(pair_embed_.as<bf16>(), weights_.fc1_w, P, E, H, pair_mid_.as<float>(), 0.f,
+                                     "input fc1"));
+    ARGEN_CUDA_RETURN(kernels::BiasGelu(pair_mid_.as<float>(), weights_.fc1_b, P, H, pair_mid_bf16_.as<bf16>(), stream_),
+                      "input gelu");
+    ARGEN_STATUS_RETURN(gemm_.Linear(pair_mid_bf16_.as<bf16>(), weights_.fc2_w, P, H, H, pair_out_.as<float>(), 0.f,
+                                     "input fc2"));
+    ARGEN_CUDA_RETURN(kernels::AddBias(pair_out_.as<float>(), weights_.fc2_b, P, H, stream_), "input fc2 bias");
+  } else {
+    // The table row is the input (width == hidden).
+    ARGEN_CUDA_RETURN(kernels::EmbeddingGatherF32(weights_.input_table, rows, H, inputs_.ids, P,
+                                                  pair_out_.as<float>(), stream_), "input table");
+  }
+  ARGEN_CUDA_RETURN(kernels::GatherRowsF32(pair_out_.as<float>(), inputs_.gather, R, H, x_.as<float>(), stream_), "pair -> rows");
+  return absl::OkStatus();
+}
+
 absl::Status CudaBackend::EnqueueDecode(int32_t R, bool any_sparse, int32_t max_keys, int32_t observe_flags) {
-  const model::ModelDims& d = dims_;
-  const int32_t P = R / 2;
+  const model::StackConfig& d = spec_.stack;
   if (any_sparse) {
     PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};
-    ARGEN_CUDA_RETURN(kernels::PlanDecodeStep(inputs_.plans, R, d.num_layers, d.num_kv_heads, state_ints_.as<int32_t>(),
-                                     state_floats_.as<float>(), plan, stream_),
+    ARGEN_CUDA_RETURN(kernels::PlanDecodeStep(inputs_.plans, R, d.num_layers, d.num_kv_heads, pool_.as<int32_t>(),
+                                              pool_.as<float>(), plan, stream_),
                       "policy plan");
     timer_.Mark(Stage::kPlan);
   }
-  const int32_t H = d.hidden_size, E = d.image_embed_dim;
-  ARGEN_CUDA_RETURN(kernels::EmbeddingGatherBf16(weights_.gen_embed, d.image_vocab, E, inputs_.ids, P,
-                                                 pair_embed_.as<bf16>(), stream_), "gen_embed");
-  ARGEN_STATUS_RETURN(gemm_.Linear(pair_embed_.as<bf16>(), weights_.fc1_w, P, E, H, pair_mid_.as<float>(), 0.f, "aligner fc1"));
-  ARGEN_CUDA_RETURN(kernels::BiasGelu(pair_mid_.as<float>(), weights_.fc1_b, P, H, pair_mid_bf16_.as<bf16>(), stream_), "aligner gelu");
-  ARGEN_STATUS_RETURN(gemm_.Linear(pair_mid_bf16_.as<bf16>(), weights_.fc2_w, P, H, H, pair_out_.as<float>(), 0.f, "aligner fc2"));
-  ARGEN_CUDA_RETURN(kernels::AddBias(pair_out_.as<float>(), weights_.fc2_b, P, H, stream_), "aligner bias");
-  ARGEN_CUDA_RETURN(kernels::GatherRowsF32(pair_out_.as<float>(), inputs_.gather, R, H, x_.as<float>(), stream_), "pair -> rows");
+  ARGEN_STATUS_RETURN(EnqueueInput(R));
   timer_.Mark(Stage::kEmbed);
   ARGEN_STATUS_RETURN(RunLayers(R, max_keys, any_sparse, R, observe_flags));
   if (any_sparse && (observe_flags & kObserveArgmin)) {
     // The diagonal rows' selections of every layer, from the attention kernel's argmin.
     PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};
-    ARGEN_CUDA_RETURN(kernels::ApplyDiagonalSelections(inputs_.plans, R, d.num_layers, d.num_kv_heads, state_ints_.as<int32_t>(),
-                                              state_floats_.as<float>(), plan, argmin_.as<int32_t>(), stream_),
+    ARGEN_CUDA_RETURN(kernels::ApplyDiagonalSelections(inputs_.plans, R, d.num_layers, d.num_kv_heads,
+                                                       pool_.as<int32_t>(), pool_.as<float>(), plan,
+                                                       argmin_.as<int32_t>(), stream_),
                       "policy apply");
     timer_.Mark(Stage::kApply);
   }

@@ -1,12 +1,17 @@
 #include "engine/cuda/device_weights.h"
 
 #include <cstring>
-#include <functional>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/fill_kernels.h"
 
 namespace argen::cuda {
 namespace {
+
+using model::LinearRef;
+using model::NormRef;
+using model::TensorFill;
+using model::TensorRef;
 
 // Where each tensor goes inside the one allocation, decided before allocating.
 class Layout {
@@ -17,14 +22,15 @@ class Layout {
     int64_t count;
     size_t offset;
     const void** target;
-    const std::vector<float>* host;  // source for UploadWeights; null for random
-    float fill;                      // random: 0 = random matrix, else constant (norms 1, biases 0)
-    bool constant;
+    std::vector<const TensorRef*> parts;  // concatenated along rows (fused q|k|v, gate|up)
+    float fill;                           // random weights: the constant of f32 entries
   };
-  void Add(Kind kind, int64_t count, const void** target, const std::vector<float>* host,
-           bool constant = false, float fill = 0.f) {
+  void Add(Kind kind, const void** target, std::vector<const TensorRef*> parts) {
+    int64_t count = 0;
+    for (const TensorRef* t : parts) count += t->used_elements();
     const size_t bytes = count * (kind == kBf16 ? 2 : 4);
-    entries_.push_back({kind, count, total_, target, host, fill, constant});
+    const float fill = parts.front()->fill == TensorFill::kOne ? 1.f : 0.f;
+    entries_.push_back({kind, count, total_, target, std::move(parts), fill});
     total_ += (bytes + 255) / 256 * 256;
   }
   size_t total() const { return total_; }
@@ -38,32 +44,51 @@ class Layout {
 template <typename T>
 const void** Slot(const T** p) { return reinterpret_cast<const void**>(p); }
 
-// Lists every tensor; `src` gives the host vector of a CPU weight (or null).
-void Describe(const model::ModelDims& d, DeviceWeights& w, const cpu::CpuWeights* src, Layout& l) {
-  const int64_t H = d.hidden_size, hd = d.head_dim, I = d.intermediate_size;
-  const int64_t qkv = (d.num_heads + 2LL * d.num_kv_heads) * hd, q = int64_t{d.num_heads} * hd;
-  const int64_t E = d.image_embed_dim, HE = d.head_embed_dim, V = d.image_vocab;
-  w.layers.resize(d.num_layers);
-  for (int32_t i = 0; i < d.num_layers; ++i) {
+void Norm(Layout& l, const NormRef& n, DeviceNorm& out) {
+  l.Add(Layout::kF32, Slot(&out.weight), {&n.weight});
+  if (n.bias.present()) l.Add(Layout::kF32, Slot(&out.bias), {&n.bias});
+}
+
+void Matrix(Layout& l, const bf16** target, std::vector<const TensorRef*> parts) {
+  l.Add(Layout::kBf16, Slot(target), std::move(parts));
+}
+
+void Bias(Layout& l, const float** target, const TensorRef& bias) {
+  if (bias.present()) l.Add(Layout::kF32, Slot(target), {&bias});
+}
+
+// Lists every tensor of the spec (layer order as the first CUDA backend's, so
+// random weights of a Janus shape are the same as before).
+void Describe(const model::ModelSpec& spec, DeviceWeights& w, Layout& l) {
+  w.layers.resize(spec.layers.size());
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    const model::LayerRefs& r = spec.layers[i];
     DeviceLayer& L = w.layers[i];
-    const cpu::LayerWeights* s = src ? &src->layers[i] : nullptr;
-    l.Add(Layout::kF32, H, Slot(&L.input_norm), s ? &s->input_norm : nullptr, true, 1.f);
-    l.Add(Layout::kBf16, qkv * H, Slot(&L.qkv), s ? &s->qkv : nullptr);
-    l.Add(Layout::kBf16, H * q, Slot(&L.o), s ? &s->o : nullptr);
-    l.Add(Layout::kF32, H, Slot(&L.post_norm), s ? &s->post_norm : nullptr, true, 1.f);
-    l.Add(Layout::kBf16, 2 * I * H, Slot(&L.gate_up), s ? &s->gate_up : nullptr);
-    l.Add(Layout::kBf16, H * I, Slot(&L.down), s ? &s->down : nullptr);
+    Norm(l, r.input_norm, L.input_norm);
+    Matrix(l, &L.qkv, {&r.q.weight, &r.k.weight, &r.v.weight});
+    Matrix(l, &L.o, {&r.o.weight});
+    if (spec.stack.qk_norm) {
+      Norm(l, r.q_norm, L.q_norm);
+      Norm(l, r.k_norm, L.k_norm);
+    }
+    Norm(l, r.post_norm, L.post_norm);
+    Matrix(l, &L.gate_up, {&r.gate.weight, &r.up.weight});
+    Matrix(l, &L.down, {&r.down.weight});
   }
-  l.Add(Layout::kF32, H, Slot(&w.final_norm), src ? &src->final_norm : nullptr, true, 1.f);
-  l.Add(Layout::kBf16, V * E, Slot(&w.gen_embed), src ? &src->gen_embed : nullptr);
-  l.Add(Layout::kBf16, H * E, Slot(&w.fc1_w), src ? &src->aligner_fc1_w : nullptr);
-  l.Add(Layout::kF32, H, Slot(&w.fc1_b), src ? &src->aligner_fc1_b : nullptr, true, 0.f);
-  l.Add(Layout::kBf16, H * H, Slot(&w.fc2_w), src ? &src->aligner_fc2_w : nullptr);
-  l.Add(Layout::kF32, H, Slot(&w.fc2_b), src ? &src->aligner_fc2_b : nullptr, true, 0.f);
-  l.Add(Layout::kBf16, HE * H, Slot(&w.head_proj_w), src ? &src->head_proj_w : nullptr);
-  l.Add(Layout::kF32, HE, Slot(&w.head_proj_b), src ? &src->head_proj_b : nullptr, true, 0.f);
-  l.Add(Layout::kBf16, V * HE, Slot(&w.head_out_w), src ? &src->head_out_w : nullptr);
-  l.Add(Layout::kF32, V, Slot(&w.head_out_b), src ? &src->head_out_b : nullptr, true, 0.f);
+  Norm(l, spec.output.final_norm, w.final_norm);
+  Matrix(l, &w.input_table, {&spec.input.table});
+  if (spec.input.fc1.present()) {
+    Matrix(l, &w.fc1_w, {&spec.input.fc1.weight});
+    Bias(l, &w.fc1_b, spec.input.fc1.bias);
+    Matrix(l, &w.fc2_w, {&spec.input.fc2.weight});
+    Bias(l, &w.fc2_b, spec.input.fc2.bias);
+  }
+  if (spec.output.projector.present()) {
+    Matrix(l, &w.projector_w, {&spec.output.projector.weight});
+    Bias(l, &w.projector_b, spec.output.projector.bias);
+  }
+  Matrix(l, &w.head_w, {&spec.output.head.weight});
+  Bias(l, &w.head_b, spec.output.head.bias);
 }
 
 uint16_t ToBf16(float f) {
@@ -76,27 +101,35 @@ uint16_t ToBf16(float f) {
 
 }  // namespace
 
-absl::StatusOr<DeviceWeights> UploadWeights(const cpu::CpuWeights& src, const model::ModelDims& dims) {
+absl::StatusOr<DeviceWeights> UploadWeights(const model::ModelSpec& spec, const model::WeightSource& source) {
   DeviceWeights w;
   Layout layout;
-  Describe(dims, w, &src, layout);
+  Describe(spec, w, layout);
   absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(layout.total(), "device weights");
   if (!buf.ok()) return buf.status();
   w.storage = *std::move(buf);
   w.bytes = layout.total();
   char* base = w.storage.as<char>();
+  std::vector<float> host;
   std::vector<uint16_t> staging;
   for (const Layout::Entry& e : layout.entries()) {
     *e.target = base + e.offset;
-    if (e.host == nullptr || static_cast<int64_t>(e.host->size()) != e.count)
-      return absl::InternalError(absl::StrCat("device weights: host tensor of ", e.count,
-                                              " elements missing or mis-sized"));
+    host.clear();
+    for (const TensorRef* t : e.parts) {
+      absl::StatusOr<std::vector<float>> part = source.Load(*t);
+      if (!part.ok()) return part.status();
+      host.insert(host.end(), part->begin(), part->end());
+    }
+    if (static_cast<int64_t>(host.size()) != e.count) {
+      return absl::InternalError(absl::StrCat("device weights: '", e.parts.front()->name, "' gave ", host.size(),
+                                              " elements, expected ", e.count));
+    }
     if (e.kind == Layout::kF32) {
-      ARGEN_CUDA_RETURN(cudaMemcpy(base + e.offset, e.host->data(), e.count * 4, cudaMemcpyHostToDevice),
+      ARGEN_CUDA_RETURN(cudaMemcpy(base + e.offset, host.data(), e.count * 4, cudaMemcpyHostToDevice),
                         "upload f32 weight");
     } else {
       staging.resize(e.count);
-      for (int64_t i = 0; i < e.count; ++i) staging[i] = ToBf16((*e.host)[i]);
+      for (int64_t i = 0; i < e.count; ++i) staging[i] = ToBf16(host[i]);
       ARGEN_CUDA_RETURN(cudaMemcpy(base + e.offset, staging.data(), e.count * 2, cudaMemcpyHostToDevice),
                         "upload bf16 weight");
     }
@@ -104,10 +137,10 @@ absl::StatusOr<DeviceWeights> UploadWeights(const cpu::CpuWeights& src, const mo
   return w;
 }
 
-absl::StatusOr<DeviceWeights> RandomDeviceWeights(const model::ModelDims& dims, uint64_t seed, float scale) {
+absl::StatusOr<DeviceWeights> RandomDeviceWeights(const model::ModelSpec& spec, uint64_t seed, float scale) {
   DeviceWeights w;
   Layout layout;
-  Describe(dims, w, nullptr, layout);
+  Describe(spec, w, layout);
   absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(layout.total(), "device weights");
   if (!buf.ok()) return buf.status();
   w.storage = *std::move(buf);
@@ -117,10 +150,12 @@ absl::StatusOr<DeviceWeights> RandomDeviceWeights(const model::ModelDims& dims, 
   for (const Layout::Entry& e : layout.entries()) {
     *e.target = base + e.offset;
     if (e.kind == Layout::kF32) {
-      ARGEN_CUDA_RETURN(kernels::FillF32(reinterpret_cast<float*>(base + e.offset), e.count, e.fill), "fill f32 weight");
+      ARGEN_CUDA_RETURN(kernels::FillF32(reinterpret_cast<float*>(base + e.offset), e.count, e.fill),
+                        "fill f32 weight");
     } else {
-      ARGEN_CUDA_RETURN(kernels::FillRandomBf16(reinterpret_cast<bf16*>(base + e.offset), e.count, seed, ++stream_id, scale),
-                        "fill random bf16 weight");
+      ARGEN_CUDA_RETURN(
+          kernels::FillRandomBf16(reinterpret_cast<bf16*>(base + e.offset), e.count, seed, ++stream_id, scale),
+          "fill random bf16 weight");
     }
   }
   ARGEN_CUDA_RETURN(cudaDeviceSynchronize(), "random weights");

@@ -1,7 +1,8 @@
-// The generation path's weights on the device: matrices in bf16 (q|k|v and
-// gate|up fused, as the CPU backend fuses them), norms and biases in f32, all
-// in one allocation. The text embedding table stays on the host (prefill reads
-// a few rows through the CPU weights' TextEmbeddings).
+// A ModelSpec's weights on the device: matrices and embedding tables in bf16
+// (q|k|v and gate|up fused, one GEMM each), norms and biases in f32, all in
+// one allocation. Loaded tensor by tensor from a WeightSource (no host copy of
+// the whole model). The text embedding table stays on the host: prefill reads
+// a few rows through the source.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -10,19 +11,25 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/cpu/cpu_weights.h"
 #include "engine/cuda/device_buffer.h"
-#include "engine/model/backend.h"
+#include "engine/model/model_spec.h"
+#include "engine/model/weight_source.h"
 
 namespace argen::cuda {
 
 using bf16 = __nv_bfloat16;
 
+struct DeviceNorm {
+  const float* weight = nullptr;
+  const float* bias = nullptr;  // LayerNorm; null: RMSNorm
+};
+
 struct DeviceLayer {
-  const float* input_norm = nullptr;
+  DeviceNorm input_norm;
   const bf16* qkv = nullptr;      // [(heads + 2 kv_heads) * head_dim, hidden]
   const bf16* o = nullptr;        // [hidden, heads * head_dim]
-  const float* post_norm = nullptr;
+  DeviceNorm q_norm, k_norm;      // [heads (kv_heads) * head_dim]; qk_norm only
+  DeviceNorm post_norm;
   const bf16* gate_up = nullptr;  // [2 * intermediate, hidden]
   const bf16* down = nullptr;     // [hidden, intermediate]
 };
@@ -30,21 +37,20 @@ struct DeviceLayer {
 struct DeviceWeights {
   DeviceBuffer storage;
   std::vector<DeviceLayer> layers;
-  const float* final_norm = nullptr;
-  const bf16* gen_embed = nullptr;                    // [image_vocab, image_embed_dim]
-  const bf16* fc1_w = nullptr; const float* fc1_b = nullptr;  // [hidden, image_embed_dim]
-  const bf16* fc2_w = nullptr; const float* fc2_b = nullptr;  // [hidden, hidden]
-  const bf16* head_proj_w = nullptr; const float* head_proj_b = nullptr;  // [head_embed, hidden]
-  const bf16* head_out_w = nullptr; const float* head_out_b = nullptr;    // [image_vocab, head_embed]
+  DeviceNorm final_norm;
+  const bf16* input_table = nullptr;  // [input rows, input width]
+  const bf16* fc1_w = nullptr; const float* fc1_b = nullptr;  // null: no input MLP
+  const bf16* fc2_w = nullptr; const float* fc2_b = nullptr;
+  const bf16* projector_w = nullptr; const float* projector_b = nullptr;  // null: no projector
+  const bf16* head_w = nullptr; const float* head_b = nullptr;            // head_b null: no bias
   int64_t bytes = 0;
 };
 
-// Converts the CPU backend's f32 weights (already shape-checked) and uploads them.
-absl::StatusOr<DeviceWeights> UploadWeights(const cpu::CpuWeights& w, const model::ModelDims& dims);
+// Converts the source's f32 tensors (shapes are the spec's) and uploads them.
+absl::StatusOr<DeviceWeights> UploadWeights(const model::ModelSpec& spec, const model::WeightSource& source);
 
 // Random weights generated on the device (benchmarks): matrices uniform with
-// standard deviation `scale`, norms 1, biases 0. Nothing crosses the bus.
-absl::StatusOr<DeviceWeights> RandomDeviceWeights(const model::ModelDims& dims, uint64_t seed,
-                                                  float scale);
+// standard deviation `scale`, norm weights 1, biases 0. Nothing crosses the bus.
+absl::StatusOr<DeviceWeights> RandomDeviceWeights(const model::ModelSpec& spec, uint64_t seed, float scale);
 
 }  // namespace argen::cuda

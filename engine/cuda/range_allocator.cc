@@ -23,6 +23,16 @@ absl::StatusOr<int64_t> RangeAllocator::Allocate(int64_t size, const char* what)
                                                    capacity_, " (", in_use_, " in use)"));
 }
 
+bool RangeAllocator::CanAllocate(int64_t size, int64_t count) const {
+  if (size <= 0) size = 1;
+  int64_t fits = 0;
+  for (const auto& [offset, length] : free_) {
+    fits += length / size;
+    if (fits >= count) return true;
+  }
+  return fits >= count;
+}
+
 void RangeAllocator::Free(int64_t offset) {
   auto u = used_.find(offset);
   if (u == used_.end()) return;

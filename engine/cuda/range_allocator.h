@@ -15,6 +15,10 @@ class RangeAllocator {
   explicit RangeAllocator(int64_t capacity = 0);
   // ResourceExhausted (naming `what`) when no free range is large enough.
   absl::StatusOr<int64_t> Allocate(int64_t size, const char* what);
+  // Whether `count` Allocate(size) calls in a row would all succeed now.
+  // Exact: first fit carves equal sizes from the front of each free range in
+  // turn, so a range of L holds floor(L / size) of them.
+  bool CanAllocate(int64_t size, int64_t count) const;
   void Free(int64_t offset);  // unknown offsets are ignored
   int64_t capacity() const { return capacity_; }
   int64_t in_use() const { return in_use_; }

@@ -4,8 +4,9 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/sparse/policy.h"
+#include "engine/request_rules.h"
 #include "engine/sparse/policy_params.h"
+#include "kernels/sparse/policy.h"
 
 namespace argen::model {
 
@@ -14,37 +15,16 @@ GenericEngine::GenericEngine(std::unique_ptr<Backend> backend, PromptEncoder enc
     : backend_(std::move(backend)),
       encoder_(std::move(encoder)),
       decoder_(std::move(decoder)),
-      config_(std::move(config)) {}
+      config_(std::move(config)),
+      sampled_offset_(backend_->spec().input.sampled_offset) {
+  engine::ModelInfo& info = config_.info;
+  info.image_vocab = backend_->spec().logits();
+  info.kv_budget_bytes = backend_->PoolBytes();
+  info.kv_bytes_per_token_row = backend_->KvBytesPerTokenRow();
+}
 
 GenericEngine::~GenericEngine() {
   for (auto& [id, g] : groups_) FreeRows(g);
-}
-
-absl::Status GenericEngine::ValidateRequest(const engine::GenerationRequest& r) const {
-  const int32_t max_images = std::min(config_.max_images_per_request, config_.max_batch_rows / 2);
-  if (r.prompt.empty()) return absl::InvalidArgumentError("prompt must not be empty");
-  if (r.num_images < 1 || r.num_images > max_images) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_images must be in [1, ", max_images, "], got ", r.num_images));
-  }
-  const engine::SamplingParams& s = r.sampling;
-  if (!(s.temperature > 0.0f) || !std::isfinite(s.temperature)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sampling.temperature must be a finite number > 0, got ", s.temperature));
-  }
-  if (s.top_k < 0 || s.top_k > config_.info.image_vocab) {
-    return absl::InvalidArgumentError(absl::StrCat("sampling.top_k must be in [0, ",
-                                                   config_.info.image_vocab, "], got ", s.top_k));
-  }
-  if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sampling.top_p must be in (0, 1], got ", s.top_p));
-  }
-  if (!std::isfinite(s.cfg_weight)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sampling.cfg_weight must be finite, got ", s.cfg_weight));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status GenericEngine::ValidatePromptIds(const std::vector<int32_t>& cond,
@@ -58,12 +38,12 @@ absl::Status GenericEngine::ValidatePromptIds(const std::vector<int32_t>& cond,
                                                    " tokens, over max_prompt_tokens ",
                                                    config_.info.max_prompt_tokens));
   }
-  const int32_t vocab = backend_->dims().text_vocab;
+  const int32_t vocab = backend_->spec().text_vocab();
   for (const std::vector<int32_t>* ids : {&cond, &uncond}) {
     for (int32_t id : *ids) {
       if (id < 0 || id >= vocab) {
         return absl::InvalidArgumentError(
-            absl::StrCat("prompt token id ", id, " is outside language_config.vocab_size ", vocab));
+            absl::StrCat("prompt token id ", id, " is outside the text vocabulary (vocab_size ", vocab, ")"));
       }
     }
   }
@@ -84,7 +64,7 @@ absl::StatusOr<sparse::ResolvedPolicy> GenericEngine::Resolve(const sparse::Poli
 
 absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(
     const engine::GenerationRequest& request) const {
-  if (absl::Status s = ValidateRequest(request); !s.ok()) return s;
+  if (absl::Status s = engine::ValidateRequest(request, config_.info); !s.ok()) return s;
   absl::StatusOr<sparse::ResolvedPolicy> policy = Resolve(request.policy);
   if (!policy.ok()) return policy.status();
   absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ids =
@@ -97,12 +77,22 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(
   p.cond_ids = std::move(ids->first);
   p.uncond_ids = std::move(ids->second);
   p.policy = *policy;
-  p.kv_bytes = backend_->KvBytesForRow(len, policy->n_slots) * 2 * request.num_images;
+  p.kv_bytes = backend_->RowBytes(len, *policy) * 2 * request.num_images;
+  if (absl::Status s = engine::CheckKvFits(p.kv_bytes, 2 * request.num_images, std::string(sparse::PolicyName(policy->kind)),
+                                           config_.info);
+      !s.ok()) {
+    return s;
+  }
   return p;
 }
 
+bool GenericEngine::CanAdd(const engine::PreparedRequest& request) const {
+  return backend_->CanAllocateRows(static_cast<int32_t>(request.cond_ids.size()), request.policy,
+                                   2 * request.request.num_images);
+}
+
 absl::StatusOr<engine::GroupId> GenericEngine::Add(const engine::PreparedRequest& request) {
-  if (absl::Status s = ValidateRequest(request.request); !s.ok()) return s;
+  if (absl::Status s = engine::ValidateRequest(request.request, config_.info); !s.ok()) return s;
   if (absl::Status s = ValidatePromptIds(request.cond_ids, request.uncond_ids); !s.ok()) return s;
   const int32_t len = static_cast<int32_t>(request.cond_ids.size());
   if (request.policy.l_dec != config_.info.image_tokens) {
@@ -141,9 +131,13 @@ void GenericEngine::FreeRows(Group& g) {
 
 void GenericEngine::Record(engine::GroupId id, Group& g, const int32_t* sampled,
                            engine::StepReport* report) {
-  for (size_t i = 0; i < g.tokens.size(); ++i) g.tokens[i].push_back(sampled[i]);
-  g.tokens_done += 1;
-  if (g.tokens_done >= config_.info.image_tokens) {
+  const int32_t t = g.tokens_done();
+  const int32_t forced =
+      t < static_cast<int32_t>(config_.forced_tokens.size()) ? config_.forced_tokens[t] : -1;
+  for (size_t i = 0; i < g.tokens.size(); ++i) {
+    g.tokens[i].push_back(forced >= 0 ? forced : sampled_offset_ + sampled[i]);
+  }
+  if (g.tokens_done() >= config_.info.image_tokens) {
     g.finished = true;
     FreeRows(g);
     report->finished.push_back(id);
@@ -162,7 +156,7 @@ absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
     while (next < pending_.size()) {
       Group& g = groups_.at(pending_[next]);
       if (!batch_rows_.empty() &&
-          batch_rows_.size() + g.rows.size() > static_cast<size_t>(config_.max_batch_rows)) {
+          batch_rows_.size() + g.rows.size() > static_cast<size_t>(config_.info.max_batch_rows)) {
         break;
       }
       for (size_t i = 0; i < g.sampling.size(); ++i) {
@@ -183,7 +177,6 @@ absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
     const int32_t* sampled = batch_sampled_.data();
     for (auto [id, images] : batch_groups_) {
       Group& g = groups_.at(id);
-      g.prefilled = true;
       Record(id, g, sampled, report);
       sampled += images;
       report->groups_prefilled += 1;
@@ -205,13 +198,13 @@ absl::Status GenericEngine::DecodeRunning(const std::vector<engine::GroupId>& id
     while (next < ids.size()) {
       Group& g = groups_.at(ids[next]);
       if (!batch_rows_.empty() &&
-          batch_rows_.size() + g.rows.size() > static_cast<size_t>(config_.max_batch_rows)) {
+          batch_rows_.size() + g.rows.size() > static_cast<size_t>(config_.info.max_batch_rows)) {
         break;
       }
       batch_rows_.insert(batch_rows_.end(), g.rows.begin(), g.rows.end());
       for (size_t i = 0; i < g.sampling.size(); ++i) {
         batch_tokens_.push_back(g.tokens[i].back());
-        batch_steps_.push_back(g.tokens_done - 1);
+        batch_steps_.push_back(g.tokens_done() - 1);
         batch_sampling_.push_back(g.sampling[i]);
       }
       batch_groups_.push_back({ids[next], static_cast<int32_t>(g.sampling.size())});
@@ -237,7 +230,7 @@ absl::StatusOr<engine::StepReport> GenericEngine::Step() {
   // groups prefilled now get their token 0 from the prefill.
   decode_ids_.clear();
   for (auto& [id, g] : groups_) {
-    if (g.prefilled && !g.finished) decode_ids_.push_back(id);
+    if (g.tokens_done() > 0 && !g.finished) decode_ids_.push_back(id);
   }
   if (absl::Status s = PrefillPending(&report); !s.ok()) return s;
   if (absl::Status s = DecodeRunning(decode_ids_, &report); !s.ok()) return s;
@@ -257,7 +250,7 @@ absl::StatusOr<engine::GroupState> GenericEngine::State(engine::GroupId id) cons
   if (it == groups_.end())
     return absl::NotFoundError(absl::StrCat("group ", id, " is not in the engine"));
   engine::GroupState s;
-  s.tokens_done = it->second.tokens_done;
+  s.tokens_done = it->second.tokens_done();
   s.tokens_total = config_.info.image_tokens;
   s.finished = it->second.finished;
   s.tokens = it->second.tokens;

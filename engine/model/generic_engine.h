@@ -1,16 +1,19 @@
 // The generic batch engine: implements engine::Engine (engine/engine.h) over
-// any model::Backend. It owns the request bookkeeping (groups of CFG row
-// pairs, step counters, sampled tokens) and nothing per element: each Step()
-// is at most one Prefill call per max_batch_rows rows of newly added groups
-// and one Decode call per max_batch_rows running rows.
+// any model::Backend, for any model family (the family supplies the prompt
+// encoder, the image decoder and its generation recipe). It owns the request
+// bookkeeping (groups of CFG row pairs, their tokens) and nothing per
+// element: each Step() is at most one Prefill call per max_batch_rows rows of
+// newly added groups and one Decode call per max_batch_rows running rows.
 //
-// Generation follows the official Janus generation_inference.py: the prompt
-// is prefilled for a cond and an uncond row per image, image token 0 is
-// sampled from the prefill's last position, and each later token from the
-// decode step that fed the previous token (through gen_embed -> gen_aligner)
-// to both rows; CFG logits = uncond + w * (cond - uncond), softmax(logits / T).
-// A group finishes after image_tokens tokens; its KV is freed at that moment
-// (and by Remove() at any time).
+// Generation (as in the official Janus generation_inference.py): the prompt
+// is prefilled for a cond and an uncond row per image, token 0 is sampled from
+// the prefill's last position, and each later token from the decode step that
+// fed the previous token (through the input stage) to both rows; CFG logits =
+// uncond + w * (cond - uncond), softmax(logits / T). A sampled logit v is
+// recorded as the input id sampled_offset + v; at a step the recipe forces,
+// the forced id is recorded instead of the sample (it is still fed back, so
+// it writes KV like any token). A group finishes after image_tokens tokens;
+// its KV is freed at that moment (and by Remove() at any time).
 //
 // Each Step() adds exactly one token to every group: newly added groups get
 // token 0 from their prefill, the others one decode token.
@@ -26,6 +29,8 @@
 
 #include "engine/engine.h"
 #include "engine/model/backend.h"
+#include "engine/sparse/policy_params.h"
+#include "kernels/sparse/policy_types.h"
 
 namespace argen::model {
 
@@ -38,10 +43,14 @@ using ImageDecoder = std::function<absl::StatusOr<std::vector<engine::RgbImage>>
     const std::vector<std::vector<int32_t>>& token_grids)>;
 
 struct GenericEngineConfig {
-  engine::ModelInfo info;        // image_tokens, image_vocab, max_prompt_tokens used for validation
-  int32_t max_batch_rows = 256;  // rows per backend call
-  int32_t max_images_per_request = 16;
-  // The token grid the grid policies and ssd see (width 0: SquareGrid(image_tokens)).
+  // The model and the limits. The engine takes image_vocab, kv_budget_bytes
+  // and kv_bytes_per_token_row from the backend (their owner); max_batch_rows
+  // must match the backend's options.
+  engine::ModelInfo info;
+  // [image_tokens] or empty: the input id forced at step t, -1 where sampled.
+  std::vector<int32_t> forced_tokens;
+  // The token grid the grid policies and ssd see (the family's; width 0:
+  // SquareGrid(image_tokens)).
   sparse::GridGeometry grid;
   // ssd's head classification (the model's ssd_heads.json); null: ssd is refused.
   std::shared_ptr<const sparse::HeadClasses> ssd_heads;
@@ -56,6 +65,7 @@ class GenericEngine final : public engine::Engine {
   const engine::ModelInfo& info() const override { return config_.info; }
   absl::StatusOr<engine::PreparedRequest> Prepare(
       const engine::GenerationRequest& request) const override;
+  bool CanAdd(const engine::PreparedRequest& request) const override;
   absl::StatusOr<engine::GroupId> Add(const engine::PreparedRequest& request) override;
   absl::StatusOr<engine::StepReport> Step() override;
   void Remove(engine::GroupId id) override;
@@ -68,17 +78,18 @@ class GenericEngine final : public engine::Engine {
   Backend& backend() { return *backend_; }
 
  private:
+  // A group's progress is its tokens: tokens_done() of them per image, and
+  // it is prefilled once it has one (the rows' own step counters live in the
+  // backend, model::RowState).
   struct Group {
     engine::PreparedRequest request;
     std::vector<RowId> rows;                   // cond, uncond per image
     std::vector<SamplingSpec> sampling;        // per image
     std::vector<std::vector<int32_t>> tokens;  // [image][token]
-    int32_t tokens_done = 0;
-    bool prefilled = false;
     bool finished = false;
+    int32_t tokens_done() const { return static_cast<int32_t>(tokens[0].size()); }
   };
 
-  absl::Status ValidateRequest(const engine::GenerationRequest& r) const;
   // sparse::ResolvePolicy with the model's grid and head classification.
   absl::StatusOr<sparse::ResolvedPolicy> Resolve(const sparse::PolicyParams& params) const;
   // Lengths, max_prompt_tokens and ids inside the text vocabulary, so a bad
@@ -95,6 +106,7 @@ class GenericEngine final : public engine::Engine {
   PromptEncoder encoder_;
   ImageDecoder decoder_;
   GenericEngineConfig config_;
+  int32_t sampled_offset_ = 0;
   std::map<engine::GroupId, Group> groups_;  // ordered: batches are built in Add order
   std::vector<engine::GroupId> pending_;     // added since the last Step
   engine::GroupId next_id_ = 1;

@@ -5,7 +5,31 @@
 #include <functional>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
+
 namespace argen::model {
+
+absl::Status CheckTemperature(double t) {
+  if (std::isfinite(t) && t >= 0 && t <= kMaxTemperature) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("must be in [0, ", kMaxTemperature, "] (0: greedy), got ", t));
+}
+
+absl::Status CheckCfgWeight(double w) {
+  if (std::isfinite(w) && w >= 0 && w <= kMaxCfgWeight) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("must be in [0, ", kMaxCfgWeight, "], got ", w));
+}
+
+absl::Status CheckTopK(int64_t k, int64_t vocab) {
+  if (k >= 0 && (vocab <= 0 || k <= vocab)) return absl::OkStatus();
+  if (vocab <= 0) return absl::InvalidArgumentError(absl::StrCat("must be >= 0, got ", k));
+  return absl::InvalidArgumentError(absl::StrCat("must be in [0, ", vocab, "], got ", k));
+}
+
+absl::Status CheckTopP(double p) {
+  if (p > 0 && p <= 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("must be in (0, 1], got ", p));
+}
 
 HostSampler::HostSampler(int32_t vocab)
     : vocab_(vocab), logits_(vocab), probs_(vocab), sorted_(vocab) {}
@@ -13,6 +37,21 @@ HostSampler::HostSampler(int32_t vocab)
 int32_t HostSampler::Sample(const float* cond, const float* uncond, const SamplingSpec& spec,
                             float u) {
   const int32_t n = vocab_;
+  if (spec.temperature == 0.0f) {
+    // Greedy: the first index of the largest guided logit.
+    int32_t best = 0;
+    float best_logit = -std::numeric_limits<float>::infinity();
+    for (int32_t v = 0; v < n; ++v) {
+      const float l = uncond[v] + spec.cfg_weight * (cond[v] - uncond[v]);
+      if (l > best_logit) {
+        best_logit = l;
+        best = v;
+      }
+    }
+    std::fill(probs_.begin(), probs_.end(), 0.0f);
+    probs_[best] = 1.0f;
+    return best;
+  }
   const float inv_t = 1.0f / spec.temperature;
   for (int32_t v = 0; v < n; ++v) {
     logits_[v] = (uncond[v] + spec.cfg_weight * (cond[v] - uncond[v])) * inv_t;

@@ -36,8 +36,10 @@ constexpr NamedKind kNames[] = {
     {"diagonal+sink4", PolicyKind::kDiagonalSink4},
 };
 
+// Names the request field (policy.<field>), so the message reads the same
+// from the server, the tools and the engine.
 absl::Status Invalid(PolicyKind kind, std::string_view field, std::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat("sparsity policy ", std::string(PolicyName(kind)), ": ",
+  return absl::InvalidArgumentError(absl::StrCat("sparsity policy ", std::string(PolicyName(kind)), ": policy.",
                                                  std::string(field), " ", std::string(why)));
 }
 

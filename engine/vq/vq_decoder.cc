@@ -36,7 +36,7 @@ struct ScratchPlan {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<VqDecoder>> VqDecoder::Create(const checkpoint::Checkpoint& checkpoint,
-                                                             const checkpoint::GenVisionConfig& config,
+                                                             const vq::Vq16Config& config,
                                                              int32_t threads) {
   auto weights = LoadVqDecoderWeights(checkpoint, config);
   if (!weights.ok()) return weights.status();
@@ -44,7 +44,7 @@ absl::StatusOr<std::unique_ptr<VqDecoder>> VqDecoder::Create(const checkpoint::C
 }
 
 absl::StatusOr<std::unique_ptr<VqDecoder>> VqDecoder::Create(VqDecoderWeights weights,
-                                                             const checkpoint::GenVisionConfig& config,
+                                                             const vq::Vq16Config& config,
                                                              int32_t threads) {
   if (threads < 0)
     return absl::InvalidArgumentError(absl::StrCat("VqDecoder: threads must be >= 0, got ", threads));
@@ -59,7 +59,7 @@ absl::StatusOr<std::unique_ptr<VqDecoder>> VqDecoder::Create(VqDecoderWeights we
   return std::unique_ptr<VqDecoder>(new VqDecoder(std::move(weights), config, threads));
 }
 
-VqDecoder::VqDecoder(VqDecoderWeights weights, const checkpoint::GenVisionConfig& config, int32_t threads)
+VqDecoder::VqDecoder(VqDecoderWeights weights, const vq::Vq16Config& config, int32_t threads)
     : weights_(std::move(weights)), config_(config), pool_(threads) {
   const int32_t g = config_.token_grid();
   ScratchPlan plan;

@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/checkpoint/janus_config.h"
+#include "engine/vq/vq_config.h"
 #include "engine/engine.h"
 #include "engine/parallel/thread_pool.h"
 #include "engine/vq/vq_weights.h"
@@ -33,11 +33,11 @@ class VqDecoder {
   // Loads gen_vision_model.* from `checkpoint` (errors name the tensor and file).
   // threads: element-wise worker threads (0: all cores, 1: the caller only).
   static absl::StatusOr<std::unique_ptr<VqDecoder>> Create(const checkpoint::Checkpoint& checkpoint,
-                                                           const checkpoint::GenVisionConfig& config,
+                                                           const vq::Vq16Config& config,
                                                            int32_t threads = 0);
   // From weights already loaded (shapes must match `config`, as LoadVqDecoderWeights makes them).
   static absl::StatusOr<std::unique_ptr<VqDecoder>> Create(VqDecoderWeights weights,
-                                                           const checkpoint::GenVisionConfig& config,
+                                                           const vq::Vq16Config& config,
                                                            int32_t threads = 0);
 
   // Each grid: token_grid()^2 codebook ids in raster order (row by row).
@@ -56,7 +56,7 @@ class VqDecoder {
   size_t scratch_bytes() const;
 
  private:
-  VqDecoder(VqDecoderWeights weights, const checkpoint::GenVisionConfig& config, int32_t threads);
+  VqDecoder(VqDecoderWeights weights, const vq::Vq16Config& config, int32_t threads);
   absl::Status ValidateGrid(std::span<const int32_t> tokens, size_t grid_index) const;
   // Runs the network on validated tokens; leaves [3, S, S] in the returned buffer.
   const float* Run(std::span<const int32_t> tokens);
@@ -64,7 +64,7 @@ class VqDecoder {
   void AttnBlock(const AttnBlockWeights& w, int32_t h, int32_t wd);
 
   VqDecoderWeights weights_;
-  checkpoint::GenVisionConfig config_;
+  vq::Vq16Config config_;
   std::mutex mu_;  // guards the pool and the scratch below
   parallel::ThreadPool pool_;
   // Three activation buffers: x_ holds the running activation, a_ and b_ are temporaries.

@@ -111,7 +111,7 @@ constexpr int32_t kMaxTokenGrid = 64;
 
 }  // namespace
 
-absl::Status ValidateVqConfig(const checkpoint::GenVisionConfig& c) {
+absl::Status ValidateVqConfig(const vq::Vq16Config& c) {
   auto bad = [](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat("gen_vision_config: ", what));
   };
@@ -148,7 +148,7 @@ absl::Status ValidateVqConfig(const checkpoint::GenVisionConfig& c) {
 }
 
 absl::StatusOr<VqDecoderWeights> LoadVqDecoderWeights(const checkpoint::Checkpoint& checkpoint,
-                                                      const checkpoint::GenVisionConfig& config,
+                                                      const vq::Vq16Config& config,
                                                       const std::string& prefix) {
   if (absl::Status s = ValidateVqConfig(config); !s.ok()) return s;
   Loader load(checkpoint, prefix);

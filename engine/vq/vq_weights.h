@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/checkpoint/janus_config.h"
+#include "engine/vq/vq_config.h"
 
 namespace argen::vq {
 
@@ -62,12 +62,12 @@ struct VqDecoderWeights {
 };
 
 // Checks the configuration (error names the gen_vision_config parameter).
-absl::Status ValidateVqConfig(const checkpoint::GenVisionConfig& config);
+absl::Status ValidateVqConfig(const vq::Vq16Config& config);
 
 // Loads every decoder tensor under `prefix` with the shape the config implies;
 // errors (from the checkpoint) name the tensor, the file and both shapes.
 absl::StatusOr<VqDecoderWeights> LoadVqDecoderWeights(const checkpoint::Checkpoint& checkpoint,
-                                                      const checkpoint::GenVisionConfig& config,
+                                                      const vq::Vq16Config& config,
                                                       const std::string& prefix = "gen_vision_model.");
 
 }  // namespace argen::vq

@@ -150,7 +150,7 @@ Bf16VqNetwork::Bf16VqNetwork(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 Bf16VqNetwork::~Bf16VqNetwork() = default;
 
 absl::StatusOr<std::unique_ptr<Bf16VqNetwork>> Bf16VqNetwork::Create(const VqDecoderWeights& weights,
-                                                                     const checkpoint::GenVisionConfig& config,
+                                                                     const vq::Vq16Config& config,
                                                                      const Bf16VqOptions& options, cudaStream_t stream,
                                                                      cublasHandle_t cublas) {
   auto program = VqProgram::Build(weights, config);
@@ -357,7 +357,7 @@ struct Bf16VqNetwork::Impl {
 Bf16VqNetwork::Bf16VqNetwork(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Bf16VqNetwork::~Bf16VqNetwork() = default;
 absl::StatusOr<std::unique_ptr<Bf16VqNetwork>> Bf16VqNetwork::Create(const VqDecoderWeights&,
-                                                                     const checkpoint::GenVisionConfig&,
+                                                                     const vq::Vq16Config&,
                                                                      const Bf16VqOptions&, cudaStream_t,
                                                                      cublasHandle_t) {
   return absl::FailedPreconditionError("bf16 VQ: this build has no cuDNN (cudnn.h / libcudnn not found at configure)");

@@ -25,7 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "engine/checkpoint/janus_config.h"
+#include "engine/vq/vq_config.h"
 #include "engine/vq/vq_weights.h"
 
 namespace argen::vq {
@@ -45,7 +45,7 @@ class Bf16VqNetwork {
   // FailedPrecondition: the path cannot run here (layout, cuDNN missing or NOT_SUPPORTED);
   // ResourceExhausted: memory.
   static absl::StatusOr<std::unique_ptr<Bf16VqNetwork>> Create(const VqDecoderWeights& weights,
-                                                               const checkpoint::GenVisionConfig& config,
+                                                               const vq::Vq16Config& config,
                                                                const Bf16VqOptions& options, cudaStream_t stream,
                                                                cublasHandle_t cublas);
   ~Bf16VqNetwork();

@@ -132,7 +132,7 @@ const char* VqPrecisionName(VqPrecision p) {
 }
 
 struct CudaVqDecoder::State {
-  checkpoint::GenVisionConfig config;
+  vq::Vq16Config config;
   CudaVqOptions options;
   int device = 0;
   cudaStream_t stream = nullptr;
@@ -286,7 +286,7 @@ struct CudaVqDecoder::State {
 };
 
 absl::StatusOr<std::unique_ptr<CudaVqDecoder>> CudaVqDecoder::Create(const checkpoint::Checkpoint& checkpoint,
-                                                                     const checkpoint::GenVisionConfig& config,
+                                                                     const vq::Vq16Config& config,
                                                                      const CudaVqOptions& options) {
   auto weights = LoadVqDecoderWeights(checkpoint, config);
   if (!weights.ok()) return weights.status();
@@ -296,7 +296,7 @@ absl::StatusOr<std::unique_ptr<CudaVqDecoder>> CudaVqDecoder::Create(const check
 // The fp32 / TF32 path: the weight blob, the chunk from the workspace limit, its buffers.
 absl::Status CudaVqDecoder::SetupFp32(State& st, const VqDecoderWeights& weights) {
   State* s = &st;
-  const checkpoint::GenVisionConfig& config = s->config;
+  const vq::Vq16Config& config = s->config;
   const CudaVqOptions& options = s->options;
   // Host blob of every weight, in one upload.
   Blob blob;
@@ -380,7 +380,7 @@ absl::Status CudaVqDecoder::SetupFp32(State& st, const VqDecoderWeights& weights
 }
 
 absl::StatusOr<std::unique_ptr<CudaVqDecoder>> CudaVqDecoder::Create(VqDecoderWeights weights,
-                                                                     const checkpoint::GenVisionConfig& config,
+                                                                     const vq::Vq16Config& config,
                                                                      const CudaVqOptions& options) {
   if (options.max_images_per_chunk < 1 || options.max_images_per_chunk > kMaxChunkImages) {
     return absl::InvalidArgumentError(absl::StrCat("CudaVqDecoder: max_images_per_chunk must be in [1, ",

@@ -48,7 +48,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/checkpoint/janus_config.h"
+#include "engine/vq/vq_config.h"
 #include "engine/engine.h"
 #include "engine/vq/vq_weights.h"
 
@@ -84,10 +84,10 @@ class CudaVqDecoder {
   // and file), validates the options, uploads the weights and allocates every
   // buffer. No GPU or too little memory: a Status (ResourceExhausted for memory).
   static absl::StatusOr<std::unique_ptr<CudaVqDecoder>> Create(const checkpoint::Checkpoint& checkpoint,
-                                                               const checkpoint::GenVisionConfig& config,
+                                                               const vq::Vq16Config& config,
                                                                const CudaVqOptions& options = {});
   static absl::StatusOr<std::unique_ptr<CudaVqDecoder>> Create(VqDecoderWeights weights,
-                                                               const checkpoint::GenVisionConfig& config,
+                                                               const vq::Vq16Config& config,
                                                                const CudaVqOptions& options = {});
   ~CudaVqDecoder();
   CudaVqDecoder(const CudaVqDecoder&) = delete;

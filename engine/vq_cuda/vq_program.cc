@@ -55,7 +55,7 @@ std::vector<std::pair<int32_t, int32_t>> VqPieces(int32_t n, const std::vector<i
 // residual stream's buffer and pending bias.
 class VqProgramBuilder {
  public:
-  VqProgramBuilder(const checkpoint::GenVisionConfig& config, VqProgram* p, bool keep_exact)
+  VqProgramBuilder(const vq::Vq16Config& config, VqProgram* p, bool keep_exact)
       : config_(config), p_(*p), keep_exact_(keep_exact) {}
 
   absl::Status Build(const VqDecoderWeights& w) {
@@ -313,14 +313,14 @@ class VqProgramBuilder {
     for (int32_t o = 0; o < c; ++o) pb_[o] += at.proj_out.bias[o];
     return absl::OkStatus();
   }
-  const checkpoint::GenVisionConfig& config_;
+  const vq::Vq16Config& config_;
   VqProgram& p_;
   bool keep_exact_;
   int x_ = 0, a_ = 1, b_ = 2;   // buffer of the residual stream and the two temporaries
   std::vector<double> pb_;      // pending bias of x_
 };
 
-absl::StatusOr<VqProgram> VqProgram::Build(const VqDecoderWeights& weights, const checkpoint::GenVisionConfig& config,
+absl::StatusOr<VqProgram> VqProgram::Build(const VqDecoderWeights& weights, const vq::Vq16Config& config,
                                            bool keep_exact_weights) {
   if (absl::Status s = ValidateVqConfig(config); !s.ok()) return s;
   VqProgram p;

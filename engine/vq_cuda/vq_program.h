@@ -38,7 +38,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "engine/checkpoint/janus_config.h"
+#include "engine/vq/vq_config.h"
 #include "engine/vq/vq_weights.h"
 
 namespace argen::vq {
@@ -145,7 +145,7 @@ class VqProgram {
  public:
   // keep_exact_weights: also keep the half weights unrounded (half_weights_exact(),
   // same offsets), for the host emulation's fp32 mode.
-  static absl::StatusOr<VqProgram> Build(const VqDecoderWeights& weights, const checkpoint::GenVisionConfig& config,
+  static absl::StatusOr<VqProgram> Build(const VqDecoderWeights& weights, const vq::Vq16Config& config,
                                          bool keep_exact_weights = false);
 
   const std::vector<VqOp>& ops() const { return ops_; }

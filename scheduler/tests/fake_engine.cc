@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/request_rules.h"
 #include "engine/sparse/policy_params.h"
 
 namespace argen::scheduler::testing {
@@ -22,22 +23,14 @@ FakeEngine::FakeEngine(FakeEngineOptions options) : options_(options) {
   info_.head_dim = 8;
   info_.hidden_size = 8;
   info_.kv_bytes_per_token_row = options.kv_bytes_per_token_row;
+  info_.kv_budget_bytes = options.kv_budget_bytes;
+  info_.max_batch_rows = options.max_batch_rows;
+  info_.max_images_per_request = options.max_images_per_request;
 }
 
 absl::StatusOr<engine::PreparedRequest> FakeEngine::Prepare(
     const engine::GenerationRequest& request) const {
-  if (request.prompt.empty()) return absl::InvalidArgumentError("prompt: must not be empty");
-  if (request.num_images < 1 || request.num_images > 16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_images: must be in [1, 16], got ", request.num_images));
-  }
-  if (!(request.sampling.temperature > 0)) {
-    return absl::InvalidArgumentError("sampling.temperature: must be > 0");
-  }
-  if (request.sampling.top_k < 0) return absl::InvalidArgumentError("sampling.top_k: must be >= 0");
-  if (!(request.sampling.top_p > 0 && request.sampling.top_p <= 1)) {
-    return absl::InvalidArgumentError("sampling.top_p: must be in (0, 1]");
-  }
+  if (absl::Status s = engine::ValidateRequest(request, info_); !s.ok()) return s;
   const int32_t prompt_tokens = FakePromptTokens(request.prompt);
   if (prompt_tokens > options_.max_prompt_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("prompt: ", prompt_tokens, " tokens exceed ",
@@ -53,7 +46,17 @@ absl::StatusOr<engine::PreparedRequest> FakeEngine::Prepare(
   out.policy = *policy;
   out.kv_bytes = int64_t{2} * request.num_images * (prompt_tokens + policy->n_slots) *
                  options_.kv_bytes_per_token_row;
+  if (absl::Status s = engine::CheckKvFits(out.kv_bytes, 2 * request.num_images,
+                                           std::string(sparse::PolicyName(policy->kind)), info_);
+      !s.ok()) {
+    return s;
+  }
   return out;
+}
+
+bool FakeEngine::CanAdd(const engine::PreparedRequest& request) const {
+  absl::MutexLock lock(&mu_);
+  return kv_in_use_ + request.kv_bytes <= info_.kv_budget_bytes;
 }
 
 void FakeEngine::CheckThread() const {
@@ -65,6 +68,9 @@ void FakeEngine::CheckThread() const {
 absl::StatusOr<engine::GroupId> FakeEngine::Add(const engine::PreparedRequest& request) {
   absl::MutexLock lock(&mu_);
   CheckThread();
+  if (kv_in_use_ + request.kv_bytes > info_.kv_budget_bytes) {
+    return absl::ResourceExhaustedError("fake KV pool: full");
+  }
   const engine::GroupId id = next_id_++;
   Group g;
   g.request = request;

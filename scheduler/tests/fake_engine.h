@@ -1,6 +1,7 @@
 // A deterministic engine::Engine double for scheduler and server tests. It
-// keeps the engine contract (one token per image per Step, prefill of newly
-// added groups in the next Step, KV reserved at Add and freed at Remove, one
+// keeps the engine contract (the real request rules of engine/request_rules.h
+// in Prepare, one token per image per Step, prefill of newly added groups in
+// the next Step, KV reserved at Add and freed at Remove, CanAdd exact, one
 // calling thread for the stepping API) and records what the scheduler did so
 // tests can assert on it. Tokens and pixels are pure functions of the seed.
 #pragma once
@@ -24,6 +25,10 @@ struct FakeEngineOptions {
   int32_t image_vocab = 64;
   int64_t kv_bytes_per_token_row = 1000;
   int32_t max_prompt_tokens = 64;
+  // The limits it reports and enforces (the engine owns them).
+  int64_t kv_budget_bytes = int64_t{1} << 24;
+  int32_t max_batch_rows = 64;
+  int32_t max_images_per_request = 16;
   absl::Duration step_time = absl::ZeroDuration();    // sleep in every Step
   absl::Duration decode_time = absl::ZeroDuration();  // sleep in every DecodeImages
   int64_t fail_step = -1;                 // Step() with this index returns an error
@@ -38,6 +43,7 @@ class FakeEngine : public engine::Engine {
 
   const engine::ModelInfo& info() const override { return info_; }
   absl::StatusOr<engine::PreparedRequest> Prepare(const engine::GenerationRequest& request) const override;
+  bool CanAdd(const engine::PreparedRequest& request) const override;
   absl::StatusOr<engine::GroupId> Add(const engine::PreparedRequest& request) override;
   absl::StatusOr<engine::StepReport> Step() override;
   void Remove(engine::GroupId id) override;
@@ -46,6 +52,11 @@ class FakeEngine : public engine::Engine {
   int32_t RunningRows() const override;
   absl::StatusOr<std::vector<engine::RgbImage>> DecodeImages(
       const std::vector<std::vector<int32_t>>& token_grids) override;
+
+  const FakeEngineOptions& options() const { return options_; }
+  // Changes the limits before a scheduler is made over the engine.
+  void SetKvBudget(int64_t bytes) { info_.kv_budget_bytes = bytes; }
+  void SetMaxBatchRows(int32_t rows) { info_.max_batch_rows = rows; }
 
   // The token image `image` of a request with `seed` has at step t.
   int32_t ExpectedToken(uint64_t seed, int32_t image, int32_t t) const;

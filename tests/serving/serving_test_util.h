@@ -26,6 +26,7 @@ class WatchingEngine : public engine::Engine {
   absl::StatusOr<engine::PreparedRequest> Prepare(const engine::GenerationRequest& r) const override {
     return inner_->Prepare(r);
   }
+  bool CanAdd(const engine::PreparedRequest& r) const override { return inner_->CanAdd(r); }
   absl::StatusOr<engine::GroupId> Add(const engine::PreparedRequest& r) override;
   absl::StatusOr<engine::StepReport> Step() override;
   void Remove(engine::GroupId id) override { inner_->Remove(id); }

@@ -6,9 +6,11 @@
 #include <string>
 
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/checkpoint/generation_tensors.h"
-#include "engine/checkpoint/janus_config.h"
 #include "engine/engine.h"
+#include "engine/model/weight_source.h"
+#include "engine/models/janus/janus_config.h"
+#include "engine/models/janus/janus_spec.h"
+#include "engine/models/registry.h"
 #include "engine/sparse/ssd_heads.h"
 #include "gtest/gtest.h"
 #include "kernels/sparse/policy.h"
@@ -22,13 +24,18 @@ std::string ShippedModelDir() {
 }
 
 TEST(ShippedModelTest, LoadsAndValidatesForGeneration) {
-  auto config = checkpoint::LoadJanusConfig(ShippedModelDir());
+  auto config = janus::LoadJanusConfig(ShippedModelDir());
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->gen_vision.token_grid(), 24);
   EXPECT_EQ(config->gen_vision.image_tokens(), 576);
   auto ckpt = checkpoint::Checkpoint::Open(ShippedModelDir());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  EXPECT_TRUE(checkpoint::ValidateForGeneration(**ckpt, *config).ok());
+  auto spec = janus::JanusSpec(*config);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(model::ValidateTensors(**ckpt, *spec).ok());
+  auto family = models::LoadFamilyModel(ShippedModelDir());
+  ASSERT_TRUE(family.ok()) << family.status();
+  EXPECT_EQ(family->family, "janus");
 }
 
 // ssd's head classification ships next to the model (docs/policies.md): it
@@ -38,7 +45,7 @@ TEST(ShippedModelTest, ShipsTheSsdHeadClassification) {
   absl::StatusOr<sparse::HeadClasses> heads =
       sparse::LoadHeadClasses(ShippedModelDir() + "/" + sparse::kSsdHeadsFile);
   ASSERT_TRUE(heads.ok()) << heads.status();
-  auto config = checkpoint::LoadJanusConfig(ShippedModelDir());
+  auto config = janus::LoadJanusConfig(ShippedModelDir());
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(heads->layers, config->language.num_hidden_layers);
   EXPECT_EQ(heads->kv_heads, config->language.num_key_value_heads);

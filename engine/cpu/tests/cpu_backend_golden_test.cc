@@ -56,7 +56,7 @@ void CheckPrefillAndBatchedDecode(const std::string& case_name, bool parallel_ro
   ASSERT_NE(loaded.backend, nullptr);
   if (parallel_rows) dynamic_cast<CpuBackend&>(*loaded.backend).set_min_parallel_work(0);
   model::Backend& backend = *loaded.backend;
-  const int32_t vocab = loaded.dims.image_vocab;
+  const int32_t vocab = loaded.spec.logits();
   absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy({}, 64);
   ASSERT_TRUE(dense.ok()) << dense.status();
 
@@ -194,8 +194,8 @@ TEST_P(LlamaGoldenTest, AttentionObserverSeesTransformersAttentionWeights) {
     const std::vector<int32_t> token = {image_tokens[t]}, step = {t};
     ASSERT_TRUE(loaded.backend->Decode({rows, token, step, sampling}, {sampled, nullptr}).ok());
   }
-  EXPECT_EQ(observed, static_cast<int32_t>(image_tokens.size()) * loaded.dims.num_layers *
-                          loaded.dims.num_heads);
+  EXPECT_EQ(observed, static_cast<int32_t>(image_tokens.size()) * loaded.spec.stack.num_layers *
+                          loaded.spec.stack.num_heads);
   EXPECT_LE(max_error, 1e-5);
 }
 

@@ -10,10 +10,11 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/checkpoint/janus_config.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/backend_registry.h"
-#include "engine/model/model_dims.h"
+#include "engine/model/weight_source.h"
+#include "engine/models/janus/janus_config.h"
+#include "engine/models/janus/janus_spec.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -44,11 +45,11 @@ inline double RelativeError(const float* actual, const std::vector<float>& expec
 }
 
 struct LoadedBackend {
-  model::ModelDims dims;
+  model::ModelSpec spec;
   std::unique_ptr<model::Backend> backend;
 };
 
-// Loads a tiny checkpoint (path relative to the source tree) into a CPU backend.
+// Loads a tiny Janus checkpoint (path relative to the source tree) into a CPU backend.
 inline LoadedBackend LoadTinyBackend(const std::string& relative_dir,
                                      float rope_theta_override = 0.0f,
                                      model::BackendOptions options = {}) {
@@ -57,16 +58,16 @@ inline LoadedBackend LoadTinyBackend(const std::string& relative_dir,
   absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = checkpoint::Checkpoint::Open(dir);
   EXPECT_TRUE(ckpt.ok()) << ckpt.status();
   if (!ckpt.ok()) return out;
-  absl::StatusOr<checkpoint::JanusConfig> config = checkpoint::LoadJanusConfig(dir);
+  absl::StatusOr<janus::JanusConfig> config = janus::LoadJanusConfig(dir);
   EXPECT_TRUE(config.ok()) << config.status();
   if (!config.ok()) return out;
-  absl::StatusOr<model::ModelDims> dims = model::ModelDimsFromConfig(*config);
-  EXPECT_TRUE(dims.ok()) << dims.status();
-  if (!dims.ok()) return out;
-  out.dims = *dims;
-  if (rope_theta_override > 0.0f) out.dims.rope_theta = rope_theta_override;
+  absl::StatusOr<model::ModelSpec> spec = janus::JanusSpec(*config);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  if (!spec.ok()) return out;
+  out.spec = *spec;
+  if (rope_theta_override > 0.0f) out.spec.stack.rope_theta = rope_theta_override;
   absl::StatusOr<std::unique_ptr<model::Backend>> backend = model::CreateCpuBackend(
-      std::shared_ptr<const checkpoint::Checkpoint>(std::move(*ckpt)), out.dims, options);
+      out.spec, model::CheckpointWeights(std::move(*ckpt)), options);
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (backend.ok()) out.backend = std::move(*backend);
   return out;

@@ -18,10 +18,11 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/checkpoint/janus_config.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/model/backend_registry.h"
-#include "engine/model/model_dims.h"
+#include "engine/model/weight_source.h"
+#include "engine/models/janus/janus_config.h"
+#include "engine/models/janus/janus_spec.h"
 #include "engine/sparse/policy_params.h"
 
 namespace argen::cuda {
@@ -30,22 +31,29 @@ namespace {
 constexpr double kLogitTolerance = 3e-2;  // ||cuda - cpu|| / ||cpu|| per row, bf16 weights and KV
 constexpr double kMinTokenAgreement = 0.85;
 
+struct Dims {
+  int32_t image_vocab = 0, text_vocab = 0;
+};
+
 struct Backends {
-  model::ModelDims dims;
+  Dims dims;
   std::unique_ptr<model::Backend> cpu, cuda;
 };
+
+absl::StatusOr<model::ModelSpec> TinySpec(const std::string& dir) {
+  absl::StatusOr<janus::JanusConfig> config = janus::LoadJanusConfig(dir);
+  if (!config.ok()) return config.status();
+  return janus::JanusSpec(*config);
+}
 
 Backends Load(const std::string& relative) {
   Backends b;
   const char* src = std::getenv("ARGEN_SOURCE_DIR");
   const std::string dir = std::string(src ? src : ".") + "/" + relative;
-  absl::StatusOr<checkpoint::JanusConfig> config = checkpoint::LoadJanusConfig(dir);
-  EXPECT_TRUE(config.ok()) << config.status();
-  if (!config.ok()) return b;
-  absl::StatusOr<model::ModelDims> dims = model::ModelDimsFromConfig(*config);
-  EXPECT_TRUE(dims.ok()) << dims.status();
-  if (!dims.ok()) return b;
-  b.dims = *dims;
+  absl::StatusOr<model::ModelSpec> spec = TinySpec(dir);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  if (!spec.ok()) return b;
+  b.dims = {spec->logits(), spec->text_vocab()};
   model::BackendOptions options;
   options.max_batch_rows = 8;
   options.max_prompt_tokens = 64;
@@ -54,9 +62,9 @@ Backends Load(const std::string& relative) {
     absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = checkpoint::Checkpoint::Open(dir);
     EXPECT_TRUE(ckpt.ok()) << ckpt.status();
     if (!ckpt.ok()) return b;
-    std::shared_ptr<const checkpoint::Checkpoint> shared(std::move(*ckpt));
-    auto backend = i == 0 ? model::CreateCpuBackend(shared, b.dims, options)
-                          : model::CreateCudaBackend(shared, b.dims, options);
+    std::shared_ptr<const model::WeightSource> weights = model::CheckpointWeights(std::move(*ckpt));
+    auto backend = i == 0 ? model::CreateCpuBackend(*spec, weights, options)
+                          : model::CreateCudaBackend(*spec, weights, options);
     EXPECT_TRUE(backend.ok()) << backend.status();
     if (!backend.ok()) return b;
     (i == 0 ? b.cpu : b.cuda) = std::move(*backend);
@@ -212,9 +220,9 @@ TEST_P(CudaBackendTest, LogitsAndTokensMatchCpuBackend) {
   std::printf("[ %s %s ] worst logit error %.2e (steps < %d), token agreement %d/%d\n", pc.checkpoint.c_str(),
               std::string(sparse::PolicyName(pc.kind)).c_str(), worst, strict_until, agree, total);
   EXPECT_GE(rate, kMinTokenAgreement);
-  // Freed rows return their KV to the pool.
+  // The pool holds exactly what the rows cost (KV and policy state), and gets it back.
   const int64_t in_use = b.cuda->KvBytesInUse();
-  EXPECT_EQ(in_use, 2 * b.cuda->KvBytesForRow(13, policy->n_slots) + 2 * b.cuda->KvBytesForRow(7, policy->n_slots));
+  EXPECT_EQ(in_use, 2 * b.cuda->RowBytes(13, *policy) + 2 * b.cuda->RowBytes(7, *policy));
   for (Pair& p : pairs)
     for (model::RowId r : p.cuda_rows) b.cuda->FreeRow(r);
   EXPECT_EQ(b.cuda->KvBytesInUse(), 0);
@@ -250,10 +258,8 @@ namespace {
 TEST(CudaBackendGraphTest, GraphReplayMatchesEagerLaunches) {
   const char* src = std::getenv("ARGEN_SOURCE_DIR");
   const std::string dir = std::string(src ? src : ".") + "/tests/goldens/tiny/tiny-mha";
-  absl::StatusOr<checkpoint::JanusConfig> config = checkpoint::LoadJanusConfig(dir);
-  ASSERT_TRUE(config.ok()) << config.status();
-  absl::StatusOr<model::ModelDims> dims = model::ModelDimsFromConfig(*config);
-  ASSERT_TRUE(dims.ok()) << dims.status();
+  absl::StatusOr<model::ModelSpec> spec = TinySpec(dir);
+  ASSERT_TRUE(spec.ok()) << spec.status();
   model::BackendOptions options;
   options.max_batch_rows = 8;
   options.max_prompt_tokens = 64;
@@ -269,7 +275,7 @@ TEST(CudaBackendGraphTest, GraphReplayMatchesEagerLaunches) {
   for (bool graphs : {true, false}) {
     absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = checkpoint::Checkpoint::Open(dir);
     ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-    auto backend = model::CreateCudaBackend(std::shared_ptr<const checkpoint::Checkpoint>(std::move(*ckpt)), *dims, options);
+    auto backend = model::CreateCudaBackend(*spec, model::CheckpointWeights(std::move(*ckpt)), options);
     ASSERT_TRUE(backend.ok()) << backend.status();
     auto* cuda = dynamic_cast<CudaBackend*>(backend->get());
     ASSERT_NE(cuda, nullptr);
@@ -281,7 +287,7 @@ TEST(CudaBackendGraphTest, GraphReplayMatchesEagerLaunches) {
       rows.push_back(*r);
     }
     std::vector<int32_t> prompt(36);
-    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 11) % dims->text_vocab);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 11) % spec->text_vocab());
     const std::vector<int32_t> offsets = {0, 9, 18, 27, 36};
     std::vector<model::SamplingSpec> sampling(2);
     sampling[1].seed = 5;

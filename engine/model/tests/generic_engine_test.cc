@@ -255,7 +255,7 @@ TEST(GenericEngineTest, InvalidRequestsNameTheField) {
   expect_error(with([](auto& x) { x.prompt.clear(); }), "prompt");
   expect_error(with([](auto& x) { x.num_images = 0; }), "num_images");
   expect_error(with([](auto& x) { x.num_images = 1000; }), "num_images");
-  expect_error(with([](auto& x) { x.sampling.temperature = 0.0f; }), "temperature");
+  expect_error(with([](auto& x) { x.sampling.temperature = 100.5f; }), "temperature");
   expect_error(with([](auto& x) { x.sampling.temperature = -1.0f; }), "temperature");
   expect_error(with([](auto& x) { x.sampling.top_k = -1; }), "top_k");
   expect_error(with([](auto& x) { x.sampling.top_k = 65; }), "top_k");

@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/checkpoint/janus_config.h"
+#include "engine/models/janus/janus_config.h"
+#include "engine/vq/vq_config.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -64,7 +65,7 @@ Golden LoadGolden(const std::string& variant) {
 std::unique_ptr<VqDecoder> OpenDecoder(const std::string& dir) {
   auto ckpt = checkpoint::Checkpoint::Open(dir);
   EXPECT_TRUE(ckpt.ok()) << ckpt.status();
-  auto config = checkpoint::LoadJanusConfig(dir);
+  auto config = janus::LoadJanusConfig(dir);
   EXPECT_TRUE(config.ok()) << config.status();
   auto decoder = VqDecoder::Create(**ckpt, config->gen_vision);
   EXPECT_TRUE(decoder.ok()) << decoder.status();
@@ -190,9 +191,9 @@ TEST_F(VqErrorTest, EmptyBatchGivesNoImages) {
 TEST_F(VqErrorTest, ConfigNotMatchingTheTensorsNamesTheTensor) {
   auto ckpt = checkpoint::Checkpoint::Open(dir_);
   ASSERT_TRUE(ckpt.ok());
-  auto config = checkpoint::LoadJanusConfig(dir_);
+  auto config = janus::LoadJanusConfig(dir_);
   ASSERT_TRUE(config.ok());
-  checkpoint::GenVisionConfig wrong = config->gen_vision;
+  vq::Vq16Config wrong = config->gen_vision;
   wrong.z_channels = 64;
   auto r = VqDecoder::Create(**ckpt, wrong);
   ASSERT_FALSE(r.ok());
@@ -203,9 +204,9 @@ TEST_F(VqErrorTest, ConfigNotMatchingTheTensorsNamesTheTensor) {
 TEST_F(VqErrorTest, InvalidConfigNamesTheParameter) {
   auto ckpt = checkpoint::Checkpoint::Open(dir_);
   ASSERT_TRUE(ckpt.ok());
-  auto config = checkpoint::LoadJanusConfig(dir_);
+  auto config = janus::LoadJanusConfig(dir_);
   ASSERT_TRUE(config.ok());
-  checkpoint::GenVisionConfig bad = config->gen_vision;
+  vq::Vq16Config bad = config->gen_vision;
   bad.ch_mult = {1, 3};  // 32 * 3 = 96 is a multiple of 32: fine; 48 below is not
   bad.ch = 16;
   auto r = VqDecoder::Create(**ckpt, bad);

@@ -27,7 +27,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/checkpoint/janus_config.h"
+#include "engine/models/janus/janus_config.h"
+#include "engine/vq/vq_config.h"
 #include "engine/vq/pixels.h"
 #include "engine/vq/vq_decoder.h"
 #include "engine/vq_cuda/cuda_vq_decoder.h"
@@ -55,14 +56,14 @@ std::string SourceDir() {
 
 struct Model {
   std::unique_ptr<checkpoint::Checkpoint> ckpt;
-  checkpoint::GenVisionConfig config;
+  vq::Vq16Config config;
 };
 
 Model OpenModel(const std::string& dir) {
   Model m;
   auto ckpt = checkpoint::Checkpoint::Open(dir);
   EXPECT_TRUE(ckpt.ok()) << ckpt.status();
-  auto config = checkpoint::LoadJanusConfig(dir);
+  auto config = janus::LoadJanusConfig(dir);
   EXPECT_TRUE(config.ok()) << config.status();
   if (ckpt.ok()) m.ckpt = std::move(*ckpt);
   if (config.ok()) m.config = config->gen_vision;
@@ -77,7 +78,7 @@ CudaVqOptions Bf16(int32_t chunk = 32) {
   return o;
 }
 
-std::unique_ptr<CudaVqDecoder> Gpu(const checkpoint::Checkpoint& ckpt, const checkpoint::GenVisionConfig& config,
+std::unique_ptr<CudaVqDecoder> Gpu(const checkpoint::Checkpoint& ckpt, const vq::Vq16Config& config,
                                    const CudaVqOptions& options) {
   auto d = CudaVqDecoder::Create(ckpt, config, options);
   EXPECT_TRUE(d.ok()) << d.status();
@@ -86,7 +87,7 @@ std::unique_ptr<CudaVqDecoder> Gpu(const checkpoint::Checkpoint& ckpt, const che
   return std::move(*d);
 }
 
-std::vector<std::vector<float>> CpuFloats(const checkpoint::Checkpoint& ckpt, const checkpoint::GenVisionConfig& config,
+std::vector<std::vector<float>> CpuFloats(const checkpoint::Checkpoint& ckpt, const vq::Vq16Config& config,
                                           const std::vector<std::vector<int32_t>>& grids) {
   auto cpu = VqDecoder::Create(ckpt, config);
   EXPECT_TRUE(cpu.ok()) << cpu.status();
@@ -229,7 +230,7 @@ TEST_F(ShippedBf16Test, ErrorsMatchCpu) {
 // The Janus-Pro VQ-16 shape (384 px, ch 128, ch_mult 1,1,2,2,4) with random
 // weights, biases and GroupNorm affines, so every folded bias is exercised.
 TEST(JanusShapedBf16Test, MatchesCpu) {
-  checkpoint::GenVisionConfig config;
+  vq::Vq16Config config;
   RandomCheckpoint ckpt;
   const auto grids = RandomGrids(config, 3, 25);
   const auto cpu = CpuFloats(ckpt, config, grids);
@@ -242,7 +243,7 @@ TEST(JanusShapedBf16Test, MatchesCpu) {
 
 // A layout the bf16 kernels do not take (12 z channels): fp32 with a reason, or an error.
 TEST(Bf16FallbackTest, FallsBackToFp32OrFails) {
-  checkpoint::GenVisionConfig config;
+  vq::Vq16Config config;
   config.ch = 32;
   config.ch_mult = {1, 2};
   config.codebook_size = 64;

@@ -28,7 +28,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/checkpoint/janus_config.h"
+#include "engine/models/janus/janus_config.h"
+#include "engine/vq/vq_config.h"
 #include "engine/vq/pixels.h"
 #include "engine/vq/vq_decoder.h"
 #include "gtest/gtest.h"
@@ -54,34 +55,34 @@ std::string ReadFile(const std::string& path) {
 
 struct Model {
   std::unique_ptr<checkpoint::Checkpoint> ckpt;
-  checkpoint::GenVisionConfig config;
+  vq::Vq16Config config;
 };
 
 Model OpenModel(const std::string& dir) {
   Model m;
   auto ckpt = checkpoint::Checkpoint::Open(dir);
   EXPECT_TRUE(ckpt.ok()) << ckpt.status();
-  auto config = checkpoint::LoadJanusConfig(dir);
+  auto config = janus::LoadJanusConfig(dir);
   EXPECT_TRUE(config.ok()) << config.status();
   if (ckpt.ok()) m.ckpt = std::move(*ckpt);
   if (config.ok()) m.config = config->gen_vision;
   return m;
 }
 
-std::unique_ptr<VqDecoder> Cpu(const checkpoint::Checkpoint& ckpt, const checkpoint::GenVisionConfig& config) {
+std::unique_ptr<VqDecoder> Cpu(const checkpoint::Checkpoint& ckpt, const vq::Vq16Config& config) {
   auto d = VqDecoder::Create(ckpt, config);
   EXPECT_TRUE(d.ok()) << d.status();
   return d.ok() ? std::move(*d) : nullptr;
 }
 
-std::unique_ptr<CudaVqDecoder> Gpu(const checkpoint::Checkpoint& ckpt, const checkpoint::GenVisionConfig& config,
+std::unique_ptr<CudaVqDecoder> Gpu(const checkpoint::Checkpoint& ckpt, const vq::Vq16Config& config,
                                    CudaVqOptions options = {}) {
   auto d = CudaVqDecoder::Create(ckpt, config, options);
   EXPECT_TRUE(d.ok()) << d.status();
   return d.ok() ? std::move(*d) : nullptr;
 }
 
-std::vector<std::vector<int32_t>> RandomGrids(const checkpoint::GenVisionConfig& config, int count,
+std::vector<std::vector<int32_t>> RandomGrids(const vq::Vq16Config& config, int count,
                                               uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> id(0, config.codebook_size - 1);
@@ -334,7 +335,7 @@ TEST_F(ShippedModelTest, OptionsAreValidated) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(r.status().message().find("workspace_bytes"), std::string::npos) << r.status();
-  checkpoint::GenVisionConfig wrong = model_->config;
+  vq::Vq16Config wrong = model_->config;
   wrong.z_channels = 48;
   r = CudaVqDecoder::Create(*model_->ckpt, wrong);
   ASSERT_FALSE(r.ok());
@@ -377,7 +378,7 @@ class RandomCheckpoint final : public checkpoint::Checkpoint {
 };
 
 TEST(JanusShapedTest, ChunkedAndBandedMatchesCpu) {
-  checkpoint::GenVisionConfig config;  // official VQ-16 defaults: 384 px, ch 128, 16384 x 8 codebook
+  vq::Vq16Config config;  // official VQ-16 defaults: 384 px, ch 128, 16384 x 8 codebook
   RandomCheckpoint ckpt;
   auto cpu = Cpu(ckpt, config);
   ASSERT_NE(cpu, nullptr);

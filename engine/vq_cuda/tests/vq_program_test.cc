@@ -17,7 +17,8 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/checkpoint/janus_config.h"
+#include "engine/models/janus/janus_config.h"
+#include "engine/vq/vq_config.h"
 #include "engine/vq/vq_decoder.h"
 #include "engine/vq/vq_weights.h"
 #include "engine/vq_cuda/tests/vq_test_util.h"
@@ -85,7 +86,7 @@ struct Decoders {
   std::unique_ptr<VqDecoder> cpu;
 };
 
-Decoders Load(const checkpoint::Checkpoint& ckpt, const checkpoint::GenVisionConfig& config) {
+Decoders Load(const checkpoint::Checkpoint& ckpt, const vq::Vq16Config& config) {
   Decoders d;
   auto w = LoadVqDecoderWeights(ckpt, config);
   EXPECT_TRUE(w.ok()) << w.status();
@@ -98,7 +99,7 @@ Decoders Load(const checkpoint::Checkpoint& ckpt, const checkpoint::GenVisionCon
 }
 
 // The program replayed exactly (fp32) and with bf16 storage, against the CPU decoder.
-void CheckProgram(const checkpoint::Checkpoint& ckpt, const checkpoint::GenVisionConfig& config,
+void CheckProgram(const checkpoint::Checkpoint& ckpt, const vq::Vq16Config& config,
                   const std::vector<std::vector<int32_t>>& grids, const std::string& what) {
   Decoders d = Load(ckpt, config);
   ASSERT_NE(d.cpu, nullptr);
@@ -134,7 +135,7 @@ TEST_P(GoldenProgramTest, MatchesCpuDecoder) {
   const std::string dir = SourceDir() + "/tests/goldens/tiny/" + GetParam();
   auto ckpt = checkpoint::Checkpoint::Open(dir);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  auto config = checkpoint::LoadJanusConfig(dir);
+  auto config = janus::LoadJanusConfig(dir);
   ASSERT_TRUE(config.ok()) << config.status();
   CheckProgram(**ckpt, config->gen_vision, RandomGrids(config->gen_vision, 3, 11), GetParam());
 }
@@ -146,7 +147,7 @@ TEST(ShippedProgramTest, MatchesCpuDecoder) {
   const std::string dir = SourceDir() + "/models/argen-scenes-v1";
   auto ckpt = checkpoint::Checkpoint::Open(dir);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  auto config = checkpoint::LoadJanusConfig(dir);
+  auto config = janus::LoadJanusConfig(dir);
   ASSERT_TRUE(config.ok()) << config.status();
   CheckProgram(**ckpt, config->gen_vision, RandomGrids(config->gen_vision, 1, 12), "shipped");
 }
@@ -155,7 +156,7 @@ TEST(ShippedProgramTest, MatchesCpuDecoder) {
 // at the lowest level) with random biases and affines, so every pending-bias
 // path is non-trivial.
 TEST(RandomProgramTest, JanusStructureWithBiases) {
-  checkpoint::GenVisionConfig config;
+  vq::Vq16Config config;
   config.ch = 32;
   config.z_channels = 64;
   config.codebook_size = 512;
@@ -166,7 +167,7 @@ TEST(RandomProgramTest, JanusStructureWithBiases) {
 
 TEST(VqProgramTest, RefusesLayoutsTheKernelsCannotRun) {
   RandomCheckpoint ckpt;
-  checkpoint::GenVisionConfig config;
+  vq::Vq16Config config;
   config.ch = 32;
   config.ch_mult = {1, 2};
   config.codebook_size = 64;
@@ -193,7 +194,7 @@ TEST(VqProgramTest, RefusesLayoutsTheKernelsCannotRun) {
 
 TEST(VqProgramTest, JanusShapeSizes) {
   // The official shape's buffers (per image) and its distinct 3x3 conv shapes.
-  checkpoint::GenVisionConfig config;
+  vq::Vq16Config config;
   RandomCheckpoint ckpt(/*random_affine=*/false);
   auto w = LoadVqDecoderWeights(ckpt, config);
   ASSERT_TRUE(w.ok()) << w.status();

@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/checkpoint/janus_config.h"
+#include "engine/vq/vq_config.h"
 #include "engine/vq/pixels.h"
 
 namespace argen::vq::testing {
@@ -57,7 +57,7 @@ class RandomCheckpoint final : public checkpoint::Checkpoint {
   std::string dir_ = "<random>";
 };
 
-inline std::vector<std::vector<int32_t>> RandomGrids(const checkpoint::GenVisionConfig& config, int count,
+inline std::vector<std::vector<int32_t>> RandomGrids(const vq::Vq16Config& config, int count,
                                                      uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> id(0, config.codebook_size - 1);

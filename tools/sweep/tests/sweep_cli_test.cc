@@ -280,7 +280,7 @@ TEST_F(SweepCliTest, BadArgumentsExitTwoWithAMessage) {
       {"--model /nonexistent/model --out " + out.string(), "/nonexistent/model"},
       // 96% of the tiny model's 64 decode tokens leaves 3 keys: fewer than streaming_llm's 4 sinks.
       {Args(out, "--policies streaming_llm --sparsities 96"), "configuration streaming_llm_96"},
-      {Args(out, "--temperature 0"), "temperature"},
+      {Args(out, "--temperature -1"), "temperature"},  // 0 is greedy, valid
       {Args(out, "--shard 2/2"), "--shard: \"2/2\" is not i/n"},
       {Args(out, "--shard 1"), "--shard: \"1\" is not i/n"},
       {Args(out, "--png-level 10"), "--png-level must be 0..9"},

@@ -39,9 +39,12 @@ class FakeEngine final : public engine::Engine {
     p.request = r;
     return p;
   }
+  bool CanAdd(const engine::PreparedRequest& p) const override {
+    return rows_ + 2 * p.request.num_images <= kv_rows_;
+  }
   absl::StatusOr<engine::GroupId> Add(const engine::PreparedRequest& p) override {
     const int32_t rows = 2 * p.request.num_images;
-    if (rows_ + rows > kv_rows_) return absl::ResourceExhaustedError("fake KV pool full");
+    if (!CanAdd(p)) return absl::ResourceExhaustedError("fake KV pool full");
     rows_ += rows;
     groups_[next_] = {p.request, 0, false};
     seeds.push_back(p.request.sampling.seed);

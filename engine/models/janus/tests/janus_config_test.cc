@@ -1,20 +1,20 @@
 // config.json parsing: the tiny checkpoints, a config with the published
 // Janus-Pro-1B keys and values (defaults for the VQ-16 architecture), and every
 // malformed-config error naming file and field.
-#include "engine/checkpoint/janus_config.h"
+#include "engine/models/janus/janus_config.h"
 
 #include "engine/checkpoint/tests/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
-namespace argen::checkpoint {
+namespace argen::janus {
 namespace {
 
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using testing::TinyCheckpoint;
+using checkpoint::testing::TinyCheckpoint;
 using nlohmann::json;
 
 // The published deepseek-ai/Janus-Pro-1B config.json (its keys and values; the
@@ -64,7 +64,7 @@ TEST(JanusConfig, OfficialJanusPro1BUsesOfficialDefaults) {
   EXPECT_DOUBLE_EQ(l.rms_norm_eps, 1e-6);
   EXPECT_DOUBLE_EQ(l.rope_theta, 10000.0);
   EXPECT_EQ(l.torch_dtype, "bfloat16");
-  const GenVisionConfig& v = c->gen_vision;
+  const vq::Vq16Config& v = c->gen_vision;
   EXPECT_EQ(v.image_token_size, 16384);
   EXPECT_EQ(v.codebook_size, 16384);
   EXPECT_EQ(v.codebook_embed_dim, 8);
@@ -236,4 +236,4 @@ TEST(JanusConfig, InconsistentSectionsNameBothFields) {
 }
 
 }  // namespace
-}  // namespace argen::checkpoint
+}  // namespace argen::janus

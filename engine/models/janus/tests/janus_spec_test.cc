@@ -1,26 +1,32 @@
-// The generation tensor list against the tensors PyTorch's modules define
-// (LlamaForCausalLM + tools/janus_torch VQModel, recorded in
-// checkpoint_golden.json), and ValidateForGeneration's errors.
-#include "engine/checkpoint/generation_tensors.h"
+// The Janus tensor map (JanusSpec: the one list that validates and loads a
+// checkpoint) against the tensors PyTorch's modules define (LlamaForCausalLM +
+// tools/janus_torch VQModel, recorded in checkpoint_golden.json), and
+// ValidateTensors' errors.
+#include "engine/models/janus/janus_spec.h"
 
 #include <map>
 #include <set>
 
+#include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/tests/test_files.h"
+#include "engine/model/weight_source.h"
+#include "engine/vq/vq_tensors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
-namespace argen::checkpoint {
+namespace argen::janus {
 namespace {
+
+using checkpoint::Checkpoint;
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-using testing::RawTensor;
-using testing::ReadBytes;
-using testing::ScratchDir;
-using testing::TinyCheckpoint;
-using testing::TinyDir;
+using checkpoint::testing::RawTensor;
+using checkpoint::testing::ReadBytes;
+using checkpoint::testing::ScratchDir;
+using checkpoint::testing::TinyCheckpoint;
+using checkpoint::testing::TinyDir;
 using nlohmann::json;
 
 bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
@@ -38,9 +44,11 @@ TEST_P(GenerationTensorsTiny, ListIsExactlyWhatPyTorchDefinesForGeneration) {
   auto config = LoadJanusConfig(TinyCheckpoint(GetParam()));
   ASSERT_TRUE(config.ok()) << config.status();
   const json golden = json::parse(ReadBytes(TinyDir() + "/checkpoint_golden.json"))["variants"][GetParam()]["tensors"];
+  absl::StatusOr<model::ModelSpec> spec = JanusSpec(*config);
+  ASSERT_TRUE(spec.ok()) << spec.status();
   std::map<std::string, std::vector<int64_t>> expected;
-  for (const ExpectedTensor& e : GenerationTensors(*config)) {
-    EXPECT_TRUE(expected.emplace(e.name, e.shape).second) << "listed twice: " << e.name;
+  for (const model::TensorRef* e : model::AllTensors(*spec)) {
+    EXPECT_TRUE(expected.emplace(e->name, e->shape).second) << "listed twice: " << e->name;
   }
   for (const auto& [name, shape] : expected) {
     ASSERT_TRUE(golden.contains(name)) << name << " is not a tensor of the PyTorch modules";
@@ -57,15 +65,17 @@ TEST_P(GenerationTensorsTiny, ValidateAcceptsTinyCheckpoint) {
   ASSERT_TRUE(config.ok());
   auto ckpt = Checkpoint::Open(TinyCheckpoint(GetParam()));
   ASSERT_TRUE(ckpt.ok());
-  EXPECT_TRUE(ValidateForGeneration(**ckpt, *config).ok()) << ValidateForGeneration(**ckpt, *config);
+  absl::StatusOr<model::ModelSpec> spec = JanusSpec(*config);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(model::ValidateTensors(**ckpt, *spec).ok()) << model::ValidateTensors(**ckpt, *spec);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, GenerationTensorsTiny, ::testing::Values("tiny-mha", "tiny-gqa-sharded"));
 
 TEST(GenerationTensors, OfficialVq16DecoderLayout) {
-  GenVisionConfig vq;  // official defaults: ch 128, ch_mult [1,1,2,2,4], 2 res blocks
+  vq::Vq16Config vq;  // official defaults: ch 128, ch_mult [1,1,2,2,4], 2 res blocks
   std::map<std::string, std::vector<int64_t>> t;
-  for (const ExpectedTensor& e : VqDecoderTensors(vq)) t[e.name] = e.shape;
+  for (const vq::VqTensor& e : vq::VqDecoderTensors(vq)) t[e.name] = e.shape;
   const std::string d = "gen_vision_model.decoder.";
   EXPECT_EQ(t.at("gen_vision_model.quantize.embedding.weight"), (std::vector<int64_t>{16384, 8}));
   EXPECT_EQ(t.at("gen_vision_model.post_quant_conv.weight"), (std::vector<int64_t>{256, 8, 1, 1}));
@@ -87,17 +97,19 @@ class EditedCheckpoint : public ::testing::Test {
  protected:
   template <typename Edit>
   void Make(Edit edit) {
-    testing::CopyDir(TinyCheckpoint("tiny-mha"), dir_.path());
-    std::vector<RawTensor> tensors = testing::ReadAll(dir_.File("model.safetensors"));
+    checkpoint::testing::CopyDir(TinyCheckpoint("tiny-mha"), dir_.path());
+    std::vector<RawTensor> tensors = checkpoint::testing::ReadAll(dir_.File("model.safetensors"));
     edit(tensors);
-    testing::WriteBytes(dir_.File("model.safetensors"), testing::SafetensorsBytes(tensors));
+    checkpoint::testing::WriteBytes(dir_.File("model.safetensors"), checkpoint::testing::SafetensorsBytes(tensors));
   }
   absl::Status Validate() {
     auto config = LoadJanusConfig(dir_.path());
     if (!config.ok()) return config.status();
     auto ckpt = Checkpoint::Open(dir_.path());
     if (!ckpt.ok()) return ckpt.status();
-    return ValidateForGeneration(**ckpt, *config);
+    absl::StatusOr<model::ModelSpec> spec = JanusSpec(*config);
+    if (!spec.ok()) return spec.status();
+    return model::ValidateTensors(**ckpt, *spec);
   }
   ScratchDir dir_;
 };
@@ -149,4 +161,4 @@ TEST_F(EditedCheckpoint, GqaShapesAreCheckedAgainstKvHeads) {
 }
 
 }  // namespace
-}  // namespace argen::checkpoint
+}  // namespace argen::janus

@@ -1,11 +1,13 @@
-// TokenizerPromptEncoder (engine/model/create_engine.h).
+// TokenizerPromptEncoder (engine/models/janus/janus_family.h).
 #include <memory>
 
-#include "engine/model/create_engine.h"
+#include "engine/models/janus/janus_family.h"
 #include "engine/tokenizer/generation_prompt.h"
 #include "engine/tokenizer/tokenizer.h"
 
-namespace argen::model {
+namespace argen::janus {
+
+using model::PromptEncoder;
 
 absl::StatusOr<PromptEncoder> TokenizerPromptEncoder(const std::string& model_dir) {
   absl::StatusOr<tokenizer::Tokenizer> tok =
@@ -24,4 +26,4 @@ absl::StatusOr<PromptEncoder> TokenizerPromptEncoder(const std::string& model_di
       });
 }
 
-}  // namespace argen::model
+}  // namespace argen::janus

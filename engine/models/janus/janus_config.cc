@@ -1,4 +1,4 @@
-#include "engine/checkpoint/janus_config.h"
+#include "engine/models/janus/janus_config.h"
 
 #include <filesystem>
 #include <fstream>
@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
-namespace argen::checkpoint {
+namespace argen::janus {
 namespace {
 
 using nlohmann::json;
@@ -159,7 +159,7 @@ absl::Status ParseLanguage(const Fields& f, LanguageConfig& c) {
   return absl::OkStatus();
 }
 
-absl::Status ParseGenVision(const Fields& f, GenVisionConfig& c) {
+absl::Status ParseGenVision(const Fields& f, vq::Vq16Config& c) {
   ARGEN_RETURN_IF_ERROR(f.Expect("cls", "VQ-16", c.cls));
   auto p = f.Object("params");
   if (!p.ok()) return p.status();
@@ -283,4 +283,4 @@ absl::StatusOr<JanusConfig> LoadJanusConfig(const std::string& dir) {
   return ParseJanusConfig(text.str(), path);
 }
 
-}  // namespace argen::checkpoint
+}  // namespace argen::janus

@@ -3,9 +3,10 @@
 // (vision_config, aligner_config) are not read.
 //
 // The official VQ-16 architecture is fixed in code (janus/models/vq_model.py),
-// not in config.json; its values are the defaults below and may be overridden
-// by optional extension keys in gen_vision_config.params (docs/checkpoint-format.md)
-// so smaller models of the same architecture load through the same code.
+// not in config.json; its values are the defaults of vq::Vq16Config and may be
+// overridden by optional extension keys in gen_vision_config.params
+// (docs/checkpoint-format.md) so smaller models of the same architecture load
+// through the same code.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +14,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/vq/vq_config.h"
 
-namespace argen::checkpoint {
+namespace argen::janus {
 
 // language_config: the Llama decoder (HF LlamaConfig field names and defaults).
 struct LanguageConfig {
@@ -29,27 +31,6 @@ struct LanguageConfig {
   int32_t vocab_size = 0;
   int32_t max_position_embeddings = 2048;
   std::string torch_dtype;          // "bfloat16", "float16", "float32" or "" (informational)
-};
-
-// gen_vision_config: cls "VQ-16", the LlamaGen VQ model that decodes image tokens.
-struct GenVisionConfig {
-  std::string cls;                       // "VQ-16"
-  int32_t image_token_size = 16384;      // params.image_token_size: rows of gen_embed
-  int32_t n_embed = 8;                   // params.n_embed: gen_embed width
-  // Architecture (extension keys; official values by default).
-  int32_t codebook_size = 16384;         // default: image_token_size
-  int32_t codebook_embed_dim = 8;
-  bool codebook_l2_norm = true;
-  int32_t ch = 128;
-  std::vector<int32_t> ch_mult = {1, 1, 2, 2, 4};  // decoder_ch_mult
-  int32_t z_channels = 256;
-  int32_t num_res_blocks = 2;
-  int32_t num_groups = 32;               // GroupNorm groups: fixed by the architecture, not a key
-  int32_t image_size = 384;              // pixels per side
-
-  int32_t downsample() const { return 1 << (static_cast<int>(ch_mult.size()) - 1); }  // 16 for VQ-16
-  int32_t token_grid() const { return image_size / downsample(); }                  // 24 for Janus-Pro
-  int32_t image_tokens() const { return token_grid() * token_grid(); }              // 576
 };
 
 // gen_aligner_config: cls "MlpProjector", projector_type "mlp_gelu".
@@ -71,7 +52,7 @@ struct GenHeadConfig {
 
 struct JanusConfig {
   LanguageConfig language;
-  GenVisionConfig gen_vision;
+  vq::Vq16Config gen_vision;  // gen_vision_config: cls "VQ-16" and its params
   GenAlignerConfig gen_aligner;
   GenHeadConfig gen_head;
 };
@@ -82,4 +63,4 @@ absl::StatusOr<JanusConfig> ParseJanusConfig(const std::string& json_text, const
 // Reads <dir>/config.json.
 absl::StatusOr<JanusConfig> LoadJanusConfig(const std::string& dir);
 
-}  // namespace argen::checkpoint
+}  // namespace argen::janus

@@ -1,0 +1,28 @@
+// Where a row lives in the CUDA backend's one device pool (kv_budget_bytes):
+// one contiguous range holding its K/V region
+// [K, V][layer][kv_head][prompt_len + n_slots][head_dim] in bf16, then its
+// sparsity policy state (ints, then floats; dense rows have none), each part
+// 256-byte aligned. The pool is carved by a RangeAllocator in bytes, so the
+// bytes a row takes (RowLayout::total) are exactly what the ledger counts.
+// Host arithmetic only (tested on the host).
+#pragma once
+
+#include <cstdint>
+
+#include "engine/model/model_spec.h"
+#include "kernels/sparse/policy.h"
+
+namespace argen::cuda {
+
+inline constexpr int64_t kPoolAlignment = 256;
+
+struct RowLayout {
+  int64_t kv_bytes = 0;      // aligned
+  int64_t ints_bytes = 0;    // aligned; 0 for dense rows
+  int64_t floats_bytes = 0;  // aligned; 0 when the policy keeps no floats
+  int64_t total() const { return kv_bytes + ints_bytes + floats_bytes; }
+};
+
+RowLayout CudaRowLayout(const model::StackConfig& stack, int32_t prompt_len, const sparse::ResolvedPolicy& policy);
+
+}  // namespace argen::cuda

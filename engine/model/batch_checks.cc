@@ -1,0 +1,156 @@
+#include "engine/model/batch_checks.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace argen::model {
+namespace {
+
+using absl::InvalidArgumentError;
+using absl::StrCat;
+
+absl::Status CheckShape(const char* call, int64_t n_rows, int32_t max_batch_rows) {
+  if (n_rows == 0 || n_rows % 2 != 0) {
+    return InvalidArgumentError(
+        StrCat(call, ": rows must be a positive even count (cond, uncond pairs), got ", n_rows));
+  }
+  if (n_rows > max_batch_rows) {
+    return InvalidArgumentError(StrCat(call, ": ", n_rows, " rows exceed max_batch_rows ", max_batch_rows));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSampling(const char* call, std::span<const SamplingSpec> sampling) {
+  for (size_t i = 0; i < sampling.size(); ++i) {
+    const SamplingSpec& s = sampling[i];
+    const struct {
+      const char* field;
+      absl::Status status;
+    } checks[] = {{"temperature", CheckTemperature(s.temperature)},
+                  {"cfg_weight", CheckCfgWeight(s.cfg_weight)},
+                  {"top_k", CheckTopK(s.top_k, 0)},
+                  {"top_p", CheckTopP(s.top_p)}};
+    for (const auto& c : checks) {
+      if (!c.status.ok()) return InvalidArgumentError(StrCat(call, ": sampling[", i, "].", c.field, " ", c.status.message()));
+    }
+    if (s.image_index < 0) {
+      return InvalidArgumentError(StrCat(call, ": sampling[", i, "].image_index must be >= 0, got ", s.image_index));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Resolves every row id, rejecting unknown ids, rows listed twice and pairs
+// whose two rows have different prompt lengths.
+absl::Status ResolveRows(const char* call, std::span<const RowId> ids, const RowLookup& lookup,
+                         std::vector<RowState*>* rows) {
+  rows->assign(ids.size(), nullptr);
+  for (size_t r = 0; r < ids.size(); ++r) {
+    RowState* row = lookup(ids[r]);
+    if (row == nullptr) return InvalidArgumentError(StrCat(call, ": rows[", r, "] = ", ids[r], " is not an allocated row"));
+    (*rows)[r] = row;
+  }
+  for (RowState* row : *rows) row->in_batch = false;
+  for (size_t r = 0; r < ids.size(); ++r) {
+    RowState* row = (*rows)[r];
+    if (row->in_batch) return InvalidArgumentError(StrCat(call, ": rows[", r, "] = ", ids[r], " appears twice"));
+    row->in_batch = true;
+    if (r % 2 == 1 && row->prompt_len != (*rows)[r - 1]->prompt_len) {
+      return InvalidArgumentError(StrCat(call, ": rows[", r - 1, "] and rows[", r,
+                                         "] form a CFG pair but have different prompt lengths"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckRowRequest(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t max_prompt_tokens,
+                             int32_t max_l_dec) {
+  if (prompt_len <= 0 || prompt_len > max_prompt_tokens) {
+    return InvalidArgumentError(
+        StrCat("prompt_len ", prompt_len, " must be in [1, max_prompt_tokens ", max_prompt_tokens, "]"));
+  }
+  if (policy.n_slots <= 0 || policy.n_att <= 0 || policy.n_att > policy.n_slots || policy.l_dec <= 0 ||
+      policy.n_slots > policy.l_dec || policy.l_dec > max_l_dec) {
+    return InvalidArgumentError(StrCat("policy: n_slots (", policy.n_slots, "), n_att (", policy.n_att,
+                                       ") and l_dec (", policy.l_dec,
+                                       ") must be positive with n_att <= n_slots <= l_dec <= ", max_l_dec,
+                                       "; resolve it with sparse::ResolvePolicy"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPrefillBatch(const PrefillBatch& b, const StepOutputs& out, const BatchLimits& limits,
+                               const RowLookup& lookup, std::vector<RowState*>* rows) {
+  const int64_t n_rows = static_cast<int64_t>(b.rows.size());
+  const int64_t n_pairs = n_rows / 2;
+  if (absl::Status s = CheckShape("Prefill", n_rows, limits.max_batch_rows); !s.ok()) return s;
+  if (static_cast<int64_t>(b.token_offsets.size()) != n_rows + 1 ||
+      static_cast<int64_t>(b.sampling.size()) != n_pairs || static_cast<int64_t>(out.sampled.size()) != n_pairs) {
+    return InvalidArgumentError("Prefill: token_offsets needs n_rows + 1 entries, sampling and sampled one per pair");
+  }
+  if (absl::Status s = CheckSampling("Prefill", b.sampling); !s.ok()) return s;
+  if (b.token_offsets[0] != 0 || b.token_offsets[n_rows] != static_cast<int32_t>(b.tokens.size())) {
+    return InvalidArgumentError("Prefill: token_offsets must start at 0 and end at tokens.size()");
+  }
+  if (absl::Status s = ResolveRows("Prefill", b.rows, lookup, rows); !s.ok()) return s;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const RowState& row = *(*rows)[r];
+    if (row.prefilled) {
+      return InvalidArgumentError(StrCat("Prefill: rows[", r, "] = ", b.rows[r], " was already prefilled"));
+    }
+    const int32_t len = b.token_offsets[r + 1] - b.token_offsets[r];
+    if (len != row.prompt_len) {
+      return InvalidArgumentError(
+          StrCat("Prefill: rows[", r, "] has ", len, " tokens but was allocated for prompt_len ", row.prompt_len));
+    }
+  }
+  for (size_t i = 0; i < b.tokens.size(); ++i) {
+    if (b.tokens[i] < 0 || b.tokens[i] >= limits.text_vocab) {
+      return InvalidArgumentError(StrCat("Prefill: tokens[", i, "] = ", b.tokens[i],
+                                         " is outside the text vocabulary [0, ", limits.text_vocab, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDecodeBatch(const DecodeBatch& b, const StepOutputs& out, const BatchLimits& limits,
+                              const RowLookup& lookup, std::vector<RowState*>* rows) {
+  const int64_t n_rows = static_cast<int64_t>(b.rows.size());
+  const int64_t n_pairs = n_rows / 2;
+  if (absl::Status s = CheckShape("Decode", n_rows, limits.max_batch_rows); !s.ok()) return s;
+  if (static_cast<int64_t>(b.image_tokens.size()) != n_pairs || static_cast<int64_t>(b.steps.size()) != n_pairs ||
+      static_cast<int64_t>(b.sampling.size()) != n_pairs || static_cast<int64_t>(out.sampled.size()) != n_pairs) {
+    return InvalidArgumentError("Decode: image_tokens, steps, sampling and sampled need one entry per pair");
+  }
+  if (absl::Status s = CheckSampling("Decode", b.sampling); !s.ok()) return s;
+  if (absl::Status s = ResolveRows("Decode", b.rows, lookup, rows); !s.ok()) return s;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const RowState& row = *(*rows)[r];
+    const int32_t t = b.steps[r / 2];
+    if (!row.prefilled) {
+      return InvalidArgumentError(StrCat("Decode: rows[", r, "] = ", b.rows[r], " has not been prefilled"));
+    }
+    if (t != row.next_step || t >= row.policy.l_dec) {
+      return InvalidArgumentError(StrCat("Decode: steps[", r / 2, "] = ", t, " but row ", b.rows[r],
+                                         " expects step ", row.next_step, " (of l_dec ", row.policy.l_dec, ")"));
+    }
+  }
+  for (int64_t i = 0; i < n_pairs; ++i) {
+    if (b.image_tokens[i] < 0 || b.image_tokens[i] >= limits.input_rows) {
+      return InvalidArgumentError(StrCat("Decode: image_tokens[", i, "] = ", b.image_tokens[i],
+                                         " is outside the input table [0, ", limits.input_rows, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void MarkPrefilled(std::span<RowState* const> rows) {
+  for (RowState* r : rows) r->prefilled = true;
+}
+
+void AdvanceStep(std::span<RowState* const> rows) {
+  for (RowState* r : rows) r->next_step += 1;
+}
+
+}  // namespace argen::model

@@ -1,0 +1,53 @@
+// The per-row state every backend keeps (one struct: where a row is in its
+// decode and whether it is prefilled) and the one validation of a Prefill or
+// Decode batch against it (engine/model/backend.h contract), shared by the
+// CPU and the CUDA backend. Everything is checked before any state changes;
+// errors are InvalidArgument naming the field and index at fault.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/model/backend.h"
+#include "kernels/sparse/policy.h"
+
+namespace argen::model {
+
+// A backend's row embeds this; the backend adds where its KV lives.
+struct RowState {
+  int32_t prompt_len = 0;
+  sparse::ResolvedPolicy policy;
+  sparse::PolicyLayout layout;
+  int32_t next_step = 0;  // decode position t the next Decode must feed
+  bool prefilled = false;
+  bool in_batch = false;  // scratch of batch validation (duplicate rows)
+};
+
+// The row of an id, or nullptr when it is not a live row.
+using RowLookup = std::function<RowState*(RowId)>;
+
+struct BatchLimits {
+  int32_t max_batch_rows = 0;
+  int32_t text_vocab = 0;  // prefill token ids in [0, text_vocab)
+  int32_t input_rows = 0;  // decode input ids in [0, input_rows)
+};
+
+// AllocateRow's arguments: prompt_len in [1, max_prompt_tokens], a resolved
+// policy whose decode length is at most max_l_dec.
+absl::Status CheckRowRequest(int32_t prompt_len, const sparse::ResolvedPolicy& policy,
+                             int32_t max_prompt_tokens, int32_t max_l_dec);
+
+// On success `rows` holds every batch entry's row, in batch order.
+absl::Status CheckPrefillBatch(const PrefillBatch& batch, const StepOutputs& out, const BatchLimits& limits,
+                               const RowLookup& lookup, std::vector<RowState*>* rows);
+absl::Status CheckDecodeBatch(const DecodeBatch& batch, const StepOutputs& out, const BatchLimits& limits,
+                              const RowLookup& lookup, std::vector<RowState*>* rows);
+
+// The state changes of a completed call.
+void MarkPrefilled(std::span<RowState* const> rows);
+void AdvanceStep(std::span<RowState* const> rows);
+
+}  // namespace argen::model

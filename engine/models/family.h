@@ -1,0 +1,70 @@
+// A model family: everything that differs between models, behind one
+// interface, so the engine (engine/model/generic_engine.h) and the devices
+// (engine/cpu, engine/cuda) never name a family. A family lives in its own
+// folder (engine/models/<family>/) and is listed once in the registry
+// (engine/models/registry.cc). From a checkpoint directory it makes:
+//   * the ModelSpec: the decoder stack with its switches, the input and
+//     output stages, and the one tensor map (validated, then loaded by each
+//     device);
+//   * its generation recipe: decode length, image geometry, forced tokens;
+//   * its prompt recipe: caption -> the cond ids and the guidance row's ids;
+//   * the binding of its image decoder (token ids -> RGB) on the CPU or GPU.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/model/generic_engine.h"
+#include "engine/model/model_spec.h"
+#include "kernels/sparse/policy_types.h"
+
+namespace argen::models {
+
+struct DecoderOptions {
+  bool gpu = false;                 // the GPU decoder (else the CPU one)
+  std::string precision = "auto";  // GPU: auto (bf16, fp32 fallback), bf16, tf32 or fp32
+};
+
+struct FamilyModel {
+  std::string family;  // the registry name, e.g. "janus"
+  model::ModelSpec spec;
+  int32_t image_size = 0;    // pixels per side
+  int32_t token_grid = 0;    // image code rows (and columns) per image
+  int32_t image_tokens = 0;  // decode tokens per image (L_dec), forced ones included
+  // The decode tokens' layout (rows, row breaks), which the grid policies and
+  // ssd read; width 0: a square grid of image_tokens.
+  sparse::GridGeometry grid;
+  // [image_tokens] or empty: the input id forced at step t, -1 where sampled.
+  std::vector<int32_t> forced_tokens;
+  // Positions beyond the prompt hold the decode tokens: prompt + image_tokens <= this.
+  int32_t max_position_embeddings = 0;
+  // Makes the prompt recipe: caption -> (cond ids, uncond ids), thread-safe
+  // (reads the tokenizer only when called).
+  std::function<absl::StatusOr<model::PromptEncoder>()> make_prompt;
+  // The image decoder over `checkpoint` (EngineOptions::vq_backend and
+  // vq_precision decide `options`). Token grids are the engine's recorded
+  // tokens (engine::GroupState::tokens).
+  std::function<absl::StatusOr<model::ImageDecoder>(const checkpoint::Checkpoint& checkpoint,
+                                                    const DecoderOptions& options)>
+      make_decoder;
+};
+
+// The identity of a checkpoint, from its config.json.
+struct ConfigIdentity {
+  std::string model_type;                  // "" when absent
+  std::vector<std::string> architectures;  // empty when absent
+};
+
+struct Family {
+  std::string name;      // "janus"
+  std::string matches;   // what it recognises, for messages: "model_type multi_modality"
+  std::function<bool(const ConfigIdentity&)> recognises;
+  std::function<absl::StatusOr<FamilyModel>(const std::string& model_dir)> load;
+};
+
+}  // namespace argen::models

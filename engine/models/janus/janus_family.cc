@@ -1,0 +1,74 @@
+#include "engine/models/janus/janus_family.h"
+
+#include <memory>
+
+#include "engine/models/janus/janus_config.h"
+#include "engine/models/janus/janus_spec.h"
+#include "engine/vq/vq_decoder.h"
+#if defined(ARGEN_WITH_CUDA)
+#include "engine/vq_cuda/cuda_vq_decoder.h"
+#endif
+
+namespace argen::janus {
+namespace {
+
+// gen_vision_model.* decodes the codes the engine recorded (gen_embed rows:
+// no id mapping, none forced).
+absl::StatusOr<model::ImageDecoder> MakeDecoder(const checkpoint::Checkpoint& ckpt, const vq::Vq16Config& config,
+                                                const models::DecoderOptions& options) {
+  if (options.gpu) {
+#if defined(ARGEN_WITH_CUDA)
+    vq::CudaVqOptions vq_options;
+    vq_options.precision = options.precision == "fp32"   ? vq::VqPrecision::kFp32
+                           : options.precision == "tf32" ? vq::VqPrecision::kTf32
+                                                         : vq::VqPrecision::kBf16;
+    vq_options.fallback_to_fp32 = options.precision == "auto";
+    absl::StatusOr<std::unique_ptr<vq::CudaVqDecoder>> vq = vq::CudaVqDecoder::Create(ckpt, config, vq_options);
+    if (!vq.ok()) return vq.status();
+    std::shared_ptr<vq::CudaVqDecoder> decoder(std::move(*vq));
+    return model::ImageDecoder(
+        [decoder](const std::vector<std::vector<int32_t>>& grids) { return decoder->Decode(grids); });
+#else
+    return absl::UnimplementedError("this build has no CUDA VQ decoder");
+#endif
+  }
+  absl::StatusOr<std::unique_ptr<vq::VqDecoder>> vq = vq::VqDecoder::Create(ckpt, config);
+  if (!vq.ok()) return vq.status();
+  std::shared_ptr<vq::VqDecoder> decoder(std::move(*vq));
+  return model::ImageDecoder(
+      [decoder](const std::vector<std::vector<int32_t>>& grids) { return decoder->Decode(grids); });
+}
+
+}  // namespace
+
+absl::StatusOr<models::FamilyModel> LoadJanus(const std::string& model_dir) {
+  absl::StatusOr<JanusConfig> config = LoadJanusConfig(model_dir);
+  if (!config.ok()) return config.status();
+  absl::StatusOr<model::ModelSpec> spec = JanusSpec(*config);
+  if (!spec.ok()) return spec.status();
+  models::FamilyModel m;
+  m.family = "janus";
+  m.spec = *std::move(spec);
+  m.image_size = config->gen_vision.image_size;
+  m.token_grid = config->gen_vision.token_grid();
+  m.image_tokens = config->gen_vision.image_tokens();
+  m.grid = sparse::GridGeometry{m.token_grid, 0, m.image_tokens};  // a square grid without row breaks
+  m.max_position_embeddings = config->language.max_position_embeddings;
+  m.make_prompt = [model_dir] { return TokenizerPromptEncoder(model_dir); };
+  const vq::Vq16Config vq = config->gen_vision;
+  m.make_decoder = [vq](const checkpoint::Checkpoint& ckpt, const models::DecoderOptions& options) {
+    return MakeDecoder(ckpt, vq, options);
+  };
+  return m;
+}
+
+models::Family JanusFamily() {
+  models::Family f;
+  f.name = "janus";
+  f.matches = "model_type multi_modality";
+  f.recognises = [](const models::ConfigIdentity& id) { return id.model_type == "multi_modality"; };
+  f.load = LoadJanus;
+  return f;
+}
+
+}  // namespace argen::janus

@@ -1,0 +1,47 @@
+// The one place where a request's parameters are judged: every range, the
+// limits a request must fit, and the table GetModelInfo advertises, which is
+// built from the same checks (a parameter is advertised with exactly the
+// range that is enforced). The server's mapping and the engine's Prepare()
+// both call ValidateRequest; nothing else checks request ranges.
+//
+// Status codes (docs/serving.md): INVALID_ARGUMENT whose message starts with
+// the field (`prompt`, `num_images`, `temperature`, `cfg_weight`, `top_k`,
+// `top_p`, or the policy's `policy.<field>` from sparse::ResolvePolicy);
+// FAILED_PRECONDITION naming `max_batch_rows` or `kv_budget_bytes` when the
+// request could never run on this server.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/engine.h"
+
+namespace argen::engine {
+
+struct ParameterRange {
+  std::string name;  // the request field: num_images, sparsity, n_att, ...
+  double min = 0, max = 0;
+  bool min_exclusive = false, max_exclusive = false;
+  std::string meaning;
+};
+
+// Every request parameter with the range ValidateRequest enforces for this
+// model and these limits. Cross-field rules of the policies (docs/policies.md)
+// narrow some combinations further; each bound itself is reachable.
+std::vector<ParameterRange> RequestParameterRanges(const ModelInfo& info);
+
+// The most images one request may ask for: max_images_per_request, and the
+// batch cap's max_batch_rows / 2 (each image is a CFG pair of rows).
+int32_t MaxImagesPerRequest(const ModelInfo& info);
+
+// Field ranges and the batch cap (see the top of this file).
+absl::Status ValidateRequest(const GenerationRequest& request, const ModelInfo& info);
+
+// FAILED_PRECONDITION naming kv_budget_bytes when a request needing
+// `kv_bytes` for `rows` rows could not run even on an idle server.
+absl::Status CheckKvFits(int64_t kv_bytes, int32_t rows, const std::string& policy_name, const ModelInfo& info);
+
+}  // namespace argen::engine

@@ -1,0 +1,38 @@
+#include "engine/sparse/policy_defaults.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/sparse/policy_params.h"
+
+namespace argen::sparse {
+
+absl::StatusOr<PolicyParams> ApplyPolicyDefaults(const PolicyRequest& request, const PolicyParams& defaults,
+                                                 int32_t l_dec) {
+  PolicyParams out = defaults;
+  if (!request.name.empty()) {
+    absl::StatusOr<PolicyKind> kind = ParsePolicyName(request.name);
+    if (!kind.ok()) return absl::InvalidArgumentError(absl::StrCat("policy.name: ", kind.status().message()));
+    if (*kind != defaults.kind) {
+      out = PolicyParams{};
+      out.kind = *kind;
+      if (*kind != PolicyKind::kDense) out.sparsity = defaults.sparsity;
+    }
+  }
+  if (out.kind == PolicyKind::kDense) out.sparsity = 0;
+  if (request.sparsity) out.sparsity = *request.sparsity;
+  if (request.n_att) {
+    out.n_att = *request.n_att;
+    if (*request.n_att > 0 && !request.sparsity) out.sparsity = 0;  // n_att replaces the default sparsity
+  }
+  if (request.n_recent) out.n_recent = *request.n_recent;
+  if (request.n_sink) out.n_sink = *request.n_sink;
+  // A default window (e.g. n_recent 64) narrower than this request's N_att
+  // (sparsity 0.8 -> N_att 115) must not make an otherwise valid request invalid.
+  if (!request.n_recent && out.n_recent > 0 && out.kind == defaults.kind && !ResolvePolicy(out, l_dec).ok()) {
+    PolicyParams widened = out;
+    widened.n_recent = 0;
+    if (ResolvePolicy(widened, l_dec).ok()) out = widened;
+  }
+  return out;
+}
+
+}  // namespace argen::sparse

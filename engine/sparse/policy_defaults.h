@@ -1,0 +1,34 @@
+// How a request's policy fields combine with a server's default policy (the
+// policy rule of docs/serving.md), next to the policies it is about rather
+// than in the transport.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kernels/sparse/policy_types.h"
+
+namespace argen::sparse {
+
+// What a request states about its policy; unset fields take the defaults.
+struct PolicyRequest {
+  std::string name;  // empty: the default policy
+  std::optional<double> sparsity;
+  std::optional<int32_t> n_att, n_recent, n_sink;
+};
+
+// The rule: an empty name takes `defaults` with all its parameters; a named
+// policy other than the default takes defaults.sparsity (sparse policies only;
+// dense is always 0) and its own defaults for n_att / n_recent / n_sink.
+// Fields the request sets win; n_att > 0 without sparsity replaces the default
+// sparsity. A recent window inherited from `defaults` that is narrower than
+// the request's N_att falls back to the policy's own default window (0.5 x
+// l_dec, at least N_att) rather than failing the request; a window the
+// request sets itself is kept as given. Only an unknown name fails here
+// (INVALID_ARGUMENT naming policy.name); ranges are ResolvePolicy's.
+absl::StatusOr<PolicyParams> ApplyPolicyDefaults(const PolicyRequest& request, const PolicyParams& defaults,
+                                                 int32_t l_dec);
+
+}  // namespace argen::sparse
