@@ -29,7 +29,8 @@ int RunInfo(const CommonOptions& common, const InfoOptions& options, std::ostrea
     if (text.empty() || text.back() != '\n') out << "\n";
     return kOk;
   }
-  out << "model          " << info.model() << " (" << info.backend() << ")\n"
+  out << "model          " << info.model() << " (" << (info.family().empty() ? "" : info.family() + ", ")
+      << info.backend() << ")\n"
       << "image          " << info.image_size() << "x" << info.image_size() << " px, "
       << info.token_grid() << "x" << info.token_grid() << " tokens (" << info.image_tokens()
       << "), codebook " << info.image_vocab() << "\n"
@@ -37,8 +38,8 @@ int RunInfo(const CommonOptions& common, const InfoOptions& options, std::ostrea
       << "prompt         up to " << info.max_prompt_tokens() << " tokens\n"
       << "KV             " << info.kv_bytes_per_token_row() << " bytes per token per row, budget "
       << info.kv_budget_bytes() << " bytes\n"
-      << "batch          up to " << info.max_batch_rows() << " rows, queue " << info.queue_limit()
-      << "\n"
+      << "batch          up to " << info.max_batch_rows() << " rows, " << info.max_images_per_request()
+      << " images per request, queue " << info.queue_limit() << "\n"
       << "default policy " << info.default_policy().name() << " (sparsity "
       << info.default_policy().sparsity() << ")\n"
       << "policies      ";
@@ -47,9 +48,10 @@ int RunInfo(const CommonOptions& common, const InfoOptions& options, std::ostrea
   out << "\nper request    argen_client generate --policy NAME --sparsity S (e.g. --policy diagonal"
       << " --sparsity 0.9 --n_recent 64); quality of each: docs/quality.md"
       << "\nparameters\n";
+  // The ranges the server enforces, with open ends shown as such.
   for (const v1::ParameterRange& r : info.ranges()) {
-    out << "  " << r.name() << " [" << r.min() << ", " << r.max() << "] default " << r.default_value()
-        << ": " << r.meaning() << "\n";
+    out << "  " << r.name() << " " << (r.min_exclusive() ? "(" : "[") << r.min() << ", " << r.max()
+        << (r.max_exclusive() ? ")" : "]") << " default " << r.default_value() << ": " << r.meaning() << "\n";
   }
   return kOk;
 }

@@ -14,7 +14,8 @@ struct Scheduler::Job {
   std::shared_ptr<RequestHandle> handle;
   engine::PreparedRequest prepared;
   std::string policy_name;
-  Need need;
+  int64_t kv_bytes = 0;  // PreparedRequest::kv_bytes
+  int32_t rows = 0;      // 2 x num_images
   absl::Duration progress_interval;
   absl::Time accepted;
   absl::Time admitted = absl::InfinitePast();
@@ -44,13 +45,13 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(engine::Engine* eng
                                                              ImageEncoder encoder,
                                                              SchedulerObserver* observer) {
   if (engine == nullptr) return absl::InvalidArgumentError("scheduler: engine is null");
-  if (options.kv_budget_bytes <= 0) {
+  if (engine->info().kv_budget_bytes <= 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("scheduler: kv_budget_bytes must be > 0, got ", options.kv_budget_bytes));
+        absl::StrCat("scheduler: the engine's kv_budget_bytes must be > 0, got ", engine->info().kv_budget_bytes));
   }
-  if (options.max_batch_rows < 2) {
+  if (engine->info().max_batch_rows < 2) {
     return absl::InvalidArgumentError(
-        absl::StrCat("scheduler: max_batch_rows must be >= 2, got ", options.max_batch_rows));
+        absl::StrCat("scheduler: the engine's max_batch_rows must be >= 2, got ", engine->info().max_batch_rows));
   }
   if (options.queue_limit < 1) {
     return absl::InvalidArgumentError(
@@ -73,7 +74,7 @@ Scheduler::Scheduler(engine::Engine* engine, const SchedulerOptions& options, Im
       options_(options),
       encoder_(std::move(encoder)),
       observer_(observer != nullptr ? observer : &no_observer_),
-      limits_{options.kv_budget_bytes, options.max_batch_rows},
+      max_batch_rows_(engine->info().max_batch_rows),
       image_tokens_(engine->info().image_tokens),
       image_workers_(std::make_unique<TaskWorkers>(options.image_workers)) {
   observer_->OnKvBytes(0, 0);
@@ -116,10 +117,8 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(
 
   auto job = std::make_shared<Job>();
   job->policy_name = std::string(sparse::PolicyName(prepared->policy.kind));
-  job->need = Need{prepared->kv_bytes, 2 * prepared->request.num_images};
-  if (absl::Status fits = CheckEverFits(job->need, limits_, job->policy_name); !fits.ok()) {
-    return reject(fits);
-  }
+  job->kv_bytes = prepared->kv_bytes;
+  job->rows = 2 * prepared->request.num_images;
   job->prepared = *std::move(prepared);
   job->progress_interval = submit.progress_interval > absl::ZeroDuration()
                                ? submit.progress_interval
@@ -144,8 +143,8 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(
     job->handle = std::make_shared<RequestHandle>(std::move(id), submit.deadline);
     job->accepted = absl::Now();
     queued.position = static_cast<int32_t>(queue_.size());
-    queued.kv_bytes = job->need.kv_bytes;
-    queued.rows = job->need.rows;
+    queued.kv_bytes = job->kv_bytes;
+    queued.rows = job->rows;
     queued.seed = job->prepared.request.sampling.seed;
     queued.policy = job->prepared.policy;
     queued.prompt_tokens = static_cast<int32_t>(job->prepared.cond_ids.size());
@@ -191,9 +190,8 @@ absl::Status Scheduler::StopReason(const Job& job) const {
 }
 
 void Scheduler::Loop() {
-  std::vector<JobPtr> admitted, dropped;
+  std::vector<JobPtr> dropped;
   while (true) {
-    admitted.clear();
     dropped.clear();
     {
       absl::MutexLock lock(&mu_);
@@ -203,16 +201,16 @@ void Scheduler::Loop() {
         mu_.Await(absl::Condition(&ready));
         if (stop_ && queue_.empty()) return;
       }
-      TakeFromQueue(admitted, dropped);
+      DropStopped(dropped);
     }
     for (const JobPtr& job : dropped) Finish(*job, StopReason(*job));
     EndCancelledRunning();
-    AddToEngine(admitted);
+    AdmitNext();
     if (!running_.empty()) RunStep();
   }
 }
 
-void Scheduler::TakeFromQueue(std::vector<JobPtr>& admitted, std::vector<JobPtr>& dropped) {
+void Scheduler::DropStopped(std::vector<JobPtr>& dropped) {
   const size_t before = queue_.size();
   for (auto it = queue_.begin(); it != queue_.end();) {
     if (!StopReason(**it).ok()) {
@@ -222,19 +220,31 @@ void Scheduler::TakeFromQueue(std::vector<JobPtr>& admitted, std::vector<JobPtr>
       ++it;
     }
   }
-  // Priority order with aging; the next one that does not fit yet blocks the
-  // rest (no overtaking, so a large request is not starved by small ones).
-  const absl::Time now = absl::Now();
-  while (!queue_.empty()) {
-    const size_t next = NextInQueue(now);
-    if (!FitsBeside(queue_[next]->need, in_use_, limits_)) break;
-    JobPtr job = std::move(queue_[next]);
-    queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(next));
-    in_use_.kv_bytes += job->need.kv_bytes;
-    in_use_.rows += job->need.rows;
-    admitted.push_back(std::move(job));
-  }
   if (queue_.size() != before) observer_->OnQueueDepth(static_cast<int32_t>(queue_.size()));
+}
+
+void Scheduler::AdmitNext() {
+  // Priority order with aging; the next one that does not fit yet blocks the
+  // rest (no overtaking, so a large request is not starved by small ones). It
+  // fits when its rows fit the batch cap beside what runs and the engine can
+  // place it now: the pool is the one ledger. Only this thread removes jobs
+  // from the queue, so the job chosen here is still queued when it is added.
+  while (true) {
+    JobPtr next;
+    {
+      absl::MutexLock lock(&mu_);
+      if (queue_.empty()) break;
+      next = queue_[NextInQueue(absl::Now())];
+    }
+    if (rows_in_use_ + next->rows > max_batch_rows_ || !engine_->CanAdd(next->prepared)) break;
+    {
+      absl::MutexLock lock(&mu_);
+      queue_.erase(std::find(queue_.begin(), queue_.end(), next));
+      observer_->OnQueueDepth(static_cast<int32_t>(queue_.size()));
+    }
+    AddToEngine(next);
+  }
+  PublishKv();
 }
 
 size_t Scheduler::NextInQueue(absl::Time now) const {
@@ -246,48 +256,31 @@ size_t Scheduler::NextInQueue(absl::Time now) const {
   return best;
 }
 
-void Scheduler::AddToEngine(std::vector<JobPtr>& admitted) {
-  for (size_t i = 0; i < admitted.size(); ++i) {
-    JobPtr& job = admitted[i];
-    absl::StatusOr<engine::GroupId> group = engine_->Add(job->prepared);
-    if (!group.ok()) {
-      in_use_.kv_bytes -= job->need.kv_bytes;
-      in_use_.rows -= job->need.rows;
-      if (group.status().code() == absl::StatusCode::kResourceExhausted && !running_.empty()) {
-        // The backend's own pool is fuller than our accounting: retry this
-        // and the rest of the admitted jobs, in order, after the next step.
-        absl::MutexLock lock(&mu_);
-        for (size_t j = admitted.size(); j-- > i;) {
-          if (j > i) {
-            in_use_.kv_bytes -= admitted[j]->need.kv_bytes;
-            in_use_.rows -= admitted[j]->need.rows;
-          }
-          queue_.push_front(std::move(admitted[j]));
-        }
-        break;
-      }
-      Finish(*job, absl::Status(group.status().code(),
-                                absl::StrCat("engine refused the request: ", group.status().message())));
-      continue;
-    }
-    job->group = *group;
-    job->admitted = absl::Now();
-    running_.push_back(job);
-    running_rows_.store(in_use_.rows);
-    kv_reserved_.store(in_use_.kv_bytes);
-    job->handle->Push(StartedEvent{job->admitted - job->accepted, in_use_.rows});
-    observer_->OnRequestStarted(job->policy_name, job->admitted - job->accepted);
+void Scheduler::AddToEngine(const JobPtr& job) {
+  // CanAdd said the engine places it now; a refusal is an engine fault.
+  absl::StatusOr<engine::GroupId> group = engine_->Add(job->prepared);
+  if (!group.ok()) {
+    Finish(*job, absl::InternalError(absl::StrCat("engine refused an admitted request: ", group.status().message())));
+    return;
   }
-  PublishKv();
+  job->group = *group;
+  job->admitted = absl::Now();
+  rows_in_use_ += job->rows;
+  kv_in_use_ += job->kv_bytes;
+  running_.push_back(job);
+  running_rows_.store(rows_in_use_);
+  kv_reserved_.store(kv_in_use_);
+  job->handle->Push(StartedEvent{job->admitted - job->accepted, rows_in_use_});
+  observer_->OnRequestStarted(job->policy_name, job->admitted - job->accepted);
 }
 
 void Scheduler::ReleaseGroup(Job& job) {
   engine_->Remove(job.group);
   job.group = -1;
-  in_use_.kv_bytes -= job.need.kv_bytes;
-  in_use_.rows -= job.need.rows;
-  running_rows_.store(in_use_.rows);
-  kv_reserved_.store(in_use_.kv_bytes);
+  kv_in_use_ -= job.kv_bytes;
+  rows_in_use_ -= job.rows;
+  running_rows_.store(rows_in_use_);
+  kv_reserved_.store(kv_in_use_);
 }
 
 void Scheduler::EndCancelledRunning() {
@@ -309,8 +302,8 @@ void Scheduler::EndCancelledRunning() {
 }
 
 void Scheduler::PublishKv() {
-  observer_->OnKvBytes(engine_->KvBytesInUse(), in_use_.kv_bytes);
-  observer_->OnRunning(in_use_.rows, static_cast<int32_t>(running_.size()));
+  observer_->OnKvBytes(engine_->KvBytesInUse(), kv_in_use_);
+  observer_->OnRunning(rows_in_use_, static_cast<int32_t>(running_.size()));
 }
 
 void Scheduler::RunStep() {
@@ -379,9 +372,9 @@ void Scheduler::RunStep() {
     job->handle->Push(ProgressEvent{std::min(job->steps, image_tokens_), image_tokens_});
   }
 
-  stats.running_rows = in_use_.rows;
+  stats.running_rows = rows_in_use_;
   stats.kv_bytes_in_use = engine_->KvBytesInUse();
-  stats.kv_bytes_reserved = in_use_.kv_bytes;
+  stats.kv_bytes_reserved = kv_in_use_;
   {
     absl::MutexLock lock(&mu_);
     stats.queue_depth = static_cast<int32_t>(queue_.size());
@@ -525,10 +518,10 @@ void Scheduler::Finish(Job& job, absl::Status status) {
   }
   m.vq_decode = job.vq_time;
   m.total = now - job.accepted;
-  m.rows = job.need.rows;
+  m.rows = job.rows;
   m.steps = job.steps;
   m.images = job.images_sent;
-  m.peak_kv_bytes = was_admitted ? job.need.kv_bytes : 0;
+  m.peak_kv_bytes = was_admitted ? job.kv_bytes : 0;
   const double gen_seconds = absl::ToDoubleSeconds(m.prefill + m.decode);
   if (gen_seconds > 0) {
     m.tokens_per_second =
@@ -539,7 +532,7 @@ void Scheduler::Finish(Job& job, absl::Status status) {
   }
   m.mean_batch_rows = job.decode_steps > 0
                           ? static_cast<double>(job.decode_rows_sum) / job.decode_steps
-                          : static_cast<double>(job.need.rows);
+                          : static_cast<double>(job.rows);
   {
     // Counted down first so that a caller who has seen Finished also sees
     // the request gone from snapshot().

@@ -3,9 +3,11 @@
 // One loop thread owns the engine's single-threaded calls. Between steps it
 // ends cancelled / expired requests (freeing their KV at once), then admits
 // queued requests in priority order with aging (scheduler/priority.h) while
-// the next one's exact KV need and rows fit beside what runs (the next one is
-// never overtaken, so large requests are not starved; running requests are
-// never preempted), then calls Step(). Groups that finish leave the batch and
+// the next one's rows fit the engine's batch cap beside what runs and the
+// engine can place it now (Engine::CanAdd: the backend's pool is the one KV
+// ledger, and the engine owns the limits); the next one is never overtaken, so
+// large requests are not starved; running requests are never preempted. Then
+// it calls Step(). Groups that finish leave the batch and
 // free their KV in the same iteration; their VQ decode and image encoding run
 // on TaskWorkers threads, as do previews (scheduler/preview.h), which the loop
 // only hands over (a copy of the sampled tokens) and which are dropped rather
@@ -26,7 +28,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
-#include "scheduler/admission.h"
 #include "scheduler/priority.h"
 #include "scheduler/request_handle.h"
 #include "scheduler/scheduler_observer.h"
@@ -64,10 +65,10 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Errors: what Engine::Prepare reports (INVALID_ARGUMENT naming the field),
-  // FAILED_PRECONDITION when it can never fit, RESOURCE_EXHAUSTED when the
-  // queue is full, UNAVAILABLE while draining. On success the handle's first
-  // event is Queued.
+  // Errors: what Engine::Prepare reports (INVALID_ARGUMENT naming the field,
+  // FAILED_PRECONDITION when it can never fit the engine's limits),
+  // RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE while draining. On
+  // success the handle's first event is Queued.
   absl::StatusOr<std::shared_ptr<RequestHandle>> Submit(const engine::GenerationRequest& request,
                                                         const SubmitOptions& options = {});
 
@@ -87,10 +88,11 @@ class Scheduler {
             SchedulerObserver* observer);
 
   void Loop();
-  // Pops cancelled/expired queued jobs and admits heads that fit; runs under mu_.
-  void TakeFromQueue(std::vector<JobPtr>& admitted, std::vector<JobPtr>& dropped)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AddToEngine(std::vector<JobPtr>& admitted);
+  // Pops cancelled/expired queued jobs; runs under mu_.
+  void DropStopped(std::vector<JobPtr>& dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds the next queued requests to the engine while they fit (never overtaken).
+  void AdmitNext();
+  void AddToEngine(const JobPtr& job);
   void EndCancelledRunning();
   void RunStep();
   void ReleaseGroup(Job& job);
@@ -113,7 +115,7 @@ class Scheduler {
   const ImageEncoder encoder_;
   SchedulerObserver* const observer_;
   SchedulerObserver no_observer_;
-  const Limits limits_;
+  const int32_t max_batch_rows_;  // the engine's batch cap
   const int32_t image_tokens_;
 
   mutable absl::Mutex mu_;
@@ -126,7 +128,10 @@ class Scheduler {
 
   // Loop-thread state (published through atomics for snapshot()).
   std::vector<JobPtr> running_;
-  Need in_use_;
+  // Sums of the admitted requests' rows and KV needs (the KV sum equals the
+  // engine's KvBytesInUse: admission places exactly what it reserves).
+  int32_t rows_in_use_ = 0;
+  int64_t kv_in_use_ = 0;
   int64_t step_index_ = 0;
   std::atomic<int32_t> running_rows_{0};
   std::atomic<int64_t> kv_reserved_{0};

@@ -15,9 +15,9 @@ namespace argen::scheduler {
 // server). Called on the image worker threads, never on the decode loop.
 using ImageEncoder = std::function<absl::StatusOr<std::string>(const engine::RgbImage&)>;
 
+// The KV budget and the batch cap are the engine's (engine::ModelInfo): the
+// scheduler admits by them and never keeps a copy that could disagree.
 struct SchedulerOptions {
-  int64_t kv_budget_bytes = 0;    // sum of admitted requests' exact KV need; > 0
-  int32_t max_batch_rows = 64;    // rows (2 per image) running at once; > 0
   int32_t queue_limit = 64;       // requests waiting (not yet admitted); > 0
   absl::Duration progress_interval = absl::Milliseconds(250);  // default per request
   int32_t image_workers = 1;      // threads for VQ decode + image encoding

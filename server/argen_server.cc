@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/version.h"
 #include "engine/image/png.h"
+#include "engine/request_rules.h"
 #include "grpc/health/v1/health.pb.h"
 #include "engine/sparse/policy_params.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -22,8 +23,10 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> LoadEngine(const ServerConfig& c
   options.vq_backend = config.vq_backend;
   options.vq_precision = config.vq_precision;
   options.threads = config.threads;
-  options.kv_budget_bytes = config.kv_budget_bytes;  // the CUDA pool matches admission
+  // The engine owns the limits; the scheduler and GetModelInfo read them from it.
+  options.kv_budget_bytes = config.kv_budget_bytes;
   options.max_batch_rows = config.max_batch_rows;
+  options.max_images_per_request = config.max_images_per_request;
   absl::StatusOr<std::unique_ptr<engine::Engine>> created = engine::CreateEngine(options);
   if (!created.ok()) {
     return absl::Status(created.status().code(), absl::StrCat("loading model_dir '", config.model_dir,
@@ -34,8 +37,6 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> LoadEngine(const ServerConfig& c
 
 scheduler::SchedulerOptions SchedulerOptionsOf(const ServerConfig& config) {
   scheduler::SchedulerOptions options;
-  options.kv_budget_bytes = config.kv_budget_bytes;
-  options.max_batch_rows = config.max_batch_rows;
   options.queue_limit = config.queue_limit;
   options.progress_interval = absl::Milliseconds(config.progress_interval_ms);
   options.image_workers = ResolvedImageWorkers(config);
@@ -86,17 +87,28 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
   }
   server->engine_ = std::move(engine);
   const engine::ModelInfo& info = server->engine_->info();
-  // The configured default policy must be valid for this model.
+  // The configured defaults must be valid requests for this model (the engine's rules).
   if (absl::StatusOr<sparse::ResolvedPolicy> p =
           sparse::ResolvePolicy(config.default_policy, info.image_tokens);
       !p.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("key 'default_policy': ", p.status().message()));
+  }
+  {
+    engine::GenerationRequest defaults;
+    defaults.prompt = "defaults";
+    defaults.sampling = config.default_sampling;
+    defaults.policy = config.default_policy;
+    if (absl::Status s = engine::ValidateRequest(defaults, info); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("key 'default_sampling': ", s.message()));
+    }
   }
   if (encoder == nullptr) {
     encoder = [](const engine::RgbImage& rgb) { return image::EncodePng(rgb.rgb, rgb.width, rgb.height); };
   }
 
   server->prometheus_->SetBuildInfo(BuildInfo{Version(), info.backend, info.name});
+  // The budget the engine enforces (its pool), now that it is loaded.
+  server->prometheus_->SetKvBudget(info.kv_budget_bytes);
   absl::StatusOr<std::unique_ptr<scheduler::Scheduler>> sched = scheduler::Scheduler::Create(
       server->engine_.get(), SchedulerOptionsOf(config), std::move(encoder), server->prometheus_.get());
   if (!sched.ok()) return sched.status();

@@ -133,6 +133,8 @@ PrometheusMetrics::PrometheusMetrics(int64_t kv_budget_bytes)
   for (const char* reason : {"image_path_busy", "client_slow", "late", "request_ended", "failed"}) {
     previews_dropped_.Add({{"reason", reason}});
   }
+
+void PrometheusMetrics::SetKvBudget(int64_t kv_budget_bytes) { kv_budget_.Set(static_cast<double>(kv_budget_bytes)); }
   for (absl::StatusCode code : {absl::StatusCode::kUnauthenticated, absl::StatusCode::kPermissionDenied}) {
     auth_failures_.Add({{"code", absl::StatusCodeToString(code)}});
   }

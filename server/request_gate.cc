@@ -63,7 +63,7 @@ absl::StatusOr<Submission> RequestGate::Submit(const ApiKey* key, const v1::Gene
     return status;
   };
   absl::StatusOr<engine::GenerationRequest> generation =
-      ToGenerationRequest(request, config_, info_.image_tokens, RandomSeed());
+      ToGenerationRequest(request, config_, info_, RandomSeed());
   if (!generation.ok()) return reject(generation.status());
   if (request.previews() < 0) {
     return reject(absl::InvalidArgumentError(absl::StrCat("previews: must be >= 0, got ", request.previews())));

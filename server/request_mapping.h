@@ -1,6 +1,8 @@
 // Translation between the argen.v1 messages and the scheduler/engine types:
-// request validation and defaults (errors name the proto field), events,
-// status codes and model info.
+// defaults, events, status codes and model info. The ranges and limits are
+// the engine's (engine/request_rules.h): the mapping fills defaults and calls
+// the engine's one validation, so a bad request fails before it is queued and
+// GetModelInfo advertises exactly what is enforced.
 #pragma once
 
 #include <cstdint>
@@ -16,13 +18,13 @@
 
 namespace argen::server {
 
-// Policy rule: an empty policy.name takes the configured default policy with
-// its parameters; a named policy takes default_policy.sparsity (sparse
-// policies only) and the default n_att/n_recent/n_sink only when it is the
-// default policy. Fields set in the request always win.
+// Defaults: num_images 0 means 1, unset sampling fields take
+// config.default_sampling, unset seed takes `random_seed`, and the policy
+// fields follow sparse::ApplyPolicyDefaults (the policy rule) over
+// config.default_policy. Then engine::ValidateRequest against `info`.
 absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::GenerateRequest& request,
                                                               const ServerConfig& config,
-                                                              int32_t image_tokens,
+                                                              const engine::ModelInfo& info,
                                                               uint64_t random_seed);
 
 // absl and gRPC share the canonical code numbering. The result carries the
@@ -33,6 +35,8 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 v1::GenerateEvent ToProtoEvent(scheduler::RequestEvent& event, const std::string& request_id);
 void FillMetrics(const scheduler::RequestMetrics& metrics, v1::RequestMetrics* out);
 
+// The model, the engine's limits and ranges (engine::RequestParameterRanges)
+// with the server's defaults.
 void FillModelInfo(const engine::ModelInfo& info, const ServerConfig& config, v1::ModelInfo* out);
 
 }  // namespace argen::server

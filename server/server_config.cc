@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/match.h"
+#include "engine/model/sampler.h"
 #include "engine/sparse/policy_params.h"
 #include "server/byte_size.h"
 #include "yaml-cpp/yaml.h"
@@ -91,6 +92,17 @@ absl::StatusOr<double> ParseDouble(const std::string& v, std::function<bool(doub
   double x = 0;
   if (!absl::SimpleAtod(absl::StripAsciiWhitespace(v), &x) || !ok(x)) return Bad(v, want);
   return x;
+}
+
+// A sampling default, checked by the same rule the engine enforces on requests.
+Setter SamplingValue(std::function<float&(ServerConfig&)> field, absl::Status (*check)(double)) {
+  return [=](ServerConfig& c, const std::string& v) {
+    double x = 0;
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(v), &x)) return Bad(v, "a number");
+    if (absl::Status s = check(x); !s.ok()) return absl::InvalidArgumentError(absl::StrCat("\"", v, "\" ", s.message()));
+    field(c) = static_cast<float>(x);
+    return absl::OkStatus();
+  };
 }
 
 const std::vector<KeyDef>& Keys() {
@@ -186,32 +198,15 @@ const std::vector<KeyDef>& Keys() {
        IntAt([](ServerConfig& c) -> int32_t& { return c.default_policy.n_recent; }, 0, 1 << 24)},
       {{"default_policy.n_sink", "sink tokens; -1: the policy's default"},
        IntAt([](ServerConfig& c) -> int32_t& { return c.default_policy.n_sink; }, -1, 1 << 24)},
-      {{"default_sampling.cfg_weight", "classifier-free guidance weight"},
-       [](ServerConfig& c, const std::string& v) {
-         absl::StatusOr<double> x =
-             ParseDouble(v, [](double d) { return d >= 0 && d <= 100; }, "a number in [0, 100]");
-         if (!x.ok()) return x.status();
-         c.default_sampling.cfg_weight = static_cast<float>(*x);
-         return absl::OkStatus();
-       }},
-      {{"default_sampling.temperature", "sampling temperature, > 0"},
-       [](ServerConfig& c, const std::string& v) {
-         absl::StatusOr<double> x =
-             ParseDouble(v, [](double d) { return d > 0 && d <= 100; }, "a number in (0, 100]");
-         if (!x.ok()) return x.status();
-         c.default_sampling.temperature = static_cast<float>(*x);
-         return absl::OkStatus();
-       }},
+      {{"default_sampling.cfg_weight", "classifier-free guidance weight, [0, 100]"},
+       SamplingValue([](ServerConfig& c) -> float& { return c.default_sampling.cfg_weight; }, model::CheckCfgWeight)},
+      {{"default_sampling.temperature", "sampling temperature, [0, 100]; 0: greedy"},
+       SamplingValue([](ServerConfig& c) -> float& { return c.default_sampling.temperature; },
+                     model::CheckTemperature)},
       {{"default_sampling.top_k", "top-k; 0: off"},
        IntAt([](ServerConfig& c) -> int32_t& { return c.default_sampling.top_k; }, 0, 1 << 24)},
       {{"default_sampling.top_p", "top-p in (0, 1]; 1: off"},
-       [](ServerConfig& c, const std::string& v) {
-         absl::StatusOr<double> x =
-             ParseDouble(v, [](double d) { return d > 0 && d <= 1; }, "a number in (0, 1]");
-         if (!x.ok()) return x.status();
-         c.default_sampling.top_p = static_cast<float>(*x);
-         return absl::OkStatus();
-       }},
+       SamplingValue([](ServerConfig& c) -> float& { return c.default_sampling.top_p; }, model::CheckTopP)},
       {{"http_address", "OpenAI-compatible HTTP API listen address"}, Text(&ServerConfig::http_address)},
       {{"http_port", "HTTP API port (POST /v1/images/generations, /v1/models, /health, /ready); 0: any free port; -1: off"},
        Int(&ServerConfig::http_port, -1, 65535)},

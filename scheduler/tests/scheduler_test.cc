@@ -23,8 +23,11 @@ using testing::MakeRequest;
 using testing::RawEncoder;
 using testing::RecordingObserver;
 
+// A request's KV need on an engine like `engine` (whatever its budget is now).
 int64_t KvNeed(const FakeEngine& engine, const engine::GenerationRequest& r) {
-  return engine.Prepare(r).value().kv_bytes;
+  FakeEngine probe(engine.options());
+  probe.SetKvBudget(int64_t{1} << 50);
+  return probe.Prepare(r).value().kv_bytes;
 }
 
 std::unique_ptr<Scheduler> Make(FakeEngine& engine, SchedulerOptions options,
@@ -37,7 +40,7 @@ std::unique_ptr<Scheduler> Make(FakeEngine& engine, SchedulerOptions options,
 TEST(SchedulerTest, OneRequestStreamsEventsInOrderWithImagesOfItsTokens) {
   FakeEngine engine;
   SchedulerOptions o;
-  o.kv_budget_bytes = 1 << 20;
+  engine.SetKvBudget(1 << 20);
   o.progress_interval = absl::Nanoseconds(1);
   auto s = Make(engine, o);
   SubmitOptions submit;
@@ -98,7 +101,7 @@ TEST(SchedulerTest, KvNeverExceedsBudgetAndAllFinish) {
   FakeEngine engine(eo);
   const int64_t need = KvNeed(engine, MakeRequest("p0"));
   SchedulerOptions o;
-  o.kv_budget_bytes = 2 * need + need / 2;  // two at a time
+  engine.SetKvBudget(2 * need + need / 2);  // two at a time
   o.queue_limit = 16;
   RecordingObserver observer;
   auto s = Make(engine, o, &observer);
@@ -113,11 +116,11 @@ TEST(SchedulerTest, KvNeverExceedsBudgetAndAllFinish) {
     ASSERT_NE(FindFinished(events), nullptr);
     EXPECT_TRUE(FindFinished(events)->status.ok());
   }
-  EXPECT_LE(engine.peak_kv_bytes(), o.kv_budget_bytes);
+  EXPECT_LE(engine.peak_kv_bytes(), engine.info().kv_budget_bytes);
   EXPECT_EQ(engine.max_groups_in_step(), 2);
   for (const StepStats& st : observer.steps()) {
-    EXPECT_LE(st.kv_bytes_in_use, o.kv_budget_bytes);
-    EXPECT_LE(st.kv_bytes_reserved, o.kv_budget_bytes);
+    EXPECT_LE(st.kv_bytes_in_use, engine.info().kv_budget_bytes);
+    EXPECT_LE(st.kv_bytes_reserved, engine.info().kv_budget_bytes);
   }
 }
 
@@ -126,8 +129,8 @@ TEST(SchedulerTest, RowCapLimitsTheBatch) {
   eo.step_time = absl::Microseconds(200);
   FakeEngine engine(eo);
   SchedulerOptions o;
-  o.kv_budget_bytes = int64_t{1} << 40;
-  o.max_batch_rows = 4;  // two 1-image requests
+  engine.SetKvBudget(int64_t{1} << 40);
+  engine.SetMaxBatchRows(4);  // two 1-image requests
   auto s = Make(engine, o);
   std::vector<std::shared_ptr<RequestHandle>> handles;
   for (int i = 0; i < 5; ++i) handles.push_back(s->Submit(MakeRequest("x")).value());
@@ -140,7 +143,7 @@ TEST(SchedulerTest, LargeHeadIsNotOvertakenBySmallerRequests) {
   eo.step_time = absl::Milliseconds(3);  // each request runs ~50 ms: all four queue meanwhile
   FakeEngine engine(eo);
   SchedulerOptions o;
-  o.kv_budget_bytes = KvNeed(engine, MakeRequest("big", 4));  // big alone fills it
+  engine.SetKvBudget(KvNeed(engine, MakeRequest("big", 4)));  // big alone fills it
   auto s = Make(engine, o);
   auto small1 = s->Submit(MakeRequest("big"));  // same prompt length: 1/4 of the budget
   ASSERT_TRUE(small1.ok());
@@ -162,7 +165,7 @@ TEST(SchedulerTest, RequestJoinsRunningBatchAtStepBoundary) {
   eo.step_time = absl::Milliseconds(1);
   FakeEngine engine(eo);
   SchedulerOptions o;
-  o.kv_budget_bytes = 1 << 24;
+  engine.SetKvBudget(1 << 24);
   o.progress_interval = absl::Nanoseconds(1);
   auto s = Make(engine, o);
   auto a = s->Submit(MakeRequest("first", 2)).value();
@@ -192,7 +195,7 @@ TEST(SchedulerTest, CancelFreesKvBeforeTheNextStep) {
   eo.step_time = absl::Milliseconds(1);   // ... long enough for B to join A
   FakeEngine engine(eo);
   SchedulerOptions o;
-  o.kv_budget_bytes = 1 << 24;
+  engine.SetKvBudget(1 << 24);
   RecordingObserver observer;
   auto s = Make(engine, o, &observer);
   const int64_t need_a = KvNeed(engine, MakeRequest("aaaa", 2));
@@ -231,7 +234,7 @@ TEST(SchedulerTest, CancelWhileQueued) {
   eo.step_time = absl::Milliseconds(2);
   FakeEngine engine(eo);
   SchedulerOptions o;
-  o.kv_budget_bytes = KvNeed(engine, MakeRequest("a"));
+  engine.SetKvBudget(KvNeed(engine, MakeRequest("a")));
   auto s = Make(engine, o);
   auto a = s->Submit(MakeRequest("a")).value();
   auto b = s->Submit(MakeRequest("b")).value();
@@ -250,7 +253,7 @@ TEST(SchedulerTest, DeadlineEndsARunningRequest) {
   eo.step_time = absl::Milliseconds(1);
   FakeEngine engine(eo);
   SchedulerOptions o;
-  o.kv_budget_bytes = 1 << 24;
+  engine.SetKvBudget(1 << 24);
   auto s = Make(engine, o);
   SubmitOptions submit;
   submit.deadline = absl::Now() + absl::Milliseconds(30);
@@ -269,7 +272,7 @@ TEST(SchedulerTest, QueueFullIsResourceExhausted) {
   eo.step_time = absl::Milliseconds(2);
   FakeEngine engine(eo);
   SchedulerOptions o;
-  o.kv_budget_bytes = KvNeed(engine, MakeRequest("a"));
+  engine.SetKvBudget(KvNeed(engine, MakeRequest("a")));
   o.queue_limit = 2;
   auto s = Make(engine, o);
   auto a = s->Submit(MakeRequest("a")).value();
@@ -291,18 +294,18 @@ TEST(SchedulerTest, QueueFullIsResourceExhausted) {
 TEST(SchedulerTest, NeverFitsIsRejectedAtSubmissionSayingWhy) {
   FakeEngine engine;
   SchedulerOptions o;
-  o.kv_budget_bytes = KvNeed(engine, MakeRequest("a", 2)) - 1;
-  o.max_batch_rows = 6;
+  engine.SetKvBudget(KvNeed(engine, MakeRequest("a", 2)) - 1);
+  engine.SetMaxBatchRows(6);
   auto s = Make(engine, o);
   auto r = s->Submit(MakeRequest("a", 2));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   const std::string msg(r.status().message());
   EXPECT_NE(msg.find(std::to_string(KvNeed(engine, MakeRequest("a", 2)))), std::string::npos) << msg;
-  EXPECT_NE(msg.find(std::to_string(o.kv_budget_bytes)), std::string::npos) << msg;
+  EXPECT_NE(msg.find(std::to_string(engine.info().kv_budget_bytes)), std::string::npos) << msg;
   EXPECT_NE(msg.find("kv_budget_bytes"), std::string::npos) << msg;
 
-  o.kv_budget_bytes = int64_t{1} << 40;
+  engine.SetKvBudget(int64_t{1} << 40);
   auto s2 = Make(engine, o);
   auto rows = s2->Submit(MakeRequest("a", 4));  // 8 rows > 6
   ASSERT_FALSE(rows.ok());
@@ -312,7 +315,7 @@ TEST(SchedulerTest, NeverFitsIsRejectedAtSubmissionSayingWhy) {
   engine::GenerationRequest sparse_req = MakeRequest("a", 2);
   sparse_req.policy.kind = sparse::PolicyKind::kDiagonal;
   sparse_req.policy.sparsity = 0.75;
-  o.kv_budget_bytes = KvNeed(engine, MakeRequest("a", 2)) - 1;
+  engine.SetKvBudget(KvNeed(engine, MakeRequest("a", 2)) - 1);
   auto s3 = Make(engine, o);
   auto ok = s3->Submit(sparse_req);
   ASSERT_TRUE(ok.ok()) << ok.status();
@@ -322,11 +325,11 @@ TEST(SchedulerTest, NeverFitsIsRejectedAtSubmissionSayingWhy) {
 TEST(SchedulerTest, InvalidFieldsAreInvalidArgumentNamingTheField) {
   FakeEngine engine;
   SchedulerOptions o;
-  o.kv_budget_bytes = 1 << 24;
+  engine.SetKvBudget(1 << 24);
   RecordingObserver observer;
   auto s = Make(engine, o, &observer);
   engine::GenerationRequest r = MakeRequest("x");
-  r.sampling.temperature = 0;
+  r.sampling.temperature = -1;  // 0 is greedy, valid
   auto bad = s->Submit(r);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
@@ -347,7 +350,7 @@ TEST(SchedulerTest, DrainFinishesAcceptedWorkAndRefusesNew) {
   eo.step_time = absl::Microseconds(500);
   FakeEngine engine(eo);
   SchedulerOptions o;
-  o.kv_budget_bytes = KvNeed(engine, MakeRequest("a"));
+  engine.SetKvBudget(KvNeed(engine, MakeRequest("a")));
   auto s = Make(engine, o);
   std::vector<std::shared_ptr<RequestHandle>> handles;
   for (const char* p : {"a", "b", "c"}) handles.push_back(s->Submit(MakeRequest(p)).value());
@@ -369,7 +372,7 @@ TEST(SchedulerTest, DrainTimeoutEndsLeftoversAsUnavailable) {
   eo.step_time = absl::Milliseconds(2);
   FakeEngine engine(eo);
   SchedulerOptions o;
-  o.kv_budget_bytes = KvNeed(engine, MakeRequest("a"));
+  engine.SetKvBudget(KvNeed(engine, MakeRequest("a")));
   auto s = Make(engine, o);
   auto a = s->Submit(MakeRequest("a")).value();
   auto b = s->Submit(MakeRequest("b")).value();
@@ -385,7 +388,7 @@ TEST(SchedulerTest, EngineStepFailureEndsThatBatchOnly) {
   eo.step_time = absl::Microseconds(300);
   FakeEngine engine(eo);
   SchedulerOptions o;
-  o.kv_budget_bytes = KvNeed(engine, MakeRequest("a"));
+  engine.SetKvBudget(KvNeed(engine, MakeRequest("a")));
   auto s = Make(engine, o);
   auto a = s->Submit(MakeRequest("a")).value();
   auto b = s->Submit(MakeRequest("b")).value();
@@ -401,7 +404,7 @@ TEST(SchedulerTest, ImageDecodingDoesNotStallTheDecodeLoop) {
   eo.decode_time = absl::Milliseconds(300);
   FakeEngine engine(eo);
   SchedulerOptions o;
-  o.kv_budget_bytes = KvNeed(engine, MakeRequest("a"));  // one at a time
+  engine.SetKvBudget(KvNeed(engine, MakeRequest("a")));  // one at a time
   auto s = Make(engine, o);
   auto a = s->Submit(MakeRequest("a")).value();
   auto b = s->Submit(MakeRequest("b")).value();
@@ -422,25 +425,15 @@ TEST(SchedulerTest, ImageDecodingDoesNotStallTheDecodeLoop) {
 TEST(SchedulerTest, CreateRejectsBadOptions) {
   FakeEngine engine;
   SchedulerOptions o;
-  o.kv_budget_bytes = 0;
+  engine.SetKvBudget(0);  // the engine's limits: the scheduler refuses a zero budget
   auto s = Scheduler::Create(&engine, o, RawEncoder, nullptr);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("kv_budget_bytes"), std::string::npos);
-  o.kv_budget_bytes = 1;
+  engine.SetKvBudget(1);
   o.queue_limit = 0;
   s = Scheduler::Create(&engine, o, RawEncoder, nullptr);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("queue_limit"), std::string::npos);
-}
-
-TEST(AdmissionTest, FitsBesideCountsBytesAndRows) {
-  Limits limits{1000, 8};
-  EXPECT_TRUE(FitsBeside({600, 2}, {400, 6}, limits));
-  EXPECT_FALSE(FitsBeside({601, 2}, {400, 6}, limits));
-  EXPECT_FALSE(FitsBeside({100, 4}, {400, 6}, limits));
-  EXPECT_TRUE(CheckEverFits({1000, 8}, limits, "dense").ok());
-  EXPECT_FALSE(CheckEverFits({1001, 2}, limits, "dense").ok());
-  EXPECT_FALSE(CheckEverFits({10, 10}, limits, "dense").ok());
 }
 
 }  // namespace

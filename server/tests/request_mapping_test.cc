@@ -11,6 +11,17 @@ namespace {
 
 constexpr int32_t kImageTokens = 64;
 
+// The engine's side of the mapping: its decode length, codebook and limits.
+engine::ModelInfo Info() {
+  engine::ModelInfo info;
+  info.image_tokens = kImageTokens;
+  info.image_vocab = 16384;
+  info.max_images_per_request = 16;
+  info.max_batch_rows = 64;
+  info.kv_budget_bytes = int64_t{1} << 30;
+  return info;
+}
+
 ServerConfig DiagonalDefault() {
   ServerConfig c;
   c.default_policy.kind = sparse::PolicyKind::kDiagonal;
@@ -28,7 +39,7 @@ v1::GenerateRequest Basic() {
 
 TEST(RequestMappingTest, DefaultsFillUnsetFields) {
   absl::StatusOr<engine::GenerationRequest> g =
-      ToGenerationRequest(Basic(), DiagonalDefault(), kImageTokens, 99);
+      ToGenerationRequest(Basic(), DiagonalDefault(), Info(), 99);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->num_images, 1);
   EXPECT_EQ(g->sampling.seed, 99u);  // server-chosen seed when unset
@@ -48,7 +59,7 @@ TEST(RequestMappingTest, RequestFieldsWin) {
   r.set_top_p(0.9f);
   r.mutable_policy()->set_name("diagonal");
   r.mutable_policy()->set_sparsity(0.5);
-  absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(r, DiagonalDefault(), kImageTokens, 99);
+  absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(r, DiagonalDefault(), Info(), 99);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->num_images, 3);
   EXPECT_EQ(g->sampling.seed, 5u);
@@ -63,19 +74,19 @@ TEST(RequestMappingTest, RequestFieldsWin) {
 TEST(RequestMappingTest, NamedPolicyTakesDefaultSparsityButNotOtherParameters) {
   v1::GenerateRequest r = Basic();
   r.mutable_policy()->set_name("streaming_llm");
-  absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(r, DiagonalDefault(), kImageTokens, 1);
+  absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(r, DiagonalDefault(), Info(), 1);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->policy.kind, sparse::PolicyKind::kStreamingLlm);
   EXPECT_DOUBLE_EQ(g->policy.sparsity, 0.75);
   EXPECT_EQ(g->policy.n_recent, 0);  // streaming_llm rejects n_recent; not inherited
   r.mutable_policy()->set_name("dense");
-  g = ToGenerationRequest(r, DiagonalDefault(), kImageTokens, 1);
+  g = ToGenerationRequest(r, DiagonalDefault(), Info(), 1);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->policy.kind, sparse::PolicyKind::kDense);
   EXPECT_DOUBLE_EQ(g->policy.sparsity, 0.0);
   r.mutable_policy()->set_name("sliding_window");
   r.mutable_policy()->set_n_att(16);  // n_att replaces the default sparsity
-  g = ToGenerationRequest(r, DiagonalDefault(), kImageTokens, 1);
+  g = ToGenerationRequest(r, DiagonalDefault(), Info(), 1);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->policy.n_att, 16);
   EXPECT_DOUBLE_EQ(g->policy.sparsity, 0.0);
@@ -85,18 +96,18 @@ TEST(RequestMappingTest, DefaultWindowNarrowerThanRequestedNattFallsBackToPolicy
   // Default diagonal n_recent 40 of 64 tokens; sparsity 0.25 asks N_att = 48 > 40.
   v1::GenerateRequest r = Basic();
   r.mutable_policy()->set_sparsity(0.25);
-  absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(r, DiagonalDefault(), kImageTokens, 1);
+  absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(r, DiagonalDefault(), Info(), 1);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->policy.n_recent, 0);  // the policy's own default window
   // Within the default window the configured n_recent stays.
   r.mutable_policy()->set_sparsity(0.5);  // N_att 32 <= 40
-  g = ToGenerationRequest(r, DiagonalDefault(), kImageTokens, 1);
+  g = ToGenerationRequest(r, DiagonalDefault(), Info(), 1);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->policy.n_recent, 40);
   // A window the request itself names is never changed: too narrow is an error.
   r.mutable_policy()->set_sparsity(0.25);
   r.mutable_policy()->set_n_recent(40);
-  g = ToGenerationRequest(r, DiagonalDefault(), kImageTokens, 1);
+  g = ToGenerationRequest(r, DiagonalDefault(), Info(), 1);
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(g.status().message().find("policy"), std::string::npos) << g.status();
@@ -113,7 +124,8 @@ TEST(RequestMappingTest, BadFieldsAreInvalidArgumentNamingTheField) {
       {"num_images", [](v1::GenerateRequest& r) { r.set_num_images(-1); }},
       {"num_images", [](v1::GenerateRequest& r) { r.set_num_images(17); }},
       {"cfg_weight", [](v1::GenerateRequest& r) { r.set_cfg_weight(NAN); }},
-      {"temperature", [](v1::GenerateRequest& r) { r.set_temperature(0); }},
+      {"temperature", [](v1::GenerateRequest& r) { r.set_temperature(-1); }},
+      {"temperature", [](v1::GenerateRequest& r) { r.set_temperature(100.5f); }},
       {"top_k", [](v1::GenerateRequest& r) { r.set_top_k(-3); }},
       {"top_p", [](v1::GenerateRequest& r) { r.set_top_p(0); }},
       {"top_p", [](v1::GenerateRequest& r) { r.set_top_p(1.5f); }},
@@ -138,7 +150,7 @@ TEST(RequestMappingTest, BadFieldsAreInvalidArgumentNamingTheField) {
   for (const BadField& c : cases) {
     v1::GenerateRequest r = Basic();
     c.mutate(r);
-    absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(r, DiagonalDefault(), kImageTokens, 1);
+    absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(r, DiagonalDefault(), Info(), 1);
     ASSERT_FALSE(g.ok()) << c.field;
     EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << c.field;
     EXPECT_NE(g.status().message().find(c.field), std::string::npos)

@@ -20,14 +20,19 @@ using scheduler::testing::FakeEngine;
 using scheduler::testing::FakeEngineOptions;
 
 // A raw encoder keeps these tests about the API, not about PNG.
+// The server's limits are the engine's: the fake takes them from the config.
 absl::StatusOr<TestServer> StartFake(server::ServerConfig config, FakeEngineOptions options = {}) {
+  options.kv_budget_bytes = config.kv_budget_bytes;
+  options.max_batch_rows = config.max_batch_rows;
+  options.max_images_per_request = config.max_images_per_request;
   return StartServer(config, std::make_unique<FakeEngine>(options));
 }
 
-int64_t FakeKvNeed(const std::string& prompt, int images, const FakeEngineOptions& o = {}) {
+int64_t FakeKvNeed(const std::string& prompt, int images, FakeEngineOptions o = {}) {
   engine::GenerationRequest r;
   r.prompt = prompt;
   r.num_images = images;
+  o.kv_budget_bytes = int64_t{1} << 50;  // the need, whatever the budget
   return FakeEngine(o).Prepare(r).value().kv_bytes;
 }
 

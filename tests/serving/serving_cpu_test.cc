@@ -24,7 +24,10 @@ std::unique_ptr<engine::Engine> TinyEngine(const server::ServerConfig& c) {
   engine::EngineOptions o;
   o.model_dir = c.model_dir;
   o.threads = 1;
+  // The server's limits are the engine's: made from the same config.
   o.max_batch_rows = c.max_batch_rows;
+  o.kv_budget_bytes = c.kv_budget_bytes;
+  o.max_images_per_request = c.max_images_per_request;
   absl::StatusOr<std::unique_ptr<engine::Engine>> e = engine::CreateEngine(o);
   EXPECT_TRUE(e.ok()) << e.status();
   return e.ok() ? *std::move(e) : nullptr;
