@@ -4,6 +4,7 @@
 // KV accounting and freeing, policies end to end, request validation.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,8 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint/checkpoint.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/model/backend_registry.h"
 #include "engine/model/create_engine.h"
+#include "engine/model/weight_source.h"
 #include "engine/sparse/ssd_heads.h"
 #include "gtest/gtest.h"
 #include "kernels/sparse/policy.h"
@@ -425,6 +429,76 @@ TEST(GenericEngineThreadsTest, ParallelRowsGiveTheSameTokens) {
   const std::vector<Result> p = RunRequests(**parallel, {a, b}, {0, 2});
   EXPECT_EQ(s[0].tokens, p[0].tokens);
   EXPECT_EQ(s[1].tokens, p[1].tokens);
+}
+
+}  // namespace
+}  // namespace argen::model
+
+namespace argen::model {
+namespace {
+
+// temperature 0 is greedy (#15): the tokens are the argmax path, so they do
+// not depend on the seed, and they are the same alone or batched.
+TEST(GenericEngineGreedyTest, TemperatureZeroIsAcceptedAndIgnoresTheSeed) {
+  std::unique_ptr<GenericEngine> engine = MakeEngine("tiny-mha");
+  ASSERT_NE(engine, nullptr);
+  engine::GenerationRequest a = Request("a red cube", 1, 2);
+  a.sampling.temperature = 0.0f;
+  engine::GenerationRequest b = a;
+  b.sampling.seed = 999;
+  const std::vector<Result> out = RunRequests(*engine, {a, b}, {0, 3});
+  ASSERT_EQ(out[0].tokens.size(), 2u);
+  EXPECT_EQ(out[0].tokens, out[1].tokens) << "greedy tokens depend on the seed";
+  EXPECT_EQ(out[0].tokens[0], out[0].tokens[1]) << "greedy tokens depend on the image stream";
+  engine::GenerationRequest sampled = a;
+  sampled.sampling.temperature = 1.0f;
+  const std::vector<Result> s = RunRequests(*engine, {sampled}, {0});
+  EXPECT_NE(s[0].tokens[0], out[0].tokens[0]) << "temperature 1 should sample, not take the argmax";
+}
+
+// A forced step records the forced id instead of the sample and feeds it
+// back like any token (it writes KV and changes what follows).
+TEST(GenericEngineForcedTokensTest, ForcedIdsAreRecordedAndFedBack) {
+  std::unique_ptr<GenericEngine> plain = MakeEngine("tiny-mha");
+  ASSERT_NE(plain, nullptr);
+  const engine::GenerationRequest r = Request("a blue ball", 4, 1);
+  const std::vector<Result> base = RunRequests(*plain, {r}, {0});
+  ASSERT_EQ(base[0].tokens[0].size(), 64u);
+
+  auto forced_engine = [&](int32_t step, int32_t id) {
+    absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = checkpoint::Checkpoint::Open(TinyDir("tiny-mha"));
+    EXPECT_TRUE(ckpt.ok());
+    const ModelSpec& spec = plain->backend().spec();
+    BackendOptions options;
+    options.max_batch_rows = 64;
+    absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCpuBackend(spec, CheckpointWeights(std::move(*ckpt)), options);
+    EXPECT_TRUE(backend.ok()) << backend.status();
+    GenericEngineConfig config;
+    config.info = plain->info();
+    config.forced_tokens.assign(config.info.image_tokens, -1);
+    config.forced_tokens[step] = id;
+    return std::make_unique<GenericEngine>(
+        *std::move(backend), ByteEncoder(),
+        [](const std::vector<std::vector<int32_t>>&) -> absl::StatusOr<std::vector<engine::RgbImage>> {
+          return std::vector<engine::RgbImage>{};
+        },
+        config);
+  };
+  // Forcing the token the sampler would have drawn changes nothing.
+  const int32_t drawn = base[0].tokens[0][10];
+  std::unique_ptr<GenericEngine> same = forced_engine(10, drawn);
+  EXPECT_EQ(RunRequests(*same, {r}, {0})[0].tokens, base[0].tokens);
+  // Forcing another id: recorded at that step, the same before it, different after.
+  const int32_t other = (drawn + 7) % plain->info().image_vocab;
+  std::unique_ptr<GenericEngine> forced = forced_engine(10, other);
+  const std::vector<Result> out = RunRequests(*forced, {r}, {0});
+  const std::vector<int32_t>& t = out[0].tokens[0];
+  EXPECT_EQ(t[10], other);
+  EXPECT_TRUE(std::equal(t.begin(), t.begin() + 10, base[0].tokens[0].begin()));
+  EXPECT_NE(std::vector<int32_t>(t.begin() + 11, t.end()),
+            std::vector<int32_t>(base[0].tokens[0].begin() + 11, base[0].tokens[0].end()))
+      << "the forced token was not fed back";
+  EXPECT_EQ(forced->KvBytesInUse(), 0);
 }
 
 }  // namespace

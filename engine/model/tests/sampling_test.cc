@@ -99,5 +99,43 @@ TEST(HostSamplerTest, TopKOneIsArgmaxAndTopPKeepsTheHead) {
   EXPECT_EQ(drawn, (std::set<int32_t>{1, 2}));
 }
 
+// temperature 0 is greedy: the first index of the largest guided logit, for
+// every uniform and whatever top_k / top_p say (#15: it was refused before).
+TEST(HostSamplerTest, TemperatureZeroIsTheArgmaxOfTheGuidedLogits) {
+  const std::vector<float> cond = {0.0f, 2.0f, 1.0f, 3.0f, 3.0f};
+  const std::vector<float> uncond = {0.0f, 0.0f, 1.5f, 1.0f, 1.0f};
+  HostSampler sampler(5);
+  SamplingSpec spec;
+  spec.temperature = 0.0f;
+  spec.cfg_weight = 2.0f;  // guided: 0, 4, 0.5, 5, 5 -> token 3 (the first of the tie)
+  for (float u : {0.0f, 0.5f, 0.9999f}) EXPECT_EQ(sampler.Sample(cond.data(), uncond.data(), spec, u), 3);
+  EXPECT_EQ(sampler.last_probs(), (std::vector<float>{0, 0, 0, 1, 0}));
+  spec.cfg_weight = 0.0f;  // the unconditional logits alone: token 2
+  spec.top_k = 1;
+  spec.top_p = 0.1f;
+  EXPECT_EQ(sampler.Sample(cond.data(), uncond.data(), spec, 0.7f), 2);
+  const float nan = std::nanf("");
+  const std::vector<float> bad = {nan, -INFINITY, nan, -INFINITY, nan};
+  EXPECT_EQ(sampler.Sample(bad.data(), bad.data(), spec, 0.5f), 0);  // nothing beats -inf: the first token
+}
+
+TEST(SamplingRangesTest, OneSetOfBoundsWithOpenAndClosedEnds) {
+  EXPECT_TRUE(CheckTemperature(0).ok());
+  EXPECT_TRUE(CheckTemperature(100).ok());
+  EXPECT_FALSE(CheckTemperature(100.001).ok());
+  EXPECT_FALSE(CheckTemperature(-0.001).ok());
+  EXPECT_FALSE(CheckTemperature(std::nan("")).ok());
+  EXPECT_TRUE(CheckCfgWeight(0).ok());
+  EXPECT_TRUE(CheckCfgWeight(100).ok());
+  EXPECT_FALSE(CheckCfgWeight(100.5).ok());
+  EXPECT_FALSE(CheckCfgWeight(INFINITY).ok());
+  EXPECT_TRUE(CheckTopP(1).ok());
+  EXPECT_FALSE(CheckTopP(0).ok());
+  EXPECT_TRUE(CheckTopK(16, 16).ok());
+  EXPECT_FALSE(CheckTopK(17, 16).ok());
+  EXPECT_FALSE(CheckTopK(-1, 16).ok());
+  EXPECT_TRUE(CheckTopK(1 << 20, 0).ok());  // no vocabulary bound given
+}
+
 }  // namespace
 }  // namespace argen::model
