@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "kernels/sparse/policy_types.h"
+#include "engine/sparse/policy_params.h"
 #include "scheduler/request_metrics.h"
 
 namespace argen::scheduler {

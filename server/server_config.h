@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
-#include "kernels/sparse/policy_types.h"
+#include "engine/sparse/policy_params.h"
 
 namespace argen::server {
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "kernels/tests/cuda_test_util.h"
 
@@ -15,7 +16,9 @@ using testing::DeviceArray;
 using testing::FromBf16Bits;
 using testing::RandomFloats;
 using testing::RelativeError;
+using testing::RoundBf16;
 using testing::ToBf16;
+using testing::ToBf16Bits;
 
 bf16* AsBf16(DeviceArray<Bf16Bits>& a) { return reinterpret_cast<bf16*>(a.get()); }
 
@@ -111,6 +114,114 @@ TEST_F(ElementwiseTest, RmsNormMatchesFloat64) {
       for (int i = 0; i < dim; ++i) want[r * dim + i] = x[r * dim + i] * inv * w[i];
     }
     EXPECT_LT(RelativeError(Bf16ToDouble(out.Download()), want), 5e-3) << "dim " << dim;
+  }
+}
+
+// The decoder-stack switches' kernels (engine/model/model_spec.h).
+std::vector<double> LayerNormRef(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
+                                 int rows, int dim, double eps) {
+  std::vector<double> out(static_cast<size_t>(rows) * dim);
+  for (int r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < dim; ++i) mean += x[r * dim + i];
+    mean /= dim;
+    for (int i = 0; i < dim; ++i) var += (x[r * dim + i] - mean) * (x[r * dim + i] - mean);
+    const double inv = 1.0 / std::sqrt(var / dim + eps);
+    for (int i = 0; i < dim; ++i) out[r * dim + i] = (x[r * dim + i] - mean) * inv * w[i] + b[i];
+  }
+  return out;
+}
+
+TEST_F(ElementwiseTest, LayerNormMatchesFloat64) {
+  for (int dim : {64, 4096, 1000}) {
+    const int rows = 5;
+    auto x = RandomFloats(rng_, rows * dim, 3.f);
+    for (float& v : x) v += 1.5f;  // a mean far from 0
+    const auto w = RandomFloats(rng_, dim), b = RandomFloats(rng_, dim);
+    DeviceArray<float> x_d(x), w_d(w), b_d(b);
+    DeviceArray<Bf16Bits> out(rows * dim);
+    out.Poison();
+    ARGEN_CUDA_OK(LayerNorm(x_d.get(), w_d.get(), b_d.get(), rows, dim, 1e-5f, AsBf16(out), 0));
+    EXPECT_LT(RelativeError(Bf16ToDouble(out.Download()), LayerNormRef(x, w, b, rows, dim, 1e-5)), 5e-3)
+        << "dim " << dim;
+  }
+}
+
+TEST_F(ElementwiseTest, AddNormAddsTheNormedSublayerAndWritesItsBf16Copy) {
+  const int rows = 4, dim = 320;
+  for (bool layer : {false, true}) {
+    const auto x0 = RandomFloats(rng_, rows * dim), y = RandomFloats(rng_, rows * dim, 4.f);
+    const auto w = RandomFloats(rng_, dim), b = RandomFloats(rng_, dim);
+    DeviceArray<float> x_d(x0), y_d(y), w_d(w), b_d(b);
+    DeviceArray<Bf16Bits> xb(rows * dim);
+    xb.Poison();
+    ARGEN_CUDA_OK(AddNorm(y_d.get(), w_d.get(), layer ? b_d.get() : nullptr, rows, dim, 1e-5f, x_d.get(), AsBf16(xb), 0));
+    std::vector<double> normed(rows * dim);
+    if (layer) {
+      normed = LayerNormRef(y, w, b, rows, dim, 1e-5);
+    } else {
+      for (int r = 0; r < rows; ++r) {
+        double ss = 0;
+        for (int i = 0; i < dim; ++i) ss += static_cast<double>(y[r * dim + i]) * y[r * dim + i];
+        const double inv = 1.0 / std::sqrt(ss / dim + 1e-5);
+        for (int i = 0; i < dim; ++i) normed[r * dim + i] = y[r * dim + i] * inv * w[i];
+      }
+    }
+    std::vector<double> want(rows * dim);
+    for (int i = 0; i < rows * dim; ++i) want[i] = x0[i] + normed[i];
+    const auto x = x_d.Download();
+    EXPECT_LT(RelativeError(std::vector<double>(x.begin(), x.end()), want), 1e-5) << (layer ? "layer" : "rms");
+    const auto copy = xb.Download();
+    for (int i = 0; i < rows * dim; ++i) ASSERT_EQ(FromBf16Bits(copy[i]), RoundBf16(x[i])) << i;
+  }
+}
+
+TEST_F(ElementwiseTest, ConvertToBf16RoundsToNearestEven) {
+  const auto x = RandomFloats(rng_, 1000, 10.f);
+  DeviceArray<float> x_d(x);
+  DeviceArray<Bf16Bits> out(x.size());
+  out.Poison();
+  ARGEN_CUDA_OK(ConvertToBf16(x_d.get(), x.size(), AsBf16(out), 0));
+  const auto got = out.Download();
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], ToBf16Bits(x[i])) << i;
+}
+
+TEST_F(ElementwiseTest, HeadLayerNormNormsEachQAndKHeadAndLeavesV) {
+  for (auto [heads, kv_heads, hd] : {std::tuple{4, 2, 16}, {32, 32, 128}, {8, 1, 64}}) {
+    const int tokens = 7, width = (heads + 2 * kv_heads) * hd;
+    auto qkv = RandomFloats(rng_, tokens * width, 2.f);
+    for (float& v : qkv) v += 0.7f;
+    const auto qw = RandomFloats(rng_, heads * hd), qb = RandomFloats(rng_, heads * hd);
+    const auto kw = RandomFloats(rng_, kv_heads * hd), kb = RandomFloats(rng_, kv_heads * hd);
+    DeviceArray<float> qkv_d(qkv), qw_d(qw), qb_d(qb), kw_d(kw), kb_d(kb);
+    HeadLayerNormArgs a;
+    a.qkv = qkv_d.get();
+    a.tokens = tokens;
+    a.heads = heads;
+    a.kv_heads = kv_heads;
+    a.head_dim = hd;
+    a.q_weight = qw_d.get();
+    a.q_bias = qb_d.get();
+    a.k_weight = kw_d.get();
+    a.k_bias = kb_d.get();
+    a.eps = 1e-5f;
+    ARGEN_CUDA_OK(HeadLayerNorm(a, 0));
+    const auto got = qkv_d.Download();
+    std::vector<double> want(qkv.begin(), qkv.end());
+    for (int t = 0; t < tokens; ++t) {
+      for (int h = 0; h < heads + kv_heads; ++h) {
+        const bool q = h < heads;
+        const int own = q ? h : h - heads;
+        std::vector<float> v(qkv.begin() + t * width + h * hd, qkv.begin() + t * width + (h + 1) * hd);
+        std::vector<float> w((q ? qw : kw).begin() + own * hd, (q ? qw : kw).begin() + (own + 1) * hd);
+        std::vector<float> b((q ? qb : kb).begin() + own * hd, (q ? qb : kb).begin() + (own + 1) * hd);
+        const std::vector<double> n = LayerNormRef(v, w, b, 1, hd, 1e-5);
+        for (int i = 0; i < hd; ++i) want[t * width + h * hd + i] = n[i];
+      }
+    }
+    EXPECT_LT(RelativeError(std::vector<double>(got.begin(), got.end()), want), 1e-5) << heads << "/" << kv_heads;
+    for (int t = 0; t < tokens; ++t)  // v untouched
+      for (int i = (heads + kv_heads) * hd; i < width; ++i) ASSERT_EQ(got[t * width + i], qkv[t * width + i]);
   }
 }
 

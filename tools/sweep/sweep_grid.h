@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kernels/sparse/policy_types.h"
+#include "engine/sparse/policy_params.h"
 
 namespace argen::sweep {
 

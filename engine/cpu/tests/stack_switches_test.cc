@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/cpu/tests/golden_util.h"
-#include "engine/cpu/tests/stack_golden.h"
+#include "engine/model/tests/stack_golden.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/weight_source.h"
 #include "engine/sparse/policy_params.h"
