@@ -12,8 +12,6 @@
 //   --no-fused-argmin   diagonal rows select through probs + ObserveKernel (the earlier path)
 //   --ssd-semantic-share S   ssd: the share of the random model's (layer, kv head) pairs classified
 //     semantic (default 0.5); every line ends with the image's exact KV MB and the mean keys a head attends
-//   --gemm cublas|lt-heuristic|lt-tuned   the engine's GEMM path (engine/cuda/gemm.h; default lt-tuned);
-//     lt-tuned times its candidates once per shape inside the first step of a shape (counted in img/s)
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -47,7 +45,6 @@ struct Flags {
   bool graphs = true;
   bool fused_argmin = true;
   kernels::AttentionVariant variant = kernels::AttentionVariant::kAuto;
-  cuda::GemmMode gemm = cuda::GemmMode::kCublas;
   int stage_steps = 4;
   double ssd_semantic_share = 0.5;  // ssd: share of the random model's heads classified semantic
   std::string out;
@@ -90,9 +87,6 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       else if (v == "two-pass") f->variant = kernels::AttentionVariant::kTwoPass;
       else if (v == "staged") f->variant = kernels::AttentionVariant::kStaged;
       else return false;
-    }
-    else if (a == "--gemm") {
-      if (!cuda::ParseGemmMode(value(), &f->gemm)) return false;
     }
     else if (a == "--stage-steps") f->stage_steps = std::atoi(value().c_str());
     else if (a == "--ssd-semantic-share") {
@@ -232,8 +226,7 @@ int Main(int argc, char** argv) {
                          "  (a policy is name[:sparsity[:n_recent]], e.g. diagonal:0.95:64, grid_window:0.95, ssd:0.9)\n"
                          "  [--ssd-semantic-share 0.5]  (ssd: share of the random model's heads classified semantic)\n"
                          "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n"
-                         "  [--attention-kernel auto|two-pass|staged] [--no-fused-argmin]\n"
-                         "  [--gemm cublas|lt-heuristic|lt-tuned]\n");
+                         "  [--attention-kernel auto|two-pass|staged] [--no-fused-argmin]\n");
     return 2;
   }
   FILE* out = f.out.empty() ? nullptr : std::fopen(f.out.c_str(), "a");
@@ -312,12 +305,10 @@ int Main(int argc, char** argv) {
     be.SetGraphs(f.graphs);
     be.SetAttentionVariant(f.variant);
     be.SetFusedArgmin(f.fused_argmin);
-    be.SetGemmMode(f.gemm);
     static const char* kVariantNames[] = {"auto", "two-pass", "staged"};
-    std::printf("model %s: weights %.2f GB, KV pool %.2f GB, setup %.1f s, graphs %s, attention kernel %s, fused argmin %s, gemm %s\n",
+    std::printf("model %s: weights %.2f GB, KV pool %.2f GB, setup %.1f s, graphs %s, attention kernel %s, fused argmin %s, gemm cublas\n",
                 name.c_str(), be.WeightBytes() / 1e9, be.KvPoolBytes() / 1e9, Seconds(c0, Clock::now()),
-                f.graphs ? "on" : "off", kVariantNames[static_cast<int>(f.variant)], f.fused_argmin ? "on" : "off",
-                cuda::GemmModeName(f.gemm));
+                f.graphs ? "on" : "off", kVariantNames[static_cast<int>(f.variant)], f.fused_argmin ? "on" : "off");
     std::printf("%-5s %-20s %6s %9s %9s %9s %9s %8s |", "model", "policy", "images", "prefill_s", "decode_s",
                 "step_ms", "last_ms", "img/s");
     for (const char* s : cuda::kStageNames) std::printf(" %8s", s);
@@ -362,11 +353,6 @@ int Main(int argc, char** argv) {
         }
       }
     }
-  }
-  if (f.gemm == cuda::GemmMode::kLtTuned && !f.attention_micro) {
-    const cuda::GemmTuningStats t = cuda::GetGemmTuningStats();
-    std::printf("gemm lt-tuned: %d shapes timed, %d untimed, %.1f ms tuning\n", t.shapes_tuned, t.shapes_untimed,
-                t.tuning_ms);
   }
   if (out) std::fclose(out);
   return 0;

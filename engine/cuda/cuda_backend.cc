@@ -107,10 +107,9 @@ absl::Status CudaBackend::Init() {
   const int32_t R = options_.max_batch_rows, P = R / 2;
   max_tokens_ = std::max(R, 512);
   const int64_t T = max_tokens_, H = d.hidden_size, hd = d.head_dim;
-  // cuBLAS / cuBLASLt handles with one fixed workspace (no allocation during a
-  // step), and the tuning scratch for the residual GEMMs (o_proj, down: beta 1,
-  // at most T rows of H outputs), before the KV pool takes what is left.
-  ARGEN_STATUS_RETURN(gemm_.Init(stream_, static_cast<size_t>(T * H)));
+  // The cuBLAS handle with one fixed workspace (no allocation during a step),
+  // before the KV pool takes what is left.
+  ARGEN_STATUS_RETURN(gemm_.Init(stream_));
   const int64_t q_dim = int64_t{d.num_heads} * hd, qkv_dim = q_dim + 2LL * d.num_kv_heads * hd;
   const int64_t I = d.intermediate_size, E = spec_.input_width(), HE = spec_.projector_out(), V = spec_.logits();
 

@@ -71,12 +71,6 @@ class CudaBackend final : public model::Backend {
   // Diagonal rows select from the attention kernel's argmin (default on); off:
   // from its probabilities through ObserveKernel, as the score policies.
   void SetFusedArgmin(bool on) { fused_argmin_ = on; }
-  // GEMM implementation (engine/cuda/gemm.h; default kLtTuned).
-  void SetGemmMode(GemmMode m) {
-    gemm_.SetMode(m);
-    ClearGraphs();
-  }
-  GemmMode gemm_mode() const { return gemm_.mode(); }
 
   StageTimes TakeStageTimes() { return timer_.Take(); }
   int64_t KvPoolBytes() const { return PoolBytes(); }
@@ -133,7 +127,7 @@ class CudaBackend final : public model::Backend {
   int32_t max_pos_ = 0;      // rotary table length
   int32_t sm_count_ = 0;
   cudaStream_t stream_ = nullptr;
-  Gemm gemm_;  // cuBLAS / cuBLASLt handles, their workspace, the GEMM tuning scratch
+  Gemm gemm_;  // the cuBLAS handle and its workspace
 
   // The pool (bytes): every row's KV and policy state (row_layout.h).
   DeviceBuffer pool_;
