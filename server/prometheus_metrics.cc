@@ -133,8 +133,6 @@ PrometheusMetrics::PrometheusMetrics(int64_t kv_budget_bytes)
   for (const char* reason : {"image_path_busy", "client_slow", "late", "request_ended", "failed"}) {
     previews_dropped_.Add({{"reason", reason}});
   }
-
-void PrometheusMetrics::SetKvBudget(int64_t kv_budget_bytes) { kv_budget_.Set(static_cast<double>(kv_budget_bytes)); }
   for (absl::StatusCode code : {absl::StatusCode::kUnauthenticated, absl::StatusCode::kPermissionDenied}) {
     auth_failures_.Add({{"code", absl::StatusCodeToString(code)}});
   }
@@ -144,6 +142,11 @@ prometheus::Histogram& PrometheusMetrics::ByPolicy(prometheus::Family<prometheus
                                                    std::string_view policy) {
   // Family::Add returns the existing child for labels seen before.
   return family.Add({{"policy", std::string(policy)}}, LatencyBuckets());
+}
+
+void PrometheusMetrics::SetKvBudget(int64_t kv_budget_bytes) {
+  kv_budget_bytes_ = static_cast<double>(kv_budget_bytes);
+  kv_budget_.Set(kv_budget_bytes_);
 }
 
 void PrometheusMetrics::OnStep(const scheduler::StepStats& stats) {

@@ -61,7 +61,7 @@ class PrometheusMetrics : public scheduler::SchedulerObserver {
                                   std::string_view policy);
 
   std::shared_ptr<prometheus::Registry> registry_;
-  const double kv_budget_bytes_;
+  double kv_budget_bytes_;  // SetKvBudget runs before the scheduler starts
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& queue_wait_;
   prometheus::Family<prometheus::Histogram>& first_image_;

@@ -88,8 +88,7 @@ class CountingObserver : public SchedulerObserver {
 };
 
 std::unique_ptr<Scheduler> Make(FakeEngine& engine, SchedulerObserver* observer = nullptr) {
-  SchedulerOptions o;
-  o.kv_budget_bytes = int64_t{1} << 40;
+  SchedulerOptions o;  // the engine's own budget (FakeEngineOptions) is ample here
   auto s = Scheduler::Create(&engine, o, RawEncoder, observer);
   EXPECT_TRUE(s.ok()) << s.status();
   return *std::move(s);

@@ -85,10 +85,10 @@ bool WaitStarted(RequestHandle& h, std::vector<RequestEvent>& seen, absl::Durati
 TEST(PrioritySchedulingTest, HighIsAdmittedBeforeEarlierNormalsWhenTheBatchFrees) {
   FakeEngineOptions eo;
   eo.step_time = absl::Milliseconds(3);  // ~50 ms per request: the queue fills meanwhile
+  eo.kv_budget_bytes = int64_t{1} << 40;
+  eo.max_batch_rows = 2;  // one image at a time: the batch is full while "running" runs
   FakeEngine engine(eo);
   SchedulerOptions o;
-  o.kv_budget_bytes = int64_t{1} << 40;
-  o.max_batch_rows = 2;  // one image at a time: the batch is full while "running" runs
   o.priority_aging = absl::Hours(1);
   auto s = Make(engine, o);
   auto running = s->Submit(MakeRequest("running")).value();
@@ -118,10 +118,10 @@ struct StreamResult {
 StreamResult LowUnderHighStream(absl::Duration aging) {
   FakeEngineOptions eo;
   eo.step_time = absl::Milliseconds(2);  // 16 tokens: ~35 ms per request
+  eo.kv_budget_bytes = int64_t{1} << 40;
+  eo.max_batch_rows = 2;
   FakeEngine engine(eo);
   SchedulerOptions o;
-  o.kv_budget_bytes = int64_t{1} << 40;
-  o.max_batch_rows = 2;
   o.queue_limit = 64;
   o.priority_aging = aging;
   auto s = Make(engine, o);

@@ -144,10 +144,13 @@ TEST(HttpRequestMappingTest, BodiesThatAreNotAJsonObject) {
 
 TEST(HttpRequestMappingTest, SharedValidationErrorsNameTheJsonField) {
   // The shared path (gRPC's too) speaks GenerateRequest field names.
+  // The limits are the engine's (ModelInfo), as the gate passes them.
   ServerConfig config;
-  config.max_images_per_request = 4;
+  engine::ModelInfo info;
+  info.max_prompt_tokens = 64;
+  info.max_images_per_request = 4;
   const ImagesRequest r = ParseOk(R"({"prompt": "x", "n": 5})");
-  absl::StatusOr<engine::GenerationRequest> mapped = ToGenerationRequest(r.generate, config, 64, 1);
+  absl::StatusOr<engine::GenerationRequest> mapped = ToGenerationRequest(r.generate, config, info, 1);
   ASSERT_FALSE(mapped.ok());
   HttpApiError e = ToHttpError(mapped.status());
   EXPECT_EQ(e.status, 400);
@@ -155,10 +158,10 @@ TEST(HttpRequestMappingTest, SharedValidationErrorsNameTheJsonField) {
   EXPECT_EQ(e.message.rfind("n: must be in [1, 4]", 0), 0u) << e.message;
 
   const ImagesRequest w = ParseOk(R"({"prompt": "x", "guidance_scale": -1})");
-  e = ToHttpError(ToGenerationRequest(w.generate, config, 64, 1).status());
+  e = ToHttpError(ToGenerationRequest(w.generate, config, info, 1).status());
   EXPECT_EQ(e.param, "guidance_scale");
   const ImagesRequest p = ParseOk(R"({"prompt": "x", "policy": {"name": "diagonal", "sparsity": 1.5}})");
-  e = ToHttpError(ToGenerationRequest(p.generate, config, 64, 1).status());
+  e = ToHttpError(ToGenerationRequest(p.generate, config, info, 1).status());
   EXPECT_EQ(e.param, "policy.sparsity");
   EXPECT_EQ(ToHttpError(absl::InvalidArgumentError("previews: must be in [0, 3]")).param, "partial_images");
   EXPECT_EQ(ToHttpError(absl::InvalidArgumentError("sampling.top_k: bad")).param, "top_k");

@@ -34,7 +34,11 @@ server::ServerConfig HttpConfig() {
   return c;
 }
 
+// The server's limits are the engine's: the fake takes them from the config.
 absl::StatusOr<TestServer> StartFake(server::ServerConfig config, FakeEngineOptions options = {}) {
+  options.kv_budget_bytes = config.kv_budget_bytes;
+  options.max_batch_rows = config.max_batch_rows;
+  options.max_images_per_request = config.max_images_per_request;
   return StartServer(config, std::make_unique<FakeEngine>(options));
 }
 

@@ -29,6 +29,7 @@ class RecordingEngine : public engine::Engine {
   absl::StatusOr<engine::PreparedRequest> Prepare(const engine::GenerationRequest& r) const override {
     return inner_->Prepare(r);
   }
+  bool CanAdd(const engine::PreparedRequest& r) const override { return inner_->CanAdd(r); }
   absl::StatusOr<engine::GroupId> Add(const engine::PreparedRequest& r) override { return inner_->Add(r); }
   absl::StatusOr<engine::StepReport> Step() override {
     absl::SleepFor(absl::Milliseconds(4));

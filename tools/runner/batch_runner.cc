@@ -191,9 +191,10 @@ RunResult RunJobs(engine::Engine& engine, const std::vector<Job>& jobs, const Ru
       }
       if (engine.RunningRows() + rows > options.max_rows) break;
       if (options.max_kv_bytes > 0 && engine.KvBytesInUse() + pending->kv_bytes > options.max_kv_bytes) break;
+      // The engine's pool has no room now: wait for running jobs to free theirs.
+      if (!running.empty() && !engine.CanAdd(*pending)) break;
       absl::StatusOr<engine::GroupId> id = engine.Add(*pending);
       if (!id.ok()) {
-        // The engine's KV pool is full: wait for running jobs to free theirs.
         if (absl::IsResourceExhausted(id.status()) && !running.empty()) break;
         failure = Failure{id.status(), job.tag};
         break;

@@ -40,6 +40,9 @@ class FakeEngine final : public engine::Engine {
     p.kv_bytes = 2 * r.num_images * kKvBytesPerRow;
     return p;
   }
+  bool CanAdd(const engine::PreparedRequest& p) const override {
+    return rows_ + 2 * p.request.num_images <= pool_rows_;
+  }
   absl::StatusOr<engine::GroupId> Add(const engine::PreparedRequest& p) override {
     CheckThread();
     const int32_t rows = 2 * p.request.num_images;
