@@ -103,7 +103,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
 // ssd on a random model: a classification with `share` of the (layer, kv
 // head) pairs semantic, spread evenly (the step time depends on the share,
 // not on which heads).
-sparse::HeadClasses SyntheticClasses(const model::ModelDims& dims, double share) {
+sparse::HeadClasses SyntheticClasses(const model::StackConfig& dims, double share) {
   sparse::HeadClasses c{dims.num_layers, dims.num_kv_heads, {}};
   const int n = dims.num_layers * dims.num_kv_heads;
   for (int h = 0; h < n; ++h) {
@@ -112,7 +112,7 @@ sparse::HeadClasses SyntheticClasses(const model::ModelDims& dims, double share)
   return c;
 }
 
-absl::StatusOr<sparse::ResolvedPolicy> PolicyFromSpec(const std::string& spec, const model::ModelDims& dims,
+absl::StatusOr<sparse::ResolvedPolicy> PolicyFromSpec(const std::string& spec, const model::StackConfig& dims,
                                                       double ssd_semantic_share) {
   std::vector<std::string> parts = absl::StrSplit(spec, ':');
   absl::StatusOr<sparse::PolicyKind> kind = sparse::ParsePolicyName(parts[0]);
@@ -335,9 +335,10 @@ int Main(int argc, char** argv) {
         const double indexing = r.stages.ms[static_cast<int>(cuda::Stage::kPlan)] +
                                 r.stages.ms[static_cast<int>(cuda::Stage::kObserve)] +
                                 r.stages.ms[static_cast<int>(cuda::Stage::kApply)];
-        // The exact KV of an image (its CFG pair) and the mean decode keys a
-        // head attends per step (sparse::MeanAttendedKeys; ssd: by class).
-        const double kv_mb = 2.0 * be.KvBytesForRow(f.prompt_len, policy->n_slots) / 1e6;
+        // The exact pool bytes of an image (its CFG pair: KV and policy state,
+        // Backend::RowBytes) and the mean decode keys a head attends per step
+        // (sparse::MeanAttendedKeys; ssd: by class).
+        const double kv_mb = 2.0 * be.RowBytes(f.prompt_len, *policy) / 1e6;
         std::printf(" %8.3f %10.2f %8.1f\n", r.stages.steps ? indexing / r.stages.steps : 0.0, kv_mb,
                     sparse::MeanAttendedKeys(*policy));
         std::fflush(stdout);
@@ -345,7 +346,7 @@ int Main(int argc, char** argv) {
           std::fprintf(out, "{\"kind\":\"e2e\",\"model\":\"%s\",\"policy\":\"%s\",\"images\":%d,\"max_batch\":%s,\"kv_budget\":%lld,\"prefill_s\":%.4f,\"decode_s\":%.4f,\"step_ms\":%.4f,\"last_step_ms\":%.4f,\"img_per_s\":%.4f,\"kv_bytes_per_image\":%lld,\"n_slots\":%d,\"mean_keys\":%.2f",
                        name.c_str(), spec.c_str(), images, f.max_batch ? "true" : "false",
                        static_cast<long long>(be.KvPoolBytes()), r.prefill_s, r.decode_s, r.step_ms, r.last_steps_ms,
-                       images / total, static_cast<long long>(2 * be.KvBytesForRow(f.prompt_len, policy->n_slots)),
+                       images / total, static_cast<long long>(2 * be.RowBytes(f.prompt_len, *policy)),
                        policy->n_slots, sparse::MeanAttendedKeys(*policy));
           for (int i = 0; i < static_cast<int>(cuda::Stage::kCount); ++i)
             std::fprintf(out, ",\"%s_ms\":%.4f", cuda::kStageNames[i], r.stages.steps ? r.stages.ms[i] / r.stages.steps : 0.0);

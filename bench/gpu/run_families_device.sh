@@ -5,38 +5,59 @@
 # binary, the better of each), with a table of img/s and step time and the
 # ratio new/old (the brief's bar: within 5%). Runs from the repository root on
 # the device with the binaries in .gpubundle/bin and their libraries in
-# .gpubundle/lib (../shared/tools/gpu-bundle.sh; carry .gpubundle). Logs in $OUT.
+# .gpubundle/lib (../shared/tools/gpu-bundle.sh; carry .gpubundle). Logs in $OUT
+# (tests.log, ab.log, ab_{old,new}_{1,2}.txt, summary.txt: 8 files at most).
 #
 #   bash bench/gpu/run_families_device.sh [OLD_ARGEN_BENCH]
 #     OLD_ARGEN_BENCH: main's argen_bench (default $OLD_ARGEN_BENCH, else
 #     .gpubundle/bin/argen_bench_old); the new one is .gpubundle/bin/argen_bench.
 #
-# Bundle (on the development machine, after building both trees):
+# Bundle (on the development machine, after building both trees), as a
+# directory or packed (tar -cJf .gpubundle/families.tar.xz -C .gpubundle bin lib,
+# unpacked to /tmp/b on the device):
 #   ../shared/tools/gpu-bundle.sh .gpubundle build/bench/gpu/argen_bench \
-#     build/kernels/tests/{kernels_elementwise_test,kernels_attention_test,kernels_sampling_test,kernels_policy_test} \
+#     build/kernels/tests/{kernels_elementwise_test,kernels_attention_test,kernels_sampling_test,kernels_vq_nhwc_test,kernels_policy_test} \
 #     build/engine/cuda/tests/{cuda_gemm_test,cuda_backend_test,cuda_stack_switches_test} \
-#     build/engine/vq_cuda/tests/{cuda_vq_decoder_test,vq_backend_option_test}
+#     build/engine/vq_cuda/tests/{cuda_vq_decoder_test,cuda_vq_bf16_test,cudnn_convs_test,vq_backend_option_test}
 #   cp <main's build>/bench/gpu/argen_bench .gpubundle/bin/argen_bench_old
+# A time guard keeps the whole run under DEADLINE seconds (default 560): every
+# step gets at most what is left.
 set -u
-BIN=$PWD/.gpubundle/bin
-export LD_LIBRARY_PATH=$PWD/.gpubundle/lib:/usr/local/cuda-13.0/targets/x86_64-linux/lib
+if [ -f .gpubundle/families.tar.xz ]; then
+  B=/tmp/b
+  [ -x $B/bin/argen_bench ] || { mkdir -p $B && tar -xJf .gpubundle/families.tar.xz -C $B; } || exit 1
+else
+  B=$PWD/.gpubundle
+fi
+BIN=$B/bin
+export LD_LIBRARY_PATH=$B/lib:/usr/local/cuda-13.0/targets/x86_64-linux/lib:/usr/local/cuda/lib64
 export ARGEN_SOURCE_DIR=$PWD
 OLD=${1:-${OLD_ARGEN_BENCH:-$BIN/argen_bench_old}}
 NEW=$BIN/argen_bench
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 t0=$(date +%s)
+DEADLINE=${DEADLINE:-560}
 stamp() { echo "== $(( $(date +%s) - t0 )) s: $*"; }
+# guarded LIMIT CMD...: CMD with timeout min(LIMIT, time left); skipped under 10 s left.
+guarded() {
+  local lim=$1; shift
+  local left=$(( DEADLINE - ($(date +%s) - t0) ))
+  if [ "$left" -lt 10 ]; then echo "SKIPPED (time guard): $*"; return 124; fi
+  [ "$lim" -gt "$left" ] && lim=$left
+  timeout "$lim" "$@"
+}
 
 # Every gpu-labelled test (ctest -L gpu), and the CUDA case of the vq_backend option test.
-GPU_TESTS="kernels_elementwise_test kernels_attention_test kernels_sampling_test kernels_policy_test
-  cuda_gemm_test cuda_backend_test cuda_stack_switches_test cuda_vq_decoder_test vq_backend_option_test"
+GPU_TESTS="kernels_elementwise_test kernels_attention_test kernels_sampling_test kernels_vq_nhwc_test
+  kernels_policy_test cuda_gemm_test cuda_backend_test cuda_stack_switches_test cuda_vq_decoder_test
+  cuda_vq_bf16_test cudnn_convs_test vq_backend_option_test"
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv
   for t in $GPU_TESTS; do
     if [ ! -x "$BIN/$t" ]; then echo "MISSING $t"; continue; fi
     stamp "$t"
-    timeout 240 "$BIN/$t" --gtest_brief=1
+    guarded 120 "$BIN/$t" --gtest_brief=1
     echo "rc($t)=$?"
   done
 } >"$OUT/tests.log" 2>&1
@@ -50,7 +71,7 @@ for rep in 1 2; do
     [ "$which" = new ] && bin=$NEW
     if [ ! -x "$bin" ]; then echo "MISSING $which argen_bench ($bin)" >>"$OUT/ab.log"; continue; fi
     stamp "$which rep $rep: $bin $ARGS" >>"$OUT/ab.log"
-    timeout 150 "$bin" $ARGS >"$OUT/ab_${which}_$rep.txt" 2>&1
+    guarded 150 "$bin" $ARGS >"$OUT/ab_${which}_$rep.txt" 2>&1
     echo "rc=$?" >>"$OUT/ab_${which}_$rep.txt"
     cat "$OUT/ab_${which}_$rep.txt" >>"$OUT/ab.log"
   done

@@ -3,6 +3,7 @@
 # of the new device code, the attention micro A/B (two-pass vs staged) and the
 # end-to-end lines. Runs from the repository root on the device with the
 # bundle (.gpubundle/fused.tar.xz, carried) unpacked in /tmp/b; logs in $OUT.
+# (The policy kernels test is kernels_policy_test since they moved to kernels/.)
 #   bash bench/gpu/run_fused_device.sh
 set -u
 B=/tmp/b
@@ -17,11 +18,11 @@ run() { local log=$1 lim=$2; shift 2; stamp "$*" >>"$OUT/$log"; timeout "$lim" "
 
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv >"$OUT/tests.log" 2>&1
 run tests.log 60 $B/bin/kernels_attention_test --gtest_brief=1
-run tests.log 60 $B/bin/cuda_policy_kernels_test --gtest_brief=1
+run tests.log 60 $B/bin/kernels_policy_test --gtest_brief=1
 run tests.log 90 $B/bin/cuda_backend_test --gtest_brief=1
 
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-run sanitizer.log 45 $CS --tool memcheck --error-exitcode 9 $B/bin/cuda_policy_kernels_test --gtest_brief=1 \
+run sanitizer.log 45 $CS --tool memcheck --error-exitcode 9 $B/bin/kernels_policy_test --gtest_brief=1 \
   --gtest_filter='*Diagonal*:*diagonal*:*h2o*'
 run sanitizer.log 45 $CS --tool memcheck --error-exitcode 9 $B/bin/kernels_attention_test --gtest_brief=1 \
   --gtest_filter='*staged*:*twopass*'

@@ -33,6 +33,7 @@ constexpr double kMinTokenAgreement = 0.85;
 
 struct Dims {
   int32_t image_vocab = 0, text_vocab = 0;
+  int32_t num_layers = 0, num_kv_heads = 0;
 };
 
 struct Backends {
@@ -53,7 +54,7 @@ Backends Load(const std::string& relative) {
   absl::StatusOr<model::ModelSpec> spec = TinySpec(dir);
   EXPECT_TRUE(spec.ok()) << spec.status();
   if (!spec.ok()) return b;
-  b.dims = {spec->logits(), spec->text_vocab()};
+  b.dims = {spec->logits(), spec->text_vocab(), spec->stack.num_layers, spec->stack.num_kv_heads};
   model::BackendOptions options;
   options.max_batch_rows = 8;
   options.max_prompt_tokens = 64;
