@@ -36,10 +36,17 @@ constexpr NamedKind kNames[] = {
     {"diagonal+sink4", PolicyKind::kDiagonalSink4},
 };
 
-// Names the request field (policy.<field>), so the message reads the same
-// from the server, the tools and the engine.
+// A request field's error leads with it ("policy.<field>: why (policy
+// name)"), so the server, the HTTP mapping (which turns the leading field into
+// the JSON param) and the tools read the same message. Errors about no
+// request field (the model's grid) name the policy first.
 absl::Status Invalid(PolicyKind kind, std::string_view field, std::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat("sparsity policy ", std::string(PolicyName(kind)), ": policy.",
+  const bool request_field = field == "sparsity" || field == "n_att" || field == "n_recent" || field == "n_sink";
+  if (request_field) {
+    return absl::InvalidArgumentError(absl::StrCat("policy.", std::string(field), ": ", std::string(why),
+                                                   " (policy ", std::string(PolicyName(kind)), ")"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("sparsity policy ", std::string(PolicyName(kind)), ": ",
                                                  std::string(field), " ", std::string(why)));
 }
 
@@ -154,7 +161,7 @@ absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, const G
     return Invalid(kind, "n_sink", absl::StrCat("must be >= 0 (or -1 for the default), got ", params.n_sink));
   }
   if (params.n_att > 0 && params.sparsity != 0.0) {
-    return Invalid(kind, "n_att", "and sparsity both set; give one of them");
+    return Invalid(kind, "n_att", "set together with sparsity; give one of them");
   }
 
   ResolvedPolicy r;

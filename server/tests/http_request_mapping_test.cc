@@ -149,6 +149,9 @@ TEST(HttpRequestMappingTest, SharedValidationErrorsNameTheJsonField) {
   engine::ModelInfo info;
   info.max_prompt_tokens = 64;
   info.max_images_per_request = 4;
+  info.max_batch_rows = 64;
+  info.image_tokens = 16;
+  info.image_vocab = 64;
   const ImagesRequest r = ParseOk(R"({"prompt": "x", "n": 5})");
   absl::StatusOr<engine::GenerationRequest> mapped = ToGenerationRequest(r.generate, config, info, 1);
   ASSERT_FALSE(mapped.ok());

@@ -290,8 +290,8 @@ TEST_F(SweepCliTest, BadArgumentsExitTwoWithAMessage) {
       // --n-recent: every diagonal configuration must accept it (n_att <= N_r <= L_dec = 64).
       {Args(out, "--n-recent 16"), "configuration diagonal_0 on model"},
       {Args(out, "--sparsities 75,50 --n-recent 16"), "configuration diagonal_50 on model"},
-      {Args(out, "--sparsities 75,50 --n-recent 16"), "n_att (32) must be <= n_recent (16)"},
-      {Args(out, "--sparsities 50 --n-recent 65"), "n_recent (65) must be <= L_dec (64)"},
+      {Args(out, "--sparsities 75,50 --n-recent 16"), "policy.n_att: (32) must be <= n_recent (16)"},
+      {Args(out, "--sparsities 50 --n-recent 65"), "policy.n_recent: (65) must be <= L_dec (64)"},
       {Args(out, "--policies diagonal_sink4 --sparsities 90 --n-recent 5"), "configuration diagonal_sink4_90"},
       {Args(out, "--policies dense,sliding_window --n-recent 32"), "but --policies dense,sliding_window has none"},
       {Args(out, "--n-recent -2"), "--n-recent must be >= 0"},
