@@ -5,21 +5,22 @@
 # binary, the better of each), with a table of img/s and step time and the
 # ratio new/old (the brief's bar: within 5%). Runs from the repository root on
 # the device with the binaries in .gpubundle/bin and their libraries in
-# .gpubundle/lib (../shared/tools/gpu-bundle.sh; carry .gpubundle). Logs in $OUT
+# .gpubundle/lib (/work/shared/tools/gpu-bundle.sh; carry .gpubundle). Logs in $OUT
 # (tests.log, ab.log, ab_{old,new}_{1,2}.txt, summary.txt: 8 files at most).
 #
 #   bash bench/gpu/run_families_device.sh [OLD_ARGEN_BENCH]
 #     OLD_ARGEN_BENCH: main's argen_bench (default $OLD_ARGEN_BENCH, else
-#     .gpubundle/bin/argen_bench_old); the new one is .gpubundle/bin/argen_bench.
+#     the bundle's bin/argen_bench_old); the new one is the bundle's bin/argen_bench.
 #
-# Bundle (on the development machine, after building both trees), as a
-# directory or packed (tar -cJf .gpubundle/families.tar.xz -C .gpubundle bin lib,
-# unpacked to /tmp/b on the device):
-#   ../shared/tools/gpu-bundle.sh .gpubundle build/bench/gpu/argen_bench \
+# Bundle (on the development machine, after building both trees). The
+# directory is ~100 MB, over the 64 MiB that travels, so pack it (~17 MB as
+# .tar.xz); the script unpacks .gpubundle/families.tar.xz to /tmp/b on the device:
+#   /work/shared/tools/gpu-bundle.sh /tmp/fb build/bench/gpu/argen_bench \
 #     build/kernels/tests/{kernels_elementwise_test,kernels_attention_test,kernels_sampling_test,kernels_vq_nhwc_test,kernels_policy_test} \
 #     build/engine/cuda/tests/{cuda_gemm_test,cuda_backend_test,cuda_stack_switches_test} \
 #     build/engine/vq_cuda/tests/{cuda_vq_decoder_test,cuda_vq_bf16_test,cudnn_convs_test,vq_backend_option_test}
-#   cp <main's build>/bench/gpu/argen_bench .gpubundle/bin/argen_bench_old
+#   cp <main's build>/bench/gpu/argen_bench /tmp/fb/bin/argen_bench_old
+#   mkdir -p .gpubundle && tar -cJf .gpubundle/families.tar.xz -C /tmp/fb bin lib
 # A time guard keeps the whole run under DEADLINE seconds (default 560): every
 # step gets at most what is left.
 set -u
