@@ -36,6 +36,9 @@ struct ModelInfo {
   int32_t token_grid = 0;    // visual tokens per side
   int32_t image_tokens = 0;  // decode tokens per image: the decode length L_dec
   int32_t image_vocab = 0;   // logits sampled per token (image codes)
+  // The decode tokens' layout (the family's: rows, row breaks), which the grid
+  // policies and ssd read; width 0: a square grid of image_tokens.
+  sparse::GridGeometry grid;
   int32_t num_layers = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, hidden_size = 0;
   int64_t kv_bytes_per_token_row = 0;  // K+V bytes of one token of one row, all layers
   // Limits, enforced by Prepare() and reported by GetModelInfo.

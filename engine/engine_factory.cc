@@ -150,7 +150,7 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
   if (!backend.ok()) return backend.status();
   // The engine takes the pool size and the KV row size from the backend.
   // The family's token layout, for the grid policies and ssd.
-  engine_config.grid = family->grid;
+  info.grid = family->grid;
   // ssd's head classification, when the model ships one.
   const std::string ssd_path = (std::filesystem::path(options.model_dir) / sparse::kSsdHeadsFile).string();
   if (std::filesystem::exists(ssd_path, ec)) {

@@ -17,6 +17,13 @@ absl::Status Field(absl::string_view field, const absl::Status& why) {
 
 }  // namespace
 
+sparse::GridGeometry PolicyGrid(const ModelInfo& info) {
+  if (info.grid.width <= 0) return sparse::SquareGrid(info.image_tokens);
+  sparse::GridGeometry grid = info.grid;
+  grid.l_dec = info.image_tokens;
+  return grid;
+}
+
 int32_t MaxImagesPerRequest(const ModelInfo& info) {
   return std::min(info.max_images_per_request, info.max_batch_rows / 2);
 }
@@ -60,7 +67,7 @@ absl::Status ValidateRequest(const GenerationRequest& r, const ModelInfo& info) 
   if (absl::Status st = model::CheckTopK(s.top_k, info.image_vocab); !st.ok()) return Field("top_k", st);
   if (absl::Status st = model::CheckTopP(s.top_p); !st.ok()) return Field("top_p", st);
   // The policy's fields and cross-field rules: messages name policy.<field>.
-  if (absl::StatusOr<sparse::ResolvedPolicy> p = sparse::ResolvePolicy(r.policy, info.image_tokens); !p.ok()) {
+  if (absl::StatusOr<sparse::ResolvedPolicy> p = sparse::ResolvePolicy(r.policy, PolicyGrid(info)); !p.ok()) {
     return p.status();
   }
   return absl::OkStatus();

@@ -13,11 +13,11 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "engine/engine.h"
+#include "engine/sparse/policy_params.h"
 
 namespace argen::engine {
 
@@ -32,6 +32,10 @@ struct ParameterRange {
 // model and these limits. Cross-field rules of the policies (docs/policies.md)
 // narrow some combinations further; each bound itself is reachable.
 std::vector<ParameterRange> RequestParameterRanges(const ModelInfo& info);
+
+// The grid the policies are resolved against: the model's (info.grid), with
+// l_dec = image_tokens; a square grid of image_tokens when it has none.
+sparse::GridGeometry PolicyGrid(const ModelInfo& info);
 
 // The most images one request may ask for: max_images_per_request, and the
 // batch cap's max_batch_rows / 2 (each image is a CFG pair of rows).

@@ -89,7 +89,7 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
   const engine::ModelInfo& info = server->engine_->info();
   // The configured defaults must be valid requests for this model (the engine's rules).
   if (absl::StatusOr<sparse::ResolvedPolicy> p =
-          sparse::ResolvePolicy(config.default_policy, info.image_tokens);
+          sparse::ResolvePolicy(config.default_policy, engine::PolicyGrid(info));
       !p.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("key 'default_policy': ", p.status().message()));
   }

@@ -30,7 +30,7 @@ struct BuildInfo {
 class PrometheusMetrics : public scheduler::SchedulerObserver {
  public:
   explicit PrometheusMetrics(int64_t kv_budget_bytes);
-  // The engine's KV budget once it is loaded (argen_kv_bytes_budget).
+  // The engine's KV budget once it is loaded (argen_kv_cache_budget_bytes).
   void SetKvBudget(int64_t kv_budget_bytes);
 
   // argen_build_info{version, backend, model} 1, once the model is loaded.

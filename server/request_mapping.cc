@@ -51,7 +51,8 @@ absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::Generate
     return absl::InvalidArgumentError("request_id: must be at most 128 printable ASCII characters without spaces");
   }
   absl::StatusOr<sparse::PolicyParams> policy =
-      sparse::ApplyPolicyDefaults(ToPolicyRequest(request.policy()), config.default_policy, info.image_tokens);
+      sparse::ApplyPolicyDefaults(ToPolicyRequest(request.policy()), config.default_policy,
+                                  engine::PolicyGrid(info));
   if (!policy.ok()) return policy.status();
   out.policy = *policy;
   if (absl::Status s = engine::ValidateRequest(out, info); !s.ok()) return s;

@@ -9,7 +9,7 @@
 
 #include "engine/engine.h"
 #include "engine/image/png_text.h"
-#include "engine/sparse/policy_types.h"
+#include "kernels/sparse/policy_types.h"
 
 namespace argen::image {
 

@@ -51,9 +51,7 @@ absl::Status GenericEngine::ValidatePromptIds(const std::vector<int32_t>& cond,
 }
 
 absl::StatusOr<sparse::ResolvedPolicy> GenericEngine::Resolve(const sparse::PolicyParams& params) const {
-  sparse::GridGeometry grid = config_.grid;
-  if (grid.width <= 0) grid = sparse::SquareGrid(config_.info.image_tokens);
-  grid.l_dec = config_.info.image_tokens;
+  const sparse::GridGeometry grid = engine::PolicyGrid(config_.info);
   if (params.kind == sparse::PolicyKind::kSsd && config_.ssd_heads == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "sparsity policy ssd: model ", config_.info.name, " has no head classification (",

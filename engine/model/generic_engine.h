@@ -49,9 +49,6 @@ struct GenericEngineConfig {
   engine::ModelInfo info;
   // [image_tokens] or empty: the input id forced at step t, -1 where sampled.
   std::vector<int32_t> forced_tokens;
-  // The token grid the grid policies and ssd see (the family's; width 0:
-  // SquareGrid(image_tokens)).
-  sparse::GridGeometry grid;
   // ssd's head classification (the model's ssd_heads.json); null: ssd is refused.
   std::shared_ptr<const sparse::HeadClasses> ssd_heads;
 };

@@ -6,7 +6,7 @@
 namespace argen::sparse {
 
 absl::StatusOr<PolicyParams> ApplyPolicyDefaults(const PolicyRequest& request, const PolicyParams& defaults,
-                                                 int32_t l_dec) {
+                                                 const GridGeometry& grid) {
   PolicyParams out = defaults;
   if (!request.name.empty()) {
     absl::StatusOr<PolicyKind> kind = ParsePolicyName(request.name);
@@ -27,10 +27,10 @@ absl::StatusOr<PolicyParams> ApplyPolicyDefaults(const PolicyRequest& request, c
   if (request.n_sink) out.n_sink = *request.n_sink;
   // A default window (e.g. n_recent 64) narrower than this request's N_att
   // (sparsity 0.8 -> N_att 115) must not make an otherwise valid request invalid.
-  if (!request.n_recent && out.n_recent > 0 && out.kind == defaults.kind && !ResolvePolicy(out, l_dec).ok()) {
+  if (!request.n_recent && out.n_recent > 0 && out.kind == defaults.kind && !ResolvePolicy(out, grid).ok()) {
     PolicyParams widened = out;
     widened.n_recent = 0;
-    if (ResolvePolicy(widened, l_dec).ok()) out = widened;
+    if (ResolvePolicy(widened, grid).ok()) out = widened;
   }
   return out;
 }

@@ -25,10 +25,10 @@ struct PolicyRequest {
 // Fields the request sets win; n_att > 0 without sparsity replaces the default
 // sparsity. A recent window inherited from `defaults` that is narrower than
 // the request's N_att falls back to the policy's own default window (0.5 x
-// l_dec, at least N_att) rather than failing the request; a window the
+// L_dec, at least N_att; judged on the model's `grid`) rather than failing the request; a window the
 // request sets itself is kept as given. Only an unknown name fails here
 // (INVALID_ARGUMENT naming policy.name); ranges are ResolvePolicy's.
 absl::StatusOr<PolicyParams> ApplyPolicyDefaults(const PolicyRequest& request, const PolicyParams& defaults,
-                                                 int32_t l_dec);
+                                                 const GridGeometry& grid);
 
 }  // namespace argen::sparse

@@ -22,6 +22,7 @@
 #include "engine/engine.h"
 #include "engine/image/generation_metadata.h"
 #include "engine/image/png.h"
+#include "engine/request_rules.h"
 #include "engine/sparse/policy_params.h"
 #include "tools/runner/batch_runner.h"
 
@@ -83,7 +84,7 @@ absl::Status Generate(const Args& args) {
 
   // What every PNG records about itself; the policy as the engine resolves it.
   absl::StatusOr<argen::sparse::ResolvedPolicy> resolved =
-      argen::sparse::ResolvePolicy(request.policy, (*engine)->info().image_tokens);
+      argen::sparse::ResolvePolicy(request.policy, argen::engine::PolicyGrid((*engine)->info()));
   if (!resolved.ok()) return resolved.status();
   argen::image::GenerationMetadata metadata;
   metadata.prompt = request.prompt;

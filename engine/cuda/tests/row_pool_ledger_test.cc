@@ -113,7 +113,9 @@ TEST(CudaRowPoolLedgerTest, AdmissionPlacesExactlyWhatTheLedgerReserves) {
       for (size_t i = 0; i < ranges.size(); ++i) {
         ASSERT_EQ(ranges[i].first % kPoolAlignment, 0);
         ASSERT_LE(ranges[i].second, pool.capacity());
-        if (i > 0) ASSERT_LE(ranges[i - 1].second, ranges[i].first) << "overlapping rows";
+        if (i > 0) {
+          ASSERT_LE(ranges[i - 1].second, ranges[i].first) << "overlapping rows";
+        }
       }
     }
     EXPECT_GT(admitted, 0);
