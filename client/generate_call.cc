@@ -4,6 +4,7 @@
 #include <chrono>
 #include <climits>
 
+#include "client/interrupt.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/client_interceptor.h"
@@ -27,6 +28,11 @@ GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& re
   };
   grpc::ClientContext context;
   PrepareContext(context, options.timeout_seconds);
+  if (InterruptRequested()) {
+    result.status = grpc::Status(grpc::StatusCode::CANCELLED, kNotSentMessage);
+    return result;
+  }
+  const CancelOnInterrupt cancel_on_interrupt(context);
   std::unique_ptr<grpc::ClientReader<v1::GenerateEvent>> reader = stub.Generate(&context, request);
   v1::GenerateEvent event;
   while (reader->Read(&event)) {

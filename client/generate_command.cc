@@ -11,6 +11,7 @@
 #include "client/commands.h"
 #include "client/generate_call.h"
 #include "client/image_writer.h"
+#include "client/interrupt.h"
 #include "client/progress_bar.h"
 #include "client/prompts_file.h"
 #include "nlohmann/json.hpp"
@@ -183,8 +184,11 @@ int RunGenerate(const CommonOptions& common, const GenerateOptions& options, std
   for (std::thread& t : threads) t.join();
   bar.Finish();
 
+  // Ctrl-C: the calls were cancelled; what was written stays (client/interrupt.h).
+  const bool interrupted = InterruptRequested();
   int rc = kOk;
   for (const Job& job : jobs) {
+    if (interrupted && job.result.status.error_code() == grpc::StatusCode::CANCELLED) continue;
     if (!job.result.status.ok()) {
       const std::string what = job.line > 0 ? absl::StrCat("generate (", options.prompts_file, ":", job.line, ")")
                                             : std::string("generate");
@@ -215,6 +219,18 @@ int RunGenerate(const CommonOptions& common, const GenerateOptions& options, std
       if (job.result.has_metrics) out << ", " << job.result.metrics.total_seconds() << " s";
       out << "\n";
     }
+  }
+  if (interrupted) {
+    int cancelled = 0, not_sent = 0;
+    for (const Job& job : jobs) {
+      if (job.result.status.error_code() != grpc::StatusCode::CANCELLED) continue;
+      ++(job.result.status.error_message() == kNotSentMessage ? not_sent : cancelled);
+    }
+    err << "argen_client generate: interrupted: " << images_done << " of " << total_images << " images written, "
+        << cancelled << (cancelled == 1 ? " request" : " requests") << " cancelled";
+    if (not_sent > 0) err << ", " << not_sent << " not sent";
+    err << "\n";
+    return kInterruptedExitCode;
   }
   return rc;
 }

@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "client/commands.h"
 #include "client/generate_call.h"
+#include "client/interrupt.h"
 #include "client/latency_stats.h"
 #include "client/progress_bar.h"
 #include "nlohmann/json.hpp"
@@ -91,7 +92,10 @@ int RunLoad(const CommonOptions& common, const LoadOptions& options, std::ostrea
   ProgressBar bar(err, common.interactive, limit == INT64_MAX ? 0 : limit);
   const Clock::time_point start = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  auto time_left = [&] { return options.duration <= 0 || elapsed() < options.duration; };
+  // Ctrl-C stops sending; the summary covers what was sent (client/interrupt.h).
+  auto time_left = [&] {
+    return !InterruptRequested() && (options.duration <= 0 || elapsed() < options.duration);
+  };
 
   auto send = [&](int64_t i) {
     v1::GenerateRequest r = *base;
@@ -235,6 +239,10 @@ int RunLoad(const CommonOptions& common, const LoadOptions& options, std::ostrea
     for (const auto& [what, n] : failures) {
       out << "failure x" << n.first << ": " << what.first << " (code " << n.second << "): " << what.second << "\n";
     }
+  }
+  if (InterruptRequested()) {
+    err << "argen_client load: interrupted after " << wall << " s; the summary covers the requests sent\n";
+    return kInterruptedExitCode;
   }
   if (failed == 0) return kOk;
   if (unreachable == static_cast<int>(outcomes.size())) {

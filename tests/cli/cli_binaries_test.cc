@@ -211,6 +211,82 @@ TEST(CliBinariesTest, ProgressIsPlainLinesWhenNotATerminal) {
   EXPECT_LE(lines, 11) << r.out;  // at most one per 10% step
 }
 
+// Runs argv with stdout+stderr on a pipe; once `marker` has appeared
+// `occurrences` times in the output, sends SIGINT (Ctrl-C); waits up to 60 s.
+ProcessRun ExecuteAndInterruptAfter(const std::vector<std::string>& argv, const std::string& marker,
+                                    int occurrences) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int p[2];
+  if (pipe(p) != 0) return {};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(p[1], 1);
+    dup2(p[1], 2);
+    close(p[0]);
+    close(p[1]);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(p[1]);
+  ProcessRun r;
+  bool sent = false;
+  char buf[4096];
+  for (int waited = 0; waited < 60000;) {
+    pollfd pfd{p[0], POLLIN, 0};
+    if (poll(&pfd, 1, 100) == 0) {
+      waited += 100;
+      continue;
+    }
+    const ssize_t n = read(p[0], buf, sizeof(buf));
+    if (n <= 0) break;
+    r.out.append(buf, static_cast<size_t>(n));
+    int seen = 0;
+    for (size_t at = r.out.find(marker); at != std::string::npos; at = r.out.find(marker, at + 1)) ++seen;
+    if (!sent && seen >= occurrences) {
+      kill(pid, SIGINT);
+      sent = true;
+    }
+  }
+  close(p[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// Issue 15, defect 6: Ctrl-C during a batch keeps the images already written
+// (whole PNGs under their final names, no temporary files), cancels the call
+// in flight (interrupted once the second request was accepted), sends
+// nothing more, says so, and exits with 130.
+TEST(CliBinariesTest, CtrlCKeepsWrittenImagesCancelsTheRestAndExits130) {
+  server::ServerConfig c = LoopbackConfig("fake");
+  ASSERT_STARTED(t, StartServer(c, std::make_unique<scheduler::testing::FakeEngine>(SlowEngine())));
+  const fs::path dir = fs::path(::testing::TempDir()) / "argen_cli_ctrl_c";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path prompts = dir / "prompts.txt";
+  std::ofstream(prompts) << "first\nsecond\nthird\n";
+  const fs::path out = dir / "out";
+  const ProcessRun r = ExecuteAndInterruptAfter({ARGEN_CLIENT_BIN, "--server=" + t.address, "generate", "--prompts-file",
+                                                 prompts.string(), "--parallel", "1", "--out", out.string()},
+                                                "accepted ", /*occurrences=*/2);
+  EXPECT_EQ(r.exit_code, 130) << r.out;
+  EXPECT_NE(r.out.find("interrupted: 1 of 3 images written, 1 request cancelled, 1 not sent"), std::string::npos) << r.out;
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(out)) files.push_back(e.path().filename().string());
+  ASSERT_EQ(files.size(), 1u) << r.out;
+  EXPECT_EQ(fs::path(files[0]).extension(), ".png") << files[0];
+  std::ifstream png(out / files[0], std::ios::binary);
+  std::string magic(8, '\0');
+  png.read(magic.data(), 8);
+  EXPECT_EQ(magic, std::string("\x89PNG\r\n\x1a\n", 8));
+  // The third prompt was never sent: the server saw two requests.
+  EXPECT_EQ(r.out.find("accepted", r.out.find("accepted", r.out.find("accepted") + 1) + 1), std::string::npos)
+      << r.out;
+}
+
 // Issue 15, defect 3, on the real binary: gRPC's built-in health service
 // has no descriptors, and a server that does not link the generated ones
 // cannot describe it (the in-process tests link them through the client).
