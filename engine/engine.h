@@ -67,7 +67,7 @@ struct GenerationRequest {
 struct PreparedRequest {
   GenerationRequest request;
   std::vector<int32_t> cond_ids;    // the family's prompt (Janus: chat format, ends with <begin_of_image>)
-  std::vector<int32_t> uncond_ids;  // same length: its guidance row
+  std::vector<int32_t> uncond_ids;  // its guidance row (Janus: same length; Lumina: the image header)
   sparse::ResolvedPolicy policy;
   int64_t kv_bytes = 0;             // pool bytes of all its rows, exactly as placed; never exceeded
 };
@@ -120,6 +120,9 @@ class Engine {
 
 struct EngineOptions {
   std::string model_dir;
+  // Lumina-mGPT: the directory of Meta's Chameleon image tokenizer (vqgan.yaml,
+  // vqgan.ckpt); empty: <model_dir>/tokenizer. Relative to model_dir.
+  std::string vqgan_dir;
   std::string backend = "cpu";  // "cpu" or "cuda"
   int32_t threads = 0;          // CPU threads; 0: all cores
   int64_t kv_budget_bytes = 0;  // the backend's pool; 0: sized by the backend (cpu: unbounded)

@@ -89,7 +89,7 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
     return absl::NotFoundError(
         absl::StrCat("model_dir \"", options.model_dir, "\" is not a directory"));
   }
-  absl::StatusOr<models::FamilyModel> family = models::LoadFamilyModel(options.model_dir);
+  absl::StatusOr<models::FamilyModel> family = models::LoadFamilyModel(options.model_dir, {options.vqgan_dir});
   if (!family.ok()) return family.status();
   absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> opened =
       checkpoint::Checkpoint::Open(options.model_dir);

@@ -19,6 +19,7 @@ namespace {
 absl::StatusOr<std::unique_ptr<engine::Engine>> LoadEngine(const ServerConfig& config) {
   engine::EngineOptions options;
   options.model_dir = config.model_dir;
+  options.vqgan_dir = config.vqgan_dir;
   options.backend = config.backend;
   options.vq_backend = config.vq_backend;
   options.vq_precision = config.vq_precision;

@@ -27,6 +27,7 @@ std::string Bytes(int64_t v) {
 const std::map<std::string, Reader, std::less<>>& Readers() {
   static const auto* readers = new std::map<std::string, Reader, std::less<>>{
       {"model_dir", [](const ServerConfig& c) { return c.model_dir; }},
+      {"vqgan_dir", [](const ServerConfig& c) { return c.vqgan_dir; }},
       {"backend", [](const ServerConfig& c) { return c.backend; }},
       {"vq_backend", [](const ServerConfig& c) { return c.vq_backend; }},
       {"vq_precision", [](const ServerConfig& c) { return c.vq_precision; }},

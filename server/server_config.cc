@@ -107,8 +107,10 @@ Setter SamplingValue(std::function<float&(ServerConfig&)> field, absl::Status (*
 
 const std::vector<KeyDef>& Keys() {
   static const auto* keys = new std::vector<KeyDef>{
-      {{"model_dir", "Janus-Pro checkpoint directory as the hub ships it (config.json, *.safetensors or pytorch_model*.bin, tokenizer.json)"},
+      {{"model_dir", "checkpoint directory as the hub ships it (Janus-Pro or Lumina-mGPT: config.json, *.safetensors or pytorch_model*.bin, tokenizer.json)"},
        Text(&ServerConfig::model_dir)},
+      {{"vqgan_dir", "Lumina-mGPT: directory of Meta's Chameleon VQGAN (vqgan.yaml, vqgan.ckpt), relative to model_dir; empty: <model_dir>/tokenizer"},
+       Text(&ServerConfig::vqgan_dir)},
       {{"backend", "cpu or cuda"},
        [](ServerConfig& c, const std::string& v) {
          if (v != "cpu" && v != "cuda") return Bad(v, "cpu or cuda");
@@ -324,7 +326,7 @@ int32_t ResolvedImageWorkers(const ServerConfig& config) {
 absl::Status ValidateConfig(const ServerConfig& config) {
   if (config.model_dir.empty()) {
     return absl::InvalidArgumentError(
-        "key 'model_dir': required (a Janus-Pro checkpoint directory; set it in the config file "
+        "key 'model_dir': required (a Janus-Pro or Lumina-mGPT checkpoint directory; set it in the config file "
         "or with --model_dir)");
   }
   if (config.port != 0 && config.port == config.metrics_port &&

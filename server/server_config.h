@@ -16,6 +16,7 @@ namespace argen::server {
 
 struct ServerConfig {
   std::string model_dir;                 // required
+  std::string vqgan_dir;                 // Lumina-mGPT's VQGAN directory; empty: <model_dir>/tokenizer
   std::string backend = "cpu";           // cpu | cuda
   std::string vq_backend = "auto";       // auto | cpu | cuda: the VQ image decoder (auto: cuda with backend cuda)
   std::string vq_precision = "auto";     // auto | bf16 | tf32 | fp32: the GPU VQ decoder's arithmetic

@@ -33,6 +33,10 @@ class CpuBackend final : public model::Backend {
   bool CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const override {
     return kv_.CanAllocate(prompt_len, policy, count);
   }
+  bool CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
+                        int32_t pairs) const override {
+    return kv_.CanAllocatePairs(cond_len, uncond_len, policy, pairs);
+  }
 
   absl::StatusOr<model::RowId> AllocateRow(int32_t prompt_len,
                                            const sparse::ResolvedPolicy& policy) override;

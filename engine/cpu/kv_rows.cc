@@ -35,6 +35,17 @@ bool KvRows::CanAllocate(int32_t prompt_len, const sparse::ResolvedPolicy& polic
   return budget_bytes_ <= 0 || count <= (budget_bytes_ - bytes_in_use_) / bytes;
 }
 
+bool KvRows::CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
+                              int32_t pairs) const {
+  for (int32_t len : {cond_len, uncond_len}) {
+    if (!model::CheckRowRequest(len, policy, max_prompt_tokens_, std::numeric_limits<int32_t>::max()).ok()) {
+      return false;
+    }
+  }
+  const int64_t pair_bytes = RowBytes(cond_len, policy) + RowBytes(uncond_len, policy);
+  return budget_bytes_ <= 0 || pairs <= (budget_bytes_ - bytes_in_use_) / pair_bytes;
+}
+
 absl::StatusOr<model::RowId> KvRows::Allocate(int32_t prompt_len, const sparse::ResolvedPolicy& policy) {
   if (absl::Status s =
           model::CheckRowRequest(prompt_len, policy, max_prompt_tokens_, std::numeric_limits<int32_t>::max());

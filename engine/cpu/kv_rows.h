@@ -40,6 +40,9 @@ class KvRows {
   int64_t RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const;
   int64_t budget_bytes() const;      // int64 max when unbounded
   bool CanAllocate(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const;
+  // `pairs` rows of cond_len and as many of uncond_len (the ledger counts bytes, so order does not matter).
+  bool CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
+                        int32_t pairs) const;
   absl::StatusOr<model::RowId> Allocate(int32_t prompt_len, const sparse::ResolvedPolicy& policy);
   void Free(model::RowId id);
   int64_t bytes_in_use() const { return bytes_in_use_; }

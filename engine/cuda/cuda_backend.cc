@@ -237,6 +237,21 @@ bool CudaBackend::CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPoli
   return pool_alloc_.CanAllocate(RowBytes(prompt_len, policy), count);
 }
 
+bool CudaBackend::CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
+                                   int32_t pairs) const {
+  if (cond_len == uncond_len) return CanAllocateRows(cond_len, policy, 2 * pairs);
+  for (int32_t len : {cond_len, uncond_len}) {
+    if (!model::CheckRowRequest(len, policy, options_.max_prompt_tokens, kMaxDecodePositions).ok()) return false;
+  }
+  std::vector<int64_t> sizes;
+  sizes.reserve(2 * static_cast<size_t>(std::max(pairs, 0)));
+  for (int32_t i = 0; i < pairs; ++i) {
+    sizes.push_back(RowBytes(cond_len, policy));
+    sizes.push_back(RowBytes(uncond_len, policy));
+  }
+  return pool_alloc_.CanAllocateSequence(sizes);
+}
+
 absl::StatusOr<model::RowId> CudaBackend::AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) {
   ARGEN_STATUS_RETURN(model::CheckRowRequest(prompt_len, policy, options_.max_prompt_tokens, kMaxDecodePositions));
   const model::StackConfig& d = spec_.stack;

@@ -49,6 +49,8 @@ class CudaBackend final : public model::Backend {
   int64_t RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const override;
   int64_t PoolBytes() const override { return pool_alloc_.capacity(); }
   bool CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const override;
+  bool CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
+                        int32_t pairs) const override;
 
   absl::StatusOr<model::RowId> AllocateRow(int32_t prompt_len,
                                            const sparse::ResolvedPolicy& policy) override;

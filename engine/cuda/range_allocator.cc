@@ -33,6 +33,20 @@ bool RangeAllocator::CanAllocate(int64_t size, int64_t count) const {
   return fits >= count;
 }
 
+bool RangeAllocator::CanAllocateSequence(const std::vector<int64_t>& sizes) const {
+  std::map<int64_t, int64_t> free = free_;
+  for (int64_t size : sizes) {
+    if (size <= 0) size = 1;
+    auto it = free.begin();
+    while (it != free.end() && it->second < size) ++it;
+    if (it == free.end()) return false;
+    const int64_t offset = it->first, length = it->second;
+    free.erase(it);
+    if (length > size) free.emplace(offset + size, length - size);
+  }
+  return true;
+}
+
 void RangeAllocator::Free(int64_t offset) {
   auto u = used_.find(offset);
   if (u == used_.end()) return;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -19,6 +20,9 @@ class RangeAllocator {
   // Exact: first fit carves equal sizes from the front of each free range in
   // turn, so a range of L holds floor(L / size) of them.
   bool CanAllocate(int64_t size, int64_t count) const;
+  // Whether Allocate(sizes[0]), Allocate(sizes[1]), ... in that order would
+  // all succeed now (first fit replayed on a copy of the free ranges).
+  bool CanAllocateSequence(const std::vector<int64_t>& sizes) const;
   void Free(int64_t offset);  // unknown offsets are ignored
   int64_t capacity() const { return capacity_; }
   int64_t in_use() const { return in_use_; }

@@ -22,8 +22,8 @@
 //   decode token is written to and which slots are attended, and reports the
 //   attention probabilities back to it, per layer and kv head.
 // * Pairs. Batches list rows in CFG pairs: rows[2i] is the cond row and
-//   rows[2i+1] the uncond row of pair i. Both rows of a pair have the same
-//   prompt length and always advance together.
+//   rows[2i+1] the uncond row of pair i. The rows of a pair may differ in
+//   prompt length (each has its own positions) and always advance together.
 // * Prefill(rows, prompts) runs the prompts of newly allocated rows (text
 //   token ids; embeddings are rows of spec.text_embed), fills their prompt
 //   KV, applies the output stage to the last prompt position of each row and
@@ -109,6 +109,14 @@ class Backend {
   // Whether `count` AllocateRow(prompt_len, policy) calls would all succeed now.
   virtual bool CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPolicy& policy,
                                int32_t count) const = 0;
+
+  // Whether `pairs` x (AllocateRow(cond_len), AllocateRow(uncond_len)), in
+  // that order, would all succeed now. The default covers equal lengths.
+  virtual bool CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
+                                int32_t pairs) const {
+    if (cond_len == uncond_len) return CanAllocateRows(cond_len, policy, 2 * pairs);
+    return false;  // a backend with unequal pairs overrides this
+  }
 
   virtual absl::StatusOr<RowId> AllocateRow(int32_t prompt_len,
                                             const sparse::ResolvedPolicy& policy) = 0;

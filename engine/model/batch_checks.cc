@@ -39,8 +39,9 @@ absl::Status CheckSampling(const char* call, std::span<const SamplingSpec> sampl
   return absl::OkStatus();
 }
 
-// Resolves every row id, rejecting unknown ids, rows listed twice and pairs
-// whose two rows have different prompt lengths.
+// Resolves every row id, rejecting unknown ids and rows listed twice (the two
+// rows of a pair may have different prompt lengths: Lumina-mGPT's guidance row
+// is its image header alone).
 absl::Status ResolveRows(const char* call, std::span<const RowId> ids, const RowLookup& lookup,
                          std::vector<RowState*>* rows) {
   rows->assign(ids.size(), nullptr);
@@ -54,10 +55,6 @@ absl::Status ResolveRows(const char* call, std::span<const RowId> ids, const Row
     RowState* row = (*rows)[r];
     if (row->in_batch) return InvalidArgumentError(StrCat(call, ": rows[", r, "] = ", ids[r], " appears twice"));
     row->in_batch = true;
-    if (r % 2 == 1 && row->prompt_len != (*rows)[r - 1]->prompt_len) {
-      return InvalidArgumentError(StrCat(call, ": rows[", r - 1, "] and rows[", r,
-                                         "] form a CFG pair but have different prompt lengths"));
-    }
   }
   return absl::OkStatus();
 }

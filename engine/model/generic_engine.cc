@@ -29,14 +29,15 @@ GenericEngine::~GenericEngine() {
 
 absl::Status GenericEngine::ValidatePromptIds(const std::vector<int32_t>& cond,
                                               const std::vector<int32_t>& uncond) const {
-  if (cond.empty() || uncond.size() != cond.size()) {
-    return absl::InvalidArgumentError(
-        "cond_ids and uncond_ids must be non-empty and of equal length");
+  if (cond.empty() || uncond.empty()) {
+    return absl::InvalidArgumentError("cond_ids and uncond_ids must be non-empty");
   }
-  if (static_cast<int32_t>(cond.size()) > config_.info.max_prompt_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt is ", cond.size(),
-                                                   " tokens, over max_prompt_tokens ",
-                                                   config_.info.max_prompt_tokens));
+  for (const std::vector<int32_t>* ids : {&cond, &uncond}) {
+    if (static_cast<int32_t>(ids->size()) > config_.info.max_prompt_tokens) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt is ", ids->size(),
+                                                     " tokens, over max_prompt_tokens ",
+                                                     config_.info.max_prompt_tokens));
+    }
   }
   const int32_t vocab = backend_->spec().text_vocab();
   for (const std::vector<int32_t>* ids : {&cond, &uncond}) {
@@ -69,13 +70,14 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(
       encoder_(request.prompt);
   if (!ids.ok()) return ids.status();
   if (absl::Status s = ValidatePromptIds(ids->first, ids->second); !s.ok()) return s;
-  const int32_t len = static_cast<int32_t>(ids->first.size());
+  const int32_t cond_len = static_cast<int32_t>(ids->first.size());
+  const int32_t uncond_len = static_cast<int32_t>(ids->second.size());
   engine::PreparedRequest p;
   p.request = request;
   p.cond_ids = std::move(ids->first);
   p.uncond_ids = std::move(ids->second);
   p.policy = *policy;
-  p.kv_bytes = backend_->RowBytes(len, *policy) * 2 * request.num_images;
+  p.kv_bytes = (backend_->RowBytes(cond_len, *policy) + backend_->RowBytes(uncond_len, *policy)) * request.num_images;
   if (absl::Status s = engine::CheckKvFits(p.kv_bytes, 2 * request.num_images, std::string(sparse::PolicyName(policy->kind)),
                                            config_.info);
       !s.ok()) {
@@ -85,14 +87,16 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(
 }
 
 bool GenericEngine::CanAdd(const engine::PreparedRequest& request) const {
-  return backend_->CanAllocateRows(static_cast<int32_t>(request.cond_ids.size()), request.policy,
-                                   2 * request.request.num_images);
+  return backend_->CanAllocatePairs(static_cast<int32_t>(request.cond_ids.size()),
+                                    static_cast<int32_t>(request.uncond_ids.size()), request.policy,
+                                    request.request.num_images);
 }
 
 absl::StatusOr<engine::GroupId> GenericEngine::Add(const engine::PreparedRequest& request) {
   if (absl::Status s = engine::ValidateRequest(request.request, config_.info); !s.ok()) return s;
   if (absl::Status s = ValidatePromptIds(request.cond_ids, request.uncond_ids); !s.ok()) return s;
-  const int32_t len = static_cast<int32_t>(request.cond_ids.size());
+  const int32_t lens[2] = {static_cast<int32_t>(request.cond_ids.size()),
+                           static_cast<int32_t>(request.uncond_ids.size())};
   if (request.policy.l_dec != config_.info.image_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("policy.l_dec (", request.policy.l_dec,
                                                    ") must equal image_tokens (",
@@ -102,7 +106,7 @@ absl::StatusOr<engine::GroupId> GenericEngine::Add(const engine::PreparedRequest
   g.request = request;
   const int32_t images = request.request.num_images;
   for (int32_t i = 0; i < 2 * images; ++i) {
-    absl::StatusOr<RowId> row = backend_->AllocateRow(len, request.policy);
+    absl::StatusOr<RowId> row = backend_->AllocateRow(lens[i % 2], request.policy);
     if (!row.ok()) {
       FreeRows(g);
       return row.status();

@@ -34,6 +34,17 @@ absl::Status Bad(const TensorRef& t, const std::string& why) {
 // `t` is present with exactly `shape` (and, for row blocks, the block lies inside it).
 absl::Status Expect(const TensorRef& t, const char* what, const std::vector<int64_t>& shape) {
   if (!t.present()) return absl::InvalidArgumentError(absl::StrCat("model spec: ", what, " is missing"));
+  if (t.repeat != 1) {
+    // Stored rows used `repeat` times each: shape[0] / repeat rows are stored.
+    if (t.repeat < 1 || t.rows >= 0 || shape.empty() || shape[0] % t.repeat != 0) {
+      return Bad(t, absl::StrCat("cannot repeat each row ", t.repeat, " times to make ", Shape(shape), " (", what, ")"));
+    }
+    std::vector<int64_t> stored = shape;
+    stored[0] /= t.repeat;
+    TensorRef whole = t;
+    whole.repeat = 1;
+    return Expect(whole, what, stored);
+  }
   if (t.shape.size() != shape.size()) return Bad(t, absl::StrCat("expected ", Shape(shape), " (", what, ")"));
   for (size_t i = 0; i < shape.size(); ++i) {
     // Row blocks: shape[0] is the stored row count, checked below.

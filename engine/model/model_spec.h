@@ -45,9 +45,13 @@ struct TensorRef {
   int64_t row_begin = 0;        // 2-D tensors: rows [row_begin, row_begin + rows) are used
   int64_t rows = -1;            // -1: every row
   TensorFill fill = TensorFill::kMatrix;
+  // Each stored row is used `repeat` times in a row (torch repeat_interleave
+  // along axis 0): Lumina-mGPT's q/k-norm weights, one row per model-parallel
+  // group shared by heads / groups heads. Whole tensors only.
+  int32_t repeat = 1;
 
   bool present() const { return !name.empty(); }
-  int64_t used_rows() const { return rows >= 0 ? rows : (shape.empty() ? 0 : shape[0]); }
+  int64_t used_rows() const { return (rows >= 0 ? rows : (shape.empty() ? 0 : shape[0])) * repeat; }
   int64_t row_elements() const;  // product of shape[1:] (1 for a vector)
   int64_t used_elements() const { return used_rows() * row_elements(); }
 };
@@ -82,7 +86,7 @@ struct StackConfig {
 struct LayerRefs {
   NormRef input_norm;   // before attention (pre-norm) or on its output (swin)
   LinearRef q, k, v, o;
-  NormRef q_norm, k_norm;  // weight and bias [heads (kv_heads), head_dim]; qk_norm only
+  NormRef q_norm, k_norm;  // weight and bias [heads (kv_heads), head_dim] once repeated; qk_norm only
   NormRef post_norm;    // before the MLP (pre-norm) or on its output (swin)
   LinearRef gate, up, down;
 };

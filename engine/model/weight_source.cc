@@ -16,6 +16,19 @@ class CheckpointSource final : public WeightSource {
   explicit CheckpointSource(std::shared_ptr<const checkpoint::Checkpoint> ckpt) : ckpt_(std::move(ckpt)) {}
 
   absl::StatusOr<std::vector<float>> Load(const TensorRef& t) const override {
+    if (t.repeat > 1) {
+      absl::StatusOr<std::vector<float>> stored = ckpt_->LoadF32(t.name, t.shape);
+      if (!stored.ok()) return stored.status();
+      const int64_t width = t.row_elements();
+      std::vector<float> out;
+      out.reserve(t.used_elements());
+      for (int64_t r = 0; r * width < static_cast<int64_t>(stored->size()); ++r) {
+        for (int32_t k = 0; k < t.repeat; ++k) {
+          out.insert(out.end(), stored->begin() + r * width, stored->begin() + (r + 1) * width);
+        }
+      }
+      return out;
+    }
     if (t.rows < 0) return ckpt_->LoadF32(t.name, t.shape);
     absl::StatusOr<const checkpoint::TensorInfo*> info = ckpt_->Find(t.name);
     if (!info.ok()) return info.status();

@@ -54,6 +54,15 @@ struct FamilyModel {
       make_decoder;
 };
 
+// What a server may say about where a family's files are, beyond model_dir.
+struct LoadOptions {
+  // The image tokenizer's directory where a family keeps it apart from the
+  // language model (Lumina-mGPT: Meta's chameleon/tokenizer with vqgan.yaml
+  // and vqgan.ckpt); empty: the family's default inside model_dir. Relative
+  // paths are relative to model_dir.
+  std::string vqgan_dir;
+};
+
 // The identity of a checkpoint, from its config.json.
 struct ConfigIdentity {
   std::string model_type;                  // "" when absent
@@ -64,7 +73,7 @@ struct Family {
   std::string name;      // "janus"
   std::string matches;   // what it recognises, for messages: "model_type multi_modality"
   std::function<bool(const ConfigIdentity&)> recognises;
-  std::function<absl::StatusOr<FamilyModel>(const std::string& model_dir)> load;
+  std::function<absl::StatusOr<FamilyModel>(const std::string& model_dir, const LoadOptions& options)> load;
 };
 
 }  // namespace argen::models

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/models/janus/janus_family.h"
+#include "engine/models/lumina/lumina_family.h"
 #include "nlohmann/json.hpp"
 
 namespace argen::models {
@@ -14,6 +15,7 @@ namespace argen::models {
 const std::vector<Family>& Families() {
   static const auto* families = new std::vector<Family>{
       janus::JanusFamily(),
+      lumina::LuminaFamily(),
   };
   return *families;
 }
@@ -58,12 +60,12 @@ absl::StatusOr<const Family*> FindFamily(const ConfigIdentity& identity) {
       absl::StrJoin(known, ", ")));
 }
 
-absl::StatusOr<FamilyModel> LoadFamilyModel(const std::string& model_dir) {
+absl::StatusOr<FamilyModel> LoadFamilyModel(const std::string& model_dir, const LoadOptions& options) {
   absl::StatusOr<ConfigIdentity> identity = ReadConfigIdentity(model_dir);
   if (!identity.ok()) return identity.status();
   absl::StatusOr<const Family*> family = FindFamily(*identity);
   if (!family.ok()) return family.status();
-  return (*family)->load(model_dir);
+  return (*family)->load(model_dir, options);
 }
 
 }  // namespace argen::models

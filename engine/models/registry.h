@@ -22,6 +22,6 @@ absl::StatusOr<ConfigIdentity> ReadConfigIdentity(const std::string& model_dir);
 absl::StatusOr<const Family*> FindFamily(const ConfigIdentity& identity);
 
 // ReadConfigIdentity, FindFamily, then that family's load.
-absl::StatusOr<FamilyModel> LoadFamilyModel(const std::string& model_dir);
+absl::StatusOr<FamilyModel> LoadFamilyModel(const std::string& model_dir, const LoadOptions& options = {});
 
 }  // namespace argen::models

@@ -67,7 +67,7 @@ models::Family JanusFamily() {
   f.name = "janus";
   f.matches = "model_type multi_modality";
   f.recognises = [](const models::ConfigIdentity& id) { return id.model_type == "multi_modality"; };
-  f.load = LoadJanus;
+  f.load = [](const std::string& model_dir, const models::LoadOptions&) { return LoadJanus(model_dir); };
   return f;
 }
 

@@ -1,0 +1,55 @@
+// The Lumina-mGPT family (Alpha-VLLM/Lumina-mGPT: Chameleon architecture,
+// model_type "chameleon"; docs/lumina-mgpt.md): config.json with its
+// vocabulary_map (lumina_config.h), the HF tensor map (lumina_spec.h), the
+// prompt recipe (engine/tokenizer/lumina_prompt.h: the guidance row is the
+// image header alone, so the two rows of a pair differ in length), the decode
+// schedule with forced row breaks (lumina_schedule.h) and Meta's Chameleon
+// VQGAN decoder (engine/vqgan) from vqgan.yaml + vqgan.ckpt.
+//
+// One image size per engine: the first of argen_image_sizes, else the square
+// target of the checkpoint (512, 768 or 1024, from the directory name's
+// "-512" / "-768" / "-1024" suffix as Alpha-VLLM names them). Sampling
+// defaults as Lumina-mGPT's README: cfg 4.0, image top-k 2000.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/model/generic_engine.h"
+#include "engine/models/family.h"
+#include "engine/models/lumina/lumina_config.h"
+#include "engine/models/lumina/lumina_schedule.h"
+#include "engine/tokenizer/chameleon_vocab.h"
+
+namespace argen::lumina {
+
+inline constexpr float kDefaultCfgWeight = 4.0f;
+inline constexpr int32_t kDefaultImageTopK = 2000;
+inline constexpr char kDefaultVqganDir[] = "tokenizer";
+
+models::Family LuminaFamily();
+
+absl::StatusOr<models::FamilyModel> LoadLumina(const std::string& model_dir, const models::LoadOptions& options);
+
+// The sizes a checkpoint supports: argen_image_sizes, else CropSizeList of
+// the target named by the directory; FailedPrecondition when neither says.
+absl::StatusOr<std::vector<std::pair<int32_t, int32_t>>> SupportedSizes(const LuminaConfig& config,
+                                                                        const std::string& model_dir);
+
+// Where vqgan.yaml and vqgan.ckpt are: options.vqgan_dir (relative to
+// model_dir) or <model_dir>/tokenizer.
+std::string VqganDir(const std::string& model_dir, const models::LoadOptions& options);
+
+// The recorded decode tokens of one image (l_dec ids, row breaks included)
+// -> its VQGAN codes in raster order. InvalidArgument naming the image and
+// position for a wrong length, a row end that is not the new-line id or an
+// id outside the image tokens.
+absl::StatusOr<std::vector<int32_t>> TokensToCodes(const std::vector<int32_t>& tokens, const LuminaSchedule& schedule,
+                                                   const tokenizer::ImageTokenRange& range, int32_t new_line_id,
+                                                   size_t image);
+
+// Caption -> (<s> human turn <reserved08706> + header, header) for W x H.
+absl::StatusOr<model::PromptEncoder> LuminaPromptEncoder(const std::string& model_dir, const LuminaConfig& config,
+                                                         int32_t width, int32_t height);
+
+}  // namespace argen::lumina

@@ -1,0 +1,239 @@
+// The generation loop end to end on the CPU with the shipped small model
+// (models/argen-lumina-scenes-v1; its weights at 128 x 64, 4 rows of 8 codes,
+// through a config copy, so the test runs in a second): the
+// registry picks the family, the new line is recorded at every row end and
+// nowhere else, every other token is an image token, L_dec = 24 * 25 - 1, the
+// pair's rows differ in length (the guidance row is the header), KV is exact,
+// the same seed gives the same tokens alone or batched, the image decodes to
+// 384 x 384, and a broken vocabulary or a missing VQGAN is a clear load error.
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "engine/cpu/tests/golden_util.h"
+#include "engine/model/create_engine.h"
+#include "engine/models/lumina/lumina_family.h"
+#include "engine/models/registry.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace argen::lumina {
+namespace {
+
+namespace fs = std::filesystem;
+using cpu::testing::SourceDir;
+
+constexpr int32_t kNewLine = 1035;  // <reserved08799> in the small model's vocabulary
+constexpr int32_t kFirstImage = 4, kImageTokens = 1024;
+
+std::string ModelDir() { return SourceDir() + "/models/argen-lumina-scenes-v1"; }
+
+constexpr int32_t kW = 8, kH = 4;  // codes per row, rows
+
+// Removes a temporary directory when the test program ends.
+struct TempDir {
+  fs::path path;
+  ~TempDir() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove_all(path, ec);
+  }
+};
+
+// The small model's files, its config asking for 128 x 64 only.
+std::string SmallSizeDir() {
+  static TempDir temp;
+  static const std::string dir = [] {
+    const fs::path d = fs::temp_directory_path() / ("lumina_small_" + std::to_string(::getpid())) /
+                       "argen-lumina-scenes-v1";
+    fs::create_directories(d);
+    temp.path = d.parent_path();
+    for (const char* f : {"model-00001-of-00001.safetensors", "model.safetensors.index.json", "tokenizer.json",
+                          "tokenizer"}) {
+      fs::create_symlink(fs::absolute(ModelDir()) / f, d / f);
+    }
+    std::ifstream in(ModelDir() + "/config.json");
+    nlohmann::json config = nlohmann::json::parse(in);
+    config["argen_image_sizes"] = nlohmann::json::array({nlohmann::json::array({kW * 16, kH * 16})});
+    std::ofstream(d / "config.json") << config.dump();
+    return d.string();
+  }();
+  return dir;
+}
+
+std::unique_ptr<model::GenericEngine> MakeEngine() {
+  engine::EngineOptions options;
+  options.model_dir = SmallSizeDir();
+  options.threads = 2;
+  absl::StatusOr<std::unique_ptr<model::GenericEngine>> e = model::CreateGenericEngine(options);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+engine::GenerationRequest Request(const std::string& prompt, uint64_t seed, int32_t images) {
+  engine::GenerationRequest r;
+  r.prompt = prompt;
+  r.num_images = images;
+  r.sampling.cfg_weight = kDefaultCfgWeight;
+  r.sampling.top_k = 0;
+  r.sampling.seed = seed;
+  return r;
+}
+
+// Runs the groups to the end and returns their tokens.
+std::vector<std::vector<std::vector<int32_t>>> RunToEnd(model::GenericEngine& e,
+                                                   const std::vector<engine::GenerationRequest>& requests) {
+  std::vector<engine::GroupId> ids;
+  for (const auto& r : requests) {
+    absl::StatusOr<engine::PreparedRequest> p = e.Prepare(r);
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (!p.ok()) return {};
+    EXPECT_TRUE(e.CanAdd(*p));
+    absl::StatusOr<engine::GroupId> id = e.Add(*p);
+    EXPECT_TRUE(id.ok()) << id.status();
+    ids.push_back(*id);
+  }
+  for (int32_t step = 0; step < e.info().image_tokens + 1; ++step) {
+    absl::StatusOr<engine::StepReport> rep = e.Step();
+    EXPECT_TRUE(rep.ok()) << rep.status();
+  }
+  std::vector<std::vector<std::vector<int32_t>>> out;
+  for (engine::GroupId id : ids) {
+    absl::StatusOr<engine::GroupState> s = e.State(id);
+    EXPECT_TRUE(s.ok() && s->finished);
+    out.push_back(s->tokens);
+    e.Remove(id);
+  }
+  return out;
+}
+
+TEST(LuminaEngineTest, InfoDescribesTheSequence) {
+  std::unique_ptr<model::GenericEngine> e = MakeEngine();
+  ASSERT_NE(e, nullptr);
+  const engine::ModelInfo& info = e->info();
+  EXPECT_EQ(info.family, "lumina");
+  EXPECT_EQ(info.image_size, 128);
+  EXPECT_EQ(info.token_grid, 8);
+  EXPECT_EQ(info.image_tokens, kH * (kW + 1) - 1);
+  EXPECT_EQ(info.image_vocab, kImageTokens);
+  EXPECT_EQ(info.grid.width, kW);
+  EXPECT_EQ(info.grid.row_break_tokens, 1);
+  EXPECT_EQ(info.grid.l_dec, info.image_tokens);
+}
+
+TEST(LuminaEngineTest, RowBreaksCodesKvAndSeedsAloneOrBatched) {
+  std::unique_ptr<model::GenericEngine> e = MakeEngine();
+  ASSERT_NE(e, nullptr);
+  const engine::GenerationRequest alone = Request("a red circle", 7, 1);
+  absl::StatusOr<engine::PreparedRequest> p = e->Prepare(alone);
+  ASSERT_TRUE(p.ok()) << p.status();
+  // cond = <s> ... <reserved08706> + header; uncond = the header alone.
+  ASSERT_EQ(p->uncond_ids.size(), 3u);
+  EXPECT_EQ(p->uncond_ids[0], 1029);  // <racm3:break>
+  EXPECT_EQ(p->uncond_ids[1], 1037);  // <reserved08802>: height 64 / 32 = 2 units, height first
+  EXPECT_EQ(p->uncond_ids[2], 1039);  // <reserved08804>: width 128 / 32 = 4 units
+  EXPECT_TRUE(std::equal(p->uncond_ids.begin(), p->uncond_ids.end(), p->cond_ids.end() - 3));
+  EXPECT_EQ(p->cond_ids.front(), 0);  // <s>
+  EXPECT_EQ(p->cond_ids[p->cond_ids.size() - 4], 1030);  // <reserved08706>
+  // KV: each row its own length, dense keeps L_dec slots.
+  const int64_t per_token = e->info().kv_bytes_per_token_row;
+  const int64_t l_dec = e->info().image_tokens;
+  EXPECT_EQ(p->kv_bytes, per_token * (static_cast<int64_t>(p->cond_ids.size()) + l_dec) +
+                             per_token * (static_cast<int64_t>(p->uncond_ids.size()) + l_dec));
+
+  const auto one = RunToEnd(*e, {alone});
+  ASSERT_EQ(one.size(), 1u);
+  const std::vector<int32_t>& tokens = one[0][0];
+  ASSERT_EQ(static_cast<int32_t>(tokens.size()), l_dec);
+  for (int32_t t = 0; t < l_dec; ++t) {
+    if (t % (kW + 1) == kW) {
+      EXPECT_EQ(tokens[t], kNewLine) << t;
+    } else {
+      EXPECT_GE(tokens[t], kFirstImage) << t;
+      EXPECT_LT(tokens[t], kFirstImage + kImageTokens) << t;
+    }
+  }
+  EXPECT_EQ(e->KvBytesInUse(), 0);
+
+  // Batched with another request (and as image 0 of a two-image request): same tokens.
+  const auto batched = RunToEnd(*e, {Request("a blue square", 3, 1), alone, Request("a red circle", 7, 2)});
+  ASSERT_EQ(batched.size(), 3u);
+  EXPECT_EQ(batched[1][0], tokens);
+  EXPECT_EQ(batched[2][0], tokens);
+  EXPECT_NE(batched[2][1], tokens);  // image 1 draws its own stream
+  EXPECT_NE(batched[0][0], tokens);
+
+  absl::StatusOr<std::vector<engine::RgbImage>> images = e->DecodeImages({tokens});
+  ASSERT_TRUE(images.ok()) << images.status();
+  EXPECT_EQ((*images)[0].width, 128);
+  EXPECT_EQ((*images)[0].height, 64);
+  std::vector<int32_t> broken = tokens;
+  broken[kW] = kFirstImage;  // a row end without its new line
+  absl::StatusOr<std::vector<engine::RgbImage>> bad = e->DecodeImages({broken});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("[8]"), std::string::npos) << bad.status();
+}
+
+TEST(LuminaEngineTest, CodesAreMappedThroughTheVocabulary) {
+  absl::StatusOr<LuminaSchedule> s = MakeSchedule({{32, 32}}, 32, 32, 9);  // 2 x 2 codes
+  ASSERT_TRUE(s.ok());
+  tokenizer::ImageTokenRange range;
+  range.first_id = 10;
+  range.count = 4;
+  range.code_of_offset = {3, 2, 1, 0};
+  absl::StatusOr<std::vector<int32_t>> codes = TokensToCodes({10, 11, 9, 12, 13}, *s, range, 9, 0);
+  ASSERT_TRUE(codes.ok()) << codes.status();
+  EXPECT_EQ(*codes, (std::vector<int32_t>{3, 2, 1, 0}));
+  EXPECT_FALSE(TokensToCodes({10, 11, 9, 12, 14}, *s, range, 9, 0).ok());  // id outside the range
+  EXPECT_FALSE(TokensToCodes({10, 11, 9, 12}, *s, range, 9, 0).ok());      // short
+}
+
+// A copy of the small model's config and vqgan.yaml in a temporary directory.
+fs::path CopyConfig(const std::string& name, const std::function<void(nlohmann::json&)>& edit, bool with_yaml) {
+  const fs::path dir = fs::temp_directory_path() / ("lumina_" + name + "_" + std::to_string(::getpid())) /
+                       "argen-lumina-scenes-v1";
+  fs::create_directories(dir / "tokenizer");
+  std::ifstream in(ModelDir() + "/config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  edit(config);
+  std::ofstream(dir / "config.json") << config.dump();
+  if (with_yaml) fs::copy_file(ModelDir() + "/tokenizer/vqgan.yaml", dir / "tokenizer/vqgan.yaml");
+  return dir;
+}
+
+TEST(LuminaLoadTest, BrokenVocabularyMapIsALoadError) {
+  const fs::path dir = CopyConfig("vocab", [](nlohmann::json& c) { c["vocabulary_map"].erase("IMGIMGBAZ"); }, true);
+  absl::StatusOr<models::FamilyModel> m = models::LoadFamilyModel(dir.string());
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("vocabulary_map"), std::string::npos) << m.status();
+  fs::remove_all(dir.parent_path());
+}
+
+TEST(LuminaLoadTest, MissingVqganNamesTheFileAndTheOption) {
+  const fs::path dir = CopyConfig("novq", [](nlohmann::json&) {}, false);
+  absl::StatusOr<models::FamilyModel> m = models::LoadFamilyModel(dir.string());
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(m.status().message().find("vqgan.yaml"), std::string::npos) << m.status();
+  EXPECT_NE(m.status().message().find("vqgan_dir"), std::string::npos) << m.status();
+  // vqgan_dir relative to the model directory: found there.
+  absl::StatusOr<models::FamilyModel> elsewhere =
+      models::LoadFamilyModel(dir.string(), {fs::relative(ModelDir() + "/tokenizer", dir).string()});
+  ASSERT_FALSE(elsewhere.ok());  // the copy has no language-model weights: it gets past the VQGAN
+  EXPECT_EQ(elsewhere.status().message().find("vqgan.yaml"), std::string::npos) << elsewhere.status();
+  fs::remove_all(dir.parent_path());
+}
+
+TEST(LuminaLoadTest, UnsupportedArgenSizeAndUnnamedTargetAreRefused) {
+  const fs::path dir = CopyConfig("sizes", [](nlohmann::json& c) { c.erase("argen_image_sizes"); }, true);
+  absl::StatusOr<models::FamilyModel> m = models::LoadFamilyModel(dir.string());
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("argen_image_sizes"), std::string::npos) << m.status();
+  fs::remove_all(dir.parent_path());
+}
+
+}  // namespace
+}  // namespace argen::lumina
