@@ -113,7 +113,7 @@ sparse::HeadClasses SyntheticClasses(const model::StackConfig& dims, double shar
 }
 
 absl::StatusOr<sparse::ResolvedPolicy> PolicyFromSpec(const std::string& spec, const model::StackConfig& dims,
-                                                      double ssd_semantic_share) {
+                                                      const sparse::GridGeometry& grid, double ssd_semantic_share) {
   std::vector<std::string> parts = absl::StrSplit(spec, ':');
   absl::StatusOr<sparse::PolicyKind> kind = sparse::ParsePolicyName(parts[0]);
   if (!kind.ok()) return kind.status();
@@ -123,9 +123,9 @@ absl::StatusOr<sparse::ResolvedPolicy> PolicyFromSpec(const std::string& spec, c
   // Optional third field: n_recent (diagonal*'s N_r, h2o, alisa, the grid
   // policies, ssd's W), e.g. diagonal:0.95:64.
   if (parts.size() > 2) p.n_recent = std::atoi(parts[2].c_str());
-  // Janus-Pro's 24 x 24 grid.
+  // The model's grid (Janus-Pro 24 x 24; Lumina-mGPT rows with a new line each).
   const sparse::HeadClasses classes = SyntheticClasses(dims, ssd_semantic_share);
-  return sparse::ResolvePolicy(p, sparse::SquareGrid(kJanusImageTokens), &classes);
+  return sparse::ResolvePolicy(p, grid, &classes);
 }
 
 struct RunResult {
@@ -139,12 +139,12 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 // Largest number of images whose rows the KV pool admits (rows allocated, then freed).
-int MaxImages(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, int prompt_len, int cap) {
+int MaxImages(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, int prompt_len, int uncond_len, int cap) {
   std::vector<model::RowId> rows;
   int images = 0;
   while (images < cap) {
     absl::StatusOr<model::RowId> a = be.AllocateRow(prompt_len, policy);
-    absl::StatusOr<model::RowId> b = a.ok() ? be.AllocateRow(prompt_len, policy) : a;
+    absl::StatusOr<model::RowId> b = a.ok() ? be.AllocateRow(uncond_len, policy) : a;
     if (a.ok()) rows.push_back(*a);
     if (!a.ok() || !b.ok()) break;
     rows.push_back(*b);
@@ -155,12 +155,12 @@ int MaxImages(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, int p
 }
 
 RunResult RunBatch(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, int images, int prompt_len,
-                   int stage_steps) {
+                   int uncond_len, int stage_steps) {
   RunResult res;
   const int n_rows = 2 * images;
   std::vector<model::RowId> rows;
   for (int r = 0; r < n_rows; ++r) {
-    absl::StatusOr<model::RowId> id = be.AllocateRow(prompt_len, policy);
+    absl::StatusOr<model::RowId> id = be.AllocateRow(r % 2 == 0 ? prompt_len : uncond_len, policy);
     if (!id.ok()) {
       for (model::RowId x : rows) be.FreeRow(x);
       res.note = "KV pool full (" + std::string(id.status().message()) + ")";
@@ -170,10 +170,10 @@ RunResult RunBatch(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, 
   }
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> tok(0, be.spec().text_vocab() - 1);
-  std::vector<int32_t> tokens(static_cast<size_t>(n_rows) * prompt_len);
+  std::vector<int32_t> tokens(static_cast<size_t>(images) * (prompt_len + uncond_len));
   for (auto& t : tokens) t = tok(rng);
-  std::vector<int32_t> offsets(n_rows + 1);
-  for (int r = 0; r <= n_rows; ++r) offsets[r] = r * prompt_len;
+  std::vector<int32_t> offsets(n_rows + 1, 0);
+  for (int r = 0; r < n_rows; ++r) offsets[r + 1] = offsets[r] + (r % 2 == 0 ? prompt_len : uncond_len);
   std::vector<model::SamplingSpec> sampling(images);
   for (int i = 0; i < images; ++i) {
     sampling[i].seed = 1234;
@@ -211,7 +211,7 @@ RunResult RunBatch(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, 
 
 constexpr char kBenchUsage[] =
     "argen_bench: GPU end-to-end and micro benchmarks of the CUDA backend (bench/gpu/*.sh run it).\n"
-    "  argen_bench [--model 1b,7b] [--batches 1,8,...] [--policies dense,diagonal:0.9[:N_r],...]\n"
+    "  argen_bench [--model 1b,7b,lumina-512,lumina-768] [--batches 1,8,...] [--policies dense,diagonal:0.9[:N_r],...]\n"
     "              [--prompt-len N] [--kv-budget 40G] [--card-memory 48G] [--max-batch] [--max-rows R]\n"
     "              [--attention-micro] [--no-graphs] [--no-fused-argmin]\n"
     "              [--attention-kernel auto|two-pass|staged] [--gemm cublas|lt-heuristic|lt-tuned]\n"
@@ -231,20 +231,23 @@ int Main(int argc, char** argv) {
   }
   FILE* out = f.out.empty() ? nullptr : std::fopen(f.out.c_str(), "a");
   for (const std::string& name : f.models) {
-    absl::StatusOr<model::ModelSpec> spec = JanusSpec(name);
-    if (!spec.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(spec.status().message()).c_str());
+    absl::StatusOr<BenchModel> bench_model = BenchModelFor(name);
+    if (!bench_model.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(bench_model.status().message()).c_str());
       return 2;
     }
+    const model::ModelSpec* spec = &bench_model->spec;
+    const sparse::GridGeometry grid = bench_model->grid;
+    const int uncond_len = bench_model->uncond_len > 0 ? bench_model->uncond_len : f.prompt_len;
     const model::StackConfig* dims = &spec->stack;
     if (f.attention_micro) {
       for (int images : f.batches) {
         for (const std::string& spec : f.policies) {
-          absl::StatusOr<sparse::ResolvedPolicy> p = PolicyFromSpec(spec, *dims, f.ssd_semantic_share);
+          absl::StatusOr<sparse::ResolvedPolicy> p = PolicyFromSpec(spec, *dims, grid, f.ssd_semantic_share);
           if (!p.ok() || p->kind == sparse::PolicyKind::kDense) continue;
           AttentionMicroResult r;
           std::string err;
-          if (!RunAttentionMicro(2 * images, dims->num_heads, dims->head_dim, f.prompt_len, kJanusImageTokens,
+          if (!RunAttentionMicro(2 * images, dims->num_heads, dims->head_dim, f.prompt_len, grid.l_dec,
                                  p->n_att, p->n_slots, &r, &err)) {
             std::fprintf(stderr, "attention micro: %s\n", err.c_str());
             return 1;
@@ -314,15 +317,15 @@ int Main(int argc, char** argv) {
     for (const char* s : cuda::kStageNames) std::printf(" %8s", s);
     std::printf(" %8s %10s %8s\n", "indexing", "kv_MB/img", "keys");
     for (const std::string& spec : f.policies) {
-      absl::StatusOr<sparse::ResolvedPolicy> policy = PolicyFromSpec(spec, *dims, f.ssd_semantic_share);
+      absl::StatusOr<sparse::ResolvedPolicy> policy = PolicyFromSpec(spec, *dims, grid, f.ssd_semantic_share);
       if (!policy.ok()) {
         std::fprintf(stderr, "%s: %s\n", spec.c_str(), std::string(policy.status().message()).c_str());
         return 2;
       }
       std::vector<int> batches = f.batches;
-      if (f.max_batch) batches = {MaxImages(be, *policy, f.prompt_len, options.max_batch_rows / 2)};
+      if (f.max_batch) batches = {MaxImages(be, *policy, f.prompt_len, uncond_len, options.max_batch_rows / 2)};
       for (int images : batches) {
-        RunResult r = RunBatch(be, *policy, images, f.prompt_len, f.stage_steps);
+        RunResult r = RunBatch(be, *policy, images, f.prompt_len, uncond_len, f.stage_steps);
         if (!r.ok) {
           std::printf("%-5s %-20s %6d  %s\n", name.c_str(), spec.c_str(), images, r.note.c_str());
           continue;
@@ -338,7 +341,8 @@ int Main(int argc, char** argv) {
         // The exact pool bytes of an image (its CFG pair: KV and policy state,
         // Backend::RowBytes) and the mean decode keys a head attends per step
         // (sparse::MeanAttendedKeys; ssd: by class).
-        const double kv_mb = 2.0 * be.RowBytes(f.prompt_len, *policy) / 1e6;
+        const int64_t pair_bytes = be.RowBytes(f.prompt_len, *policy) + be.RowBytes(uncond_len, *policy);
+        const double kv_mb = pair_bytes / 1e6;
         std::printf(" %8.3f %10.2f %8.1f\n", r.stages.steps ? indexing / r.stages.steps : 0.0, kv_mb,
                     sparse::MeanAttendedKeys(*policy));
         std::fflush(stdout);
@@ -346,7 +350,7 @@ int Main(int argc, char** argv) {
           std::fprintf(out, "{\"kind\":\"e2e\",\"model\":\"%s\",\"policy\":\"%s\",\"images\":%d,\"max_batch\":%s,\"kv_budget\":%lld,\"prefill_s\":%.4f,\"decode_s\":%.4f,\"step_ms\":%.4f,\"last_step_ms\":%.4f,\"img_per_s\":%.4f,\"kv_bytes_per_image\":%lld,\"n_slots\":%d,\"mean_keys\":%.2f",
                        name.c_str(), spec.c_str(), images, f.max_batch ? "true" : "false",
                        static_cast<long long>(be.KvPoolBytes()), r.prefill_s, r.decode_s, r.step_ms, r.last_steps_ms,
-                       images / total, static_cast<long long>(2 * be.RowBytes(f.prompt_len, *policy)),
+                       images / total, static_cast<long long>(pair_bytes),
                        policy->n_slots, sparse::MeanAttendedKeys(*policy));
           for (int i = 0; i < static_cast<int>(cuda::Stage::kCount); ++i)
             std::fprintf(out, ",\"%s_ms\":%.4f", cuda::kStageNames[i], r.stages.steps ? r.stages.ms[i] / r.stages.steps : 0.0);

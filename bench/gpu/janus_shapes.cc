@@ -2,6 +2,8 @@
 
 #include "engine/models/janus/janus_shapes.h"
 #include "engine/models/janus/janus_spec.h"
+#include "engine/models/lumina/lumina_shapes.h"
+#include "engine/sparse/policy_params.h"
 
 namespace argen::bench {
 
@@ -9,6 +11,26 @@ absl::StatusOr<model::ModelSpec> JanusSpec(const std::string& name) {
   absl::StatusOr<janus::JanusConfig> config = janus::PublishedJanusConfig(name);
   if (!config.ok()) return absl::InvalidArgumentError("--model: expected 1b or 7b, got " + name);
   return janus::JanusSpec(*config);
+}
+
+absl::StatusOr<BenchModel> BenchModelFor(const std::string& name) {
+  BenchModel m;
+  for (auto [label, target] : {std::pair{"lumina-512", 512}, {"lumina-768", 768}, {"lumina-1024", 1024}}) {
+    if (name != label) continue;
+    absl::StatusOr<lumina::PublishedLumina> p = lumina::PublishedLumina7B(target);
+    if (!p.ok()) return p.status();
+    m.spec = std::move(p->spec);
+    m.grid = p->schedule.grid;
+    m.uncond_len = 3;  // <racm3:break>, height, width
+    return m;
+  }
+  absl::StatusOr<model::ModelSpec> spec = JanusSpec(name);
+  if (!spec.ok()) {
+    return absl::InvalidArgumentError("--model: expected 1b, 7b, lumina-512, lumina-768 or lumina-1024, got " + name);
+  }
+  m.spec = *std::move(spec);
+  m.grid = sparse::SquareGrid(kJanusImageTokens);
+  return m;
 }
 
 }  // namespace argen::bench

@@ -6,11 +6,23 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/model_spec.h"
+#include "kernels/sparse/policy_types.h"
 
 namespace argen::bench {
 
 inline constexpr int kJanusImageTokens = 576;  // 384x384 at 1/16
 
 absl::StatusOr<model::ModelSpec> JanusSpec(const std::string& name);  // "1b" or "7b"
+
+// A benchmark model: Janus-Pro "1b" / "7b" (24 x 24 codes, guidance rows as
+// long as the prompt) or Lumina-mGPT-7B "lumina-512" / "lumina-768" /
+// "lumina-1024" (h rows of w codes and a new line each, L_dec = h(w + 1) - 1;
+// the guidance row is the 3-token image header).
+struct BenchModel {
+  model::ModelSpec spec;
+  sparse::GridGeometry grid;
+  int uncond_len = 0;  // 0: the prompt length
+};
+absl::StatusOr<BenchModel> BenchModelFor(const std::string& name);
 
 }  // namespace argen::bench

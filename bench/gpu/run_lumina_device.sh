@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# One device run for the Lumina-mGPT family (issue #18): the family's gpu
+# tests, then Lumina-mGPT-7B shapes with random weights at 768 px (48 rows of
+# 48 codes + a new line each, L_dec 2351; the guidance row is the 3-token
+# header) through argen_bench, and the small model's dense score through the
+# CUDA engine. Targets (ratios in this run): last-step attention dense vs
+# diagonal 95% (engine stage time of the last 4 steps) >= 10x; per-image
+# latency at the same batch >= 1.3x; 48 GB-card emulation, max-batch
+# throughput diagonal 95% (N_r = 0.5 L_dec) vs dense >= 3.1x. A time guard
+# keeps the run under DEADLINE seconds (default 200); the compact table is
+# printed last and kept in summary.txt. $OUT: tests.log, latency.txt,
+# maxbatch.txt, sweep.log, sweep_report.md, summary.txt (6 files).
+#
+#   bash bench/gpu/run_lumina_device.sh
+#
+# Bundle (on the development machine, after building; carry .gpubundle):
+#   /work/shared/tools/gpu-bundle.sh /tmp/lb build/bench/gpu/argen_bench build/tools/sweep/argen_sweep \
+#     build/engine/models/lumina/tests/lumina_cuda_test build/engine/cuda/tests/cuda_backend_test
+#   mkdir -p .gpubundle && tar -cJf .gpubundle/lumina.tar.xz -C /tmp/lb bin lib
+set -u
+if [ -f .gpubundle/lumina.tar.xz ]; then
+  B=/tmp/lb
+  [ -x $B/bin/argen_bench ] || { mkdir -p $B && tar -xJf .gpubundle/lumina.tar.xz -C $B; } || exit 1
+else
+  B=$PWD/.gpubundle
+fi
+BIN=$B/bin
+export LD_LIBRARY_PATH=$B/lib:/usr/local/cuda-13.0/targets/x86_64-linux/lib:/usr/local/cuda/lib64
+export ARGEN_SOURCE_DIR=$PWD
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+t0=$(date +%s)
+DEADLINE=${DEADLINE:-200}
+stamp() { echo "== $(( $(date +%s) - t0 )) s: $*"; }
+# guarded LIMIT CMD...: CMD with timeout min(LIMIT, time left); skipped under 10 s left.
+guarded() {
+  local lim=$1; shift
+  local left=$(( DEADLINE - ($(date +%s) - t0) ))
+  if [ "$left" -lt 10 ]; then echo "SKIPPED (time guard): $*"; return 124; fi
+  [ "$lim" -gt "$left" ] && lim=$left
+  timeout "$lim" "$@"
+}
+
+{
+  nvidia-smi --query-gpu=name,memory.total --format=csv
+  for t in lumina_cuda_test cuda_backend_test; do
+    if [ ! -x "$BIN/$t" ]; then echo "MISSING $t"; continue; fi
+    stamp "$t"
+    guarded 45 "$BIN/$t" --gtest_brief=1
+    echo "rc($t)=$?"
+  done
+} >"$OUT/tests.log" 2>&1
+
+# Same batch, dense vs diagonal 95%: per-image latency and the last steps' stage times.
+stamp latency >"$OUT/latency.txt"
+guarded 60 "$BIN/argen_bench" --model lumina-768 --batches 8 --policies dense,diagonal:0.95 --prompt-len 40 \
+  --stage-steps 4 >>"$OUT/latency.txt" 2>&1
+echo "rc=$?" >>"$OUT/latency.txt"
+
+# A 48 GB card: the largest batch each policy admits, its throughput.
+stamp maxbatch >"$OUT/maxbatch.txt"
+guarded 75 "$BIN/argen_bench" --model lumina-768 --card-memory 48G --max-batch --max-rows 256 \
+  --policies dense,diagonal:0.95 --prompt-len 40 >>"$OUT/maxbatch.txt" 2>&1
+echo "rc=$?" >>"$OUT/maxbatch.txt"
+
+# The small model's dense score through the CUDA engine (4 prompts per category x 2 images).
+{
+  stamp sweep
+  rm -rf /tmp/lumina-sweep
+  guarded 40 "$BIN/argen_sweep" --model models/argen-lumina-scenes-v1 --backend cuda --out /tmp/lumina-sweep \
+    --policies dense --per-category 4 --images-per-prompt 2 --cfg 4 --top_k 0 --seed 0
+  echo "rc(sweep)=$?"
+  guarded 30 python3 tools/sweep/report.py /tmp/lumina-sweep --metadata tools/sweep/benchmark_prompts.jsonl \
+    --workers 8 --no-plot
+  echo "rc(report)=$?"
+  cp /tmp/lumina-sweep/report.md "$OUT/sweep_report.md" 2>/dev/null
+} >"$OUT/sweep.log" 2>&1
+stamp done >>"$OUT/sweep.log"
+
+{
+  echo "== gpu tests"
+  grep -h -E "^MISSING|PASSED|FAILED|SKIPPED|^rc\(" "$OUT/tests.log"
+  echo
+  echo "== Lumina-mGPT-7B shape, 768 px, random weights (ratios = dense / diagonal:0.95 unless noted)"
+  # argen_bench lines: model policy images prefill_s decode_s step_ms last_ms img/s | embed plan qkv attention
+  #   observe apply o_proj ffn head indexing kv_MB/img keys
+  awk '
+    FNR == 1 { f = FILENAME ~ /latency/ ? "lat" : "max" }
+    $1 == "lumina-768" && $9 == "|" {
+      p = ($2 == "dense") ? "dense" : "diag"
+      img[f, p] = $3; ips[f, p] = $8; lat[f, p] = $4 + $5; att[f, p] = $13; idx[f, p] = $19
+    }
+    END {
+      if (att["lat", "diag"] > 0) {
+        printf "last-step attention stage (batch %d): dense %.3f ms, diagonal %.3f ms (+ indexing %.3f): %.2fx (attention alone), %.2fx (with indexing); target >= 10x\n",
+          img["lat", "dense"], att["lat", "dense"], att["lat", "diag"], idx["lat", "diag"], att["lat", "dense"] / att["lat", "diag"],
+          att["lat", "dense"] / (att["lat", "diag"] + idx["lat", "diag"])
+        printf "per-image latency (batch %d): dense %.2f s, diagonal %.2f s: %.2fx; target >= 1.3x\n",
+          img["lat", "dense"], lat["lat", "dense"], lat["lat", "diag"], lat["lat", "dense"] / lat["lat", "diag"]
+      } else print "latency run: no lines parsed (latency.txt)"
+      if (ips["max", "dense"] > 0 && ips["max", "diag"] > 0)
+        printf "48 GB card max batch: dense %d images %.3f img/s, diagonal %d images %.3f img/s: %.2fx (diagonal / dense); target >= 3.1x\n",
+          img["max", "dense"], ips["max", "dense"], img["max", "diag"], ips["max", "diag"], ips["max", "diag"] / ips["max", "dense"]
+      else print "max-batch run: no lines parsed (maxbatch.txt)"
+    }' "$OUT/latency.txt" "$OUT/maxbatch.txt"
+  echo
+  echo "== small model (argen-lumina-scenes-v1), dense, CUDA engine, cfg 4"
+  grep -h -E "overall|^\| *(single_object|two_object|counting|colors|position|color_attr)" "$OUT/sweep_report.md" 2>/dev/null | head -8 \
+    || echo "no report (sweep.log)"
+  echo "total $(( $(date +%s) - t0 )) s"
+} | tee "$OUT/summary.txt"

@@ -1,0 +1,154 @@
+// The Lumina family on the CUDA backend through the shared decoder stack,
+// against the CPU backend (the f32 reference, itself checked against HF
+// Chameleon: lumina_logits_test.cc), with the shipped small model
+// (models/argen-lumina-scenes-v1): a CFG pair of unequal rows (prompt +
+// header, header alone), teacher-forced through two image rows with the
+// forced new line between them; logits over the image-token range within the
+// bf16 tolerance every step, greedy tokens agreeing; then the whole
+// generation loop on the CUDA engine, dense and diagonal 95%, with row breaks
+// where they belong and exact KV accounting. Needs a GPU (label gpu).
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/cpu/tests/golden_util.h"
+#include "engine/model/backend_registry.h"
+#include "engine/model/create_engine.h"
+#include "engine/model/weight_source.h"
+#include "engine/models/lumina/lumina_family.h"
+#include "engine/sparse/policy_params.h"
+#include "gtest/gtest.h"
+
+namespace argen::lumina {
+namespace {
+
+using cpu::testing::RelativeError;
+using cpu::testing::SourceDir;
+
+constexpr double kTolerance = 3e-2;  // bf16 weights and KV
+constexpr int32_t kNewLine = 1035;
+
+std::string ModelDir() { return SourceDir() + "/models/argen-lumina-scenes-v1"; }
+
+TEST(LuminaCudaTest, LogitsAndGreedyTokensMatchTheCpuBackend) {
+  absl::StatusOr<models::FamilyModel> family = LoadLumina(ModelDir(), {});
+  ASSERT_TRUE(family.ok()) << family.status();
+  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> opened = checkpoint::Checkpoint::Open(ModelDir());
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::shared_ptr<const checkpoint::Checkpoint> ckpt(std::move(*opened));
+  model::BackendOptions options;
+  options.max_batch_rows = 8;
+  options.max_prompt_tokens = 256;
+  options.kv_budget_bytes = int64_t{256} << 20;
+  absl::StatusOr<std::unique_ptr<model::Backend>> cpu =
+      model::CreateCpuBackend(family->spec, model::CheckpointWeights(ckpt), options);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  absl::StatusOr<std::unique_ptr<model::Backend>> cuda =
+      model::CreateCudaBackend(family->spec, model::CheckpointWeights(ckpt), options);
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  absl::StatusOr<model::PromptEncoder> encoder = family->make_prompt();
+  ASSERT_TRUE(encoder.ok()) << encoder.status();
+  auto ids = (*encoder)("a red circle above a blue square");
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  const std::vector<int32_t>& cond = ids->first;
+  const std::vector<int32_t>& uncond = ids->second;
+  ASSERT_NE(cond.size(), uncond.size());
+
+  const int32_t vocab = family->spec.logits();
+  const int32_t steps = 2 * 25;  // two rows of 24 codes and the new line between them
+  absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy({}, family->image_tokens);
+  ASSERT_TRUE(dense.ok());
+  model::Backend* be[2] = {cpu->get(), cuda->get()};
+  std::vector<model::RowId> rows[2];
+  for (int b = 0; b < 2; ++b) {
+    EXPECT_TRUE(be[b]->CanAllocatePairs(static_cast<int32_t>(cond.size()), static_cast<int32_t>(uncond.size()),
+                                        *dense, 1));
+    rows[b] = {*be[b]->AllocateRow(static_cast<int32_t>(cond.size()), *dense),
+               *be[b]->AllocateRow(static_cast<int32_t>(uncond.size()), *dense)};
+    EXPECT_EQ(be[b]->KvBytesInUse(), be[b]->RowBytes(static_cast<int32_t>(cond.size()), *dense) +
+                                         be[b]->RowBytes(static_cast<int32_t>(uncond.size()), *dense));
+  }
+  std::vector<int32_t> tokens = cond;
+  tokens.insert(tokens.end(), uncond.begin(), uncond.end());
+  const std::vector<int32_t> offsets = {0, static_cast<int32_t>(cond.size()), static_cast<int32_t>(tokens.size())};
+  model::SamplingSpec greedy;
+  greedy.temperature = 0.0f;
+  greedy.cfg_weight = kDefaultCfgWeight;
+  const std::vector<model::SamplingSpec> sampling = {greedy};
+  std::vector<float> logits[2] = {std::vector<float>(2 * vocab), std::vector<float>(2 * vocab)};
+  std::vector<int32_t> sampled[2] = {{-1}, {-1}};
+  for (int b = 0; b < 2; ++b) {
+    ASSERT_TRUE(be[b]->Prefill({rows[b], offsets, tokens, sampling}, {sampled[b], logits[b].data()}).ok());
+  }
+  int agree = 0;
+  for (int32_t t = 0; t <= steps; ++t) {
+    for (int r = 0; r < 2; ++r) {
+      const std::vector<float> want(logits[0].begin() + r * vocab, logits[0].begin() + (r + 1) * vocab);
+      EXPECT_LE(RelativeError(logits[1].data() + r * vocab, want), kTolerance) << "step " << t << " row " << r;
+    }
+    agree += sampled[0][0] == sampled[1][0] ? 1 : 0;
+    if (t == steps) break;
+    // Both fed the CPU's choice, or the forced new line at a row end.
+    const int32_t input = family->forced_tokens[t] >= 0 ? family->forced_tokens[t]
+                                                        : family->spec.input.sampled_offset + sampled[0][0];
+    const std::vector<int32_t> in = {input}, step = {t};
+    for (int b = 0; b < 2; ++b) {
+      ASSERT_TRUE(be[b]->Decode({rows[b], in, step, sampling}, {sampled[b], logits[b].data()}).ok()) << t;
+    }
+  }
+  EXPECT_GE(agree, (steps + 1) * 9 / 10) << "greedy tokens agreeing of " << steps + 1;
+  for (int b = 0; b < 2; ++b) {
+    for (model::RowId r : rows[b]) be[b]->FreeRow(r);
+    EXPECT_EQ(be[b]->KvBytesInUse(), 0);
+  }
+}
+
+TEST(LuminaCudaTest, GenerationLoopOnTheCudaEngine) {
+  engine::EngineOptions options;
+  options.model_dir = ModelDir();
+  options.backend = "cuda";
+  options.kv_budget_bytes = int64_t{512} << 20;
+  absl::StatusOr<std::unique_ptr<model::GenericEngine>> e = model::CreateGenericEngine(options);
+  ASSERT_TRUE(e.ok()) << e.status();
+  const int32_t l_dec = (*e)->info().image_tokens;
+  ASSERT_EQ(l_dec, 24 * 25 - 1);
+  for (sparse::PolicyKind kind : {sparse::PolicyKind::kDense, sparse::PolicyKind::kDiagonal}) {
+    engine::GenerationRequest r;
+    r.prompt = "a red circle";
+    r.num_images = 2;
+    r.sampling.cfg_weight = kDefaultCfgWeight;
+    r.sampling.seed = 3;
+    r.policy.kind = kind;
+    r.policy.sparsity = kind == sparse::PolicyKind::kDense ? 0.0 : 0.95;
+    absl::StatusOr<engine::PreparedRequest> p = (*e)->Prepare(r);
+    ASSERT_TRUE(p.ok()) << p.status();
+    if (kind == sparse::PolicyKind::kDiagonal) EXPECT_EQ(p->policy.n_recent, (l_dec + 1) / 2);  // N_r = 0.5 L_dec
+    absl::StatusOr<engine::GroupId> id = (*e)->Add(*p);
+    ASSERT_TRUE(id.ok()) << id.status();
+    EXPECT_EQ((*e)->KvBytesInUse(), p->kv_bytes);
+    for (int32_t s = 0; s < l_dec; ++s) ASSERT_TRUE((*e)->Step().ok());
+    absl::StatusOr<engine::GroupState> st = (*e)->State(*id);
+    ASSERT_TRUE(st.ok() && st->finished);
+    EXPECT_EQ((*e)->KvBytesInUse(), 0);
+    for (const std::vector<int32_t>& tokens : st->tokens) {
+      ASSERT_EQ(static_cast<int32_t>(tokens.size()), l_dec);
+      for (int32_t t = 0; t < l_dec; ++t) {
+        if (t % 25 == 24) {
+          EXPECT_EQ(tokens[t], kNewLine) << t;
+        } else {
+          EXPECT_GE(tokens[t], 4);
+          EXPECT_LT(tokens[t], 4 + 1024);
+        }
+      }
+    }
+    absl::StatusOr<std::vector<engine::RgbImage>> images = (*e)->DecodeImages(st->tokens);
+    ASSERT_TRUE(images.ok()) << images.status();
+    EXPECT_EQ((*images)[1].width, 384);
+    (*e)->Remove(*id);
+  }
+}
+
+}  // namespace
+}  // namespace argen::lumina
