@@ -6,6 +6,18 @@
 
 namespace argen::scheduler {
 
+int32_t TokenRows(const engine::ModelInfo& info) {
+  const sparse::GridGeometry& g = info.grid;
+  if (g.width <= 0) return info.token_grid;
+  return (g.l_dec + g.row_break_tokens) / (g.width + g.row_break_tokens);
+}
+
+int32_t TokensPerRow(const engine::ModelInfo& info) {
+  return info.grid.width > 0 ? info.grid.width + info.grid.row_break_tokens : info.token_grid;
+}
+
+int32_t MaxPreviews(const engine::ModelInfo& info) { return std::max(0, std::min(kMaxPreviews, TokenRows(info) - 1)); }
+
 std::vector<int32_t> PreviewRows(int32_t previews, int32_t token_grid) {
   std::vector<int32_t> rows;
   for (int32_t j = 1; j <= previews; ++j) {
@@ -30,6 +42,30 @@ absl::StatusOr<std::vector<int32_t>> PreviewGrid(const std::vector<int32_t>& sam
   const auto last_row = sampled.begin() + static_cast<std::ptrdiff_t>(shown - token_grid);
   for (int32_t r = rows; r < token_grid; ++r) grid.insert(grid.end(), last_row, last_row + token_grid);
   return grid;
+}
+
+absl::StatusOr<std::vector<int32_t>> PreviewTokens(const std::vector<int32_t>& sampled, int32_t rows, int32_t width,
+                                                   int32_t row_break, int32_t total_rows) {
+  if (row_break == 0 && width == total_rows) return PreviewGrid(sampled, rows, total_rows);
+  const int64_t stride = int64_t{width} + row_break;
+  if (width < 1 || row_break < 0 || rows < 1 || rows > total_rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("preview of ", rows, " rows on ", total_rows, " rows of ", width, " tokens"));
+  }
+  const size_t shown = static_cast<size_t>(rows * stride);
+  if (sampled.size() < shown - (rows == total_rows ? row_break : 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("preview of ", rows, " rows needs ", shown, " tokens, have ", sampled.size()));
+  }
+  const size_t total = static_cast<size_t>(total_rows * stride - row_break);
+  std::vector<int32_t> out(sampled.begin(), sampled.begin() + static_cast<std::ptrdiff_t>(std::min(shown, total)));
+  out.reserve(total);
+  const auto last_row = sampled.begin() + static_cast<std::ptrdiff_t>(shown - stride);
+  while (out.size() < total) {
+    const size_t take = std::min(static_cast<size_t>(stride), total - out.size());
+    out.insert(out.end(), last_row, last_row + static_cast<std::ptrdiff_t>(take));
+  }
+  return out;
 }
 
 void PaintUnsampledRows(engine::RgbImage& image, int32_t rows, int32_t token_grid) {

@@ -99,8 +99,8 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(
     observer_->OnRequestDone(requested_policy, status, RequestMetrics{});
     return status;
   };
-  const int32_t token_grid = engine_->info().token_grid;
-  const int32_t max_previews = std::max(0, std::min(kMaxPreviews, token_grid - 1));
+  const int32_t token_grid = TokenRows(engine_->info());
+  const int32_t max_previews = MaxPreviews(engine_->info());
   if (submit.previews < 0 || submit.previews > max_previews) {
     return reject(absl::InvalidArgumentError(
         absl::StrCat("previews: must be in [0, ", max_previews, "] for this model (", token_grid,
@@ -384,11 +384,12 @@ void Scheduler::RunStep() {
 }
 
 void Scheduler::OfferPreviews() {
-  const int32_t grid = engine_->info().token_grid;
+  // Tokens per token row: the grid's width and its row breaks (Lumina-mGPT), else a square grid's side.
+  const int32_t stride = TokensPerRow(engine_->info());
   for (const JobPtr& job : running_) {
     if (job->next_preview >= job->preview_rows.size()) continue;
     const int32_t rows = job->preview_rows[job->next_preview];
-    if (job->steps < rows * grid) continue;
+    if (job->steps < rows * stride) continue;
     const int32_t index = static_cast<int32_t>(job->next_preview++);
     const int32_t images = job->prepared.request.num_images;
     // Dropped, never queued: the previous preview is still being decoded, the
@@ -419,7 +420,11 @@ void Scheduler::OfferPreviews() {
 
 void Scheduler::DecodePreview(const JobPtr& job, int32_t index, int32_t rows,
                               std::vector<std::vector<int32_t>> sampled) {
-  const int32_t grid = engine_->info().token_grid;
+  const engine::ModelInfo& info = engine_->info();
+  const bool has_width = info.grid.width > 0;
+  const int32_t width = has_width ? info.grid.width : info.token_grid;
+  const int32_t row_break = has_width ? info.grid.row_break_tokens : 0;
+  const int32_t total_rows = TokenRows(info);
   const int32_t images = static_cast<int32_t>(sampled.size());
   auto drop_all = [&](const char* reason) {
     for (int32_t i = 0; i < images; ++i) observer_->OnPreviewDropped(reason);
@@ -428,7 +433,7 @@ void Scheduler::DecodePreview(const JobPtr& job, int32_t index, int32_t rows,
   if (!StopReason(*job).ok()) return drop_all("request_ended");
   std::vector<std::vector<int32_t>> grids;
   for (const std::vector<int32_t>& tokens : sampled) {
-    absl::StatusOr<std::vector<int32_t>> g = PreviewGrid(tokens, rows, grid);
+    absl::StatusOr<std::vector<int32_t>> g = PreviewTokens(tokens, rows, width, row_break, total_rows);
     if (!g.ok()) return drop_all("failed");
     grids.push_back(*std::move(g));
   }
@@ -438,14 +443,14 @@ void Scheduler::DecodePreview(const JobPtr& job, int32_t index, int32_t rows,
   std::vector<PreviewEvent> events;
   for (int32_t i = 0; i < images; ++i) {
     engine::RgbImage& image = (*rgb)[i];
-    PaintUnsampledRows(image, rows, grid);
+    PaintUnsampledRows(image, rows, total_rows);
     absl::StatusOr<std::string> encoded = encode(image);
     if (!encoded.ok()) return drop_all("failed");
     PreviewEvent e;
     e.index = index;
     e.image = i;
     e.rows_done = rows;
-    e.tokens_done = rows * grid;
+    e.tokens_done = rows * (width + row_break);
     e.width = image.width;
     e.height = image.height;
     e.encoded = *std::move(encoded);

@@ -136,7 +136,7 @@ void FillModelInfo(const engine::ModelInfo& info, const ServerConfig& config, v1
   out->set_queue_limit(config.queue_limit);
   out->set_num_layers(info.num_layers);
   out->set_hidden_size(info.hidden_size);
-  out->set_max_previews(std::max(0, std::min(scheduler::kMaxPreviews, info.token_grid - 1)));
+  out->set_max_previews(scheduler::MaxPreviews(info));
   for (sparse::PolicyKind kind : sparse::kAllPolicyKinds) {
     v1::PolicyInfo* pi = out->add_policies();
     pi->set_name(std::string(sparse::PolicyName(kind)));

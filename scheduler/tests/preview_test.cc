@@ -42,6 +42,21 @@ TEST(PreviewGridTest, SampledRowsThenTheLastOneRepeated) {
   EXPECT_FALSE(PreviewGrid(sampled, 0, 3).ok());
 }
 
+// Lumina-mGPT's sequence: rows of 2 codes, each closed by a new line (9)
+// except the last; the preview keeps the breaks where the decoder expects them.
+TEST(PreviewTokensTest, RowsWithRowBreaksKeepTheBreaks) {
+  const std::vector<int32_t> sampled = {1, 2, 9, 3, 4, 9, 5};
+  absl::StatusOr<std::vector<int32_t>> one = PreviewTokens(sampled, 1, 2, 1, 3);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(*one, (std::vector<int32_t>{1, 2, 9, 1, 2, 9, 1, 2}));
+  absl::StatusOr<std::vector<int32_t>> two = PreviewTokens(sampled, 2, 2, 1, 3);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(*two, (std::vector<int32_t>{1, 2, 9, 3, 4, 9, 3, 4}));
+  EXPECT_FALSE(PreviewTokens({1, 2}, 1, 2, 1, 3).ok());  // row 0's break not sampled yet
+  // Without breaks it is PreviewGrid.
+  EXPECT_EQ(*PreviewTokens({1, 2, 3, 4}, 1, 2, 0, 2), *PreviewGrid({1, 2, 3, 4}, 1, 2));
+}
+
 TEST(PaintUnsampledRowsTest, GraysPixelRowsBelowTheSampledTokenRows) {
   engine::RgbImage image;
   image.width = 2;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/cpu/tests/golden_util.h"
+#include "engine/models/lumina/tests/test_util.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/create_engine.h"
 #include "engine/model/weight_source.h"
@@ -24,8 +24,8 @@
 namespace argen::lumina {
 namespace {
 
-using cpu::testing::RelativeError;
-using cpu::testing::SourceDir;
+using testing::RelativeError;
+using testing::SourceDir;
 
 constexpr double kTolerance = 3e-2;  // bf16 weights and KV
 constexpr int32_t kNewLine = 1035;

@@ -14,10 +14,12 @@
 #include <sstream>
 #include <string>
 
-#include "engine/cpu/tests/golden_util.h"
+#include "engine/models/lumina/tests/test_util.h"
 #include "engine/model/create_engine.h"
 #include "engine/models/lumina/lumina_family.h"
 #include "engine/models/registry.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/tests/scheduler_test_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -25,7 +27,7 @@ namespace argen::lumina {
 namespace {
 
 namespace fs = std::filesystem;
-using cpu::testing::SourceDir;
+using testing::SourceDir;
 
 constexpr int32_t kNewLine = 1035;  // <reserved08799> in the small model's vocabulary
 constexpr int32_t kFirstImage = 4, kImageTokens = 1024;
@@ -175,6 +177,50 @@ TEST(LuminaEngineTest, RowBreaksCodesKvAndSeedsAloneOrBatched) {
   absl::StatusOr<std::vector<engine::RgbImage>> bad = e->DecodeImages({broken});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("[8]"), std::string::npos) << bad.status();
+}
+
+struct PreviewDrops : scheduler::SchedulerObserver {
+  void OnPreviewDropped(std::string_view reason) override {
+    absl::MutexLock lock(&mu);
+    reasons.emplace_back(reason);
+  }
+  absl::Mutex mu;
+  std::vector<std::string> reasons;
+};
+
+// Previews decode a sequence with the row breaks where the decoder expects
+// them (rows of 8 codes + a new line): the one preview at 2 of 4 rows is
+// delivered, or dropped only for timing (the whole image takes milliseconds
+// here), never as "failed" (a square grid without breaks would be).
+TEST(LuminaEngineTest, PreviewsThroughTheScheduler) {
+  std::unique_ptr<model::GenericEngine> e = MakeEngine();
+  ASSERT_NE(e, nullptr);
+  PreviewDrops drops;
+  absl::StatusOr<std::unique_ptr<scheduler::Scheduler>> s =
+      scheduler::Scheduler::Create(e.get(), scheduler::SchedulerOptions{}, scheduler::testing::RawEncoder, &drops);
+  ASSERT_TRUE(s.ok()) << s.status();
+  scheduler::SubmitOptions so;
+  so.previews = 1;
+  absl::StatusOr<std::shared_ptr<scheduler::RequestHandle>> h = (*s)->Submit(Request("a red circle", 1, 1), so);
+  ASSERT_TRUE(h.ok()) << h.status();
+  std::vector<scheduler::RequestEvent> events = scheduler::testing::CollectEvents(**h);
+  const scheduler::FinishedEvent* done = scheduler::testing::FindFinished(events);
+  ASSERT_NE(done, nullptr);
+  ASSERT_TRUE(done->status.ok()) << done->status;
+  int previews = 0;
+  for (const scheduler::RequestEvent& ev : events) {
+    if (const auto* p = std::get_if<scheduler::PreviewEvent>(&ev)) {
+      ++previews;
+      EXPECT_EQ(p->rows_done, 2);
+      EXPECT_EQ(p->tokens_done, 2 * (kW + 1));
+      EXPECT_EQ(p->width, 128);
+      EXPECT_EQ(p->height, 64);
+    }
+  }
+  s->reset();  // the workers have finished with the preview
+  absl::MutexLock lock(&drops.mu);
+  EXPECT_EQ(previews + static_cast<int>(drops.reasons.size()), 1);
+  for (const std::string& r : drops.reasons) EXPECT_NE(r, "failed");
 }
 
 TEST(LuminaEngineTest, CodesAreMappedThroughTheVocabulary) {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/cpu/tests/golden_util.h"
+#include "engine/models/lumina/tests/test_util.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/weight_source.h"
 #include "engine/models/lumina/lumina_config.h"
@@ -23,9 +23,9 @@
 namespace argen::lumina {
 namespace {
 
-using cpu::testing::ReadJson;
-using cpu::testing::RelativeError;
-using cpu::testing::SourceDir;
+using testing::ReadJson;
+using testing::RelativeError;
+using testing::SourceDir;
 
 constexpr double kTolerance = 1e-4;
 
