@@ -7,7 +7,8 @@
 # diagonal 95% (engine stage time of the last 4 steps) >= 10x; per-image
 # latency at the same batch >= 1.3x; 48 GB-card emulation, max-batch
 # throughput diagonal 95% (N_r = 0.5 L_dec) vs dense >= 3.1x. A time guard
-# keeps the run under DEADLINE seconds (default 200); the compact table is
+# keeps the run under DEADLINE seconds (default 230; the 512 px runs come last and
+# are the first to go); the compact table is
 # printed last and kept in summary.txt. $OUT: tests.log, latency.txt,
 # maxbatch.txt, sweep.log, sweep_report.md, summary.txt (6 files).
 #
@@ -30,7 +31,7 @@ export ARGEN_SOURCE_DIR=$PWD
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 t0=$(date +%s)
-DEADLINE=${DEADLINE:-200}
+DEADLINE=${DEADLINE:-230}
 stamp() { echo "== $(( $(date +%s) - t0 )) s: $*"; }
 # guarded LIMIT CMD...: CMD with timeout min(LIMIT, time left); skipped under 10 s left.
 guarded() {
@@ -77,31 +78,49 @@ echo "rc=$?" >>"$OUT/maxbatch.txt"
 } >"$OUT/sweep.log" 2>&1
 stamp done >>"$OUT/sweep.log"
 
+# 512 px, if time remains (appended to the same files).
+guarded 40 "$BIN/argen_bench" --model lumina-512 --batches 8 --policies dense,diagonal:0.95 --prompt-len 40 \
+  --stage-steps 4 >>"$OUT/latency.txt" 2>&1
+echo "rc(512)=$?" >>"$OUT/latency.txt"
+guarded 45 "$BIN/argen_bench" --model lumina-512 --card-memory 48G --max-batch --max-rows 256 \
+  --policies dense,diagonal:0.95 --prompt-len 40 >>"$OUT/maxbatch.txt" 2>&1
+echo "rc(512)=$?" >>"$OUT/maxbatch.txt"
+
 {
   echo "== gpu tests"
   grep -h -E "^MISSING|PASSED|FAILED|SKIPPED|^rc\(" "$OUT/tests.log"
   echo
-  echo "== Lumina-mGPT-7B shape, 768 px, random weights (ratios = dense / diagonal:0.95 unless noted)"
+  echo "== Lumina-mGPT-7B shape, random weights, 768 px (512 px if time was left); ratios = dense / diagonal:0.95 unless noted"
   # argen_bench lines: model policy images prefill_s decode_s step_ms last_ms img/s | embed plan qkv attention
   #   observe apply o_proj ffn head indexing kv_MB/img keys
   awk '
     FNR == 1 { f = FILENAME ~ /latency/ ? "lat" : "max" }
-    $1 == "lumina-768" && $9 == "|" {
+    $1 ~ /^lumina-/ && $9 == "|" {
+      m = $1; models[m] = 1
       p = ($2 == "dense") ? "dense" : "diag"
-      img[f, p] = $3; ips[f, p] = $8; lat[f, p] = $4 + $5; att[f, p] = $13; idx[f, p] = $19
+      img[f, m, p] = $3; ips[f, m, p] = $8; lat[f, m, p] = $4 + $5; att[f, m, p] = $13; idx[f, m, p] = $19
     }
     END {
-      if (att["lat", "diag"] > 0) {
-        printf "last-step attention stage (batch %d): dense %.3f ms, diagonal %.3f ms (+ indexing %.3f): %.2fx (attention alone), %.2fx (with indexing); target >= 10x\n",
-          img["lat", "dense"], att["lat", "dense"], att["lat", "diag"], idx["lat", "diag"], att["lat", "dense"] / att["lat", "diag"],
-          att["lat", "dense"] / (att["lat", "diag"] + idx["lat", "diag"])
-        printf "per-image latency (batch %d): dense %.2f s, diagonal %.2f s: %.2fx; target >= 1.3x\n",
-          img["lat", "dense"], lat["lat", "dense"], lat["lat", "diag"], lat["lat", "dense"] / lat["lat", "diag"]
-      } else print "latency run: no lines parsed (latency.txt)"
-      if (ips["max", "dense"] > 0 && ips["max", "diag"] > 0)
-        printf "48 GB card max batch: dense %d images %.3f img/s, diagonal %d images %.3f img/s: %.2fx (diagonal / dense); target >= 3.1x\n",
-          img["max", "dense"], ips["max", "dense"], img["max", "diag"], ips["max", "diag"], ips["max", "diag"] / ips["max", "dense"]
-      else print "max-batch run: no lines parsed (maxbatch.txt)"
+      n = 0
+      split("lumina-768 lumina-512 lumina-1024", order, " ")
+      for (i = 1; i <= 3; i++) {
+        m = order[i]
+        if (!(m in models)) continue
+        n++
+        print "-- " m
+        if (att["lat", m, "diag"] > 0) {
+          printf "last-step attention stage (batch %d): dense %.3f ms, diagonal %.3f ms (+ indexing %.3f): %.2fx (attention alone), %.2fx (with indexing); target >= 10x\n",
+            img["lat", m, "dense"], att["lat", m, "dense"], att["lat", m, "diag"], idx["lat", m, "diag"],
+            att["lat", m, "dense"] / att["lat", m, "diag"], att["lat", m, "dense"] / (att["lat", m, "diag"] + idx["lat", m, "diag"])
+          printf "per-image latency (batch %d): dense %.2f s, diagonal %.2f s: %.2fx; target >= 1.3x\n",
+            img["lat", m, "dense"], lat["lat", m, "dense"], lat["lat", m, "diag"], lat["lat", m, "dense"] / lat["lat", m, "diag"]
+        } else print "latency run: no lines parsed (latency.txt)"
+        if (ips["max", m, "dense"] > 0 && ips["max", m, "diag"] > 0)
+          printf "48 GB card max batch: dense %d images %.3f img/s, diagonal %d images %.3f img/s: %.2fx (diagonal / dense); target >= 3.1x\n",
+            img["max", m, "dense"], ips["max", m, "dense"], img["max", m, "diag"], ips["max", m, "diag"], ips["max", m, "diag"] / ips["max", m, "dense"]
+        else print "max-batch run: no lines parsed (maxbatch.txt)"
+      }
+      if (n == 0) print "no argen_bench lines parsed (latency.txt, maxbatch.txt)"
     }' "$OUT/latency.txt" "$OUT/maxbatch.txt"
   echo
   echo "== small model (argen-lumina-scenes-v1), dense, CUDA engine, cfg 4"
