@@ -245,9 +245,10 @@ std::string Reason(const google::rpc::Status& rich) {
 
 TEST(OperationsTest, ErrorsCarryGoogleRpcStatusDetails) {
   FakeEngineOptions o = SlowEngine();
+  o.max_batch_rows = 2;  // one image at a time: the engine owns the batch cap, not the config
   server::ServerConfig c = LoopbackConfig("fake");
   c.queue_limit = 1;
-  c.max_batch_rows = 2;  // one image at a time
+  c.max_batch_rows = 2;
   ASSERT_STARTED(t, StartFake(c, o));
 
   v1::GenerateRequest bad = Request("x");
