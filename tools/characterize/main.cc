@@ -324,10 +324,16 @@ absl::Status Run(Args args) {
   if (absl::Status s = aggregate.WriteLocalityCsv(args.out + "/locality.csv"); !s.ok()) return s;
   std::printf("attention mass (mean over layers and heads): prompt %.4f, local %.4f, middle %.4f\n",
               aggregate.MeanMass(-1, 0), aggregate.MeanMass(-1, 1), aggregate.MeanMass(-1, 2));
-  for (int32_t d : {1, 2, 4, 8, 16, 24, 32}) {
+  // The model's row lag (one token row: Janus 24; Lumina-mGPT w + 1 with its new line) among the distances shown.
+  const int32_t row_lag = info.grid.width > 0 ? info.grid.width + info.grid.row_break_tokens : info.token_grid;
+  std::vector<int32_t> distances = {1, 2, 4, 8, 16, 24, 32};
+  if (std::find(distances.begin(), distances.end(), row_lag) == distances.end()) {
+    distances.insert(std::upper_bound(distances.begin(), distances.end(), row_lag), row_lag);
+  }
+  for (int32_t d : distances) {
     if (d > args.max_distance) break;
     const SimilarityAt s = aggregate.Similarity(-1, d);
-    std::printf("d=%-3d vertical %.4f diagonal %.4f\n", d, s.vertical, s.diagonal);
+    std::printf("d=%-3d vertical %.4f diagonal %.4f%s\n", d, s.vertical, s.diagonal, d == row_lag ? "  (row lag)" : "");
   }
   std::printf("wrote %s/{mass,similarity,locality}.csv and heatmaps\n", args.out.c_str());
   if (!args.ssd_heads.empty()) {
