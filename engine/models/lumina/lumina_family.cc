@@ -13,6 +13,10 @@
 #include "engine/vqgan/vqgan_config.h"
 #include "engine/vqgan/vqgan_decoder.h"
 #include "engine/vqgan/vqgan_weights.h"
+#include "engine/models/lumina/lumina_vq16.h"
+#if defined(ARGEN_WITH_CUDA)
+#include "engine/vq_cuda/cuda_vq_decoder.h"
+#endif
 
 namespace argen::lumina {
 namespace {
@@ -35,10 +39,24 @@ absl::Status RequireFile(const fs::path& path, const char* what) {
                                           "directory holding vqgan.yaml and vqgan.ckpt)"));
 }
 
+// Recorded tokens -> code grids (row breaks dropped, ids mapped), for either decoder.
+absl::StatusOr<std::vector<std::vector<int32_t>>> CodeGrids(const std::vector<std::vector<int32_t>>& tokens,
+                                                           const LuminaSchedule& schedule,
+                                                           const tokenizer::ImageTokenRange& range,
+                                                           int32_t new_line_id) {
+  std::vector<std::vector<int32_t>> grids(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    absl::StatusOr<std::vector<int32_t>> codes = TokensToCodes(tokens[i], schedule, range, new_line_id, i);
+    if (!codes.ok()) return codes.status();
+    grids[i] = *std::move(codes);
+  }
+  return grids;
+}
+
 absl::StatusOr<model::ImageDecoder> MakeDecoder(const std::string& vqgan_dir, const vqgan::VqganConfig& config,
                                                 const LuminaSchedule& schedule,
                                                 std::shared_ptr<const tokenizer::ImageTokenRange> range,
-                                                int32_t new_line_id) {
+                                                int32_t new_line_id, const models::DecoderOptions& options) {
   const fs::path ckpt_path = fs::path(vqgan_dir) / "vqgan.ckpt";
   if (absl::Status s = RequireFile(ckpt_path, "VQGAN weights"); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = checkpoint::OpenCheckpointFile(ckpt_path.string());
@@ -46,6 +64,34 @@ absl::StatusOr<model::ImageDecoder> MakeDecoder(const std::string& vqgan_dir, co
   absl::StatusOr<vqgan::VqganDecoderWeights> weights =
       vqgan::LoadVqganDecoderWeights(vqgan::CheckpointTensorSource(**ckpt), config);
   if (!weights.ok()) return weights.status();
+  if (options.gpu) {
+#if defined(ARGEN_WITH_CUDA)
+    if (schedule.grid_w != schedule.grid_h) {
+      return absl::FailedPreconditionError(absl::StrCat("the GPU VQGAN decoder takes square grids, this model serves ",
+                                                        schedule.width, "x", schedule.height,
+                                                        "; use vq_backend cpu"));
+    }
+    absl::StatusOr<std::pair<vq::VqDecoderWeights, vq::Vq16Config>> vq16 = AsVq16(*weights, config, schedule.grid_w);
+    if (!vq16.ok()) return vq16.status();
+    vq::CudaVqOptions vq_options;
+    vq_options.precision = options.precision == "fp32"   ? vq::VqPrecision::kFp32
+                           : options.precision == "tf32" ? vq::VqPrecision::kTf32
+                                                         : vq::VqPrecision::kBf16;
+    vq_options.fallback_to_fp32 = options.precision == "auto";
+    absl::StatusOr<std::unique_ptr<vq::CudaVqDecoder>> gpu =
+        vq::CudaVqDecoder::Create(std::move(vq16->first), vq16->second, vq_options);
+    if (!gpu.ok()) return gpu.status();
+    std::shared_ptr<vq::CudaVqDecoder> decoder(std::move(*gpu));
+    return model::ImageDecoder([decoder, schedule, range, new_line_id](const std::vector<std::vector<int32_t>>& tokens)
+                                   -> absl::StatusOr<std::vector<engine::RgbImage>> {
+      absl::StatusOr<std::vector<std::vector<int32_t>>> grids = CodeGrids(tokens, schedule, *range, new_line_id);
+      if (!grids.ok()) return grids.status();
+      return decoder->Decode(*grids);
+    });
+#else
+    return absl::UnimplementedError("this build has no CUDA VQ decoder");
+#endif
+  }
   const vqgan::DecodeLimits limits{schedule.grid_h * schedule.grid_w, std::max(schedule.grid_h, schedule.grid_w)};
   absl::StatusOr<std::unique_ptr<vqgan::VqganDecoder>> decoder =
       vqgan::VqganDecoder::Create(*std::move(weights), config, limits);
@@ -53,12 +99,10 @@ absl::StatusOr<model::ImageDecoder> MakeDecoder(const std::string& vqgan_dir, co
   std::shared_ptr<vqgan::VqganDecoder> shared(std::move(*decoder));
   return model::ImageDecoder([shared, schedule, range, new_line_id](const std::vector<std::vector<int32_t>>& tokens)
                                  -> absl::StatusOr<std::vector<engine::RgbImage>> {
-    std::vector<vqgan::CodeGrid> grids(tokens.size());
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      absl::StatusOr<std::vector<int32_t>> codes = TokensToCodes(tokens[i], schedule, *range, new_line_id, i);
-      if (!codes.ok()) return codes.status();
-      grids[i] = {schedule.grid_h, schedule.grid_w, *std::move(codes)};
-    }
+    absl::StatusOr<std::vector<std::vector<int32_t>>> codes = CodeGrids(tokens, schedule, *range, new_line_id);
+    if (!codes.ok()) return codes.status();
+    std::vector<vqgan::CodeGrid> grids(codes->size());
+    for (size_t i = 0; i < codes->size(); ++i) grids[i] = {schedule.grid_h, schedule.grid_w, std::move((*codes)[i])};
     return shared->Decode(grids);
   });
 }
@@ -199,10 +243,10 @@ absl::StatusOr<models::FamilyModel> LoadLumina(const std::string& model_dir, con
   const vqgan::VqganConfig vq_config = *vq;
   const LuminaSchedule sched = *schedule;
   const int32_t nl = *new_line;
-  // The GPU VQGAN decoder is not written yet: the CPU one serves either backend.
+  // The VQGAN is read from its own files (the language model's checkpoint has no decoder).
   m.make_decoder = [vq_dir, vq_config, sched, shared_range, nl](const checkpoint::Checkpoint&,
-                                                               const models::DecoderOptions&) {
-    return MakeDecoder(vq_dir, vq_config, sched, shared_range, nl);
+                                                               const models::DecoderOptions& options) {
+    return MakeDecoder(vq_dir, vq_config, sched, shared_range, nl, options);
   };
   return m;
 }

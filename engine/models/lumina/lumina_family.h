@@ -4,7 +4,8 @@
 // prompt recipe (engine/tokenizer/lumina_prompt.h: the guidance row is the
 // image header alone, so the two rows of a pair differ in length), the decode
 // schedule with forced row breaks (lumina_schedule.h) and Meta's Chameleon
-// VQGAN decoder (engine/vqgan) from vqgan.yaml + vqgan.ckpt.
+// VQGAN decoder from vqgan.yaml + vqgan.ckpt (CPU: engine/vqgan; GPU:
+// engine/vq_cuda through lumina_vq16.h, square grids).
 //
 // One image size per engine: the first of argen_image_sizes, else the square
 // target of the checkpoint (512, 768 or 1024, from the directory name's

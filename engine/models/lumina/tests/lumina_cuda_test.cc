@@ -9,6 +9,7 @@
 // where they belong and exact KV accounting. Needs a GPU (label gpu).
 #include <cmath>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,10 @@
 #include "engine/model/create_engine.h"
 #include "engine/model/weight_source.h"
 #include "engine/models/lumina/lumina_family.h"
+#include "engine/models/lumina/lumina_vq16.h"
+#include "engine/checkpoint/weights_file.h"
+#include "engine/vq_cuda/cuda_vq_decoder.h"
+#include "engine/vqgan/vqgan_decoder.h"
 #include "engine/sparse/policy_params.h"
 #include "gtest/gtest.h"
 
@@ -147,6 +152,74 @@ TEST(LuminaCudaTest, GenerationLoopOnTheCudaEngine) {
     ASSERT_TRUE(images.ok()) << images.status();
     EXPECT_EQ((*images)[1].width, 384);
     (*e)->Remove(*id);
+  }
+}
+
+// The Chameleon VQGAN on the GPU (engine/vq_cuda through lumina_vq16.h)
+// against the CPU VQGAN decoder, 4 random grids of the small model's 24 x 24:
+// fp32 floats within 1e-4 of max(1, |cpu|), bf16 images at >= 35 dB PSNR.
+TEST(LuminaCudaTest, GpuVqganDecoderMatchesTheCpuOne) {
+  const std::string dir = ModelDir() + "/tokenizer";
+  absl::StatusOr<vqgan::VqganConfig> config = vqgan::LoadVqganYaml(dir + "/vqgan.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = checkpoint::OpenCheckpointFile(dir + "/vqgan.ckpt");
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  absl::StatusOr<vqgan::VqganDecoderWeights> weights =
+      vqgan::LoadVqganDecoderWeights(vqgan::CheckpointTensorSource(**ckpt), *config);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  constexpr int32_t kGrid = 24;
+  absl::StatusOr<std::pair<vq::VqDecoderWeights, vq::Vq16Config>> vq16 = AsVq16(*weights, *config, kGrid);
+  ASSERT_TRUE(vq16.ok()) << vq16.status();
+  absl::StatusOr<std::unique_ptr<vqgan::VqganDecoder>> cpu =
+      vqgan::VqganDecoder::Create(*std::move(weights), *config, {kGrid * kGrid, kGrid});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int32_t> code(0, config->n_embed - 1);
+  std::vector<std::vector<int32_t>> grids(4, std::vector<int32_t>(kGrid * kGrid));
+  for (auto& g : grids)
+    for (int32_t& c : g) c = code(rng);
+  std::vector<std::vector<float>> want(grids.size());
+  std::vector<engine::RgbImage> want_rgb;
+  for (size_t i = 0; i < grids.size(); ++i) {
+    ASSERT_TRUE((*cpu)->DecodeToFloat({kGrid, kGrid, grids[i]}, &want[i]).ok());
+    want_rgb.push_back((*(*cpu)->Decode({{kGrid, kGrid, grids[i]}}))[0]);
+  }
+  for (vq::VqPrecision precision : {vq::VqPrecision::kFp32, vq::VqPrecision::kBf16}) {
+    vq::CudaVqOptions options;
+    options.precision = precision;
+    options.fallback_to_fp32 = false;
+    options.max_images_per_chunk = 4;
+    absl::StatusOr<std::unique_ptr<vq::CudaVqDecoder>> gpu =
+        vq::CudaVqDecoder::Create(vq16->first, vq16->second, options);
+    ASSERT_TRUE(gpu.ok()) << vq::VqPrecisionName(precision) << ": " << gpu.status();
+    if (precision == vq::VqPrecision::kFp32) {
+      std::vector<std::vector<float>> got;
+      ASSERT_TRUE((*gpu)->DecodeToFloatBatch(grids, &got).ok());
+      double max_err = 0;
+      for (size_t i = 0; i < grids.size(); ++i) {
+        ASSERT_EQ(got[i].size(), want[i].size());
+        for (size_t p = 0; p < want[i].size(); ++p) {
+          max_err = std::max(max_err, std::abs(got[i][p] - want[i][p]) / std::max(1.0, std::abs(double{want[i][p]})));
+        }
+      }
+      EXPECT_LE(max_err, 1e-4) << "fp32";
+    } else {
+      absl::StatusOr<std::vector<engine::RgbImage>> got = (*gpu)->Decode(grids);
+      ASSERT_TRUE(got.ok()) << got.status();
+      double se = 0;
+      size_t n = 0;
+      for (size_t i = 0; i < grids.size(); ++i) {
+        ASSERT_EQ((*got)[i].rgb.size(), want_rgb[i].rgb.size());
+        for (size_t p = 0; p < want_rgb[i].rgb.size(); ++p, ++n) {
+          const double d = double{(*got)[i].rgb[p]} - want_rgb[i].rgb[p];
+          se += d * d;
+        }
+      }
+      const double mse = se / static_cast<double>(n);
+      const double psnr = mse == 0 ? 99.0 : 10.0 * std::log10(255.0 * 255.0 / mse);
+      EXPECT_GE(psnr, 35.0) << "bf16";
+      std::printf("bf16 VQGAN decode vs CPU: PSNR %.1f dB\n", psnr);
+    }
   }
 }
 
