@@ -21,6 +21,10 @@ packages=(
   # Test tooling: the quality-report and scorer tests run tools/sweep/report.py.
   python3-numpy python3-pil python3-matplotlib
 )
+# `install-deps.sh fuzz`: also clang's libFuzzer (scripts/fuzz.sh only; CI fuzzes with gcc).
+if [ "${1:-}" = "fuzz" ]; then
+  packages+=(clang libclang-rt-dev)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
