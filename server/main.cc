@@ -1,7 +1,8 @@
 // argen_server: loads the config (file + flag overrides), starts the engine,
-// scheduler, gRPC service, the HTTP API (when http_port is set) and /metrics, and on SIGTERM/SIGINT
-// accepted requests, refuses new ones and exits 0.
-#include <csignal>
+// scheduler, gRPC service, the HTTP API (when http_port is set) and /metrics,
+// and on SIGTERM/SIGINT drains the accepted requests, refuses new ones and
+// exits 0 (a repeated signal while draining is logged and ignored:
+// server/signals.h).
 #include <cstdio>
 #include <iostream>
 
@@ -11,21 +12,11 @@
 #include "server/config_values.h"
 #include "server/request_log.h"
 #include "server/server_config.h"
+#include "server/signals.h"
 
 namespace {
 
 namespace log = argen::server::log;
-
-// Blocks the stop signals in every thread (call before any thread starts) so
-// that only the sigwait() below receives them.
-sigset_t BlockStopSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
-}
 
 // Every key with a reader, as the server will run with it.
 nlohmann::ordered_json EffectiveConfig(const argen::server::ServerConfig& config) {
@@ -38,9 +29,13 @@ nlohmann::ordered_json EffectiveConfig(const argen::server::ServerConfig& config
 
 }  // namespace
 
+// Runs before every shared library's constructor, so no thread (OpenBLAS's
+// pool included) ever starts with the stop signals unblocked.
+__attribute__((section(".preinit_array"), used)) static void (*const kBlockStopSignals)(
+    int, char**, char**) = &argen::server::BlockStopSignalsAtLoad;
+
 int main(int argc, char** argv) {
   using argen::server::ArgenServer;
-  const sigset_t stop_signals = BlockStopSignals();
 
   absl::StatusOr<argen::server::CommandLine> command_line =
       argen::server::ParseCommandLine(argc, argv);
@@ -92,12 +87,25 @@ int main(int argc, char** argv) {
               {"http_port", (*server)->http_port()}, {"metrics_port", (*server)->metrics_port()},
               {"tls", (*server)->tls()}, {"api_keys", !config->api_keys_file.empty()}});
 
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  if (!argen::server::AllThreadsBlockStopSignals()) {
+    log::Event(spdlog::level::warn, "signals",
+               "a thread does not block SIGTERM/SIGINT; a stop signal may end the process without a drain");
+  }
+
+  const int signal_number = argen::server::WaitForStopSignal();
   log::Event(spdlog::level::info, "draining",
-             absl::StrCat(signal_number == SIGTERM ? "SIGTERM" : "SIGINT", ": draining (up to ",
+             absl::StrCat(argen::server::StopSignalName(signal_number), ": draining (up to ",
                           config->drain_timeout_s, " s)"));
-  const bool drained = (*server)->Shutdown();
+  bool drained = false;
+  {
+    const double drain_timeout_s = config->drain_timeout_s;
+    argen::server::RepeatedStopSignalWatcher repeated([drain_timeout_s](int again) {
+      log::Event(spdlog::level::warn, "signal_ignored",
+                 absl::StrCat(argen::server::StopSignalName(again), " again while draining: ignored (the drain ends within ",
+                              drain_timeout_s, " s)"));
+    });
+    drained = (*server)->Shutdown();
+  }
   log::Event(drained ? spdlog::level::info : spdlog::level::warn, "shutdown",
              drained ? "drained, exiting" : "drain timed out; ended the rest, exiting",
              {{"drained", drained}});
