@@ -140,7 +140,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(
     }
     std::string id = submit.request_id.empty() ? NewRequestId() : submit.request_id;
     job->sequence = next_request_number_++;
-    job->handle = std::make_shared<RequestHandle>(std::move(id), submit.deadline);
+    job->handle = std::make_shared<RequestHandle>(std::move(id), submit.deadline, submit.max_buffered_bytes);
     job->accepted = absl::Now();
     queued.position = static_cast<int32_t>(queue_.size());
     queued.kv_bytes = job->kv_bytes;
@@ -182,7 +182,7 @@ absl::Status Scheduler::StopReason(const Job& job) const {
   if (abort_.load(std::memory_order_acquire)) {
     return absl::UnavailableError("server shut down before the request finished");
   }
-  if (job.handle->cancelled()) return absl::CancelledError("request cancelled by the client");
+  if (job.handle->cancelled()) return job.handle->cancel_reason();
   if (absl::Now() >= job.handle->deadline()) {
     return absl::DeadlineExceededError("request deadline expired");
   }
@@ -508,6 +508,12 @@ void Scheduler::DecodeAndDeliver(const JobPtr& job) {
     const absl::Duration since_accepted = absl::Now() - job->accepted;
     if (i == 0) observer_->OnFirstImage(job->policy_name, since_accepted);
     observer_->OnImage(job->policy_name, since_accepted);
+  }
+  // A cancel that came with the last image (e.g. its push overflowed the
+  // stream buffer and was dropped) must not end as OK.
+  if (job->handle->cancelled()) {
+    Finish(*job, job->handle->cancel_reason());
+    return;
   }
   Finish(*job, absl::OkStatus());
 }

@@ -43,6 +43,7 @@ struct SubmitOptions {
   Priority priority = Priority::kNormal;
   int32_t previews = 0;   // per image, 0 .. min(kMaxPreviews, token_grid - 1)
   ImageEncoder encoder;   // empty: the scheduler's encoder (images and previews)
+  int64_t max_buffered_bytes = 0;  // > 0: RequestHandle's bound on events waiting to be taken
 };
 
 struct SchedulerSnapshot {

@@ -8,6 +8,7 @@
 #include "engine/sparse/policy_params.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
 #include "server/tls_config.h"
 #include "server/reflection_v1.h"
@@ -34,6 +35,39 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> LoadEngine(const ServerConfig& c
                                                               "': ", created.status().message()));
   }
   return created;
+}
+
+int Millis(double seconds) { return static_cast<int>(std::min(seconds * 1000.0, double{INT32_MAX})); }
+
+// Port sharing, connection limits and keepalive (config: allow_port_sharing, connections.*).
+void ApplyTransportLimits(const ServerConfig& config, grpc::ServerBuilder& builder) {
+  // gRPC sets SO_REUSEPORT by default, so a second server on a taken port
+  // would start and share the traffic silently.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, config.allow_port_sharing ? 1 : 0);
+  const ConnectionLimits& c = config.connections;
+  if (c.max_concurrent_streams > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, c.max_concurrent_streams);
+  }
+  if (c.max_connection_idle_s > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, Millis(c.max_connection_idle_s));
+  }
+  if (c.max_connection_age_s > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, Millis(c.max_connection_age_s));
+  }
+  if (c.max_connection_age_grace_s > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, Millis(c.max_connection_age_grace_s));
+  }
+  if (c.keepalive_time_s > 0) builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, Millis(c.keepalive_time_s));
+  if (c.keepalive_timeout_s > 0) {
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Millis(c.keepalive_timeout_s));
+  }
+  if (c.max_threads > 0) {
+    // The sync server holds one thread per open stream; past the quota new
+    // calls get RESOURCE_EXHAUSTED instead of more threads.
+    grpc::ResourceQuota quota("argen_server");
+    quota.SetMaxThreads(c.max_threads);
+    builder.SetResourceQuota(quota);
+  }
 }
 
 scheduler::SchedulerOptions SchedulerOptionsOf(const ServerConfig& config) {
@@ -72,6 +106,7 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
     http.address = config.http_address;
     http.port = config.http_port;
     http.threads = config.http_threads;
+    http.reuse_port = config.allow_port_sharing;
     http.max_body_bytes = static_cast<size_t>(config.http_max_body_bytes);
     http.tls = server->tls_.get();
     absl::StatusOr<std::unique_ptr<HttpServer>> bound = HttpServer::Bind(http);
@@ -131,9 +166,12 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
   builder.RegisterService(server->service_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(config.max_message_bytes, INT32_MAX)));
   builder.SetMaxSendMessageSize(static_cast<int>(std::min<int64_t>(config.max_message_bytes, INT32_MAX)));
+  ApplyTransportLimits(config, builder);
   server->grpc_ = builder.BuildAndStart();
   if (server->grpc_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("port: cannot listen for gRPC on ", address));
+    return absl::UnavailableError(absl::StrCat(
+        "port: cannot listen for gRPC on ", address,
+        config.allow_port_sharing ? "" : " (in use by another process? allow_port_sharing is off)"));
   }
   if (grpc::HealthCheckServiceInterface* health = server->grpc_->GetHealthCheckService()) {
     health->SetServingStatus(true);
@@ -152,7 +190,7 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
     }
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> metrics = MetricsEndpoint::Start(
         config.metrics_address, config.metrics_port, server->prometheus_->registry(), std::move(authorize),
-        [metrics = server->prometheus_.get()] { metrics->BeforeScrape(); });
+        [metrics = server->prometheus_.get()] { metrics->BeforeScrape(); }, config.allow_port_sharing);
     if (!metrics.ok()) {
       server->Shutdown();
       return metrics.status();

@@ -15,6 +15,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/connection_task_queue.h"
 
 namespace argen::server {
 namespace {
@@ -74,17 +75,25 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Bind(const HttpServerOpt
   httplib::Server& s = *server->server_;
   const size_t threads = static_cast<size_t>(std::max(1, options.threads));
   // httplib's pool of std::threads: the default stack size (see the header).
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  if (options.max_connections > 0) {
+    const size_t max_connections = static_cast<size_t>(options.max_connections);
+    s.new_task_queue = [max_connections] { return new ConnectionTaskQueue(max_connections); };
+  } else {
+    s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  }
   s.set_read_timeout(WholeSeconds(options.read_timeout));
   s.set_write_timeout(WholeSeconds(options.write_timeout));
   s.set_keep_alive_timeout(WholeSeconds(options.keep_alive_timeout));
   s.set_keep_alive_max_count(100);
   s.set_payload_max_length(options.max_body_bytes);
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would
-  // let a second server bind the same port and silently share its traffic.
-  s.set_socket_options([](socket_t fd) {
+  // let a second server bind the same port and silently share its traffic
+  // (unless allow_port_sharing asks for exactly that).
+  const bool reuse_port = options.reuse_port;
+  s.set_socket_options([reuse_port](socket_t fd) {
     const int yes = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    if (reuse_port) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &yes, sizeof(yes));
   });
 
   errno = 0;

@@ -30,6 +30,11 @@ struct HttpServerOptions {
   std::string address_key = "http_address";
   std::string port_key = "http_port";
   int32_t threads = 8;
+  // > 0: one thread per open connection up to this many instead of the
+  // fixed pool of `threads` (server/connection_task_queue.h), so silent
+  // connections cannot delay others.
+  int32_t max_connections = 0;
+  bool reuse_port = false;           // SO_REUSEPORT (allow_port_sharing)
   size_t max_body_bytes = 1 << 20;   // larger bodies: 413
   absl::Duration read_timeout = absl::Seconds(10);
   absl::Duration write_timeout = absl::Seconds(10);

@@ -127,7 +127,12 @@ PrometheusMetrics::PrometheusMetrics(int64_t kv_budget_bytes)
                       .Help("Always 1; the labels say which build serves (version: git describe) with which "
                             "backend and model")
                       .Register(*registry_)),
-      process_(*registry_) {
+      process_(*registry_),
+      streams_stalled_(BuildCounter()
+                           .Name("argen_streams_stalled_total")
+                           .Help("Generate streams reset because the client read nothing for stream_stall_timeout_s")
+                           .Register(*registry_)
+                           .Add({})) {
   kv_budget_.Set(kv_budget_bytes_);
   // Every label value from the start (at 0), so rate() and alerts see the series.
   for (const char* reason : {"image_path_busy", "client_slow", "late", "request_ended", "failed"}) {
@@ -197,6 +202,8 @@ void PrometheusMetrics::SetBuildInfo(const BuildInfo& build) {
   build_info_.Add({{"version", build.version}, {"backend", build.backend}, {"model", build.model}}).Set(1);
 }
 
+void PrometheusMetrics::OnStreamStalled() { streams_stalled_.Increment(); }
+
 void PrometheusMetrics::OnPreviewSent() { previews_sent_.Increment(); }
 
 void PrometheusMetrics::OnPreviewDropped(std::string_view reason) {
@@ -209,13 +216,17 @@ void PrometheusMetrics::OnAuthFailure(absl::StatusCode code) {
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     const std::string& address, int32_t port, std::shared_ptr<prometheus::Registry> registry,
-    Authorize authorize, std::function<void()> before_scrape) {
+    Authorize authorize, std::function<void()> before_scrape, bool reuse_port) {
   HttpServerOptions options;
   options.address = address;
   options.port = port;
   options.address_key = "metrics_address";
   options.port_key = "metrics_port";
-  options.threads = 4;  // scrapes are short; a silent client holds one for at most the keep-alive time
+  // One thread per open connection (up to 256, newest first beyond): a
+  // silent client holds only its own thread, never a scrape's.
+  options.threads = 4;
+  options.max_connections = 256;
+  options.reuse_port = reuse_port;
   options.max_body_bytes = 4096;
   options.read_timeout = absl::Seconds(5);
   options.keep_alive_timeout = absl::Seconds(1);

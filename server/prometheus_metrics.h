@@ -52,6 +52,9 @@ class PrometheusMetrics : public scheduler::SchedulerObserver {
   // An API key check that failed (UNAUTHENTICATED or PERMISSION_DENIED).
   void OnAuthFailure(absl::StatusCode code);
   void SetDraining(bool draining);
+  // A Generate stream reset because its client accepted no event for
+  // stream_stall_timeout_s (its request may have finished meanwhile).
+  void OnStreamStalled();
 
   // Refreshes what is read at scrape time (process_* from /proc).
   void BeforeScrape();
@@ -84,6 +87,7 @@ class PrometheusMetrics : public scheduler::SchedulerObserver {
   prometheus::Family<prometheus::Counter>& auth_failures_;
   prometheus::Family<prometheus::Gauge>& build_info_;
   ProcessMetrics process_;
+  prometheus::Counter& streams_stalled_;
 };
 
 // The /metrics HTTP endpoint: the registry in the Prometheus text format on
@@ -95,10 +99,11 @@ class MetricsEndpoint {
  public:
   // `authorize` (may be empty: open) checks the request's authorization
   // header; its error (UNAUTHENTICATED / PERMISSION_DENIED) becomes 401 / 403.
+  // `reuse_port`: SO_REUSEPORT (allow_port_sharing).
   using Authorize = std::function<absl::Status(absl::string_view authorization)>;
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
       const std::string& address, int32_t port, std::shared_ptr<prometheus::Registry> registry,
-      Authorize authorize = nullptr, std::function<void()> before_scrape = nullptr);
+      Authorize authorize = nullptr, std::function<void()> before_scrape = nullptr, bool reuse_port = false);
   int32_t port() const { return http_->port(); }
 
  private:

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/sparse/policy_params.h"
 #include "server/prometheus_metrics.h"
+#include "server/prompt_limits.h"
 #include "server/request_mapping.h"
 
 namespace argen::server {
@@ -37,6 +38,7 @@ RequestGate::RequestGate(scheduler::Scheduler* scheduler, const engine::ModelInf
       config_(config),
       keys_(keys),
       metrics_(metrics),
+      max_prompt_bytes_(PromptByteLimit(config.max_prompt_bytes, info.max_prompt_tokens, config.max_message_bytes)),
       seed_rng_(std::random_device{}()) {}
 
 std::string RequestGate::PolicyLabel(const v1::GenerateRequest& request) const {
@@ -62,6 +64,9 @@ absl::StatusOr<Submission> RequestGate::Submit(const ApiKey* key, const v1::Gene
     if (metrics_ != nullptr) metrics_->OnRequestDone(PolicyLabel(request), status, scheduler::RequestMetrics{});
     return status;
   };
+  // The byte bound first: nothing below (tokenizing) may cost more than a
+  // small multiple of what the request sent.
+  if (absl::Status s = CheckPromptBytes(request.prompt(), max_prompt_bytes_); !s.ok()) return reject(s);
   absl::StatusOr<engine::GenerationRequest> generation =
       ToGenerationRequest(request, config_, info_, RandomSeed());
   if (!generation.ok()) return reject(generation.status());
@@ -81,6 +86,7 @@ absl::StatusOr<Submission> RequestGate::Submit(const ApiKey* key, const v1::Gene
   scheduler::SubmitOptions submit;
   submit.request_id = request.request_id();
   submit.deadline = deadline;
+  submit.max_buffered_bytes = config_.stream_buffer_bytes;  // a client that does not read
   if (request.progress_interval_ms() > 0) {
     submit.progress_interval = absl::Milliseconds(request.progress_interval_ms());
   }

@@ -40,8 +40,9 @@ class RequestGate {
   // The caller's key (null when keys are off) from its authorization value.
   absl::StatusOr<const ApiKey*> Authorize(absl::string_view authorization, Right right);
 
-  // Validates (errors name the GenerateRequest field), then submits. Every
-  // outcome that is not a handle is counted in the request metrics.
+  // Validates (errors name the GenerateRequest field; the prompt's byte
+  // bound before anything else), then submits. Every outcome that is not a
+  // handle is counted in the request metrics.
   absl::StatusOr<Submission> Submit(const ApiKey* key, const v1::GenerateRequest& request,
                                     absl::Time deadline, scheduler::ImageEncoder encoder = nullptr);
 
@@ -62,6 +63,7 @@ class RequestGate {
   const ServerConfig config_;
   const ApiKeys* const keys_;
   PrometheusMetrics* const metrics_;
+  const int64_t max_prompt_bytes_;  // server/prompt_limits.h
   KeyLimiter limiter_;
   absl::Mutex seed_mu_;
   std::mt19937_64 seed_rng_ ABSL_GUARDED_BY(seed_mu_);

@@ -105,6 +105,17 @@ Setter SamplingValue(std::function<float&(ServerConfig&)> field, absl::Status (*
   };
 }
 
+// Seconds in [min, max] reached through `field`.
+Setter SecondsAt(std::function<double&(ServerConfig&)> field, double min, double max) {
+  return [=](ServerConfig& c, const std::string& v) {
+    absl::StatusOr<double> x = ParseDouble(v, [&](double d) { return d >= min && d <= max; },
+                                           absl::StrCat("seconds in [", min, ", ", max, "]"));
+    if (!x.ok()) return x.status();
+    field(c) = *x;
+    return absl::OkStatus();
+  };
+}
+
 const std::vector<KeyDef>& Keys() {
   static const auto* keys = new std::vector<KeyDef>{
       {{"model_dir", "checkpoint directory as the hub ships it (Janus-Pro or Lumina-mGPT: config.json, *.safetensors or pytorch_model*.bin, tokenizer.json)"},
@@ -179,6 +190,28 @@ const std::vector<KeyDef>& Keys() {
          }
          return Bad(v, "trace, debug, info, warning, error or off");
        }},
+      {{"max_prompt_bytes", "longest prompt in bytes, refused before tokenizing; 0: max_prompt_tokens x 32"},
+       Bytes(&ServerConfig::max_prompt_bytes, 0)},
+      {{"allow_port_sharing", "let several processes listen on the same port and metrics_port (SO_REUSEPORT)"},
+       Bool(&ServerConfig::allow_port_sharing)},
+      {{"stream_stall_timeout_s", "a client that accepts no stream event for this long: request cancelled"},
+       SecondsAt([](ServerConfig& c) -> double& { return c.stream_stall_timeout_s; }, 0.1, 86400)},
+      {{"stream_buffer_bytes", "events waiting for a slow client, per stream; more: RESOURCE_EXHAUSTED"},
+       Bytes(&ServerConfig::stream_buffer_bytes, 4096)},
+      {{"connections.max_concurrent_streams", "streams per client connection; 0: gRPC default (no limit)"},
+       IntAt([](ServerConfig& c) -> int32_t& { return c.connections.max_concurrent_streams; }, 0, 1 << 20)},
+      {{"connections.max_threads", "gRPC threads, one per open stream; more streams: RESOURCE_EXHAUSTED; 0: no limit"},
+       IntAt([](ServerConfig& c) -> int32_t& { return c.connections.max_threads; }, 0, 1 << 20)},
+      {{"connections.max_connection_idle_s", "close a connection without streams after this long; 0: never"},
+       SecondsAt([](ServerConfig& c) -> double& { return c.connections.max_connection_idle_s; }, 0, 1e7)},
+      {{"connections.max_connection_age_s", "ask clients to reconnect (GOAWAY) after this long; 0: never"},
+       SecondsAt([](ServerConfig& c) -> double& { return c.connections.max_connection_age_s; }, 0, 1e7)},
+      {{"connections.max_connection_age_grace_s", "after the GOAWAY, streams get this long; 0: no limit"},
+       SecondsAt([](ServerConfig& c) -> double& { return c.connections.max_connection_age_grace_s; }, 0, 1e7)},
+      {{"connections.keepalive_time_s", "ping idle connections this often; 0: gRPC default (2 h)"},
+       SecondsAt([](ServerConfig& c) -> double& { return c.connections.keepalive_time_s; }, 0, 1e7)},
+      {{"connections.keepalive_timeout_s", "close a connection whose ping is unanswered this long; 0: gRPC default"},
+       SecondsAt([](ServerConfig& c) -> double& { return c.connections.keepalive_timeout_s; }, 0, 1e7)},
       {{"default_policy.name", "sparsity policy of requests that name none"},
        [](ServerConfig& c, const std::string& v) {
          absl::StatusOr<sparse::PolicyKind> k = sparse::ParsePolicyName(v);

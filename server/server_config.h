@@ -14,6 +14,17 @@
 
 namespace argen::server {
 
+// gRPC transport limits (config section `connections`); 0 means gRPC's default.
+struct ConnectionLimits {
+  int32_t max_concurrent_streams = 256;  // per connection (HTTP/2 SETTINGS)
+  int32_t max_threads = 512;             // sync-server threads: one per open stream
+  double max_connection_idle_s = 0;      // close connections idle this long; 0: never
+  double max_connection_age_s = 0;       // GOAWAY connections older than this; 0: never
+  double max_connection_age_grace_s = 0; // then wait this long for their streams; 0: forever
+  double keepalive_time_s = 60;          // ping an idle connection this often
+  double keepalive_timeout_s = 20;       // close it when a ping is not answered in time
+};
+
 struct ServerConfig {
   std::string model_dir;                 // required
   std::string vqgan_dir;                 // Lumina-mGPT's VQGAN directory; empty: <model_dir>/tokenizer
@@ -35,6 +46,12 @@ struct ServerConfig {
   double drain_timeout_s = 60;
   std::string log_format = "text";       // text | json
   std::string log_level = "info";        // trace | debug | info | warning | error | off
+  // Hardening (docs/reliability.md).
+  int64_t max_prompt_bytes = 0;          // 0: max_prompt_tokens x 32 (server/prompt_limits.h)
+  bool allow_port_sharing = false;       // SO_REUSEPORT on the gRPC and metrics ports
+  double stream_stall_timeout_s = 30;    // a stream write blocked this long: request cancelled
+  int64_t stream_buffer_bytes = int64_t{32} << 20;  // events waiting for a slow client, per stream
+  ConnectionLimits connections;
   sparse::PolicyParams default_policy;   // dense unless configured
   engine::SamplingParams default_sampling;
   // The OpenAI-compatible HTTP API (server/http_images_api.h).
