@@ -39,4 +39,12 @@ inline absl::StatusOr<std::string> OptionalString(const nlohmann::json& obj, con
   return it->get<std::string>();
 }
 
+// A string member or `fallback` when it is absent or not a string (never
+// throws, unlike nlohmann's value(), which throws on a type mismatch).
+inline std::string StringOr(const nlohmann::json& obj, const char* field, const std::string& fallback) {
+  if (!obj.is_object()) return fallback;
+  auto it = obj.find(field);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 }  // namespace argen::tokenizer

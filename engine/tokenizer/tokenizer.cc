@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/decoder.h"
+#include "engine/tokenizer/json_fields.h"
 #include "engine/tokenizer/model.h"
 #include "engine/tokenizer/post_processor.h"
 #include "engine/tokenizer/pre_tokenizer.h"
@@ -32,7 +33,7 @@ absl::StatusOr<nlohmann::json> ParseJson(std::string_view text, const std::strin
 // Only normalizers that change nothing are accepted (Janus's tokenizer has none).
 absl::Status CheckNormalizer(const nlohmann::json& n, const std::string& where) {
   if (n.is_null()) return absl::OkStatus();
-  if (n.is_object() && n.value("type", "") == "Sequence" && n.contains("normalizers") &&
+  if (n.is_object() && StringOr(n, "type", "") == "Sequence" && n.contains("normalizers") &&
       n["normalizers"].is_array()) {
     for (size_t i = 0; i < n["normalizers"].size(); ++i) {
       if (absl::Status s = CheckNormalizer(n["normalizers"][i], absl::StrCat(where, ".normalizers[", i, "]"));
@@ -42,7 +43,7 @@ absl::Status CheckNormalizer(const nlohmann::json& n, const std::string& where) 
     }
     return absl::OkStatus();
   }
-  const std::string type = n.is_object() ? n.value("type", "?") : "?";
+  const std::string type = StringOr(n, "type", "?");
   return absl::InvalidArgumentError(absl::StrCat(where, ".type: normalizer \"", type, "\" is not supported"));
 }
 
@@ -76,6 +77,16 @@ absl::StatusOr<Tokenizer> Tokenizer::LoadFromFile(const std::string& path) {
 }
 
 absl::StatusOr<Tokenizer> Tokenizer::LoadFromJson(std::string_view json, const std::string& source) {
+  // The field readers check types; this catches any access they missed, so a
+  // malformed file is an error, never an exception escaping to the caller.
+  try {
+    return LoadFromJsonChecked(json, source);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": malformed tokenizer.json: ", e.what()));
+  }
+}
+
+absl::StatusOr<Tokenizer> Tokenizer::LoadFromJsonChecked(std::string_view json, const std::string& source) {
   auto root = ParseJson(json, source);
   if (!root.ok()) return root.status();
   if (!root->is_object()) return absl::InvalidArgumentError(absl::StrCat(source, ": top level is not an object"));
@@ -115,7 +126,7 @@ absl::Status Tokenizer::ApplyTokenizerConfig(const std::string& config_path) {
   auto config = ParseJson(*text, config_path);
   if (!config.ok()) return config.status();
   if (!config->is_object()) return absl::InvalidArgumentError(absl::StrCat(config_path, ": top level is not an object"));
-  const std::string cls = config->value("tokenizer_class", "");
+  const std::string cls = StringOr(*config, "tokenizer_class", "");
   if (cls != "LlamaTokenizerFast" && cls != "LlamaTokenizer") return absl::OkStatus();
   // LlamaTokenizerFast.update_post_processor: [bos if add_bos_token] $A [eos if add_eos_token].
   const auto flag = [&](const char* name, bool fallback) -> absl::StatusOr<bool> {

@@ -50,6 +50,7 @@ class Tokenizer {
 
  private:
   Tokenizer();
+  static absl::StatusOr<Tokenizer> LoadFromJsonChecked(std::string_view json, const std::string& source);
   absl::Status ApplyTokenizerConfig(const std::string& config_path);
 
   std::string source_;
