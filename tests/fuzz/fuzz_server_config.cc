@@ -1,0 +1,33 @@
+// Fuzzes the server configuration (server/server_config.cc): the YAML file
+// (nested sections, scalars, lists, anchors, bad values), then the same
+// input as command-line flags, one per line. Whatever is accepted must pass
+// or fail ValidateConfig cleanly and render --help.
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "server/server_config.h"
+#include "tests/fuzz/fuzz_driver.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace argen::server;
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  ServerConfig config;
+  if (ApplyConfigYaml(config, text, "fuzz.yaml").ok()) {
+    (void)ValidateConfig(config);
+    if (config.max_batch_rows < 2 || config.queue_limit < 1 || config.kv_budget_bytes < 1) {
+      __builtin_trap();  // the setters' ranges must hold
+    }
+  }
+  // The lines as argv (no --config: the fuzzer must not read files).
+  std::vector<std::string> args = {"argen_server"};
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line) && args.size() < 64;) {
+    if (line.rfind("--config", 0) != 0) args.push_back(line);
+  }
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  absl::StatusOr<CommandLine> cl = ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+  if (cl.ok() && cl->config_path.empty()) (void)LoadServerConfig(*cl);
+  return 0;
+}
