@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/create_engine.h"
+#include "engine/model/finite_values.h"
 #include "engine/model/weight_source.h"
 #include "engine/models/registry.h"
 #include "engine/sparse/ssd_heads.h"
@@ -107,7 +108,10 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
         "vq_precision \"", options.vq_precision,
         "\" needs the GPU VQ decoder (vq_backend \"cuda\", or \"auto\" with backend \"cuda\"); the CPU one is fp32"));
   }
-  absl::StatusOr<ImageDecoder> decode = family->make_decoder(*ckpt, {gpu_decoder, options.vq_precision});
+  // NaN/Inf in the decoder's tensors is a load error too (engine/model/finite_values.h;
+  // the stack's tensors are checked by CheckpointWeights).
+  absl::StatusOr<ImageDecoder> decode =
+      family->make_decoder(*FiniteWeightsView(ckpt), {gpu_decoder, options.vq_precision});
   if (!decode.ok()) {
     if (!gpu_decoder) return decode.status();
     return absl::Status(decode.status().code(), absl::StrCat("vq_backend \"cuda\": ", decode.status().message()));

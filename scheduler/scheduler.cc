@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/device_errors.h"
 #include "engine/sparse/policy_params.h"
 #include "scheduler/preview.h"
 #include "scheduler/request_id.h"
@@ -108,6 +109,10 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(
   }
   {
     absl::MutexLock lock(&mu_);
+    if (!fatal_.ok()) {
+      return reject(absl::UnavailableError(
+          absl::StrCat("server is stopping after a device error: ", fatal_.message())));
+    }
     if (draining_) {
       return reject(absl::UnavailableError("server is draining: not accepting new requests"));
     }
@@ -130,6 +135,10 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(
   QueuedEvent queued;
   {
     absl::MutexLock lock(&mu_);
+    if (!fatal_.ok()) {
+      return reject(absl::UnavailableError(
+          absl::StrCat("server is stopping after a device error: ", fatal_.message())));
+    }
     if (draining_) {
       return reject(absl::UnavailableError("server is draining: not accepting new requests"));
     }
@@ -165,6 +174,26 @@ bool Scheduler::Drain(absl::Duration timeout) {
   abort_.store(true, std::memory_order_release);
   mu_.Await(absl::Condition(&idle));  // within one step plus one image decode
   return false;
+}
+
+void Scheduler::StopAfterFatalError(const absl::Status& failed) {
+  std::deque<JobPtr> queued;
+  {
+    absl::MutexLock lock(&mu_);
+    fatal_ = failed;
+    draining_ = true;
+    queued.swap(queue_);
+    observer_->OnQueueDepth(0);
+  }
+  const absl::Status refused = absl::UnavailableError(
+      absl::StrCat("server is stopping after a device error before the request ran: ", failed.message()));
+  for (const JobPtr& job : queued) Finish(*job, refused);
+  if (options_.on_fatal_error) options_.on_fatal_error(failed);
+}
+
+absl::Status Scheduler::fatal_error() const {
+  absl::MutexLock lock(&mu_);
+  return fatal_;
 }
 
 SchedulerSnapshot Scheduler::snapshot() const {
@@ -314,14 +343,18 @@ void Scheduler::RunStep() {
   stats.step_index = step_index_++;
   stats.duration = end - start;
   if (!report.ok()) {
-    // An engine fault ends the requests in this batch; queued ones still run.
+    // An engine fault ends the requests in this batch; queued ones still run,
+    // unless the device is gone (then nothing can run any more).
+    const bool fatal = engine::IsFatalDeviceError(report.status());
     const absl::Status failed(report.status().code(),
-                              absl::StrCat("engine step failed: ", report.status().message()));
+                              absl::StrCat("engine step failed: ", report.status().message(),
+                                           fatal ? " (the device is unusable; the server stops)" : ""));
     std::vector<JobPtr> ended = std::move(running_);
     running_.clear();
     for (const JobPtr& job : ended) ReleaseGroup(*job);
     PublishKv();
     for (const JobPtr& job : ended) Finish(*job, failed);
+    if (fatal) StopAfterFatalError(failed);
     return;
   }
   stats.groups_prefilled = report->groups_prefilled;

@@ -79,6 +79,8 @@ class Scheduler {
   bool Drain(absl::Duration timeout);
 
   SchedulerSnapshot snapshot() const;
+  // The fatal device error that stopped the scheduler, or OK.
+  absl::Status fatal_error() const;
   const SchedulerOptions& options() const { return options_; }
 
  private:
@@ -96,6 +98,8 @@ class Scheduler {
   void AddToEngine(const JobPtr& job);
   void EndCancelledRunning();
   void RunStep();
+  // After a fatal device error: fails the queue, refuses new work, tells the owner.
+  void StopAfterFatalError(const absl::Status& failed);
   void ReleaseGroup(Job& job);
   void DecodeAndDeliver(const JobPtr& job);
   // Hands the next due preview of each running job to the image workers, or drops it.
@@ -122,6 +126,7 @@ class Scheduler {
   mutable absl::Mutex mu_;
   std::deque<JobPtr> queue_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status fatal_ ABSL_GUARDED_BY(mu_);  // a fatal device error: refuse everything
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int32_t active_requests_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_request_number_ ABSL_GUARDED_BY(mu_) = 0;  // submission order (priority ties)

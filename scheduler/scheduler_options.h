@@ -24,6 +24,10 @@ struct SchedulerOptions {
   // A queued request rises one priority level per this much waiting
   // (scheduler/priority.h); > 0.
   absl::Duration priority_aging = absl::Seconds(10);
+  // Called once (on the loop thread) when a step fails with a fatal device
+  // error (engine/device_errors.h): everything held has then been failed and
+  // new requests are refused; the owner should stop the process.
+  std::function<void(const absl::Status&)> on_fatal_error;
 };
 
 }  // namespace argen::scheduler

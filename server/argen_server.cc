@@ -145,8 +145,10 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
   server->prometheus_->SetBuildInfo(BuildInfo{Version(), info.backend, info.name});
   // The budget the engine enforces (its pool), now that it is loaded.
   server->prometheus_->SetKvBudget(info.kv_budget_bytes);
+  scheduler::SchedulerOptions scheduler_options = SchedulerOptionsOf(config);
+  scheduler_options.on_fatal_error = [raw = server.get()](const absl::Status& s) { raw->OnFatalError(s); };
   absl::StatusOr<std::unique_ptr<scheduler::Scheduler>> sched = scheduler::Scheduler::Create(
-      server->engine_.get(), SchedulerOptionsOf(config), std::move(encoder), server->prometheus_.get());
+      server->engine_.get(), scheduler_options, std::move(encoder), server->prometheus_.get());
   if (!sched.ok()) return sched.status();
   server->scheduler_ = *std::move(sched);
   server->gate_ = std::make_unique<RequestGate>(server->scheduler_.get(), info, config, server->keys_.get(),
@@ -199,6 +201,38 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
   }
   if (server->http_api_ != nullptr) server->http_api_->SetReady(server->gate_.get());
   return server;
+}
+
+void ArgenServer::OnFatalError(const absl::Status& status) {
+  if (grpc_ != nullptr) {
+    if (grpc::HealthCheckServiceInterface* health = grpc_->GetHealthCheckService()) {
+      health->SetServingStatus(false);
+    }
+  }
+  if (http_api_ != nullptr) http_api_->SetDraining();  // HTTP /ready: 503
+  std::function<void(const absl::Status&)> handler;
+  {
+    absl::MutexLock lock(&fatal_mu_);
+    if (!fatal_.ok()) return;
+    fatal_ = status;
+    handler = fatal_handler_;
+  }
+  if (handler) handler(status);
+}
+
+void ArgenServer::SetFatalErrorHandler(std::function<void(const absl::Status&)> handler) {
+  absl::Status already;
+  {
+    absl::MutexLock lock(&fatal_mu_);
+    fatal_handler_ = handler;
+    already = fatal_;
+  }
+  if (!already.ok() && handler) handler(already);
+}
+
+absl::Status ArgenServer::fatal_error() const {
+  absl::MutexLock lock(&fatal_mu_);
+  return fatal_;
 }
 
 bool ArgenServer::Shutdown() {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -46,6 +47,14 @@ class ArgenServer {
   // Returns true when everything finished within the timeout. Idempotent.
   bool Shutdown();
 
+  // A fatal device error (engine/device_errors.h) makes health NOT_SERVING,
+  // fails and refuses all requests, then calls `handler` (on the scheduler's
+  // thread; main() stops the process with exit code 3). Before a handler is
+  // set the error is only recorded.
+  void SetFatalErrorHandler(std::function<void(const absl::Status&)> handler);
+  // The fatal device error, or OK.
+  absl::Status fatal_error() const;
+
  private:
   ArgenServer() = default;
 
@@ -62,6 +71,11 @@ class ArgenServer {
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<MetricsEndpoint> metrics_;
   int32_t port_ = 0;
+  void OnFatalError(const absl::Status& status);
+
+  mutable absl::Mutex fatal_mu_;
+  absl::Status fatal_ ABSL_GUARDED_BY(fatal_mu_);
+  std::function<void(const absl::Status&)> fatal_handler_ ABSL_GUARDED_BY(fatal_mu_);
   absl::Mutex shutdown_mu_;
   bool shut_down_ = false;
   bool drained_in_time_ = true;

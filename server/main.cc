@@ -3,6 +3,9 @@
 // and on SIGTERM/SIGINT drains the accepted requests, refuses new ones and
 // exits 0 (a repeated signal while draining is logged and ignored:
 // server/signals.h).
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <iostream>
 
@@ -92,7 +95,19 @@ int main(int argc, char** argv) {
                "a thread does not block SIGTERM/SIGINT; a stop signal may end the process without a drain");
   }
 
+  // A device that fails for good (a sticky CUDA error) ends the process with
+  // exit code 3, so that its orchestrator restarts it (docs/operations.md).
+  (*server)->SetFatalErrorHandler([](const absl::Status&) { kill(getpid(), SIGTERM); });
+
   const int signal_number = argen::server::WaitForStopSignal();
+  if (absl::Status fatal = (*server)->fatal_error(); !fatal.ok()) {
+    log::Event(spdlog::level::err, "device_failed",
+               absl::StrCat("the device failed (", fatal.message(),
+                            "); every request was ended; exiting with code 3 for a restart"));
+    (*server)->Shutdown();
+    server->reset();
+    return 3;
+  }
   log::Event(spdlog::level::info, "draining",
              absl::StrCat(argen::server::StopSignalName(signal_number), ": draining (up to ",
                           config->drain_timeout_s, " s)"));

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "engine/model/finite_values.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/ops.h"
 #include "engine/cpu/prefill_attention.h"
@@ -132,9 +133,9 @@ void CpuBackend::RunLayers(int64_t n, AttendFn&& attend) {
   }
 }
 
-void CpuBackend::HeadAndSample(const float* hidden, int64_t n_rows,
-                               std::span<const model::SamplingSpec> sampling, const int32_t* steps,
-                               const model::StepOutputs& out) {
+absl::Status CpuBackend::HeadAndSample(const float* hidden, int64_t n_rows,
+                                       std::span<const model::SamplingSpec> sampling, const int32_t* steps,
+                                       const model::StepOutputs& out) {
   const model::StackConfig& d = spec_.stack;
   Activations& a = *act_;
   const int32_t H = d.hidden_size, V = spec_.logits(), E = spec_.head_in();
@@ -151,6 +152,12 @@ void CpuBackend::HeadAndSample(const float* hidden, int64_t n_rows,
   }
   MatMulWT(head_in, w_.head.weight.data(), n_rows, E, V, logits);
   if (!w_.head.bias.empty()) AddBias(logits, w_.head.bias.data(), n_rows, V);
+  // Sampling from NaN/Inf logits would return plausible token ids for a
+  // broken model: fail the step instead.
+  if (const int64_t bad = model::FirstNonFinite({logits, static_cast<size_t>(n_rows * V)}); bad >= 0) {
+    return absl::InternalError(absl::StrCat("output-stage logits are NaN or Inf (row ", bad / V,
+                                            " of this step): the model produced non-finite values"));
+  }
   for (size_t i = 0; i < sampling.size(); ++i) {
     const model::SamplingSpec& s = sampling[i];
     const float u = kernels::SampleUniform(s.seed, static_cast<uint32_t>(s.image_index),
@@ -158,6 +165,7 @@ void CpuBackend::HeadAndSample(const float* hidden, int64_t n_rows,
     out.sampled[i] =
         sampler_.Sample(logits + (2 * i) * int64_t{V}, logits + (2 * i + 1) * int64_t{V}, s, u);
   }
+  return absl::OkStatus();
 }
 
 absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::StepOutputs& out) {
@@ -244,8 +252,7 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
   model::MarkPrefilled(a.states);
   int32_t* steps = Grow(a.row_steps, n_pairs);
   std::fill(steps, steps + n_pairs, 0);
-  HeadAndSample(last, n_rows, b.sampling, steps, out);
-  return absl::OkStatus();
+  return HeadAndSample(last, n_rows, b.sampling, steps, out);
 }
 
 void CpuBackend::DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows,
@@ -405,8 +412,7 @@ absl::Status CpuBackend::Decode(const model::DecodeBatch& b, const model::StepOu
   model::AdvanceStep(a.states);
   int32_t* next = Grow(a.row_steps, n_pairs);
   for (int64_t i = 0; i < n_pairs; ++i) next[i] = b.steps[i] + 1;
-  HeadAndSample(a.x.data(), n_rows, b.sampling, next, out);
-  return absl::OkStatus();
+  return HeadAndSample(a.x.data(), n_rows, b.sampling, next, out);
 }
 
 }  // namespace argen::cpu

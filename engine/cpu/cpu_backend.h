@@ -70,10 +70,11 @@ class CpuBackend final : public model::Backend {
   void RunLayers(int64_t n, AttendFn&& attend);
   // The input stage: x[r] of every row from its pair's input id.
   void InputStage(std::span<const int32_t> ids, int64_t n_rows);
-  // The output stage on `n` hidden rows, then CFG sampling of each pair.
-  void HeadAndSample(const float* hidden, int64_t n_rows,
-                     std::span<const model::SamplingSpec> sampling, const int32_t* steps,
-                     const model::StepOutputs& out);
+  // The output stage on `n` hidden rows, then CFG sampling of each pair;
+  // INTERNAL when the logits hold NaN/Inf.
+  absl::Status HeadAndSample(const float* hidden, int64_t n_rows,
+                             std::span<const model::SamplingSpec> sampling, const int32_t* steps,
+                             const model::StepOutputs& out);
   // Per row (in parallel over rows): RoPE, K/V write into the policy's slot,
   // attention over prompt + attended slots, policy observation.
   void DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows,

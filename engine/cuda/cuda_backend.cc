@@ -6,9 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_status.h"
+#include "engine/cuda/device_memory.h"
 #include "engine/cuda/gemm.h"
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
+#include "kernels/fault_kernels.h"
 
 namespace argen::cuda {
 namespace {
@@ -161,7 +163,11 @@ absl::Status CudaBackend::Init() {
     absl::StatusOr<PinnedBuffer> xh = PinnedBuffer::Allocate(T * H * 4, "prefill embeddings");
     if (!xh.ok()) return xh.status();
     host_x_pinned_ = *std::move(xh);
+    absl::StatusOr<PinnedBuffer> nf = PinnedBuffer::Allocate(sizeof(int32_t), "non-finite flag");
+    if (!nf.ok()) return nf.status();
+    host_nonfinite_flag_ = *std::move(nf);
   }
+  ARGEN_STATUS_RETURN(alloc(nonfinite_flag_, sizeof(int32_t), "non-finite flag"));
   char* dev = step_in_.as<char>();
   inputs_.meta = reinterpret_cast<kernels::TokenMeta*>(dev + layout.meta);
   inputs_.plans = reinterpret_cast<RowPlan*>(dev + layout.plans);
@@ -184,8 +190,26 @@ absl::Status CudaBackend::Init() {
     budget = std::max<int64_t>(budget, int64_t{64} << 20);
   }
   budget = budget / kPoolAlignment * kPoolAlignment;
+  ARGEN_STATUS_RETURN(CheckDeviceMemoryFits(
+      budget, absl::StrCat("kv_budget_bytes ", GiB(budget), " (the pool of every row's KV and policy state)"),
+      "lower kv_budget_bytes, or set it to 0 to size the pool from what is free after the weights"));
   ARGEN_STATUS_RETURN(alloc(pool_, budget, "KV pool (kv_budget_bytes)"));
   pool_alloc_ = RangeAllocator(budget);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::InjectFault(model::FaultKind kind) {
+  switch (kind) {
+    case model::FaultKind::kStepError:
+      return CudaStatus(kernels::LaunchInvalidConfiguration(stream_), "fault injection: step_error");
+    case model::FaultKind::kDeviceLost:
+      return CudaStatus(kernels::LaunchIllegalAddressWrite(stream_), "fault injection: device_lost");
+    case model::FaultKind::kNanLogits:
+      inject_nan_logits_ = true;  // the step runs; its check must catch the NaN
+      return absl::OkStatus();
+    case model::FaultKind::kNone:
+      break;
+  }
   return absl::OkStatus();
 }
 
@@ -299,6 +323,14 @@ absl::Status CudaBackend::Upload(size_t bytes) {
 }
 
 absl::Status CudaBackend::Prefill(const model::PrefillBatch& b, const model::StepOutputs& out) {
+  return model::FatalIfDeviceUnusable(PrefillStep(b, out), DeviceUsable);
+}
+
+absl::Status CudaBackend::Decode(const model::DecodeBatch& b, const model::StepOutputs& out) {
+  return model::FatalIfDeviceUnusable(DecodeStep(b, out), DeviceUsable);
+}
+
+absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model::StepOutputs& out) {
   const model::StackConfig& d = spec_.stack;
   const int64_t n_rows = static_cast<int64_t>(b.rows.size()), n_pairs = n_rows / 2;
   std::vector<model::RowState*> states;
@@ -364,7 +396,7 @@ absl::Status CudaBackend::Prefill(const model::PrefillBatch& b, const model::Ste
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Decode(const model::DecodeBatch& b, const model::StepOutputs& out) {
+absl::Status CudaBackend::DecodeStep(const model::DecodeBatch& b, const model::StepOutputs& out) {
   const int64_t n_rows = static_cast<int64_t>(b.rows.size()), n_pairs = n_rows / 2;
   std::vector<model::RowState*>& rows = decode_rows_;
   ARGEN_STATUS_RETURN(model::CheckDecodeBatch(b, out, limits_, lookup_, &rows));
@@ -429,7 +461,7 @@ absl::Status CudaBackend::Decode(const model::DecodeBatch& b, const model::StepO
   }
   ARGEN_STATUS_RETURN(Upload(layout.total));
   const int32_t R = static_cast<int32_t>(n_rows);
-  if (!use_graphs_ || timer_.enabled() || out.row_logits != nullptr) {
+  if (!use_graphs_ || timer_.enabled() || out.row_logits != nullptr || inject_nan_logits_) {
     timer_.BeginStep();
     ARGEN_STATUS_RETURN(EnqueueDecode(R, any_sparse, key_bound, observe_flags));  // same split as the graphs
   } else {

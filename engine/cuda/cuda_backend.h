@@ -25,6 +25,7 @@
 #include "engine/model/backend.h"
 #include "engine/model/batch_checks.h"
 #include "engine/model/weight_source.h"
+#include "engine/model/fault_guard.h"
 #include "kernels/attention.h"
 #include "kernels/policy_kernels.h"
 #include "kernels/sampling.h"
@@ -57,6 +58,8 @@ class CudaBackend final : public model::Backend {
   void FreeRow(model::RowId row) override;
   int64_t KvBytesInUse() const override;
 
+  // An error after which the device no longer works (a sticky CUDA error)
+  // comes back as engine::FatalDeviceError (engine/device_errors.h).
   absl::Status Prefill(const model::PrefillBatch& batch, const model::StepOutputs& out) override;
   absl::Status Decode(const model::DecodeBatch& batch, const model::StepOutputs& out) override;
 
@@ -73,6 +76,10 @@ class CudaBackend final : public model::Backend {
   // Diagonal rows select from the attention kernel's argmin (default on); off:
   // from its probabilities through ObserveKernel, as the score policies.
   void SetFusedArgmin(bool on) { fused_argmin_ = on; }
+
+  // Testing only (engine/model/fault_guard.h): makes the coming step fail
+  // as `kind` says, with a real CUDA error where there is one.
+  absl::Status InjectFault(model::FaultKind kind);
 
   StageTimes TakeStageTimes() { return timer_.Take(); }
   int64_t KvPoolBytes() const { return PoolBytes(); }
@@ -101,6 +108,9 @@ class CudaBackend final : public model::Backend {
   CudaBackend(const model::ModelSpec& spec, DeviceWeights weights, std::shared_ptr<const model::WeightSource> source,
               const model::BackendOptions& options);
   absl::Status Init();
+  // Prefill and Decode before the device check of their errors.
+  absl::Status PrefillStep(const model::PrefillBatch& batch, const model::StepOutputs& out);
+  absl::Status DecodeStep(const model::DecodeBatch& batch, const model::StepOutputs& out);
   absl::Status EnsurePlanCapacity(int32_t stride);
   // Packs the host staging area's used prefix to the device (one copy).
   absl::Status Upload(size_t bytes);
@@ -149,6 +159,10 @@ class CudaBackend final : public model::Backend {
   int32_t plan_stride_ = 0;
   DeviceBuffer step_in_;
   PinnedBuffer host_in_, host_sampled_;
+  // Set by the step's non-finite check of the logits (EnqueueHead).
+  DeviceBuffer nonfinite_flag_;
+  PinnedBuffer host_nonfinite_flag_;
+  bool inject_nan_logits_ = false;  // fault injection: the next head writes NaN logits
   StepInputs inputs_;
   PinnedBuffer host_x_pinned_;        // prefill embeddings of one chunk
   std::vector<model::RowState*> decode_rows_;  // reused per step

@@ -11,6 +11,7 @@
 #include "engine/cuda/gemm.h"
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
+#include "kernels/fault_kernels.h"
 
 namespace argen::cuda {
 
@@ -165,6 +166,16 @@ absl::Status CudaBackend::EnqueueHead(const float* hidden, int32_t rows) {
   if (weights_.head_b != nullptr) {
     ARGEN_CUDA_RETURN(kernels::AddBias(logits_.as<float>(), weights_.head_b, rows, V, stream_), "output head bias");
   }
+  if (inject_nan_logits_) {  // fault injection (testing only): all-ones bits are a NaN
+    inject_nan_logits_ = false;
+    ARGEN_CUDA_RETURN(cudaMemsetAsync(logits_.as(), 0xff, sizeof(float) * rows * int64_t{V}, stream_), "inject NaN logits");
+  }
+  // NaN/Inf logits would still sample plausible ids: flag them for FinishStep.
+  ARGEN_CUDA_RETURN(cudaMemsetAsync(nonfinite_flag_.as(), 0, sizeof(int32_t), stream_), "clear non-finite flag");
+  ARGEN_CUDA_RETURN(kernels::FlagNonFinite(logits_.as<float>(), int64_t{rows} * V, nonfinite_flag_.as<int32_t>(), stream_),
+                    "non-finite logits check");
+  ARGEN_CUDA_RETURN(cudaMemcpyAsync(host_nonfinite_flag_.as(), nonfinite_flag_.as(), sizeof(int32_t),
+                                    cudaMemcpyDeviceToHost, stream_), "download non-finite flag");
   ARGEN_CUDA_RETURN(kernels::CfgSample(logits_.as<float>(), pairs, V, inputs_.sampling, inputs_.sampled, stream_), "cfg sampling");
   ARGEN_CUDA_RETURN(cudaMemcpyAsync(host_sampled_.as(), inputs_.sampled, sizeof(int32_t) * pairs,
                                     cudaMemcpyDeviceToHost, stream_), "download tokens");
@@ -179,6 +190,9 @@ absl::Status CudaBackend::FinishStep(int32_t rows, const model::StepOutputs& out
                                       cudaMemcpyDeviceToHost, stream_), "download logits");
   }
   ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream_), "step");
+  if (*host_nonfinite_flag_.as<int32_t>() != 0) {
+    return absl::InternalError("output-stage logits are NaN or Inf in this step: the model produced non-finite values");
+  }
   std::memcpy(out.sampled.data(), host_sampled_.as(), sizeof(int32_t) * pairs);
   return absl::OkStatus();
 }

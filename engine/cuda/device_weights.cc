@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cuda/device_memory.h"
 #include "kernels/fill_kernels.h"
 
 namespace argen::cuda {
@@ -105,6 +106,11 @@ absl::StatusOr<DeviceWeights> UploadWeights(const model::ModelSpec& spec, const 
   DeviceWeights w;
   Layout layout;
   Describe(spec, w, layout);
+  if (absl::Status fits = CheckDeviceMemoryFits(static_cast<int64_t>(layout.total()), "the model's weights (bf16)",
+                                                "the model does not fit this device");
+      !fits.ok()) {
+    return fits;
+  }
   absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(layout.total(), "device weights");
   if (!buf.ok()) return buf.status();
   w.storage = *std::move(buf);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/model/finite_values.h"
 
 namespace argen::model {
 namespace {
@@ -15,10 +16,15 @@ class CheckpointSource final : public WeightSource {
  public:
   explicit CheckpointSource(std::shared_ptr<const checkpoint::Checkpoint> ckpt) : ckpt_(std::move(ckpt)) {}
 
+  // Every tensor the devices load passes here: NaN/Inf in it is an error
+  // naming the tensor (engine/model/finite_values.h).
   absl::StatusOr<std::vector<float>> Load(const TensorRef& t) const override {
-    if (t.repeat > 1) {
+    absl::StatusOr<const checkpoint::TensorInfo*> info = ckpt_->Find(t.name);
+    if (!info.ok()) return info.status();
+    if (t.repeat > 1) {  // a stored row repeated (Lumina's [1, head_dim] q/k-norm per head)
       absl::StatusOr<std::vector<float>> stored = ckpt_->LoadF32(t.name, t.shape);
       if (!stored.ok()) return stored.status();
+      if (absl::Status s = CheckFiniteTensor(**info, *stored); !s.ok()) return s;
       const int64_t width = t.row_elements();
       std::vector<float> out;
       out.reserve(t.used_elements());
@@ -29,9 +35,12 @@ class CheckpointSource final : public WeightSource {
       }
       return out;
     }
-    if (t.rows < 0) return ckpt_->LoadF32(t.name, t.shape);
-    absl::StatusOr<const checkpoint::TensorInfo*> info = ckpt_->Find(t.name);
-    if (!info.ok()) return info.status();
+    if (t.rows < 0) {
+      absl::StatusOr<std::vector<float>> all = ckpt_->LoadF32(t.name, t.shape);
+      if (!all.ok()) return all;
+      if (absl::Status s = CheckFiniteTensor(**info, *all); !s.ok()) return s;
+      return all;
+    }
     if ((*info)->shape != t.shape) {
       return absl::InvalidArgumentError(absl::StrCat((*info)->file, ": tensor '", t.name, "' has shape ",
                                                      ShapeString((*info)->shape), ", expected ",
@@ -41,11 +50,17 @@ class CheckpointSource final : public WeightSource {
     for (int64_t i = 0; i < t.rows; ++i) ids[i] = static_cast<int32_t>(t.row_begin + i);
     std::vector<float> out(t.used_elements());
     if (absl::Status s = ckpt_->ReadRowsF32(t.name, ids.data(), t.rows, out.data()); !s.ok()) return s;
+    if (absl::Status s = CheckFiniteTensor(**info, out); !s.ok()) return s;
     return out;
   }
 
+  // Embedding rows read at request time are checked too (a table the
+  // devices do not load whole).
   absl::Status ReadRows(const TensorRef& t, const int32_t* ids, int64_t n, float* out) const override {
-    return ckpt_->ReadRowsF32(t.name, ids, n, out);
+    if (absl::Status s = ckpt_->ReadRowsF32(t.name, ids, n, out); !s.ok()) return s;
+    absl::StatusOr<const checkpoint::TensorInfo*> info = ckpt_->Find(t.name);
+    if (!info.ok()) return info.status();
+    return CheckFiniteRows(**info, ids, n, {out, static_cast<size_t>(n * t.row_elements())});
   }
 
  private:

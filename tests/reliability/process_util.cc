@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -87,7 +88,8 @@ std::vector<int> ThreadsNotBlockingStopSignals(pid_t pid) {
 
 std::vector<std::string> TinyServerArgs(const std::vector<std::string>& extra) {
   const std::string src = serving_test::SourceDir();
-  std::vector<std::string> args = {ARGEN_SERVER_BIN, "--config", src + "/configs/argen.yaml",
+  const char* bin = std::getenv("ARGEN_SERVER_BIN");  // the device runs carry their own build
+  std::vector<std::string> args = {bin != nullptr ? bin : ARGEN_SERVER_BIN, "--config", src + "/configs/argen.yaml",
                                    "--model_dir", src + "/tests/goldens/tiny/tiny-mha",
                                    "--listen_address=127.0.0.1", "--port=0", "--metrics_port=-1",
                                    "--threads=1"};

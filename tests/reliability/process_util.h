@@ -31,8 +31,9 @@ std::string ReadFile(const std::string& path);
 // Tids of the process's threads whose SigBlk lacks SIGTERM or SIGINT.
 std::vector<int> ThreadsNotBlockingStopSignals(pid_t pid);
 
-// argen_server with the tiny checkpoint on 127.0.0.1, ephemeral port, no
-// metrics unless `extra` asks, plus `extra` flags.
+// argen_server (the build's, or $ARGEN_SERVER_BIN) with the tiny checkpoint
+// on 127.0.0.1, ephemeral port, no metrics unless `extra` asks, plus `extra`
+// flags (later flags override earlier ones).
 std::vector<std::string> TinyServerArgs(const std::vector<std::string>& extra = {});
 
 }  // namespace argen::reliability_test
