@@ -75,6 +75,7 @@ const char* MethodPath(const std::string& method) {
 ArgenService::ArgenService(RequestGate* gate)
     : gate_(gate),
       watchdog_(std::make_unique<StreamWatchdog>(absl::Seconds(gate->config().stream_stall_timeout_s))) {
+  QuietInvalidUtf8ParseLogs();
   AddMethod(new grpc::internal::RpcServiceMethod(
       MethodPath("Generate"), grpc::internal::RpcMethod::SERVER_STREAMING,
       new grpc::internal::ServerStreamingHandler<ArgenService, grpc::ByteBuffer, v1::GenerateEvent>(

@@ -1,8 +1,11 @@
 #include "server/generate_wire.h"
 
+#include <cstdio>
+#include <mutex>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "server/prompt_limits.h"
@@ -52,7 +55,24 @@ absl::Status Diagnose(std::string_view wire) {
       "request: not a valid argen.v1.GenerateRequest (malformed protobuf encoding)");
 }
 
+void FilteredProtobufLog(google::protobuf::LogLevel level, const char* filename, int line,
+                         const std::string& message) {
+  // Counted and answered as INVALID_ARGUMENT instead (ParseGenerateRequest).
+  if (level == google::protobuf::LOGLEVEL_ERROR &&
+      message.find("contains invalid UTF-8 data when parsing") != std::string::npos) {
+    return;
+  }
+  static const char* const kLevels[] = {"INFO", "WARNING", "ERROR", "FATAL"};
+  std::fprintf(stderr, "[libprotobuf %s %s:%d] %s\n", kLevels[level], filename, line, message.c_str());
+  std::fflush(stderr);
+}
+
 }  // namespace
+
+void QuietInvalidUtf8ParseLogs() {
+  static std::once_flag once;
+  std::call_once(once, [] { google::protobuf::SetLogHandler(&FilteredProtobufLog); });
+}
 
 std::string FirstInvalidUtf8Field(const Descriptor* type, std::string_view wire, size_t* offset) {
   UnknownFieldSet fields;

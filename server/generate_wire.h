@@ -18,6 +18,12 @@
 
 namespace argen::server {
 
+// Protobuf logs every string field with invalid UTF-8 that it refuses to
+// parse; a client could flood the server's log that way. Installs (once) a
+// protobuf log handler that drops exactly those parse messages and prints
+// every other one as protobuf does. Call before serving.
+void QuietInvalidUtf8ParseLogs();
+
 // The request, or INVALID_ARGUMENT: "<field>: not valid UTF-8 (byte N)"
 // naming the first string field at fault (e.g. "prompt", "policy.name"), or
 // "request: not a valid argen.v1.GenerateRequest" for other malformed bytes.

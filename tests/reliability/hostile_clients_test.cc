@@ -237,6 +237,30 @@ TEST(HostileClientsTest, MaxConcurrentStreamsLimitsStreamsPerConnection) {
   }
 }
 
+TEST(HostileClientsTest, StreamsBeyondMaxThreadsAreRefusedNotQueuedForever) {
+  FakeEngineOptions o;
+  o.token_grid = 12;  // 144 steps of 2 ms: the first streams hold their threads a while
+  o.step_time = absl::Milliseconds(2);
+  server::ServerConfig c = LoopbackConfig("fake");
+  c.connections.max_threads = 6;
+  ASSERT_RUNNING(r, Start(c, o));
+  constexpr int kStreams = 24;
+  std::vector<std::thread> callers;
+  std::atomic<int> ok{0}, exhausted{0}, other{0};
+  for (int i = 0; i < kStreams; ++i) {
+    callers.emplace_back([&] {
+      const grpc::StatusCode code = client::CallGenerate(*r.stub, Request(), 30).status.error_code();
+      (code == grpc::OK ? ok : code == grpc::RESOURCE_EXHAUSTED ? exhausted : other)++;
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  EXPECT_GT(ok.load(), 0);
+  EXPECT_GT(exhausted.load(), 0) << "every stream got a thread: the quota did not act";
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_TRUE(WaitFor([&] { return Idle(r); }));
+  EXPECT_TRUE(client::CallGenerate(*r.stub, Request(), 30).status.ok());  // and it serves on
+}
+
 TEST(HostileClientsTest, IdleConnectionsAreClosedAfterMaxConnectionIdle) {
   for (double idle_s : {0.3, 0.0}) {
     server::ServerConfig c = LoopbackConfig("fake");
