@@ -220,8 +220,28 @@ def make_generate_request():
                                 "policy { sparsity: 1.5 n_sink: -2 }\n")
 
 
+def make_http_request():
+    t = "fuzz_http_request"
+    base = {"prompt": "a red circle above a blue square", "n": 2, "size": "32x32"}
+    def w(name, body):
+        write(t, name, body if isinstance(body, str) else json.dumps(body))
+    w("minimal", {"prompt": "a cat"})
+    w("openai_fields", dict(base, model="tiny", response_format="b64_json", quality="auto", background="auto",
+                            moderation="auto", output_format="jpeg", output_compression=80, user="u1"))
+    w("argen_fields", dict(base, seed=7, guidance_scale=3.5, temperature=0.8, top_k=16, top_p=0.9,
+                           policy={"name": "diagonal", "sparsity": 0.9, "n_recent": 16}, priority="high"))
+    w("stream", dict(base, stream=True, partial_images=2))
+    w("bad_types", {"prompt": 5, "n": "two", "size": [32, 32], "stream": "yes"})
+    w("bad_values", dict(base, size="64x64", response_format="url", partial_images=9, n=-1))
+    w("unknown_field", dict(base, colour="red"))
+    w("deep", "[" * 40 + "]" * 40)
+    w("not_json", "{\"prompt\": ")
+    w("unicode", {"prompt": "\u00e9t\u00e9 \u4e2d\u6587 \U0001F600", "user": "\u0000"})
+
+
 def main():
     targets = {
+        "fuzz_http_request": make_http_request,
         "fuzz_safetensors": make_safetensors,
         "fuzz_checkpoint_index": make_checkpoint_index,
         "fuzz_janus_config": make_janus_config,
