@@ -6,7 +6,8 @@
 //              [--requests 10000] [--concurrency 4] [--seed 1] [--csv rss.csv]
 //              [--max_rss_growth_mib 16] [--gpu_memory_cmd CMD]
 //
-// Mix (seeded): ~75% normal requests over every policy the server lists,
+// Mix (seeded): ~75% normal requests over every policy the server lists and
+// the model can run (each is probed once first),
 // 1-3 images, random prompts and sampling; ~8% cancelled by the client after
 // their first event; ~8% with deadlines of 5-60 ms; ~5% invalid (a bad field);
 // ~4% with invalid UTF-8 or an oversized prompt sent raw. Expected outcomes:
@@ -393,9 +394,25 @@ int main(int argc, char** argv) {
     std::cerr << "argen_soak: GetModelInfo: " << s.error_message() << "\n";
     return 3;
   }
+  // Every listed policy this model can run (some need files a model may
+  // lack, e.g. ssd's head classification): one probe request each.
   std::vector<std::string> policies;
-  for (const argen::v1::PolicyInfo& p : info.policies()) policies.push_back(p.name());
-  std::cout << "argen_soak: model " << info.model() << " (" << info.backend() << "), " << policies.size()
-            << " policies\n";
+  for (const argen::v1::PolicyInfo& p : info.policies()) {
+    argen::v1::GenerateRequest probe;
+    probe.set_prompt("a probe");
+    probe.mutable_policy()->set_name(p.name());
+    const grpc::Status ps = argen::client::CallGenerate(*stub, probe, 300).status;
+    if (ps.ok()) {
+      policies.push_back(p.name());
+    } else {
+      std::cout << "argen_soak: policy " << p.name() << " left out: " << ps.error_message() << "\n";
+    }
+  }
+  if (policies.empty()) {
+    std::cerr << "argen_soak: no policy runs on this model\n";
+    return 3;
+  }
+  std::cout << "argen_soak: model " << info.model() << " (" << info.backend() << "), " << policies.size() << " of "
+            << info.policies_size() << " policies\n";
   return Soak(o, policies, info.image_size()).Run();
 }
