@@ -39,6 +39,13 @@ inline absl::StatusOr<std::string> OptionalString(const nlohmann::json& obj, con
   return it->get<std::string>();
 }
 
+// The member `field` of `obj`, or null when `obj` is no object or lacks it.
+inline const nlohmann::json* Member(const nlohmann::json& obj, const std::string& field) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(field);
+  return it == obj.end() ? nullptr : &*it;
+}
+
 // A string member or `fallback` when it is absent or not a string (never
 // throws, unlike nlohmann's value(), which throws on a type mismatch).
 inline std::string StringOr(const nlohmann::json& obj, const char* field, const std::string& fallback) {

@@ -20,16 +20,23 @@ absl::StatusOr<SpecialWrap> ParseTemplate(const nlohmann::json& config, const st
       seen_sequence = true;
       continue;
     }
-    auto special = piece.find("SpecialToken");
-    if (special == piece.end() || !special->is_object() || !(*special)["id"].is_string()) {
+    // Member(), never a const operator[] on a key that may be missing (that
+    // is an assertion, or undefined behaviour without one).
+    const nlohmann::json* special = Member(piece, "SpecialToken");
+    const nlohmann::json* id = special != nullptr ? Member(*special, "id") : nullptr;
+    if (id == nullptr || !id->is_string()) {
       return FieldError(where, at, "expected {\"Sequence\": ...} or {\"SpecialToken\": {\"id\": ...}}");
     }
-    const std::string name = (*special)["id"].get<std::string>();
-    if (specials == config.end() || !specials->is_object() || !specials->contains(name)) {
+    const std::string name = id->get<std::string>();
+    const nlohmann::json* entry = specials != config.end() ? Member(*specials, name) : nullptr;
+    if (entry == nullptr) {
       return FieldError(where, "special_tokens", absl::StrCat("no entry for \"", name, "\""));
     }
-    const nlohmann::json& ids = (*specials)[name]["ids"];
-    if (!ids.is_array()) return FieldError(where, absl::StrCat("special_tokens.", name, ".ids"), "expected an array");
+    const nlohmann::json* ids_field = Member(*entry, "ids");
+    if (ids_field == nullptr || !ids_field->is_array()) {
+      return FieldError(where, absl::StrCat("special_tokens.", name, ".ids"), "expected an array");
+    }
+    const nlohmann::json& ids = *ids_field;
     for (const nlohmann::json& id : ids) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0) {
         return FieldError(where, absl::StrCat("special_tokens.", name, ".ids"), "expected non-negative integers");

@@ -148,6 +148,12 @@ def make_tokenizer_json():
     # Found by the driver: a non-string normalizer type threw out of LoadFromJson.
     write(t, "regress_normalizer_type_number", tokenizer_json(word_level, {"type": "Whitespace"}, None,
                                                               normalizer={"type": 3, "squ": "Lowercase"}))
+    # Found by the driver: a template piece or special_tokens entry without
+    # its "id" / "ids" member was read through a const operator[] (undefined).
+    no_id = dict(post, single=[{"SpecialToken": {"type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}])
+    write(t, "regress_template_special_without_id", tokenizer_json(bpe_strings, split_seq, byte_level, added, no_id))
+    no_ids = dict(post, special_tokens={"<\uff5cbegin\u2581of\u2581sentence\uff5c>": {"tokens": []}})
+    write(t, "regress_template_entry_without_ids", tokenizer_json(bpe_strings, split_seq, byte_level, added, no_ids))
 
 
 def make_tokenizer_encode():
