@@ -106,11 +106,13 @@ void FaultFailsOneRequestThenRecovers(const char* fault, const std::string& mess
 }
 
 TEST(GpuFaultsTest, ACudaErrorInAPrefillFailsThatStepAndTheServerRecovers) {
-  FaultFailsOneRequestThenRecovers("step_error@1", "invalid configuration");
+  // The CUDA runtime's own words for the bad launch vary by version ("invalid
+  // argument" on CUDA 13, "invalid configuration argument" before): match ours.
+  FaultFailsOneRequestThenRecovers("step_error@1", "cuda: fault injection: step_error: ");
 }
 
 TEST(GpuFaultsTest, ACudaErrorInAGraphDecodeStepFailsThatStepAndTheServerRecovers) {
-  FaultFailsOneRequestThenRecovers("step_error@30", "invalid configuration");  // graphs replay by then
+  FaultFailsOneRequestThenRecovers("step_error@30", "cuda: fault injection: step_error: ");  // graphs replay by then
 }
 
 TEST(GpuFaultsTest, NanLogitsOnTheDeviceFailTheRequest) {
