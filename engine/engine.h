@@ -28,6 +28,14 @@
 
 namespace argen::engine {
 
+struct SamplingParams {
+  float temperature = 1.0f;  // [0, 100]; 0: greedy (argmax of the guided logits)
+  int32_t top_k = 0;         // 0: off
+  float top_p = 1.0f;        // (0, 1]; 1: off
+  float cfg_weight = 5.0f;   // logits = uncond + w * (cond - uncond), [0, 100]
+  uint64_t seed = 0;         // image i of a request draws from stream (seed, i)
+};
+
 struct ModelInfo {
   std::string name;          // checkpoint directory name
   std::string family;        // model family (engine/models/registry.h), e.g. "janus"
@@ -39,6 +47,9 @@ struct ModelInfo {
   // The decode tokens' layout (the family's: rows, row breaks), which the grid
   // policies and ssd read; width 0: a square grid of image_tokens.
   sparse::GridGeometry grid;
+  // The family's published sampling defaults (Janus-Pro: cfg 5; Lumina-mGPT:
+  // cfg 4, image top-k 2000); a server uses them where its config sets none.
+  SamplingParams default_sampling;
   int32_t num_layers = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, hidden_size = 0;
   int64_t kv_bytes_per_token_row = 0;  // K+V bytes of one token of one row, all layers
   // Limits, enforced by Prepare() and reported by GetModelInfo.
@@ -48,13 +59,6 @@ struct ModelInfo {
   int64_t kv_budget_bytes = 0;  // the backend's pool (KV and policy state of all rows)
 };
 
-struct SamplingParams {
-  float temperature = 1.0f;  // [0, 100]; 0: greedy (argmax of the guided logits)
-  int32_t top_k = 0;         // 0: off
-  float top_p = 1.0f;        // (0, 1]; 1: off
-  float cfg_weight = 5.0f;   // logits = uncond + w * (cond - uncond), [0, 100]
-  uint64_t seed = 0;         // image i of a request draws from stream (seed, i)
-};
 
 struct GenerationRequest {
   std::string prompt;  // the caption; the engine builds the chat-format prompt

@@ -133,6 +133,7 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
   info.image_size = family->image_size;
   info.token_grid = family->token_grid;
   info.image_tokens = family->image_tokens;
+  info.default_sampling = family->default_sampling;
   // Positions beyond the prompt hold the decode tokens.
   info.max_prompt_tokens = std::max(
       0, std::min(family->max_position_embeddings - info.image_tokens, kDefaultMaxPromptTokens));

@@ -123,6 +123,8 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
   }
   server->engine_ = std::move(engine);
   const engine::ModelInfo& info = server->engine_->info();
+  // The model family's sampling defaults where the config sets none.
+  ApplyModelSamplingDefaults(server->config_, info.default_sampling);
   // The configured defaults must be valid requests for this model (the engine's rules).
   if (absl::StatusOr<sparse::ResolvedPolicy> p =
           sparse::ResolvePolicy(config.default_policy, engine::PolicyGrid(info));
@@ -132,7 +134,7 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
   {
     engine::GenerationRequest defaults;
     defaults.prompt = "defaults";
-    defaults.sampling = config.default_sampling;
+    defaults.sampling = server->config_.default_sampling;
     defaults.policy = config.default_policy;
     if (absl::Status s = engine::ValidateRequest(defaults, info); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("key 'default_sampling': ", s.message()));
@@ -151,7 +153,7 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
       server->engine_.get(), scheduler_options, std::move(encoder), server->prometheus_.get());
   if (!sched.ok()) return sched.status();
   server->scheduler_ = *std::move(sched);
-  server->gate_ = std::make_unique<RequestGate>(server->scheduler_.get(), info, config, server->keys_.get(),
+  server->gate_ = std::make_unique<RequestGate>(server->scheduler_.get(), info, server->config_, server->keys_.get(),
                                                 server->prometheus_.get());
   server->service_ = std::make_unique<ArgenService>(server->gate_.get());
 

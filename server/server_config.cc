@@ -316,11 +316,32 @@ absl::Status SetConfigValue(ServerConfig& config, const std::string& key, const 
   for (const KeyDef& k : Keys()) {
     if (key != k.key.name) continue;
     absl::Status s = k.set(config, value);
-    if (s.ok()) return s;
+    if (s.ok()) {
+      config.keys_set.push_back(key);
+      return s;
+    }
     return absl::InvalidArgumentError(absl::StrCat("key '", key, "': ", s.message()));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown key '", key, "' (known keys: ", KnownKeys(), ")"));
+}
+
+bool ServerConfig::WasSet(std::string_view key) const {
+  return std::find(keys_set.begin(), keys_set.end(), key) != keys_set.end();
+}
+
+void ApplyModelSamplingDefaults(ServerConfig& config, const engine::SamplingParams& model_defaults) {
+  // A key counts as set when the YAML or a flag named it, or when code changed
+  // it from the built-in default (servers made in-process, e.g. tests).
+  const engine::SamplingParams built_in;
+  engine::SamplingParams& d = config.default_sampling;
+  auto unset = [&](const char* key, bool is_built_in) { return is_built_in && !config.WasSet(key); };
+  if (unset("default_sampling.cfg_weight", d.cfg_weight == built_in.cfg_weight)) d.cfg_weight = model_defaults.cfg_weight;
+  if (unset("default_sampling.temperature", d.temperature == built_in.temperature)) {
+    d.temperature = model_defaults.temperature;
+  }
+  if (unset("default_sampling.top_k", d.top_k == built_in.top_k)) d.top_k = model_defaults.top_k;
+  if (unset("default_sampling.top_p", d.top_p == built_in.top_p)) d.top_p = model_defaults.top_p;
 }
 
 absl::Status ApplyConfigYaml(ServerConfig& config, const std::string& yaml_text,

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -66,7 +67,15 @@ struct ServerConfig {
   std::string api_keys_file;
   bool open_health = true;               // HTTP /health and /ready need no key
   bool open_metrics = true;              // /metrics needs no key
+  // Every key the YAML file or a flag set (SetConfigValue), in order.
+  std::vector<std::string> keys_set;
+  bool WasSet(std::string_view key) const;
 };
+
+// The model family's sampling defaults (engine::ModelInfo::default_sampling)
+// for each default_sampling.* key the config did not set: e.g. Lumina-mGPT's
+// cfg 4 and top-k 2000 unless the YAML or a flag says otherwise.
+void ApplyModelSamplingDefaults(ServerConfig& config, const engine::SamplingParams& model_defaults);
 
 // Every key with a one-line meaning, in file order (for --help and docs).
 struct ConfigKey {

@@ -41,6 +41,8 @@ struct FamilyModel {
   sparse::GridGeometry grid;
   // [image_tokens] or empty: the input id forced at step t, -1 where sampled.
   std::vector<int32_t> forced_tokens;
+  // The family's published sampling defaults (engine::ModelInfo::default_sampling).
+  engine::SamplingParams default_sampling;
   // Positions beyond the prompt hold the decode tokens: prompt + image_tokens <= this.
   int32_t max_position_embeddings = 0;
   // Makes the prompt recipe: caption -> (cond ids, uncond ids), thread-safe

@@ -265,5 +265,32 @@ TEST(ServerConfigTest, ShippedExampleConfigParses) {
   EXPECT_EQ(c->vq_backend, "auto");
 }
 
+TEST(ServerConfigTest, ModelSamplingDefaultsFillOnlyWhatTheConfigLeavesUnset) {
+  engine::SamplingParams lumina;
+  lumina.cfg_weight = 4.0f;
+  lumina.top_k = 1024;
+  // Nothing set: the model's defaults.
+  ServerConfig plain;
+  ApplyModelSamplingDefaults(plain, lumina);
+  EXPECT_EQ(plain.default_sampling.cfg_weight, 4.0f);
+  EXPECT_EQ(plain.default_sampling.top_k, 1024);
+  EXPECT_EQ(plain.default_sampling.temperature, 1.0f);
+  // A key the YAML or a flag set wins, even at the built-in value.
+  ServerConfig keyed;
+  ASSERT_TRUE(SetConfigValue(keyed, "default_sampling.cfg_weight", "5").ok());
+  ASSERT_TRUE(SetConfigValue(keyed, "default_sampling.top_k", "0").ok());
+  EXPECT_TRUE(keyed.WasSet("default_sampling.top_k"));
+  EXPECT_FALSE(keyed.WasSet("default_sampling.top_p"));
+  ApplyModelSamplingDefaults(keyed, lumina);
+  EXPECT_EQ(keyed.default_sampling.cfg_weight, 5.0f);
+  EXPECT_EQ(keyed.default_sampling.top_k, 0);
+  // A value changed in code (in-process servers) counts as set.
+  ServerConfig coded;
+  coded.default_sampling.cfg_weight = 3.0f;
+  ApplyModelSamplingDefaults(coded, lumina);
+  EXPECT_EQ(coded.default_sampling.cfg_weight, 3.0f);
+  EXPECT_EQ(coded.default_sampling.top_k, 1024);
+}
+
 }  // namespace
 }  // namespace argen::server

@@ -68,9 +68,10 @@ int WaitExit(pid_t pid, int timeout_s) {
 }
 
 std::vector<std::string> ServerArgs() {
-  return {ARGEN_SERVER_BIN, "--config", SourceDir() + "/configs/argen.yaml", "--model_dir",
-          SourceDir() + "/models/argen-lumina-scenes-v1", "--listen_address=127.0.0.1", "--port=0",
-          "--metrics_port=-1", "--threads=2", "--default_sampling.cfg_weight=4"};
+  // No config file and no sampling flags: the family's defaults apply (cfg 4, top-k 2000
+  // capped by the small model's 1,024 codes).
+  return {ARGEN_SERVER_BIN, "--model_dir", SourceDir() + "/models/argen-lumina-scenes-v1",
+          "--listen_address=127.0.0.1", "--port=0", "--metrics_port=-1", "--threads=2"};
 }
 
 TEST(LuminaServerTest, InfoAndGenerateOverGrpc) {
@@ -94,6 +95,9 @@ TEST(LuminaServerTest, InfoAndGenerateOverGrpc) {
   const std::string info = out.str();
   EXPECT_NE(info.find("\"lumina\""), std::string::npos) << info;
   EXPECT_NE(info.find("599"), std::string::npos) << info;  // L_dec: 24 rows of 24 codes + 23 new lines
+  // The family's sampling defaults, since nothing configured them.
+  EXPECT_TRUE(std::regex_search(info, std::regex(R"("name": "cfg_weight",[^}]*"default_value": 4\b)"))) << info;
+  EXPECT_TRUE(std::regex_search(info, std::regex(R"("name": "top_k",[^}]*"default_value": 1024\b)"))) << info;
 
   const std::string dir = ::testing::TempDir() + "/lumina_images";
   fs::remove_all(dir);

@@ -54,6 +54,7 @@ absl::StatusOr<models::FamilyModel> LoadJanus(const std::string& model_dir) {
   m.image_tokens = config->gen_vision.image_tokens();
   m.grid = sparse::GridGeometry{m.token_grid, 0, m.image_tokens};  // a square grid without row breaks
   m.max_position_embeddings = config->language.max_position_embeddings;
+  m.default_sampling = engine::SamplingParams{};  // Janus-Pro's generation script: cfg 5, temperature 1
   m.make_prompt = [model_dir] { return TokenizerPromptEncoder(model_dir); };
   const vq::Vq16Config vq = config->gen_vision;
   m.make_decoder = [vq](const checkpoint::Checkpoint& ckpt, const models::DecoderOptions& options) {

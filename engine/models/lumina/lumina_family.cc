@@ -236,6 +236,10 @@ absl::StatusOr<models::FamilyModel> LoadLumina(const std::string& model_dir, con
   m.grid = schedule->grid;
   m.forced_tokens = schedule->forced;
   m.max_position_embeddings = config->max_position_embeddings;
+  // Lumina-mGPT's own sampling: cfg 4, top-k 2000 over the image codes (all of
+  // them when the codebook is smaller).
+  m.default_sampling.cfg_weight = kDefaultCfgWeight;
+  m.default_sampling.top_k = std::min(kDefaultImageTopK, range->count);
   const LuminaConfig cfg = *config;
   const int32_t width = schedule->width, height = schedule->height;
   m.make_prompt = [model_dir, cfg, width, height] { return LuminaPromptEncoder(model_dir, cfg, width, height); };
