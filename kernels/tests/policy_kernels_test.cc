@@ -29,6 +29,7 @@ struct Dev {
 struct KindCase {
   sparse::PolicyKind kind;
   double sparsity;
+  bool row_breaks = false;  // Lumina-mGPT's layout: rows of 8 codes + a row break (L_dec 80)
 };
 
 // The grid of these tests: 9 x 9 tokens, so L_dec 81 (a square: the grid
@@ -49,12 +50,15 @@ TEST_P(PolicyKernelsTest, DeviceMatchesHostStepByStep) {
   int devices = 0;
   ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
   ASSERT_GT(devices, 0);
-  const int l_dec = kGridLdec, rows = 3, layers = 2, kvh = 3, heads = layers * kvh;
+  // 9 rows of 8 codes, each but the last closed by a row break: 80 decode tokens.
+  const sparse::GridGeometry grid =
+      GetParam().row_breaks ? sparse::GridGeometry{8, 1, 9 * 8 + 8} : sparse::SquareGrid(kGridLdec);
+  const int l_dec = grid.l_dec, rows = 3, layers = 2, kvh = 3, heads = layers * kvh;
   sparse::PolicyParams params;
   params.kind = GetParam().kind;
   params.sparsity = GetParam().sparsity;
   const sparse::HeadClasses classes = TestClasses(layers, kvh);
-  absl::StatusOr<sparse::ResolvedPolicy> policy = sparse::ResolvePolicy(params, sparse::SquareGrid(l_dec), &classes);
+  absl::StatusOr<sparse::ResolvedPolicy> policy = sparse::ResolvePolicy(params, grid, &classes);
   ASSERT_TRUE(policy.ok()) << policy.status();
   const sparse::PolicyLayout layout = sparse::LayoutFor(*policy);
   const int stride = layout.max_attended;
@@ -135,6 +139,23 @@ INSTANTIATE_TEST_SUITE_P(
                       KindCase{sparse::PolicyKind::kDiagonal, 0.9}, KindCase{sparse::PolicyKind::kDiagonalSink4, 0.85},
                       KindCase{sparse::PolicyKind::kGridWindow, 0.85}, KindCase{sparse::PolicyKind::kDiagonalGrid, 0.85},
                       KindCase{sparse::PolicyKind::kSsd, 0.8}),
+    [](const ::testing::TestParamInfo<KindCase>& info) {
+      return std::string(sparse::PolicyName(info.param.kind));
+    });
+
+// The same, on a grid with row breaks (Lumina-mGPT's): every policy.
+INSTANTIATE_TEST_SUITE_P(
+    RowBreakGrid, PolicyKernelsTest,
+    ::testing::Values(KindCase{sparse::PolicyKind::kDense, 0.0, true},
+                      KindCase{sparse::PolicyKind::kSlidingWindow, 0.8, true},
+                      KindCase{sparse::PolicyKind::kStreamingLlm, 0.85, true},
+                      KindCase{sparse::PolicyKind::kH2O, 0.8, true}, KindCase{sparse::PolicyKind::kTova, 0.9, true},
+                      KindCase{sparse::PolicyKind::kAlisa, 0.8, true},
+                      KindCase{sparse::PolicyKind::kDiagonal, 0.9, true},
+                      KindCase{sparse::PolicyKind::kDiagonalSink4, 0.85, true},
+                      KindCase{sparse::PolicyKind::kGridWindow, 0.85, true},
+                      KindCase{sparse::PolicyKind::kDiagonalGrid, 0.85, true},
+                      KindCase{sparse::PolicyKind::kSsd, 0.8, true}),
     [](const ::testing::TestParamInfo<KindCase>& info) {
       return std::string(sparse::PolicyName(info.param.kind));
     });
