@@ -11,7 +11,7 @@ struct RequestMetrics {
   absl::Duration queue_wait;   // accepted -> joined the batch
   absl::Duration prefill;      // the engine step that prefilled it
   absl::Duration decode;       // after prefill -> last token sampled
-  absl::Duration vq_decode;    // VQ decode + image encoding of all its images
+  absl::Duration vq_decode;    // VQ decode (the whole call its images were in) + image encoding of all its images
   absl::Duration total;        // accepted -> finished
   double tokens_per_second = 0;  // image tokens of all images / (prefill + decode)
   double images_per_second = 0;  // images / total

@@ -17,6 +17,7 @@ struct Scheduler::Job {
   std::string policy_name;
   int64_t kv_bytes = 0;  // PreparedRequest::kv_bytes
   int32_t rows = 0;      // 2 x num_images
+  int64_t prompt_tokens = 0;  // prefilled tokens, all rows
   absl::Duration progress_interval;
   absl::Time accepted;
   absl::Time admitted = absl::InfinitePast();
@@ -65,6 +66,14 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(engine::Engine* eng
   if (!encoder) return absl::InvalidArgumentError("scheduler: image encoder is missing");
   if (options.priority_aging <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("scheduler: priority_aging must be > 0");
+  }
+  if (options.max_prefill_tokens < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scheduler: max_prefill_tokens must be >= 0, got ", options.max_prefill_tokens));
+  }
+  if (options.max_decode_batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scheduler: max_decode_batch must be >= 1, got ", options.max_decode_batch));
   }
   return std::unique_ptr<Scheduler>(new Scheduler(engine, options, std::move(encoder), observer));
 }
@@ -124,6 +133,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(
   job->policy_name = std::string(sparse::PolicyName(prepared->policy.kind));
   job->kv_bytes = prepared->kv_bytes;
   job->rows = 2 * prepared->request.num_images;
+  job->prompt_tokens = static_cast<int64_t>(job->rows) * static_cast<int64_t>(prepared->cond_ids.size());
   job->prepared = *std::move(prepared);
   job->progress_interval = submit.progress_interval > absl::ZeroDuration()
                                ? submit.progress_interval
@@ -229,6 +239,7 @@ void Scheduler::Loop() {
         auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
         mu_.Await(absl::Condition(&ready));
         if (stop_ && queue_.empty()) return;
+        last_step_start_ = absl::InfinitePast();  // an idle gap is not a step interval
       }
       DropStopped(dropped);
     }
@@ -258,6 +269,8 @@ void Scheduler::AdmitNext() {
   // fits when its rows fit the batch cap beside what runs and the engine can
   // place it now: the pool is the one ledger. Only this thread removes jobs
   // from the queue, so the job chosen here is still queued when it is added.
+  // The prompt tokens the next step prefills stay within max_prefill_tokens
+  // (the first admitted request excepted), so admissions spread over steps.
   while (true) {
     JobPtr next;
     {
@@ -266,6 +279,10 @@ void Scheduler::AdmitNext() {
       next = queue_[NextInQueue(absl::Now())];
     }
     if (rows_in_use_ + next->rows > max_batch_rows_ || !engine_->CanAdd(next->prepared)) break;
+    if (options_.max_prefill_tokens > 0 && tokens_admitted_ > 0 &&
+        tokens_admitted_ + next->prompt_tokens > options_.max_prefill_tokens) {
+      break;
+    }
     {
       absl::MutexLock lock(&mu_);
       queue_.erase(std::find(queue_.begin(), queue_.end(), next));
@@ -294,6 +311,8 @@ void Scheduler::AddToEngine(const JobPtr& job) {
   }
   job->group = *group;
   job->admitted = absl::Now();
+  rows_admitted_ += job->rows;
+  tokens_admitted_ += job->prompt_tokens;
   rows_in_use_ += job->rows;
   kv_in_use_ += job->kv_bytes;
   running_.push_back(job);
@@ -342,6 +361,16 @@ void Scheduler::RunStep() {
   StepStats stats;
   stats.step_index = step_index_++;
   stats.duration = end - start;
+  stats.start = start;
+  if (last_step_start_ != absl::InfinitePast()) {
+    stats.interval = start - last_step_start_;
+    stats.loop_time = start - last_step_end_;
+  }
+  last_step_start_ = start;
+  stats.rows_prefilled = rows_admitted_;
+  stats.prefill_tokens = tokens_admitted_;
+  rows_admitted_ = 0;
+  tokens_admitted_ = 0;
   if (!report.ok()) {
     // An engine fault ends the requests in this batch; queued ones still run,
     // unless the device is gone (then nothing can run any more).
@@ -395,7 +424,16 @@ void Scheduler::RunStep() {
   }
   // The batch gauges drop before any of these requests can finish.
   if (!report->finished.empty()) PublishKv();
-  for (JobPtr& job : to_decode) image_workers_->Post([this, job] { DecodeAndDeliver(job); });
+  if (!to_decode.empty()) {
+    {
+      absl::MutexLock lock(&decode_mu_);
+      for (JobPtr& job : to_decode) decode_queue_.push_back(std::move(job));
+    }
+    // One task per job: each takes whatever is queued when it runs (the first
+    // takes a batch, later ones may find it gone), so a decode never waits for
+    // a batch to fill.
+    for (size_t i = 0; i < to_decode.size(); ++i) image_workers_->Post([this] { DecodeQueued(); });
+  }
 
   OfferPreviews();
 
@@ -414,6 +452,7 @@ void Scheduler::RunStep() {
   }
   observer_->OnStep(stats);
   PublishKv();
+  last_step_end_ = absl::Now();
 }
 
 void Scheduler::OfferPreviews() {
@@ -501,29 +540,68 @@ void Scheduler::DecodePreview(const JobPtr& job, int32_t index, int32_t rows,
   job->preview_in_flight.store(false, std::memory_order_release);
 }
 
-void Scheduler::DecodeAndDeliver(const JobPtr& job) {
-  const int32_t images = static_cast<int32_t>(job->tokens.size());
+void Scheduler::DecodeQueued() {
+  std::vector<JobPtr> batch;
   {
-    absl::MutexLock lock(&job->deliver_mu);
-    job->images_started = true;
+    absl::MutexLock lock(&decode_mu_);
+    int32_t images = 0;
+    while (!decode_queue_.empty()) {
+      const int32_t n = static_cast<int32_t>(decode_queue_.front()->tokens.size());
+      if (!batch.empty() && images + n > options_.max_decode_batch) break;
+      images += n;
+      batch.push_back(std::move(decode_queue_.front()));
+      decode_queue_.pop_front();
+    }
   }
+  std::vector<JobPtr> live;
+  std::vector<std::vector<int32_t>> grids;
+  for (JobPtr& job : batch) {
+    {
+      absl::MutexLock lock(&job->deliver_mu);
+      job->images_started = true;
+    }
+    if (absl::Status reason = StopReason(*job); !reason.ok()) {
+      Finish(*job, std::move(reason));
+      continue;
+    }
+    for (std::vector<int32_t>& tokens : job->tokens) grids.push_back(std::move(tokens));
+    live.push_back(std::move(job));
+  }
+  if (live.empty()) return;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::vector<engine::RgbImage>> rgb = engine_->DecodeImages(grids);
+  const absl::Duration decode_time = absl::Now() - start;
+  if (!rgb.ok() || rgb->size() != grids.size()) {
+    const std::string why = rgb.ok() ? absl::StrCat("engine returned ", rgb->size(), " of ", grids.size(), " images")
+                                     : std::string(rgb.status().message());
+    for (const JobPtr& job : live) {
+      Finish(*job, absl::InternalError(absl::StrCat("VQ decode of image 0 failed: ", why)));
+    }
+    return;
+  }
+  size_t next = 0;
+  for (const JobPtr& job : live) {
+    const size_t n = job->tokens.size();
+    std::vector<engine::RgbImage> mine(std::make_move_iterator(rgb->begin() + next),
+                                       std::make_move_iterator(rgb->begin() + next + n));
+    next += n;
+    // The request waited for the whole call: its vq_decode counts all of it.
+    image_workers_->Post([this, job, mine = std::move(mine), decode_time]() mutable {
+      EncodeAndDeliver(job, std::move(mine), decode_time);
+    });
+  }
+}
+
+void Scheduler::EncodeAndDeliver(const JobPtr& job, std::vector<engine::RgbImage> rgb, absl::Duration decode_time) {
   const ImageEncoder& encode = job->encoder ? job->encoder : encoder_;
-  std::vector<std::vector<int32_t>> one(1);
-  for (int32_t i = 0; i < images; ++i) {
+  job->vq_time += decode_time;
+  for (size_t i = 0; i < rgb.size(); ++i) {
     if (absl::Status reason = StopReason(*job); !reason.ok()) {
       Finish(*job, std::move(reason));
       return;
     }
     const absl::Time start = absl::Now();
-    one[0] = std::move(job->tokens[i]);
-    absl::StatusOr<std::vector<engine::RgbImage>> rgb = engine_->DecodeImages(one);
-    if (!rgb.ok() || rgb->size() != 1) {
-      Finish(*job, absl::InternalError(absl::StrCat(
-                       "VQ decode of image ", i, " failed: ",
-                       rgb.ok() ? "engine returned no image" : rgb.status().message())));
-      return;
-    }
-    absl::StatusOr<std::string> encoded = encode((*rgb)[0]);
+    absl::StatusOr<std::string> encoded = encode(rgb[i]);
     if (!encoded.ok()) {
       Finish(*job, absl::InternalError(
                        absl::StrCat("encoding image ", i, " failed: ", encoded.status().message())));
@@ -531,10 +609,10 @@ void Scheduler::DecodeAndDeliver(const JobPtr& job) {
     }
     job->vq_time += absl::Now() - start;
     ImageEvent event;
-    event.index = i;
+    event.index = static_cast<int32_t>(i);
     event.seed = job->prepared.request.sampling.seed;
-    event.width = (*rgb)[0].width;
-    event.height = (*rgb)[0].height;
+    event.width = rgb[i].width;
+    event.height = rgb[i].height;
     event.encoded = *std::move(encoded);
     job->handle->Push(std::move(event));
     ++job->images_sent;

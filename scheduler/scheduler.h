@@ -6,10 +6,14 @@
 // the next one's rows fit the engine's batch cap beside what runs and the
 // engine can place it now (Engine::CanAdd: the backend's pool is the one KV
 // ledger, and the engine owns the limits); the next one is never overtaken, so
-// large requests are not starved; running requests are never preempted. Then
-// it calls Step(). Groups that finish leave the batch and
-// free their KV in the same iteration; their VQ decode and image encoding run
-// on TaskWorkers threads, as do previews (scheduler/preview.h), which the loop
+// large requests are not starved; running requests are never preempted; the
+// prompt tokens admitted for one step are bounded (max_prefill_tokens), so
+// new requests join as rows free, not in waves. Then it calls Step(); the
+// loop waits on nothing but the engine (no transport, no image path). Groups that finish leave the batch and
+// free their KV in the same iteration; their VQ decode (the images of all
+// requests that finished, up to max_decode_batch, in one DecodeImages call)
+// and image encoding run on TaskWorkers threads, as do previews
+// (scheduler/preview.h), which the loop
 // only hands over (a copy of the sampled tokens) and which are dropped rather
 // than queued when the image workers or the client are behind. Submit() is
 // thread-safe and validates synchronously.
@@ -101,7 +105,12 @@ class Scheduler {
   // After a fatal device error: fails the queue, refuses new work, tells the owner.
   void StopAfterFatalError(const absl::Status& failed);
   void ReleaseGroup(Job& job);
-  void DecodeAndDeliver(const JobPtr& job);
+  // On an image worker: takes the queued finished jobs (up to
+  // max_decode_batch images, at least one job), decodes their images in one
+  // DecodeImages call and posts each job's encoding.
+  void DecodeQueued();
+  // On an image worker: encodes a job's decoded images, streams them in order, finishes it.
+  void EncodeAndDeliver(const JobPtr& job, std::vector<engine::RgbImage> rgb, absl::Duration decode_time);
   // Hands the next due preview of each running job to the image workers, or drops it.
   void OfferPreviews();
   void DecodePreview(const JobPtr& job, int32_t index, int32_t rows,
@@ -139,9 +148,17 @@ class Scheduler {
   int32_t rows_in_use_ = 0;
   int64_t kv_in_use_ = 0;
   int64_t step_index_ = 0;
+  // Admitted since the last Step(): what that step prefills.
+  int32_t rows_admitted_ = 0;
+  int64_t tokens_admitted_ = 0;
+  absl::Time last_step_start_ = absl::InfinitePast();
+  absl::Time last_step_end_ = absl::InfinitePast();
   std::atomic<int32_t> running_rows_{0};
   std::atomic<int64_t> kv_reserved_{0};
 
+  // Finished jobs waiting for their VQ decode, in finishing order.
+  absl::Mutex decode_mu_;
+  std::deque<JobPtr> decode_queue_ ABSL_GUARDED_BY(decode_mu_);
   std::unique_ptr<TaskWorkers> image_workers_;
   std::thread loop_;
 };

@@ -15,7 +15,16 @@ namespace argen::scheduler {
 struct StepStats {
   int64_t step_index = 0;
   absl::Duration duration;       // the engine Step() call
+  // The decode loop's timeline: start of the previous Step() to the start of
+  // this one (0 for the first step after idling), and the part of it the loop
+  // spent outside Step() (admission, bookkeeping, handing work to the image
+  // workers): the loop waits on nothing else, so this stays small.
+  absl::Duration interval;
+  absl::Duration loop_time;
+  absl::Time start;              // when this Step() began
   int32_t groups_prefilled = 0;
+  int32_t rows_prefilled = 0;    // rows of the groups this step prefilled
+  int64_t prefill_tokens = 0;    // their prompt tokens, all rows
   int32_t rows_decoded = 0;      // engine's decode batch rows
   int32_t running_rows = 0;      // rows of admitted groups after this step's removals
   int32_t tokens_sampled = 0;    // image tokens produced by this step, all images

@@ -28,6 +28,16 @@ struct SchedulerOptions {
   // error (engine/device_errors.h): everything held has then been failed and
   // new requests are refused; the owner should stop the process.
   std::function<void(const absl::Status&)> on_fatal_error;
+  // Prompt tokens (all rows) one step may prefill. Admission stops at this
+  // bound, so a step that prefills stays within a small factor of a decode
+  // step and a saturating load joins the batch as rows free instead of in
+  // waves; a request is always admitted when nothing else is prefilled in
+  // that step (a larger one still runs). 0: no bound.
+  int64_t max_prefill_tokens = 0;
+  // Most images one Engine::DecodeImages call takes: the images of the
+  // requests that finished are decoded together, across requests, on an
+  // image worker; >= 1.
+  int32_t max_decode_batch = 64;
 };
 
 }  // namespace argen::scheduler

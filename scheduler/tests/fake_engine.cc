@@ -149,6 +149,10 @@ int32_t FakeEngine::RunningRows() const {
 
 absl::StatusOr<std::vector<engine::RgbImage>> FakeEngine::DecodeImages(
     const std::vector<std::vector<int32_t>>& token_grids) {
+  {
+    absl::MutexLock lock(&mu_);
+    decode_calls_.push_back(static_cast<int32_t>(token_grids.size()));
+  }
   if (options_.decode_time > absl::ZeroDuration()) absl::SleepFor(options_.decode_time);
   std::vector<engine::RgbImage> out;
   for (const auto& grid : token_grids) {
@@ -165,6 +169,11 @@ absl::StatusOr<std::vector<engine::RgbImage>> FakeEngine::DecodeImages(
     out.push_back(std::move(img));
   }
   return out;
+}
+
+std::vector<int32_t> FakeEngine::decode_call_sizes() const {
+  absl::MutexLock lock(&mu_);
+  return decode_calls_;
 }
 
 std::vector<std::string> FakeEngine::added_prompts() const {

@@ -67,6 +67,7 @@ class FakeEngine : public engine::Engine {
   int64_t steps() const;
   bool used_from_one_thread() const;               // Add/Step/Remove/State all on one thread
   int32_t max_groups_in_step() const;
+  std::vector<int32_t> decode_call_sizes() const;  // images of each DecodeImages call, in call order
 
  private:
   struct Group {
@@ -87,6 +88,7 @@ class FakeEngine : public engine::Engine {
   int64_t steps_ = 0;
   int32_t max_groups_ = 0;
   std::vector<std::string> added_prompts_;
+  std::vector<int32_t> decode_calls_;
   mutable std::thread::id stepping_thread_;
   mutable bool one_thread_ = true;
 };

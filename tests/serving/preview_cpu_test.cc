@@ -85,14 +85,15 @@ std::string ExpectedPreview(engine::Engine& engine, const std::vector<int32_t>& 
   return Png(rgb);
 }
 
-// The final token grid of image i: the decoder's last `images` calls hold one
-// grid each, image 0 first (one request ran); checked against the final PNG.
+// The final token grid of image i: the decoder's last call holds the request's
+// `images` grids, image 0 first (one request ran; the scheduler decodes a
+// finished request's images together); checked against the final PNG.
 std::vector<int32_t> FinalTokens(RecordingEngine& engine, int images, int index, const std::string& final_png) {
   const auto calls = engine.calls();
-  EXPECT_GE(calls.size(), static_cast<size_t>(images));
-  const auto& call = calls[calls.size() - images + index];
-  EXPECT_EQ(call.size(), 1u);
-  const std::vector<int32_t>& tokens = call[0];
+  EXPECT_GE(calls.size(), 1u);
+  const auto& call = calls.back();
+  EXPECT_EQ(call.size(), static_cast<size_t>(images));
+  const std::vector<int32_t>& tokens = call[index];
   // The server's PNG carries the generation metadata as text chunks; the pixels are these tokens'.
   EXPECT_EQ(Png(engine.inner().DecodeImages({tokens}).value()[0]), image::RemovePngText(final_png).value())
       << "not image " << index << "'s tokens";
