@@ -57,6 +57,9 @@ struct ModelInfo {
   int32_t max_images_per_request = 0;
   int32_t max_batch_rows = 0;   // rows (2 per image) per backend call: the batch cap
   int64_t kv_budget_bytes = 0;  // the backend's pool (KV and policy state of all rows)
+  // How the backend split the device's memory when it sized the pool or the
+  // batch cap itself (cuda "auto"); empty otherwise. For the start-up log.
+  std::string memory_sizing;
 };
 
 
@@ -129,7 +132,12 @@ struct EngineOptions {
   std::string vqgan_dir;
   std::string backend = "cpu";  // "cpu" or "cuda"
   int32_t threads = 0;          // CPU threads; 0: all cores
-  int64_t kv_budget_bytes = 0;  // the backend's pool; 0: sized by the backend (cpu: unbounded)
+  // The backend's pool; 0 ("auto"): sized by the backend (cpu: unbounded;
+  // cuda: the device's free memory after the weights, the VQ decoder, the
+  // workspaces and a safety margin, engine/cuda/pool_sizing.h).
+  int64_t kv_budget_bytes = 0;
+  // Rows per backend call; 0 ("auto"): cpu 64; cuda: the most rows whose KV
+  // at a reference row fits the device beside their workspaces.
   int32_t max_batch_rows = 256;
   int32_t max_images_per_request = 16;
   // VQ image decoder: "auto" (the GPU one when backend is "cuda", else the

@@ -69,9 +69,9 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
     return absl::InvalidArgumentError(
         absl::StrCat("backend must be \"cpu\" or \"cuda\", got \"", options.backend, "\""));
   }
-  if (options.max_batch_rows < 2) {
+  if (options.max_batch_rows != 0 && options.max_batch_rows < 2) {
     return absl::InvalidArgumentError(
-        absl::StrCat("max_batch_rows must be >= 2 (one CFG pair), got ", options.max_batch_rows));
+        absl::StrCat("max_batch_rows must be >= 2 (one CFG pair) or 0 (auto), got ", options.max_batch_rows));
   }
   if (options.max_images_per_request < 1) {
     return absl::InvalidArgumentError(
@@ -138,7 +138,9 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
   info.max_prompt_tokens = std::max(
       0, std::min(family->max_position_embeddings - info.image_tokens, kDefaultMaxPromptTokens));
   info.max_images_per_request = options.max_images_per_request;
-  info.max_batch_rows = options.max_batch_rows;
+  // 0: auto (cpu: 64; cuda: the backend sizes it, and the engine takes it from the backend).
+  const int32_t rows = options.max_batch_rows == 0 && options.backend != "cuda" ? 64 : options.max_batch_rows;
+  info.max_batch_rows = rows;
   info.num_layers = stack.num_layers;
   info.num_heads = stack.num_heads;
   info.num_kv_heads = stack.num_kv_heads;
@@ -148,8 +150,9 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
   BackendOptions backend_options;
   backend_options.threads = options.threads;
   backend_options.kv_budget_bytes = options.kv_budget_bytes;
-  backend_options.max_batch_rows = options.max_batch_rows;
+  backend_options.max_batch_rows = rows;
   backend_options.max_prompt_tokens = info.max_prompt_tokens;
+  backend_options.decode_tokens = info.image_tokens;
   absl::StatusOr<std::unique_ptr<Backend>> backend =
       MakeBackend(options, family->spec, CheckpointWeights(ckpt), backend_options);
   if (!backend.ok()) return backend.status();

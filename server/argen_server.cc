@@ -26,8 +26,8 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> LoadEngine(const ServerConfig& c
   options.vq_precision = config.vq_precision;
   options.threads = config.threads;
   // The engine owns the limits; the scheduler and GetModelInfo read them from it.
-  options.kv_budget_bytes = config.kv_budget_bytes;
-  options.max_batch_rows = config.max_batch_rows;
+  options.kv_budget_bytes = ResolvedKvBudget(config);
+  options.max_batch_rows = ResolvedMaxBatchRows(config);
   options.max_images_per_request = config.max_images_per_request;
   absl::StatusOr<std::unique_ptr<engine::Engine>> created = engine::CreateEngine(options);
   if (!created.ok()) {
@@ -70,8 +70,9 @@ void ApplyTransportLimits(const ServerConfig& config, grpc::ServerBuilder& build
   }
 }
 
-scheduler::SchedulerOptions SchedulerOptionsOf(const ServerConfig& config) {
+scheduler::SchedulerOptions SchedulerOptionsOf(const ServerConfig& config, const engine::ModelInfo& info) {
   scheduler::SchedulerOptions options;
+  options.max_prefill_tokens = ResolvedMaxPrefillTokens(config, info.max_batch_rows);
   options.queue_limit = config.queue_limit;
   options.progress_interval = absl::Milliseconds(config.progress_interval_ms);
   options.image_workers = ResolvedImageWorkers(config);
@@ -99,7 +100,7 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
     if (!keys.ok()) return keys.status();
     server->keys_ = std::make_unique<ApiKeys>(*std::move(keys));
   }
-  server->prometheus_ = std::make_unique<PrometheusMetrics>(config.kv_budget_bytes);
+  server->prometheus_ = std::make_unique<PrometheusMetrics>(ResolvedKvBudget(config));
   // HTTP comes up before the model loads, so /health and /ready (503 loading) answer meanwhile.
   if (config.http_port >= 0) {
     HttpServerOptions http;
@@ -147,10 +148,17 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
   server->prometheus_->SetBuildInfo(BuildInfo{Version(), info.backend, info.name});
   // The budget the engine enforces (its pool), now that it is loaded.
   server->prometheus_->SetKvBudget(info.kv_budget_bytes);
-  scheduler::SchedulerOptions scheduler_options = SchedulerOptionsOf(config);
+  scheduler::SchedulerOptions scheduler_options = SchedulerOptionsOf(config, info);
   scheduler_options.on_fatal_error = [raw = server.get()](const absl::Status& s) { raw->OnFatalError(s); };
+  scheduler::SchedulerObserver* observer = server->prometheus_.get();
+  if (!config.step_log.empty()) {
+    absl::StatusOr<std::unique_ptr<StepLog>> log = StepLog::Open(config.step_log, observer);
+    if (!log.ok()) return log.status();
+    server->step_log_ = *std::move(log);
+    observer = server->step_log_.get();
+  }
   absl::StatusOr<std::unique_ptr<scheduler::Scheduler>> sched = scheduler::Scheduler::Create(
-      server->engine_.get(), scheduler_options, std::move(encoder), server->prometheus_.get());
+      server->engine_.get(), scheduler_options, std::move(encoder), observer);
   if (!sched.ok()) return sched.status();
   server->scheduler_ = *std::move(sched);
   server->gate_ = std::make_unique<RequestGate>(server->scheduler_.get(), info, server->config_, server->keys_.get(),
@@ -271,6 +279,7 @@ ArgenServer::~ArgenServer() {
   service_.reset();
   gate_.reset();
   scheduler_.reset();
+  step_log_.reset();  // after the scheduler: its last steps are written
 }
 
 }  // namespace argen::server

@@ -17,6 +17,7 @@
 #include "server/argen_service.h"
 #include "server/auth.h"
 #include "server/http_images_api.h"
+#include "server/step_log.h"
 #include "server/http_server.h"
 #include "server/prometheus_metrics.h"
 #include "server/request_gate.h"
@@ -63,6 +64,7 @@ class ArgenServer {
   std::unique_ptr<ApiKeys> keys_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<PrometheusMetrics> prometheus_;
+  std::unique_ptr<StepLog> step_log_;  // config step_log; wraps prometheus_ for the scheduler
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::unique_ptr<RequestGate> gate_;
   std::unique_ptr<ArgenService> service_;

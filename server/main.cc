@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/version.h"
 #include "server/argen_server.h"
 #include "server/config_values.h"
@@ -74,6 +75,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   const argen::engine::ModelInfo& info = (*server)->engine().info();
+  // The limits the engine enforces, and how it sized them when they were "auto".
+  log::Event(spdlog::level::info, "sizing",
+             absl::StrCat("max_batch_rows ", info.max_batch_rows, ", kv_budget_bytes ", info.kv_budget_bytes,
+                          " (", absl::StrFormat("%.2f", info.kv_budget_bytes / 1e9), " GB)",
+                          info.memory_sizing.empty() ? "" : "; ", info.memory_sizing),
+             {{"max_batch_rows", info.max_batch_rows}, {"kv_budget_bytes", info.kv_budget_bytes}});
   std::string serving = absl::StrCat("model ", info.name, ", ", info.image_size, "px, ", info.image_tokens,
                                      " image tokens; serving gRPC on ", config->listen_address, ":",
                                      (*server)->port());

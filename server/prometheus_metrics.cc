@@ -57,6 +57,16 @@ PrometheusMetrics::PrometheusMetrics(int64_t kv_budget_bytes)
                      .Help("Rows in each engine step's decode batch")
                      .Register(*registry_)
                      .Add({}, RowBuckets())),
+      loop_time_(BuildHistogram()
+                     .Name("argen_decode_loop_seconds")
+                     .Help("The decode loop's own time between two engine steps (admission, bookkeeping)")
+                     .Register(*registry_)
+                     .Add({}, StepBuckets())),
+      prefill_tokens_(BuildCounter()
+                          .Name("argen_prefill_tokens_total")
+                          .Help("Prompt tokens prefilled (all rows)")
+                          .Register(*registry_)
+                          .Add({})),
       tokens_(BuildCounter()
                   .Name("argen_tokens_total")
                   .Help("Image tokens sampled (rate() gives tokens/s)")
@@ -157,6 +167,8 @@ void PrometheusMetrics::SetKvBudget(int64_t kv_budget_bytes) {
 void PrometheusMetrics::OnStep(const scheduler::StepStats& stats) {
   step_time_.Observe(absl::ToDoubleSeconds(stats.duration));
   step_rows_.Observe(stats.rows_decoded);
+  if (stats.interval > absl::ZeroDuration()) loop_time_.Observe(absl::ToDoubleSeconds(stats.loop_time));
+  prefill_tokens_.Increment(static_cast<double>(stats.prefill_tokens));
   tokens_.Increment(stats.tokens_sampled);
   queue_depth_.Set(stats.queue_depth);
 }

@@ -72,6 +72,8 @@ class PrometheusMetrics : public scheduler::SchedulerObserver {
   prometheus::Family<prometheus::Histogram>& request_latency_;
   prometheus::Histogram& step_time_;
   prometheus::Histogram& step_rows_;
+  prometheus::Histogram& loop_time_;
+  prometheus::Counter& prefill_tokens_;
   prometheus::Counter& tokens_;
   prometheus::Counter& images_;
   prometheus::Gauge& running_requests_;

@@ -146,10 +146,40 @@ const std::vector<KeyDef>& Keys() {
       {{"metrics_address", "Prometheus /metrics listen address"}, Text(&ServerConfig::metrics_address)},
       {{"metrics_port", "Prometheus /metrics port; 0: any free port; -1: off"},
        Int(&ServerConfig::metrics_port, -1, 65535)},
-      {{"kv_budget_bytes", "KV cache budget for all running requests (e.g. 8GiB)"},
-       Bytes(&ServerConfig::kv_budget_bytes, 1)},
-      {{"max_batch_rows", "most rows (2 per image) decoding at once"},
-       Int(&ServerConfig::max_batch_rows, 2, 1 << 20)},
+      {{"kv_budget_bytes", "KV cache budget for all running requests (e.g. 8GiB); auto: cuda the card's free memory after weights, workspaces, VQ decoder and a margin, cpu 4GiB"},
+       [](ServerConfig& c, const std::string& v) {
+         if (absl::StripAsciiWhitespace(v) == "auto") {
+           c.kv_budget_bytes = 0;
+           return absl::OkStatus();
+         }
+         return Bytes(&ServerConfig::kv_budget_bytes, 1)(c, v);
+       }},
+      {{"max_batch_rows", "most rows (2 per image) decoding at once; auto: cuda sized with the KV pool, cpu 64"},
+       [](ServerConfig& c, const std::string& v) {
+         if (absl::StripAsciiWhitespace(v) == "auto") {
+           c.max_batch_rows = 0;
+           return absl::OkStatus();
+         }
+         return Int(&ServerConfig::max_batch_rows, 2, 1 << 20)(c, v);
+       }},
+      {{"max_prefill_tokens", "prompt tokens one decode step may prefill (new requests join as rows free); auto: 4 x max_batch_rows; 0: no bound"},
+       [](ServerConfig& c, const std::string& v) {
+         if (absl::StripAsciiWhitespace(v) == "auto") {
+           c.max_prefill_tokens = -1;
+           return absl::OkStatus();
+         }
+         int64_t n = 0;
+         if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &n) || n < 0 || n > (int64_t{1} << 40)) {
+           return Bad(v, "auto or a token count >= 0");
+         }
+         c.max_prefill_tokens = n;
+         return absl::OkStatus();
+       }},
+      {{"step_log", "file for one line per decode step (interval, rows, prefill tokens); empty: off"},
+       [](ServerConfig& c, const std::string& v) {
+         c.step_log = std::string(absl::StripAsciiWhitespace(v));
+         return absl::OkStatus();
+       }},
       {{"queue_limit", "most requests waiting for admission; more: RESOURCE_EXHAUSTED"},
        Int(&ServerConfig::queue_limit, 1, 1 << 20)},
       {{"max_images_per_request", "largest num_images a request may ask for"},
@@ -368,6 +398,21 @@ absl::Status ApplyConfigYaml(ServerConfig& config, const std::string& yaml_text,
     }
   }
   return absl::OkStatus();
+}
+
+int64_t ResolvedKvBudget(const ServerConfig& config) {
+  if (config.kv_budget_bytes > 0) return config.kv_budget_bytes;
+  return config.backend == "cuda" ? 0 : int64_t{4} << 30;
+}
+
+int32_t ResolvedMaxBatchRows(const ServerConfig& config) {
+  if (config.max_batch_rows > 0) return config.max_batch_rows;
+  return config.backend == "cuda" ? 0 : 64;
+}
+
+int64_t ResolvedMaxPrefillTokens(const ServerConfig& config, int32_t engine_max_batch_rows) {
+  if (config.max_prefill_tokens >= 0) return config.max_prefill_tokens;
+  return 4 * int64_t{engine_max_batch_rows};
 }
 
 int32_t ResolvedImageWorkers(const ServerConfig& config) {

@@ -37,8 +37,10 @@ struct ServerConfig {
   int32_t port = 50051;                  // 0: any free port
   std::string metrics_address = "0.0.0.0";
   int32_t metrics_port = 9464;           // 0: any free port; -1: no metrics endpoint
-  int64_t kv_budget_bytes = int64_t{4} << 30;
-  int32_t max_batch_rows = 64;
+  int64_t kv_budget_bytes = 0;           // 0: auto (ResolvedKvBudget)
+  int32_t max_batch_rows = 0;            // 0: auto (ResolvedMaxBatchRows)
+  int64_t max_prefill_tokens = -1;       // prompt tokens one step prefills; -1: auto; 0: no bound
+  std::string step_log;                  // one line per decode step to this file; empty: off
   int32_t queue_limit = 64;
   int32_t max_images_per_request = 16;
   int64_t max_message_bytes = int64_t{64} << 20;
@@ -96,6 +98,16 @@ absl::Status ApplyConfigYaml(ServerConfig& config, const std::string& yaml_text,
 // in milliseconds; PNG encoding on host threads is then the image path's
 // bound), else 1 (the CPU VQ decoder uses every core for one image).
 int32_t ResolvedImageWorkers(const ServerConfig& config);
+
+// kv_budget_bytes with "auto" resolved for the engine: backend cpu 4 GiB, backend
+// cuda 0 (the engine sizes the pool from the card's free memory).
+int64_t ResolvedKvBudget(const ServerConfig& config);
+// max_batch_rows with "auto" resolved for the engine: backend cpu 64, backend cuda
+// 0 (sized with the pool, engine/cuda/pool_sizing.h).
+int32_t ResolvedMaxBatchRows(const ServerConfig& config);
+// max_prefill_tokens with "auto" resolved: 4 x the engine's max_batch_rows (a
+// step that prefills then costs a few decode steps at full batch).
+int64_t ResolvedMaxPrefillTokens(const ServerConfig& config, int32_t engine_max_batch_rows);
 
 // Cross-field checks after everything is applied (model_dir set, ...).
 absl::Status ValidateConfig(const ServerConfig& config);

@@ -40,6 +40,9 @@ struct Flags {
   int64_t kv_budget = 0;
   int64_t card_memory = 0;
   bool max_batch = false;
+  // The server's default on cuda: max_batch_rows and the KV pool sized from the
+  // card's free memory (engine/cuda/pool_sizing.h, kv_budget_bytes / max_batch_rows auto).
+  bool auto_sizing = false;
   int max_rows = 512;  // --max-batch: rows the backend is sized for (workspaces count against --card-memory)
   bool attention_micro = false;
   bool graphs = true;
@@ -75,6 +78,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     else if (a == "--kv-budget") f->kv_budget = ParseBytes(value());
     else if (a == "--card-memory") f->card_memory = ParseBytes(value());
     else if (a == "--max-batch") f->max_batch = true;
+    else if (a == "--auto-sizing") f->auto_sizing = true;
     else if (a == "--max-rows") {
       if (!absl::SimpleAtoi(value(), &f->max_rows) || f->max_rows < 2 || f->max_rows % 2 != 0) return false;
     }
@@ -212,7 +216,7 @@ RunResult RunBatch(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, 
 constexpr char kBenchUsage[] =
     "argen_bench: GPU end-to-end and micro benchmarks of the CUDA backend (bench/gpu/*.sh run it).\n"
     "  argen_bench [--model 1b,7b,lumina-512,lumina-768] [--batches 1,8,...] [--policies dense,diagonal:0.9[:N_r],...]\n"
-    "              [--prompt-len N] [--kv-budget 40G] [--card-memory 48G] [--max-batch] [--max-rows R]\n"
+    "              [--prompt-len N] [--kv-budget 40G] [--card-memory 48G] [--max-batch] [--max-rows R] [--auto-sizing]\n"
     "              [--attention-micro] [--no-graphs] [--no-fused-argmin]\n"
     "              [--attention-kernel auto|two-pass|staged] [--gemm cublas|lt-heuristic|lt-tuned]\n"
     "              [--stage-steps N] [--out FILE.jsonl] [--help] [--version]\n";
@@ -277,7 +281,11 @@ int Main(int argc, char** argv) {
     options.max_batch_rows = std::max(2 * max_images, f.max_batch ? f.max_rows : 2);
     options.max_prompt_tokens = std::max(f.prompt_len, 64);
     options.kv_budget_bytes = f.kv_budget;
-    if (f.card_memory > 0) {
+    options.decode_tokens = grid.l_dec;
+    if (f.auto_sizing) {
+      options.max_batch_rows = 0;
+      options.kv_budget_bytes = 0;
+    } else if (f.card_memory > 0) {
       // Everything but the pool, measured with a 1 GB pool; the rest of the
       // card is the pool (rows' KV and policy state both come out of it).
       size_t free0 = 0, total = 0;
@@ -305,6 +313,7 @@ int Main(int argc, char** argv) {
       return 1;
     }
     cuda::CudaBackend& be = **backend;
+    if (!be.MemorySizing().empty()) std::printf("%s\n", be.MemorySizing().c_str());
     be.SetGraphs(f.graphs);
     be.SetAttentionVariant(f.variant);
     be.SetFusedArgmin(f.fused_argmin);
@@ -323,7 +332,7 @@ int Main(int argc, char** argv) {
         return 2;
       }
       std::vector<int> batches = f.batches;
-      if (f.max_batch) batches = {MaxImages(be, *policy, f.prompt_len, uncond_len, options.max_batch_rows / 2)};
+      if (f.max_batch) batches = {MaxImages(be, *policy, f.prompt_len, uncond_len, be.MaxBatchRows() / 2)};
       for (int images : batches) {
         RunResult r = RunBatch(be, *policy, images, f.prompt_len, uncond_len, f.stage_steps);
         if (!r.ok) {

@@ -30,6 +30,7 @@ class CpuBackend final : public model::Backend {
     return kv_.RowBytes(prompt_len, policy);
   }
   int64_t PoolBytes() const override { return kv_.budget_bytes(); }
+  int32_t MaxBatchRows() const override { return options_.max_batch_rows; }
   bool CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const override {
     return kv_.CanAllocate(prompt_len, policy, count);
   }

@@ -8,6 +8,8 @@
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/device_memory.h"
 #include "engine/cuda/gemm.h"
+#include "engine/cuda/pool_sizing.h"
+#include "engine/sparse/policy_params.h"
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
 #include "kernels/fault_kernels.h"
@@ -16,23 +18,6 @@ namespace argen::cuda {
 namespace {
 
 constexpr int32_t kMaxDecodePositions = 16384;  // rotary table covers prompt + this many tokens
-
-size_t Align(size_t n) { return (n + 255) / 256 * 256; }
-
-// Offsets of the per-step inputs inside the staging area (host pinned and device).
-struct StagingLayout {
-  size_t meta, plans, ids, gather, sampling, observe, total;
-  StagingLayout(int32_t tokens, int32_t rows) {
-    const int32_t pairs = std::max(1, rows / 2);
-    meta = 0;
-    plans = meta + Align(sizeof(kernels::TokenMeta) * tokens);
-    ids = plans + Align(sizeof(RowPlan) * rows);
-    gather = ids + Align(sizeof(int32_t) * tokens);
-    sampling = gather + Align(sizeof(int32_t) * tokens);
-    observe = sampling + Align(sizeof(kernels::PairSampling) * pairs);
-    total = observe + Align(sizeof(int32_t) * tokens);
-  }
-};
 
 kernels::PairSampling ToDevice(const model::SamplingSpec& s, int32_t step) {
   kernels::PairSampling p;
@@ -81,10 +66,40 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::Mo
     return absl::InvalidArgumentError(absl::StrCat("cuda backend: ", spec.logits(), " logits exceed the sampler's ",
                                                    kernels::kMaxSampleVocab));
   }
-  if (options.max_batch_rows < 2 || options.max_batch_rows % 2 != 0) {
+  model::BackendOptions sized = options;
+  std::string sizing;
+  if (options.max_batch_rows == 0 || options.kv_budget_bytes == 0) {
+    // Auto: split what is free now (weights and the VQ decoder are placed) into
+    // the workspaces and the pool (engine/cuda/pool_sizing.h).
+    size_t free_bytes = 0, total_bytes = 0;
+    ARGEN_CUDA_RETURN(cudaMemGetInfo(&free_bytes, &total_bytes), "memory info");
+    int device = 0, sms = 0;
+    ARGEN_CUDA_RETURN(cudaGetDevice(&device), "device");
+    ARGEN_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "sm count");
+    PoolSizingInput in;
+    in.free_bytes = static_cast<int64_t>(free_bytes);
+    in.total_bytes = static_cast<int64_t>(total_bytes);
+    in.max_batch_rows = options.max_batch_rows;
+    in.kv_budget_bytes = options.kv_budget_bytes;
+    in.plan_stride = options.decode_tokens;
+    in.max_prompt_tokens = options.max_prompt_tokens;
+    in.sm_count = sms;
+    if (options.max_batch_rows == 0) {
+      absl::StatusOr<int64_t> row = ReferenceRowBytes(spec.stack, options.decode_tokens);
+      if (!row.ok()) return row.status();
+      in.reference_row_bytes = *row;
+    }
+    absl::StatusOr<PoolSizing> s = SizePool(spec, in);
+    if (!s.ok()) return s.status();
+    sized.max_batch_rows = s->max_batch_rows;
+    sized.kv_budget_bytes = s->kv_budget_bytes;
+    sizing = s->Describe(in.free_bytes, in.total_bytes);
+  }
+  if (sized.max_batch_rows < 2 || sized.max_batch_rows % 2 != 0) {
     return absl::InvalidArgumentError("cuda backend: max_batch_rows must be even and >= 2");
   }
-  std::unique_ptr<CudaBackend> b(new CudaBackend(spec, std::move(weights), std::move(source), options));
+  std::unique_ptr<CudaBackend> b(new CudaBackend(spec, std::move(weights), std::move(source), sized));
+  b->sizing_ = std::move(sizing);
   ARGEN_STATUS_RETURN(b->Init());
   return b;
 }
@@ -152,7 +167,7 @@ absl::Status CudaBackend::Init() {
   ARGEN_STATUS_RETURN(alloc(logits_, int64_t{R} * V * 4, "logits"));
 
   const StagingLayout layout(max_tokens_, R);
-  ARGEN_STATUS_RETURN(alloc(step_in_, layout.total + Align(sizeof(int32_t) * P), "step inputs"));
+  ARGEN_STATUS_RETURN(alloc(step_in_, layout.total + AlignStaging(sizeof(int32_t) * P), "step inputs"));
   {
     absl::StatusOr<PinnedBuffer> h = PinnedBuffer::Allocate(layout.total, "step inputs");
     if (!h.ok()) return h.status();
@@ -178,7 +193,9 @@ absl::Status CudaBackend::Init() {
   ARGEN_STATUS_RETURN(alloc(argmin_, sizeof(int32_t) * int64_t{d.num_layers} * R * d.num_kv_heads, "argmin"));
   inputs_.sampled = reinterpret_cast<int32_t*>(dev + layout.total);
 
-  ARGEN_STATUS_RETURN(EnsurePlanCapacity(1));
+  // Auto sizing counted the plans for every policy (up to L_dec attended keys):
+  // made now, they never grow into the memory the pool took.
+  ARGEN_STATUS_RETURN(EnsurePlanCapacity(sizing_.empty() ? 1 : std::max(1, options_.decode_tokens)));
 
   // The pool: the configured budget, or most of what is left on the device.
   // Rows' KV and policy state both come out of it (row_layout.h).

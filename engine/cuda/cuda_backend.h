@@ -49,6 +49,8 @@ class CudaBackend final : public model::Backend {
   int64_t KvBytesPerTokenRow() const override;
   int64_t RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const override;
   int64_t PoolBytes() const override { return pool_alloc_.capacity(); }
+  int32_t MaxBatchRows() const override { return options_.max_batch_rows; }
+  std::string MemorySizing() const override { return sizing_; }
   bool CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const override;
   bool CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
                         int32_t pairs) const override;
@@ -135,6 +137,7 @@ class CudaBackend final : public model::Backend {
   DeviceWeights weights_;
   std::shared_ptr<const model::WeightSource> source_;
   model::BackendOptions options_;
+  std::string sizing_;       // PoolSizing::Describe when auto sizing ran
   int32_t max_tokens_ = 0;   // tokens per forward pass (prefill is chunked to this)
   int32_t max_pos_ = 0;      // rotary table length
   int32_t sm_count_ = 0;

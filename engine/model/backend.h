@@ -63,9 +63,13 @@ namespace argen::model {
 
 struct BackendOptions {
   int32_t threads = 0;           // CPU threads; 0: all cores
-  int64_t kv_budget_bytes = 0;   // pool size; 0: backend default (cpu: unbounded)
-  int32_t max_batch_rows = 256;  // rows per Prefill/Decode call
+  // Pool size; 0: backend default (cpu: unbounded; cuda: the device's free
+  // memory after everything else and a safety margin, engine/cuda/pool_sizing.h).
+  int64_t kv_budget_bytes = 0;
+  // Rows per Prefill/Decode call; 0 (cuda only): sized from the device's memory.
+  int32_t max_batch_rows = 256;
   int32_t max_prompt_tokens = 1024;
+  int32_t decode_tokens = 0;     // L_dec; cuda auto sizing makes the policy plans for this many keys up front
 };
 
 using RowId = int32_t;
@@ -106,6 +110,10 @@ class Backend {
   virtual int64_t RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const = 0;
   // The pool's size in bytes (the KV budget).
   virtual int64_t PoolBytes() const = 0;
+  // Rows per Prefill/Decode call (the batch cap), as sized.
+  virtual int32_t MaxBatchRows() const = 0;
+  // How the device's memory was split (one line for the start-up log); empty: nothing to say.
+  virtual std::string MemorySizing() const { return {}; }
   // Whether `count` AllocateRow(prompt_len, policy) calls would all succeed now.
   virtual bool CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPolicy& policy,
                                int32_t count) const = 0;

@@ -20,6 +20,8 @@ GenericEngine::GenericEngine(std::unique_ptr<Backend> backend, PromptEncoder enc
   engine::ModelInfo& info = config_.info;
   info.image_vocab = backend_->spec().logits();
   info.kv_budget_bytes = backend_->PoolBytes();
+  info.max_batch_rows = backend_->MaxBatchRows();
+  info.memory_sizing = backend_->MemorySizing();
   info.kv_bytes_per_token_row = backend_->KvBytesPerTokenRow();
 }
 

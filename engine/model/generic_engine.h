@@ -43,9 +43,9 @@ using ImageDecoder = std::function<absl::StatusOr<std::vector<engine::RgbImage>>
     const std::vector<std::vector<int32_t>>& token_grids)>;
 
 struct GenericEngineConfig {
-  // The model and the limits. The engine takes image_vocab, kv_budget_bytes
-  // and kv_bytes_per_token_row from the backend (their owner); max_batch_rows
-  // must match the backend's options.
+  // The model and the limits. The engine takes image_vocab, kv_budget_bytes,
+  // kv_bytes_per_token_row and max_batch_rows from the backend (their owner,
+  // which may have sized them itself: cuda "auto").
   engine::ModelInfo info;
   // [image_tokens] or empty: the input id forced at step t, -1 where sampled.
   std::vector<int32_t> forced_tokens;

@@ -94,7 +94,7 @@ TEST(ServerConfigTest, CommandLineSaysUnknownFlagAndHasHelpAndVersion) {
   for (const ConfigKey& k : ConfigKeys()) {
     EXPECT_NE(text.find(std::string("--") + k.name), std::string::npos) << k.name;
   }
-  EXPECT_NE(text.find("--kv_budget_bytes VALUE=4GiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("--kv_budget_bytes VALUE=auto"), std::string::npos) << text;
   // Repeated flags: the last wins, as in the file-then-flags order.
   const char* twice[] = {"argen_server", "--model_dir=/m", "--queue_limit", "3", "--queue_limit=5"};
   cl = ParseCommandLine(5, twice);
@@ -290,6 +290,39 @@ TEST(ServerConfigTest, ModelSamplingDefaultsFillOnlyWhatTheConfigLeavesUnset) {
   ApplyModelSamplingDefaults(coded, lumina);
   EXPECT_EQ(coded.default_sampling.cfg_weight, 3.0f);
   EXPECT_EQ(coded.default_sampling.top_k, 1024);
+}
+
+}  // namespace
+}  // namespace argen::server
+
+namespace argen::server {
+namespace {
+
+TEST(ServerConfigTest, AutoSizingKeysAndTheirCpuAndCudaResolution) {
+  ServerConfig c;
+  // The defaults are auto.
+  EXPECT_EQ(c.kv_budget_bytes, 0);
+  EXPECT_EQ(c.max_batch_rows, 0);
+  EXPECT_EQ(c.max_prefill_tokens, -1);
+  c.backend = "cpu";
+  EXPECT_EQ(ResolvedKvBudget(c), int64_t{4} << 30);
+  EXPECT_EQ(ResolvedMaxBatchRows(c), 64);
+  c.backend = "cuda";
+  EXPECT_EQ(ResolvedKvBudget(c), 0);  // the engine sizes it from the card
+  EXPECT_EQ(ResolvedMaxBatchRows(c), 0);
+  EXPECT_EQ(ResolvedMaxPrefillTokens(c, 2100), 8400);
+  ASSERT_TRUE(ApplyConfigYaml(c, "kv_budget_bytes: 40Gi\nmax_batch_rows: 4096\nmax_prefill_tokens: 0\n"
+                                 "step_log: /tmp/steps.txt\n", "t.yaml").ok());
+  EXPECT_EQ(ResolvedKvBudget(c), int64_t{40} << 30);
+  EXPECT_EQ(ResolvedMaxBatchRows(c), 4096);
+  EXPECT_EQ(ResolvedMaxPrefillTokens(c, 4096), 0);  // no bound
+  EXPECT_EQ(c.step_log, "/tmp/steps.txt");
+  ASSERT_TRUE(ApplyConfigYaml(c, "kv_budget_bytes: auto\nmax_batch_rows: auto\nmax_prefill_tokens: auto\n", "t.yaml").ok());
+  EXPECT_EQ(c.kv_budget_bytes, 0);
+  EXPECT_EQ(c.max_batch_rows, 0);
+  EXPECT_EQ(c.max_prefill_tokens, -1);
+  absl::Status bad = ApplyConfigYaml(c, "max_prefill_tokens: -3\n", "t.yaml");
+  EXPECT_NE(bad.message().find("key 'max_prefill_tokens'"), std::string::npos) << bad;
 }
 
 }  // namespace

@@ -151,7 +151,7 @@ TEST(CliBinariesTest, ClientCommandsHaveTheirOwnHelpWithDefaults) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << " in:\n" << r.out;
   }
   r = Execute({ARGEN_SERVER_BIN, "--help"});
-  for (const char* want : {"--config", "--kv_budget_bytes", "=4GiB", "--default_policy.name", "--log_format",
+  for (const char* want : {"--config", "--kv_budget_bytes", "=auto", "--default_policy.name", "--log_format",
                            "=text"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << " in:\n" << r.out;
   }

@@ -270,8 +270,12 @@ TEST(OperationsTest, ErrorsCarryGoogleRpcStatusDetails) {
   EXPECT_TRUE(violation);
 
   // Queue full: one running, one queued, the third shed with RetryInfo.
+  // The second call goes once the first runs: sent together, both could reach
+  // the queue (limit 1) before the loop admits the first, and one is shed.
   std::vector<std::thread> calls;
-  for (int i = 0; i < 2; ++i) calls.emplace_back([&] { client::CallGenerate(*t.stub, Request("busy"), 2); });
+  calls.emplace_back([&] { client::CallGenerate(*t.stub, Request("busy"), 2); });
+  ASSERT_TRUE(WaitFor([&] { return t.server->scheduler().snapshot().running_rows > 0; }));
+  calls.emplace_back([&] { client::CallGenerate(*t.stub, Request("busy"), 2); });
   ASSERT_TRUE(WaitFor([&] {
     const auto s = t.server->scheduler().snapshot();
     return s.running_rows > 0 && s.queue_depth > 0;

@@ -125,7 +125,13 @@ TEST(ServerProcessTest, SigtermDrainsRunningRequestsThenExitsZero) {
   std::istringstream lines(out);
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("failure", 0) != 0) continue;
-    EXPECT_NE(line.find("code 14"), std::string::npos) << line;            // UNAVAILABLE only
+    // UNAVAILABLE, or gRPC's own CANCELLED for a call that reached the
+    // transport after Shutdown began and never a handler (the server logs
+    // every request its handler saw; the accepted ones finished). The last
+    // accepted requests' images are decoded together, so their clients' next
+    // calls can land in that moment.
+    const bool transport_cancelled = line.find("CANCELLED (code 1): CANCELLED") != std::string::npos;
+    EXPECT_TRUE(line.find("code 14") != std::string::npos || transport_cancelled) << line;
     EXPECT_EQ(line.find("shut down before"), std::string::npos) << line;   // nothing accepted was cut
   }
 }

@@ -50,6 +50,10 @@ server::ServerConfig LoopbackConfig(const std::string& model_dir) {
   c.metrics_port = -1;  // tests that scrape set 0
   c.threads = 1;
   c.drain_timeout_s = 30;
+  // The CPU defaults of kv_budget_bytes / max_batch_rows "auto", as numbers:
+  // the fakes take their limits from these fields.
+  c.kv_budget_bytes = server::ResolvedKvBudget(c);
+  c.max_batch_rows = server::ResolvedMaxBatchRows(c);
   return c;
 }
 

@@ -6,6 +6,7 @@ For load and serving tests of the PyTorch reader where the real weights cannot b
   python3 tools/convert/make_janus_pro_bin.py --size 7B --out DIR    # 2 shards + index, ~14.8 GB, as Janus-Pro-7B
   python3 tools/convert/make_janus_pro_bin.py --size 1B --out DIR    # one pytorch_model.bin, ~4.2 GB, as Janus-Pro-1B
   python3 tools/convert/make_janus_pro_bin.py --size tiny --out DIR  # tiny-mha's weights, 2 shards (KBs)
+  python3 tools/convert/make_janus_pro_bin.py --size 7B --format safetensors --out DIR  # one model.safetensors
 
 Runs with any Python that has torch (the device's python3, or .venv/bin/python).
 config.json is the published one for 7B / 1B (tiny: tests/goldens/tiny/tiny-mha's),
@@ -161,11 +162,33 @@ def save(state: dict, path: Path) -> None:
     print(f"  {path.name}: {path.stat().st_size / 1e9:.2f} GB in {time.time() - t0:.1f} s", flush=True)
 
 
+def save_safetensors(state: dict, path: Path) -> None:
+    """The safetensors layout (8-byte little-endian header length, JSON header, the tensors' bytes), written
+    directly so no safetensors package is needed on the device."""
+    t0 = time.time()
+    dtypes = {torch.bfloat16: "BF16", torch.float32: "F32", torch.float16: "F16", torch.int64: "I64"}
+    header, offset = {}, 0
+    for n, t in state.items():
+        nbytes = t.numel() * t.element_size()
+        header[n] = {"dtype": dtypes[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for t in state.values():
+            f.write(t.contiguous().view(torch.uint8).numpy().tobytes())
+    print(f"  {path.name}: {path.stat().st_size / 1e9:.2f} GB in {time.time() - t0:.1f} s", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", choices=["7B", "1B", "tiny"], required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--format", choices=["bin", "safetensors"], default="bin",
+                    help="bin: torch.save shards as published; safetensors: one model.safetensors")
     args = ap.parse_args()
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -192,6 +215,10 @@ def main() -> None:
         print(f"  {len(state)} random tensors on {device} in {time.time() - t0:.1f} s", flush=True)
 
     sizes = {n: t.numel() * t.element_size() for n, t in state.items()}
+    if args.format == "safetensors":
+        save_safetensors(state, out / "model.safetensors")
+        print(f"wrote {args.size} ({sum(sizes.values()) / 1e9:.2f} GB of tensors) to {out} in {time.time() - t0:.1f} s")
+        return
     parts = split(list(state), sizes, shards, first_fraction)
     if len(parts) == 1:
         save(state, out / "pytorch_model.bin")

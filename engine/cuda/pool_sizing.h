@@ -1,0 +1,71 @@
+// How the CUDA backend splits the card: its workspaces (sized by
+// max_batch_rows) and the KV pool (kv_budget_bytes), either given or "auto"
+// (0): the pool takes the device's free memory after the weights, the VQ
+// decoder, the workspaces and a safety margin, and auto max_batch_rows is the
+// most rows whose KV (at a reference row: a 50-token prompt with diagonal 95%,
+// N_r 64, the sparse serving case) fits beside their workspaces. Host
+// arithmetic only (tested on the host); CudaBackend allocates exactly these
+// workspaces (WorkspaceBytes mirrors its Init).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model_spec.h"
+
+namespace argen::cuda {
+
+inline size_t AlignStaging(size_t n) { return (n + 255) / 256 * 256; }
+
+// Offsets of the per-step inputs inside the staging area (host pinned and device).
+struct StagingLayout {
+  size_t meta, plans, ids, gather, sampling, observe, total;
+  StagingLayout(int32_t tokens, int32_t rows);
+};
+
+// Rows auto sizing never goes beyond (the staging and plan indices are int32).
+inline constexpr int32_t kMaxAutoBatchRows = 16384;
+
+// Device bytes of the backend's fixed workspaces for `rows` rows per call and
+// policies attending up to `plan_stride` decode keys (the rotary table, the
+// activations of max(rows, 512) tokens, the head's rows, the step inputs, the
+// policy plan buffers and the attention split-K workspace).
+int64_t WorkspaceBytes(const model::ModelSpec& spec, int32_t rows, int32_t plan_stride, int32_t max_prompt_tokens,
+                       int32_t sm_count);
+
+struct PoolSizingInput {
+  int64_t free_bytes = 0;   // device memory free now (weights and VQ decoder already placed)
+  int64_t total_bytes = 0;  // the card's memory
+  int32_t max_batch_rows = 0;   // 0: auto
+  int64_t kv_budget_bytes = 0;  // 0: auto
+  int64_t reference_row_bytes = 0;  // pool bytes of the row auto rows are sized for (> 0 when rows are auto)
+  int32_t plan_stride = 0;      // decode keys the plan buffers are made for
+  int32_t max_prompt_tokens = 0;
+  int32_t sm_count = 0;
+};
+
+struct PoolSizing {
+  int32_t max_batch_rows = 0;
+  int64_t workspace_bytes = 0;
+  int64_t margin_bytes = 0;
+  int64_t kv_budget_bytes = 0;
+  bool auto_rows = false, auto_budget = false;
+  // One line for the start-up log: what was free and how it was split.
+  std::string Describe(int64_t free_bytes, int64_t total_bytes) const;
+};
+
+// Memory the sizing leaves unallocated for the CUDA context's lazy module
+// loads, captured graphs, cuBLAS and allocation rounding: max(2 GiB, 3% of the card).
+int64_t SafetyMargin(int64_t total_bytes);
+
+// Pool bytes of the row auto max_batch_rows is sized for: a 50-token prompt
+// with diagonal at 95% sparsity, N_r = min(64, L_dec / 2) (dense where that
+// policy does not resolve for a tiny L_dec).
+absl::StatusOr<int64_t> ReferenceRowBytes(const model::StackConfig& stack, int32_t decode_tokens);
+
+// FAILED_PRECONDITION (with the figures) when the card cannot hold the
+// workspaces of even one CFG pair, or an explicit setting does not fit.
+absl::StatusOr<PoolSizing> SizePool(const model::ModelSpec& spec, const PoolSizingInput& in);
+
+}  // namespace argen::cuda
