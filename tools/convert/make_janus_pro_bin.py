@@ -189,6 +189,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--format", choices=["bin", "safetensors"], default="bin",
                     help="bin: torch.save shards as published; safetensors: one model.safetensors")
+    ap.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                    help="where the random weights are drawn (cpu leaves the GPU to other work)")
     args = ap.parse_args()
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -205,7 +207,7 @@ def main() -> None:
         cfg = SIZES[args.size]
         (out / "config.json").write_text(json.dumps(published_config(cfg["hidden"], cfg["intermediate"],
                                                                      cfg["layers"], cfg["heads"]), indent=2) + "\n")
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
         gen = torch.Generator(device=device).manual_seed(args.seed)
         state = collections.OrderedDict(
             (n, random_tensor(n, shape, device, gen))
