@@ -73,6 +73,11 @@ void ApplyTransportLimits(const ServerConfig& config, grpc::ServerBuilder& build
 scheduler::SchedulerOptions SchedulerOptionsOf(const ServerConfig& config, const engine::ModelInfo& info) {
   scheduler::SchedulerOptions options;
   options.max_prefill_tokens = ResolvedMaxPrefillTokens(config, info.max_batch_rows);
+  // The GPU VQ decoder is several times faster at batch: decode the finished
+  // requests' images together. The CPU one takes ~0.3 s an image either way,
+  // so each request's images go alone (its first image is not held back by others').
+  const bool gpu_decoder = config.vq_backend == "cuda" || (config.vq_backend == "auto" && config.backend == "cuda");
+  options.max_decode_batch = gpu_decoder ? 64 : 1;
   options.queue_limit = config.queue_limit;
   options.progress_interval = absl::Milliseconds(config.progress_interval_ms);
   options.image_workers = ResolvedImageWorkers(config);
