@@ -109,6 +109,7 @@ serve() {  # NAME ROWS POLICY_FLAGS... ; then the load flags after --
   stamp "server $name" >>"$log"
   "$BIN/argen_server" --config configs/argen.yaml --model_dir="$CKPT" --backend=cuda --port=$port \
     --metrics_port=-1 --max_batch_rows="$rows" --queue_limit=4096 --step_log="$OUT/steps_$name.txt" \
+    --connections.max_concurrent_streams=1024 --connections.max_threads=2048 \
     "${policy[@]}" >>"$log" 2>&1 &
   SERVER_PID=$!
   local up=0

@@ -37,6 +37,8 @@ class FaultGuardBackend final : public Backend {
     return inner_->RowBytes(prompt_len, policy);
   }
   int64_t PoolBytes() const override { return inner_->PoolBytes(); }
+  int32_t MaxBatchRows() const override { return inner_->MaxBatchRows(); }
+  std::string MemorySizing() const override { return inner_->MemorySizing(); }
   bool CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const override {
     return inner_->CanAllocateRows(prompt_len, policy, count);
   }

@@ -15,8 +15,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ServerConfig config;
   if (ApplyConfigYaml(config, text, "fuzz.yaml").ok()) {
     (void)ValidateConfig(config);
-    if (config.max_batch_rows < 2 || config.queue_limit < 1 || config.kv_budget_bytes < 1) {
-      __builtin_trap();  // the setters' ranges must hold
+    // The setters' ranges must hold (0: kv_budget_bytes / max_batch_rows auto; -1: max_prefill_tokens auto).
+    if ((config.max_batch_rows != 0 && config.max_batch_rows < 2) || config.queue_limit < 1 ||
+        config.kv_budget_bytes < 0 || config.max_prefill_tokens < -1) {
+      __builtin_trap();
     }
   }
   // The lines as argv (no --config: the fuzzer must not read files).

@@ -143,8 +143,16 @@ TEST(HostileClientsTest, AClientThatStopsReadingIsCancelledAfterTheStallTimeout)
   c.image_workers = 2;
   FakeEngineOptions o;
   o.step_time = absl::Milliseconds(1);
-  o.decode_time = absl::Milliseconds(400);  // its 4 images take 1.6 s: the stall comes first
-  ASSERT_RUNNING(r, Start(c, o, BigImage));
+  // A request's images are decoded in one call, then encoded and sent one by
+  // one: 1 s an image, so its images are ready at 1.1, 2.1, 3.1 and 4.1 s; the
+  // socket buffers take the first one or two, the stall comes a second after
+  // the write that blocks, before its last image.
+  o.decode_time = absl::Milliseconds(100);
+  auto slow_big_image = [](const engine::RgbImage& rgb) {
+    absl::SleepFor(absl::Seconds(1));
+    return BigImage(rgb);
+  };
+  ASSERT_RUNNING(r, Start(c, o, slow_big_image));
   EXPECT_EQ(StreamsStalled(r), 0);
   std::unique_ptr<RawHttp2Client> stalled = RawHttp2Client::Connect(r.server->port());
   ASSERT_NE(stalled, nullptr);
