@@ -30,7 +30,8 @@ void AddRequestFlags(CLI::App& sub, RequestFlags& f) {
                  "Sparsity policy NAME or NAME:SPARSITY (dense, sliding_window, streaming_llm, h2o, tova, "
                  "alisa, diagonal, diagonal_sink4, grid_window, diagonal_grid, ssd); empty: the server's default");
   sub.add_option("--sparsity", f.sparsity, "Fraction of decode KV not attended, [0, 1)");
-  sub.add_option("--n_att", f.n_att, "Decode keys attended per step (0: from sparsity)")->check(CLI::Range(-1, 1 << 24));
+  sub.add_option("--n_att", f.n_att, "Decode keys attended per step (0: from sparsity)")
+      ->check(CLI::Range(-1, 1 << 24));
   sub.add_option("--n_recent", f.n_recent, "Diagonal recent window N_r")->check(CLI::Range(-1, 1 << 24));
   sub.add_option("--n_sink", f.n_sink, "Sink tokens (-1: the policy default)")->check(CLI::Range(-1, 1 << 24));
   sub.add_option("--seed", f.seed, "Sampling seed (unset: the server picks one and reports it)");
@@ -56,31 +57,48 @@ std::string ClientMessage(const CLI::App& failed, const std::string& message) {
 
 const char* GrpcCodeName(grpc::StatusCode code) {
   switch (code) {
-    case grpc::OK: return "OK";
-    case grpc::CANCELLED: return "CANCELLED";
-    case grpc::UNKNOWN: return "UNKNOWN";
-    case grpc::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::NOT_FOUND: return "NOT_FOUND";
-    case grpc::ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case grpc::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::ABORTED: return "ABORTED";
-    case grpc::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case grpc::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::INTERNAL: return "INTERNAL";
-    case grpc::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::DATA_LOSS: return "DATA_LOSS";
-    case grpc::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    default: return "UNKNOWN";
+    case grpc::OK:
+      return "OK";
+    case grpc::CANCELLED:
+      return "CANCELLED";
+    case grpc::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::ABORTED:
+      return "ABORTED";
+    case grpc::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::INTERNAL:
+      return "INTERNAL";
+    case grpc::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "UNKNOWN";
   }
 }
 
-int ReportRpcError(const std::string& what, const std::string& server, const grpc::Status& status,
-                   std::ostream& err) {
-  err << "argen_client: " << what << ": " << GrpcCodeName(status.error_code()) << ": "
-      << status.error_message() << "\n";
+int ReportRpcError(const std::string& what, const std::string& server, const grpc::Status& status, std::ostream& err) {
+  err << "argen_client: " << what << ": " << GrpcCodeName(status.error_code()) << ": " << status.error_message()
+      << "\n";
   google::rpc::Status rich;
   if (!status.error_details().empty() && rich.ParseFromString(status.error_details())) {
     for (const google::protobuf::Any& any : rich.details()) {
@@ -94,8 +112,8 @@ int ReportRpcError(const std::string& what, const std::string& server, const grp
           err << "argen_client: field " << v.field() << ": " << v.description() << "\n";
         }
       } else if (any.UnpackTo(&retry)) {
-        err << "argen_client: retry after "
-            << retry.retry_delay().seconds() + retry.retry_delay().nanos() / 1e9 << " s\n";
+        err << "argen_client: retry after " << retry.retry_delay().seconds() + retry.retry_delay().nanos() / 1e9
+            << " s\n";
       }
     }
   }
@@ -160,8 +178,7 @@ void PrintMetrics(const v1::RequestMetrics& m, std::ostream& out) {
       << "engine steps   " << m.steps() << "\n";
 }
 
-int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
-              bool interactive) {
+int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, bool interactive) {
   CommonOptions common;
   common.interactive = interactive;
   CLI::App app(kDescription, "argen_client");
@@ -174,12 +191,12 @@ int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostr
                  "API key, sent as 'authorization: Bearer <key>' (ignored by servers without keys)")
       ->envname("ARGEN_API_KEY");
   std::string ca_file, cert_file, key_file;
-  CLI::Option* ca = app.add_option("--ca_file", ca_file, "TLS: trust these CA certificates (PEM)")
-                        ->check(CLI::ExistingFile);
-  CLI::Option* cert = app.add_option("--cert_file", cert_file, "Mutual TLS: the client certificate (PEM)")
-                          ->check(CLI::ExistingFile);
-  CLI::Option* key = app.add_option("--key_file", key_file, "Mutual TLS: the client key (PEM)")
-                         ->check(CLI::ExistingFile);
+  CLI::Option* ca =
+      app.add_option("--ca_file", ca_file, "TLS: trust these CA certificates (PEM)")->check(CLI::ExistingFile);
+  CLI::Option* cert =
+      app.add_option("--cert_file", cert_file, "Mutual TLS: the client certificate (PEM)")->check(CLI::ExistingFile);
+  CLI::Option* key =
+      app.add_option("--key_file", key_file, "Mutual TLS: the client key (PEM)")->check(CLI::ExistingFile);
   cert->needs(key)->needs(ca);
   key->needs(cert);
   app.add_option("--timeout", common.timeout_seconds, "Deadline of each call in seconds (0: none)")
@@ -197,7 +214,8 @@ int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostr
                       "top_k, top_p, request_id)");
   prompt->excludes(prompts_file);
   AddRequestFlags(*gen, generate.request);
-  gen->add_option("--parallel", generate.parallel, "Batch mode: requests in flight at once")->check(CLI::Range(1, 1024));
+  gen->add_option("--parallel", generate.parallel, "Batch mode: requests in flight at once")
+      ->check(CLI::Range(1, 1024));
   gen->add_option("--out", generate.out, "Output folder (created at the first image)");
   gen->add_option("--request_id", generate.request_id,
                   "Request id, also the file stem <id>_<index>.png (unset: the server assigns a unique ULID)");
@@ -221,8 +239,9 @@ int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostr
   AddRequestFlags(*load_cmd, load.request);
   load_cmd->add_option("--requests", load.requests, "Requests to send (0: 16, or no limit with --duration)")
       ->check(CLI::Range(int64_t{0}, int64_t{100000000}));
-  load_cmd->add_option("--concurrency", load.concurrency,
-                       "Closed loop: requests in flight (0: 4); with --rate: the most in flight (0: 1024)")
+  load_cmd
+      ->add_option("--concurrency", load.concurrency,
+                   "Closed loop: requests in flight (0: 4); with --rate: the most in flight (0: 1024)")
       ->check(CLI::Range(0, 4096));
   load_cmd->add_option("--rate", load.rate, "Open loop: Poisson arrivals at this many requests/s (0: closed loop)")
       ->check(CLI::NonNegativeNumber);
@@ -237,9 +256,8 @@ int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostr
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a.rfind("-", 0) == 0) {
-      const bool takes_value = a == "--server" || a == "--api_key" || a == "--timeout" ||
-                               a == "--max_message_bytes" || a == "--ca_file" || a == "--cert_file" ||
-                               a == "--key_file";
+      const bool takes_value = a == "--server" || a == "--api_key" || a == "--timeout" || a == "--max_message_bytes" ||
+                               a == "--ca_file" || a == "--cert_file" || a == "--key_file";
       if (takes_value) ++i;
       continue;
     }

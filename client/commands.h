@@ -63,24 +63,21 @@ struct InfoOptions {
 
 struct LoadOptions {
   RequestFlags request;
-  int64_t requests = 0;       // 0: 16, or unlimited with --duration
-  int32_t concurrency = 0;    // closed loop: workers (0: 4); with --rate: most in flight (0: 1024)
-  double rate = 0;            // > 0: open loop, Poisson arrivals at this many requests/s
-  double duration = 0;        // > 0: stop starting requests after this many seconds
-  std::string policies;       // comma-separated mix, cycled through
-  std::string save_result;    // JSON file
+  int64_t requests = 0;     // 0: 16, or unlimited with --duration
+  int32_t concurrency = 0;  // closed loop: workers (0: 4); with --rate: most in flight (0: 1024)
+  double rate = 0;          // > 0: open loop, Poisson arrivals at this many requests/s
+  double duration = 0;      // > 0: stop starting requests after this many seconds
+  std::string policies;     // comma-separated mix, cycled through
+  std::string save_result;  // JSON file
   bool json = false;
 };
 
 // Entry point: argv without the program name.
-int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
-              bool interactive = false);
+int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, bool interactive = false);
 
-int RunGenerate(const CommonOptions& common, const GenerateOptions& options, std::ostream& out,
-                std::ostream& err);
+int RunGenerate(const CommonOptions& common, const GenerateOptions& options, std::ostream& out, std::ostream& err);
 int RunInfo(const CommonOptions& common, const InfoOptions& options, std::ostream& out, std::ostream& err);
-int RunHealth(const CommonOptions& common, const HealthOptions& options, std::ostream& out,
-              std::ostream& err);
+int RunHealth(const CommonOptions& common, const HealthOptions& options, std::ostream& out, std::ostream& err);
 int RunLoad(const CommonOptions& common, const LoadOptions& options, std::ostream& out, std::ostream& err);
 
 // "diagonal", "diagonal:0.75" (name:sparsity) -> SparsityPolicy.
@@ -94,8 +91,7 @@ const char* GrpcCodeName(grpc::StatusCode code);
 
 // Prints "argen_client: <what>: <CODE>: <message>" plus the google.rpc.Status
 // details (reason, field, retry delay) and maps the code to an exit code.
-int ReportRpcError(const std::string& what, const std::string& server, const grpc::Status& status,
-                   std::ostream& err);
+int ReportRpcError(const std::string& what, const std::string& server, const grpc::Status& status, std::ostream& err);
 
 // Writes the metrics block of a finished request.
 void PrintMetrics(const v1::RequestMetrics& m, std::ostream& out);

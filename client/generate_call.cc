@@ -18,14 +18,11 @@ void PrepareContext(grpc::ClientContext& context, double timeout_seconds) {
   }
 }
 
-GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& request,
-                            const CallOptions& options,
+GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& request, const CallOptions& options,
                             const std::function<void(v1::GenerateEvent&)>& on_event) {
   GenerateResult result;
   const auto start = std::chrono::steady_clock::now();
-  auto since_start = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
+  auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   grpc::ClientContext context;
   PrepareContext(context, options.timeout_seconds);
   if (InterruptRequested()) {
@@ -63,8 +60,7 @@ GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& re
   return result;
 }
 
-GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& request,
-                            double timeout_seconds,
+GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& request, double timeout_seconds,
                             const std::function<void(v1::GenerateEvent&)>& on_event) {
   CallOptions options;
   options.timeout_seconds = timeout_seconds;

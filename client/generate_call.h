@@ -25,18 +25,16 @@ struct GenerateResult {
   int32_t images_received = 0;
   v1::RequestMetrics metrics;
   bool has_metrics = false;
-  double wall_seconds = 0;          // call start -> stream end, as the client saw it
-  double first_image_seconds = -1;  // call start -> first Image event; -1: none came
+  double wall_seconds = 0;            // call start -> stream end, as the client saw it
+  double first_image_seconds = -1;    // call start -> first Image event; -1: none came
   std::vector<double> image_seconds;  // call start -> each Image event
 };
 
 // `on_event` (optional) sees every event as it arrives (progress display,
 // writing images at once). It may move the image payload out.
-GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& request,
-                            const CallOptions& options,
+GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& request, const CallOptions& options,
                             const std::function<void(v1::GenerateEvent&)>& on_event = nullptr);
-GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& request,
-                            double timeout_seconds,
+GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& request, double timeout_seconds,
                             const std::function<void(v1::GenerateEvent&)>& on_event = nullptr);
 
 // The deadline of a call; 0: none.
@@ -44,8 +42,8 @@ void PrepareContext(grpc::ClientContext& context, double timeout_seconds);
 
 // How the client reaches a server with TLS and API keys (all empty: plaintext, no key).
 struct ChannelSecurity {
-  std::string api_key;  // sent as "authorization: Bearer <key>" on every call
-  std::string ca_pem;   // non-empty: TLS, trusting these CA certificates
+  std::string api_key;            // sent as "authorization: Bearer <key>" on every call
+  std::string ca_pem;             // non-empty: TLS, trusting these CA certificates
   std::string cert_pem, key_pem;  // a client certificate, for mutual TLS
 };
 

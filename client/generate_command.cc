@@ -23,7 +23,7 @@ using nlohmann::json;
 
 struct Job {
   v1::GenerateRequest request;
-  int line = 0;            // prompts-file line; 0 for --prompt
+  int line = 0;  // prompts-file line; 0 for --prompt
   // Filled by the call.
   std::string request_id;
   int64_t tokens_done = 0;  // over its images
@@ -33,11 +33,16 @@ struct Job {
 };
 
 json MetricsJson(const v1::RequestMetrics& m) {
-  return {{"queue_wait_seconds", m.queue_wait_seconds()}, {"prefill_seconds", m.prefill_seconds()},
-          {"decode_seconds", m.decode_seconds()},         {"vq_decode_seconds", m.vq_decode_seconds()},
-          {"total_seconds", m.total_seconds()},           {"tokens_per_second", m.tokens_per_second()},
-          {"images_per_second", m.images_per_second()},   {"peak_kv_bytes", m.peak_kv_bytes()},
-          {"mean_batch_rows", m.mean_batch_rows()},       {"steps", m.steps()},
+  return {{"queue_wait_seconds", m.queue_wait_seconds()},
+          {"prefill_seconds", m.prefill_seconds()},
+          {"decode_seconds", m.decode_seconds()},
+          {"vq_decode_seconds", m.vq_decode_seconds()},
+          {"total_seconds", m.total_seconds()},
+          {"tokens_per_second", m.tokens_per_second()},
+          {"images_per_second", m.images_per_second()},
+          {"peak_kv_bytes", m.peak_kv_bytes()},
+          {"mean_batch_rows", m.mean_batch_rows()},
+          {"steps", m.steps()},
           {"rows", m.rows()}};
 }
 
@@ -53,9 +58,9 @@ json JobJson(const Job& job) {
   if (!job.local_error.empty()) j["local_error"] = job.local_error;
   if (!a.request_id().empty()) {
     j["seed"] = a.seed();
-    j["policy"] = {{"name", a.policy().name()},       {"l_dec", a.policy().l_dec()},
-                   {"n_att", a.policy().n_att()},     {"n_slots", a.policy().n_slots()},
-                   {"n_sink", a.policy().n_sink()},   {"n_recent", a.policy().n_recent()}};
+    j["policy"] = {{"name", a.policy().name()},     {"l_dec", a.policy().l_dec()},
+                   {"n_att", a.policy().n_att()},   {"n_slots", a.policy().n_slots()},
+                   {"n_sink", a.policy().n_sink()}, {"n_recent", a.policy().n_recent()}};
     j["kv_bytes"] = a.kv_bytes();
   }
   if (job.result.has_metrics) j["metrics"] = MetricsJson(job.result.metrics);
@@ -64,8 +69,7 @@ json JobJson(const Job& job) {
 
 }  // namespace
 
-int RunGenerate(const CommonOptions& common, const GenerateOptions& options, std::ostream& out,
-                std::ostream& err) {
+int RunGenerate(const CommonOptions& common, const GenerateOptions& options, std::ostream& out, std::ostream& err) {
   absl::StatusOr<v1::GenerateRequest> base = RequestFromFlags(options.request);
   if (!base.ok()) {
     err << "argen_client generate: " << base.status().message() << "\n";
@@ -91,8 +95,7 @@ int RunGenerate(const CommonOptions& common, const GenerateOptions& options, std
       job.request = std::move(p.request);
       job.line = p.line;
       // One --request_id for many lines: <id>-<line>, so files do not collide.
-      if (!options.request_id.empty() && job.request.request_id() == options.request_id &&
-          file->lines.size() > 1) {
+      if (!options.request_id.empty() && job.request.request_id() == options.request_id && file->lines.size() > 1) {
         job.request.set_request_id(absl::StrCat(options.request_id, "-", p.line));
       }
       jobs.push_back(std::move(job));
@@ -159,11 +162,15 @@ int RunGenerate(const CommonOptions& common, const GenerateOptions& options, std
           return;
         }
         ++images_done;
-        job.written.push_back({{"path", path->string()}, {"index", img.index()}, {"seed", img.seed()},
-                               {"width", img.width()}, {"height", img.height()}});
+        job.written.push_back({{"path", path->string()},
+                               {"index", img.index()},
+                               {"seed", img.seed()},
+                               {"width", img.width()},
+                               {"height", img.height()}});
         if (text) {
-          out << "wrote " << path->string() << " (" << img.width() << "x" << img.height() << ", seed "
-              << img.seed() << ", index " << img.index() << ")\n" << std::flush;
+          out << "wrote " << path->string() << " (" << img.width() << "x" << img.height() << ", seed " << img.seed()
+              << ", index " << img.index() << ")\n"
+              << std::flush;
         }
       }
     };
@@ -190,8 +197,8 @@ int RunGenerate(const CommonOptions& common, const GenerateOptions& options, std
   for (const Job& job : jobs) {
     if (interrupted && job.result.status.error_code() == grpc::StatusCode::CANCELLED) continue;
     if (!job.result.status.ok()) {
-      const std::string what = job.line > 0 ? absl::StrCat("generate (", options.prompts_file, ":", job.line, ")")
-                                            : std::string("generate");
+      const std::string what =
+          job.line > 0 ? absl::StrCat("generate (", options.prompts_file, ":", job.line, ")") : std::string("generate");
       const int code = ReportRpcError(what, common.server, job.result.status, err);
       if (rc == kOk) rc = code;
     } else if (!job.local_error.empty()) {

@@ -7,8 +7,7 @@
 
 namespace argen::client {
 
-int RunHealth(const CommonOptions& common, const HealthOptions& options, std::ostream& out,
-              std::ostream& err) {
+int RunHealth(const CommonOptions& common, const HealthOptions& options, std::ostream& out, std::ostream& err) {
   auto stub = grpc::health::v1::Health::NewStub(MakeChannel(common.server, common.max_message_bytes, common.security));
   grpc::ClientContext context;
   PrepareContext(context, common.timeout_seconds > 0 ? common.timeout_seconds : 5);

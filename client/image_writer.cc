@@ -36,12 +36,12 @@ absl::Status ImageWriter::CheckWritable() const {
     p = p.parent_path();
   }
   if (!fs::is_directory(p, ec)) {
-    return absl::FailedPreconditionError(absl::StrCat("output folder ", dir_.string(), ": ", p.string(),
-                                                      " is not a directory"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("output folder ", dir_.string(), ": ", p.string(), " is not a directory"));
   }
   if (access(p.c_str(), W_OK | X_OK) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat("output folder ", dir_.string(), ": cannot write in ",
-                                                    p.string(), ": ", std::strerror(errno)));
+    return absl::PermissionDeniedError(
+        absl::StrCat("output folder ", dir_.string(), ": cannot write in ", p.string(), ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }
@@ -52,8 +52,8 @@ absl::Status ImageWriter::CheckFree(std::string_view request_id, int count) cons
   for (int i = 0; i < count; ++i) {
     const fs::path path = PathFor(request_id, i);
     if (fs::exists(path, ec)) {
-      return absl::AlreadyExistsError(
-          absl::StrCat(path.string(), " exists (pass --overwrite to replace it, or choose another --request_id or --out)"));
+      return absl::AlreadyExistsError(absl::StrCat(
+          path.string(), " exists (pass --overwrite to replace it, or choose another --request_id or --out)"));
     }
   }
   return absl::OkStatus();

@@ -31,17 +31,15 @@ int RunInfo(const CommonOptions& common, const InfoOptions& options, std::ostrea
   }
   out << "model          " << info.model() << " (" << (info.family().empty() ? "" : info.family() + ", ")
       << info.backend() << ")\n"
-      << "image          " << info.image_size() << "x" << info.image_size() << " px, "
-      << info.token_grid() << "x" << info.token_grid() << " tokens (" << info.image_tokens()
-      << "), codebook " << info.image_vocab() << "\n"
+      << "image          " << info.image_size() << "x" << info.image_size() << " px, " << info.token_grid() << "x"
+      << info.token_grid() << " tokens (" << info.image_tokens() << "), codebook " << info.image_vocab() << "\n"
       << "layers         " << info.num_layers() << ", hidden " << info.hidden_size() << "\n"
       << "prompt         up to " << info.max_prompt_tokens() << " tokens\n"
       << "KV             " << info.kv_bytes_per_token_row() << " bytes per token per row, budget "
       << info.kv_budget_bytes() << " bytes\n"
       << "batch          up to " << info.max_batch_rows() << " rows, " << info.max_images_per_request()
       << " images per request, queue " << info.queue_limit() << "\n"
-      << "default policy " << info.default_policy().name() << " (sparsity "
-      << info.default_policy().sparsity() << ")\n"
+      << "default policy " << info.default_policy().name() << " (sparsity " << info.default_policy().sparsity() << ")\n"
       << "policies      ";
   for (const v1::PolicyInfo& p : info.policies()) out << " " << p.name();
   // How to ask for sparsity per request (the default may be dense: docs/quality.md).

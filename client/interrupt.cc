@@ -12,8 +12,9 @@ namespace argen::client {
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-std::mutex g_mu;                               // guards g_contexts
-std::set<grpc::ClientContext*>* g_contexts = new std::set<grpc::ClientContext*>;  // never destroyed: the signal thread may outlive main's statics
+std::mutex g_mu;  // guards g_contexts
+std::set<grpc::ClientContext*>* g_contexts =
+    new std::set<grpc::ClientContext*>;  // never destroyed: the signal thread may outlive main's statics
 
 void CancelAll() {
   g_interrupted.store(true);

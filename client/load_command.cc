@@ -51,8 +51,8 @@ json Stats(const std::vector<double>& v) {
 
 void PrintStats(const std::string& label, const std::vector<double>& v, std::ostream& out) {
   out << std::fixed << std::setprecision(3) << label << " n=" << v.size() << " p50 " << Percentile(v, 0.50)
-      << " s, p90 " << Percentile(v, 0.90) << " s, p99 " << Percentile(v, 0.99) << " s, mean " << Mean(v)
-      << " s, max " << Percentile(v, 1.0) << " s\n";
+      << " s, p90 " << Percentile(v, 0.90) << " s, p99 " << Percentile(v, 0.99) << " s, mean " << Mean(v) << " s, max "
+      << Percentile(v, 1.0) << " s\n";
 }
 
 }  // namespace
@@ -93,9 +93,7 @@ int RunLoad(const CommonOptions& common, const LoadOptions& options, std::ostrea
   const Clock::time_point start = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   // Ctrl-C stops sending; the summary covers what was sent (client/interrupt.h).
-  auto time_left = [&] {
-    return !InterruptRequested() && (options.duration <= 0 || elapsed() < options.duration);
-  };
+  auto time_left = [&] { return !InterruptRequested() && (options.duration <= 0 || elapsed() < options.duration); };
 
   auto send = [&](int64_t i) {
     v1::GenerateRequest r = *base;
@@ -222,7 +220,8 @@ int RunLoad(const CommonOptions& common, const LoadOptions& options, std::ostrea
     out << summary.dump(2) << "\n";
   } else {
     out << std::fixed << std::setprecision(3) << "load: " << outcomes.size() << " requests x " << options.request.count
-        << " images, " << (open_loop ? "Poisson arrivals at " + std::to_string(options.rate) + "/s, at most " : "concurrency ")
+        << " images, "
+        << (open_loop ? "Poisson arrivals at " + std::to_string(options.rate) + "/s, at most " : "concurrency ")
         << in_flight_cap << (open_loop ? " in flight" : "") << ", server " << common.server << "\n"
         << "ok " << ok << ", failed " << failed << "\n"
         << "wall " << wall << " s, images " << images << ", images/s " << per_second(images) << ", requests/s "

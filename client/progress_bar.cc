@@ -26,8 +26,7 @@ std::string ClockText(double seconds) {
 ProgressBar::ProgressBar(std::ostream& err, bool terminal, int64_t total_tokens)
     : err_(err), terminal_(terminal), total_(total_tokens) {}
 
-std::string ProgressBar::Render(int64_t done, int64_t total, double elapsed, const std::string& label,
-                                int bar_width) {
+std::string ProgressBar::Render(int64_t done, int64_t total, double elapsed, const std::string& label, int bar_width) {
   const double fraction = total > 0 ? std::clamp(static_cast<double>(done) / total, 0.0, 1.0) : 0.0;
   const int filled = static_cast<int>(fraction * bar_width);
   std::string bar(static_cast<size_t>(bar_width) + 2, '.');

@@ -13,8 +13,7 @@ namespace {
 
 using nlohmann::json;
 
-absl::Status ApplyField(const std::string& key, const json& v, v1::GenerateRequest& r,
-                        std::set<std::string>& ignored) {
+absl::Status ApplyField(const std::string& key, const json& v, v1::GenerateRequest& r, std::set<std::string>& ignored) {
   auto want_number = [&](const char* what) {
     return absl::InvalidArgumentError(absl::StrCat("field \"", key, "\": expected ", what, ", got ", v.dump()));
   };

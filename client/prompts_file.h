@@ -16,8 +16,8 @@
 namespace argen::client {
 
 struct PromptLine {
-  int line = 0;                  // 1-based line number in the file
-  v1::GenerateRequest request;   // the base request with the line's fields applied
+  int line = 0;                 // 1-based line number in the file
+  v1::GenerateRequest request;  // the base request with the line's fields applied
 };
 
 struct PromptsFile {

@@ -55,8 +55,8 @@ std::string ErrorMessage(const CLI::ParseError& error) {
   return "unexpected argument '" + first + "'";
 }
 
-std::optional<int> Parse(CLI::App& app, const std::vector<std::string>& args, std::ostream& out,
-                         std::ostream& err, int usage_code, const MessageRewrite& rewrite) {
+std::optional<int> Parse(CLI::App& app, const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                         int usage_code, const MessageRewrite& rewrite) {
   std::vector<std::string> reversed = CliArgs(args);
   try {
     app.parse(reversed);
@@ -90,15 +90,14 @@ std::optional<int> Parse(CLI::App& app, const std::vector<std::string>& args, st
   return std::nullopt;
 }
 
-std::optional<int> Parse(CLI::App& app, int argc, const char* const* argv, std::ostream& out,
-                         std::ostream& err, int usage_code) {
+std::optional<int> Parse(CLI::App& app, int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+                         int usage_code) {
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
   return Parse(app, args, out, err, usage_code);
 }
 
-std::optional<int> HelpOrVersion(int argc, const char* const* argv, std::string_view program,
-                                 std::string_view usage) {
+std::optional<int> HelpOrVersion(int argc, const char* const* argv, std::string_view program, std::string_view usage) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--help" || a == "-h") {

@@ -27,10 +27,10 @@ using MessageRewrite = std::function<std::string(const CLI::App& failed, const s
 
 // Parses `args` (without the program name). nullopt: go on and run;
 // otherwise the process exit code, the help, version or error already printed.
-std::optional<int> Parse(CLI::App& app, const std::vector<std::string>& args, std::ostream& out,
-                         std::ostream& err, int usage_code = kUsageExit, const MessageRewrite& rewrite = nullptr);
-std::optional<int> Parse(CLI::App& app, int argc, const char* const* argv, std::ostream& out,
-                         std::ostream& err, int usage_code = kUsageExit);
+std::optional<int> Parse(CLI::App& app, const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                         int usage_code = kUsageExit, const MessageRewrite& rewrite = nullptr);
+std::optional<int> Parse(CLI::App& app, int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+                         int usage_code = kUsageExit);
 
 // CLI11's wording for a parse error, made to say "unknown flag --x" for
 // arguments no option takes.
@@ -39,8 +39,7 @@ std::string ErrorMessage(const CLI::ParseError& error);
 // For binaries with their own small parsers (the benchmarks): when argv holds
 // --help/-h or --version, prints `usage` or the version line to stdout and
 // returns 0; otherwise nullopt.
-std::optional<int> HelpOrVersion(int argc, const char* const* argv, std::string_view program,
-                                 std::string_view usage);
+std::optional<int> HelpOrVersion(int argc, const char* const* argv, std::string_view program, std::string_view usage);
 
 // `args` (no program name) as CLI11's parse(vector) wants them: reversed,
 // with "--name=" split into "--name" and an empty value.

@@ -62,7 +62,6 @@ struct ModelInfo {
   std::string memory_sizing;
 };
 
-
 struct GenerationRequest {
   std::string prompt;  // the caption; the engine builds the chat-format prompt
   int32_t num_images = 1;
@@ -76,7 +75,7 @@ struct PreparedRequest {
   std::vector<int32_t> cond_ids;    // the family's prompt (Janus: chat format, ends with <begin_of_image>)
   std::vector<int32_t> uncond_ids;  // its guidance row (Janus: same length; Lumina: the image header)
   sparse::ResolvedPolicy policy;
-  int64_t kv_bytes = 0;             // pool bytes of all its rows, exactly as placed; never exceeded
+  int64_t kv_bytes = 0;  // pool bytes of all its rows, exactly as placed; never exceeded
 };
 
 using GroupId = int64_t;
@@ -92,8 +91,8 @@ struct GroupState {
 
 struct StepReport {
   int32_t groups_prefilled = 0;
-  int32_t rows_decoded = 0;          // rows in this step's decode batch
-  std::vector<GroupId> finished;     // groups whose last token was sampled in this step
+  int32_t rows_decoded = 0;       // rows in this step's decode batch
+  std::vector<GroupId> finished;  // groups whose last token was sampled in this step
 };
 
 struct RgbImage {
@@ -121,8 +120,7 @@ class Engine {
   virtual int64_t KvBytesInUse() const = 0;
   virtual int32_t RunningRows() const = 0;
 
-  virtual absl::StatusOr<std::vector<RgbImage>> DecodeImages(
-      const std::vector<std::vector<int32_t>>& token_grids) = 0;
+  virtual absl::StatusOr<std::vector<RgbImage>> DecodeImages(const std::vector<std::vector<int32_t>>& token_grids) = 0;
 };
 
 struct EngineOptions {

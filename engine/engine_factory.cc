@@ -29,15 +29,14 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const engine::EngineOptions
         "exists)");
 #endif
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("backend must be \"cpu\" or \"cuda\", got \"", options.backend, "\""));
+  return absl::InvalidArgumentError(absl::StrCat("backend must be \"cpu\" or \"cuda\", got \"", options.backend, "\""));
 }
 
 // EngineOptions::vq_backend: "auto", "cpu" or "cuda"; "cuda" only in a CUDA build.
 absl::Status ValidateVqBackend(const engine::EngineOptions& options) {
   if (options.vq_backend != "auto" && options.vq_backend != "cpu" && options.vq_backend != "cuda") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vq_backend must be \"auto\", \"cpu\" or \"cuda\", got \"", options.vq_backend, "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("vq_backend must be \"auto\", \"cpu\" or \"cuda\", got \"", options.vq_backend, "\""));
   }
   if (options.vq_precision != "auto" && options.vq_precision != "fp32" && options.vq_precision != "tf32" &&
       options.vq_precision != "bf16") {
@@ -63,8 +62,8 @@ std::string ModelName(const std::string& model_dir) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
-    const engine::EngineOptions& options, PromptEncoder encoder) {
+absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine::EngineOptions& options,
+                                                                   PromptEncoder encoder) {
   if (options.backend != "cpu" && options.backend != "cuda") {
     return absl::InvalidArgumentError(
         absl::StrCat("backend must be \"cpu\" or \"cuda\", got \"", options.backend, "\""));
@@ -82,18 +81,15 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
   }
   if (absl::Status s = ValidateVqBackend(options); !s.ok()) return s;
   if (options.kv_budget_bytes < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kv_budget_bytes must be >= 0, got ", options.kv_budget_bytes));
+    return absl::InvalidArgumentError(absl::StrCat("kv_budget_bytes must be >= 0, got ", options.kv_budget_bytes));
   }
   std::error_code ec;
   if (!std::filesystem::is_directory(options.model_dir, ec)) {
-    return absl::NotFoundError(
-        absl::StrCat("model_dir \"", options.model_dir, "\" is not a directory"));
+    return absl::NotFoundError(absl::StrCat("model_dir \"", options.model_dir, "\" is not a directory"));
   }
   absl::StatusOr<models::FamilyModel> family = models::LoadFamilyModel(options.model_dir, {options.vqgan_dir});
   if (!family.ok()) return family.status();
-  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> opened =
-      checkpoint::Checkpoint::Open(options.model_dir);
+  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> opened = checkpoint::Checkpoint::Open(options.model_dir);
   if (!opened.ok()) return opened.status();
   std::shared_ptr<const checkpoint::Checkpoint> ckpt(std::move(*opened));
   // The family's one tensor map, checked in full before anything loads.
@@ -101,8 +97,7 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
 
   // Before the backend: a GPU decoder's buffers are then out of the memory a
   // backend sizing its KV pool from what is free sees.
-  const bool gpu_decoder =
-      options.vq_backend == "cuda" || (options.vq_backend == "auto" && options.backend == "cuda");
+  const bool gpu_decoder = options.vq_backend == "cuda" || (options.vq_backend == "auto" && options.backend == "cuda");
   if (!gpu_decoder && options.vq_precision != "auto" && options.vq_precision != "fp32") {
     return absl::InvalidArgumentError(absl::StrCat(
         "vq_precision \"", options.vq_precision,
@@ -135,8 +130,8 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
   info.image_tokens = family->image_tokens;
   info.default_sampling = family->default_sampling;
   // Positions beyond the prompt hold the decode tokens.
-  info.max_prompt_tokens = std::max(
-      0, std::min(family->max_position_embeddings - info.image_tokens, kDefaultMaxPromptTokens));
+  info.max_prompt_tokens =
+      std::max(0, std::min(family->max_position_embeddings - info.image_tokens, kDefaultMaxPromptTokens));
   info.max_images_per_request = options.max_images_per_request;
   // 0: auto (cpu: 64; cuda: the backend sizes it, and the engine takes it from the backend).
   const int32_t rows = options.max_batch_rows == 0 && options.backend != "cuda" ? 64 : options.max_batch_rows;
@@ -180,8 +175,7 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
 namespace argen::engine {
 
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const EngineOptions& options) {
-  absl::StatusOr<std::unique_ptr<model::GenericEngine>> engine =
-      model::CreateGenericEngine(options);
+  absl::StatusOr<std::unique_ptr<model::GenericEngine>> engine = model::CreateGenericEngine(options);
   if (!engine.ok()) return engine.status();
   return std::unique_ptr<Engine>(std::move(*engine));
 }

@@ -58,8 +58,8 @@ absl::Status ValidateRequest(const GenerationRequest& r, const ModelInfo& info) 
   if (2 * int64_t{r.num_images} > info.max_batch_rows) {
     return absl::FailedPreconditionError(
         absl::StrCat("request can never fit: num_images ", r.num_images, " needs ", 2 * int64_t{r.num_images},
-                     " batch rows (2 per image for guidance) but the server's max_batch_rows is ",
-                     info.max_batch_rows, "; at most ", MaxImagesPerRequest(info), " images per request"));
+                     " batch rows (2 per image for guidance) but the server's max_batch_rows is ", info.max_batch_rows,
+                     "; at most ", MaxImagesPerRequest(info), " images per request"));
   }
   const SamplingParams& s = r.sampling;
   if (absl::Status st = model::CheckTemperature(s.temperature); !st.ok()) return Field("temperature", st);
@@ -75,10 +75,10 @@ absl::Status ValidateRequest(const GenerationRequest& r, const ModelInfo& info) 
 
 absl::Status CheckKvFits(int64_t kv_bytes, int32_t rows, const std::string& policy_name, const ModelInfo& info) {
   if (kv_bytes <= info.kv_budget_bytes) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "request can never fit: it needs ", kv_bytes, " bytes of KV cache (", rows, " rows under policy ", policy_name,
-      ") but the server's KV budget (kv_budget_bytes) is ", info.kv_budget_bytes,
-      " bytes; ask for fewer images or a sparser policy"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("request can never fit: it needs ", kv_bytes, " bytes of KV cache (", rows, " rows under policy ",
+                   policy_name, ") but the server's KV budget (kv_budget_bytes) is ", info.kv_budget_bytes,
+                   " bytes; ask for fewer images or a sparser policy"));
 }
 
 }  // namespace argen::engine

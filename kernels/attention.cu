@@ -25,8 +25,7 @@ struct WorkspaceView {
   float* logits;  // [tokens][heads][probs_stride] (probs requested and splits > 1)
 };
 
-__host__ __device__ inline WorkspaceView View(void* ws, int tokens, int heads, int head_dim,
-                                               int splits) {
+__host__ __device__ inline WorkspaceView View(void* ws, int tokens, int heads, int head_dim, int splits) {
   WorkspaceView v;
   float* f = static_cast<float*>(ws);
   const int64_t part = static_cast<int64_t>(tokens) * heads * splits;
@@ -101,8 +100,8 @@ __device__ __forceinline__ ObserveMode ModeFor(const AttentionArgs& a, int t, bo
 // of the block calls it (block-wide reduction); p(e) is computed once per entry
 // and serves both outputs, so the argmin is exactly that of the probs.
 template <typename ProbOf>
-__device__ __forceinline__ void WriteObserve(const AttentionArgs& a, int t, int kvh, int count,
-                                             const ObserveMode& o, ProbOf prob_of, MinEntry* scratch) {
+__device__ __forceinline__ void WriteObserve(const AttentionArgs& a, int t, int kvh, int count, const ObserveMode& o,
+                                             ProbOf prob_of, MinEntry* scratch) {
   if (!o.any()) return;
   const int64_t head = static_cast<int64_t>(t) * a.kv_heads + kvh;
   float* probs = o.probs ? a.probs + head * a.probs_stride : nullptr;
@@ -124,9 +123,9 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   constexpr int kLanesPerKey = HD / 8;
   constexpr int kKeysPerIter = kThreads / kLanesPerKey;
   extern __shared__ float smem[];
-  float* scores = smem;                                          // [G][chunk]
-  int* positions = reinterpret_cast<int*>(smem + G * a.chunk);   // [chunk]
-  float* reduce = smem + (G + 1) * a.chunk;                      // [kWarps][G][HD]
+  float* scores = smem;                                         // [G][chunk]
+  int* positions = reinterpret_cast<int*>(smem + G * a.chunk);  // [chunk]
+  float* reduce = smem + (G + 1) * a.chunk;                     // [kWarps][G][HD]
   __shared__ float scratch[32];
   __shared__ MinEntry min_scratch[kWarps];
   __shared__ float s_m[G], s_l[G];
@@ -141,12 +140,9 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   const int len = max(0, min(n, begin + a.chunk) - begin);
   const int tid = threadIdx.x, sub = tid % kLanesPerKey, slot = tid / kLanesPerKey;
   const int64_t layer_stride = static_cast<int64_t>(a.kv_heads) * m.capacity * HD;
-  const bf16* k_base = a.kv_pool + m.kv_offset + a.layer * layer_stride +
-                       static_cast<int64_t>(kvh) * m.capacity * HD;
+  const bf16* k_base = a.kv_pool + m.kv_offset + a.layer * layer_stride + static_cast<int64_t>(kvh) * m.capacity * HD;
   const bf16* v_base = k_base + static_cast<int64_t>(a.num_layers) * layer_stride;
-  const int32_t* idx =
-      sparse ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride
-                   : nullptr;
+  const int32_t* idx = sparse ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride : nullptr;
   const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
   const bool split_logits = a.splits > 1 && observe.any();
   WorkspaceView ws = View(a.workspace, a.tokens, a.heads, HD, a.splits);
@@ -190,8 +186,8 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
           const float logit = pos[u] >= 0 ? s : -INFINITY;
           scores[g * a.chunk + j] = logit;
           if (split_logits && begin + j >= m.prefix_len)
-            ws.logits[(static_cast<int64_t>(t) * a.heads + kvh * G + g) * a.probs_stride +
-                      (begin + j - m.prefix_len)] = logit;
+            ws.logits[(static_cast<int64_t>(t) * a.heads + kvh * G + g) * a.probs_stride + (begin + j - m.prefix_len)] =
+                logit;
         }
       }
       if (sub == 0 && j < len) positions[j] = pos[u];
@@ -255,8 +251,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
 #pragma unroll
     for (int i = 0; i < 8; ++i)
 #pragma unroll
-      for (int o = 16; o >= kLanesPerKey; o >>= 1)
-        acc[g][i] += __shfl_xor_sync(0xffffffffu, acc[g][i], o);
+      for (int o = 16; o >= kLanesPerKey; o >>= 1) acc[g][i] += __shfl_xor_sync(0xffffffffu, acc[g][i], o);
   const int warp = tid >> 5, lane = tid & 31;
   if (lane < kLanesPerKey) {
 #pragma unroll
@@ -286,12 +281,15 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
 
   // Fused observe outputs when the whole key set is in this block.
   if (a.splits == 1) {
-    WriteObserve(a, t, kvh, m.decode_count, observe, [&](int e) {
-      float p = 0.f;
+    WriteObserve(
+        a, t, kvh, m.decode_count, observe,
+        [&](int e) {
+          float p = 0.f;
 #pragma unroll
-      for (int g = 0; g < G; ++g) p += s_l[g] > 0.f ? scores[g * a.chunk + m.prefix_len + e] / s_l[g] : 0.f;
-      return p * (1.f / G);
-    }, min_scratch);
+          for (int g = 0; g < G; ++g) p += s_l[g] > 0.f ? scores[g * a.chunk + m.prefix_len + e] / s_l[g] : 0.f;
+          return p * (1.f / G);
+        },
+        min_scratch);
   }
 }
 
@@ -319,25 +317,26 @@ __global__ void __launch_bounds__(kThreads) CombineKernel(AttentionArgs a) {
     const int64_t base = (static_cast<int64_t>(t) * a.heads + h) * a.splits;
     float total = 0.f;
     if (s_m[g] != -INFINITY)
-      for (int s = 0; s < a.splits; ++s)
-        total += ws.acc[(base + s) * HD + d] * __expf(ws.m[base + s] - s_m[g]);
-    a.out[(static_cast<int64_t>(t) * a.heads + h) * HD + d] =
-        __float2bfloat16(s_l[g] > 0.f ? total / s_l[g] : 0.f);
+      for (int s = 0; s < a.splits; ++s) total += ws.acc[(base + s) * HD + d] * __expf(ws.m[base + s] - s_m[g]);
+    a.out[(static_cast<int64_t>(t) * a.heads + h) * HD + d] = __float2bfloat16(s_l[g] > 0.f ? total / s_l[g] : 0.f);
   }
   TokenMeta m = a.meta[t];
   const bool sparse = (m.flags & kTokenSparse) && a.decode_idx != nullptr;
   if (sparse && a.counts != nullptr) m.decode_count = a.counts[static_cast<int64_t>(t) * a.kv_heads + kvh];
   m.decode_count = max(m.decode_count, 0);
   const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
-  WriteObserve(a, t, kvh, m.decode_count, observe, [&](int e) {
-    float p = 0.f;
+  WriteObserve(
+      a, t, kvh, m.decode_count, observe,
+      [&](int e) {
+        float p = 0.f;
 #pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const float logit = ws.logits[(static_cast<int64_t>(t) * a.heads + kvh * G + g) * a.probs_stride + e];
-      p += (s_l[g] > 0.f && logit != -INFINITY) ? __expf(logit - s_m[g]) / s_l[g] : 0.f;
-    }
-    return p * (1.f / G);
-  }, min_scratch);
+        for (int g = 0; g < G; ++g) {
+          const float logit = ws.logits[(static_cast<int64_t>(t) * a.heads + kvh * G + g) * a.probs_stride + e];
+          p += (s_l[g] > 0.f && logit != -INFINITY) ? __expf(logit - s_m[g]) / s_l[g] : 0.f;
+        }
+        return p * (1.f / G);
+      },
+      min_scratch);
 }
 
 // Staged kernel for short key sets (splits == 1): one block per (token,
@@ -357,11 +356,11 @@ __global__ void __launch_bounds__(kThreads) StagedAttentionKernel(AttentionArgs 
   constexpr int kLanesPerKey = HD / 8;
   constexpr int kKeysPerIter = kThreads / kLanesPerKey;
   extern __shared__ __align__(16) unsigned char staged_smem[];
-  bf16* ks = reinterpret_cast<bf16*>(staged_smem);                  // [cap][HD]
-  bf16* vs = ks + static_cast<int64_t>(cap) * HD;                   // [cap][HD]
+  bf16* ks = reinterpret_cast<bf16*>(staged_smem);                                // [cap][HD]
+  bf16* vs = ks + static_cast<int64_t>(cap) * HD;                                 // [cap][HD]
   float* scores = reinterpret_cast<float*>(vs + static_cast<int64_t>(cap) * HD);  // [G][cap]
-  int* positions = reinterpret_cast<int*>(scores + G * cap);        // [cap]
-  float* reduce = reinterpret_cast<float*>(positions + cap);        // [kWarps][G][HD]
+  int* positions = reinterpret_cast<int*>(scores + G * cap);                      // [cap]
+  float* reduce = reinterpret_cast<float*>(positions + cap);                      // [kWarps][G][HD]
   __shared__ float scratch[32];
   __shared__ MinEntry min_scratch[kWarps];
   __shared__ float s_l[G];
@@ -375,11 +374,9 @@ __global__ void __launch_bounds__(kThreads) StagedAttentionKernel(AttentionArgs 
   const int prompt = min(m.prefix_len, len);
   const int tid = threadIdx.x, sub = tid % kLanesPerKey, slot = tid / kLanesPerKey;
   const int64_t layer_stride = static_cast<int64_t>(a.kv_heads) * m.capacity * HD;
-  const bf16* k_base = a.kv_pool + m.kv_offset + a.layer * layer_stride +
-                       static_cast<int64_t>(kvh) * m.capacity * HD;
+  const bf16* k_base = a.kv_pool + m.kv_offset + a.layer * layer_stride + static_cast<int64_t>(kvh) * m.capacity * HD;
   const bf16* v_base = k_base + static_cast<int64_t>(a.num_layers) * layer_stride;
-  const int32_t* idx =
-      sparse ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride : nullptr;
+  const int32_t* idx = sparse ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride : nullptr;
   const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
 
   // 1. The prompt's K and V rows: their positions need no slot list.
@@ -481,8 +478,7 @@ __global__ void __launch_bounds__(kThreads) StagedAttentionKernel(AttentionArgs 
 #pragma unroll
     for (int i = 0; i < 8; ++i)
 #pragma unroll
-      for (int o = 16; o >= kLanesPerKey; o >>= 1)
-        acc[g][i] += __shfl_xor_sync(0xffffffffu, acc[g][i], o);
+      for (int o = 16; o >= kLanesPerKey; o >>= 1) acc[g][i] += __shfl_xor_sync(0xffffffffu, acc[g][i], o);
   const int warp = tid >> 5, lane = tid & 31;
   if (lane < kLanesPerKey) {
 #pragma unroll
@@ -501,17 +497,19 @@ __global__ void __launch_bounds__(kThreads) StagedAttentionKernel(AttentionArgs 
   }
 
   // (len < prefix + count only when max_keys understates the keys: those entries are not observed.)
-  WriteObserve(a, t, kvh, max(0, min(m.decode_count, len - m.prefix_len)), observe, [&](int e) {
-    float p = 0.f;
+  WriteObserve(
+      a, t, kvh, max(0, min(m.decode_count, len - m.prefix_len)), observe,
+      [&](int e) {
+        float p = 0.f;
 #pragma unroll
-    for (int g = 0; g < G; ++g) p += s_l[g] > 0.f ? scores[g * cap + m.prefix_len + e] / s_l[g] : 0.f;
-    return p * (1.f / G);
-  }, min_scratch);
+        for (int g = 0; g < G; ++g) p += s_l[g] > 0.f ? scores[g * cap + m.prefix_len + e] / s_l[g] : 0.f;
+        return p * (1.f / G);
+      },
+      min_scratch);
 }
 
 size_t SharedBytes(int head_dim, int group, int chunk) {
-  return (static_cast<size_t>(group + 1) * chunk + static_cast<size_t>(kWarps) * group * head_dim) *
-         sizeof(float);
+  return (static_cast<size_t>(group + 1) * chunk + static_cast<size_t>(kWarps) * group * head_dim) * sizeof(float);
 }
 
 // Shared memory the staged kernel may use (the H200's opt-in maximum per block).
@@ -533,9 +531,9 @@ cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
     return cudaGetLastError();
   }
   const size_t smem = SharedBytes(HD, G, a.chunk);
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      AttentionKernel<HD, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk)));
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(AttentionKernel<HD, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk)));
   if (attr != cudaSuccess) return attr;
   dim3 grid(a.tokens, a.kv_heads, a.splits);
   AttentionKernel<HD, G><<<grid, kThreads, smem, stream>>>(a);
@@ -548,11 +546,16 @@ cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
 template <int HD>
 cudaError_t LaunchGroup(const AttentionArgs& a, int group, cudaStream_t stream) {
   switch (group) {
-    case 1: return Launch<HD, 1>(a, stream);
-    case 2: return Launch<HD, 2>(a, stream);
-    case 4: return Launch<HD, 4>(a, stream);
-    case 8: return Launch<HD, 8>(a, stream);
-    default: return cudaErrorInvalidValue;
+    case 1:
+      return Launch<HD, 1>(a, stream);
+    case 2:
+      return Launch<HD, 2>(a, stream);
+    case 4:
+      return Launch<HD, 4>(a, stream);
+    case 8:
+      return Launch<HD, 8>(a, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
@@ -565,8 +568,8 @@ bool AttentionShapeSupported(int32_t heads, int32_t kv_heads, int32_t head_dim) 
          (group == 1 || group == 2 || group == 4 || group == 8);
 }
 
-void ChooseAttentionSplits(int32_t tokens, int32_t kv_heads, int32_t max_keys, int32_t sm_count,
-                           int32_t* splits, int32_t* chunk) {
+void ChooseAttentionSplits(int32_t tokens, int32_t kv_heads, int32_t max_keys, int32_t sm_count, int32_t* splits,
+                           int32_t* chunk) {
   const int64_t pairs = std::max<int64_t>(1, static_cast<int64_t>(tokens) * kv_heads);
   const int64_t target = 2 * static_cast<int64_t>(std::max(sm_count, 1));
   const int32_t keys = std::max(max_keys, 1);
@@ -581,12 +584,10 @@ void ChooseAttentionSplits(int32_t tokens, int32_t kv_heads, int32_t max_keys, i
   *chunk = static_cast<int32_t>(c);
 }
 
-size_t AttentionWorkspaceBytes(int32_t tokens, int32_t heads, int32_t head_dim, int32_t splits,
-                               int32_t probs_stride) {
+size_t AttentionWorkspaceBytes(int32_t tokens, int32_t heads, int32_t head_dim, int32_t splits, int32_t probs_stride) {
   if (splits <= 1) return 0;
   const size_t part = static_cast<size_t>(tokens) * heads * splits;
-  return (2 * part + part * head_dim + static_cast<size_t>(tokens) * heads * probs_stride) *
-         sizeof(float);
+  return (2 * part + part * head_dim + static_cast<size_t>(tokens) * heads * probs_stride) * sizeof(float);
 }
 
 AttentionVariant ChosenAttentionVariant(const AttentionArgs& a) {
@@ -606,11 +607,16 @@ cudaError_t DecodeAttention(const AttentionArgs& a, cudaStream_t stream) {
   if ((a.probs != nullptr || a.argmin != nullptr) && a.probs_stride <= 0) return cudaErrorInvalidValue;
   const int group = a.heads / a.kv_heads;
   switch (a.head_dim) {
-    case 16: return LaunchGroup<16>(a, group, stream);
-    case 32: return LaunchGroup<32>(a, group, stream);
-    case 64: return LaunchGroup<64>(a, group, stream);
-    case 128: return LaunchGroup<128>(a, group, stream);
-    default: return cudaErrorInvalidValue;
+    case 16:
+      return LaunchGroup<16>(a, group, stream);
+    case 32:
+      return LaunchGroup<32>(a, group, stream);
+    case 64:
+      return LaunchGroup<64>(a, group, stream);
+    case 128:
+      return LaunchGroup<128>(a, group, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

@@ -48,12 +48,12 @@ constexpr int32_t kObserveNothing = -2;  // no observe output for the token
 constexpr int32_t kObserveProbs = -1;    // probs only
 
 struct AttentionArgs {
-  const float* q = nullptr;           // [tokens][heads][head_dim], RoPE applied
+  const float* q = nullptr;  // [tokens][heads][head_dim], RoPE applied
   const __nv_bfloat16* kv_pool = nullptr;
-  const TokenMeta* meta = nullptr;    // [tokens]
+  const TokenMeta* meta = nullptr;  // [tokens]
   int32_t tokens = 0;
   int32_t heads = 0, kv_heads = 0, head_dim = 0, num_layers = 0, layer = 0;
-  float scale = 0.f;                  // softmax scale, usually 1/sqrt(head_dim)
+  float scale = 0.f;  // softmax scale, usually 1/sqrt(head_dim)
   // Slot lists of this layer, [tokens][kv_heads][idx_stride], read for kTokenSparse
   // tokens; their per-head lengths in counts[tokens][kv_heads] (nullptr: meta.decode_count).
   const int32_t* decode_idx = nullptr;
@@ -63,11 +63,11 @@ struct AttentionArgs {
   float* probs = nullptr;
   int32_t probs_stride = 0;
   int32_t* argmin = nullptr;
-  int32_t argmin_from = 0;            // argmin over entries [argmin_from, count)
+  int32_t argmin_from = 0;  // argmin over entries [argmin_from, count)
   // Optional per-token choice, [tokens]; when given it replaces the above per token:
   // kObserveNothing, kObserveProbs, or e >= 0: argmin over [e, count) only (no probs).
   const int32_t* observe = nullptr;
-  __nv_bfloat16* out = nullptr;       // [tokens][heads][head_dim]
+  __nv_bfloat16* out = nullptr;  // [tokens][heads][head_dim]
   // Split-K: number of key chunks and chunk length; workspace from AttentionWorkspaceBytes.
   int32_t splits = 1;
   int32_t chunk = 0;
@@ -92,12 +92,11 @@ constexpr int32_t kMaxAttentionChunk = 1024;
 
 // Picks splits and chunk for `max_keys` (the longest key set of any token) so that
 // (tokens * kv_heads * splits) fills `sm_count` multiprocessors a few times over.
-void ChooseAttentionSplits(int32_t tokens, int32_t kv_heads, int32_t max_keys, int32_t sm_count,
-                           int32_t* splits, int32_t* chunk);
+void ChooseAttentionSplits(int32_t tokens, int32_t kv_heads, int32_t max_keys, int32_t sm_count, int32_t* splits,
+                           int32_t* chunk);
 
 // Workspace bytes for a launch with these sizes (0 when splits == 1 and no probs).
-size_t AttentionWorkspaceBytes(int32_t tokens, int32_t heads, int32_t head_dim, int32_t splits,
-                               int32_t probs_stride);
+size_t AttentionWorkspaceBytes(int32_t tokens, int32_t heads, int32_t head_dim, int32_t splits, int32_t probs_stride);
 
 // Supported: head_dim in {16, 32, 64, 128}, heads / kv_heads in {1, 2, 4, 8}.
 bool AttentionShapeSupported(int32_t heads, int32_t kv_heads, int32_t head_dim);

@@ -29,9 +29,7 @@ __device__ __forceinline__ Bf16x8 Pack8(const float in[8]) {
   return v;
 }
 
-__device__ __forceinline__ Bf16x8 Load8(const __nv_bfloat16* p) {
-  return *reinterpret_cast<const Bf16x8*>(p);
-}
+__device__ __forceinline__ Bf16x8 Load8(const __nv_bfloat16* p) { return *reinterpret_cast<const Bf16x8*>(p); }
 
 // 16-byte asynchronous copy global -> shared (L2 only), and its group fences.
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {

@@ -13,20 +13,22 @@ int Blocks(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); 
 template <typename Out>
 __device__ __forceinline__ Out FromFloat(float v);
 template <>
-__device__ __forceinline__ float FromFloat<float>(float v) { return v; }
+__device__ __forceinline__ float FromFloat<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ bf16 FromFloat<bf16>(float v) { return __float2bfloat16(v); }
+__device__ __forceinline__ bf16 FromFloat<bf16>(float v) {
+  return __float2bfloat16(v);
+}
 
 template <typename Out>
-__global__ void EmbeddingGatherKernel(const bf16* table, int64_t vocab, int dim,
-                                      const int32_t* ids, Out* out) {
+__global__ void EmbeddingGatherKernel(const bf16* table, int64_t vocab, int dim, const int32_t* ids, Out* out) {
   const int row = blockIdx.x;
   const int32_t id = ids[row];
   const bool valid = id >= 0 && id < vocab;
   const bf16* src = table + (valid ? static_cast<int64_t>(id) * dim : 0);
   Out* dst = out + static_cast<int64_t>(row) * dim;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x)
-    dst[i] = FromFloat<Out>(valid ? __bfloat162float(src[i]) : 0.f);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = FromFloat<Out>(valid ? __bfloat162float(src[i]) : 0.f);
 }
 
 __global__ void BiasGeluKernel(const float* x, const float* bias, int64_t total, int n, bf16* out) {
@@ -72,8 +74,7 @@ __device__ __forceinline__ void RowMoments(const float* xr, int dim, float eps, 
   *inv = rsqrtf(detail::BlockSum(sq, scratch) / dim + eps);
 }
 
-__global__ void LayerNormKernel(const float* x, const float* weight, const float* bias, int dim, float eps,
-                                bf16* out) {
+__global__ void LayerNormKernel(const float* x, const float* weight, const float* bias, int dim, float eps, bf16* out) {
   __shared__ float scratch[32];
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
   bf16* yr = out + static_cast<int64_t>(blockIdx.x) * dim;
@@ -182,8 +183,7 @@ __global__ void RopeAppendKernel(RopeAppendArgs a) {
   // Key pairs and values.
   for (int p = threadIdx.x; p < a.kv_heads * half; p += blockDim.x) {
     const int h = p / half, i = p % half;
-    const int kv_index =
-        sparse ? m.decode_base + a.write_slots[static_cast<int64_t>(t) * a.kv_heads + h] : m.kv_index;
+    const int kv_index = sparse ? m.decode_base + a.write_slots[static_cast<int64_t>(t) * a.kv_heads + h] : m.kv_index;
     if (kv_index < 0 || kv_index >= m.capacity) continue;
     const float* ks = row + (a.heads + h) * a.head_dim;
     const float* vs = row + (a.heads + a.kv_heads + h) * a.head_dim;
@@ -199,22 +199,21 @@ __global__ void RopeAppendKernel(RopeAppendArgs a) {
 
 }  // namespace
 
-cudaError_t EmbeddingGatherF32(const bf16* table, int64_t vocab, int dim, const int32_t* ids,
-                               int rows, float* out, cudaStream_t stream) {
+cudaError_t EmbeddingGatherF32(const bf16* table, int64_t vocab, int dim, const int32_t* ids, int rows, float* out,
+                               cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   EmbeddingGatherKernel<float><<<rows, 256, 0, stream>>>(table, vocab, dim, ids, out);
   return cudaGetLastError();
 }
 
-cudaError_t EmbeddingGatherBf16(const bf16* table, int64_t vocab, int dim, const int32_t* ids,
-                                int rows, bf16* out, cudaStream_t stream) {
+cudaError_t EmbeddingGatherBf16(const bf16* table, int64_t vocab, int dim, const int32_t* ids, int rows, bf16* out,
+                                cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   EmbeddingGatherKernel<bf16><<<rows, 256, 0, stream>>>(table, vocab, dim, ids, out);
   return cudaGetLastError();
 }
 
-cudaError_t BiasGelu(const float* x, const float* bias, int rows, int n, bf16* out,
-                     cudaStream_t stream) {
+cudaError_t BiasGelu(const float* x, const float* bias, int rows, int n, bf16* out, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(rows) * n;
   if (total <= 0) return cudaSuccess;
   BiasGeluKernel<<<Blocks(total), kThreads, 0, stream>>>(x, bias, total, n, out);
@@ -234,15 +233,14 @@ cudaError_t AddInPlace(float* y, const float* x, int64_t n, cudaStream_t stream)
   return cudaGetLastError();
 }
 
-cudaError_t RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, bf16* out,
-                    cudaStream_t stream) {
+cudaError_t RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, bf16* out, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   RmsNormKernel<<<rows, 256, 0, stream>>>(x, weight, dim, eps, out);
   return cudaGetLastError();
 }
 
-cudaError_t LayerNorm(const float* x, const float* weight, const float* bias, int rows, int dim, float eps,
-                      bf16* out, cudaStream_t stream) {
+cudaError_t LayerNorm(const float* x, const float* weight, const float* bias, int rows, int dim, float eps, bf16* out,
+                      cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   LayerNormKernel<<<rows, 256, 0, stream>>>(x, weight, bias, dim, eps, out);
   return cudaGetLastError();
@@ -279,8 +277,7 @@ cudaError_t SwiGlu(const float* gate_up, int rows, int inter, bf16* out, cudaStr
   return cudaGetLastError();
 }
 
-cudaError_t GatherRowsF32(const float* src, const int32_t* rows, int n, int dim, float* dst,
-                          cudaStream_t stream) {
+cudaError_t GatherRowsF32(const float* src, const int32_t* rows, int n, int dim, float* dst, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   GatherRowsKernel<<<n, 256, 0, stream>>>(src, rows, dim, dst);
   return cudaGetLastError();

@@ -14,27 +14,25 @@ namespace argen::kernels {
 using bf16 = __nv_bfloat16;
 
 // out[r] = table[ids[r]] (rows of `dim`); ids outside [0, vocab) give zero rows.
-cudaError_t EmbeddingGatherF32(const bf16* table, int64_t vocab, int dim, const int32_t* ids,
-                               int rows, float* out, cudaStream_t stream);
-cudaError_t EmbeddingGatherBf16(const bf16* table, int64_t vocab, int dim, const int32_t* ids,
-                                int rows, bf16* out, cudaStream_t stream);
+cudaError_t EmbeddingGatherF32(const bf16* table, int64_t vocab, int dim, const int32_t* ids, int rows, float* out,
+                               cudaStream_t stream);
+cudaError_t EmbeddingGatherBf16(const bf16* table, int64_t vocab, int dim, const int32_t* ids, int rows, bf16* out,
+                                cudaStream_t stream);
 
 // out = GELU_erf(x + bias) as bf16 (the aligner's and gen_head's hidden activation).
-cudaError_t BiasGelu(const float* x, const float* bias, int rows, int n, bf16* out,
-                     cudaStream_t stream);
+cudaError_t BiasGelu(const float* x, const float* bias, int rows, int n, bf16* out, cudaStream_t stream);
 // x += bias, in place (fp32 rows of n).
 cudaError_t AddBias(float* x, const float* bias, int rows, int n, cudaStream_t stream);
 // y += x (fp32), the residual add where it is not fused into a GEMM epilogue.
 cudaError_t AddInPlace(float* y, const float* x, int64_t n, cudaStream_t stream);
 
 // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, written as bf16 (GEMM input).
-cudaError_t RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, bf16* out,
-                    cudaStream_t stream);
+cudaError_t RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, bf16* out, cudaStream_t stream);
 
 // out[r] = (x[r] - mean) / sqrt(var + eps) * weight + bias (torch LayerNorm,
 // biased variance), written as bf16 (GEMM input).
-cudaError_t LayerNorm(const float* x, const float* weight, const float* bias, int rows, int dim, float eps,
-                      bf16* out, cudaStream_t stream);
+cudaError_t LayerNorm(const float* x, const float* weight, const float* bias, int rows, int dim, float eps, bf16* out,
+                      cudaStream_t stream);
 
 // The swin-norm residual: x[r] += norm(y[r]) in place (fp32), with norm the
 // RMSNorm (bias null) or the LayerNorm above, then x_bf16[r] = bf16(x[r])
@@ -64,8 +62,7 @@ cudaError_t HeadLayerNorm(const HeadLayerNormArgs& args, cudaStream_t stream);
 cudaError_t SwiGlu(const float* gate_up, int rows, int inter, bf16* out, cudaStream_t stream);
 
 // dst[i] = src[rows[i]] for fp32 rows of `dim` (pair -> row broadcast, last-token gather).
-cudaError_t GatherRowsF32(const float* src, const int32_t* rows, int n, int dim, float* dst,
-                          cudaStream_t stream);
+cudaError_t GatherRowsF32(const float* src, const int32_t* rows, int n, int dim, float* dst, cudaStream_t stream);
 
 // Rotary embedding (HF rotate_half convention) and KV append.
 // qkv: fp32 [tokens][(heads + 2*kv_heads) * head_dim] (q, then k, then v).

@@ -4,13 +4,16 @@ namespace argen::kernels {
 namespace {
 
 __device__ __forceinline__ uint64_t Mix(uint64_t x) {  // splitmix64 finaliser
-  x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27; x *= 0x94d049bb133111ebULL;
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
 }
 
 __global__ void FillF32Kernel(float* p, int64_t n, float v) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) p[i] = v;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    p[i] = v;
 }
 
 __global__ void FillRandomKernel(__nv_bfloat16* p, int64_t n, uint64_t key, float a) {

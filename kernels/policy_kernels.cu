@@ -12,8 +12,8 @@ __device__ sparse::PolicyState StateOf(const RowPlan& r, int head, int32_t* ints
   return s;
 }
 
-__global__ void InitKernel(sparse::ResolvedPolicy policy, sparse::PolicyLayout layout, int heads,
-                           int32_t* ints, float* floats) {
+__global__ void InitKernel(sparse::ResolvedPolicy policy, sparse::PolicyLayout layout, int heads, int32_t* ints,
+                           float* floats) {
   const int h = blockIdx.x * blockDim.x + threadIdx.x;
   if (h >= heads) return;
   sparse::PolicyState s{ints + static_cast<int64_t>(h) * layout.ints_per_head,
@@ -24,8 +24,8 @@ __global__ void InitKernel(sparse::ResolvedPolicy policy, sparse::PolicyLayout l
 // One warp per (row, layer, kv_head): lane 0 advances the state
 // (sparse::PlanStepState), then the lanes write the attended list together
 // (sparse::AttendedSlot, coalesced), the same list sparse::PlanStep writes.
-__global__ void PlanKernel(const RowPlan* rows, int n_rows, int layers, int kv_heads, int32_t* ints,
-                           float* floats, PlanBuffers out) {
+__global__ void PlanKernel(const RowPlan* rows, int n_rows, int layers, int kv_heads, int32_t* ints, float* floats,
+                           PlanBuffers out) {
   const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (i >= static_cast<int64_t>(n_rows) * layers * kv_heads) return;  // uniform per warp
@@ -49,8 +49,8 @@ __global__ void PlanKernel(const RowPlan* rows, int n_rows, int layers, int kv_h
 
 // Diagonal / diagonal_grid rows whose selection the attention kernel's argmin made: one thread
 // per (row, layer, kv_head) applies it (sparse::ApplyDiagonalSelection).
-__global__ void ApplyKernel(const RowPlan* rows, int n_rows, int layers, int kv_heads, int32_t* ints,
-                            float* floats, PlanBuffers plan, const int32_t* argmin) {
+__global__ void ApplyKernel(const RowPlan* rows, int n_rows, int layers, int kv_heads, int32_t* ints, float* floats,
+                            PlanBuffers plan, const int32_t* argmin) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<int64_t>(n_rows) * layers * kv_heads) return;
   const int g = static_cast<int>(i % kv_heads), layer = static_cast<int>((i / kv_heads) % layers);
@@ -62,9 +62,9 @@ __global__ void ApplyKernel(const RowPlan* rows, int n_rows, int layers, int kv_
                                  plan.counts[at], argmin[at]);
 }
 
-__global__ void ObserveKernel(const RowPlan* rows, int n_rows, int layers, int kv_heads, int layer,
-                              int32_t* ints, float* floats, PlanBuffers plan, const float* probs,
-                              int probs_stride, bool skip_diagonal) {
+__global__ void ObserveKernel(const RowPlan* rows, int n_rows, int layers, int kv_heads, int layer, int32_t* ints,
+                              float* floats, PlanBuffers plan, const float* probs, int probs_stride,
+                              bool skip_diagonal) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n_rows * kv_heads) return;
   const int g = i % kv_heads, row = i / kv_heads;
@@ -88,24 +88,21 @@ cudaError_t InitPolicyState(const sparse::ResolvedPolicy& policy, const sparse::
   return cudaGetLastError();
 }
 
-cudaError_t PlanDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads,
-                           int32_t* state_ints, float* state_floats, const PlanBuffers& out,
-                           cudaStream_t stream) {
+cudaError_t PlanDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads, int32_t* state_ints,
+                           float* state_floats, const PlanBuffers& out, cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(n_rows) * layers * kv_heads;
   if (n <= 0) return cudaSuccess;
-  PlanKernel<<<Blocks(n * 32), kThreads, 0, stream>>>(rows, n_rows, layers, kv_heads, state_ints,
-                                                      state_floats, out);
+  PlanKernel<<<Blocks(n * 32), kThreads, 0, stream>>>(rows, n_rows, layers, kv_heads, state_ints, state_floats, out);
   return cudaGetLastError();
 }
 
-cudaError_t ObserveDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads,
-                              int32_t layer, int32_t* state_ints, float* state_floats,
-                              const PlanBuffers& plan, const float* probs, int32_t probs_stride,
-                              cudaStream_t stream, bool skip_diagonal) {
+cudaError_t ObserveDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads, int32_t layer,
+                              int32_t* state_ints, float* state_floats, const PlanBuffers& plan, const float* probs,
+                              int32_t probs_stride, cudaStream_t stream, bool skip_diagonal) {
   const int64_t n = static_cast<int64_t>(n_rows) * kv_heads;
   if (n <= 0) return cudaSuccess;
-  ObserveKernel<<<Blocks(n), kThreads, 0, stream>>>(rows, n_rows, layers, kv_heads, layer, state_ints,
-                                                    state_floats, plan, probs, probs_stride, skip_diagonal);
+  ObserveKernel<<<Blocks(n), kThreads, 0, stream>>>(rows, n_rows, layers, kv_heads, layer, state_ints, state_floats,
+                                                    plan, probs, probs_stride, skip_diagonal);
   return cudaGetLastError();
 }
 

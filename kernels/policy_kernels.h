@@ -36,17 +36,15 @@ cudaError_t InitPolicyState(const sparse::ResolvedPolicy& policy, const sparse::
                             int32_t heads_per_row, int32_t* ints, float* floats, cudaStream_t stream);
 
 // PlanStep for every (sparse row, layer, kv_head). A plan that fails (-1) gives count 0.
-cudaError_t PlanDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads,
-                           int32_t* state_ints, float* state_floats, const PlanBuffers& out,
-                           cudaStream_t stream);
+cudaError_t PlanDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads, int32_t* state_ints,
+                           float* state_floats, const PlanBuffers& out, cudaStream_t stream);
 
 // ObserveStep of layer `layer` for every (sparse row, kv_head) that needs it, with
 // the attention probabilities probs[row][kv_head][probs_stride] of that layer.
 // skip_diagonal: diagonal rows are left to ApplyDiagonalSelections.
-cudaError_t ObserveDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads,
-                              int32_t layer, int32_t* state_ints, float* state_floats,
-                              const PlanBuffers& plan, const float* probs, int32_t probs_stride,
-                              cudaStream_t stream, bool skip_diagonal = false);
+cudaError_t ObserveDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads, int32_t layer,
+                              int32_t* state_ints, float* state_floats, const PlanBuffers& plan, const float* probs,
+                              int32_t probs_stride, cudaStream_t stream, bool skip_diagonal = false);
 
 // The diagonal rows' observe of a whole step (all layers) from the attention
 // kernel's argmin[layer][row][kv_head] (entries from sparse::DiagonalSelectionFirst,

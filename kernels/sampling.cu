@@ -3,9 +3,9 @@
 // temperature 0 is the argmax.
 #include <cfloat>
 
-#include "kernels/sampling_rng.h"
 #include "kernels/common.cuh"
 #include "kernels/sampling.h"
+#include "kernels/sampling_rng.h"
 
 namespace argen::kernels {
 namespace {
@@ -43,9 +43,8 @@ __device__ double BlockSumDouble(double v, double* scratch) {
   return total;
 }
 
-__global__ void __launch_bounds__(kThreads) CfgSampleKernel(const float* logits, int vocab,
-                                                           const PairSampling* params,
-                                                           int32_t* tokens) {
+__global__ void __launch_bounds__(kThreads)
+    CfgSampleKernel(const float* logits, int vocab, const PairSampling* params, int32_t* tokens) {
   extern __shared__ float vals[];  // [vocab]: logits, then probabilities
   __shared__ float fscratch[32];
   __shared__ int iscratch[32];
@@ -96,8 +95,7 @@ __global__ void __launch_bounds__(kThreads) CfgSampleKernel(const float* logits,
     return;
   }
   const float inv_t = 1.0f / sp.temperature;
-  for (int v = tid; v < vocab; v += kThreads)
-    vals[v] = (uncond[v] + sp.cfg_weight * (cond[v] - uncond[v])) * inv_t;
+  for (int v = tid; v < vocab; v += kThreads) vals[v] = (uncond[v] + sp.cfg_weight * (cond[v] - uncond[v])) * inv_t;
   if (tid == 0) {
     found = vocab;
     last_kept = 0;
@@ -175,9 +173,9 @@ __global__ void __launch_bounds__(kThreads) CfgSampleKernel(const float* logits,
     __syncthreads();
   }
   const double mass = prefix[kThreads - 1];
-  const double target =
-      static_cast<double>(kernels::SampleUniform(sp.seed, static_cast<uint32_t>(sp.image_index),
-                                               static_cast<uint32_t>(sp.step))) * mass;
+  const double target = static_cast<double>(kernels::SampleUniform(sp.seed, static_cast<uint32_t>(sp.image_index),
+                                                                   static_cast<uint32_t>(sp.step))) *
+                        mass;
   double cumulative = prefix[tid] - own;
   if (own_last >= 0) atomicMax(&last_kept, own_last);
   if (cumulative + own > target) {
@@ -196,13 +194,12 @@ __global__ void __launch_bounds__(kThreads) CfgSampleKernel(const float* logits,
 
 }  // namespace
 
-cudaError_t CfgSample(const float* logits, int32_t pairs, int32_t vocab, const PairSampling* params,
-                      int32_t* tokens, cudaStream_t stream) {
+cudaError_t CfgSample(const float* logits, int32_t pairs, int32_t vocab, const PairSampling* params, int32_t* tokens,
+                      cudaStream_t stream) {
   if (pairs <= 0) return cudaSuccess;
   if (vocab <= 0 || vocab > kMaxSampleVocab) return cudaErrorInvalidValue;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(CfgSampleKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(kMaxSampleVocab * sizeof(float)));
+  static const cudaError_t attr = cudaFuncSetAttribute(CfgSampleKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(kMaxSampleVocab * sizeof(float)));
   if (attr != cudaSuccess) return attr;
   CfgSampleKernel<<<pairs, kThreads, vocab * sizeof(float), stream>>>(logits, vocab, params, tokens);
   return cudaGetLastError();

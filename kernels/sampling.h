@@ -26,7 +26,7 @@ constexpr int32_t kMaxSampleVocab = 50000;
 
 // logits: fp32 [2 * pairs][vocab], rows 2i (cond) and 2i+1 (uncond) of pair i.
 // Writes tokens[i]. cudaErrorInvalidValue when vocab is out of range.
-cudaError_t CfgSample(const float* logits, int32_t pairs, int32_t vocab, const PairSampling* params,
-                      int32_t* tokens, cudaStream_t stream);
+cudaError_t CfgSample(const float* logits, int32_t pairs, int32_t vocab, const PairSampling* params, int32_t* tokens,
+                      cudaStream_t stream);
 
 }  // namespace argen::kernels

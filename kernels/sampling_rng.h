@@ -46,9 +46,8 @@ ARGEN_HOST_DEVICE Philox4x32 Philox4x32_10(Philox4x32 counter, uint32_t key0, ui
 // The uniform in [0, 1) that samples image token `step` (0-based, 0 is drawn
 // from the prefill logits) of image `image_index` of a request seeded `seed`.
 ARGEN_HOST_DEVICE float SampleUniform(uint64_t seed, uint32_t image_index, uint32_t step) {
-  const Philox4x32 out =
-      Philox4x32_10(Philox4x32{{step, image_index, 0u, 0u}}, static_cast<uint32_t>(seed),
-                    static_cast<uint32_t>(seed >> 32));
+  const Philox4x32 out = Philox4x32_10(Philox4x32{{step, image_index, 0u, 0u}}, static_cast<uint32_t>(seed),
+                                       static_cast<uint32_t>(seed >> 32));
   return static_cast<float>(out.v[0] >> 8) * (1.0f / 16777216.0f);
 }
 

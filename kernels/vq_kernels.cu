@@ -17,14 +17,12 @@ int Blocks(int64_t n) {
   return static_cast<int>(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
 }
 
-__device__ __forceinline__ int64_t GlobalIndex() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
+__device__ __forceinline__ int64_t GlobalIndex() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ int64_t GlobalStride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 // grid.y = input channel; each thread owns columns j and writes that channel's 9 rows.
-__global__ void Im2Col3x3Kernel(const float* __restrict__ in, int32_t images, int32_t h, int32_t w,
-                                int64_t col0, int64_t cols, float* __restrict__ col) {
+__global__ void Im2Col3x3Kernel(const float* __restrict__ in, int32_t images, int32_t h, int32_t w, int64_t col0,
+                                int64_t cols, float* __restrict__ col) {
   const int64_t c = blockIdx.y;
   const int64_t hw = static_cast<int64_t>(h) * w;
   const float* plane = in + c * images * hw;
@@ -76,9 +74,8 @@ constexpr int kNormThreads = 512;
 
 // blockIdx.x = image * groups + group.
 __global__ void __launch_bounds__(kNormThreads)
-    GroupNormKernel(const float* in, const float* __restrict__ gamma, const float* __restrict__ beta,
-                    int32_t channels, int32_t groups, int32_t images, int64_t hw, float eps, bool swish,
-                    float* out) {
+    GroupNormKernel(const float* in, const float* __restrict__ gamma, const float* __restrict__ beta, int32_t channels,
+                    int32_t groups, int32_t images, int64_t hw, float eps, bool swish, float* out) {
   __shared__ double scratch[32];
   const int32_t n = blockIdx.x / groups, g = blockIdx.x % groups;
   const int32_t per_group = channels / groups;
@@ -119,8 +116,8 @@ __global__ void __launch_bounds__(kNormThreads)
 __global__ void UpsampleNearest2xKernel(const float* __restrict__ in, int32_t images, int32_t h, int32_t w,
                                         int64_t total, float* __restrict__ out) {
   const int64_t hw = static_cast<int64_t>(h) * w;
-  const int64_t out_plane = 4 * hw;                // one image of one channel
-  const int64_t out_row = out_plane * images;      // one channel
+  const int64_t out_plane = 4 * hw;            // one image of one channel
+  const int64_t out_row = out_plane * images;  // one channel
   const int64_t in_row = hw * images;
   const int32_t w2 = 2 * w;
   for (int64_t i = GlobalIndex(); i < total; i += GlobalStride()) {
@@ -184,8 +181,8 @@ __global__ void ToRgb8Kernel(const float* __restrict__ chw, int64_t total_pixels
 
 }  // namespace
 
-cudaError_t VqIm2Col3x3(const float* in, int32_t cin, int32_t images, int32_t h, int32_t w, int64_t col0,
-                        int64_t cols, float* col, cudaStream_t stream) {
+cudaError_t VqIm2Col3x3(const float* in, int32_t cin, int32_t images, int32_t h, int32_t w, int64_t col0, int64_t cols,
+                        float* col, cudaStream_t stream) {
   if (cols <= 0 || cin <= 0) return cudaSuccess;
   if (cin > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(Blocks(cols)), static_cast<unsigned>(cin));
@@ -193,8 +190,7 @@ cudaError_t VqIm2Col3x3(const float* in, int32_t cin, int32_t images, int32_t h,
   return cudaGetLastError();
 }
 
-cudaError_t VqBiasRows(float* out, const float* bias, int32_t rows, int64_t n, bool accumulate,
-                       cudaStream_t stream) {
+cudaError_t VqBiasRows(float* out, const float* bias, int32_t rows, int64_t n, bool accumulate, cudaStream_t stream) {
   if (rows <= 0 || n <= 0) return cudaSuccess;
   if (rows > 65535) return cudaErrorInvalidValue;
   const int64_t per_row = (n + kThreads - 1) / kThreads;
@@ -209,13 +205,12 @@ cudaError_t VqAddInPlace(float* y, const float* x, int64_t n, cudaStream_t strea
   return cudaGetLastError();
 }
 
-cudaError_t VqGroupNorm(const float* in, const float* gamma, const float* beta, int32_t channels,
-                        int32_t groups, int32_t images, int64_t hw, float eps, bool swish, float* out,
-                        cudaStream_t stream) {
+cudaError_t VqGroupNorm(const float* in, const float* gamma, const float* beta, int32_t channels, int32_t groups,
+                        int32_t images, int64_t hw, float eps, bool swish, float* out, cudaStream_t stream) {
   if (images <= 0 || hw <= 0) return cudaSuccess;
   if (groups <= 0 || channels % groups != 0) return cudaErrorInvalidValue;
-  GroupNormKernel<<<images * groups, kNormThreads, 0, stream>>>(in, gamma, beta, channels, groups, images, hw,
-                                                                 eps, swish, out);
+  GroupNormKernel<<<images * groups, kNormThreads, 0, stream>>>(in, gamma, beta, channels, groups, images, hw, eps,
+                                                                swish, out);
   return cudaGetLastError();
 }
 

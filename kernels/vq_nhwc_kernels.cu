@@ -40,9 +40,7 @@ unsigned PerImageBlocks(int64_t per_image, int32_t images) {
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-__device__ __forceinline__ int64_t GlobalIndex() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
+__device__ __forceinline__ int64_t GlobalIndex() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ int64_t GlobalStride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 __device__ __forceinline__ void Store8(bf16* p, const float v[8]) { *reinterpret_cast<Bf16x8*>(p) = Pack8(v); }
@@ -152,8 +150,8 @@ __global__ void __launch_bounds__(kGnThreads)
     const int32_t c = g * cpg + cc;
     const double scale = static_cast<double>(gamma[c]) * s_inv;
     const double pb = in_bias ? static_cast<double>(in_bias[c]) : 0.0;
-    scale_shift[static_cast<int64_t>(n) * channels + c] =
-        make_float2(static_cast<float>(scale), static_cast<float>(static_cast<double>(beta[c]) + (pb - s_mean) * scale));
+    scale_shift[static_cast<int64_t>(n) * channels + c] = make_float2(
+        static_cast<float>(scale), static_cast<float>(static_cast<double>(beta[c]) + (pb - s_mean) * scale));
   }
 }
 
@@ -344,20 +342,20 @@ int64_t VqGroupNormPartialBytes(int32_t images, int64_t hw, int32_t channels) {
   return static_cast<int64_t>(sizeof(double2)) * images * VqGroupNormChunks(hw) * channels;
 }
 
-cudaError_t VqNhwcLookup(const bf16* table, int32_t rows, int32_t dim, const int32_t* tokens, int64_t count,
-                         bf16* out, cudaStream_t stream) {
+cudaError_t VqNhwcLookup(const bf16* table, int32_t rows, int32_t dim, const int32_t* tokens, int64_t count, bf16* out,
+                         cudaStream_t stream) {
   if (count <= 0) return cudaSuccess;
   if (dim <= 0 || dim % 8 != 0 || !Aligned16(table) || !Aligned16(out)) return cudaErrorInvalidValue;
   const int32_t vecs = dim / 8;
   const int64_t total = count * vecs;
-  LookupKernel<<<Blocks(total), kThreads, 0, stream>>>(reinterpret_cast<const uint4*>(table), rows, vecs, tokens,
-                                                       total, reinterpret_cast<uint4*>(out));
+  LookupKernel<<<Blocks(total), kThreads, 0, stream>>>(reinterpret_cast<const uint4*>(table), rows, vecs, tokens, total,
+                                                       reinterpret_cast<uint4*>(out));
   return cudaGetLastError();
 }
 
-cudaError_t VqNhwcGroupNorm(const bf16* in, const float* in_bias, const float* gamma, const float* beta,
-                            int32_t images, int64_t hw, int32_t channels, int32_t groups, float eps, bool swish,
-                            double2* partial, float2* scale_shift, bf16* out, cudaStream_t stream) {
+cudaError_t VqNhwcGroupNorm(const bf16* in, const float* in_bias, const float* gamma, const float* beta, int32_t images,
+                            int64_t hw, int32_t channels, int32_t groups, float eps, bool swish, double2* partial,
+                            float2* scale_shift, bf16* out, cudaStream_t stream) {
   if (images <= 0 || hw <= 0) return cudaSuccess;
   if (channels <= 0 || channels % 8 != 0 || channels > kVqGnMaxChannels || groups <= 0 || channels % groups != 0 ||
       images > 65535 || !Aligned16(in) || !Aligned16(out) || !Aligned16(scale_shift)) {
@@ -378,8 +376,8 @@ cudaError_t VqNhwcGroupNorm(const bf16* in, const float* in_bias, const float* g
   return cudaGetLastError();
 }
 
-cudaError_t VqNhwcUpsample2x(const bf16* in, const float* bias, int32_t images, int32_t h, int32_t w,
-                             int32_t channels, bf16* out, cudaStream_t stream) {
+cudaError_t VqNhwcUpsample2x(const bf16* in, const float* bias, int32_t images, int32_t h, int32_t w, int32_t channels,
+                             bf16* out, cudaStream_t stream) {
   if (images <= 0 || h <= 0 || w <= 0) return cudaSuccess;
   if (channels <= 0 || channels % 8 != 0 || images > 65535 || !Aligned16(in) || !Aligned16(out))
     return cudaErrorInvalidValue;

@@ -22,8 +22,8 @@ inline constexpr int32_t kVqConvOutMaxChannels = 448;  // conv_out's filter in 4
 inline constexpr int32_t kVqGnChunkPixels = 512;       // pixels per statistics block
 
 // out[i][c] = table[tokens[i]][c] for i < count, c < dim; ids outside [0, rows) give zeros.
-cudaError_t VqNhwcLookup(const __nv_bfloat16* table, int32_t rows, int32_t dim, const int32_t* tokens,
-                         int64_t count, __nv_bfloat16* out, cudaStream_t stream);
+cudaError_t VqNhwcLookup(const __nv_bfloat16* table, int32_t rows, int32_t dim, const int32_t* tokens, int64_t count,
+                         __nv_bfloat16* out, cudaStream_t stream);
 
 // GroupNorm(groups, channels, eps) of v = x + in_bias[c] (in_bias may be null)
 // over each image's h*w pixels, then swish (y * sigmoid(y)) when asked:
@@ -47,8 +47,7 @@ cudaError_t VqNhwcUpsample2x(const __nv_bfloat16* in, const float* bias, int32_t
                              int32_t channels, __nv_bfloat16* out, cudaStream_t stream);
 
 // x[r][c] = bf16(x[r][c] + bias[c]) for r < rows.
-cudaError_t VqNhwcAddBias(__nv_bfloat16* x, const float* bias, int64_t rows, int32_t channels,
-                          cudaStream_t stream);
+cudaError_t VqNhwcAddBias(__nv_bfloat16* x, const float* bias, int64_t rows, int32_t channels, cudaStream_t stream);
 
 // probs[r][j] = softmax(scores[r][:])[j] as bf16, rows of n floats: float max
 // and exp, the sum in double, scaled by float(1 / sum) (VqSoftmaxRows' math).
@@ -60,7 +59,7 @@ cudaError_t VqSoftmaxRowsToBf16(const float* scores, int64_t rows, int32_t n, __
 //   out[o * plane_stride + p] = bias[o] + sum_{tap, i} weight_t[(tap * 3 + o) * cin + i] * in[p shifted by tap][i]
 // for p = n*h*w + y*w + x, tap = ky*3 + kx (weight_t is PyTorch's [3][cin][3][3] re-laid tap-major).
 // cin <= kVqConvOutMaxChannels.
-cudaError_t VqNhwcConvOut3(const __nv_bfloat16* in, const float* weight_t, const float* bias, int32_t images,
-                           int32_t h, int32_t w, int32_t cin, float* out, int64_t plane_stride, cudaStream_t stream);
+cudaError_t VqNhwcConvOut3(const __nv_bfloat16* in, const float* weight_t, const float* bias, int32_t images, int32_t h,
+                           int32_t w, int32_t cin, float* out, int64_t plane_stride, cudaStream_t stream);
 
 }  // namespace argen::kernels

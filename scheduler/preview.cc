@@ -29,8 +29,7 @@ std::vector<int32_t> PreviewRows(int32_t previews, int32_t token_grid) {
 absl::StatusOr<std::vector<int32_t>> PreviewGrid(const std::vector<int32_t>& sampled, int32_t rows,
                                                  int32_t token_grid) {
   if (token_grid < 1 || rows < 1 || rows > token_grid) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("preview of ", rows, " rows on a grid of ", token_grid, " rows"));
+    return absl::InvalidArgumentError(absl::StrCat("preview of ", rows, " rows on a grid of ", token_grid, " rows"));
   }
   const size_t shown = static_cast<size_t>(rows) * token_grid;
   if (sampled.size() < shown) {

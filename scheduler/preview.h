@@ -38,8 +38,7 @@ std::vector<int32_t> PreviewRows(int32_t previews, int32_t token_grid);
 
 // The token grid a preview decodes: the first `rows` rows of `sampled` (which
 // holds at least rows * token_grid tokens), then row rows - 1 repeated.
-absl::StatusOr<std::vector<int32_t>> PreviewGrid(const std::vector<int32_t>& sampled, int32_t rows,
-                                                 int32_t token_grid);
+absl::StatusOr<std::vector<int32_t>> PreviewGrid(const std::vector<int32_t>& sampled, int32_t rows, int32_t token_grid);
 
 // The same for a decode sequence whose rows of `width` tokens are each
 // followed by `row_break` tokens (Lumina-mGPT's new line; the last row has

@@ -11,15 +11,17 @@ absl::StatusOr<Priority> ParsePriority(absl::string_view name) {
   if (name == "low") return Priority::kLow;
   if (name == "normal") return Priority::kNormal;
   if (name == "high") return Priority::kHigh;
-  return absl::InvalidArgumentError(
-      absl::StrCat("\"", std::string(name), "\" is not a priority (low, normal, high)"));
+  return absl::InvalidArgumentError(absl::StrCat("\"", std::string(name), "\" is not a priority (low, normal, high)"));
 }
 
 absl::string_view PriorityName(Priority priority) {
   switch (priority) {
-    case Priority::kLow: return "low";
-    case Priority::kNormal: return "normal";
-    case Priority::kHigh: return "high";
+    case Priority::kLow:
+      return "low";
+    case Priority::kNormal:
+      return "normal";
+    case Priority::kHigh:
+      return "high";
   }
   return "normal";
 }

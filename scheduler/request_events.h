@@ -47,15 +47,14 @@ struct PreviewEvent {
   int32_t rows_done = 0;    // complete token rows shown
   int32_t tokens_done = 0;  // rows_done x token_grid
   int32_t width = 0, height = 0;
-  std::string encoded;      // encoded like the final images
+  std::string encoded;  // encoded like the final images
 };
 
 struct FinishedEvent {
-  absl::Status status;      // OK, or why it ended (cancelled, deadline, engine error, drain)
-  RequestMetrics metrics;   // meaningful fields only for what ran
+  absl::Status status;     // OK, or why it ended (cancelled, deadline, engine error, drain)
+  RequestMetrics metrics;  // meaningful fields only for what ran
 };
 
-using RequestEvent =
-    std::variant<QueuedEvent, StartedEvent, ProgressEvent, ImageEvent, FinishedEvent, PreviewEvent>;
+using RequestEvent = std::variant<QueuedEvent, StartedEvent, ProgressEvent, ImageEvent, FinishedEvent, PreviewEvent>;
 
 }  // namespace argen::scheduler

@@ -38,8 +38,8 @@ std::string NewRequestId(absl::Time now) {
   }
   // 128 bits = 48 time + 80 random, written as 26 base32 digits (130 bits,
   // the top two always 0), most significant first.
-  const unsigned __int128 value = (static_cast<unsigned __int128>(ms) << 80) |
-                                  (static_cast<unsigned __int128>(hi) << 64) | lo;
+  const unsigned __int128 value =
+      (static_cast<unsigned __int128>(ms) << 80) | (static_cast<unsigned __int128>(hi) << 64) | lo;
   std::string id(26, '0');
   for (int i = 25; i >= 0; --i) {
     id[i] = kCrockford[static_cast<int>((value >> (5 * (25 - i))) & 31)];

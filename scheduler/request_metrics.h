@@ -8,11 +8,11 @@
 namespace argen::scheduler {
 
 struct RequestMetrics {
-  absl::Duration queue_wait;   // accepted -> joined the batch
-  absl::Duration prefill;      // the engine step that prefilled it
-  absl::Duration decode;       // after prefill -> last token sampled
-  absl::Duration vq_decode;    // VQ decode (the whole call its images were in) + image encoding of all its images
-  absl::Duration total;        // accepted -> finished
+  absl::Duration queue_wait;     // accepted -> joined the batch
+  absl::Duration prefill;        // the engine step that prefilled it
+  absl::Duration decode;         // after prefill -> last token sampled
+  absl::Duration vq_decode;      // VQ decode (the whole call its images were in) + image encoding of all its images
+  absl::Duration total;          // accepted -> finished
   double tokens_per_second = 0;  // image tokens of all images / (prefill + decode)
   double images_per_second = 0;  // images / total
   int64_t peak_kv_bytes = 0;     // its reserved (exact, policy-bounded) KV

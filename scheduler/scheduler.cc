@@ -15,8 +15,8 @@ struct Scheduler::Job {
   std::shared_ptr<RequestHandle> handle;
   engine::PreparedRequest prepared;
   std::string policy_name;
-  int64_t kv_bytes = 0;  // PreparedRequest::kv_bytes
-  int32_t rows = 0;      // 2 x num_images
+  int64_t kv_bytes = 0;       // PreparedRequest::kv_bytes
+  int32_t rows = 0;           // 2 x num_images
   int64_t prompt_tokens = 0;  // prefilled tokens, all rows
   absl::Duration progress_interval;
   absl::Time accepted;
@@ -27,25 +27,23 @@ struct Scheduler::Job {
   absl::Duration prefill_time;
   absl::Duration vq_time;
   engine::GroupId group = -1;
-  int32_t steps = 0;          // steps taken part in; == image tokens sampled per image
-  int32_t decode_steps = 0;   // steps after its prefill step
+  int32_t steps = 0;         // steps taken part in; == image tokens sampled per image
+  int32_t decode_steps = 0;  // steps after its prefill step
   int64_t decode_rows_sum = 0;
   int32_t images_sent = 0;
   std::vector<std::vector<int32_t>> tokens;  // filled when its last token is sampled
   Priority priority = Priority::kNormal;
-  int64_t sequence = 0;                      // acceptance order
-  ImageEncoder encoder;                      // empty: the scheduler's
-  std::vector<int32_t> preview_rows;         // token rows each preview shows (loop thread)
-  size_t next_preview = 0;                   // loop thread
+  int64_t sequence = 0;               // acceptance order
+  ImageEncoder encoder;               // empty: the scheduler's
+  std::vector<int32_t> preview_rows;  // token rows each preview shows (loop thread)
+  size_t next_preview = 0;            // loop thread
   std::atomic<bool> preview_in_flight{false};
-  absl::Mutex deliver_mu;                    // orders previews before the final images
+  absl::Mutex deliver_mu;  // orders previews before the final images
   bool images_started ABSL_GUARDED_BY(deliver_mu) = false;
 };
 
-absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(engine::Engine* engine,
-                                                             const SchedulerOptions& options,
-                                                             ImageEncoder encoder,
-                                                             SchedulerObserver* observer) {
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(engine::Engine* engine, const SchedulerOptions& options,
+                                                             ImageEncoder encoder, SchedulerObserver* observer) {
   if (engine == nullptr) return absl::InvalidArgumentError("scheduler: engine is null");
   if (engine->info().kv_budget_bytes <= 0) {
     return absl::InvalidArgumentError(
@@ -56,8 +54,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(engine::Engine* eng
         absl::StrCat("scheduler: the engine's max_batch_rows must be >= 2, got ", engine->info().max_batch_rows));
   }
   if (options.queue_limit < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("scheduler: queue_limit must be >= 1, got ", options.queue_limit));
+    return absl::InvalidArgumentError(absl::StrCat("scheduler: queue_limit must be >= 1, got ", options.queue_limit));
   }
   if (options.image_workers < 1) {
     return absl::InvalidArgumentError(
@@ -102,8 +99,8 @@ Scheduler::~Scheduler() {
   image_workers_.reset();  // runs what is queued (each ends at once under abort_)
 }
 
-absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(
-    const engine::GenerationRequest& request, const SubmitOptions& submit) {
+absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(const engine::GenerationRequest& request,
+                                                                 const SubmitOptions& submit) {
   const std::string requested_policy(sparse::PolicyName(request.policy.kind));
   auto reject = [&](absl::Status status) {
     observer_->OnRequestDone(requested_policy, status, RequestMetrics{});
@@ -112,15 +109,15 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(
   const int32_t token_grid = TokenRows(engine_->info());
   const int32_t max_previews = MaxPreviews(engine_->info());
   if (submit.previews < 0 || submit.previews > max_previews) {
-    return reject(absl::InvalidArgumentError(
-        absl::StrCat("previews: must be in [0, ", max_previews, "] for this model (", token_grid,
-                     " token rows), got ", submit.previews)));
+    return reject(
+        absl::InvalidArgumentError(absl::StrCat("previews: must be in [0, ", max_previews, "] for this model (",
+                                                token_grid, " token rows), got ", submit.previews)));
   }
   {
     absl::MutexLock lock(&mu_);
     if (!fatal_.ok()) {
-      return reject(absl::UnavailableError(
-          absl::StrCat("server is stopping after a device error: ", fatal_.message())));
+      return reject(
+          absl::UnavailableError(absl::StrCat("server is stopping after a device error: ", fatal_.message())));
     }
     if (draining_) {
       return reject(absl::UnavailableError("server is draining: not accepting new requests"));
@@ -135,9 +132,8 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(
   job->rows = 2 * prepared->request.num_images;
   job->prompt_tokens = static_cast<int64_t>(job->rows) * static_cast<int64_t>(prepared->cond_ids.size());
   job->prepared = *std::move(prepared);
-  job->progress_interval = submit.progress_interval > absl::ZeroDuration()
-                               ? submit.progress_interval
-                               : options_.progress_interval;
+  job->progress_interval =
+      submit.progress_interval > absl::ZeroDuration() ? submit.progress_interval : options_.progress_interval;
   job->priority = submit.priority;
   job->encoder = submit.encoder;
   job->preview_rows = PreviewRows(submit.previews, token_grid);
@@ -146,16 +142,15 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(
   {
     absl::MutexLock lock(&mu_);
     if (!fatal_.ok()) {
-      return reject(absl::UnavailableError(
-          absl::StrCat("server is stopping after a device error: ", fatal_.message())));
+      return reject(
+          absl::UnavailableError(absl::StrCat("server is stopping after a device error: ", fatal_.message())));
     }
     if (draining_) {
       return reject(absl::UnavailableError("server is draining: not accepting new requests"));
     }
     if (static_cast<int32_t>(queue_.size()) >= options_.queue_limit) {
       return reject(absl::ResourceExhaustedError(absl::StrCat(
-          "queue full: ", queue_.size(), " requests waiting (queue_limit ", options_.queue_limit,
-          "); retry later")));
+          "queue full: ", queue_.size(), " requests waiting (queue_limit ", options_.queue_limit, "); retry later")));
     }
     std::string id = submit.request_id.empty() ? NewRequestId() : submit.request_id;
     job->sequence = next_request_number_++;
@@ -404,8 +399,7 @@ void Scheduler::RunStep() {
   // Finished groups leave now; their KV is free before the next admission.
   std::vector<JobPtr> to_decode;
   for (engine::GroupId id : report->finished) {
-    auto it = std::find_if(running_.begin(), running_.end(),
-                           [id](const JobPtr& j) { return j->group == id; });
+    auto it = std::find_if(running_.begin(), running_.end(), [id](const JobPtr& j) { return j->group == id; });
     if (it == running_.end()) continue;
     JobPtr job = *it;
     running_.erase(it);
@@ -414,8 +408,7 @@ void Scheduler::RunStep() {
     ReleaseGroup(*job);
     if (!state.ok()) {
       PublishKv();
-      Finish(*job, absl::InternalError(absl::StrCat("engine lost the finished group: ",
-                                                    state.status().message())));
+      Finish(*job, absl::InternalError(absl::StrCat("engine lost the finished group: ", state.status().message())));
       continue;
     }
     job->tokens = std::move(state->tokens);
@@ -468,8 +461,7 @@ void Scheduler::OfferPreviews() {
     // image workers are all busy (final images first), or the client has not
     // taken the previous preview yet.
     const char* drop = nullptr;
-    if (job->preview_in_flight.load(std::memory_order_acquire) ||
-        image_workers_->pending() >= options_.image_workers) {
+    if (job->preview_in_flight.load(std::memory_order_acquire) || image_workers_->pending() >= options_.image_workers) {
       drop = "image_path_busy";
     } else if (job->handle->pending_previews() > 0) {
       drop = "client_slow";
@@ -603,8 +595,7 @@ void Scheduler::EncodeAndDeliver(const JobPtr& job, std::vector<engine::RgbImage
     const absl::Time start = absl::Now();
     absl::StatusOr<std::string> encoded = encode(rgb[i]);
     if (!encoded.ok()) {
-      Finish(*job, absl::InternalError(
-                       absl::StrCat("encoding image ", i, " failed: ", encoded.status().message())));
+      Finish(*job, absl::InternalError(absl::StrCat("encoding image ", i, " failed: ", encoded.status().message())));
       return;
     }
     job->vq_time += absl::Now() - start;
@@ -646,15 +637,13 @@ void Scheduler::Finish(Job& job, absl::Status status) {
   m.peak_kv_bytes = was_admitted ? job.kv_bytes : 0;
   const double gen_seconds = absl::ToDoubleSeconds(m.prefill + m.decode);
   if (gen_seconds > 0) {
-    m.tokens_per_second =
-        static_cast<double>(job.steps) * job.prepared.request.num_images / gen_seconds;
+    m.tokens_per_second = static_cast<double>(job.steps) * job.prepared.request.num_images / gen_seconds;
   }
   if (m.total > absl::ZeroDuration()) {
     m.images_per_second = job.images_sent / absl::ToDoubleSeconds(m.total);
   }
-  m.mean_batch_rows = job.decode_steps > 0
-                          ? static_cast<double>(job.decode_rows_sum) / job.decode_steps
-                          : static_cast<double>(job.rows);
+  m.mean_batch_rows = job.decode_steps > 0 ? static_cast<double>(job.decode_rows_sum) / job.decode_steps
+                                           : static_cast<double>(job.rows);
   {
     // Counted down first so that a caller who has seen Finished also sees
     // the request gone from snapshot().

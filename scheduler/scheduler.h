@@ -41,12 +41,12 @@
 namespace argen::scheduler {
 
 struct SubmitOptions {
-  std::string request_id;                         // empty: a new ULID (request_id.h)
-  absl::Time deadline = absl::InfiniteFuture();   // expiry ends it with DEADLINE_EXCEEDED
+  std::string request_id;                                   // empty: a new ULID (request_id.h)
+  absl::Time deadline = absl::InfiniteFuture();             // expiry ends it with DEADLINE_EXCEEDED
   absl::Duration progress_interval = absl::ZeroDuration();  // 0: the scheduler default
   Priority priority = Priority::kNormal;
-  int32_t previews = 0;   // per image, 0 .. min(kMaxPreviews, token_grid - 1)
-  ImageEncoder encoder;   // empty: the scheduler's encoder (images and previews)
+  int32_t previews = 0;            // per image, 0 .. min(kMaxPreviews, token_grid - 1)
+  ImageEncoder encoder;            // empty: the scheduler's encoder (images and previews)
   int64_t max_buffered_bytes = 0;  // > 0: RequestHandle's bound on events waiting to be taken
 };
 
@@ -61,10 +61,8 @@ struct SchedulerSnapshot {
 class Scheduler {
  public:
   // `engine` and `observer` (may be null) must outlive the scheduler.
-  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(engine::Engine* engine,
-                                                           const SchedulerOptions& options,
-                                                           ImageEncoder encoder,
-                                                           SchedulerObserver* observer);
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(engine::Engine* engine, const SchedulerOptions& options,
+                                                           ImageEncoder encoder, SchedulerObserver* observer);
   // Ends whatever is left with UNAVAILABLE, then joins its threads.
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
@@ -91,8 +89,7 @@ class Scheduler {
   struct Job;
   using JobPtr = std::shared_ptr<Job>;
 
-  Scheduler(engine::Engine* engine, const SchedulerOptions& options, ImageEncoder encoder,
-            SchedulerObserver* observer);
+  Scheduler(engine::Engine* engine, const SchedulerOptions& options, ImageEncoder encoder, SchedulerObserver* observer);
 
   void Loop();
   // Pops cancelled/expired queued jobs; runs under mu_.
@@ -113,8 +110,7 @@ class Scheduler {
   void EncodeAndDeliver(const JobPtr& job, std::vector<engine::RgbImage> rgb, absl::Duration decode_time);
   // Hands the next due preview of each running job to the image workers, or drops it.
   void OfferPreviews();
-  void DecodePreview(const JobPtr& job, int32_t index, int32_t rows,
-                     std::vector<std::vector<int32_t>> sampled);
+  void DecodePreview(const JobPtr& job, int32_t index, int32_t rows, std::vector<std::vector<int32_t>> sampled);
   // Index into queue_ of the request to admit next (the queue is not empty).
   size_t NextInQueue(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Pushes the Finished event and reports it; every accepted job ends here once.
@@ -139,7 +135,7 @@ class Scheduler {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int32_t active_requests_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_request_number_ ABSL_GUARDED_BY(mu_) = 0;  // submission order (priority ties)
-  std::atomic<bool> abort_{false};  // drain timed out / destructor: end everything
+  std::atomic<bool> abort_{false};                        // drain timed out / destructor: end everything
 
   // Loop-thread state (published through atomics for snapshot()).
   std::vector<JobPtr> running_;

@@ -14,22 +14,22 @@ namespace argen::scheduler {
 
 struct StepStats {
   int64_t step_index = 0;
-  absl::Duration duration;       // the engine Step() call
+  absl::Duration duration;  // the engine Step() call
   // The decode loop's timeline: start of the previous Step() to the start of
   // this one (0 for the first step after idling), and the part of it the loop
   // spent outside Step() (admission, bookkeeping, handing work to the image
   // workers): the loop waits on nothing else, so this stays small.
   absl::Duration interval;
   absl::Duration loop_time;
-  absl::Time start;              // when this Step() began
+  absl::Time start;  // when this Step() began
   int32_t groups_prefilled = 0;
-  int32_t rows_prefilled = 0;    // rows of the groups this step prefilled
-  int64_t prefill_tokens = 0;    // their prompt tokens, all rows
-  int32_t rows_decoded = 0;      // engine's decode batch rows
-  int32_t running_rows = 0;      // rows of admitted groups after this step's removals
-  int32_t tokens_sampled = 0;    // image tokens produced by this step, all images
-  int64_t kv_bytes_in_use = 0;   // engine->KvBytesInUse() after removals
-  int64_t kv_bytes_reserved = 0; // sum of admitted requests' exact needs
+  int32_t rows_prefilled = 0;     // rows of the groups this step prefilled
+  int64_t prefill_tokens = 0;     // their prompt tokens, all rows
+  int32_t rows_decoded = 0;       // engine's decode batch rows
+  int32_t running_rows = 0;       // rows of admitted groups after this step's removals
+  int32_t tokens_sampled = 0;     // image tokens produced by this step, all images
+  int64_t kv_bytes_in_use = 0;    // engine->KvBytesInUse() after removals
+  int64_t kv_bytes_reserved = 0;  // sum of admitted requests' exact needs
   int32_t queue_depth = 0;
 };
 
@@ -53,8 +53,7 @@ class SchedulerObserver {
   virtual void OnFirstImage(std::string_view policy, absl::Duration since_accepted) {}
   // Every request that reached Submit: accepted ones when they finish,
   // rejected ones at once (status says why).
-  virtual void OnRequestDone(std::string_view policy, const absl::Status& status,
-                             const RequestMetrics& metrics) {}
+  virtual void OnRequestDone(std::string_view policy, const absl::Status& status, const RequestMetrics& metrics) {}
 };
 
 }  // namespace argen::scheduler

@@ -18,9 +18,9 @@ using ImageEncoder = std::function<absl::StatusOr<std::string>(const engine::Rgb
 // The KV budget and the batch cap are the engine's (engine::ModelInfo): the
 // scheduler admits by them and never keeps a copy that could disagree.
 struct SchedulerOptions {
-  int32_t queue_limit = 64;       // requests waiting (not yet admitted); > 0
+  int32_t queue_limit = 64;                                    // requests waiting (not yet admitted); > 0
   absl::Duration progress_interval = absl::Milliseconds(250);  // default per request
-  int32_t image_workers = 1;      // threads for VQ decode + image encoding
+  int32_t image_workers = 1;                                   // threads for VQ decode + image encoding
   // A queued request rises one priority level per this much waiting
   // (scheduler/priority.h); > 0.
   absl::Duration priority_aging = absl::Seconds(10);

@@ -4,14 +4,14 @@
 #include "common/version.h"
 #include "engine/image/png.h"
 #include "engine/request_rules.h"
-#include "grpc/health/v1/health.pb.h"
 #include "engine/sparse/policy_params.h"
+#include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
-#include "server/tls_config.h"
 #include "server/reflection_v1.h"
+#include "server/tls_config.h"
 
 namespace argen::server {
 
@@ -31,8 +31,8 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> LoadEngine(const ServerConfig& c
   options.max_images_per_request = config.max_images_per_request;
   absl::StatusOr<std::unique_ptr<engine::Engine>> created = engine::CreateEngine(options);
   if (!created.ok()) {
-    return absl::Status(created.status().code(), absl::StrCat("loading model_dir '", config.model_dir,
-                                                              "': ", created.status().message()));
+    return absl::Status(created.status().code(),
+                        absl::StrCat("loading model_dir '", config.model_dir, "': ", created.status().message()));
   }
   return created;
 }
@@ -118,8 +118,8 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
     absl::StatusOr<std::unique_ptr<HttpServer>> bound = HttpServer::Bind(http);
     if (!bound.ok()) return bound.status();
     server->http_ = *std::move(bound);
-    server->http_api_ = std::make_unique<HttpImagesApi>(server->http_.get(), config, server->keys_.get(),
-                                                        server->prometheus_.get());
+    server->http_api_ =
+        std::make_unique<HttpImagesApi>(server->http_.get(), config, server->keys_.get(), server->prometheus_.get());
     if (absl::Status s = server->http_->Start(); !s.ok()) return s;
   }
   if (engine == nullptr) {
@@ -132,8 +132,7 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
   // The model family's sampling defaults where the config sets none.
   ApplyModelSamplingDefaults(server->config_, info.default_sampling);
   // The configured defaults must be valid requests for this model (the engine's rules).
-  if (absl::StatusOr<sparse::ResolvedPolicy> p =
-          sparse::ResolvePolicy(config.default_policy, engine::PolicyGrid(info));
+  if (absl::StatusOr<sparse::ResolvedPolicy> p = sparse::ResolvePolicy(config.default_policy, engine::PolicyGrid(info));
       !p.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("key 'default_policy': ", p.status().message()));
   }
@@ -162,8 +161,8 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
     server->step_log_ = *std::move(log);
     observer = server->step_log_.get();
   }
-  absl::StatusOr<std::unique_ptr<scheduler::Scheduler>> sched = scheduler::Scheduler::Create(
-      server->engine_.get(), scheduler_options, std::move(encoder), observer);
+  absl::StatusOr<std::unique_ptr<scheduler::Scheduler>> sched =
+      scheduler::Scheduler::Create(server->engine_.get(), scheduler_options, std::move(encoder), observer);
   if (!sched.ok()) return sched.status();
   server->scheduler_ = *std::move(sched);
   server->gate_ = std::make_unique<RequestGate>(server->scheduler_.get(), info, server->config_, server->keys_.get(),
@@ -186,9 +185,9 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
   ApplyTransportLimits(config, builder);
   server->grpc_ = builder.BuildAndStart();
   if (server->grpc_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "port: cannot listen for gRPC on ", address,
-        config.allow_port_sharing ? "" : " (in use by another process? allow_port_sharing is off)"));
+    return absl::UnavailableError(
+        absl::StrCat("port: cannot listen for gRPC on ", address,
+                     config.allow_port_sharing ? "" : " (in use by another process? allow_port_sharing is off)"));
   }
   if (grpc::HealthCheckServiceInterface* health = server->grpc_->GetHealthCheckService()) {
     health->SetServingStatus(true);

@@ -17,11 +17,11 @@
 #include "server/argen_service.h"
 #include "server/auth.h"
 #include "server/http_images_api.h"
-#include "server/step_log.h"
 #include "server/http_server.h"
 #include "server/prometheus_metrics.h"
 #include "server/request_gate.h"
 #include "server/server_config.h"
+#include "server/step_log.h"
 #include "server/tls_config.h"
 
 namespace argen::server {
@@ -30,9 +30,9 @@ class ArgenServer {
  public:
   // `engine` null: created from the config (model_dir, backend, vq_backend, threads,
   // kv_budget_bytes, max_batch_rows). `encoder` null: PNG.
-  static absl::StatusOr<std::unique_ptr<ArgenServer>> Start(
-      const ServerConfig& config, std::unique_ptr<engine::Engine> engine = nullptr,
-      scheduler::ImageEncoder encoder = nullptr);
+  static absl::StatusOr<std::unique_ptr<ArgenServer>> Start(const ServerConfig& config,
+                                                            std::unique_ptr<engine::Engine> engine = nullptr,
+                                                            scheduler::ImageEncoder encoder = nullptr);
   ~ArgenServer();
 
   int32_t port() const { return port_; }

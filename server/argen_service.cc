@@ -73,16 +73,13 @@ const char* MethodPath(const std::string& method) {
 }  // namespace
 
 ArgenService::ArgenService(RequestGate* gate)
-    : gate_(gate),
-      watchdog_(std::make_unique<StreamWatchdog>(absl::Seconds(gate->config().stream_stall_timeout_s))) {
+    : gate_(gate), watchdog_(std::make_unique<StreamWatchdog>(absl::Seconds(gate->config().stream_stall_timeout_s))) {
   QuietInvalidUtf8ParseLogs();
   AddMethod(new grpc::internal::RpcServiceMethod(
       MethodPath("Generate"), grpc::internal::RpcMethod::SERVER_STREAMING,
       new grpc::internal::ServerStreamingHandler<ArgenService, grpc::ByteBuffer, v1::GenerateEvent>(
           [](ArgenService* service, grpc::ServerContext* context, const grpc::ByteBuffer* wire,
-             grpc::ServerWriter<v1::GenerateEvent>* writer) {
-            return service->GenerateWire(context, wire, writer);
-          },
+             grpc::ServerWriter<v1::GenerateEvent>* writer) { return service->GenerateWire(context, wire, writer); },
           this)));
   AddMethod(new grpc::internal::RpcServiceMethod(
       MethodPath("GetModelInfo"), grpc::internal::RpcMethod::NORMAL_RPC,
@@ -127,8 +124,7 @@ grpc::Status ArgenService::Generate(grpc::ServerContext* context, const v1::Gene
 
 grpc::Status ArgenService::GenerateAuthorized(grpc::ServerContext* context, const ApiKey* key,
                                               const v1::GenerateRequest* request,
-                                              grpc::ServerWriter<v1::GenerateEvent>* writer,
-                                              RequestTrace& trace) {
+                                              grpc::ServerWriter<v1::GenerateEvent>* writer, RequestTrace& trace) {
   const absl::Time received = absl::Now();
   absl::StatusOr<Submission> submitted = gate_->Submit(key, *request, DeadlineOf(*context));
   if (!submitted.ok()) {
@@ -144,14 +140,16 @@ grpc::Status ArgenService::GenerateAuthorized(grpc::ServerContext* context, cons
   // thread (and its queued events) forever.
   auto write = [&](v1::GenerateEvent event) {
     bool stalled = false;
-    if (watchdog_->Write(context, [&] { return writer->Write(event); }, &stalled)) return true;
+    if (watchdog_->Write(
+            context, [&] { return writer->Write(event); }, &stalled))
+      return true;
     client_gone = true;
     if (stalled && gate_->metrics() != nullptr) gate_->metrics()->OnStreamStalled();
-    h.Cancel(stalled ? absl::ResourceExhaustedError(absl::StrCat(
-                           "client not reading its stream: no event accepted for ",
-                           absl::ToDoubleSeconds(watchdog_->stall_timeout()),
-                           " s (stream_stall_timeout_s); request cancelled"))
-                     : ClientGoneReason(h.deadline(), received));
+    h.Cancel(stalled
+                 ? absl::ResourceExhaustedError(absl::StrCat("client not reading its stream: no event accepted for ",
+                                                             absl::ToDoubleSeconds(watchdog_->stall_timeout()),
+                                                             " s (stream_stall_timeout_s); request cancelled"))
+                 : ClientGoneReason(h.deadline(), received));
     return false;
   };
   while (true) {

@@ -32,9 +32,8 @@ class ArgenService final : public grpc::Service {
 
  private:
   // Generate() after the key check.
-  grpc::Status GenerateAuthorized(grpc::ServerContext* context, const ApiKey* key,
-                                  const v1::GenerateRequest* request, grpc::ServerWriter<v1::GenerateEvent>* writer,
-                                  RequestTrace& trace);
+  grpc::Status GenerateAuthorized(grpc::ServerContext* context, const ApiKey* key, const v1::GenerateRequest* request,
+                                  grpc::ServerWriter<v1::GenerateEvent>* writer, RequestTrace& trace);
 
   RequestGate* const gate_;
   // Resets streams whose client stopped reading (stream_stall_timeout_s).

@@ -52,14 +52,19 @@ bool ValidName(absl::string_view name) {
 absl::StatusOr<uint32_t> ParseRights(absl::string_view list) {
   uint32_t rights = 0;
   for (absl::string_view r : absl::StrSplit(list, ',')) {
-    if (r == "generate") rights |= static_cast<uint32_t>(Right::kGenerate);
-    else if (r == "info") rights |= static_cast<uint32_t>(Right::kInfo);
-    else if (r == "health") rights |= static_cast<uint32_t>(Right::kHealth);
-    else if (r == "metrics") rights |= static_cast<uint32_t>(Right::kMetrics);
-    else if (r == "all") rights |= 0xf;
+    if (r == "generate")
+      rights |= static_cast<uint32_t>(Right::kGenerate);
+    else if (r == "info")
+      rights |= static_cast<uint32_t>(Right::kInfo);
+    else if (r == "health")
+      rights |= static_cast<uint32_t>(Right::kHealth);
+    else if (r == "metrics")
+      rights |= static_cast<uint32_t>(Right::kMetrics);
+    else if (r == "all")
+      rights |= 0xf;
     else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown right \"", std::string(r), "\" (generate, info, health, metrics, all)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown right \"", std::string(r), "\" (generate, info, health, metrics, all)"));
     }
   }
   return rights;
@@ -69,10 +74,14 @@ absl::StatusOr<uint32_t> ParseRights(absl::string_view list) {
 
 absl::string_view RightName(Right right) {
   switch (right) {
-    case Right::kGenerate: return "generate";
-    case Right::kInfo: return "info";
-    case Right::kHealth: return "health";
-    case Right::kMetrics: return "metrics";
+    case Right::kGenerate:
+      return "generate";
+    case Right::kInfo:
+      return "info";
+    case Right::kHealth:
+      return "health";
+    case Right::kMetrics:
+      return "metrics";
   }
   return "?";
 }
@@ -187,15 +196,14 @@ absl::StatusOr<const ApiKey*> Authorize(const ApiKeys* keys, absl::string_view a
   if (keys == nullptr) return nullptr;
   std::optional<absl::string_view> token = BearerToken(authorization);
   if (!token) {
-    return absl::UnauthenticatedError(
-        authorization.empty() ? "missing API key: send 'authorization: Bearer <key>'"
-                              : "malformed authorization: want 'Bearer <key>'");
+    return absl::UnauthenticatedError(authorization.empty() ? "missing API key: send 'authorization: Bearer <key>'"
+                                                            : "malformed authorization: want 'Bearer <key>'");
   }
   const ApiKey* key = keys->Find(*token);
   if (key == nullptr) return absl::UnauthenticatedError("invalid API key");
   if (!key->has(right)) {
-    return absl::PermissionDeniedError(absl::StrCat("API key '", key->name, "' lacks the right '",
-                                                    RightName(right), "'"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("API key '", key->name, "' lacks the right '", RightName(right), "'"));
   }
   return key;
 }

@@ -20,15 +20,15 @@ constexpr Unit kUnits[] = {
     {"", 1},
     {"B", 1},
     {"Ki", kKi},
-    {"Mi", kKi * kKi},
-    {"Gi", kKi * kKi * kKi},
-    {"Ti", kKi * kKi * kKi * kKi},
-    {"Pi", kKi * kKi * kKi * kKi * kKi},
+    {"Mi", kKi* kKi},
+    {"Gi", kKi* kKi* kKi},
+    {"Ti", kKi* kKi* kKi* kKi},
+    {"Pi", kKi* kKi* kKi* kKi* kKi},
     {"KiB", kKi},
-    {"MiB", kKi * kKi},
-    {"GiB", kKi * kKi * kKi},
-    {"TiB", kKi * kKi * kKi * kKi},
-    {"PiB", kKi * kKi * kKi * kKi * kKi},
+    {"MiB", kKi* kKi},
+    {"GiB", kKi* kKi* kKi},
+    {"TiB", kKi* kKi* kKi* kKi},
+    {"PiB", kKi* kKi* kKi* kKi* kKi},
     {"k", 1e3},
     {"K", 1e3},
     {"M", 1e6},
@@ -55,8 +55,8 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   absl::string_view unit = absl::StripLeadingAsciiWhitespace(s.substr(split));
   double value = 0;
   if (number.empty() || !absl::SimpleAtod(number, &value)) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", std::string(text),
-                                                   "\" is not a byte size (e.g. 8GiB, 40Gi, 4G, 512MiB)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", std::string(text), "\" is not a byte size (e.g. 8GiB, 40Gi, 4G, 512MiB)"));
   }
   for (const Unit& u : kUnits) {
     if (unit != u.name) continue;
@@ -67,11 +67,12 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
     return static_cast<int64_t>(std::llround(bytes));
   }
   if (!unit.empty() && unit[0] == 'm') {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "\"", std::string(text), "\": lowercase m is milli (as in Kubernetes); write M or MB (10^6) or Mi or MiB (2^20)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", std::string(text),
+                     "\": lowercase m is milli (as in Kubernetes); write M or MB (10^6) or Mi or MiB (2^20)"));
   }
-  return absl::InvalidArgumentError(absl::StrCat("\"", std::string(text), "\" has unknown unit \"",
-                                                 std::string(unit), "\" (use ", kUnitList, ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"", std::string(text), "\" has unknown unit \"", std::string(unit), "\" (use ", kUnitList, ")"));
 }
 
 }  // namespace argen::server

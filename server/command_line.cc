@@ -21,10 +21,15 @@ constexpr char kDescription[] =
 std::unique_ptr<CLI::App> BuildApp(CommandLine* cl) {
   auto app = std::make_unique<CLI::App>(kDescription, "argen_server");
   cli::Configure(*app, "argen_server");
-  app->add_option("--config", [cl](const std::vector<std::string>& v) {
-    if (cl != nullptr) cl->config_path = v.back();
-    return true;
-  }, "YAML config file")->type_name("FILE")->expected(1);
+  app->add_option(
+         "--config",
+         [cl](const std::vector<std::string>& v) {
+           if (cl != nullptr) cl->config_path = v.back();
+           return true;
+         },
+         "YAML config file")
+      ->type_name("FILE")
+      ->expected(1);
   const ServerConfig defaults;
   for (const ConfigKey& k : ConfigKeys()) {
     const std::string key = k.name;
@@ -40,8 +45,9 @@ std::unique_ptr<CLI::App> BuildApp(CommandLine* cl) {
     opt->type_name("VALUE")->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     if (std::optional<std::string> d = ConfigValueText(defaults, key); d && !d->empty()) opt->default_str(*d);
   }
-  app->footer("Exit codes: 0 after a drained shutdown (SIGTERM/SIGINT), 1 when the model fails to load\n"
-              "or a port cannot be bound, 2 for a bad command line or config.");
+  app->footer(
+      "Exit codes: 0 after a drained shutdown (SIGTERM/SIGINT), 1 when the model fails to load\n"
+      "or a port cannot be bound, 2 for a bad command line or config.");
   return app;
 }
 

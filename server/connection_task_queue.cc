@@ -24,7 +24,7 @@ void ConnectionTaskQueue::Work() {
     ++idle_;
     ready_.wait(lock, [this] { return shutdown_ || !tasks_.empty(); });
     --idle_;
-    if (tasks_.empty()) return;  // shutting down and nothing left
+    if (tasks_.empty()) return;                             // shutting down and nothing left
     std::function<void()> task = std::move(tasks_.back());  // newest first
     tasks_.pop_back();
     lock.unlock();

@@ -21,8 +21,8 @@ using google::protobuf::UnknownFieldSet;
 // Nesting deeper than this is not worth walking (GenerateRequest has 2 levels).
 constexpr int kMaxDepth = 8;
 
-std::string FindIn(const Descriptor* type, const UnknownFieldSet& fields, const std::string& prefix,
-                   int depth, size_t* offset) {
+std::string FindIn(const Descriptor* type, const UnknownFieldSet& fields, const std::string& prefix, int depth,
+                   size_t* offset) {
   for (int i = 0; i < fields.field_count(); ++i) {
     const UnknownField& f = fields.field(i);
     if (f.type() != UnknownField::TYPE_LENGTH_DELIMITED) continue;
@@ -51,12 +51,10 @@ absl::Status Diagnose(std::string_view wire) {
   if (!field.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": not valid UTF-8 (byte ", offset, ")"));
   }
-  return absl::InvalidArgumentError(
-      "request: not a valid argen.v1.GenerateRequest (malformed protobuf encoding)");
+  return absl::InvalidArgumentError("request: not a valid argen.v1.GenerateRequest (malformed protobuf encoding)");
 }
 
-void FilteredProtobufLog(google::protobuf::LogLevel level, const char* filename, int line,
-                         const std::string& message) {
+void FilteredProtobufLog(google::protobuf::LogLevel level, const char* filename, int line, const std::string& message) {
   // Counted and answered as INVALID_ARGUMENT instead (ParseGenerateRequest).
   if (level == google::protobuf::LOGLEVEL_ERROR &&
       message.find("contains invalid UTF-8 data when parsing") != std::string::npos) {

@@ -51,7 +51,7 @@ struct Generation {
   std::vector<std::string> images;  // by index (non-streaming)
   bool finished = false;
   std::unique_ptr<RequestTrace> trace;  // the log line and the PNG metadata
-  std::function<void()> on_end;     // the API's active count
+  std::function<void()> on_end;         // the API's active count
   ~Generation() {
     if (!finished && submitted.handle != nullptr) submitted.handle->Cancel();
     if (on_end) on_end();
@@ -68,10 +68,8 @@ HttpImagesApi::HttpImagesApi(HttpServer* http, const ServerConfig& config, const
                              PrometheusMetrics* metrics)
     : config_(config), keys_(keys), metrics_(metrics), started_unix_(absl::ToUnixSeconds(absl::Now())) {
   httplib::Server& s = http->routes();
-  s.Post("/v1/images/generations",
-         [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-           Generate(req, res, reader);
-         });
+  s.Post("/v1/images/generations", [this](const httplib::Request& req, httplib::Response& res,
+                                          const httplib::ContentReader& reader) { Generate(req, res, reader); });
   s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) { Models(req, res); });
   s.Get(R"(/v1/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) { Models(req, res); });
   s.Get("/health", [this](const httplib::Request& req, httplib::Response& res) { Health(req, res, false); });
@@ -79,26 +77,26 @@ HttpImagesApi::HttpImagesApi(HttpServer* http, const ServerConfig& config, const
   const size_t max_body = static_cast<size_t>(config.http_max_body_bytes);
   // Every error without a body of its own (no route, 413 from the library,
   // malformed requests) in OpenAI's shape.
-  s.set_error_handler(httplib::Server::HandlerWithResponse([max_body](const httplib::Request& req,
-                                                                      httplib::Response& res) {
-    if (!res.body.empty() || res.content_provider_) return httplib::Server::HandlerResponse::Unhandled;
-    HttpApiError e;
-    e.status = res.status;
-    if (res.status == 404) {
-      e.message = absl::StrCat("no route ", req.method, " ", req.path,
-                               " (POST /v1/images/generations, GET /v1/models, /health, /ready)");
-      e.type = "not_found_error";
-      e.code = "not_found";
-    } else if (res.status == 413) {
-      e.message = absl::StrCat("request body larger than http_max_body_bytes (", max_body, " bytes)");
-      e.code = "request_too_large";
-    } else {
-      e.message = res.status == 400 ? "malformed HTTP request" : absl::StrCat("HTTP status ", res.status);
-      e.type = res.status >= 500 ? "server_error" : "invalid_request_error";
-    }
-    res.set_content(ErrorBody(e), kJson);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  s.set_error_handler(
+      httplib::Server::HandlerWithResponse([max_body](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty() || res.content_provider_) return httplib::Server::HandlerResponse::Unhandled;
+        HttpApiError e;
+        e.status = res.status;
+        if (res.status == 404) {
+          e.message = absl::StrCat("no route ", req.method, " ", req.path,
+                                   " (POST /v1/images/generations, GET /v1/models, /health, /ready)");
+          e.type = "not_found_error";
+          e.code = "not_found";
+        } else if (res.status == 413) {
+          e.message = absl::StrCat("request body larger than http_max_body_bytes (", max_body, " bytes)");
+          e.code = "request_too_large";
+        } else {
+          e.message = res.status == 400 ? "malformed HTTP request" : absl::StrCat("HTTP status ", res.status);
+          e.type = res.status >= 500 ? "server_error" : "invalid_request_error";
+        }
+        res.set_content(ErrorBody(e), kJson);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     HttpApiError e;
     e.status = 500;
@@ -187,39 +185,38 @@ void HttpImagesApi::Models(const httplib::Request& request, httplib::Response& r
     e.type = "not_found_error";
     e.param = "model";
     e.code = "model_not_found";
-    e.message = absl::StrCat("model '", request.matches[1].str(), "' is not served here; this server serves '",
-                             info.name, "'");
+    e.message =
+        absl::StrCat("model '", request.matches[1].str(), "' is not served here; this server serves '", info.name, "'");
     Fail(response, e);
     return;
   }
   json policies = json::array();
   for (sparse::PolicyKind kind : sparse::kAllPolicyKinds) policies.push_back(std::string(sparse::PolicyName(kind)));
   const std::string size = absl::StrCat(info.image_size, "x", info.image_size);
-  json model = {
-      {"id", info.name},
-      {"object", "model"},
-      {"created", started_unix_},
-      {"owned_by", "argen"},
-      {"argen",
-       {{"backend", info.backend},
-        {"sizes", {size}},
-        {"image_size", info.image_size},
-        {"token_grid", info.token_grid},
-        {"image_tokens", info.image_tokens},
-        {"max_prompt_tokens", info.max_prompt_tokens},
-        {"max_images_per_request", config_.max_images_per_request},
-        {"max_partial_images", std::min(3, std::max(0, info.token_grid - 1))},
-        {"max_batch_rows", config_.max_batch_rows},
-        {"queue_limit", config_.queue_limit},
-        {"kv_budget_bytes", config_.kv_budget_bytes},
-        {"policies", policies},
-        {"default_policy",
-         {{"name", std::string(sparse::PolicyName(config_.default_policy.kind))},
-          {"sparsity", config_.default_policy.sparsity},
-          {"n_att", config_.default_policy.n_att},
-          {"n_recent", config_.default_policy.n_recent},
-          {"n_sink", config_.default_policy.n_sink}}},
-        {"priorities", {"low", "normal", "high"}}}}};
+  json model = {{"id", info.name},
+                {"object", "model"},
+                {"created", started_unix_},
+                {"owned_by", "argen"},
+                {"argen",
+                 {{"backend", info.backend},
+                  {"sizes", {size}},
+                  {"image_size", info.image_size},
+                  {"token_grid", info.token_grid},
+                  {"image_tokens", info.image_tokens},
+                  {"max_prompt_tokens", info.max_prompt_tokens},
+                  {"max_images_per_request", config_.max_images_per_request},
+                  {"max_partial_images", std::min(3, std::max(0, info.token_grid - 1))},
+                  {"max_batch_rows", config_.max_batch_rows},
+                  {"queue_limit", config_.queue_limit},
+                  {"kv_budget_bytes", config_.kv_budget_bytes},
+                  {"policies", policies},
+                  {"default_policy",
+                   {{"name", std::string(sparse::PolicyName(config_.default_policy.kind))},
+                    {"sparsity", config_.default_policy.sparsity},
+                    {"n_att", config_.default_policy.n_att},
+                    {"n_recent", config_.default_policy.n_recent},
+                    {"n_sink", config_.default_policy.n_sink}}},
+                  {"priorities", {"low", "normal", "high"}}}}};
   if (request.matches.size() > 1) {
     response.set_content(Dump(model), kJson);
   } else {
@@ -231,9 +228,9 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
                              const httplib::ContentReader& content_reader) {
   const State s = state();
   if (s != State::kReady) {
-    Fail(response, ToHttpError(absl::UnavailableError(
-                       s == State::kLoading ? "the model is still loading"
-                                            : "server is draining: not accepting new requests")));
+    Fail(response,
+         ToHttpError(absl::UnavailableError(s == State::kLoading ? "the model is still loading"
+                                                                 : "server is draining: not accepting new requests")));
     return;
   }
   RequestGate* const g = gate();
@@ -247,8 +244,8 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
   too_large.code = "request_too_large";
   too_large.message = absl::StrCat("request body larger than http_max_body_bytes (", max_body, " bytes)");
   uint64_t declared = 0;
-  if (request.has_header("Content-Length") &&
-      absl::SimpleAtoi(request.get_header_value("Content-Length"), &declared) && declared > max_body) {
+  if (request.has_header("Content-Length") && absl::SimpleAtoi(request.get_header_value("Content-Length"), &declared) &&
+      declared > max_body) {
     response.set_header("Connection", "close");
     Fail(response, too_large);
     return;
@@ -294,7 +291,9 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
   scheduler::ImageEncoder encoder;  // empty: PNG, the scheduler's
   if (gen->request.output_format == "jpeg") {
     const int32_t quality = gen->request.output_compression;
-    encoder = [quality](const engine::RgbImage& rgb) { return image::EncodeJpeg(rgb.rgb, rgb.width, rgb.height, quality); };
+    encoder = [quality](const engine::RgbImage& rgb) {
+      return image::EncodeJpeg(rgb.rgb, rgb.width, rgb.height, quality);
+    };
   }
   gen->trace = std::make_unique<RequestTrace>("http", peer, gen->request.generate, gen->policy);
   absl::StatusOr<Submission> submitted =
@@ -399,28 +398,26 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
           out = absl::StrCat(": progress ", p->tokens_done, "/", p->tokens_total, "\n\n");
         } else if (auto* v = std::get_if<scheduler::PreviewEvent>(&*event)) {
           preview = true;
-          out = SseEvent("image_generation.partial_image",
-                         {{"type", "image_generation.partial_image"},
-                          {"b64_json", absl::Base64Escape(v->encoded)},
-                          {"created_at", now},
-                          {"size", size},
-                          {"quality", "auto"},
-                          {"background", "opaque"},
-                          {"output_format", format},
-                          {"partial_image_index", v->index},
-                          {"image_index", v->image}});
+          out = SseEvent("image_generation.partial_image", {{"type", "image_generation.partial_image"},
+                                                            {"b64_json", absl::Base64Escape(v->encoded)},
+                                                            {"created_at", now},
+                                                            {"size", size},
+                                                            {"quality", "auto"},
+                                                            {"background", "opaque"},
+                                                            {"output_format", format},
+                                                            {"partial_image_index", v->index},
+                                                            {"image_index", v->image}});
         } else if (auto* image = std::get_if<scheduler::ImageEvent>(&*event)) {
-          out = SseEvent("image_generation.completed",
-                         {{"type", "image_generation.completed"},
-                          {"b64_json", absl::Base64Escape(image->encoded)},
-                          {"created_at", now},
-                          {"size", size},
-                          {"quality", "auto"},
-                          {"background", "opaque"},
-                          {"output_format", format},
-                          {"usage", Usage(gen->prompt_tokens, 1, gen->image_tokens)},
-                          {"image_index", image->index},
-                          {"argen", ArgenSection(*gen, h.id())}});
+          out = SseEvent("image_generation.completed", {{"type", "image_generation.completed"},
+                                                        {"b64_json", absl::Base64Escape(image->encoded)},
+                                                        {"created_at", now},
+                                                        {"size", size},
+                                                        {"quality", "auto"},
+                                                        {"background", "opaque"},
+                                                        {"output_format", format},
+                                                        {"usage", Usage(gen->prompt_tokens, 1, gen->image_tokens)},
+                                                        {"image_index", image->index},
+                                                        {"argen", ArgenSection(*gen, h.id())}});
         } else if (auto* finished = std::get_if<scheduler::FinishedEvent>(&*event)) {
           gen->finished = true;
           if (!finished->status.ok()) {

@@ -51,8 +51,7 @@ class HttpImagesApi {
   void Models(const httplib::Request& request, httplib::Response& response);
   void Health(const httplib::Request& request, httplib::Response& response, bool readiness);
   // The key of `request` for `right`, or false with the error response set.
-  bool Authorized(const httplib::Request& request, httplib::Response& response, Right right,
-                  const ApiKey** key);
+  bool Authorized(const httplib::Request& request, httplib::Response& response, Right right, const ApiKey** key);
   void Fail(httplib::Response& response, const HttpApiError& error);
   State state() const;
   RequestGate* gate() const;

@@ -29,28 +29,41 @@ int JsonDepth(absl::string_view text) {
   bool in_string = false, escaped = false;
   for (char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
-    else if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
-    else if (c == ']' || c == '}') --depth;
+    if (c == '"')
+      in_string = true;
+    else if (c == '[' || c == '{')
+      deepest = std::max(deepest, ++depth);
+    else if (c == ']' || c == '}')
+      --depth;
   }
   return deepest;
 }
 
 std::string TypeName(const json& v) {
   switch (v.type()) {
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a number";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    default: return "null";
+    case json::value_t::number_unsigned:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a number";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    default:
+      return "null";
   }
 }
 
@@ -85,7 +98,7 @@ std::variant<double, HttpApiError> Number(const json& v, absl::string_view param
 
 // One of `allowed`; the error lists them.
 std::variant<std::string, HttpApiError> OneOf(const json& v, absl::string_view param,
-                                               const std::vector<std::string>& allowed) {
+                                              const std::vector<std::string>& allowed) {
   auto s = String(v, param);
   if (auto* e = std::get_if<HttpApiError>(&s)) return *e;
   const std::string& value = std::get<std::string>(s);
@@ -95,8 +108,8 @@ std::variant<std::string, HttpApiError> OneOf(const json& v, absl::string_view p
   return Bad(param, absl::StrCat("'", value, "' is not one of ", absl::StrJoin(allowed, ", ")));
 }
 
-#define ARGEN_TAKE(var, expr)                               \
-  auto var##_or = (expr);                                   \
+#define ARGEN_TAKE(var, expr)                                    \
+  auto var##_or = (expr);                                        \
   if (auto* e = std::get_if<HttpApiError>(&var##_or)) return *e; \
   auto var = std::get<0>(std::move(var##_or))
 
@@ -107,7 +120,8 @@ std::optional<HttpApiError> ParsePolicy(const json& v, v1::SparsityPolicy* polic
   }
   if (!v.is_object()) {
     return Bad("policy", absl::StrCat("must be a policy name or an object {name, sparsity, n_att, n_recent, "
-                                      "n_sink}, got ", TypeName(v)));
+                                      "n_sink}, got ",
+                                      TypeName(v)));
   }
   for (const auto& [key, value] : v.items()) {
     const std::string param = absl::StrCat("policy.", key);
@@ -175,7 +189,8 @@ std::variant<ImagesRequest, HttpApiError> Parse(const json& body, const ImagesAp
       ARGEN_TAKE(q, OneOf(value, key, {"auto", "low", "medium", "high", "standard", "hd"}));
     } else if (key == "background") {
       ARGEN_TAKE(b, String(value, key));
-      if (b == "transparent") return Bad(key, "'transparent' is not supported: argen images are opaque", "unsupported_value");
+      if (b == "transparent")
+        return Bad(key, "'transparent' is not supported: argen images are opaque", "unsupported_value");
       if (b != "auto" && b != "opaque") return Bad(key, absl::StrCat("'", b, "' is not one of auto, opaque"));
     } else if (key == "moderation") {  // argen does no moderation
       ARGEN_TAKE(m, OneOf(value, key, {"auto", "low"}));

@@ -16,8 +16,8 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <variant>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "argen/v1/argen.pb.h"
@@ -43,7 +43,7 @@ struct ImagesApiModel {
 };
 
 struct ImagesRequest {
-  v1::GenerateRequest generate;      // previews = partial_images when streaming
+  v1::GenerateRequest generate;  // previews = partial_images when streaming
   bool stream = false;
   int32_t partial_images = 0;
   std::string output_format = "png";  // png | jpeg

@@ -20,9 +20,7 @@
 namespace argen::server {
 namespace {
 
-time_t WholeSeconds(absl::Duration d) {
-  return static_cast<time_t>(std::max<int64_t>(1, absl::ToInt64Seconds(d)));
-}
+time_t WholeSeconds(absl::Duration d) { return static_cast<time_t>(std::max<int64_t>(1, absl::ToInt64Seconds(d))); }
 
 // Numeric host of `addr` and its port.
 bool AddressOf(const sockaddr_storage& addr, std::string& host, int& port) {
@@ -108,10 +106,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Bind(const HttpServerOpt
   if (!bound) {
     const int err = errno;
     const bool bad_address = err == EADDRNOTAVAIL || err == 0 || err == EAFNOSUPPORT;
-    return absl::UnavailableError(absl::StrCat(
-        "key '", bad_address ? options.address_key : options.port_key, "': cannot listen on ", where,
-        err != 0 ? absl::StrCat(": ", std::error_code(err, std::generic_category()).message())
-                 : ": address not found"));
+    return absl::UnavailableError(
+        absl::StrCat("key '", bad_address ? options.address_key : options.port_key, "': cannot listen on ", where,
+                     err != 0 ? absl::StrCat(": ", std::error_code(err, std::generic_category()).message())
+                              : ": address not found"));
   }
   server->port_ = port;
   return server;
@@ -122,8 +120,8 @@ absl::Status HttpServer::Start() {
   try {
     listener_ = std::thread([this] { server_->listen_after_bind(); });
   } catch (const std::system_error& e) {
-    return absl::UnavailableError(absl::StrCat("key '", options_.port_key,
-                                               "': cannot start the listener thread: ", e.what()));
+    return absl::UnavailableError(
+        absl::StrCat("key '", options_.port_key, "': cannot start the listener thread: ", e.what()));
   }
   // stop() is a no-op until the listener runs; wait for it.
   const absl::Time give_up = absl::Now() + absl::Seconds(10);
@@ -159,8 +157,8 @@ int ConnectionSocket(const httplib::Request& request) {
     std::string local_host, peer_host;
     int local_port = 0, peer_port = 0;
     if (!AddressOf(local, local_host, local_port) || !AddressOf(peer, peer_host, peer_port)) continue;
-    if (local_port == request.local_port && peer_port == request.remote_port &&
-        peer_host == request.remote_addr && local_host == request.local_addr) {
+    if (local_port == request.local_port && peer_port == request.remote_port && peer_host == request.remote_addr &&
+        local_host == request.local_addr) {
       found = fd;
       break;
     }

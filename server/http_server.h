@@ -25,7 +25,7 @@ namespace argen::server {
 
 struct HttpServerOptions {
   std::string address = "0.0.0.0";  // numeric IPv4/IPv6 ("::", "[::1]") or a host name
-  int32_t port = 0;                  // 0: any free port
+  int32_t port = 0;                 // 0: any free port
   // Config keys named in errors, e.g. {"http_address", "http_port"}.
   std::string address_key = "http_address";
   std::string port_key = "http_port";
@@ -34,8 +34,8 @@ struct HttpServerOptions {
   // fixed pool of `threads` (server/connection_task_queue.h), so silent
   // connections cannot delay others.
   int32_t max_connections = 0;
-  bool reuse_port = false;           // SO_REUSEPORT (allow_port_sharing)
-  size_t max_body_bytes = 1 << 20;   // larger bodies: 413
+  bool reuse_port = false;          // SO_REUSEPORT (allow_port_sharing)
+  size_t max_body_bytes = 1 << 20;  // larger bodies: 413
   absl::Duration read_timeout = absl::Seconds(10);
   absl::Duration write_timeout = absl::Seconds(10);
   absl::Duration keep_alive_timeout = absl::Seconds(2);

@@ -34,14 +34,14 @@ absl::StatusOr<KeyLease> KeyLimiter::Acquire(const ApiKey* key, int32_t images) 
   absl::MutexLock lock(&mu_);
   Usage& u = usage_[key->name];
   if (key->max_concurrent_requests > 0 && u.requests + 1 > key->max_concurrent_requests) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "API key '", key->name, "' has ", u.requests, " requests in flight (its max_concurrent_requests is ",
-        key->max_concurrent_requests, "); retry later"));
+    return absl::ResourceExhaustedError(absl::StrCat("API key '", key->name, "' has ", u.requests,
+                                                     " requests in flight (its max_concurrent_requests is ",
+                                                     key->max_concurrent_requests, "); retry later"));
   }
   if (key->max_queued_images > 0 && u.queued_images + images > key->max_queued_images) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "API key '", key->name, "' has ", u.queued_images, " images waiting; ", images,
-        " more would exceed its max_queued_images of ", key->max_queued_images, "; retry later"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("API key '", key->name, "' has ", u.queued_images, " images waiting; ", images,
+                     " more would exceed its max_queued_images of ", key->max_queued_images, "; retry later"));
   }
   ++u.requests;
   u.queued_images += images;

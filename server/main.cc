@@ -35,14 +35,14 @@ nlohmann::ordered_json EffectiveConfig(const argen::server::ServerConfig& config
 
 // Runs before every shared library's constructor, so no thread (OpenBLAS's
 // pool included) ever starts with the stop signals unblocked.
-__attribute__((section(".preinit_array"), used)) static void (*const kBlockStopSignals)(
-    int, char**, char**) = &argen::server::BlockStopSignalsAtLoad;
+__attribute__((section(".preinit_array"),
+               used)) static void (*const kBlockStopSignals)(int, char**,
+                                                             char**) = &argen::server::BlockStopSignalsAtLoad;
 
 int main(int argc, char** argv) {
   using argen::server::ArgenServer;
 
-  absl::StatusOr<argen::server::CommandLine> command_line =
-      argen::server::ParseCommandLine(argc, argv);
+  absl::StatusOr<argen::server::CommandLine> command_line = argen::server::ParseCommandLine(argc, argv);
   if (!command_line.ok()) {
     std::cerr << "argen_server: " << command_line.status().message() << "\n"
               << "run argen_server --help for the keys\n";
@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
                           config->model_dir, " (backend ", config->backend, ", vq_backend ", config->vq_backend,
                           ", vq_precision ", config->vq_precision, ", image_workers ",
                           argen::server::ResolvedImageWorkers(*config), ")"),
-             {{"version", argen::Version()}, {"build_type", std::string(argen::BuildType())},
+             {{"version", argen::Version()},
+              {"build_type", std::string(argen::BuildType())},
               {"config", EffectiveConfig(*config)}});
   absl::StatusOr<std::unique_ptr<ArgenServer>> server = ArgenServer::Start(*config);
   if (!server.ok()) {
@@ -77,13 +78,12 @@ int main(int argc, char** argv) {
   const argen::engine::ModelInfo& info = (*server)->engine().info();
   // The limits the engine enforces, and how it sized them when they were "auto".
   log::Event(spdlog::level::info, "sizing",
-             absl::StrCat("max_batch_rows ", info.max_batch_rows, ", kv_budget_bytes ", info.kv_budget_bytes,
-                          " (", absl::StrFormat("%.2f", info.kv_budget_bytes / 1e9), " GB)",
+             absl::StrCat("max_batch_rows ", info.max_batch_rows, ", kv_budget_bytes ", info.kv_budget_bytes, " (",
+                          absl::StrFormat("%.2f", info.kv_budget_bytes / 1e9), " GB)",
                           info.memory_sizing.empty() ? "" : "; ", info.memory_sizing),
              {{"max_batch_rows", info.max_batch_rows}, {"kv_budget_bytes", info.kv_budget_bytes}});
   std::string serving = absl::StrCat("model ", info.name, ", ", info.image_size, "px, ", info.image_tokens,
-                                     " image tokens; serving gRPC on ", config->listen_address, ":",
-                                     (*server)->port());
+                                     " image tokens; serving gRPC on ", config->listen_address, ":", (*server)->port());
   if ((*server)->http_port() >= 0) {
     absl::StrAppend(&serving, ", HTTP API on ", config->http_address, ":", (*server)->http_port());
   }
@@ -93,9 +93,13 @@ int main(int argc, char** argv) {
   if ((*server)->tls()) absl::StrAppend(&serving, config->tls_client_ca_file.empty() ? " (TLS)" : " (mutual TLS)");
   if (!config->api_keys_file.empty()) absl::StrAppend(&serving, " (API keys)");
   log::Event(spdlog::level::info, "serving", serving,
-             {{"model", info.name}, {"backend", info.backend}, {"grpc_port", (*server)->port()},
-              {"http_port", (*server)->http_port()}, {"metrics_port", (*server)->metrics_port()},
-              {"tls", (*server)->tls()}, {"api_keys", !config->api_keys_file.empty()}});
+             {{"model", info.name},
+              {"backend", info.backend},
+              {"grpc_port", (*server)->port()},
+              {"http_port", (*server)->http_port()},
+              {"metrics_port", (*server)->metrics_port()},
+              {"tls", (*server)->tls()},
+              {"api_keys", !config->api_keys_file.empty()}});
 
   if (!argen::server::AllThreadsBlockStopSignals()) {
     log::Event(spdlog::level::warn, "signals",
@@ -115,22 +119,21 @@ int main(int argc, char** argv) {
     server->reset();
     return 3;
   }
-  log::Event(spdlog::level::info, "draining",
-             absl::StrCat(argen::server::StopSignalName(signal_number), ": draining (up to ",
-                          config->drain_timeout_s, " s)"));
+  log::Event(
+      spdlog::level::info, "draining",
+      absl::StrCat(argen::server::StopSignalName(signal_number), ": draining (up to ", config->drain_timeout_s, " s)"));
   bool drained = false;
   {
     const double drain_timeout_s = config->drain_timeout_s;
     argen::server::RepeatedStopSignalWatcher repeated([drain_timeout_s](int again) {
       log::Event(spdlog::level::warn, "signal_ignored",
-                 absl::StrCat(argen::server::StopSignalName(again), " again while draining: ignored (the drain ends within ",
-                              drain_timeout_s, " s)"));
+                 absl::StrCat(argen::server::StopSignalName(again),
+                              " again while draining: ignored (the drain ends within ", drain_timeout_s, " s)"));
     });
     drained = (*server)->Shutdown();
   }
   log::Event(drained ? spdlog::level::info : spdlog::level::warn, "shutdown",
-             drained ? "drained, exiting" : "drain timed out; ended the rest, exiting",
-             {{"drained", drained}});
+             drained ? "drained, exiting" : "drain timed out; ended the rest, exiting", {{"drained", drained}});
   server->reset();
   return 0;
 }

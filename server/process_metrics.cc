@@ -95,11 +95,8 @@ ProcessMetrics::ProcessMetrics(prometheus::Registry& registry)
                       .Help("Start time of the process since unix epoch in seconds")
                       .Register(registry)
                       .Add({})),
-      open_fds_(BuildGauge()
-                    .Name("process_open_fds")
-                    .Help("Number of open file descriptors")
-                    .Register(registry)
-                    .Add({})),
+      open_fds_(
+          BuildGauge().Name("process_open_fds").Help("Number of open file descriptors").Register(registry).Add({})),
       max_fds_(BuildGauge()
                    .Name("process_max_fds")
                    .Help("Maximum number of open file descriptors")

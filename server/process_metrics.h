@@ -15,12 +15,12 @@
 namespace argen::server {
 
 struct ProcessStats {
-  double cpu_seconds = 0;       // user + system
+  double cpu_seconds = 0;  // user + system
   double resident_bytes = 0;
   double virtual_bytes = 0;
   double start_time_seconds = 0;  // Unix time
   double open_fds = 0;
-  double max_fds = 0;           // RLIMIT_NOFILE soft limit
+  double max_fds = 0;  // RLIMIT_NOFILE soft limit
 };
 
 // This process's figures; an error names the /proc file it could not read.

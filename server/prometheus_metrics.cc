@@ -87,11 +87,8 @@ PrometheusMetrics::PrometheusMetrics(int64_t kv_budget_bytes)
                         .Help("Rows (2 per image) of the requests in the running batch")
                         .Register(*registry_)
                         .Add({})),
-      queue_depth_(BuildGauge()
-                       .Name("argen_queue_depth")
-                       .Help("Requests waiting for admission")
-                       .Register(*registry_)
-                       .Add({})),
+      queue_depth_(
+          BuildGauge().Name("argen_queue_depth").Help("Requests waiting for admission").Register(*registry_).Add({})),
       kv_used_(BuildGauge()
                    .Name("argen_kv_cache_used_bytes")
                    .Help("KV cache bytes the engine holds")
@@ -201,8 +198,7 @@ void PrometheusMetrics::OnImage(std::string_view policy, absl::Duration since_ac
 
 void PrometheusMetrics::OnRequestDone(std::string_view policy, const absl::Status& status,
                                       const scheduler::RequestMetrics& metrics) {
-  requests_.Add({{"status", absl::StatusCodeToString(status.code())}, {"policy", std::string(policy)}})
-      .Increment();
+  requests_.Add({{"status", absl::StatusCodeToString(status.code())}, {"policy", std::string(policy)}}).Increment();
   if (status.ok()) ByPolicy(request_latency_, policy).Observe(absl::ToDoubleSeconds(metrics.total));
 }
 
@@ -226,9 +222,11 @@ void PrometheusMetrics::OnAuthFailure(absl::StatusCode code) {
   auth_failures_.Add({{"code", absl::StatusCodeToString(code)}}).Increment();
 }
 
-absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
-    const std::string& address, int32_t port, std::shared_ptr<prometheus::Registry> registry,
-    Authorize authorize, std::function<void()> before_scrape, bool reuse_port) {
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& address, int32_t port,
+                                                                        std::shared_ptr<prometheus::Registry> registry,
+                                                                        Authorize authorize,
+                                                                        std::function<void()> before_scrape,
+                                                                        bool reuse_port) {
   HttpServerOptions options;
   options.address = address;
   options.port = port;
@@ -245,8 +243,8 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Bind(options);
   if (!http.ok()) return http.status();
   (*http)->routes().Get("/metrics", [registry = std::move(registry), authorize = std::move(authorize),
-                                     before_scrape = std::move(before_scrape)](
-                                        const httplib::Request& request, httplib::Response& response) {
+                                     before_scrape = std::move(before_scrape)](const httplib::Request& request,
+                                                                               httplib::Response& response) {
     if (authorize) {
       const absl::Status allowed = authorize(request.get_header_value("Authorization"));
       if (!allowed.ok()) {

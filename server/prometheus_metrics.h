@@ -3,8 +3,8 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -60,8 +60,7 @@ class PrometheusMetrics : public scheduler::SchedulerObserver {
   void BeforeScrape();
 
  private:
-  prometheus::Histogram& ByPolicy(prometheus::Family<prometheus::Histogram>& family,
-                                  std::string_view policy);
+  prometheus::Histogram& ByPolicy(prometheus::Family<prometheus::Histogram>& family, std::string_view policy);
 
   std::shared_ptr<prometheus::Registry> registry_;
   double kv_budget_bytes_;  // SetKvBudget runs before the scheduler starts
@@ -103,9 +102,11 @@ class MetricsEndpoint {
   // header; its error (UNAUTHENTICATED / PERMISSION_DENIED) becomes 401 / 403.
   // `reuse_port`: SO_REUSEPORT (allow_port_sharing).
   using Authorize = std::function<absl::Status(absl::string_view authorization)>;
-  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
-      const std::string& address, int32_t port, std::shared_ptr<prometheus::Registry> registry,
-      Authorize authorize = nullptr, std::function<void()> before_scrape = nullptr, bool reuse_port = false);
+  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(const std::string& address, int32_t port,
+                                                                std::shared_ptr<prometheus::Registry> registry,
+                                                                Authorize authorize = nullptr,
+                                                                std::function<void()> before_scrape = nullptr,
+                                                                bool reuse_port = false);
   int32_t port() const { return http_->port(); }
 
  private:

@@ -41,8 +41,7 @@ size_t FirstInvalidUtf8(std::string_view text) {
       if ((s[i + k] & 0xC0) != 0x80) return i;
       cp = (cp << 6) | (s[i + k] & 0x3F);
     }
-    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF)) {
+    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
       return i;
     }
     i += len;
@@ -52,8 +51,8 @@ size_t FirstInvalidUtf8(std::string_view text) {
 
 absl::Status CheckPromptBytes(std::string_view prompt, int64_t max_bytes) {
   if (static_cast<int64_t>(prompt.size()) > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt: ", prompt.size(), " bytes, over the limit of ",
-                                                   max_bytes, " bytes (max_prompt_bytes)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt: ", prompt.size(), " bytes, over the limit of ", max_bytes, " bytes (max_prompt_bytes)"));
   }
   if (const size_t bad = FirstInvalidUtf8(prompt); bad != std::string_view::npos) {
     return absl::InvalidArgumentError(absl::StrCat("prompt: not valid UTF-8 (byte ", bad, ")"));

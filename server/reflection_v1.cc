@@ -24,8 +24,7 @@ class ReflectionV1Service final : public rv1::ServerReflection::Service {
 
   grpc::Status ServerReflectionInfo(
       grpc::ServerContext* context,
-      grpc::ServerReaderWriter<rv1::ServerReflectionResponse, rv1::ServerReflectionRequest>* stream)
-      override {
+      grpc::ServerReaderWriter<rv1::ServerReflectionResponse, rv1::ServerReflectionRequest>* stream) override {
     rv1::ServerReflectionRequest request;
     while (stream->Read(&request)) {
       rv1::ServerReflectionResponse response;
@@ -42,11 +41,10 @@ class ReflectionV1Service final : public rv1::ServerReflection::Service {
     const DescriptorPool* pool = DescriptorPool::generated_pool();
     switch (request.message_request_case()) {
       case rv1::ServerReflectionRequest::kFileByFilename:
-        return FileResponse(pool->FindFileByName(request.file_by_filename()), "file not found",
-                            response);
+        return FileResponse(pool->FindFileByName(request.file_by_filename()), "file not found", response);
       case rv1::ServerReflectionRequest::kFileContainingSymbol:
-        return FileResponse(pool->FindFileContainingSymbol(request.file_containing_symbol()),
-                            "symbol not found", response);
+        return FileResponse(pool->FindFileContainingSymbol(request.file_containing_symbol()), "symbol not found",
+                            response);
       case rv1::ServerReflectionRequest::kFileContainingExtension: {
         const auto& ext = request.file_containing_extension();
         const auto* type = pool->FindMessageTypeByName(ext.containing_type());
@@ -76,8 +74,7 @@ class ReflectionV1Service final : public rv1::ServerReflection::Service {
   }
 
   // The file and, as the protocol asks, every file it imports (transitively).
-  static void FileResponse(const FileDescriptor* file, const char* missing,
-                           rv1::ServerReflectionResponse& response) {
+  static void FileResponse(const FileDescriptor* file, const char* missing, rv1::ServerReflectionResponse& response) {
     if (file == nullptr) return Error(grpc::StatusCode::NOT_FOUND, missing, response);
     auto* out = response.mutable_file_descriptor_response();
     std::set<std::string> seen;
@@ -124,8 +121,6 @@ class ReflectionV1Option final : public grpc::ServerBuilderOption {
 
 }  // namespace
 
-std::unique_ptr<grpc::ServerBuilderOption> MakeReflectionV1Option() {
-  return std::make_unique<ReflectionV1Option>();
-}
+std::unique_ptr<grpc::ServerBuilderOption> MakeReflectionV1Option() { return std::make_unique<ReflectionV1Option>(); }
 
 }  // namespace argen::server

@@ -16,9 +16,15 @@ absl::StatusOr<scheduler::Priority> ResolvePriority(v1::Priority requested, cons
   switch (requested) {
     case v1::PRIORITY_UNSPECIFIED:
       return std::min(scheduler::Priority::kNormal, cap);
-    case v1::PRIORITY_LOW: p = scheduler::Priority::kLow; break;
-    case v1::PRIORITY_NORMAL: p = scheduler::Priority::kNormal; break;
-    case v1::PRIORITY_HIGH: p = scheduler::Priority::kHigh; break;
+    case v1::PRIORITY_LOW:
+      p = scheduler::Priority::kLow;
+      break;
+    case v1::PRIORITY_NORMAL:
+      p = scheduler::Priority::kNormal;
+      break;
+    case v1::PRIORITY_HIGH:
+      p = scheduler::Priority::kHigh;
+      break;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("priority: unknown value ", static_cast<int>(requested), " (low, normal, high)"));
@@ -31,8 +37,8 @@ absl::StatusOr<scheduler::Priority> ResolvePriority(v1::Priority requested, cons
   return p;
 }
 
-RequestGate::RequestGate(scheduler::Scheduler* scheduler, const engine::ModelInfo& info,
-                         const ServerConfig& config, const ApiKeys* keys, PrometheusMetrics* metrics)
+RequestGate::RequestGate(scheduler::Scheduler* scheduler, const engine::ModelInfo& info, const ServerConfig& config,
+                         const ApiKeys* keys, PrometheusMetrics* metrics)
     : scheduler_(scheduler),
       info_(info),
       config_(config),
@@ -67,8 +73,7 @@ absl::StatusOr<Submission> RequestGate::Submit(const ApiKey* key, const v1::Gene
   // The byte bound first: nothing below (tokenizing) may cost more than a
   // small multiple of what the request sent.
   if (absl::Status s = CheckPromptBytes(request.prompt(), max_prompt_bytes_); !s.ok()) return reject(s);
-  absl::StatusOr<engine::GenerationRequest> generation =
-      ToGenerationRequest(request, config_, info_, RandomSeed());
+  absl::StatusOr<engine::GenerationRequest> generation = ToGenerationRequest(request, config_, info_, RandomSeed());
   if (!generation.ok()) return reject(generation.status());
   if (request.previews() < 0) {
     return reject(absl::InvalidArgumentError(absl::StrCat("previews: must be >= 0, got ", request.previews())));

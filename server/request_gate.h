@@ -26,7 +26,7 @@ class PrometheusMetrics;
 
 struct Submission {
   std::shared_ptr<scheduler::RequestHandle> handle;
-  KeyLease lease;  // call lease.Started() on the Started event
+  KeyLease lease;                        // call lease.Started() on the Started event
   engine::GenerationRequest generation;  // as submitted (defaults applied): logs, image metadata
 };
 
@@ -43,8 +43,8 @@ class RequestGate {
   // Validates (errors name the GenerateRequest field; the prompt's byte
   // bound before anything else), then submits. Every outcome that is not a
   // handle is counted in the request metrics.
-  absl::StatusOr<Submission> Submit(const ApiKey* key, const v1::GenerateRequest& request,
-                                    absl::Time deadline, scheduler::ImageEncoder encoder = nullptr);
+  absl::StatusOr<Submission> Submit(const ApiKey* key, const v1::GenerateRequest& request, absl::Time deadline,
+                                    scheduler::ImageEncoder encoder = nullptr);
 
   bool keys_enabled() const { return keys_ != nullptr; }
   const engine::ModelInfo& info() const { return info_; }

@@ -27,9 +27,8 @@ State& GetState() {
 void Install(State& s, Format format, spdlog::level::level_enum level, spdlog::sink_ptr sink) {
   if (sink == nullptr) sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   auto logger = std::make_shared<spdlog::logger>("argen", std::move(sink));
-  const char* pattern = format == Format::kJson
-                            ? R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l",%v})"
-                            : "%Y-%m-%dT%H:%M:%S.%eZ %l %v";
+  const char* pattern =
+      format == Format::kJson ? R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l",%v})" : "%Y-%m-%dT%H:%M:%S.%eZ %l %v";
   logger->set_formatter(std::make_unique<spdlog::pattern_formatter>(pattern, spdlog::pattern_time_type::utc));
   logger->set_level(level);
   logger->flush_on(spdlog::level::trace);  // one line per event, never lost on exit
@@ -72,9 +71,12 @@ absl::StatusOr<Format> ParseFormat(std::string_view text) {
 }
 
 absl::StatusOr<spdlog::level::level_enum> ParseLevel(std::string_view text) {
-  for (auto [name, level] : {std::pair{"trace", spdlog::level::trace}, {"debug", spdlog::level::debug},
-                             {"info", spdlog::level::info}, {"warning", spdlog::level::warn},
-                             {"warn", spdlog::level::warn}, {"error", spdlog::level::err},
+  for (auto [name, level] : {std::pair{"trace", spdlog::level::trace},
+                             {"debug", spdlog::level::debug},
+                             {"info", spdlog::level::info},
+                             {"warning", spdlog::level::warn},
+                             {"warn", spdlog::level::warn},
+                             {"error", spdlog::level::err},
                              {"off", spdlog::level::off}}) {
     if (text == name) return level;
   }
@@ -135,8 +137,8 @@ void LogRequest(const RequestRecord& r) {
       break;
   }
   Event(level, "request",
-        absl::StrCat(r.policy, " x", r.images_requested, " ", absl::StatusCodeToString(r.status.code()),
-                     " in ", r.total_seconds, " s"),
+        absl::StrCat(r.policy, " x", r.images_requested, " ", absl::StatusCodeToString(r.status.code()), " in ",
+                     r.total_seconds, " s"),
         fields);
 }
 

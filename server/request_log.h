@@ -20,7 +20,7 @@ namespace argen::server::log {
 
 enum class Format { kText, kJson };
 
-absl::StatusOr<Format> ParseFormat(std::string_view text);            // text | json
+absl::StatusOr<Format> ParseFormat(std::string_view text);                    // text | json
 absl::StatusOr<spdlog::level::level_enum> ParseLevel(std::string_view text);  // trace .. off
 
 // Installs the process-wide argen logger, writing to stderr unless `sink` is
@@ -34,10 +34,10 @@ void Event(spdlog::level::level_enum level, std::string_view event, std::string_
 
 // What the per-request line reports.
 struct RequestRecord {
-  std::string transport;       // grpc | http
+  std::string transport;  // grpc | http
   std::string request_id;
-  std::string peer;            // grpc::ServerContext::peer(), e.g. ipv4:127.0.0.1:4242
-  std::string policy;          // canonical name, "invalid" when the name was not a policy
+  std::string peer;    // grpc::ServerContext::peer(), e.g. ipv4:127.0.0.1:4242
+  std::string policy;  // canonical name, "invalid" when the name was not a policy
   nlohmann::ordered_json policy_params = nlohmann::ordered_json::object();  // sparsity, n_att, n_recent, n_sink
   uint64_t seed = 0;
   bool has_seed = false;

@@ -35,8 +35,7 @@ sparse::PolicyRequest ToPolicyRequest(const v1::SparsityPolicy& p) {
 }  // namespace
 
 absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::GenerateRequest& request,
-                                                              const ServerConfig& config,
-                                                              const engine::ModelInfo& info,
+                                                              const ServerConfig& config, const engine::ModelInfo& info,
                                                               uint64_t random_seed) {
   engine::GenerationRequest out;
   out.prompt = request.prompt();
@@ -51,8 +50,7 @@ absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::Generate
     return absl::InvalidArgumentError("request_id: must be at most 128 printable ASCII characters without spaces");
   }
   absl::StatusOr<sparse::PolicyParams> policy =
-      sparse::ApplyPolicyDefaults(ToPolicyRequest(request.policy()), config.default_policy,
-                                  engine::PolicyGrid(info));
+      sparse::ApplyPolicyDefaults(ToPolicyRequest(request.policy()), config.default_policy, engine::PolicyGrid(info));
   if (!policy.ok()) return policy.status();
   out.policy = *policy;
   if (absl::Status s = engine::ValidateRequest(out, info); !s.ok()) return s;
@@ -146,9 +144,15 @@ void FillModelInfo(const engine::ModelInfo& info, const ServerConfig& config, v1
   const sparse::PolicyParams& dp = config.default_policy;
   const engine::SamplingParams& ds = config.default_sampling;
   const std::map<std::string, double> defaults = {
-      {"num_images", 1},           {"sparsity", dp.sparsity},       {"n_att", dp.n_att},
-      {"n_recent", dp.n_recent},   {"n_sink", dp.n_sink},           {"cfg_weight", ds.cfg_weight},
-      {"temperature", ds.temperature}, {"top_k", ds.top_k},          {"top_p", ds.top_p},
+      {"num_images", 1},
+      {"sparsity", dp.sparsity},
+      {"n_att", dp.n_att},
+      {"n_recent", dp.n_recent},
+      {"n_sink", dp.n_sink},
+      {"cfg_weight", ds.cfg_weight},
+      {"temperature", ds.temperature},
+      {"top_k", ds.top_k},
+      {"top_p", ds.top_p},
   };
   for (const engine::ParameterRange& range : engine::RequestParameterRanges(info)) {
     v1::ParameterRange* r = out->add_ranges();

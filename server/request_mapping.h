@@ -23,8 +23,7 @@ namespace argen::server {
 // fields follow sparse::ApplyPolicyDefaults (the policy rule) over
 // config.default_policy. Then engine::ValidateRequest against `info`.
 absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::GenerateRequest& request,
-                                                              const ServerConfig& config,
-                                                              const engine::ModelInfo& info,
+                                                              const ServerConfig& config, const engine::ModelInfo& info,
                                                               uint64_t random_seed);
 
 // absl and gRPC share the canonical code numbering. The result carries the

@@ -49,8 +49,10 @@ void RequestTrace::Submitted(const std::string& request_id, const engine::Genera
 void RequestTrace::OnEvent(scheduler::RequestEvent& event) {
   if (auto* queued = std::get_if<scheduler::QueuedEvent>(&event)) {
     metadata_.policy = queued->policy;
-    record_.policy_params = {{"sparsity", metadata_.sparsity},  {"n_att", queued->policy.n_att},
-                             {"n_slots", queued->policy.n_slots}, {"n_recent", queued->policy.n_recent},
+    record_.policy_params = {{"sparsity", metadata_.sparsity},
+                             {"n_att", queued->policy.n_att},
+                             {"n_slots", queued->policy.n_slots},
+                             {"n_recent", queued->policy.n_recent},
                              {"n_sink", queued->policy.n_sink}};
   } else if (auto* img = std::get_if<scheduler::ImageEvent>(&event)) {
     ++record_.images_sent;

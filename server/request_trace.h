@@ -20,8 +20,7 @@ namespace argen::server {
 class RequestTrace {
  public:
   // `transport`: "grpc" or "http"; `policy_label` as the metrics name it.
-  RequestTrace(std::string transport, std::string peer, const v1::GenerateRequest& request,
-               std::string policy_label);
+  RequestTrace(std::string transport, std::string peer, const v1::GenerateRequest& request, std::string policy_label);
   RequestTrace(const RequestTrace&) = delete;
   RequestTrace& operator=(const RequestTrace&) = delete;
   // A request that never ended through OnEvent(Finished) is logged here
@@ -29,8 +28,7 @@ class RequestTrace {
   ~RequestTrace();
 
   // After a successful submission: the mapped request and the served model.
-  void Submitted(const std::string& request_id, const engine::GenerationRequest& generation,
-                 const std::string& model);
+  void Submitted(const std::string& request_id, const engine::GenerationRequest& generation, const std::string& model);
   // Every event, before the transport sends it: notes ids, parameters and
   // timings, tags PNG images, and logs on Finished.
   void OnEvent(scheduler::RequestEvent& event);

@@ -7,10 +7,10 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/match.h"
 #include "engine/model/sampler.h"
 #include "engine/sparse/policy_params.h"
 #include "server/byte_size.h"
@@ -87,8 +87,7 @@ Setter Bool(bool ServerConfig::*field) {
 }
 
 // A double in [min, max) or [min, max] checked by `ok`.
-absl::StatusOr<double> ParseDouble(const std::string& v, std::function<bool(double)> ok,
-                                   absl::string_view want) {
+absl::StatusOr<double> ParseDouble(const std::string& v, std::function<bool(double)> ok, absl::string_view want) {
   double x = 0;
   if (!absl::SimpleAtod(absl::StripAsciiWhitespace(v), &x) || !ok(x)) return Bad(v, want);
   return x;
@@ -99,7 +98,8 @@ Setter SamplingValue(std::function<float&(ServerConfig&)> field, absl::Status (*
   return [=](ServerConfig& c, const std::string& v) {
     double x = 0;
     if (!absl::SimpleAtod(absl::StripAsciiWhitespace(v), &x)) return Bad(v, "a number");
-    if (absl::Status s = check(x); !s.ok()) return absl::InvalidArgumentError(absl::StrCat("\"", v, "\" ", s.message()));
+    if (absl::Status s = check(x); !s.ok())
+      return absl::InvalidArgumentError(absl::StrCat("\"", v, "\" ", s.message()));
     field(c) = static_cast<float>(x);
     return absl::OkStatus();
   };
@@ -108,8 +108,8 @@ Setter SamplingValue(std::function<float&(ServerConfig&)> field, absl::Status (*
 // Seconds in [min, max] reached through `field`.
 Setter SecondsAt(std::function<double&(ServerConfig&)> field, double min, double max) {
   return [=](ServerConfig& c, const std::string& v) {
-    absl::StatusOr<double> x = ParseDouble(v, [&](double d) { return d >= min && d <= max; },
-                                           absl::StrCat("seconds in [", min, ", ", max, "]"));
+    absl::StatusOr<double> x = ParseDouble(
+        v, [&](double d) { return d >= min && d <= max; }, absl::StrCat("seconds in [", min, ", ", max, "]"));
     if (!x.ok()) return x.status();
     field(c) = *x;
     return absl::OkStatus();
@@ -118,9 +118,13 @@ Setter SecondsAt(std::function<double&(ServerConfig&)> field, double min, double
 
 const std::vector<KeyDef>& Keys() {
   static const auto* keys = new std::vector<KeyDef>{
-      {{"model_dir", "checkpoint directory as the hub ships it (Janus-Pro or Lumina-mGPT: config.json, *.safetensors or pytorch_model*.bin, tokenizer.json)"},
+      {{"model_dir",
+        "checkpoint directory as the hub ships it (Janus-Pro or Lumina-mGPT: config.json, *.safetensors or "
+        "pytorch_model*.bin, tokenizer.json)"},
        Text(&ServerConfig::model_dir)},
-      {{"vqgan_dir", "Lumina-mGPT: directory of Meta's Chameleon VQGAN (vqgan.yaml, vqgan.ckpt), relative to model_dir; empty: <model_dir>/tokenizer"},
+      {{"vqgan_dir",
+        "Lumina-mGPT: directory of Meta's Chameleon VQGAN (vqgan.yaml, vqgan.ckpt), relative to model_dir; empty: "
+        "<model_dir>/tokenizer"},
        Text(&ServerConfig::vqgan_dir)},
       {{"backend", "cpu or cuda"},
        [](ServerConfig& c, const std::string& v) {
@@ -146,7 +150,9 @@ const std::vector<KeyDef>& Keys() {
       {{"metrics_address", "Prometheus /metrics listen address"}, Text(&ServerConfig::metrics_address)},
       {{"metrics_port", "Prometheus /metrics port; 0: any free port; -1: off"},
        Int(&ServerConfig::metrics_port, -1, 65535)},
-      {{"kv_budget_bytes", "KV cache budget for all running requests (e.g. 8GiB); auto: cuda the card's free memory after weights, workspaces, VQ decoder and a margin, cpu 4GiB"},
+      {{"kv_budget_bytes",
+        "KV cache budget for all running requests (e.g. 8GiB); auto: cuda the card's free memory after weights, "
+        "workspaces, VQ decoder and a margin, cpu 4GiB"},
        [](ServerConfig& c, const std::string& v) {
          if (absl::StripAsciiWhitespace(v) == "auto") {
            c.kv_budget_bytes = 0;
@@ -162,7 +168,9 @@ const std::vector<KeyDef>& Keys() {
          }
          return Int(&ServerConfig::max_batch_rows, 2, 1 << 20)(c, v);
        }},
-      {{"max_prefill_tokens", "prompt tokens one decode step may prefill (new requests join as rows free); auto: 4 x max_batch_rows; 0: no bound"},
+      {{"max_prefill_tokens",
+        "prompt tokens one decode step may prefill (new requests join as rows free); auto: 4 x max_batch_rows; 0: no "
+        "bound"},
        [](ServerConfig& c, const std::string& v) {
          if (absl::StripAsciiWhitespace(v) == "auto") {
            c.max_prefill_tokens = -1;
@@ -198,8 +206,8 @@ const std::vector<KeyDef>& Keys() {
        }},
       {{"drain_timeout_s", "on SIGTERM: how long running/queued requests may finish"},
        [](ServerConfig& c, const std::string& v) {
-         absl::StatusOr<double> x = ParseDouble(v, [](double d) { return d >= 0 && d <= 86400; },
-                                                "seconds in [0, 86400]");
+         absl::StatusOr<double> x = ParseDouble(
+             v, [](double d) { return d >= 0 && d <= 86400; }, "seconds in [0, 86400]");
          if (!x.ok()) return x.status();
          c.drain_timeout_s = *x;
          return absl::OkStatus();
@@ -251,8 +259,8 @@ const std::vector<KeyDef>& Keys() {
        }},
       {{"default_policy.sparsity", "fraction of decode KV not attended, [0, 1)"},
        [](ServerConfig& c, const std::string& v) {
-         absl::StatusOr<double> x =
-             ParseDouble(v, [](double d) { return d >= 0 && d < 1; }, "a number in [0, 1)");
+         absl::StatusOr<double> x = ParseDouble(
+             v, [](double d) { return d >= 0 && d < 1; }, "a number in [0, 1)");
          if (!x.ok()) return x.status();
          c.default_policy.sparsity = *x;
          return absl::OkStatus();
@@ -273,7 +281,8 @@ const std::vector<KeyDef>& Keys() {
       {{"default_sampling.top_p", "top-p in (0, 1]; 1: off"},
        SamplingValue([](ServerConfig& c) -> float& { return c.default_sampling.top_p; }, model::CheckTopP)},
       {{"http_address", "OpenAI-compatible HTTP API listen address"}, Text(&ServerConfig::http_address)},
-      {{"http_port", "HTTP API port (POST /v1/images/generations, /v1/models, /health, /ready); 0: any free port; -1: off"},
+      {{"http_port",
+        "HTTP API port (POST /v1/images/generations, /v1/models, /health, /ready); 0: any free port; -1: off"},
        Int(&ServerConfig::http_port, -1, 65535)},
       {{"http_threads", "HTTP connections served at once (each open connection holds one)"},
        Int(&ServerConfig::http_threads, 1, 4096)},
@@ -281,8 +290,8 @@ const std::vector<KeyDef>& Keys() {
        Bytes(&ServerConfig::http_max_body_bytes, 1024)},
       {{"priority_aging_s", "a queued request rises one priority level per this many seconds waited"},
        [](ServerConfig& c, const std::string& v) {
-         absl::StatusOr<double> x = ParseDouble(v, [](double d) { return d > 0 && d <= 86400; },
-                                                "seconds in (0, 86400]");
+         absl::StatusOr<double> x = ParseDouble(
+             v, [](double d) { return d > 0 && d <= 86400; }, "seconds in (0, 86400]");
          if (!x.ok()) return x.status();
          c.priority_aging_s = *x;
          return absl::OkStatus();
@@ -315,8 +324,7 @@ absl::Status Flatten(const YAML::Node& node, const std::string& prefix, const st
     const YAML::Node& value = item.second;
     if (value.IsMap()) {
       if (!prefix.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(source, ": key '", full, "': sections nest one level only"));
+        return absl::InvalidArgumentError(absl::StrCat(source, ": key '", full, "': sections nest one level only"));
       }
       if (absl::Status s = Flatten(value, full, source, out); !s.ok()) return s;
     } else if (value.IsScalar()) {
@@ -324,8 +332,7 @@ absl::Status Flatten(const YAML::Node& node, const std::string& prefix, const st
     } else if (value.IsNull()) {
       return absl::InvalidArgumentError(absl::StrCat(source, ": key '", full, "' has no value"));
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source, ": key '", full, "' must be a single value, not a list"));
+      return absl::InvalidArgumentError(absl::StrCat(source, ": key '", full, "' must be a single value, not a list"));
     }
   }
   return absl::OkStatus();
@@ -352,8 +359,7 @@ absl::Status SetConfigValue(ServerConfig& config, const std::string& key, const 
     }
     return absl::InvalidArgumentError(absl::StrCat("key '", key, "': ", s.message()));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown key '", key, "' (known keys: ", KnownKeys(), ")"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown key '", key, "' (known keys: ", KnownKeys(), ")"));
 }
 
 bool ServerConfig::WasSet(std::string_view key) const {
@@ -366,7 +372,8 @@ void ApplyModelSamplingDefaults(ServerConfig& config, const engine::SamplingPara
   const engine::SamplingParams built_in;
   engine::SamplingParams& d = config.default_sampling;
   auto unset = [&](const char* key, bool is_built_in) { return is_built_in && !config.WasSet(key); };
-  if (unset("default_sampling.cfg_weight", d.cfg_weight == built_in.cfg_weight)) d.cfg_weight = model_defaults.cfg_weight;
+  if (unset("default_sampling.cfg_weight", d.cfg_weight == built_in.cfg_weight))
+    d.cfg_weight = model_defaults.cfg_weight;
   if (unset("default_sampling.temperature", d.temperature == built_in.temperature)) {
     d.temperature = model_defaults.temperature;
   }
@@ -374,8 +381,7 @@ void ApplyModelSamplingDefaults(ServerConfig& config, const engine::SamplingPara
   if (unset("default_sampling.top_p", d.top_p == built_in.top_p)) d.top_p = model_defaults.top_p;
 }
 
-absl::Status ApplyConfigYaml(ServerConfig& config, const std::string& yaml_text,
-                             const std::string& source) {
+absl::Status ApplyConfigYaml(ServerConfig& config, const std::string& yaml_text, const std::string& source) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -428,23 +434,19 @@ absl::Status ValidateConfig(const ServerConfig& config) {
         "key 'model_dir': required (a Janus-Pro or Lumina-mGPT checkpoint directory; set it in the config file "
         "or with --model_dir)");
   }
-  if (config.port != 0 && config.port == config.metrics_port &&
-      config.listen_address == config.metrics_address) {
+  if (config.port != 0 && config.port == config.metrics_port && config.listen_address == config.metrics_address) {
     return absl::InvalidArgumentError(
         absl::StrCat("key 'metrics_port': ", config.metrics_port, " is also the gRPC port"));
   }
   if (config.http_port > 0 && (config.http_port == config.port || config.http_port == config.metrics_port)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "key 'http_port': ", config.http_port, " is also the ",
-        config.http_port == config.port ? "gRPC port" : "metrics port"));
+    return absl::InvalidArgumentError(absl::StrCat("key 'http_port': ", config.http_port, " is also the ",
+                                                   config.http_port == config.port ? "gRPC port" : "metrics port"));
   }
   if (config.tls_cert_file.empty() != config.tls_key_file.empty()) {
-    return absl::InvalidArgumentError(
-        "keys 'tls.cert_file' and 'tls.key_file': set both (TLS) or neither (plaintext)");
+    return absl::InvalidArgumentError("keys 'tls.cert_file' and 'tls.key_file': set both (TLS) or neither (plaintext)");
   }
   if (!config.tls_client_ca_file.empty() && config.tls_cert_file.empty()) {
-    return absl::InvalidArgumentError(
-        "key 'tls.client_ca_file': mutual TLS needs tls.cert_file and tls.key_file too");
+    return absl::InvalidArgumentError("key 'tls.client_ca_file': mutual TLS needs tls.cert_file and tls.key_file too");
   }
   return absl::OkStatus();
 }
@@ -456,8 +458,7 @@ absl::StatusOr<ServerConfig> LoadServerConfig(const CommandLine& command_line) {
   if (!command_line.config_path.empty()) {
     std::ifstream in(command_line.config_path);
     if (!in) {
-      return absl::NotFoundError(
-          absl::StrCat("config file '", command_line.config_path, "' cannot be read"));
+      return absl::NotFoundError(absl::StrCat("config file '", command_line.config_path, "' cannot be read"));
     }
     std::stringstream text;
     text << in.rdbuf();

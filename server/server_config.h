@@ -17,58 +17,58 @@ namespace argen::server {
 
 // gRPC transport limits (config section `connections`); 0 means gRPC's default.
 struct ConnectionLimits {
-  int32_t max_concurrent_streams = 256;  // per connection (HTTP/2 SETTINGS)
-  int32_t max_threads = 512;             // sync-server threads: one per open stream
-  double max_connection_idle_s = 0;      // close connections idle this long; 0: never
-  double max_connection_age_s = 0;       // GOAWAY connections older than this; 0: never
-  double max_connection_age_grace_s = 0; // then wait this long for their streams; 0: forever
-  double keepalive_time_s = 60;          // ping an idle connection this often
-  double keepalive_timeout_s = 20;       // close it when a ping is not answered in time
+  int32_t max_concurrent_streams = 256;   // per connection (HTTP/2 SETTINGS)
+  int32_t max_threads = 512;              // sync-server threads: one per open stream
+  double max_connection_idle_s = 0;       // close connections idle this long; 0: never
+  double max_connection_age_s = 0;        // GOAWAY connections older than this; 0: never
+  double max_connection_age_grace_s = 0;  // then wait this long for their streams; 0: forever
+  double keepalive_time_s = 60;           // ping an idle connection this often
+  double keepalive_timeout_s = 20;        // close it when a ping is not answered in time
 };
 
 struct ServerConfig {
-  std::string model_dir;                 // required
-  std::string vqgan_dir;                 // Lumina-mGPT's VQGAN directory; empty: <model_dir>/tokenizer
-  std::string backend = "cpu";           // cpu | cuda
-  std::string vq_backend = "auto";       // auto | cpu | cuda: the VQ image decoder (auto: cuda with backend cuda)
-  std::string vq_precision = "auto";     // auto | bf16 | tf32 | fp32: the GPU VQ decoder's arithmetic
-  int32_t threads = 0;                   // CPU threads for the engine; 0: all cores
+  std::string model_dir;              // required
+  std::string vqgan_dir;              // Lumina-mGPT's VQGAN directory; empty: <model_dir>/tokenizer
+  std::string backend = "cpu";        // cpu | cuda
+  std::string vq_backend = "auto";    // auto | cpu | cuda: the VQ image decoder (auto: cuda with backend cuda)
+  std::string vq_precision = "auto";  // auto | bf16 | tf32 | fp32: the GPU VQ decoder's arithmetic
+  int32_t threads = 0;                // CPU threads for the engine; 0: all cores
   std::string listen_address = "0.0.0.0";
-  int32_t port = 50051;                  // 0: any free port
+  int32_t port = 50051;  // 0: any free port
   std::string metrics_address = "0.0.0.0";
-  int32_t metrics_port = 9464;           // 0: any free port; -1: no metrics endpoint
-  int64_t kv_budget_bytes = 0;           // 0: auto (ResolvedKvBudget)
-  int32_t max_batch_rows = 0;            // 0: auto (ResolvedMaxBatchRows)
-  int64_t max_prefill_tokens = -1;       // prompt tokens one step prefills; -1: auto; 0: no bound
-  std::string step_log;                  // one line per decode step to this file; empty: off
+  int32_t metrics_port = 9464;      // 0: any free port; -1: no metrics endpoint
+  int64_t kv_budget_bytes = 0;      // 0: auto (ResolvedKvBudget)
+  int32_t max_batch_rows = 0;       // 0: auto (ResolvedMaxBatchRows)
+  int64_t max_prefill_tokens = -1;  // prompt tokens one step prefills; -1: auto; 0: no bound
+  std::string step_log;             // one line per decode step to this file; empty: off
   int32_t queue_limit = 64;
   int32_t max_images_per_request = 16;
   int64_t max_message_bytes = int64_t{64} << 20;
   int32_t progress_interval_ms = 250;
-  int32_t image_workers = 0;             // 0: auto (ResolvedImageWorkers)
+  int32_t image_workers = 0;  // 0: auto (ResolvedImageWorkers)
   double drain_timeout_s = 60;
-  std::string log_format = "text";       // text | json
-  std::string log_level = "info";        // trace | debug | info | warning | error | off
+  std::string log_format = "text";  // text | json
+  std::string log_level = "info";   // trace | debug | info | warning | error | off
   // Hardening (docs/reliability.md).
-  int64_t max_prompt_bytes = 0;          // 0: max_prompt_tokens x 32 (server/prompt_limits.h)
-  bool allow_port_sharing = false;       // SO_REUSEPORT on the gRPC and metrics ports
-  double stream_stall_timeout_s = 30;    // a stream write blocked this long: request cancelled
+  int64_t max_prompt_bytes = 0;                     // 0: max_prompt_tokens x 32 (server/prompt_limits.h)
+  bool allow_port_sharing = false;                  // SO_REUSEPORT on the gRPC and metrics ports
+  double stream_stall_timeout_s = 30;               // a stream write blocked this long: request cancelled
   int64_t stream_buffer_bytes = int64_t{32} << 20;  // events waiting for a slow client, per stream
   ConnectionLimits connections;
-  sparse::PolicyParams default_policy;   // dense unless configured
+  sparse::PolicyParams default_policy;  // dense unless configured
   engine::SamplingParams default_sampling;
   // The OpenAI-compatible HTTP API (server/http_images_api.h).
   std::string http_address = "0.0.0.0";
-  int32_t http_port = -1;                // 0: any free port; -1: off
-  int32_t http_threads = 32;             // HTTP connections served at once
+  int32_t http_port = -1;     // 0: any free port; -1: off
+  int32_t http_threads = 32;  // HTTP connections served at once
   int64_t http_max_body_bytes = int64_t{1} << 20;
-  double priority_aging_s = 10;          // a queued request rises one priority level per this wait
+  double priority_aging_s = 10;  // a queued request rises one priority level per this wait
   // TLS for gRPC and HTTP (server/tls_config.h); all empty: plaintext.
   std::string tls_cert_file, tls_key_file, tls_client_ca_file;
   // API keys (server/auth.h); empty: no keys, every caller allowed.
   std::string api_keys_file;
-  bool open_health = true;               // HTTP /health and /ready need no key
-  bool open_metrics = true;              // /metrics needs no key
+  bool open_health = true;   // HTTP /health and /ready need no key
+  bool open_metrics = true;  // /metrics needs no key
   // Every key the YAML file or a flag set (SetConfigValue), in order.
   std::vector<std::string> keys_set;
   bool WasSet(std::string_view key) const;
@@ -91,8 +91,7 @@ absl::Status SetConfigValue(ServerConfig& config, const std::string& key, const 
 
 // Parses YAML text (a mapping, sections nested one level) onto `config`.
 // `source` names the file in error messages.
-absl::Status ApplyConfigYaml(ServerConfig& config, const std::string& yaml_text,
-                             const std::string& source);
+absl::Status ApplyConfigYaml(ServerConfig& config, const std::string& yaml_text, const std::string& source);
 
 // image_workers with "auto" resolved: backend cuda min(cores, 8) (the GPU decodes
 // in milliseconds; PNG encoding on host threads is then the image path's
@@ -113,8 +112,8 @@ int64_t ResolvedMaxPrefillTokens(const ServerConfig& config, int32_t engine_max_
 absl::Status ValidateConfig(const ServerConfig& config);
 
 struct CommandLine {
-  std::string config_path;                                    // --config
-  std::vector<std::pair<std::string, std::string>> overrides; // --key=value, in order
+  std::string config_path;                                     // --config
+  std::vector<std::pair<std::string, std::string>> overrides;  // --key=value, in order
   bool help = false;
   bool version = false;
 };

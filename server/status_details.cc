@@ -19,16 +19,24 @@ bool IsFieldPath(absl::string_view s) {
 
 std::string ErrorReason(const absl::Status& status) {
   switch (status.code()) {
-    case absl::StatusCode::kOk: return "OK";
-    case absl::StatusCode::kInvalidArgument: return "INVALID_FIELD";
-    case absl::StatusCode::kFailedPrecondition: return "REQUEST_NEVER_FITS";
-    case absl::StatusCode::kResourceExhausted: return "QUEUE_FULL";
+    case absl::StatusCode::kOk:
+      return "OK";
+    case absl::StatusCode::kInvalidArgument:
+      return "INVALID_FIELD";
+    case absl::StatusCode::kFailedPrecondition:
+      return "REQUEST_NEVER_FITS";
+    case absl::StatusCode::kResourceExhausted:
+      return "QUEUE_FULL";
     case absl::StatusCode::kUnavailable:
       return absl::StrContains(status.message(), "draining") ? "DRAINING" : "SHUT_DOWN";
-    case absl::StatusCode::kCancelled: return "CANCELLED";
-    case absl::StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
-    case absl::StatusCode::kInternal: return "ENGINE_FAILURE";
-    default: return absl::StatusCodeToString(status.code());
+    case absl::StatusCode::kCancelled:
+      return "CANCELLED";
+    case absl::StatusCode::kDeadlineExceeded:
+      return "DEADLINE_EXCEEDED";
+    case absl::StatusCode::kInternal:
+      return "ENGINE_FAILURE";
+    default:
+      return absl::StatusCodeToString(status.code());
   }
 }
 
@@ -44,10 +52,13 @@ std::string ViolatedField(const absl::Status& status) {
 absl::Duration RetryDelay(const absl::Status& status) {
   switch (status.code()) {
     // Queue full: a running request frees its rows within seconds.
-    case absl::StatusCode::kResourceExhausted: return absl::Seconds(1);
+    case absl::StatusCode::kResourceExhausted:
+      return absl::Seconds(1);
     // Draining or shut down: another replica (or this one, restarted) takes it.
-    case absl::StatusCode::kUnavailable: return absl::Seconds(1);
-    default: return absl::ZeroDuration();
+    case absl::StatusCode::kUnavailable:
+      return absl::Seconds(1);
+    default:
+      return absl::ZeroDuration();
   }
 }
 

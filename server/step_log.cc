@@ -5,8 +5,7 @@
 
 namespace argen::server {
 
-absl::StatusOr<std::unique_ptr<StepLog>> StepLog::Open(const std::string& path,
-                                                      scheduler::SchedulerObserver* inner) {
+absl::StatusOr<std::unique_ptr<StepLog>> StepLog::Open(const std::string& path, scheduler::SchedulerObserver* inner) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) return absl::InvalidArgumentError(absl::StrCat("key 'step_log': cannot write \"", path, "\""));
   std::fprintf(f, "%s\n", kHeader);
@@ -30,11 +29,11 @@ StepLog::~StepLog() {
 void StepLog::OnStep(const scheduler::StepStats& s) {
   inner_->OnStep(s);
   if (origin_ == absl::InfinitePast()) origin_ = s.start;
-  const std::string line = absl::StrFormat(
-      "%d %.4f %.3f %.3f %.3f %d %d %d %d %d %d\n", s.step_index, absl::ToDoubleSeconds(s.start - origin_),
-      absl::ToDoubleMilliseconds(s.interval), absl::ToDoubleMilliseconds(s.duration),
-      absl::ToDoubleMilliseconds(s.loop_time), s.rows_decoded, s.rows_prefilled, s.prefill_tokens,
-      s.groups_prefilled, s.running_rows, s.queue_depth);
+  const std::string line =
+      absl::StrFormat("%d %.4f %.3f %.3f %.3f %d %d %d %d %d %d\n", s.step_index,
+                      absl::ToDoubleSeconds(s.start - origin_), absl::ToDoubleMilliseconds(s.interval),
+                      absl::ToDoubleMilliseconds(s.duration), absl::ToDoubleMilliseconds(s.loop_time), s.rows_decoded,
+                      s.rows_prefilled, s.prefill_tokens, s.groups_prefilled, s.running_rows, s.queue_depth);
   absl::MutexLock lock(&mu_);
   pending_ += line;
 }

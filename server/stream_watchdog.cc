@@ -17,8 +17,7 @@ StreamWatchdog::~StreamWatchdog() {
   thread_.join();
 }
 
-bool StreamWatchdog::Write(grpc::ServerContext* context, const std::function<bool()>& write,
-                           bool* stalled) {
+bool StreamWatchdog::Write(grpc::ServerContext* context, const std::function<bool()>& write, bool* stalled) {
   std::list<PendingWrite>::iterator it;
   {
     absl::MutexLock lock(&mu_);
@@ -33,8 +32,7 @@ bool StreamWatchdog::Write(grpc::ServerContext* context, const std::function<boo
 
 void StreamWatchdog::Loop() {
   // Checks a few times per timeout; a stall is caught within ~1.25x the timeout.
-  const absl::Duration period =
-      std::clamp(stall_timeout_ / 4, absl::Milliseconds(10), absl::Milliseconds(250));
+  const absl::Duration period = std::clamp(stall_timeout_ / 4, absl::Milliseconds(10), absl::Milliseconds(250));
   absl::MutexLock lock(&mu_);
   auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_; };
   while (!mu_.AwaitWithTimeout(absl::Condition(&stopping), period)) {

@@ -38,9 +38,7 @@ struct BioFree {
 };
 using BioPtr = std::unique_ptr<BIO, BioFree>;
 
-BioPtr MemoryBio(const std::string& pem) {
-  return BioPtr(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-}
+BioPtr MemoryBio(const std::string& pem) { return BioPtr(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()))); }
 
 // Every certificate in `pem`, in order; none is an error.
 absl::StatusOr<std::vector<X509*>> ReadCertificates(const std::string& pem, const std::string& what) {
@@ -61,12 +59,10 @@ void FreeAll(std::vector<X509*>& certs) {
 
 absl::StatusOr<TlsMaterial> LoadTls(const TlsFiles& files) {
   if (files.cert_file.empty() != files.key_file.empty()) {
-    return absl::InvalidArgumentError(
-        "keys 'tls.cert_file' and 'tls.key_file': set both (TLS) or neither (plaintext)");
+    return absl::InvalidArgumentError("keys 'tls.cert_file' and 'tls.key_file': set both (TLS) or neither (plaintext)");
   }
   if (!files.client_ca_file.empty() && files.cert_file.empty()) {
-    return absl::InvalidArgumentError(
-        "key 'tls.client_ca_file': mutual TLS needs tls.cert_file and tls.key_file too");
+    return absl::InvalidArgumentError("key 'tls.client_ca_file': mutual TLS needs tls.cert_file and tls.key_file too");
   }
   TlsMaterial m;
   absl::StatusOr<std::string> cert = ReadFile("tls.cert_file", files.cert_file);
@@ -86,8 +82,7 @@ absl::StatusOr<TlsMaterial> LoadTls(const TlsFiles& files) {
   absl::Status s = ConfigureServerContext(context, m);
   SSL_CTX_free(context);
   if (!s.ok()) {
-    std::string files_text = absl::StrCat("tls.cert_file '", files.cert_file, "', tls.key_file '",
-                                          files.key_file, "'");
+    std::string files_text = absl::StrCat("tls.cert_file '", files.cert_file, "', tls.key_file '", files.key_file, "'");
     if (!files.client_ca_file.empty()) {
       absl::StrAppend(&files_text, ", tls.client_ca_file '", files.client_ca_file, "'");
     }
@@ -142,9 +137,9 @@ absl::Status ConfigureServerContext(SSL_CTX* context, const TlsMaterial& materia
 
 std::shared_ptr<grpc::ServerCredentials> GrpcServerCredentials(const TlsMaterial* material) {
   if (material == nullptr) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions options(
-      material->mutual() ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-                         : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  grpc::SslServerCredentialsOptions options(material->mutual()
+                                                ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                                : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   options.pem_root_certs = material->client_ca_pem;
   options.pem_key_cert_pairs.push_back({material->key_pem, material->cert_pem});
   return grpc::SslServerCredentials(options);

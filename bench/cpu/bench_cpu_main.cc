@@ -35,9 +35,8 @@
 #include "engine/models/janus/janus_spec.h"
 #include "engine/models/registry.h"
 
-ABSL_FLAG(
-    std::string, shape, "tiny,1b",
-    "comma-separated: tiny (--tiny_dir), dir (any checkpoint, --model_dir), 1b (random weights)");
+ABSL_FLAG(std::string, shape, "tiny,1b",
+          "comma-separated: tiny (--tiny_dir), dir (any checkpoint, --model_dir), 1b (random weights)");
 ABSL_FLAG(std::string, batches, "1,8", "comma-separated batch sizes (images per step)");
 ABSL_FLAG(int32_t, steps_1b, 0, "1b: decode steps to time (0: all 575)");
 ABSL_FLAG(int32_t, threads, 0, "BLAS threads (0: all cores)");
@@ -50,25 +49,21 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
+double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
 // Fixed-length prompts: bench timing must not depend on a tokenizer.
 model::PromptEncoder FixedLengthEncoder(int32_t len, int32_t vocab) {
-  return [len, vocab](const std::string& caption)
-             -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
+  return [len,
+          vocab](const std::string& caption) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
     std::vector<int32_t> cond(len), uncond(len, 0);
-    for (int32_t i = 0; i < len; ++i)
-      cond[i] = (17 * i + static_cast<int32_t>(caption.size())) % vocab;
+    for (int32_t i = 0; i < len; ++i) cond[i] = (17 * i + static_cast<int32_t>(caption.size())) % vocab;
     uncond.front() = cond.front();
     uncond.back() = cond.back();
     return std::make_pair(cond, uncond);
   };
 }
 
-std::unique_ptr<model::GenericEngine> Make1BEngine(int32_t threads, int32_t max_rows,
-                                                   int32_t prompt_len) {
+std::unique_ptr<model::GenericEngine> Make1BEngine(int32_t threads, int32_t max_rows, int32_t prompt_len) {
   absl::StatusOr<model::ModelSpec> spec = janus::JanusSpec(*janus::PublishedJanusConfig("1b"));
   if (!spec.ok()) return nullptr;
   model::BackendOptions options;
@@ -91,8 +86,7 @@ std::unique_ptr<model::GenericEngine> Make1BEngine(int32_t threads, int32_t max_
   config.info.max_batch_rows = max_rows;
   return std::make_unique<model::GenericEngine>(
       std::move(backend), FixedLengthEncoder(prompt_len, spec->text_vocab()),
-      [](const std::vector<std::vector<int32_t>>&)
-          -> absl::StatusOr<std::vector<engine::RgbImage>> {
+      [](const std::vector<std::vector<int32_t>>&) -> absl::StatusOr<std::vector<engine::RgbImage>> {
         return absl::UnimplementedError("benchmark engine has no VQ decoder");
       },
       config);
@@ -101,17 +95,14 @@ std::unique_ptr<model::GenericEngine> Make1BEngine(int32_t threads, int32_t max_
 // Seconds one decode step spends in dense attention at the last image token
 // (prompt + 576 keys per head), for `rows` rows, timed directly on random K/V:
 // early timed steps see only ~prompt keys, so this bounds what they miss.
-double LateStepAttentionSeconds(const model::StackConfig& d, int32_t rows, int32_t prompt_len,
-                                int32_t image_tokens) {
+double LateStepAttentionSeconds(const model::StackConfig& d, int32_t rows, int32_t prompt_len, int32_t image_tokens) {
   const int32_t positions = prompt_len + image_tokens;
   std::vector<float> k(int64_t{d.num_kv_heads} * positions * d.head_dim, 0.01f);
   std::vector<float> v(k.size(), 0.02f), q(int64_t{d.num_heads} * d.head_dim, 0.03f);
   std::vector<float> out(q.size()), probs(int64_t{d.num_kv_heads} * image_tokens);
-  std::vector<int32_t> attended(int64_t{d.num_kv_heads} * image_tokens),
-      counts(d.num_kv_heads, image_tokens);
+  std::vector<int32_t> attended(int64_t{d.num_kv_heads} * image_tokens), counts(d.num_kv_heads, image_tokens);
   for (size_t i = 0; i < attended.size(); ++i) attended[i] = static_cast<int32_t>(i % image_tokens);
-  cpu::DecodeAttentionShape shape{d.num_heads, d.num_kv_heads, d.head_dim, prompt_len,
-                                  image_tokens};
+  cpu::DecodeAttentionShape shape{d.num_heads, d.num_kv_heads, d.head_dim, prompt_len, image_tokens};
   std::vector<float> scratch(cpu::DecodeAttentionScratchFloats(shape, image_tokens));
   cpu::DecodeAttentionIo io;
   io.q = q.data();
@@ -129,8 +120,7 @@ double LateStepAttentionSeconds(const model::StackConfig& d, int32_t rows, int32
   return Seconds(start);
 }
 
-void RunBatch(const std::string& shape, model::GenericEngine& engine, int32_t batch,
-              int32_t max_steps) {
+void RunBatch(const std::string& shape, model::GenericEngine& engine, int32_t batch, int32_t max_steps) {
   std::vector<engine::GroupId> ids;
   for (int32_t i = 0; i < batch; ++i) {
     engine::GenerationRequest r;
@@ -197,8 +187,7 @@ int main(int argc, char** argv) {
   for (absl::string_view b : absl::StrSplit(absl::GetFlag(FLAGS_batches), ',')) {
     int32_t v = 0;
     if (!absl::SimpleAtoi(b, &v) || v < 1) {
-      std::fprintf(stderr, "argen_bench_cpu: --batches: bad value \"%s\"\n",
-                   std::string(b).c_str());
+      std::fprintf(stderr, "argen_bench_cpu: --batches: bad value \"%s\"\n", std::string(b).c_str());
       return 2;
     }
     batches.push_back(v);
@@ -233,8 +222,7 @@ int main(int argc, char** argv) {
       if (engine == nullptr) return 1;
       steps = absl::GetFlag(FLAGS_steps_1b);
     } else {
-      std::fprintf(stderr, "argen_bench_cpu: --shape: unknown \"%s\"\n",
-                   std::string(shape).c_str());
+      std::fprintf(stderr, "argen_bench_cpu: --shape: unknown \"%s\"\n", std::string(shape).c_str());
       return 2;
     }
     for (int32_t b : batches) bench::RunBatch(std::string(shape), *engine, b, steps);

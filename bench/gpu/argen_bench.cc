@@ -23,9 +23,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "common/cli.h"
 #include "bench/gpu/attention_micro.h"
 #include "bench/gpu/janus_shapes.h"
+#include "common/cli.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/sparse/policy_params.h"
 
@@ -65,7 +65,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--model") f->models = absl::StrSplit(value(), ',');
+    if (a == "--model")
+      f->models = absl::StrSplit(value(), ',');
     else if (a == "--batches") {
       f->batches.clear();
       for (absl::string_view s : absl::StrSplit(value(), ',')) {
@@ -73,33 +74,46 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
         if (!absl::SimpleAtoi(s, &b) || b <= 0) return false;
         f->batches.push_back(b);
       }
-    } else if (a == "--policies") f->policies = absl::StrSplit(value(), ',');
-    else if (a == "--prompt-len") f->prompt_len = std::atoi(value().c_str());
-    else if (a == "--kv-budget") f->kv_budget = ParseBytes(value());
-    else if (a == "--card-memory") f->card_memory = ParseBytes(value());
-    else if (a == "--max-batch") f->max_batch = true;
-    else if (a == "--auto-sizing") f->auto_sizing = true;
+    } else if (a == "--policies")
+      f->policies = absl::StrSplit(value(), ',');
+    else if (a == "--prompt-len")
+      f->prompt_len = std::atoi(value().c_str());
+    else if (a == "--kv-budget")
+      f->kv_budget = ParseBytes(value());
+    else if (a == "--card-memory")
+      f->card_memory = ParseBytes(value());
+    else if (a == "--max-batch")
+      f->max_batch = true;
+    else if (a == "--auto-sizing")
+      f->auto_sizing = true;
     else if (a == "--max-rows") {
       if (!absl::SimpleAtoi(value(), &f->max_rows) || f->max_rows < 2 || f->max_rows % 2 != 0) return false;
-    }
-    else if (a == "--attention-micro") f->attention_micro = true;
-    else if (a == "--no-graphs") f->graphs = false;
-    else if (a == "--no-fused-argmin") f->fused_argmin = false;
+    } else if (a == "--attention-micro")
+      f->attention_micro = true;
+    else if (a == "--no-graphs")
+      f->graphs = false;
+    else if (a == "--no-fused-argmin")
+      f->fused_argmin = false;
     else if (a == "--attention-kernel") {
       const std::string v = value();
-      if (v == "auto") f->variant = kernels::AttentionVariant::kAuto;
-      else if (v == "two-pass") f->variant = kernels::AttentionVariant::kTwoPass;
-      else if (v == "staged") f->variant = kernels::AttentionVariant::kStaged;
-      else return false;
-    }
-    else if (a == "--stage-steps") f->stage_steps = std::atoi(value().c_str());
+      if (v == "auto")
+        f->variant = kernels::AttentionVariant::kAuto;
+      else if (v == "two-pass")
+        f->variant = kernels::AttentionVariant::kTwoPass;
+      else if (v == "staged")
+        f->variant = kernels::AttentionVariant::kStaged;
+      else
+        return false;
+    } else if (a == "--stage-steps")
+      f->stage_steps = std::atoi(value().c_str());
     else if (a == "--ssd-semantic-share") {
       if (!absl::SimpleAtod(value(), &f->ssd_semantic_share) || !(f->ssd_semantic_share >= 0) ||
           !(f->ssd_semantic_share <= 1))
         return false;
-    }
-    else if (a == "--out") f->out = value();
-    else return false;
+    } else if (a == "--out")
+      f->out = value();
+    else
+      return false;
   }
   return f->prompt_len > 0;
 }
@@ -215,8 +229,10 @@ RunResult RunBatch(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, 
 
 constexpr char kBenchUsage[] =
     "argen_bench: GPU end-to-end and micro benchmarks of the CUDA backend (bench/gpu/*.sh run it).\n"
-    "  argen_bench [--model 1b,7b,lumina-512,lumina-768] [--batches 1,8,...] [--policies dense,diagonal:0.9[:N_r],...]\n"
-    "              [--prompt-len N] [--kv-budget 40G] [--card-memory 48G] [--max-batch] [--max-rows R] [--auto-sizing]\n"
+    "  argen_bench [--model 1b,7b,lumina-512,lumina-768] [--batches 1,8,...] [--policies "
+    "dense,diagonal:0.9[:N_r],...]\n"
+    "              [--prompt-len N] [--kv-budget 40G] [--card-memory 48G] [--max-batch] [--max-rows R] "
+    "[--auto-sizing]\n"
     "              [--attention-micro] [--no-graphs] [--no-fused-argmin]\n"
     "              [--attention-kernel auto|two-pass|staged] [--gemm cublas|lt-heuristic|lt-tuned]\n"
     "              [--stage-steps N] [--out FILE.jsonl] [--help] [--version]\n";
@@ -225,12 +241,13 @@ int Main(int argc, char** argv) {
   if (std::optional<int> rc = cli::HelpOrVersion(argc, argv, "argen_bench", kBenchUsage)) return *rc;
   Flags f;
   if (!ParseFlags(argc, argv, &f)) {
-    std::fprintf(stderr, "usage: argen_bench [--model 1b,7b] [--batches 16,64] [--policies dense,diagonal:0.95]\n"
-                         "  [--prompt-len 50] [--kv-budget BYTES | --card-memory 48G [--max-batch [--max-rows 512]]]\n"
-                         "  (a policy is name[:sparsity[:n_recent]], e.g. diagonal:0.95:64, grid_window:0.95, ssd:0.9)\n"
-                         "  [--ssd-semantic-share 0.5]  (ssd: share of the random model's heads classified semantic)\n"
-                         "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n"
-                         "  [--attention-kernel auto|two-pass|staged] [--no-fused-argmin]\n");
+    std::fprintf(stderr,
+                 "usage: argen_bench [--model 1b,7b] [--batches 16,64] [--policies dense,diagonal:0.95]\n"
+                 "  [--prompt-len 50] [--kv-budget BYTES | --card-memory 48G [--max-batch [--max-rows 512]]]\n"
+                 "  (a policy is name[:sparsity[:n_recent]], e.g. diagonal:0.95:64, grid_window:0.95, ssd:0.9)\n"
+                 "  [--ssd-semantic-share 0.5]  (ssd: share of the random model's heads classified semantic)\n"
+                 "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n"
+                 "  [--attention-kernel auto|two-pass|staged] [--no-fused-argmin]\n");
     return 2;
   }
   FILE* out = f.out.empty() ? nullptr : std::fopen(f.out.c_str(), "a");
@@ -251,26 +268,34 @@ int Main(int argc, char** argv) {
           if (!p.ok() || p->kind == sparse::PolicyKind::kDense) continue;
           AttentionMicroResult r;
           std::string err;
-          if (!RunAttentionMicro(2 * images, dims->num_heads, dims->head_dim, f.prompt_len, grid.l_dec,
-                                 p->n_att, p->n_slots, &r, &err)) {
+          if (!RunAttentionMicro(2 * images, dims->num_heads, dims->head_dim, f.prompt_len, grid.l_dec, p->n_att,
+                                 p->n_slots, &r, &err)) {
             std::fprintf(stderr, "attention micro: %s\n", err.c_str());
             return 1;
           }
-          std::printf("attention %s images=%d n_att=%d: dense %.1f us (%.0f GB/s), sparse two-pass %.1f us (%.0f GB/s, %.0f%% of copy %.0f GB/s), speedup %.2fx\n",
-                      name.c_str(), images, p->n_att, r.dense_us, r.dense_gbs, r.sparse_us, r.sparse_gbs,
-                      100.0 * r.sparse_gbs / r.copy_gbs, r.copy_gbs, r.dense_us / r.sparse_us);
+          std::printf(
+              "attention %s images=%d n_att=%d: dense %.1f us (%.0f GB/s), sparse two-pass %.1f us (%.0f GB/s, %.0f%% "
+              "of copy %.0f GB/s), speedup %.2fx\n",
+              name.c_str(), images, p->n_att, r.dense_us, r.dense_gbs, r.sparse_us, r.sparse_gbs,
+              100.0 * r.sparse_gbs / r.copy_gbs, r.copy_gbs, r.dense_us / r.sparse_us);
           if (r.staged_ran) {
-            std::printf("attention %s images=%d n_att=%d: sparse staged   %.1f us (%.0f GB/s, %.0f%% of copy), speedup %.2fx, staged/two-pass %.2f; auto picks %s\n",
-                        name.c_str(), images, p->n_att, r.staged_us, r.staged_gbs, 100.0 * r.staged_gbs / r.copy_gbs,
-                        r.dense_us / r.staged_us, r.staged_us / r.sparse_us, r.auto_staged ? "staged" : "two-pass");
+            std::printf(
+                "attention %s images=%d n_att=%d: sparse staged   %.1f us (%.0f GB/s, %.0f%% of copy), speedup %.2fx, "
+                "staged/two-pass %.2f; auto picks %s\n",
+                name.c_str(), images, p->n_att, r.staged_us, r.staged_gbs, 100.0 * r.staged_gbs / r.copy_gbs,
+                r.dense_us / r.staged_us, r.staged_us / r.sparse_us, r.auto_staged ? "staged" : "two-pass");
           } else {
             std::printf("attention %s images=%d n_att=%d: staged kernel does not fit (two-pass runs)\n", name.c_str(),
                         images, p->n_att);
           }
           std::fflush(stdout);
-          if (out) std::fprintf(out, "{\"kind\":\"attention\",\"model\":\"%s\",\"images\":%d,\"n_att\":%d,\"dense_us\":%.2f,\"sparse_us\":%.2f,\"dense_gbs\":%.1f,\"sparse_gbs\":%.1f,\"staged_us\":%.2f,\"staged_gbs\":%.1f,\"auto_staged\":%s,\"copy_gbs\":%.1f}\n",
-                                name.c_str(), images, p->n_att, r.dense_us, r.sparse_us, r.dense_gbs, r.sparse_gbs,
-                                r.staged_us, r.staged_gbs, r.auto_staged ? "true" : "false", r.copy_gbs);
+          if (out)
+            std::fprintf(out,
+                         "{\"kind\":\"attention\",\"model\":\"%s\",\"images\":%d,\"n_att\":%d,\"dense_us\":%.2f,"
+                         "\"sparse_us\":%.2f,\"dense_gbs\":%.1f,\"sparse_gbs\":%.1f,\"staged_us\":%.2f,\"staged_gbs\":%"
+                         ".1f,\"auto_staged\":%s,\"copy_gbs\":%.1f}\n",
+                         name.c_str(), images, p->n_att, r.dense_us, r.sparse_us, r.dense_gbs, r.sparse_gbs,
+                         r.staged_us, r.staged_gbs, r.auto_staged ? "true" : "false", r.copy_gbs);
         }
       }
       continue;
@@ -303,8 +328,8 @@ int Main(int argc, char** argv) {
         other = static_cast<int64_t>(free0 - free1) - (int64_t{1} << 30);
       }
       options.kv_budget_bytes = f.card_memory - other;
-      std::printf("card %.1f GB: weights + workspaces %.2f GB, KV budget %.2f GB\n", f.card_memory / 1e9,
-                  other / 1e9, options.kv_budget_bytes / 1e9);
+      std::printf("card %.1f GB: weights + workspaces %.2f GB, KV budget %.2f GB\n", f.card_memory / 1e9, other / 1e9,
+                  options.kv_budget_bytes / 1e9);
     }
     const auto c0 = Clock::now();
     auto backend = cuda::CreateRandomCudaBackend(*spec, options, 42);
@@ -318,11 +343,13 @@ int Main(int argc, char** argv) {
     be.SetAttentionVariant(f.variant);
     be.SetFusedArgmin(f.fused_argmin);
     static const char* kVariantNames[] = {"auto", "two-pass", "staged"};
-    std::printf("model %s: weights %.2f GB, KV pool %.2f GB, setup %.1f s, graphs %s, attention kernel %s, fused argmin %s, gemm cublas\n",
-                name.c_str(), be.WeightBytes() / 1e9, be.KvPoolBytes() / 1e9, Seconds(c0, Clock::now()),
-                f.graphs ? "on" : "off", kVariantNames[static_cast<int>(f.variant)], f.fused_argmin ? "on" : "off");
-    std::printf("%-5s %-20s %6s %9s %9s %9s %9s %8s |", "model", "policy", "images", "prefill_s", "decode_s",
-                "step_ms", "last_ms", "img/s");
+    std::printf(
+        "model %s: weights %.2f GB, KV pool %.2f GB, setup %.1f s, graphs %s, attention kernel %s, fused argmin %s, "
+        "gemm cublas\n",
+        name.c_str(), be.WeightBytes() / 1e9, be.KvPoolBytes() / 1e9, Seconds(c0, Clock::now()),
+        f.graphs ? "on" : "off", kVariantNames[static_cast<int>(f.variant)], f.fused_argmin ? "on" : "off");
+    std::printf("%-5s %-20s %6s %9s %9s %9s %9s %8s |", "model", "policy", "images", "prefill_s", "decode_s", "step_ms",
+                "last_ms", "img/s");
     for (const char* s : cuda::kStageNames) std::printf(" %8s", s);
     std::printf(" %8s %10s %8s\n", "indexing", "kv_MB/img", "keys");
     for (const std::string& spec : f.policies) {
@@ -356,13 +383,17 @@ int Main(int argc, char** argv) {
                     sparse::MeanAttendedKeys(*policy));
         std::fflush(stdout);
         if (out) {
-          std::fprintf(out, "{\"kind\":\"e2e\",\"model\":\"%s\",\"policy\":\"%s\",\"images\":%d,\"max_batch\":%s,\"kv_budget\":%lld,\"prefill_s\":%.4f,\"decode_s\":%.4f,\"step_ms\":%.4f,\"last_step_ms\":%.4f,\"img_per_s\":%.4f,\"kv_bytes_per_image\":%lld,\"n_slots\":%d,\"mean_keys\":%.2f",
+          std::fprintf(out,
+                       "{\"kind\":\"e2e\",\"model\":\"%s\",\"policy\":\"%s\",\"images\":%d,\"max_batch\":%s,\"kv_"
+                       "budget\":%lld,\"prefill_s\":%.4f,\"decode_s\":%.4f,\"step_ms\":%.4f,\"last_step_ms\":%.4f,"
+                       "\"img_per_s\":%.4f,\"kv_bytes_per_image\":%lld,\"n_slots\":%d,\"mean_keys\":%.2f",
                        name.c_str(), spec.c_str(), images, f.max_batch ? "true" : "false",
                        static_cast<long long>(be.KvPoolBytes()), r.prefill_s, r.decode_s, r.step_ms, r.last_steps_ms,
-                       images / total, static_cast<long long>(pair_bytes),
-                       policy->n_slots, sparse::MeanAttendedKeys(*policy));
+                       images / total, static_cast<long long>(pair_bytes), policy->n_slots,
+                       sparse::MeanAttendedKeys(*policy));
           for (int i = 0; i < static_cast<int>(cuda::Stage::kCount); ++i)
-            std::fprintf(out, ",\"%s_ms\":%.4f", cuda::kStageNames[i], r.stages.steps ? r.stages.ms[i] / r.stages.steps : 0.0);
+            std::fprintf(out, ",\"%s_ms\":%.4f", cuda::kStageNames[i],
+                         r.stages.steps ? r.stages.ms[i] / r.stages.steps : 0.0);
           std::fprintf(out, "}\n");
         }
       }

@@ -17,7 +17,9 @@ constexpr int kIters = 60;
 
 struct Freer {
   std::vector<void*> ptrs;
-  ~Freer() { for (void* p : ptrs) cudaFree(p); }
+  ~Freer() {
+    for (void* p : ptrs) cudaFree(p);
+  }
   template <typename T>
   T* Alloc(size_t n) {
     void* p = nullptr;
@@ -34,8 +36,8 @@ double Median(std::vector<float> v) {
 
 }  // namespace
 
-bool RunAttentionMicro(int rows, int heads, int head_dim, int prompt_len, int l_dec, int n_att,
-                       int n_slots, AttentionMicroResult* out, std::string* error) {
+bool RunAttentionMicro(int rows, int heads, int head_dim, int prompt_len, int l_dec, int n_att, int n_slots,
+                       AttentionMicroResult* out, std::string* error) {
   Freer f;
   int device = 0, sms = 0;
   cudaGetDevice(&device);
@@ -44,7 +46,10 @@ bool RunAttentionMicro(int rows, int heads, int head_dim, int prompt_len, int l_
   const size_t copy_bytes = size_t{1} << 31;
   char* a = f.Alloc<char>(copy_bytes);
   char* b = f.Alloc<char>(copy_bytes);
-  if (!a || !b) { *error = "copy buffers"; return false; }
+  if (!a || !b) {
+    *error = "copy buffers";
+    return false;
+  }
   cudaMemset(a, 1, copy_bytes);
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
@@ -73,7 +78,10 @@ bool RunAttentionMicro(int rows, int heads, int head_dim, int prompt_len, int l_
     int32_t* idx = f.Alloc<int32_t>(static_cast<size_t>(kLayers) * rows * heads * stride);
     int32_t* counts = f.Alloc<int32_t>(static_cast<size_t>(rows) * heads);
     float* probs = f.Alloc<float>(static_cast<size_t>(rows) * heads * stride);
-    if (!pool || !q || !o || !meta || !idx || !counts || !probs) { *error = "attention buffers"; return false; }
+    if (!pool || !q || !o || !meta || !idx || !counts || !probs) {
+      *error = "attention buffers";
+      return false;
+    }
     // Random contents (never zeros): a byte pattern giving finite bf16 values.
     cudaMemset(pool, 0x3c, region * rows * 2);
     cudaMemset(q, 0x3c, static_cast<size_t>(rows) * heads * head_dim * 4);
@@ -101,7 +109,8 @@ bool RunAttentionMicro(int rows, int heads, int head_dim, int prompt_len, int l_
     const int keys = prompt_len + (sparse ? n_att : l_dec);
     int splits = 1, chunk = 0;
     kernels::ChooseAttentionSplits(rows, heads, keys, sms, &splits, &chunk);
-    void* ws = f.Alloc<char>(std::max<size_t>(1, kernels::AttentionWorkspaceBytes(rows, heads, head_dim, splits, stride)));
+    void* ws =
+        f.Alloc<char>(std::max<size_t>(1, kernels::AttentionWorkspaceBytes(rows, heads, head_dim, splits, stride)));
     kernels::AttentionArgs args;
     args.q = q;
     args.kv_pool = pool;
@@ -138,14 +147,20 @@ bool RunAttentionMicro(int rows, int heads, int head_dim, int prompt_len, int l_
       args.layer = i % kLayers;
       args.decode_idx = idx + static_cast<size_t>(args.layer) * rows * heads * stride;
       cudaEventRecord(e0);
-      if (kernels::DecodeAttention(args, nullptr) != cudaSuccess) { *error = "attention launch"; return false; }
+      if (kernels::DecodeAttention(args, nullptr) != cudaSuccess) {
+        *error = "attention launch";
+        return false;
+      }
       cudaEventRecord(e1);
       cudaEventSynchronize(e1);
       float ms;
       cudaEventElapsedTime(&ms, e0, e1);
       if (i >= 5) t.push_back(ms);
     }
-    if (cudaGetLastError() != cudaSuccess) { *error = "attention"; return false; }
+    if (cudaGetLastError() != cudaSuccess) {
+      *error = "attention";
+      return false;
+    }
     *us = Median(t) * 1e3;
     const double bytes = static_cast<double>(rows) * heads * keys * head_dim * 2 * 2 +
                          (sparse ? static_cast<double>(rows) * heads * n_att * 4 * 2 : 0.0);

@@ -9,7 +9,7 @@
 namespace argen::bench {
 
 struct AttentionMicroResult {
-  double copy_gbs = 0;  // cudaMemcpy D2D, bytes read + written per second
+  double copy_gbs = 0;                   // cudaMemcpy D2D, bytes read + written per second
   double dense_us = 0, sparse_us = 0;    // the two-pass kernel
   double dense_gbs = 0, sparse_gbs = 0;  // KV (+ index) bytes read per second
   // The sparse launch with the staged kernel forced (kernels::AttentionVariant::kStaged);
@@ -21,7 +21,7 @@ struct AttentionMicroResult {
 };
 
 // rows: CFG rows; heads/head_dim: the model's; n_att: attended decode keys.
-bool RunAttentionMicro(int rows, int heads, int head_dim, int prompt_len, int l_dec, int n_att,
-                       int n_slots, AttentionMicroResult* out, std::string* error);
+bool RunAttentionMicro(int rows, int heads, int head_dim, int prompt_len, int l_dec, int n_att, int n_slots,
+                       AttentionMicroResult* out, std::string* error);
 
 }  // namespace argen::bench

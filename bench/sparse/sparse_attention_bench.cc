@@ -8,22 +8,22 @@
 // thread's CPU time, best of the repetitions. KV buffers have
 // the real per-policy size (L_p + n_slots positions), so dense streams its full
 // cache.
+#include <sys/mman.h>
 #include <algorithm>
-#include <ctime>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <memory>
 #include <random>
-#include <sys/mman.h>
 #include <string>
 #include <vector>
 
 #include "common/cli.h"
 #include "engine/cpu/sparse_attention.h"
-#include "kernels/sparse/policy.h"
 #include "engine/sparse/policy_params.h"
+#include "kernels/sparse/policy.h"
 
 namespace {
 
@@ -144,8 +144,8 @@ class PolicyBench {
         const double p0 = Now();
         for (int32_t g = 0; g < s_.kv_heads; ++g) {
           int32_t slot;
-          counts_[g] = sparse::PlanStep(p_, l_, State(unit0 + g), step_, &slot,
-                                        attended_.data() + int64_t{g} * l_.max_attended);
+          counts_[g] =
+              sparse::PlanStep(p_, l_, State(unit0 + g), step_, &slot, attended_.data() + int64_t{g} * l_.max_attended);
         }
         const double p1 = Now();
         DecodeAttentionIo io;
@@ -215,8 +215,8 @@ double Best(const std::vector<double>& v) { return *std::min_element(v.begin(), 
 
 // Times `policy` interleaved with `dense` (one dense step, one policy step,
 // repeated) so that both see the same machine load; the ratio is of the best times.
-Result Measure(const Shape& s, PolicyBench& dense, sparse::PolicyKind kind, double sparsity, int32_t step,
-               int32_t reps, double* dense_ms) {
+Result Measure(const Shape& s, PolicyBench& dense, sparse::PolicyKind kind, double sparsity, int32_t step, int32_t reps,
+               double* dense_ms) {
   const sparse::ResolvedPolicy p = Resolve(s, kind, sparsity);
   PolicyBench bench(s, p, step);
   std::vector<double> times, policy_times, dense_times;
@@ -257,19 +257,27 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&](const char* name) { return std::atoi(a.substr(std::string(name).size()).c_str()); };
-    if (a.rfind("--reps=", 0) == 0) reps = val("--reps=");
-    else if (a.rfind("--step=", 0) == 0) step = val("--step=");
-    else if (a.rfind("--layers=", 0) == 0) s.layers = val("--layers=");
-    else if (a.rfind("--prompt_len=", 0) == 0) s.prompt_len = val("--prompt_len=");
-    else if (a.rfind("--l_dec=", 0) == 0) s.l_dec = val("--l_dec=");
-    else if (a.rfind("--huge_pages=", 0) == 0) g_huge_pages = val("--huge_pages=") != 0;
+    if (a.rfind("--reps=", 0) == 0)
+      reps = val("--reps=");
+    else if (a.rfind("--step=", 0) == 0)
+      step = val("--step=");
+    else if (a.rfind("--layers=", 0) == 0)
+      s.layers = val("--layers=");
+    else if (a.rfind("--prompt_len=", 0) == 0)
+      s.prompt_len = val("--prompt_len=");
+    else if (a.rfind("--l_dec=", 0) == 0)
+      s.l_dec = val("--l_dec=");
+    else if (a.rfind("--huge_pages=", 0) == 0)
+      g_huge_pages = val("--huge_pages=") != 0;
     else if (a.rfind("--policies=", 0) == 0) {
       only.assign(1, ',');
       only.append(a, 11, std::string::npos);
       only.push_back(',');
-    }
-    else {
-      std::fprintf(stderr, "usage: %s [--reps=N] [--step=T] [--layers=N] [--prompt_len=N] [--l_dec=N] [--policies=a,b] [--huge_pages=0|1]\n", argv[0]);
+    } else {
+      std::fprintf(stderr,
+                   "usage: %s [--reps=N] [--step=T] [--layers=N] [--prompt_len=N] [--l_dec=N] [--policies=a,b] "
+                   "[--huge_pages=0|1]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -279,18 +287,21 @@ int main(int argc, char** argv) {
   }
   if (step < 0 || step >= s.l_dec) step = s.l_dec - 1;  // the last decode step
 
-  std::printf("shape: %d layers, %d heads x %d head_dim (kv heads %d), L_p %d, L_dec %d, %d rows, step t=%d, "
-              "best of %d (thread CPU time), 1 thread, huge pages %s\n\n",
-              s.layers, s.heads, s.head_dim, s.kv_heads, s.prompt_len, s.l_dec, s.rows, step, reps,
-              g_huge_pages ? "on" : "off");
+  std::printf(
+      "shape: %d layers, %d heads x %d head_dim (kv heads %d), L_p %d, L_dec %d, %d rows, step t=%d, "
+      "best of %d (thread CPU time), 1 thread, huge pages %s\n\n",
+      s.layers, s.heads, s.head_dim, s.kv_heads, s.prompt_len, s.l_dec, s.rows, step, reps,
+      g_huge_pages ? "on" : "off");
   PolicyBench dense(s, Resolve(s, sparse::PolicyKind::kDense, 0.0), step);
   double ignored = 0;
   dense.Step(&ignored);  // warm-up
-  std::printf("| policy | sparsity | N_att | n_slots | step attention (ms) | of which policy (ms) | dense, same reps (ms) | speedup vs dense |\n");
+  std::printf(
+      "| policy | sparsity | N_att | n_slots | step attention (ms) | of which policy (ms) | dense, same reps (ms) | "
+      "speedup vs dense |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   auto print = [&](const Result& r, double dense_ms) {
-    std::printf("| %s | %.0f%% | %d | %d | %.3f | %.3f | %.3f | %.2fx |\n", r.policy.c_str(), r.sparsity * 100,
-                r.n_att, r.n_slots, r.step_ms, r.policy_ms, dense_ms, dense_ms / r.step_ms);
+    std::printf("| %s | %.0f%% | %d | %d | %.3f | %.3f | %.3f | %.2fx |\n", r.policy.c_str(), r.sparsity * 100, r.n_att,
+                r.n_slots, r.step_ms, r.policy_ms, dense_ms, dense_ms / r.step_ms);
     std::fflush(stdout);
   };
   {

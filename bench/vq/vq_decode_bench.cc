@@ -65,8 +65,7 @@ class RandomCheckpoint final : public Checkpoint {
   absl::Status ReadRowsF32(std::string_view name, const int32_t*, int64_t, float*) const override {
     return absl::UnimplementedError(absl::StrCat("random checkpoint: no rows of ", std::string(name)));
   }
-  absl::StatusOr<std::vector<float>> LoadF32(std::string_view name,
-                                             const std::vector<int64_t>& shape) const override {
+  absl::StatusOr<std::vector<float>> LoadF32(std::string_view name, const std::vector<int64_t>& shape) const override {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     std::vector<float> v(static_cast<size_t>(n));
@@ -153,8 +152,8 @@ bool TimeBatches(const std::string& backend, Decode&& decode, const argen::vq::V
         std::fprintf(stderr, "%s: %s\n", backend.c_str(), std::string(images.status().message()).c_str());
         return false;
       }
-      std::printf("%s run %d: batch %d in %.4f s (%.3f ms/image, %.3f CPU s/image)\n", backend.c_str(), r, batch,
-                  sec, 1e3 * sec / batch, cpu / batch);
+      std::printf("%s run %d: batch %d in %.4f s (%.3f ms/image, %.3f CPU s/image)\n", backend.c_str(), r, batch, sec,
+                  1e3 * sec / batch, cpu / batch);
       secs.push_back(sec);
     }
     rows->push_back({backend, batch, Median(secs), *std::min_element(secs.begin(), secs.end())});
@@ -194,8 +193,7 @@ int main(int argc, char** argv) {
     auto opened = argen::checkpoint::Checkpoint::Open(model_dir);
     auto janus = argen::janus::LoadJanusConfig(model_dir);
     if (!opened.ok() || !janus.ok()) {
-      std::fprintf(stderr, "%s\n",
-                   std::string((!opened.ok() ? opened.status() : janus.status()).message()).c_str());
+      std::fprintf(stderr, "%s\n", std::string((!opened.ok() ? opened.status() : janus.status()).message()).c_str());
       return 1;
     }
     model_ckpt = std::move(*opened);
@@ -204,8 +202,9 @@ int main(int argc, char** argv) {
   } else {
     config.image_size = IntFlag(argc, argv, "--image_size", 384);
   }
-  std::printf("VQ-16 decoder (%s): %d px, %dx%d tokens, ch %d, ch_mult", model_dir.empty() ? "random weights" : model_dir.c_str(),
-              config.image_size, config.token_grid(), config.token_grid(), config.ch);
+  std::printf("VQ-16 decoder (%s): %d px, %dx%d tokens, ch %d, ch_mult",
+              model_dir.empty() ? "random weights" : model_dir.c_str(), config.image_size, config.token_grid(),
+              config.token_grid(), config.ch);
   for (int32_t m : config.ch_mult) std::printf(" %d", m);
   std::printf(", z %d, codebook %d x %d\n", config.z_channels, config.codebook_size, config.codebook_embed_dim);
 
@@ -222,7 +221,8 @@ int main(int argc, char** argv) {
       std::printf("cpu: BLAS threads %d, pool %d; scratch %.1f MiB; created in %.2f s\n", openblas_get_num_threads(),
                   pool, (*decoder)->scratch_bytes() / 1048576.0,
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      if (!TimeBatches("cpu", [&](const auto& g) { return (*decoder)->Decode(g); }, config, batches, runs, &rows))
+      if (!TimeBatches(
+              "cpu", [&](const auto& g) { return (*decoder)->Decode(g); }, config, batches, runs, &rows))
         return 1;
     } else if (backend == "cuda") {
 #if defined(ARGEN_WITH_CUDA)
@@ -230,9 +230,12 @@ int main(int argc, char** argv) {
           SplitCommas(StrFlag(argc, argv, "--precision", IntFlag(argc, argv, "--tf32", 0) != 0 ? "tf32" : "fp32"));
       for (const std::string& name : precisions) {
         argen::vq::CudaVqOptions options;
-        if (name == "fp32") options.precision = argen::vq::VqPrecision::kFp32;
-        else if (name == "tf32") options.precision = argen::vq::VqPrecision::kTf32;
-        else if (name == "bf16") options.precision = argen::vq::VqPrecision::kBf16;
+        if (name == "fp32")
+          options.precision = argen::vq::VqPrecision::kFp32;
+        else if (name == "tf32")
+          options.precision = argen::vq::VqPrecision::kTf32;
+        else if (name == "bf16")
+          options.precision = argen::vq::VqPrecision::kBf16;
         else {
           std::fprintf(stderr, "--precision: unknown \"%s\" (fp32, tf32, bf16)\n", name.c_str());
           return 2;
@@ -259,7 +262,8 @@ int main(int argc, char** argv) {
         }
         std::printf("%s: %s; created in %.2f s\n", label.c_str(), (*decoder)->description().c_str(),
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        if (!TimeBatches(label, [&](const auto& g) { return (*decoder)->Decode(g); }, config, batches, runs, &rows))
+        if (!TimeBatches(
+                label, [&](const auto& g) { return (*decoder)->Decode(g); }, config, batches, runs, &rows))
           failed = true;
         if (IntFlag(argc, argv, "--profile", 0) != 0 && (*decoder)->precision() == argen::vq::VqPrecision::kBf16) {
           // The largest ladder size (a power of two, or the chunk) not above the largest batch.
@@ -281,8 +285,7 @@ int main(int argc, char** argv) {
     }
   }
   // Speed against the first GPU row of the same batch (same run).
-  std::printf("\n%-10s %6s %12s %12s %12s %10s\n", "backend", "batch", "median s", "images/s", "ms/image",
-              "vs first");
+  std::printf("\n%-10s %6s %12s %12s %12s %10s\n", "backend", "batch", "median s", "images/s", "ms/image", "vs first");
   for (const Row& r : rows) {
     const Row* base = nullptr;
     for (const Row& b : rows)

@@ -91,8 +91,8 @@ class FileCheckpoint final : public Checkpoint {
             absl::StrCat(index_path, ": tensor '", tensor, "' is mapped to ", shard_path, " but is not in it"));
       }
       if (it->second.file->path() != shard_path) {
-        return absl::InvalidArgumentError(absl::StrCat(index_path, ": tensor '", tensor, "' is mapped to ",
-                                                       shard_path, " but found in ", it->second.file->path()));
+        return absl::InvalidArgumentError(absl::StrCat(index_path, ": tensor '", tensor, "' is mapped to ", shard_path,
+                                                       " but found in ", it->second.file->path()));
       }
     }
     return absl::OkStatus();
@@ -115,8 +115,7 @@ class FileCheckpoint final : public Checkpoint {
     return it->second.file->Tensor(it->second.index);
   }
 
-  absl::StatusOr<std::vector<float>> LoadF32(std::string_view name,
-                                             const std::vector<int64_t>& shape) const override {
+  absl::StatusOr<std::vector<float>> LoadF32(std::string_view name, const std::vector<int64_t>& shape) const override {
     auto info = Find(name);
     if (!info.ok()) return info.status();
     const TensorInfo& t = **info;
@@ -129,8 +128,7 @@ class FileCheckpoint final : public Checkpoint {
     return out;
   }
 
-  absl::Status ReadRowsF32(std::string_view name, const int32_t* rows, int64_t n_rows,
-                           float* out) const override {
+  absl::Status ReadRowsF32(std::string_view name, const int32_t* rows, int64_t n_rows, float* out) const override {
     auto info = Find(name);
     if (!info.ok()) return info.status();
     const TensorInfo& t = **info;
@@ -148,8 +146,7 @@ class FileCheckpoint final : public Checkpoint {
         return absl::OutOfRangeError(
             absl::StrCat(t.file, ": tensor '", Sv(name), "': row ", r, " is outside [0, ", n_total, ")"));
       }
-      ConvertToF32(t.dtype, base + static_cast<size_t>(r) * row_bytes, static_cast<size_t>(width),
-                   out + i * width);
+      ConvertToF32(t.dtype, base + static_cast<size_t>(r) * row_bytes, static_cast<size_t>(width), out + i * width);
     }
     return absl::OkStatus();
   }
@@ -216,7 +213,8 @@ absl::StatusOr<std::unique_ptr<FileCheckpoint>> OpenDirectory(const std::string&
       return ckpt;
     }
   }
-  return absl::NotFoundError(absl::StrCat(dir, ": no weights: none of model.safetensors, model.safetensors.index.json, ",
+  return absl::NotFoundError(absl::StrCat(dir,
+                                          ": no weights: none of model.safetensors, model.safetensors.index.json, ",
                                           "pytorch_model.bin, pytorch_model.bin.index.json exists"));
 }
 

@@ -25,7 +25,7 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   const void* data = nullptr;  // into the mapped file
   size_t nbytes = 0;
-  std::string file;            // which weights file holds it (for messages)
+  std::string file;  // which weights file holds it (for messages)
 };
 
 class Checkpoint {
@@ -41,8 +41,7 @@ class Checkpoint {
   virtual absl::StatusOr<std::vector<float>> LoadF32(std::string_view name,
                                                      const std::vector<int64_t>& shape) const = 0;
   // Converts selected rows of a 2-D tensor to f32 (embedding lookups without materialising the table).
-  virtual absl::Status ReadRowsF32(std::string_view name, const int32_t* rows, int64_t n_rows,
-                                   float* out) const = 0;
+  virtual absl::Status ReadRowsF32(std::string_view name, const int32_t* rows, int64_t n_rows, float* out) const = 0;
 };
 
 }  // namespace argen::checkpoint

@@ -40,9 +40,9 @@ struct StorageClass {
   StorageType type;
 };
 constexpr StorageClass kStorageClasses[] = {
-    {"DoubleStorage", StorageType::kF64}, {"FloatStorage", StorageType::kF32}, {"HalfStorage", StorageType::kF16},
-    {"BFloat16Storage", StorageType::kBF16}, {"LongStorage", StorageType::kI64}, {"IntStorage", StorageType::kI32},
-    {"ShortStorage", StorageType::kI16}, {"CharStorage", StorageType::kI8}, {"ByteStorage", StorageType::kU8},
+    {"DoubleStorage", StorageType::kF64},    {"FloatStorage", StorageType::kF32}, {"HalfStorage", StorageType::kF16},
+    {"BFloat16Storage", StorageType::kBF16}, {"LongStorage", StorageType::kI64},  {"IntStorage", StorageType::kI32},
+    {"ShortStorage", StorageType::kI16},     {"CharStorage", StorageType::kI8},   {"ByteStorage", StorageType::kU8},
     {"BoolStorage", StorageType::kBool},
 };
 
@@ -73,8 +73,8 @@ Known Classify(std::string_view module, std::string_view name, StorageType* stor
 }
 
 bool StartsWithModule(std::string_view module, std::string_view prefix) {
-  return module == prefix || (module.size() > prefix.size() && module.substr(0, prefix.size()) == prefix &&
-                              module[prefix.size()] == '.');
+  return module == prefix ||
+         (module.size() > prefix.size() && module.substr(0, prefix.size()) == prefix && module[prefix.size()] == '.');
 }
 
 // Printable ASCII, at most 200 characters, for names and keys quoted in messages.
@@ -128,8 +128,8 @@ class Unpickler {
 
   absl::StatusOr<std::string_view> ReadBytes(uint64_t n) {
     if (!Has(n)) {
-      return Error(absl::StrCat("a length of ", n, " runs past the end of the stream (", in_.size() - pos_,
-                                " bytes left)"));
+      return Error(
+          absl::StrCat("a length of ", n, " runs past the end of the stream (", in_.size() - pos_, " bytes left)"));
     }
     std::string_view out = in_.substr(pos_, n);
     pos_ += n;
@@ -289,8 +289,8 @@ class Unpickler {
     auto stride = IntsArg((*a)[3], "stride");
     if (!stride.ok()) return stride.status();
     if (size->size() != stride->size()) {
-      return Error(absl::StrCat("_rebuild_tensor_v2: size has ", size->size(), " dimensions but stride ",
-                                stride->size()));
+      return Error(
+          absl::StrCat("_rebuild_tensor_v2: size has ", size->size(), " dimensions but stride ", stride->size()));
     }
     t.size = *std::move(size);
     t.stride = *std::move(stride);
@@ -394,7 +394,8 @@ class Unpickler {
                                 "Char,Byte,Bool}Storage)"));
     }
     const std::string& k = g_.strings[key.ref];
-    if (k.empty() || k.size() > kMaxStorageKey || k.find('/') != std::string::npos || k.find('\0') != std::string::npos) {
+    if (k.empty() || k.size() > kMaxStorageKey || k.find('/') != std::string::npos ||
+        k.find('\0') != std::string::npos) {
       return Error(absl::StrCat("storage key '", Printable(k), "' is not a record name"));
     }
     if (numel.i < 0) return Error(absl::StrCat("storage '", Printable(k), "' has ", numel.i, " elements"));
@@ -497,9 +498,12 @@ class Unpickler {
         stack_.push_back(*top);
         return false;
       }
-      case 'N': return Wrap(Push(New(Kind::kNone)));
-      case 0x88: return Wrap(Push(New(Kind::kBool, 0, 1)));
-      case 0x89: return Wrap(Push(New(Kind::kBool, 0, 0)));
+      case 'N':
+        return Wrap(Push(New(Kind::kNone)));
+      case 0x88:
+        return Wrap(Push(New(Kind::kBool, 0, 1)));
+      case 0x89:
+        return Wrap(Push(New(Kind::kBool, 0, 0)));
       case 'J': {  // BININT
         auto v = ReadUint(4);
         if (!v.ok()) return v.status();
@@ -537,21 +541,36 @@ class Unpickler {
         if (!s.ok()) return s.status();
         return Wrap(Push(NewString(Kind::kString, *s)));
       }
-      case 'U': return Wrap(PushString(Kind::kString, 1));     // SHORT_BINSTRING
-      case 'X': return Wrap(PushString(Kind::kString, 4));     // BINUNICODE
-      case 0x8c: return Wrap(PushString(Kind::kString, 1));    // SHORT_BINUNICODE
-      case 0x8d: return Wrap(PushString(Kind::kString, 8));    // BINUNICODE8
-      case 'B': return Wrap(PushString(Kind::kBytes, 4));      // BINBYTES
-      case 'C': return Wrap(PushString(Kind::kBytes, 1));      // SHORT_BINBYTES
-      case 0x8e: return Wrap(PushString(Kind::kBytes, 8));     // BINBYTES8
-      case 0x96: return Wrap(PushString(Kind::kBytes, 8));     // BYTEARRAY8
-      case ')': return Wrap(Push(NewContainer(Kind::kTuple, {})));
-      case ']': return Wrap(Push(NewContainer(Kind::kList, {})));
-      case '}': return Wrap(Push(NewContainer(Kind::kDict, {})));
-      case 0x8f: return Wrap(Push(NewContainer(Kind::kSet, {})));
-      case 0x85: return Wrap(PushTupleOfTop(1));
-      case 0x86: return Wrap(PushTupleOfTop(2));
-      case 0x87: return Wrap(PushTupleOfTop(3));
+      case 'U':
+        return Wrap(PushString(Kind::kString, 1));  // SHORT_BINSTRING
+      case 'X':
+        return Wrap(PushString(Kind::kString, 4));  // BINUNICODE
+      case 0x8c:
+        return Wrap(PushString(Kind::kString, 1));  // SHORT_BINUNICODE
+      case 0x8d:
+        return Wrap(PushString(Kind::kString, 8));  // BINUNICODE8
+      case 'B':
+        return Wrap(PushString(Kind::kBytes, 4));  // BINBYTES
+      case 'C':
+        return Wrap(PushString(Kind::kBytes, 1));  // SHORT_BINBYTES
+      case 0x8e:
+        return Wrap(PushString(Kind::kBytes, 8));  // BINBYTES8
+      case 0x96:
+        return Wrap(PushString(Kind::kBytes, 8));  // BYTEARRAY8
+      case ')':
+        return Wrap(Push(NewContainer(Kind::kTuple, {})));
+      case ']':
+        return Wrap(Push(NewContainer(Kind::kList, {})));
+      case '}':
+        return Wrap(Push(NewContainer(Kind::kDict, {})));
+      case 0x8f:
+        return Wrap(Push(NewContainer(Kind::kSet, {})));
+      case 0x85:
+        return Wrap(PushTupleOfTop(1));
+      case 0x86:
+        return Wrap(PushTupleOfTop(2));
+      case 0x87:
+        return Wrap(PushTupleOfTop(3));
       case 't':
       case 'l':
       case 'd':
@@ -673,13 +692,23 @@ class Unpickler {
         if (!k.ok()) return k.status();
         return Wrap(Memoize(*k));
       }
-      case 0x94: return Wrap(Memoize(memo_.size()));  // MEMOIZE
+      case 0x94:
+        return Wrap(Memoize(memo_.size()));  // MEMOIZE
       case 0x82:
       case 0x83:
-      case 0x84: return Error("extension-registry opcodes (EXT1/2/4) are not supported");
+      case 0x84:
+        return Error("extension-registry opcodes (EXT1/2/4) are not supported");
       case 0x97:
-      case 0x98: return Error("out-of-band buffers (protocol 5) are not supported");
-      case 'I': case 'L': case 'F': case 'S': case 'V': case 'g': case 'p': case 'P':
+      case 0x98:
+        return Error("out-of-band buffers (protocol 5) are not supported");
+      case 'I':
+      case 'L':
+      case 'F':
+      case 'S':
+      case 'V':
+      case 'g':
+      case 'p':
+      case 'P':
         return Error("text opcodes of protocol 0 are not supported (torch.save writes protocol 2)");
       default:
         return Error("unknown opcode");
@@ -714,8 +743,8 @@ class Unpickler {
   std::vector<uint32_t> stack_;
   std::vector<size_t> marks_;
   absl::flat_hash_map<uint64_t, uint32_t> memo_;
-  std::vector<Known> known_;               // per global
-  std::vector<StorageType> storage_of_;    // per global (kStorageClass)
+  std::vector<Known> known_;             // per global
+  std::vector<StorageType> storage_of_;  // per global (kStorageClass)
   absl::flat_hash_set<std::string> foreign_seen_;
   absl::flat_hash_map<std::string, uint32_t> storage_by_key_;
 };
@@ -724,10 +753,20 @@ class Unpickler {
 
 size_t StorageElementSize(StorageType type) {
   switch (type) {
-    case StorageType::kF64: case StorageType::kI64: return 8;
-    case StorageType::kF32: case StorageType::kI32: return 4;
-    case StorageType::kF16: case StorageType::kBF16: case StorageType::kI16: return 2;
-    case StorageType::kI8: case StorageType::kU8: case StorageType::kBool: return 1;
+    case StorageType::kF64:
+    case StorageType::kI64:
+      return 8;
+    case StorageType::kF32:
+    case StorageType::kI32:
+      return 4;
+    case StorageType::kF16:
+    case StorageType::kBF16:
+    case StorageType::kI16:
+      return 2;
+    case StorageType::kI8:
+    case StorageType::kU8:
+    case StorageType::kBool:
+      return 1;
   }
   return 1;
 }
@@ -741,37 +780,62 @@ std::string StorageTypeName(StorageType type) {
 
 const char* StorageTypeDType(StorageType type) {
   switch (type) {
-    case StorageType::kF64: return "F64";
-    case StorageType::kF32: return "F32";
-    case StorageType::kF16: return "F16";
-    case StorageType::kBF16: return "BF16";
-    case StorageType::kI64: return "I64";
-    case StorageType::kI32: return "I32";
-    case StorageType::kI16: return "I16";
-    case StorageType::kI8: return "I8";
-    case StorageType::kU8: return "U8";
-    case StorageType::kBool: return "BOOL";
+    case StorageType::kF64:
+      return "F64";
+    case StorageType::kF32:
+      return "F32";
+    case StorageType::kF16:
+      return "F16";
+    case StorageType::kBF16:
+      return "BF16";
+    case StorageType::kI64:
+      return "I64";
+    case StorageType::kI32:
+      return "I32";
+    case StorageType::kI16:
+      return "I16";
+    case StorageType::kI8:
+      return "I8";
+    case StorageType::kU8:
+      return "U8";
+    case StorageType::kBool:
+      return "BOOL";
   }
   return "?";
 }
 
 const char* KindName(Kind kind) {
   switch (kind) {
-    case Kind::kNone: return "None";
-    case Kind::kBool: return "bool";
-    case Kind::kInt: return "int";
-    case Kind::kFloat: return "float";
-    case Kind::kString: return "string";
-    case Kind::kBytes: return "bytes";
-    case Kind::kTuple: return "tuple";
-    case Kind::kList: return "list";
-    case Kind::kDict: return "dict";
-    case Kind::kSet: return "set";
-    case Kind::kGlobal: return "name";
-    case Kind::kObject: return "object";
-    case Kind::kStorage: return "storage";
-    case Kind::kTensor: return "tensor";
-    case Kind::kOther: return "other";
+    case Kind::kNone:
+      return "None";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return "string";
+    case Kind::kBytes:
+      return "bytes";
+    case Kind::kTuple:
+      return "tuple";
+    case Kind::kList:
+      return "list";
+    case Kind::kDict:
+      return "dict";
+    case Kind::kSet:
+      return "set";
+    case Kind::kGlobal:
+      return "name";
+    case Kind::kObject:
+      return "object";
+    case Kind::kStorage:
+      return "storage";
+    case Kind::kTensor:
+      return "tensor";
+    case Kind::kOther:
+      return "other";
   }
   return "?";
 }
@@ -779,37 +843,101 @@ const char* KindName(Kind kind) {
 std::string Graph::Describe(uint32_t v) const {
   const Value& x = values[v];
   switch (x.kind) {
-    case Kind::kNone: return "None";
-    case Kind::kObject: return absl::StrCat("an object of '", Printable(globals[x.ref].Qualified()), "'");
-    case Kind::kGlobal: return absl::StrCat("the name '", Printable(globals[x.ref].Qualified()), "'");
-    case Kind::kOther: return strings[x.ref];
-    case Kind::kInt: return "an int";
-    case Kind::kBytes: return "bytes";
-    default: return absl::StrCat("a ", KindName(x.kind));
+    case Kind::kNone:
+      return "None";
+    case Kind::kObject:
+      return absl::StrCat("an object of '", Printable(globals[x.ref].Qualified()), "'");
+    case Kind::kGlobal:
+      return absl::StrCat("the name '", Printable(globals[x.ref].Qualified()), "'");
+    case Kind::kOther:
+      return strings[x.ref];
+    case Kind::kInt:
+      return "an int";
+    case Kind::kBytes:
+      return "bytes";
+    default:
+      return absl::StrCat("a ", KindName(x.kind));
   }
 }
 
 bool IsHostileGlobal(std::string_view module, std::string_view name) {
   // Code execution, processes, files, networking, imports and introspection:
   // never part of a tensor checkpoint; pickle exploits are built from these.
-  static constexpr std::string_view kModules[] = {
-      "os", "posix", "nt", "subprocess", "_posixsubprocess", "sys", "shutil", "socket", "importlib", "runpy",
-      "pickle", "_pickle", "cPickle", "marshal", "ctypes", "code", "codeop", "pty", "commands", "webbrowser",
-      "functools", "operator", "_operator", "signal", "multiprocessing", "pdb", "bdb", "timeit",
-      "__main__", "asyncio", "inspect", "tempfile", "glob", "io", "_io", "urllib", "http", "ftplib", "smtplib",
-      "telnetlib", "platform", "threading", "_thread", "pydoc", "zipimport", "imp", "site", "sysconfig",
-      "distutils", "setuptools", "pip", "dill", "cloudpickle", "torch.hub", "torch.jit", "torch._C",
-      "torch.ops", "torch.serialization", "torch.package", "torch.utils.cpp_extension", "numpy.f2py",
-      "numpy.distutils", "numpy.ctypeslib", "numpy.testing", "numpy.lib.npyio"};
+  static constexpr std::string_view kModules[] = {"os",
+                                                  "posix",
+                                                  "nt",
+                                                  "subprocess",
+                                                  "_posixsubprocess",
+                                                  "sys",
+                                                  "shutil",
+                                                  "socket",
+                                                  "importlib",
+                                                  "runpy",
+                                                  "pickle",
+                                                  "_pickle",
+                                                  "cPickle",
+                                                  "marshal",
+                                                  "ctypes",
+                                                  "code",
+                                                  "codeop",
+                                                  "pty",
+                                                  "commands",
+                                                  "webbrowser",
+                                                  "functools",
+                                                  "operator",
+                                                  "_operator",
+                                                  "signal",
+                                                  "multiprocessing",
+                                                  "pdb",
+                                                  "bdb",
+                                                  "timeit",
+                                                  "__main__",
+                                                  "asyncio",
+                                                  "inspect",
+                                                  "tempfile",
+                                                  "glob",
+                                                  "io",
+                                                  "_io",
+                                                  "urllib",
+                                                  "http",
+                                                  "ftplib",
+                                                  "smtplib",
+                                                  "telnetlib",
+                                                  "platform",
+                                                  "threading",
+                                                  "_thread",
+                                                  "pydoc",
+                                                  "zipimport",
+                                                  "imp",
+                                                  "site",
+                                                  "sysconfig",
+                                                  "distutils",
+                                                  "setuptools",
+                                                  "pip",
+                                                  "dill",
+                                                  "cloudpickle",
+                                                  "torch.hub",
+                                                  "torch.jit",
+                                                  "torch._C",
+                                                  "torch.ops",
+                                                  "torch.serialization",
+                                                  "torch.package",
+                                                  "torch.utils.cpp_extension",
+                                                  "numpy.f2py",
+                                                  "numpy.distutils",
+                                                  "numpy.ctypeslib",
+                                                  "numpy.testing",
+                                                  "numpy.lib.npyio"};
   for (std::string_view m : kModules) {
     if (StartsWithModule(module, m)) return true;
   }
   if (module == "types") return name != "SimpleNamespace";  // FunctionType, CodeType, ... build code
   if (module == "builtins" || module == "__builtin__") {
     static constexpr std::string_view kNames[] = {
-        "eval", "exec", "execfile", "compile", "open", "file", "getattr", "setattr", "delattr", "__import__",
-        "globals", "locals", "vars", "input", "raw_input", "apply", "breakpoint", "exit", "quit", "help",
-        "reload", "type", "memoryview", "__loader__", "__build_class__"};
+        "eval",      "exec",       "execfile",   "compile",        "open",   "file", "getattr",
+        "setattr",   "delattr",    "__import__", "globals",        "locals", "vars", "input",
+        "raw_input", "apply",      "breakpoint", "exit",           "quit",   "help", "reload",
+        "type",      "memoryview", "__loader__", "__build_class__"};
     for (std::string_view n : kNames) {
       if (name == n) return true;
     }

@@ -35,17 +35,25 @@ namespace argen::checkpoint::pickle {
 // Element types of torch storage classes.
 enum class StorageType : uint8_t { kF64, kF32, kF16, kBF16, kI64, kI32, kI16, kI8, kU8, kBool };
 size_t StorageElementSize(StorageType type);
-std::string StorageTypeName(StorageType type);  // "torch.FloatStorage", ...
+std::string StorageTypeName(StorageType type);   // "torch.FloatStorage", ...
 const char* StorageTypeDType(StorageType type);  // safetensors spelling: "F32", "I64", "BOOL", ...
 
 enum class Kind : uint8_t {
-  kNone, kBool, kInt, kFloat, kString, kBytes,
-  kTuple, kList, kDict, kSet,
+  kNone,
+  kBool,
+  kInt,
+  kFloat,
+  kString,
+  kBytes,
+  kTuple,
+  kList,
+  kDict,
+  kSet,
   kGlobal,   // a name (module.qualname), never resolved
   kObject,   // the result of calling or instantiating a name the reader does not interpret
   kStorage,  // a persistent-id storage
   kTensor,
-  kOther,    // an integer wider than 64 bits, a buffer: kept only to say what it was
+  kOther,  // an integer wider than 64 bits, a buffer: kept only to say what it was
 };
 const char* KindName(Kind kind);
 
@@ -64,8 +72,8 @@ struct Global {
 
 struct Storage {
   StorageType type = StorageType::kF32;
-  std::string key;   // the record is <archive>/data/<key>
-  int64_t numel = 0; // elements of `type`
+  std::string key;    // the record is <archive>/data/<key>
+  int64_t numel = 0;  // elements of `type`
 };
 
 struct Tensor {

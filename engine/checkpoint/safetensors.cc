@@ -29,9 +29,8 @@ absl::Status Bad(const std::string& path, const std::string& tensor, const std::
 }
 
 // Parses one header entry and checks it against the data region [0, data_size).
-absl::StatusOr<TensorInfo> ParseEntry(const std::string& path, const std::string& name,
-                                      const json& entry, const unsigned char* data,
-                                      uint64_t data_size) {
+absl::StatusOr<TensorInfo> ParseEntry(const std::string& path, const std::string& name, const json& entry,
+                                      const unsigned char* data, uint64_t data_size) {
   if (!entry.is_object()) return Bad(path, name, "header entry is not an object");
   const auto dt = entry.find("dtype");
   const auto sh = entry.find("shape");
@@ -49,8 +48,8 @@ absl::StatusOr<TensorInfo> ParseEntry(const std::string& path, const std::string
   const std::string dtype_name = dt->get<std::string>();
   auto dtype = ParseDType(dtype_name);
   if (!dtype.ok()) {
-    return absl::UnimplementedError(absl::StrCat(path, ": tensor '", name, "': unsupported dtype '",
-                                                 dtype_name, "' (supported: F32, F16, BF16)"));
+    return absl::UnimplementedError(
+        absl::StrCat(path, ": tensor '", name, "': unsupported dtype '", dtype_name, "' (supported: F32, F16, BF16)"));
   }
   info.dtype = *dtype;
 
@@ -69,15 +68,15 @@ absl::StatusOr<TensorInfo> ParseEntry(const std::string& path, const std::string
   const uint64_t end = (*off)[1].get<uint64_t>();
   if (begin > end) return Bad(path, name, absl::StrCat("data_offsets [", begin, ", ", end, ") are reversed"));
   if (end > data_size) {
-    return absl::OutOfRangeError(absl::StrCat(
-        path, ": tensor '", name, "': data_offsets [", begin, ", ", end, ") run past the end of the data (",
-        data_size, " bytes): the file is truncated or corrupt"));
+    return absl::OutOfRangeError(absl::StrCat(path, ": tensor '", name, "': data_offsets [", begin, ", ", end,
+                                              ") run past the end of the data (", data_size,
+                                              " bytes): the file is truncated or corrupt"));
   }
   const uint64_t expected = elements * DTypeSize(info.dtype);
   if (end - begin != expected) {
     return Bad(path, name,
-               absl::StrCat("shape [", absl::StrJoin(info.shape, ", "), "] of ", dtype_name, " needs ",
-                            expected, " bytes but data_offsets span ", end - begin));
+               absl::StrCat("shape [", absl::StrJoin(info.shape, ", "), "] of ", dtype_name, " needs ", expected,
+                            " bytes but data_offsets span ", end - begin));
   }
   info.data = data + begin;
   info.nbytes = static_cast<size_t>(expected);

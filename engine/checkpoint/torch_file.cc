@@ -21,8 +21,8 @@ using pickle::StorageType;
 constexpr uint64_t kMaxPickleBytes = 256ull << 20;  // data.pkl of a 7B state dict is ~100 KB
 
 // The pickled magic number that opens a legacy (pre-1.6) torch.save file: LONG1 0x1950a86a20f9469cfc6c.
-constexpr unsigned char kLegacyMagic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
-                                          0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+constexpr unsigned char kLegacyMagic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c,
+                                          0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
 
 std::string Join(const std::vector<int64_t>& v) { return absl::StrCat("[", absl::StrJoin(v, ", "), "]"); }
 
@@ -42,10 +42,14 @@ std::string Quote(std::string_view s) {
 
 std::optional<DType> DirectDType(StorageType t) {
   switch (t) {
-    case StorageType::kF32: return DType::kF32;
-    case StorageType::kF16: return DType::kF16;
-    case StorageType::kBF16: return DType::kBF16;
-    default: return std::nullopt;
+    case StorageType::kF32:
+      return DType::kF32;
+    case StorageType::kF16:
+      return DType::kF16;
+    case StorageType::kBF16:
+      return DType::kBF16;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -84,14 +88,29 @@ T Load(const unsigned char* p) {
 bool ElementToF32(StorageType t, const unsigned char* p, float* out) {
   double v = 0;
   switch (t) {
-    case StorageType::kF64: *out = static_cast<float>(Load<double>(p)); return true;
-    case StorageType::kI64: v = static_cast<double>(Load<int64_t>(p)); break;
-    case StorageType::kI32: v = Load<int32_t>(p); break;
-    case StorageType::kI16: v = Load<int16_t>(p); break;
-    case StorageType::kI8: v = Load<int8_t>(p); break;
-    case StorageType::kU8: v = *p; break;
-    case StorageType::kBool: v = *p != 0; break;
-    default: return false;
+    case StorageType::kF64:
+      *out = static_cast<float>(Load<double>(p));
+      return true;
+    case StorageType::kI64:
+      v = static_cast<double>(Load<int64_t>(p));
+      break;
+    case StorageType::kI32:
+      v = Load<int32_t>(p);
+      break;
+    case StorageType::kI16:
+      v = Load<int16_t>(p);
+      break;
+    case StorageType::kI8:
+      v = Load<int8_t>(p);
+      break;
+    case StorageType::kU8:
+      v = *p;
+      break;
+    case StorageType::kBool:
+      v = *p != 0;
+      break;
+    default:
+      return false;
   }
   *out = static_cast<float>(v);
   return std::fabs(v) <= 16777216.0;  // 2^24
@@ -109,7 +128,8 @@ int64_t TorchTensor::numel() const {
 }
 
 bool LooksLikeZip(const unsigned char* data, size_t size) {
-  return size >= 4 && data[0] == 'P' && data[1] == 'K' && ((data[2] == 3 && data[3] == 4) || (data[2] == 5 && data[3] == 6));
+  return size >= 4 && data[0] == 'P' && data[1] == 'K' &&
+         ((data[2] == 3 && data[3] == 4) || (data[2] == 5 && data[3] == 6));
 }
 
 absl::StatusOr<std::unique_ptr<TorchFile>> TorchFile::Open(const std::string& path) {
@@ -136,11 +156,14 @@ absl::StatusOr<std::unique_ptr<TorchFile>> TorchFile::FromBytes(const std::strin
 
 absl::Status TorchFile::CheckArchive(const unsigned char* data, size_t size) {
   if (LooksLikeZip(data, size)) return absl::OkStatus();
-  const std::string convert = "; load it with PyTorch and re-save it with torch.save (zip format, the default since PyTorch 1.6)";
+  const std::string convert =
+      "; load it with PyTorch and re-save it with torch.save (zip format, the default since PyTorch 1.6)";
   if (size >= sizeof(kLegacyMagic) && std::memcmp(data, kLegacyMagic, sizeof(kLegacyMagic)) == 0) {
-    return absl::UnimplementedError(absl::StrCat(
-        path_, ": legacy torch.save format (PyTorch < 1.6 or _use_new_zipfile_serialization=False), "
-               "which is not read", convert));
+    return absl::UnimplementedError(
+        absl::StrCat(path_,
+                     ": legacy torch.save format (PyTorch < 1.6 or _use_new_zipfile_serialization=False), "
+                     "which is not read",
+                     convert));
   }
   if (size >= 262 && std::memcmp(data + 257, "ustar", 5) == 0) {
     return absl::UnimplementedError(absl::StrCat(path_, ": legacy tar torch.save format, which is not read", convert));
@@ -171,13 +194,14 @@ absl::Status TorchFile::Init() {
     const size_t slash = e.name.find('/');
     if (slash == std::string::npos || e.name.compare(slash, std::string::npos, "/data.pkl") != 0) continue;
     if (pkl != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(path_, ": two data.pkl records ('", Quote(pkl->name), "', '",
-                                                     Quote(e.name), "')"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path_, ": two data.pkl records ('", Quote(pkl->name), "', '", Quote(e.name), "')"));
     }
     pkl = &e;
   }
   if (pkl == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(path_, ": a zip archive without <archive>/data.pkl: not a torch.save file"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": a zip archive without <archive>/data.pkl: not a torch.save file"));
   }
   const std::string root = pkl->name.substr(0, pkl->name.size() - std::string_view("data.pkl").size());
 
@@ -186,8 +210,8 @@ absl::Status TorchFile::Init() {
     if (!bytes.ok()) return bytes.status();
     if (absl::Status s = zip_.VerifyCrc(*order); !s.ok()) return s;
     if (*bytes != "little") {
-      return absl::UnimplementedError(absl::StrCat(path_, ": byteorder is '", Quote(*bytes),
-                                                   "'; only little-endian checkpoints are read"));
+      return absl::UnimplementedError(
+          absl::StrCat(path_, ": byteorder is '", Quote(*bytes), "'; only little-endian checkpoints are read"));
     }
   }
   if (pkl->size > kMaxPickleBytes) {
@@ -243,10 +267,10 @@ absl::Status TorchFile::ReadStateDict(const Graph& g, const std::string& root) {
       const pickle::Global& first = g.globals[g.foreign_globals.front()];
       std::vector<std::string> names;
       for (uint32_t i : g.foreign_globals) names.push_back(Quote(g.globals[i].Qualified()));
-      return absl::InvalidArgumentError(absl::StrCat(
-          path_, ": data.pkl offset ", first.offset, " names global '", Quote(first.Qualified()),
-          "', which a tensor state dict does not use; refused (names used: ", absl::StrJoin(names, ", "),
-          "; read: collections.OrderedDict, torch._utils._rebuild_tensor_v2, torch.*Storage, ...)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path_, ": data.pkl offset ", first.offset, " names global '", Quote(first.Qualified()),
+                       "', which a tensor state dict does not use; refused (names used: ", absl::StrJoin(names, ", "),
+                       "; read: collections.OrderedDict, torch._utils._rebuild_tensor_v2, torch.*Storage, ...)"));
     }
   } else {
     for (size_t k = 0; k + 1 < items.size(); k += 2) {
@@ -264,8 +288,8 @@ absl::Status TorchFile::ReadStateDict(const Graph& g, const std::string& root) {
   for (size_t k = 0; k + 1 < entries.size(); k += 2) {
     const uint32_t key = entries[k], value = entries[k + 1];
     if (g.at(key).kind != Kind::kString) {
-      return absl::InvalidArgumentError(absl::StrCat(path_, ": state dict key ", k / 2, " is ", g.Describe(key),
-                                                     ", not a tensor name"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path_, ": state dict key ", k / 2, " is ", g.Describe(key), ", not a tensor name"));
     }
     const std::string& name = g.str(key);
     if (!names.insert(name).second) {
@@ -278,8 +302,8 @@ absl::Status TorchFile::ReadStateDict(const Graph& g, const std::string& root) {
                kind == Kind::kString || kind == Kind::kBytes) {
       skipped_.push_back(absl::StrCat(Quote(name), ": ", g.Describe(value)));
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(path_, ": state dict entry '", Quote(name), "' is ",
-                                                     g.Describe(value), ", not a tensor"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path_, ": state dict entry '", Quote(name), "' is ", g.Describe(value), ", not a tensor"));
     }
   }
   return absl::OkStatus();
@@ -303,7 +327,8 @@ absl::Status TorchFile::AddTensor(const Graph& g, const std::string& root, const
   const size_t elem = pickle::StorageElementSize(ps.type);
   if (index == storages_.size()) {
     const ZipEntry* entry = zip_.Find(record);
-    if (entry == nullptr) return absl::DataLossError(absl::StrCat(where, ": its storage record '", Quote(record), "' is missing"));
+    if (entry == nullptr)
+      return absl::DataLossError(absl::StrCat(where, ": its storage record '", Quote(record), "' is missing"));
     if (entry->method != 0) {
       return absl::UnimplementedError(absl::StrCat(where, ": storage record '", Quote(record),
                                                    "' is compressed; torch.save stores records uncompressed"));
@@ -323,7 +348,8 @@ absl::Status TorchFile::AddTensor(const Graph& g, const std::string& root, const
   unsigned __int128 numel = 1, last = static_cast<unsigned __int128>(t.offset);
   for (size_t d = 0; d < t.shape.size(); ++d) {
     numel *= static_cast<uint64_t>(t.shape[d]);
-    if (numel > kMaxNumel) return absl::InvalidArgumentError(absl::StrCat(where, ": shape ", Join(t.shape), " is absurd"));
+    if (numel > kMaxNumel)
+      return absl::InvalidArgumentError(absl::StrCat(where, ": shape ", Join(t.shape), " is absurd"));
   }
   const auto storage_numel = static_cast<unsigned __int128>(ps.numel);
   if (numel > 0) {
@@ -334,8 +360,8 @@ absl::Status TorchFile::AddTensor(const Graph& g, const std::string& root, const
   }
   if ((numel > 0 && last >= storage_numel) || (numel == 0 && last > storage_numel)) {
     return absl::OutOfRangeError(absl::StrCat(where, ": shape ", Join(t.shape), " with stride ", Join(t.stride),
-                                              " at storage offset ", t.offset, " runs past its storage of ",
-                                              ps.numel, " elements"));
+                                              " at storage offset ", t.offset, " runs past its storage of ", ps.numel,
+                                              " elements"));
   }
   int64_t expected = 1;  // row-major stride; the product of trailing sizes stays below numel
   for (size_t d = t.shape.size(); numel > 0 && d-- > 0;) {

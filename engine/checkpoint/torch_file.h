@@ -37,9 +37,9 @@ struct TorchTensor {
   std::string name;
   pickle::StorageType type = pickle::StorageType::kF32;
   std::vector<int64_t> shape, stride;
-  int64_t offset = 0;     // elements into the storage
-  size_t storage = 0;     // index into the file's storage records
-  bool contiguous = true; // row-major with no gaps: readable in place
+  int64_t offset = 0;      // elements into the storage
+  size_t storage = 0;      // index into the file's storage records
+  bool contiguous = true;  // row-major with no gaps: readable in place
   int64_t numel() const;
 };
 
@@ -79,8 +79,7 @@ class TorchFile {
   absl::Status Init();
   absl::Status CheckArchive(const unsigned char* data, size_t size);
   absl::Status ReadStateDict(const pickle::Graph& graph, const std::string& root);
-  absl::Status AddTensor(const pickle::Graph& graph, const std::string& root, const std::string& name,
-                         uint32_t value);
+  absl::Status AddTensor(const pickle::Graph& graph, const std::string& root, const std::string& name, uint32_t value);
   absl::Status VerifyStorage(size_t storage) const;
   std::string_view StorageBytes(size_t storage) const;
 
@@ -96,8 +95,8 @@ class TorchFile {
   std::vector<std::string> skipped_;
   std::string state_dict_key_;
 
-  mutable std::mutex mu_;                      // guards infos_ and lazy_
-  mutable std::vector<TensorInfo> infos_;      // one per tensor; data set when ready
+  mutable std::mutex mu_;                  // guards infos_ and lazy_
+  mutable std::vector<TensorInfo> infos_;  // one per tensor; data set when ready
   mutable std::vector<Lazy> lazy_;
   // Per storage: its CRC is checked once, concurrently with other storages'.
   mutable std::unique_ptr<std::once_flag[]> crc_once_;

@@ -20,8 +20,7 @@ class SafetensorsWeights final : public WeightsFile {
   absl::StatusOr<const TensorInfo*> Tensor(size_t i) const override { return &file_->tensors()[i]; }
   absl::StatusOr<Raw> RawTensor(size_t i, std::string*) const override {
     const TensorInfo& t = file_->tensors()[i];
-    return Raw{std::string(DTypeName(t.dtype)), t.shape,
-               std::string_view(static_cast<const char*>(t.data), t.nbytes)};
+    return Raw{std::string(DTypeName(t.dtype)), t.shape, std::string_view(static_cast<const char*>(t.data), t.nbytes)};
   }
   Raw RawInfo(size_t i) const override {
     const TensorInfo& t = file_->tensors()[i];
@@ -52,7 +51,8 @@ class TorchWeights final : public WeightsFile {
   std::vector<std::string> Skipped() const override {
     std::vector<std::string> out;
     for (const std::string& s : file_->skipped()) {
-      out.push_back(file_->state_dict_key().empty() ? s : absl::StrCat(s, " (next to '", file_->state_dict_key(), "')"));
+      out.push_back(file_->state_dict_key().empty() ? s
+                                                    : absl::StrCat(s, " (next to '", file_->state_dict_key(), "')"));
     }
     return out;
   }

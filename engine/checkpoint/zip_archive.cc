@@ -144,7 +144,8 @@ class Parser {
             return Corrupt(absl::StrCat("entry '", entry.name, "': ZIP64 extra field is too short"));
           }
           if (disk == 0xffff) {
-            if (used + 4 > len) return Corrupt(absl::StrCat("entry '", entry.name, "': ZIP64 extra field is too short"));
+            if (used + 4 > len)
+              return Corrupt(absl::StrCat("entry '", entry.name, "': ZIP64 extra field is too short"));
             disk = Le32(f + used);
           }
         }
@@ -153,7 +154,8 @@ class Parser {
       if (usize == 0xffffffffu || csize == 0xffffffffu || local == 0xffffffffu) {
         return Corrupt(absl::StrCat("entry '", entry.name, "': sizes defer to a ZIP64 extra field that is missing"));
       }
-      if (disk != 0) return absl::UnimplementedError(absl::StrCat(path_, ": multi-disk zip archives are not supported"));
+      if (disk != 0)
+        return absl::UnimplementedError(absl::StrCat(path_, ": multi-disk zip archives are not supported"));
       if ((flags & 0x1) != 0) {
         return absl::UnimplementedError(absl::StrCat(path_, ": entry '", entry.name, "' is encrypted"));
       }
@@ -184,12 +186,12 @@ class Parser {
     const uint64_t start = local + kLocalHeaderSize + name_len + extra_len;
     if (!Inside(local + kLocalHeaderSize, uint64_t{name_len} + extra_len, cd_offset_) ||
         std::string_view(reinterpret_cast<const char*>(l + kLocalHeaderSize), name_len) != name) {
-      return Corrupt(absl::StrCat("entry '", name, "': the local header at offset ", local,
-                                  " names a different entry"));
+      return Corrupt(
+          absl::StrCat("entry '", name, "': the local header at offset ", local, " names a different entry"));
     }
     if (!Inside(start, size, cd_offset_)) {
-      return Corrupt(absl::StrCat("entry '", name, "': ", size, " bytes at offset ", start,
-                                  " run past the data area (", cd_offset_, " bytes)"));
+      return Corrupt(absl::StrCat("entry '", name, "': ", size, " bytes at offset ", start, " run past the data area (",
+                                  cd_offset_, " bytes)"));
     }
     return start;
   }

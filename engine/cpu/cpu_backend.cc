@@ -6,11 +6,11 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "engine/model/finite_values.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/ops.h"
 #include "engine/cpu/prefill_attention.h"
 #include "engine/cpu/sparse_attention.h"
+#include "engine/model/finite_values.h"
 #include "kernels/sampling_rng.h"
 
 namespace argen::cpu {
@@ -65,10 +65,9 @@ CpuBackend::CpuBackend(const model::ModelSpec& spec, CpuWeights weights, const m
       sampler_(spec.logits()) {
   const model::StackConfig& dims = spec.stack;
   SetBlasThreads(options.threads);
-  const int32_t threads =
-      options.threads > 0
-          ? options.threads
-          : std::max<int32_t>(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
+  const int32_t threads = options.threads > 0
+                              ? options.threads
+                              : std::max<int32_t>(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
   pool_ = std::make_unique<parallel::ThreadPool>(threads);
   const int32_t half = dims.head_dim / 2;
   inv_freq_.resize(half);
@@ -81,8 +80,7 @@ CpuBackend::CpuBackend(const model::ModelSpec& spec, CpuWeights weights, const m
 
 CpuBackend::~CpuBackend() = default;
 
-absl::StatusOr<model::RowId> CpuBackend::AllocateRow(int32_t prompt_len,
-                                                     const sparse::ResolvedPolicy& policy) {
+absl::StatusOr<model::RowId> CpuBackend::AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) {
   return kv_.Allocate(prompt_len, policy);
 }
 
@@ -108,8 +106,8 @@ void CpuBackend::RunLayers(int64_t n, AttendFn&& attend) {
     if (!d.swin_norm) Norm(x, lw.input_norm.weight.data(), BiasOf(lw.input_norm), n, H, eps, xn);
     MatMulWT(d.swin_norm ? x : xn, lw.qkv.data(), n, H, qkv_dim, a.qkv.data());
     if (d.qk_norm) {
-      HeadLayerNorm(a.qkv.data(), n, qkv_dim, d.num_heads, d.head_dim, lw.q_norm.weight.data(),
-                    lw.q_norm.bias.data(), d.qk_norm_eps);
+      HeadLayerNorm(a.qkv.data(), n, qkv_dim, d.num_heads, d.head_dim, lw.q_norm.weight.data(), lw.q_norm.bias.data(),
+                    d.qk_norm_eps);
       HeadLayerNorm(a.qkv.data() + q_dim, n, qkv_dim, d.num_kv_heads, d.head_dim, lw.k_norm.weight.data(),
                     lw.k_norm.bias.data(), d.qk_norm_eps);
     }
@@ -160,10 +158,9 @@ absl::Status CpuBackend::HeadAndSample(const float* hidden, int64_t n_rows,
   }
   for (size_t i = 0; i < sampling.size(); ++i) {
     const model::SamplingSpec& s = sampling[i];
-    const float u = kernels::SampleUniform(s.seed, static_cast<uint32_t>(s.image_index),
-                                         static_cast<uint32_t>(steps[i]));
-    out.sampled[i] =
-        sampler_.Sample(logits + (2 * i) * int64_t{V}, logits + (2 * i + 1) * int64_t{V}, s, u);
+    const float u =
+        kernels::SampleUniform(s.seed, static_cast<uint32_t>(s.image_index), static_cast<uint32_t>(steps[i]));
+    out.sampled[i] = sampler_.Sample(logits + (2 * i) * int64_t{V}, logits + (2 * i + 1) * int64_t{V}, s, u);
   }
   return absl::OkStatus();
 }
@@ -173,8 +170,8 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
   const int64_t n_rows = static_cast<int64_t>(b.rows.size());
   const int64_t n_pairs = n_rows / 2;
   Activations& a = *act_;
-  if (absl::Status s = model::CheckPrefillBatch(b, out, limits_, [this](model::RowId id) { return kv_.Find(id); },
-                                                &a.states);
+  if (absl::Status s = model::CheckPrefillBatch(
+          b, out, limits_, [this](model::RowId id) { return kv_.Find(id); }, &a.states);
       !s.ok()) {
     return s;
   }
@@ -205,8 +202,7 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   int64_t causal_pairs = 0;
-  for (const KvRow* row : a.rows)
-    causal_pairs += int64_t{row->prompt_len} * (row->prompt_len + 1) / 2;
+  for (const KvRow* row : a.rows) causal_pairs += int64_t{row->prompt_len} * (row->prompt_len + 1) / 2;
   const bool prefill_parallel = causal_pairs * d.num_heads * hd >= min_parallel_work_;
   RunLayers(n, [&](int32_t layer) {
     pool_->ParallelFor(n_rows, prefill_parallel, [&](int64_t r, int32_t participant) {
@@ -246,8 +242,7 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
 
   float* last = Grow(a.last_hidden, n_rows * H);
   for (int64_t r = 0; r < n_rows; ++r) {
-    std::memcpy(last + r * H, a.x.data() + int64_t{b.token_offsets[r + 1] - 1} * H,
-                sizeof(float) * H);
+    std::memcpy(last + r * H, a.x.data() + int64_t{b.token_offsets[r + 1] - 1} * H, sizeof(float) * H);
   }
   model::MarkPrefilled(a.states);
   int32_t* steps = Grow(a.row_steps, n_pairs);
@@ -255,8 +250,8 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
   return HeadAndSample(last, n_rows, b.sampling, steps, out);
 }
 
-void CpuBackend::DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows,
-                                   std::span<const model::RowId> row_ids, const int32_t* steps) {
+void CpuBackend::DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows, std::span<const model::RowId> row_ids,
+                                   const int32_t* steps) {
   auto one_row = [&](int64_t r, int32_t participant) {
     DecodeAttendRow(layer, *rows[r], r, row_ids[r], steps[r / 2], act_->per_thread[participant]);
   };
@@ -265,12 +260,10 @@ void CpuBackend::DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows,
   int64_t keys = 0;
   for (const KvRow* row : rows) keys += row->prompt_len + row->layout.max_attended;
   const int64_t multiply_adds = keys * spec_.stack.num_heads * spec_.stack.head_dim;
-  pool_->ParallelFor(static_cast<int64_t>(rows.size()),
-                     !observer_ && multiply_adds >= min_parallel_work_, one_row);
+  pool_->ParallelFor(static_cast<int64_t>(rows.size()), !observer_ && multiply_adds >= min_parallel_work_, one_row);
 }
 
-void CpuBackend::DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::RowId row_id,
-                                 int32_t t, RowScratch& s) {
+void CpuBackend::DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::RowId row_id, int32_t t, RowScratch& s) {
   const model::StackConfig& d = spec_.stack;
   Activations& a = *act_;
   const int32_t hd = d.head_dim, q_dim = d.num_heads * hd, kv_dim = d.num_kv_heads * hd;
@@ -287,9 +280,8 @@ void CpuBackend::DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::Ro
   int32_t* attended = s.attended.data();
   for (int32_t g = 0; g < d.num_kv_heads; ++g) {
     int32_t slot = 0;
-    const int32_t count =
-        sparse::PlanStep(row.policy, row.layout, row.State(layer * d.num_kv_heads + g), t, &slot,
-                         attended + int64_t{g} * stride);
+    const int32_t count = sparse::PlanStep(row.policy, row.layout, row.State(layer * d.num_kv_heads + g), t, &slot,
+                                           attended + int64_t{g} * stride);
     // Validated before the step (t == next_step < l_dec), so count >= 0.
     s.counts[g] = std::max(count, 0);
     const int64_t at = (g * row.positions() + row.prompt_len + slot) * hd;
@@ -320,8 +312,7 @@ void CpuBackend::DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::Ro
   if (observer_) ReportAttention(layer, row, row_id, t, s);
 }
 
-void CpuBackend::ReportAttention(int32_t layer, KvRow& row, model::RowId row_id, int32_t t,
-                                 RowScratch& s) {
+void CpuBackend::ReportAttention(int32_t layer, KvRow& row, model::RowId row_id, int32_t t, RowScratch& s) {
   const model::StackConfig& d = spec_.stack;
   const int32_t group = d.num_heads / d.num_kv_heads;
   const int32_t stride = row.layout.max_attended;
@@ -340,8 +331,7 @@ void CpuBackend::ReportAttention(int32_t layer, KvRow& row, model::RowId row_id,
     obs.row = row_id;
     obs.step = t;
     obs.prompt_len = row.prompt_len;
-    obs.probs = std::span<const float>(s.head_probs.data() + int64_t{h} * full_stride,
-                                       row.prompt_len + count);
+    obs.probs = std::span<const float>(s.head_probs.data() + int64_t{h} * full_stride, row.prompt_len + count);
     obs.decode_positions = std::span<const int32_t>(s.decode_positions.data(), count);
     observer_(obs);
   }
@@ -376,8 +366,8 @@ absl::Status CpuBackend::Decode(const model::DecodeBatch& b, const model::StepOu
   const int64_t n_rows = static_cast<int64_t>(b.rows.size());
   const int64_t n_pairs = n_rows / 2;
   Activations& a = *act_;
-  if (absl::Status s = model::CheckDecodeBatch(b, out, limits_, [this](model::RowId id) { return kv_.Find(id); },
-                                               &a.states);
+  if (absl::Status s = model::CheckDecodeBatch(
+          b, out, limits_, [this](model::RowId id) { return kv_.Find(id); }, &a.states);
       !s.ok()) {
     return s;
   }
@@ -406,8 +396,7 @@ absl::Status CpuBackend::Decode(const model::DecodeBatch& b, const model::StepOu
     RopeAngles(inv_freq_.data(), hd / 2, a.rows[r]->prompt_len + b.steps[r / 2], a.rope.data() + r * hd);
   }
 
-  RunLayers(n_rows,
-            [&](int32_t layer) { DecodeAttendLayer(layer, a.rows, b.rows, b.steps.data()); });
+  RunLayers(n_rows, [&](int32_t layer) { DecodeAttendLayer(layer, a.rows, b.rows, b.steps.data()); });
 
   model::AdvanceStep(a.states);
   int32_t* next = Grow(a.row_steps, n_pairs);

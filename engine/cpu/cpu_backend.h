@@ -11,8 +11,8 @@
 #include "engine/cpu/attention_observer.h"
 #include "engine/cpu/cpu_weights.h"
 #include "engine/cpu/kv_rows.h"
-#include "engine/model/batch_checks.h"
 #include "engine/model/backend.h"
+#include "engine/model/batch_checks.h"
 #include "engine/model/sampler.h"
 #include "engine/parallel/thread_pool.h"
 
@@ -39,8 +39,7 @@ class CpuBackend final : public model::Backend {
     return kv_.CanAllocatePairs(cond_len, uncond_len, policy, pairs);
   }
 
-  absl::StatusOr<model::RowId> AllocateRow(int32_t prompt_len,
-                                           const sparse::ResolvedPolicy& policy) override;
+  absl::StatusOr<model::RowId> AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) override;
   void FreeRow(model::RowId row) override { kv_.Free(row); }
   int64_t KvBytesInUse() const override { return kv_.bytes_in_use(); }
 
@@ -73,18 +72,15 @@ class CpuBackend final : public model::Backend {
   void InputStage(std::span<const int32_t> ids, int64_t n_rows);
   // The output stage on `n` hidden rows, then CFG sampling of each pair;
   // INTERNAL when the logits hold NaN/Inf.
-  absl::Status HeadAndSample(const float* hidden, int64_t n_rows,
-                             std::span<const model::SamplingSpec> sampling, const int32_t* steps,
-                             const model::StepOutputs& out);
+  absl::Status HeadAndSample(const float* hidden, int64_t n_rows, std::span<const model::SamplingSpec> sampling,
+                             const int32_t* steps, const model::StepOutputs& out);
   // Per row (in parallel over rows): RoPE, K/V write into the policy's slot,
   // attention over prompt + attended slots, policy observation.
-  void DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows,
-                         std::span<const model::RowId> row_ids, const int32_t* steps);
-  void DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::RowId row_id, int32_t t,
-                       RowScratch& scratch);
+  void DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows, std::span<const model::RowId> row_ids,
+                         const int32_t* steps);
+  void DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::RowId row_id, int32_t t, RowScratch& scratch);
   // Hands the attention weights DecodeAttention just wrote to the observer.
-  void ReportAttention(int32_t layer, KvRow& row, model::RowId row_id, int32_t t,
-                       RowScratch& scratch);
+  void ReportAttention(int32_t layer, KvRow& row, model::RowId row_id, int32_t t, RowScratch& scratch);
   void ReserveRowScratch(int32_t max_prompt, int32_t max_stride);
 
   model::ModelSpec spec_;

@@ -39,10 +39,10 @@ struct LinearWeights {
 struct CpuWeights {
   std::vector<LayerWeights> layers;
   NormWeights final_norm;
-  std::vector<float> input_table;  // [input rows, input width]
-  LinearWeights input_fc1, input_fc2;  // empty: the table row is the input
-  LinearWeights projector;         // empty: none
-  LinearWeights head;              // [logits, head_in]
+  std::vector<float> input_table;                     // [input rows, input width]
+  LinearWeights input_fc1, input_fc2;                 // empty: the table row is the input
+  LinearWeights projector;                            // empty: none
+  LinearWeights head;                                 // [logits, head_in]
   std::shared_ptr<const model::WeightSource> source;  // text embedding rows
 };
 

@@ -4,11 +4,10 @@
 
 namespace argen::cpu {
 
-void MatMulWT(const float* x, const float* w, int64_t rows, int32_t in, int32_t out, float* y,
-              float beta) {
+void MatMulWT(const float* x, const float* w, int64_t rows, int32_t in, int32_t out, float* y, float beta) {
   if (rows == 0) return;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), out, in, 1.0f, x, in,
-              w, in, beta, y, out);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), out, in, 1.0f, x, in, w, in, beta, y,
+              out);
 }
 
 void SetBlasThreads(int32_t threads) {

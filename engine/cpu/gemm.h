@@ -6,8 +6,7 @@
 namespace argen::cpu {
 
 // y[rows x out] = x[rows x in] * W[out x in]^T + beta * y
-void MatMulWT(const float* x, const float* w, int64_t rows, int32_t in, int32_t out, float* y,
-              float beta = 0.0f);
+void MatMulWT(const float* x, const float* w, int64_t rows, int32_t in, int32_t out, float* y, float beta = 0.0f);
 
 // Sets the BLAS thread count; threads <= 0 keeps the library default (all cores).
 void SetBlasThreads(int32_t threads);

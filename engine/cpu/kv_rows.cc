@@ -23,9 +23,7 @@ int64_t KvRows::RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& polic
   return sparse::KvBytes(policy, prompt_len, 1, layers_, kv_heads_, head_dim_, sizeof(float));
 }
 
-int64_t KvRows::budget_bytes() const {
-  return budget_bytes_ > 0 ? budget_bytes_ : std::numeric_limits<int64_t>::max();
-}
+int64_t KvRows::budget_bytes() const { return budget_bytes_ > 0 ? budget_bytes_ : std::numeric_limits<int64_t>::max(); }
 
 bool KvRows::CanAllocate(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const {
   if (!model::CheckRowRequest(prompt_len, policy, max_prompt_tokens_, std::numeric_limits<int32_t>::max()).ok()) {
@@ -54,9 +52,8 @@ absl::StatusOr<model::RowId> KvRows::Allocate(int32_t prompt_len, const sparse::
   }
   const int64_t bytes = RowBytes(prompt_len, policy);
   if (budget_bytes_ > 0 && bytes_in_use_ + bytes > budget_bytes_) {
-    return absl::ResourceExhaustedError(absl::StrCat("KV pool: a row needs ", bytes, " bytes, ",
-                                                     budget_bytes_ - bytes_in_use_, " of ", budget_bytes_,
-                                                     " are free"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "KV pool: a row needs ", bytes, " bytes, ", budget_bytes_ - bytes_in_use_, " of ", budget_bytes_, " are free"));
   }
   auto row = std::make_unique<KvRow>();
   row->prompt_len = prompt_len;

@@ -38,7 +38,7 @@ class KvRows {
 
   int64_t BytesPerTokenRow() const;  // K+V f32 of one position, all layers
   int64_t RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const;
-  int64_t budget_bytes() const;      // int64 max when unbounded
+  int64_t budget_bytes() const;  // int64 max when unbounded
   bool CanAllocate(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const;
   // `pairs` rows of cond_len and as many of uncond_len (the ledger counts bytes, so order does not matter).
   bool CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
@@ -53,9 +53,7 @@ class KvRows {
   // Start of layer `layer`'s K (or V) block of a row.
   float* LayerK(KvRow& row, int32_t layer) const { return row.k.data() + layer * LayerFloats(row); }
   float* LayerV(KvRow& row, int32_t layer) const { return row.v.data() + layer * LayerFloats(row); }
-  int64_t LayerFloats(const KvRow& row) const {
-    return int64_t{kv_heads_} * row.positions() * head_dim_;
-  }
+  int64_t LayerFloats(const KvRow& row) const { return int64_t{kv_heads_} * row.positions() * head_dim_; }
 
  private:
   int32_t layers_, kv_heads_, head_dim_;

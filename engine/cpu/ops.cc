@@ -4,8 +4,7 @@
 
 namespace argen::cpu {
 
-void RmsNorm(const float* x, const float* weight, int64_t rows, int32_t dim, float eps,
-             float* out) {
+void RmsNorm(const float* x, const float* weight, int64_t rows, int32_t dim, float eps, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* outr = out + r * dim;

@@ -39,8 +39,7 @@ void DecodeAttention(const DecodeAttentionShape& shape, const DecodeAttentionIo&
     const int32_t* slots = io.attended + static_cast<int64_t>(g) * io.attended_stride;
     const int32_t count = io.counts[g];
     const int32_t total = lp + count;
-    float* group_probs =
-        io.attended_probs ? io.attended_probs + static_cast<int64_t>(g) * io.attended_stride : nullptr;
+    float* group_probs = io.attended_probs ? io.attended_probs + static_cast<int64_t>(g) * io.attended_stride : nullptr;
     if (group_probs) std::memset(group_probs, 0, sizeof(float) * io.attended_stride);
 
     for (int32_t h = g * group; h < (g + 1) * group; ++h) {

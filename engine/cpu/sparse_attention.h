@@ -17,8 +17,8 @@
 namespace argen::cpu {
 
 struct DecodeAttentionShape {
-  int32_t heads = 0;       // query heads
-  int32_t kv_heads = 0;    // divides heads
+  int32_t heads = 0;     // query heads
+  int32_t kv_heads = 0;  // divides heads
   int32_t head_dim = 0;
   int32_t prompt_len = 0;  // L_p, always attended in full
   int32_t n_slots = 0;     // decode slots per kv head (policy n_slots)

@@ -58,13 +58,13 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::Mo
                                                                  const model::BackendOptions& options) {
   const model::StackConfig& dims = spec.stack;
   if (!kernels::AttentionShapeSupported(dims.num_heads, dims.num_kv_heads, dims.head_dim)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda backend: head_dim ", dims.head_dim, " with ", dims.num_heads, " heads / ", dims.num_kv_heads,
-        " kv heads is not supported (head_dim 16, 32, 64 or 128; heads/kv_heads 1, 2, 4 or 8)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda backend: head_dim ", dims.head_dim, " with ", dims.num_heads, " heads / ", dims.num_kv_heads,
+                     " kv heads is not supported (head_dim 16, 32, 64 or 128; heads/kv_heads 1, 2, 4 or 8)"));
   }
   if (spec.logits() > kernels::kMaxSampleVocab) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda backend: ", spec.logits(), " logits exceed the sampler's ",
-                                                   kernels::kMaxSampleVocab));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda backend: ", spec.logits(), " logits exceed the sampler's ", kernels::kMaxSampleVocab));
   }
   model::BackendOptions sized = options;
   std::string sizing;
@@ -311,9 +311,9 @@ absl::StatusOr<model::RowId> CudaBackend::AllocateRow(int32_t prompt_len, const 
   row.floats_offset = (row.pool_offset + layout.kv_bytes + layout.ints_bytes) / 4;
   if (row.sparse) {
     const int64_t heads = int64_t{d.num_layers} * d.num_kv_heads;
-    const cudaError_t init = kernels::InitPolicyState(policy, row.layout, static_cast<int32_t>(heads),
-                                                      pool_.as<int32_t>() + row.ints_offset,
-                                                      pool_.as<float>() + row.floats_offset, stream_);
+    const cudaError_t init =
+        kernels::InitPolicyState(policy, row.layout, static_cast<int32_t>(heads), pool_.as<int32_t>() + row.ints_offset,
+                                 pool_.as<float>() + row.floats_offset, stream_);
     if (init != cudaSuccess) {
       pool_alloc_.Free(row.pool_offset);
       return CudaStatus(init, "init policy state");
@@ -388,7 +388,8 @@ absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model:
       }
     }
     ARGEN_CUDA_RETURN(cudaMemcpyAsync(x_.as(), host_x_pinned_.as(), sizeof(float) * count * int64_t{H},
-                                      cudaMemcpyHostToDevice, stream_), "upload prompt embeddings");
+                                      cudaMemcpyHostToDevice, stream_),
+                      "upload prompt embeddings");
     ARGEN_STATUS_RETURN(Upload(layout.sampling));
     ARGEN_STATUS_RETURN(RunLayers(count, max_keys, false, 0, 0));
     if (n_last > 0) {
@@ -402,7 +403,8 @@ absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model:
   auto* sampling = reinterpret_cast<kernels::PairSampling*>(host + layout.sampling);
   for (int64_t i = 0; i < n_pairs; ++i) sampling[i] = ToDevice(b.sampling[i], 0);
   ARGEN_CUDA_RETURN(cudaMemcpyAsync(inputs_.sampling, sampling, sizeof(kernels::PairSampling) * n_pairs,
-                                    cudaMemcpyHostToDevice, stream_), "upload sampling");
+                                    cudaMemcpyHostToDevice, stream_),
+                    "upload sampling");
   const bool timing = timer_.enabled();
   timer_.Enable(false, stream_);
   absl::Status s = EnqueueHead(last_hidden_.as<float>(), static_cast<int32_t>(n_rows));

@@ -24,8 +24,8 @@
 #include "engine/cuda/stage_timer.h"
 #include "engine/model/backend.h"
 #include "engine/model/batch_checks.h"
-#include "engine/model/weight_source.h"
 #include "engine/model/fault_guard.h"
+#include "engine/model/weight_source.h"
 #include "kernels/attention.h"
 #include "kernels/policy_kernels.h"
 #include "kernels/sampling.h"
@@ -55,8 +55,7 @@ class CudaBackend final : public model::Backend {
   bool CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
                         int32_t pairs) const override;
 
-  absl::StatusOr<model::RowId> AllocateRow(int32_t prompt_len,
-                                           const sparse::ResolvedPolicy& policy) override;
+  absl::StatusOr<model::RowId> AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) override;
   void FreeRow(model::RowId row) override;
   int64_t KvBytesInUse() const override;
 
@@ -91,18 +90,18 @@ class CudaBackend final : public model::Backend {
   // model::RowState holds the prompt length, policy, step and prefilled state.
   struct Row : model::RowState {
     bool sparse = false;
-    int64_t pool_offset = 0;  // byte offset of its range in the pool
+    int64_t pool_offset = 0;                                    // byte offset of its range in the pool
     int64_t kv_offset = 0, ints_offset = 0, floats_offset = 0;  // in bf16 / int32 / float elements
   };
   // Device views of the per-step inputs, uploaded in one copy.
   struct StepInputs {
     kernels::TokenMeta* meta = nullptr;
     RowPlan* plans = nullptr;
-    int32_t* ids = nullptr;        // image tokens (decode) per pair
-    int32_t* gather = nullptr;     // pair -> row broadcast / last-token gather
+    int32_t* ids = nullptr;     // image tokens (decode) per pair
+    int32_t* gather = nullptr;  // pair -> row broadcast / last-token gather
     kernels::PairSampling* sampling = nullptr;
-    int32_t* sampled = nullptr;    // output
-    int32_t* observe = nullptr;    // per row: kernels::kObserve* or the diagonal argmin start
+    int32_t* sampled = nullptr;  // output
+    int32_t* observe = nullptr;  // per row: kernels::kObserve* or the diagonal argmin start
   };
   // Which observe work a decode step enqueues (part of the graph key).
   enum ObserveFlags : int32_t { kObserveScores = 1, kObserveArgmin = 2 };
@@ -117,8 +116,7 @@ class CudaBackend final : public model::Backend {
   // Packs the host staging area's used prefix to the device (one copy).
   absl::Status Upload(size_t bytes);
   // The decoder layers over `tokens` tokens of x_ (meta already on device).
-  absl::Status RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan,
-                         int32_t observe_flags);
+  absl::Status RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan, int32_t observe_flags);
   // RMSNorm (no bias) or LayerNorm of `rows` rows of `x` into bf16 `out`.
   absl::Status EnqueueNorm(const float* x, const DeviceNorm& norm, int32_t rows, bf16* out, const char* what);
   // The input stage: x_ of `rows` rows (pairs broadcast) from inputs_.ids.
@@ -137,9 +135,9 @@ class CudaBackend final : public model::Backend {
   DeviceWeights weights_;
   std::shared_ptr<const model::WeightSource> source_;
   model::BackendOptions options_;
-  std::string sizing_;       // PoolSizing::Describe when auto sizing ran
-  int32_t max_tokens_ = 0;   // tokens per forward pass (prefill is chunked to this)
-  int32_t max_pos_ = 0;      // rotary table length
+  std::string sizing_;      // PoolSizing::Describe when auto sizing ran
+  int32_t max_tokens_ = 0;  // tokens per forward pass (prefill is chunked to this)
+  int32_t max_pos_ = 0;     // rotary table length
   int32_t sm_count_ = 0;
   cudaStream_t stream_ = nullptr;
   Gemm gemm_;  // the cuBLAS handle and its workspace
@@ -167,7 +165,7 @@ class CudaBackend final : public model::Backend {
   PinnedBuffer host_nonfinite_flag_;
   bool inject_nan_logits_ = false;  // fault injection: the next head writes NaN logits
   StepInputs inputs_;
-  PinnedBuffer host_x_pinned_;        // prefill embeddings of one chunk
+  PinnedBuffer host_x_pinned_;                 // prefill embeddings of one chunk
   std::vector<model::RowState*> decode_rows_;  // reused per step
   StageTimer timer_;
   // Captured decode steps by (rows, any sparse, key bound, plan stride, observe flags).

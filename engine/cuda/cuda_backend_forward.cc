@@ -36,7 +36,8 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
   int32_t splits = 1, chunk = 0;
   kernels::ChooseAttentionSplits(tokens, d.num_kv_heads, max_keys, sm_count_, &splits, &chunk);
   const int32_t probs_stride = any_sparse ? plan_stride_ : 0;
-  while (splits > 1 && kernels::AttentionWorkspaceBytes(tokens, d.num_heads, hd, splits, probs_stride) > attn_ws_bytes_) {
+  while (splits > 1 &&
+         kernels::AttentionWorkspaceBytes(tokens, d.num_heads, hd, splits, probs_stride) > attn_ws_bytes_) {
     --splits;
     chunk = ((max_keys + splits - 1) / splits + 31) / 32 * 32;
   }
@@ -48,8 +49,9 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
   const bool swin = d.swin_norm;
   // Swin layers read x itself: its bf16 copy for the first layer's GEMM (each
   // later GEMM input comes from the previous AddNorm).
-  if (swin) ARGEN_CUDA_RETURN(kernels::ConvertToBf16(x_.as<float>(), int64_t{tokens} * H, xn_.as<bf16>(), stream_),
-                              "layer input bf16");
+  if (swin)
+    ARGEN_CUDA_RETURN(kernels::ConvertToBf16(x_.as<float>(), int64_t{tokens} * H, xn_.as<bf16>(), stream_),
+                      "layer input bf16");
   for (int32_t l = 0; l < d.num_layers; ++l) {
     const DeviceLayer& w = weights_.layers[l];
     if (!swin) ARGEN_STATUS_RETURN(EnqueueNorm(x_.as<float>(), w.input_norm, tokens, xn_.as<bf16>(), "input norm"));
@@ -114,11 +116,11 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
     ARGEN_CUDA_RETURN(kernels::DecodeAttention(aa, stream_), "decode attention");
     timer_.Mark(Stage::kAttention);
     if (any_sparse && (observe_flags & kObserveScores)) {
-      ARGEN_CUDA_RETURN(kernels::ObserveDecodeStep(inputs_.plans, n_rows_plan, d.num_layers, d.num_kv_heads, l,
-                                                   pool_.as<int32_t>(), pool_.as<float>(), plan, probs_.as<float>(),
-                                                   plan.stride, stream_,
-                                                   /*skip_diagonal=*/(observe_flags & kObserveArgmin) != 0),
-                        "policy observe");
+      ARGEN_CUDA_RETURN(
+          kernels::ObserveDecodeStep(inputs_.plans, n_rows_plan, d.num_layers, d.num_kv_heads, l, pool_.as<int32_t>(),
+                                     pool_.as<float>(), plan, probs_.as<float>(), plan.stride, stream_,
+                                     /*skip_diagonal=*/(observe_flags & kObserveArgmin) != 0),
+          "policy observe");
       timer_.Mark(Stage::kObserve);
     }
     if (!swin) {
@@ -133,15 +135,16 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
                                          d.norm_eps, x_.as<float>(), xn_.as<bf16>(), stream_),
                         "attention norm + residual");
     }
-    ARGEN_STATUS_RETURN(gemm_.Linear(xn_.as<bf16>(), w.gate_up, tokens, H, 2 * I, gate_up_.as<float>(), 0.f, "gate_up"));
+    ARGEN_STATUS_RETURN(
+        gemm_.Linear(xn_.as<bf16>(), w.gate_up, tokens, H, 2 * I, gate_up_.as<float>(), 0.f, "gate_up"));
     ARGEN_CUDA_RETURN(kernels::SwiGlu(gate_up_.as<float>(), tokens, I, mlp_.as<bf16>(), stream_), "swiglu");
     if (!swin) {
       ARGEN_STATUS_RETURN(gemm_.Linear(mlp_.as<bf16>(), w.down, tokens, I, H, x_.as<float>(), 1.f, "down"));
     } else {
       // x = h + norm(down(mlp)); xn = bf16(x), the next layer's input.
       ARGEN_STATUS_RETURN(gemm_.Linear(mlp_.as<bf16>(), w.down, tokens, I, H, sub_.as<float>(), 0.f, "down"));
-      ARGEN_CUDA_RETURN(kernels::AddNorm(sub_.as<float>(), w.post_norm.weight, w.post_norm.bias, tokens, H,
-                                         d.norm_eps, x_.as<float>(), xn_.as<bf16>(), stream_),
+      ARGEN_CUDA_RETURN(kernels::AddNorm(sub_.as<float>(), w.post_norm.weight, w.post_norm.bias, tokens, H, d.norm_eps,
+                                         x_.as<float>(), xn_.as<bf16>(), stream_),
                         "mlp norm + residual");
     }
     timer_.Mark(Stage::kFfn);
@@ -155,11 +158,11 @@ absl::Status CudaBackend::EnqueueHead(const float* hidden, int32_t rows) {
   ARGEN_STATUS_RETURN(EnqueueNorm(hidden, weights_.final_norm, rows, head_in_.as<bf16>(), "final norm"));
   const bf16* head_input = head_in_.as<bf16>();
   if (weights_.projector_w != nullptr) {
-    ARGEN_STATUS_RETURN(gemm_.Linear(head_in_.as<bf16>(), weights_.projector_w, rows, H, HE, head_mid_.as<float>(),
-                                     0.f, "output projector"));
-    ARGEN_CUDA_RETURN(kernels::BiasGelu(head_mid_.as<float>(), weights_.projector_b, rows, HE,
-                                        head_mid_bf16_.as<bf16>(), stream_),
-                      "output projector gelu");
+    ARGEN_STATUS_RETURN(gemm_.Linear(head_in_.as<bf16>(), weights_.projector_w, rows, H, HE, head_mid_.as<float>(), 0.f,
+                                     "output projector"));
+    ARGEN_CUDA_RETURN(
+        kernels::BiasGelu(head_mid_.as<float>(), weights_.projector_b, rows, HE, head_mid_bf16_.as<bf16>(), stream_),
+        "output projector gelu");
     head_input = head_mid_bf16_.as<bf16>();
   }
   ARGEN_STATUS_RETURN(gemm_.Linear(head_input, weights_.head_w, rows, HE, V, logits_.as<float>(), 0.f, "output head"));
@@ -168,17 +171,22 @@ absl::Status CudaBackend::EnqueueHead(const float* hidden, int32_t rows) {
   }
   if (inject_nan_logits_) {  // fault injection (testing only): all-ones bits are a NaN
     inject_nan_logits_ = false;
-    ARGEN_CUDA_RETURN(cudaMemsetAsync(logits_.as(), 0xff, sizeof(float) * rows * int64_t{V}, stream_), "inject NaN logits");
+    ARGEN_CUDA_RETURN(cudaMemsetAsync(logits_.as(), 0xff, sizeof(float) * rows * int64_t{V}, stream_),
+                      "inject NaN logits");
   }
   // NaN/Inf logits would still sample plausible ids: flag them for FinishStep.
   ARGEN_CUDA_RETURN(cudaMemsetAsync(nonfinite_flag_.as(), 0, sizeof(int32_t), stream_), "clear non-finite flag");
-  ARGEN_CUDA_RETURN(kernels::FlagNonFinite(logits_.as<float>(), int64_t{rows} * V, nonfinite_flag_.as<int32_t>(), stream_),
-                    "non-finite logits check");
+  ARGEN_CUDA_RETURN(
+      kernels::FlagNonFinite(logits_.as<float>(), int64_t{rows} * V, nonfinite_flag_.as<int32_t>(), stream_),
+      "non-finite logits check");
   ARGEN_CUDA_RETURN(cudaMemcpyAsync(host_nonfinite_flag_.as(), nonfinite_flag_.as(), sizeof(int32_t),
-                                    cudaMemcpyDeviceToHost, stream_), "download non-finite flag");
-  ARGEN_CUDA_RETURN(kernels::CfgSample(logits_.as<float>(), pairs, V, inputs_.sampling, inputs_.sampled, stream_), "cfg sampling");
-  ARGEN_CUDA_RETURN(cudaMemcpyAsync(host_sampled_.as(), inputs_.sampled, sizeof(int32_t) * pairs,
-                                    cudaMemcpyDeviceToHost, stream_), "download tokens");
+                                    cudaMemcpyDeviceToHost, stream_),
+                    "download non-finite flag");
+  ARGEN_CUDA_RETURN(kernels::CfgSample(logits_.as<float>(), pairs, V, inputs_.sampling, inputs_.sampled, stream_),
+                    "cfg sampling");
+  ARGEN_CUDA_RETURN(
+      cudaMemcpyAsync(host_sampled_.as(), inputs_.sampled, sizeof(int32_t) * pairs, cudaMemcpyDeviceToHost, stream_),
+      "download tokens");
   timer_.Mark(Stage::kHead);
   return absl::OkStatus();
 }
@@ -187,7 +195,8 @@ absl::Status CudaBackend::FinishStep(int32_t rows, const model::StepOutputs& out
   const int32_t V = spec_.logits(), pairs = rows / 2;
   if (out.row_logits != nullptr) {
     ARGEN_CUDA_RETURN(cudaMemcpyAsync(out.row_logits, logits_.as(), sizeof(float) * rows * int64_t{V},
-                                      cudaMemcpyDeviceToHost, stream_), "download logits");
+                                      cudaMemcpyDeviceToHost, stream_),
+                      "download logits");
   }
   ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream_), "step");
   if (*host_nonfinite_flag_.as<int32_t>() != 0) {
@@ -201,21 +210,25 @@ absl::Status CudaBackend::EnqueueInput(int32_t R) {
   const int32_t P = R / 2, H = spec_.stack.hidden_size, E = spec_.input_width(), rows = spec_.input_rows();
   if (weights_.fc1_w != nullptr) {
     // Table row -> Linear, GELU, Linear (Janus: gen_embed -> gen_aligner), once per pair.
-    ARGEN_CUDA_RETURN(kernels::EmbeddingGatherBf16(weights_.input_table, rows, E, inputs_.ids, P,
-                                                   pair_embed_.as<bf16>(), stream_), "input table");
-    ARGEN_STATUS_RETURN(gemm_.Linear(pair_embed_.as<bf16>(), weights_.fc1_w, P, E, H, pair_mid_.as<float>(), 0.f,
-                                     "input fc1"));
-    ARGEN_CUDA_RETURN(kernels::BiasGelu(pair_mid_.as<float>(), weights_.fc1_b, P, H, pair_mid_bf16_.as<bf16>(), stream_),
-                      "input gelu");
-    ARGEN_STATUS_RETURN(gemm_.Linear(pair_mid_bf16_.as<bf16>(), weights_.fc2_w, P, H, H, pair_out_.as<float>(), 0.f,
-                                     "input fc2"));
+    ARGEN_CUDA_RETURN(
+        kernels::EmbeddingGatherBf16(weights_.input_table, rows, E, inputs_.ids, P, pair_embed_.as<bf16>(), stream_),
+        "input table");
+    ARGEN_STATUS_RETURN(
+        gemm_.Linear(pair_embed_.as<bf16>(), weights_.fc1_w, P, E, H, pair_mid_.as<float>(), 0.f, "input fc1"));
+    ARGEN_CUDA_RETURN(
+        kernels::BiasGelu(pair_mid_.as<float>(), weights_.fc1_b, P, H, pair_mid_bf16_.as<bf16>(), stream_),
+        "input gelu");
+    ARGEN_STATUS_RETURN(
+        gemm_.Linear(pair_mid_bf16_.as<bf16>(), weights_.fc2_w, P, H, H, pair_out_.as<float>(), 0.f, "input fc2"));
     ARGEN_CUDA_RETURN(kernels::AddBias(pair_out_.as<float>(), weights_.fc2_b, P, H, stream_), "input fc2 bias");
   } else {
     // The table row is the input (width == hidden).
-    ARGEN_CUDA_RETURN(kernels::EmbeddingGatherF32(weights_.input_table, rows, H, inputs_.ids, P,
-                                                  pair_out_.as<float>(), stream_), "input table");
+    ARGEN_CUDA_RETURN(
+        kernels::EmbeddingGatherF32(weights_.input_table, rows, H, inputs_.ids, P, pair_out_.as<float>(), stream_),
+        "input table");
   }
-  ARGEN_CUDA_RETURN(kernels::GatherRowsF32(pair_out_.as<float>(), inputs_.gather, R, H, x_.as<float>(), stream_), "pair -> rows");
+  ARGEN_CUDA_RETURN(kernels::GatherRowsF32(pair_out_.as<float>(), inputs_.gather, R, H, x_.as<float>(), stream_),
+                    "pair -> rows");
   return absl::OkStatus();
 }
 
@@ -234,10 +247,10 @@ absl::Status CudaBackend::EnqueueDecode(int32_t R, bool any_sparse, int32_t max_
   if (any_sparse && (observe_flags & kObserveArgmin)) {
     // The diagonal rows' selections of every layer, from the attention kernel's argmin.
     PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};
-    ARGEN_CUDA_RETURN(kernels::ApplyDiagonalSelections(inputs_.plans, R, d.num_layers, d.num_kv_heads,
-                                                       pool_.as<int32_t>(), pool_.as<float>(), plan,
-                                                       argmin_.as<int32_t>(), stream_),
-                      "policy apply");
+    ARGEN_CUDA_RETURN(
+        kernels::ApplyDiagonalSelections(inputs_.plans, R, d.num_layers, d.num_kv_heads, pool_.as<int32_t>(),
+                                         pool_.as<float>(), plan, argmin_.as<int32_t>(), stream_),
+        "policy apply");
     timer_.Mark(Stage::kApply);
   }
   return EnqueueHead(x_.as<float>(), R);

@@ -25,13 +25,12 @@ inline absl::Status CublasStatus(cublasStatus_t s, absl::string_view what) {
 
 }  // namespace argen::cuda
 
-#define ARGEN_CUDA_RETURN(expr, what)                                         \
-  do {                                                                        \
-    if (absl::Status argen_s_ = ::argen::cuda::CudaStatus((expr), (what)); !argen_s_.ok()) \
-      return argen_s_;                                                        \
+#define ARGEN_CUDA_RETURN(expr, what)                                                                       \
+  do {                                                                                                      \
+    if (absl::Status argen_s_ = ::argen::cuda::CudaStatus((expr), (what)); !argen_s_.ok()) return argen_s_; \
   } while (0)
 
-#define ARGEN_STATUS_RETURN(expr)                          \
-  do {                                                     \
+#define ARGEN_STATUS_RETURN(expr)                                        \
+  do {                                                                   \
     if (absl::Status argen_s_ = (expr); !argen_s_.ok()) return argen_s_; \
   } while (0)

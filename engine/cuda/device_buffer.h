@@ -4,8 +4,8 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
-#include "absl/strings/string_view.h"
 #include <utility>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 #include "engine/cuda/cuda_status.h"
@@ -36,7 +36,9 @@ class DeviceBuffer {
     return *this;
   }
   template <typename T = void>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   size_t bytes() const { return bytes_; }
 
  private:
@@ -67,7 +69,9 @@ class PinnedBuffer {
     return *this;
   }
   template <typename T = void>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   size_t bytes() const { return bytes_; }
 
  private:

@@ -43,7 +43,9 @@ class Layout {
 };
 
 template <typename T>
-const void** Slot(const T** p) { return reinterpret_cast<const void**>(p); }
+const void** Slot(const T** p) {
+  return reinterpret_cast<const void**>(p);
+}
 
 void Norm(Layout& l, const NormRef& n, DeviceNorm& out) {
   l.Add(Layout::kF32, Slot(&out.weight), {&n.weight});

@@ -26,9 +26,9 @@ struct DeviceNorm {
 
 struct DeviceLayer {
   DeviceNorm input_norm;
-  const bf16* qkv = nullptr;      // [(heads + 2 kv_heads) * head_dim, hidden]
-  const bf16* o = nullptr;        // [hidden, heads * head_dim]
-  DeviceNorm q_norm, k_norm;      // [heads (kv_heads) * head_dim]; qk_norm only
+  const bf16* qkv = nullptr;  // [(heads + 2 kv_heads) * head_dim, hidden]
+  const bf16* o = nullptr;    // [hidden, heads * head_dim]
+  DeviceNorm q_norm, k_norm;  // [heads (kv_heads) * head_dim]; qk_norm only
   DeviceNorm post_norm;
   const bf16* gate_up = nullptr;  // [2 * intermediate, hidden]
   const bf16* down = nullptr;     // [hidden, intermediate]
@@ -39,10 +39,14 @@ struct DeviceWeights {
   std::vector<DeviceLayer> layers;
   DeviceNorm final_norm;
   const bf16* input_table = nullptr;  // [input rows, input width]
-  const bf16* fc1_w = nullptr; const float* fc1_b = nullptr;  // null: no input MLP
-  const bf16* fc2_w = nullptr; const float* fc2_b = nullptr;
-  const bf16* projector_w = nullptr; const float* projector_b = nullptr;  // null: no projector
-  const bf16* head_w = nullptr; const float* head_b = nullptr;            // head_b null: no bias
+  const bf16* fc1_w = nullptr;
+  const float* fc1_b = nullptr;  // null: no input MLP
+  const bf16* fc2_w = nullptr;
+  const float* fc2_b = nullptr;
+  const bf16* projector_w = nullptr;
+  const float* projector_b = nullptr;  // null: no projector
+  const bf16* head_w = nullptr;
+  const float* head_b = nullptr;  // head_b null: no bias
   int64_t bytes = 0;
 };
 

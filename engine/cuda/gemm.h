@@ -40,8 +40,8 @@ class Gemm {
 
   cublasHandle_t cublas() const { return cublas_; }
 
-  absl::Status Linear(const __nv_bfloat16* x, const __nv_bfloat16* w, int rows, int in, int out, float* y,
-                      float beta, const char* what) {
+  absl::Status Linear(const __nv_bfloat16* x, const __nv_bfloat16* w, int rows, int in, int out, float* y, float beta,
+                      const char* what) {
     return LinearBf16(cublas_, x, w, rows, in, out, y, beta, what);
   }
 

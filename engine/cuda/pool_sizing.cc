@@ -43,7 +43,7 @@ int64_t WorkspaceBytes(const model::ModelSpec& spec, int32_t rows, int32_t plan_
   b += T * H * 4 + T * H * 2 + T * qkv_dim * 4 + T * q_dim * 4 + T * q_dim * 2 + T * 2 * I * 4 + T * I * 2;
   if (d.swin_norm) b += T * H * 4;
   if (input_mlp) b += P * E * 2 + P * H * 4 + P * H * 2;
-  b += P * H * 4;                                              // input stage out
+  b += P * H * 4;                                                    // input stage out
   b += R * H * 4 + R * H * 2 + R * HE * 4 + R * HE * 2 + R * V * 4;  // the head's rows and logits
   b += static_cast<int64_t>(StagingLayout(static_cast<int32_t>(T), rows).total + AlignStaging(sizeof(int32_t) * P));
   b += 4LL * d.num_layers * R * d.num_kv_heads;  // argmin
@@ -110,8 +110,10 @@ absl::StatusOr<PoolSizing> SizePool(const model::ModelSpec& spec, const PoolSizi
     }
     while (lo < hi) {
       const int32_t mid = lo + (hi - lo + 1) / 2;
-      if (need(2 * mid) <= usable) lo = mid;
-      else hi = mid - 1;
+      if (need(2 * mid) <= usable)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     s.max_batch_rows = 2 * lo;
   } else {

@@ -35,12 +35,12 @@ int64_t WorkspaceBytes(const model::ModelSpec& spec, int32_t rows, int32_t plan_
                        int32_t sm_count);
 
 struct PoolSizingInput {
-  int64_t free_bytes = 0;   // device memory free now (weights and VQ decoder already placed)
-  int64_t total_bytes = 0;  // the card's memory
-  int32_t max_batch_rows = 0;   // 0: auto
-  int64_t kv_budget_bytes = 0;  // 0: auto
+  int64_t free_bytes = 0;           // device memory free now (weights and VQ decoder already placed)
+  int64_t total_bytes = 0;          // the card's memory
+  int32_t max_batch_rows = 0;       // 0: auto
+  int64_t kv_budget_bytes = 0;      // 0: auto
   int64_t reference_row_bytes = 0;  // pool bytes of the row auto rows are sized for (> 0 when rows are auto)
-  int32_t plan_stride = 0;      // decode keys the plan buffers are made for
+  int32_t plan_stride = 0;          // decode keys the plan buffers are made for
   int32_t max_prompt_tokens = 0;
   int32_t sm_count = 0;
 };

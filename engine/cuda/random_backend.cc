@@ -15,7 +15,9 @@ class HashedEmbeddings final : public model::WeightSource {
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < hidden; ++j) {
         uint64_t x = (static_cast<uint64_t>(ids[i]) << 32) ^ static_cast<uint64_t>(j) ^ 0x9E3779B97F4A7C15ULL;
-        x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33;
+        x ^= x >> 33;
+        x *= 0xff51afd7ed558ccdULL;
+        x ^= x >> 33;
         out[i * hidden + j] = (static_cast<float>(x >> 40) * (1.0f / 16777216.0f) - 0.5f) * 0.07f;
       }
     return absl::OkStatus();

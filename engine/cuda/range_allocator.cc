@@ -19,8 +19,8 @@ absl::StatusOr<int64_t> RangeAllocator::Allocate(int64_t size, const char* what)
     in_use_ += size;
     return offset;
   }
-  return absl::ResourceExhaustedError(absl::StrCat(what, ": no free range of ", size, " in a pool of ",
-                                                   capacity_, " (", in_use_, " in use)"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat(what, ": no free range of ", size, " in a pool of ", capacity_, " (", in_use_, " in use)"));
 }
 
 bool RangeAllocator::CanAllocate(int64_t size, int64_t count) const {

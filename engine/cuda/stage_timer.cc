@@ -33,8 +33,7 @@ void StageTimer::EndStep() {
   if (!enabled_ || used_ < 2) return;
   for (size_t i = 1; i < used_; ++i) {
     float ms = 0.f;
-    if (cudaEventElapsedTime(&ms, events_[i - 1], events_[i]) == cudaSuccess &&
-        stages_[i] != Stage::kCount)
+    if (cudaEventElapsedTime(&ms, events_[i - 1], events_[i]) == cudaSuccess && stages_[i] != Stage::kCount)
       totals_.ms[static_cast<int>(stages_[i])] += ms;
   }
   totals_.steps += 1;

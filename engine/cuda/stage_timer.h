@@ -12,8 +12,8 @@ namespace argen::cuda {
 // Indexing (the policies' work) is plan + observe + apply: the step's PlanKernel,
 // the per-layer ObserveKernel (score policies), the step's diagonal ApplyKernel.
 enum class Stage : int { kEmbed, kPlan, kQkv, kAttention, kObserve, kApply, kOProj, kFfn, kHead, kCount };
-inline constexpr const char* kStageNames[] = {"embed", "plan", "qkv", "attention", "observe", "apply",
-                                              "o_proj", "ffn", "head"};
+inline constexpr const char* kStageNames[] = {"embed", "plan",   "qkv", "attention", "observe",
+                                              "apply", "o_proj", "ffn", "head"};
 
 struct StageTimes {
   std::array<double, static_cast<int>(Stage::kCount)> ms{};

@@ -12,12 +12,12 @@ TextEntries MetadataEntries(const GenerationMetadata& m, int32_t image_index) {
       {"prompt", m.prompt},
       {"seed", absl::StrCat(m.seed)},
       {"image_index", absl::StrCat(image_index)},
-      {"policy", absl::StrCat(std::string(sparse::PolicyName(p.kind)), " sparsity=", m.sparsity, " n_att=", p.n_att,
-                              " n_slots=", p.n_slots, " n_recent=", p.n_recent, " n_sink=", p.n_sink,
-                              " l_dec=", p.l_dec)},
+      {"policy",
+       absl::StrCat(std::string(sparse::PolicyName(p.kind)), " sparsity=", m.sparsity, " n_att=", p.n_att,
+                    " n_slots=", p.n_slots, " n_recent=", p.n_recent, " n_sink=", p.n_sink, " l_dec=", p.l_dec)},
       {"guidance", absl::StrCat(m.sampling.cfg_weight)},
-      {"sampling", absl::StrCat("temperature=", m.sampling.temperature, " top_k=", m.sampling.top_k,
-                                " top_p=", m.sampling.top_p)},
+      {"sampling",
+       absl::StrCat("temperature=", m.sampling.temperature, " top_k=", m.sampling.top_k, " top_p=", m.sampling.top_p)},
       {"model", m.model},
   };
   e.emplace_back("argen_version", Version());

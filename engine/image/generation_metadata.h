@@ -15,10 +15,10 @@ namespace argen::image {
 
 struct GenerationMetadata {
   std::string prompt;
-  uint64_t seed = 0;             // the request's; image i draws from stream (seed, i)
+  uint64_t seed = 0;  // the request's; image i draws from stream (seed, i)
   engine::SamplingParams sampling;
   sparse::ResolvedPolicy policy;
-  double sparsity = 0;           // as requested (the resolved policy holds n_att)
+  double sparsity = 0;  // as requested (the resolved policy holds n_att)
   std::string model;
 };
 

@@ -26,8 +26,8 @@ void OnError(j_common_ptr info) {
 }
 
 // The C part of encoding: no C++ objects with destructors live across setjmp.
-bool EncodeC(const uint8_t* rgb, int width, int height, int quality, unsigned char** out,
-             unsigned long* out_size, char* message) {
+bool EncodeC(const uint8_t* rgb, int width, int height, int quality, unsigned char** out, unsigned long* out_size,
+             char* message) {
   jpeg_compress_struct info;
   ErrorManager errors;
   info.err = jpeg_std_error(&errors.base);
@@ -91,8 +91,7 @@ bool DecodeC(const uint8_t* data, size_t size, uint8_t** pixels, int* width, int
 
 }  // namespace
 
-absl::StatusOr<std::string> EncodeJpeg(absl::Span<const uint8_t> rgb, int32_t width, int32_t height,
-                                       int32_t quality) {
+absl::StatusOr<std::string> EncodeJpeg(absl::Span<const uint8_t> rgb, int32_t width, int32_t height, int32_t quality) {
   if (width <= 0 || height <= 0 || width > 65500 || height > 65500) {
     return absl::InvalidArgumentError(absl::StrCat("JPEG: bad image shape ", width, "x", height));
   }

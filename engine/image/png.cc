@@ -50,8 +50,7 @@ void OnWarning(png_structp, png_const_charp) {}
 
 // libpng reports errors by longjmp: nothing with a destructor may live in this
 // frame between setjmp and the calls that can fail.
-bool Encode(Sink* sink, const uint8_t* rgb, int32_t width, int32_t height, const PngOptions& options,
-            png_bytep* rows) {
+bool Encode(Sink* sink, const uint8_t* rgb, int32_t width, int32_t height, const PngOptions& options, png_bytep* rows) {
   png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, sink, OnError, OnWarning);
   if (png == nullptr) {
     sink->error = "out of memory";

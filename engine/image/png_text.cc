@@ -42,8 +42,8 @@ bool PrintableAscii(absl::string_view s) {
 }
 
 absl::Status CheckKeyword(absl::string_view k) {
-  bool ok = !k.empty() && k.size() <= 79 && k.front() != ' ' && k.back() != ' ' &&
-            k.find("  ") == absl::string_view::npos;
+  bool ok =
+      !k.empty() && k.size() <= 79 && k.front() != ' ' && k.back() != ' ' && k.find("  ") == absl::string_view::npos;
   for (char c : k) ok = ok && static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) <= 0x7E;
   if (ok) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("PNG text keyword \"", k, "\" is not 1-79 printable characters"));

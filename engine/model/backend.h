@@ -62,14 +62,14 @@
 namespace argen::model {
 
 struct BackendOptions {
-  int32_t threads = 0;           // CPU threads; 0: all cores
+  int32_t threads = 0;  // CPU threads; 0: all cores
   // Pool size; 0: backend default (cpu: unbounded; cuda: the device's free
   // memory after everything else and a safety margin, engine/cuda/pool_sizing.h).
   int64_t kv_budget_bytes = 0;
   // Rows per Prefill/Decode call; 0 (cuda only): sized from the device's memory.
   int32_t max_batch_rows = 256;
   int32_t max_prompt_tokens = 1024;
-  int32_t decode_tokens = 0;     // L_dec; cuda auto sizing makes the policy plans for this many keys up front
+  int32_t decode_tokens = 0;  // L_dec; cuda auto sizing makes the policy plans for this many keys up front
 };
 
 using RowId = int32_t;
@@ -115,8 +115,7 @@ class Backend {
   // How the device's memory was split (one line for the start-up log); empty: nothing to say.
   virtual std::string MemorySizing() const { return {}; }
   // Whether `count` AllocateRow(prompt_len, policy) calls would all succeed now.
-  virtual bool CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPolicy& policy,
-                               int32_t count) const = 0;
+  virtual bool CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const = 0;
 
   // Whether `pairs` x (AllocateRow(cond_len), AllocateRow(uncond_len)), in
   // that order, would all succeed now. The default covers equal lengths.
@@ -126,8 +125,7 @@ class Backend {
     return false;  // a backend with unequal pairs overrides this
   }
 
-  virtual absl::StatusOr<RowId> AllocateRow(int32_t prompt_len,
-                                            const sparse::ResolvedPolicy& policy) = 0;
+  virtual absl::StatusOr<RowId> AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) = 0;
   virtual void FreeRow(RowId row) = 0;  // unknown ids are ignored
   virtual int64_t KvBytesInUse() const = 0;
 

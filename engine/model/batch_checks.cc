@@ -30,7 +30,8 @@ absl::Status CheckSampling(const char* call, std::span<const SamplingSpec> sampl
                   {"top_k", CheckTopK(s.top_k, 0)},
                   {"top_p", CheckTopP(s.top_p)}};
     for (const auto& c : checks) {
-      if (!c.status.ok()) return InvalidArgumentError(StrCat(call, ": sampling[", i, "].", c.field, " ", c.status.message()));
+      if (!c.status.ok())
+        return InvalidArgumentError(StrCat(call, ": sampling[", i, "].", c.field, " ", c.status.message()));
     }
     if (s.image_index < 0) {
       return InvalidArgumentError(StrCat(call, ": sampling[", i, "].image_index must be >= 0, got ", s.image_index));
@@ -47,7 +48,8 @@ absl::Status ResolveRows(const char* call, std::span<const RowId> ids, const Row
   rows->assign(ids.size(), nullptr);
   for (size_t r = 0; r < ids.size(); ++r) {
     RowState* row = lookup(ids[r]);
-    if (row == nullptr) return InvalidArgumentError(StrCat(call, ": rows[", r, "] = ", ids[r], " is not an allocated row"));
+    if (row == nullptr)
+      return InvalidArgumentError(StrCat(call, ": rows[", r, "] = ", ids[r], " is not an allocated row"));
     (*rows)[r] = row;
   }
   for (RowState* row : *rows) row->in_batch = false;
@@ -69,9 +71,8 @@ absl::Status CheckRowRequest(int32_t prompt_len, const sparse::ResolvedPolicy& p
   }
   if (policy.n_slots <= 0 || policy.n_att <= 0 || policy.n_att > policy.n_slots || policy.l_dec <= 0 ||
       policy.n_slots > policy.l_dec || policy.l_dec > max_l_dec) {
-    return InvalidArgumentError(StrCat("policy: n_slots (", policy.n_slots, "), n_att (", policy.n_att,
-                                       ") and l_dec (", policy.l_dec,
-                                       ") must be positive with n_att <= n_slots <= l_dec <= ", max_l_dec,
+    return InvalidArgumentError(StrCat("policy: n_slots (", policy.n_slots, "), n_att (", policy.n_att, ") and l_dec (",
+                                       policy.l_dec, ") must be positive with n_att <= n_slots <= l_dec <= ", max_l_dec,
                                        "; resolve it with sparse::ResolvePolicy"));
   }
   return absl::OkStatus();
@@ -129,8 +130,8 @@ absl::Status CheckDecodeBatch(const DecodeBatch& b, const StepOutputs& out, cons
       return InvalidArgumentError(StrCat("Decode: rows[", r, "] = ", b.rows[r], " has not been prefilled"));
     }
     if (t != row.next_step || t >= row.policy.l_dec) {
-      return InvalidArgumentError(StrCat("Decode: steps[", r / 2, "] = ", t, " but row ", b.rows[r],
-                                         " expects step ", row.next_step, " (of l_dec ", row.policy.l_dec, ")"));
+      return InvalidArgumentError(StrCat("Decode: steps[", r / 2, "] = ", t, " but row ", b.rows[r], " expects step ",
+                                         row.next_step, " (of l_dec ", row.policy.l_dec, ")"));
     }
   }
   for (int64_t i = 0; i < n_pairs; ++i) {

@@ -37,8 +37,8 @@ struct BatchLimits {
 
 // AllocateRow's arguments: prompt_len in [1, max_prompt_tokens], a resolved
 // policy whose decode length is at most max_l_dec.
-absl::Status CheckRowRequest(int32_t prompt_len, const sparse::ResolvedPolicy& policy,
-                             int32_t max_prompt_tokens, int32_t max_l_dec);
+absl::Status CheckRowRequest(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t max_prompt_tokens,
+                             int32_t max_l_dec);
 
 // On success `rows` holds every batch entry's row, in batch order.
 absl::Status CheckPrefillBatch(const PrefillBatch& batch, const StepOutputs& out, const BatchLimits& limits,

@@ -22,7 +22,7 @@ inline constexpr int32_t kDefaultMaxPromptTokens = 1024;
 
 // encoder == nullptr: the family's prompt recipe (e.g. Janus' chat format over
 // the checkpoint's tokenizer.json).
-absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(
-    const engine::EngineOptions& options, PromptEncoder encoder = nullptr);
+absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine::EngineOptions& options,
+                                                                   PromptEncoder encoder = nullptr);
 
 }  // namespace argen::model

@@ -17,10 +17,14 @@ using engine::IsFatalDeviceError;
 
 const char* KindName(FaultKind kind) {
   switch (kind) {
-    case FaultKind::kStepError: return "step_error";
-    case FaultKind::kDeviceLost: return "device_lost";
-    case FaultKind::kNanLogits: return "nan_logits";
-    case FaultKind::kNone: break;
+    case FaultKind::kStepError:
+      return "step_error";
+    case FaultKind::kDeviceLost:
+      return "device_lost";
+    case FaultKind::kNanLogits:
+      return "nan_logits";
+    case FaultKind::kNone:
+      break;
   }
   return "none";
 }
@@ -62,8 +66,8 @@ class FaultGuardBackend final : public Backend {
     ++calls_;
     const FaultKind kind = plan_.At(calls_);
     if (kind == FaultKind::kNone) return absl::OkStatus();
-    std::cerr << "argen: fault injection (" << kFaultInjectionEnv << "): " << KindName(kind) << " at call "
-              << calls_ << std::endl;
+    std::cerr << "argen: fault injection (" << kFaultInjectionEnv << "): " << KindName(kind) << " at call " << calls_
+              << std::endl;
     if (hooks_.inject) return hooks_.inject(kind);
     const std::string what = absl::StrCat("fault injection: ", KindName(kind), " at backend call ", calls_);
     if (kind == FaultKind::kDeviceLost) return FatalDeviceError(what);
@@ -97,14 +101,16 @@ absl::StatusOr<FaultPlan> ParseFaultPlan(const std::string& text) {
     std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(item, absl::MaxSplits('@', 1));
     FaultPlan::Fault f;
     const absl::string_view kind = absl::StripAsciiWhitespace(kv.first);
-    if (kind == "step_error") f.kind = FaultKind::kStepError;
-    else if (kind == "device_lost") f.kind = FaultKind::kDeviceLost;
-    else if (kind == "nan_logits") f.kind = FaultKind::kNanLogits;
-    if (f.kind == FaultKind::kNone || !absl::SimpleAtoi(absl::StripAsciiWhitespace(kv.second), &f.call) ||
-        f.call < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          kFaultInjectionEnv, ": \"", item,
-          "\" is not <kind>@<call> (kinds step_error, device_lost, nan_logits; call >= 1)"));
+    if (kind == "step_error")
+      f.kind = FaultKind::kStepError;
+    else if (kind == "device_lost")
+      f.kind = FaultKind::kDeviceLost;
+    else if (kind == "nan_logits")
+      f.kind = FaultKind::kNanLogits;
+    if (f.kind == FaultKind::kNone || !absl::SimpleAtoi(absl::StripAsciiWhitespace(kv.second), &f.call) || f.call < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kFaultInjectionEnv, ": \"", item,
+                       "\" is not <kind>@<call> (kinds step_error, device_lost, nan_logits; call >= 1)"));
     }
     plan.faults.push_back(f);
   }

@@ -22,8 +22,7 @@ class FiniteCheckpoint final : public checkpoint::Checkpoint {
   absl::StatusOr<const checkpoint::TensorInfo*> Find(std::string_view name) const override {
     return inner_->Find(name);
   }
-  absl::StatusOr<std::vector<float>> LoadF32(std::string_view name,
-                                             const std::vector<int64_t>& shape) const override {
+  absl::StatusOr<std::vector<float>> LoadF32(std::string_view name, const std::vector<int64_t>& shape) const override {
     absl::StatusOr<std::vector<float>> values = inner_->LoadF32(name, shape);
     if (!values.ok() || FirstNonFinite(*values) < 0) return values;
     absl::StatusOr<const checkpoint::TensorInfo*> info = inner_->Find(name);

@@ -10,8 +10,8 @@
 
 namespace argen::model {
 
-GenericEngine::GenericEngine(std::unique_ptr<Backend> backend, PromptEncoder encoder,
-                             ImageDecoder decoder, GenericEngineConfig config)
+GenericEngine::GenericEngine(std::unique_ptr<Backend> backend, PromptEncoder encoder, ImageDecoder decoder,
+                             GenericEngineConfig config)
     : backend_(std::move(backend)),
       encoder_(std::move(encoder)),
       decoder_(std::move(decoder)),
@@ -36,9 +36,8 @@ absl::Status GenericEngine::ValidatePromptIds(const std::vector<int32_t>& cond,
   }
   for (const std::vector<int32_t>* ids : {&cond, &uncond}) {
     if (static_cast<int32_t>(ids->size()) > config_.info.max_prompt_tokens) {
-      return absl::InvalidArgumentError(absl::StrCat("prompt is ", ids->size(),
-                                                     " tokens, over max_prompt_tokens ",
-                                                     config_.info.max_prompt_tokens));
+      return absl::InvalidArgumentError(
+          absl::StrCat("prompt is ", ids->size(), " tokens, over max_prompt_tokens ", config_.info.max_prompt_tokens));
     }
   }
   const int32_t vocab = backend_->spec().text_vocab();
@@ -56,20 +55,18 @@ absl::Status GenericEngine::ValidatePromptIds(const std::vector<int32_t>& cond,
 absl::StatusOr<sparse::ResolvedPolicy> GenericEngine::Resolve(const sparse::PolicyParams& params) const {
   const sparse::GridGeometry grid = engine::PolicyGrid(config_.info);
   if (params.kind == sparse::PolicyKind::kSsd && config_.ssd_heads == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sparsity policy ssd: model ", config_.info.name, " has no head classification (",
-        "ssd_heads.json in its directory; tools/characterize makes it, docs/policies.md)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sparsity policy ssd: model ", config_.info.name, " has no head classification (",
+                     "ssd_heads.json in its directory; tools/characterize makes it, docs/policies.md)"));
   }
   return sparse::ResolvePolicy(params, grid, config_.ssd_heads.get());
 }
 
-absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(
-    const engine::GenerationRequest& request) const {
+absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(const engine::GenerationRequest& request) const {
   if (absl::Status s = engine::ValidateRequest(request, config_.info); !s.ok()) return s;
   absl::StatusOr<sparse::ResolvedPolicy> policy = Resolve(request.policy);
   if (!policy.ok()) return policy.status();
-  absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ids =
-      encoder_(request.prompt);
+  absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ids = encoder_(request.prompt);
   if (!ids.ok()) return ids.status();
   if (absl::Status s = ValidatePromptIds(ids->first, ids->second); !s.ok()) return s;
   const int32_t cond_len = static_cast<int32_t>(ids->first.size());
@@ -80,8 +77,8 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(
   p.uncond_ids = std::move(ids->second);
   p.policy = *policy;
   p.kv_bytes = (backend_->RowBytes(cond_len, *policy) + backend_->RowBytes(uncond_len, *policy)) * request.num_images;
-  if (absl::Status s = engine::CheckKvFits(p.kv_bytes, 2 * request.num_images, std::string(sparse::PolicyName(policy->kind)),
-                                           config_.info);
+  if (absl::Status s = engine::CheckKvFits(p.kv_bytes, 2 * request.num_images,
+                                           std::string(sparse::PolicyName(policy->kind)), config_.info);
       !s.ok()) {
     return s;
   }
@@ -101,8 +98,7 @@ absl::StatusOr<engine::GroupId> GenericEngine::Add(const engine::PreparedRequest
                            static_cast<int32_t>(request.uncond_ids.size())};
   if (request.policy.l_dec != config_.info.image_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("policy.l_dec (", request.policy.l_dec,
-                                                   ") must equal image_tokens (",
-                                                   config_.info.image_tokens, ")"));
+                                                   ") must equal image_tokens (", config_.info.image_tokens, ")"));
   }
   Group g;
   g.request = request;
@@ -133,11 +129,9 @@ void GenericEngine::FreeRows(Group& g) {
   g.rows.clear();
 }
 
-void GenericEngine::Record(engine::GroupId id, Group& g, const int32_t* sampled,
-                           engine::StepReport* report) {
+void GenericEngine::Record(engine::GroupId id, Group& g, const int32_t* sampled, engine::StepReport* report) {
   const int32_t t = g.tokens_done();
-  const int32_t forced =
-      t < static_cast<int32_t>(config_.forced_tokens.size()) ? config_.forced_tokens[t] : -1;
+  const int32_t forced = t < static_cast<int32_t>(config_.forced_tokens.size()) ? config_.forced_tokens[t] : -1;
   for (size_t i = 0; i < g.tokens.size(); ++i) {
     g.tokens[i].push_back(forced >= 0 ? forced : sampled_offset_ + sampled[i]);
   }
@@ -175,8 +169,8 @@ absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
       ++next;
     }
     batch_sampled_.assign(batch_sampling_.size(), -1);
-    absl::Status s = backend_->Prefill(
-        {batch_rows_, batch_offsets_, batch_tokens_, batch_sampling_}, {batch_sampled_, nullptr});
+    absl::Status s =
+        backend_->Prefill({batch_rows_, batch_offsets_, batch_tokens_, batch_sampling_}, {batch_sampled_, nullptr});
     if (!s.ok()) return s;
     const int32_t* sampled = batch_sampled_.data();
     for (auto [id, images] : batch_groups_) {
@@ -190,8 +184,7 @@ absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
   return absl::OkStatus();
 }
 
-absl::Status GenericEngine::DecodeRunning(const std::vector<engine::GroupId>& ids,
-                                          engine::StepReport* report) {
+absl::Status GenericEngine::DecodeRunning(const std::vector<engine::GroupId>& ids, engine::StepReport* report) {
   size_t next = 0;
   while (next < ids.size()) {
     batch_rows_.clear();
@@ -215,8 +208,8 @@ absl::Status GenericEngine::DecodeRunning(const std::vector<engine::GroupId>& id
       ++next;
     }
     batch_sampled_.assign(batch_sampling_.size(), -1);
-    absl::Status s = backend_->Decode({batch_rows_, batch_tokens_, batch_steps_, batch_sampling_},
-                                      {batch_sampled_, nullptr});
+    absl::Status s =
+        backend_->Decode({batch_rows_, batch_tokens_, batch_steps_, batch_sampling_}, {batch_sampled_, nullptr});
     if (!s.ok()) return s;
     report->rows_decoded += static_cast<int32_t>(batch_rows_.size());
     const int32_t* sampled = batch_sampled_.data();
@@ -251,8 +244,7 @@ void GenericEngine::Remove(engine::GroupId id) {
 
 absl::StatusOr<engine::GroupState> GenericEngine::State(engine::GroupId id) const {
   auto it = groups_.find(id);
-  if (it == groups_.end())
-    return absl::NotFoundError(absl::StrCat("group ", id, " is not in the engine"));
+  if (it == groups_.end()) return absl::NotFoundError(absl::StrCat("group ", id, " is not in the engine"));
   engine::GroupState s;
   s.tokens_done = it->second.tokens_done();
   s.tokens_total = config_.info.image_tokens;

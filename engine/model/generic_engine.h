@@ -36,11 +36,10 @@ namespace argen::model {
 
 // Caption -> (cond ids, uncond ids) of the chat-format generation prompt.
 using PromptEncoder =
-    std::function<absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>>(
-        const std::string& caption)>;
+    std::function<absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>>(const std::string& caption)>;
 // Token grids -> images (the VQ decoder); must be thread-safe.
-using ImageDecoder = std::function<absl::StatusOr<std::vector<engine::RgbImage>>(
-    const std::vector<std::vector<int32_t>>& token_grids)>;
+using ImageDecoder =
+    std::function<absl::StatusOr<std::vector<engine::RgbImage>>(const std::vector<std::vector<int32_t>>& token_grids)>;
 
 struct GenericEngineConfig {
   // The model and the limits. The engine takes image_vocab, kv_budget_bytes,
@@ -60,8 +59,7 @@ class GenericEngine final : public engine::Engine {
   ~GenericEngine() override;
 
   const engine::ModelInfo& info() const override { return config_.info; }
-  absl::StatusOr<engine::PreparedRequest> Prepare(
-      const engine::GenerationRequest& request) const override;
+  absl::StatusOr<engine::PreparedRequest> Prepare(const engine::GenerationRequest& request) const override;
   bool CanAdd(const engine::PreparedRequest& request) const override;
   absl::StatusOr<engine::GroupId> Add(const engine::PreparedRequest& request) override;
   absl::StatusOr<engine::StepReport> Step() override;
@@ -91,8 +89,7 @@ class GenericEngine final : public engine::Engine {
   absl::StatusOr<sparse::ResolvedPolicy> Resolve(const sparse::PolicyParams& params) const;
   // Lengths, max_prompt_tokens and ids inside the text vocabulary, so a bad
   // request fails in Prepare/Add and never inside a shared Step().
-  absl::Status ValidatePromptIds(const std::vector<int32_t>& cond,
-                                 const std::vector<int32_t>& uncond) const;
+  absl::Status ValidatePromptIds(const std::vector<int32_t>& cond, const std::vector<int32_t>& uncond) const;
   absl::Status PrefillPending(engine::StepReport* report);
   absl::Status DecodeRunning(const std::vector<engine::GroupId>& ids, engine::StepReport* report);
   // Records token `t` of every image of `g`, finishing (and freeing) it at the end.

@@ -37,7 +37,8 @@ absl::Status Expect(const TensorRef& t, const char* what, const std::vector<int6
   if (t.repeat != 1) {
     // Stored rows used `repeat` times each: shape[0] / repeat rows are stored.
     if (t.repeat < 1 || t.rows >= 0 || shape.empty() || shape[0] % t.repeat != 0) {
-      return Bad(t, absl::StrCat("cannot repeat each row ", t.repeat, " times to make ", Shape(shape), " (", what, ")"));
+      return Bad(t,
+                 absl::StrCat("cannot repeat each row ", t.repeat, " times to make ", Shape(shape), " (", what, ")"));
     }
     std::vector<int64_t> stored = shape;
     stored[0] /= t.repeat;
@@ -123,14 +124,14 @@ absl::Status CheckSpec(const ModelSpec& spec) {
     return absl::InvalidArgumentError("model spec: norm_eps, qk_norm_eps and rope_theta must be positive");
   }
   if (static_cast<int32_t>(spec.layers.size()) != c.num_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("model spec: ", spec.layers.size(), " layers listed, num_layers is ",
-                                                   c.num_layers));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model spec: ", spec.layers.size(), " layers listed, num_layers is ", c.num_layers));
   }
   const int64_t H = c.hidden_size, I = c.intermediate_size;
   const int64_t q_dim = int64_t{c.num_heads} * c.head_dim, kv_dim = int64_t{c.num_kv_heads} * c.head_dim;
   if (!spec.text_embed.present() || spec.text_embed.shape.size() != 2 || spec.text_embed.shape[1] != H) {
-    return absl::InvalidArgumentError(absl::StrCat("model spec: text_embed '", spec.text_embed.name,
-                                                   "' must be [text_vocab, ", H, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model spec: text_embed '", spec.text_embed.name, "' must be [text_vocab, ", H, "]"));
   }
   for (const LayerRefs& l : spec.layers) {
     for (absl::Status s :

@@ -40,10 +40,10 @@ enum class TensorFill : int32_t { kMatrix = 0, kBias = 1, kOne = 2, kZero = 3 };
 
 // One checkpoint tensor, or a block of rows of a 2-D one.
 struct TensorRef {
-  std::string name;             // empty: absent (an optional part of the model)
-  std::vector<int64_t> shape;   // as stored in the checkpoint (validated)
-  int64_t row_begin = 0;        // 2-D tensors: rows [row_begin, row_begin + rows) are used
-  int64_t rows = -1;            // -1: every row
+  std::string name;            // empty: absent (an optional part of the model)
+  std::vector<int64_t> shape;  // as stored in the checkpoint (validated)
+  int64_t row_begin = 0;       // 2-D tensors: rows [row_begin, row_begin + rows) are used
+  int64_t rows = -1;           // -1: every row
   TensorFill fill = TensorFill::kMatrix;
   // Each stored row is used `repeat` times in a row (torch repeat_interleave
   // along axis 0): Lumina-mGPT's q/k-norm weights, one row per model-parallel
@@ -77,23 +77,23 @@ struct StackConfig {
   int32_t intermediate_size = 0;
   NormKind norm = NormKind::kRms;  // the layers' two norms and the final norm
   float norm_eps = 1e-6f;
-  bool qk_norm = false;            // LayerNorm over head_dim per head on q and k, before RoPE
-  float qk_norm_eps = 1e-5f;       // HF ChameleonLayerNorm fixes 1e-5
-  bool swin_norm = false;          // post-norm placement (see the top of this file)
+  bool qk_norm = false;       // LayerNorm over head_dim per head on q and k, before RoPE
+  float qk_norm_eps = 1e-5f;  // HF ChameleonLayerNorm fixes 1e-5
+  bool swin_norm = false;     // post-norm placement (see the top of this file)
   float rope_theta = 10000.0f;
 };
 
 struct LayerRefs {
-  NormRef input_norm;   // before attention (pre-norm) or on its output (swin)
+  NormRef input_norm;  // before attention (pre-norm) or on its output (swin)
   LinearRef q, k, v, o;
   NormRef q_norm, k_norm;  // weight and bias [heads (kv_heads), head_dim] once repeated; qk_norm only
-  NormRef post_norm;    // before the MLP (pre-norm) or on its output (swin)
+  NormRef post_norm;       // before the MLP (pre-norm) or on its output (swin)
   LinearRef gate, up, down;
 };
 
 struct InputStage {
-  TensorRef table;          // [rows, width]
-  LinearRef fc1, fc2;       // both or neither; neither: width == hidden_size
+  TensorRef table;             // [rows, width]
+  LinearRef fc1, fc2;          // both or neither; neither: width == hidden_size
   int32_t sampled_offset = 0;  // table row of sampled logit 0
 };
 

@@ -11,8 +11,7 @@ namespace argen::model {
 
 absl::Status CheckTemperature(double t) {
   if (std::isfinite(t) && t >= 0 && t <= kMaxTemperature) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("must be in [0, ", kMaxTemperature, "] (0: greedy), got ", t));
+  return absl::InvalidArgumentError(absl::StrCat("must be in [0, ", kMaxTemperature, "] (0: greedy), got ", t));
 }
 
 absl::Status CheckCfgWeight(double w) {
@@ -31,11 +30,9 @@ absl::Status CheckTopP(double p) {
   return absl::InvalidArgumentError(absl::StrCat("must be in (0, 1], got ", p));
 }
 
-HostSampler::HostSampler(int32_t vocab)
-    : vocab_(vocab), logits_(vocab), probs_(vocab), sorted_(vocab) {}
+HostSampler::HostSampler(int32_t vocab) : vocab_(vocab), logits_(vocab), probs_(vocab), sorted_(vocab) {}
 
-int32_t HostSampler::Sample(const float* cond, const float* uncond, const SamplingSpec& spec,
-                            float u) {
+int32_t HostSampler::Sample(const float* cond, const float* uncond, const SamplingSpec& spec, float u) {
   const int32_t n = vocab_;
   if (spec.temperature == 0.0f) {
     // Greedy: the first index of the largest guided logit.
@@ -61,8 +58,7 @@ int32_t HostSampler::Sample(const float* cond, const float* uncond, const Sampli
   float logit_floor = -std::numeric_limits<float>::infinity();
   if (spec.top_k > 0 && spec.top_k < n) {
     std::copy(logits_.begin(), logits_.end(), sorted_.begin());
-    std::nth_element(sorted_.begin(), sorted_.begin() + (spec.top_k - 1), sorted_.end(),
-                     std::greater<float>());
+    std::nth_element(sorted_.begin(), sorted_.begin() + (spec.top_k - 1), sorted_.end(), std::greater<float>());
     logit_floor = sorted_[spec.top_k - 1];
   }
 

@@ -57,8 +57,7 @@ class HostSampler {
 
   // Combines one CFG pair's logits and draws a token with uniform `u` in [0, 1)
   // (unused when temperature is 0: the argmax).
-  int32_t Sample(const float* cond_logits, const float* uncond_logits, const SamplingSpec& spec,
-                 float u);
+  int32_t Sample(const float* cond_logits, const float* uncond_logits, const SamplingSpec& spec, float u);
 
   // The normalised distribution the last Sample() drew from (zeros for
   // filtered tokens; one-hot for greedy); for tests.

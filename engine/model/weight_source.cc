@@ -43,8 +43,7 @@ class CheckpointSource final : public WeightSource {
     }
     if ((*info)->shape != t.shape) {
       return absl::InvalidArgumentError(absl::StrCat((*info)->file, ": tensor '", t.name, "' has shape ",
-                                                     ShapeString((*info)->shape), ", expected ",
-                                                     ShapeString(t.shape)));
+                                                     ShapeString((*info)->shape), ", expected ", ShapeString(t.shape)));
     }
     std::vector<int32_t> ids(t.rows);
     for (int64_t i = 0; i < t.rows; ++i) ids[i] = static_cast<int32_t>(t.row_begin + i);

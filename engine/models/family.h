@@ -26,7 +26,7 @@
 namespace argen::models {
 
 struct DecoderOptions {
-  bool gpu = false;                 // the GPU decoder (else the CPU one)
+  bool gpu = false;                // the GPU decoder (else the CPU one)
   std::string precision = "auto";  // GPU: auto (bf16, fp32 fallback), bf16, tf32 or fp32
 };
 
@@ -72,8 +72,8 @@ struct ConfigIdentity {
 };
 
 struct Family {
-  std::string name;      // "janus"
-  std::string matches;   // what it recognises, for messages: "model_type multi_modality"
+  std::string name;     // "janus"
+  std::string matches;  // what it recognises, for messages: "model_type multi_modality"
   std::function<bool(const ConfigIdentity&)> recognises;
   std::function<absl::StatusOr<FamilyModel>(const std::string& model_dir, const LoadOptions& options)> load;
 };

@@ -31,7 +31,8 @@ absl::StatusOr<ConfigIdentity> ReadConfigIdentity(const std::string& model_dir) 
   if (!root.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": top level is not a JSON object"));
   ConfigIdentity id;
   if (auto it = root.find("model_type"); it != root.end() && !it->is_null()) {
-    if (!it->is_string()) return absl::InvalidArgumentError(absl::StrCat(path, ": field 'model_type' must be a string"));
+    if (!it->is_string())
+      return absl::InvalidArgumentError(absl::StrCat(path, ": field 'model_type' must be a string"));
     id.model_type = it->get<std::string>();
   }
   if (auto it = root.find("architectures"); it != root.end() && !it->is_null()) {
@@ -54,10 +55,10 @@ absl::StatusOr<const Family*> FindFamily(const ConfigIdentity& identity) {
   }
   std::vector<std::string> known;
   for (const Family& f : Families()) known.push_back(absl::StrCat(f.name, " (", f.matches, ")"));
-  return absl::InvalidArgumentError(absl::StrCat(
-      "config.json: model_type '", identity.model_type, "' (architectures [",
-      absl::StrJoin(identity.architectures, ", "), "]) is not a known model family; known families: ",
-      absl::StrJoin(known, ", ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat("config.json: model_type '", identity.model_type, "' (architectures [",
+                   absl::StrJoin(identity.architectures, ", "),
+                   "]) is not a known model family; known families: ", absl::StrJoin(known, ", ")));
 }
 
 absl::StatusOr<FamilyModel> LoadFamilyModel(const std::string& model_dir, const LoadOptions& options) {

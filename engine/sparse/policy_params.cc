@@ -43,11 +43,11 @@ constexpr NamedKind kNames[] = {
 absl::Status Invalid(PolicyKind kind, std::string_view field, std::string_view why) {
   const bool request_field = field == "sparsity" || field == "n_att" || field == "n_recent" || field == "n_sink";
   if (request_field) {
-    return absl::InvalidArgumentError(absl::StrCat("policy.", std::string(field), ": ", std::string(why),
-                                                   " (policy ", std::string(PolicyName(kind)), ")"));
+    return absl::InvalidArgumentError(absl::StrCat("policy.", std::string(field), ": ", std::string(why), " (policy ",
+                                                   std::string(PolicyName(kind)), ")"));
   }
-  return absl::InvalidArgumentError(absl::StrCat("sparsity policy ", std::string(PolicyName(kind)), ": ",
-                                                 std::string(field), " ", std::string(why)));
+  return absl::InvalidArgumentError(
+      absl::StrCat("sparsity policy ", std::string(PolicyName(kind)), ": ", std::string(field), " ", std::string(why)));
 }
 
 bool IsGrid(PolicyKind k) { return k == PolicyKind::kGridWindow || k == PolicyKind::kDiagonalGrid; }
@@ -74,8 +74,9 @@ int32_t DefaultHalfWidth(int32_t budget, int32_t width) {
 
 absl::Status ResolveGrid(PolicyKind kind, const GridGeometry& grid, ResolvedPolicy* r) {
   if (grid.width < 1) {
-    return Invalid(kind, "grid width", absl::StrCat("is unknown (", grid.width, "; L_dec ", grid.l_dec,
-                                                    " is not a square grid): the model must state its token grid"));
+    return Invalid(kind, "grid width",
+                   absl::StrCat("is unknown (", grid.width, "; L_dec ", grid.l_dec,
+                                " is not a square grid): the model must state its token grid"));
   }
   if (grid.row_break_tokens < 0) {
     return Invalid(kind, "grid row_break_tokens", absl::StrCat("must be >= 0, got ", grid.row_break_tokens));
@@ -99,10 +100,10 @@ absl::StatusOr<PolicyKind> ParsePolicyName(std::string_view name) {
   for (const NamedKind& n : kNames) {
     if (n.name == lower) return n.kind;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown sparsity policy \"", std::string(name),
-      "\"; expected one of dense, sliding_window, streaming_llm, h2o, tova, alisa, diagonal, "
-      "diagonal_sink4, grid_window, diagonal_grid, ssd"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown sparsity policy \"", std::string(name),
+                   "\"; expected one of dense, sliding_window, streaming_llm, h2o, tova, alisa, diagonal, "
+                   "diagonal_sink4, grid_window, diagonal_grid, ssd"));
 }
 
 std::vector<std::string_view> PolicyParameterNames(PolicyKind kind) {
@@ -167,11 +168,10 @@ absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, const G
   ResolvedPolicy r;
   r.kind = kind;
   r.l_dec = l_dec;
-  r.n_att = params.n_att > 0 ? params.n_att
-                             : static_cast<int32_t>(std::lround((1.0 - params.sparsity) * l_dec));
+  r.n_att = params.n_att > 0 ? params.n_att : static_cast<int32_t>(std::lround((1.0 - params.sparsity) * l_dec));
   if (r.n_att < 1) {
-    return Invalid(kind, "sparsity", absl::StrCat(params.sparsity, " leaves no decode key to attend (L_dec ",
-                                                  l_dec, ")"));
+    return Invalid(kind, "sparsity",
+                   absl::StrCat(params.sparsity, " leaves no decode key to attend (L_dec ", l_dec, ")"));
   }
   if (r.n_att > l_dec) {
     return Invalid(kind, "n_att", absl::StrCat("must be <= L_dec ", l_dec, ", got ", r.n_att));
@@ -181,12 +181,12 @@ absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, const G
   if (UsesSinks(kind)) {
     r.n_sink = params.n_sink >= 0 ? params.n_sink : DefaultSinks(kind);
     if (r.n_sink >= r.n_att) {
-      return Invalid(kind, "n_sink", absl::StrCat("(", r.n_sink, ") must be < n_att (", r.n_att,
-                                                  "): at least one recent slot is needed"));
+      return Invalid(
+          kind, "n_sink",
+          absl::StrCat("(", r.n_sink, ") must be < n_att (", r.n_att, "): at least one recent slot is needed"));
     }
   } else if (params.n_sink > 0) {
-    return Invalid(kind, "n_sink",
-                   "is only used by streaming_llm, diagonal_sink4, grid_window, diagonal_grid and ssd");
+    return Invalid(kind, "n_sink", "is only used by streaming_llm, diagonal_sink4, grid_window, diagonal_grid and ssd");
   }
   if (!UsesRecent(kind) && params.n_recent > 0) {
     return Invalid(kind, "n_recent",
@@ -228,8 +228,9 @@ absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, const G
           return Invalid(kind, "n_recent", absl::StrCat("(", r.n_recent, ") must be <= L_dec (", l_dec, ")"));
         }
         if (r.n_att > r.n_recent) {
-          return Invalid(kind, "n_att", absl::StrCat("(", r.n_att, ") must be <= n_recent (", r.n_recent,
-                                                     "): the attended keys come from the recent window"));
+          return Invalid(kind, "n_att",
+                         absl::StrCat("(", r.n_att, ") must be <= n_recent (", r.n_recent,
+                                      "): the attended keys come from the recent window"));
         }
       } else {
         // N_r = 0.5 x L_dec, widened to n_att when the budget is larger
@@ -248,8 +249,9 @@ absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, const G
       if (params.n_recent > 0) {
         h = params.n_recent;
         if (2 * h + 1 > r.grid_width) {
-          return Invalid(kind, "n_recent", absl::StrCat("(the current row's run, ", h, ") must be <= (width - 1) / 2 = ",
-                                                        (r.grid_width - 1) / 2, ": the bands are 2 n_recent + 1 columns"));
+          return Invalid(kind, "n_recent",
+                         absl::StrCat("(the current row's run, ", h, ") must be <= (width - 1) / 2 = ",
+                                      (r.grid_width - 1) / 2, ": the bands are 2 n_recent + 1 columns"));
         }
       }
       r.grid_run = h;
@@ -271,8 +273,9 @@ absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, const G
           return Invalid(kind, "n_recent", absl::StrCat("(", r.n_recent, ") must be <= L_dec (", l_dec, ")"));
         }
         if (r.n_att > r.n_recent) {
-          return Invalid(kind, "n_att", absl::StrCat("(", r.n_att, ") must be <= n_recent (", r.n_recent,
-                                                     "): the attended keys come from the window"));
+          return Invalid(kind, "n_att",
+                         absl::StrCat("(", r.n_att, ") must be <= n_recent (", r.n_recent,
+                                      "): the attended keys come from the window"));
         }
       } else {
         // The initial neighbourhood plus two more band rows.
@@ -281,8 +284,7 @@ absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, const G
       if (r.n_recent <= r.n_sink) {
         return Invalid(kind, "n_recent", absl::StrCat("(", r.n_recent, ") must be > n_sink (", r.n_sink, ")"));
       }
-      r.n_slots = std::min(
-          l_dec, r.n_sink + std::max(budget, policy_detail::GridLagMax(r, r.n_recent - r.n_sink) + 1));
+      r.n_slots = std::min(l_dec, r.n_sink + std::max(budget, policy_detail::GridLagMax(r, r.n_recent - r.n_sink) + 1));
       break;
     }
     case PolicyKind::kSsd: {
@@ -291,18 +293,19 @@ absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, const G
       const int32_t max_window = r.n_att - r.n_sink;
       r.n_recent = params.n_recent > 0 ? params.n_recent : max_window;
       if (r.n_recent > max_window) {
-        return Invalid(kind, "n_recent", absl::StrCat("(the spatial window W, ", r.n_recent, ") must be <= n_att - n_sink (",
-                                                      max_window, ")"));
+        return Invalid(
+            kind, "n_recent",
+            absl::StrCat("(the spatial window W, ", r.n_recent, ") must be <= n_att - n_sink (", max_window, ")"));
       }
       r.n_slots = r.n_att;
       if (ssd_heads != nullptr) {
         const int64_t n = int64_t{ssd_heads->layers} * ssd_heads->kv_heads;
         if (ssd_heads->layers < 1 || ssd_heads->kv_heads < 1 || n > kMaxClassifiedHeads ||
             static_cast<int64_t>(ssd_heads->semantic.size()) != n) {
-          return Invalid(kind, "head classification",
-                         absl::StrCat("must hold layers x kv_heads classes (", ssd_heads->layers, " x ",
-                                      ssd_heads->kv_heads, ", at most ", kMaxClassifiedHeads, "), got ",
-                                      ssd_heads->semantic.size()));
+          return Invalid(
+              kind, "head classification",
+              absl::StrCat("must hold layers x kv_heads classes (", ssd_heads->layers, " x ", ssd_heads->kv_heads,
+                           ", at most ", kMaxClassifiedHeads, "), got ", ssd_heads->semantic.size()));
         }
         r.ssd_heads = static_cast<int32_t>(n);
         for (int32_t h = 0; h < r.ssd_heads; ++h) {

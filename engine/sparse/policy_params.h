@@ -16,9 +16,9 @@ namespace argen::sparse {
 
 // Every policy, in the order `info` lists them.
 inline constexpr PolicyKind kAllPolicyKinds[] = {
-    PolicyKind::kDense,    PolicyKind::kSlidingWindow,  PolicyKind::kStreamingLlm, PolicyKind::kH2O,
-    PolicyKind::kTova,     PolicyKind::kAlisa,          PolicyKind::kDiagonal,     PolicyKind::kDiagonalSink4,
-    PolicyKind::kGridWindow, PolicyKind::kDiagonalGrid, PolicyKind::kSsd,
+    PolicyKind::kDense,      PolicyKind::kSlidingWindow, PolicyKind::kStreamingLlm, PolicyKind::kH2O,
+    PolicyKind::kTova,       PolicyKind::kAlisa,         PolicyKind::kDiagonal,     PolicyKind::kDiagonalSink4,
+    PolicyKind::kGridWindow, PolicyKind::kDiagonalGrid,  PolicyKind::kSsd,
 };
 
 // Canonical names: dense, sliding_window, streaming_llm, h2o, tova, alisa,

@@ -33,8 +33,8 @@ absl::StatusOr<HeadClasses> ParseHeadClasses(const std::string& json_text) {
   c.layers = j["layers"].get<int32_t>();
   c.kv_heads = j["kv_heads"].get<int32_t>();
   if (int64_t{c.layers} * c.kv_heads > kMaxClassifiedHeads) {
-    return Bad("layers x kv_heads", absl::StrCat("(", c.layers, " x ", c.kv_heads, ") must be at most ",
-                                                 kMaxClassifiedHeads));
+    return Bad("layers x kv_heads",
+               absl::StrCat("(", c.layers, " x ", c.kv_heads, ") must be at most ", kMaxClassifiedHeads));
   }
   const nlohmann::json& sem = j.contains("semantic") ? j["semantic"] : nlohmann::json();
   if (!sem.is_array() || static_cast<int32_t>(sem.size()) != c.layers) {
@@ -86,8 +86,8 @@ std::string HeadClassesJson(const HeadClasses& classes, const std::vector<double
   j["score"] = provenance.score;
   j["window"] = provenance.window;
   j["threshold"] = provenance.threshold;
-  j["calibration"] = {{"prompts", provenance.prompts}, {"count", provenance.prompt_count},
-                      {"command", provenance.command}};
+  j["calibration"] = {
+      {"prompts", provenance.prompts}, {"count", provenance.prompt_count}, {"command", provenance.command}};
   nlohmann::ordered_json sem = nlohmann::ordered_json::array(), loc = nlohmann::ordered_json::array();
   for (int32_t l = 0; l < classes.layers; ++l) {
     nlohmann::ordered_json srow = nlohmann::ordered_json::array(), lrow = nlohmann::ordered_json::array();

@@ -24,17 +24,16 @@ absl::StatusOr<HeadClasses> LoadHeadClasses(const std::string& path);
 
 // The classification of per-(layer, kv head) scores: semantic when
 // score >= threshold (ssd-notes' tau). scores[layer * kv_heads + kv_head].
-HeadClasses ClassifyHeads(int32_t layers, int32_t kv_heads, const std::vector<double>& scores,
-                          double threshold);
+HeadClasses ClassifyHeads(int32_t layers, int32_t kv_heads, const std::vector<double>& scores, double threshold);
 
 struct HeadClassesProvenance {
   std::string model;
-  std::string score;        // which locality score was classified
-  int32_t window = 0;       // its window w
-  double threshold = 0;     // tau
-  std::string prompts;      // calibration prompt file
+  std::string score;     // which locality score was classified
+  int32_t window = 0;    // its window w
+  double threshold = 0;  // tau
+  std::string prompts;   // calibration prompt file
   int32_t prompt_count = 0;
-  std::string command;      // the command that made the file
+  std::string command;  // the command that made the file
 };
 
 // The file's text (pretty, stable key order), scores optional (empty: none).

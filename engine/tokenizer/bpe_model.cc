@@ -21,7 +21,8 @@ absl::Status BpeModel::AddMerge(const std::string& a, const std::string& b, int3
   const std::string merged = a + b.substr(skip);
   auto merged_id = TokenToId(merged);
   if (!merged_id) return FieldError(where, field, absl::StrCat("merged token \"", merged, "\" is not in the vocab"));
-  merges_.insert_or_assign(PairKey(*a_id, *b_id), Merge{rank, *merged_id});  // as HF: a repeated pair keeps its last rank
+  merges_.insert_or_assign(PairKey(*a_id, *b_id),
+                           Merge{rank, *merged_id});  // as HF: a repeated pair keeps its last rank
   return absl::OkStatus();
 }
 
@@ -38,8 +39,8 @@ absl::StatusOr<std::unique_ptr<Model>> BpeModel::Parse(const nlohmann::json& con
   auto fuse = OptionalBool(config, "fuse_unk", false, where);
   auto fallback = OptionalBool(config, "byte_fallback", false, where);
   auto ignore = OptionalBool(config, "ignore_merges", false, where);
-  for (const absl::Status& s : {unk.status(), prefix.status(), suffix.status(), fuse.status(), fallback.status(),
-                                ignore.status()}) {
+  for (const absl::Status& s :
+       {unk.status(), prefix.status(), suffix.status(), fuse.status(), fallback.status(), ignore.status()}) {
     if (!s.ok()) return s;
   }
   model->unk_token_ = *unk;

@@ -17,7 +17,8 @@ std::string ChameleonImageTokenName(int32_t code) {
 
 std::optional<int32_t> ChameleonImageTokenCode(std::string_view name) {
   constexpr size_t kPrefix = sizeof(kChameleonImageTokenPrefix) - 1;
-  if (!absl::StartsWith(absl::string_view(name.data(), name.size()), kChameleonImageTokenPrefix) || name.size() < kPrefix + 2 || name.back() != 'Z') {
+  if (!absl::StartsWith(absl::string_view(name.data(), name.size()), kChameleonImageTokenPrefix) ||
+      name.size() < kPrefix + 2 || name.back() != 'Z') {
     return std::nullopt;
   }
   const std::string_view digits = name.substr(kPrefix, name.size() - kPrefix - 1);
@@ -49,8 +50,8 @@ absl::StatusOr<ImageTokenRange> BuildImageTokenRange(absl::Span<const std::pair<
     id_code.emplace_back(id, *code);
   }
   if (static_cast<int64_t>(id_code.size()) != codebook_size) {
-    return bad(absl::StrCat(id_code.size(), " image tokens (IMGIMG...Z), expected one per VQGAN code: ",
-                            codebook_size));
+    return bad(
+        absl::StrCat(id_code.size(), " image tokens (IMGIMG...Z), expected one per VQGAN code: ", codebook_size));
   }
   std::sort(id_code.begin(), id_code.end());
   ImageTokenRange range;
@@ -64,7 +65,8 @@ absl::StatusOr<ImageTokenRange> BuildImageTokenRange(absl::Span<const std::pair<
       return bad(absl::StrCat("image token ids are not one contiguous range: id ", range.first_id + i,
                               " is missing (next image token id is ", id, ")"));
     }
-    if (seen[code]) return bad(absl::StrCat("code ", code, " has two image tokens (", ChameleonImageTokenName(code), ")"));
+    if (seen[code])
+      return bad(absl::StrCat("code ", code, " has two image tokens (", ChameleonImageTokenName(code), ")"));
     seen[code] = true;
     range.code_of_offset[i] = code;
   }

@@ -23,8 +23,9 @@ std::string PythonStrip(std::string_view text) {
 absl::StatusOr<int32_t> RequireToken(const Tokenizer& tokenizer, std::string_view content) {
   auto id = tokenizer.TokenToId(content);
   if (!id) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(tokenizer.source(), ": token \"", absl::string_view(content.data(), content.size()), "\" needed by the generation prompt is missing"));
+    return absl::FailedPreconditionError(absl::StrCat(tokenizer.source(), ": token \"",
+                                                      absl::string_view(content.data(), content.size()),
+                                                      "\" needed by the generation prompt is missing"));
   }
   return *id;
 }

@@ -13,8 +13,8 @@ absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.
 absl::StatusOr<int32_t> RequireToken(const Tokenizer& tokenizer, std::string_view content) {
   auto id = tokenizer.TokenToId(content);
   if (!id) {
-    return absl::FailedPreconditionError(absl::StrCat(tokenizer.source(), ": token \"", Sv(content),
-                                                      "\" needed by the Lumina-mGPT prompt is missing"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(tokenizer.source(), ": token \"", Sv(content), "\" needed by the Lumina-mGPT prompt is missing"));
   }
   return *id;
 }
@@ -34,10 +34,10 @@ std::string LuminaPromptText(std::string_view caption, int32_t width, int32_t he
 
 absl::StatusOr<LuminaTokenIds> FindLuminaTokens(const Tokenizer& tokenizer) {
   LuminaTokenIds ids;
-  for (auto [content, out] : {std::pair{kChameleonBosToken, &ids.bos}, std::pair{kLuminaEndOfTurnToken, &ids.end_of_turn},
-                              std::pair{kChameleonBeginImageToken, &ids.begin_image},
-                              std::pair{kChameleonEndImageToken, &ids.end_image},
-                              std::pair{kLuminaNewLineToken, &ids.new_line}}) {
+  for (auto [content, out] :
+       {std::pair{kChameleonBosToken, &ids.bos}, std::pair{kLuminaEndOfTurnToken, &ids.end_of_turn},
+        std::pair{kChameleonBeginImageToken, &ids.begin_image}, std::pair{kChameleonEndImageToken, &ids.end_image},
+        std::pair{kLuminaNewLineToken, &ids.new_line}}) {
     auto id = RequireToken(tokenizer, content);
     if (!id.ok()) return id.status();
     *out = *id;
@@ -45,8 +45,8 @@ absl::StatusOr<LuminaTokenIds> FindLuminaTokens(const Tokenizer& tokenizer) {
   return ids;
 }
 
-absl::StatusOr<LuminaPromptIds> BuildLuminaPrompt(const Tokenizer& tokenizer, std::string_view caption,
-                                                  int32_t width, int32_t height, int32_t max_prompt_tokens) {
+absl::StatusOr<LuminaPromptIds> BuildLuminaPrompt(const Tokenizer& tokenizer, std::string_view caption, int32_t width,
+                                                  int32_t height, int32_t max_prompt_tokens) {
   if (caption.empty()) return absl::InvalidArgumentError("prompt: caption is empty");
   for (auto [name, pixels] : {std::pair{"width", width}, std::pair{"height", height}}) {
     if (pixels <= 0 || pixels % kLuminaPatchPixels != 0) {

@@ -49,7 +49,7 @@ struct LuminaPromptIds {
 // Errors: empty caption, width or height not a positive multiple of 32, a
 // resolution token the tokenizer lacks, invalid UTF-8, or more than
 // max_prompt_tokens cond ids (<= 0: no limit).
-absl::StatusOr<LuminaPromptIds> BuildLuminaPrompt(const Tokenizer& tokenizer, std::string_view caption,
-                                                  int32_t width, int32_t height, int32_t max_prompt_tokens);
+absl::StatusOr<LuminaPromptIds> BuildLuminaPrompt(const Tokenizer& tokenizer, std::string_view caption, int32_t width,
+                                                  int32_t height, int32_t max_prompt_tokens);
 
 }  // namespace argen::tokenizer

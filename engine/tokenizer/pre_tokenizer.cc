@@ -53,7 +53,9 @@ void EmitPieces(const std::u32string& piece, std::vector<Span> spans, SplitBehav
   std::vector<Span> merged;
   bool previous_match = false;
   switch (behavior) {
-    case SplitBehavior::kIsolated: merged = std::move(spans); break;
+    case SplitBehavior::kIsolated:
+      merged = std::move(spans);
+      break;
     case SplitBehavior::kRemoved:
       for (const Span& s : spans) {
         if (!s.is_match) merged.push_back(s);
@@ -285,8 +287,8 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::
   if (*type == "Digits") {
     auto individual = OptionalBool(config, "individual_digits", false, where);
     if (!individual.ok()) return individual.status();
-    return std::make_unique<PredicateSplit>(IsNumeric, *individual ? SplitBehavior::kIsolated
-                                                                   : SplitBehavior::kContiguous);
+    return std::make_unique<PredicateSplit>(IsNumeric,
+                                            *individual ? SplitBehavior::kIsolated : SplitBehavior::kContiguous);
   }
   if (*type == "ByteLevel") {
     auto prefix = OptionalBool(config, "add_prefix_space", true, where);

@@ -21,7 +21,6 @@ class PreTokenizer {
 
 // From the "pre_tokenizer" object; null gives nullptr. Errors name `where`
 // (e.g. "tokenizer.json pre_tokenizer") and the field at fault.
-absl::StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& config,
-                                                                const std::string& where);
+absl::StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& config, const std::string& where);
 
 }  // namespace argen::tokenizer

@@ -115,7 +115,8 @@ absl::StatusOr<Tokenizer> Tokenizer::LoadFromJsonChecked(std::string_view json, 
   tok.special_prefix_ = std::move(wrap->prefix);
   tok.special_suffix_ = std::move(wrap->suffix);
   for (int32_t id : tok.special_prefix_) {
-    if (!tok.IdToToken(id)) return absl::InvalidArgumentError(absl::StrCat(source, ": post_processor: id ", id, " has no token"));
+    if (!tok.IdToToken(id))
+      return absl::InvalidArgumentError(absl::StrCat(source, ": post_processor: id ", id, " has no token"));
   }
   return tok;
 }
@@ -125,14 +126,16 @@ absl::Status Tokenizer::ApplyTokenizerConfig(const std::string& config_path) {
   if (!text.ok()) return text.status();
   auto config = ParseJson(*text, config_path);
   if (!config.ok()) return config.status();
-  if (!config->is_object()) return absl::InvalidArgumentError(absl::StrCat(config_path, ": top level is not an object"));
+  if (!config->is_object())
+    return absl::InvalidArgumentError(absl::StrCat(config_path, ": top level is not an object"));
   const std::string cls = StringOr(*config, "tokenizer_class", "");
   if (cls != "LlamaTokenizerFast" && cls != "LlamaTokenizer") return absl::OkStatus();
   // LlamaTokenizerFast.update_post_processor: [bos if add_bos_token] $A [eos if add_eos_token].
   const auto flag = [&](const char* name, bool fallback) -> absl::StatusOr<bool> {
     auto it = config->find(name);
     if (it == config->end() || it->is_null()) return fallback;
-    if (!it->is_boolean()) return absl::InvalidArgumentError(absl::StrCat(config_path, ": ", name, ": expected a boolean"));
+    if (!it->is_boolean())
+      return absl::InvalidArgumentError(absl::StrCat(config_path, ": ", name, ": expected a boolean"));
     return it->get<bool>();
   };
   auto add_bos = flag("add_bos_token", true);
@@ -141,8 +144,8 @@ absl::Status Tokenizer::ApplyTokenizerConfig(const std::string& config_path) {
   if (!add_eos.ok()) return add_eos.status();
   special_prefix_.clear();
   special_suffix_.clear();
-  for (auto [add, field, out] : {std::tuple{*add_bos, "bos_token", &special_prefix_},
-                                 std::tuple{*add_eos, "eos_token", &special_suffix_}}) {
+  for (auto [add, field, out] :
+       {std::tuple{*add_bos, "bos_token", &special_prefix_}, std::tuple{*add_eos, "eos_token", &special_suffix_}}) {
     if (!add) continue;
     const std::string content = TokenContent(*config, field);
     auto id = content.empty() ? std::nullopt : TokenToId(content);
@@ -186,7 +189,9 @@ absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids, boo
       continue;
     }
     auto token = model_->IdToToken(id);
-    if (!token) return absl::InvalidArgumentError(absl::StrCat("Decode: token id ", id, " is not in the vocabulary of ", source_));
+    if (!token)
+      return absl::InvalidArgumentError(
+          absl::StrCat("Decode: token id ", id, " is not in the vocabulary of ", source_));
     tokens.emplace_back(*token);
   }
   return DecodeTokens(decoder_.get(), std::move(tokens));

@@ -40,10 +40,10 @@ struct NamedMask {
   CategoryMask mask;
 };
 constexpr NamedMask kGroupNames[] = {
-    {"L", kLetter},  {"Letter", kLetter},       {"M", kMark},     {"Mark", kMark},
-    {"N", kNumber},  {"Number", kNumber},       {"P", kPunct},    {"Punctuation", kPunct},
-    {"S", kSymbol},  {"Symbol", kSymbol},       {"Z", kSeparator}, {"Separator", kSeparator},
-    {"C", kOther},   {"Other", kOther},
+    {"L", kLetter}, {"Letter", kLetter}, {"M", kMark},      {"Mark", kMark},
+    {"N", kNumber}, {"Number", kNumber}, {"P", kPunct},     {"Punctuation", kPunct},
+    {"S", kSymbol}, {"Symbol", kSymbol}, {"Z", kSeparator}, {"Separator", kSeparator},
+    {"C", kOther},  {"Other", kOther},
 };
 
 }  // namespace
@@ -90,7 +90,13 @@ bool IsRustWordChar(char32_t cp) {
 bool IsWhiteSpace(char32_t cp) {
   if (cp <= 0x20) return cp == 0x20 || (cp >= 0x09 && cp <= 0x0D);
   switch (cp) {
-    case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
     case 0x3000:
       return true;
     default:

@@ -40,8 +40,7 @@ void Im2ColBand(const float* in, int32_t c_begin, int32_t c_end, int32_t h, int3
 }
 
 // out[:, n] = bias (or += bias when accumulating, so the GEMM can add on top with beta = 1).
-void AddBias(const Conv2dWeights& conv, float* out, size_t hw, bool accumulate, int32_t o_begin,
-             int32_t o_end) {
+void AddBias(const Conv2dWeights& conv, float* out, size_t hw, bool accumulate, int32_t o_begin, int32_t o_end) {
   for (int32_t o = o_begin; o < o_end; ++o) {
     float* row = out + static_cast<size_t>(o) * hw;
     const float b = conv.bias[o];
@@ -66,8 +65,8 @@ size_t Conv2dScratchFloats(const Conv2dWeights& conv, int32_t h, int32_t w, size
   return static_cast<size_t>(BandRows(conv, h, w, budget_floats)) * conv.cin * conv.kernel * conv.kernel * w;
 }
 
-void Conv2d(const Conv2dWeights& conv, const float* in, int32_t h, int32_t w, float* out, bool accumulate,
-            float* col, size_t col_floats, parallel::ThreadPool* pool) {
+void Conv2d(const Conv2dWeights& conv, const float* in, int32_t h, int32_t w, float* out, bool accumulate, float* col,
+            size_t col_floats, parallel::ThreadPool* pool) {
   const size_t hw = static_cast<size_t>(h) * w;
   parallel::ParallelForRange(pool, conv.cout, [&](int64_t b, int64_t e) {
     AddBias(conv, out, hw, accumulate, static_cast<int32_t>(b), static_cast<int32_t>(e));
@@ -86,8 +85,8 @@ void Conv2d(const Conv2dWeights& conv, const float* in, int32_t h, int32_t w, fl
       Im2ColBand(in, static_cast<int32_t>(b), static_cast<int32_t>(e), h, w, conv.kernel, y0, rows, col);
     });
     // out[:, y0*w : y0*w + n] += W[cout, kdim] * col[kdim, n]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, conv.cout, n, kdim, 1.0f, conv.weight.data(), kdim,
-                col, n, 1.0f, out + static_cast<size_t>(y0) * w, static_cast<int>(hw));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, conv.cout, n, kdim, 1.0f, conv.weight.data(), kdim, col, n,
+                1.0f, out + static_cast<size_t>(y0) * w, static_cast<int>(hw));
   }
 }
 

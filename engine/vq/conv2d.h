@@ -18,7 +18,7 @@ size_t Conv2dScratchFloats(const Conv2dWeights& conv, int32_t h, int32_t w, size
 // out[cout, h*w] (=|+=) conv(in[cin, h*w]) + bias. `col` holds `col_floats`
 // floats (>= Conv2dScratchFloats for 3x3; unused for 1x1). in and out must not alias.
 // `pool` (optional) runs im2col and the bias; the GEMM threads are OpenBLAS's.
-void Conv2d(const Conv2dWeights& conv, const float* in, int32_t h, int32_t w, float* out, bool accumulate,
-            float* col, size_t col_floats, parallel::ThreadPool* pool = nullptr);
+void Conv2d(const Conv2dWeights& conv, const float* in, int32_t h, int32_t w, float* out, bool accumulate, float* col,
+            size_t col_floats, parallel::ThreadPool* pool = nullptr);
 
 }  // namespace argen::vq

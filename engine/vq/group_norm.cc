@@ -6,8 +6,8 @@ namespace argen::vq {
 
 namespace {
 
-void NormalizeGroup(const GroupNormWeights& norm, int32_t g, int32_t per_group, const float* in, size_t hw,
-                    float* out, bool swish) {
+void NormalizeGroup(const GroupNormWeights& norm, int32_t g, int32_t per_group, const float* in, size_t hw, float* out,
+                    bool swish) {
   const size_t count = static_cast<size_t>(per_group) * hw;
   {
     const size_t base = static_cast<size_t>(g) * count;
@@ -43,12 +43,11 @@ void NormalizeGroup(const GroupNormWeights& norm, int32_t g, int32_t per_group, 
 
 }  // namespace
 
-void GroupNorm(const GroupNormWeights& norm, int32_t groups, const float* in, size_t hw, float* out,
-               bool swish, parallel::ThreadPool* pool) {
+void GroupNorm(const GroupNormWeights& norm, int32_t groups, const float* in, size_t hw, float* out, bool swish,
+               parallel::ThreadPool* pool) {
   const int32_t per_group = norm.channels / groups;
   parallel::ParallelForRange(pool, groups, [&](int64_t b, int64_t e) {
-    for (int64_t g = b; g < e; ++g)
-      NormalizeGroup(norm, static_cast<int32_t>(g), per_group, in, hw, out, swish);
+    for (int64_t g = b; g < e; ++g) NormalizeGroup(norm, static_cast<int32_t>(g), per_group, in, hw, out, swish);
   });
 }
 

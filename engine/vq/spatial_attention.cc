@@ -7,8 +7,8 @@
 
 namespace argen::vq {
 
-void SpatialAttention(const float* q, const float* k, const float* v, int32_t c, int32_t n, float* scores,
-                      float* out, parallel::ThreadPool* pool) {
+void SpatialAttention(const float* q, const float* k, const float* v, int32_t c, int32_t n, float* scores, float* out,
+                      parallel::ThreadPool* pool) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(c));
   // scores[i, j] = scale * sum_c q[c, i] k[c, j]
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, n, c, scale, q, n, k, n, 0.0f, scores, n);

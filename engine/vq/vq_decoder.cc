@@ -36,18 +36,15 @@ struct ScratchPlan {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<VqDecoder>> VqDecoder::Create(const checkpoint::Checkpoint& checkpoint,
-                                                             const vq::Vq16Config& config,
-                                                             int32_t threads) {
+                                                             const vq::Vq16Config& config, int32_t threads) {
   auto weights = LoadVqDecoderWeights(checkpoint, config);
   if (!weights.ok()) return weights.status();
   return Create(std::move(*weights), config, threads);
 }
 
-absl::StatusOr<std::unique_ptr<VqDecoder>> VqDecoder::Create(VqDecoderWeights weights,
-                                                             const vq::Vq16Config& config,
+absl::StatusOr<std::unique_ptr<VqDecoder>> VqDecoder::Create(VqDecoderWeights weights, const vq::Vq16Config& config,
                                                              int32_t threads) {
-  if (threads < 0)
-    return absl::InvalidArgumentError(absl::StrCat("VqDecoder: threads must be >= 0, got ", threads));
+  if (threads < 0) return absl::InvalidArgumentError(absl::StrCat("VqDecoder: threads must be >= 0, got ", threads));
   if (absl::Status s = ValidateVqConfig(config); !s.ok()) return s;
   if (weights.blocks.size() != config.ch_mult.size() || weights.codebook_size != config.codebook_size ||
       weights.embed_dim != config.codebook_embed_dim ||
@@ -88,22 +85,21 @@ VqDecoder::VqDecoder(VqDecoderWeights weights, const vq::Vq16Config& config, int
 }
 
 size_t VqDecoder::scratch_bytes() const {
-  return sizeof(float) * (x_.size() + a_.size() + b_.size() + col_.size() + q_.size() + k_.size() +
-                          v_.size() + scores_.size());
+  return sizeof(float) *
+         (x_.size() + a_.size() + b_.size() + col_.size() + q_.size() + k_.size() + v_.size() + scores_.size());
 }
 
 absl::Status VqDecoder::ValidateGrid(std::span<const int32_t> tokens, size_t grid_index) const {
   const int32_t g = config_.token_grid();
   if (tokens.size() != static_cast<size_t>(g) * g) {
-    return absl::InvalidArgumentError(absl::StrCat("VQ decode: token grid ", grid_index, " has ",
-                                                   tokens.size(), " tokens, expected ", g * g, " (", g, " x ",
-                                                   g, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("VQ decode: token grid ", grid_index, " has ", tokens.size(),
+                                                   " tokens, expected ", g * g, " (", g, " x ", g, ")"));
   }
   for (size_t p = 0; p < tokens.size(); ++p) {
     if (tokens[p] < 0 || tokens[p] >= config_.codebook_size) {
-      return absl::InvalidArgumentError(absl::StrCat("VQ decode: token grid ", grid_index, ", position ", p,
-                                                     ": id ", tokens[p], " outside the codebook [0, ",
-                                                     config_.codebook_size, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("VQ decode: token grid ", grid_index, ", position ", p, ": id ",
+                                                     tokens[p], " outside the codebook [0, ", config_.codebook_size,
+                                                     ")"));
     }
   }
   return absl::OkStatus();
@@ -118,8 +114,7 @@ void VqDecoder::ResnetBlock(const ResnetBlockWeights& w, int32_t h, int32_t wd) 
   GroupNorm(w.norm2, groups, b_.data(), hw, b_.data(), /*swish=*/true, &pool_);
   Conv2d(w.conv2, b_.data(), h, wd, a_.data(), false, col_.data(), col_.size(), &pool_);
   if (w.nin_shortcut) {
-    Conv2d(*w.nin_shortcut, x_.data(), h, wd, a_.data(), /*accumulate=*/true, col_.data(), col_.size(),
-           &pool_);
+    Conv2d(*w.nin_shortcut, x_.data(), h, wd, a_.data(), /*accumulate=*/true, col_.data(), col_.size(), &pool_);
   } else {
     float* a = a_.data();
     const float* x = x_.data();
@@ -137,8 +132,8 @@ void VqDecoder::AttnBlock(const AttnBlockWeights& w, int32_t h, int32_t wd) {
   Conv2d(w.q, a_.data(), h, wd, q_.data(), false, nullptr, 0, &pool_);
   Conv2d(w.k, a_.data(), h, wd, k_.data(), false, nullptr, 0, &pool_);
   Conv2d(w.v, a_.data(), h, wd, v_.data(), false, nullptr, 0, &pool_);
-  SpatialAttention(q_.data(), k_.data(), v_.data(), w.q.cout, static_cast<int32_t>(hw), scores_.data(),
-                   a_.data(), &pool_);
+  SpatialAttention(q_.data(), k_.data(), v_.data(), w.q.cout, static_cast<int32_t>(hw), scores_.data(), a_.data(),
+                   &pool_);
   Conv2d(w.proj_out, a_.data(), h, wd, x_.data(), /*accumulate=*/true, nullptr, 0, &pool_);
 }
 
@@ -183,8 +178,7 @@ absl::Status VqDecoder::DecodeToFloat(std::span<const int32_t> tokens, std::vect
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<engine::RgbImage>> VqDecoder::Decode(
-    const std::vector<std::vector<int32_t>>& token_grids) {
+absl::StatusOr<std::vector<engine::RgbImage>> VqDecoder::Decode(const std::vector<std::vector<int32_t>>& token_grids) {
   for (size_t i = 0; i < token_grids.size(); ++i) {
     if (absl::Status s = ValidateGrid(token_grids[i], i); !s.ok()) return s;
   }

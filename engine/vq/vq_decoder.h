@@ -21,9 +21,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/vq/vq_config.h"
 #include "engine/engine.h"
 #include "engine/parallel/thread_pool.h"
+#include "engine/vq/vq_config.h"
 #include "engine/vq/vq_weights.h"
 
 namespace argen::vq {
@@ -33,11 +33,9 @@ class VqDecoder {
   // Loads gen_vision_model.* from `checkpoint` (errors name the tensor and file).
   // threads: element-wise worker threads (0: all cores, 1: the caller only).
   static absl::StatusOr<std::unique_ptr<VqDecoder>> Create(const checkpoint::Checkpoint& checkpoint,
-                                                           const vq::Vq16Config& config,
-                                                           int32_t threads = 0);
+                                                           const vq::Vq16Config& config, int32_t threads = 0);
   // From weights already loaded (shapes must match `config`, as LoadVqDecoderWeights makes them).
-  static absl::StatusOr<std::unique_ptr<VqDecoder>> Create(VqDecoderWeights weights,
-                                                           const vq::Vq16Config& config,
+  static absl::StatusOr<std::unique_ptr<VqDecoder>> Create(VqDecoderWeights weights, const vq::Vq16Config& config,
                                                            int32_t threads = 0);
 
   // Each grid: token_grid()^2 codebook ids in raster order (row by row).

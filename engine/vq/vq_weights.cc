@@ -79,8 +79,8 @@ class Loader {
     auto n = Norm(name + ".norm", channels);
     if (!n.ok()) return n.status();
     a.norm = std::move(*n);
-    for (auto [field, sub] : {std::pair{&a.q, ".q"}, std::pair{&a.k, ".k"}, std::pair{&a.v, ".v"},
-                              std::pair{&a.proj_out, ".proj_out"}}) {
+    for (auto [field, sub] :
+         {std::pair{&a.q, ".q"}, std::pair{&a.k, ".k"}, std::pair{&a.v, ".v"}, std::pair{&a.proj_out, ".proj_out"}}) {
       auto c = Conv(name + sub, channels, channels, 1);
       if (!c.ok()) return c.status();
       *field = std::move(*c);
@@ -116,8 +116,7 @@ absl::Status ValidateVqConfig(const vq::Vq16Config& c) {
     return absl::InvalidArgumentError(absl::StrCat("gen_vision_config: ", what));
   };
   if (c.codebook_size <= 0) return bad(absl::StrCat("codebook_size must be > 0, got ", c.codebook_size));
-  if (c.codebook_embed_dim <= 0)
-    return bad(absl::StrCat("codebook_embed_dim must be > 0, got ", c.codebook_embed_dim));
+  if (c.codebook_embed_dim <= 0) return bad(absl::StrCat("codebook_embed_dim must be > 0, got ", c.codebook_embed_dim));
   if (c.z_channels <= 0) return bad(absl::StrCat("z_channels must be > 0, got ", c.z_channels));
   if (c.ch <= 0) return bad(absl::StrCat("ch must be > 0, got ", c.ch));
   if (c.num_res_blocks < 0) return bad(absl::StrCat("num_res_blocks must be >= 0, got ", c.num_res_blocks));
@@ -126,12 +125,12 @@ absl::Status ValidateVqConfig(const vq::Vq16Config& c) {
     return bad(absl::StrCat("ch_mult must have 1..8 entries, got ", c.ch_mult.size()));
   for (int32_t m : c.ch_mult) {
     if (m <= 0 || (int64_t{c.ch} * m) % c.num_groups != 0)
-      return bad(absl::StrCat("ch * ch_mult entry (", c.ch, " * ", m,
-                              ") must be a positive multiple of num_groups ", c.num_groups));
+      return bad(absl::StrCat("ch * ch_mult entry (", c.ch, " * ", m, ") must be a positive multiple of num_groups ",
+                              c.num_groups));
   }
   if (c.image_size <= 0 || c.image_size % c.downsample() != 0)
-    return bad(absl::StrCat("image_size ", c.image_size, " must be a positive multiple of the downsampling ",
-                            c.downsample()));
+    return bad(
+        absl::StrCat("image_size ", c.image_size, " must be a positive multiple of the downsampling ", c.downsample()));
   // Bounds that keep every buffer size far from overflow and the scratch
   // allocatable (the attention scores grow with token_grid^4).
   if (c.ch > kMaxChannels || c.z_channels > kMaxChannels || c.codebook_embed_dim > kMaxChannels)
@@ -148,18 +147,15 @@ absl::Status ValidateVqConfig(const vq::Vq16Config& c) {
 }
 
 absl::StatusOr<VqDecoderWeights> LoadVqDecoderWeights(const checkpoint::Checkpoint& checkpoint,
-                                                      const vq::Vq16Config& config,
-                                                      const std::string& prefix) {
+                                                      const vq::Vq16Config& config, const std::string& prefix) {
   if (absl::Status s = ValidateVqConfig(config); !s.ok()) return s;
   Loader load(checkpoint, prefix);
   VqDecoderWeights w;
   w.codebook_size = config.codebook_size;
   w.embed_dim = config.codebook_embed_dim;
-  ARGEN_VQ_ASSIGN(w.codebook,
-                  load.Raw("quantize.embedding.weight", {config.codebook_size, config.codebook_embed_dim}));
+  ARGEN_VQ_ASSIGN(w.codebook, load.Raw("quantize.embedding.weight", {config.codebook_size, config.codebook_embed_dim}));
   if (config.codebook_l2_norm) NormalizeRows(w.codebook, config.codebook_embed_dim);
-  ARGEN_VQ_ASSIGN(w.post_quant_conv,
-                  load.Conv("post_quant_conv", config.codebook_embed_dim, config.z_channels, 1));
+  ARGEN_VQ_ASSIGN(w.post_quant_conv, load.Conv("post_quant_conv", config.codebook_embed_dim, config.z_channels, 1));
 
   const int32_t levels = static_cast<int32_t>(config.ch_mult.size());
   int32_t width = config.ch * config.ch_mult.back();

@@ -54,16 +54,26 @@ class GpuPrimitives final : public VqPrimitives {
   }
   void* Raw(VqPtr p) const {
     switch (p.space) {
-      case VqSpace::kNone: return nullptr;
-      case VqSpace::kAct0: return act[0] + p.offset;
-      case VqSpace::kAct1: return act[1] + p.offset;
-      case VqSpace::kAct2: return act[2] + p.offset;
-      case VqSpace::kQkv: return qkv + p.offset;
-      case VqSpace::kScores: return scores + p.offset;
-      case VqSpace::kProbs: return probs + p.offset;
-      case VqSpace::kHalfWeights: return const_cast<bf16*>(half) + p.offset;
-      case VqSpace::kFloatWeights: return const_cast<float*>(flt) + p.offset;
-      case VqSpace::kOutput: return out + p.offset;
+      case VqSpace::kNone:
+        return nullptr;
+      case VqSpace::kAct0:
+        return act[0] + p.offset;
+      case VqSpace::kAct1:
+        return act[1] + p.offset;
+      case VqSpace::kAct2:
+        return act[2] + p.offset;
+      case VqSpace::kQkv:
+        return qkv + p.offset;
+      case VqSpace::kScores:
+        return scores + p.offset;
+      case VqSpace::kProbs:
+        return probs + p.offset;
+      case VqSpace::kHalfWeights:
+        return const_cast<bf16*>(half) + p.offset;
+      case VqSpace::kFloatWeights:
+        return const_cast<float*>(flt) + p.offset;
+      case VqSpace::kOutput:
+        return out + p.offset;
     }
     return nullptr;
   }
@@ -80,7 +90,8 @@ class GpuPrimitives final : public VqPrimitives {
     return convs->Forward(shape_index, n, H(in), H(weight), H(o), beta, cudnn_ws, cudnn_ws_bytes);
   }
   absl::Status Gemm(const VqGemm& g) override {
-    if (g.lda > INT_MAX || g.ldb > INT_MAX || g.ldc > INT_MAX) return absl::InternalError("gemm: leading dimension > 2^31");
+    if (g.lda > INT_MAX || g.ldb > INT_MAX || g.ldc > INT_MAX)
+      return absl::InternalError("gemm: leading dimension > 2^31");
     const cudaDataType_t ct = g.c.space == VqSpace::kScores ? CUDA_R_32F : CUDA_R_16BF;
     const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -91,21 +102,18 @@ class GpuPrimitives final : public VqPrimitives {
                                        Raw(g.c), ct, static_cast<int>(g.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                           g.what);
     }
-    return CublasStatus(cublasGemmStridedBatchedEx(cublas, ta, tb, g.m, g.n, g.k, &alpha, Raw(g.a), CUDA_R_16BF,
-                                                   static_cast<int>(g.lda), g.stride_a, Raw(g.b), CUDA_R_16BF,
-                                                   static_cast<int>(g.ldb), g.stride_b, &beta, Raw(g.c), ct,
-                                                   static_cast<int>(g.ldc), g.stride_c, g.batch, CUBLAS_COMPUTE_32F,
-                                                   CUBLAS_GEMM_DEFAULT),
+    return CublasStatus(cublasGemmStridedBatchedEx(
+                            cublas, ta, tb, g.m, g.n, g.k, &alpha, Raw(g.a), CUDA_R_16BF, static_cast<int>(g.lda),
+                            g.stride_a, Raw(g.b), CUDA_R_16BF, static_cast<int>(g.ldb), g.stride_b, &beta, Raw(g.c), ct,
+                            static_cast<int>(g.ldc), g.stride_c, g.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                         g.what);
   }
   absl::Status GroupNorm(const VqGroupNormArgs& a) override {
-    return CudaStatus(kernels::VqNhwcGroupNorm(H(a.in), F(a.in_bias), F(a.gamma), F(a.beta), a.images, a.hw,
-                                               a.channels, a.groups, a.eps, a.swish, gn_partial, gn_ss, H(a.out),
-                                               stream),
+    return CudaStatus(kernels::VqNhwcGroupNorm(H(a.in), F(a.in_bias), F(a.gamma), F(a.beta), a.images, a.hw, a.channels,
+                                               a.groups, a.eps, a.swish, gn_partial, gn_ss, H(a.out), stream),
                       "group norm");
   }
-  absl::Status Upsample2x(VqPtr in, VqPtr bias, int32_t n, int32_t h, int32_t w, int32_t channels,
-                          VqPtr o) override {
+  absl::Status Upsample2x(VqPtr in, VqPtr bias, int32_t n, int32_t h, int32_t w, int32_t channels, VqPtr o) override {
     return CudaStatus(kernels::VqNhwcUpsample2x(H(in), F(bias), n, h, w, channels, H(o), stream), "upsample");
   }
   absl::Status AddBias(VqPtr x, VqPtr bias, int64_t rows, int32_t channels) override {
@@ -116,8 +124,8 @@ class GpuPrimitives final : public VqPrimitives {
   }
   absl::Status ConvOut(VqPtr in, VqPtr weight_t, VqPtr bias, int32_t n, int32_t h, int32_t w, int32_t cin, VqPtr o,
                        int64_t plane_stride) override {
-    return CudaStatus(
-        kernels::VqNhwcConvOut3(H(in), F(weight_t), F(bias), n, h, w, cin, F(o), plane_stride, stream), "conv_out");
+    return CudaStatus(kernels::VqNhwcConvOut3(H(in), F(weight_t), F(bias), n, h, w, cin, F(o), plane_stride, stream),
+                      "conv_out");
   }
 };
 
@@ -168,8 +176,8 @@ absl::StatusOr<std::unique_ptr<Bf16VqNetwork>> Bf16VqNetwork::Create(const VqDec
         std::max(gn_partial_per_image, kernels::VqGroupNormPartialBytes(1, int64_t{op.h} * op.w, op.cin));
     gn_channels = std::max<int64_t>(gn_channels, op.cin);
   }
-  const int64_t per_image = 3 * p.act_elems() * 2 + p.qkv_elems() * 2 + p.score_elems() * (4 + 2) +
-                            3 * p.pixels() * 4 + gn_partial_per_image + gn_channels * 8 + p.cells() * 4;
+  const int64_t per_image = 3 * p.act_elems() * 2 + p.qkv_elems() * 2 + p.score_elems() * (4 + 2) + 3 * p.pixels() * 4 +
+                            gn_partial_per_image + gn_channels * 8 + p.cells() * 4;
   const int64_t cudnn_limit = std::min(options.cudnn_workspace_bytes, options.workspace_bytes / 4);
   const int64_t budget = options.workspace_bytes - cudnn_limit;
   int64_t chunk = std::min<int64_t>(options.max_images_per_chunk, budget / per_image);
@@ -255,9 +263,9 @@ absl::StatusOr<std::unique_ptr<Bf16VqNetwork>> Bf16VqNetwork::Create(const VqDec
   Impl& im = *net->impl_;
   std::string ladder;
   for (int32_t s : im.ladder) absl::StrAppend(&ladder, ladder.empty() ? "" : ",", s);
-  im.description = absl::StrCat("bf16 NHWC: chunk ", im.chunk, " (ladder ", ladder, "), scratch ",
-                                im.scratch >> 20, " MiB, weights ", (im.half.bytes() + im.flt.bytes()) >> 20,
-                                " MiB; ", im.convs->Describe());
+  im.description =
+      absl::StrCat("bf16 NHWC: chunk ", im.chunk, " (ladder ", ladder, "), scratch ", im.scratch >> 20,
+                   " MiB, weights ", (im.half.bytes() + im.flt.bytes()) >> 20, " MiB; ", im.convs->Describe());
   return net;
 }
 
@@ -310,14 +318,23 @@ absl::StatusOr<std::string> Bf16VqNetwork::Profile(int32_t n) {
           kind_flop[k] += 2.0 * op.cin * op.cout * 9 * px;
           shape_ms[op.shape] += ms;
           break;
-        case VqOpKind::kLinear: kind_flop[k] += 2.0 * op.cin * op.cout * px; break;
+        case VqOpKind::kLinear:
+          kind_flop[k] += 2.0 * op.cin * op.cout * px;
+          break;
         case VqOpKind::kAttention:
           kind_flop[k] += 2.0 * op.cin * op.cin * 4 * px + 4.0 * op.cin * px * op.h * op.w;
           break;
-        case VqOpKind::kConvOut: kind_flop[k] += 2.0 * op.cin * 3 * 9 * px; break;
-        case VqOpKind::kGroupNorm: kind_bytes[k] += 3.0 * 2 * op.cin * px; break;
-        case VqOpKind::kUpsample: kind_bytes[k] += 5.0 * 2 * op.cin * px; break;
-        case VqOpKind::kLookup: break;
+        case VqOpKind::kConvOut:
+          kind_flop[k] += 2.0 * op.cin * 3 * 9 * px;
+          break;
+        case VqOpKind::kGroupNorm:
+          kind_bytes[k] += 3.0 * 2 * op.cin * px;
+          break;
+        case VqOpKind::kUpsample:
+          kind_bytes[k] += 5.0 * 2 * op.cin * px;
+          break;
+        case VqOpKind::kLookup:
+          break;
       }
     }
     absl::StrAppend(&out, "bf16 profile, batch ", n, ": ", total, " ms (", 1e3 * n / total, " img/s of GPU time)");
@@ -356,8 +373,7 @@ struct Bf16VqNetwork::Impl {
 };
 Bf16VqNetwork::Bf16VqNetwork(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Bf16VqNetwork::~Bf16VqNetwork() = default;
-absl::StatusOr<std::unique_ptr<Bf16VqNetwork>> Bf16VqNetwork::Create(const VqDecoderWeights&,
-                                                                     const vq::Vq16Config&,
+absl::StatusOr<std::unique_ptr<Bf16VqNetwork>> Bf16VqNetwork::Create(const VqDecoderWeights&, const vq::Vq16Config&,
                                                                      const Bf16VqOptions&, cudaStream_t,
                                                                      cublasHandle_t) {
   return absl::FailedPreconditionError("bf16 VQ: this build has no cuDNN (cudnn.h / libcudnn not found at configure)");

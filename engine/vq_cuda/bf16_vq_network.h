@@ -36,7 +36,7 @@ struct Bf16VqOptions {
   // and cuDNN's workspace together.
   int64_t workspace_bytes = int64_t{4} << 30;
   int64_t cudnn_workspace_bytes = int64_t{256} << 20;  // the most cuDNN may use, within workspace_bytes
-  bool benchmark_algorithms = true;  // time cuDNN's candidates at Create, else its heuristics' first
+  bool benchmark_algorithms = true;                    // time cuDNN's candidates at Create, else its heuristics' first
 };
 
 class Bf16VqNetwork {

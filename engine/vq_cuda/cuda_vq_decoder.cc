@@ -86,10 +86,10 @@ class Blob {
 
 // Per-image float counts of the decode's buffers, walked like the CPU decoder's ScratchPlan.
 struct Plan {
-  size_t act = 0;       // largest activation, c * h * w
-  size_t col = 0;       // largest 3x3 im2col matrix of one image, cin * 9 * h * w
-  size_t min_col = 0;   // one output row of the widest 3x3 conv: the smallest band allowed
-  size_t max_hw = 0;    // largest h * w
+  size_t act = 0;      // largest activation, c * h * w
+  size_t col = 0;      // largest 3x3 im2col matrix of one image, cin * 9 * h * w
+  size_t min_col = 0;  // one output row of the widest 3x3 conv: the smallest band allowed
+  size_t max_hw = 0;   // largest h * w
   void Conv(const DConv& c, int32_t h, int32_t w) {
     const size_t hw = static_cast<size_t>(h) * w;
     act = std::max({act, c.cin * hw, c.cout * hw});
@@ -124,9 +124,12 @@ absl::Status Pin(PinnedBuffer& buf, size_t bytes, const char* what) {
 
 const char* VqPrecisionName(VqPrecision p) {
   switch (p) {
-    case VqPrecision::kFp32: return "fp32";
-    case VqPrecision::kTf32: return "tf32";
-    case VqPrecision::kBf16: return "bf16";
+    case VqPrecision::kFp32:
+      return "fp32";
+    case VqPrecision::kTf32:
+      return "tf32";
+    case VqPrecision::kBf16:
+      return "bf16";
   }
   return "?";
 }
@@ -147,14 +150,14 @@ struct CudaVqDecoder::State {
   DNorm norm_out;
 
   int32_t chunk = 1;
-  size_t act_floats = 0;   // per buffer, whole chunk
-  size_t col_floats = 0;   // im2col band
-  size_t attn_floats = 0;  // q, k, v each, whole chunk
-  size_t score_floats = 0; // whole chunk
+  size_t act_floats = 0;    // per buffer, whole chunk
+  size_t col_floats = 0;    // im2col band
+  size_t attn_floats = 0;   // q, k, v each, whole chunk
+  size_t score_floats = 0;  // whole chunk
   DeviceBuffer weights, cublas_ws, buf_x, buf_a, buf_b, col, q, k, v, scores, tokens_dev, rgb_dev;
   PinnedBuffer tokens_host, rgb_host, float_host;
   float *x = nullptr, *a = nullptr, *b = nullptr;  // the three activations (x the running one)
-  VqPrecision precision = VqPrecision::kFp32;  // the path that runs
+  VqPrecision precision = VqPrecision::kFp32;      // the path that runs
   std::string fallback_reason;
   std::unique_ptr<Bf16VqNetwork> bf16;  // the bf16 path, when it runs
 
@@ -175,16 +178,15 @@ struct CudaVqDecoder::State {
   absl::Status Check(cudaError_t err, const char* what) const { return CudaStatus(err, what); }
 
   // out[cout][n*h*w] (=|+=) conv(in[cin][n*h*w]) + bias: one GEMM per im2col band.
-  absl::Status Conv(const DConv& c, const float* in, int32_t n, int32_t h, int32_t w, float* out,
-                    bool accumulate, const char* what) {
+  absl::Status Conv(const DConv& c, const float* in, int32_t n, int32_t h, int32_t w, float* out, bool accumulate,
+                    const char* what) {
     const int64_t m = static_cast<int64_t>(n) * h * w;
     ARGEN_STATUS_RETURN(Check(kernels::VqBiasRows(out, P(c.b), c.cout, m, accumulate, stream), what));
     const float one = 1.0f;
     // Column-major view of the row-major [C][m] matrices: out^T [m x cout] = col^T [m x K] * W^T [K x cout].
     if (c.kernel == 1) {
-      return CublasStatus(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(m), c.cout, c.cin,
-                                      &one, in, static_cast<int>(m), P(c.w), c.cin, &one, out,
-                                      static_cast<int>(m)),
+      return CublasStatus(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(m), c.cout, c.cin, &one, in,
+                                      static_cast<int>(m), P(c.w), c.cin, &one, out, static_cast<int>(m)),
                           what);
     }
     const int64_t kdim = static_cast<int64_t>(c.cin) * 9;
@@ -194,18 +196,16 @@ struct CudaVqDecoder::State {
       const int64_t len = std::min(band, m - p0);
       ARGEN_STATUS_RETURN(Check(kernels::VqIm2Col3x3(in, c.cin, n, h, w, p0, len, colp, stream), what));
       ARGEN_STATUS_RETURN(CublasStatus(
-          cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(len), c.cout, static_cast<int>(kdim),
-                      &one, colp, static_cast<int>(len), P(c.w), static_cast<int>(kdim), &one, out + p0,
-                      static_cast<int>(m)),
+          cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(len), c.cout, static_cast<int>(kdim), &one,
+                      colp, static_cast<int>(len), P(c.w), static_cast<int>(kdim), &one, out + p0, static_cast<int>(m)),
           what));
     }
     return absl::OkStatus();
   }
 
-  absl::Status Norm(const DNorm& nw, const float* in, int32_t n, int64_t hw, float* out, bool swish,
-                    const char* what) {
-    return Check(kernels::VqGroupNorm(in, P(nw.gamma), P(nw.beta), nw.channels, config.num_groups, n, hw,
-                                      kGroupNormEps, swish, out, stream),
+  absl::Status Norm(const DNorm& nw, const float* in, int32_t n, int64_t hw, float* out, bool swish, const char* what) {
+    return Check(kernels::VqGroupNorm(in, P(nw.gamma), P(nw.beta), nw.channels, config.num_groups, n, hw, kGroupNormEps,
+                                      swish, out, stream),
                  what);
   }
 
@@ -242,16 +242,14 @@ struct CudaVqDecoder::State {
     const int ihw = static_cast<int>(hw), im = static_cast<int>(m);
     // Per image: scores[i][j] = scale * sum_c q[c][i] k[c][j] (row-major [hw][hw]);
     // column-major that is S^T [hw x hw] = K^T-view [hw x c] * (Q-view [hw x c])^T.
-    ARGEN_STATUS_RETURN(CublasStatus(
-        cublasSgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_T, ihw, ihw, c, &scale, kp, im, hw, qp, im, hw,
-                                  &zero, sp, ihw, hw * hw, n),
-        "attn scores"));
+    ARGEN_STATUS_RETURN(CublasStatus(cublasSgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_T, ihw, ihw, c, &scale,
+                                                               kp, im, hw, qp, im, hw, &zero, sp, ihw, hw * hw, n),
+                                     "attn scores"));
     ARGEN_STATUS_RETURN(Check(kernels::VqSoftmaxRows(sp, m, ihw, stream), "attn softmax"));
     // out[c][i] = sum_j v[c][j] P[i][j]: column-major out-view [hw x c] = P [hw x hw] * V-view [hw x c].
-    ARGEN_STATUS_RETURN(CublasStatus(
-        cublasSgemmStridedBatched(cublas, CUBLAS_OP_T, CUBLAS_OP_N, ihw, c, ihw, &one, sp, ihw, hw * hw, vp, im,
-                                  hw, &zero, a, im, hw, n),
-        "attn values"));
+    ARGEN_STATUS_RETURN(CublasStatus(cublasSgemmStridedBatched(cublas, CUBLAS_OP_T, CUBLAS_OP_N, ihw, c, ihw, &one, sp,
+                                                               ihw, hw * hw, vp, im, hw, &zero, a, im, hw, n),
+                                     "attn values"));
     return Conv(at.proj_out, a, n, h, w, x, true, "attn proj_out");
   }
 
@@ -259,9 +257,9 @@ struct CudaVqDecoder::State {
   absl::Status Network(int32_t n) {
     const int32_t g = grid();
     const int64_t cells = static_cast<int64_t>(g) * g * n;
-    ARGEN_STATUS_RETURN(Check(kernels::VqCodebookLookup(P(codebook), codebook_size, embed_dim,
-                                                        tokens_dev.as<int32_t>(), cells, b, stream),
-                              "codebook lookup"));
+    ARGEN_STATUS_RETURN(Check(
+        kernels::VqCodebookLookup(P(codebook), codebook_size, embed_dim, tokens_dev.as<int32_t>(), cells, b, stream),
+        "codebook lookup"));
     ARGEN_STATUS_RETURN(Conv(post_quant_conv, b, n, g, g, a, false, "post_quant_conv"));
     ARGEN_STATUS_RETURN(Conv(conv_in, a, n, g, g, x, false, "conv_in"));
     ARGEN_STATUS_RETURN(Resnet(mid_res0, n, g, g));
@@ -274,8 +272,7 @@ struct CudaVqDecoder::State {
         if (!block.attn.empty()) ARGEN_STATUS_RETURN(Attn(block.attn[j], n, s, s));
       }
       if (block.has_upsample) {
-        ARGEN_STATUS_RETURN(
-            Check(kernels::VqUpsampleNearest2x(x, block.upsample.cin, n, s, s, a, stream), "upsample"));
+        ARGEN_STATUS_RETURN(Check(kernels::VqUpsampleNearest2x(x, block.upsample.cin, n, s, s, a, stream), "upsample"));
         s *= 2;
         ARGEN_STATUS_RETURN(Conv(block.upsample, a, n, s, s, x, false, "upsample conv"));
       }
@@ -427,10 +424,10 @@ absl::StatusOr<std::unique_ptr<CudaVqDecoder>> CudaVqDecoder::Create(VqDecoderWe
                     "CudaVqDecoder: stream");
   ARGEN_STATUS_RETURN(CublasStatus(cublasCreate(&s->cublas), "CudaVqDecoder: create handle"));
   ARGEN_STATUS_RETURN(CublasStatus(cublasSetStream(s->cublas, s->stream), "CudaVqDecoder: set stream"));
-  ARGEN_STATUS_RETURN(CublasStatus(
-      cublasSetMathMode(s->cublas,
-                        options.precision == VqPrecision::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
-      "CudaVqDecoder: math mode"));
+  ARGEN_STATUS_RETURN(
+      CublasStatus(cublasSetMathMode(s->cublas, options.precision == VqPrecision::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                                        : CUBLAS_DEFAULT_MATH),
+                   "CudaVqDecoder: math mode"));
   ARGEN_STATUS_RETURN(Alloc(s->cublas_ws, kCublasWorkspace, "cublas workspace"));
   ARGEN_STATUS_RETURN(CublasStatus(cublasSetWorkspace(s->cublas, s->cublas_ws.as(), kCublasWorkspace),
                                    "CudaVqDecoder: cublas workspace"));
@@ -497,15 +494,14 @@ std::string CudaVqDecoder::description() const {
 absl::Status CudaVqDecoder::ValidateGrid(std::span<const int32_t> tokens, size_t grid_index) const {
   const int32_t g = s_->config.token_grid();
   if (tokens.size() != static_cast<size_t>(g) * g) {
-    return absl::InvalidArgumentError(absl::StrCat("VQ decode: token grid ", grid_index, " has ",
-                                                   tokens.size(), " tokens, expected ", g * g, " (", g, " x ",
-                                                   g, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("VQ decode: token grid ", grid_index, " has ", tokens.size(),
+                                                   " tokens, expected ", g * g, " (", g, " x ", g, ")"));
   }
   for (size_t p = 0; p < tokens.size(); ++p) {
     if (tokens[p] < 0 || tokens[p] >= s_->config.codebook_size) {
-      return absl::InvalidArgumentError(absl::StrCat("VQ decode: token grid ", grid_index, ", position ", p,
-                                                     ": id ", tokens[p], " outside the codebook [0, ",
-                                                     s_->config.codebook_size, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("VQ decode: token grid ", grid_index, ", position ", p, ": id ",
+                                                     tokens[p], " outside the codebook [0, ", s_->config.codebook_size,
+                                                     ")"));
     }
   }
   return absl::OkStatus();
@@ -520,9 +516,9 @@ absl::Status CudaVqDecoder::RunChunk(const std::vector<std::span<const int32_t>>
     ARGEN_CUDA_RETURN(cudaSetDevice(s.device), "VQ decode: set device");
     int32_t* staged = s.tokens_host.as<int32_t>();
     for (int32_t i = 0; i < n; ++i) std::memcpy(staged + i * cells, grids[i].data(), cells * sizeof(int32_t));
-    ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.tokens_dev.as(), staged, n * cells * sizeof(int32_t),
-                                      cudaMemcpyHostToDevice, s.stream),
-                      "VQ decode: upload tokens");
+    ARGEN_CUDA_RETURN(
+        cudaMemcpyAsync(s.tokens_dev.as(), staged, n * cells * sizeof(int32_t), cudaMemcpyHostToDevice, s.stream),
+        "VQ decode: upload tokens");
     if (s.bf16) {
       ARGEN_STATUS_RETURN(s.bf16->Run(s.tokens_dev.as<int32_t>(), n));
     } else {
@@ -531,13 +527,12 @@ absl::Status CudaVqDecoder::RunChunk(const std::vector<std::span<const int32_t>>
     if (rgb) {
       ARGEN_CUDA_RETURN(kernels::VqToRgb8(s.output(), n, static_cast<int64_t>(hw), s.rgb_dev.as<uint8_t>(), s.stream),
                         "VQ decode: rgb8");
-      ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.rgb_host.as(), s.rgb_dev.as(), n * hw * 3, cudaMemcpyDeviceToHost,
-                                        s.stream),
+      ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.rgb_host.as(), s.rgb_dev.as(), n * hw * 3, cudaMemcpyDeviceToHost, s.stream),
                         "VQ decode: download rgb8");
     } else {
-      ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.float_host.as(), s.output(), n * hw * 3 * sizeof(float),
-                                        cudaMemcpyDeviceToHost, s.stream),
-                        "VQ decode: download floats");
+      ARGEN_CUDA_RETURN(
+          cudaMemcpyAsync(s.float_host.as(), s.output(), n * hw * 3 * sizeof(float), cudaMemcpyDeviceToHost, s.stream),
+          "VQ decode: download floats");
     }
     ARGEN_CUDA_RETURN(cudaStreamSynchronize(s.stream), "VQ decode: synchronize");
     return absl::OkStatus();
@@ -589,8 +584,7 @@ absl::Status CudaVqDecoder::DecodeToFloatBatch(const std::vector<std::vector<int
     for (size_t i = 0; i < n; ++i) {
       std::vector<float>& img = (*chw)[begin + i];
       img.resize(3 * hw);
-      for (size_t c = 0; c < 3; ++c)
-        std::memcpy(img.data() + c * hw, out + c * n * hw + i * hw, hw * sizeof(float));
+      for (size_t c = 0; c < 3; ++c) std::memcpy(img.data() + c * hw, out + c * n * hw + i * hw, hw * sizeof(float));
     }
   }
   return absl::OkStatus();

@@ -48,8 +48,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/vq/vq_config.h"
 #include "engine/engine.h"
+#include "engine/vq/vq_config.h"
 #include "engine/vq/vq_weights.h"
 
 namespace argen::vq {
@@ -86,8 +86,7 @@ class CudaVqDecoder {
   static absl::StatusOr<std::unique_ptr<CudaVqDecoder>> Create(const checkpoint::Checkpoint& checkpoint,
                                                                const vq::Vq16Config& config,
                                                                const CudaVqOptions& options = {});
-  static absl::StatusOr<std::unique_ptr<CudaVqDecoder>> Create(VqDecoderWeights weights,
-                                                               const vq::Vq16Config& config,
+  static absl::StatusOr<std::unique_ptr<CudaVqDecoder>> Create(VqDecoderWeights weights, const vq::Vq16Config& config,
                                                                const CudaVqOptions& options = {});
   ~CudaVqDecoder();
   CudaVqDecoder(const CudaVqDecoder&) = delete;
@@ -109,12 +108,12 @@ class CudaVqDecoder {
   int32_t image_size() const;
   int32_t token_grid() const;
   int32_t codebook_size() const;
-  int32_t chunk_images() const;  // images per chunk after the workspace limit
-  size_t scratch_bytes() const;  // device activations + im2col / cuDNN workspace + attention
-  size_t weight_bytes() const;   // device weights
-  VqPrecision precision() const;  // the path that runs (fp32 after a bf16 fallback)
+  int32_t chunk_images() const;                // images per chunk after the workspace limit
+  size_t scratch_bytes() const;                // device activations + im2col / cuDNN workspace + attention
+  size_t weight_bytes() const;                 // device weights
+  VqPrecision precision() const;               // the path that runs (fp32 after a bf16 fallback)
   const std::string& fallback_reason() const;  // why bf16 fell back to fp32; empty otherwise
-  std::string description() const;  // path, chunk and (bf16) cuDNN's algorithms
+  std::string description() const;             // path, chunk and (bf16) cuDNN's algorithms
 
   struct State;
 

@@ -22,29 +22,38 @@ absl::Status CudnnStatus(cudnnStatus_t st, absl::string_view what) {
   const std::string msg = absl::StrCat("cudnn: ", what, ": ", cudnnGetErrorString(st), " (", static_cast<int>(st), ")");
   const int family = static_cast<int>(st) / 1000;
   if (family == 3) return absl::FailedPreconditionError(msg);  // CUDNN_STATUS_NOT_SUPPORTED*
-  if (st == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED || st == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
+  if (st == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+      st == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
     return absl::ResourceExhaustedError(msg);
   if (family == 1) return absl::FailedPreconditionError(msg);  // not initialised, sub-library missing or mismatched
   return absl::InternalError(msg);
 }
 
-#define ARGEN_CUDNN_RETURN(expr, what)                                         \
-  do {                                                                         \
-    if (absl::Status argen_cs_ = CudnnStatus((expr), (what)); !argen_cs_.ok()) \
-      return argen_cs_;                                                        \
+#define ARGEN_CUDNN_RETURN(expr, what)                                                           \
+  do {                                                                                           \
+    if (absl::Status argen_cs_ = CudnnStatus((expr), (what)); !argen_cs_.ok()) return argen_cs_; \
   } while (0)
 
 const char* AlgoName(cudnnConvolutionFwdAlgo_t a) {
   switch (a) {
-    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "implicit_gemm";
-    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "implicit_precomp_gemm";
-    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "gemm";
-    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "direct";
-    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "fft";
-    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "fft_tiling";
-    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "winograd";
-    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "winograd_nonfused";
-    default: return "?";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM:
+      return "implicit_gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
+      return "implicit_precomp_gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM:
+      return "gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT:
+      return "direct";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT:
+      return "fft";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING:
+      return "fft_tiling";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD:
+      return "winograd";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED:
+      return "winograd_nonfused";
+    default:
+      return "?";
   }
 }
 
@@ -96,7 +105,8 @@ absl::Status CudnnConvs::Plan(const std::vector<CudnnConvShape>& shapes, const s
   m.benchmarked = benchmark;
   for (const CudnnConvShape& s : shapes) {
     if (s.cin % 8 != 0 || s.cout % 8 != 0)
-      return absl::FailedPreconditionError(absl::StrCat("cudnn plan: ", ShapeName(s, 1), ": channels not multiples of 8"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("cudnn plan: ", ShapeName(s, 1), ": channels not multiples of 8"));
     cudnnFilterDescriptor_t f = nullptr;
     ARGEN_CUDNN_RETURN(cudnnCreateFilterDescriptor(&f), "cudnnCreateFilterDescriptor");
     m.filters.push_back(f);
@@ -120,9 +130,9 @@ absl::Status CudnnConvs::Plan(const std::vector<CudnnConvShape>& shapes, const s
       ARGEN_CUDNN_RETURN(
           cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, batch, s.cout, s.h, s.w),
           absl::StrCat("output ", name));
-      ARGEN_CUDNN_RETURN(cudnnSetConvolution2dDescriptor(p.conv, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
-                                                         CUDNN_DATA_FLOAT),
-                         absl::StrCat("convolution ", name));
+      ARGEN_CUDNN_RETURN(
+          cudnnSetConvolution2dDescriptor(p.conv, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+          absl::StrCat("convolution ", name));
       ARGEN_CUDNN_RETURN(cudnnSetConvolutionMathType(p.conv, CUDNN_TENSOR_OP_MATH), absl::StrCat("math type ", name));
       int on = 0, oc = 0, oh = 0, ow = 0;
       ARGEN_CUDNN_RETURN(cudnnGetConvolution2dForwardOutputDim(p.conv, p.x, m.filters[si], &on, &oc, &oh, &ow),

@@ -49,8 +49,8 @@ class CudnnConvs {
   size_t workspace_bytes() const;
 
   // y = conv(x) + beta * y (beta 0 or 1; y must not overlap x), for a planned shape and batch.
-  absl::Status Forward(int32_t shape, int32_t batch, const void* x, const void* w, void* y, float beta,
-                       void* workspace, size_t workspace_bytes) const;
+  absl::Status Forward(int32_t shape, int32_t batch, const void* x, const void* w, void* y, float beta, void* workspace,
+                       size_t workspace_bytes) const;
 
   // The algorithm chosen per shape at the largest batch (and its measured time when benchmarked).
   std::string Describe() const;

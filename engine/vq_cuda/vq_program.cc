@@ -67,7 +67,8 @@ class VqProgramBuilder {
 
     // The codebook through post_quant_conv (1x1, per position linear): one table row per id.
     const Conv2dWeights& pq = w.post_quant_conv;
-    if (pq.kernel != 1 || pq.cin != w.embed_dim) return Unsupported("post_quant_conv", "is not a 1x1 conv of the codebook");
+    if (pq.kernel != 1 || pq.cin != w.embed_dim)
+      return Unsupported("post_quant_conv", "is not a 1x1 conv of the codebook");
     ARGEN_RETURN_IF(Channels(pq.cout, "post_quant_conv output"));
     std::vector<float> table(static_cast<size_t>(w.codebook_size) * pq.cout);
     for (int32_t id = 0; id < w.codebook_size; ++id) {
@@ -131,7 +132,8 @@ class VqProgramBuilder {
     for (int32_t o = 0; o < 3; ++o)
       for (int32_t i = 0; i < co.cin; ++i)
         for (int32_t tap = 0; tap < 9; ++tap)
-          wt[(static_cast<size_t>(tap) * 3 + o) * co.cin + i] = co.weight[(static_cast<size_t>(o) * co.cin + i) * 9 + tap];
+          wt[(static_cast<size_t>(tap) * 3 + o) * co.cin + i] =
+              co.weight[(static_cast<size_t>(o) * co.cin + i) * 9 + tap];
     VqOp out;
     out.kind = VqOpKind::kConvOut;
     out.what = "conv_out";
@@ -182,7 +184,8 @@ class VqProgramBuilder {
     for (int32_t o = 0; o < c.cout; ++o)
       for (int32_t i = 0; i < c.cin; ++i)
         for (int32_t tap = 0; tap < 9; ++tap)
-          out[(static_cast<size_t>(o) * 9 + tap) * c.cin + i] = c.weight[(static_cast<size_t>(o) * c.cin + i) * 9 + tap];
+          out[(static_cast<size_t>(o) * 9 + tap) * c.cin + i] =
+              c.weight[(static_cast<size_t>(o) * c.cin + i) * 9 + tap];
     return out;
   }
 
@@ -284,7 +287,8 @@ class VqProgramBuilder {
   absl::Status Attn(const AttnBlockWeights& at, int32_t side, const std::string& what) {
     const int32_t c = at.q.cout;
     for (const Conv2dWeights* w : {&at.q, &at.k, &at.v, &at.proj_out}) {
-      if (w->kernel != 1 || w->cin != c || w->cout != c) return Unsupported(what, "q/k/v/proj_out are not c x c 1x1 convs");
+      if (w->kernel != 1 || w->cin != c || w->cout != c)
+        return Unsupported(what, "q/k/v/proj_out are not c x c 1x1 convs");
     }
     if (static_cast<int32_t>(pb_.size()) != c) return Unsupported(what, "input width mismatch");
     ARGEN_RETURN_IF(GroupNorm(at.norm, x_, a_, side, false, &pb_, what + " norm"));
@@ -316,8 +320,8 @@ class VqProgramBuilder {
   const vq::Vq16Config& config_;
   VqProgram& p_;
   bool keep_exact_;
-  int x_ = 0, a_ = 1, b_ = 2;   // buffer of the residual stream and the two temporaries
-  std::vector<double> pb_;      // pending bias of x_
+  int x_ = 0, a_ = 1, b_ = 2;  // buffer of the residual stream and the two temporaries
+  std::vector<double> pb_;     // pending bias of x_
 };
 
 absl::StatusOr<VqProgram> VqProgram::Build(const VqDecoderWeights& weights, const vq::Vq16Config& config,

@@ -54,12 +54,12 @@ enum class VqSpace : uint8_t {
   kAct0,
   kAct1,
   kAct2,
-  kQkv,          // attention q | k | v, [rows][3c]
-  kScores,       // attention scores, fp32 [n][cells][cells]
-  kProbs,        // attention probabilities, bf16 [n][cells][cells]
-  kHalfWeights,  // bf16 weight blob
-  kFloatWeights, // float blob: biases, GroupNorm affine, conv_out
-  kOutput,       // fp32 planar pixels [3][plane_stride]
+  kQkv,           // attention q | k | v, [rows][3c]
+  kScores,        // attention scores, fp32 [n][cells][cells]
+  kProbs,         // attention probabilities, bf16 [n][cells][cells]
+  kHalfWeights,   // bf16 weight blob
+  kFloatWeights,  // float blob: biases, GroupNorm affine, conv_out
+  kOutput,        // fp32 planar pixels [3][plane_stride]
 };
 
 struct VqPtr {
@@ -131,14 +131,14 @@ enum class VqOpKind : uint8_t { kLookup, kConv3x3, kLinear, kGroupNorm, kUpsampl
 struct VqOp {
   VqOpKind kind = VqOpKind::kLookup;
   std::string what;
-  int in = 0, out = 0, tmp = 0;        // activation buffers 0..2
+  int in = 0, out = 0, tmp = 0;             // activation buffers 0..2
   int32_t cin = 0, cout = 0, h = 0, w = 0;  // at the op's input resolution
-  int64_t weight = -1, weight2 = -1;   // half blob (attention: qkv, proj_out)
-  int64_t bias = -1;                   // float blob: input bias (GroupNorm, upsample), q|k|v bias, conv_out bias
-  int64_t gamma = -1, beta = -1;       // float blob (GroupNorm)
+  int64_t weight = -1, weight2 = -1;        // half blob (attention: qkv, proj_out)
+  int64_t bias = -1;                        // float blob: input bias (GroupNorm, upsample), q|k|v bias, conv_out bias
+  int64_t gamma = -1, beta = -1;            // float blob (GroupNorm)
   bool swish = false;
-  float accumulate = 0.0f;             // beta of a convolution / linear / proj_out
-  int32_t shape = -1;                  // conv3x3: index into conv_shapes()
+  float accumulate = 0.0f;  // beta of a convolution / linear / proj_out
+  int32_t shape = -1;       // conv3x3: index into conv_shapes()
 };
 
 class VqProgram {
@@ -158,8 +158,8 @@ class VqProgram {
   int64_t act_elems() const { return act_elems_; }
   int64_t qkv_elems() const { return qkv_elems_; }
   int64_t score_elems() const { return score_elems_; }
-  int32_t cells() const { return cells_; }           // token_grid^2
-  int64_t pixels() const { return pixels_; }         // image_size^2
+  int32_t cells() const { return cells_; }    // token_grid^2
+  int64_t pixels() const { return pixels_; }  // image_size^2
   int32_t image_size() const { return image_size_; }
 
   // Runs the program on n images (tokens [token_offset, token_offset + n*cells)

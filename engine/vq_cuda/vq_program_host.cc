@@ -37,16 +37,26 @@ float HostVqExecutor::Store(VqSpace s, float v) const {
 
 float* HostVqExecutor::At(VqPtr p) {
   switch (p.space) {
-    case VqSpace::kNone: return nullptr;
-    case VqSpace::kAct0: return act_[0].data() + p.offset;
-    case VqSpace::kAct1: return act_[1].data() + p.offset;
-    case VqSpace::kAct2: return act_[2].data() + p.offset;
-    case VqSpace::kQkv: return qkv_.data() + p.offset;
-    case VqSpace::kScores: return scores_.data() + p.offset;
-    case VqSpace::kProbs: return probs_.data() + p.offset;
-    case VqSpace::kHalfWeights: return half_.data() + p.offset;
-    case VqSpace::kFloatWeights: return float_.data() + p.offset;
-    case VqSpace::kOutput: return out_.data() + p.offset;
+    case VqSpace::kNone:
+      return nullptr;
+    case VqSpace::kAct0:
+      return act_[0].data() + p.offset;
+    case VqSpace::kAct1:
+      return act_[1].data() + p.offset;
+    case VqSpace::kAct2:
+      return act_[2].data() + p.offset;
+    case VqSpace::kQkv:
+      return qkv_.data() + p.offset;
+    case VqSpace::kScores:
+      return scores_.data() + p.offset;
+    case VqSpace::kProbs:
+      return probs_.data() + p.offset;
+    case VqSpace::kHalfWeights:
+      return half_.data() + p.offset;
+    case VqSpace::kFloatWeights:
+      return float_.data() + p.offset;
+    case VqSpace::kOutput:
+      return out_.data() + p.offset;
   }
   return nullptr;
 }
@@ -65,13 +75,12 @@ absl::Status HostVqExecutor::Decode(const std::vector<std::vector<int32_t>>& gri
   if (absl::Status s = program_.Run(*this, n, 0, 0, n * px); !s.ok()) return s;
   chw->assign(n, std::vector<float>(static_cast<size_t>(3 * px)));
   for (int32_t i = 0; i < n; ++i)
-    for (int64_t c = 0; c < 3; ++c)
-      std::copy_n(out_.data() + c * n * px + i * px, px, (*chw)[i].data() + c * px);
+    for (int64_t c = 0; c < 3; ++c) std::copy_n(out_.data() + c * n * px + i * px, px, (*chw)[i].data() + c * px);
   return absl::OkStatus();
 }
 
-absl::Status HostVqExecutor::Lookup(VqPtr table, int32_t table_rows, int32_t dim, int64_t token_offset,
-                                    int64_t count, VqPtr out) {
+absl::Status HostVqExecutor::Lookup(VqPtr table, int32_t table_rows, int32_t dim, int64_t token_offset, int64_t count,
+                                    VqPtr out) {
   const float* t = At(table);
   float* o = At(out);
   for (int64_t i = 0; i < count; ++i) {
@@ -82,8 +91,8 @@ absl::Status HostVqExecutor::Lookup(VqPtr table, int32_t table_rows, int32_t dim
   return absl::OkStatus();
 }
 
-absl::Status HostVqExecutor::Conv3x3(int32_t, const VqConvShape& shape, int32_t n, VqPtr in, VqPtr weight,
-                                     VqPtr out, float beta) {
+absl::Status HostVqExecutor::Conv3x3(int32_t, const VqConvShape& shape, int32_t n, VqPtr in, VqPtr weight, VqPtr out,
+                                     float beta) {
   const int32_t h = shape.h, w = shape.w, cin = shape.cin, cout = shape.cout;
   const int64_t hw = int64_t{h} * w, kdim = int64_t{9} * cin;
   col_.resize(static_cast<size_t>(hw * kdim + hw * cout));
@@ -107,8 +116,8 @@ absl::Status HostVqExecutor::Conv3x3(int32_t, const VqConvShape& shape, int32_t 
         }
       }
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(hw), cout, static_cast<int>(kdim), 1.0f,
-                col, static_cast<int>(kdim), wt, static_cast<int>(kdim), 0.0f, tmp, cout);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(hw), cout, static_cast<int>(kdim), 1.0f, col,
+                static_cast<int>(kdim), wt, static_cast<int>(kdim), 0.0f, tmp, cout);
     for (int64_t i = 0; i < hw * cout; ++i) y[i] = Store(out.space, tmp[i] + beta * y[i]);
   }
   return absl::OkStatus();
@@ -121,8 +130,8 @@ absl::Status HostVqExecutor::Gemm(const VqGemm& g) {
     const float* a = At(g.a) + b * g.stride_a;
     const float* bm = At(g.b) + b * g.stride_b;
     float* c = At(g.c) + b * g.stride_c;
-    cblas_sgemm(CblasColMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans, g.m,
-                g.n, g.k, g.alpha, a, static_cast<int>(g.lda), bm, static_cast<int>(g.ldb), 0.0f, tmp, g.m);
+    cblas_sgemm(CblasColMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans, g.m, g.n,
+                g.k, g.alpha, a, static_cast<int>(g.lda), bm, static_cast<int>(g.ldb), 0.0f, tmp, g.m);
     for (int64_t j = 0; j < g.n; ++j)
       for (int64_t r = 0; r < g.m; ++r) {
         float& dst = c[r + j * g.ldc];
@@ -208,8 +217,8 @@ absl::Status HostVqExecutor::SoftmaxToBf16(VqPtr scores, int64_t rows, int32_t n
   return absl::OkStatus();
 }
 
-absl::Status HostVqExecutor::ConvOut(VqPtr in, VqPtr weight_t, VqPtr bias, int32_t n, int32_t h, int32_t w,
-                                     int32_t cin, VqPtr out, int64_t plane_stride) {
+absl::Status HostVqExecutor::ConvOut(VqPtr in, VqPtr weight_t, VqPtr bias, int32_t n, int32_t h, int32_t w, int32_t cin,
+                                     VqPtr out, int64_t plane_stride) {
   const float* x = At(in);
   const float* wt = At(weight_t);  // [9][3][cin]
   const float* b = At(bias);

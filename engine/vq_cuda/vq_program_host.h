@@ -28,12 +28,11 @@ class HostVqExecutor final : public VqPrimitives {
                        float beta) override;
   absl::Status Gemm(const VqGemm& g) override;
   absl::Status GroupNorm(const VqGroupNormArgs& a) override;
-  absl::Status Upsample2x(VqPtr in, VqPtr bias, int32_t n, int32_t h, int32_t w, int32_t channels,
-                          VqPtr out) override;
+  absl::Status Upsample2x(VqPtr in, VqPtr bias, int32_t n, int32_t h, int32_t w, int32_t channels, VqPtr out) override;
   absl::Status AddBias(VqPtr x, VqPtr bias, int64_t rows, int32_t channels) override;
   absl::Status SoftmaxToBf16(VqPtr scores, int64_t rows, int32_t n, VqPtr probs) override;
-  absl::Status ConvOut(VqPtr in, VqPtr weight_t, VqPtr bias, int32_t n, int32_t h, int32_t w, int32_t cin,
-                       VqPtr out, int64_t plane_stride) override;
+  absl::Status ConvOut(VqPtr in, VqPtr weight_t, VqPtr bias, int32_t n, int32_t h, int32_t w, int32_t cin, VqPtr out,
+                       int64_t plane_stride) override;
 
  private:
   float* At(VqPtr p);

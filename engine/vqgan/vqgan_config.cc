@@ -56,7 +56,8 @@ absl::Status ValidateVqganConfig(const VqganConfig& c, std::string_view where) {
     return FieldError(where, d + "z_channels", absl::StrCat("must be in 1..", kMaxChannels, ", got ", c.z_channels));
   if (c.ch <= 0) return FieldError(where, d + "ch", absl::StrCat("must be > 0, got ", c.ch));
   if (c.ch_mult.empty() || c.ch_mult.size() > static_cast<size_t>(kMaxLevels))
-    return FieldError(where, d + "ch_mult", absl::StrCat("must have 1..", kMaxLevels, " entries, got ", c.ch_mult.size()));
+    return FieldError(where, d + "ch_mult",
+                      absl::StrCat("must have 1..", kMaxLevels, " entries, got ", c.ch_mult.size()));
   for (int32_t m : c.ch_mult) {
     const int64_t width = int64_t{c.ch} * m;
     if (m <= 0 || width > kMaxChannels || width % kGroupNormGroups != 0) {
@@ -66,10 +67,12 @@ absl::Status ValidateVqganConfig(const VqganConfig& c, std::string_view where) {
     }
   }
   if (c.num_res_blocks < 0 || c.num_res_blocks > kMaxResBlocks)
-    return FieldError(where, d + "num_res_blocks", absl::StrCat("must be in 0..", kMaxResBlocks, ", got ", c.num_res_blocks));
+    return FieldError(where, d + "num_res_blocks",
+                      absl::StrCat("must be in 0..", kMaxResBlocks, ", got ", c.num_res_blocks));
   if (c.resolution <= 0 || c.resolution > kMaxResolution || c.resolution % c.downsample() != 0)
-    return FieldError(where, d + "resolution", absl::StrCat("must be a positive multiple of the downsampling ",
-                                                           c.downsample(), ", got ", c.resolution));
+    return FieldError(
+        where, d + "resolution",
+        absl::StrCat("must be a positive multiple of the downsampling ", c.downsample(), ", got ", c.resolution));
   if (c.out_ch != 3) return FieldError(where, d + "out_ch", absl::StrCat("must be 3 (RGB), got ", c.out_ch));
   return absl::OkStatus();
 }
@@ -90,26 +93,25 @@ absl::StatusOr<VqganConfig> ParseVqganYaml(std::string_view yaml_text, std::stri
   const std::string d = "model.params.ddconfig.";
   std::string attn_type = "vanilla";
   bool give_pre_end = false, use_linear_attn = false;
-  for (absl::Status s : {Read(params, "embed_dim", p, source, true, &c.embed_dim),
-                         Read(params, "n_embed", p, source, true, &c.n_embed),
-                         Read(dd, "z_channels", d, source, true, &c.z_channels),
-                         Read(dd, "ch", d, source, true, &c.ch),
-                         Read(dd, "ch_mult", d, source, true, &c.ch_mult),
-                         Read(dd, "num_res_blocks", d, source, true, &c.num_res_blocks),
-                         Read(dd, "attn_resolutions", d, source, true, &c.attn_resolutions),
-                         Read(dd, "resolution", d, source, true, &c.resolution),
-                         Read(dd, "out_ch", d, source, false, &c.out_ch),
-                         Read(dd, "resamp_with_conv", d, source, false, &c.resamp_with_conv),
-                         Read(dd, "tanh_out", d, source, false, &c.tanh_out),
-                         Read(dd, "give_pre_end", d, source, false, &give_pre_end),
-                         Read(dd, "use_linear_attn", d, source, false, &use_linear_attn),
-                         Read(dd, "attn_type", d, source, false, &attn_type)}) {
+  for (absl::Status s :
+       {Read(params, "embed_dim", p, source, true, &c.embed_dim), Read(params, "n_embed", p, source, true, &c.n_embed),
+        Read(dd, "z_channels", d, source, true, &c.z_channels), Read(dd, "ch", d, source, true, &c.ch),
+        Read(dd, "ch_mult", d, source, true, &c.ch_mult),
+        Read(dd, "num_res_blocks", d, source, true, &c.num_res_blocks),
+        Read(dd, "attn_resolutions", d, source, true, &c.attn_resolutions),
+        Read(dd, "resolution", d, source, true, &c.resolution), Read(dd, "out_ch", d, source, false, &c.out_ch),
+        Read(dd, "resamp_with_conv", d, source, false, &c.resamp_with_conv),
+        Read(dd, "tanh_out", d, source, false, &c.tanh_out), Read(dd, "give_pre_end", d, source, false, &give_pre_end),
+        Read(dd, "use_linear_attn", d, source, false, &use_linear_attn),
+        Read(dd, "attn_type", d, source, false, &attn_type)}) {
     if (!s.ok()) return s;
   }
-  if (give_pre_end) return FieldError(source, d + "give_pre_end", "true is not supported (the decoder would not output pixels)");
+  if (give_pre_end)
+    return FieldError(source, d + "give_pre_end", "true is not supported (the decoder would not output pixels)");
   if (use_linear_attn || (attn_type != "vanilla" && attn_type != "none")) {
-    return FieldError(source, d + "attn_type", absl::StrCat("only \"vanilla\" and \"none\" are supported, got \"",
-                                                           use_linear_attn ? "linear" : attn_type, "\""));
+    return FieldError(source, d + "attn_type",
+                      absl::StrCat("only \"vanilla\" and \"none\" are supported, got \"",
+                                   use_linear_attn ? "linear" : attn_type, "\""));
   }
   c.attention = attn_type == "vanilla";
   if (absl::Status s = ValidateVqganConfig(c, source); !s.ok()) return s;

@@ -25,13 +25,13 @@ struct VqganConfig {
   int32_t z_channels = 0;
   int32_t ch = 0;
   std::vector<int32_t> ch_mult;
-  int32_t num_res_blocks = 0;           // the decoder has num_res_blocks + 1 per level
+  int32_t num_res_blocks = 0;             // the decoder has num_res_blocks + 1 per level
   std::vector<int32_t> attn_resolutions;  // nominal resolutions (of `resolution`) with attention blocks
-  int32_t resolution = 0;               // nominal input size; decides only where attention goes
+  int32_t resolution = 0;                 // nominal input size; decides only where attention goes
   int32_t out_ch = 3;
-  bool resamp_with_conv = true;         // the upsampling's 3x3 conv
+  bool resamp_with_conv = true;  // the upsampling's 3x3 conv
   bool tanh_out = false;
-  bool attention = true;                // attn_type "vanilla" (true) or "none"
+  bool attention = true;  // attn_type "vanilla" (true) or "none"
 
   int32_t levels() const { return static_cast<int32_t>(ch_mult.size()); }
   int32_t downsample() const { return 1 << (levels() - 1); }

@@ -55,8 +55,8 @@ absl::StatusOr<std::unique_ptr<VqganDecoder>> VqganDecoder::Create(VqganDecoderW
   if (limits.max_cells <= 0 || limits.max_side <= 0 || limits.max_side > (1 << 12) ||
       static_cast<int64_t>(limits.max_cells) > int64_t{limits.max_side} * limits.max_side) {
     return absl::InvalidArgumentError(absl::StrCat("VqganDecoder: limits need 0 < max_cells <= max_side^2 and ",
-                                                   "max_side <= 4096, got max_cells ", limits.max_cells,
-                                                   ", max_side ", limits.max_side));
+                                                   "max_side <= 4096, got max_cells ", limits.max_cells, ", max_side ",
+                                                   limits.max_side));
   }
   if (weights.n_embed != config.n_embed || weights.embed_dim != config.embed_dim ||
       weights.codebook.size() != static_cast<size_t>(config.n_embed) * config.embed_dim ||
@@ -64,12 +64,13 @@ absl::StatusOr<std::unique_ptr<VqganDecoder>> VqganDecoder::Create(VqganDecoderW
       !SameShape(weights.post_quant_conv, config.embed_dim, config.z_channels, 1) ||
       !SameShape(weights.conv_out, config.width(0), config.out_ch, 3) ||
       weights.mid_attn_1.has_value() != config.attention) {
-    return absl::InvalidArgumentError("VqganDecoder: weights do not match the VQGAN config (codebook, levels or widths)");
+    return absl::InvalidArgumentError(
+        "VqganDecoder: weights do not match the VQGAN config (codebook, levels or widths)");
   }
   if (const size_t bytes = PlanScratch(weights, config, limits).Bytes(); bytes > kMaxScratchBytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("VqganDecoder: grids of up to ", limits.max_cells,
-                                                     " codes need ", bytes >> 20, " MiB of scratch, over the ",
-                                                     kMaxScratchBytes >> 20, " MiB cap"));
+    return absl::ResourceExhaustedError(absl::StrCat("VqganDecoder: grids of up to ", limits.max_cells, " codes need ",
+                                                     bytes >> 20, " MiB of scratch, over the ", kMaxScratchBytes >> 20,
+                                                     " MiB cap"));
   }
   if (threads == 0) threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
   return std::unique_ptr<VqganDecoder>(new VqganDecoder(std::move(weights), config, limits, threads));
@@ -106,8 +107,7 @@ size_t ScratchPlan::Bytes() const { return sizeof(float) * (3 * act + col + 3 * 
 
 }  // namespace
 
-VqganDecoder::VqganDecoder(VqganDecoderWeights weights, const VqganConfig& config, DecodeLimits limits,
-                           int32_t threads)
+VqganDecoder::VqganDecoder(VqganDecoderWeights weights, const VqganConfig& config, DecodeLimits limits, int32_t threads)
     : weights_(std::move(weights)), config_(config), limits_(limits), pool_(threads) {
   const ScratchPlan plan = PlanScratch(weights_, config_, limits_);
   x_.resize(plan.act);
@@ -130,8 +130,7 @@ absl::Status VqganDecoder::ValidateGrid(const CodeGrid& grid, size_t index) cons
   if (grid.height <= 0 || grid.width <= 0) {
     return bad(absl::StrCat("size ", grid.height, " x ", grid.width, " is not positive"));
   }
-  if (std::max(grid.height, grid.width) > limits_.max_side ||
-      int64_t{grid.height} * grid.width > limits_.max_cells) {
+  if (std::max(grid.height, grid.width) > limits_.max_side || int64_t{grid.height} * grid.width > limits_.max_cells) {
     return bad(absl::StrCat(grid.height, " x ", grid.width, " codes is larger than this decoder allows (",
                             limits_.max_cells, " codes, ", limits_.max_side, " on a side)"));
   }
@@ -140,8 +139,8 @@ absl::Status VqganDecoder::ValidateGrid(const CodeGrid& grid, size_t index) cons
   }
   for (size_t p = 0; p < grid.codes.size(); ++p) {
     if (grid.codes[p] < 0 || grid.codes[p] >= config_.n_embed) {
-      return bad(absl::StrCat("position ", p, ": code ", grid.codes[p], " outside the codebook [0, ",
-                              config_.n_embed, ")"));
+      return bad(
+          absl::StrCat("position ", p, ": code ", grid.codes[p], " outside the codebook [0, ", config_.n_embed, ")"));
     }
   }
   return absl::OkStatus();
@@ -173,8 +172,8 @@ void VqganDecoder::AttnBlock(const vq::AttnBlockWeights& w, int32_t h, int32_t w
   vq::Conv2d(w.q, a_.data(), h, wd, q_.data(), false, nullptr, 0, &pool_);
   vq::Conv2d(w.k, a_.data(), h, wd, k_.data(), false, nullptr, 0, &pool_);
   vq::Conv2d(w.v, a_.data(), h, wd, v_.data(), false, nullptr, 0, &pool_);
-  vq::SpatialAttention(q_.data(), k_.data(), v_.data(), w.q.cout, static_cast<int32_t>(hw), scores_.data(),
-                       a_.data(), &pool_);
+  vq::SpatialAttention(q_.data(), k_.data(), v_.data(), w.q.cout, static_cast<int32_t>(hw), scores_.data(), a_.data(),
+                       &pool_);
   vq::Conv2d(w.proj_out, a_.data(), h, wd, x_.data(), /*accumulate=*/true, nullptr, 0, &pool_);
 }
 

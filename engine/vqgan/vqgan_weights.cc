@@ -74,8 +74,8 @@ class Walker {
     auto n = Norm(name + ".norm", channels);
     if (!n.ok()) return n.status();
     a.norm = std::move(*n);
-    for (auto [field, sub] : {std::pair{&a.q, ".q"}, std::pair{&a.k, ".k"}, std::pair{&a.v, ".v"},
-                              std::pair{&a.proj_out, ".proj_out"}}) {
+    for (auto [field, sub] :
+         {std::pair{&a.q, ".q"}, std::pair{&a.k, ".k"}, std::pair{&a.v, ".v"}, std::pair{&a.proj_out, ".proj_out"}}) {
       auto c = Conv(name + sub, channels, channels, 1);
       if (!c.ok()) return c.status();
       *field = std::move(*c);
@@ -157,7 +157,7 @@ absl::StatusOr<VqganDecoderWeights> LoadVqganDecoderWeights(const TensorSource& 
 }
 
 std::vector<std::pair<std::string, std::vector<int64_t>>> VqganDecoderTensors(const VqganConfig& config,
-                                                                               const std::string& prefix) {
+                                                                              const std::string& prefix) {
   Walker walk(nullptr, prefix);
   if (!Walk(walk, config).ok()) return {};
   return std::move(walk.names());

@@ -33,10 +33,11 @@ TensorSource CheckpointTensorSource(const checkpoint::Checkpoint& checkpoint);
 // decoder.up.{level}: level 0 is the full-resolution one; the decoder runs
 // levels from the last (lowest resolution) to 0.
 struct UpLevelWeights {
-  std::vector<vq::ResnetBlockWeights> block;   // num_res_blocks + 1
-  std::vector<vq::AttnBlockWeights> attn;      // one per block where the level has attention, else empty
-  std::optional<vq::Conv2dWeights> upsample;   // nearest x2 then this 3x3 conv; absent at level 0 (or without resamp_with_conv)
-  bool upsample_2x = false;                    // level != 0: the activation doubles after the blocks
+  std::vector<vq::ResnetBlockWeights> block;  // num_res_blocks + 1
+  std::vector<vq::AttnBlockWeights> attn;     // one per block where the level has attention, else empty
+  std::optional<vq::Conv2dWeights>
+      upsample;              // nearest x2 then this 3x3 conv; absent at level 0 (or without resamp_with_conv)
+  bool upsample_2x = false;  // level != 0: the activation doubles after the blocks
 };
 
 struct VqganDecoderWeights {
@@ -59,6 +60,6 @@ absl::StatusOr<VqganDecoderWeights> LoadVqganDecoderWeights(const TensorSource& 
 // The decode-path tensor names with their shapes (for validating a checkpoint
 // up front, e.g. together with the language model's tensors).
 std::vector<std::pair<std::string, std::vector<int64_t>>> VqganDecoderTensors(const VqganConfig& config,
-                                                                               const std::string& prefix = "");
+                                                                              const std::string& prefix = "");
 
 }  // namespace argen::vqgan

@@ -60,19 +60,17 @@ struct PolicyState {
 
 // Header of the int state.
 enum PolicyStateHeader : int32_t {
-  kStateNextStep = 0,  // the t PlanStep expects next
-  kStateResident = 1,  // score policies: slots filled so far
-  kStateLagCount = 2,  // diagonal*: attended lags in the window
-  kStateSkipCount = 3, // diagonal*: skipped lags
-  kStateAux = 4,       // ssd: 1 for a semantic head; diagonal_grid: the step its grid phase starts
+  kStateNextStep = 0,   // the t PlanStep expects next
+  kStateResident = 1,   // score policies: slots filled so far
+  kStateLagCount = 2,   // diagonal*: attended lags in the window
+  kStateSkipCount = 3,  // diagonal*: skipped lags
+  kStateAux = 4,        // ssd: 1 for a semantic head; diagonal_grid: the step its grid phase starts
   kStateHeaderInts = 5,
 };
 
 namespace policy_detail {
 
-ARGEN_SPARSE_HD bool IsDiagonal(PolicyKind k) {
-  return k == PolicyKind::kDiagonal || k == PolicyKind::kDiagonalSink4;
-}
+ARGEN_SPARSE_HD bool IsDiagonal(PolicyKind k) { return k == PolicyKind::kDiagonal || k == PolicyKind::kDiagonalSink4; }
 ARGEN_SPARSE_HD bool IsScoreBased(PolicyKind k) {
   return k == PolicyKind::kH2O || k == PolicyKind::kTova || k == PolicyKind::kAlisa;
 }
@@ -136,7 +134,7 @@ ARGEN_SPARSE_HD int32_t GridLagMax(const ResolvedPolicy& p, int32_t n) {
 // and while the shape reaches above the image or into the sinks.
 struct GridWindowShape {
   int32_t valid = 0;
-  int32_t row = 0;   // r, the target's row
+  int32_t row = 0;  // r, the target's row
   int32_t run = 0;
   int32_t n1 = 0, lo1 = 0;        // row r - 1: columns [lo1, lo1 + n1)
   int32_t rows = 0, band_lo = 0;  // rows r - 1 - rows .. r - 2: columns [band_lo, band_lo + grid_band)
@@ -186,8 +184,7 @@ ARGEN_SPARSE_HD int32_t GridWindowMaxLag(const ResolvedPolicy& p) {
 
 // Entry k (after the sinks) of a valid shape's list, oldest first: the
 // partial row, the full rows from the deepest, the row above, the run.
-ARGEN_SPARSE_HD int32_t GridWindowPosition(const ResolvedPolicy& p, const GridWindowShape& s, int32_t t,
-                                           int32_t k) {
+ARGEN_SPARSE_HD int32_t GridWindowPosition(const ResolvedPolicy& p, const GridWindowShape& s, int32_t t, int32_t k) {
   const int32_t P = p.grid_period, bw = p.grid_band;
   if (k < s.part) return (s.row - s.rows - 2) * P + s.part_lo + k;
   k -= s.part;
@@ -223,9 +220,7 @@ ARGEN_SPARSE_HD bool SelectsByArgmin(PolicyKind k) {
   return policy_detail::IsDiagonal(k) || k == PolicyKind::kDiagonalGrid;
 }
 // Kinds whose ObserveStep consumes the weights of every attended entry.
-ARGEN_SPARSE_HD bool ObservesScores(PolicyKind k) {
-  return policy_detail::IsScoreBased(k) || k == PolicyKind::kSsd;
-}
+ARGEN_SPARSE_HD bool ObservesScores(PolicyKind k) { return policy_detail::IsScoreBased(k) || k == PolicyKind::kSsd; }
 
 // ssd: whether head `head_index` (layer * kv_heads + kv_head) is classified
 // semantic; unclassified heads are spatial.
@@ -255,17 +250,15 @@ ARGEN_SPARSE_HD PolicyLayout LayoutFor(const ResolvedPolicy& p) {
 
 // Exact KV bytes of `rows` rows: K and V of prompt_len + n_slots positions per
 // layer and kv head. Admission uses it; backends allocate exactly this.
-ARGEN_SPARSE_HD int64_t KvBytes(const ResolvedPolicy& p, int32_t prompt_len, int32_t rows,
-                                int32_t layers, int32_t kv_heads, int32_t head_dim,
-                                int32_t bytes_per_elem) {
-  return int64_t{2} * rows * layers * kv_heads *
-         (static_cast<int64_t>(prompt_len) + p.n_slots) * head_dim * bytes_per_elem;
+ARGEN_SPARSE_HD int64_t KvBytes(const ResolvedPolicy& p, int32_t prompt_len, int32_t rows, int32_t layers,
+                                int32_t kv_heads, int32_t head_dim, int32_t bytes_per_elem) {
+  return int64_t{2} * rows * layers * kv_heads * (static_cast<int64_t>(prompt_len) + p.n_slots) * head_dim *
+         bytes_per_elem;
 }
 
 // head_index: layer * kv_heads + kv_head of the state's head (ssd reads its
 // class from the policy; the other policies ignore it).
-ARGEN_SPARSE_HD void InitState(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s,
-                               int32_t head_index = -1) {
+ARGEN_SPARSE_HD void InitState(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s, int32_t head_index = -1) {
   for (int32_t i = 0; i < l.ints_per_head; ++i) s.ints[i] = 0;
   for (int32_t i = 0; i < l.n_slots; ++i) s.ints[l.off_slot_pos + i] = -1;
   for (int32_t i = 0; i < l.floats_per_head; ++i) s.floats[i] = 0.0f;
@@ -317,8 +310,7 @@ ARGEN_SPARSE_HD bool DiagonalGridCanSelect(const ResolvedPolicy& p, const Policy
 
 // Whether ObserveStep does anything at step t (so a backend can skip
 // producing the probabilities). Call after PlanStep(t).
-ARGEN_SPARSE_HD bool ObserveNeeded(const ResolvedPolicy& p, const PolicyLayout& l,
-                                   const PolicyState& s, int32_t t) {
+ARGEN_SPARSE_HD bool ObserveNeeded(const ResolvedPolicy& p, const PolicyLayout& l, const PolicyState& s, int32_t t) {
   using namespace policy_detail;
   if (IsScoreBased(p.kind)) return true;
   if (p.kind == PolicyKind::kSsd) return SsdSemanticState(p, s);
@@ -363,8 +355,8 @@ ARGEN_SPARSE_HD void InsertSorted(int32_t* lags, int32_t n, int32_t lag) {
 // PlanStep's state update alone: advances the state to step t, sets the write
 // slot and returns the attended count n (-1 as PlanStep), without writing the
 // list. Entry i < n of the list is then AttendedSlot(p, l, s, t, i).
-ARGEN_SPARSE_HD int32_t PlanStepState(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s,
-                                      int32_t t, int32_t* write_slot) {
+ARGEN_SPARSE_HD int32_t PlanStepState(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s, int32_t t,
+                                      int32_t* write_slot) {
   using namespace policy_detail;
   if (t != s.ints[kStateNextStep] || t < 0 || t >= p.l_dec) return -1;
   s.ints[kStateNextStep] = t + 1;
@@ -383,9 +375,8 @@ ARGEN_SPARSE_HD int32_t PlanStepState(const ResolvedPolicy& p, const PolicyLayou
     } else if (resident == capacity) {
       // h2o/alisa protect the n_recent most recent positions (t included);
       // tova and ssd none but the new token.
-      const int32_t newest_evictable = p.kind == PolicyKind::kH2O || p.kind == PolicyKind::kAlisa
-                                           ? t - p.n_recent
-                                           : t - 1;
+      const int32_t newest_evictable =
+          p.kind == PolicyKind::kH2O || p.kind == PolicyKind::kAlisa ? t - p.n_recent : t - 1;
       slot = ScoreVictim(p, l, s, newest_evictable, semantic);
       if (slot < 0) return -1;  // unreachable for a validated policy
     } else {
@@ -444,8 +435,8 @@ ARGEN_SPARSE_HD int32_t PlanStepState(const ResolvedPolicy& p, const PolicyLayou
 // Entry i (< the n PlanStepState(t) returned) of step t's attended list, from
 // the state PlanStepState(t) left: O(1) per entry, so a backend may write the
 // list in parallel. PlanStep writes exactly these entries.
-ARGEN_SPARSE_HD int32_t AttendedSlot(const ResolvedPolicy& p, const PolicyLayout& l, const PolicyState& s,
-                                     int32_t t, int32_t i) {
+ARGEN_SPARSE_HD int32_t AttendedSlot(const ResolvedPolicy& p, const PolicyLayout& l, const PolicyState& s, int32_t t,
+                                     int32_t i) {
   using namespace policy_detail;
   if (IsScoreBased(p.kind) || SsdSemanticState(p, s)) return i;  // slots 0..resident-1
   const int32_t sinks = Min(t + 1, p.n_sink);
@@ -472,8 +463,8 @@ ARGEN_SPARSE_HD int32_t AttendedSlot(const ResolvedPolicy& p, const PolicyLayout
   return k < low ? p.n_sink + k : s_first + (k - low);
 }
 
-ARGEN_SPARSE_HD int32_t PlanStep(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s,
-                                 int32_t t, int32_t* write_slot, int32_t* attended) {
+ARGEN_SPARSE_HD int32_t PlanStep(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s, int32_t t,
+                                 int32_t* write_slot, int32_t* attended) {
   const int32_t n = PlanStepState(p, l, s, t, write_slot);
   for (int32_t i = 0; i < n; ++i) attended[i] = AttendedSlot(p, l, s, t, i);
   return n;
@@ -505,8 +496,8 @@ ARGEN_SPARSE_HD int32_t ArgminFrom(const float* probs, int32_t first, int32_t co
 // replaces it). No-op unless ObserveNeeded(t) holds and `entry` is one of
 // the non-sink entries. ObserveStep calls it; a backend that computes the
 // argmin elsewhere (the CUDA attention kernel) calls it directly.
-ARGEN_SPARSE_HD void ApplyDiagonalSelection(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s,
-                                            int32_t t, int32_t count, int32_t entry) {
+ARGEN_SPARSE_HD void ApplyDiagonalSelection(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s, int32_t t,
+                                            int32_t count, int32_t entry) {
   using namespace policy_detail;
   if (!SelectsByArgmin(p.kind) || !ObserveNeeded(p, l, s, t)) return;
   int32_t* lags = s.ints + l.off_lags;
@@ -526,9 +517,8 @@ ARGEN_SPARSE_HD void ApplyDiagonalSelection(const ResolvedPolicy& p, const Polic
   }
 }
 
-ARGEN_SPARSE_HD void ObserveStep(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s,
-                                 int32_t t, const int32_t* attended, const float* probs,
-                                 int32_t count) {
+ARGEN_SPARSE_HD void ObserveStep(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s, int32_t t,
+                                 const int32_t* attended, const float* probs, int32_t count) {
   using namespace policy_detail;
   switch (p.kind) {
     case PolicyKind::kH2O:

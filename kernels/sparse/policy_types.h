@@ -23,12 +23,12 @@ enum class PolicyKind : int32_t {
 // Parameters as requested. Zero/negative fields mean "derive the default".
 struct PolicyParams {
   PolicyKind kind = PolicyKind::kDense;
-  double sparsity = 0.0;   // fraction of decode KV NOT attended per step, in [0, 1)
-  int32_t n_att = 0;       // decode keys attended per step; 0: round((1 - sparsity) * L_dec)
-  int32_t n_recent = 0;    // diagonal's recent window N_r; 0: round(0.5 * L_dec)
-                           // (grid_window: the current row's run; ssd: the spatial window W)
-  int32_t n_sink = -1;     // sink tokens; -1: the policy's default (4 for streaming_llm / diagonal_sink4,
-                           // 0 for grid_window / diagonal_grid, 1 for ssd: its anchor)
+  double sparsity = 0.0;  // fraction of decode KV NOT attended per step, in [0, 1)
+  int32_t n_att = 0;      // decode keys attended per step; 0: round((1 - sparsity) * L_dec)
+  int32_t n_recent = 0;   // diagonal's recent window N_r; 0: round(0.5 * L_dec)
+                          // (grid_window: the current row's run; ssd: the spatial window W)
+  int32_t n_sink = -1;    // sink tokens; -1: the policy's default (4 for streaming_llm / diagonal_sink4,
+                          // 0 for grid_window / diagonal_grid, 1 for ssd: its anchor)
 };
 
 // The image's token grid in decode order, as the model family lays it out:
@@ -49,14 +49,14 @@ inline constexpr int32_t kMaxClassifiedHeads = 1024;
 // See docs/policies.md for what each field means per policy.
 struct ResolvedPolicy {
   PolicyKind kind = PolicyKind::kDense;
-  int32_t l_dec = 0;       // decode tokens whose KV may be kept (image tokens per image)
-  int32_t n_att = 0;       // decode keys attended per step (upper bound)
-  int32_t n_slots = 0;     // decode KV slots resident per row, the memory bound
-  int32_t n_sink = 0;      // first decode tokens kept and always attended (streaming_llm, diagonal_sink4)
-  int32_t n_recent = 0;    // diagonal*: recent window N_r (sinks included);
-                           // h2o/alisa: most recent positions protected from eviction;
-                           // grid_window: run a (tokens left of the target in its row);
-                           // diagonal_grid: window N_r (sinks included); ssd: spatial window W
+  int32_t l_dec = 0;     // decode tokens whose KV may be kept (image tokens per image)
+  int32_t n_att = 0;     // decode keys attended per step (upper bound)
+  int32_t n_slots = 0;   // decode KV slots resident per row, the memory bound
+  int32_t n_sink = 0;    // first decode tokens kept and always attended (streaming_llm, diagonal_sink4)
+  int32_t n_recent = 0;  // diagonal*: recent window N_r (sinks included);
+                         // h2o/alisa: most recent positions protected from eviction;
+                         // grid_window: run a (tokens left of the target in its row);
+                         // diagonal_grid: window N_r (sinks included); ssd: spatial window W
   // grid_window, diagonal_grid, ssd: the grid (GridGeometry) and the
   // neighbourhood's shape: a run of grid_run tokens left of the target in its
   // row, and bands of grid_band columns around the target's column in the rows

@@ -28,8 +28,8 @@ struct Case {
 };
 
 std::string Name(const Case& c) {
-  return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" +
-         std::to_string(c.kv_heads) + (c.sparse ? "_sparse" : "_dense") + "_s" + std::to_string(c.splits) +
+  return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) +
+         (c.sparse ? "_sparse" : "_dense") + "_s" + std::to_string(c.splits) +
          (c.variant == AttentionVariant::kStaged ? "_staged" : "") + (c.short_rows ? "_short" : "");
 }
 
@@ -41,7 +41,9 @@ TEST_P(AttentionTest, MatchesFloat64Reference) {
   const int hd = c.head_dim, H = c.heads, KVH = c.kv_heads, G = H / KVH, layers = 2, layer = 1;
   std::mt19937 rng(hd * 100 + H * 10 + KVH + c.sparse + 7 * c.splits);
   // Tokens with different prompt lengths, slot counts and decode counts.
-  struct Row { int lp, n_slots, count; };
+  struct Row {
+    int lp, n_slots, count;
+  };
   const std::vector<Row> rows =
       c.short_rows ? std::vector<Row>{{50, 300, 79}, {3, 40, 17}, {0, 64, 64}, {20, 10, 0}, {9, 200, 130}}
                    : std::vector<Row>{{50, 300, 300}, {3, 40, 17}, {0, 64, 64}, {20, 10, 0}, {9, 700, 513}};
@@ -70,8 +72,7 @@ TEST_P(AttentionTest, MatchesFloat64Reference) {
       std::vector<int32_t> slots(rows[t].n_slots);
       std::iota(slots.begin(), slots.end(), 0);
       std::shuffle(slots.begin(), slots.end(), rng);
-      for (int e = 0; e < rows[t].count; ++e)
-        idx[(t * KVH + h) * stride + e] = c.sparse ? slots[e] : e;
+      for (int e = 0; e < rows[t].count; ++e) idx[(t * KVH + h) * stride + e] = c.sparse ? slots[e] : e;
       if (c.sparse && t == 4) idx[(t * KVH + h) * stride + 5] = rows[t].n_slots + 3;
     }
 
@@ -113,8 +114,7 @@ TEST_P(AttentionTest, MatchesFloat64Reference) {
           const double p = l > 0 ? s[j] / l : 0.0;
           if (pos[j] >= 0)
             for (int i = 0; i < hd; ++i) want_out[(t * H + h) * hd + i] += p * pool_f[vb + pos[j] * hd + i];
-          if (static_cast<int>(j) >= m.prefix_len)
-            want_probs[(t * KVH + kvh) * stride + (j - m.prefix_len)] += p / G;
+          if (static_cast<int>(j) >= m.prefix_len) want_probs[(t * KVH + kvh) * stride + (j - m.prefix_len)] += p / G;
         }
       }
     }
@@ -174,8 +174,12 @@ TEST_P(AttentionTest, MatchesFloat64Reference) {
       for (int e = 0; e < n; ++e) {
         const double w = want_probs[(t * KVH + kvh) * stride + e];
         ASSERT_NEAR(probs_h[(t * KVH + kvh) * stride + e], w, 1e-4 + 1e-3 * w) << "token " << t << " entry " << e;
-        if (w < best) { second = best; best = w; want_arg = e; }
-        else if (w < second) second = w;
+        if (w < best) {
+          second = best;
+          best = w;
+          want_arg = e;
+        } else if (w < second)
+          second = w;
       }
       // The argmin must be the reference's unless the two smallest are within rounding.
       if (n > 0 && second - best > 1e-6) {
@@ -187,23 +191,22 @@ TEST_P(AttentionTest, MatchesFloat64Reference) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, AttentionTest,
-    ::testing::Values(Case{128, 4, 4, false, 1}, Case{128, 4, 4, true, 1}, Case{128, 4, 4, false, 4},
-                      Case{128, 4, 4, true, 3}, Case{64, 8, 2, true, 1}, Case{64, 8, 2, true, 5},
-                      Case{32, 8, 1, false, 2}, Case{32, 2, 1, true, 1}, Case{128, 16, 2, true, 2},
-                      Case{16, 4, 4, true, 1}, Case{16, 4, 2, false, 3},
-                      // The staged kernel (splits 1, short key sets), dense and sparse tokens.
-                      Case{128, 4, 4, true, 1, AttentionVariant::kStaged, true},
-                      Case{128, 4, 4, false, 1, AttentionVariant::kStaged, true},
-                      Case{128, 16, 2, true, 1, AttentionVariant::kStaged, true},
-                      Case{64, 8, 2, true, 1, AttentionVariant::kStaged, true},
-                      Case{64, 8, 2, true, 1, AttentionVariant::kStaged, false},
-                      Case{32, 8, 1, false, 1, AttentionVariant::kStaged, true},
-                      Case{32, 2, 1, true, 1, AttentionVariant::kStaged, false},
-                      Case{16, 4, 4, true, 1, AttentionVariant::kStaged, false},
-                      Case{128, 4, 4, true, 1, AttentionVariant::kTwoPass, true}),
-    [](const ::testing::TestParamInfo<Case>& info) { return Name(info.param); });
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
+                         ::testing::Values(Case{128, 4, 4, false, 1}, Case{128, 4, 4, true, 1},
+                                           Case{128, 4, 4, false, 4}, Case{128, 4, 4, true, 3}, Case{64, 8, 2, true, 1},
+                                           Case{64, 8, 2, true, 5}, Case{32, 8, 1, false, 2}, Case{32, 2, 1, true, 1},
+                                           Case{128, 16, 2, true, 2}, Case{16, 4, 4, true, 1}, Case{16, 4, 2, false, 3},
+                                           // The staged kernel (splits 1, short key sets), dense and sparse tokens.
+                                           Case{128, 4, 4, true, 1, AttentionVariant::kStaged, true},
+                                           Case{128, 4, 4, false, 1, AttentionVariant::kStaged, true},
+                                           Case{128, 16, 2, true, 1, AttentionVariant::kStaged, true},
+                                           Case{64, 8, 2, true, 1, AttentionVariant::kStaged, true},
+                                           Case{64, 8, 2, true, 1, AttentionVariant::kStaged, false},
+                                           Case{32, 8, 1, false, 1, AttentionVariant::kStaged, true},
+                                           Case{32, 2, 1, true, 1, AttentionVariant::kStaged, false},
+                                           Case{16, 4, 4, true, 1, AttentionVariant::kStaged, false},
+                                           Case{128, 4, 4, true, 1, AttentionVariant::kTwoPass, true}),
+                         [](const ::testing::TestParamInfo<Case>& info) { return Name(info.param); });
 
 // The argmin output is exactly sparse::ArgminFrom over the kernel's own probs
 // output (same entry, lowest index on ties), for a per-launch start and for the
@@ -222,9 +225,11 @@ TEST_P(AttentionArgminTest, ArgminIsThatOfTheKernelsOwnProbs) {
   const ArgminCase c = GetParam();
   const int hd = c.head_dim, H = c.heads, KVH = c.kv_heads, layers = 1;
   std::mt19937 rng(hd + 3 * H + 5 * KVH + 7 * c.splits + 11 * static_cast<int>(c.variant));
-  struct Row { int lp, n_slots, count; };
-  const std::vector<Row> rows = {{50, 288, 29}, {50, 288, 58}, {7, 40, 33}, {0, 64, 64}, {12, 30, 9},
-                                 {50, 288, 29}, {3, 20, 1}, {5, 16, 0}};
+  struct Row {
+    int lp, n_slots, count;
+  };
+  const std::vector<Row> rows = {{50, 288, 29}, {50, 288, 58}, {7, 40, 33}, {0, 64, 64},
+                                 {12, 30, 9},   {50, 288, 29}, {3, 20, 1},  {5, 16, 0}};
   const int T = rows.size();
   std::vector<TokenMeta> meta(T);
   int64_t offset = 0;
@@ -251,8 +256,8 @@ TEST_P(AttentionArgminTest, ArgminIsThatOfTheKernelsOwnProbs) {
       int32_t* list = idx.data() + (static_cast<size_t>(t) * KVH + h) * stride;
       for (int e = 0; e < rows[t].count; ++e) list[e] = slots[e];
       if (rows[t].count >= 8) {
-        list[rows[t].count - 1] = list[2];                  // duplicate slot: an exact tie
-        list[rows[t].count - 3] = list[5];                  // and another
+        list[rows[t].count - 1] = list[2];                        // duplicate slot: an exact tie
+        list[rows[t].count - 3] = list[5];                        // and another
         if (t % 2 == 0) list[4] = list[6] = rows[t].n_slots + 1;  // out of region: probability 0, tied
       }
       counts[t * KVH + h] = rows[t].count;
@@ -289,7 +294,11 @@ TEST_P(AttentionArgminTest, ArgminIsThatOfTheKernelsOwnProbs) {
   DeviceArray<char> ws(std::max<size_t>(1, AttentionWorkspaceBytes(T, H, hd, a.splits, stride)));
   a.workspace = ws.get();
   const uint32_t kPoison = 0x7f7f7f7fu;
-  auto poisoned_f = [&](float f) { uint32_t u; std::memcpy(&u, &f, 4); return u == kPoison; };
+  auto poisoned_f = [&](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u == kPoison;
+  };
 
   // Run A, per-launch start: probs and argmin of every token.
   std::vector<float> probs_a;
@@ -309,7 +318,8 @@ TEST_P(AttentionArgminTest, ArgminIsThatOfTheKernelsOwnProbs) {
         const float* p = p_h.data() + (static_cast<size_t>(t) * KVH + h) * stride;
         const int n = counts[t * KVH + h];
         for (int e = 0; e < n; ++e) ASSERT_FALSE(poisoned_f(p[e])) << "probs not written, token " << t;
-        EXPECT_EQ(m_h[t * KVH + h], sparse::ArgminFrom(p, from, n)) << "from " << from << " token " << t << " head " << h;
+        EXPECT_EQ(m_h[t * KVH + h], sparse::ArgminFrom(p, from, n))
+            << "from " << from << " token " << t << " head " << h;
       }
     if (from == 0) probs_a = p_h;
   }
@@ -353,21 +363,21 @@ TEST_P(AttentionArgminTest, ArgminIsThatOfTheKernelsOwnProbs) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, AttentionArgminTest,
-    ::testing::Values(ArgminCase{128, 4, 4, 1, AttentionVariant::kTwoPass},
-                      ArgminCase{128, 4, 4, 1, AttentionVariant::kStaged},
-                      ArgminCase{128, 4, 4, 2, AttentionVariant::kTwoPass},
-                      ArgminCase{64, 8, 2, 1, AttentionVariant::kTwoPass},
-                      ArgminCase{64, 8, 2, 1, AttentionVariant::kStaged},
-                      ArgminCase{64, 8, 2, 4, AttentionVariant::kTwoPass},
-                      ArgminCase{32, 8, 1, 1, AttentionVariant::kStaged},
-                      ArgminCase{16, 2, 1, 2, AttentionVariant::kTwoPass}),
-    [](const ::testing::TestParamInfo<ArgminCase>& info) {
-      const ArgminCase& c = info.param;
-      return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) +
-             "_s" + std::to_string(c.splits) + (c.variant == AttentionVariant::kStaged ? "_staged" : "_twopass");
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionArgminTest,
+                         ::testing::Values(ArgminCase{128, 4, 4, 1, AttentionVariant::kTwoPass},
+                                           ArgminCase{128, 4, 4, 1, AttentionVariant::kStaged},
+                                           ArgminCase{128, 4, 4, 2, AttentionVariant::kTwoPass},
+                                           ArgminCase{64, 8, 2, 1, AttentionVariant::kTwoPass},
+                                           ArgminCase{64, 8, 2, 1, AttentionVariant::kStaged},
+                                           ArgminCase{64, 8, 2, 4, AttentionVariant::kTwoPass},
+                                           ArgminCase{32, 8, 1, 1, AttentionVariant::kStaged},
+                                           ArgminCase{16, 2, 1, 2, AttentionVariant::kTwoPass}),
+                         [](const ::testing::TestParamInfo<ArgminCase>& info) {
+                           const ArgminCase& c = info.param;
+                           return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" +
+                                  std::to_string(c.kv_heads) + "_s" + std::to_string(c.splits) +
+                                  (c.variant == AttentionVariant::kStaged ? "_staged" : "_twopass");
+                         });
 
 TEST(AttentionSplits, ChosenSplitsCoverEveryKey) {
   for (int tokens : {1, 2, 32, 256})

@@ -13,9 +13,9 @@
 
 namespace argen::kernels::testing {
 
-#define ARGEN_CUDA_OK(expr)                                                   \
-  do {                                                                        \
-    const cudaError_t argen_err_ = (expr);                                    \
+#define ARGEN_CUDA_OK(expr)                                                                \
+  do {                                                                                     \
+    const cudaError_t argen_err_ = (expr);                                                 \
     ASSERT_EQ(argen_err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(argen_err_); \
   } while (0)
 

@@ -155,7 +155,8 @@ TEST_F(ElementwiseTest, AddNormAddsTheNormedSublayerAndWritesItsBf16Copy) {
     DeviceArray<float> x_d(x0), y_d(y), w_d(w), b_d(b);
     DeviceArray<Bf16Bits> xb(rows * dim);
     xb.Poison();
-    ARGEN_CUDA_OK(AddNorm(y_d.get(), w_d.get(), layer ? b_d.get() : nullptr, rows, dim, 1e-5f, x_d.get(), AsBf16(xb), 0));
+    ARGEN_CUDA_OK(
+        AddNorm(y_d.get(), w_d.get(), layer ? b_d.get() : nullptr, rows, dim, 1e-5f, x_d.get(), AsBf16(xb), 0));
     std::vector<double> normed(rows * dim);
     if (layer) {
       normed = LayerNormRef(y, w, b, rows, dim, 1e-5);

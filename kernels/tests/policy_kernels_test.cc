@@ -75,7 +75,8 @@ TEST_P(PolicyKernelsTest, DeviceMatchesHostStepByStep) {
     plans[r].floats_offset = int64_t{r} * heads * layout.floats_per_head;
     plans[r].sparse = 1;
     ASSERT_EQ(InitPolicyState(*policy, layout, heads, d_ints.p + plans[r].ints_offset,
-                              d_floats.p + plans[r].floats_offset, 0), cudaSuccess);
+                              d_floats.p + plans[r].floats_offset, 0),
+              cudaSuccess);
     for (int h = 0; h < heads; ++h) {
       sparse::InitState(*policy, layout,
                         {ints.data() + plans[r].ints_offset + int64_t{h} * layout.ints_per_head,
@@ -118,7 +119,8 @@ TEST_P(PolicyKernelsTest, DeviceMatchesHostStepByStep) {
           float total = 0.f;
           for (int i = 0; i < n; ++i) total += (probs[i] = uni(rng));
           for (int i = 0; i < n; ++i) probs[i] /= total * 1.25f;  // the prompt holds the rest
-          if (sparse::ObserveNeeded(*policy, layout, s, t)) sparse::ObserveStep(*policy, layout, s, t, att.data(), probs, n);
+          if (sparse::ObserveNeeded(*policy, layout, s, t))
+            sparse::ObserveStep(*policy, layout, s, t, att.data(), probs, n);
         }
     for (int l = 0; l < layers; ++l) {
       d_probs.Put(layer_probs[l]);
@@ -137,28 +139,21 @@ INSTANTIATE_TEST_SUITE_P(
                       KindCase{sparse::PolicyKind::kStreamingLlm, 0.85}, KindCase{sparse::PolicyKind::kH2O, 0.8},
                       KindCase{sparse::PolicyKind::kTova, 0.9}, KindCase{sparse::PolicyKind::kAlisa, 0.8},
                       KindCase{sparse::PolicyKind::kDiagonal, 0.9}, KindCase{sparse::PolicyKind::kDiagonalSink4, 0.85},
-                      KindCase{sparse::PolicyKind::kGridWindow, 0.85}, KindCase{sparse::PolicyKind::kDiagonalGrid, 0.85},
-                      KindCase{sparse::PolicyKind::kSsd, 0.8}),
-    [](const ::testing::TestParamInfo<KindCase>& info) {
-      return std::string(sparse::PolicyName(info.param.kind));
-    });
+                      KindCase{sparse::PolicyKind::kGridWindow, 0.85},
+                      KindCase{sparse::PolicyKind::kDiagonalGrid, 0.85}, KindCase{sparse::PolicyKind::kSsd, 0.8}),
+    [](const ::testing::TestParamInfo<KindCase>& info) { return std::string(sparse::PolicyName(info.param.kind)); });
 
 // The same, on a grid with row breaks (Lumina-mGPT's): every policy.
 INSTANTIATE_TEST_SUITE_P(
     RowBreakGrid, PolicyKernelsTest,
-    ::testing::Values(KindCase{sparse::PolicyKind::kDense, 0.0, true},
-                      KindCase{sparse::PolicyKind::kSlidingWindow, 0.8, true},
-                      KindCase{sparse::PolicyKind::kStreamingLlm, 0.85, true},
-                      KindCase{sparse::PolicyKind::kH2O, 0.8, true}, KindCase{sparse::PolicyKind::kTova, 0.9, true},
-                      KindCase{sparse::PolicyKind::kAlisa, 0.8, true},
-                      KindCase{sparse::PolicyKind::kDiagonal, 0.9, true},
-                      KindCase{sparse::PolicyKind::kDiagonalSink4, 0.85, true},
-                      KindCase{sparse::PolicyKind::kGridWindow, 0.85, true},
-                      KindCase{sparse::PolicyKind::kDiagonalGrid, 0.85, true},
-                      KindCase{sparse::PolicyKind::kSsd, 0.8, true}),
-    [](const ::testing::TestParamInfo<KindCase>& info) {
-      return std::string(sparse::PolicyName(info.param.kind));
-    });
+    ::testing::Values(
+        KindCase{sparse::PolicyKind::kDense, 0.0, true}, KindCase{sparse::PolicyKind::kSlidingWindow, 0.8, true},
+        KindCase{sparse::PolicyKind::kStreamingLlm, 0.85, true}, KindCase{sparse::PolicyKind::kH2O, 0.8, true},
+        KindCase{sparse::PolicyKind::kTova, 0.9, true}, KindCase{sparse::PolicyKind::kAlisa, 0.8, true},
+        KindCase{sparse::PolicyKind::kDiagonal, 0.9, true}, KindCase{sparse::PolicyKind::kDiagonalSink4, 0.85, true},
+        KindCase{sparse::PolicyKind::kGridWindow, 0.85, true}, KindCase{sparse::PolicyKind::kDiagonalGrid, 0.85, true},
+        KindCase{sparse::PolicyKind::kSsd, 0.8, true}),
+    [](const ::testing::TestParamInfo<KindCase>& info) { return std::string(sparse::PolicyName(info.param.kind)); });
 
 // The fused diagonal observe: the attention kernel's argmin (entries from
 // sparse::DiagonalSelectionFirst; here computed on the host with the same
@@ -209,7 +204,8 @@ TEST_P(FusedArgminTest, ApplyFromArgminMatchesHostObserve) {
   for (int r = 0; r < rows; ++r) {
     if (!plans[r].sparse) continue;
     ASSERT_EQ(InitPolicyState(plans[r].policy, plans[r].layout, heads, d_ints.p + plans[r].ints_offset,
-                              d_floats.p + plans[r].floats_offset, 0), cudaSuccess);
+                              d_floats.p + plans[r].floats_offset, 0),
+              cudaSuccess);
     for (int h = 0; h < heads; ++h)
       sparse::InitState(plans[r].policy, plans[r].layout,
                         {ints.data() + plans[r].ints_offset + int64_t{h} * plans[r].layout.ints_per_head,
@@ -271,17 +267,17 @@ TEST_P(FusedArgminTest, ApplyFromArgminMatchesHostObserve) {
   EXPECT_GT(selections, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Diagonal, FusedArgminTest,
-    ::testing::Values(KindCase{sparse::PolicyKind::kDiagonal, 0.95}, KindCase{sparse::PolicyKind::kDiagonal, 0.8},
-                      KindCase{sparse::PolicyKind::kDiagonalSink4, 0.9},
-                      KindCase{sparse::PolicyKind::kDiagonalSink4, 0.7},
-                      KindCase{sparse::PolicyKind::kDiagonalGrid, 0.9},
-                      KindCase{sparse::PolicyKind::kDiagonalGrid, 0.75}),
-    [](const ::testing::TestParamInfo<KindCase>& info) {
-      return std::string(sparse::PolicyName(info.param.kind)) + "_" +
-             std::to_string(static_cast<int>(info.param.sparsity * 100 + 0.5));
-    });
+INSTANTIATE_TEST_SUITE_P(Diagonal, FusedArgminTest,
+                         ::testing::Values(KindCase{sparse::PolicyKind::kDiagonal, 0.95},
+                                           KindCase{sparse::PolicyKind::kDiagonal, 0.8},
+                                           KindCase{sparse::PolicyKind::kDiagonalSink4, 0.9},
+                                           KindCase{sparse::PolicyKind::kDiagonalSink4, 0.7},
+                                           KindCase{sparse::PolicyKind::kDiagonalGrid, 0.9},
+                                           KindCase{sparse::PolicyKind::kDiagonalGrid, 0.75}),
+                         [](const ::testing::TestParamInfo<KindCase>& info) {
+                           return std::string(sparse::PolicyName(info.param.kind)) + "_" +
+                                  std::to_string(static_cast<int>(info.param.sparsity * 100 + 0.5));
+                         });
 
 }  // namespace
 }  // namespace argen::kernels

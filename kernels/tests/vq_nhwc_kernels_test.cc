@@ -163,7 +163,8 @@ TEST_F(VqNhwcKernelsTest, UpsampleAndAddBiasAreExact) {
         for (int ch = 0; ch < c; ++ch) {
           const size_t src = ((static_cast<size_t>(n) * h + y / 2) * w + x / 2) * c + ch;
           const size_t dst = ((static_cast<size_t>(n) * 2 * h + y) * 2 * w + x) * c + ch;
-          ASSERT_EQ(FromBf16Bits(got[dst]), RoundBf16(FromBf16Bits(in_h[src]) + bias_h[ch])) << n << " " << y << " " << x;
+          ASSERT_EQ(FromBf16Bits(got[dst]), RoundBf16(FromBf16Bits(in_h[src]) + bias_h[ch]))
+              << n << " " << y << " " << x;
           ASSERT_EQ(got_nb[dst], in_h[src]);
         }
 

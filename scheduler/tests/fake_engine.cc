@@ -28,24 +28,21 @@ FakeEngine::FakeEngine(FakeEngineOptions options) : options_(options) {
   info_.max_images_per_request = options.max_images_per_request;
 }
 
-absl::StatusOr<engine::PreparedRequest> FakeEngine::Prepare(
-    const engine::GenerationRequest& request) const {
+absl::StatusOr<engine::PreparedRequest> FakeEngine::Prepare(const engine::GenerationRequest& request) const {
   if (absl::Status s = engine::ValidateRequest(request, info_); !s.ok()) return s;
   const int32_t prompt_tokens = FakePromptTokens(request.prompt);
   if (prompt_tokens > options_.max_prompt_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt: ", prompt_tokens, " tokens exceed ",
-                                                   options_.max_prompt_tokens));
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt: ", prompt_tokens, " tokens exceed ", options_.max_prompt_tokens));
   }
-  absl::StatusOr<sparse::ResolvedPolicy> policy =
-      sparse::ResolvePolicy(request.policy, info_.image_tokens);
+  absl::StatusOr<sparse::ResolvedPolicy> policy = sparse::ResolvePolicy(request.policy, info_.image_tokens);
   if (!policy.ok()) return policy.status();
   engine::PreparedRequest out;
   out.request = request;
   out.cond_ids.assign(prompt_tokens, 1);
   out.uncond_ids.assign(prompt_tokens, 0);
   out.policy = *policy;
-  out.kv_bytes = int64_t{2} * request.num_images * (prompt_tokens + policy->n_slots) *
-                 options_.kv_bytes_per_token_row;
+  out.kv_bytes = int64_t{2} * request.num_images * (prompt_tokens + policy->n_slots) * options_.kv_bytes_per_token_row;
   if (absl::Status s = engine::CheckKvFits(out.kv_bytes, 2 * request.num_images,
                                            std::string(sparse::PolicyName(policy->kind)), info_);
       !s.ok()) {
@@ -157,8 +154,8 @@ absl::StatusOr<std::vector<engine::RgbImage>> FakeEngine::DecodeImages(
   std::vector<engine::RgbImage> out;
   for (const auto& grid : token_grids) {
     if (static_cast<int32_t>(grid.size()) != info_.image_tokens) {
-      return absl::InvalidArgumentError(absl::StrCat("token grid has ", grid.size(), " tokens, want ",
-                                                     info_.image_tokens));
+      return absl::InvalidArgumentError(
+          absl::StrCat("token grid has ", grid.size(), " tokens, want ", info_.image_tokens));
     }
     engine::RgbImage img;
     img.width = img.height = options_.image_size;

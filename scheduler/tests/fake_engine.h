@@ -20,8 +20,8 @@
 namespace argen::scheduler::testing {
 
 struct FakeEngineOptions {
-  int32_t token_grid = 4;                 // image_tokens = token_grid^2
-  int32_t image_size = 8;                 // pixels per side of decoded images
+  int32_t token_grid = 4;  // image_tokens = token_grid^2
+  int32_t image_size = 8;  // pixels per side of decoded images
   int32_t image_vocab = 64;
   int64_t kv_bytes_per_token_row = 1000;
   int32_t max_prompt_tokens = 64;
@@ -31,7 +31,7 @@ struct FakeEngineOptions {
   int32_t max_images_per_request = 16;
   absl::Duration step_time = absl::ZeroDuration();    // sleep in every Step
   absl::Duration decode_time = absl::ZeroDuration();  // sleep in every DecodeImages
-  int64_t fail_step = -1;                 // Step() with this index returns an error
+  int64_t fail_step = -1;                             // Step() with this index returns an error
 };
 
 // Prompt tokens of the fake: 4 framing tokens plus one per byte.
@@ -65,7 +65,7 @@ class FakeEngine : public engine::Engine {
   std::vector<std::string> added_prompts() const;  // in Add order
   int64_t peak_kv_bytes() const;                   // max KvBytesInUse at any Step
   int64_t steps() const;
-  bool used_from_one_thread() const;               // Add/Step/Remove/State all on one thread
+  bool used_from_one_thread() const;  // Add/Step/Remove/State all on one thread
   int32_t max_groups_in_step() const;
   std::vector<int32_t> decode_call_sizes() const;  // images of each DecodeImages call, in call order
 

@@ -184,8 +184,7 @@ TEST(PreviewSchedulingTest, AClientThatHasNotTakenThePreviousPreviewMissesTheNex
 class SlowDecoder : public FakeEngine {
  public:
   using FakeEngine::FakeEngine;
-  absl::StatusOr<std::vector<engine::RgbImage>> DecodeImages(
-      const std::vector<std::vector<int32_t>>& grids) override {
+  absl::StatusOr<std::vector<engine::RgbImage>> DecodeImages(const std::vector<std::vector<int32_t>>& grids) override {
     const int64_t before = steps();
     absl::SleepFor(absl::Milliseconds(150));
     const int64_t after = steps();

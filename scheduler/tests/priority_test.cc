@@ -104,8 +104,7 @@ TEST(PrioritySchedulingTest, HighIsAdmittedBeforeEarlierNormalsWhenTheBatchFrees
   auto l1 = submit("low-1", Priority::kLow);
   auto h1 = submit("high-1", Priority::kHigh);
   for (auto* h : {&running, &n1, &n2, &l1, &h1}) EXPECT_TRUE(FindFinished(CollectEvents(**h))->status.ok());
-  EXPECT_EQ(engine.added_prompts(),
-            (std::vector<std::string>{"running", "high-1", "normal-1", "normal-2", "low-1"}));
+  EXPECT_EQ(engine.added_prompts(), (std::vector<std::string>{"running", "high-1", "normal-1", "normal-2", "low-1"}));
 }
 
 // A feeder keeps high requests waiting at all times; returns whether the low

@@ -30,8 +30,7 @@ int64_t KvNeed(const FakeEngine& engine, const engine::GenerationRequest& r) {
   return probe.Prepare(r).value().kv_bytes;
 }
 
-std::unique_ptr<Scheduler> Make(FakeEngine& engine, SchedulerOptions options,
-                                SchedulerObserver* observer = nullptr) {
+std::unique_ptr<Scheduler> Make(FakeEngine& engine, SchedulerOptions options, SchedulerObserver* observer = nullptr) {
   auto s = Scheduler::Create(&engine, options, RawEncoder, observer);
   EXPECT_TRUE(s.ok()) << s.status();
   return *std::move(s);
@@ -191,8 +190,8 @@ TEST(SchedulerTest, RequestJoinsRunningBatchAtStepBoundary) {
 
 TEST(SchedulerTest, CancelFreesKvBeforeTheNextStep) {
   FakeEngineOptions eo;
-  eo.token_grid = 8;                      // 64 steps ...
-  eo.step_time = absl::Milliseconds(1);   // ... long enough for B to join A
+  eo.token_grid = 8;                     // 64 steps ...
+  eo.step_time = absl::Milliseconds(1);  // ... long enough for B to join A
   FakeEngine engine(eo);
   SchedulerOptions o;
   engine.SetKvBudget(1 << 24);
@@ -341,8 +340,7 @@ TEST(SchedulerTest, InvalidFieldsAreInvalidArgumentNamingTheField) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("sparsity"), std::string::npos);
   EXPECT_EQ(observer.done_codes(),
-            (std::vector<absl::StatusCode>{absl::StatusCode::kInvalidArgument,
-                                           absl::StatusCode::kInvalidArgument}));
+            (std::vector<absl::StatusCode>{absl::StatusCode::kInvalidArgument, absl::StatusCode::kInvalidArgument}));
 }
 
 TEST(SchedulerTest, DrainFinishesAcceptedWorkAndRefusesNew) {

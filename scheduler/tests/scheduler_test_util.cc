@@ -42,8 +42,7 @@ void RecordingObserver::OnStep(const StepStats& stats) {
   if (on_step) on_step(stats);
 }
 
-void RecordingObserver::OnRequestDone(std::string_view, const absl::Status& status,
-                                      const RequestMetrics&) {
+void RecordingObserver::OnRequestDone(std::string_view, const absl::Status& status, const RequestMetrics&) {
   absl::MutexLock lock(&mu_);
   done_.push_back(status.code());
 }

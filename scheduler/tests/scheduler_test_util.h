@@ -13,22 +13,19 @@ namespace argen::scheduler::testing {
 
 // Reads events until Finished (or `timeout` without one); the Finished event
 // is last in the result when it arrived.
-std::vector<RequestEvent> CollectEvents(RequestHandle& handle,
-                                        absl::Duration timeout = absl::Seconds(30));
+std::vector<RequestEvent> CollectEvents(RequestHandle& handle, absl::Duration timeout = absl::Seconds(30));
 const FinishedEvent* FindFinished(const std::vector<RequestEvent>& events);
 
 // An encoder that passes the RGB bytes through, so tests can check pixels.
 absl::StatusOr<std::string> RawEncoder(const engine::RgbImage& image);
 
-engine::GenerationRequest MakeRequest(const std::string& prompt, int num_images = 1,
-                                      uint64_t seed = 7);
+engine::GenerationRequest MakeRequest(const std::string& prompt, int num_images = 1, uint64_t seed = 7);
 
 // Records what the scheduler reports, for assertions.
 class RecordingObserver : public SchedulerObserver {
  public:
   void OnStep(const StepStats& stats) override;
-  void OnRequestDone(std::string_view policy, const absl::Status& status,
-                     const RequestMetrics& metrics) override;
+  void OnRequestDone(std::string_view policy, const absl::Status& status, const RequestMetrics& metrics) override;
   std::vector<StepStats> steps() const;
   std::vector<absl::StatusCode> done_codes() const;
   // Called on the loop thread after each step is recorded.

@@ -18,9 +18,9 @@ TEST(AuthTest, Sha256HexIsTheStandardDigest) {
 std::string KeyFile() {
   return "# argen keys\n"
          "\n"
-         "alice " + Sha256Hex("alice-secret") + "   # default rights\n" +
-         "ops\t" + Sha256Hex("ops-secret") + " rights=all max_priority=high\n" +
-         "batch " + Sha256Hex("batch-secret") +
+         "alice " +
+         Sha256Hex("alice-secret") + "   # default rights\n" + "ops\t" + Sha256Hex("ops-secret") +
+         " rights=all max_priority=high\n" + "batch " + Sha256Hex("batch-secret") +
          " rights=generate max_priority=low max_concurrent_requests=2 max_queued_images=3\n";
 }
 

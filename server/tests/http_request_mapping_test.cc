@@ -130,9 +130,9 @@ TEST(HttpRequestMappingTest, EveryBadFieldIsA400NamingIt) {
 }
 
 TEST(HttpRequestMappingTest, BodiesThatAreNotAJsonObject) {
-  for (const std::string& body : {std::string(""), std::string("  "), std::string("{"), std::string("[1]"),
-                                  std::string("\"prompt\""), std::string("{\"prompt\": \"\xff\"}"),
-                                  std::string(100, '[') + std::string(100, ']')}) {
+  for (const std::string& body :
+       {std::string(""), std::string("  "), std::string("{"), std::string("[1]"), std::string("\"prompt\""),
+        std::string("{\"prompt\": \"\xff\"}"), std::string(100, '[') + std::string(100, ']')}) {
     const HttpApiError e = ParseBad(body);
     EXPECT_EQ(e.status, 400) << body;
     EXPECT_TRUE(e.param.empty()) << body;
@@ -173,7 +173,8 @@ TEST(HttpRequestMappingTest, SharedValidationErrorsNameTheJsonField) {
 TEST(HttpRequestMappingTest, StatusCodesAndRetryAfter) {
   EXPECT_EQ(ToHttpError(absl::FailedPreconditionError("request can never fit: ...")).status, 400);
   EXPECT_EQ(ToHttpError(absl::UnauthenticatedError("invalid API key")).status, 401);
-  const HttpApiError denied = ToHttpError(absl::PermissionDeniedError("priority: API key 'a' may ask for at most normal"));
+  const HttpApiError denied =
+      ToHttpError(absl::PermissionDeniedError("priority: API key 'a' may ask for at most normal"));
   EXPECT_EQ(denied.status, 403);
   EXPECT_EQ(denied.param, "priority");
   const HttpApiError full = ToHttpError(absl::ResourceExhaustedError("queue full: 1 requests waiting"));

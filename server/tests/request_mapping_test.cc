@@ -38,8 +38,7 @@ v1::GenerateRequest Basic() {
 }
 
 TEST(RequestMappingTest, DefaultsFillUnsetFields) {
-  absl::StatusOr<engine::GenerationRequest> g =
-      ToGenerationRequest(Basic(), DiagonalDefault(), Info(), 99);
+  absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(Basic(), DiagonalDefault(), Info(), 99);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->num_images, 1);
   EXPECT_EQ(g->sampling.seed, 99u);  // server-chosen seed when unset
@@ -136,13 +135,15 @@ TEST(RequestMappingTest, BadFieldsAreInvalidArgumentNamingTheField) {
       {"policy.n_recent", [](v1::GenerateRequest& r) { r.mutable_policy()->set_n_recent(-2); }},
       {"policy.n_sink", [](v1::GenerateRequest& r) { r.mutable_policy()->set_n_sink(-5); }},
       // Cross-field rule from sparse::ResolvePolicy: n_att above the window.
-      {"n_att", [](v1::GenerateRequest& r) {
+      {"n_att",
+       [](v1::GenerateRequest& r) {
          r.mutable_policy()->set_name("diagonal");
          r.mutable_policy()->set_sparsity(0);
          r.mutable_policy()->set_n_att(60);
          r.mutable_policy()->set_n_recent(20);
        }},
-      {"policy", [](v1::GenerateRequest& r) {
+      {"policy",
+       [](v1::GenerateRequest& r) {
          r.mutable_policy()->set_name("dense");
          r.mutable_policy()->set_sparsity(0.5);
        }},

@@ -190,7 +190,7 @@ TEST(ServerConfigTest, FlagsOverrideTheFile) {
     std::ofstream f(path);
     f << "model_dir: /from/file\nkv_budget_bytes: 1GiB\nqueue_limit: 3\n";
   }
-  const char* argv[] = {"argen_server", "--config", path.c_str(), "--kv_budget_bytes=8GiB",
+  const char* argv[] = {"argen_server",          "--config",       path.c_str(),       "--kv_budget_bytes=8GiB",
                         "--default_policy.name", "diagonal_sink4", "--vq_backend=cuda"};
   absl::StatusOr<CommandLine> cl = ParseCommandLine(7, argv);
   ASSERT_TRUE(cl.ok()) << cl.status();
@@ -234,7 +234,7 @@ TEST(ServerConfigTest, CommandLineErrorsNameTheFlag) {
 TEST(ServerConfigTest, VqPrecisionAndAutoImageWorkers) {
   ServerConfig c;
   EXPECT_EQ(c.vq_precision, "auto");
-  EXPECT_EQ(c.image_workers, 0);  // auto
+  EXPECT_EQ(c.image_workers, 0);          // auto
   EXPECT_EQ(ResolvedImageWorkers(c), 1);  // backend cpu
   c.backend = "cuda";
   const int32_t gpu_auto = ResolvedImageWorkers(c);
@@ -311,13 +311,17 @@ TEST(ServerConfigTest, AutoSizingKeysAndTheirCpuAndCudaResolution) {
   EXPECT_EQ(ResolvedKvBudget(c), 0);  // the engine sizes it from the card
   EXPECT_EQ(ResolvedMaxBatchRows(c), 0);
   EXPECT_EQ(ResolvedMaxPrefillTokens(c, 2100), 8400);
-  ASSERT_TRUE(ApplyConfigYaml(c, "kv_budget_bytes: 40Gi\nmax_batch_rows: 4096\nmax_prefill_tokens: 0\n"
-                                 "step_log: /tmp/steps.txt\n", "t.yaml").ok());
+  ASSERT_TRUE(ApplyConfigYaml(c,
+                              "kv_budget_bytes: 40Gi\nmax_batch_rows: 4096\nmax_prefill_tokens: 0\n"
+                              "step_log: /tmp/steps.txt\n",
+                              "t.yaml")
+                  .ok());
   EXPECT_EQ(ResolvedKvBudget(c), int64_t{40} << 30);
   EXPECT_EQ(ResolvedMaxBatchRows(c), 4096);
   EXPECT_EQ(ResolvedMaxPrefillTokens(c, 4096), 0);  // no bound
   EXPECT_EQ(c.step_log, "/tmp/steps.txt");
-  ASSERT_TRUE(ApplyConfigYaml(c, "kv_budget_bytes: auto\nmax_batch_rows: auto\nmax_prefill_tokens: auto\n", "t.yaml").ok());
+  ASSERT_TRUE(
+      ApplyConfigYaml(c, "kv_budget_bytes: auto\nmax_batch_rows: auto\nmax_prefill_tokens: auto\n", "t.yaml").ok());
   EXPECT_EQ(c.kv_budget_bytes, 0);
   EXPECT_EQ(c.max_batch_rows, 0);
   EXPECT_EQ(c.max_prefill_tokens, -1);

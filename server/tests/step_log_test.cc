@@ -54,10 +54,10 @@ TEST(StepLogTest, WritesOneLinePerStepAndForwards) {
   const std::vector<std::string> second = absl::StrSplit(lines[2], ' ');
   ASSERT_EQ(second.size(), 11u);
   EXPECT_EQ(second[0], "1");
-  EXPECT_EQ(second[1], "0.0100");   // start, from the first step
-  EXPECT_EQ(second[2], "10.000");   // interval ms
-  EXPECT_EQ(second[3], "9.000");    // step ms
-  EXPECT_EQ(second[4], "1.000");    // loop ms
+  EXPECT_EQ(second[1], "0.0100");  // start, from the first step
+  EXPECT_EQ(second[2], "10.000");  // interval ms
+  EXPECT_EQ(second[3], "9.000");   // step ms
+  EXPECT_EQ(second[4], "1.000");   // loop ms
   EXPECT_EQ(second[5], "60");
   EXPECT_EQ(second[6], "4");
   EXPECT_EQ(second[7], "200");

@@ -6,9 +6,9 @@
 // lines otherwise.
 #include <fcntl.h>
 #include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <spawn.h>
-#include <pty.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,8 +17,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -88,9 +88,7 @@ ProcessRun Execute(const std::vector<std::string>& argv, bool terminal = false) 
   return r;
 }
 
-std::vector<std::string> Binaries() {
-  return absl::StrSplit(ARGEN_BINARIES, ',', absl::SkipEmpty());
-}
+std::vector<std::string> Binaries() { return absl::StrSplit(ARGEN_BINARIES, ',', absl::SkipEmpty()); }
 
 TEST(CliBinariesTest, EveryBinaryHasHelpAndVersion) {
   const std::regex version_line(R"(^(argen_\w+) [0-9]+\.[0-9]+\.[0-9]+(\+\S+)? \((\w+) build\)\n$)");
@@ -136,8 +134,8 @@ TEST(CliBinariesTest, UnknownFlagsAreNamedAndExitTwo) {
 TEST(CliBinariesTest, ClientCommandsHaveTheirOwnHelpWithDefaults) {
   ProcessRun r = Execute({ARGEN_CLIENT_BIN, "generate", "--help"});
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  for (const char* want : {"--prompt", "--prompts-file", "--count", "=1", "--out", "=out", "--overwrite",
-                           "--json", "--request_id", "--parallel"}) {
+  for (const char* want : {"--prompt", "--prompts-file", "--count", "=1", "--out", "=out", "--overwrite", "--json",
+                           "--request_id", "--parallel"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << " in:\n" << r.out;
   }
   r = Execute({ARGEN_CLIENT_BIN, "load", "--help"});
@@ -146,13 +144,13 @@ TEST(CliBinariesTest, ClientCommandsHaveTheirOwnHelpWithDefaults) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << " in:\n" << r.out;
   }
   r = Execute({ARGEN_CLIENT_BIN, "--help"});
-  for (const char* want : {"generate", "info", "health", "load", "ARGEN_SERVER", "ARGEN_API_KEY", "--api_key",
-                           "Exit codes"}) {
+  for (const char* want :
+       {"generate", "info", "health", "load", "ARGEN_SERVER", "ARGEN_API_KEY", "--api_key", "Exit codes"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << " in:\n" << r.out;
   }
   r = Execute({ARGEN_SERVER_BIN, "--help"});
-  for (const char* want : {"--config", "--kv_budget_bytes", "=auto", "--default_policy.name", "--log_format",
-                           "=text"}) {
+  for (const char* want :
+       {"--config", "--kv_budget_bytes", "=auto", "--default_policy.name", "--log_format", "=text"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << " in:\n" << r.out;
   }
 }
@@ -181,13 +179,14 @@ TEST(CliBinariesTest, ProgressBarRedrawsOnATerminal) {
   ASSERT_STARTED(t, StartServer(c, std::make_unique<scheduler::testing::FakeEngine>(SlowEngine())));
   const fs::path dir = fs::path(::testing::TempDir()) / "argen_cli_tty";
   fs::remove_all(dir);
-  const ProcessRun r = Execute({ARGEN_CLIENT_BIN, "--server=" + t.address, "generate", "--prompt", "tty", "--count", "2",
-                         "--out", dir.string()},
-                        /*terminal=*/true);
+  const ProcessRun r = Execute(
+      {ARGEN_CLIENT_BIN, "--server=" + t.address, "generate", "--prompt", "tty", "--count", "2", "--out", dir.string()},
+      /*terminal=*/true);
   EXPECT_EQ(r.exit_code, 0) << r.out;
   // Redraws: carriage returns, the bar, percent, rate, elapsed and ETA.
   EXPECT_GE(std::count(r.out.begin(), r.out.end(), '\r'), 3) << r.out;
-  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\r\[[#.]{24}\] +[0-9]+% +[0-9.]+ tok/s  [0-9:]+ elapsed  ETA [0-9:-]+)")))
+  EXPECT_TRUE(
+      std::regex_search(r.out, std::regex(R"(\r\[[#.]{24}\] +[0-9]+% +[0-9.]+ tok/s  [0-9:]+ elapsed  ETA [0-9:-]+)")))
       << r.out;
   EXPECT_NE(r.out.find("100%"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("/2 images"), std::string::npos) << r.out;
@@ -200,8 +199,8 @@ TEST(CliBinariesTest, ProgressIsPlainLinesWhenNotATerminal) {
   ASSERT_STARTED(t, StartServer(c, std::make_unique<scheduler::testing::FakeEngine>(SlowEngine())));
   const fs::path dir = fs::path(::testing::TempDir()) / "argen_cli_pipe";
   fs::remove_all(dir);
-  const ProcessRun r = Execute({ARGEN_CLIENT_BIN, "--server=" + t.address, "generate", "--prompt", "pipe", "--out",
-                         dir.string()});
+  const ProcessRun r =
+      Execute({ARGEN_CLIENT_BIN, "--server=" + t.address, "generate", "--prompt", "pipe", "--out", dir.string()});
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(r.out.find('\r'), std::string::npos) << r.out;
   int lines = 0;
@@ -213,8 +212,7 @@ TEST(CliBinariesTest, ProgressIsPlainLinesWhenNotATerminal) {
 
 // Runs argv with stdout+stderr on a pipe; once `marker` has appeared
 // `occurrences` times in the output, sends SIGINT (Ctrl-C); waits up to 60 s.
-ProcessRun ExecuteAndInterruptAfter(const std::vector<std::string>& argv, const std::string& marker,
-                                    int occurrences) {
+ProcessRun ExecuteAndInterruptAfter(const std::vector<std::string>& argv, const std::string& marker, int occurrences) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -269,11 +267,13 @@ TEST(CliBinariesTest, CtrlCKeepsWrittenImagesCancelsTheRestAndExits130) {
   const fs::path prompts = dir / "prompts.txt";
   std::ofstream(prompts) << "first\nsecond\nthird\n";
   const fs::path out = dir / "out";
-  const ProcessRun r = ExecuteAndInterruptAfter({ARGEN_CLIENT_BIN, "--server=" + t.address, "generate", "--prompts-file",
-                                                 prompts.string(), "--parallel", "1", "--out", out.string()},
-                                                "accepted ", /*occurrences=*/2);
+  const ProcessRun r =
+      ExecuteAndInterruptAfter({ARGEN_CLIENT_BIN, "--server=" + t.address, "generate", "--prompts-file",
+                                prompts.string(), "--parallel", "1", "--out", out.string()},
+                               "accepted ", /*occurrences=*/2);
   EXPECT_EQ(r.exit_code, 130) << r.out;
-  EXPECT_NE(r.out.find("interrupted: 1 of 3 images written, 1 request cancelled, 1 not sent"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("interrupted: 1 of 3 images written, 1 request cancelled, 1 not sent"), std::string::npos)
+      << r.out;
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(out)) files.push_back(e.path().filename().string());
   ASSERT_EQ(files.size(), 1u) << r.out;
@@ -283,8 +283,7 @@ TEST(CliBinariesTest, CtrlCKeepsWrittenImagesCancelsTheRestAndExits130) {
   png.read(magic.data(), 8);
   EXPECT_EQ(magic, std::string("\x89PNG\r\n\x1a\n", 8));
   // The third prompt was never sent: the server saw two requests.
-  EXPECT_EQ(r.out.find("accepted", r.out.find("accepted", r.out.find("accepted") + 1) + 1), std::string::npos)
-      << r.out;
+  EXPECT_EQ(r.out.find("accepted", r.out.find("accepted", r.out.find("accepted") + 1) + 1), std::string::npos) << r.out;
 }
 
 // Issue 15, defect 3, on the real binary: gRPC's built-in health service
@@ -296,8 +295,12 @@ TEST(CliBinariesTest, ServerBinaryReflectionDescribesHealth) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  std::vector<std::string> argv = {ARGEN_SERVER_BIN, "--model_dir=" + SourceDir() + "/tests/goldens/tiny/tiny-mha",
-                                   "--listen_address=127.0.0.1", "--port=0", "--metrics_port=-1", "--threads=1"};
+  std::vector<std::string> argv = {ARGEN_SERVER_BIN,
+                                   "--model_dir=" + SourceDir() + "/tests/goldens/tiny/tiny-mha",
+                                   "--listen_address=127.0.0.1",
+                                   "--port=0",
+                                   "--metrics_port=-1",
+                                   "--threads=1"};
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -310,8 +313,10 @@ TEST(CliBinariesTest, ServerBinaryReflectionDescribesHealth) {
     std::ifstream f(log);
     const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     std::smatch m;
-    if (std::regex_search(text, m, serving)) port = m[1];
-    else usleep(10000);
+    if (std::regex_search(text, m, serving))
+      port = m[1];
+    else
+      usleep(10000);
   }
   EXPECT_FALSE(port.empty()) << "argen_server did not start";
   for (const char* method : {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",

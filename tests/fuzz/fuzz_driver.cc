@@ -132,9 +132,9 @@ class Mutator {
   }
 
   void MutateOnce(Bytes& d) {
-    static const uint64_t kInteresting[] = {0,          1,          0x7f,       0x80,      0xff,
-                                            0x7fff,     0x8000,     0xffff,     0x7fffffff, 0x80000000,
-                                            0xffffffff, 0x7fffffffffffffffULL, ~0ULL};
+    static const uint64_t kInteresting[] = {0,      1,      0x7f,       0x80,       0xff,       0x7fff,
+                                            0x8000, 0xffff, 0x7fffffff, 0x80000000, 0xffffffff, 0x7fffffffffffffffULL,
+                                            ~0ULL};
     switch (Below(9)) {
       case 0:  // flip a bit
         if (!d.empty()) d[Below(d.size())] ^= static_cast<uint8_t>(1u << Below(8));
@@ -165,8 +165,8 @@ class Mutator {
         break;
       }
       case 5: {  // an ASCII digit run (numbers in text formats)
-        static const char* kNumbers[] = {"0", "-1", "1e308", "-0", "9999999999999999999", "4294967296",
-                                         "1.5", "NaN", "null", "\"\"", "[]", "{}"};
+        static const char* kNumbers[] = {
+            "0", "-1", "1e308", "-0", "9999999999999999999", "4294967296", "1.5", "NaN", "null", "\"\"", "[]", "{}"};
         const char* s = kNumbers[Below(std::size(kNumbers))];
         d.insert(d.begin() + static_cast<long>(Below(d.size() + 1)), s, s + std::strlen(s));
         break;
@@ -214,14 +214,18 @@ int main(int argc, char** argv) {
   std::vector<std::string> paths;
   for (int i = 1; i < argc; ++i) {
     std::string v;
-    if (Flag(argv[i], "--seconds", &v)) seconds = std::atof(v.c_str());
-    else if (Flag(argv[i], "--runs", &v)) runs = std::strtoull(v.c_str(), nullptr, 10);
-    else if (Flag(argv[i], "--seed", &v)) seed = std::strtoull(v.c_str(), nullptr, 10);
-    else if (Flag(argv[i], "--max_len", &v)) max_len = std::strtoull(v.c_str(), nullptr, 10);
-    else if (Flag(argv[i], "--write_crash", &v)) crash_dir = v;
+    if (Flag(argv[i], "--seconds", &v))
+      seconds = std::atof(v.c_str());
+    else if (Flag(argv[i], "--runs", &v))
+      runs = std::strtoull(v.c_str(), nullptr, 10);
+    else if (Flag(argv[i], "--seed", &v))
+      seed = std::strtoull(v.c_str(), nullptr, 10);
+    else if (Flag(argv[i], "--max_len", &v))
+      max_len = std::strtoull(v.c_str(), nullptr, 10);
+    else if (Flag(argv[i], "--write_crash", &v))
+      crash_dir = v;
     else if (argv[i][0] == '-') {
-      std::fprintf(stderr,
-                   "usage: %s [--seconds=S] [--runs=N] [--seed=N] [--max_len=B] [--write_crash=DIR] PATH...\n",
+      std::fprintf(stderr, "usage: %s [--seconds=S] [--runs=N] [--seed=N] [--max_len=B] [--write_crash=DIR] PATH...\n",
                    argv[0]);
       return 2;
     } else {

@@ -18,8 +18,8 @@ using argen::tokenizer::Tokenizer;
 std::vector<std::unique_ptr<Tokenizer>>& Tokenizers() {
   static auto* all = [] {
     auto* v = new std::vector<std::unique_ptr<Tokenizer>>;
-    for (const char* path : {"/models/argen-scenes-v1/tokenizer.json",
-                             "/tests/goldens/tokenizer/bpe_deepseek/tokenizer.json"}) {
+    for (const char* path :
+         {"/models/argen-scenes-v1/tokenizer.json", "/tests/goldens/tokenizer/bpe_deepseek/tokenizer.json"}) {
       absl::StatusOr<Tokenizer> tok = Tokenizer::LoadFromFile(argen::fuzz::SourceDir() + path);
       if (!tok.ok()) __builtin_trap();  // a committed tokenizer must load
       v->push_back(std::make_unique<Tokenizer>(*std::move(tok)));

@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view json(reinterpret_cast<const char*>(data), size);
   absl::StatusOr<Tokenizer> tok = Tokenizer::LoadFromJson(json, "fuzz/tokenizer.json");
   if (!tok.ok()) return 0;
-  for (std::string_view text : {"a red circle", " 12  345\n\nx", "\xc3\xa9t\xc3\xa9 \xe4\xb8\xad\xf0\x9f\x98\x80", ""}) {
+  for (std::string_view text :
+       {"a red circle", " 12  345\n\nx", "\xc3\xa9t\xc3\xa9 \xe4\xb8\xad\xf0\x9f\x98\x80", ""}) {
     absl::StatusOr<std::vector<int32_t>> ids = tok->Encode(text, /*add_special_tokens=*/true);
     if (!ids.ok()) continue;
     for (int32_t id : *ids) {

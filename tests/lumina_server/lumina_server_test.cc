@@ -70,8 +70,13 @@ int WaitExit(pid_t pid, int timeout_s) {
 std::vector<std::string> ServerArgs() {
   // No config file and no sampling flags: the family's defaults apply (cfg 4, top-k 2000
   // capped by the small model's 1,024 codes).
-  return {ARGEN_SERVER_BIN, "--model_dir", SourceDir() + "/models/argen-lumina-scenes-v1",
-          "--listen_address=127.0.0.1", "--port=0", "--metrics_port=-1", "--threads=2"};
+  return {ARGEN_SERVER_BIN,
+          "--model_dir",
+          SourceDir() + "/models/argen-lumina-scenes-v1",
+          "--listen_address=127.0.0.1",
+          "--port=0",
+          "--metrics_port=-1",
+          "--threads=2"};
 }
 
 TEST(LuminaServerTest, InfoAndGenerateOverGrpc) {
@@ -84,8 +89,10 @@ TEST(LuminaServerTest, InfoAndGenerateOverGrpc) {
     ASSERT_NE(waitpid(pid, &status, WNOHANG), pid) << "the server exited: " << ReadFile(log);
     std::smatch m;
     const std::string text = ReadFile(log);
-    if (std::regex_search(text, m, serving)) port = m[1];
-    else usleep(10000);
+    if (std::regex_search(text, m, serving))
+      port = m[1];
+    else
+      usleep(10000);
   }
   ASSERT_FALSE(port.empty()) << ReadFile(log);
   const std::string server = "--server=127.0.0.1:" + port;

@@ -77,11 +77,11 @@ TEST(FaultsTest, NonFiniteWeightsAreRefusedAtLoadNamingTheTensor) {
   };
   const std::vector<Case> cases = {
       // The probe's checkpoint: the image head's bias all NaN.
-      {"gen_head.vision_head.bias", [=](int64_t, float) { return nan; }, "64 of 64 values are NaN or Inf (first at index 0)"},
-      {"language_model.model.layers.1.mlp.down_proj.weight",
-       [=](int64_t i, float v) { return i == 17 ? inf : v; }, "values are NaN or Inf (first at index 17)"},
-      {"gen_vision_model.decoder.conv_out.bias", [=](int64_t i, float v) { return i == 1 ? -inf : v; },
-       "1 of"},
+      {"gen_head.vision_head.bias", [=](int64_t, float) { return nan; },
+       "64 of 64 values are NaN or Inf (first at index 0)"},
+      {"language_model.model.layers.1.mlp.down_proj.weight", [=](int64_t i, float v) { return i == 17 ? inf : v; },
+       "values are NaN or Inf (first at index 17)"},
+      {"gen_vision_model.decoder.conv_out.bias", [=](int64_t i, float v) { return i == 1 ? -inf : v; }, "1 of"},
   };
   for (const Case& c : cases) {
     const std::string dir = BrokenCopy("load", c.tensor, c.value);
@@ -112,11 +112,11 @@ TEST(FaultsTest, TheServerRefusesToStartOnNonFiniteWeights) {
 TEST(FaultsTest, NonFiniteLogitsFailTheRequestInsteadOfBeingSampled) {
   // Finite weights whose logits overflow f32 (no load check can see it):
   // the projector's output 3e38 times vision_head weights of 60000 (f16).
-  const std::string dir = BrokenCopy("overflow", "gen_head.output_mlp_projector.bias",
-                                     [](int64_t, float) { return 3e38f; });
-  ASSERT_TRUE(PatchTensor(dir + "/model.safetensors", "gen_head.vision_head.weight",
-                          [](int64_t, float) { return 60000.0f; })
-                  .ok());
+  const std::string dir =
+      BrokenCopy("overflow", "gen_head.output_mlp_projector.bias", [](int64_t, float) { return 3e38f; });
+  ASSERT_TRUE(PatchTensor(dir + "/model.safetensors", "gen_head.vision_head.weight", [](int64_t, float) {
+                return 60000.0f;
+              }).ok());
   absl::StatusOr<std::unique_ptr<engine::Engine>> e = Tiny(dir);
   ASSERT_TRUE(e.ok()) << e.status();
   server::ServerConfig c = LoopbackConfig(dir);
@@ -166,7 +166,8 @@ class LosingEngine : public scheduler::testing::FakeEngine {
  public:
   LosingEngine(scheduler::testing::FakeEngineOptions o, int64_t fatal_step) : FakeEngine(o), fatal_step_(fatal_step) {}
   absl::StatusOr<engine::StepReport> Step() override {
-    if (++steps_ == fatal_step_) return engine::FatalDeviceError("cuda: step: an illegal memory access was encountered");
+    if (++steps_ == fatal_step_)
+      return engine::FatalDeviceError("cuda: step: an illegal memory access was encountered");
     return FakeEngine::Step();
   }
 

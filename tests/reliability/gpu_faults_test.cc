@@ -76,9 +76,9 @@ TEST(GpuFaultsTest, AKvBudgetBeyondTheDeviceIsRefusedNamingTheBudget) {
 TEST(GpuFaultsTest, NonFiniteWeightsAreRefusedOnCudaToo) {
   const std::string dir = ::testing::TempDir() + "/argen_gpu_nan";
   ASSERT_TRUE(CopyCheckpoint(TinyDir(), dir).ok());
-  ASSERT_TRUE(PatchTensor(dir + "/model.safetensors", "gen_head.vision_head.bias",
-                          [](int64_t, float) { return std::nanf(""); })
-                  .ok());
+  ASSERT_TRUE(PatchTensor(dir + "/model.safetensors", "gen_head.vision_head.bias", [](int64_t, float) {
+                return std::nanf("");
+              }).ok());
   absl::StatusOr<std::unique_ptr<engine::Engine>> e = TinyCuda(dir, int64_t{256} << 20);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("gen_head.vision_head.bias"), std::string::npos) << e.status();
@@ -126,9 +126,9 @@ TEST(GpuFaultsTest, NanLogitsInAPrefillFailTheRequest) {
 // Last: a process of its own, since its context is lost for good.
 TEST(GpuFaultsTest, ALostCudaContextEndsArgenServerWithExitCodeThree) {
   ScopedFaults faults("device_lost@6");
-  ServerProcess p = SpawnProcess(TinyServerArgs({"--backend=cuda", "--vq_backend=cuda", "--kv_budget_bytes=256MiB",
-                                                 "--max_batch_rows=16"}),
-                                 ::testing::TempDir() + "/argen_gpu_device_lost.log");
+  ServerProcess p = SpawnProcess(
+      TinyServerArgs({"--backend=cuda", "--vq_backend=cuda", "--kv_budget_bytes=256MiB", "--max_batch_rows=16"}),
+      ::testing::TempDir() + "/argen_gpu_device_lost.log");
   unsetenv(model::kFaultInjectionEnv);
   ASSERT_TRUE(WaitServing(p, 120)) << ReadFile(p.log_path);
   auto stub = v1::ArGen::NewStub(client::MakeChannel("127.0.0.1:" + std::to_string(p.port), 64 << 20));

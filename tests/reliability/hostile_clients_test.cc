@@ -56,16 +56,15 @@ absl::StatusOr<Running> Start(server::ServerConfig config, FakeEngineOptions opt
   return r;
 }
 
-#define ASSERT_RUNNING(var, expr)                      \
-  absl::StatusOr<Running> var##_or_ = (expr);          \
-  ASSERT_TRUE(var##_or_.ok()) << var##_or_.status();   \
+#define ASSERT_RUNNING(var, expr)                    \
+  absl::StatusOr<Running> var##_or_ = (expr);        \
+  ASSERT_TRUE(var##_or_.ok()) << var##_or_.status(); \
   Running var = *std::move(var##_or_)
 
 // argen_requests_total for (policy, status); 0 when the series is absent.
 int64_t RequestsTotal(Running& r, const std::string& policy, const std::string& status) {
   const std::string metrics = HttpGet(r.server->metrics_port(), "/metrics");
-  const std::regex series("argen_requests_total\\{policy=\"" + policy + "\",status=\"" + status +
-                          "\"\\} ([0-9.e+]+)");
+  const std::regex series("argen_requests_total\\{policy=\"" + policy + "\",status=\"" + status + "\"\\} ([0-9.e+]+)");
   std::smatch m;
   return std::regex_search(metrics, m, series) ? static_cast<int64_t>(std::stod(m[1])) : 0;
 }
@@ -84,9 +83,7 @@ std::string Serialized(const v1::GenerateRequest& r) {
   return out;
 }
 
-bool Idle(Running& r) {
-  return r.server->scheduler().snapshot().active_requests == 0 && r.engine->KvBytesInUse() == 0;
-}
+bool Idle(Running& r) { return r.server->scheduler().snapshot().active_requests == 0 && r.engine->KvBytesInUse() == 0; }
 
 TEST(HostileClientsTest, AnExpiredDeadlineIsNeverCountedAsCancelled) {
   FakeEngineOptions o;
@@ -119,7 +116,8 @@ TEST(HostileClientsTest, AnExpiredDeadlineIsNeverCountedAsCancelled) {
   v1::GenerateEvent e;
   ASSERT_TRUE(reader->Read(&e));
   context.TryCancel();
-  while (reader->Read(&e)) {}
+  while (reader->Read(&e)) {
+  }
   EXPECT_EQ(reader->Finish().error_code(), grpc::CANCELLED);
   ASSERT_TRUE(WaitFor([&] { return Idle(r); }));
   EXPECT_EQ(RequestsTotal(r, "dense", "CANCELLED"), 1);
@@ -194,9 +192,7 @@ TEST(HostileClientsTest, AStalledStreamOfAFinishedRequestStillFreesItsThread) {
     ASSERT_TRUE(stalled.back()->StartCall("/argen.v1.ArGen/Generate", Serialized(Request(2))));
   }
   EXPECT_TRUE(WaitFor([&] { return StreamsStalled(r) >= 8; }, absl::Seconds(20))) << StreamsStalled(r);
-  EXPECT_TRUE(WaitFor([&] {
-    return client::CallGenerate(*r.stub, Request(1), 5).status.ok();
-  }, absl::Seconds(20)));
+  EXPECT_TRUE(WaitFor([&] { return client::CallGenerate(*r.stub, Request(1), 5).status.ok(); }, absl::Seconds(20)));
   EXPECT_TRUE(WaitFor([&] { return Idle(r); }));
 }
 
@@ -210,8 +206,7 @@ TEST(HostileClientsTest, TheStreamBufferBoundsWhatWaitsForASlowClient) {
   ASSERT_TRUE(slow->StartCall("/argen.v1.ArGen/Generate", Serialized(Request(8))));
   // 8 MiB of images for a client whose window took 64 KiB: past 3 MiB the
   // request ends, and what waited is freed, long before the stall timeout.
-  ASSERT_TRUE(WaitFor([&] { return RequestsTotal(r, "dense", "RESOURCE_EXHAUSTED") == 1; },
-                      absl::Seconds(10)));
+  ASSERT_TRUE(WaitFor([&] { return RequestsTotal(r, "dense", "RESOURCE_EXHAUSTED") == 1; }, absl::Seconds(10)));
   EXPECT_TRUE(WaitFor([&] { return Idle(r); }));
   EXPECT_EQ(RequestsTotal(r, "dense", "OK"), 0);
   slow.reset();  // the blocked write fails once the connection is gone

@@ -96,8 +96,7 @@ TEST(HostileRequestsTest, InvalidUtf8InAStringFieldIsInvalidArgumentNamingIt) {
   EXPECT_GE(r.events, 4);  // accepted, started, progress..., image, metrics
 
   const std::string metrics = HttpGet(t.server->metrics_port(), "/metrics");
-  EXPECT_NE(metrics.find("argen_requests_total{policy=\"invalid\",status=\"INVALID_ARGUMENT\"} 4"),
-            std::string::npos)
+  EXPECT_NE(metrics.find("argen_requests_total{policy=\"invalid\",status=\"INVALID_ARGUMENT\"} 4"), std::string::npos)
       << metrics;
 }
 
@@ -112,9 +111,8 @@ TEST(HostileRequestsTest, PromptOverTheByteBoundIsRefusedBeforeTokenizing) {
   r.set_prompt(std::string(limit + 1, 'x'));
   client::GenerateResult result = client::CallGenerate(*t.stub, r, 20);
   EXPECT_EQ(result.status.error_code(), grpc::INVALID_ARGUMENT);
-  EXPECT_EQ(result.status.error_message(),
-            "prompt: " + std::to_string(limit + 1) + " bytes, over the limit of " + std::to_string(limit) +
-                " bytes (max_prompt_bytes)");
+  EXPECT_EQ(result.status.error_message(), "prompt: " + std::to_string(limit + 1) + " bytes, over the limit of " +
+                                               std::to_string(limit) + " bytes (max_prompt_bytes)");
   // At the bound the prompt reaches the engine, which counts its tokens.
   r.set_prompt(std::string(limit, 'x'));
   result = client::CallGenerate(*t.stub, r, 20);

@@ -89,9 +89,14 @@ std::vector<int> ThreadsNotBlockingStopSignals(pid_t pid) {
 std::vector<std::string> TinyServerArgs(const std::vector<std::string>& extra) {
   const std::string src = serving_test::SourceDir();
   const char* bin = std::getenv("ARGEN_SERVER_BIN");  // the device runs carry their own build
-  std::vector<std::string> args = {bin != nullptr ? bin : ARGEN_SERVER_BIN, "--config", src + "/configs/argen.yaml",
-                                   "--model_dir", src + "/tests/goldens/tiny/tiny-mha",
-                                   "--listen_address=127.0.0.1", "--port=0", "--metrics_port=-1",
+  std::vector<std::string> args = {bin != nullptr ? bin : ARGEN_SERVER_BIN,
+                                   "--config",
+                                   src + "/configs/argen.yaml",
+                                   "--model_dir",
+                                   src + "/tests/goldens/tiny/tiny-mha",
+                                   "--listen_address=127.0.0.1",
+                                   "--port=0",
+                                   "--metrics_port=-1",
                                    "--threads=1"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;

@@ -22,14 +22,14 @@ TEST(RequestHandleBoundTest, OverflowDropsWhatWaitsAndCancelsWithResourceExhaust
   h.Push(Image(4000));  // over the bound
   ASSERT_TRUE(h.cancelled());
   EXPECT_EQ(h.cancel_reason().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(h.cancel_reason().message().find("stream_buffer_bytes 10000"), std::string::npos)
-      << h.cancel_reason();
+  EXPECT_NE(h.cancel_reason().message().find("stream_buffer_bytes 10000"), std::string::npos) << h.cancel_reason();
   EXPECT_EQ(h.buffered_bytes(), 0);  // freed, not kept for a reader that may never come
   EXPECT_FALSE(h.Next(absl::ZeroDuration()).has_value());
   // The Finished event always gets through, whatever waits.
   h.Push(FinishedEvent{h.cancel_reason(), {}});
   std::optional<RequestEvent> e;
-  while ((e = h.Next(absl::ZeroDuration())) && !std::holds_alternative<FinishedEvent>(*e)) {}
+  while ((e = h.Next(absl::ZeroDuration())) && !std::holds_alternative<FinishedEvent>(*e)) {
+  }
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(std::get<FinishedEvent>(*e).status.code(), absl::StatusCode::kResourceExhausted);
 }

@@ -28,8 +28,7 @@ TEST(SignalsProcessTest, EveryThreadButTheWaiterBlocksTheStopSignals) {
   // must block them.
   std::vector<int> unblocked = ThreadsNotBlockingStopSignals(p.pid);
   unblocked.erase(std::remove(unblocked.begin(), unblocked.end(), p.pid), unblocked.end());
-  EXPECT_TRUE(unblocked.empty()) << unblocked.size() << " threads would die of a SIGTERM, first tid "
-                                 << unblocked[0];
+  EXPECT_TRUE(unblocked.empty()) << unblocked.size() << " threads would die of a SIGTERM, first tid " << unblocked[0];
   EXPECT_EQ(ReadFile(p.log_path).find("does not block"), std::string::npos) << ReadFile(p.log_path);
   kill(p.pid, SIGTERM);
   EXPECT_EQ(WaitExit(p.pid, 60), 0) << ReadFile(p.log_path);
@@ -40,9 +39,9 @@ TEST(SignalsProcessTest, EveryThreadButTheWaiterBlocksTheStopSignals) {
 void RepeatedSignalsDuringDrain(int first, int second, int third) {
   // A log of its own per test and process: WaitServing reads the port from it,
   // and ctest runs the two tests using this at the same time.
-  const std::string log_path = absl::StrCat(::testing::TempDir(), "/argen_sigrepeat_",
-                                            ::testing::UnitTest::GetInstance()->current_test_info()->name(), "_",
-                                            getpid(), ".log");
+  const std::string log_path =
+      absl::StrCat(::testing::TempDir(), "/argen_sigrepeat_",
+                   ::testing::UnitTest::GetInstance()->current_test_info()->name(), "_", getpid(), ".log");
   ServerProcess p = SpawnProcess(TinyServerArgs(), log_path);
   ASSERT_TRUE(WaitServing(p)) << ReadFile(p.log_path);
   auto stub = v1::ArGen::NewStub(client::MakeChannel("127.0.0.1:" + std::to_string(p.port), 64 << 20));
@@ -75,8 +74,7 @@ void RepeatedSignalsDuringDrain(int first, int second, int third) {
     v1::GenerateEvent e;
     while (readers[i]->Read(&e)) images[i] += e.has_image() ? 1 : 0;
     const grpc::Status status = readers[i]->Finish();
-    EXPECT_TRUE(status.ok()) << "request " << i << ": " << status.error_code() << " "
-                             << status.error_message();
+    EXPECT_TRUE(status.ok()) << "request " << i << ": " << status.error_code() << " " << status.error_message();
     EXPECT_EQ(images[i], 16) << "request " << i;
   }
   const int rc = WaitExit(p.pid, 120);
@@ -90,9 +88,7 @@ TEST(SignalsProcessTest, SecondSigtermDuringDrainIsIgnoredAndRequestsComplete) {
   RepeatedSignalsDuringDrain(SIGTERM, SIGTERM, SIGTERM);
 }
 
-TEST(SignalsProcessTest, SigintDuringSigtermDrainIsIgnoredToo) {
-  RepeatedSignalsDuringDrain(SIGTERM, SIGINT, SIGINT);
-}
+TEST(SignalsProcessTest, SigintDuringSigtermDrainIsIgnoredToo) { RepeatedSignalsDuringDrain(SIGTERM, SIGINT, SIGINT); }
 
 }  // namespace
 }  // namespace argen::reliability_test

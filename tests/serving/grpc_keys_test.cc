@@ -29,7 +29,8 @@ grpc::Status Generate(TestServer& t, const std::string& key, v1::Priority priori
   r.set_priority(priority);
   auto reader = t.stub->Generate(&context, r);
   v1::GenerateEvent e;
-  while (reader->Read(&e)) {}
+  while (reader->Read(&e)) {
+  }
   return reader->Finish();
 }
 
@@ -38,8 +39,8 @@ TEST(GrpcKeysTest, KeysRightsPriorityCapsAndLimits) {
   server::ServerConfig c = LoopbackConfig("fake");
   c.api_keys_file = dir.Write(
       "keys", absl::StrCat("gen ", server::Sha256Hex("gen-key"), " max_priority=high max_concurrent_requests=1\n",
-                           "viewer ", server::Sha256Hex("view-key"), " rights=info\n",
-                           "batch ", server::Sha256Hex("batch-key"), " max_priority=low\n"));
+                           "viewer ", server::Sha256Hex("view-key"), " rights=info\n", "batch ",
+                           server::Sha256Hex("batch-key"), " max_priority=low\n"));
   FakeEngineOptions eo;
   eo.token_grid = 8;
   eo.step_time = absl::Milliseconds(3);

@@ -50,8 +50,8 @@ json Body(const httplib::Result& r) {
 TEST(HttpApiTest, GenerateReturnsBase64PngsInOpenAiShape) {
   ASSERT_STARTED(t, StartFake(HttpConfig()));
   auto client = HttpClient(t.server->http_port());
-  httplib::Result r = PostImages(*client, {{"prompt", "a red circle"}, {"n", 2}, {"size", "8x8"},
-                                           {"response_format", "b64_json"}, {"seed", 5}});
+  httplib::Result r = PostImages(
+      *client, {{"prompt", "a red circle"}, {"n", 2}, {"size", "8x8"}, {"response_format", "b64_json"}, {"seed", 5}});
   ASSERT_TRUE(r) << httplib::to_string(r.error());
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
@@ -128,9 +128,9 @@ TEST(HttpApiTest, EveryBadFieldGetsA400NamingIt) {
   auto client = HttpClient(t.server->http_port());
   const std::vector<std::pair<json, std::string>> cases = {
       {{{"n", 1}}, "prompt"},
-      {{{"prompt", ""}}, "prompt"},                      // the shared check
-      {{{"prompt", std::string(500, 'p')}}, "prompt"},   // the engine's length check
-      {{{"prompt", "x"}, {"n", 5}}, "n"},                // max_images_per_request
+      {{{"prompt", ""}}, "prompt"},                     // the shared check
+      {{{"prompt", std::string(500, 'p')}}, "prompt"},  // the engine's length check
+      {{{"prompt", "x"}, {"n", 5}}, "n"},               // max_images_per_request
       {{{"prompt", "x"}, {"size", "1024x1024"}}, "size"},
       {{{"prompt", "x"}, {"response_format", "url"}}, "response_format"},
       {{{"prompt", "x"}, {"temperature", -1}}, "temperature"},
@@ -173,8 +173,9 @@ TEST(HttpApiTest, OversizedBodiesAre413) {
   EXPECT_EQ(r->status, 413) << r->body;
   EXPECT_EQ(Body(r)["error"]["code"], "request_too_large");
   // Chunked, so no Content-Length to refuse it by.
-  std::string chunked = "POST /v1/images/generations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                        "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+  std::string chunked =
+      "POST /v1/images/generations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
   for (int i = 0; i < 3; ++i) absl::StrAppend(&chunked, "1000\r\n", std::string(4096, ' '), "\r\n");
   absl::StrAppend(&chunked, "0\r\n\r\n");
   const std::string raw = HttpExchange(t.server->http_port(), chunked);
@@ -183,8 +184,8 @@ TEST(HttpApiTest, OversizedBodiesAre413) {
 
 TEST(HttpApiTest, KeysGive401And403AndCapPriority) {
   TempDir dir;
-  const std::string keys = dir.Write("keys", absl::StrCat("gen ", server::Sha256Hex("gen-key"), "\n",
-                                                          "viewer ", server::Sha256Hex("view-key"), " rights=info\n"));
+  const std::string keys = dir.Write("keys", absl::StrCat("gen ", server::Sha256Hex("gen-key"), "\n", "viewer ",
+                                                          server::Sha256Hex("view-key"), " rights=info\n"));
   server::ServerConfig c = HttpConfig();
   c.api_keys_file = keys;
   ASSERT_STARTED(t, StartFake(c));
@@ -204,11 +205,13 @@ TEST(HttpApiTest, KeysGive401And403AndCapPriority) {
   EXPECT_EQ(client->Get("/v1/models", {{"Authorization", "Bearer view-key"}})->status, 200);
   EXPECT_EQ(client->Get("/v1/models")->status, 401);
   // The default cap is normal: high is refused, normal and low run.
-  httplib::Result high = PostImages(*client, {{"prompt", "x"}, {"priority", "high"}}, {{"Authorization", "Bearer gen-key"}});
+  httplib::Result high =
+      PostImages(*client, {{"prompt", "x"}, {"priority", "high"}}, {{"Authorization", "Bearer gen-key"}});
   ASSERT_TRUE(high);
   EXPECT_EQ(high->status, 403);
   EXPECT_EQ(Body(high)["error"]["param"], "priority");
-  httplib::Result ok = PostImages(*client, {{"prompt", "x"}, {"priority", "low"}}, {{"Authorization", "Bearer gen-key"}});
+  httplib::Result ok =
+      PostImages(*client, {{"prompt", "x"}, {"priority", "low"}}, {{"Authorization", "Bearer gen-key"}});
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200) << ok->body;
   // Health stays open; no key shows up in /metrics.
@@ -362,15 +365,16 @@ int ConnectTo(int port) {
 
 TEST(HttpApiTest, ClientDisconnectCancelsTheRequestAndFreesItsKv) {
   FakeEngineOptions eo;
-  eo.token_grid = 32;                     // 1024 tokens: ~5 s if it ran to the end
+  eo.token_grid = 32;  // 1024 tokens: ~5 s if it ran to the end
   eo.step_time = absl::Milliseconds(5);
   ASSERT_STARTED(t, StartFake(HttpConfig(), eo));
   for (const bool stream : {false, true}) {
     const std::string body = json{{"prompt", "long"}, {"n", 2}, {"stream", stream}}.dump();
     const int fd = ConnectTo(t.server->http_port());
-    const std::string request = absl::StrCat("POST /v1/images/generations HTTP/1.1\r\nHost: x\r\n"
-                                             "Content-Type: application/json\r\nContent-Length: ",
-                                             body.size(), "\r\n\r\n", body);
+    const std::string request = absl::StrCat(
+        "POST /v1/images/generations HTTP/1.1\r\nHost: x\r\n"
+        "Content-Type: application/json\r\nContent-Length: ",
+        body.size(), "\r\n\r\n", body);
     ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
     ASSERT_TRUE(WaitFor([&] { return t.server->scheduler().snapshot().running_rows == 4; })) << stream;
     const int64_t steps_at_close = t.engine->steps();

@@ -37,17 +37,17 @@ TestCerts MakeTestCerts(const TempDir& dir) {
   dir.Write("server.ext", "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n");
   dir.Write("client.ext", "extendedKeyUsage=clientAuth\n");
   const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-  const std::string script = dir.Write(
-      "make_certs.sh",
-      "set -e\ncd '" + d + "'\n" +
-          "openssl req -x509 " + ec + " -keyout ca.key -out ca.pem -days 2 -subj '/CN=argen test CA'\n" +
-          "openssl req -x509 " + ec + " -keyout other.key -out other_ca.pem -days 2 -subj '/CN=some other CA'\n" +
-          "openssl req " + ec + " -keyout server.key -out server.csr -subj '/CN=localhost'\n" +
-          "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 "
-          "-extfile server.ext\n" +
-          "openssl req " + ec + " -keyout client.key -out client.csr -subj '/CN=argen test client'\n" +
-          "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2 "
-          "-extfile client.ext\n");
+  const std::string script =
+      dir.Write("make_certs.sh",
+                "set -e\ncd '" + d + "'\n" + "openssl req -x509 " + ec +
+                    " -keyout ca.key -out ca.pem -days 2 -subj '/CN=argen test CA'\n" + "openssl req -x509 " + ec +
+                    " -keyout other.key -out other_ca.pem -days 2 -subj '/CN=some other CA'\n" + "openssl req " + ec +
+                    " -keyout server.key -out server.csr -subj '/CN=localhost'\n" +
+                    "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 "
+                    "-extfile server.ext\n" +
+                    "openssl req " + ec + " -keyout client.key -out client.csr -subj '/CN=argen test client'\n" +
+                    "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2 "
+                    "-extfile client.ext\n");
   const std::string command = "bash '" + script + "' >'" + d + "/openssl.log' 2>&1";
   if (std::system(command.c_str()) != 0) {
     c.error = "openssl failed: " + ReadFile(d + "/openssl.log");

@@ -49,7 +49,6 @@ std::string Base64Decode(const std::string& text);
 std::unique_ptr<httplib::Client> HttpClient(int port);
 
 // POST /v1/images/generations with `body`; headers extra.
-httplib::Result PostImages(httplib::Client& client, const nlohmann::json& body,
-                           const httplib::Headers& headers = {});
+httplib::Result PostImages(httplib::Client& client, const nlohmann::json& body, const httplib::Headers& headers = {});
 
 }  // namespace argen::serving_test

@@ -69,9 +69,9 @@ client::GenerateResult Generate(v1::ArGen::Stub& stub, int images, const std::st
 struct LimitCase {
   std::string label;
   int32_t max_images_per_request, max_batch_rows;
-  int64_t kv_budget_bytes;  // 0: room for `fit_images` dense images and not one more
-  int32_t advertised_images;  // num_images max GetModelInfo must show
-  int32_t fit_images;         // the most that run
+  int64_t kv_budget_bytes;     // 0: room for `fit_images` dense images and not one more
+  int32_t advertised_images;   // num_images max GetModelInfo must show
+  int32_t fit_images;          // the most that run
   grpc::StatusCode over_code;  // one image more
   std::string over_names;
 };
@@ -125,8 +125,8 @@ TEST(LimitsTest, ModelInfoReportsTheLimitsThatAreEnforced) {
 struct Probe {
   std::string field;
   std::function<void(v1::GenerateRequest&, double)> set;
-  double step;              // how far past a bound "just outside" is
-  double below_step = 0;    // below the minimum, when not `step`
+  double step;            // how far past a bound "just outside" is
+  double below_step = 0;  // below the minimum, when not `step`
 };
 
 TEST(LimitsTest, EveryAdvertisedRangeIsTheEnforcedOne) {
@@ -143,16 +143,38 @@ TEST(LimitsTest, EveryAdvertisedRangeIsTheEnforcedOne) {
   v1::ModelInfo info;
   server::FillModelInfo(model, config, &info);
 
-  auto policy = [](const char* name) {
-    return [name](v1::GenerateRequest& r) { r.mutable_policy()->set_name(name); };
-  };
+  auto policy = [](const char* name) { return [name](v1::GenerateRequest& r) { r.mutable_policy()->set_name(name); }; };
   const std::map<std::string, Probe> probes = {
       // 0 is proto3's unset and means 1: below the minimum is -1.
       {"num_images", {"num_images", [](auto& r, double v) { r.set_num_images(static_cast<int>(v)); }, 1, 2}},
-      {"sparsity", {"policy.sparsity", [&](auto& r, double v) { policy("diagonal")(r); r.mutable_policy()->set_sparsity(v); }, 0.01}},
-      {"n_att", {"policy.n_att", [&](auto& r, double v) { policy("sliding_window")(r); r.mutable_policy()->set_n_att(static_cast<int>(v)); }, 1}},
-      {"n_recent", {"policy.n_recent", [&](auto& r, double v) { policy("diagonal")(r); r.mutable_policy()->set_n_recent(static_cast<int>(v)); }, 1}},
-      {"n_sink", {"policy.n_sink", [&](auto& r, double v) { policy("streaming_llm")(r); r.mutable_policy()->set_n_sink(static_cast<int>(v)); }, 1}},
+      {"sparsity",
+       {"policy.sparsity",
+        [&](auto& r, double v) {
+          policy("diagonal")(r);
+          r.mutable_policy()->set_sparsity(v);
+        },
+        0.01}},
+      {"n_att",
+       {"policy.n_att",
+        [&](auto& r, double v) {
+          policy("sliding_window")(r);
+          r.mutable_policy()->set_n_att(static_cast<int>(v));
+        },
+        1}},
+      {"n_recent",
+       {"policy.n_recent",
+        [&](auto& r, double v) {
+          policy("diagonal")(r);
+          r.mutable_policy()->set_n_recent(static_cast<int>(v));
+        },
+        1}},
+      {"n_sink",
+       {"policy.n_sink",
+        [&](auto& r, double v) {
+          policy("streaming_llm")(r);
+          r.mutable_policy()->set_n_sink(static_cast<int>(v));
+        },
+        1}},
       {"cfg_weight", {"cfg_weight", [](auto& r, double v) { r.set_cfg_weight(static_cast<float>(v)); }, 1e-3}},
       {"temperature", {"temperature", [](auto& r, double v) { r.set_temperature(static_cast<float>(v)); }, 1e-3}},
       {"top_k", {"top_k", [](auto& r, double v) { r.set_top_k(static_cast<int>(v)); }, 1}},
@@ -190,7 +212,7 @@ TEST(LimitsTest, InfoShowsTheServersDefaultsAndOpenEnds) {
   server::ServerConfig config = LoopbackConfig(TinyModel());
   config.default_policy.kind = sparse::PolicyKind::kDiagonal;
   config.default_policy.sparsity = 0.9;
-  config.default_policy.n_recent = 64;  // as configs/argen.yaml
+  config.default_policy.n_recent = 64;      // as configs/argen.yaml
   config.default_sampling.temperature = 0;  // greedy is a valid default
   absl::StatusOr<Live> l = Serve(config);
   ASSERT_TRUE(l.ok()) << l.status();

@@ -37,7 +37,8 @@ TEST(OpenAiSdkTest, SdkGeneratesAndStreamsOverHttpsWithAnApiKey) {
   const std::string python = Python();
   std::string probe;
   if (!std::filesystem::exists(python) || RunCommand("'" + python + "' -c 'import openai'", &probe) != 0) {
-    GTEST_SKIP() << "no OpenAI SDK at " << python << " (scripts/dev-python.sh installs it; ARGEN_TEST_PYTHON overrides)";
+    GTEST_SKIP() << "no OpenAI SDK at " << python
+                 << " (scripts/dev-python.sh installs it; ARGEN_TEST_PYTHON overrides)";
   }
   TempDir dir;
   const TestCerts certs = MakeTestCerts(dir);

@@ -63,9 +63,9 @@ double Sample(const std::string& scrape, const std::string& name) {
 // Every gauge that describes running work reads 0 in a fresh scrape.
 void ExpectIdleGauges(const TestServer& t, const std::string& after) {
   const std::string scrape = HttpGet(t.server->metrics_port(), "/metrics");
-  for (const char* gauge : {"argen_running_batch_rows", "argen_running_requests", "argen_queue_depth",
-                            "argen_kv_cache_used_bytes", "argen_kv_cache_reserved_bytes",
-                            "argen_kv_cache_usage_ratio"}) {
+  for (const char* gauge :
+       {"argen_running_batch_rows", "argen_running_requests", "argen_queue_depth", "argen_kv_cache_used_bytes",
+        "argen_kv_cache_reserved_bytes", "argen_kv_cache_usage_ratio"}) {
     EXPECT_EQ(Sample(scrape, gauge), 0) << gauge << " after " << after << ":\n" << scrape;
   }
 }
@@ -92,13 +92,15 @@ TEST(OperationsTest, GaugesReadZeroRightAfterCancel) {
   r.set_progress_interval_ms(1);
   auto reader = t.stub->Generate(&context, r);
   v1::GenerateEvent e;
-  while (reader->Read(&e) && !e.has_progress()) {}
+  while (reader->Read(&e) && !e.has_progress()) {
+  }
   const std::string busy = HttpGet(t.server->metrics_port(), "/metrics");
   EXPECT_EQ(Sample(busy, "argen_running_batch_rows"), 8) << busy;
   EXPECT_EQ(Sample(busy, "argen_running_requests"), 1) << busy;
   EXPECT_GT(Sample(busy, "argen_kv_cache_usage_ratio"), 0) << busy;
   context.TryCancel();
-  while (reader->Read(&e)) {}
+  while (reader->Read(&e)) {
+  }
   EXPECT_EQ(reader->Finish().error_code(), grpc::CANCELLED);
   ASSERT_TRUE(WaitFor([&] { return t.server->scheduler().snapshot().active_requests == 0; }));
   ExpectIdleGauges(t, "cancel");
@@ -172,8 +174,8 @@ TEST(OperationsTest, ReflectionDescribesAndCallsHealthOnV1AndV1alpha) {
     for (const auto& s : listed.list_services_response().service()) {
       services.insert(s.name());
     }
-    for (const char* want : {"argen.v1.ArGen", "grpc.health.v1.Health",
-                             "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"}) {
+    for (const char* want : {"argen.v1.ArGen", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
+                             "grpc.reflection.v1alpha.ServerReflection"}) {
       EXPECT_EQ(services.count(want), 1u) << want;
     }
 
@@ -362,8 +364,7 @@ TEST(OperationsTest, OneStructuredLogLinePerRequest) {
   EXPECT_GE(ok["queue_wait_s"].get<double>(), 0);
   EXPECT_GT(ok["total_s"].get<double>(), 0);
   EXPECT_NE(ok["peer"].get<std::string>().find("127.0.0.1"), std::string::npos);
-  EXPECT_TRUE(std::regex_match(ok["time"].get<std::string>(),
-                               std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z)")));
+  EXPECT_TRUE(std::regex_match(ok["time"].get<std::string>(), std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z)")));
   const nlohmann::json& bad = by_id["log-bad"];
   EXPECT_EQ(bad["status"], "INVALID_ARGUMENT");
   EXPECT_NE(bad["error"].get<std::string>().find("prompt"), std::string::npos);
@@ -415,13 +416,13 @@ TEST(OperationsTest, TextLogLineNamesTheRequest) {
   for (const std::string& line : log.Lines()) {
     if (line.find("request_id=text-log") == std::string::npos) continue;
     ++found;
-    EXPECT_TRUE(std::regex_search(line, std::regex(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z info request: )"))) << line;
+    EXPECT_TRUE(std::regex_search(line, std::regex(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z info request: )")))
+        << line;
     EXPECT_NE(line.find("status=OK"), std::string::npos) << line;
     EXPECT_NE(line.find("policy=dense"), std::string::npos) << line;
   }
   EXPECT_EQ(found, 1);
 }
-
 
 TEST(OperationsTest, EveryImageCarriesItsGenerationMetadata) {
   ASSERT_STARTED(t, StartFake(LoopbackConfig("fake")));
@@ -444,9 +445,9 @@ TEST(OperationsTest, EveryImageCarriesItsGenerationMetadata) {
     EXPECT_FALSE(text["argen_version"].empty());
     EXPECT_NE(text["sampling"].find("temperature="), std::string::npos);
     // Still a valid PNG.
-    EXPECT_TRUE(image::DecodePng(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(img.png().data()),
-                                                     img.png().size()))
-                    .ok());
+    EXPECT_TRUE(
+        image::DecodePng(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(img.png().data()), img.png().size()))
+            .ok());
   }
 }
 
@@ -476,8 +477,8 @@ TEST(OperationsTest, ClientWritesEachImageAsItArrives) {
   ASSERT_STARTED(t, StartFake(LoopbackConfig("fake"), {}, FailingSecondImage()));
   const fs::path dir = FreshDir("argen_ops_partial");
   std::ostringstream out, err;
-  EXPECT_EQ(client::RunClient({"--server=" + t.address, "generate", "--prompt", "two", "--count", "2",
-                               "--request_id", "partial", "--out", dir.string(), "--quiet"},
+  EXPECT_EQ(client::RunClient({"--server=" + t.address, "generate", "--prompt", "two", "--count", "2", "--request_id",
+                               "partial", "--out", dir.string(), "--quiet"},
                               out, err),
             client::kServerError)
       << err.str();
@@ -495,15 +496,13 @@ TEST(OperationsTest, ClientWritesEachImageAsItArrives) {
 TEST(OperationsTest, FailedRunLeavesNoOutputFolder) {
   const fs::path dir = FreshDir("argen_ops_nothing") / "nested";
   std::ostringstream out, err;
-  EXPECT_EQ(client::RunClient({"--server=127.0.0.1:1", "--timeout=5", "generate", "--prompt", "x", "--out",
-                               dir.string()},
-                              out, err),
+  EXPECT_EQ(client::RunClient(
+                {"--server=127.0.0.1:1", "--timeout=5", "generate", "--prompt", "x", "--out", dir.string()}, out, err),
             client::kUnreachable);
   EXPECT_FALSE(fs::exists(dir)) << dir;
   EXPECT_FALSE(fs::exists(dir.parent_path())) << dir.parent_path();
   ASSERT_STARTED(t, StartFake(LoopbackConfig("fake")));
-  EXPECT_EQ(client::RunClient({"--server=" + t.address, "generate", "--prompt", "", "--out", dir.string()}, out,
-                              err),
+  EXPECT_EQ(client::RunClient({"--server=" + t.address, "generate", "--prompt", "", "--out", dir.string()}, out, err),
             client::kServerError);
   EXPECT_FALSE(fs::exists(dir.parent_path()));
 }
@@ -514,29 +513,28 @@ TEST(OperationsTest, ClientNeverOverwritesUnlessAsked) {
   const fs::path dir = FreshDir("argen_ops_overwrite");
   const std::string server = "--server=" + t.address;
   std::ostringstream out, err;
-  ASSERT_EQ(client::RunClient({server, "generate", "--prompt", "first", "--request_id", "same", "--out",
-                               dir.string(), "--quiet"},
-                              out, err),
+  ASSERT_EQ(client::RunClient(
+                {server, "generate", "--prompt", "first", "--request_id", "same", "--out", dir.string(), "--quiet"},
+                out, err),
             client::kOk)
       << err.str();
   const std::string first = Slurp(dir / "same_0.png");
   err.str("");
-  EXPECT_EQ(client::RunClient({server, "generate", "--prompt", "second", "--request_id", "same", "--out",
-                               dir.string(), "--quiet"},
-                              out, err),
+  EXPECT_EQ(client::RunClient(
+                {server, "generate", "--prompt", "second", "--request_id", "same", "--out", dir.string(), "--quiet"},
+                out, err),
             client::kLocalError);
   EXPECT_NE(err.str().find("same_0.png exists"), std::string::npos) << err.str();
   EXPECT_NE(err.str().find("--overwrite"), std::string::npos) << err.str();
   EXPECT_EQ(Slurp(dir / "same_0.png"), first);
-  EXPECT_EQ(client::RunClient({server, "generate", "--prompt", "second", "--request_id", "same", "--out",
-                               dir.string(), "--quiet", "--overwrite"},
+  EXPECT_EQ(client::RunClient({server, "generate", "--prompt", "second", "--request_id", "same", "--out", dir.string(),
+                               "--quiet", "--overwrite"},
                               out, err),
             client::kOk);
   EXPECT_EQ(PngText(Slurp(dir / "same_0.png"))["prompt"], "second");
   // Without --request_id the server's unique ids never collide.
   for (int i = 0; i < 2; ++i) {
-    ASSERT_EQ(client::RunClient({server, "generate", "--prompt", "anon", "--out", dir.string(), "--quiet"}, out,
-                                err),
+    ASSERT_EQ(client::RunClient({server, "generate", "--prompt", "anon", "--out", dir.string(), "--quiet"}, out, err),
               client::kOk);
   }
   int files = 0;
@@ -550,8 +548,8 @@ TEST(OperationsTest, RequestIdsAreSanitisedInFileNames) {
   const fs::path root = FreshDir("argen_ops_escape");
   const fs::path dir = root / "out";
   std::ostringstream out, err;
-  ASSERT_EQ(client::RunClient({"--server=" + t.address, "generate", "--prompt", "x", "--request_id",
-                               "../escaped", "--out", dir.string(), "--quiet"},
+  ASSERT_EQ(client::RunClient({"--server=" + t.address, "generate", "--prompt", "x", "--request_id", "../escaped",
+                               "--out", dir.string(), "--quiet"},
                               out, err),
             client::kOk)
       << err.str();
@@ -568,8 +566,8 @@ TEST(OperationsTest, GenerateJsonAndBatchMode) {
   ASSERT_STARTED(t, StartFake(LoopbackConfig("fake")));
   const fs::path dir = FreshDir("argen_ops_json");
   std::ostringstream out, err;
-  ASSERT_EQ(client::RunClient({"--server=" + t.address, "generate", "--prompt", "json please", "--count", "2",
-                               "--seed", "5", "--out", dir.string(), "--json", "--quiet"},
+  ASSERT_EQ(client::RunClient({"--server=" + t.address, "generate", "--prompt", "json please", "--count", "2", "--seed",
+                               "5", "--out", dir.string(), "--json", "--quiet"},
                               out, err),
             client::kOk)
       << err.str();
@@ -588,8 +586,10 @@ TEST(OperationsTest, GenerateJsonAndBatchMode) {
     f << "# a comment\n"
       << "a plain prompt\n"
       << "\n"
-      << R"({"prompt": "from json", "count": 2, "seed": 11, "policy": "diagonal:0.5", "tag": "x"})" << "\n"
-      << R"({"prompt": "", "request_id": "empty-one"})" << "\n";
+      << R"({"prompt": "from json", "count": 2, "seed": 11, "policy": "diagonal:0.5", "tag": "x"})"
+      << "\n"
+      << R"({"prompt": "", "request_id": "empty-one"})"
+      << "\n";
   }
   out.str("");
   err.str("");
@@ -637,10 +637,10 @@ TEST(OperationsTest, LoadIsAServingBenchmark) {
   const std::string result_file = (dir / "result.json").string();
   std::ostringstream out, err;
   // Open loop: Poisson arrivals for at most 1.5 s or 12 requests.
-  ASSERT_EQ(client::RunClient({"--server=" + t.address, "load", "--rate", "40", "--requests", "12", "--count",
-                               "2", "--duration", "10", "--policies", "dense,diagonal:0.5", "--save-result",
-                               result_file, "--json"},
-                              out, err),
+  ASSERT_EQ(client::RunClient(
+                {"--server=" + t.address, "load", "--rate", "40", "--requests", "12", "--count", "2", "--duration",
+                 "10", "--policies", "dense,diagonal:0.5", "--save-result", result_file, "--json"},
+                out, err),
             client::kOk)
       << err.str();
   nlohmann::json j = nlohmann::json::parse(out.str());
@@ -656,8 +656,8 @@ TEST(OperationsTest, LoadIsAServingBenchmark) {
 
   // Closed loop for a duration, with failures counted by code name.
   out.str("");
-  EXPECT_EQ(client::RunClient({"--server=" + t.address, "load", "--concurrency", "2", "--duration", "0.5",
-                               "--policies", "dense,nonsense"},
+  EXPECT_EQ(client::RunClient({"--server=" + t.address, "load", "--concurrency", "2", "--duration", "0.5", "--policies",
+                               "dense,nonsense"},
                               out, err),
             client::kServerError);
   EXPECT_NE(out.str().find("failed by code: INVALID_ARGUMENT x"), std::string::npos) << out.str();

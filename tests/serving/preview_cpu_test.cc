@@ -39,8 +39,7 @@ class RecordingEngine : public engine::Engine {
   absl::StatusOr<engine::GroupState> State(engine::GroupId id) const override { return inner_->State(id); }
   int64_t KvBytesInUse() const override { return inner_->KvBytesInUse(); }
   int32_t RunningRows() const override { return inner_->RunningRows(); }
-  absl::StatusOr<std::vector<engine::RgbImage>> DecodeImages(
-      const std::vector<std::vector<int32_t>>& grids) override {
+  absl::StatusOr<std::vector<engine::RgbImage>> DecodeImages(const std::vector<std::vector<int32_t>>& grids) override {
     {
       absl::MutexLock lock(&mu_);
       calls_.push_back(grids);
@@ -125,7 +124,7 @@ TEST(PreviewCpuTest, GrpcPreviewsArePrefixesOfTheFinalTokens) {
       previews.push_back(e.preview());
     }
   }
-  ASSERT_EQ(previews.size(), 4u);  // 2 per image
+  ASSERT_EQ(previews.size(), 4u);                          // 2 per image
   const int32_t g = t.server->engine().info().token_grid;  // 8: previews after 2 and 5 rows
   for (size_t i = 0; i < previews.size(); ++i) {
     const v1::Preview& p = previews[i];

@@ -83,16 +83,18 @@ TEST(ServerProcessTest, ConfigErrorsExitTwoNamingTheKey) {
 TEST(ServerProcessTest, SigtermDrainsRunningRequestsThenExitsZero) {
   const std::string log = ::testing::TempDir() + "/argen_server_process.log";
   Process p = Spawn({ARGEN_SERVER_BIN, "--config", SourceDir() + "/configs/argen.yaml", "--model_dir",
-                     SourceDir() + "/tests/goldens/tiny/tiny-mha", "--listen_address=127.0.0.1",
-                     "--port=0", "--metrics_port=-1", "--threads=1"},
+                     SourceDir() + "/tests/goldens/tiny/tiny-mha", "--listen_address=127.0.0.1", "--port=0",
+                     "--metrics_port=-1", "--threads=1"},
                     log);
   std::string port;
   const std::regex serving("serving gRPC on [0-9.]+:([0-9]+)");
   for (int i = 0; i < 3000 && port.empty(); ++i) {
     std::smatch m;
     const std::string text = ReadFile(log);
-    if (std::regex_search(text, m, serving)) port = m[1];
-    else usleep(10000);
+    if (std::regex_search(text, m, serving))
+      port = m[1];
+    else
+      usleep(10000);
   }
   ASSERT_FALSE(port.empty()) << ReadFile(log);
   const std::string server = "--server=127.0.0.1:" + port;
@@ -102,8 +104,8 @@ TEST(ServerProcessTest, SigtermDrainsRunningRequestsThenExitsZero) {
   std::thread load([&] {
     // Far more work than fits before the signal: some requests are in flight
     // when it arrives, later ones are refused.
-    load_rc = client::RunClient({server, "load", "--requests", "400", "--concurrency", "4", "--count", "8"},
-                                load_out, load_err);
+    load_rc = client::RunClient({server, "load", "--requests", "400", "--concurrency", "4", "--count", "8"}, load_out,
+                                load_err);
   });
   // Signal once requests are in flight.
   usleep(300000);
@@ -132,7 +134,7 @@ TEST(ServerProcessTest, SigtermDrainsRunningRequestsThenExitsZero) {
     // calls can land in that moment.
     const bool transport_cancelled = line.find("CANCELLED (code 1): CANCELLED") != std::string::npos;
     EXPECT_TRUE(line.find("code 14") != std::string::npos || transport_cancelled) << line;
-    EXPECT_EQ(line.find("shut down before"), std::string::npos) << line;   // nothing accepted was cut
+    EXPECT_EQ(line.find("shut down before"), std::string::npos) << line;  // nothing accepted was cut
   }
 }
 

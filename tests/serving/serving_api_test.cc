@@ -62,7 +62,8 @@ TEST(ServingApiTest, EachBadInputGetsItsCodeAndNamesTheField) {
       {"top_k", [](v1::GenerateRequest& r) { r.set_top_k(-1); }},
       {"cfg_weight", [](v1::GenerateRequest& r) { r.set_cfg_weight(1000); }},
       {"policy.name", [](v1::GenerateRequest& r) { r.mutable_policy()->set_name("nope"); }},
-      {"policy.sparsity", [](v1::GenerateRequest& r) {
+      {"policy.sparsity",
+       [](v1::GenerateRequest& r) {
          r.mutable_policy()->set_name("diagonal");
          r.mutable_policy()->set_sparsity(-0.5);
        }},
@@ -148,7 +149,8 @@ TEST(ServingApiTest, ClientCancelFreesKvAndEndsCancelled) {
   EXPECT_GT(t.engine->KvBytesInUse(), 0);
   const int64_t steps_at_cancel = t.engine->steps();
   context.TryCancel();
-  while (reader->Read(&e)) {}
+  while (reader->Read(&e)) {
+  }
   EXPECT_EQ(reader->Finish().error_code(), grpc::CANCELLED);
   // The scheduler removes the group at the next step boundary.
   EXPECT_TRUE(WaitFor([&] { return t.engine->KvBytesInUse() == 0; }));
@@ -239,8 +241,7 @@ TEST(ServingApiTest, ReflectionListsTheServices) {
   grpc::CompletionQueue cq;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  auto call = generic.PrepareCall(
-      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  auto call = generic.PrepareCall(&context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
   void* tag = nullptr;
   bool ok = false;
   auto step = [&](intptr_t expected) {

@@ -36,8 +36,8 @@ std::unique_ptr<engine::Engine> TinyEngine(const server::ServerConfig& c) {
 absl::StatusOr<TestServer> StartTiny(const server::ServerConfig& c) { return StartServer(c, TinyEngine(c)); }
 
 void ExpectValidPng(const v1::Image& image, int size) {
-  absl::StatusOr<image::Rgb8Image> decoded = image::DecodePng(
-      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(image.png().data()), image.png().size()));
+  absl::StatusOr<image::Rgb8Image> decoded =
+      image::DecodePng(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(image.png().data()), image.png().size()));
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->width, size);
   EXPECT_EQ(decoded->height, size);
@@ -49,9 +49,8 @@ TEST(ServingCpuTest, ConcurrentMixedPolicyRequestsAllFinishWithValidPngs) {
   ASSERT_STARTED(t, StartTiny(c));
   const int size = t.server->engine().info().image_size;
   const std::vector<std::pair<std::string, double>> policies = {
-      {"dense", -1},       {"diagonal", 0.75},        {"diagonal_sink4", 0.75}, {"streaming_llm", 0.5},
-      {"sliding_window", 0.5}, {"h2o", 0.5},           {"tova", 0.5},            {"alisa", 0.5},
-      {"grid_window", 0.75},   {"diagonal_grid", 0.75}};
+      {"dense", -1}, {"diagonal", 0.75}, {"diagonal_sink4", 0.75}, {"streaming_llm", 0.5}, {"sliding_window", 0.5},
+      {"h2o", 0.5},  {"tova", 0.5},      {"alisa", 0.5},           {"grid_window", 0.75},  {"diagonal_grid", 0.75}};
   std::vector<client::GenerateResult> results(policies.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < policies.size(); ++i) {
@@ -139,11 +138,13 @@ TEST(ServingCpuTest, RequestJoinsARunningBatch) {
     big.set_progress_interval_ms(1);
     auto reader = t.stub->Generate(&context, big);
     v1::GenerateEvent e;
-    while (reader->Read(&e) && !e.has_progress()) {}
+    while (reader->Read(&e) && !e.has_progress()) {
+    }
     v1::GenerateRequest small;
     small.set_prompt("one shape");
     client::GenerateResult joined = client::CallGenerate(*t.stub, small, 60);
-    while (reader->Read(&e)) {}
+    while (reader->Read(&e)) {
+    }
     ASSERT_TRUE(reader->Finish().ok());
     ASSERT_TRUE(joined.status.ok()) << joined.status.error_message();
     if (joined.metrics.mean_batch_rows() > joined.metrics.rows()) {
@@ -168,18 +169,26 @@ TEST(ServingCpuTest, MetricsEndpointServesPrometheusText) {
   bad.mutable_policy()->set_name("no such policy");
   EXPECT_EQ(client::CallGenerate(*t.stub, bad, 60).status.error_code(), grpc::INVALID_ARGUMENT);
   const std::string text = HttpGet(t.server->metrics_port(), "/metrics");
-  for (const char* needle :
-       {"# TYPE argen_requests_total counter", "argen_requests_total{policy=\"diagonal\",status=\"OK\"} 1",
-        "# TYPE argen_queue_wait_seconds histogram",
-        "argen_queue_wait_seconds_bucket{policy=\"diagonal\",le=\"+Inf\"} 1",
-        "argen_time_to_first_image_seconds_count{policy=\"diagonal\"} 1",
-        "# TYPE argen_image_latency_seconds histogram", "# TYPE argen_decode_step_seconds histogram",
-        "argen_tokens_total 64", "argen_images_total 1", "# TYPE argen_running_batch_rows gauge",
-        "# TYPE argen_queue_depth gauge", "# TYPE argen_kv_cache_used_bytes gauge",
-        "argen_kv_cache_budget_bytes 4294967296", "argen_running_requests 0", "argen_kv_cache_usage_ratio 0",
-        "argen_build_info{backend=\"cpu\",model=\"tiny-mha\",version=\"", "# TYPE process_cpu_seconds_total counter",
-        "# TYPE process_resident_memory_bytes gauge", "process_start_time_seconds ",
-        "argen_requests_total{policy=\"invalid\",status=\"INVALID_ARGUMENT\"} 1"}) {
+  for (const char* needle : {"# TYPE argen_requests_total counter",
+                             "argen_requests_total{policy=\"diagonal\",status=\"OK\"} 1",
+                             "# TYPE argen_queue_wait_seconds histogram",
+                             "argen_queue_wait_seconds_bucket{policy=\"diagonal\",le=\"+Inf\"} 1",
+                             "argen_time_to_first_image_seconds_count{policy=\"diagonal\"} 1",
+                             "# TYPE argen_image_latency_seconds histogram",
+                             "# TYPE argen_decode_step_seconds histogram",
+                             "argen_tokens_total 64",
+                             "argen_images_total 1",
+                             "# TYPE argen_running_batch_rows gauge",
+                             "# TYPE argen_queue_depth gauge",
+                             "# TYPE argen_kv_cache_used_bytes gauge",
+                             "argen_kv_cache_budget_bytes 4294967296",
+                             "argen_running_requests 0",
+                             "argen_kv_cache_usage_ratio 0",
+                             "argen_build_info{backend=\"cpu\",model=\"tiny-mha\",version=\"",
+                             "# TYPE process_cpu_seconds_total counter",
+                             "# TYPE process_resident_memory_bytes gauge",
+                             "process_start_time_seconds ",
+                             "argen_requests_total{policy=\"invalid\",status=\"INVALID_ARGUMENT\"} 1"}) {
     EXPECT_NE(text.find(needle), std::string::npos) << "missing: " << needle << "\n" << text;
   }
 }
@@ -190,17 +199,15 @@ TEST(ServingCpuTest, ClientCommandsAgainstTheServer) {
   std::filesystem::remove_all(out_dir);
   std::ostringstream out, err;
   const std::string server = "--server=" + t.address;
-  ASSERT_EQ(client::RunClient({server, "generate", "--prompt", "a red circle", "--count", "2",
-                               "--policy", "diagonal:0.75", "--seed", "9", "--request_id", "demo",
-                               "--out", out_dir},
+  ASSERT_EQ(client::RunClient({server, "generate", "--prompt", "a red circle", "--count", "2", "--policy",
+                               "diagonal:0.75", "--seed", "9", "--request_id", "demo", "--out", out_dir},
                               out, err),
             client::kOk)
       << err.str();
   for (const char* name : {"demo_0.png", "demo_1.png"}) {
     std::ifstream f(out_dir + "/" + name, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    auto decoded = image::DecodePng(
-        absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+    auto decoded = image::DecodePng(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
     EXPECT_TRUE(decoded.ok()) << name;
   }
   EXPECT_NE(out.str().find("tokens/s"), std::string::npos);
@@ -228,10 +235,10 @@ TEST(ServingCpuTest, ClientCommandsAgainstTheServer) {
   EXPECT_NE(out.str().find("p99"), std::string::npos);
   // A server-side rejection is exit code 1 with the server's message.
   err.str("");
-  EXPECT_EQ(client::RunClient({server, "generate", "--prompt", "x", "--policy", "dense", "--sparsity",
-                               "0.5", "--out", out_dir},
-                              out, err),
-            client::kServerError);
+  EXPECT_EQ(
+      client::RunClient(
+          {server, "generate", "--prompt", "x", "--policy", "dense", "--sparsity", "0.5", "--out", out_dir}, out, err),
+      client::kServerError);
   EXPECT_NE(err.str().find("INVALID_ARGUMENT"), std::string::npos) << err.str();
 }
 

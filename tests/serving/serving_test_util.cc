@@ -35,10 +35,12 @@ absl::StatusOr<engine::StepReport> WatchingEngine::Step() {
 void WatchingEngine::Observe() {
   const int64_t kv = inner_->KvBytesInUse();
   int64_t prev = peak_kv_.load();
-  while (kv > prev && !peak_kv_.compare_exchange_weak(prev, kv)) {}
+  while (kv > prev && !peak_kv_.compare_exchange_weak(prev, kv)) {
+  }
   const int32_t rows = inner_->RunningRows();
   int32_t prev_rows = peak_rows_.load();
-  while (rows > prev_rows && !peak_rows_.compare_exchange_weak(prev_rows, rows)) {}
+  while (rows > prev_rows && !peak_rows_.compare_exchange_weak(prev_rows, rows)) {
+  }
 }
 
 server::ServerConfig LoopbackConfig(const std::string& model_dir) {
@@ -57,8 +59,7 @@ server::ServerConfig LoopbackConfig(const std::string& model_dir) {
   return c;
 }
 
-absl::StatusOr<TestServer> StartServer(const server::ServerConfig& config,
-                                       std::unique_ptr<engine::Engine> engine,
+absl::StatusOr<TestServer> StartServer(const server::ServerConfig& config, std::unique_ptr<engine::Engine> engine,
                                        scheduler::ImageEncoder encoder) {
   if (engine == nullptr) return absl::FailedPreconditionError("no engine to serve");
   TestServer t;
@@ -106,8 +107,7 @@ std::string HttpExchange(int port, const std::string& request) {
 }
 
 std::string HttpGet(int port, const std::string& path) {
-  const std::string response =
-      HttpExchange(port, absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"));
+  const std::string response = HttpExchange(port, absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"));
   const size_t body = response.find("\r\n\r\n");
   return body == std::string::npos ? "" : response.substr(body + 4);
 }
@@ -127,7 +127,7 @@ std::string SourceDir() {
 }
 
 grpc::reflection::v1::ServerReflectionResponse Reflect(const std::string& address, const std::string& method,
-                                                      const grpc::reflection::v1::ServerReflectionRequest& req) {
+                                                       const grpc::reflection::v1::ServerReflectionRequest& req) {
   grpc::GenericStub generic(client::MakeChannel(address, 1 << 20));
   grpc::CompletionQueue cq;
   grpc::ClientContext context;
@@ -164,6 +164,5 @@ grpc::reflection::v1::ServerReflectionResponse Reflect(const std::string& addres
   EXPECT_TRUE(response.ParseFromString(data));
   return response;
 }
-
 
 }  // namespace argen::serving_test

@@ -12,8 +12,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "argen/v1/argen.grpc.pb.h"
-#include "grpc/reflection/v1/reflection.pb.h"
 #include "engine/engine.h"
+#include "grpc/reflection/v1/reflection.pb.h"
 #include "server/argen_server.h"
 
 namespace argen::serving_test {
@@ -33,8 +33,7 @@ class WatchingEngine : public engine::Engine {
   absl::StatusOr<engine::GroupState> State(engine::GroupId id) const override { return inner_->State(id); }
   int64_t KvBytesInUse() const override { return inner_->KvBytesInUse(); }
   int32_t RunningRows() const override { return inner_->RunningRows(); }
-  absl::StatusOr<std::vector<engine::RgbImage>> DecodeImages(
-      const std::vector<std::vector<int32_t>>& grids) override {
+  absl::StatusOr<std::vector<engine::RgbImage>> DecodeImages(const std::vector<std::vector<int32_t>>& grids) override {
     return inner_->DecodeImages(grids);
   }
 
@@ -66,15 +65,14 @@ struct TestServer {
 server::ServerConfig LoopbackConfig(const std::string& model_dir);
 // The server with a client stub, or why it did not start (a null engine
 // included). Tests take it with ASSERT_STARTED, never using a half-started one.
-absl::StatusOr<TestServer> StartServer(const server::ServerConfig& config,
-                                       std::unique_ptr<engine::Engine> engine,
+absl::StatusOr<TestServer> StartServer(const server::ServerConfig& config, std::unique_ptr<engine::Engine> engine,
                                        scheduler::ImageEncoder encoder = nullptr);
 
 // `TestServer var = <absl::StatusOr<TestServer> expr>`, or the test fails
 // with the start error and returns.
-#define ASSERT_STARTED(var, expr)                                   \
+#define ASSERT_STARTED(var, expr)                                       \
   absl::StatusOr<::argen::serving_test::TestServer> var##_or_ = (expr); \
-  ASSERT_TRUE(var##_or_.ok()) << var##_or_.status();                \
+  ASSERT_TRUE(var##_or_.ok()) << var##_or_.status();                    \
   ::argen::serving_test::TestServer var = *std::move(var##_or_)
 
 // Sends `request` as is to 127.0.0.1:<port> and reads until the server closes
@@ -89,9 +87,8 @@ std::string SourceDir();
 // One server reflection exchange with `address` over `method`
 // ("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo" or the
 // v1alpha one: both share the wire format); an empty response on failure.
-grpc::reflection::v1::ServerReflectionResponse Reflect(
-    const std::string& address, const std::string& method,
-    const grpc::reflection::v1::ServerReflectionRequest& request);
+grpc::reflection::v1::ServerReflectionResponse Reflect(const std::string& address, const std::string& method,
+                                                       const grpc::reflection::v1::ServerReflectionRequest& request);
 
 // Polls `done` every millisecond for up to `timeout`; true when it held.
 bool WaitFor(const std::function<bool()>& done, absl::Duration timeout = absl::Seconds(20));

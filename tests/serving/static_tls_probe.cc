@@ -51,7 +51,8 @@ int main() {
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, 128 * 1024);
   pthread_t thread;
-  const int rc = pthread_create(&thread, &attr, [](void*) -> void* { return nullptr; }, nullptr);
+  const int rc = pthread_create(
+      &thread, &attr, [](void*) -> void* { return nullptr; }, nullptr);
   pthread_attr_destroy(&attr);
   if (rc == 0) pthread_join(thread, nullptr);
   std::cout << "small_stack_thread: " << (rc == 0 ? "ok" : rc == EINVAL ? "EINVAL" : strerror(rc)) << std::endl;

@@ -9,10 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
-#include "server/auth.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "scheduler/tests/fake_engine.h"
+#include "server/auth.h"
 #include "tests/serving/http_test_util.h"
 #include "tests/serving/serving_test_util.h"
 
@@ -116,7 +116,7 @@ TEST_F(TlsTest, ArgenClientConnectsWithTheCaAndAnApiKey) {
     const int code = client::RunClient(args, out, err);
     return std::make_pair(code, out.str() + err.str());
   };
-  const std::vector<std::string> tls = {"--server", server, "--ca_file", certs_.ca, "--cert_file",
+  const std::vector<std::string> tls = {"--server",         server,       "--ca_file",      certs_.ca, "--cert_file",
                                         certs_.client_cert, "--key_file", certs_.client_key};
   std::vector<std::string> ok = tls;
   ok.insert(ok.end(), {"--api_key", "cli-key", "info"});

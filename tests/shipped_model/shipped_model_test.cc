@@ -42,8 +42,7 @@ TEST(ShippedModelTest, LoadsAndValidatesForGeneration) {
 // loads, covers every (layer, kv head), has both classes, and the engine
 // resolves an ssd request with it (per-head classes in the policy).
 TEST(ShippedModelTest, ShipsTheSsdHeadClassification) {
-  absl::StatusOr<sparse::HeadClasses> heads =
-      sparse::LoadHeadClasses(ShippedModelDir() + "/" + sparse::kSsdHeadsFile);
+  absl::StatusOr<sparse::HeadClasses> heads = sparse::LoadHeadClasses(ShippedModelDir() + "/" + sparse::kSsdHeadsFile);
   ASSERT_TRUE(heads.ok()) << heads.status();
   auto config = janus::LoadJanusConfig(ShippedModelDir());
   ASSERT_TRUE(config.ok()) << config.status();

@@ -60,11 +60,16 @@ enum class Kind { kNormal, kCancel, kDeadline, kInvalid, kRawBad };
 
 const char* KindName(Kind k) {
   switch (k) {
-    case Kind::kNormal: return "normal";
-    case Kind::kCancel: return "cancel";
-    case Kind::kDeadline: return "deadline";
-    case Kind::kInvalid: return "invalid";
-    case Kind::kRawBad: return "raw_bad";
+    case Kind::kNormal:
+      return "normal";
+    case Kind::kCancel:
+      return "cancel";
+    case Kind::kDeadline:
+      return "deadline";
+    case Kind::kInvalid:
+      return "invalid";
+    case Kind::kRawBad:
+      return "raw_bad";
   }
   return "?";
 }
@@ -91,8 +96,11 @@ std::string RunCommand(const std::string& cmd) {
 class Soak {
  public:
   Soak(Options o, std::vector<std::string> policies, int32_t image_size)
-      : o_(std::move(o)), policies_(std::move(policies)), image_size_(image_size),
-        channel_(argen::client::MakeChannel(o_.server, 64 << 20)), stub_(argen::v1::ArGen::NewStub(channel_)) {}
+      : o_(std::move(o)),
+        policies_(std::move(policies)),
+        image_size_(image_size),
+        channel_(argen::client::MakeChannel(o_.server, 64 << 20)),
+        stub_(argen::v1::ArGen::NewStub(channel_)) {}
 
   int Run();
 
@@ -118,8 +126,9 @@ class Soak {
 };
 
 GenerateRequest Soak::RandomRequest(std::mt19937_64& rng) const {
-  static const char* kWords[] = {"a", "red", "blue", "green", "circle", "square", "triangle", "above", "below",
-                                 "left", "of", "right", "small", "large", "yellow", "cube", "on", "the", "and"};
+  static const char* kWords[] = {"a",      "red",   "blue", "green", "circle", "square", "triangle",
+                                 "above",  "below", "left", "of",    "right",  "small",  "large",
+                                 "yellow", "cube",  "on",   "the",   "and"};
   GenerateRequest r;
   std::string prompt;
   const int words = 2 + static_cast<int>(rng() % 24);
@@ -147,7 +156,8 @@ std::string Soak::RawCall(const std::string& bytes, grpc::StatusCode* code) {
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
       grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(channel_.get(), method, &context, request));
   grpc::ByteBuffer event;
-  while (reader->Read(&event)) {}
+  while (reader->Read(&event)) {
+  }
   const grpc::Status s = reader->Finish();
   *code = s.error_code();
   return s.error_message();
@@ -156,7 +166,7 @@ std::string Soak::RawCall(const std::string& bytes, grpc::StatusCode* code) {
 std::string Soak::One(int64_t i) {
   std::mt19937_64 rng(o_.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(i));
   const uint64_t roll = rng() % 100;
-  const Kind kind = roll < 75 ? Kind::kNormal
+  const Kind kind = roll < 75   ? Kind::kNormal
                     : roll < 83 ? Kind::kCancel
                     : roll < 91 ? Kind::kDeadline
                     : roll < 96 ? Kind::kInvalid
@@ -209,11 +219,21 @@ std::string Soak::One(int64_t i) {
     }
     case Kind::kInvalid: {
       switch (rng() % 5) {
-        case 0: r.set_prompt("   "); break;
-        case 1: r.set_num_images(-1); break;
-        case 2: r.set_temperature(-2); break;
-        case 3: r.mutable_policy()->set_name("no_such_policy"); break;
-        default: r.mutable_policy()->set_sparsity(1.5); break;
+        case 0:
+          r.set_prompt("   ");
+          break;
+        case 1:
+          r.set_num_images(-1);
+          break;
+        case 2:
+          r.set_temperature(-2);
+          break;
+        case 3:
+          r.mutable_policy()->set_name("no_such_policy");
+          break;
+        default:
+          r.mutable_policy()->set_sparsity(1.5);
+          break;
       }
       argen::client::GenerateResult g = argen::client::CallGenerate(*stub_, r, 60);
       code = g.status.error_code();
@@ -242,15 +262,23 @@ std::string Soak::One(int64_t i) {
   }
   bool expected = false;
   switch (kind) {
-    case Kind::kNormal: expected = code == grpc::OK && images_ok; break;
-    case Kind::kCancel: expected = (code == grpc::CANCELLED || code == grpc::OK) && images_ok; break;
-    case Kind::kDeadline: expected = (code == grpc::DEADLINE_EXCEEDED || code == grpc::OK) && images_ok; break;
+    case Kind::kNormal:
+      expected = code == grpc::OK && images_ok;
+      break;
+    case Kind::kCancel:
+      expected = (code == grpc::CANCELLED || code == grpc::OK) && images_ok;
+      break;
+    case Kind::kDeadline:
+      expected = (code == grpc::DEADLINE_EXCEEDED || code == grpc::OK) && images_ok;
+      break;
     case Kind::kInvalid:
-    case Kind::kRawBad: expected = code == grpc::INVALID_ARGUMENT; break;
+    case Kind::kRawBad:
+      expected = code == grpc::INVALID_ARGUMENT;
+      break;
   }
   if (expected) return "";
-  return absl::StrCat("request ", i, " (", KindName(kind), ", policy ", r.policy().name(), ", images ",
-                      r.num_images(), "): status ", code, " \"", message, "\"", images_ok ? "" : ", bad images");
+  return absl::StrCat("request ", i, " (", KindName(kind), ", policy ", r.policy().name(), ", images ", r.num_images(),
+                      "): status ", code, " \"", message, "\"", images_ok ? "" : ", bad images");
 }
 
 void Soak::Sample(int64_t done) {
@@ -370,15 +398,24 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--server") o.server = value();
-    else if (a == "--metrics") o.metrics = value();
-    else if (a == "--pid") o.pid = std::stoi(value());
-    else if (a == "--requests") o.requests = std::stoll(value());
-    else if (a == "--concurrency") o.concurrency = std::stoi(value());
-    else if (a == "--seed") o.seed = std::stoull(value());
-    else if (a == "--csv") o.csv = value();
-    else if (a == "--max_rss_growth_mib") o.max_rss_growth_mib = std::stod(value());
-    else if (a == "--gpu_memory_cmd") o.gpu_memory_cmd = value();
+    if (a == "--server")
+      o.server = value();
+    else if (a == "--metrics")
+      o.metrics = value();
+    else if (a == "--pid")
+      o.pid = std::stoi(value());
+    else if (a == "--requests")
+      o.requests = std::stoll(value());
+    else if (a == "--concurrency")
+      o.concurrency = std::stoi(value());
+    else if (a == "--seed")
+      o.seed = std::stoull(value());
+    else if (a == "--csv")
+      o.csv = value();
+    else if (a == "--max_rss_growth_mib")
+      o.max_rss_growth_mib = std::stod(value());
+    else if (a == "--gpu_memory_cmd")
+      o.gpu_memory_cmd = value();
     else {
       std::cerr << "usage: argen_soak --server HOST:PORT [--metrics HOST:PORT] [--pid PID] [--requests N]\n"
                    "       [--concurrency C] [--seed S] [--csv FILE] [--max_rss_growth_mib M] [--gpu_memory_cmd CMD]\n";

@@ -44,8 +44,8 @@ TEST_P(LightningVqgan, DecodesLikeTheSafetensorsForm) {
   checkpoint::testing::ScratchDir scratch;
   const std::string ckpt_path = scratch.File("vqgan.ckpt");
   checkpoint::testing::WriteBytes(
-      ckpt_path, checkpoint::testing::TorchSaveBytes(checkpoint::testing::ReadAll(dir + "/model.safetensors"),
-                                                     "vqgan", /*lightning=*/true));
+      ckpt_path, checkpoint::testing::TorchSaveBytes(checkpoint::testing::ReadAll(dir + "/model.safetensors"), "vqgan",
+                                                     /*lightning=*/true));
   auto weights_file = checkpoint::OpenWeightsFile(ckpt_path);
   ASSERT_TRUE(weights_file.ok()) << weights_file.status();
   EXPECT_FALSE((*weights_file)->Skipped().empty());  // epoch, pytorch-lightning_version

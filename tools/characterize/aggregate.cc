@@ -25,7 +25,10 @@ absl::Status WriteFile(const std::string& path, const std::string& text) {
 }  // namespace
 
 Aggregate::Aggregate(int32_t layers, int32_t heads, int32_t max_distance, double semantic_threshold)
-    : n_layers_(layers), n_heads_(heads), max_distance_(max_distance), threshold_(semantic_threshold),
+    : n_layers_(layers),
+      n_heads_(heads),
+      max_distance_(max_distance),
+      threshold_(semantic_threshold),
       heads_(static_cast<size_t>(layers) * heads) {
   for (HeadSummary& h : heads_) {
     h.vertical_sum.assign(max_distance + 1, 0.0);

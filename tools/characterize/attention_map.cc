@@ -12,8 +12,7 @@ namespace {
 // A perceptual dark-to-bright ramp (black, purple, orange, pale yellow),
 // linear between control points.
 void Ramp(double x, uint8_t* px) {
-  static constexpr double kStops[][3] = {
-      {0, 0, 4}, {60, 15, 110}, {170, 45, 105}, {250, 130, 30}, {252, 255, 165}};
+  static constexpr double kStops[][3] = {{0, 0, 4}, {60, 15, 110}, {170, 45, 105}, {250, 130, 30}, {252, 255, 165}};
   constexpr int kN = 5;
   x = std::clamp(x, 0.0, 1.0) * (kN - 1);
   const int i = std::min(static_cast<int>(x), kN - 2);
@@ -26,7 +25,8 @@ void Ramp(double x, uint8_t* px) {
 }  // namespace
 
 AttentionMap::AttentionMap(int32_t prompt_len, int32_t max_queries)
-    : prompt_len_(prompt_len), max_queries_(max_queries),
+    : prompt_len_(prompt_len),
+      max_queries_(max_queries),
       data_(static_cast<size_t>(max_queries) * (prompt_len + max_queries), 0.0f) {}
 
 absl::Status AttentionMap::AddQuery(std::span<const float> probs) {
@@ -35,8 +35,8 @@ absl::Status AttentionMap::AddQuery(std::span<const float> probs) {
     return absl::OutOfRangeError(absl::StrCat("attention map: query ", t, " beyond ", max_queries_));
   }
   if (static_cast<int32_t>(probs.size()) != prompt_len_ + t + 1) {
-    return absl::InvalidArgumentError(absl::StrCat("attention map: query ", t, " has ", probs.size(),
-                                                   " weights, expected ", prompt_len_ + t + 1));
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention map: query ", t, " has ", probs.size(), " weights, expected ", prompt_len_ + t + 1));
   }
   std::memcpy(data_.data() + static_cast<size_t>(t) * keys(), probs.data(), sizeof(float) * probs.size());
   ++queries_;

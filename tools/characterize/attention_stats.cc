@@ -46,8 +46,7 @@ HeadStats::HeadStats(const StatsOptions& options) : o_(options) {
 }
 
 std::span<const float> HeadStats::Row(int32_t t) const {
-  return {ring_.data() + static_cast<size_t>(t % (o_.max_distance + 1)) * row_len_,
-          static_cast<size_t>(row_len_)};
+  return {ring_.data() + static_cast<size_t>(t % (o_.max_distance + 1)) * row_len_, static_cast<size_t>(row_len_)};
 }
 
 absl::Status HeadStats::AddQuery(std::span<const float> probs) {
@@ -130,8 +129,7 @@ double HeadStats::LocalityScore() const {
   return locality_n_ ? locality_sum_ / locality_n_ : std::numeric_limits<double>::quiet_NaN();
 }
 double HeadStats::DecodeLocalityScore() const {
-  return decode_locality_n_ ? decode_locality_sum_ / decode_locality_n_
-                            : std::numeric_limits<double>::quiet_NaN();
+  return decode_locality_n_ ? decode_locality_sum_ / decode_locality_n_ : std::numeric_limits<double>::quiet_NaN();
 }
 
 }  // namespace argen::characterize

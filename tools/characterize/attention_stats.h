@@ -29,8 +29,8 @@ enum class KeySpace { kDecode, kSequence };
 
 struct StatsOptions {
   int32_t prompt_len = 0;
-  int32_t max_queries = 0;     // decode queries expected (L_dec); bounds memory
-  int32_t max_distance = 32;   // largest query distance d for the similarities
+  int32_t max_queries = 0;    // decode queries expected (L_dec); bounds memory
+  int32_t max_distance = 32;  // largest query distance d for the similarities
   double local_fraction = 0.1;
   int32_t locality_window = 32;  // w of the locality score
   KeySpace similarity_keys = KeySpace::kDecode;

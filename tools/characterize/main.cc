@@ -63,7 +63,8 @@ struct Args {
 
 constexpr char kUsage[] =
     "usage: argen_characterize --model_dir=DIR --prompts=FILE --out=DIR [--max_prompts=N]\n"
-    "  [--layer=L --head=H (default 10, 5, clamped)] [--max_distance=32] [--local_fraction=0.1] [--locality_window=32]\n"
+    "  [--layer=L --head=H (default 10, 5, clamped)] [--max_distance=32] [--local_fraction=0.1] "
+    "[--locality_window=32]\n"
     "  [--threshold=0.45] [--row=cond|uncond] [--keys=decode|sequence] [--threads=0] [--seed=0] [--cfg=5]\n"
     "  [--policy=dense|sliding_window|...|diagonal_sink4 --sparsity=S --n_att=N --n_recent=N --n_sink=N]\n"
     "  [--ssd_heads=FILE [--ssd_score=decode|sequence]]  (ssd's head classification, e.g.\n"
@@ -193,8 +194,8 @@ class Collector {
     absl::Status s = stats_[obs.layer * heads_ + obs.head].AddQuery(row);
     if (s.ok() && obs.layer == args_.layer && obs.head == args_.head) s = map_->AddQuery(row);
     if (!s.ok()) {
-      status_ = absl::InternalError(absl::StrCat("observation layer ", obs.layer, " head ", obs.head, " step ",
-                                                 obs.step, ": ", s.message()));
+      status_ = absl::InternalError(
+          absl::StrCat("observation layer ", obs.layer, " head ", obs.head, " step ", obs.step, ": ", s.message()));
     }
   }
 
@@ -308,12 +309,10 @@ absl::Status Run(Args args) {
     for (int32_t l = 0; l < info.num_layers; ++l) {
       for (int32_t h = 0; h < info.num_heads; ++h) aggregate.Add(l, h, collector.stats(l, h));
     }
-    const std::string png =
-        absl::StrCat(args.out, "/heatmap_p", job.tag, "_L", args.layer, "_H", args.head, ".png");
+    const std::string png = absl::StrCat(args.out, "/heatmap_p", job.tag, "_L", args.layer, "_H", args.head, ".png");
     if (absl::Status s = WritePng(collector.map().Heatmap(), png); !s.ok()) return s;
     std::fprintf(stderr, "prompt %lld/%zu done (%d prompt tokens, %d decode queries)\n",
-                 static_cast<long long>(job.tag + 1), prompts->size(), prompt_tokens,
-                 collector.stats(0, 0).queries());
+                 static_cast<long long>(job.tag + 1), prompts->size(), prompt_tokens, collector.stats(0, 0).queries());
     return absl::OkStatus();
   };
   if (const runner::RunResult r = runner::RunJobs(**engine, jobs, run, hooks); !r.status.ok()) return r.status;

@@ -49,8 +49,8 @@ absl::StatusOr<std::string_view> ItemBytes(const Item& item, std::string* scratc
 }
 
 bool IsWeightsFile(const std::string& name) {
-  for (const char* suffix : {".bin", ".bin.index.json", ".safetensors", ".safetensors.index.json", ".ckpt", ".pt",
-                             ".pth"}) {
+  for (const char* suffix :
+       {".bin", ".bin.index.json", ".safetensors", ".safetensors.index.json", ".ckpt", ".pt", ".pth"}) {
     if (absl::EndsWith(name, suffix)) return true;
   }
   return false;
@@ -87,8 +87,8 @@ absl::Status WriteShard(const std::string& path, const std::vector<Item>& items)
     auto bytes = ItemBytes(t, &scratch);
     if (!bytes.ok()) return bytes.status();
     if (bytes->size() != t.bytes) {
-      return absl::InternalError(absl::StrCat(t.file->path(), ": tensor '", t.name, "' read ", bytes->size(),
-                                              " bytes, expected ", t.bytes));
+      return absl::InternalError(
+          absl::StrCat(t.file->path(), ": tensor '", t.name, "' read ", bytes->size(), " bytes, expected ", t.bytes));
     }
     out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
   }
@@ -148,9 +148,14 @@ uint64_t ParseByteSize(const std::string& text) {
   const uint64_t value = std::stoull(text.substr(0, digits));
   std::string unit = text.substr(digits);
   for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  const std::vector<std::pair<std::string, uint64_t>> units = {
-      {"", 1}, {"B", 1}, {"KB", 1000}, {"MB", 1000'000}, {"GB", 1000'000'000}, {"KIB", 1ull << 10},
-      {"MIB", 1ull << 20}, {"GIB", 1ull << 30}};
+  const std::vector<std::pair<std::string, uint64_t>> units = {{"", 1},
+                                                               {"B", 1},
+                                                               {"KB", 1000},
+                                                               {"MB", 1000'000},
+                                                               {"GB", 1000'000'000},
+                                                               {"KIB", 1ull << 10},
+                                                               {"MIB", 1ull << 20},
+                                                               {"GIB", 1ull << 30}};
   for (const auto& [name, scale] : units) {
     if (unit == name) return value * scale;
   }

@@ -20,18 +20,18 @@
 namespace argen::convert {
 
 struct ConvertOptions {
-  std::string in;   // a directory or one weights file
-  std::string out;  // a directory; created if missing
+  std::string in;                            // a directory or one weights file
+  std::string out;                           // a directory; created if missing
   uint64_t max_shard_bytes = 5'000'000'000;  // save_pretrained's default "5GB"
-  bool force = false;  // replace safetensors weights already in `out`
+  bool force = false;                        // replace safetensors weights already in `out`
 };
 
 struct ConvertReport {
   int64_t tensors = 0;
-  uint64_t bytes = 0;                 // tensor data written
-  std::vector<std::string> shards;    // file names written in `out`
-  std::vector<std::string> copied;    // other files copied from the input directory
-  std::vector<std::string> skipped;   // entries of the input not written (Lightning metadata, ...)
+  uint64_t bytes = 0;                // tensor data written
+  std::vector<std::string> shards;   // file names written in `out`
+  std::vector<std::string> copied;   // other files copied from the input directory
+  std::vector<std::string> skipped;  // entries of the input not written (Lightning metadata, ...)
 };
 
 // Errors name the file and, where one is at fault, the tensor.

@@ -32,8 +32,9 @@ int main(int argc, char** argv) {
   options.force = absl::GetFlag(FLAGS_force);
   options.max_shard_bytes = argen::convert::ParseByteSize(absl::GetFlag(FLAGS_max_shard_size));
   if (options.in.empty() || options.out.empty() || options.max_shard_bytes == 0) {
-    std::fprintf(stderr, "argen_convert: --in and --out are required and --max_shard_size must be a size "
-                         "such as 5GB (got '%s')\n",
+    std::fprintf(stderr,
+                 "argen_convert: --in and --out are required and --max_shard_size must be a size "
+                 "such as 5GB (got '%s')\n",
                  absl::GetFlag(FLAGS_max_shard_size).c_str());
     return 2;
   }

@@ -31,7 +31,7 @@ namespace {
 using argen::engine::Engine;
 
 struct Args {
-  std::string model;        // checkpoint directory (config.json, safetensors, tokenizer.json)
+  std::string model;  // checkpoint directory (config.json, safetensors, tokenizer.json)
   std::string prompt;
   std::string out;
   uint64_t seed = 0;
@@ -51,8 +51,7 @@ struct Args {
 std::string OutputPath(const std::string& out, int32_t index, int32_t count) {
   if (count == 1) return out;
   std::filesystem::path p(out);
-  return (p.parent_path() / absl::StrCat(p.stem().string(), "_", index, p.extension().string()))
-      .string();
+  return (p.parent_path() / absl::StrCat(p.stem().string(), "_", index, p.extension().string())).string();
 }
 
 absl::Status Generate(const Args& args) {
@@ -65,8 +64,7 @@ absl::Status Generate(const Args& args) {
   const auto load_start = std::chrono::steady_clock::now();
   absl::StatusOr<std::unique_ptr<Engine>> engine = argen::engine::CreateEngine(options);
   if (!engine.ok()) return engine.status();
-  const double load_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
 
   argen::engine::GenerationRequest request;
   request.prompt = args.prompt;
@@ -76,8 +74,7 @@ absl::Status Generate(const Args& args) {
   request.sampling.temperature = static_cast<float>(args.temperature);
   request.sampling.top_k = args.top_k;
   request.sampling.top_p = static_cast<float>(args.top_p);
-  absl::StatusOr<argen::sparse::PolicyKind> kind =
-      argen::sparse::ParsePolicyName(args.policy);
+  absl::StatusOr<argen::sparse::PolicyKind> kind = argen::sparse::ParsePolicyName(args.policy);
   if (!kind.ok()) return kind.status();
   request.policy.kind = *kind;
   request.policy.sparsity = args.sparsity;
@@ -117,12 +114,11 @@ absl::Status Generate(const Args& args) {
     }
     return absl::OkStatus();
   };
-  const argen::runner::RunResult result =
-      argen::runner::RunJobs(**engine, {{request, /*tag=*/0}}, run, hooks);
+  const argen::runner::RunResult result = argen::runner::RunJobs(**engine, {{request, /*tag=*/0}}, run, hooks);
   if (!result.status.ok()) return result.status;
   const int32_t tokens = (*engine)->info().image_tokens;
-  std::fprintf(stderr, "load %.2f s, generation %.2f s (%d tokens x %d images, %.1f tokens/s)\n",
-               load_s, gen_s, tokens, request.num_images, tokens * request.num_images / gen_s);
+  std::fprintf(stderr, "load %.2f s, generation %.2f s (%d tokens x %d images, %.1f tokens/s)\n", load_s, gen_s, tokens,
+               request.num_images, tokens * request.num_images / gen_s);
   return absl::OkStatus();
 }
 
@@ -130,13 +126,15 @@ absl::Status Generate(const Args& args) {
 
 int main(int argc, char** argv) {
   Args args;
-  CLI::App app("argen_generate: text -> PNG image(s) on a Janus-Pro checkpoint, without a server.\n"
-               "  argen_generate --model DIR --prompt \"...\" --out img.png [--images N ...]\n"
-               "With --images N > 1 the files are <out stem>_<i>.png. Every PNG carries the generation\n"
-               "metadata (prompt, seed, policy, guidance, model, argen version) as text chunks.",
-               "argen_generate");
+  CLI::App app(
+      "argen_generate: text -> PNG image(s) on a Janus-Pro checkpoint, without a server.\n"
+      "  argen_generate --model DIR --prompt \"...\" --out img.png [--images N ...]\n"
+      "With --images N > 1 the files are <out stem>_<i>.png. Every PNG carries the generation\n"
+      "metadata (prompt, seed, policy, guidance, model, argen version) as text chunks.",
+      "argen_generate");
   argen::cli::Configure(app, "argen_generate");
-  app.add_option("--model", args.model, "Checkpoint directory (config.json, safetensors or pytorch_model*.bin, tokenizer.json)")
+  app.add_option("--model", args.model,
+                 "Checkpoint directory (config.json, safetensors or pytorch_model*.bin, tokenizer.json)")
       ->required();
   app.add_option("--prompt", args.prompt, "The caption")->required();
   app.add_option("--out", args.out, "Output PNG path")->required();
@@ -154,8 +152,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", args.threads, "CPU threads (0: all cores)");
   app.add_option("--vq_backend", args.vq_backend,
                  "VQ image decoder: auto (cuda when --backend cuda, else cpu), cpu or cuda");
-  app.add_option("--vq_precision", args.vq_precision,
-                 "GPU VQ decoder: auto (bf16, fp32 fallback), bf16, tf32 or fp32");
+  app.add_option("--vq_precision", args.vq_precision, "GPU VQ decoder: auto (bf16, fp32 fallback), bf16, tf32 or fp32");
   app.footer("Exit status: 0 on success, 1 when generation fails (the message names the cause), 2 on bad usage.");
   if (std::optional<int> rc = argen::cli::Parse(app, argc, argv, std::cout, std::cerr)) return *rc;
   if (absl::Status s = Generate(args); !s.ok()) {

@@ -176,16 +176,14 @@ RunResult RunJobs(engine::Engine& engine, const std::vector<Job>& jobs, const Ru
       }
       const int32_t rows = 2 * pending->request.num_images;
       if (rows > options.max_rows) {
-        failure = Failure{absl::InvalidArgumentError(absl::StrCat("the job needs ", rows,
-                                                                  " rows (2 per image); the row cap is ",
-                                                                  options.max_rows)),
+        failure = Failure{absl::InvalidArgumentError(absl::StrCat(
+                              "the job needs ", rows, " rows (2 per image); the row cap is ", options.max_rows)),
                           job.tag};
         break;
       }
       if (options.max_kv_bytes > 0 && pending->kv_bytes > options.max_kv_bytes) {
         failure = Failure{absl::ResourceExhaustedError(absl::StrCat("the job needs ", pending->kv_bytes,
-                                                                    " KV bytes; the KV cap is ",
-                                                                    options.max_kv_bytes)),
+                                                                    " KV bytes; the KV cap is ", options.max_kv_bytes)),
                           job.tag};
         break;
       }
@@ -217,8 +215,8 @@ RunResult RunJobs(engine::Engine& engine, const std::vector<Job>& jobs, const Ru
         // Only another user of the engine can hold the room an idle run needs.
         failure = Failure{absl::FailedPreconditionError(absl::StrCat(
                               "the job does not fit although none of this run's jobs is running (the engine "
-                              "has ", engine.RunningRows(), " rows and ", engine.KvBytesInUse(),
-                              " KV bytes in use)")),
+                              "has ",
+                              engine.RunningRows(), " rows and ", engine.KvBytesInUse(), " KV bytes in use)")),
                           jobs[next].tag};
       }
       break;

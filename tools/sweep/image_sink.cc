@@ -41,10 +41,11 @@ void ImageSink::FlushInOrderLocked() {
 }
 
 absl::Status ImageSink::Write(const FinishedGroup& group) {
-  if (absl::Status s = [&] {
-        std::lock_guard<std::mutex> lock(mu_);
-        return status_;
-      }();
+  if (absl::Status s =
+          [&] {
+            std::lock_guard<std::mutex> lock(mu_);
+            return status_;
+          }();
       !s.ok()) {
     return s;
   }
@@ -56,8 +57,7 @@ absl::Status ImageSink::Write(const FinishedGroup& group) {
     const std::string name = ImageFileName(entry.prompt_index, entry.image);
     entry.path = (std::filesystem::path(entry.config) / name).string();
     const engine::RgbImage& img = group.images[i];
-    if (absl::Status s = image::WritePngFile((folder / name).string(), img.rgb, img.width, img.height, png_);
-        !s.ok()) {
+    if (absl::Status s = image::WritePngFile((folder / name).string(), img.rgb, img.width, img.height, png_); !s.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       if (status_.ok()) status_ = s;
       return s;

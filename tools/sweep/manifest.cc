@@ -17,11 +17,16 @@ std::string ImageFileName(int32_t prompt_index, int32_t image) {
 }
 
 std::string ToJsonLine(const ManifestEntry& e) {
-  const nlohmann::json j = {{"prompt_index", e.prompt_index}, {"tag", e.tag},
-                            {"prompt", e.prompt},             {"policy", e.policy},
-                            {"sparsity", e.sparsity},         {"config", e.config},
-                            {"seed", e.seed},                 {"image", e.image},
-                            {"path", e.path},                 {"decode_s", e.decode_s}};
+  const nlohmann::json j = {{"prompt_index", e.prompt_index},
+                            {"tag", e.tag},
+                            {"prompt", e.prompt},
+                            {"policy", e.policy},
+                            {"sparsity", e.sparsity},
+                            {"config", e.config},
+                            {"seed", e.seed},
+                            {"image", e.image},
+                            {"path", e.path},
+                            {"decode_s", e.decode_s}};
   return j.dump();
 }
 

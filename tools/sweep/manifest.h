@@ -19,12 +19,12 @@ struct ManifestEntry {
   std::string tag;
   std::string prompt;
   std::string policy;
-  double sparsity = 0;   // percent
-  std::string config;    // "<policy>_<sparsity>", the folder
-  uint64_t seed = 0;     // the request's seed; image i draws from stream (seed, i)
+  double sparsity = 0;  // percent
+  std::string config;   // "<policy>_<sparsity>", the folder
+  uint64_t seed = 0;    // the request's seed; image i draws from stream (seed, i)
   int32_t image = 0;
-  std::string path;      // relative to the manifest's folder
-  double decode_s = 0;   // wall seconds from Add to the last token (shared with the batch)
+  std::string path;     // relative to the manifest's folder
+  double decode_s = 0;  // wall seconds from Add to the last token (shared with the batch)
 };
 
 // "<prompt index, 4 digits>_<image>.png": the names tools/scorer/score_dir.py reads.

@@ -32,8 +32,7 @@ absl::StatusOr<std::vector<BenchmarkPrompt>> LoadPrompts(const std::string& path
     for (auto [field, target] : {std::pair{"prompt", &p.prompt}, {"tag", &p.tag}}) {
       auto it = j.find(field);
       if (it == j.end() || !it->is_string() || it->get<std::string>().empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": field \"", field, "\" must be a non-empty string"));
+        return absl::InvalidArgumentError(absl::StrCat(where, ": field \"", field, "\" must be a non-empty string"));
       }
       *target = it->get<std::string>();
     }
@@ -43,8 +42,7 @@ absl::StatusOr<std::vector<BenchmarkPrompt>> LoadPrompts(const std::string& path
   return prompts;
 }
 
-std::vector<BenchmarkPrompt> Subsample(const std::vector<BenchmarkPrompt>& prompts, int32_t every,
-                                       int32_t limit) {
+std::vector<BenchmarkPrompt> Subsample(const std::vector<BenchmarkPrompt>& prompts, int32_t every, int32_t limit) {
   std::vector<BenchmarkPrompt> out;
   if (every < 1) every = 1;
   for (size_t i = 0; i < prompts.size(); i += static_cast<size_t>(every)) {

@@ -24,8 +24,7 @@ absl::StatusOr<std::vector<BenchmarkPrompt>> LoadPrompts(const std::string& path
 // Every `every`-th prompt (indices 0, every, 2*every, ...: the set is grouped
 // by category, so a stride keeps every category), then at most `limit` of
 // them (0: no limit). every >= 1.
-std::vector<BenchmarkPrompt> Subsample(const std::vector<BenchmarkPrompt>& prompts, int32_t every,
-                                       int32_t limit);
+std::vector<BenchmarkPrompt> Subsample(const std::vector<BenchmarkPrompt>& prompts, int32_t every, int32_t limit);
 
 // At most `per_tag` prompts of each tag, evenly spread over that tag's
 // prompts, in file order (0: all). The categories are very unequal in size

@@ -24,17 +24,16 @@ nlohmann::json SettingsJson(const SweepArgs& args, const std::string& model_name
 absl::Status CheckSameSettings(const nlohmann::json& previous, const nlohmann::json& now) {
   for (auto it = now.begin(); it != now.end(); ++it) {
     if (!previous.contains(it.key()) || previous.at(it.key()) != it.value()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "--resume: setting \"", it.key(), "\" was ",
-          previous.contains(it.key()) ? previous.at(it.key()).dump() : std::string("absent"), ", now ",
-          it.value().dump(), "; use another --out or drop --resume"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("--resume: setting \"", it.key(), "\" was ",
+                       previous.contains(it.key()) ? previous.at(it.key()).dump() : std::string("absent"), ", now ",
+                       it.value().dump(), "; use another --out or drop --resume"));
     }
   }
   // A setting only the earlier run had (e.g. its --n-recent, now unset).
   for (auto it = previous.begin(); it != previous.end(); ++it) {
     if (!now.contains(it.key())) {
-      return absl::FailedPreconditionError(absl::StrCat("--resume: setting \"", it.key(), "\" was ",
-                                                        it.value().dump(),
+      return absl::FailedPreconditionError(absl::StrCat("--resume: setting \"", it.key(), "\" was ", it.value().dump(),
                                                         ", now absent; use another --out or drop --resume"));
     }
   }

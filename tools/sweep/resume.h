@@ -26,7 +26,7 @@ nlohmann::json SettingsJson(const SweepArgs& args, const std::string& model_name
 absl::Status CheckSameSettings(const nlohmann::json& previous, const nlohmann::json& now);
 
 struct ResumeState {
-  std::vector<ManifestEntry> kept;                  // entries to keep in the manifest
+  std::vector<ManifestEntry> kept;                 // entries to keep in the manifest
   std::set<std::pair<std::string, int32_t>> done;  // (config label, prompt index)
 };
 

@@ -28,9 +28,7 @@ Setter Int(const std::string& flag, int32_t* out, int32_t min) {
 }
 
 Setter Float(const std::string& flag, float* out) {
-  return [=](const std::string& v) {
-    return absl::SimpleAtof(v, out) ? absl::OkStatus() : Bad(flag, v, "a number");
-  };
+  return [=](const std::string& v) { return absl::SimpleAtof(v, out) ? absl::OkStatus() : Bad(flag, v, "a number"); };
 }
 
 Setter Double(const std::string& flag, double* out, double min) {
@@ -176,8 +174,8 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
   if (!shard_text.empty()) {
     const size_t slash = shard_text.find('/');
     if (slash == std::string::npos || !absl::SimpleAtoi(shard_text.substr(0, slash), &a.shard_index) ||
-        !absl::SimpleAtoi(shard_text.substr(slash + 1), &a.shard_count) || a.shard_count < 1 ||
-        a.shard_index < 0 || a.shard_index >= a.shard_count) {
+        !absl::SimpleAtoi(shard_text.substr(slash + 1), &a.shard_count) || a.shard_count < 1 || a.shard_index < 0 ||
+        a.shard_index >= a.shard_count) {
       return Bad("--shard", shard_text, "i/n with 0 <= i < n");
     }
   }
@@ -186,9 +184,9 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
         absl::StrCat("--max-batch-rows must be even (rows come in CFG pairs), got ", a.max_batch_rows));
   }
   if (a.max_batch_rows < 2 * a.images_per_prompt) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max-batch-rows (", a.max_batch_rows, ") must be >= 2 x --images-per-prompt (",
-        2 * a.images_per_prompt, "): a prompt's images (a CFG row pair each) run together"));
+    return absl::InvalidArgumentError(absl::StrCat("--max-batch-rows (", a.max_batch_rows,
+                                                   ") must be >= 2 x --images-per-prompt (", 2 * a.images_per_prompt,
+                                                   "): a prompt's images (a CFG row pair each) run together"));
   }
   absl::StatusOr<std::vector<PolicySpec>> specs = ParsePolicySpecs(policies);
   if (!specs.ok()) return specs.status();
@@ -198,9 +196,10 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
   if (!percents.ok()) return percents.status();
   a.sparsities = *std::move(percents);
   if (a.n_recent > 0 && std::none_of(a.policies.begin(), a.policies.end(), UsesNRecent)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--n-recent ", a.n_recent, " sets the recent window of the diagonal policies (diagonal, "
-        "diagonal_sink4), but --policies ", policies, " has none"));
+    return absl::InvalidArgumentError(absl::StrCat("--n-recent ", a.n_recent,
+                                                   " sets the recent window of the diagonal policies (diagonal, "
+                                                   "diagonal_sink4), but --policies ",
+                                                   policies, " has none"));
   }
   return a;
 }

@@ -21,24 +21,24 @@ struct SweepArgs {
   int32_t images_per_prompt = 4;
   std::vector<sparse::PolicyKind> policies;  // the kinds of policy_specs, in order
   std::vector<PolicySpec> policy_specs;      // --policies entries ("diagonal:64": its own n_recent)
-  std::vector<double> sparsities;  // percent
-  int32_t n_recent = 0;            // diagonal policies' recent window N_r (0: the default, 0.5 x L_dec)
-  int32_t subsample = 1;           // every K-th prompt
-  int32_t per_category = 0;        // then at most N of each tag, evenly spread (0: all)
-  int32_t max_prompts = 0;         // then the first N of those (0: all)
-  int32_t max_batch_rows = 256;    // rows (2 per image: CFG pair) decoded at once
+  std::vector<double> sparsities;            // percent
+  int32_t n_recent = 0;                      // diagonal policies' recent window N_r (0: the default, 0.5 x L_dec)
+  int32_t subsample = 1;                     // every K-th prompt
+  int32_t per_category = 0;                  // then at most N of each tag, evenly spread (0: all)
+  int32_t max_prompts = 0;                   // then the first N of those (0: all)
+  int32_t max_batch_rows = 256;              // rows (2 per image: CFG pair) decoded at once
   int32_t threads = 0;
-  int32_t image_threads = 0;       // PNG writer threads (0: hardware threads - 1)
-  int32_t png_level = 1;           // zlib level of the PNGs
-  int32_t decode_batch = 8;        // finished requests VQ-decoded in one call
-  double deadline_seconds = 0;     // admit no request after this many seconds from start (0: none)
-  int32_t shard_index = 0;         // --shard i/n: prompts whose file line % n == i
+  int32_t image_threads = 0;    // PNG writer threads (0: hardware threads - 1)
+  int32_t png_level = 1;        // zlib level of the PNGs
+  int32_t decode_batch = 8;     // finished requests VQ-decoded in one call
+  double deadline_seconds = 0;  // admit no request after this many seconds from start (0: none)
+  int32_t shard_index = 0;      // --shard i/n: prompts whose file line % n == i
   int32_t shard_count = 1;
-  std::string exclude;             // file of "<config> <prompt index>" lines done elsewhere: skipped
-  uint64_t seed = 0;               // prompt p uses seed + p; image i its stream i
-  engine::SamplingParams sampling; // seed unused here
+  std::string exclude;              // file of "<config> <prompt index>" lines done elsewhere: skipped
+  uint64_t seed = 0;                // prompt p uses seed + p; image i its stream i
+  engine::SamplingParams sampling;  // seed unused here
   bool resume = false;
-  bool skip_invalid = false;       // leave out configurations the model rejects (named) instead of exit 2
+  bool skip_invalid = false;  // leave out configurations the model rejects (named) instead of exit 2
   bool help = false;
   bool version = false;
 };

@@ -4,10 +4,10 @@
 #include <cstdio>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/strip.h"
 #include "engine/sparse/policy_params.h"
 
@@ -60,8 +60,8 @@ absl::StatusOr<std::vector<PolicySpec>> ParsePolicySpecs(std::string_view csv) {
     if (spec.n_recent > 0) {
       const std::vector<std::string_view> fields = sparse::PolicyParameterNames(spec.kind);
       if (std::find(fields.begin(), fields.end(), "n_recent") == fields.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("--policies: \"", item, "\": ",
-                                                       std::string(sparse::PolicyName(spec.kind)), " has no n_recent"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--policies: \"", item, "\": ", std::string(sparse::PolicyName(spec.kind)), " has no n_recent"));
       }
     }
     if (std::find(specs.begin(), specs.end(), spec) == specs.end()) specs.push_back(spec);
@@ -81,8 +81,7 @@ absl::StatusOr<std::vector<double>> ParseSparsities(std::string_view csv) {
           absl::StrCat("--sparsities: \"", item, "\" is not a number (percent, e.g. 92.5)"));
     }
     if (!(value >= 0 && value < 100)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--sparsities: ", item, " must be a percent in [0, 100)"));
+      return absl::InvalidArgumentError(absl::StrCat("--sparsities: ", item, " must be a percent in [0, 100)"));
     }
     if (std::find(percents.begin(), percents.end(), value) == percents.end()) percents.push_back(value);
   }

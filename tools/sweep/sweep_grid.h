@@ -18,10 +18,10 @@ inline constexpr std::string_view kDefaultSparsities = "80,90,92.5,95,96";
 
 struct SweepConfig {
   sparse::PolicyKind kind = sparse::PolicyKind::kDense;
-  std::string policy;        // canonical name, "_nr<N>" appended for a per-entry window ("diagonal_nr64")
+  std::string policy;  // canonical name, "_nr<N>" appended for a per-entry window ("diagonal_nr64")
   double sparsity_percent = 0;
-  std::string label;         // "<policy>_<sparsity>", e.g. "diagonal_92.5": the folder name
-  int32_t n_recent = 0;      // the entry's own n_recent ("diagonal:64"); 0: --n-recent / the default
+  std::string label;     // "<policy>_<sparsity>", e.g. "diagonal_92.5": the folder name
+  int32_t n_recent = 0;  // the entry's own n_recent ("diagonal:64"); 0: --n-recent / the default
 };
 
 // One --policies entry: "name" or "name:N" (N: that entry's n_recent, for the

@@ -50,8 +50,8 @@ absl::Status ValidateGrid(const engine::Engine& engine, const std::vector<sweep:
   for (const sweep::SweepConfig& c : grid) {
     absl::StatusOr<engine::PreparedRequest> p = engine.Prepare(sweep::MakeRequest({&c, &prompt}, settings));
     if (!p.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("configuration ", c.label, " on model ", engine.info().name,
-                                                     " (", engine.info().image_tokens,
+      return absl::InvalidArgumentError(absl::StrCat("configuration ", c.label, " on model ", engine.info().name, " (",
+                                                     engine.info().image_tokens,
                                                      " image tokens): ", p.status().message()));
     }
   }
@@ -90,7 +90,8 @@ int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point star
       sweep::PerCategory(sweep::Subsample(*all, args.subsample, 0), args.per_category), 1, args.max_prompts);
   // Then the shard: by line index, so shards of any subsample are disjoint and
   // each keeps every configuration of its prompts (the dense twins included).
-  std::erase_if(prompts, [&](const sweep::BenchmarkPrompt& p) { return p.index % args.shard_count != args.shard_index; });
+  std::erase_if(prompts,
+                [&](const sweep::BenchmarkPrompt& p) { return p.index % args.shard_count != args.shard_index; });
   if (prompts.empty()) {
     return Fail(kUsage, absl::InvalidArgumentError(absl::StrCat("no prompt left after subsampling and --shard ",
                                                                 args.shard_index, "/", args.shard_count)));
@@ -137,9 +138,8 @@ int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point star
   for (const sweep::SweepConfig& c : grid) {
     fs::create_directories(fs::path(args.out) / c.label, ec);
     if (ec) {
-      return Fail(kUsage, absl::PermissionDeniedError(
-                              absl::StrCat("cannot create ", (fs::path(args.out) / c.label).string(), ": ",
-                                           ec.message())));
+      return Fail(kUsage, absl::PermissionDeniedError(absl::StrCat(
+                              "cannot create ", (fs::path(args.out) / c.label).string(), ": ", ec.message())));
     }
   }
   const fs::path settings_path = fs::path(args.out) / "sweep_settings.json";
@@ -181,14 +181,14 @@ int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point star
       }
     }
   }
-  std::fprintf(stderr,
-               "argen_sweep: model %s (%s), %zu prompts x %d images x %zu configurations; %zu requests to run"
-               "%s%s%s\n",
-               (*engine)->info().name.c_str(), args.backend.c_str(), prompts.size(), args.images_per_prompt,
-               grid.size(), items.size(),
-               resume.done.empty() ? "" : absl::StrCat(", ", resume.done.size(), " already done").c_str(),
-               skipped == 0 ? "" : absl::StrCat(", ", skipped, " excluded").c_str(),
-               args.shard_count == 1 ? "" : absl::StrCat(" (shard ", args.shard_index, "/", args.shard_count, ")").c_str());
+  std::fprintf(
+      stderr,
+      "argen_sweep: model %s (%s), %zu prompts x %d images x %zu configurations; %zu requests to run"
+      "%s%s%s\n",
+      (*engine)->info().name.c_str(), args.backend.c_str(), prompts.size(), args.images_per_prompt, grid.size(),
+      items.size(), resume.done.empty() ? "" : absl::StrCat(", ", resume.done.size(), " already done").c_str(),
+      skipped == 0 ? "" : absl::StrCat(", ", skipped, " excluded").c_str(),
+      args.shard_count == 1 ? "" : absl::StrCat(" (shard ", args.shard_index, "/", args.shard_count, ")").c_str());
   sweep::SinkOptions sink_options;
   sink_options.threads = args.image_threads > 0 ? args.image_threads : sweep::DefaultImageThreads();
   sink_options.decode_batch = args.decode_batch;
@@ -212,8 +212,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> raw(argv + 1, argv + argc);
   absl::StatusOr<sweep::SweepArgs> args = sweep::ParseSweepArgs(raw);
   if (!args.ok()) {
-    std::fprintf(stderr, "argen_sweep: %s\n\n%s", std::string(args.status().message()).c_str(),
-                 sweep::SweepUsage());
+    std::fprintf(stderr, "argen_sweep: %s\n\n%s", std::string(args.status().message()).c_str(), sweep::SweepUsage());
     return kUsage;
   }
   if (args->help) {

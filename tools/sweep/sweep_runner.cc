@@ -119,8 +119,7 @@ absl::StatusOr<SweepOutcome> RunSweep(engine::Engine& engine, const std::vector<
     ConfigProgress& p = progress[item.config];
     if (--p.remaining == 0) {
       std::fprintf(stderr, "argen_sweep: %s: %lld prompts x %d images in %.1f s\n", item.config->label.c_str(),
-                   static_cast<long long>(p.requests), settings.images_per_prompt,
-                   Seconds(p.first_add, Clock::now()));
+                   static_cast<long long>(p.requests), settings.images_per_prompt, Seconds(p.first_add, Clock::now()));
     }
     return absl::OkStatus();
   };
@@ -134,8 +133,8 @@ absl::StatusOr<SweepOutcome> RunSweep(engine::Engine& engine, const std::vector<
   }
   const double total = Seconds(start, Clock::now());
   const int64_t images = result.finished * settings.images_per_prompt;
-  std::fprintf(stderr, "argen_sweep: %lld images in %.1f s (%.2f images/s)\n", static_cast<long long>(images),
-               total, total > 0 ? images / total : 0.0);
+  std::fprintf(stderr, "argen_sweep: %lld images in %.1f s (%.2f images/s)\n", static_cast<long long>(images), total,
+               total > 0 ? images / total : 0.0);
   return SweepOutcome{result.finished, result.not_admitted, result.peak_queued};
 }
 

@@ -54,7 +54,6 @@ engine::GenerationRequest MakeRequest(const WorkItem& item, const RunSettings& s
 // Progress (a line per finished configuration, a heartbeat every 30 s) goes
 // to stderr. An error names the configuration and prompt it concerns.
 absl::StatusOr<SweepOutcome> RunSweep(engine::Engine& engine, const std::vector<WorkItem>& items,
-                                      const RunSettings& settings, const SinkOptions& output,
-                                      ManifestWriter& manifest);
+                                      const RunSettings& settings, const SinkOptions& output, ManifestWriter& manifest);
 
 }  // namespace argen::sweep

@@ -14,6 +14,7 @@
 namespace argen::checkpoint {
 namespace {
 
+using nlohmann::json;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing::ReadBytes;
@@ -21,7 +22,6 @@ using testing::ScratchDir;
 using testing::TinyCheckpoint;
 using testing::TinyDir;
 using testing::WriteBytes;
-using nlohmann::json;
 
 const json& Golden() {
   static const json golden = json::parse(ReadBytes(TinyDir() + "/checkpoint_golden.json"));
@@ -180,8 +180,8 @@ TEST_F(ShardedErrors, MissingShardNamesIndexShardAndTensor) {
   absl::Status s = OpenStatus();
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(Message(s), AllOf(HasSubstr(Index()), HasSubstr("model-00002-of-00003.safetensors"),
-                                HasSubstr("tensor '")));
+  EXPECT_THAT(Message(s),
+              AllOf(HasSubstr(Index()), HasSubstr("model-00002-of-00003.safetensors"), HasSubstr("tensor '")));
 }
 
 TEST_F(ShardedErrors, MalformedIndexJsonNamesIndex) {

@@ -33,12 +33,12 @@ TEST(Unpickle, ScalarsOfEveryEncoding) {
   PickleBuilder p;
   p.Proto().Mark().Int(7).Int(300).Int(-5).Int(70000).Int(int64_t{1} << 40).Int(-(int64_t{1} << 40));
   p.Float(-2.5).Bool(true).Bool(false).None().Unicode("héllo");
-  p.Raw(Bytes({0x8a, 0x02, 0xff, 0x7f}));   // LONG1 0x7fff
-  p.Raw(Bytes({0x8a, 0x01, 0xff}));         // LONG1 -1
-  p.Raw(Bytes({0x8a, 0x00}));               // LONG1 0
-  p.Raw(Bytes({'C', 2, 'a', 'b'}));         // SHORT_BINBYTES
-  p.Raw(Bytes({0x8c, 1, 'z'}));             // SHORT_BINUNICODE
-  p.Raw(Bytes({'U', 1, 'q'}));              // SHORT_BINSTRING
+  p.Raw(Bytes({0x8a, 0x02, 0xff, 0x7f}));                       // LONG1 0x7fff
+  p.Raw(Bytes({0x8a, 0x01, 0xff}));                             // LONG1 -1
+  p.Raw(Bytes({0x8a, 0x00}));                                   // LONG1 0
+  p.Raw(Bytes({'C', 2, 'a', 'b'}));                             // SHORT_BINBYTES
+  p.Raw(Bytes({0x8c, 1, 'z'}));                                 // SHORT_BINUNICODE
+  p.Raw(Bytes({'U', 1, 'q'}));                                  // SHORT_BINSTRING
   p.Raw(Bytes({0x8b, 9, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));  // LONG4 wider than 64 bits
   p.Tuple().Stop();
   auto g = Parse(p.bytes());
@@ -71,8 +71,8 @@ TEST(Unpickle, ContainersMemoAndMarks) {
   p.Proto().EmptyDict().Put(0);
   p.Mark().Unicode("list").EmptyList().Int(1).Append().Mark().Int(2).Int(3).Appends();
   p.Unicode("again").Get(0).SetItems();  // the dict contains itself: a cycle is just an index
-  p.Mark().Int(9).Raw("0");             // POP the 9
-  p.Raw("0");                           // POP on an empty frame pops the mark (as Python)
+  p.Mark().Int(9).Raw("0");              // POP the 9
+  p.Raw("0");                            // POP on an empty frame pops the mark (as Python)
   p.Unicode("t").Int(1).Int(2).Tuple2().SetItem();
   p.Raw("2").Raw("0");  // DUP, POP
   p.Stop();
@@ -160,7 +160,7 @@ TEST(Unpickle, UnknownNamesAreInertAndRecorded) {
   p.Global("numpy.core.multiarray", "scalar").Global("numpy", "dtype").Unicode("f8").Tuple1().Reduce();
   p.Unicode("abc").Tuple2().Reduce();
   p.Global("argparse", "Namespace").EmptyTuple().Raw(Bytes({0x81})).EmptyDict().Build();  // NEWOBJ + BUILD
-  p.Global("numpy", "dtype");  // seen twice: recorded once
+  p.Global("numpy", "dtype");                                                             // seen twice: recorded once
   p.Tuple().Stop();
   auto g = Parse(p.bytes());
   ASSERT_TRUE(g.ok()) << g.status();
@@ -175,16 +175,41 @@ TEST(Unpickle, UnknownNamesAreInertAndRecorded) {
 }
 
 TEST(Unpickle, HostileNamesAreRefusedWhereTheyAppear) {
-  const std::vector<std::pair<std::string, std::string>> hostile = {
-      {"os", "system"}, {"posix", "system"}, {"nt", "system"}, {"builtins", "eval"}, {"builtins", "exec"},
-      {"__builtin__", "eval"}, {"builtins", "getattr"}, {"builtins", "__import__"}, {"builtins", "open"},
-      {"builtins", "compile"}, {"subprocess", "Popen"}, {"subprocess", "check_output"}, {"functools", "reduce"},
-      {"functools", "partial"}, {"operator", "attrgetter"}, {"importlib", "import_module"},
-      {"runpy", "_run_code"}, {"pickle", "loads"}, {"_pickle", "loads"}, {"marshal", "loads"},
-      {"shutil", "rmtree"}, {"socket", "socket"}, {"webbrowser", "open"}, {"types", "FunctionType"},
-      {"types", "CodeType"}, {"sys", "modules"}, {"ctypes", "CDLL"}, {"torch", "load"},
-      {"torch.storage", "_load_from_bytes"}, {"torch.hub", "load"}, {"torch.jit", "load"},
-      {"numpy", "load"}, {"os.path", "join"}, {"code", "InteractiveInterpreter"}, {"pty", "spawn"}};
+  const std::vector<std::pair<std::string, std::string>> hostile = {{"os", "system"},
+                                                                    {"posix", "system"},
+                                                                    {"nt", "system"},
+                                                                    {"builtins", "eval"},
+                                                                    {"builtins", "exec"},
+                                                                    {"__builtin__", "eval"},
+                                                                    {"builtins", "getattr"},
+                                                                    {"builtins", "__import__"},
+                                                                    {"builtins", "open"},
+                                                                    {"builtins", "compile"},
+                                                                    {"subprocess", "Popen"},
+                                                                    {"subprocess", "check_output"},
+                                                                    {"functools", "reduce"},
+                                                                    {"functools", "partial"},
+                                                                    {"operator", "attrgetter"},
+                                                                    {"importlib", "import_module"},
+                                                                    {"runpy", "_run_code"},
+                                                                    {"pickle", "loads"},
+                                                                    {"_pickle", "loads"},
+                                                                    {"marshal", "loads"},
+                                                                    {"shutil", "rmtree"},
+                                                                    {"socket", "socket"},
+                                                                    {"webbrowser", "open"},
+                                                                    {"types", "FunctionType"},
+                                                                    {"types", "CodeType"},
+                                                                    {"sys", "modules"},
+                                                                    {"ctypes", "CDLL"},
+                                                                    {"torch", "load"},
+                                                                    {"torch.storage", "_load_from_bytes"},
+                                                                    {"torch.hub", "load"},
+                                                                    {"torch.jit", "load"},
+                                                                    {"numpy", "load"},
+                                                                    {"os.path", "join"},
+                                                                    {"code", "InteractiveInterpreter"},
+                                                                    {"pty", "spawn"}};
   for (const auto& [module, name] : hostile) {
     EXPECT_TRUE(IsHostileGlobal(module, name)) << module << "." << name;
     for (bool stack_global : {false, true}) {
@@ -198,22 +223,38 @@ TEST(Unpickle, HostileNamesAreRefusedWhereTheyAppear) {
       p.Unicode("touch /tmp/argen-pwned").Tuple1().Reduce().SetItems().Stop();
       auto g = Parse(p.bytes());
       ASSERT_FALSE(g.ok()) << module << "." << name;
-      EXPECT_THAT(Message(g.status()),
-                  AllOf(HasSubstr("t.bin: data.pkl"), HasSubstr("'" + module + "." + name + "'"), HasSubstr("refused")));
+      EXPECT_THAT(Message(g.status()), AllOf(HasSubstr("t.bin: data.pkl"), HasSubstr("'" + module + "." + name + "'"),
+                                             HasSubstr("refused")));
     }
   }
-  for (const auto& [module, name] : std::vector<std::pair<std::string, std::string>>{
-           {"collections", "OrderedDict"}, {"numpy", "dtype"}, {"argparse", "Namespace"}, {"osx", "system"},
-           {"builtins", "set"}, {"types", "SimpleNamespace"}, {"pytorch_lightning.callbacks", "ModelCheckpoint"},
-           {"torch._utils", "_rebuild_tensor_v2"}, {"ossify", "x"}}) {
+  for (const auto& [module, name] :
+       std::vector<std::pair<std::string, std::string>>{{"collections", "OrderedDict"},
+                                                        {"numpy", "dtype"},
+                                                        {"argparse", "Namespace"},
+                                                        {"osx", "system"},
+                                                        {"builtins", "set"},
+                                                        {"types", "SimpleNamespace"},
+                                                        {"pytorch_lightning.callbacks", "ModelCheckpoint"},
+                                                        {"torch._utils", "_rebuild_tensor_v2"},
+                                                        {"ossify", "x"}}) {
     EXPECT_FALSE(IsHostileGlobal(module, name)) << module << "." << name;
   }
 }
 
 // PROTO 2, a persistent id tuple, BINPERSID, STOP.
 std::string Pid(const std::string& tag, const std::string& cls, const std::string& key, int64_t numel) {
-  return PickleBuilder().Proto().Mark().Unicode(tag).Global("torch", cls).Unicode(key).Unicode("cpu").Int(numel)
-      .Tuple().PersId().Stop().bytes();
+  return PickleBuilder()
+      .Proto()
+      .Mark()
+      .Unicode(tag)
+      .Global("torch", cls)
+      .Unicode(key)
+      .Unicode("cpu")
+      .Int(numel)
+      .Tuple()
+      .PersId()
+      .Stop()
+      .bytes();
 }
 
 TEST(Unpickle, MalformedStreamsAreErrorsWithTheOffset) {
@@ -242,7 +283,10 @@ TEST(Unpickle, MalformedStreamsAreErrorsWithTheOffset) {
       {"put on empty", proto + "q\x01.", "empty"},
       {"tuple without mark", proto + "t.", "MARK"},
       {"setitems odd", proto + "}(K\x01u.", "odd"},
-      {"append to int", proto + "K\x01K\x02" "a.", "expected a list"},
+      {"append to int",
+       proto + "K\x01K\x02"
+               "a.",
+       "expected a list"},
       {"setitem to list", proto + "]K\x01K\x02s.", "expected a dict"},
       {"reduce an int", proto + "K\x01)R.", "calls an int"},
       {"reduce args not tuple", proto + "ccollections\nOrderedDict\nK\x01R.", "expected a tuple"},
@@ -263,7 +307,15 @@ TEST(Unpickle, MalformedStreamsAreErrorsWithTheOffset) {
       {"storage class called", proto + "ctorch\nFloatStorage\n)R.", "called directly"},
       {"rebuild with 3 args", proto + "ctorch._utils\n_rebuild_tensor_v2\n(K\x01K\x02K\x03tR.", "6 or 7 arguments"},
       {"codecs other encoding",
-       PickleBuilder().Proto().Global("_codecs", "encode").Unicode("a").Unicode("utf-8").Tuple2().Reduce().Stop().bytes(),
+       PickleBuilder()
+           .Proto()
+           .Global("_codecs", "encode")
+           .Unicode("a")
+           .Unicode("utf-8")
+           .Tuple2()
+           .Reduce()
+           .Stop()
+           .bytes(),
        "latin1"},
   };
   for (const Case& c : cases) {
@@ -300,21 +352,28 @@ TEST(Unpickle, BadTensorArgumentsNameTheArgument) {
   };
   const std::vector<Case> cases = {
       {tensor([](PickleBuilder& p) { p.Int(1); }, offset, size, stride, hooks), "storage is an int"},
-      {tensor(storage, [](PickleBuilder& p) { p.Int(-1); }, size, stride, hooks), "storage_offset"},
-      {tensor(storage, offset, [](PickleBuilder& p) { p.Int(4); }, stride, hooks), "size is an int"},
-      {tensor(storage, offset, size, [](PickleBuilder& p) { p.Mark().Int(1).Int(1).Tuple(); }, hooks),
+      {tensor(
+           storage, [](PickleBuilder& p) { p.Int(-1); }, size, stride, hooks),
+       "storage_offset"},
+      {tensor(
+           storage, offset, [](PickleBuilder& p) { p.Int(4); }, stride, hooks),
+       "size is an int"},
+      {tensor(
+           storage, offset, size, [](PickleBuilder& p) { p.Mark().Int(1).Int(1).Tuple(); }, hooks),
        "dimensions but stride"},
-      {tensor(storage, offset, [](PickleBuilder& p) { p.Mark().Int(-4).Tuple(); }, stride, hooks),
+      {tensor(
+           storage, offset, [](PickleBuilder& p) { p.Mark().Int(-4).Tuple(); }, stride, hooks),
        "size is an int, expected an int >= 0"},
       {tensor(storage, offset, size, stride, [](PickleBuilder& p) { p.EmptyDict().Int(1).Int(2).SetItem(); }),
        "backward_hooks"},
-      {tensor(storage, offset,
-              [](PickleBuilder& p) {
-                p.Mark();
-                for (int i = 0; i < 65; ++i) p.Int(1);
-                p.Tuple();
-              },
-              [](PickleBuilder& p) { p.EmptyTuple(); }, hooks),
+      {tensor(
+           storage, offset,
+           [](PickleBuilder& p) {
+             p.Mark();
+             for (int i = 0; i < 65; ++i) p.Int(1);
+             p.Tuple();
+           },
+           [](PickleBuilder& p) { p.EmptyTuple(); }, hooks),
        "65 dimensions"},
   };
   for (const Case& c : cases) {

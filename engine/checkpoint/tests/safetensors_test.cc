@@ -114,11 +114,10 @@ TEST(Safetensors, ShapeThatDisagreesWithByteSizeNamesTensor) {
 TEST(Safetensors, BadEntryFieldsNameTensor) {
   ScratchDir dir;
   const std::string path = dir.File("model.safetensors");
-  for (const std::string header : {R"({"t":{"dtype":"F32","shape":[1]}})",
-                                   R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})",
-                                   R"({"t":{"shape":[1],"data_offsets":[0,4]}})",
-                                   R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})",
-                                   R"({"t":7})"}) {
+  for (const std::string header :
+       {R"({"t":{"dtype":"F32","shape":[1]}})", R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})",
+        R"({"t":{"shape":[1],"data_offsets":[0,4]}})", R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})",
+        R"({"t":7})"}) {
     std::string bytes(8, '\0');
     bytes[0] = static_cast<char>(header.size());
     WriteBytes(path, bytes + header + std::string(4, '\0'));

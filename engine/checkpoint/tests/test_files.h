@@ -12,7 +12,7 @@ namespace argen::checkpoint::testing {
 
 // $ARGEN_SOURCE_DIR (set by argen_test); aborts the test binary if unset.
 std::string SourceDir();
-std::string TinyDir();                       // tests/goldens/tiny
+std::string TinyDir();  // tests/goldens/tiny
 std::string TinyCheckpoint(const std::string& variant);
 
 // A fresh empty directory under the system temp dir, removed by the destructor.

@@ -21,10 +21,10 @@
 namespace argen::checkpoint {
 namespace {
 
+using nlohmann::json;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using nlohmann::json;
 using testing::PickleBuilder;
 using testing::ReadBytes;
 using testing::ScratchDir;
@@ -163,8 +163,9 @@ TEST(TorchGoldens, LightningEntriesNextToTheStateDictAreSkippedAndListed) {
   auto old = TorchFile::Open(Goldens() + "/lightning_v1.ckpt");
   ASSERT_TRUE(old.ok());
   const std::string all = absl::StrJoin((*old)->skipped(), "\n");
-  EXPECT_THAT(all, AllOf(HasSubstr("callbacks: a dict (uses 'pytorch_lightning.callbacks.model_checkpoint.ModelCheckpoint'"),
-                         HasSubstr("scalar"), HasSubstr("hyper_parameters: an object of 'argparse.Namespace'")));
+  EXPECT_THAT(all,
+              AllOf(HasSubstr("callbacks: a dict (uses 'pytorch_lightning.callbacks.model_checkpoint.ModelCheckpoint'"),
+                    HasSubstr("scalar"), HasSubstr("hyper_parameters: an object of 'argparse.Namespace'")));
 }
 
 TEST(TorchGoldens, ConcurrentFirstReadsAgree) {
@@ -214,8 +215,8 @@ TEST(TorchGoldens, WriterOutputReadsBackToTheSameTensors) {
     ASSERT_TRUE(raw.ok());
     tensors.push_back({(*golden)->name(i), raw->dtype, raw->shape, std::string(raw->bytes)});
   }
-  for (const testing::ZipOptions& o : {testing::ZipOptions{}, testing::ZipOptions{true, true, true},
-                                       testing::ZipOptions{false, false, false}}) {
+  for (const testing::ZipOptions& o :
+       {testing::ZipOptions{}, testing::ZipOptions{true, true, true}, testing::ZipOptions{false, false, false}}) {
     for (bool lightning : {false, true}) {
       ScratchDir dir;
       WriteBytes(dir.File("w.bin"), testing::TorchSaveBytes(tensors, "w", lightning, o));
@@ -310,12 +311,13 @@ TEST_F(BrokenFiles, NotAZipIsRefused) {
   EXPECT_THAT(Message(OpenStatus(Write(tar))), HasSubstr("legacy tar"));
   EXPECT_THAT(Message(OpenStatus(Write(testing::ZipBytes({{"m/constants.pkl", "x"}, {"m/code/m.py", "x"}})))),
               HasSubstr("TorchScript"));
-  EXPECT_THAT(Message(OpenStatus(Write(testing::ZipBytes({{"m/readme", "x"}})))), HasSubstr("without <archive>/data.pkl"));
+  EXPECT_THAT(Message(OpenStatus(Write(testing::ZipBytes({{"m/readme", "x"}})))),
+              HasSubstr("without <archive>/data.pkl"));
 }
 
 TEST_F(BrokenFiles, BigEndianIsRefused) {
-  std::string bytes = testing::ZipBytes({{"a/data.pkl", OneTensor(1, 0, {1}, {1})}, {"a/byteorder", "big"},
-                                         {"a/data/0", std::string(4, '\0')}});
+  std::string bytes = testing::ZipBytes(
+      {{"a/data.pkl", OneTensor(1, 0, {1}, {1})}, {"a/byteorder", "big"}, {"a/data/0", std::string(4, '\0')}});
   EXPECT_THAT(Message(OpenStatus(Write(bytes))), HasSubstr("byteorder is 'big'"));
 }
 
@@ -358,8 +360,8 @@ TEST_F(BrokenFiles, AbsurdShapesAndRepeatingViewsAreRefusedWithoutAllocating) {
   s = OpenStatus(Archive(OneTensor(4, 0, {big}, {0}), {{"0", std::string(16, '\0')}}));
   EXPECT_THAT(Message(s), AllOf(HasSubstr("tensor 'w'"), HasSubstr("repeats elements")));
   // An empty tensor with huge other dimensions is just empty (no overflow on the way).
-  auto empty = OpenCheckpointFile(Archive(OneTensor(4, 0, {0, int64_t{1} << 62, int64_t{1} << 62}, {1, 1, 1}),
-                                          {{"0", std::string(16, '\0')}}));
+  auto empty = OpenCheckpointFile(
+      Archive(OneTensor(4, 0, {0, int64_t{1} << 62, int64_t{1} << 62}, {1, 1, 1}), {{"0", std::string(16, '\0')}}));
   ASSERT_TRUE(empty.ok()) << empty.status();
   auto info = (*empty)->Find("w");
   ASSERT_TRUE(info.ok()) << info.status();
@@ -385,8 +387,8 @@ TEST_F(BrokenFiles, NonContiguousAndConvertedTensorsAreMaterialisedOnFirstRead) 
   p.Unicode("small").Tensor("LongStorage", "2", 1, 0, {1}, {1});
   p.SetItems().Stop();
   std::string big(8, '\0'), small(8, '\0');
-  big[5] = 1;      // 2^40
-  small[0] = -3;   // -3 as int64 little-endian
+  big[5] = 1;     // 2^40
+  small[0] = -3;  // -3 as int64 little-endian
   for (int i = 1; i < 8; ++i) small[i] = static_cast<char>(0xff);
   auto ckpt = OpenCheckpointFile(Archive(p.bytes(), {{"0", f16}, {"1", big}, {"2", small}}));
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
@@ -423,8 +425,7 @@ TEST_F(BrokenFiles, StateDictShapeErrorsNameTheEntry) {
        "holds an object of 'foo.Model'"},
       {"value is a list", entry([](PickleBuilder& p) { p.EmptyList(); }), "entry 'w' is a list, not a tensor"},
       {"value is a dict", entry([](PickleBuilder& p) { p.EmptyDict(); }), "entry 'w' is a dict"},
-      {"non-string key", PickleBuilder().Proto().EmptyDict().Int(3).Int(4).SetItem().Stop().bytes(),
-       "key 0 is an int"},
+      {"non-string key", PickleBuilder().Proto().EmptyDict().Int(3).Int(4).SetItem().Stop().bytes(), "key 0 is an int"},
       {"duplicate key",
        PickleBuilder().Proto().EmptyDict().Mark().Unicode("a").Int(1).Unicode("a").Int(2).SetItems().Stop().bytes(),
        "'a' appears twice"},
@@ -459,14 +460,17 @@ std::string WithValue(bool lightning, const std::function<void(PickleBuilder&)>&
 
 TEST_F(BrokenFiles, HostileGlobalsAreRefusedInStateDictsAndSkippedEntriesAlike) {
   const std::string marker = dir_.File("pwned");
-  for (const auto& [module, name] : std::vector<std::pair<std::string, std::string>>{
-           {"os", "system"}, {"posix", "system"}, {"builtins", "eval"}, {"subprocess", "Popen"},
-           {"functools", "reduce"}, {"builtins", "getattr"}}) {
+  for (const auto& [module, name] : std::vector<std::pair<std::string, std::string>>{{"os", "system"},
+                                                                                     {"posix", "system"},
+                                                                                     {"builtins", "eval"},
+                                                                                     {"subprocess", "Popen"},
+                                                                                     {"functools", "reduce"},
+                                                                                     {"builtins", "getattr"}}) {
     for (bool lightning : {false, true}) {
-      const std::string path = Archive(WithValue(lightning, [&](PickleBuilder& p) {
-                                         p.Global(module, name).Unicode("touch " + marker).Tuple1().Reduce();
-                                       }),
-                                       {{"0", std::string(4, '\0')}});
+      const std::string path = Archive(
+          WithValue(lightning,
+                    [&](PickleBuilder& p) { p.Global(module, name).Unicode("touch " + marker).Tuple1().Reduce(); }),
+          {{"0", std::string(4, '\0')}});
       absl::Status s = OpenStatus(path);
       ASSERT_FALSE(s.ok()) << module << "." << name;
       EXPECT_THAT(Message(s), AllOf(HasSubstr(path), HasSubstr(module + "." + name), HasSubstr("refused")));
@@ -476,10 +480,9 @@ TEST_F(BrokenFiles, HostileGlobalsAreRefusedInStateDictsAndSkippedEntriesAlike) 
 }
 
 TEST_F(BrokenFiles, UnknownGlobalInABareStateDictIsRefusedByName) {
-  const std::string path = Archive(WithValue(false, [](PickleBuilder& p) {
-                                     p.Global("mylib.config", "Settings").EmptyTuple().Reduce();
-                                   }),
-                                   {{"0", std::string(4, '\0')}});
+  const std::string path =
+      Archive(WithValue(false, [](PickleBuilder& p) { p.Global("mylib.config", "Settings").EmptyTuple().Reduce(); }),
+              {{"0", std::string(4, '\0')}});
   absl::Status s = OpenStatus(path);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(Message(s), AllOf(HasSubstr(path), HasSubstr("'mylib.config.Settings'"), HasSubstr("refused")));
@@ -490,10 +493,9 @@ TEST_F(BrokenFiles, UnknownGlobalInABareStateDictIsRefusedByName) {
 }
 
 TEST_F(BrokenFiles, UnknownGlobalInASkippedLightningEntryIsListedNotRefused) {
-  auto file = TorchFile::Open(Archive(WithValue(true, [](PickleBuilder& p) {
-                                        p.Global("mylib.config", "Settings").EmptyTuple().Reduce();
-                                      }),
-                                      {{"0", std::string(4, '\0')}}));
+  auto file = TorchFile::Open(
+      Archive(WithValue(true, [](PickleBuilder& p) { p.Global("mylib.config", "Settings").EmptyTuple().Reduce(); }),
+              {{"0", std::string(4, '\0')}}));
   ASSERT_TRUE(file.ok()) << file.status();
   ASSERT_EQ((*file)->tensors().size(), 1u);
   EXPECT_THAT((*file)->skipped(), ::testing::ElementsAre("callbacks: an object of 'mylib.config.Settings'"));
@@ -526,7 +528,8 @@ TEST(TorchDirectories, MissingShardNamesIndexAndShard) {
   std::filesystem::remove(dir.File("pytorch_model-00002-of-00002.bin"));
   absl::Status s = Checkpoint::Open(dir.path()).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(Message(s), AllOf(HasSubstr("pytorch_model.bin.index.json"), HasSubstr("pytorch_model-00002-of-00002.bin")));
+  EXPECT_THAT(Message(s),
+              AllOf(HasSubstr("pytorch_model.bin.index.json"), HasSubstr("pytorch_model-00002-of-00002.bin")));
 }
 
 TEST(TorchDirectories, LegacyShardNamesTheShard) {

@@ -85,7 +85,9 @@ class Mutator {
     const int rounds = 1 + static_cast<int>(Below(8));
     for (int r = 0; r < rounds; ++r) {
       switch (Below(s.empty() ? 2 : 9)) {
-        case 0: s.insert(Below(s.size() + 1), RandomBytes(1 + Below(16))); break;
+        case 0:
+          s.insert(Below(s.size() + 1), RandomBytes(1 + Below(16)));
+          break;
         case 1: {  // splice from another seed
           const std::string& other = seeds[Below(seeds.size())];
           if (other.empty()) break;
@@ -93,8 +95,12 @@ class Mutator {
           s.insert(Below(s.size() + 1), other.substr(at, n));
           break;
         }
-        case 2: s[Below(s.size())] ^= static_cast<char>(1u << Below(8)); break;
-        case 3: s[Below(s.size())] = static_cast<char>(kInteresting8[Below(std::size(kInteresting8))]); break;
+        case 2:
+          s[Below(s.size())] ^= static_cast<char>(1u << Below(8));
+          break;
+        case 3:
+          s[Below(s.size())] = static_cast<char>(kInteresting8[Below(std::size(kInteresting8))]);
+          break;
         case 4: {  // an interesting little-endian integer of 2, 4 or 8 bytes
           const size_t width = size_t{2} << Below(3);
           if (s.size() < width) break;
@@ -103,8 +109,12 @@ class Mutator {
           for (size_t i = 0; i < width; ++i) s[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
           break;
         }
-        case 5: s.erase(Below(s.size()), 1 + Below(std::min<size_t>(s.size(), 32))); break;
-        case 6: s.resize(Below(s.size())); break;
+        case 5:
+          s.erase(Below(s.size()), 1 + Below(std::min<size_t>(s.size(), 32)));
+          break;
+        case 6:
+          s.resize(Below(s.size()));
+          break;
         case 7: {  // duplicate a range
           const size_t at = Below(s.size()), n = 1 + Below(std::min<size_t>(64, s.size() - at));
           s.insert(Below(s.size() + 1), s.substr(at, n));
@@ -124,12 +134,13 @@ class Mutator {
 
  private:
   static constexpr unsigned char kInteresting8[] = {0, 1, 0x7f, 0x80, 0xff, '\n', '.', '(', 'X', 'Q'};
-  static constexpr uint64_t kInteresting64[] = {0, 1, 0xff, 0xffff, 0x7fffffff, 0xffffffff, 0x100000000ull,
-                                                0x7fffffffffffffffull, 0xffffffffffffffffull, 64, 4096};
-  static constexpr unsigned char kOpcodes[] = {'(', ')', ']', '}', 't', 'l', 'd', 'a', 'e', 's', 'u', 'R', 'b', 'Q',
-                                               'h', 'j', 'q', 'r', 'K', 'M', 'J', 'X', 'N', 0x88, 0x89, 0x8a, 0x8b,
-                                               0x85, 0x86, 0x87, 0x80, 0x93, 0x94, 0x95, 0x8c, 0x8f, 0x90, 0x91,
-                                               0x81, 0x92, 'c', '0', '1', '2', '.', 'o', 'i', 'G', 'B', 'C'};
+  static constexpr uint64_t kInteresting64[] = {
+      0,  1,   0xff, 0xffff, 0x7fffffff, 0xffffffff, 0x100000000ull, 0x7fffffffffffffffull, 0xffffffffffffffffull,
+      64, 4096};
+  static constexpr unsigned char kOpcodes[] = {
+      '(',  ')',  ']',  '}',  't',  'l',  'd',  'a',  'e',  's',  'u',  'R',  'b',  'Q',  'h',  'j',  'q',
+      'r',  'K',  'M',  'J',  'X',  'N',  0x88, 0x89, 0x8a, 0x8b, 0x85, 0x86, 0x87, 0x80, 0x93, 0x94, 0x95,
+      0x8c, 0x8f, 0x90, 0x91, 0x81, 0x92, 'c',  '0',  '1',  '2',  '.',  'o',  'i',  'G',  'B',  'C'};
   size_t Below(size_t n) { return n == 0 ? 0 : static_cast<size_t>(rng_() % n); }
   std::string RandomBytes(size_t n) {
     std::string out(n, '\0');
@@ -168,9 +179,9 @@ TEST(TorchFuzz, SeededMutationsNeverCrashHangOrOverAllocate) {
 
 TEST(TorchFuzz, EveryGlobalReplacedByAHostileOneIsRefusedByName) {
   // Each golden's data.pkl with every GLOBAL renamed to a code-execution primitive, one at a time.
-  const std::vector<std::string> hostile = {"os\nsystem",       "posix\nsystem",      "builtins\neval",
-                                            "builtins\nexec",   "subprocess\nPopen",  "functools\nreduce",
-                                            "nt\nsystem",       "builtins\ngetattr",  "runpy\n_run_code"};
+  const std::vector<std::string> hostile = {"os\nsystem",     "posix\nsystem",     "builtins\neval",
+                                            "builtins\nexec", "subprocess\nPopen", "functools\nreduce",
+                                            "nt\nsystem",     "builtins\ngetattr", "runpy\n_run_code"};
   int cases = 0;
   for (const char* name : {"state/pytorch_model.bin", "lightning.ckpt", "lightning_v1.ckpt"}) {
     const std::string bytes = testing::ReadBytes(Goldens() + "/" + name);

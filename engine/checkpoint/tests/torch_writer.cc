@@ -219,11 +219,10 @@ std::string ZipBytes(const std::vector<std::pair<std::string, std::string>>& rec
 
 std::string TorchArchive(const std::string& archive, const std::string& data_pkl,
                          const std::vector<std::pair<std::string, std::string>>& storages, const ZipOptions& options) {
-  std::vector<std::pair<std::string, std::string>> records = {
-      {archive + "/data.pkl", data_pkl},
-      {archive + "/.format_version", "1"},
-      {archive + "/.storage_alignment", "64"},
-      {archive + "/byteorder", "little"}};
+  std::vector<std::pair<std::string, std::string>> records = {{archive + "/data.pkl", data_pkl},
+                                                              {archive + "/.format_version", "1"},
+                                                              {archive + "/.storage_alignment", "64"},
+                                                              {archive + "/byteorder", "little"}};
   for (const auto& [key, bytes] : storages) records.emplace_back(archive + "/data/" + key, bytes);
   records.emplace_back(archive + "/version", "3\n");
   records.emplace_back(archive + "/.data/serialization_id", "0123456789012345678901234567890123456789");
@@ -233,8 +232,8 @@ std::string TorchArchive(const std::string& archive, const std::string& data_pkl
 std::string StorageClass(std::string_view dtype) {
   static const std::map<std::string, std::string, std::less<>> kClasses = {
       {"F32", "FloatStorage"}, {"F16", "HalfStorage"}, {"BF16", "BFloat16Storage"}, {"F64", "DoubleStorage"},
-      {"I64", "LongStorage"}, {"I32", "IntStorage"}, {"I16", "ShortStorage"}, {"I8", "CharStorage"},
-      {"U8", "ByteStorage"}, {"BOOL", "BoolStorage"}};
+      {"I64", "LongStorage"},  {"I32", "IntStorage"},  {"I16", "ShortStorage"},     {"I8", "CharStorage"},
+      {"U8", "ByteStorage"},   {"BOOL", "BoolStorage"}};
   const auto it = kClasses.find(dtype);
   return it == kClasses.end() ? std::string("UnknownStorage") : it->second;
 }
@@ -295,8 +294,8 @@ void WriteTorchCheckpointDir(const std::vector<RawTensor>& tensors, const std::s
     std::snprintf(stem, sizeof(stem), "pytorch_model-%05d-of-%05d", s, shards);
     std::vector<RawTensor> part;
     // Contiguous ranges of roughly equal bytes, as save_pretrained's max_shard_size does.
-    while (next < tensors.size() && (s == shards || written + tensors[next].bytes.size() <= total * s / shards ||
-                                     part.empty())) {
+    while (next < tensors.size() &&
+           (s == shards || written + tensors[next].bytes.size() <= total * s / shards || part.empty())) {
       written += tensors[next].bytes.size();
       part.push_back(tensors[next++]);
     }

@@ -21,7 +21,7 @@ class PickleBuilder {
   PickleBuilder& Proto(int version = 2);
   PickleBuilder& Global(std::string_view module, std::string_view name);
   PickleBuilder& Mark();
-  PickleBuilder& Tuple();        // from the mark
+  PickleBuilder& Tuple();  // from the mark
   PickleBuilder& Tuple1();
   PickleBuilder& Tuple2();
   PickleBuilder& Tuple3();
@@ -29,9 +29,9 @@ class PickleBuilder {
   PickleBuilder& EmptyList();
   PickleBuilder& EmptyDict();
   PickleBuilder& Append();
-  PickleBuilder& Appends();      // from the mark
+  PickleBuilder& Appends();  // from the mark
   PickleBuilder& SetItem();
-  PickleBuilder& SetItems();     // from the mark
+  PickleBuilder& SetItems();  // from the mark
   PickleBuilder& Unicode(std::string_view s);
   PickleBuilder& Int(int64_t v);
   PickleBuilder& Float(double v);
@@ -57,9 +57,9 @@ class PickleBuilder {
 };
 
 struct ZipOptions {
-  bool align64 = true;   // torch.save pads local headers so data starts on 64-byte boundaries
-  bool zip64 = false;    // ZIP64 extra fields in every central entry, ZIP64 end record and locator
-  bool crc = true;       // false: CRC fields 0 (torch set_crc32_options(False))
+  bool align64 = true;  // torch.save pads local headers so data starts on 64-byte boundaries
+  bool zip64 = false;   // ZIP64 extra fields in every central entry, ZIP64 end record and locator
+  bool crc = true;      // false: CRC fields 0 (torch set_crc32_options(False))
 };
 
 // A stored (uncompressed) zip archive of the records, in order.

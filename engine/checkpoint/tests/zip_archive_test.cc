@@ -126,7 +126,11 @@ TEST(ZipArchive, LyingDirectoriesAreErrors) {
     const char* message;
   };
   const std::vector<Case> cases = {
-      {"entry count beyond the directory", [&](std::string& b) { Set16(b, eocd + 10, 5000); Set16(b, eocd + 8, 5000); },
+      {"entry count beyond the directory",
+       [&](std::string& b) {
+         Set16(b, eocd + 10, 5000);
+         Set16(b, eocd + 8, 5000);
+       },
        "entries"},
       {"directory offset past the end", [&](std::string& b) { Set32(b, eocd + 16, 0x7fffff00); }, "central directory"},
       {"directory size past the end", [&](std::string& b) { Set32(b, eocd + 12, 0x7fffff00); }, "central directory"},
@@ -135,7 +139,11 @@ TEST(ZipArchive, LyingDirectoriesAreErrors) {
        "different entry"},
       {"local header offset past the data", [&](std::string& b) { Set32(b, central + 42, 0x7ffffff0); },
        "no local header"},
-      {"entry size past the data", [&](std::string& b) { Set32(b, central + 20, 1u << 30); Set32(b, central + 24, 1u << 30); },
+      {"entry size past the data",
+       [&](std::string& b) {
+         Set32(b, central + 20, 1u << 30);
+         Set32(b, central + 24, 1u << 30);
+       },
        "run past"},
       {"stored sizes disagree", [&](std::string& b) { Set32(b, central + 20, 3); }, "compressed size"},
       {"encrypted", [&](std::string& b) { Set16(b, central + 8, 1); }, "encrypted"},

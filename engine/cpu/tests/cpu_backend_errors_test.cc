@@ -23,14 +23,12 @@ class CpuBackendErrorsTest : public ::testing::Test {
   }
   model::Backend& backend() { return *loaded_.backend; }
 
-  absl::Status Prefill(std::vector<model::RowId> rows, std::vector<int32_t> tokens,
-                       std::vector<int32_t> offsets) {
+  absl::Status Prefill(std::vector<model::RowId> rows, std::vector<int32_t> tokens, std::vector<int32_t> offsets) {
     const std::vector<model::SamplingSpec> sampling(rows.size() / 2);
     std::vector<int32_t> sampled(rows.size() / 2);
     return backend().Prefill({rows, offsets, tokens, sampling}, {sampled, nullptr});
   }
-  absl::Status Decode(std::vector<model::RowId> rows, int32_t token, int32_t step,
-                      float temperature = 1.0f) {
+  absl::Status Decode(std::vector<model::RowId> rows, int32_t token, int32_t step, float temperature = 1.0f) {
     std::vector<model::SamplingSpec> sampling(1);
     sampling[0].temperature = temperature;
     std::vector<int32_t> sampled(1), tokens = {token}, steps = {step};
@@ -66,12 +64,10 @@ TEST_F(CpuBackendErrorsTest, BadDecodeBatchesLeaveRowsUsable) {
   ExpectMentions(Decode(rows_, 1, 0, -1.0f), "temperature");  // 0 is greedy, valid
   const model::RowId other = *backend().AllocateRow(4, policy_);
   ExpectMentions(Decode({rows_[0], other}, 1, 0), "prefilled");  // pairs may differ in length, not in progress
-  const std::vector<model::RowId> too_many = {rows_[0], rows_[1], rows_[0],
-                                              rows_[1], rows_[0], rows_[1]};
+  const std::vector<model::RowId> too_many = {rows_[0], rows_[1], rows_[0], rows_[1], rows_[0], rows_[1]};
   std::vector<model::SamplingSpec> sampling(3);
   std::vector<int32_t> sampled(3), tokens = {1, 1, 1}, steps = {0, 0, 0};
-  ExpectMentions(backend().Decode({too_many, tokens, steps, sampling}, {sampled, nullptr}),
-                 "max_batch_rows");
+  ExpectMentions(backend().Decode({too_many, tokens, steps, sampling}, {sampled, nullptr}), "max_batch_rows");
   // l_dec = 64 decode positions fit (the engine feeds only 63 of them).
   for (int32_t t = 0; t < 64; ++t) ASSERT_TRUE(Decode(rows_, 1, t).ok()) << t;
   ExpectMentions(Decode(rows_, 1, 64), "l_dec");

@@ -38,21 +38,17 @@ void ExpectLogits(const std::vector<float>& row_logits, int32_t vocab, int32_t r
 
 void CheckPrefillAndBatchedDecode(const std::string& case_name, bool parallel_rows);
 
-TEST_P(LlamaGoldenTest, PrefillAndBatchedDecodeMatchTransformers) {
-  CheckPrefillAndBatchedDecode(GetParam(), false);
-}
+TEST_P(LlamaGoldenTest, PrefillAndBatchedDecodeMatchTransformers) { CheckPrefillAndBatchedDecode(GetParam(), false); }
 
 // The same with the per-row attention forced onto 3 threads.
-TEST_P(LlamaGoldenTest, ParallelRowsMatchTransformers) {
-  CheckPrefillAndBatchedDecode(GetParam(), true);
-}
+TEST_P(LlamaGoldenTest, ParallelRowsMatchTransformers) { CheckPrefillAndBatchedDecode(GetParam(), true); }
 
 void CheckPrefillAndBatchedDecode(const std::string& case_name, bool parallel_rows) {
   const nlohmann::json golden = ReadJson("tests/goldens/llama/" + case_name + ".json");
   model::BackendOptions options;
   if (parallel_rows) options.threads = 3;
-  testing::LoadedBackend loaded = LoadTinyBackend(golden["checkpoint"].get<std::string>(),
-                                                  golden["rope_theta"].get<float>(), options);
+  testing::LoadedBackend loaded =
+      LoadTinyBackend(golden["checkpoint"].get<std::string>(), golden["rope_theta"].get<float>(), options);
   ASSERT_NE(loaded.backend, nullptr);
   if (parallel_rows) dynamic_cast<CpuBackend&>(*loaded.backend).set_min_parallel_work(0);
   model::Backend& backend = *loaded.backend;
@@ -67,20 +63,17 @@ void CheckPrefillAndBatchedDecode(const std::string& case_name, bool parallel_ro
     const auto cond = p.golden["cond_ids"].get<std::vector<int32_t>>();
     const auto uncond = p.golden["uncond_ids"].get<std::vector<int32_t>>();
     for (int i = 0; i < 2; ++i) {
-      absl::StatusOr<model::RowId> row =
-          backend.AllocateRow(static_cast<int32_t>(cond.size()), *dense);
+      absl::StatusOr<model::RowId> row = backend.AllocateRow(static_cast<int32_t>(cond.size()), *dense);
       ASSERT_TRUE(row.ok()) << row.status();
       p.rows.push_back(*row);
     }
     std::vector<int32_t> tokens = cond;
     tokens.insert(tokens.end(), uncond.begin(), uncond.end());
-    const std::vector<int32_t> offsets = {0, static_cast<int32_t>(cond.size()),
-                                          static_cast<int32_t>(tokens.size())};
+    const std::vector<int32_t> offsets = {0, static_cast<int32_t>(cond.size()), static_cast<int32_t>(tokens.size())};
     const std::vector<model::SamplingSpec> sampling(1);
     std::vector<int32_t> sampled(1, -1);
     std::vector<float> logits(2 * vocab);
-    ASSERT_TRUE(
-        backend.Prefill({p.rows, offsets, tokens, sampling}, {sampled, logits.data()}).ok());
+    ASSERT_TRUE(backend.Prefill({p.rows, offsets, tokens, sampling}, {sampled, logits.data()}).ok());
     ExpectLogits(logits, vocab, 0, p.golden["cond_logits"][0], "prefill cond");
     ExpectLogits(logits, vocab, 1, p.golden["uncond_logits"][0], "prefill uncond");
     EXPECT_GE(sampled[0], 0);
@@ -165,8 +158,7 @@ TEST_P(LlamaGoldenTest, AttentionObserverSeesTransformersAttentionWeights) {
   absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy({}, 64);
   ASSERT_TRUE(dense.ok());
   std::vector<model::RowId> rows;
-  for (int i = 0; i < 2; ++i)
-    rows.push_back(*loaded.backend->AllocateRow(static_cast<int32_t>(cond.size()), *dense));
+  for (int i = 0; i < 2; ++i) rows.push_back(*loaded.backend->AllocateRow(static_cast<int32_t>(cond.size()), *dense));
 
   int32_t observed = 0;
   double max_error = 0.0;
@@ -184,8 +176,7 @@ TEST_P(LlamaGoldenTest, AttentionObserverSeesTransformersAttentionWeights) {
   });
   std::vector<int32_t> tokens = cond;
   tokens.insert(tokens.end(), uncond.begin(), uncond.end());
-  const std::vector<int32_t> offsets = {0, static_cast<int32_t>(cond.size()),
-                                        static_cast<int32_t>(tokens.size())};
+  const std::vector<int32_t> offsets = {0, static_cast<int32_t>(cond.size()), static_cast<int32_t>(tokens.size())};
   const std::vector<model::SamplingSpec> sampling(1);
   std::vector<int32_t> sampled(1);
   ASSERT_TRUE(loaded.backend->Prefill({rows, offsets, tokens, sampling}, {sampled, nullptr}).ok());
@@ -194,8 +185,8 @@ TEST_P(LlamaGoldenTest, AttentionObserverSeesTransformersAttentionWeights) {
     const std::vector<int32_t> token = {image_tokens[t]}, step = {t};
     ASSERT_TRUE(loaded.backend->Decode({rows, token, step, sampling}, {sampled, nullptr}).ok());
   }
-  EXPECT_EQ(observed, static_cast<int32_t>(image_tokens.size()) * loaded.spec.stack.num_layers *
-                          loaded.spec.stack.num_heads);
+  EXPECT_EQ(observed,
+            static_cast<int32_t>(image_tokens.size()) * loaded.spec.stack.num_layers * loaded.spec.stack.num_heads);
   EXPECT_LE(max_error, 1e-5);
 }
 

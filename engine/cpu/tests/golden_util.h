@@ -50,8 +50,7 @@ struct LoadedBackend {
 };
 
 // Loads a tiny Janus checkpoint (path relative to the source tree) into a CPU backend.
-inline LoadedBackend LoadTinyBackend(const std::string& relative_dir,
-                                     float rope_theta_override = 0.0f,
+inline LoadedBackend LoadTinyBackend(const std::string& relative_dir, float rope_theta_override = 0.0f,
                                      model::BackendOptions options = {}) {
   LoadedBackend out;
   const std::string dir = SourceDir() + "/" + relative_dir;
@@ -66,8 +65,8 @@ inline LoadedBackend LoadTinyBackend(const std::string& relative_dir,
   if (!spec.ok()) return out;
   out.spec = *spec;
   if (rope_theta_override > 0.0f) out.spec.stack.rope_theta = rope_theta_override;
-  absl::StatusOr<std::unique_ptr<model::Backend>> backend = model::CreateCpuBackend(
-      out.spec, model::CheckpointWeights(std::move(*ckpt)), options);
+  absl::StatusOr<std::unique_ptr<model::Backend>> backend =
+      model::CreateCpuBackend(out.spec, model::CheckpointWeights(std::move(*ckpt)), options);
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (backend.ok()) out.backend = std::move(*backend);
   return out;

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "engine/cpu/tests/golden_util.h"
-#include "engine/model/tests/stack_golden.h"
 #include "engine/model/backend_registry.h"
+#include "engine/model/tests/stack_golden.h"
 #include "engine/model/weight_source.h"
 #include "engine/sparse/policy_params.h"
 
@@ -93,7 +93,8 @@ TEST_P(StackSwitchesTest, PrefillAndBatchedDecodeMatchTheReference) {
     for (size_t i = 0; i < batch.size(); ++i) {
       Pair& p = *batch[i];
       const int32_t out = p.next_step + 1;
-      ExpectLogits(logits, vocab, 2 * i, p.golden["cond_logits"][out], GetParam() + " decode cond " + std::to_string(out));
+      ExpectLogits(logits, vocab, 2 * i, p.golden["cond_logits"][out],
+                   GetParam() + " decode cond " + std::to_string(out));
       ExpectLogits(logits, vocab, 2 * i + 1, p.golden["uncond_logits"][out],
                    GetParam() + " decode uncond " + std::to_string(out));
       EXPECT_GE(sampled[i], 0);

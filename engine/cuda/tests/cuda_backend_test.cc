@@ -64,8 +64,8 @@ Backends Load(const std::string& relative) {
     EXPECT_TRUE(ckpt.ok()) << ckpt.status();
     if (!ckpt.ok()) return b;
     std::shared_ptr<const model::WeightSource> weights = model::CheckpointWeights(std::move(*ckpt));
-    auto backend = i == 0 ? model::CreateCpuBackend(*spec, weights, options)
-                          : model::CreateCudaBackend(*spec, weights, options);
+    auto backend =
+        i == 0 ? model::CreateCpuBackend(*spec, weights, options) : model::CreateCudaBackend(*spec, weights, options);
     EXPECT_TRUE(backend.ok()) << backend.status();
     if (!backend.ok()) return b;
     (i == 0 ? b.cpu : b.cuda) = std::move(*backend);
@@ -123,12 +123,19 @@ TEST_P(CudaBackendTest, LogitsAndTokensMatchCpuBackend) {
   switch (pc.kind) {
     case sparse::PolicyKind::kH2O:
     case sparse::PolicyKind::kTova:
-    case sparse::PolicyKind::kAlisa: strict_until = policy->n_slots; break;
+    case sparse::PolicyKind::kAlisa:
+      strict_until = policy->n_slots;
+      break;
     case sparse::PolicyKind::kDiagonal:
     case sparse::PolicyKind::kDiagonalSink4:
-    case sparse::PolicyKind::kDiagonalGrid: strict_until = policy->n_att; break;
-    case sparse::PolicyKind::kSsd: strict_until = 2; break;  // semantic heads evict by score early
-    default: break;
+    case sparse::PolicyKind::kDiagonalGrid:
+      strict_until = policy->n_att;
+      break;
+    case sparse::PolicyKind::kSsd:
+      strict_until = 2;
+      break;  // semantic heads evict by score early
+    default:
+      break;
   }
   std::vector<Pair> pairs(2);
   pairs[0].prompt_len = 13;

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/model/tests/stack_golden.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/model/backend_registry.h"
+#include "engine/model/tests/stack_golden.h"
 #include "engine/model/weight_source.h"
 #include "engine/sparse/policy_params.h"
 #include "nlohmann/json.hpp"
@@ -90,7 +90,8 @@ TEST_P(CudaStackSwitchesTest, LogitsMatchTheCpuBackendAndTheReference) {
   // (the reference is dense); after it, the CUDA rows are held to the CPU's.
   const int32_t strict_until = c.kind == sparse::PolicyKind::kDense ? 1 << 20 : policy->n_att;
   const nlohmann::json& pair = golden["pairs"][0];
-  const auto cond = pair["cond_ids"].get<std::vector<int32_t>>(), uncond = pair["uncond_ids"].get<std::vector<int32_t>>();
+  const auto cond = pair["cond_ids"].get<std::vector<int32_t>>(),
+             uncond = pair["uncond_ids"].get<std::vector<int32_t>>();
   std::vector<model::RowId> rows[2];
   for (int b = 0; b < 2; ++b)
     for (int i = 0; i < 2; ++i) {
@@ -102,7 +103,7 @@ TEST_P(CudaStackSwitchesTest, LogitsMatchTheCpuBackendAndTheReference) {
   tokens.insert(tokens.end(), uncond.begin(), uncond.end());
   const std::vector<int32_t> offsets = {0, static_cast<int32_t>(cond.size()), static_cast<int32_t>(tokens.size())};
   const std::vector<model::SamplingSpec> sampling(1);
-  auto check = [&](const std::vector<float> (&logits)[2], int out, int32_t step) {
+  auto check = [&](const std::vector<float>(&logits)[2], int out, int32_t step) {
     for (int r = 0; r < 2; ++r) {
       const std::vector<float> cpu_row(logits[0].begin() + r * vocab, logits[0].begin() + (r + 1) * vocab);
       const double vs_cpu = RowError(logits[1].data() + r * vocab, cpu_row);
@@ -110,7 +111,8 @@ TEST_P(CudaStackSwitchesTest, LogitsMatchTheCpuBackendAndTheReference) {
       EXPECT_LE(vs_cpu, kTolerance) << c.golden << " output " << out << " row " << r;
       if (step < strict_until) {
         const auto want = (r == 0 ? pair["cond_logits"] : pair["uncond_logits"])[out].get<std::vector<float>>();
-        EXPECT_LE(RowError(logits[1].data() + r * vocab, want), kTolerance) << c.golden << " vs reference, output " << out;
+        EXPECT_LE(RowError(logits[1].data() + r * vocab, want), kTolerance)
+            << c.golden << " vs reference, output " << out;
       }
     }
   };
@@ -119,7 +121,8 @@ TEST_P(CudaStackSwitchesTest, LogitsMatchTheCpuBackendAndTheReference) {
     for (int b = 0; b < 2; ++b) {
       std::vector<int32_t> sampled(1);
       logits[b].resize(2 * vocab);
-      absl::Status s = (b == 0 ? *cpu : *gpu).Prefill({rows[b], offsets, tokens, sampling}, {sampled, logits[b].data()});
+      absl::Status s =
+          (b == 0 ? *cpu : *gpu).Prefill({rows[b], offsets, tokens, sampling}, {sampled, logits[b].data()});
       ASSERT_TRUE(s.ok()) << s;
     }
     ASSERT_NO_FATAL_FAILURE(check(logits, 0, 0));
@@ -142,17 +145,16 @@ TEST_P(CudaStackSwitchesTest, LogitsMatchTheCpuBackendAndTheReference) {
   EXPECT_EQ(gpu->KvBytesInUse(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Switches, CudaStackSwitchesTest,
-    ::testing::Values(Case{"chameleon_prenorm_gqa", sparse::PolicyKind::kDense, 0.0},
-                      Case{"chameleon_swin_mha", sparse::PolicyKind::kDense, 0.0},
-                      Case{"layernorm_prenorm_gqa", sparse::PolicyKind::kDense, 0.0},
-                      Case{"chameleon_prenorm_gqa", sparse::PolicyKind::kDiagonal, 0.5},
-                      Case{"chameleon_swin_mha", sparse::PolicyKind::kH2O, 0.5},
-                      Case{"layernorm_prenorm_gqa", sparse::PolicyKind::kSlidingWindow, 0.5}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      return info.param.golden + "_" + std::string(sparse::PolicyName(info.param.kind));
-    });
+INSTANTIATE_TEST_SUITE_P(Switches, CudaStackSwitchesTest,
+                         ::testing::Values(Case{"chameleon_prenorm_gqa", sparse::PolicyKind::kDense, 0.0},
+                                           Case{"chameleon_swin_mha", sparse::PolicyKind::kDense, 0.0},
+                                           Case{"layernorm_prenorm_gqa", sparse::PolicyKind::kDense, 0.0},
+                                           Case{"chameleon_prenorm_gqa", sparse::PolicyKind::kDiagonal, 0.5},
+                                           Case{"chameleon_swin_mha", sparse::PolicyKind::kH2O, 0.5},
+                                           Case{"layernorm_prenorm_gqa", sparse::PolicyKind::kSlidingWindow, 0.5}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.golden + "_" + std::string(sparse::PolicyName(info.param.kind));
+                         });
 
 // Graph replay samples what eager launches sample, with QK-norm, swin-norm
 // and the table input in the captured step.

@@ -56,8 +56,8 @@ DeviceBuffer Upload(const std::vector<T>& h) {
 }
 
 TEST_F(GemmTest, MatchesFloat64WithAndWithoutTheResidual) {
-  for (const Case c : {Case{1, 64, 96}, Case{7, 64, 96}, Case{206, 64, 96}, Case{1, 4096, 11008},
-                       Case{7, 1536, 512}, Case{206, 1536, 512}}) {
+  for (const Case c : {Case{1, 64, 96}, Case{7, 64, 96}, Case{206, 64, 96}, Case{1, 4096, 11008}, Case{7, 1536, 512},
+                       Case{206, 1536, 512}}) {
     SCOPED_TRACE(testing::Message() << c.rows << " x " << c.in << " -> " << c.out);
     Lcg g{static_cast<uint64_t>(c.rows * 131 + c.in)};
     std::vector<bf16> x(static_cast<size_t>(c.rows) * c.in), w(static_cast<size_t>(c.out) * c.in);

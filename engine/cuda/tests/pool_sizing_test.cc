@@ -82,7 +82,8 @@ TEST(PoolSizingTest, ConfiguredValuesAreKept) {
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->max_batch_rows, 512);
   EXPECT_FALSE(s->auto_rows);
-  EXPECT_EQ(s->kv_budget_bytes, (in.free_bytes - s->margin_bytes - WorkspaceBytes(spec, 512, 576, 1024, 132)) / 256 * 256);
+  EXPECT_EQ(s->kv_budget_bytes,
+            (in.free_bytes - s->margin_bytes - WorkspaceBytes(spec, 512, 576, 1024, 132)) / 256 * 256);
   // A configured budget with auto rows: rows up to what that budget holds at the reference row.
   in.max_batch_rows = 0;
   in.kv_budget_bytes = 10 * kGB;

@@ -39,7 +39,8 @@ std::map<std::string, std::string> LibpngText(const std::string& bytes) {
     png_read_png(png, info, PNG_TRANSFORM_IDENTITY, nullptr);
     png_textp text = nullptr;
     const int n = png_get_text(png, info, &text, nullptr);
-    for (int i = 0; i < n; ++i) out[text[i].key] = std::string(text[i].text, text[i].text_length ? text[i].text_length : text[i].itxt_length);
+    for (int i = 0; i < n; ++i)
+      out[text[i].key] = std::string(text[i].text, text[i].text_length ? text[i].text_length : text[i].itxt_length);
   }
   png_destroy_read_struct(&png, &info, nullptr);
   return out;

@@ -35,8 +35,7 @@ std::string TinyDir(const std::string& name) {
 // the tiny text vocabulary between a BOS-like 1 and an EOS-like 2; the
 // uncond row keeps the ends and pads the inside with 0, like the official script.
 PromptEncoder ByteEncoder() {
-  return [](const std::string& caption)
-             -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
+  return [](const std::string& caption) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
     std::vector<int32_t> cond = {1}, uncond = {1};
     for (unsigned char c : caption) {
       cond.push_back(5 + c);
@@ -72,8 +71,7 @@ struct Result {
 };
 
 // Runs `requests` with request i added before step join_step[i]; returns each one's result.
-std::vector<Result> RunRequests(GenericEngine& engine,
-                                const std::vector<engine::GenerationRequest>& requests,
+std::vector<Result> RunRequests(GenericEngine& engine, const std::vector<engine::GenerationRequest>& requests,
                                 const std::vector<int32_t>& join_step) {
   std::map<int32_t, engine::GroupId> ids;
   std::vector<Result> results(requests.size());
@@ -225,10 +223,9 @@ TEST(GenericEngineTest, SparsePoliciesBoundKvAndZeroSparsityMatchesDense) {
   EXPECT_NE(same[1].tokens, r[0].tokens) << "a 20-token window must change the image";
 
   for (sparse::PolicyKind kind :
-       {sparse::PolicyKind::kSlidingWindow, sparse::PolicyKind::kStreamingLlm,
-        sparse::PolicyKind::kH2O, sparse::PolicyKind::kTova, sparse::PolicyKind::kAlisa,
-        sparse::PolicyKind::kDiagonal, sparse::PolicyKind::kDiagonalSink4, sparse::PolicyKind::kGridWindow,
-        sparse::PolicyKind::kDiagonalGrid}) {
+       {sparse::PolicyKind::kSlidingWindow, sparse::PolicyKind::kStreamingLlm, sparse::PolicyKind::kH2O,
+        sparse::PolicyKind::kTova, sparse::PolicyKind::kAlisa, sparse::PolicyKind::kDiagonal,
+        sparse::PolicyKind::kDiagonalSink4, sparse::PolicyKind::kGridWindow, sparse::PolicyKind::kDiagonalGrid}) {
     engine::GenerationRequest sparse_request = dense;
     sparse_request.policy.kind = kind;
     sparse_request.policy.sparsity = 0.75;
@@ -265,9 +262,7 @@ TEST(GenericEngineTest, InvalidRequestsNameTheField) {
   expect_error(with([](auto& x) { x.sampling.top_k = 65; }), "top_k");
   expect_error(with([](auto& x) { x.sampling.top_p = 0.0f; }), "top_p");
   expect_error(with([](auto& x) { x.sampling.top_p = 1.5f; }), "top_p");
-  expect_error(
-      with([](auto& x) { x.sampling.cfg_weight = std::numeric_limits<float>::infinity(); }),
-      "cfg_weight");
+  expect_error(with([](auto& x) { x.sampling.cfg_weight = std::numeric_limits<float>::infinity(); }), "cfg_weight");
   expect_error(with([](auto& x) { x.policy.sparsity = 1.0; }), "sparsity");
   expect_error(with([](auto& x) { x.prompt = std::string(600, 'a'); }), "max_prompt_tokens");
   EXPECT_EQ(engine->KvBytesInUse(), 0);
@@ -419,8 +414,7 @@ TEST(GenericEngineThreadsTest, ParallelRowsGiveTheSameTokens) {
   engine::EngineOptions options;
   options.model_dir = TinyDir("tiny-gqa-sharded");
   options.threads = 3;
-  absl::StatusOr<std::unique_ptr<GenericEngine>> parallel =
-      CreateGenericEngine(options, ByteEncoder());
+  absl::StatusOr<std::unique_ptr<GenericEngine>> parallel = CreateGenericEngine(options, ByteEncoder());
   ASSERT_TRUE(parallel.ok()) << parallel.status();
   auto* cpu = dynamic_cast<cpu::CpuBackend*>(&(*parallel)->backend());
   ASSERT_NE(cpu, nullptr);
@@ -471,7 +465,8 @@ TEST(GenericEngineForcedTokensTest, ForcedIdsAreRecordedAndFedBack) {
     const ModelSpec& spec = plain->backend().spec();
     BackendOptions options;
     options.max_batch_rows = 64;
-    absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCpuBackend(spec, CheckpointWeights(std::move(*ckpt)), options);
+    absl::StatusOr<std::unique_ptr<Backend>> backend =
+        CreateCpuBackend(spec, CheckpointWeights(std::move(*ckpt)), options);
     EXPECT_TRUE(backend.ok()) << backend.status();
     GenericEngineConfig config;
     config.info = plain->info();

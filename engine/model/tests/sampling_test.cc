@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "engine/model/sampler.h"
-#include "kernels/sampling_rng.h"
 #include "gtest/gtest.h"
+#include "kernels/sampling_rng.h"
 
 namespace argen::model {
 namespace {
@@ -69,8 +69,7 @@ TEST(HostSamplerTest, InverseCdfFollowsTheDistribution) {
   spec.temperature = 1.5f;
   std::vector<int> counts(5, 0);
   const int draws = 200000;
-  for (int i = 0; i < draws; ++i)
-    counts[sampler.Sample(cond.data(), uncond.data(), spec, (i + 0.5f) / draws)]++;
+  for (int i = 0; i < draws; ++i) counts[sampler.Sample(cond.data(), uncond.data(), spec, (i + 0.5f) / draws)]++;
   std::vector<double> expected(5);
   double z = 0.0;
   for (int v = 0; v < 5; ++v) {
@@ -89,13 +88,11 @@ TEST(HostSamplerTest, TopKOneIsArgmaxAndTopPKeepsTheHead) {
   SamplingSpec spec;
   spec.cfg_weight = 1.0f;  // logits = cond
   spec.top_k = 1;
-  for (float u : {0.0f, 0.3f, 0.9999f})
-    EXPECT_EQ(sampler.Sample(logits.data(), logits.data(), spec, u), 1);
+  for (float u : {0.0f, 0.3f, 0.9999f}) EXPECT_EQ(sampler.Sample(logits.data(), logits.data(), spec, u), 1);
   spec.top_k = 0;
   spec.top_p = 0.5f;  // tokens 1 and 2 hold ~0.47 and ~0.43 of the mass: both needed
   std::set<int32_t> drawn;
-  for (int i = 0; i < 100; ++i)
-    drawn.insert(sampler.Sample(logits.data(), logits.data(), spec, i / 100.0f));
+  for (int i = 0; i < 100; ++i) drawn.insert(sampler.Sample(logits.data(), logits.data(), spec, i / 100.0f));
   EXPECT_EQ(drawn, (std::set<int32_t>{1, 2}));
 }
 

@@ -106,11 +106,11 @@ class Fields {
   std::string prefix_;
 };
 
-#define ARGEN_RETURN_IF_ERROR(expr)          \
-  do {                                       \
+#define ARGEN_RETURN_IF_ERROR(expr)           \
+  do {                                        \
     if (absl::Status s_ = (expr); !s_.ok()) { \
-      return s_;                             \
-    }                                        \
+      return s_;                              \
+    }                                         \
   } while (0)
 
 absl::Status ParseLanguage(const Fields& f, LanguageConfig& c) {
@@ -130,16 +130,16 @@ absl::Status ParseLanguage(const Fields& f, LanguageConfig& c) {
   if (f.Get("head_dim") != nullptr) {
     ARGEN_RETURN_IF_ERROR(f.Int("head_dim", c.head_dim, true));
   } else if (c.hidden_size % c.num_attention_heads != 0) {
-    return f.Error("num_attention_heads", absl::StrCat("(", c.num_attention_heads,
-                                                       ") must divide hidden_size (", c.hidden_size, ")"));
+    return f.Error("num_attention_heads",
+                   absl::StrCat("(", c.num_attention_heads, ") must divide hidden_size (", c.hidden_size, ")"));
   } else {
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
   if (c.head_dim % 2 != 0) return f.Error("head_dim", absl::StrCat("is ", c.head_dim, ", RoPE needs it even"));
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
-    return f.Error("num_key_value_heads", absl::StrCat("(", c.num_key_value_heads,
-                                                       ") must divide num_attention_heads (",
-                                                       c.num_attention_heads, ")"));
+    return f.Error(
+        "num_key_value_heads",
+        absl::StrCat("(", c.num_key_value_heads, ") must divide num_attention_heads (", c.num_attention_heads, ")"));
   }
 
   // Variants of the Llama family this engine does not implement: refuse them
@@ -149,7 +149,8 @@ absl::Status ParseLanguage(const Fields& f, LanguageConfig& c) {
   if (!text.empty() && text != "llama") return f.Error("model_type", absl::StrCat("is '", text, "', expected 'llama'"));
   text.clear();
   ARGEN_RETURN_IF_ERROR(f.String("hidden_act", text, false));
-  if (!text.empty() && text != "silu") return f.Error("hidden_act", absl::StrCat("is '", text, "', only 'silu' is supported"));
+  if (!text.empty() && text != "silu")
+    return f.Error("hidden_act", absl::StrCat("is '", text, "', only 'silu' is supported"));
   bool flag = false;
   ARGEN_RETURN_IF_ERROR(f.Bool("attention_bias", flag));
   if (flag) return f.Error("attention_bias", "is true, which is not supported");
@@ -224,8 +225,8 @@ absl::Status CrossCheck(const JanusConfig& c, const std::string& file) {
   };
   const int32_t hidden = c.language.hidden_size;
   if (c.gen_aligner.input_dim != c.gen_vision.n_embed) {
-    return mismatch("gen_aligner_config.params.input_dim", c.gen_aligner.input_dim,
-                    "gen_vision_config.params.n_embed", c.gen_vision.n_embed);
+    return mismatch("gen_aligner_config.params.input_dim", c.gen_aligner.input_dim, "gen_vision_config.params.n_embed",
+                    c.gen_vision.n_embed);
   }
   if (c.gen_aligner.n_embed != hidden) {
     return mismatch("gen_aligner_config.params.n_embed", c.gen_aligner.n_embed, "language_config.hidden_size", hidden);
@@ -251,9 +252,10 @@ absl::StatusOr<JanusConfig> ParseJanusConfig(const std::string& json_text, const
   // transformers' own Janus port renames every tensor (convert_janus_weights_to_hf.py); say so.
   if (const auto t = root.find("model_type"); t != root.end() && *t == "janus") {
     return absl::UnimplementedError(absl::StrCat(
-        file, ": model_type 'janus' is the transformers-native layout (deepseek-community/Janus-Pro-*: tensors "
-              "model.language_model.*, model.vqmodel.*, model.generation_*), whose names argen does not map; use "
-              "the original deepseek-ai/Janus-Pro-* repository (model_type 'multi_modality')"));
+        file,
+        ": model_type 'janus' is the transformers-native layout (deepseek-community/Janus-Pro-*: tensors "
+        "model.language_model.*, model.vqmodel.*, model.generation_*), whose names argen does not map; use "
+        "the original deepseek-ai/Janus-Pro-* repository (model_type 'multi_modality')"));
   }
   ARGEN_RETURN_IF_ERROR(top.Expect("model_type", "multi_modality", model_type));
 

@@ -30,7 +30,7 @@ struct LanguageConfig {
   double rope_theta = 10000.0;
   int32_t vocab_size = 0;
   int32_t max_position_embeddings = 2048;
-  std::string torch_dtype;          // "bfloat16", "float16", "float32" or "" (informational)
+  std::string torch_dtype;  // "bfloat16", "float16", "float32" or "" (informational)
 };
 
 // gen_aligner_config: cls "MlpProjector", projector_type "mlp_gelu".
@@ -39,7 +39,7 @@ struct GenAlignerConfig {
   std::string projector_type;  // "mlp_gelu"
   int32_t depth = 2;           // Linear layers: layers.0, layers.2, ... with GELU between
   int32_t input_dim = 8;
-  int32_t n_embed = 0;         // = language hidden_size
+  int32_t n_embed = 0;  // = language hidden_size
 };
 
 // gen_head_config: cls "vision_head".

@@ -67,9 +67,9 @@ absl::StatusOr<model::ModelSpec> JanusSpec(const JanusConfig& config) {
     if (absl::Status s = Positive(value, field); !s.ok()) return s;
   }
   if (c.num_heads % c.num_kv_heads != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config.json: language_config.num_attention_heads (", c.num_heads,
-                     ") must be a multiple of num_key_value_heads (", c.num_kv_heads, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("config.json: language_config.num_attention_heads (", c.num_heads,
+                                                   ") must be a multiple of num_key_value_heads (", c.num_kv_heads,
+                                                   ")"));
   }
   if (c.head_dim % 2 != 0) {
     return absl::InvalidArgumentError(
@@ -77,9 +77,9 @@ absl::StatusOr<model::ModelSpec> JanusSpec(const JanusConfig& config) {
   }
   // MlpProjector mlp_gelu: Sequential(Linear, GELU, Linear): the input stage is exactly two Linears.
   if (config.gen_aligner.depth != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.json: gen_aligner_config.params.depth must be 2 (Linear, GELU, Linear), got ",
-        config.gen_aligner.depth));
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: gen_aligner_config.params.depth must be 2 (Linear, GELU, Linear), got ",
+                     config.gen_aligner.depth));
   }
 
   const int64_t H = c.hidden_size, I = c.intermediate_size;

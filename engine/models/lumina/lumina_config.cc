@@ -26,7 +26,8 @@ absl::Status Int(const json& root, const std::string& file, const char* field, i
   }
   if (!it->is_number_integer()) return Bad(file, field, "must be an integer");
   const int64_t v = it->get<int64_t>();
-  if (v <= 0 || v > std::numeric_limits<int32_t>::max()) return Bad(file, field, absl::StrCat("must be positive, got ", v));
+  if (v <= 0 || v > std::numeric_limits<int32_t>::max())
+    return Bad(file, field, absl::StrCat("must be positive, got ", v));
   *out = static_cast<int32_t>(v);
   return absl::OkStatus();
 }
@@ -60,12 +61,15 @@ absl::StatusOr<LuminaConfig> ParseLuminaConfig(const std::string& json_text, con
     return Bad(file, "model_type", "must be \"chameleon\" (a Lumina-mGPT / Chameleon checkpoint)");
   }
   LuminaConfig c;
-  for (auto [field, out, required] :
-       {std::tuple{"hidden_size", &c.hidden_size, true}, {"intermediate_size", &c.intermediate_size, true},
-        {"num_hidden_layers", &c.num_hidden_layers, true}, {"num_attention_heads", &c.num_attention_heads, true},
-        {"num_key_value_heads", &c.num_key_value_heads, false}, {"head_dim", &c.head_dim, false},
-        {"vocab_size", &c.vocab_size, true}, {"max_position_embeddings", &c.max_position_embeddings, false},
-        {"model_parallel_size", &c.model_parallel_size, false}}) {
+  for (auto [field, out, required] : {std::tuple{"hidden_size", &c.hidden_size, true},
+                                      {"intermediate_size", &c.intermediate_size, true},
+                                      {"num_hidden_layers", &c.num_hidden_layers, true},
+                                      {"num_attention_heads", &c.num_attention_heads, true},
+                                      {"num_key_value_heads", &c.num_key_value_heads, false},
+                                      {"head_dim", &c.head_dim, false},
+                                      {"vocab_size", &c.vocab_size, true},
+                                      {"max_position_embeddings", &c.max_position_embeddings, false},
+                                      {"model_parallel_size", &c.model_parallel_size, false}}) {
     if (absl::Status s = Int(root, file, field, out, required); !s.ok()) return s;
   }
   if (c.num_key_value_heads == 0) c.num_key_value_heads = c.num_attention_heads;
@@ -102,7 +106,8 @@ absl::StatusOr<LuminaConfig> ParseLuminaConfig(const std::string& json_text, con
             [](const auto& a, const auto& b) { return a.second < b.second; });
 
   if (auto sizes = root.find("argen_image_sizes"); sizes != root.end() && !sizes->is_null()) {
-    if (!sizes->is_array() || sizes->empty()) return Bad(file, "argen_image_sizes", "must be a non-empty list of [W, H]");
+    if (!sizes->is_array() || sizes->empty())
+      return Bad(file, "argen_image_sizes", "must be a non-empty list of [W, H]");
     for (const json& s : *sizes) {
       if (!s.is_array() || s.size() != 2 || !s[0].is_number_integer() || !s[1].is_number_integer() ||
           s[0].get<int64_t>() <= 0 || s[1].get<int64_t>() <= 0 || s[0].get<int64_t>() % 32 != 0 ||

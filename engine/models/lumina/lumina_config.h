@@ -24,14 +24,14 @@ struct LuminaConfig {
   int32_t num_key_value_heads = 0;  // default: num_attention_heads
   int32_t head_dim = 0;             // default: hidden_size / num_attention_heads
   double rms_norm_eps = 1e-5;
-  double rope_theta = 10000.0;      // rope_theta, or rope_parameters.rope_theta (HF 5.x)
+  double rope_theta = 10000.0;  // rope_theta, or rope_parameters.rope_theta (HF 5.x)
   int32_t vocab_size = 0;
   int32_t max_position_embeddings = 4096;
   int32_t model_parallel_size = 1;  // Lumina-mGPT's q/k-norm groups
   bool swin_norm = false;
   bool tie_word_embeddings = false;
   std::vector<std::pair<std::string, int32_t>> vocabulary_map;  // sorted by id
-  std::vector<std::pair<int32_t, int32_t>> image_sizes;        // argen_image_sizes (W, H); empty: absent
+  std::vector<std::pair<int32_t, int32_t>> image_sizes;         // argen_image_sizes (W, H); empty: absent
 };
 
 // Parses and checks config.json text; errors name `file` and the field.

@@ -8,12 +8,12 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/weights_file.h"
 #include "engine/models/lumina/lumina_spec.h"
+#include "engine/models/lumina/lumina_vq16.h"
 #include "engine/tokenizer/lumina_prompt.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/vqgan/vqgan_config.h"
 #include "engine/vqgan/vqgan_decoder.h"
 #include "engine/vqgan/vqgan_weights.h"
-#include "engine/models/lumina/lumina_vq16.h"
 #if defined(ARGEN_WITH_CUDA)
 #include "engine/vq_cuda/cuda_vq_decoder.h"
 #endif
@@ -41,9 +41,9 @@ absl::Status RequireFile(const fs::path& path, const char* what) {
 
 // Recorded tokens -> code grids (row breaks dropped, ids mapped), for either decoder.
 absl::StatusOr<std::vector<std::vector<int32_t>>> CodeGrids(const std::vector<std::vector<int32_t>>& tokens,
-                                                           const LuminaSchedule& schedule,
-                                                           const tokenizer::ImageTokenRange& range,
-                                                           int32_t new_line_id) {
+                                                            const LuminaSchedule& schedule,
+                                                            const tokenizer::ImageTokenRange& range,
+                                                            int32_t new_line_id) {
   std::vector<std::vector<int32_t>> grids(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {
     absl::StatusOr<std::vector<int32_t>> codes = TokensToCodes(tokens[i], schedule, range, new_line_id, i);
@@ -68,8 +68,7 @@ absl::StatusOr<model::ImageDecoder> MakeDecoder(const std::string& vqgan_dir, co
 #if defined(ARGEN_WITH_CUDA)
     if (schedule.grid_w != schedule.grid_h) {
       return absl::FailedPreconditionError(absl::StrCat("the GPU VQGAN decoder takes square grids, this model serves ",
-                                                        schedule.width, "x", schedule.height,
-                                                        "; use vq_backend cpu"));
+                                                        schedule.width, "x", schedule.height, "; use vq_backend cpu"));
     }
     absl::StatusOr<std::pair<vq::VqDecoderWeights, vq::Vq16Config>> vq16 = AsVq16(*weights, config, schedule.grid_w);
     if (!vq16.ok()) return vq16.status();
@@ -97,14 +96,16 @@ absl::StatusOr<model::ImageDecoder> MakeDecoder(const std::string& vqgan_dir, co
       vqgan::VqganDecoder::Create(*std::move(weights), config, limits);
   if (!decoder.ok()) return decoder.status();
   std::shared_ptr<vqgan::VqganDecoder> shared(std::move(*decoder));
-  return model::ImageDecoder([shared, schedule, range, new_line_id](const std::vector<std::vector<int32_t>>& tokens)
-                                 -> absl::StatusOr<std::vector<engine::RgbImage>> {
-    absl::StatusOr<std::vector<std::vector<int32_t>>> codes = CodeGrids(tokens, schedule, *range, new_line_id);
-    if (!codes.ok()) return codes.status();
-    std::vector<vqgan::CodeGrid> grids(codes->size());
-    for (size_t i = 0; i < codes->size(); ++i) grids[i] = {schedule.grid_h, schedule.grid_w, std::move((*codes)[i])};
-    return shared->Decode(grids);
-  });
+  return model::ImageDecoder(
+      [shared, schedule, range,
+       new_line_id](const std::vector<std::vector<int32_t>>& tokens) -> absl::StatusOr<std::vector<engine::RgbImage>> {
+        absl::StatusOr<std::vector<std::vector<int32_t>>> codes = CodeGrids(tokens, schedule, *range, new_line_id);
+        if (!codes.ok()) return codes.status();
+        std::vector<vqgan::CodeGrid> grids(codes->size());
+        for (size_t i = 0; i < codes->size(); ++i)
+          grids[i] = {schedule.grid_h, schedule.grid_w, std::move((*codes)[i])};
+        return shared->Decode(grids);
+      });
 }
 
 }  // namespace
@@ -124,10 +125,10 @@ absl::StatusOr<std::vector<std::pair<int32_t, int32_t>>> SupportedSizes(const Lu
     const std::string suffix = absl::StrCat("-", target);
     if (name.find(suffix) != std::string::npos) return CropSizeList(target);
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "model_dir '", model_dir,
-      "': cannot tell the checkpoint's target resolution: name the directory as Alpha-VLLM does "
-      "(Lumina-mGPT-7B-512, -768, -1024) or add argen_image_sizes [[W, H], ...] to config.json"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("model_dir '", model_dir,
+                   "': cannot tell the checkpoint's target resolution: name the directory as Alpha-VLLM does "
+                   "(Lumina-mGPT-7B-512, -768, -1024) or add argen_image_sizes [[W, H], ...] to config.json"));
 }
 
 absl::StatusOr<std::vector<int32_t>> TokensToCodes(const std::vector<int32_t>& tokens, const LuminaSchedule& schedule,
@@ -177,16 +178,16 @@ absl::StatusOr<model::PromptEncoder> LuminaPromptEncoder(const std::string& mode
     absl::StatusOr<int32_t> vid = VocabId(config, name);
     if (!vid.ok()) return vid.status();
     if (*vid != id) {
-      return absl::FailedPreconditionError(absl::StrCat("tokenizer.json gives '", name, "' id ", id,
-                                                        ", config.json's vocabulary_map ", *vid));
+      return absl::FailedPreconditionError(
+          absl::StrCat("tokenizer.json gives '", name, "' id ", id, ", config.json's vocabulary_map ", *vid));
     }
   }
   // Fail at load, not per request, when the resolution tokens are missing.
   absl::StatusOr<tokenizer::LuminaPromptIds> probe = tokenizer::BuildLuminaPrompt(*shared, "x", width, height, 0);
   if (!probe.ok()) return probe.status();
   return model::PromptEncoder(
-      [shared, width, height](
-          const std::string& caption) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
+      [shared, width,
+       height](const std::string& caption) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
         absl::StatusOr<tokenizer::LuminaPromptIds> p = tokenizer::BuildLuminaPrompt(*shared, caption, width, height, 0);
         if (!p.ok()) return p.status();
         std::vector<int32_t> cond = std::move(p->cond);
@@ -249,7 +250,7 @@ absl::StatusOr<models::FamilyModel> LoadLumina(const std::string& model_dir, con
   const int32_t nl = *new_line;
   // The VQGAN is read from its own files (the language model's checkpoint has no decoder).
   m.make_decoder = [vq_dir, vq_config, sched, shared_range, nl](const checkpoint::Checkpoint&,
-                                                               const models::DecoderOptions& options) {
+                                                                const models::DecoderOptions& options) {
     return MakeDecoder(vq_dir, vq_config, sched, shared_range, nl, options);
   };
   return m;

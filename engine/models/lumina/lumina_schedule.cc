@@ -33,9 +33,9 @@ std::string SizeListText(const std::vector<std::pair<int32_t, int32_t>>& sizes) 
 absl::StatusOr<LuminaSchedule> MakeSchedule(const std::vector<std::pair<int32_t, int32_t>>& sizes, int32_t width,
                                             int32_t height, int32_t new_line_id) {
   if (std::find(sizes.begin(), sizes.end(), std::pair{width, height}) == sizes.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("image size ", width, "x", height,
-                                                   " is not supported by this checkpoint; supported (WxH): ",
-                                                   SizeListText(sizes)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("image size ", width, "x", height,
+                     " is not supported by this checkpoint; supported (WxH): ", SizeListText(sizes)));
   }
   LuminaSchedule s;
   s.width = width;

@@ -32,7 +32,7 @@ std::vector<std::pair<int32_t, int32_t>> CropSizeList(int32_t target);
 std::string SizeListText(const std::vector<std::pair<int32_t, int32_t>>& sizes);
 
 struct LuminaSchedule {
-  int32_t width = 0, height = 0;  // pixels
+  int32_t width = 0, height = 0;   // pixels
   int32_t grid_w = 0, grid_h = 0;  // codes per row, rows
   int32_t l_dec = 0;               // decode tokens: h*w + h - 1
   int32_t l_gen = 0;               // everything generated after the prompt: 3 + h(w + 1) + 1

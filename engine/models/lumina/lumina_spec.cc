@@ -52,8 +52,7 @@ absl::StatusOr<int32_t> StoredRows(const checkpoint::Checkpoint& ckpt, const std
     for (int64_t d : s) absl::StrAppend(&shape, shape.empty() ? "" : ", ", d);
     return absl::InvalidArgumentError(absl::StrCat(
         (*info)->file, ": tensor '", name, "' has shape [", shape, "], expected [", heads, ", ", head_dim,
-        "] (HF) or [model_parallel_size, ", head_dim, "] with model_parallel_size dividing ", heads,
-        " (Lumina-mGPT)"));
+        "] (HF) or [model_parallel_size, ", head_dim, "] with model_parallel_size dividing ", heads, " (Lumina-mGPT)"));
   }
   return static_cast<int32_t>(s[0]);
 }

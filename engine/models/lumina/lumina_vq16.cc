@@ -5,8 +5,7 @@
 namespace argen::lumina {
 
 absl::StatusOr<std::pair<vq::VqDecoderWeights, vq::Vq16Config>> AsVq16(const vqgan::VqganDecoderWeights& w,
-                                                                       const vqgan::VqganConfig& c,
-                                                                       int32_t grid_side) {
+                                                                       const vqgan::VqganConfig& c, int32_t grid_side) {
   auto unsupported = [](const std::string& why) {
     return absl::FailedPreconditionError(absl::StrCat("the GPU VQGAN decoder cannot run this VQGAN: ", why));
   };

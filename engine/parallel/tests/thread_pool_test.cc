@@ -28,8 +28,7 @@ TEST(ThreadPoolTest, EveryIndexExactlyOnce) {
           hits[i].fetch_add(1);
           if (p < 0 || p >= threads) bad_participant = true;
         });
-        for (int64_t i = 0; i < n; ++i)
-          ASSERT_EQ(hits[i].load(), 1) << threads << " " << n << " " << i;
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " " << n << " " << i;
         EXPECT_FALSE(bad_participant.load());
       }
     }

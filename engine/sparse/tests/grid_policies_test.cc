@@ -111,18 +111,18 @@ TEST(DiagonalGridPolicy, WalkThroughOnAFiveWideGrid) {
   PolicyRun run(*p);
   struct Expect {
     V attended;
-    int32_t low;       // position given the lowest weight (-1: uniform)
-    bool select;       // ObserveNeeded
-    V skipped_after;   // skip lags after observing step t
+    int32_t low;      // position given the lowest weight (-1: uniform)
+    bool select;      // ObserveNeeded
+    V skipped_after;  // skip lags after observing step t
   };
   const std::map<int32_t, Expect> steps = {
       {0, {{0}, -1, false, {}}},
       {3, {{0, 1, 2, 3}, -1, false, {}}},
       {4, {{1, 2, 3, 4}, -1, false, {}}},
-      {5, {{0, 1, 2, 5}, -1, false, {}}},  // grid phase: lags 0, 3, 4, 5
-      {7, {{2, 3, 4, 7}, -1, false, {}}},  // lag 9 does not exist at t = 8 yet
-      {8, {{3, 4, 5, 8}, 4, true, {4}}},   // skips lag 4, lag 9 replaces it
-      {9, {{0, 4, 6, 9}, 9, true, {4, 0}}},      // skips lag 0 (the new token), lag 10 joins
+      {5, {{0, 1, 2, 5}, -1, false, {}}},         // grid phase: lags 0, 3, 4, 5
+      {7, {{2, 3, 4, 7}, -1, false, {}}},         // lag 9 does not exist at t = 8 yet
+      {8, {{3, 4, 5, 8}, 4, true, {4}}},          // skips lag 4, lag 9 replaces it
+      {9, {{0, 4, 6, 9}, 9, true, {4, 0}}},       // skips lag 0 (the new token), lag 10 joins
       {10, {{0, 1, 5, 7}, 0, true, {4, 0, 10}}},  // skips lag 10, lag 8 joins: the window is used up
       {11, {{2, 3, 6, 8}, 2, false, {4, 0, 10}}},
       {20, {{11, 12, 15, 17}, -1, false, {4, 0, 10}}},

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "engine/cpu/sparse_attention.h"
-#include "kernels/sparse/policy.h"
 #include "engine/sparse/policy_params.h"
 #include "engine/sparse/tests/policy_reference.h"
 #include "gtest/gtest.h"
+#include "kernels/sparse/policy.h"
 
 namespace argen::sparse {
 namespace {
@@ -116,7 +116,8 @@ void RunCase(const Case& c, uint32_t seed) {
       for (int32_t h = g * group; h < (g + 1) * group; ++h) {
         std::vector<const std::vector<float>*> keys, values;
         for (int32_t j = 0; j < kPrompt; ++j) keys.push_back(&k_pos[g][j]), values.push_back(&v_pos[g][j]);
-        for (int32_t pos : ref_pos) keys.push_back(&k_pos[g][kPrompt + pos]), values.push_back(&v_pos[g][kPrompt + pos]);
+        for (int32_t pos : ref_pos)
+          keys.push_back(&k_pos[g][kPrompt + pos]), values.push_back(&v_pos[g][kPrompt + pos]);
         std::vector<double> w(keys.size());
         double mx = -1e300, sum = 0;
         for (size_t j = 0; j < keys.size(); ++j) {
@@ -151,10 +152,10 @@ void RunCase(const Case& c, uint32_t seed) {
 
 TEST(PolicyWithCpuAttention, SelectionUsesTheAttentionWeights) {
   const Case cases[] = {
-      {PolicyKind::kDiagonal, 6, 20},  {PolicyKind::kDiagonalSink4, 9, 20}, {PolicyKind::kH2O, 10, 0},
-      {PolicyKind::kTova, 10, 0},      {PolicyKind::kAlisa, 10, 0},         {PolicyKind::kStreamingLlm, 8, 0},
-      {PolicyKind::kSlidingWindow, 7, 0},
-      {PolicyKind::kGridWindow, 8, 0},  {PolicyKind::kDiagonalGrid, 8, 16},  {PolicyKind::kSsd, 10, 0},
+      {PolicyKind::kDiagonal, 6, 20},     {PolicyKind::kDiagonalSink4, 9, 20}, {PolicyKind::kH2O, 10, 0},
+      {PolicyKind::kTova, 10, 0},         {PolicyKind::kAlisa, 10, 0},         {PolicyKind::kStreamingLlm, 8, 0},
+      {PolicyKind::kSlidingWindow, 7, 0}, {PolicyKind::kGridWindow, 8, 0},     {PolicyKind::kDiagonalGrid, 8, 16},
+      {PolicyKind::kSsd, 10, 0},
   };
   uint32_t seed = 17;
   for (const Case& c : cases) RunCase(c, ++seed);

@@ -13,8 +13,12 @@ class PolicyRun {
  public:
   // head_index: layer * kv_heads + kv_head (ssd's class comes from it).
   explicit PolicyRun(const ResolvedPolicy& p, int32_t head_index = -1)
-      : p_(p), l_(LayoutFor(p)), ints_(l_.ints_per_head), floats_(l_.floats_per_head + 1),
-        attended_(l_.max_attended), shadow_(l_.n_slots, -1) {
+      : p_(p),
+        l_(LayoutFor(p)),
+        ints_(l_.ints_per_head),
+        floats_(l_.floats_per_head + 1),
+        attended_(l_.max_attended),
+        shadow_(l_.n_slots, -1) {
     InitState(p_, l_, state(), head_index);
   }
 

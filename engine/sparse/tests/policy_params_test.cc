@@ -8,8 +8,7 @@
 namespace argen::sparse {
 namespace {
 
-PolicyParams Make(PolicyKind kind, double sparsity = 0, int32_t n_att = 0, int32_t n_recent = 0,
-                  int32_t n_sink = -1) {
+PolicyParams Make(PolicyKind kind, double sparsity = 0, int32_t n_att = 0, int32_t n_recent = 0, int32_t n_sink = -1) {
   PolicyParams p;
   p.kind = kind;
   p.sparsity = sparsity;
@@ -50,9 +49,8 @@ TEST(PolicyParams, PaperDefaultsForJanusPro) {
     int32_t n_att;
   } table[] = {{0.8, 115}, {0.9, 58}, {0.925, 43}, {0.95, 29}, {0.96, 23}};
   for (const auto& row : table) {
-    for (PolicyKind kind : {PolicyKind::kSlidingWindow, PolicyKind::kStreamingLlm, PolicyKind::kH2O,
-                            PolicyKind::kTova, PolicyKind::kAlisa, PolicyKind::kDiagonal,
-                            PolicyKind::kDiagonalSink4}) {
+    for (PolicyKind kind : {PolicyKind::kSlidingWindow, PolicyKind::kStreamingLlm, PolicyKind::kH2O, PolicyKind::kTova,
+                            PolicyKind::kAlisa, PolicyKind::kDiagonal, PolicyKind::kDiagonalSink4}) {
       auto r = ResolvePolicy(Make(kind, row.s), 576);
       ASSERT_TRUE(r.ok()) << r.status();
       EXPECT_EQ(r->n_att, row.n_att) << PolicyName(kind) << " " << row.s;
@@ -77,12 +75,12 @@ TEST(PolicyParams, InvalidParametersAreRejectedWithTheirName) {
   ExpectRejected(Make(PolicyKind::kDiagonal, -0.1), 576, "sparsity");
   ExpectRejected(Make(PolicyKind::kSlidingWindow, 0.9999), 576, "sparsity");  // rounds to 0 keys
   ExpectRejected(Make(PolicyKind::kDense, 0.5), 576, "sparsity");
-  ExpectRejected(Make(PolicyKind::kDiagonal, 0, 100, 50), 576, "n_att");      // n_att > n_recent
+  ExpectRejected(Make(PolicyKind::kDiagonal, 0, 100, 50), 576, "n_att");     // n_att > n_recent
   ExpectRejected(Make(PolicyKind::kDiagonal, 0, 10, 600), 576, "n_recent");  // beyond L_dec
   ExpectRejected(Make(PolicyKind::kSlidingWindow, 0, 577), 576, "n_att");
   ExpectRejected(Make(PolicyKind::kSlidingWindow, 0, -3), 576, "n_att");
   ExpectRejected(Make(PolicyKind::kSlidingWindow, 0.5, 10), 576, "n_att");  // both given
-  ExpectRejected(Make(PolicyKind::kStreamingLlm, 0, 4), 576, "n_sink");      // no recent slot
+  ExpectRejected(Make(PolicyKind::kStreamingLlm, 0, 4), 576, "n_sink");     // no recent slot
   ExpectRejected(Make(PolicyKind::kDiagonalSink4, 0, 4, 8), 576, "n_sink");
   ExpectRejected(Make(PolicyKind::kH2O, 0, 10, 0, 2), 576, "n_sink");
   ExpectRejected(Make(PolicyKind::kTova, 0, 10, 3), 576, "n_recent");

@@ -278,8 +278,8 @@ class ReferencePolicy {
   bool semantic_ = false;
   std::vector<int32_t> grid_lags_;     // diagonal_grid: attended lags (grid phase)
   std::vector<int32_t> skipped_lags_;  // diagonal_grid: skipped lags
-  std::map<int32_t, float> score_;  // score policies: resident position -> score
-  std::vector<int32_t> skip_;       // diagonal: skip_idx (positions after the sinks)
+  std::map<int32_t, float> score_;     // score policies: resident position -> score
+  std::vector<int32_t> skip_;          // diagonal: skip_idx (positions after the sinks)
   std::vector<int32_t> last_;
   bool select_ = false;
 };

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/sparse/policy.h"
 #include "engine/sparse/policy_params.h"
 #include "engine/sparse/tests/policy_harness.h"
 #include "engine/sparse/tests/policy_reference.h"
 #include "gtest/gtest.h"
+#include "kernels/sparse/policy.h"
 
 namespace argen::sparse {
 namespace {
@@ -19,9 +19,9 @@ using test_util::PolicyRun;
 using test_util::ReferencePolicy;
 
 constexpr PolicyKind kAllKinds[] = {
-    PolicyKind::kDense, PolicyKind::kSlidingWindow, PolicyKind::kStreamingLlm, PolicyKind::kH2O,
-    PolicyKind::kTova,  PolicyKind::kAlisa,         PolicyKind::kDiagonal,     PolicyKind::kDiagonalSink4,
-    PolicyKind::kGridWindow, PolicyKind::kDiagonalGrid, PolicyKind::kSsd,
+    PolicyKind::kDense,      PolicyKind::kSlidingWindow, PolicyKind::kStreamingLlm, PolicyKind::kH2O,
+    PolicyKind::kTova,       PolicyKind::kAlisa,         PolicyKind::kDiagonal,     PolicyKind::kDiagonalSink4,
+    PolicyKind::kGridWindow, PolicyKind::kDiagonalGrid,  PolicyKind::kSsd,
 };
 
 // A deterministic pseudo-random attention weight for (step, position), so two
@@ -48,8 +48,8 @@ std::vector<int32_t> Sorted(std::vector<int32_t> v) {
 
 // Runs l_dec steps; checks the bounds and invariants at each step and returns
 // the attended position sets.
-std::vector<std::vector<int32_t>> RunAndCheck(const ResolvedPolicy& p, uint64_t seed,
-                                              bool compare_reference = true, int32_t head_index = -1) {
+std::vector<std::vector<int32_t>> RunAndCheck(const ResolvedPolicy& p, uint64_t seed, bool compare_reference = true,
+                                              int32_t head_index = -1) {
   PolicyRun run(p, head_index);
   const bool semantic = SsdHeadIsSemantic(p, head_index);
   ReferencePolicy ref(p, semantic);
@@ -130,13 +130,20 @@ TEST(PolicyReference, ExplicitWindowsAndSinks) {
     int32_t l_dec, n_att, n_recent, n_sink;
   };
   const Case cases[] = {
-      {PolicyKind::kDiagonal, 40, 4, 7, -1},       {PolicyKind::kDiagonal, 100, 10, 60, -1},
-      {PolicyKind::kDiagonal, 100, 1, 30, -1},     {PolicyKind::kDiagonal, 50, 20, 20, -1},
-      {PolicyKind::kDiagonalSink4, 100, 10, 60, -1}, {PolicyKind::kDiagonalSink4, 30, 6, 9, 2},
-      {PolicyKind::kDiagonalSink4, 30, 6, 9, 0},   {PolicyKind::kStreamingLlm, 50, 8, 0, 1},
-      {PolicyKind::kStreamingLlm, 50, 8, 0, 0},    {PolicyKind::kH2O, 80, 12, 1, -1},
-      {PolicyKind::kH2O, 80, 12, 12, -1},          {PolicyKind::kAlisa, 80, 12, 3, -1},
-      {PolicyKind::kTova, 80, 1, 0, -1},           {PolicyKind::kSlidingWindow, 80, 1, 0, -1},
+      {PolicyKind::kDiagonal, 40, 4, 7, -1},
+      {PolicyKind::kDiagonal, 100, 10, 60, -1},
+      {PolicyKind::kDiagonal, 100, 1, 30, -1},
+      {PolicyKind::kDiagonal, 50, 20, 20, -1},
+      {PolicyKind::kDiagonalSink4, 100, 10, 60, -1},
+      {PolicyKind::kDiagonalSink4, 30, 6, 9, 2},
+      {PolicyKind::kDiagonalSink4, 30, 6, 9, 0},
+      {PolicyKind::kStreamingLlm, 50, 8, 0, 1},
+      {PolicyKind::kStreamingLlm, 50, 8, 0, 0},
+      {PolicyKind::kH2O, 80, 12, 1, -1},
+      {PolicyKind::kH2O, 80, 12, 12, -1},
+      {PolicyKind::kAlisa, 80, 12, 3, -1},
+      {PolicyKind::kTova, 80, 1, 0, -1},
+      {PolicyKind::kSlidingWindow, 80, 1, 0, -1},
   };
   uint64_t seed = 1000;
   for (const Case& c : cases) {
@@ -243,9 +250,14 @@ TEST(PolicyReference, RandomParametersFuzz) {
     params.kind = static_cast<PolicyKind>(next(8));
     const int32_t l_dec = 1 + next(120);
     switch (next(3)) {
-      case 0: params.sparsity = next(1000) / 1000.0; break;
-      case 1: params.n_att = next(l_dec + 3); break;
-      default: break;
+      case 0:
+        params.sparsity = next(1000) / 1000.0;
+        break;
+      case 1:
+        params.n_att = next(l_dec + 3);
+        break;
+      default:
+        break;
     }
     if (next(2)) params.n_recent = next(l_dec + 3);
     if (next(3) == 0) params.n_sink = next(8) - 1;
@@ -294,7 +306,7 @@ constexpr PolicyKind kGridKinds[] = {PolicyKind::kGridWindow, PolicyKind::kDiago
 // (Lumina-mGPT's w + 1), narrow and single-column ones: every step equals the
 // reference and stays in bounds; ssd for a spatial and a semantic head.
 TEST(PolicyReference, GridPoliciesMatchReferenceOnManyGrids) {
-  const GridGeometry grids[] = {Grid(24, 0, 24), Grid(6, 0, 6),  Grid(7, 1, 5), Grid(5, 2, 4),
+  const GridGeometry grids[] = {Grid(24, 0, 24), Grid(6, 0, 6),  Grid(7, 1, 5),  Grid(5, 2, 4),
                                 Grid(1, 0, 10),  Grid(12, 0, 3), Grid(3, 0, 20), Grid(16, 1, 12)};
   const double sparsities[] = {0.0, 0.5, 0.9, 0.95, 0.96};
   const HeadClasses classes = TestClasses(2, 2);
@@ -339,9 +351,14 @@ TEST(PolicyReference, GridPoliciesRandomParametersFuzz) {
     grid.l_dec = 1 + next(3 * 14 * 3);
     if (next(8) == 0) grid.row_break_tokens = -1;
     switch (next(3)) {
-      case 0: params.sparsity = next(1000) / 1000.0; break;
-      case 1: params.n_att = next(grid.l_dec + 3); break;
-      default: break;
+      case 0:
+        params.sparsity = next(1000) / 1000.0;
+        break;
+      case 1:
+        params.n_att = next(grid.l_dec + 3);
+        break;
+      default:
+        break;
     }
     if (next(2)) params.n_recent = next(grid.l_dec + 3);
     if (next(3) == 0) params.n_sink = next(6) - 1;

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/sparse/policy.h"
 #include "engine/sparse/policy_params.h"
 #include "engine/sparse/tests/policy_harness.h"
 #include "gtest/gtest.h"
+#include "kernels/sparse/policy.h"
 
 namespace argen::sparse {
 namespace {
@@ -38,11 +38,11 @@ TEST(DiagonalPolicy, Fig12WalkThrough) {
   PolicyRun run(*policy);
 
   struct Expect {
-    V attended;         // decode positions attended at step t
-    V skipped;          // positions inside the window skipped at step t
-    int32_t evicted;    // position whose KV the new token overwrote (-1: none)
-    int32_t low;        // position given the lowest weight at step t
-    V skipped_after;    // skip lags (t+1 - position) after observing step t
+    V attended;       // decode positions attended at step t
+    V skipped;        // positions inside the window skipped at step t
+    int32_t evicted;  // position whose KV the new token overwrote (-1: none)
+    int32_t low;      // position given the lowest weight at step t
+    V skipped_after;  // skip lags (t+1 - position) after observing step t
   };
   // Paper, section 4: t=3 selects K0; at t=4 skip_idx = [1], Q4 attends
   // {K0, K2, K3, K4} and selects K2; at t=5 skip_idx = [2, 3]; the set stops
@@ -110,8 +110,8 @@ TEST(PolicyLayout, KvBytesIsExactForTheLayout) {
   params.sparsity = 0.95;
   auto p = ResolvePolicy(params, 576);
   ASSERT_TRUE(p.ok());
-  EXPECT_EQ(p->n_att, 29);       // round(0.05 * 576) = round(28.8)
-  EXPECT_EQ(p->n_recent, 288);   // 0.5 * L_dec
+  EXPECT_EQ(p->n_att, 29);      // round(0.05 * 576) = round(28.8)
+  EXPECT_EQ(p->n_recent, 288);  // 0.5 * L_dec
   EXPECT_EQ(p->n_slots, 288);
   // 2 rows (CFG pair), 24 layers, 16 kv heads, head_dim 128, f32:
   // K and V of (L_p + n_slots) positions.
@@ -136,7 +136,6 @@ TEST(PolicyLayout, PlanStepRejectsOutOfOrderSteps) {
   run.Plan(5);
   EXPECT_EQ(run.count(), -1);  // past l_dec
 }
-
 
 // The split observe of the diagonal policies (what the CUDA backend runs: the
 // attention kernel's argmin from DiagonalSelectionFirst, then
@@ -170,7 +169,8 @@ TEST(DiagonalPolicy, FusedArgminSelectionEqualsObserveStep) {
           EXPECT_EQ(n - a.state().ints[kStateLagCount], DiagonalSelectionFirst(*p)) << "t " << t;
         }
         a.Observe(t, probs);
-        ApplyDiagonalSelection(*p, b.layout(), b.state(), t, n, ArgminFrom(probs.data(), DiagonalSelectionFirst(*p), n));
+        ApplyDiagonalSelection(*p, b.layout(), b.state(), t, n,
+                               ArgminFrom(probs.data(), DiagonalSelectionFirst(*p), n));
         ASSERT_EQ(a.SkipLags(), b.SkipLags()) << "t " << t;
         for (int32_t i = 0; i < b.layout().ints_per_head; ++i)
           ASSERT_EQ(a.state().ints[i], b.state().ints[i]) << "t " << t << " int " << i;
@@ -181,9 +181,8 @@ TEST(DiagonalPolicy, FusedArgminSelectionEqualsObserveStep) {
 
 // PlanStepState + AttendedSlot write the list PlanStep writes, for every policy.
 TEST(PolicyLayout, AttendedSlotMatchesPlanStep) {
-  for (PolicyKind kind : {PolicyKind::kDense, PolicyKind::kSlidingWindow, PolicyKind::kStreamingLlm,
-                          PolicyKind::kH2O, PolicyKind::kTova, PolicyKind::kAlisa, PolicyKind::kDiagonal,
-                          PolicyKind::kDiagonalSink4}) {
+  for (PolicyKind kind : {PolicyKind::kDense, PolicyKind::kSlidingWindow, PolicyKind::kStreamingLlm, PolicyKind::kH2O,
+                          PolicyKind::kTova, PolicyKind::kAlisa, PolicyKind::kDiagonal, PolicyKind::kDiagonalSink4}) {
     PolicyParams params;
     params.kind = kind;
     params.sparsity = kind == PolicyKind::kDense ? 0.0 : 0.8;

@@ -1,8 +1,8 @@
 // CPU sparse decode attention against a naive double-precision reference on
 // random inputs, including GQA, no prompt, large logits and head_dim not a
 // multiple of 8. Slots not attended hold NaN: a masked dense pass would fail.
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -107,11 +107,11 @@ void CheckCase(const Case& c, uint32_t seed) {
 
 TEST(SparseDecodeAttention, MatchesDoublePrecisionReference) {
   const Case cases[] = {
-      {4, 4, 16, 5, 9, 6, 1.0f},     // MHA
-      {8, 2, 32, 7, 20, 11, 1.0f},   // GQA, groups of 4
-      {2, 1, 13, 0, 5, 5, 1.0f},     // no prompt, odd head_dim
-      {3, 3, 8, 12, 4, 4, 1.0f},     // all slots
-      {4, 2, 64, 10, 30, 8, 6.0f},   // logits in the hundreds: stable softmax
+      {4, 4, 16, 5, 9, 6, 1.0f},         // MHA
+      {8, 2, 32, 7, 20, 11, 1.0f},       // GQA, groups of 4
+      {2, 1, 13, 0, 5, 5, 1.0f},         // no prompt, odd head_dim
+      {3, 3, 8, 12, 4, 4, 1.0f},         // all slots
+      {4, 2, 64, 10, 30, 8, 6.0f},       // logits in the hundreds: stable softmax
       {16, 16, 128, 50, 288, 29, 1.0f},  // Janus-Pro-1B shape, diagonal at 95%
   };
   uint32_t seed = 1;

@@ -112,8 +112,7 @@ TEST(LuminaPromptTest, RejectsBadRequests) {
   ASSERT_TRUE(fits.ok()) << fits.status();
   const int32_t n = static_cast<int32_t>(fits->cond.size());
   EXPECT_TRUE(BuildLuminaPrompt(tok, "a red cube", 384, 384, n).ok());
-  EXPECT_EQ(BuildLuminaPrompt(tok, "a red cube", 384, 384, n - 1).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuildLuminaPrompt(tok, "a red cube", 384, 384, n - 1).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(BuildLuminaPrompt(tok, std::string("bad \xc3"), 384, 384, 0).ok());
 }
 

@@ -16,7 +16,8 @@ std::vector<std::string> Matches(const std::string& pattern, const std::string& 
   if (!re.ok()) return {};
   const std::u32string cps = *DecodeUtf8(text);
   std::vector<std::string> out;
-  for (const Regex::Match& m : re->FindAll(cps)) out.push_back(EncodeUtf8(std::u32string_view(cps).substr(m.begin, m.end - m.begin)));
+  for (const Regex::Match& m : re->FindAll(cps))
+    out.push_back(EncodeUtf8(std::u32string_view(cps).substr(m.begin, m.end - m.begin)));
   return out;
 }
 
@@ -32,7 +33,13 @@ TEST(RegexTest, UnicodeClasses) {
   EXPECT_EQ(Matches("\\p{L}+", "héllo wörld 猫"), V({"héllo", "wörld", "猫"}));
   EXPECT_EQ(Matches("\\p{N}+", "a12b٣½"), V({"12", "٣½"}));
   EXPECT_EQ(Matches("\\d+", "1٣½"), V({"1٣"}));
-  EXPECT_EQ(Matches("\\s+", "a\x0b" "b\xc2\x85" "c\xc2\xa0" "d\x1c" "e"), V({"\x0b", "\xc2\x85", "\xc2\xa0"}));
+  EXPECT_EQ(Matches("\\s+",
+                    "a\x0b"
+                    "b\xc2\x85"
+                    "c\xc2\xa0"
+                    "d\x1c"
+                    "e"),
+            V({"\x0b", "\xc2\x85", "\xc2\xa0"}));
   EXPECT_EQ(Matches("[^\\s\\p{L}]+", "ab, 12!"), V({",", "12!"}));
   EXPECT_EQ(Matches("\\w+", "é_1٣x y"), V({"é_1٣x", "y"}));
   // Oniguruma's \w takes No and circled letters but not ZWJ (checked with HF Split).

@@ -13,9 +13,8 @@ namespace {
 class TokenizerErrorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("argen_tok_err_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() / ("argen_tok_err_" + std::to_string(::getpid()) + "_" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -33,7 +32,8 @@ class TokenizerErrorsTest : public ::testing::Test {
     ASSERT_FALSE(tok.ok());
     const std::string msg(tok.status().message());
     EXPECT_NE(msg.find(path), std::string::npos) << msg;
-    for (const std::string& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "missing \"" << n << "\" in: " << msg;
+    for (const std::string& n : needles)
+      EXPECT_NE(msg.find(n), std::string::npos) << "missing \"" << n << "\" in: " << msg;
   }
 
   std::filesystem::path dir_;
@@ -75,10 +75,12 @@ TEST_F(TokenizerErrorsTest, UnsupportedPieces) {
   ExpectError("{" + model + R"(, "pre_tokenizer": {"type": "Metaspace"}})", {"pre_tokenizer.type", "Metaspace"});
   ExpectError("{" + model + R"(, "normalizer": {"type": "Lowercase"}})", {"normalizer", "Lowercase"});
   ExpectError("{" + model + R"(, "decoder": {"type": "CTC"}})", {"decoder.type", "CTC"});
-  ExpectError("{" + model + R"(, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(a"}, "behavior": "Isolated"}})",
-              {"pre_tokenizer.pattern.Regex", "unmatched parenthesis"});
-  ExpectError("{" + model + R"(, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "a"}, "behavior": "Sideways"}})",
-              {"pre_tokenizer.behavior", "Sideways"});
+  ExpectError(
+      "{" + model + R"(, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(a"}, "behavior": "Isolated"}})",
+      {"pre_tokenizer.pattern.Regex", "unmatched parenthesis"});
+  ExpectError(
+      "{" + model + R"(, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "a"}, "behavior": "Sideways"}})",
+      {"pre_tokenizer.behavior", "Sideways"});
   ExpectError("{" + model + R"(, "added_tokens": [{"id": 5}]})", {"added_tokens[0].content"});
 }
 
@@ -88,8 +90,9 @@ TEST_F(TokenizerErrorsTest, LlamaTokenizerConfigSetsBos) {
       R"({"model": {"type": "WordLevel", "vocab": {"<s>": 0, "</s>": 1, "hi": 2, "[UNK]": 3}, "unk_token": "[UNK]"},
           "pre_tokenizer": {"type": "WhitespaceSplit"}})";
   const std::string path = Write("tokenizer.json", json);
-  Write("tokenizer_config.json",
-        R"({"tokenizer_class": "LlamaTokenizerFast", "bos_token": {"content": "<s>"}, "eos_token": "</s>", "add_eos_token": true})");
+  Write(
+      "tokenizer_config.json",
+      R"({"tokenizer_class": "LlamaTokenizerFast", "bos_token": {"content": "<s>"}, "eos_token": "</s>", "add_eos_token": true})");
   auto tok = Tokenizer::LoadFromFile(path);
   ASSERT_TRUE(tok.ok()) << tok.status();
   auto ids = tok->Encode("hi there");

@@ -46,8 +46,8 @@ TEST_P(GoldenTest, EncodeAndDecodeMatchHuggingFace) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, GoldenTest,
-                         ::testing::Values("bpe_deepseek", "bpe_deepseek_string_merges", "bpe_gpt2_pretok",
-                                           "wordlevel", "tiny_checkpoint"));
+                         ::testing::Values("bpe_deepseek", "bpe_deepseek_string_merges", "bpe_gpt2_pretok", "wordlevel",
+                                           "tiny_checkpoint"));
 
 TEST(TokenizerTest, SpecialTokensAreFoundByContent) {
   auto tok = Tokenizer::LoadFromFile(GoldenDir() + "/bpe_deepseek/tokenizer.json");
@@ -65,8 +65,9 @@ TEST(TokenizerTest, ByteLevelRoundTripsRandomText) {
   auto tok = Tokenizer::LoadFromFile(GoldenDir() + "/bpe_deepseek/tokenizer.json");
   ASSERT_TRUE(tok.ok()) << tok.status();
   std::mt19937 rng(7);
-  const std::vector<std::pair<char32_t, char32_t>> blocks = {
-      {0x0, 0x7F}, {0xA0, 0x24F}, {0x370, 0x3FF}, {0x4E00, 0x4FFF}, {0x3000, 0x303F}, {0x1F300, 0x1F64F}, {0x2000, 0x206F}};
+  const std::vector<std::pair<char32_t, char32_t>> blocks = {{0x0, 0x7F},      {0xA0, 0x24F},    {0x370, 0x3FF},
+                                                             {0x4E00, 0x4FFF}, {0x3000, 0x303F}, {0x1F300, 0x1F64F},
+                                                             {0x2000, 0x206F}};
   for (int round = 0; round < 300; ++round) {
     std::u32string text;
     const int len = static_cast<int>(rng() % 40);

@@ -163,8 +163,7 @@ TEST_F(VqErrorTest, WrongGridLengthNamesGrid) {
   auto r = decoder_->Decode(grids);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("token grid 1 has 63 tokens, expected 64"), std::string::npos)
-      << r.status();
+  EXPECT_NE(r.status().message().find("token grid 1 has 63 tokens, expected 64"), std::string::npos) << r.status();
 }
 
 TEST_F(VqErrorTest, OutOfRangeIdsNameGridAndPosition) {
@@ -174,8 +173,7 @@ TEST_F(VqErrorTest, OutOfRangeIdsNameGridAndPosition) {
     auto r = decoder_->Decode({grid});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(r.status().message().find("token grid 0, position 17: id " + std::to_string(bad)),
-              std::string::npos)
+    EXPECT_NE(r.status().message().find("token grid 0, position 17: id " + std::to_string(bad)), std::string::npos)
         << r.status();
     std::vector<float> chw;
     EXPECT_FALSE(decoder_->DecodeToFloat(grid, &chw).ok());
@@ -197,8 +195,7 @@ TEST_F(VqErrorTest, ConfigNotMatchingTheTensorsNamesTheTensor) {
   wrong.z_channels = 64;
   auto r = VqDecoder::Create(**ckpt, wrong);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("gen_vision_model.post_quant_conv.weight"), std::string::npos)
-      << r.status();
+  EXPECT_NE(r.status().message().find("gen_vision_model.post_quant_conv.weight"), std::string::npos) << r.status();
 }
 
 TEST_F(VqErrorTest, InvalidConfigNamesTheParameter) {

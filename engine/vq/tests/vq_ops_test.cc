@@ -59,8 +59,7 @@ std::vector<double> NaiveConv(const Conv2dWeights& c, const std::vector<float>& 
 
 void ExpectNear(const std::vector<float>& got, const std::vector<double>& want, double tol) {
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_NEAR(got[i], want[i], tol * (1.0 + std::abs(want[i]))) << "at " << i;
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], tol * (1.0 + std::abs(want[i]))) << "at " << i;
 }
 
 TEST(Conv2dTest, ThreeByThreeInOneBandMatchesDefinition) {

@@ -28,8 +28,8 @@
 #include "absl/strings/str_cat.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/models/janus/janus_config.h"
-#include "engine/vq/vq_config.h"
 #include "engine/vq/pixels.h"
+#include "engine/vq/vq_config.h"
 #include "engine/vq/vq_decoder.h"
 #include "engine/vq_cuda/cuda_vq_decoder.h"
 #include "engine/vq_cuda/tests/spin_kernel.h"
@@ -217,8 +217,8 @@ TEST_F(ShippedBf16Test, ErrorsMatchCpu) {
   const int32_t cells = model_->config.image_tokens();
   std::vector<int32_t> bad(cells, 5);
   bad[9] = model_->config.codebook_size;
-  for (const auto& batch : std::vector<std::vector<std::vector<int32_t>>>{
-           {std::vector<int32_t>(cells, 1), bad}, {std::vector<int32_t>(cells - 1, 0)}}) {
+  for (const auto& batch : std::vector<std::vector<std::vector<int32_t>>>{{std::vector<int32_t>(cells, 1), bad},
+                                                                          {std::vector<int32_t>(cells - 1, 0)}}) {
     auto want = (*cpu)->Decode(batch);
     auto got = gpu->Decode(batch);
     ASSERT_FALSE(want.ok());
@@ -300,7 +300,8 @@ TEST_P(StreamTest, DecodeDoesNotWaitForOtherStreams) {
     done = true;
   });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!done && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (!done && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const bool finished_while_busy = done;
   *reinterpret_cast<volatile int*>(flag) = 1;  // release the spinner in every case
   decoder.join();

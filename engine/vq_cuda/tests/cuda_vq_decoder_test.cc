@@ -29,8 +29,8 @@
 #include "absl/strings/str_cat.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/models/janus/janus_config.h"
-#include "engine/vq/vq_config.h"
 #include "engine/vq/pixels.h"
+#include "engine/vq/vq_config.h"
 #include "engine/vq/vq_decoder.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -38,8 +38,8 @@
 namespace argen::vq {
 namespace {
 
-constexpr double kFloatTol = 1e-4;       // fp32, relative to max(1, |cpu|)
-constexpr double kTf32FloatTol = 5e-2;   // TF32 GEMMs (10-bit mantissa inputs)
+constexpr double kFloatTol = 1e-4;      // fp32, relative to max(1, |cpu|)
+constexpr double kTf32FloatTol = 5e-2;  // TF32 GEMMs (10-bit mantissa inputs)
 
 std::string SourceDir() {
   const char* dir = std::getenv("ARGEN_SOURCE_DIR");
@@ -82,8 +82,7 @@ std::unique_ptr<CudaVqDecoder> Gpu(const checkpoint::Checkpoint& ckpt, const vq:
   return d.ok() ? std::move(*d) : nullptr;
 }
 
-std::vector<std::vector<int32_t>> RandomGrids(const vq::Vq16Config& config, int count,
-                                              uint32_t seed) {
+std::vector<std::vector<int32_t>> RandomGrids(const vq::Vq16Config& config, int count, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> id(0, config.codebook_size - 1);
   std::vector<std::vector<int32_t>> grids(count, std::vector<int32_t>(config.image_tokens()));
@@ -93,8 +92,8 @@ std::vector<std::vector<int32_t>> RandomGrids(const vq::Vq16Config& config, int 
 }
 
 struct Diff {
-  double max_rel = 0;        // floats: max |gpu - cpu| / max(1, |cpu|)
-  int max_byte = 0;          // RGB8: max |gpu - cpu|
+  double max_rel = 0;  // floats: max |gpu - cpu| / max(1, |cpu|)
+  int max_byte = 0;    // RGB8: max |gpu - cpu|
   size_t off_by_one = 0, bytes = 0;
 };
 
@@ -240,8 +239,7 @@ TEST_F(ShippedModelTest, BandedIm2ColMatchesCpu) {
   auto gpu = Gpu(*model_->ckpt, model_->config, o);
   ASSERT_NE(gpu, nullptr);
   EXPECT_EQ(gpu->chunk_images(), 3);  // activations may use only half of the limit
-  std::cout << "banded: chunk " << gpu->chunk_images() << ", scratch " << gpu->scratch_bytes() / 1048576.0
-            << " MiB\n";
+  std::cout << "banded: chunk " << gpu->chunk_images() << ", scratch " << gpu->scratch_bytes() / 1048576.0 << " MiB\n";
   ExpectFp32Close(Compare(*cpu_, *gpu, RandomGrids(model_->config, 5, 3)), "shipped, banded im2col");
 }
 
@@ -339,8 +337,7 @@ TEST_F(ShippedModelTest, OptionsAreValidated) {
   wrong.z_channels = 48;
   r = CudaVqDecoder::Create(*model_->ckpt, wrong);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("gen_vision_model.post_quant_conv.weight"), std::string::npos)
-      << r.status();
+  EXPECT_NE(r.status().message().find("gen_vision_model.post_quant_conv.weight"), std::string::npos) << r.status();
 }
 
 // --- A Janus-Pro-shaped decoder (384 px, ch 128, ch_mult 1,1,2,2,4) with random weights ---
@@ -357,8 +354,7 @@ class RandomCheckpoint final : public checkpoint::Checkpoint {
   absl::Status ReadRowsF32(std::string_view name, const int32_t*, int64_t, float*) const override {
     return absl::UnimplementedError(absl::StrCat("random checkpoint: no rows of ", std::string(name)));
   }
-  absl::StatusOr<std::vector<float>> LoadF32(std::string_view name,
-                                             const std::vector<int64_t>& shape) const override {
+  absl::StatusOr<std::vector<float>> LoadF32(std::string_view name, const std::vector<int64_t>& shape) const override {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     std::vector<float> v(static_cast<size_t>(n));

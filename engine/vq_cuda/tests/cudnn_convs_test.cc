@@ -47,8 +47,9 @@ std::vector<double> HostConv(const std::vector<uint16_t>& x, const std::vector<u
             const int sy = yy + tap / 3 - 1, sx = xx + tap % 3 - 1;
             if (sy < 0 || sy >= s.h || sx < 0 || sx >= s.w) continue;
             for (int i = 0; i < s.cin; ++i) {
-              const double t = double{Bf16BitsToFloat(x[((static_cast<size_t>(img) * s.h + sy) * s.w + sx) * s.cin + i])} *
-                               Bf16BitsToFloat(w[(static_cast<size_t>(o) * 9 + tap) * s.cin + i]);
+              const double t =
+                  double{Bf16BitsToFloat(x[((static_cast<size_t>(img) * s.h + sy) * s.w + sx) * s.cin + i])} *
+                  Bf16BitsToFloat(w[(static_cast<size_t>(o) * 9 + tap) * s.cin + i]);
               acc += t;
               mag += std::abs(t);
             }
@@ -111,8 +112,8 @@ TEST_P(CudnnConvsTest, MatchesFloat64WithAndWithoutAccumulation) {
       for (float beta : {0.0f, 1.0f}) {
         ASSERT_EQ(cudaMemcpy(x.p, xin.data(), xin.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
         ASSERT_EQ(cudaMemcpy(y.p, y0.data(), y0.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-        absl::Status st = (*convs)->Forward(static_cast<int32_t>(si), n, x.p, filters[si], y.p, beta, ws.p,
-                                            size_t{64} << 20);
+        absl::Status st =
+            (*convs)->Forward(static_cast<int32_t>(si), n, x.p, filters[si], y.p, beta, ws.p, size_t{64} << 20);
         ASSERT_TRUE(st.ok()) << st;
         ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
         std::vector<uint16_t> got(y0.size());

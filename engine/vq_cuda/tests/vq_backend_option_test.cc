@@ -40,9 +40,9 @@ TEST(VqBackendOptionTest, UnknownValueIsInvalidArgument) {
     absl::StatusOr<std::unique_ptr<Engine>> e = CreateEngine(Options(bad));
     ASSERT_FALSE(e.ok()) << bad;
     EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << e.status();
-    EXPECT_NE(e.status().message().find("vq_backend must be \"auto\", \"cpu\" or \"cuda\", got \"" +
-                                        std::string(bad) + "\""),
-              std::string::npos)
+    EXPECT_NE(
+        e.status().message().find("vq_backend must be \"auto\", \"cpu\" or \"cuda\", got \"" + std::string(bad) + "\""),
+        std::string::npos)
         << e.status();
   }
 }

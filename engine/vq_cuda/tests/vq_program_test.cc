@@ -115,7 +115,8 @@ void CheckProgram(const checkpoint::Checkpoint& ckpt, const vq::Vq16Config& conf
   for (size_t i = 0; i < grids.size(); ++i) {
     ASSERT_EQ(got[i].size(), want[i].size());
     for (size_t p = 0; p < want[i].size(); ++p)
-      max_rel = std::max(max_rel, std::abs(double{got[i][p]} - want[i][p]) / std::max(1.0, std::abs(double{want[i][p]})));
+      max_rel =
+          std::max(max_rel, std::abs(double{got[i][p]} - want[i][p]) / std::max(1.0, std::abs(double{want[i][p]})));
   }
   std::cout << what << ": fp32 replay max relative error " << max_rel << "\n";
   EXPECT_LE(max_rel, kExactTol) << what;

@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/vq/vq_config.h"
 #include "engine/vq/pixels.h"
+#include "engine/vq/vq_config.h"
 
 namespace argen::vq::testing {
 
@@ -34,8 +34,7 @@ class RandomCheckpoint final : public checkpoint::Checkpoint {
   absl::Status ReadRowsF32(std::string_view name, const int32_t*, int64_t, float*) const override {
     return absl::UnimplementedError(absl::StrCat("random checkpoint: no rows of ", std::string(name)));
   }
-  absl::StatusOr<std::vector<float>> LoadF32(std::string_view name,
-                                             const std::vector<int64_t>& shape) const override {
+  absl::StatusOr<std::vector<float>> LoadF32(std::string_view name, const std::vector<int64_t>& shape) const override {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     std::vector<float> v(static_cast<size_t>(n));
@@ -57,8 +56,7 @@ class RandomCheckpoint final : public checkpoint::Checkpoint {
   std::string dir_ = "<random>";
 };
 
-inline std::vector<std::vector<int32_t>> RandomGrids(const vq::Vq16Config& config, int count,
-                                                     uint32_t seed) {
+inline std::vector<std::vector<int32_t>> RandomGrids(const vq::Vq16Config& config, int count, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> id(0, config.codebook_size - 1);
   std::vector<std::vector<int32_t>> grids(count, std::vector<int32_t>(config.image_tokens()));
@@ -68,21 +66,21 @@ inline std::vector<std::vector<int32_t>> RandomGrids(const vq::Vq16Config& confi
 }
 
 struct PixelError {
-  double max_float = 0;   // max |got - want| of the float output
+  double max_float = 0;  // max |got - want| of the float output
   double rms_float = 0;
   int max_level = 0;      // max |got - want| of the RGB8 bytes
   double mean_level = 0;  // mean |got - want| of the bytes
   double psnr_db = 0;     // over the bytes (inf when equal)
   size_t bytes = 0;
   std::string Describe() const {
-    return absl::StrCat("max float error ", max_float, ", rms ", rms_float, "; RGB8: max ", max_level,
-                        " levels, mean ", mean_level, ", PSNR ", psnr_db, " dB over ", bytes, " bytes");
+    return absl::StrCat("max float error ", max_float, ", rms ", rms_float, "; RGB8: max ", max_level, " levels, mean ",
+                        mean_level, ", PSNR ", psnr_db, " dB over ", bytes, " bytes");
   }
 };
 
 // got/want: CHW floats per image of `side` x `side` images.
-inline PixelError ComparePixels(const std::vector<std::vector<float>>& got,
-                                const std::vector<std::vector<float>>& want, int32_t side) {
+inline PixelError ComparePixels(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& want,
+                                int32_t side) {
   PixelError e;
   double sq_float = 0, sq_level = 0, sum_level = 0;
   size_t floats = 0;

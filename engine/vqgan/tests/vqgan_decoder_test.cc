@@ -195,8 +195,8 @@ TEST(VqganDecoderTest, MissingOrMisshapenTensorsAreNamed) {
   auto ckpt = checkpoint::Checkpoint::Open(GoldenDir("chameleon-tiny"));
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   const TensorSource full = CheckpointTensorSource(**ckpt);
-  const TensorSource without_upsample = [&](const std::string& name, const std::vector<int64_t>& shape)
-      -> absl::StatusOr<std::vector<float>> {
+  const TensorSource without_upsample = [&](const std::string& name,
+                                            const std::vector<int64_t>& shape) -> absl::StatusOr<std::vector<float>> {
     if (name == "decoder.up.2.upsample.conv.weight") return absl::NotFoundError("no tensor " + name);
     return full(name, shape);
   };

@@ -16,11 +16,17 @@ namespace {
 // would make the vertical similarity 1 too).
 double LagProfile(int32_t lag) {
   switch (lag) {
-    case 0: return 3.0;
-    case 1: return 1.5;
-    case 23: case 25: return 0.8;
-    case 24: return 2.0;
-    default: return 0.05 / (1 + lag);
+    case 0:
+      return 3.0;
+    case 1:
+      return 1.5;
+    case 23:
+    case 25:
+      return 0.8;
+    case 24:
+      return 2.0;
+    default:
+      return 0.05 / (1 + lag);
   }
 }
 
@@ -74,8 +80,8 @@ TEST(AttentionStats, PureVerticalPatternHasVerticalSimilarityOne) {
 TEST(AttentionStats, SequenceKeySpaceIncludesThePrompt) {
   // Lag-only weights over the whole sequence: diagonal 1 in sequence space.
   const int32_t lp = 10, T = 40;
-  HeadStats stats(StatsOptions{.prompt_len = lp, .max_queries = T, .max_distance = 5,
-                               .similarity_keys = KeySpace::kSequence});
+  HeadStats stats(
+      StatsOptions{.prompt_len = lp, .max_queries = T, .max_distance = 5, .similarity_keys = KeySpace::kSequence});
   Feed(stats, lp, T, [&](int32_t t, int32_t key) { return LagProfile(lp + t - key); });
   for (int32_t d = 1; d <= 5; ++d) {
     EXPECT_NEAR(stats.Similarity(d).diagonal, 1.0, 1e-6);
@@ -164,9 +170,9 @@ TEST(AttentionMap, HeatmapShapeAndScale) {
   ASSERT_EQ(img.height, 3);
   auto px = [&](int32_t y, int32_t x) { return &img.rgb[(static_cast<size_t>(y) * 5 + x) * 3]; };
   auto brightness = [&](int32_t y, int32_t x) { return px(y, x)[0] + px(y, x)[1] + px(y, x)[2]; };
-  EXPECT_EQ(brightness(0, 0), 0);      // zero weight
-  EXPECT_EQ(brightness(0, 4), 0);      // future key
-  EXPECT_EQ(brightness(2, 0), 0 + 0 + 4);  // below 10^-4: the darkest colour
+  EXPECT_EQ(brightness(0, 0), 0);                 // zero weight
+  EXPECT_EQ(brightness(0, 4), 0);                 // future key
+  EXPECT_EQ(brightness(2, 0), 0 + 0 + 4);         // below 10^-4: the darkest colour
   EXPECT_GT(brightness(0, 2), brightness(1, 0));  // 1.0 brighter than 0.5
   EXPECT_GT(brightness(1, 0), brightness(2, 1));  // 0.5 brighter than 0.25
 }

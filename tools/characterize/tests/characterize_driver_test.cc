@@ -110,14 +110,20 @@ TEST(CharacterizeDriver, TinyCheckpointEndToEnd) {
 
   // Bad input is reported, not crashed on.
   EXPECT_NE(std::system((std::string(ARGEN_CHARACTERIZE_BIN) + " --model_dir=/nonexistent --prompts=" + prompts +
-                         " --out=" + dir + " > /dev/null 2>&1").c_str()), 0);
+                         " --out=" + dir + " > /dev/null 2>&1")
+                            .c_str()),
+            0);
   EXPECT_NE(std::system((std::string(ARGEN_CHARACTERIZE_BIN) + " --model_dir=" + src +
                          "/tests/goldens/tiny/tiny-mha --prompts=" + prompts + " --out=" + dir +
-                         " --layer=7 > /dev/null 2>&1").c_str()), 0);
+                         " --layer=7 > /dev/null 2>&1")
+                            .c_str()),
+            0);
   EXPECT_NE(std::system((std::string(ARGEN_CHARACTERIZE_BIN) + " --bogus=1 > /dev/null 2>&1").c_str()), 0);
   EXPECT_NE(std::system((std::string(ARGEN_CHARACTERIZE_BIN) + " --model_dir=" + src +
                          "/tests/goldens/tiny/tiny-mha --prompts=" + prompts + " --out=" + dir +
-                         " --policy=diagonal --sparsity=1.5 > /dev/null 2>&1").c_str()), 0);
+                         " --policy=diagonal --sparsity=1.5 > /dev/null 2>&1")
+                            .c_str()),
+            0);
 }
 
 }  // namespace

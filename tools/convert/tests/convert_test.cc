@@ -7,15 +7,15 @@
 #include <filesystem>
 #include <string>
 
+#include "absl/strings/str_join.h"
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/checkpoint/weights_file.h"
 #include "engine/checkpoint/dtype.h"
 #include "engine/checkpoint/tests/test_files.h"
 #include "engine/checkpoint/tests/torch_writer.h"
+#include "engine/checkpoint/weights_file.h"
 #include "engine/checkpoint/zip_archive.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 
 namespace argen::convert {
@@ -24,9 +24,9 @@ namespace {
 namespace fs = std::filesystem;
 using checkpoint::testing::ReadBytes;
 using checkpoint::testing::ScratchDir;
+using nlohmann::json;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-using nlohmann::json;
 
 std::string Goldens() { return checkpoint::testing::SourceDir() + "/tests/goldens/torch"; }
 std::string Message(const absl::Status& s) { return std::string(s.message()); }
@@ -65,8 +65,7 @@ TEST(Convert, TorchGoldensBecomeOneSafetensorsFileWithTheSameTensors) {
   // F64 and I64 are written as the F32 values the Checkpoint API gives (argen reads F32 / F16 / BF16 safetensors).
   auto ckpt = checkpoint::Checkpoint::Open(out.path());
   EXPECT_EQ((*(*ckpt)->Find("gen_vision_model.decoder.norm_out.num_batches_tracked"))->dtype, checkpoint::DType::kF32);
-  EXPECT_EQ((*(*ckpt)->Find("language_model.model.layers.0.self_attn.q_proj.weight"))->dtype,
-            checkpoint::DType::kBF16);
+  EXPECT_EQ((*(*ckpt)->Find("language_model.model.layers.0.self_attn.q_proj.weight"))->dtype, checkpoint::DType::kBF16);
 }
 
 TEST(Convert, SmallShardSizeWritesShardsAndAnIndex) {

@@ -43,19 +43,17 @@ std::string SourceDir() {
 }
 
 uint32_t BigEndian32(const std::vector<unsigned char>& b, size_t at) {
-  return (uint32_t{b[at]} << 24) | (uint32_t{b[at + 1]} << 16) | (uint32_t{b[at + 2]} << 8) |
-         b[at + 3];
+  return (uint32_t{b[at]} << 24) | (uint32_t{b[at + 1]} << 16) | (uint32_t{b[at + 2]} << 8) | b[at + 3];
 }
 
 TEST(GenerateCliTest, WritesPngsOfTheModelImageSize) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("argen_generate_test_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
-  const RunResult r =
-      RunCommand("--model " + SourceDir() + "/tests/goldens/tiny/tiny-gqa-sharded" +
-                 " --prompt 'a red cube' --seed 3 --images 2 --top_k 40 --policy diagonal"
-                 " --sparsity 0.5 --out " +
-                 (dir / "img.png").string());
+  const RunResult r = RunCommand("--model " + SourceDir() + "/tests/goldens/tiny/tiny-gqa-sharded" +
+                                 " --prompt 'a red cube' --seed 3 --images 2 --top_k 40 --policy diagonal"
+                                 " --sparsity 0.5 --out " +
+                                 (dir / "img.png").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* name : {"img_0.png", "img_1.png"}) {
     std::ifstream in(dir / name, std::ios::binary);
@@ -73,8 +71,7 @@ TEST(GenerateCliTest, WritesPngsOfTheModelImageSize) {
     ASSERT_TRUE(decoded.ok()) << decoded.status();
     EXPECT_EQ(decoded->rgb.size(), 32u * 32u * 3u);
     // The generation metadata, as PNG text chunks.
-    absl::StatusOr<argen::image::TextEntries> text =
-        argen::image::ReadPngText(std::string(bytes.begin(), bytes.end()));
+    absl::StatusOr<argen::image::TextEntries> text = argen::image::ReadPngText(std::string(bytes.begin(), bytes.end()));
     ASSERT_TRUE(text.ok()) << text.status();
     std::map<std::string, std::string> meta(text->begin(), text->end());
     EXPECT_EQ(meta["prompt"], "a red cube");
@@ -91,8 +88,7 @@ TEST(GenerateCliTest, WritesPngsOfTheModelImageSize) {
 
 // A path no other test or process writes (the shared /tmp once held a stale never.png).
 std::string NeverWrittenPath() {
-  return (std::filesystem::path(::testing::TempDir()) /
-          ("argen_generate_never_" + std::to_string(::getpid()) + ".png"))
+  return (std::filesystem::path(::testing::TempDir()) / ("argen_generate_never_" + std::to_string(::getpid()) + ".png"))
       .string();
 }
 

@@ -94,8 +94,7 @@ class FakeEngine final : public engine::Engine {
   }
   int64_t KvBytesInUse() const override { return rows_ * kKvBytesPerRow; }
   int32_t RunningRows() const override { return rows_; }
-  absl::StatusOr<std::vector<engine::RgbImage>> DecodeImages(
-      const std::vector<std::vector<int32_t>>& grids) override {
+  absl::StatusOr<std::vector<engine::RgbImage>> DecodeImages(const std::vector<std::vector<int32_t>>& grids) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
       decode_call_sizes.push_back(static_cast<int32_t>(grids.size()));
@@ -332,38 +331,44 @@ TEST(BatchRunnerTest, ErrorsStopTheRunWithTheJobsTagAndLeaveNoGroup) {
        absl::StatusCode::kInvalidArgument, 1003, "the row cap is 4"},
       {"too many KV bytes for the cap", [](auto&, auto&, auto& o, auto&) { o.max_kv_bytes = 100; },
        absl::StatusCode::kResourceExhausted, 1000, "the KV cap is 100"},
-      {"engine pool too small for one job", [](auto& jobs, auto&, auto& o, auto&) {
+      {"engine pool too small for one job",
+       [](auto& jobs, auto&, auto& o, auto&) {
          jobs[2].request.num_images = 3;  // 6 rows, the pool has 4
          o.max_rows = 100;
        },
        absl::StatusCode::kResourceExhausted, 1002, "fake KV pool full"},
       {"step", [](auto&, auto& e, auto&, auto&) { e.fail_step = 5; }, absl::StatusCode::kInternal, std::nullopt,
        "fake step failed"},
-      {"decode inline", [](auto&, auto& e, auto& o, auto&) {
+      {"decode inline",
+       [](auto&, auto& e, auto& o, auto&) {
          e.fail_decode = true;
          o.decode_images = true;
        },
        absl::StatusCode::kInternal, 1000, "fake decoder failed"},
-      {"decode on workers", [](auto&, auto& e, auto& o, auto&) {
+      {"decode on workers",
+       [](auto&, auto& e, auto& o, auto&) {
          e.fail_decode = true;
          o.decode_images = true;
          o.worker_threads = 1;  // the first call is the first job's
          o.decode_batch = 1;
        },
        absl::StatusCode::kInternal, 1000, "fake decoder failed"},
-      {"on_finished", [](auto&, auto&, auto&, auto& h) {
+      {"on_finished",
+       [](auto&, auto&, auto&, auto& h) {
          h.on_finished = [](FinishedJob j) {
            return j.tag == 1003 ? absl::DataLossError("disk full") : absl::OkStatus();
          };
        },
        absl::StatusCode::kDataLoss, 1003, "disk full"},
-      {"on_admitted", [](auto&, auto&, auto&, auto& h) {
+      {"on_admitted",
+       [](auto&, auto&, auto&, auto& h) {
          h.on_admitted = [](const Job& j, const engine::PreparedRequest&) {
            return j.tag == 1005 ? absl::AbortedError("no") : absl::OkStatus();
          };
        },
        absl::StatusCode::kAborted, 1005, "no"},
-      {"on_step", [](auto&, auto&, auto&, auto& h) {
+      {"on_step",
+       [](auto&, auto&, auto&, auto& h) {
          h.on_step = [n = 0](const engine::StepReport&) mutable {
            return ++n == 4 ? absl::CancelledError("enough") : absl::OkStatus();
          };

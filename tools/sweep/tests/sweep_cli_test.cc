@@ -74,9 +74,9 @@ class SweepCliTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   std::string Args(const fs::path& out, const std::string& extra = "") const {
-    return "--model " + TinyModel() + " --prompts " + (dir_ / "prompts.jsonl").string() + " --out " +
-           out.string() + " --images-per-prompt 1 --policies dense,diagonal --sparsities 0,50 --threads 1" +
-           " --seed 5 --top_k 20 " + extra;
+    return "--model " + TinyModel() + " --prompts " + (dir_ / "prompts.jsonl").string() + " --out " + out.string() +
+           " --images-per-prompt 1 --policies dense,diagonal --sparsities 0,50 --threads 1" + " --seed 5 --top_k 20 " +
+           extra;
   }
 
   fs::path dir_;

@@ -15,7 +15,6 @@
 
 #include "engine/image/png.h"
 #include "gtest/gtest.h"
-#include "engine/image/png.h"
 
 namespace argen::sweep {
 namespace {
@@ -45,8 +44,8 @@ std::vector<image::Rgb8Image> BenchImages() {
       if (e.path().extension() != ".png") continue;
       std::ifstream in(e.path(), std::ios::binary);
       const std::string bytes((std::istreambuf_iterator<char>(in)), {});
-      auto img = image::DecodePng(
-          absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+      auto img =
+          image::DecodePng(absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
       if (img.ok()) images.push_back(*std::move(img));
     }
   }
@@ -62,8 +61,8 @@ TEST(SweepPngTest, EveryLevelRoundTrips) {
     for (bool sub : {false, true}) {
       absl::StatusOr<std::string> png = image::EncodePng(img.rgb, img.width, img.height, {level, sub});
       ASSERT_TRUE(png.ok()) << png.status();
-      auto back = image::DecodePng(
-          absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(png->data()), png->size()));
+      auto back =
+          image::DecodePng(absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(png->data()), png->size()));
       ASSERT_TRUE(back.ok()) << back.status();
       EXPECT_EQ(back->width, img.width);
       EXPECT_EQ(back->height, img.height);
@@ -79,8 +78,7 @@ TEST(SweepPngTest, WritesAFileAndNamesThePathOnErrors) {
   ASSERT_TRUE(image::WritePngFile((dir / "a.png").string(), img.rgb, 16, 16, {}).ok());
   std::ifstream in(dir / "a.png", std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), {});
-  auto back =
-      image::DecodePng(absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  auto back = image::DecodePng(absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->rgb, img.rgb);
 
@@ -104,12 +102,11 @@ TEST(SweepPngTest, TimingPerSetting) {
     }
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     const double n = static_cast<double>(reps * images.size());
-    std::printf("png %-26s %6.2f ms/image %7.0f bytes/image (%dx%d)\n", name, 1e3 * s / n, bytes / n,
-                images[0].width, images[0].height);
+    std::printf("png %-26s %6.2f ms/image %7.0f bytes/image (%dx%d)\n", name, 1e3 * s / n, bytes / n, images[0].width,
+                images[0].height);
   };
-  time_it("image::EncodePng (default)", [](const image::Rgb8Image& img) {
-    return image::EncodePng(img.rgb, img.width, img.height)->size();
-  });
+  time_it("image::EncodePng (default)",
+          [](const image::Rgb8Image& img) { return image::EncodePng(img.rgb, img.width, img.height)->size(); });
   for (int level : {1, 3, 6}) {
     for (bool sub : {false, true}) {
       const std::string name = "level " + std::to_string(level) + (sub ? " sub" : " all filters");

@@ -9,8 +9,8 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -39,9 +39,7 @@ class FakeEngine final : public engine::Engine {
     p.request = r;
     return p;
   }
-  bool CanAdd(const engine::PreparedRequest& p) const override {
-    return rows_ + 2 * p.request.num_images <= kv_rows_;
-  }
+  bool CanAdd(const engine::PreparedRequest& p) const override { return rows_ + 2 * p.request.num_images <= kv_rows_; }
   absl::StatusOr<engine::GroupId> Add(const engine::PreparedRequest& p) override {
     const int32_t rows = 2 * p.request.num_images;
     if (!CanAdd(p)) return absl::ResourceExhaustedError("fake KV pool full");
@@ -76,11 +74,11 @@ class FakeEngine final : public engine::Engine {
   }
   int64_t KvBytesInUse() const override { return rows_; }
   int32_t RunningRows() const override { return rows_; }
-  absl::StatusOr<std::vector<engine::RgbImage>> DecodeImages(
-      const std::vector<std::vector<int32_t>>& grids) override {
+  absl::StatusOr<std::vector<engine::RgbImage>> DecodeImages(const std::vector<std::vector<int32_t>>& grids) override {
     if (fail_decode) return absl::InternalError("fake decoder failed");
     const int now = ++concurrent_decodes_;
-    for (int seen = max_concurrent_decodes.load(); now > seen && !max_concurrent_decodes.compare_exchange_weak(seen, now);) {
+    for (int seen = max_concurrent_decodes.load();
+         now > seen && !max_concurrent_decodes.compare_exchange_weak(seen, now);) {
     }
     // Later calls sleep less, so concurrent workers finish out of order.
     if (decode_delay_us > 0) {

@@ -38,11 +38,40 @@ TEST(SweepArgsTest, DefaultsAreThePaperGrid) {
 }
 
 TEST(SweepArgsTest, ParsesEveryOption) {
-  absl::StatusOr<SweepArgs> a = ParseSweepArgs(
-      {"--model", "m", "--out", "o", "--prompts=p.jsonl", "--backend", "cuda", "--images-per-prompt", "2",
-       "--policies", "diagonal,h2o", "--sparsities", "90, 95%", "--subsample", "10", "--per-category", "2", "--max-prompts", "3",
-       "--max-batch-rows", "64", "--threads", "2", "--seed", "7", "--cfg", "3.5", "--temperature", "0.9",
-       "--top_k", "100", "--top_p", "0.95", "--resume"});
+  absl::StatusOr<SweepArgs> a = ParseSweepArgs({"--model",
+                                                "m",
+                                                "--out",
+                                                "o",
+                                                "--prompts=p.jsonl",
+                                                "--backend",
+                                                "cuda",
+                                                "--images-per-prompt",
+                                                "2",
+                                                "--policies",
+                                                "diagonal,h2o",
+                                                "--sparsities",
+                                                "90, 95%",
+                                                "--subsample",
+                                                "10",
+                                                "--per-category",
+                                                "2",
+                                                "--max-prompts",
+                                                "3",
+                                                "--max-batch-rows",
+                                                "64",
+                                                "--threads",
+                                                "2",
+                                                "--seed",
+                                                "7",
+                                                "--cfg",
+                                                "3.5",
+                                                "--temperature",
+                                                "0.9",
+                                                "--top_k",
+                                                "100",
+                                                "--top_p",
+                                                "0.95",
+                                                "--resume"});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->prompts, "p.jsonl");
   EXPECT_EQ(a->backend, "cuda");
@@ -134,9 +163,9 @@ TEST(SweepGridTest, DenseRunsOnceAndLabelsNameTheFolders) {
 // "name:N" entries: their own n_recent, their own folder and manifest policy
 // name, next to the same policy at its default window.
 TEST(SweepGridTest, PolicyEntriesWithTheirOwnWindow) {
-  absl::StatusOr<SweepArgs> a = ParseSweepArgs(
-      {"--model", "m", "--out", "o", "--policies", "dense,diagonal,diagonal:64,grid_window,diagonal_grid:80,ssd",
-       "--sparsities", "95"});
+  absl::StatusOr<SweepArgs> a =
+      ParseSweepArgs({"--model", "m", "--out", "o", "--policies",
+                      "dense,diagonal,diagonal:64,grid_window,diagonal_grid:80,ssd", "--sparsities", "95"});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->policies.size(), 6u);
   const std::vector<SweepConfig> grid = BuildGrid(a->policy_specs, a->sparsities);
@@ -179,7 +208,8 @@ TEST(SweepPromptSetTest, LoadsKeepsLineIndicesAndSubsamples) {
   {
     std::ofstream out(file);
     for (int i = 0; i < 10; ++i) {
-      out << R"({"tag": "t)" << i % 3 << R"(", "prompt": "p)" << i << R"(", "include": []})" << "\n";
+      out << R"({"tag": "t)" << i % 3 << R"(", "prompt": "p)" << i << R"(", "include": []})"
+          << "\n";
     }
   }
   absl::StatusOr<std::vector<BenchmarkPrompt>> all = LoadPrompts(file.string());
@@ -205,7 +235,10 @@ TEST(SweepPromptSetTest, LoadsKeepsLineIndicesAndSubsamples) {
 TEST(SweepPromptSetTest, BadFilesNameTheLine) {
   const fs::path dir = TempDir("sweep_bad_prompts");
   const fs::path file = dir / "p.jsonl";
-  std::ofstream(file) << R"({"tag": "a", "prompt": "x"})" << "\n" << R"({"tag": "a"})" << "\n";
+  std::ofstream(file) << R"({"tag": "a", "prompt": "x"})"
+                      << "\n"
+                      << R"({"tag": "a"})"
+                      << "\n";
   absl::StatusOr<std::vector<BenchmarkPrompt>> r = LoadPrompts(file.string());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("p.jsonl:2: field \"prompt\""), std::string::npos) << r.status();
@@ -241,8 +274,7 @@ TEST(SweepManifestTest, RoundTripAndResumeKeepsOnlyCompletePrompts) {
     }
   }
   {
-    absl::StatusOr<std::unique_ptr<ManifestWriter>> w =
-        ManifestWriter::Open((dir / "manifest.jsonl").string(), false);
+    absl::StatusOr<std::unique_ptr<ManifestWriter>> w = ManifestWriter::Open((dir / "manifest.jsonl").string(), false);
     ASSERT_TRUE(w.ok()) << w.status();
     for (const ManifestEntry& x : entries) ASSERT_TRUE((*w)->Write(x).ok());
   }
@@ -256,7 +288,8 @@ TEST(SweepManifestTest, RoundTripAndResumeKeepsOnlyCompletePrompts) {
 
   // Prompt 12 has both files; prompt 13 lost one: only 12 is done.
   fs::create_directories(dir / "diagonal_92.5");
-  for (const char* name : {"0012_0.png", "0012_1.png", "0013_0.png"}) std::ofstream(dir / "diagonal_92.5" / name) << "x";
+  for (const char* name : {"0012_0.png", "0012_1.png", "0013_0.png"})
+    std::ofstream(dir / "diagonal_92.5" / name) << "x";
   ResumeState state = FinishedWork(*read, dir.string(), 2);
   EXPECT_EQ(state.done.size(), 1u);
   EXPECT_TRUE(state.done.contains({"diagonal_92.5", 12}));
@@ -287,8 +320,8 @@ TEST(SweepResumeTest, NRecentIsASettingOnlyWhenSet) {
   EXPECT_EQ(forty.at("n_recent"), 40);
   EXPECT_TRUE(CheckSameSettings(forty, SettingsJson(a, "m")).ok());
   a.n_recent = 20;
-  for (const auto& [previous, now] : {std::pair{forty, SettingsJson(a, "m")}, std::pair{unset, forty},
-                                      std::pair{forty, unset}}) {
+  for (const auto& [previous, now] :
+       {std::pair{forty, SettingsJson(a, "m")}, std::pair{unset, forty}, std::pair{forty, unset}}) {
     const absl::Status s = CheckSameSettings(previous, now);
     ASSERT_FALSE(s.ok()) << previous.dump() << " -> " << now.dump();
     EXPECT_NE(s.message().find("\"n_recent\""), std::string::npos) << s;

@@ -11,11 +11,11 @@
 namespace argen::janus {
 namespace {
 
+using checkpoint::testing::TinyCheckpoint;
+using nlohmann::json;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using checkpoint::testing::TinyCheckpoint;
-using nlohmann::json;
 
 // The published deepseek-ai/Janus-Pro-1B config.json (its keys and values; the
 // file has no rms_norm_eps / rope_theta / VQ architecture keys).
@@ -149,8 +149,8 @@ TEST(JanusConfig, MissingFieldsAreNamed) {
     json* parent = &j;
     for (size_t i = 0; i + 1 < path.size(); ++i) parent = &(*parent)[path[i]];
     parent->erase(path.back());
-    EXPECT_THAT(ErrorOf(j), AllOf(HasSubstr("/models/x/config.json"), HasSubstr("'" + field + "'"),
-                                  HasSubstr("missing")));
+    EXPECT_THAT(ErrorOf(j),
+                AllOf(HasSubstr("/models/x/config.json"), HasSubstr("'" + field + "'"), HasSubstr("missing")));
   }
 }
 
@@ -213,8 +213,8 @@ TEST(JanusConfig, InconsistentSectionsNameBothFields) {
   EXPECT_THAT(ErrorOf(j), AllOf(HasSubstr("gen_head_config.params.n_embed"), HasSubstr("language_config.hidden_size")));
   j = JanusPro1B();
   j["gen_aligner_config"]["params"]["input_dim"] = 16;
-  EXPECT_THAT(ErrorOf(j), AllOf(HasSubstr("gen_aligner_config.params.input_dim"),
-                                HasSubstr("gen_vision_config.params.n_embed")));
+  EXPECT_THAT(ErrorOf(j),
+              AllOf(HasSubstr("gen_aligner_config.params.input_dim"), HasSubstr("gen_vision_config.params.n_embed")));
   j = JanusPro1B();
   j["gen_head_config"]["params"]["image_token_size"] = 8192;
   EXPECT_THAT(ErrorOf(j), HasSubstr("gen_head_config.params.image_token_size"));

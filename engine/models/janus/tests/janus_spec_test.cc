@@ -20,22 +20,22 @@ namespace {
 
 using checkpoint::Checkpoint;
 
-using ::testing::AllOf;
-using ::testing::HasSubstr;
 using checkpoint::testing::RawTensor;
 using checkpoint::testing::ReadBytes;
 using checkpoint::testing::ScratchDir;
 using checkpoint::testing::TinyCheckpoint;
 using checkpoint::testing::TinyDir;
 using nlohmann::json;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
 
 bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
 // Tensors a Janus checkpoint has that generation never reads.
 bool NotForGeneration(const std::string& name) {
-  return StartsWith(name, "vision_model.") || StartsWith(name, "aligner.") ||
-         name == "language_model.lm_head.weight" || StartsWith(name, "gen_vision_model.encoder.") ||
-         StartsWith(name, "gen_vision_model.quant_conv.") || name == "gen_vision_model.quantize.codebook_used";
+  return StartsWith(name, "vision_model.") || StartsWith(name, "aligner.") || name == "language_model.lm_head.weight" ||
+         StartsWith(name, "gen_vision_model.encoder.") || StartsWith(name, "gen_vision_model.quant_conv.") ||
+         name == "gen_vision_model.quantize.codebook_used";
 }
 
 class GenerationTensorsTiny : public ::testing::TestWithParam<std::string> {};
@@ -115,9 +115,8 @@ class EditedCheckpoint : public ::testing::Test {
 };
 
 TEST_F(EditedCheckpoint, UnderstandingModulesAndLmHeadAreNotNeeded) {
-  Make([](std::vector<RawTensor>& t) {
-    std::erase_if(t, [](const RawTensor& r) { return NotForGeneration(r.name); });
-  });
+  Make(
+      [](std::vector<RawTensor>& t) { std::erase_if(t, [](const RawTensor& r) { return NotForGeneration(r.name); }); });
   EXPECT_TRUE(Validate().ok()) << Validate();
 }
 
@@ -156,8 +155,8 @@ TEST_F(EditedCheckpoint, GqaShapesAreCheckedAgainstKvHeads) {
   });
   absl::Status s = Validate();
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("layers.1.self_attn.k_proj.weight"),
-                                              HasSubstr("[32, 64]"), HasSubstr("[64, 64]")));
+  EXPECT_THAT(std::string(s.message()),
+              AllOf(HasSubstr("layers.1.self_attn.k_proj.weight"), HasSubstr("[32, 64]"), HasSubstr("[64, 64]")));
 }
 
 }  // namespace

@@ -14,16 +14,16 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/models/lumina/tests/test_util.h"
+#include "engine/checkpoint/weights_file.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/create_engine.h"
 #include "engine/model/weight_source.h"
 #include "engine/models/lumina/lumina_family.h"
 #include "engine/models/lumina/lumina_vq16.h"
-#include "engine/checkpoint/weights_file.h"
+#include "engine/models/lumina/tests/test_util.h"
+#include "engine/sparse/policy_params.h"
 #include "engine/vq_cuda/cuda_vq_decoder.h"
 #include "engine/vqgan/vqgan_decoder.h"
-#include "engine/sparse/policy_params.h"
 #include "gtest/gtest.h"
 
 namespace argen::lumina {
@@ -68,8 +68,8 @@ TEST(LuminaCudaTest, LogitsAndGreedyTokensMatchTheCpuBackend) {
   model::Backend* be[2] = {cpu->get(), cuda->get()};
   std::vector<model::RowId> rows[2];
   for (int b = 0; b < 2; ++b) {
-    EXPECT_TRUE(be[b]->CanAllocatePairs(static_cast<int32_t>(cond.size()), static_cast<int32_t>(uncond.size()),
-                                        *dense, 1));
+    EXPECT_TRUE(
+        be[b]->CanAllocatePairs(static_cast<int32_t>(cond.size()), static_cast<int32_t>(uncond.size()), *dense, 1));
     rows[b] = {*be[b]->AllocateRow(static_cast<int32_t>(cond.size()), *dense),
                *be[b]->AllocateRow(static_cast<int32_t>(uncond.size()), *dense)};
     EXPECT_EQ(be[b]->KvBytesInUse(), be[b]->RowBytes(static_cast<int32_t>(cond.size()), *dense) +
@@ -96,8 +96,8 @@ TEST(LuminaCudaTest, LogitsAndGreedyTokensMatchTheCpuBackend) {
     agree += sampled[0][0] == sampled[1][0] ? 1 : 0;
     if (t == steps) break;
     // Both fed the CPU's choice, or the forced new line at a row end.
-    const int32_t input = family->forced_tokens[t] >= 0 ? family->forced_tokens[t]
-                                                        : family->spec.input.sampled_offset + sampled[0][0];
+    const int32_t input =
+        family->forced_tokens[t] >= 0 ? family->forced_tokens[t] : family->spec.input.sampled_offset + sampled[0][0];
     const std::vector<int32_t> in = {input}, step = {t};
     for (int b = 0; b < 2; ++b) {
       ASSERT_TRUE(be[b]->Decode({rows[b], in, step, sampling}, {sampled[b], logits[b].data()}).ok()) << t;

@@ -9,19 +9,19 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 
-#include "engine/models/lumina/tests/test_util.h"
 #include "engine/model/create_engine.h"
 #include "engine/models/lumina/lumina_family.h"
+#include "engine/models/lumina/tests/test_util.h"
 #include "engine/models/registry.h"
-#include "scheduler/scheduler.h"
-#include "scheduler/tests/scheduler_test_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "scheduler/scheduler.h"
+#include "scheduler/tests/scheduler_test_util.h"
 
 namespace argen::lumina {
 namespace {
@@ -49,12 +49,12 @@ struct TempDir {
 std::string SmallSizeDir() {
   static TempDir temp;
   static const std::string dir = [] {
-    const fs::path d = fs::temp_directory_path() / ("lumina_small_" + std::to_string(::getpid())) /
-                       "argen-lumina-scenes-v1";
+    const fs::path d =
+        fs::temp_directory_path() / ("lumina_small_" + std::to_string(::getpid())) / "argen-lumina-scenes-v1";
     fs::create_directories(d);
     temp.path = d.parent_path();
-    for (const char* f : {"model-00001-of-00001.safetensors", "model.safetensors.index.json", "tokenizer.json",
-                          "tokenizer"}) {
+    for (const char* f :
+         {"model-00001-of-00001.safetensors", "model.safetensors.index.json", "tokenizer.json", "tokenizer"}) {
       fs::create_symlink(fs::absolute(ModelDir()) / f, d / f);
     }
     std::ifstream in(ModelDir() + "/config.json");
@@ -87,7 +87,7 @@ engine::GenerationRequest Request(const std::string& prompt, uint64_t seed, int3
 
 // Runs the groups to the end and returns their tokens.
 std::vector<std::vector<std::vector<int32_t>>> RunToEnd(model::GenericEngine& e,
-                                                   const std::vector<engine::GenerationRequest>& requests) {
+                                                        const std::vector<engine::GenerationRequest>& requests) {
   std::vector<engine::GroupId> ids;
   for (const auto& r : requests) {
     absl::StatusOr<engine::PreparedRequest> p = e.Prepare(r);
@@ -138,7 +138,7 @@ TEST(LuminaEngineTest, RowBreaksCodesKvAndSeedsAloneOrBatched) {
   EXPECT_EQ(p->uncond_ids[1], 1037);  // <reserved08802>: height 64 / 32 = 2 units, height first
   EXPECT_EQ(p->uncond_ids[2], 1039);  // <reserved08804>: width 128 / 32 = 4 units
   EXPECT_TRUE(std::equal(p->uncond_ids.begin(), p->uncond_ids.end(), p->cond_ids.end() - 3));
-  EXPECT_EQ(p->cond_ids.front(), 0);  // <s>
+  EXPECT_EQ(p->cond_ids.front(), 0);                     // <s>
   EXPECT_EQ(p->cond_ids[p->cond_ids.size() - 4], 1030);  // <reserved08706>
   // KV: each row its own length, dense keeps L_dec slots.
   const int64_t per_token = e->info().kv_bytes_per_token_row;
@@ -239,8 +239,8 @@ TEST(LuminaEngineTest, CodesAreMappedThroughTheVocabulary) {
 
 // A copy of the small model's config and vqgan.yaml in a temporary directory.
 fs::path CopyConfig(const std::string& name, const std::function<void(nlohmann::json&)>& edit, bool with_yaml) {
-  const fs::path dir = fs::temp_directory_path() / ("lumina_" + name + "_" + std::to_string(::getpid())) /
-                       "argen-lumina-scenes-v1";
+  const fs::path dir =
+      fs::temp_directory_path() / ("lumina_" + name + "_" + std::to_string(::getpid())) / "argen-lumina-scenes-v1";
   fs::create_directories(dir / "tokenizer");
   std::ifstream in(ModelDir() + "/config.json");
   nlohmann::json config = nlohmann::json::parse(in);
@@ -251,7 +251,8 @@ fs::path CopyConfig(const std::string& name, const std::function<void(nlohmann::
 }
 
 TEST(LuminaLoadTest, BrokenVocabularyMapIsALoadError) {
-  const fs::path dir = CopyConfig("vocab", [](nlohmann::json& c) { c["vocabulary_map"].erase("IMGIMGBAZ"); }, true);
+  const fs::path dir = CopyConfig(
+      "vocab", [](nlohmann::json& c) { c["vocabulary_map"].erase("IMGIMGBAZ"); }, true);
   absl::StatusOr<models::FamilyModel> m = models::LoadFamilyModel(dir.string());
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("vocabulary_map"), std::string::npos) << m.status();
@@ -259,7 +260,8 @@ TEST(LuminaLoadTest, BrokenVocabularyMapIsALoadError) {
 }
 
 TEST(LuminaLoadTest, MissingVqganNamesTheFileAndTheOption) {
-  const fs::path dir = CopyConfig("novq", [](nlohmann::json&) {}, false);
+  const fs::path dir = CopyConfig(
+      "novq", [](nlohmann::json&) {}, false);
   absl::StatusOr<models::FamilyModel> m = models::LoadFamilyModel(dir.string());
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
@@ -274,7 +276,8 @@ TEST(LuminaLoadTest, MissingVqganNamesTheFileAndTheOption) {
 }
 
 TEST(LuminaLoadTest, UnsupportedArgenSizeAndUnnamedTargetAreRefused) {
-  const fs::path dir = CopyConfig("sizes", [](nlohmann::json& c) { c.erase("argen_image_sizes"); }, true);
+  const fs::path dir = CopyConfig(
+      "sizes", [](nlohmann::json& c) { c.erase("argen_image_sizes"); }, true);
   absl::StatusOr<models::FamilyModel> m = models::LoadFamilyModel(dir.string());
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("argen_image_sizes"), std::string::npos) << m.status();

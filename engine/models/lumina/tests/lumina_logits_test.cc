@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/models/lumina/tests/test_util.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/weight_source.h"
 #include "engine/models/lumina/lumina_config.h"
 #include "engine/models/lumina/lumina_spec.h"
+#include "engine/models/lumina/tests/test_util.h"
 #include "engine/sparse/policy_params.h"
 #include "engine/tokenizer/chameleon_vocab.h"
 #include "gtest/gtest.h"
@@ -126,8 +126,7 @@ TEST(LuminaSpecTest, QkNormRowsThatDoNotDivideTheHeadsAreRefusedByName) {
   three.num_attention_heads = 3;  // 2 stored rows cannot serve 3 heads
   absl::StatusOr<QkNormRows> rows = ReadQkNormRows(**ckpt, three);
   ASSERT_FALSE(rows.ok());
-  EXPECT_NE(rows.status().message().find("model.layers.0.self_attn.q_norm.weight"), std::string::npos)
-      << rows.status();
+  EXPECT_NE(rows.status().message().find("model.layers.0.self_attn.q_norm.weight"), std::string::npos) << rows.status();
 }
 
 }  // namespace

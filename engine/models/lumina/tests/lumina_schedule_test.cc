@@ -37,8 +37,10 @@ TEST(LuminaSizesTest, CropSizeListsMatchLuminaMgpt) {
 
 TEST(LuminaScheduleTest, TokenCountsOfThePapersSizes) {
   // (W, H) -> image tokens + new lines (the paper's count) and L_gen, docs/lumina-mgpt.md.
-  for (auto [w, h, target, with_lines, l_gen] : {std::tuple{512, 512, 512, 1056, 1060}, {768, 768, 768, 2352, 2356},
-                                                 {1024, 1024, 1024, 4160, 4164}, {1024, 512, 0, 2080, 2084}}) {
+  for (auto [w, h, target, with_lines, l_gen] : {std::tuple{512, 512, 512, 1056, 1060},
+                                                 {768, 768, 768, 2352, 2356},
+                                                 {1024, 1024, 1024, 4160, 4164},
+                                                 {1024, 512, 0, 2080, 2084}}) {
     // target 0: a size given as the checkpoint's own list (argen_image_sizes).
     const std::vector<Size> sizes = target > 0 ? CropSizeList(target) : std::vector<Size>{{w, h}};
     absl::StatusOr<LuminaSchedule> s = MakeSchedule(sizes, w, h, 8803);
