@@ -39,15 +39,7 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 t0=$(date +%s)
 DEADLINE=${DEADLINE:-560}
-stamp() { echo "== $(( $(date +%s) - t0 )) s: $*"; }
-# guarded LIMIT CMD...: CMD with timeout min(LIMIT, time left); skipped under 10 s left.
-guarded() {
-  local lim=$1; shift
-  local left=$(( DEADLINE - ($(date +%s) - t0) ))
-  if [ "$left" -lt 10 ]; then echo "SKIPPED (time guard): $*"; return 124; fi
-  [ "$lim" -gt "$left" ] && lim=$left
-  timeout "$lim" "$@"
-}
+. bench/gpu/time_guard.sh  # stamp, guarded (run from the repository root)
 
 # Every gpu-labelled test (ctest -L gpu), and the CUDA case of the vq_backend option test.
 GPU_TESTS="kernels_elementwise_test kernels_attention_test kernels_sampling_test kernels_vq_nhwc_test

@@ -32,15 +32,7 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 t0=$(date +%s)
 DEADLINE=${DEADLINE:-230}
-stamp() { echo "== $(( $(date +%s) - t0 )) s: $*"; }
-# guarded LIMIT CMD...: CMD with timeout min(LIMIT, time left); skipped under 10 s left.
-guarded() {
-  local lim=$1; shift
-  local left=$(( DEADLINE - ($(date +%s) - t0) ))
-  if [ "$left" -lt 10 ]; then echo "SKIPPED (time guard): $*"; return 124; fi
-  [ "$lim" -gt "$left" ] && lim=$left
-  timeout "$lim" "$@"
-}
+. bench/gpu/time_guard.sh  # stamp, guarded (run from the repository root)
 
 {
   nvidia-smi --query-gpu=name,memory.total --format=csv

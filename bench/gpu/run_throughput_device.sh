@@ -45,15 +45,7 @@ PROMPT_TOKENS=${PROMPT_TOKENS:-26}
 mkdir -p "$OUT" "$WORK"
 t0=$(date +%s)
 DEADLINE=${DEADLINE:-235}
-stamp() { echo "== $(( $(date +%s) - t0 )) s: $*"; }
-# guarded LIMIT CMD...: CMD with timeout min(LIMIT, time left); skipped under 10 s left.
-guarded() {
-  local lim=$1; shift
-  local left=$(( DEADLINE - ($(date +%s) - t0) ))
-  if [ "$left" -lt 10 ]; then echo "SKIPPED (time guard): $*"; return 124; fi
-  [ "$lim" -gt "$left" ] && lim=$left
-  timeout "$lim" "$@"
-}
+. bench/gpu/time_guard.sh  # stamp, guarded (run from the repository root)
 BENCH=$OUT/bench.log
 : >"$BENCH"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; } >>"$BENCH" 2>&1
