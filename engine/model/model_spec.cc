@@ -5,6 +5,27 @@
 
 namespace argen::model {
 
+TensorRef Tensor(std::string name, std::vector<int64_t> shape, TensorFill fill) {
+  TensorRef t;
+  t.name = std::move(name);
+  t.shape = std::move(shape);
+  t.fill = fill;
+  return t;
+}
+
+LinearRef Linear(const std::string& prefix, int64_t out, int64_t in, bool bias) {
+  LinearRef l;
+  l.weight = Tensor(prefix + ".weight", {out, in});
+  if (bias) l.bias = Tensor(prefix + ".bias", {out}, TensorFill::kBias);
+  return l;
+}
+
+NormRef RmsNorm(const std::string& name, int64_t dim) {
+  NormRef n;
+  n.weight = Tensor(name, {dim}, TensorFill::kOne);
+  return n;
+}
+
 int64_t TensorRef::row_elements() const {
   int64_t n = 1;
   for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];

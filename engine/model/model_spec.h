@@ -122,6 +122,14 @@ struct ModelSpec {
   }
 };
 
+// Builders a family's tensor map is written with.
+// `name` of `shape`; `fill` says what random weights put there.
+TensorRef Tensor(std::string name, std::vector<int64_t> shape, TensorFill fill = TensorFill::kMatrix);
+// <prefix>.weight [out, in], and <prefix>.bias [out] when `bias`.
+LinearRef Linear(const std::string& prefix, int64_t out, int64_t in, bool bias = false);
+// An RMSNorm weight `name` of [dim] (ones when random).
+NormRef RmsNorm(const std::string& name, int64_t dim);
+
 // Every tensor the spec names, each once, in model order (language model,
 // stages, then the decoder's).
 std::vector<const TensorRef*> AllTensors(const ModelSpec& spec);

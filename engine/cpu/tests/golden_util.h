@@ -17,32 +17,13 @@
 #include "engine/models/janus/janus_spec.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/golden_files.h"
 
 namespace argen::cpu::testing {
 
-inline std::string SourceDir() {
-  const char* dir = std::getenv("ARGEN_SOURCE_DIR");
-  return dir ? dir : ".";
-}
-
-inline nlohmann::json ReadJson(const std::string& relative) {
-  std::ifstream in(SourceDir() + "/" + relative);
-  EXPECT_TRUE(in.good()) << "cannot open " << relative;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return nlohmann::json::parse(ss.str());
-}
-
-// ||actual - expected|| / ||expected||
-inline double RelativeError(const float* actual, const std::vector<float>& expected) {
-  double num = 0.0, den = 0.0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const double diff = static_cast<double>(actual[i]) - expected[i];
-    num += diff * diff;
-    den += static_cast<double>(expected[i]) * expected[i];
-  }
-  return std::sqrt(num / den);
-}
+using test_support::ReadJson;
+using test_support::RelativeError;
+using test_support::SourceDir;
 
 struct LoadedBackend {
   model::ModelSpec spec;

@@ -8,31 +8,13 @@
 namespace argen::janus {
 namespace {
 
+using model::Linear;
 using model::LinearRef;
 using model::NormRef;
+using model::RmsNorm;
+using model::Tensor;
 using model::TensorFill;
 using model::TensorRef;
-
-TensorRef T(std::string name, std::vector<int64_t> shape, TensorFill fill = TensorFill::kMatrix) {
-  TensorRef t;
-  t.name = std::move(name);
-  t.shape = std::move(shape);
-  t.fill = fill;
-  return t;
-}
-
-LinearRef Linear(const std::string& prefix, int64_t out, int64_t in, bool bias) {
-  LinearRef l;
-  l.weight = T(prefix + ".weight", {out, in});
-  if (bias) l.bias = T(prefix + ".bias", {out}, TensorFill::kBias);
-  return l;
-}
-
-NormRef Rms(const std::string& name, int64_t dim) {
-  NormRef n;
-  n.weight = T(name, {dim}, TensorFill::kOne);
-  return n;
-}
 
 absl::Status Positive(int32_t v, const char* field) {
   if (v > 0) return absl::OkStatus();
@@ -86,26 +68,26 @@ absl::StatusOr<model::ModelSpec> JanusSpec(const JanusConfig& config) {
   const int64_t q_dim = int64_t{c.num_heads} * c.head_dim, kv_dim = int64_t{c.num_kv_heads} * c.head_dim;
   model::ModelSpec spec;
   spec.stack = c;
-  spec.text_embed = T("language_model.model.embed_tokens.weight", {lang.vocab_size, H});
+  spec.text_embed = Tensor("language_model.model.embed_tokens.weight", {lang.vocab_size, H});
   spec.layers.resize(c.num_layers);
   for (int32_t i = 0; i < c.num_layers; ++i) {
     const std::string p = absl::StrCat("language_model.model.layers.", i, ".");
     model::LayerRefs& l = spec.layers[i];
-    l.input_norm = Rms(p + "input_layernorm.weight", H);
+    l.input_norm = RmsNorm(p + "input_layernorm.weight", H);
     l.q = Linear(p + "self_attn.q_proj", q_dim, H, false);
     l.k = Linear(p + "self_attn.k_proj", kv_dim, H, false);
     l.v = Linear(p + "self_attn.v_proj", kv_dim, H, false);
     l.o = Linear(p + "self_attn.o_proj", H, q_dim, false);
-    l.post_norm = Rms(p + "post_attention_layernorm.weight", H);
+    l.post_norm = RmsNorm(p + "post_attention_layernorm.weight", H);
     l.gate = Linear(p + "mlp.gate_proj", I, H, false);
     l.up = Linear(p + "mlp.up_proj", I, H, false);
     l.down = Linear(p + "mlp.down_proj", H, I, false);
   }
-  spec.output.final_norm = Rms("language_model.model.norm.weight", H);
+  spec.output.final_norm = RmsNorm("language_model.model.norm.weight", H);
 
   // Input stage: gen_embed rows (the image codes), then gen_aligner.
   const GenAlignerConfig& a = config.gen_aligner;
-  spec.input.table = T("gen_embed.weight", {v.image_token_size, v.n_embed});
+  spec.input.table = Tensor("gen_embed.weight", {v.image_token_size, v.n_embed});
   spec.input.fc1 = Linear("gen_aligner.layers.0", a.n_embed, a.input_dim, true);
   spec.input.fc2 = Linear("gen_aligner.layers.2", a.n_embed, a.n_embed, true);
   spec.input.sampled_offset = 0;
@@ -115,7 +97,7 @@ absl::StatusOr<model::ModelSpec> JanusSpec(const JanusConfig& config) {
   spec.output.projector = Linear("gen_head.output_mlp_projector", h.image_token_embed, h.n_embed, true);
   spec.output.head = Linear("gen_head.vision_head", h.image_token_size, h.image_token_embed, true);
 
-  for (const vq::VqTensor& t : vq::VqDecoderTensors(v)) spec.decoder_tensors.push_back(T(t.name, t.shape));
+  for (const vq::VqTensor& t : vq::VqDecoderTensors(v)) spec.decoder_tensors.push_back(Tensor(t.name, t.shape));
   if (absl::Status s = model::CheckSpec(spec); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("config.json: ", s.message()));
   }

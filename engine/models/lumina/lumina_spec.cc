@@ -7,37 +7,20 @@
 namespace argen::lumina {
 namespace {
 
+using model::Linear;
 using model::LinearRef;
 using model::NormRef;
+using model::RmsNorm;
+using model::Tensor;
 using model::TensorFill;
 using model::TensorRef;
-
-TensorRef T(std::string name, std::vector<int64_t> shape, TensorFill fill = TensorFill::kMatrix) {
-  TensorRef t;
-  t.name = std::move(name);
-  t.shape = std::move(shape);
-  t.fill = fill;
-  return t;
-}
-
-LinearRef Linear(const std::string& name, int64_t out, int64_t in) {
-  LinearRef l;
-  l.weight = T(name + ".weight", {out, in});
-  return l;
-}
-
-NormRef Rms(const std::string& name, int64_t dim) {
-  NormRef n;
-  n.weight = T(name, {dim}, TensorFill::kOne);
-  return n;
-}
 
 // [stored rows, head_dim] weight and bias used as [heads, head_dim].
 NormRef HeadNorm(const std::string& prefix, int32_t heads, int32_t stored_rows, int32_t head_dim) {
   const int32_t rows = stored_rows > 0 ? stored_rows : heads;
   NormRef n;
-  n.weight = T(prefix + ".weight", {rows, head_dim}, TensorFill::kOne);
-  n.bias = T(prefix + ".bias", {rows, head_dim}, TensorFill::kZero);
+  n.weight = Tensor(prefix + ".weight", {rows, head_dim}, TensorFill::kOne);
+  n.bias = Tensor(prefix + ".bias", {rows, head_dim}, TensorFill::kZero);
   n.weight.repeat = n.bias.repeat = heads / rows;
   return n;
 }
@@ -96,28 +79,28 @@ absl::StatusOr<model::ModelSpec> LuminaSpec(const LuminaConfig& config, int32_t 
   const int64_t q_dim = int64_t{c.num_heads} * c.head_dim, kv_dim = int64_t{c.num_kv_heads} * c.head_dim;
   model::ModelSpec spec;
   spec.stack = c;
-  spec.text_embed = T("model.embed_tokens.weight", {config.vocab_size, H});
+  spec.text_embed = Tensor("model.embed_tokens.weight", {config.vocab_size, H});
   spec.layers.resize(c.num_layers);
   for (int32_t i = 0; i < c.num_layers; ++i) {
     const std::string p = absl::StrCat("model.layers.", i, ".");
     model::LayerRefs& l = spec.layers[i];
-    l.input_norm = Rms(p + "input_layernorm.weight", H);
+    l.input_norm = RmsNorm(p + "input_layernorm.weight", H);
     l.q = Linear(p + "self_attn.q_proj", q_dim, H);
     l.k = Linear(p + "self_attn.k_proj", kv_dim, H);
     l.v = Linear(p + "self_attn.v_proj", kv_dim, H);
     l.o = Linear(p + "self_attn.o_proj", H, q_dim);
     l.q_norm = HeadNorm(p + "self_attn.q_norm", c.num_heads, qk_rows.q, c.head_dim);
     l.k_norm = HeadNorm(p + "self_attn.k_norm", c.num_kv_heads, qk_rows.k, c.head_dim);
-    l.post_norm = Rms(p + "post_attention_layernorm.weight", H);
+    l.post_norm = RmsNorm(p + "post_attention_layernorm.weight", H);
     l.gate = Linear(p + "mlp.gate_proj", I, H);
     l.up = Linear(p + "mlp.up_proj", I, H);
     l.down = Linear(p + "mlp.down_proj", H, I);
   }
-  spec.output.final_norm = Rms("model.norm.weight", H);
+  spec.output.final_norm = RmsNorm("model.norm.weight", H);
   spec.input.table = spec.text_embed;
   spec.input.sampled_offset = first_image_id;
   spec.output.head.weight =
-      T(config.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", {config.vocab_size, H});
+      Tensor(config.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", {config.vocab_size, H});
   spec.output.head.weight.row_begin = first_image_id;
   spec.output.head.weight.rows = image_count;
   if (absl::Status s = model::CheckSpec(spec); !s.ok()) {

@@ -1,40 +1,12 @@
-// Small helpers of the Lumina family tests: the source tree, JSON goldens, relative error.
+// Small helpers of the Lumina family tests: the shared golden helpers.
 #pragma once
 
-#include <cmath>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
-#include <string>
-#include <vector>
-
-#include "gtest/gtest.h"
-#include "nlohmann/json.hpp"
+#include "tests/support/golden_files.h"
 
 namespace argen::lumina::testing {
 
-inline std::string SourceDir() {
-  const char* dir = std::getenv("ARGEN_SOURCE_DIR");
-  return dir ? dir : ".";
-}
-
-inline nlohmann::json ReadJson(const std::string& relative) {
-  std::ifstream in(SourceDir() + "/" + relative);
-  EXPECT_TRUE(in.good()) << "cannot open " << relative;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return nlohmann::json::parse(ss.str());
-}
-
-// ||actual - expected|| / ||expected||
-inline double RelativeError(const float* actual, const std::vector<float>& expected) {
-  double num = 0.0, den = 0.0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const double diff = static_cast<double>(actual[i]) - expected[i];
-    num += diff * diff;
-    den += static_cast<double>(expected[i]) * expected[i];
-  }
-  return std::sqrt(num / den);
-}
+using test_support::ReadJson;
+using test_support::RelativeError;
+using test_support::SourceDir;
 
 }  // namespace argen::lumina::testing
