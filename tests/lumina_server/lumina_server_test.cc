@@ -1,71 +1,34 @@
 // argen_server serving the shipped Lumina-mGPT-format model
 // (models/argen-lumina-scenes-v1) as a process, through the client over
 // gRPC: `info` reports the lumina family, its 384 px grid and L_dec with the
-// row breaks, `generate` writes a valid 384 x 384 PNG (cfg 4 as Lumina-mGPT;
-// the small model has 1,024 codes, so no top-k 2000; diagonal sparsity 0.9
-// with the paper's N_r), and a wrong
+// row breaks, the family's sampling defaults (cfg 4; top-k 2000 capped at the small
+// model's 1,024 codes), `generate` writes a valid 384 x 384 PNG (diagonal
+// sparsity 0.9 with the paper's N_r), and a wrong
 // vqgan_dir is a start-up error naming vqgan.yaml. One model per server.
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <sstream>
 #include <vector>
 
 #include "client/commands.h"
 #include "engine/image/png.h"
-
-extern char** environ;
+#include "tests/reliability/process_util.h"
+#include "tests/support/golden_files.h"
 
 namespace argen {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string SourceDir() {
-  const char* dir = std::getenv("ARGEN_SOURCE_DIR");
-  return dir ? dir : ".";
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-pid_t Spawn(const std::vector<std::string>& args, const std::string& stderr_path) {
-  pid_t pid = -1;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  EXPECT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  return pid;
-}
-
-int WaitExit(pid_t pid, int timeout_s) {
-  for (int i = 0; i < timeout_s * 100; ++i) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    usleep(10000);
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  return -2;
-}
+using reliability_test::ReadFile;
+using reliability_test::ServerProcess;
+using reliability_test::SpawnProcess;
+using reliability_test::WaitExit;
+using reliability_test::WaitServing;
+using test_support::SourceDir;
 
 std::vector<std::string> ServerArgs() {
   // No config file and no sampling flags: the family's defaults apply (cfg 4, top-k 2000
@@ -81,20 +44,10 @@ std::vector<std::string> ServerArgs() {
 
 TEST(LuminaServerTest, InfoAndGenerateOverGrpc) {
   const std::string log = ::testing::TempDir() + "/argen_lumina_server.log";
-  const pid_t pid = Spawn(ServerArgs(), log);
-  std::string port;
-  const std::regex serving("serving gRPC on [0-9.]+:([0-9]+)");
-  for (int i = 0; i < 6000 && port.empty(); ++i) {
-    int status = 0;
-    ASSERT_NE(waitpid(pid, &status, WNOHANG), pid) << "the server exited: " << ReadFile(log);
-    std::smatch m;
-    const std::string text = ReadFile(log);
-    if (std::regex_search(text, m, serving))
-      port = m[1];
-    else
-      usleep(10000);
-  }
-  ASSERT_FALSE(port.empty()) << ReadFile(log);
+  ServerProcess p = SpawnProcess(ServerArgs(), log);
+  ASSERT_TRUE(WaitServing(p, 60)) << ReadFile(log);
+  const pid_t pid = p.pid;
+  const std::string port = std::to_string(p.port);
   const std::string server = "--server=127.0.0.1:" + port;
 
   std::ostringstream out, err;
@@ -129,7 +82,7 @@ TEST(LuminaServerTest, MissingVqganIsAStartUpErrorNamingIt) {
   const std::string log = ::testing::TempDir() + "/argen_lumina_novq.log";
   std::vector<std::string> args = ServerArgs();
   args.push_back("--vqgan_dir=no_such_dir");
-  const pid_t pid = Spawn(args, log);
+  const pid_t pid = SpawnProcess(args, log).pid;
   EXPECT_EQ(WaitExit(pid, 60), 1);
   const std::string text = ReadFile(log);
   EXPECT_NE(text.find("no_such_dir/vqgan.yaml"), std::string::npos) << text;
