@@ -3,7 +3,7 @@
 // (0): the pool takes the device's free memory after the weights, the VQ
 // decoder, the workspaces and a safety margin, and auto max_batch_rows is the
 // most rows whose KV (at a reference row: a 50-token prompt with diagonal 95%,
-// N_r 64, the sparse serving case) fits beside their workspaces. Host
+// N_r 64 or N_att if larger, the sparse serving case) fits beside their workspaces. Host
 // arithmetic only (tested on the host); CudaBackend allocates exactly these
 // workspaces (WorkspaceBytes mirrors its Init).
 #pragma once
@@ -60,8 +60,9 @@ struct PoolSizing {
 int64_t SafetyMargin(int64_t total_bytes);
 
 // Pool bytes of the row auto max_batch_rows is sized for: a 50-token prompt
-// with diagonal at 95% sparsity, N_r = min(64, L_dec / 2) (dense where that
-// policy does not resolve for a tiny L_dec).
+// with diagonal at 95% sparsity, N_r = max(min(64, L_dec / 2), N_att) (the
+// smallest window that holds the 95% budget; dense where that policy does not
+// resolve for a tiny L_dec).
 absl::StatusOr<int64_t> ReferenceRowBytes(const model::StackConfig& stack, int32_t decode_tokens);
 
 // FAILED_PRECONDITION (with the figures) when the card cannot hold the

@@ -10,6 +10,7 @@
 #include "engine/cuda/row_layout.h"
 #include "engine/models/janus/janus_shapes.h"
 #include "engine/models/janus/janus_spec.h"
+#include "engine/models/lumina/lumina_shapes.h"
 #include "engine/sparse/policy_params.h"
 
 namespace argen::cuda {
@@ -46,6 +47,40 @@ TEST(PoolSizingTest, ReferenceRowIsDiagonal95WithRecentWindow64) {
   EXPECT_GT(want, 60 * 491520);
   EXPECT_LT(want, 200 * 491520);
   EXPECT_FALSE(ReferenceRowBytes(spec.stack, 0).ok());
+}
+
+// A long decode (Lumina-mGPT-7B at 768 px, L_dec 2351) attends N_att = 118 keys at
+// 95%, more than the 64-slot window, so the reference widens the window to N_att
+// instead of falling back to a dense row (which capped auto rows at 102 on the H200).
+TEST(PoolSizingTest, LongDecodesSizeRowsForTheSmallestSparseRowNotADenseOne) {
+  absl::StatusOr<lumina::PublishedLumina> lumina = lumina::PublishedLumina7B(768);
+  ASSERT_TRUE(lumina.ok()) << lumina.status();
+  const model::ModelSpec& spec = lumina->spec;
+  const int32_t l_dec = lumina->schedule.l_dec;
+  ASSERT_EQ(l_dec, 2351);
+  sparse::PolicyParams p;
+  p.kind = sparse::PolicyKind::kDiagonal;
+  p.sparsity = 0.95;
+  p.n_recent = 118;  // lround(0.05 * 2351)
+  const sparse::ResolvedPolicy want = sparse::ResolvePolicy(p, l_dec).value();
+  EXPECT_EQ(want.n_att, 118);
+  const int64_t row = ReferenceRowBytes(spec.stack, l_dec).value();
+  EXPECT_EQ(row, CudaRowLayout(spec.stack, 50, want).total());
+  const int64_t dense = CudaRowLayout(spec.stack, 50, sparse::ResolvePolicy(sparse::PolicyParams{}, l_dec).value()).total();
+  EXPECT_LT(row * 10, dense);
+  // The H200 after 14 GB of weights: rows in the thousands, no longer ~100.
+  PoolSizingInput in;
+  in.total_bytes = 150 * kGB;
+  in.free_bytes = 130 * kGB;
+  in.plan_stride = l_dec;
+  in.max_prompt_tokens = 1024;
+  in.sm_count = 132;
+  in.reference_row_bytes = row;
+  absl::StatusOr<PoolSizing> s = SizePool(spec, in);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_GT(s->max_batch_rows, 1000);
+  EXPECT_LE(WorkspaceBytes(spec, s->max_batch_rows, l_dec, 1024, 132) + s->max_batch_rows * row,
+            in.free_bytes - s->margin_bytes);
 }
 
 TEST(PoolSizingTest, AutoRowsAndBudgetFillTheFreeMemoryUpToTheMargin) {
