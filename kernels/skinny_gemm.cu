@@ -6,19 +6,27 @@ namespace argen::kernels {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kTilesPerWarp = 4;  // n-tiles of 8 columns
-constexpr int kUnroll = 4;        // chunks of W loaded before their MMAs
+constexpr int kTilesPerWarp = 2;  // n-tiles of 8 columns
+constexpr int kStages = 5;        // cp.async pipeline depth (4 stages in flight while one is used)
+constexpr int kRowBytes = kSkinnyStageKeys * 2;                // one W row of a stage: 128 bytes, 8 units of 16
+constexpr int kStageBytes = kSkinnyBlockCols * kRowBytes;      // 8 KiB
+constexpr int kCopiesPerThread = kStageBytes / 16 / (kWarps * 32);
 
 static_assert(kWarps * kTilesPerWarp * 8 == kSkinnyBlockCols, "block columns");
+static_assert(kCopiesPerThread * 16 * kWarps * 32 == kStageBytes, "stage copies");
 
-__device__ __forceinline__ uint4 LoadStreaming(const __nv_bfloat16* p) {
-  // W is read once per step: do not let it evict x from L1.
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
+__device__ __forceinline__ void CpAsync16(uint32_t smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem) : "memory");
 }
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Byte offset of 16-byte unit `u` (0..7) of W row `r` inside a stage: rows r and
+// r + 1 (the two rows one quarter-warp reads) use opposite halves of the banks.
+__device__ __forceinline__ int SwizzledOffset(int r, int u) { return r * kRowBytes + ((u ^ ((r & 1) << 2)) << 4); }
 
 __device__ __forceinline__ void Mma(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                     uint32_t b1) {
@@ -29,24 +37,37 @@ __device__ __forceinline__ void Mma(float c[4], uint32_t a0, uint32_t a1, uint32
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Grid (ceil(out / 128), splits), 128 threads. MT m-tiles of 16 rows.
+// Grid (ceil(out / 64), splits), 128 threads. MT m-tiles of 16 rows.
 template <int MT>
 __global__ void __launch_bounds__(kWarps * 32) SkinnyGemmKernel(SkinnyGemmArgs a) {
+  __shared__ __align__(128) unsigned char smem[kStages * kStageBytes];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;  // the MMA fragments' group and thread-in-group
-  const int chunks = a.in / kSkinnyChunk;
-  const int per_split = (chunks + a.splits - 1) / a.splits;
-  const int c_begin = blockIdx.y * per_split, c_end = min(chunks, c_begin + per_split);
-  const int n_warp = blockIdx.x * kSkinnyBlockCols + warp * kTilesPerWarp * 8;
+  const int stages = a.in / kSkinnyStageKeys;
+  const int per_split = (stages + a.splits - 1) / a.splits;
+  const int s_begin = blockIdx.y * per_split, s_count = max(0, min(stages, s_begin + per_split) - s_begin);
+  const int n_block = blockIdx.x * kSkinnyBlockCols;
+  const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
 
-  // This lane's W rows (one per n-tile) and x rows (two per m-tile), at its 8 keys of a chunk.
-  const __nv_bfloat16* w_row[kTilesPerWarp];
+  // The copies of one stage: thread i moves units q = j * 128 + i (row q / 8, unit q % 8).
+  auto load_stage = [&](int s, int buf) {
+    const int k0 = (s_begin + s) * kSkinnyStageKeys;
+#pragma unroll
+    for (int j = 0; j < kCopiesPerThread; ++j) {
+      const int q = j * kWarps * 32 + threadIdx.x, r = q >> 3, u = q & 7;
+      if (n_block + r < a.out) {
+        CpAsync16(smem_base + buf * kStageBytes + SwizzledOffset(r, u),
+                  a.w + static_cast<int64_t>(n_block + r) * a.in + k0 + u * 8);
+      }
+    }
+  };
+
   bool tile_on[kTilesPerWarp];
+  int tile_row[kTilesPerWarp];  // this lane's W row of each n-tile, inside the block
 #pragma unroll
   for (int j = 0; j < kTilesPerWarp; ++j) {
-    const int n0 = n_warp + j * 8;
-    tile_on[j] = n0 < a.out;  // out % 8 == 0: a tile is all in or all out
-    w_row[j] = a.w + static_cast<int64_t>(tile_on[j] ? n0 + g : 0) * a.in + t * 8;
+    tile_row[j] = warp * kTilesPerWarp * 8 + j * 8 + g;
+    tile_on[j] = n_block + warp * kTilesPerWarp * 8 + j * 8 < a.out;  // out % 8 == 0: all in or all out
   }
   const __nv_bfloat16* x_row[MT][2];
   bool row_on[MT][2];
@@ -59,7 +80,6 @@ __global__ void __launch_bounds__(kWarps * 32) SkinnyGemmKernel(SkinnyGemmArgs a
       x_row[m][h] = a.x + static_cast<int64_t>(row_on[m][h] ? r : 0) * a.in + t * 8;
     }
   }
-
   float acc[MT][kTilesPerWarp][4];
 #pragma unroll
   for (int m = 0; m < MT; ++m)
@@ -68,36 +88,46 @@ __global__ void __launch_bounds__(kWarps * 32) SkinnyGemmKernel(SkinnyGemmArgs a
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[m][j][i] = 0.f;
 
-  for (int c0 = c_begin; c0 < c_end; c0 += kUnroll) {
-    uint4 wv[kUnroll][kTilesPerWarp];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int k = (c0 + u) * kSkinnyChunk;
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < s_count) load_stage(s, s);
+    CpAsyncCommit();  // empty groups keep the count uniform
+  }
+  for (int s = 0; s < s_count; ++s) {
+    CpAsyncWait<kStages - 2>();  // stage s has landed (this thread's copies)
+    __syncthreads();             // everyone's copies, and everyone is done with stage s - 1's buffer
+    const int next = s + kStages - 1;
+    if (next < s_count) load_stage(next, next % kStages);
+    CpAsyncCommit();
+    const unsigned char* stage = smem + (s % kStages) * kStageBytes;
+    const int k0 = (s_begin + s) * kSkinnyStageKeys;
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {  // two 32-key chunks a stage
+      uint4 wv[kTilesPerWarp];
 #pragma unroll
       for (int j = 0; j < kTilesPerWarp; ++j) {
-        wv[u][j] = (c0 + u < c_end && tile_on[j]) ? LoadStreaming(w_row[j] + k) : make_uint4(0, 0, 0, 0);
+        wv[j] = *reinterpret_cast<const uint4*>(stage + SwizzledOffset(tile_row[j], c * 4 + t));
       }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (c0 + u >= c_end) break;  // uniform across the block
-      const int k = (c0 + u) * kSkinnyChunk;
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
-        const uint4 lo = row_on[m][0] ? *reinterpret_cast<const uint4*>(x_row[m][0] + k) : make_uint4(0, 0, 0, 0);
-        const uint4 hi = row_on[m][1] ? *reinterpret_cast<const uint4*>(x_row[m][1] + k) : make_uint4(0, 0, 0, 0);
+        const int k = k0 + c * 32;
+        const uint4 lo = row_on[m][0] ? __ldg(reinterpret_cast<const uint4*>(x_row[m][0] + k)) : make_uint4(0, 0, 0, 0);
+        const uint4 hi = row_on[m][1] ? __ldg(reinterpret_cast<const uint4*>(x_row[m][1] + k)) : make_uint4(0, 0, 0, 0);
 #pragma unroll
         for (int j = 0; j < kTilesPerWarp; ++j) {
+          if (!tile_on[j]) continue;
           // Keys 8t + {0,1 | 2,3} are the first MMA's k pairs (t*2, t*2 + 8), 8t + {4,5 | 6,7} the second's.
-          Mma(acc[m][j], lo.x, hi.x, lo.y, hi.y, wv[u][j].x, wv[u][j].y);
-          Mma(acc[m][j], lo.z, hi.z, lo.w, hi.w, wv[u][j].z, wv[u][j].w);
+          Mma(acc[m][j], lo.x, hi.x, lo.y, hi.y, wv[j].x, wv[j].y);
+          Mma(acc[m][j], lo.z, hi.z, lo.w, hi.w, wv[j].z, wv[j].w);
         }
       }
     }
   }
+  CpAsyncWait<0>();
 
   // C fragment: (row g, cols 2t, 2t+1) in acc[0..1], (row g + 8, same cols) in acc[2..3].
   float* dst = a.splits > 1 ? a.partials + static_cast<int64_t>(blockIdx.y) * a.rows * a.out : a.y;
+  const int n_warp = n_block + warp * kTilesPerWarp * 8;
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
 #pragma unroll
@@ -149,7 +179,7 @@ __global__ void SkinnyReduceKernel(const float* __restrict__ partials, float* __
 }  // namespace
 
 bool SkinnyGemmSupported(int32_t rows, int32_t in, int32_t out) {
-  return rows >= 1 && rows <= kSkinnyMaxRows && in > 0 && in % kSkinnyChunk == 0 && out > 0 && out % 8 == 0;
+  return rows >= 1 && rows <= kSkinnyMaxRows && in > 0 && in % kSkinnyStageKeys == 0 && out > 0 && out % 8 == 0;
 }
 
 size_t SkinnyWorkspaceBytes(int32_t rows, int32_t out, int32_t splits) {
@@ -158,9 +188,9 @@ size_t SkinnyWorkspaceBytes(int32_t rows, int32_t out, int32_t splits) {
 
 int32_t ChooseSkinnySplits(int32_t rows, int32_t in, int32_t out, int32_t sm_count, size_t max_workspace_bytes) {
   const int32_t col_blocks = (out + kSkinnyBlockCols - 1) / kSkinnyBlockCols;
-  const int32_t chunks = in / kSkinnyChunk;
+  const int32_t stages = in / kSkinnyStageKeys;
   int32_t splits = std::max(1, (2 * std::max(sm_count, 1) + col_blocks - 1) / col_blocks);
-  splits = std::min(splits, std::max(1, chunks / (2 * kUnroll)));
+  splits = std::min(splits, std::max(1, stages / 4));
   while (splits > 1 && SkinnyWorkspaceBytes(rows, out, splits) > max_workspace_bytes) --splits;
   return splits;
 }
@@ -171,21 +201,10 @@ cudaError_t SkinnyGemm(const SkinnyGemmArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   }
   const dim3 grid((a.out + kSkinnyBlockCols - 1) / kSkinnyBlockCols, a.splits);
-  const int mt = (a.rows + 15) / 16;
-  switch (mt) {
-    case 1:
-      SkinnyGemmKernel<1><<<grid, kWarps * 32, 0, stream>>>(a);
-      break;
-    case 2:
-      SkinnyGemmKernel<2><<<grid, kWarps * 32, 0, stream>>>(a);
-      break;
-    case 3:
-      SkinnyGemmKernel<3><<<grid, kWarps * 32, 0, stream>>>(a);
-      break;
-    default:
-      SkinnyGemmKernel<4><<<grid, kWarps * 32, 0, stream>>>(a);
-      break;
-  }
+  if (a.rows <= 16)
+    SkinnyGemmKernel<1><<<grid, kWarps * 32, 0, stream>>>(a);
+  else
+    SkinnyGemmKernel<2><<<grid, kWarps * 32, 0, stream>>>(a);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess || a.splits == 1) return e;
   const int64_t n4 = static_cast<int64_t>(a.rows) * a.out / 4;  // out % 8 == 0

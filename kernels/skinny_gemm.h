@@ -1,15 +1,15 @@
 // y[rows x out] (f32) = x[rows x in] (bf16) * W^T + beta * y, W = [out x in]
 // row-major bf16 (a torch Linear weight), for the few rows of a decode step
-// (rows <= kSkinnyMaxRows): the step is then bound by reading W once, so the
-// kernel streams W straight from global memory into mma.sync B fragments (16
-// bytes per lane, every 32-byte sector used, several loads in flight per lane)
-// with no shared-memory staging, and takes x's fragments through L1. Keys of
-// one 32-wide k chunk are read by lane (n, t) as k = 8t..8t+7 and fed to two
-// m16n8k16 MMAs under one permutation of k shared by x and W (a dot product
-// does not depend on the order of its terms). Long K is split over `splits`
-// CTAs whose partial sums land in a workspace and are added (with beta * y)
-// by a second kernel, so every output is written once, in a fixed order:
-// results do not depend on timing.
+// (rows <= kSkinnyMaxRows): the step is then bound by reading W once, so each
+// CTA streams a 64-column slab of W through a 5-stage cp.async pipeline in
+// shared memory (64 keys a stage, XOR-swizzled so fragment reads are
+// conflict-free) into mma.sync B fragments, and takes x's fragments through
+// L1. Keys of one 32-wide chunk are read by lane (n, t) as k = 8t..8t+7 and fed
+// to two m16n8k16 MMAs under one permutation of k shared by x and W (a dot
+// product does not depend on the order of its terms). Long K is split over
+// `splits` CTAs whose partial sums land in a workspace and are added (with
+// beta * y) by a second kernel, so every output is written once, in a fixed
+// order: results do not depend on timing.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -20,10 +20,10 @@
 
 namespace argen::kernels {
 
-inline constexpr int32_t kSkinnyMaxRows = 64;
-// Output columns one CTA makes (4 warps x 4 n-tiles of 8) and keys per chunk.
-inline constexpr int32_t kSkinnyBlockCols = 128;
-inline constexpr int32_t kSkinnyChunk = 32;
+inline constexpr int32_t kSkinnyMaxRows = 32;
+// Output columns one CTA makes (4 warps x 2 n-tiles of 8) and keys per pipeline stage.
+inline constexpr int32_t kSkinnyBlockCols = 64;
+inline constexpr int32_t kSkinnyStageKeys = 64;
 
 struct SkinnyGemmArgs {
   const __nv_bfloat16* x = nullptr;  // [rows][in], 16-byte aligned
@@ -35,10 +35,10 @@ struct SkinnyGemmArgs {
   float* partials = nullptr;  // [splits][rows][out] when splits > 1 (SkinnyWorkspaceBytes)
 };
 
-// 1 <= rows <= kSkinnyMaxRows, in % kSkinnyChunk == 0, out % 8 == 0.
+// 1 <= rows <= kSkinnyMaxRows, in % kSkinnyStageKeys == 0, out % 8 == 0.
 bool SkinnyGemmSupported(int32_t rows, int32_t in, int32_t out);
 
-// K slices so that about two CTAs per SM run, each slice at least four chunks,
+// K slices so that about two CTAs per SM run, each slice at least four stages,
 // and the partials fit `max_workspace_bytes`.
 int32_t ChooseSkinnySplits(int32_t rows, int32_t in, int32_t out, int32_t sm_count, size_t max_workspace_bytes);
 

@@ -390,7 +390,7 @@ int Main(int argc, char** argv) {
         "gemm %s\n",
         name.c_str(), be.WeightBytes() / 1e9, be.KvPoolBytes() / 1e9, Seconds(c0, Clock::now()),
         f.graphs ? "on" : "off", kVariantNames[static_cast<int>(f.variant)], f.fused_argmin ? "on" : "off",
-        f.gemm == cuda::GemmChoice::kSkinny ? "skinny (<= 64 rows)" : "cublas");
+        f.gemm == cuda::GemmChoice::kSkinny ? "skinny (<= 32 rows)" : "cublas");
     std::printf("%-5s %-20s %6s %9s %9s %9s %9s %8s |", "model", "policy", "images", "prefill_s", "decode_s", "step_ms",
                 "last_ms", "img/s");
     for (const char* s : cuda::kStageNames) std::printf(" %8s", s);

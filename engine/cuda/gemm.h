@@ -9,7 +9,7 @@
 // docs/PERFORMANCE.md, and nothing selected it; it was removed.)
 //
 // GemmChoice::kSkinny routes calls of at most kernels::kSkinnyMaxRows rows
-// (decode steps of up to 32 images) to our weight-streaming kernel
+// (decode steps of up to 16 images) to our weight-streaming kernel
 // (kernels/skinny_gemm.h), with its split-K partials in a second fixed
 // workspace; other shapes always take cuBLAS.
 #pragma once

@@ -1,6 +1,7 @@
 // The skinny decode GEMM against a float64 host product of the same bf16
-// inputs: every supported row count class (1..64 rows, m-tiles 1..4, partial
-// tiles), out not a multiple of the 128-column block, K split or not, beta 0
+// inputs: every supported row count class (1..32 rows, m-tiles 1..2, partial
+// tiles), out not a multiple of the 64-column block, K of one stage up to
+// longer than the pipeline, K split or not, beta 0
 // (y not read: poisoned) and 1 (residual add); and split results equal to the
 // unsplit ones within fp32 reordering.
 #include "kernels/skinny_gemm.h"
@@ -80,32 +81,34 @@ TEST_P(SkinnyGemmTest, MatchesFloat64Product) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SkinnyGemmTest,
-                         ::testing::Values(Case{1, 32, 8, 1, 0.f}, Case{2, 4096, 136, 1, 0.f},
-                                           Case{2, 4096, 136, 7, 1.f}, Case{7, 96, 264, 1, 1.f},
+                         ::testing::Values(Case{1, 64, 8, 1, 0.f}, Case{2, 4096, 136, 1, 0.f},
+                                           Case{2, 4096, 136, 7, 1.f}, Case{7, 192, 264, 1, 1.f},
                                            Case{16, 512, 128, 2, 0.f}, Case{17, 1024, 520, 3, 1.f},
-                                           Case{33, 2048, 384, 5, 0.f}, Case{48, 320, 1032, 1, 1.f},
-                                           Case{64, 11008, 256, 9, 1.f}, Case{64, 4096, 1280, 1, 0.f},
-                                           Case{63, 4096, 1288, 4, 1.f}));
+                                           Case{32, 2048, 384, 5, 0.f}, Case{24, 320, 1032, 1, 1.f},
+                                           Case{32, 11008, 256, 9, 1.f}, Case{31, 4096, 1288, 4, 1.f},
+                                           Case{3, 448, 72, 1, 0.f}));
 
 TEST(SkinnyGemmRules, ShapesSplitsAndErrors) {
-  EXPECT_TRUE(SkinnyGemmSupported(1, 32, 8));
-  EXPECT_TRUE(SkinnyGemmSupported(64, 4096, 12288));
-  EXPECT_FALSE(SkinnyGemmSupported(65, 4096, 4096));
+  EXPECT_TRUE(SkinnyGemmSupported(1, 64, 8));
+  EXPECT_TRUE(SkinnyGemmSupported(32, 4096, 12288));
+  EXPECT_FALSE(SkinnyGemmSupported(33, 4096, 4096));
   EXPECT_FALSE(SkinnyGemmSupported(0, 4096, 4096));
-  EXPECT_FALSE(SkinnyGemmSupported(2, 4000, 4096));  // in % 32
+  EXPECT_FALSE(SkinnyGemmSupported(2, 4000, 4096));  // in % 64
   EXPECT_FALSE(SkinnyGemmSupported(2, 4096, 4100));  // out % 8
-  // Janus-Pro-7B o_proj (32 column blocks) splits K to fill 132 SMs twice; a wide
-  // GEMM (gate_up, 172 blocks) splits less; the workspace bound is respected.
-  EXPECT_EQ(ChooseSkinnySplits(2, 4096, 4096, 132, size_t{16} << 20), 9);
-  EXPECT_EQ(ChooseSkinnySplits(2, 4096, 22016, 132, size_t{16} << 20), 2);
-  EXPECT_EQ(ChooseSkinnySplits(64, 4096, 4096, 132, size_t{3} << 19), 1);  // 2 splits: 2 MB > 1.5 MB
-  const int s = ChooseSkinnySplits(64, 11008, 4096, 132, size_t{4} << 20);
-  EXPECT_LE(SkinnyWorkspaceBytes(64, 4096, s), size_t{4} << 20);
-  EXPECT_EQ(ChooseSkinnySplits(2, 64, 8, 132, size_t{16} << 20), 1);  // two chunks: nothing to split
+  // Janus-Pro-7B o_proj (64 column blocks) splits K to fill 132 SMs twice; a wide
+  // GEMM (gate_up, 344 blocks) does not; the workspace bound is respected.
+  EXPECT_EQ(ChooseSkinnySplits(2, 4096, 4096, 132, size_t{16} << 20), 5);
+  EXPECT_EQ(ChooseSkinnySplits(2, 4096, 22016, 132, size_t{16} << 20), 1);
+  const size_t bound = size_t{3} << 19;
+  const int s = ChooseSkinnySplits(32, 4096, 4096, 132, bound);
+  EXPECT_GE(s, 1);
+  EXPECT_LE(SkinnyWorkspaceBytes(32, 4096, s), bound);
+  EXPECT_GT(SkinnyWorkspaceBytes(32, 4096, s + 1), bound);
+  EXPECT_EQ(ChooseSkinnySplits(2, 64, 8, 132, size_t{16} << 20), 1);  // one stage: nothing to split
   SkinnyGemmArgs a;
   a.rows = 2;
   a.in = 64;
-  a.out = 8;
+  a.out = 8;  // supported, but no pointers
   EXPECT_EQ(SkinnyGemm(a, nullptr), cudaErrorInvalidValue);  // null pointers
 }
 
