@@ -9,8 +9,6 @@
 //   argen_bench --attention-micro --model 7b --batches 32,64 --policies diagonal:0.95,diagonal:0.9
 //     (sparse: the two-pass and the staged kernel, A/B in one process)
 //   --attention-kernel auto|two-pass|staged   the engine's decode attention kernel (default auto)
-//   --gemm cublas|skinny   the decode step's GEMMs (engine/cuda/gemm.h; default: Gemm::kDefaultChoice)
-//   argen_bench --gemm-micro --model 7b --batches 1,16,32   one layer's GEMMs alone, cuBLAS vs skinny
 //   --no-fused-argmin   diagonal rows select through probs + ObserveKernel (the earlier path)
 //   --ssd-semantic-share S   ssd: the share of the random model's (layer, kv head) pairs classified
 //     semantic (default 0.5); every line ends with the image's exact KV MB and the mean keys a head attends
@@ -26,7 +24,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "bench/gpu/attention_micro.h"
-#include "bench/gpu/gemm_micro.h"
 #include "bench/gpu/janus_shapes.h"
 #include "common/cli.h"
 #include "engine/cuda/cuda_backend.h"
@@ -51,8 +48,6 @@ struct Flags {
   bool graphs = true;
   bool fused_argmin = true;
   kernels::AttentionVariant variant = kernels::AttentionVariant::kAuto;
-  cuda::GemmChoice gemm = cuda::Gemm::kDefaultChoice;
-  bool gemm_micro = false;
   int stage_steps = 4;
   double ssd_semantic_share = 0.5;  // ssd: share of the random model's heads classified semantic
   std::string out;
@@ -109,17 +104,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
         f->variant = kernels::AttentionVariant::kStaged;
       else
         return false;
-    } else if (a == "--gemm") {
-      const std::string v = value();
-      if (v == "cublas")
-        f->gemm = cuda::GemmChoice::kCublas;
-      else if (v == "skinny")
-        f->gemm = cuda::GemmChoice::kSkinny;
-      else
-        return false;
-    } else if (a == "--gemm-micro")
-      f->gemm_micro = true;
-    else if (a == "--stage-steps")
+    } else if (a == "--stage-steps")
       f->stage_steps = std::atoi(value().c_str());
     else if (a == "--ssd-semantic-share") {
       if (!absl::SimpleAtod(value(), &f->ssd_semantic_share) || !(f->ssd_semantic_share >= 0) ||
@@ -249,7 +234,7 @@ constexpr char kBenchUsage[] =
     "              [--prompt-len N] [--kv-budget 40G] [--card-memory 48G] [--max-batch] [--max-rows R] "
     "[--auto-sizing]\n"
     "              [--attention-micro] [--no-graphs] [--no-fused-argmin]\n"
-    "              [--attention-kernel auto|two-pass|staged] [--gemm cublas|skinny] [--gemm-micro]\n"
+    "              [--attention-kernel auto|two-pass|staged] [--gemm cublas|lt-heuristic|lt-tuned]\n"
     "              [--stage-steps N] [--out FILE.jsonl] [--help] [--version]\n";
 
 int Main(int argc, char** argv) {
@@ -262,8 +247,7 @@ int Main(int argc, char** argv) {
                  "  (a policy is name[:sparsity[:n_recent]], e.g. diagonal:0.95:64, grid_window:0.95, ssd:0.9)\n"
                  "  [--ssd-semantic-share 0.5]  (ssd: share of the random model's heads classified semantic)\n"
                  "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n"
-                 "  [--attention-kernel auto|two-pass|staged] [--no-fused-argmin] [--gemm cublas|skinny]\n"
-                 "  [--gemm-micro]\n");
+                 "  [--attention-kernel auto|two-pass|staged] [--no-fused-argmin]\n");
     return 2;
   }
   FILE* out = f.out.empty() ? nullptr : std::fopen(f.out.c_str(), "a");
@@ -277,31 +261,6 @@ int Main(int argc, char** argv) {
     const sparse::GridGeometry grid = bench_model->grid;
     const int uncond_len = bench_model->uncond_len > 0 ? bench_model->uncond_len : f.prompt_len;
     const model::StackConfig* dims = &spec->stack;
-    if (f.gemm_micro) {
-      for (int images : f.batches) {
-        double copy_gbs = 0;
-        std::vector<GemmMicroRow> rows;
-        std::string err;
-        if (!RunGemmMicro(*spec, 2 * images, &copy_gbs, &rows, &err)) {
-          std::fprintf(stderr, "gemm micro: %s\n", err.c_str());
-          return 1;
-        }
-        for (const GemmMicroRow& r : rows) {
-          std::printf(
-              "gemm %s rows=%d %s [%d x %d] splits %d: cublas %.1f us (%.0f GB/s), skinny %.1f us (%.0f GB/s, %.0f%% of "
-              "copy %.0f GB/s), cublas/skinny %.2fx, max rel diff %.2e\n",
-              name.c_str(), r.rows, r.name.c_str(), r.out, r.in, r.splits, r.cublas_us, r.cublas_gbs, r.skinny_us,
-              r.skinny_gbs, 100.0 * r.skinny_gbs / copy_gbs, copy_gbs, r.cublas_us / r.skinny_us, r.max_rel_diff);
-          if (out)
-            std::fprintf(out,
-                         "{\"kind\":\"gemm\",\"model\":\"%s\",\"rows\":%d,\"gemm\":\"%s\",\"cublas_us\":%.2f,"
-                         "\"skinny_us\":%.2f,\"copy_gbs\":%.1f,\"max_rel_diff\":%.3e}\n",
-                         name.c_str(), r.rows, r.name.c_str(), r.cublas_us, r.skinny_us, copy_gbs, r.max_rel_diff);
-        }
-        std::fflush(stdout);
-      }
-      continue;
-    }
     if (f.attention_micro) {
       for (int images : f.batches) {
         for (const std::string& spec : f.policies) {
@@ -382,15 +341,13 @@ int Main(int argc, char** argv) {
     if (!be.MemorySizing().empty()) std::printf("%s\n", be.MemorySizing().c_str());
     be.SetGraphs(f.graphs);
     be.SetAttentionVariant(f.variant);
-    be.SetGemmChoice(f.gemm);
     be.SetFusedArgmin(f.fused_argmin);
     static const char* kVariantNames[] = {"auto", "two-pass", "staged"};
     std::printf(
         "model %s: weights %.2f GB, KV pool %.2f GB, setup %.1f s, graphs %s, attention kernel %s, fused argmin %s, "
-        "gemm %s\n",
+        "gemm cublas\n",
         name.c_str(), be.WeightBytes() / 1e9, be.KvPoolBytes() / 1e9, Seconds(c0, Clock::now()),
-        f.graphs ? "on" : "off", kVariantNames[static_cast<int>(f.variant)], f.fused_argmin ? "on" : "off",
-        f.gemm == cuda::GemmChoice::kSkinny ? "skinny (<= 32 rows)" : "cublas");
+        f.graphs ? "on" : "off", kVariantNames[static_cast<int>(f.variant)], f.fused_argmin ? "on" : "off");
     std::printf("%-5s %-20s %6s %9s %9s %9s %9s %8s |", "model", "policy", "images", "prefill_s", "decode_s", "step_ms",
                 "last_ms", "img/s");
     for (const char* s : cuda::kStageNames) std::printf(" %8s", s);

@@ -74,11 +74,6 @@ class CudaBackend final : public model::Backend {
     attention_variant_ = v;
     ClearGraphs();
   }
-  // Which GEMM runs the decode step's few-row products (engine/cuda/gemm.h).
-  void SetGemmChoice(GemmChoice c) {
-    gemm_.SetChoice(c);
-    ClearGraphs();
-  }
   // Diagonal rows select from the attention kernel's argmin (default on); off:
   // from its probabilities through ObserveKernel, as the score policies.
   void SetFusedArgmin(bool on) { fused_argmin_ = on; }

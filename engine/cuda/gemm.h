@@ -7,11 +7,6 @@
 // (A cuBLASLt path with heuristic and per-shape tuned algorithms measured no
 // faster on the H200 at any 7B shape, bench/gpu/results/h200-2026-11-29-gemm,
 // docs/PERFORMANCE.md, and nothing selected it; it was removed.)
-//
-// GemmChoice::kSkinny routes calls of at most kernels::kSkinnyMaxRows rows
-// (decode steps of up to 16 images) to our weight-streaming kernel
-// (kernels/skinny_gemm.h), with its split-K partials in a second fixed
-// workspace; other shapes always take cuBLAS.
 #pragma once
 
 #include <cublas_v2.h>
@@ -29,23 +24,16 @@ namespace argen::cuda {
 absl::Status LinearBf16(cublasHandle_t handle, const __nv_bfloat16* x, const __nv_bfloat16* w, int rows, int in,
                         int out, float* y, float beta, const char* what);
 
-enum class GemmChoice : int32_t {
-  kCublas = 0,  // cublasGemmEx for every shape
-  kSkinny = 1,  // kernels::SkinnyGemm where it supports the shape, else cuBLAS
-};
-
 class Gemm {
  public:
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-  static constexpr size_t kSkinnyWorkspaceBytes = size_t{16} << 20;
-  static constexpr GemmChoice kDefaultChoice = GemmChoice::kCublas;
 
   Gemm() = default;
   ~Gemm() { Reset(); }
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  // Creates the cuBLAS handle bound to `stream` and the fixed workspaces.
+  // Creates the cuBLAS handle bound to `stream` and its fixed workspace.
   absl::Status Init(cudaStream_t stream);
   // Destroys the handle (the stream must be idle) and frees the workspace.
   void Reset();
@@ -53,21 +41,14 @@ class Gemm {
   cublasHandle_t cublas() const { return cublas_; }
 
   absl::Status Linear(const __nv_bfloat16* x, const __nv_bfloat16* w, int rows, int in, int out, float* y, float beta,
-                      const char* what);
-
-  // Takes effect at the next call (captured graphs keep the kernels they were captured with).
-  void SetChoice(GemmChoice c) { choice_ = c; }
-  GemmChoice choice() const { return choice_; }
-  // Whether Linear() would run the skinny kernel for this shape and these pointers.
-  bool UsesSkinny(const __nv_bfloat16* x, const __nv_bfloat16* w, int rows, int in, int out, const float* y) const;
+                      const char* what) {
+    return LinearBf16(cublas_, x, w, rows, in, out, y, beta, what);
+  }
 
  private:
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer workspace_;
-  DeviceBuffer skinny_workspace_;
-  int sm_count_ = 0;
-  GemmChoice choice_ = kDefaultChoice;
 };
 
 }  // namespace argen::cuda

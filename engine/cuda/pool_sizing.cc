@@ -53,7 +53,7 @@ int64_t WorkspaceBytes(const model::ModelSpec& spec, int32_t rows, int32_t plan_
   const int64_t group = d.num_heads / std::max(d.num_kv_heads, 1);
   const int64_t parts = (2LL * sm_count + T * d.num_kv_heads) * group;
   b += parts * (hd + 2) * 4 + T * d.num_heads * stride * 4;  // attention workspace
-  b += static_cast<int64_t>(Gemm::kWorkspaceBytes + Gemm::kSkinnyWorkspaceBytes);
+  b += static_cast<int64_t>(Gemm::kWorkspaceBytes);
   return b;
 }
 

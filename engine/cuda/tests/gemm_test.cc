@@ -1,7 +1,6 @@
 // engine/cuda/gemm.h against a float64 host reference on random bf16
 // operands, beta 0 and 1 (the residual add), rows 1, 7 and 206 at a tiny and
-// a wide shape, with cuBLAS and with the skinny kernel (which takes the calls
-// of <= 32 rows); repeated calls repeat bit for bit, and a Linear captured in a
+// a wide shape; repeated calls repeat bit for bit, and a Linear captured in a
 // CUDA graph replays the eager result exactly. Needs a GPU.
 #include "engine/cuda/gemm.h"
 
@@ -45,7 +44,6 @@ class GemmTest : public ::testing::Test {
     gemm_.Reset();
     cudaStreamDestroy(stream_);
   }
-  void RepeatAndReplay(Case c);
   cudaStream_t stream_ = nullptr;
   Gemm gemm_;
 };
@@ -58,12 +56,9 @@ DeviceBuffer Upload(const std::vector<T>& h) {
 }
 
 TEST_F(GemmTest, MatchesFloat64WithAndWithoutTheResidual) {
-  for (const GemmChoice choice : {GemmChoice::kCublas, GemmChoice::kSkinny})
   for (const Case c : {Case{1, 64, 96}, Case{7, 64, 96}, Case{206, 64, 96}, Case{1, 4096, 11008}, Case{7, 1536, 512},
-                       Case{206, 1536, 512}, Case{32, 4096, 4096}, Case{20, 11008, 4096}}) {
-    gemm_.SetChoice(choice);
-    SCOPED_TRACE(testing::Message() << c.rows << " x " << c.in << " -> " << c.out << " choice "
-                                    << static_cast<int>(choice));
+                       Case{206, 1536, 512}}) {
+    SCOPED_TRACE(testing::Message() << c.rows << " x " << c.in << " -> " << c.out);
     Lcg g{static_cast<uint64_t>(c.rows * 131 + c.in)};
     std::vector<bf16> x(static_cast<size_t>(c.rows) * c.in), w(static_cast<size_t>(c.out) * c.in);
     std::vector<float> y0(static_cast<size_t>(c.rows) * c.out);
@@ -93,16 +88,7 @@ TEST_F(GemmTest, MatchesFloat64WithAndWithoutTheResidual) {
 }
 
 TEST_F(GemmTest, RepeatsBitForBitAndReplaysFromAGraph) {
-  for (const GemmChoice choice : {GemmChoice::kCublas, GemmChoice::kSkinny}) {
-    gemm_.SetChoice(choice);
-    // 206 rows: cuBLAS either way; 24 rows of a split-K skinny call with the skinny choice.
-    const Case c = choice == GemmChoice::kSkinny ? Case{24, 4096, 4096} : Case{206, 1536, 512};
-    ASSERT_EQ(gemm_.UsesSkinny(nullptr, nullptr, c.rows, c.in, c.out, nullptr), choice == GemmChoice::kSkinny);
-    RepeatAndReplay(c);
-  }
-}
-
-void GemmTest::RepeatAndReplay(const Case c) {
+  const Case c{206, 1536, 512};
   Lcg g{3};
   std::vector<bf16> x(static_cast<size_t>(c.rows) * c.in), w(static_cast<size_t>(c.out) * c.in);
   for (auto& v : x) v = __float2bfloat16(g.Next());
