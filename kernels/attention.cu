@@ -16,7 +16,12 @@ namespace {
 using bf16 = __nv_bfloat16;
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kUnroll = 4;  // independent 16-byte loads in flight per thread
+// Independent 16-byte loads in flight per thread; 8 where the G query heads
+// accumulators leave room (a short key set then takes half the round trips).
+template <int G>
+constexpr int UnrollFor() {
+  return G <= 2 ? 8 : 4;
+}
 
 struct WorkspaceView {
   float* m;       // [tokens][heads][splits]
@@ -122,6 +127,7 @@ template <int HD, int G>
 __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   constexpr int kLanesPerKey = HD / 8;
   constexpr int kKeysPerIter = kThreads / kLanesPerKey;
+  constexpr int kUnroll = UnrollFor<G>();
   extern __shared__ float smem[];
   float* scores = smem;                                         // [G][chunk]
   int* positions = reinterpret_cast<int*>(smem + G * a.chunk);  // [chunk]
@@ -155,6 +161,11 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
     for (int i = 0; i < 8; ++i) q[g][i] = qp[i] * a.scale;
   }
 
+  // Pass 0: every key's region position, read from the slot list once and in
+  // parallel, so the key loads below do not each wait on an index load first.
+  for (int j = tid; j < len; j += kThreads) positions[j] = KeyPosition(begin + j, m, idx);
+  __syncthreads();
+
   // Pass 1: scores of every key of the chunk.
   for (int base = 0; base < len; base += kKeysPerIter * kUnroll) {
     detail::Bf16x8 kv[kUnroll];
@@ -162,7 +173,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int j = base + u * kKeysPerIter + slot;
-      pos[u] = j < len ? KeyPosition(begin + j, m, idx) : -1;
+      pos[u] = j < len ? positions[j] : -1;
       if (pos[u] >= 0) kv[u] = detail::Load8(k_base + static_cast<int64_t>(pos[u]) * HD + sub * 8);
     }
 #pragma unroll
@@ -190,7 +201,6 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
                 logit;
         }
       }
-      if (sub == 0 && j < len) positions[j] = pos[u];
     }
   }
   __syncthreads();
