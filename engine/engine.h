@@ -36,17 +36,41 @@ struct SamplingParams {
   uint64_t seed = 0;         // image i of a request draws from stream (seed, i)
 };
 
+// One image size a model makes, and its decode sequence: the family's layout
+// of that size (Janus: its one square; Lumina-mGPT: each supported W x H).
+// A request names its size (GenerationRequest::width, height) and runs on
+// its own layout: its L_dec, grid, forced tokens, prompt and KV need.
+struct ImageLayout {
+  int32_t width = 0, height = 0;   // pixels
+  int32_t grid_w = 0, grid_h = 0;  // code columns, code rows
+  int32_t image_tokens = 0;        // decode tokens per image: L_dec, forced ones included
+  // The decode tokens' layout for the policies (rows, row breaks); width 0:
+  // a square grid of image_tokens.
+  sparse::GridGeometry grid;
+  bool operator==(const ImageLayout& o) const {
+    return width == o.width && height == o.height && grid_w == o.grid_w && grid_h == o.grid_h &&
+           image_tokens == o.image_tokens && grid.width == o.grid.width &&
+           grid.row_break_tokens == o.grid.row_break_tokens && grid.l_dec == o.grid.l_dec;
+  }
+};
+
 struct ModelInfo {
   std::string name;          // checkpoint directory name
   std::string family;        // model family (engine/models/registry.h), e.g. "janus"
   std::string backend;       // "cpu" or "cuda"
-  int32_t image_size = 0;    // pixels per side
-  int32_t token_grid = 0;    // visual tokens per side
+  // The default image size's layout (a request that names no size):
+  int32_t image_size = 0;    // pixels per side (the longer side)
+  int32_t token_grid = 0;    // visual tokens per side (the longer side)
   int32_t image_tokens = 0;  // decode tokens per image: the decode length L_dec
   int32_t image_vocab = 0;   // logits sampled per token (image codes)
   // The decode tokens' layout (the family's: rows, row breaks), which the grid
   // policies and ssd read; width 0: a square grid of image_tokens.
   sparse::GridGeometry grid;
+  // The default size in pixels; 0: image_size square.
+  int32_t default_width = 0, default_height = 0;
+  // Every size a request may name, in the family's order, the default among
+  // them; empty: the default alone (engine::ImageLayouts(info) fills it in).
+  std::vector<ImageLayout> image_layouts;
   // The family's published sampling defaults (Janus-Pro: cfg 5; Lumina-mGPT:
   // cfg 4, image top-k 2000); a server uses them where its config sets none.
   SamplingParams default_sampling;
@@ -65,6 +89,9 @@ struct ModelInfo {
 struct GenerationRequest {
   std::string prompt;  // the caption; the engine builds the chat-format prompt
   int32_t num_images = 1;
+  // The image size in pixels, one of ModelInfo::image_layouts; 0 and 0: the
+  // model's default size (both or neither).
+  int32_t width = 0, height = 0;
   SamplingParams sampling;
   sparse::PolicyParams policy;
 };
@@ -74,7 +101,8 @@ struct PreparedRequest {
   GenerationRequest request;
   std::vector<int32_t> cond_ids;    // the family's prompt (Janus: chat format, ends with <begin_of_image>)
   std::vector<int32_t> uncond_ids;  // its guidance row (Janus: same length; Lumina: the image header)
-  sparse::ResolvedPolicy policy;
+  ImageLayout layout;  // its size's (the request's width x height, or the default)
+  sparse::ResolvedPolicy policy;  // resolved for layout.image_tokens
   int64_t kv_bytes = 0;  // pool bytes of all its rows, exactly as placed; never exceeded
 };
 
@@ -82,7 +110,7 @@ using GroupId = int64_t;
 
 struct GroupState {
   int32_t tokens_done = 0;   // tokens made per image so far
-  int32_t tokens_total = 0;  // image_tokens
+  int32_t tokens_total = 0;  // the request's layout's image_tokens
   bool finished = false;
   // [image][token]: the model's token ids in decode order (Janus: the VQ
   // codes in raster order); DecodeImages() takes them as they are.

@@ -11,6 +11,7 @@
 #include "engine/model/finite_values.h"
 #include "engine/model/weight_source.h"
 #include "engine/models/registry.h"
+#include "engine/request_rules.h"
 #include "engine/sparse/ssd_heads.h"
 
 namespace argen::model {
@@ -112,14 +113,20 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
     return absl::Status(decode.status().code(), absl::StrCat("vq_backend \"cuda\": ", decode.status().message()));
   }
 
+  GenericEngineConfig engine_config;
+  engine_config.forced_tokens = family->forced_tokens;
+  // Every size's recipe, made on demand from one tokenizer (the default
+  // size's encoder is `encoder` when given).
+  if (family->make_recipes) {
+    absl::StatusOr<ImageRecipeMaker> recipes = family->make_recipes();
+    if (!recipes.ok()) return recipes.status();
+    engine_config.make_recipe = *std::move(recipes);
+  }
   if (encoder == nullptr) {
     absl::StatusOr<PromptEncoder> recipe = family->make_prompt();
     if (!recipe.ok()) return recipe.status();
     encoder = *std::move(recipe);
   }
-
-  GenericEngineConfig engine_config;
-  engine_config.forced_tokens = family->forced_tokens;
   engine::ModelInfo& info = engine_config.info;
   const StackConfig& stack = family->spec.stack;
   info.name = ModelName(options.model_dir);
@@ -128,10 +135,15 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   info.image_size = family->image_size;
   info.token_grid = family->token_grid;
   info.image_tokens = family->image_tokens;
+  info.grid = family->grid;
+  info.default_width = family->image_width;
+  info.default_height = family->image_height;
+  info.image_layouts = family->image_layouts;
   info.default_sampling = family->default_sampling;
-  // Positions beyond the prompt hold the decode tokens.
+  // Positions beyond the prompt hold the decode tokens, of the longest size.
+  const int32_t max_image_tokens = engine::MaxImageTokens(info);
   info.max_prompt_tokens =
-      std::max(0, std::min(family->max_position_embeddings - info.image_tokens, kDefaultMaxPromptTokens));
+      std::max(0, std::min(family->max_position_embeddings - max_image_tokens, kDefaultMaxPromptTokens));
   info.max_images_per_request = options.max_images_per_request;
   // 0: auto (cpu: 64; cuda: the backend sizes it, and the engine takes it from the backend).
   const int32_t rows = options.max_batch_rows == 0 && options.backend != "cuda" ? 64 : options.max_batch_rows;
@@ -147,13 +159,12 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   backend_options.kv_budget_bytes = options.kv_budget_bytes;
   backend_options.max_batch_rows = rows;
   backend_options.max_prompt_tokens = info.max_prompt_tokens;
-  backend_options.decode_tokens = info.image_tokens;
+  // The longest L_dec of any size: the CUDA backend plans its policy buffers for it.
+  backend_options.decode_tokens = max_image_tokens;
   absl::StatusOr<std::unique_ptr<Backend>> backend =
       MakeBackend(options, family->spec, CheckpointWeights(ckpt), backend_options);
   if (!backend.ok()) return backend.status();
   // The engine takes the pool size and the KV row size from the backend.
-  // The family's token layout, for the grid policies and ssd.
-  info.grid = family->grid;
   // ssd's head classification, when the model ships one.
   const std::string ssd_path = (std::filesystem::path(options.model_dir) / sparse::kSsdHeadsFile).string();
   if (std::filesystem::exists(ssd_path, ec)) {

@@ -24,12 +24,74 @@ sparse::GridGeometry PolicyGrid(const ModelInfo& info) {
   return grid;
 }
 
+sparse::GridGeometry PolicyGrid(const ImageLayout& layout) {
+  if (layout.grid.width <= 0) return sparse::SquareGrid(layout.image_tokens);
+  sparse::GridGeometry grid = layout.grid;
+  grid.l_dec = layout.image_tokens;
+  return grid;
+}
+
+ImageLayout DefaultLayout(const ModelInfo& info) {
+  const int32_t width = info.default_width > 0 ? info.default_width : info.image_size;
+  const int32_t height = info.default_height > 0 ? info.default_height : info.image_size;
+  for (const ImageLayout& l : info.image_layouts) {
+    if (l.width == width && l.height == height) return l;
+  }
+  ImageLayout l;
+  l.width = width;
+  l.height = height;
+  l.grid_w = info.grid.width > 0 ? info.grid.width : info.token_grid;
+  l.grid_h = info.grid.width > 0 ? (info.image_tokens + info.grid.row_break_tokens) /
+                                       (info.grid.width + info.grid.row_break_tokens)
+                                 : info.token_grid;
+  l.image_tokens = info.image_tokens;
+  l.grid = info.grid;
+  return l;
+}
+
+std::vector<ImageLayout> ImageLayouts(const ModelInfo& info) {
+  if (!info.image_layouts.empty()) return info.image_layouts;
+  return {DefaultLayout(info)};
+}
+
+int32_t MaxImageTokens(const ModelInfo& info) {
+  int32_t most = info.image_tokens;
+  for (const ImageLayout& l : info.image_layouts) most = std::max(most, l.image_tokens);
+  return most;
+}
+
+std::string SupportedSizesText(const ModelInfo& info, size_t limit) {
+  const std::vector<ImageLayout> layouts = ImageLayouts(info);
+  std::string out;
+  for (size_t i = 0; i < layouts.size() && i < limit; ++i) {
+    absl::StrAppend(&out, i == 0 ? "" : ", ", layouts[i].width, "x", layouts[i].height);
+  }
+  if (layouts.size() > limit) absl::StrAppend(&out, ", ... (", layouts.size(), " sizes; GetModelInfo lists all)");
+  return out;
+}
+
+absl::StatusOr<ImageLayout> RequestLayout(const GenerationRequest& r, const ModelInfo& info) {
+  if (r.width == 0 && r.height == 0) return DefaultLayout(info);
+  if (r.width == 0 || r.height == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(r.width == 0 ? "width" : "height", ": must be set with ",
+                                                   r.width == 0 ? "height" : "width",
+                                                   " (both or neither; neither: the model's default size)"));
+  }
+  for (const ImageLayout& l : ImageLayouts(info)) {
+    if (l.width == r.width && l.height == r.height) return l;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("width: image size ", r.width, "x", r.height,
+                                                 " (width x height) is not supported by model ", info.name,
+                                                 "; supported (WxH): ", SupportedSizesText(info)));
+}
+
 int32_t MaxImagesPerRequest(const ModelInfo& info) {
   return std::min(info.max_images_per_request, info.max_batch_rows / 2);
 }
 
 std::vector<ParameterRange> RequestParameterRanges(const ModelInfo& info) {
-  const double l_dec = info.image_tokens;
+  // Bounds over every size (a request's own L_dec bounds it further).
+  const double l_dec = MaxImageTokens(info);
   return {
       {"num_images", 1, static_cast<double>(MaxImagesPerRequest(info)), false, false,
        "images per request; each is a CFG pair of KV rows (0 in a request means 1)"},
@@ -66,8 +128,10 @@ absl::Status ValidateRequest(const GenerationRequest& r, const ModelInfo& info) 
   if (absl::Status st = model::CheckCfgWeight(s.cfg_weight); !st.ok()) return Field("cfg_weight", st);
   if (absl::Status st = model::CheckTopK(s.top_k, info.image_vocab); !st.ok()) return Field("top_k", st);
   if (absl::Status st = model::CheckTopP(s.top_p); !st.ok()) return Field("top_p", st);
+  absl::StatusOr<ImageLayout> layout = RequestLayout(r, info);
+  if (!layout.ok()) return layout.status();
   // The policy's fields and cross-field rules: messages name policy.<field>.
-  if (absl::StatusOr<sparse::ResolvedPolicy> p = sparse::ResolvePolicy(r.policy, PolicyGrid(info)); !p.ok()) {
+  if (absl::StatusOr<sparse::ResolvedPolicy> p = sparse::ResolvePolicy(r.policy, PolicyGrid(*layout)); !p.ok()) {
     return p.status();
   }
   return absl::OkStatus();

@@ -6,7 +6,8 @@
 //
 // Status codes (docs/serving.md): INVALID_ARGUMENT whose message starts with
 // the field (`prompt`, `num_images`, `temperature`, `cfg_weight`, `top_k`,
-// `top_p`, or the policy's `policy.<field>` from sparse::ResolvePolicy);
+// `top_p`, `width` / `height` (the image size), or the policy's
+// `policy.<field>` from sparse::ResolvePolicy);
 // FAILED_PRECONDITION naming `max_batch_rows` or `kv_budget_bytes` when the
 // request could never run on this server.
 #pragma once
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "engine/engine.h"
 #include "engine/sparse/policy_params.h"
 
@@ -34,8 +36,25 @@ struct ParameterRange {
 std::vector<ParameterRange> RequestParameterRanges(const ModelInfo& info);
 
 // The grid the policies are resolved against: the model's (info.grid), with
-// l_dec = image_tokens; a square grid of image_tokens when it has none.
+// l_dec = image_tokens; a square grid of image_tokens when it has none. For
+// the default size; PolicyGrid(layout) for a request's own.
 sparse::GridGeometry PolicyGrid(const ModelInfo& info);
+sparse::GridGeometry PolicyGrid(const ImageLayout& layout);
+
+// The default size's layout: from image_layouts when listed, else from
+// image_size, token_grid, image_tokens and grid.
+ImageLayout DefaultLayout(const ModelInfo& info);
+// Every size a request may name: info.image_layouts, or the default alone.
+std::vector<ImageLayout> ImageLayouts(const ModelInfo& info);
+// The largest L_dec over the sizes (what a backend plans its buffers for).
+int32_t MaxImageTokens(const ModelInfo& info);
+// "512x512, 768x256, ..." with at most `limit` sizes, then
+// "... (N sizes; GetModelInfo lists all)", for bounded messages.
+std::string SupportedSizesText(const ModelInfo& info, size_t limit = 20);
+// The request's layout: its width x height, or the default for 0 x 0.
+// INVALID_ARGUMENT naming `width` or `height` when only one is set, or
+// `width` with the supported sizes for a size the model lacks.
+absl::StatusOr<ImageLayout> RequestLayout(const GenerationRequest& request, const ModelInfo& info);
 
 // The most images one request may ask for: max_images_per_request, and the
 // batch cap's max_batch_rows / 2 (each image is a CFG pair of rows).

@@ -3,20 +3,25 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "engine/request_rules.h"
 
 namespace argen::scheduler {
 
-int32_t TokenRows(const engine::ModelInfo& info) {
-  const sparse::GridGeometry& g = info.grid;
-  if (g.width <= 0) return info.token_grid;
-  return (g.l_dec + g.row_break_tokens) / (g.width + g.row_break_tokens);
+int32_t TokenRows(const engine::ImageLayout& layout) { return layout.grid_h; }
+
+int32_t TokensPerRow(const engine::ImageLayout& layout) {
+  return layout.grid.width > 0 ? layout.grid.width + layout.grid.row_break_tokens : layout.grid_w;
 }
 
-int32_t TokensPerRow(const engine::ModelInfo& info) {
-  return info.grid.width > 0 ? info.grid.width + info.grid.row_break_tokens : info.token_grid;
+int32_t TokenRows(const engine::ModelInfo& info) { return TokenRows(engine::DefaultLayout(info)); }
+
+int32_t TokensPerRow(const engine::ModelInfo& info) { return TokensPerRow(engine::DefaultLayout(info)); }
+
+int32_t MaxPreviews(const engine::ImageLayout& layout) {
+  return std::max(0, std::min(kMaxPreviews, TokenRows(layout) - 1));
 }
 
-int32_t MaxPreviews(const engine::ModelInfo& info) { return std::max(0, std::min(kMaxPreviews, TokenRows(info) - 1)); }
+int32_t MaxPreviews(const engine::ModelInfo& info) { return MaxPreviews(engine::DefaultLayout(info)); }
 
 std::vector<int32_t> PreviewRows(int32_t previews, int32_t token_grid) {
   std::vector<int32_t> rows;

@@ -25,11 +25,15 @@ namespace argen::scheduler {
 // Most previews one request may ask for (per image).
 inline constexpr int32_t kMaxPreviews = 8;
 
-// The token rows of the model's image (its grid's rows; a square grid: token_grid)
-// and the decode tokens per row (width + row breaks).
+// The token rows of an image of `layout` (its grid's rows; a square grid:
+// token_grid) and the decode tokens per row (width + row breaks); of the
+// model's default size for `info`.
+int32_t TokenRows(const engine::ImageLayout& layout);
+int32_t TokensPerRow(const engine::ImageLayout& layout);
 int32_t TokenRows(const engine::ModelInfo& info);
 int32_t TokensPerRow(const engine::ModelInfo& info);
 // At most kMaxPreviews, and fewer than the token rows.
+int32_t MaxPreviews(const engine::ImageLayout& layout);
 int32_t MaxPreviews(const engine::ModelInfo& info);
 
 // r_1 .. r_k for a grid of `token_grid` rows; strictly increasing and in

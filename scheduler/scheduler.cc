@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/device_errors.h"
+#include "engine/request_rules.h"
 #include "engine/sparse/policy_params.h"
 #include "scheduler/preview.h"
 #include "scheduler/request_id.h"
@@ -14,6 +15,7 @@ namespace argen::scheduler {
 struct Scheduler::Job {
   std::shared_ptr<RequestHandle> handle;
   engine::PreparedRequest prepared;
+  engine::ImageLayout layout;  // its image size's (engine::RequestLayout)
   std::string policy_name;
   int64_t kv_bytes = 0;       // PreparedRequest::kv_bytes
   int32_t rows = 0;           // 2 x num_images
@@ -82,7 +84,6 @@ Scheduler::Scheduler(engine::Engine* engine, const SchedulerOptions& options, Im
       encoder_(std::move(encoder)),
       observer_(observer != nullptr ? observer : &no_observer_),
       max_batch_rows_(engine->info().max_batch_rows),
-      image_tokens_(engine->info().image_tokens),
       image_workers_(std::make_unique<TaskWorkers>(options.image_workers)) {
   observer_->OnKvBytes(0, 0);
   observer_->OnQueueDepth(0);
@@ -106,8 +107,11 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(const engine::G
     observer_->OnRequestDone(requested_policy, status, RequestMetrics{});
     return status;
   };
-  const int32_t token_grid = TokenRows(engine_->info());
-  const int32_t max_previews = MaxPreviews(engine_->info());
+  // The request's image size: its token rows bound the previews.
+  absl::StatusOr<engine::ImageLayout> layout = engine::RequestLayout(request, engine_->info());
+  if (!layout.ok()) return reject(layout.status());
+  const int32_t token_grid = TokenRows(*layout);
+  const int32_t max_previews = MaxPreviews(*layout);
   if (submit.previews < 0 || submit.previews > max_previews) {
     return reject(
         absl::InvalidArgumentError(absl::StrCat("previews: must be in [0, ", max_previews, "] for this model (",
@@ -136,6 +140,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(const engine::G
       submit.progress_interval > absl::ZeroDuration() ? submit.progress_interval : options_.progress_interval;
   job->priority = submit.priority;
   job->encoder = submit.encoder;
+  job->layout = *layout;
   job->preview_rows = PreviewRows(submit.previews, token_grid);
 
   QueuedEvent queued;
@@ -412,7 +417,7 @@ void Scheduler::RunStep() {
       continue;
     }
     job->tokens = std::move(state->tokens);
-    job->handle->Push(ProgressEvent{image_tokens_, image_tokens_});
+    job->handle->Push(ProgressEvent{job->layout.image_tokens, job->layout.image_tokens});
     to_decode.push_back(std::move(job));
   }
   // The batch gauges drop before any of these requests can finish.
@@ -433,7 +438,7 @@ void Scheduler::RunStep() {
   for (const JobPtr& job : running_) {
     if (end - job->last_progress < job->progress_interval) continue;
     job->last_progress = end;
-    job->handle->Push(ProgressEvent{std::min(job->steps, image_tokens_), image_tokens_});
+    job->handle->Push(ProgressEvent{std::min(job->steps, job->layout.image_tokens), job->layout.image_tokens});
   }
 
   stats.running_rows = rows_in_use_;
@@ -449,9 +454,10 @@ void Scheduler::RunStep() {
 }
 
 void Scheduler::OfferPreviews() {
-  // Tokens per token row: the grid's width and its row breaks (Lumina-mGPT), else a square grid's side.
-  const int32_t stride = TokensPerRow(engine_->info());
   for (const JobPtr& job : running_) {
+    // Tokens per token row of its size: the grid's width and its row breaks
+    // (Lumina-mGPT), else a square grid's side.
+    const int32_t stride = TokensPerRow(job->layout);
     if (job->next_preview >= job->preview_rows.size()) continue;
     const int32_t rows = job->preview_rows[job->next_preview];
     if (job->steps < rows * stride) continue;
@@ -484,11 +490,11 @@ void Scheduler::OfferPreviews() {
 
 void Scheduler::DecodePreview(const JobPtr& job, int32_t index, int32_t rows,
                               std::vector<std::vector<int32_t>> sampled) {
-  const engine::ModelInfo& info = engine_->info();
-  const bool has_width = info.grid.width > 0;
-  const int32_t width = has_width ? info.grid.width : info.token_grid;
-  const int32_t row_break = has_width ? info.grid.row_break_tokens : 0;
-  const int32_t total_rows = TokenRows(info);
+  const engine::ImageLayout& layout = job->layout;  // the request's size
+  const bool has_width = layout.grid.width > 0;
+  const int32_t width = has_width ? layout.grid.width : layout.grid_w;
+  const int32_t row_break = has_width ? layout.grid.row_break_tokens : 0;
+  const int32_t total_rows = TokenRows(layout);
   const int32_t images = static_cast<int32_t>(sampled.size());
   auto drop_all = [&](const char* reason) {
     for (int32_t i = 0; i < images; ++i) observer_->OnPreviewDropped(reason);

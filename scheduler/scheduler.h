@@ -126,7 +126,6 @@ class Scheduler {
   SchedulerObserver* const observer_;
   SchedulerObserver no_observer_;
   const int32_t max_batch_rows_;  // the engine's batch cap
-  const int32_t image_tokens_;
 
   mutable absl::Mutex mu_;
   std::deque<JobPtr> queue_ ABSL_GUARDED_BY(mu_);

@@ -23,6 +23,32 @@ GenericEngine::GenericEngine(std::unique_ptr<Backend> backend, PromptEncoder enc
   info.max_batch_rows = backend_->MaxBatchRows();
   info.memory_sizing = backend_->MemorySizing();
   info.kv_bytes_per_token_row = backend_->KvBytesPerTokenRow();
+  // The default size: the constructor's encoder and forced tokens.
+  const engine::ImageLayout layout = engine::DefaultLayout(info);
+  recipes_[{layout.width, layout.height}] =
+      std::make_shared<const ImageRecipe>(ImageRecipe{layout, config_.forced_tokens, encoder_});
+}
+
+absl::StatusOr<std::shared_ptr<const ImageRecipe>> GenericEngine::Recipe(const engine::ImageLayout& layout) const {
+  std::lock_guard<std::mutex> lock(recipes_mu_);
+  auto it = recipes_.find({layout.width, layout.height});
+  if (it != recipes_.end()) return it->second;
+  if (!config_.make_recipe) {
+    return absl::InvalidArgumentError(absl::StrCat("width: image size ", layout.width, "x", layout.height,
+                                                   " has no recipe in this engine; supported (WxH): ",
+                                                   engine::SupportedSizesText(config_.info)));
+  }
+  absl::StatusOr<ImageRecipe> made = config_.make_recipe(layout);
+  if (!made.ok()) return made.status();
+  if (!(made->layout == layout) ||
+      (!made->forced_tokens.empty() && static_cast<int32_t>(made->forced_tokens.size()) != layout.image_tokens) ||
+      !made->encoder) {
+    return absl::InternalError(absl::StrCat("the family's recipe for ", layout.width, "x", layout.height,
+                                            " does not match its layout"));
+  }
+  auto recipe = std::make_shared<const ImageRecipe>(*std::move(made));
+  recipes_.emplace(std::pair{layout.width, layout.height}, recipe);
+  return recipe;
 }
 
 GenericEngine::~GenericEngine() {
@@ -52,8 +78,9 @@ absl::Status GenericEngine::ValidatePromptIds(const std::vector<int32_t>& cond,
   return absl::OkStatus();
 }
 
-absl::StatusOr<sparse::ResolvedPolicy> GenericEngine::Resolve(const sparse::PolicyParams& params) const {
-  const sparse::GridGeometry grid = engine::PolicyGrid(config_.info);
+absl::StatusOr<sparse::ResolvedPolicy> GenericEngine::Resolve(const sparse::PolicyParams& params,
+                                                              const engine::ImageLayout& layout) const {
+  const sparse::GridGeometry grid = engine::PolicyGrid(layout);
   if (params.kind == sparse::PolicyKind::kSsd && config_.ssd_heads == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("sparsity policy ssd: model ", config_.info.name, " has no head classification (",
@@ -64,9 +91,13 @@ absl::StatusOr<sparse::ResolvedPolicy> GenericEngine::Resolve(const sparse::Poli
 
 absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(const engine::GenerationRequest& request) const {
   if (absl::Status s = engine::ValidateRequest(request, config_.info); !s.ok()) return s;
-  absl::StatusOr<sparse::ResolvedPolicy> policy = Resolve(request.policy);
+  absl::StatusOr<engine::ImageLayout> layout = engine::RequestLayout(request, config_.info);
+  if (!layout.ok()) return layout.status();
+  absl::StatusOr<sparse::ResolvedPolicy> policy = Resolve(request.policy, *layout);
   if (!policy.ok()) return policy.status();
-  absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ids = encoder_(request.prompt);
+  absl::StatusOr<std::shared_ptr<const ImageRecipe>> recipe = Recipe(*layout);
+  if (!recipe.ok()) return recipe.status();
+  absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ids = (*recipe)->encoder(request.prompt);
   if (!ids.ok()) return ids.status();
   if (absl::Status s = ValidatePromptIds(ids->first, ids->second); !s.ok()) return s;
   const int32_t cond_len = static_cast<int32_t>(ids->first.size());
@@ -75,6 +106,7 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(const engine::Gen
   p.request = request;
   p.cond_ids = std::move(ids->first);
   p.uncond_ids = std::move(ids->second);
+  p.layout = *layout;
   p.policy = *policy;
   p.kv_bytes = (backend_->RowBytes(cond_len, *policy) + backend_->RowBytes(uncond_len, *policy)) * request.num_images;
   if (absl::Status s = engine::CheckKvFits(p.kv_bytes, 2 * request.num_images,
@@ -96,12 +128,19 @@ absl::StatusOr<engine::GroupId> GenericEngine::Add(const engine::PreparedRequest
   if (absl::Status s = ValidatePromptIds(request.cond_ids, request.uncond_ids); !s.ok()) return s;
   const int32_t lens[2] = {static_cast<int32_t>(request.cond_ids.size()),
                            static_cast<int32_t>(request.uncond_ids.size())};
-  if (request.policy.l_dec != config_.info.image_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat("policy.l_dec (", request.policy.l_dec,
-                                                   ") must equal image_tokens (", config_.info.image_tokens, ")"));
+  absl::StatusOr<engine::ImageLayout> layout = engine::RequestLayout(request.request, config_.info);
+  if (!layout.ok()) return layout.status();
+  if (request.policy.l_dec != layout->image_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("policy.l_dec (", request.policy.l_dec, ") must equal image_tokens (",
+                                                   layout->image_tokens, ") of ", layout->width, "x",
+                                                   layout->height));
   }
+  absl::StatusOr<std::shared_ptr<const ImageRecipe>> recipe = Recipe(*layout);
+  if (!recipe.ok()) return recipe.status();
   Group g;
   g.request = request;
+  g.request.layout = *layout;
+  g.recipe = *std::move(recipe);
   const int32_t images = request.request.num_images;
   for (int32_t i = 0; i < 2 * images; ++i) {
     absl::StatusOr<RowId> row = backend_->AllocateRow(lens[i % 2], request.policy);
@@ -115,7 +154,7 @@ absl::StatusOr<engine::GroupId> GenericEngine::Add(const engine::PreparedRequest
   const engine::SamplingParams& s = request.request.sampling;
   for (int32_t i = 0; i < images; ++i) {
     g.sampling.push_back({s.temperature, s.top_k, s.top_p, s.cfg_weight, s.seed, i});
-    g.tokens.emplace_back().reserve(config_.info.image_tokens);
+    g.tokens.emplace_back().reserve(layout->image_tokens);
   }
   const engine::GroupId id = next_id_++;
   groups_.emplace(id, std::move(g));
@@ -131,11 +170,12 @@ void GenericEngine::FreeRows(Group& g) {
 
 void GenericEngine::Record(engine::GroupId id, Group& g, const int32_t* sampled, engine::StepReport* report) {
   const int32_t t = g.tokens_done();
-  const int32_t forced = t < static_cast<int32_t>(config_.forced_tokens.size()) ? config_.forced_tokens[t] : -1;
+  const std::vector<int32_t>& forced_tokens = g.recipe->forced_tokens;
+  const int32_t forced = t < static_cast<int32_t>(forced_tokens.size()) ? forced_tokens[t] : -1;
   for (size_t i = 0; i < g.tokens.size(); ++i) {
     g.tokens[i].push_back(forced >= 0 ? forced : sampled_offset_ + sampled[i]);
   }
-  if (g.tokens_done() >= config_.info.image_tokens) {
+  if (g.tokens_done() >= g.recipe->layout.image_tokens) {
     g.finished = true;
     FreeRows(g);
     report->finished.push_back(id);
@@ -247,7 +287,7 @@ absl::StatusOr<engine::GroupState> GenericEngine::State(engine::GroupId id) cons
   if (it == groups_.end()) return absl::NotFoundError(absl::StrCat("group ", id, " is not in the engine"));
   engine::GroupState s;
   s.tokens_done = it->second.tokens_done();
-  s.tokens_total = config_.info.image_tokens;
+  s.tokens_total = it->second.recipe->layout.image_tokens;
   s.finished = it->second.finished;
   s.tokens = it->second.tokens;
   return s;

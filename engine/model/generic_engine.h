@@ -12,8 +12,17 @@
 // uncond + w * (cond - uncond), softmax(logits / T). A sampled logit v is
 // recorded as the input id sampled_offset + v; at a step the recipe forces,
 // the forced id is recorded instead of the sample (it is still fed back, so
-// it writes KV like any token). A group finishes after image_tokens tokens;
-// its KV is freed at that moment (and by Remove() at any time).
+// it writes KV like any token). A group finishes after its layout's
+// image_tokens tokens; its KV is freed at that moment (and by Remove() at any
+// time).
+//
+// Image sizes: a request runs on its size's ImageRecipe (the layout, its
+// forced tokens, its prompt encoder), which Prepare() resolves (an
+// unsupported size is INVALID_ARGUMENT listing the sizes). The default
+// size's recipe is the constructor's encoder with GenericEngineConfig's
+// forced_tokens; the others come from make_recipe, made on first use and
+// kept. Rows of different sizes decode in one batch: every row carries its
+// own policy (l_dec) and steps, the backends nothing per batch.
 //
 // Each Step() adds exactly one token to every group: newly added groups get
 // token 0 from their prefill, the others one decode token.
@@ -23,6 +32,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,13 +51,26 @@ using PromptEncoder =
 using ImageDecoder =
     std::function<absl::StatusOr<std::vector<engine::RgbImage>>(const std::vector<std::vector<int32_t>>& token_grids)>;
 
+// Everything per image size: the layout (ModelInfo's), the tokens forced at
+// its steps and the prompt recipe naming the size (Lumina-mGPT's header).
+struct ImageRecipe {
+  engine::ImageLayout layout;
+  std::vector<int32_t> forced_tokens;  // [layout.image_tokens] or empty: -1 where sampled
+  PromptEncoder encoder;
+};
+// The family's recipe of one of ModelInfo::image_layouts; thread-safe.
+using ImageRecipeMaker = std::function<absl::StatusOr<ImageRecipe>(const engine::ImageLayout& layout)>;
+
 struct GenericEngineConfig {
   // The model and the limits. The engine takes image_vocab, kv_budget_bytes,
   // kv_bytes_per_token_row and max_batch_rows from the backend (their owner,
   // which may have sized them itself: cuda "auto").
   engine::ModelInfo info;
-  // [image_tokens] or empty: the input id forced at step t, -1 where sampled.
+  // The default size's: [image_tokens] or empty, the input id forced at step
+  // t, -1 where sampled.
   std::vector<int32_t> forced_tokens;
+  // The other sizes' recipes (info.image_layouts); null: the default size only.
+  ImageRecipeMaker make_recipe;
   // ssd's head classification (the model's ssd_heads.json); null: ssd is refused.
   std::shared_ptr<const sparse::HeadClasses> ssd_heads;
 };
@@ -78,6 +101,7 @@ class GenericEngine final : public engine::Engine {
   // backend, model::RowState).
   struct Group {
     engine::PreparedRequest request;
+    std::shared_ptr<const ImageRecipe> recipe;  // its size's
     std::vector<RowId> rows;                   // cond, uncond per image
     std::vector<SamplingSpec> sampling;        // per image
     std::vector<std::vector<int32_t>> tokens;  // [image][token]
@@ -85,8 +109,11 @@ class GenericEngine final : public engine::Engine {
     int32_t tokens_done() const { return static_cast<int32_t>(tokens[0].size()); }
   };
 
-  // sparse::ResolvePolicy with the model's grid and head classification.
-  absl::StatusOr<sparse::ResolvedPolicy> Resolve(const sparse::PolicyParams& params) const;
+  // sparse::ResolvePolicy with the layout's grid and the model's head classification.
+  absl::StatusOr<sparse::ResolvedPolicy> Resolve(const sparse::PolicyParams& params,
+                                                 const engine::ImageLayout& layout) const;
+  // The recipe of `layout` (one of the model's), made on first use; thread-safe.
+  absl::StatusOr<std::shared_ptr<const ImageRecipe>> Recipe(const engine::ImageLayout& layout) const;
   // Lengths, max_prompt_tokens and ids inside the text vocabulary, so a bad
   // request fails in Prepare/Add and never inside a shared Step().
   absl::Status ValidatePromptIds(const std::vector<int32_t>& cond, const std::vector<int32_t>& uncond) const;
@@ -101,6 +128,8 @@ class GenericEngine final : public engine::Engine {
   ImageDecoder decoder_;
   GenericEngineConfig config_;
   int32_t sampled_offset_ = 0;
+  mutable std::mutex recipes_mu_;  // Prepare() is thread-safe
+  mutable std::map<std::pair<int32_t, int32_t>, std::shared_ptr<const ImageRecipe>> recipes_;  // by (width, height)
   std::map<engine::GroupId, Group> groups_;  // ordered: batches are built in Add order
   std::vector<engine::GroupId> pending_;     // added since the last Step
   engine::GroupId next_id_ = 1;

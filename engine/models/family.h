@@ -6,7 +6,10 @@
 //   * the ModelSpec: the decoder stack with its switches, the input and
 //     output stages, and the one tensor map (validated, then loaded by each
 //     device);
-//   * its generation recipe: decode length, image geometry, forced tokens;
+//   * its generation recipe per image size (an engine::ImageLayout: decode
+//     length, image geometry; with its forced tokens and prompt recipe, a
+//     model::ImageRecipe), the default size's below, the others made on
+//     demand by make_recipes;
 //   * its prompt recipe: caption -> the cond ids and the guidance row's ids;
 //   * the binding of its image decoder (token ids -> RGB) on the CPU or GPU.
 #pragma once
@@ -33,7 +36,8 @@ struct DecoderOptions {
 struct FamilyModel {
   std::string family;  // the registry name, e.g. "janus"
   model::ModelSpec spec;
-  int32_t image_size = 0;    // pixels per side
+  // The default image size (a request naming none):
+  int32_t image_size = 0;    // pixels per side (the longer one)
   int32_t token_grid = 0;    // image code rows (and columns) per image
   int32_t image_tokens = 0;  // decode tokens per image (L_dec), forced ones included
   // The decode tokens' layout (rows, row breaks), which the grid policies and
@@ -45,12 +49,19 @@ struct FamilyModel {
   engine::SamplingParams default_sampling;
   // Positions beyond the prompt hold the decode tokens: prompt + image_tokens <= this.
   int32_t max_position_embeddings = 0;
-  // Makes the prompt recipe: caption -> (cond ids, uncond ids), thread-safe
-  // (reads the tokenizer only when called).
+  // Makes the default size's prompt recipe: caption -> (cond ids, uncond
+  // ids), thread-safe (reads the tokenizer only when called).
   std::function<absl::StatusOr<model::PromptEncoder>()> make_prompt;
+  // The default size in pixels (0: image_size square) and every size a
+  // request may name, the default among them (empty: the default alone).
+  int32_t image_width = 0, image_height = 0;
+  std::vector<engine::ImageLayout> image_layouts;
+  // Makes the maker of every listed size's recipe (reads the tokenizer once,
+  // failing where it lacks a size's tokens); null: the default size only.
+  std::function<absl::StatusOr<model::ImageRecipeMaker>()> make_recipes;
   // The image decoder over `checkpoint` (EngineOptions::vq_backend and
   // vq_precision decide `options`). Token grids are the engine's recorded
-  // tokens (engine::GroupState::tokens).
+  // tokens (engine::GroupState::tokens), of any listed size, mixed in one call.
   std::function<absl::StatusOr<model::ImageDecoder>(const checkpoint::Checkpoint& checkpoint,
                                                     const DecoderOptions& options)>
       make_decoder;

@@ -68,6 +68,34 @@ TEST(ShippedModelTest, ShipsTheSsdHeadClassification) {
   }
 }
 
+// Janus has one image size (its config's): the engine lists it, takes it
+// named or not, and refuses any other naming it.
+TEST(ShippedModelTest, JanusServesItsOneSizeAndRefusesOthers) {
+  engine::EngineOptions options;
+  options.model_dir = ShippedModelDir();
+  auto engine = engine::CreateEngine(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const engine::ModelInfo& info = (*engine)->info();
+  ASSERT_EQ(info.image_layouts.size(), 1u);
+  const engine::ImageLayout& only = info.image_layouts[0];
+  EXPECT_EQ(only.width, info.image_size);
+  EXPECT_EQ(only.height, info.image_size);
+  EXPECT_EQ(only.image_tokens, info.image_tokens);
+  engine::GenerationRequest request;
+  request.prompt = "a red circle";
+  request.width = request.height = info.image_size;
+  auto named = (*engine)->Prepare(request);
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(named->policy.l_dec, info.image_tokens);
+  request.width = 2 * info.image_size;
+  auto other = (*engine)->Prepare(request);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string size = std::to_string(info.image_size) + "x" + std::to_string(info.image_size);
+  EXPECT_EQ(other.status().message().rfind("width: ", 0), 0u) << other.status();
+  EXPECT_NE(other.status().message().find("supported (WxH): " + size), std::string::npos) << other.status();
+}
+
 struct ColorCounts {
   int red = 0, blue = 0;
 };

@@ -53,6 +53,8 @@ absl::StatusOr<models::FamilyModel> LoadJanus(const std::string& model_dir) {
   m.token_grid = config->gen_vision.token_grid();
   m.image_tokens = config->gen_vision.image_tokens();
   m.grid = sparse::GridGeometry{m.token_grid, 0, m.image_tokens};  // a square grid without row breaks
+  // Its one size (a request for another is refused, listing it).
+  m.image_layouts = {engine::ImageLayout{m.image_size, m.image_size, m.token_grid, m.token_grid, m.image_tokens, m.grid}};
   m.max_position_embeddings = config->language.max_position_embeddings;
   m.default_sampling = engine::SamplingParams{};  // Janus-Pro's generation script: cfg 5, temperature 1
   m.make_prompt = [model_dir] { return TokenizerPromptEncoder(model_dir); };

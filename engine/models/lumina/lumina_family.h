@@ -5,15 +5,21 @@
 // image header alone, so the two rows of a pair differ in length), the decode
 // schedule with forced row breaks (lumina_schedule.h) and Meta's Chameleon
 // VQGAN decoder from vqgan.yaml + vqgan.ckpt (CPU: engine/vqgan; GPU:
-// engine/vq_cuda through lumina_vq16.h, square grids).
+// engine/vq_cuda through lumina_vq16.h for one square size, the other sizes
+// on the CPU decoder).
 //
-// One image size per engine: the first of argen_image_sizes, else the square
-// target of the checkpoint (512, 768 or 1024, from the directory name's
-// "-512" / "-768" / "-1024" suffix as Alpha-VLLM names them). Sampling
-// defaults as Lumina-mGPT's README: cfg 4.0, image top-k 2000.
+// Every supported size per request (SupportedSizes; each its own layout,
+// forced row breaks and prompt header, made on first use); the default is
+// the first of argen_image_sizes, else the square target of the checkpoint
+// (512, 768 or 1024, from the directory name's "-512" / "-768" / "-1024"
+// suffix as Alpha-VLLM names them). Sampling defaults as Lumina-mGPT's
+// README: cfg 4.0, image top-k 2000.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/model/generic_engine.h"
@@ -21,6 +27,7 @@
 #include "engine/models/lumina/lumina_config.h"
 #include "engine/models/lumina/lumina_schedule.h"
 #include "engine/tokenizer/chameleon_vocab.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace argen::lumina {
 
@@ -49,8 +56,27 @@ absl::StatusOr<std::vector<int32_t>> TokensToCodes(const std::vector<int32_t>& t
                                                    const tokenizer::ImageTokenRange& range, int32_t new_line_id,
                                                    size_t image);
 
+// The schedule of one recorded sequence of any of `sizes`: the size whose
+// decode length it has and whose rows are as long as its first row (the
+// first new line). InvalidArgument naming the image when none is.
+absl::StatusOr<LuminaSchedule> ScheduleOfTokens(const std::vector<int32_t>& tokens,
+                                                const std::vector<std::pair<int32_t, int32_t>>& sizes,
+                                                int32_t new_line_id, size_t image);
+
+// tokenizer.json, checked against config.json's ids of the loop's special tokens.
+absl::StatusOr<std::shared_ptr<const tokenizer::Tokenizer>> LoadLuminaTokenizer(const std::string& model_dir,
+                                                                                 const LuminaConfig& config);
+
 // Caption -> (<s> human turn <reserved08706> + header, header) for W x H.
 absl::StatusOr<model::PromptEncoder> LuminaPromptEncoder(const std::string& model_dir, const LuminaConfig& config,
                                                          int32_t width, int32_t height);
+absl::StatusOr<model::PromptEncoder> LuminaPromptEncoder(std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
+                                                         int32_t width, int32_t height);
+
+// Every size's recipe (its schedule's forced new lines and its prompt) over
+// one tokenizer; an error now when the tokenizer lacks a size's tokens.
+absl::StatusOr<model::ImageRecipeMaker> LuminaRecipes(const std::string& model_dir, const LuminaConfig& config,
+                                                      const std::vector<std::pair<int32_t, int32_t>>& sizes,
+                                                      int32_t new_line_id);
 
 }  // namespace argen::lumina

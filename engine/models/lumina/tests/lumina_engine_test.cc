@@ -6,6 +6,9 @@
 // pair's rows differ in length (the guidance row is the header), KV is exact,
 // the same seed gives the same tokens alone or batched, the image decodes to
 // 384 x 384, and a broken vocabulary or a missing VQGAN is a clear load error.
+// Sizes per request: the config copy allows 128 x 64 (the default) and 64 x
+// 128, and a request of either size runs on its own layout (row breaks, KV,
+// L_dec, diagonal N_r, image size), alone or batched with the other size.
 #include <unistd.h>
 
 #include <filesystem>
@@ -18,6 +21,7 @@
 #include "engine/models/lumina/lumina_family.h"
 #include "engine/models/lumina/tests/test_util.h"
 #include "engine/models/registry.h"
+#include "engine/request_rules.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/scheduler.h"
@@ -34,7 +38,8 @@ constexpr int32_t kFirstImage = 4, kImageTokens = 1024;
 
 std::string ModelDir() { return SourceDir() + "/models/argen-lumina-scenes-v1"; }
 
-constexpr int32_t kW = 8, kH = 4;  // codes per row, rows
+constexpr int32_t kW = 8, kH = 4;  // codes per row, rows (the default size, 128 x 64)
+constexpr int32_t kTallW = 4, kTallH = 8;  // the other size, 64 x 128
 
 // Removes a temporary directory when the test program ends.
 struct TempDir {
@@ -45,7 +50,7 @@ struct TempDir {
   }
 };
 
-// The small model's files, its config asking for 128 x 64 only.
+// The small model's files, its config asking for 128 x 64 (the default) and 64 x 128.
 std::string SmallSizeDir() {
   static TempDir temp;
   static const std::string dir = [] {
@@ -59,7 +64,8 @@ std::string SmallSizeDir() {
     }
     std::ifstream in(ModelDir() + "/config.json");
     nlohmann::json config = nlohmann::json::parse(in);
-    config["argen_image_sizes"] = nlohmann::json::array({nlohmann::json::array({kW * 16, kH * 16})});
+    config["argen_image_sizes"] = nlohmann::json::array(
+        {nlohmann::json::array({kW * 16, kH * 16}), nlohmann::json::array({kTallW * 16, kTallH * 16})});
     std::ofstream(d / "config.json") << config.dump();
     return d.string();
   }();
@@ -98,7 +104,7 @@ std::vector<std::vector<std::vector<int32_t>>> RunToEnd(model::GenericEngine& e,
     EXPECT_TRUE(id.ok()) << id.status();
     ids.push_back(*id);
   }
-  for (int32_t step = 0; step < e.info().image_tokens + 1; ++step) {
+  for (int32_t step = 0; step < engine::MaxImageTokens(e.info()) + 1; ++step) {
     absl::StatusOr<engine::StepReport> rep = e.Step();
     EXPECT_TRUE(rep.ok()) << rep.status();
   }
@@ -124,6 +130,168 @@ TEST(LuminaEngineTest, InfoDescribesTheSequence) {
   EXPECT_EQ(info.grid.width, kW);
   EXPECT_EQ(info.grid.row_break_tokens, 1);
   EXPECT_EQ(info.grid.l_dec, info.image_tokens);
+  // Both sizes, each with its own decode sequence; the default first.
+  ASSERT_EQ(info.image_layouts.size(), 2u);
+  EXPECT_EQ(info.default_width, 128);
+  EXPECT_EQ(info.default_height, 64);
+  const engine::ImageLayout& tall = info.image_layouts[1];
+  EXPECT_EQ(tall.width, 64);
+  EXPECT_EQ(tall.height, 128);
+  EXPECT_EQ(tall.grid_w, kTallW);
+  EXPECT_EQ(tall.grid_h, kTallH);
+  EXPECT_EQ(tall.image_tokens, kTallH * (kTallW + 1) - 1);
+  EXPECT_EQ(tall.grid.width, kTallW);
+  EXPECT_EQ(tall.grid.l_dec, tall.image_tokens);
+  EXPECT_EQ(engine::MaxImageTokens(info), tall.image_tokens);
+}
+
+engine::GenerationRequest Sized(engine::GenerationRequest r, int32_t width, int32_t height) {
+  r.width = width;
+  r.height = height;
+  return r;
+}
+
+// Row breaks at every row end of `w` codes, image tokens everywhere else.
+void ExpectRows(const std::vector<int32_t>& tokens, int32_t w, int32_t h) {
+  ASSERT_EQ(static_cast<int32_t>(tokens.size()), h * (w + 1) - 1);
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    if (static_cast<int32_t>(t) % (w + 1) == w) {
+      EXPECT_EQ(tokens[t], kNewLine) << t;
+    } else {
+      EXPECT_GE(tokens[t], kFirstImage) << t;
+      EXPECT_LT(tokens[t], kFirstImage + kImageTokens) << t;
+    }
+  }
+}
+
+TEST(LuminaEngineTest, EachRequestRunsOnItsSizesLayoutAloneOrBatchedWithAnother) {
+  std::unique_ptr<model::GenericEngine> e = MakeEngine();
+  ASSERT_NE(e, nullptr);
+  const engine::GenerationRequest wide = Request("a blue square", 3, 1);  // the default, 128 x 64
+  const engine::GenerationRequest tall = Sized(Request("a red circle", 7, 1), 64, 128);
+  const int32_t wide_l_dec = kH * (kW + 1) - 1, tall_l_dec = kTallH * (kTallW + 1) - 1;
+  absl::StatusOr<engine::PreparedRequest> p = e->Prepare(tall);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->layout.width, 64);
+  EXPECT_EQ(p->layout.height, 128);
+  EXPECT_EQ(p->policy.l_dec, tall_l_dec);
+  // The header names the size: height 128 / 32 = 4 units first, then width 2.
+  ASSERT_EQ(p->uncond_ids.size(), 3u);
+  EXPECT_EQ(p->uncond_ids[1], 1039);  // <reserved08804>
+  EXPECT_EQ(p->uncond_ids[2], 1037);  // <reserved08802>
+  // KV: its own L_dec in each row.
+  const int64_t per_token = e->info().kv_bytes_per_token_row;
+  EXPECT_EQ(p->kv_bytes, per_token * (static_cast<int64_t>(p->cond_ids.size()) + tall_l_dec) +
+                             per_token * (static_cast<int64_t>(p->uncond_ids.size()) + tall_l_dec));
+  // The diagonal policy's default N_r is half of the request's own L_dec.
+  engine::GenerationRequest diagonal = tall;
+  diagonal.policy.kind = sparse::PolicyKind::kDiagonal;
+  diagonal.policy.sparsity = 0.9;
+  absl::StatusOr<engine::PreparedRequest> pd = e->Prepare(diagonal);
+  ASSERT_TRUE(pd.ok()) << pd.status();
+  EXPECT_EQ(pd->policy.n_recent, 20);  // lround(0.5 x 39)
+  absl::StatusOr<engine::PreparedRequest> pw = e->Prepare(Sized(diagonal, 0, 0));
+  ASSERT_TRUE(pw.ok()) << pw.status();
+  EXPECT_EQ(pw->policy.l_dec, wide_l_dec);
+  EXPECT_EQ(pw->policy.n_recent, 18);  // lround(0.5 x 35)
+
+  const auto alone = RunToEnd(*e, {tall});
+  ASSERT_EQ(alone.size(), 1u);
+  ExpectRows(alone[0][0], kTallW, kTallH);
+  const auto wide_alone = RunToEnd(*e, {wide});
+  ASSERT_EQ(wide_alone.size(), 1u);
+  ExpectRows(wide_alone[0][0], kW, kH);
+
+  // Both sizes in one batch (and the tall one as image 0 of a two-image
+  // request): every image the same tokens as alone; KV exactly the sum of
+  // the requests' own needs, the wide one's freed when it finishes first.
+  absl::StatusOr<engine::PreparedRequest> pa = e->Prepare(wide);
+  absl::StatusOr<engine::PreparedRequest> pb = e->Prepare(tall);
+  engine::GenerationRequest tall2 = tall;
+  tall2.num_images = 2;
+  absl::StatusOr<engine::PreparedRequest> pc = e->Prepare(tall2);
+  ASSERT_TRUE(pa.ok() && pb.ok() && pc.ok());
+  absl::StatusOr<engine::GroupId> a = e->Add(*pa);
+  absl::StatusOr<engine::GroupId> b = e->Add(*pb);
+  absl::StatusOr<engine::GroupId> c = e->Add(*pc);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(e->KvBytesInUse(), pa->kv_bytes + pb->kv_bytes + pc->kv_bytes);
+  for (int32_t step = 0; step < wide_l_dec; ++step) {
+    absl::StatusOr<engine::StepReport> rep = e->Step();
+    ASSERT_TRUE(rep.ok()) << rep.status();
+    EXPECT_EQ(rep->rows_decoded, step == 0 ? 0 : 2 + 2 + 4) << step;  // the sizes share each decode batch
+  }
+  absl::StatusOr<engine::GroupState> sa = e->State(*a);
+  absl::StatusOr<engine::GroupState> sb = e->State(*b);
+  ASSERT_TRUE(sa.ok() && sb.ok());
+  EXPECT_TRUE(sa->finished);
+  EXPECT_EQ(sa->tokens_total, wide_l_dec);
+  EXPECT_FALSE(sb->finished);
+  EXPECT_EQ(sb->tokens_total, tall_l_dec);
+  EXPECT_EQ(sb->tokens_done, wide_l_dec);
+  EXPECT_EQ(e->KvBytesInUse(), pb->kv_bytes + pc->kv_bytes);
+  for (int32_t step = wide_l_dec; step < tall_l_dec; ++step) ASSERT_TRUE(e->Step().ok());
+  sb = e->State(*b);
+  absl::StatusOr<engine::GroupState> sc = e->State(*c);
+  ASSERT_TRUE(sb.ok() && sc.ok());
+  EXPECT_TRUE(sb->finished && sc->finished);
+  EXPECT_EQ(e->KvBytesInUse(), 0);
+  EXPECT_EQ(sa->tokens[0], wide_alone[0][0]);
+  EXPECT_EQ(sb->tokens[0], alone[0][0]);
+  EXPECT_EQ(sc->tokens[0], alone[0][0]);
+  EXPECT_NE(sc->tokens[1], alone[0][0]);
+
+  // Images of both sizes in one decode call: each its own size, the same
+  // pixels as decoded alone.
+  absl::StatusOr<std::vector<engine::RgbImage>> mixed = e->DecodeImages({sb->tokens[0], sa->tokens[0]});
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  ASSERT_EQ(mixed->size(), 2u);
+  EXPECT_EQ((*mixed)[0].width, 64);
+  EXPECT_EQ((*mixed)[0].height, 128);
+  EXPECT_EQ((*mixed)[1].width, 128);
+  EXPECT_EQ((*mixed)[1].height, 64);
+  absl::StatusOr<std::vector<engine::RgbImage>> tall_image = e->DecodeImages({alone[0][0]});
+  ASSERT_TRUE(tall_image.ok()) << tall_image.status();
+  EXPECT_EQ((*mixed)[0].rgb, (*tall_image)[0].rgb);
+  for (engine::GroupId id : {*a, *b, *c}) e->Remove(id);
+}
+
+TEST(LuminaEngineTest, UnsupportedOrHalfGivenSizesAreRefusedListingTheSizes) {
+  std::unique_ptr<model::GenericEngine> e = MakeEngine();
+  ASSERT_NE(e, nullptr);
+  absl::StatusOr<engine::PreparedRequest> p = e->Prepare(Sized(Request("a red circle", 1, 1), 96, 96));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("width: image size 96x96 (width x height)"), std::string::npos) << p.status();
+  EXPECT_NE(p.status().message().find("128x64, 64x128"), std::string::npos) << p.status();
+  p = e->Prepare(Sized(Request("a red circle", 1, 1), 64, 0));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(p.status().message().rfind("height: ", 0), 0u) << p.status();
+  // A prepared request whose policy was resolved for another size is refused by Add.
+  absl::StatusOr<engine::PreparedRequest> ok = e->Prepare(Request("a red circle", 1, 1));
+  ASSERT_TRUE(ok.ok());
+  engine::PreparedRequest other = *ok;
+  other.request.width = 64;
+  other.request.height = 128;
+  absl::StatusOr<engine::GroupId> id = e->Add(other);
+  ASSERT_FALSE(id.ok());
+  EXPECT_NE(id.status().message().find("policy.l_dec"), std::string::npos) << id.status();
+  EXPECT_EQ(e->KvBytesInUse(), 0);
+}
+
+// A recorded sequence tells its size by its length and its first row.
+TEST(LuminaEngineTest, ScheduleOfTokensFindsTheSize) {
+  const std::vector<std::pair<int32_t, int32_t>> sizes = {{128, 64}, {64, 128}, {32, 32}};
+  std::vector<int32_t> tall(kTallH * (kTallW + 1) - 1, 5);
+  for (size_t t = kTallW; t < tall.size(); t += kTallW + 1) tall[t] = kNewLine;
+  absl::StatusOr<LuminaSchedule> s = ScheduleOfTokens(tall, sizes, kNewLine, 0);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->width, 64);
+  EXPECT_EQ(s->height, 128);
+  absl::StatusOr<LuminaSchedule> none = ScheduleOfTokens(std::vector<int32_t>(7, 5), sizes, kNewLine, 3);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("token_grids[3]"), std::string::npos) << none.status();
 }
 
 TEST(LuminaEngineTest, RowBreaksCodesKvAndSeedsAloneOrBatched) {
