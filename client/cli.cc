@@ -39,6 +39,7 @@ void AddRequestFlags(CLI::App& sub, RequestFlags& f) {
   sub.add_option("--temperature", f.temperature, "Sampling temperature (unset: the server default)");
   sub.add_option("--top_k", f.top_k, "Top-k filter, 0: off (unset: the server default)")->check(CLI::Range(0, 1 << 30));
   sub.add_option("--top_p", f.top_p, "Top-p filter in (0, 1] (unset: the server default)");
+  sub.add_option("--size", f.size, "Image size WxH, one of the model's (argen_client info lists them); unset: its default");
 }
 
 std::string ClientMessage(const CLI::App& failed, const std::string& message) {
@@ -143,8 +144,22 @@ absl::StatusOr<v1::SparsityPolicy> ParsePolicySpec(const std::string& spec) {
   return policy;
 }
 
+absl::StatusOr<std::pair<int32_t, int32_t>> ParseSizeSpec(const std::string& spec) {
+  if (spec.empty() || spec == "auto") return std::pair<int32_t, int32_t>{0, 0};
+  const std::vector<std::string> parts = absl::StrSplit(spec, 'x');
+  int32_t w = 0, h = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &w) || !absl::SimpleAtoi(parts[1], &h) || w <= 0 || h <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("size \"", spec, "\": expected WxH in pixels (e.g. 512x768)"));
+  }
+  return std::pair{w, h};
+}
+
 absl::StatusOr<v1::GenerateRequest> RequestFromFlags(const RequestFlags& f) {
   v1::GenerateRequest r;
+  absl::StatusOr<std::pair<int32_t, int32_t>> size = ParseSizeSpec(f.size);
+  if (!size.ok()) return size.status();
+  r.set_width(size->first);
+  r.set_height(size->second);
   r.set_prompt(f.prompt);
   r.set_num_images(f.count);
   if (f.seed) r.set_seed(*f.seed);

@@ -7,6 +7,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -40,6 +41,7 @@ struct RequestFlags {
   std::optional<uint64_t> seed;
   std::optional<double> cfg, temperature, top_p;
   std::optional<int32_t> top_k;
+  std::string size;  // "WxH" (GenerateRequest width, height); "": the model's default
 };
 
 struct GenerateOptions {
@@ -82,6 +84,8 @@ int RunLoad(const CommonOptions& common, const LoadOptions& options, std::ostrea
 
 // "diagonal", "diagonal:0.75" (name:sparsity) -> SparsityPolicy.
 absl::StatusOr<v1::SparsityPolicy> ParsePolicySpec(const std::string& spec);
+// "512x768" -> (512, 768): two positive integers around one 'x'; "auto" or "": (0, 0).
+absl::StatusOr<std::pair<int32_t, int32_t>> ParseSizeSpec(const std::string& spec);
 
 // The request the flags describe (policy spec first, then the single fields).
 absl::StatusOr<v1::GenerateRequest> RequestFromFlags(const RequestFlags& flags);

@@ -1,12 +1,31 @@
 #include <chrono>
 #include <iostream>
 
+#include "absl/strings/str_cat.h"
 #include "argen/v1/argen.grpc.pb.h"
 #include "client/commands.h"
 #include "client/generate_call.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace argen::client {
+namespace {
+
+std::string DefaultSize(const v1::ModelInfo& info) {
+  if (info.has_default_size()) return absl::StrCat(info.default_size().width(), "x", info.default_size().height());
+  return absl::StrCat(info.image_size(), "x", info.image_size());  // an older server
+}
+
+// Every size with its decode length; an older server: its one size.
+std::string SizeList(const v1::ModelInfo& info) {
+  if (info.image_sizes().empty()) return absl::StrCat(DefaultSize(info), " (", info.image_tokens(), ")");
+  std::string out;
+  for (const v1::ImageSize& s : info.image_sizes()) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", s.width(), "x", s.height(), " (", s.image_tokens(), ")");
+  }
+  return out;
+}
+
+}  // namespace
 
 int RunInfo(const CommonOptions& common, const InfoOptions& options, std::ostream& out, std::ostream& err) {
   auto stub = v1::ArGen::NewStub(MakeChannel(common.server, common.max_message_bytes, common.security));
@@ -31,8 +50,9 @@ int RunInfo(const CommonOptions& common, const InfoOptions& options, std::ostrea
   }
   out << "model          " << info.model() << " (" << (info.family().empty() ? "" : info.family() + ", ")
       << info.backend() << ")\n"
-      << "image          " << info.image_size() << "x" << info.image_size() << " px, " << info.token_grid() << "x"
-      << info.token_grid() << " tokens (" << info.image_tokens() << "), codebook " << info.image_vocab() << "\n"
+      << "image          " << DefaultSize(info) << " px default, " << info.image_tokens() << " decode tokens, codebook "
+      << info.image_vocab() << "\n"
+      << "sizes          " << SizeList(info) << " (--size WxH)\n"
       << "layers         " << info.num_layers() << ", hidden " << info.hidden_size() << "\n"
       << "prompt         up to " << info.max_prompt_tokens() << " tokens\n"
       << "KV             " << info.kv_bytes_per_token_row() << " bytes per token per row, budget "

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/image/jpeg.h"
+#include "engine/request_rules.h"
 #include "engine/sparse/policy_params.h"
 #include "nlohmann/json.hpp"
 #include "server/prometheus_metrics.h"
@@ -192,14 +193,17 @@ void HttpImagesApi::Models(const httplib::Request& request, httplib::Response& r
   }
   json policies = json::array();
   for (sparse::PolicyKind kind : sparse::kAllPolicyKinds) policies.push_back(std::string(sparse::PolicyName(kind)));
-  const std::string size = absl::StrCat(info.image_size, "x", info.image_size);
+  json sizes = json::array();
+  for (const engine::ImageLayout& l : engine::ImageLayouts(info)) sizes.push_back(absl::StrCat(l.width, "x", l.height));
+  const engine::ImageLayout default_layout = engine::DefaultLayout(info);
   json model = {{"id", info.name},
                 {"object", "model"},
                 {"created", started_unix_},
                 {"owned_by", "argen"},
                 {"argen",
                  {{"backend", info.backend},
-                  {"sizes", {size}},
+                  {"sizes", sizes},
+                  {"default_size", absl::StrCat(default_layout.width, "x", default_layout.height)},
                   {"image_size", info.image_size},
                   {"token_grid", info.token_grid},
                   {"image_tokens", info.image_tokens},
@@ -272,7 +276,12 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
     return;
   }
 
-  const ImagesApiModel model{g->info().name, g->info().image_size, /*jpeg=*/true};
+  ImagesApiModel model{g->info().name, g->info().image_size, /*jpeg=*/true};
+  for (const engine::ImageLayout& l : engine::ImageLayouts(g->info())) {
+    model.sizes.push_back(absl::StrCat(l.width, "x", l.height));
+  }
+  const engine::ImageLayout default_layout = engine::DefaultLayout(g->info());
+  model.default_size = absl::StrCat(default_layout.width, "x", default_layout.height);
   std::variant<ImagesRequest, HttpApiError> parsed = ParseImagesRequest(body, model);
   const std::string peer = absl::StrCat(request.remote_addr, ":", request.remote_port);
   if (auto* e = std::get_if<HttpApiError>(&parsed)) {
@@ -286,7 +295,11 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
 
   auto gen = std::make_shared<Generation>();
   gen->request = std::get<ImagesRequest>(std::move(parsed));
-  gen->image_tokens = g->info().image_tokens;
+  engine::GenerationRequest sized;  // the request's size: its decode length
+  sized.width = gen->request.generate.width();
+  sized.height = gen->request.generate.height();
+  absl::StatusOr<engine::ImageLayout> layout = engine::RequestLayout(sized, g->info());
+  gen->image_tokens = layout.ok() ? layout->image_tokens : g->info().image_tokens;
   gen->policy = g->PolicyLabel(gen->request.generate);
   scheduler::ImageEncoder encoder;  // empty: PNG, the scheduler's
   if (gen->request.output_format == "jpeg") {

@@ -1,5 +1,6 @@
 #include "server/http_request_mapping.h"
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 
@@ -148,10 +149,33 @@ std::optional<HttpApiError> ParsePolicy(const json& v, v1::SparsityPolicy* polic
   return std::nullopt;
 }
 
+// "512x768" -> 512, 768: digits, 'x', digits (at most 5 each), nothing else.
+bool ParseSize(const std::string& size, int32_t* width, int32_t* height) {
+  const size_t x = size.find('x');
+  if (x == std::string::npos || x == 0 || x + 1 >= size.size() || x > 5 || size.size() - x - 1 > 5) return false;
+  const std::string w = size.substr(0, x), h = size.substr(x + 1);
+  for (const std::string* part : {&w, &h}) {
+    if (!std::all_of(part->begin(), part->end(), [](char c) { return absl::ascii_isdigit(c); })) return false;
+  }
+  *width = std::stoi(w);
+  *height = std::stoi(h);
+  return *width > 0 && *height > 0;
+}
+
+// At most 20 sizes, then how many there are.
+std::string SizeList(const std::vector<std::string>& sizes) {
+  constexpr size_t kShown = 20;
+  std::string out = absl::StrJoin(sizes.begin(), sizes.begin() + std::min(sizes.size(), kShown), ", ");
+  if (sizes.size() > kShown) absl::StrAppend(&out, ", ... (", sizes.size(), " sizes; GET /v1/models lists all)");
+  return out;
+}
+
 std::variant<ImagesRequest, HttpApiError> Parse(const json& body, const ImagesApiModel& model) {
   ImagesRequest out;
   v1::GenerateRequest& g = out.generate;
-  const std::string model_size = absl::StrCat(model.image_size, "x", model.image_size);
+  const std::string model_size = model.default_size.empty()
+                                     ? absl::StrCat(model.image_size, "x", model.image_size)
+                                     : model.default_size;
   out.size = model_size;
   bool have_prompt = false;
   for (const auto& [key, value] : body.items()) {
@@ -166,10 +190,20 @@ std::variant<ImagesRequest, HttpApiError> Parse(const json& body, const ImagesAp
       g.set_num_images(n);
     } else if (key == "size") {
       ARGEN_TAKE(size, String(value, key));
-      if (size != "auto" && size != model_size) {
-        return Bad(key, absl::StrCat("'", size, "' is not available: this model makes ", model_size,
-                                     " images (sizes: ", model_size, ", auto)"));
+      if (size == "auto") continue;
+      const std::vector<std::string> sizes =
+          model.sizes.empty() ? std::vector<std::string>{model_size} : model.sizes;
+      int32_t w = 0, h = 0;
+      if (!ParseSize(size, &w, &h)) {
+        return Bad(key, absl::StrCat("'", size.substr(0, 32), "' is not WxH (e.g. ", model_size, ") or auto"));
       }
+      if (std::find(sizes.begin(), sizes.end(), size) == sizes.end()) {
+        return Bad(key, absl::StrCat("'", size, "' is not available for this model (sizes: ", SizeList(sizes),
+                                     ", auto)"));
+      }
+      out.size = size;
+      g.set_width(w);
+      g.set_height(h);
     } else if (key == "response_format") {
       ARGEN_TAKE(format, String(value, key));
       if (format == "url") {
@@ -278,6 +312,7 @@ std::string JsonFieldOf(absl::string_view proto_field) {
   if (proto_field == "num_images") return "n";
   if (proto_field == "cfg_weight" || proto_field == "sampling.cfg_weight") return "guidance_scale";
   if (proto_field == "previews") return "partial_images";
+  if (proto_field == "width" || proto_field == "height") return "size";
   if (absl::StartsWith(proto_field, "sampling.")) return std::string(proto_field.substr(9));
   return std::string(proto_field);
 }

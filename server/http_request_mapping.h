@@ -6,7 +6,7 @@
 // moderation, style, user, stream, partial_images, model) and argen's own
 // (seed, guidance_scale, temperature, top_k, top_p, policy, priority).
 // This layer checks only what is HTTP-specific: JSON types, OpenAI's own
-// values (size must be the model's, response_format b64_json, partial_images
+// values (size one of the model's as "WxH", response_format b64_json, partial_images
 // 0-3, ...), unknown fields. Value ranges of the shared fields (n, sampling,
 // policy) are checked once, for gRPC and HTTP alike, by
 // server/request_mapping's ToGenerationRequest and the scheduler;
@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 #include <variant>
+#include <vector>
 #include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
@@ -38,8 +39,12 @@ struct HttpApiError {
 // What the mapping needs to know about the served model.
 struct ImagesApiModel {
   std::string model;       // the id /v1/models lists
-  int32_t image_size = 0;  // square images of this many pixels per side
+  int32_t image_size = 0;  // square images of this many pixels per side (when default_size is empty)
   bool jpeg = false;       // output_format jpeg available
+  // "WxH" of every size `size` may name, and the default ("auto"); empty:
+  // image_size square alone.
+  std::vector<std::string> sizes;
+  std::string default_size;
 };
 
 struct ImagesRequest {

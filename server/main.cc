@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/version.h"
+#include "engine/request_rules.h"
 #include "server/argen_server.h"
 #include "server/config_values.h"
 #include "server/request_log.h"
@@ -82,8 +83,12 @@ int main(int argc, char** argv) {
                           absl::StrFormat("%.2f", info.kv_budget_bytes / 1e9), " GB)",
                           info.memory_sizing.empty() ? "" : "; ", info.memory_sizing),
              {{"max_batch_rows", info.max_batch_rows}, {"kv_budget_bytes", info.kv_budget_bytes}});
-  std::string serving = absl::StrCat("model ", info.name, ", ", info.image_size, "px, ", info.image_tokens,
-                                     " image tokens; serving gRPC on ", config->listen_address, ":", (*server)->port());
+  const argen::engine::ImageLayout size = argen::engine::DefaultLayout(info);
+  const size_t sizes = argen::engine::ImageLayouts(info).size();
+  std::string serving =
+      absl::StrCat("model ", info.name, ", ", size.width, "x", size.height, " px, ", size.image_tokens, " image tokens",
+                   sizes > 1 ? absl::StrCat(" (default of ", sizes, " sizes)") : "", "; serving gRPC on ",
+                   config->listen_address, ":", (*server)->port());
   if ((*server)->http_port() >= 0) {
     absl::StrAppend(&serving, ", HTTP API on ", config->http_address, ":", (*server)->http_port());
   }

@@ -49,8 +49,18 @@ absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::Generate
   if (request.request_id().size() > 128 || !PrintableId(request.request_id())) {
     return absl::InvalidArgumentError("request_id: must be at most 128 printable ASCII characters without spaces");
   }
-  absl::StatusOr<sparse::PolicyParams> policy =
-      sparse::ApplyPolicyDefaults(ToPolicyRequest(request.policy()), config.default_policy, engine::PolicyGrid(info));
+  if (request.width() < 0 || request.height() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(request.width() < 0 ? "width" : "height",
+                                                   ": must be >= 0 (0: the model's default size), got ",
+                                                   request.width() < 0 ? request.width() : request.height()));
+  }
+  out.width = request.width();
+  out.height = request.height();
+  // The policy defaults apply to the request's own decode length.
+  absl::StatusOr<engine::ImageLayout> layout = engine::RequestLayout(out, info);
+  if (!layout.ok()) return layout.status();
+  absl::StatusOr<sparse::PolicyParams> policy = sparse::ApplyPolicyDefaults(
+      ToPolicyRequest(request.policy()), config.default_policy, engine::PolicyGrid(*layout));
   if (!policy.ok()) return policy.status();
   out.policy = *policy;
   if (absl::Status s = engine::ValidateRequest(out, info); !s.ok()) return s;
@@ -135,6 +145,16 @@ void FillModelInfo(const engine::ModelInfo& info, const ServerConfig& config, v1
   out->set_num_layers(info.num_layers);
   out->set_hidden_size(info.hidden_size);
   out->set_max_previews(scheduler::MaxPreviews(info));
+  for (const engine::ImageLayout& l : engine::ImageLayouts(info)) {
+    v1::ImageSize* size = out->add_image_sizes();
+    size->set_width(l.width);
+    size->set_height(l.height);
+    size->set_image_tokens(l.image_tokens);
+  }
+  const engine::ImageLayout default_layout = engine::DefaultLayout(info);
+  out->mutable_default_size()->set_width(default_layout.width);
+  out->mutable_default_size()->set_height(default_layout.height);
+  out->mutable_default_size()->set_image_tokens(default_layout.image_tokens);
   for (sparse::PolicyKind kind : sparse::kAllPolicyKinds) {
     v1::PolicyInfo* pi = out->add_policies();
     pi->set_name(std::string(sparse::PolicyName(kind)));

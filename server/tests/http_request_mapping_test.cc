@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "server/request_mapping.h"
 
@@ -127,6 +128,42 @@ TEST(HttpRequestMappingTest, EveryBadFieldIsA400NamingIt) {
     EXPECT_EQ(e.message.rfind(std::string(c.param) + ": ", 0), 0u) << c.body << " -> " << e.message;
     EXPECT_NE(e.message.find(c.says), std::string::npos) << c.body << " -> " << e.message;
   }
+}
+
+// A model of several sizes: `size` "WxH" maps onto width and height, "auto"
+// (or none) leaves both unset, and a malformed or unsupported size is a 400
+// naming `size` with the sizes.
+TEST(HttpRequestMappingTest, SizeMapsOntoWidthAndHeight) {
+  ImagesApiModel model{"lumina", 128, /*jpeg=*/false};
+  model.sizes = {"128x64", "64x128"};
+  model.default_size = "128x64";
+  auto parse = [&](const std::string& body) { return ParseImagesRequest(body, model); };
+  std::variant<ImagesRequest, HttpApiError> r = parse(R"({"prompt": "x", "size": "64x128"})");
+  ASSERT_TRUE(std::holds_alternative<ImagesRequest>(r)) << std::get<HttpApiError>(r).message;
+  EXPECT_EQ(std::get<ImagesRequest>(r).generate.width(), 64);
+  EXPECT_EQ(std::get<ImagesRequest>(r).generate.height(), 128);
+  EXPECT_EQ(std::get<ImagesRequest>(r).size, "64x128");
+  for (const char* body : {R"({"prompt": "x", "size": "auto"})", R"({"prompt": "x"})"}) {
+    r = parse(body);
+    ASSERT_TRUE(std::holds_alternative<ImagesRequest>(r)) << body;
+    EXPECT_EQ(std::get<ImagesRequest>(r).generate.width(), 0) << body;
+    EXPECT_EQ(std::get<ImagesRequest>(r).generate.height(), 0) << body;
+    EXPECT_EQ(std::get<ImagesRequest>(r).size, "128x64") << body;
+  }
+  for (const char* size : {"64x64", "64 x 128", "x128", "64x", "64x128x2", "-64x128", "0x0", "64X128", "999999x1"}) {
+    r = parse(absl::StrCat(R"({"prompt": "x", "size": ")", size, R"("})"));
+    ASSERT_TRUE(std::holds_alternative<HttpApiError>(r)) << size;
+    const HttpApiError& e = std::get<HttpApiError>(r);
+    EXPECT_EQ(e.status, 400) << size;
+    EXPECT_EQ(e.param, "size") << size;
+    EXPECT_EQ(e.message.rfind("size: ", 0), 0u) << e.message;
+  }
+  r = parse(R"({"prompt": "x", "size": "64x64"})");
+  EXPECT_NE(std::get<HttpApiError>(r).message.find("sizes: 128x64, 64x128, auto"), std::string::npos)
+      << std::get<HttpApiError>(r).message;
+  // The shared path's size errors name `size` too.
+  EXPECT_EQ(ToHttpError(absl::InvalidArgumentError("width: image size 1x1 is not supported")).param, "size");
+  EXPECT_EQ(ToHttpError(absl::InvalidArgumentError("height: must be set with width")).param, "size");
 }
 
 TEST(HttpRequestMappingTest, BodiesThatAreNotAJsonObject) {

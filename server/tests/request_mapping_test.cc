@@ -198,5 +198,86 @@ TEST(RequestMappingTest, ModelInfoListsEveryPolicyAndRanges) {
   EXPECT_TRUE(has_n_att);
 }
 
+// A model of two sizes: the default 64 tokens (8 x 8) and a wide 16 x 4.
+engine::ModelInfo TwoSizes() {
+  engine::ModelInfo info = Info();
+  info.name = "m";
+  info.image_size = 128;
+  info.token_grid = 8;
+  info.image_layouts = {engine::ImageLayout{128, 128, 8, 8, kImageTokens, sparse::GridGeometry{8, 0, kImageTokens}},
+                        engine::ImageLayout{256, 64, 16, 4, 64 + 3, sparse::GridGeometry{16, 1, 64 + 3}}};
+  return info;
+}
+
+TEST(RequestMappingTest, WidthAndHeightPickTheSizeAndItsDecodeLength) {
+  v1::GenerateRequest r = Basic();
+  r.set_width(256);
+  r.set_height(64);
+  absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(r, DiagonalDefault(), TwoSizes(), 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->width, 256);
+  EXPECT_EQ(g->height, 64);
+  // Unset: the default size (0 x 0 for the engine).
+  g = ToGenerationRequest(Basic(), DiagonalDefault(), TwoSizes(), 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->width, 0);
+  EXPECT_EQ(g->height, 0);
+}
+
+TEST(RequestMappingTest, HalfAGivenOrUnsupportedSizeIsInvalidArgumentNamingTheField) {
+  v1::GenerateRequest r = Basic();
+  r.set_width(256);
+  absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(r, DiagonalDefault(), TwoSizes(), 1);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(g.status().message().rfind("height: ", 0), 0u) << g.status();
+  r.set_height(-3);
+  g = ToGenerationRequest(r, DiagonalDefault(), TwoSizes(), 1);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().message().rfind("height: ", 0), 0u) << g.status();
+  r.set_height(100);
+  g = ToGenerationRequest(r, DiagonalDefault(), TwoSizes(), 1);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(g.status().message().rfind("width: image size 256x100", 0), 0u) << g.status();
+  EXPECT_NE(g.status().message().find("128x128, 256x64"), std::string::npos) << g.status();
+}
+
+TEST(RequestMappingTest, ManySizesAreListedBoundedInMessages) {
+  engine::ModelInfo info = TwoSizes();
+  info.image_layouts.resize(1);
+  for (int32_t i = 1; i <= 30; ++i) {
+    info.image_layouts.push_back(engine::ImageLayout{32 * i, 32, 2 * i, 2, 4 * i, sparse::GridGeometry{2 * i, 0, 4 * i}});
+  }
+  v1::GenerateRequest r = Basic();
+  r.set_width(7);
+  r.set_height(7);
+  absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(r, DiagonalDefault(), info, 1);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("... (31 sizes; GetModelInfo lists all)"), std::string::npos) << g.status();
+  EXPECT_EQ(g.status().message().find("640x32"), std::string::npos) << g.status();  // the 21st is left out
+}
+
+TEST(RequestMappingTest, ModelInfoListsTheSizesAndTheDefault) {
+  v1::ModelInfo out;
+  FillModelInfo(TwoSizes(), DiagonalDefault(), &out);
+  ASSERT_EQ(out.image_sizes_size(), 2);
+  EXPECT_EQ(out.image_sizes(1).width(), 256);
+  EXPECT_EQ(out.image_sizes(1).height(), 64);
+  EXPECT_EQ(out.image_sizes(1).image_tokens(), 67);
+  EXPECT_EQ(out.default_size().width(), 128);
+  EXPECT_EQ(out.default_size().height(), 128);
+  EXPECT_EQ(out.default_size().image_tokens(), kImageTokens);
+  // A model of one size (no list): that one.
+  v1::ModelInfo one;
+  engine::ModelInfo info = Info();
+  info.image_size = 128;
+  info.token_grid = 8;
+  FillModelInfo(info, DiagonalDefault(), &one);
+  ASSERT_EQ(one.image_sizes_size(), 1);
+  EXPECT_EQ(one.image_sizes(0).width(), 128);
+  EXPECT_EQ(one.image_sizes(0).image_tokens(), kImageTokens);
+}
+
 }  // namespace
 }  // namespace argen::server

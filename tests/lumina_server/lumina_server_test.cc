@@ -5,17 +5,25 @@
 // model's 1,024 codes), `generate` writes a valid 384 x 384 PNG (diagonal
 // sparsity 0.9 with the paper's N_r), and a wrong
 // vqgan_dir is a start-up error naming vqgan.yaml. One model per server.
+// Sizes per request: with a config copy allowing 384 x 384 and 128 x 64,
+// `info` lists both, `generate --size 128x64` (GenerateRequest width and
+// height) writes a 128 x 64 PNG, and an unsupported size is refused listing
+// the sizes.
 #include <signal.h>
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <sstream>
 #include <vector>
 
 #include "client/commands.h"
 #include "engine/image/png.h"
+#include "nlohmann/json.hpp"
 #include "tests/reliability/process_util.h"
 #include "tests/support/golden_files.h"
 
@@ -76,6 +84,77 @@ TEST(LuminaServerTest, InfoAndGenerateOverGrpc) {
   kill(pid, SIGTERM);
   EXPECT_EQ(WaitExit(pid, 120), 0) << ReadFile(log);
   fs::remove_all(dir);
+}
+
+// The shipped model's files, its config allowing 384 x 384 (the default) and 128 x 64.
+std::string TwoSizeModelDir() {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("lumina_sizes_" + std::to_string(::getpid())) /
+                       "argen-lumina-scenes-v1";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path shipped = fs::absolute(SourceDir() + "/models/argen-lumina-scenes-v1");
+  for (const char* f :
+       {"model-00001-of-00001.safetensors", "model.safetensors.index.json", "tokenizer.json", "tokenizer"}) {
+    fs::create_symlink(shipped / f, dir / f);
+  }
+  std::ifstream in(shipped / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  config["argen_image_sizes"] = nlohmann::json::array({{384, 384}, {128, 64}});
+  std::ofstream(dir / "config.json") << config.dump();
+  return dir.string();
+}
+
+TEST(LuminaServerTest, GenerateAtARequestedSize) {
+  const std::string model_dir = TwoSizeModelDir();
+  std::vector<std::string> args = ServerArgs();
+  args[2] = model_dir;
+  const std::string log = ::testing::TempDir() + "/argen_lumina_sizes.log";
+  ServerProcess p = SpawnProcess(args, log);
+  ASSERT_TRUE(WaitServing(p, 60)) << ReadFile(log);
+  const std::string server = "--server=127.0.0.1:" + std::to_string(p.port);
+
+  std::ostringstream out, err;
+  ASSERT_EQ(client::RunClient({server, "info", "--json"}, out, err), 0) << err.str();
+  const nlohmann::json info = nlohmann::json::parse(out.str());
+  ASSERT_EQ(info["image_sizes"].size(), 2u) << out.str();
+  EXPECT_EQ(info["image_sizes"][1]["width"], 128);
+  EXPECT_EQ(info["image_sizes"][1]["height"], 64);
+  EXPECT_EQ(info["image_sizes"][1]["image_tokens"], 4 * 9 - 1);  // 4 rows of 8 codes + 3 new lines
+  EXPECT_EQ(info["default_size"]["width"], 384);
+
+  const std::string dir = ::testing::TempDir() + "/lumina_sized_images";
+  fs::remove_all(dir);
+  std::ostringstream gen_out, gen_err;
+  ASSERT_EQ(client::RunClient({server, "generate", "--prompt", "a red circle", "--seed", "5", "--size", "128x64",
+                               "--out", dir, "--request_id", "wide", "--json", "--quiet"},
+                              gen_out, gen_err),
+            0)
+      << gen_err.str() << gen_out.str();
+  const nlohmann::json result = nlohmann::json::parse(gen_out.str());
+  EXPECT_EQ(result["policy"]["l_dec"], 35) << gen_out.str();  // Accepted: the request's own L_dec
+  const std::string png = ReadFile(dir + "/wide_0.png");
+  absl::StatusOr<image::Rgb8Image> decoded =
+      image::DecodePng({reinterpret_cast<const uint8_t*>(png.data()), png.size()});
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->width, 128);
+  EXPECT_EQ(decoded->height, 64);
+
+  std::ostringstream bad_out, bad_err;
+  EXPECT_EQ(client::RunClient({server, "generate", "--prompt", "a red circle", "--size", "96x96", "--out", dir,
+                               "--quiet"},
+                              bad_out, bad_err),
+            1);
+  EXPECT_NE(bad_err.str().find("INVALID_ARGUMENT"), std::string::npos) << bad_err.str();
+  EXPECT_NE(bad_err.str().find("384x384, 128x64"), std::string::npos) << bad_err.str();
+  std::ostringstream usage_out, usage_err;
+  EXPECT_EQ(client::RunClient({server, "generate", "--prompt", "x", "--size", "wide", "--out", dir}, usage_out,
+                              usage_err),
+            2);
+  EXPECT_NE(usage_err.str().find("size"), std::string::npos) << usage_err.str();
+  kill(p.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(p.pid, 120), 0) << ReadFile(log);
+  fs::remove_all(dir);
+  fs::remove_all(fs::path(model_dir).parent_path());
 }
 
 TEST(LuminaServerTest, MissingVqganIsAStartUpErrorNamingIt) {
