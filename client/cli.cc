@@ -225,7 +225,7 @@ int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostr
   CLI::Option* prompts_file =
       gen->add_option("--prompts-file,--prompts_file", generate.prompts_file,
                       "Batch mode: one request per line, a prompt or a JSON object overriding the flags "
-                      "(prompt, count, seed, policy, sparsity, n_att, n_recent, n_sink, cfg, temperature, "
+                      "(prompt, count, seed, size, policy, sparsity, n_att, n_recent, n_sink, cfg, temperature, "
                       "top_k, top_p, request_id)");
   prompt->excludes(prompts_file);
   AddRequestFlags(*gen, generate.request);

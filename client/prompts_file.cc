@@ -36,6 +36,12 @@ absl::Status ApplyField(const std::string& key, const json& v, v1::GenerateReque
     absl::StatusOr<v1::SparsityPolicy> p = ParsePolicySpec(v.get<std::string>());
     if (!p.ok()) return p.status();
     *r.mutable_policy() = *p;
+  } else if (key == "size") {
+    if (!v.is_string()) return want_number("a string such as \"512x768\"");
+    absl::StatusOr<std::pair<int32_t, int32_t>> size = ParseSizeSpec(v.get<std::string>());
+    if (!size.ok()) return size.status();
+    r.set_width(size->first);
+    r.set_height(size->second);
   } else if (key == "count" || key == "num_images") {
     if (absl::Status s = integer(1, 4096, i); !s.ok()) return s;
     r.set_num_images(static_cast<int32_t>(i));

@@ -152,6 +152,31 @@ TEST(PromptsFileTest, PlainLinesAndJsonlWithOverrides) {
   }
 }
 
+// --size WxH and a prompts file's "size" set GenerateRequest width and height.
+TEST(SizeSpecTest, WxHOrAutoElseAClearError) {
+  EXPECT_EQ(*ParseSizeSpec("512x768"), (std::pair<int32_t, int32_t>{512, 768}));
+  EXPECT_EQ(*ParseSizeSpec(""), (std::pair<int32_t, int32_t>{0, 0}));
+  EXPECT_EQ(*ParseSizeSpec("auto"), (std::pair<int32_t, int32_t>{0, 0}));
+  for (const char* bad : {"512", "512x", "x512", "0x512", "-1x2", "512x768x2", "axb"}) {
+    absl::StatusOr<std::pair<int32_t, int32_t>> s = ParseSizeSpec(bad);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.status().message().find("WxH"), std::string::npos) << s.status();
+  }
+  RequestFlags flags;
+  flags.prompt = "x";
+  flags.size = "128x64";
+  absl::StatusOr<v1::GenerateRequest> r = RequestFromFlags(flags);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->width(), 128);
+  EXPECT_EQ(r->height(), 64);
+  absl::StatusOr<PromptsFile> f = ParsePrompts("{\"prompt\": \"a\", \"size\": \"64x128\"}\nb\n", "p.txt", *r);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->lines[0].request.width(), 64);
+  EXPECT_EQ(f->lines[0].request.height(), 128);
+  EXPECT_EQ(f->lines[1].request.width(), 128);  // the flags' size
+  EXPECT_FALSE(ParsePrompts("{\"prompt\": \"a\", \"size\": 64}", "p.txt", *r).ok());
+}
+
 // A health service that records the authorization metadata it receives.
 class RecordingHealth final : public grpc::health::v1::Health::Service {
  public:
