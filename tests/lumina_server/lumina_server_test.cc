@@ -8,7 +8,8 @@
 // Sizes per request: with a config copy allowing 384 x 384 and 128 x 64,
 // `info` lists both, `generate --size 128x64` (GenerateRequest width and
 // height) writes a 128 x 64 PNG, and an unsupported size is refused listing
-// the sizes.
+// the sizes; over HTTP, `size` "128x64" gives a 128 x 64 PNG and "96x96" a
+// 400 naming `size`.
 #include <signal.h>
 
 #include <gtest/gtest.h>
@@ -24,6 +25,7 @@
 #include "client/commands.h"
 #include "engine/image/png.h"
 #include "nlohmann/json.hpp"
+#include "tests/serving/http_test_util.h"
 #include "tests/reliability/process_util.h"
 #include "tests/support/golden_files.h"
 
@@ -108,10 +110,15 @@ TEST(LuminaServerTest, GenerateAtARequestedSize) {
   const std::string model_dir = TwoSizeModelDir();
   std::vector<std::string> args = ServerArgs();
   args[2] = model_dir;
+  args.push_back("--http_address=127.0.0.1");
+  args.push_back("--http_port=0");
   const std::string log = ::testing::TempDir() + "/argen_lumina_sizes.log";
   ServerProcess p = SpawnProcess(args, log);
   ASSERT_TRUE(WaitServing(p, 60)) << ReadFile(log);
   const std::string server = "--server=127.0.0.1:" + std::to_string(p.port);
+  std::smatch http_port;
+  const std::string serving_log = ReadFile(log);
+  ASSERT_TRUE(std::regex_search(serving_log, http_port, std::regex("HTTP API on [^ ]*:([0-9]+)"))) << serving_log;
 
   std::ostringstream out, err;
   ASSERT_EQ(client::RunClient({server, "info", "--json"}, out, err), 0) << err.str();
@@ -146,6 +153,26 @@ TEST(LuminaServerTest, GenerateAtARequestedSize) {
             1);
   EXPECT_NE(bad_err.str().find("INVALID_ARGUMENT"), std::string::npos) << bad_err.str();
   EXPECT_NE(bad_err.str().find("384x384, 128x64"), std::string::npos) << bad_err.str();
+  // HTTP: size "WxH" is the same choice; an unsupported one a 400 naming size.
+  auto http = serving_test::HttpClient(std::stoi(http_port[1]));
+  httplib::Result ok = serving_test::PostImages(*http, {{"prompt", "a red circle"}, {"size", "128x64"}, {"seed", 2}});
+  ASSERT_TRUE(ok) << httplib::to_string(ok.error());
+  ASSERT_EQ(ok->status, 200) << ok->body;
+  const nlohmann::json body = nlohmann::json::parse(ok->body);
+  EXPECT_EQ(body["size"], "128x64");
+  EXPECT_EQ(serving_test::PngSize(serving_test::Base64Decode(body["data"][0]["b64_json"].get<std::string>())),
+            (std::pair<int, int>{128, 64}));
+  httplib::Result refused = serving_test::PostImages(*http, {{"prompt", "a red circle"}, {"size", "96x96"}});
+  ASSERT_TRUE(refused) << httplib::to_string(refused.error());
+  EXPECT_EQ(refused->status, 400);
+  const nlohmann::json error = nlohmann::json::parse(refused->body);
+  EXPECT_EQ(error["error"]["param"], "size") << refused->body;
+  EXPECT_NE(error["error"]["message"].get<std::string>().find("384x384, 128x64"), std::string::npos) << refused->body;
+  httplib::Result models = http->Get("/v1/models");
+  ASSERT_TRUE(models) << httplib::to_string(models.error());
+  const nlohmann::json listed = nlohmann::json::parse(models->body);
+  EXPECT_EQ(listed["data"][0]["argen"]["sizes"], nlohmann::json::array({"384x384", "128x64"})) << models->body;
+
   std::ostringstream usage_out, usage_err;
   EXPECT_EQ(client::RunClient({server, "generate", "--prompt", "x", "--size", "wide", "--out", dir}, usage_out,
                               usage_err),
