@@ -17,11 +17,13 @@
 
 namespace argen::model {
 
-// Prompt tokens a request may have (also bounded by max_position_embeddings - image_tokens).
+// Prompt tokens a request may have (also bounded by max_position_embeddings - the
+// longest size's image_tokens).
 inline constexpr int32_t kDefaultMaxPromptTokens = 1024;
 
 // encoder == nullptr: the family's prompt recipe (e.g. Janus' chat format over
-// the checkpoint's tokenizer.json).
+// the checkpoint's tokenizer.json). A given encoder is the default size's;
+// requests naming another size use the family's recipe of that size.
 absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine::EngineOptions& options,
                                                                    PromptEncoder encoder = nullptr);
 

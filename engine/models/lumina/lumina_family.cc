@@ -148,6 +148,7 @@ absl::StatusOr<model::ImageDecoder> MakeDecoder(const std::string& vqgan_dir, co
         gpu_images = *std::move(d);
       }
       if (!on_cpu.empty()) {
+        if (cpu == nullptr) return absl::InternalError("VQGAN decode: no CPU decoder for a non-GPU size");
         absl::StatusOr<std::vector<engine::RgbImage>> d = cpu->Decode(on_cpu);
         if (!d.ok()) return d.status();
         cpu_images = *std::move(d);
