@@ -16,12 +16,12 @@ namespace {
 using bf16 = __nv_bfloat16;
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-// Independent 16-byte loads in flight per thread; 8 where the G query heads
-// accumulators leave room (a short key set then takes half the round trips).
-template <int G>
-constexpr int UnrollFor() {
-  return G <= 2 ? 8 : 4;
-}
+// Independent 16-byte loads in flight per thread. Launches over dense rows only
+// with query groups of <= 2 heads take 8 (measured on the H200: the dense
+// attention stage 5-22% faster, 2026-12-01); any slot list keeps 4 (8 measured
+// slower there: docs/PERFORMANCE.md "Attention loads in flight").
+constexpr int kUnroll = 4;
+constexpr int kDenseUnroll = 8;
 
 struct WorkspaceView {
   float* m;       // [tokens][heads][splits]
@@ -123,11 +123,10 @@ __device__ __forceinline__ void WriteObserve(const AttentionArgs& a, int t, int 
   if (threadIdx.x == 0) a.argmin[head] = best.e;
 }
 
-template <int HD, int G>
+template <int HD, int G, int kUnroll>
 __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   constexpr int kLanesPerKey = HD / 8;
   constexpr int kKeysPerIter = kThreads / kLanesPerKey;
-  constexpr int kUnroll = UnrollFor<G>();
   extern __shared__ float smem[];
   float* scores = smem;                                         // [G][chunk]
   int* positions = reinterpret_cast<int*>(smem + G * a.chunk);  // [chunk]
@@ -161,11 +160,6 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
     for (int i = 0; i < 8; ++i) q[g][i] = qp[i] * a.scale;
   }
 
-  // Pass 0: every key's region position, read from the slot list once and in
-  // parallel, so the key loads below do not each wait on an index load first.
-  for (int j = tid; j < len; j += kThreads) positions[j] = KeyPosition(begin + j, m, idx);
-  __syncthreads();
-
   // Pass 1: scores of every key of the chunk.
   for (int base = 0; base < len; base += kKeysPerIter * kUnroll) {
     detail::Bf16x8 kv[kUnroll];
@@ -173,7 +167,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int j = base + u * kKeysPerIter + slot;
-      pos[u] = j < len ? positions[j] : -1;
+      pos[u] = j < len ? KeyPosition(begin + j, m, idx) : -1;
       if (pos[u] >= 0) kv[u] = detail::Load8(k_base + static_cast<int64_t>(pos[u]) * HD + sub * 8);
     }
 #pragma unroll
@@ -201,6 +195,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
                 logit;
         }
       }
+      if (sub == 0 && j < len) positions[j] = pos[u];
     }
   }
   __syncthreads();
@@ -541,12 +536,19 @@ cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
     return cudaGetLastError();
   }
   const size_t smem = SharedBytes(HD, G, a.chunk);
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(AttentionKernel<HD, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk)));
-  if (attr != cudaSuccess) return attr;
+  const int max_smem = static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk));
   dim3 grid(a.tokens, a.kv_heads, a.splits);
-  AttentionKernel<HD, G><<<grid, kThreads, smem, stream>>>(a);
+  if (G <= 2 && a.decode_idx == nullptr) {
+    static const cudaError_t attr = cudaFuncSetAttribute(
+        AttentionKernel<HD, G, kDenseUnroll>, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+    if (attr != cudaSuccess) return attr;
+    AttentionKernel<HD, G, kDenseUnroll><<<grid, kThreads, smem, stream>>>(a);
+  } else {
+    static const cudaError_t attr = cudaFuncSetAttribute(AttentionKernel<HD, G, kUnroll>,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+    if (attr != cudaSuccess) return attr;
+    AttentionKernel<HD, G, kUnroll><<<grid, kThreads, smem, stream>>>(a);
+  }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || a.splits == 1) return err;
   CombineKernel<HD, G><<<dim3(a.tokens, a.kv_heads), kThreads, 0, stream>>>(a);
