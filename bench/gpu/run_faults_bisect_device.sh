@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# gpu_faults_test on the merged main, alone and beside a build with the decode
-# attention of b45bed0, to tell which change broke ACudaErrorInAPrefill... (2026-12-01).
+# gpu_faults_test on the device, three times over (2026-12-01: the PNG comparison
+# across engine instances failed by chance while the VQ decode was bf16 with
+# per-engine cuDNN algorithm timing; the test now decodes in fp32). $OUT/faults.log.
 set -u
 B=/tmp/gf; mkdir -p $B && xz -dc .gpubundle/gf.tar.xz | tar -xf - -C $B || exit 1
 export LD_LIBRARY_PATH=$B/lib:/usr/local/cuda-13.0/targets/x86_64-linux/lib:/usr/local/cuda/lib64
 export ARGEN_SOURCE_DIR=$PWD ARGEN_SERVER_BIN=$B/bin/argen_server
-run() { echo "=== $*"; timeout 120 "$@" --gtest_brief=1 2>&1 | grep -E "OK|FAILED|PASSED|wrong image" | head -20; }
-run $B/bin/gpu_faults_test_head
-run $B/bin/gpu_faults_test_oldattn
-run $B/bin/gpu_faults_test_head --gtest_filter=GpuFaultsTest.ACudaErrorInAPrefill*
-run $B/bin/gpu_faults_test_head --gtest_filter=GpuFaultsTest.ACudaErrorInAGraph*:GpuFaultsTest.ACudaErrorInAPrefill*
-run $B/bin/gpu_faults_test_head --gtest_repeat=2 --gtest_filter=GpuFaultsTest.A*:GpuFaultsTest.Nan*
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+timeout 300 $B/bin/gpu_faults_test --gtest_repeat=3 --gtest_brief=1 >"$OUT/faults.log" 2>&1
+echo "rc=$?" >>"$OUT/faults.log"
+grep -E "PASSED|FAILED|wrong image|^rc=" "$OUT/faults.log"
