@@ -16,12 +16,7 @@ namespace {
 using bf16 = __nv_bfloat16;
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-// Independent 16-byte loads in flight per thread. Launches over dense rows only
-// with query groups of <= 2 heads take 8 (measured on the H200: the dense
-// attention stage 5-22% faster, 2026-12-01); any slot list keeps 4 (8 measured
-// slower there: docs/PERFORMANCE.md "Attention loads in flight").
-constexpr int kUnroll = 4;
-constexpr int kDenseUnroll = 8;
+constexpr int kUnroll = 4;  // independent 16-byte loads in flight per thread
 
 struct WorkspaceView {
   float* m;       // [tokens][heads][splits]
@@ -123,7 +118,7 @@ __device__ __forceinline__ void WriteObserve(const AttentionArgs& a, int t, int 
   if (threadIdx.x == 0) a.argmin[head] = best.e;
 }
 
-template <int HD, int G, int kUnroll>
+template <int HD, int G>
 __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   constexpr int kLanesPerKey = HD / 8;
   constexpr int kKeysPerIter = kThreads / kLanesPerKey;
@@ -536,19 +531,12 @@ cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
     return cudaGetLastError();
   }
   const size_t smem = SharedBytes(HD, G, a.chunk);
-  const int max_smem = static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk));
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(AttentionKernel<HD, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk)));
+  if (attr != cudaSuccess) return attr;
   dim3 grid(a.tokens, a.kv_heads, a.splits);
-  if (G <= 2 && a.decode_idx == nullptr) {
-    static const cudaError_t attr = cudaFuncSetAttribute(
-        AttentionKernel<HD, G, kDenseUnroll>, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
-    if (attr != cudaSuccess) return attr;
-    AttentionKernel<HD, G, kDenseUnroll><<<grid, kThreads, smem, stream>>>(a);
-  } else {
-    static const cudaError_t attr = cudaFuncSetAttribute(AttentionKernel<HD, G, kUnroll>,
-                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
-    if (attr != cudaSuccess) return attr;
-    AttentionKernel<HD, G, kUnroll><<<grid, kThreads, smem, stream>>>(a);
-  }
+  AttentionKernel<HD, G><<<grid, kThreads, smem, stream>>>(a);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || a.splits == 1) return err;
   CombineKernel<HD, G><<<dim3(a.tokens, a.kv_heads), kThreads, 0, stream>>>(a);
