@@ -94,7 +94,8 @@ TEST(SteadyBatchTest, ConsumerThatNeverReadsDoesNotLengthenStepIntervals) {
   ASSERT_GE(static_cast<int64_t>(observer.steps().size()), want);
   EXPECT_LT(MaxLoopTime(observer.steps()), absl::Milliseconds(40));
   for (auto& h : handles) {
-    const FinishedEvent* f = FindFinished(CollectEvents(*h));
+    const std::vector<RequestEvent> events = CollectEvents(*h);  // f points into it
+    const FinishedEvent* f = FindFinished(events);
     ASSERT_NE(f, nullptr);
     EXPECT_TRUE(f->status.ok()) << f->status;
   }
@@ -116,7 +117,8 @@ TEST(SteadyBatchTest, PrefillTokensPerStepStayWithinTheBoundAndRowsStayAtTheCap)
   for (int i = 0; i < 96; ++i) handles.push_back(*s->Submit(MakeRequest(prompt, 1, 100 + i)));
   std::map<int64_t, int> finishing_steps;  // step -> requests that finished in it
   for (auto& h : handles) {
-    const FinishedEvent* f = FindFinished(CollectEvents(*h));
+    const std::vector<RequestEvent> events = CollectEvents(*h);  // f points into it
+    const FinishedEvent* f = FindFinished(events);
     ASSERT_NE(f, nullptr);
     ASSERT_TRUE(f->status.ok()) << f->status;
   }
