@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "client/commands.h"
 #include "common/cli.h"
+#include "common/image_size.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 
@@ -39,7 +40,8 @@ void AddRequestFlags(CLI::App& sub, RequestFlags& f) {
   sub.add_option("--temperature", f.temperature, "Sampling temperature (unset: the server default)");
   sub.add_option("--top_k", f.top_k, "Top-k filter, 0: off (unset: the server default)")->check(CLI::Range(0, 1 << 30));
   sub.add_option("--top_p", f.top_p, "Top-p filter in (0, 1] (unset: the server default)");
-  sub.add_option("--size", f.size, "Image size WxH, one of the model's (argen_client info lists them); unset: its default");
+  sub.add_option("--size", f.size,
+                 "Image size WxH, one of the model's (argen_client info lists them); unset: its default");
 }
 
 std::string ClientMessage(const CLI::App& failed, const std::string& message) {
@@ -146,12 +148,11 @@ absl::StatusOr<v1::SparsityPolicy> ParsePolicySpec(const std::string& spec) {
 
 absl::StatusOr<std::pair<int32_t, int32_t>> ParseSizeSpec(const std::string& spec) {
   if (spec.empty() || spec == "auto") return std::pair<int32_t, int32_t>{0, 0};
-  const std::vector<std::string> parts = absl::StrSplit(spec, 'x');
-  int32_t w = 0, h = 0;
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &w) || !absl::SimpleAtoi(parts[1], &h) || w <= 0 || h <= 0) {
+  const std::optional<std::pair<int32_t, int32_t>> size = ParseImageSize(spec);
+  if (!size) {
     return absl::InvalidArgumentError(absl::StrCat("size \"", spec, "\": expected WxH in pixels (e.g. 512x768)"));
   }
-  return std::pair{w, h};
+  return *size;
 }
 
 absl::StatusOr<v1::GenerateRequest> RequestFromFlags(const RequestFlags& f) {

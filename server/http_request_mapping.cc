@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/image_size.h"
 #include "nlohmann/json.hpp"
 
 namespace argen::server {
@@ -149,19 +150,6 @@ std::optional<HttpApiError> ParsePolicy(const json& v, v1::SparsityPolicy* polic
   return std::nullopt;
 }
 
-// "512x768" -> 512, 768: digits, 'x', digits (at most 5 each), nothing else.
-bool ParseSize(const std::string& size, int32_t* width, int32_t* height) {
-  const size_t x = size.find('x');
-  if (x == std::string::npos || x == 0 || x + 1 >= size.size() || x > 5 || size.size() - x - 1 > 5) return false;
-  const std::string w = size.substr(0, x), h = size.substr(x + 1);
-  for (const std::string* part : {&w, &h}) {
-    if (!std::all_of(part->begin(), part->end(), [](char c) { return absl::ascii_isdigit(c); })) return false;
-  }
-  *width = std::stoi(w);
-  *height = std::stoi(h);
-  return *width > 0 && *height > 0;
-}
-
 // At most 20 sizes, then how many there are.
 std::string SizeList(const std::vector<std::string>& sizes) {
   constexpr size_t kShown = 20;
@@ -173,9 +161,8 @@ std::string SizeList(const std::vector<std::string>& sizes) {
 std::variant<ImagesRequest, HttpApiError> Parse(const json& body, const ImagesApiModel& model) {
   ImagesRequest out;
   v1::GenerateRequest& g = out.generate;
-  const std::string model_size = model.default_size.empty()
-                                     ? absl::StrCat(model.image_size, "x", model.image_size)
-                                     : model.default_size;
+  const std::string model_size =
+      model.default_size.empty() ? absl::StrCat(model.image_size, "x", model.image_size) : model.default_size;
   out.size = model_size;
   bool have_prompt = false;
   for (const auto& [key, value] : body.items()) {
@@ -191,15 +178,15 @@ std::variant<ImagesRequest, HttpApiError> Parse(const json& body, const ImagesAp
     } else if (key == "size") {
       ARGEN_TAKE(size, String(value, key));
       if (size == "auto") continue;
-      const std::vector<std::string> sizes =
-          model.sizes.empty() ? std::vector<std::string>{model_size} : model.sizes;
-      int32_t w = 0, h = 0;
-      if (!ParseSize(size, &w, &h)) {
+      const std::vector<std::string> sizes = model.sizes.empty() ? std::vector<std::string>{model_size} : model.sizes;
+      const std::optional<std::pair<int32_t, int32_t>> wh = ParseImageSize(size);
+      if (!wh) {
         return Bad(key, absl::StrCat("'", size.substr(0, 32), "' is not WxH (e.g. ", model_size, ") or auto"));
       }
+      const auto [w, h] = *wh;
       if (std::find(sizes.begin(), sizes.end(), size) == sizes.end()) {
-        return Bad(key, absl::StrCat("'", size, "' is not available for this model (sizes: ", SizeList(sizes),
-                                     ", auto)"));
+        return Bad(key,
+                   absl::StrCat("'", size, "' is not available for this model (sizes: ", SizeList(sizes), ", auto)"));
       }
       out.size = size;
       g.set_width(w);
