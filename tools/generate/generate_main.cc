@@ -1,10 +1,10 @@
 // argen_generate: text -> PNG image(s) on the CPU (or CUDA) engine, from a
-// Janus-Pro checkpoint directory.
+// checkpoint directory of a known family (Janus-Pro, Lumina-mGPT).
 //
 //   argen_generate --model DIR --prompt "a red cube" --out img.png
 //       [--seed 0] [--cfg 5] [--temperature 1] [--top_k 0] [--top_p 1]
 //       [--policy dense] [--sparsity 0] [--images 1] [--backend cpu] [--threads 0]
-//       [--vq_backend auto] [--vq_precision auto]
+//       [--vq_backend auto] [--vq_precision auto] [--size WxH]
 //
 // With --images N > 1 the files are <out stem>_<i>.png. Exit status: 0 on
 // success, 1 when generation fails (the message names the cause), 2 on bad usage.
@@ -13,12 +13,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/cli.h"
+#include "common/image_size.h"
 #include "engine/engine.h"
 #include "engine/image/generation_metadata.h"
 #include "engine/image/png.h"
@@ -46,6 +48,7 @@ struct Args {
   int32_t threads = 0;
   std::string vq_backend = "auto";
   std::string vq_precision = "auto";
+  std::string size = "auto";  // WxH, one of the model's sizes; auto: its default
 };
 
 std::string OutputPath(const std::string& out, int32_t index, int32_t count) {
@@ -74,14 +77,23 @@ absl::Status Generate(const Args& args) {
   request.sampling.temperature = static_cast<float>(args.temperature);
   request.sampling.top_k = args.top_k;
   request.sampling.top_p = static_cast<float>(args.top_p);
+  if (args.size != "auto") {
+    const std::optional<std::pair<int32_t, int32_t>> size = argen::ParseImageSize(args.size);
+    if (!size) return absl::InvalidArgumentError(absl::StrCat("--size '", args.size, "' is not WxH"));
+    request.width = size->first;
+    request.height = size->second;
+  }
   absl::StatusOr<argen::sparse::PolicyKind> kind = argen::sparse::ParsePolicyName(args.policy);
   if (!kind.ok()) return kind.status();
   request.policy.kind = *kind;
   request.policy.sparsity = args.sparsity;
+  // The request's size (an unsupported one is refused here, listing the model's sizes).
+  absl::StatusOr<argen::engine::ImageLayout> layout = argen::engine::RequestLayout(request, (*engine)->info());
+  if (!layout.ok()) return layout.status();
 
-  // What every PNG records about itself; the policy as the engine resolves it.
+  // What every PNG records about itself; the policy as the engine resolves it for this size.
   absl::StatusOr<argen::sparse::ResolvedPolicy> resolved =
-      argen::sparse::ResolvePolicy(request.policy, argen::engine::PolicyGrid((*engine)->info()));
+      argen::sparse::ResolvePolicy(request.policy, argen::engine::PolicyGrid(*layout));
   if (!resolved.ok()) return resolved.status();
   argen::image::GenerationMetadata metadata;
   metadata.prompt = request.prompt;
@@ -116,7 +128,7 @@ absl::Status Generate(const Args& args) {
   };
   const argen::runner::RunResult result = argen::runner::RunJobs(**engine, {{request, /*tag=*/0}}, run, hooks);
   if (!result.status.ok()) return result.status;
-  const int32_t tokens = (*engine)->info().image_tokens;
+  const int32_t tokens = layout->image_tokens;
   std::fprintf(stderr, "load %.2f s, generation %.2f s (%d tokens x %d images, %.1f tokens/s)\n", load_s, gen_s, tokens,
                request.num_images, tokens * request.num_images / gen_s);
   return absl::OkStatus();
@@ -127,7 +139,7 @@ absl::Status Generate(const Args& args) {
 int main(int argc, char** argv) {
   Args args;
   CLI::App app(
-      "argen_generate: text -> PNG image(s) on a Janus-Pro checkpoint, without a server.\n"
+      "argen_generate: text -> PNG image(s) from a checkpoint (Janus-Pro, Lumina-mGPT), without a server.\n"
       "  argen_generate --model DIR --prompt \"...\" --out img.png [--images N ...]\n"
       "With --images N > 1 the files are <out stem>_<i>.png. Every PNG carries the generation\n"
       "metadata (prompt, seed, policy, guidance, model, argen version) as text chunks.",
@@ -153,6 +165,13 @@ int main(int argc, char** argv) {
   app.add_option("--vq_backend", args.vq_backend,
                  "VQ image decoder: auto (cuda when --backend cuda, else cpu), cpu or cuda");
   app.add_option("--vq_precision", args.vq_precision, "GPU VQ decoder: auto (bf16, fp32 fallback), bf16, tf32 or fp32");
+  app.add_option("--size", args.size,
+                 "Image size WxH in pixels, one of the model's sizes (argen_client info lists them); auto: the "
+                 "model's default")
+      ->check([](const std::string& v) {
+        return v == "auto" || argen::ParseImageSize(v) ? std::string()
+                                                       : std::string("expected WxH (e.g. 512x768) or auto");
+      });
   app.footer("Exit status: 0 on success, 1 when generation fails (the message names the cause), 2 on bad usage.");
   if (std::optional<int> rc = argen::cli::Parse(app, argc, argv, std::cout, std::cerr)) return *rc;
   if (absl::Status s = Generate(args); !s.ok()) {

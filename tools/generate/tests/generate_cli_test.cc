@@ -1,6 +1,8 @@
 // Runs the argen_generate binary: a tiny checkpoint gives a valid PNG of the
-// model's image size; a bad model directory gives a clear message and a
-// non-zero exit status.
+// model's image size; --size picks one of a Lumina-mGPT model's sizes (the
+// PNG has that size), an unsupported size fails listing the sizes and a
+// malformed one is bad usage; a bad model directory gives a clear message and
+// a non-zero exit status.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +18,7 @@
 #include "engine/image/png.h"
 #include "engine/image/png_text.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace {
 
@@ -84,6 +87,62 @@ TEST(GenerateCliTest, WritesPngsOfTheModelImageSize) {
     EXPECT_FALSE(meta["argen_version"].empty());
   }
   std::filesystem::remove_all(dir);
+}
+
+// The small Lumina-format model with a config asking for 128 x 64 (the default)
+// and 64 x 128: its files linked, its config.json rewritten.
+std::filesystem::path TwoSizeLuminaModel(const std::filesystem::path& root) {
+  namespace fs = std::filesystem;
+  const fs::path src = fs::absolute(SourceDir() + "/models/argen-lumina-scenes-v1");
+  const fs::path dir = root / "argen-lumina-scenes-v1";
+  fs::create_directories(dir);
+  for (const auto& entry : fs::directory_iterator(src)) {
+    if (entry.path().filename() != "config.json") fs::create_symlink(entry.path(), dir / entry.path().filename());
+  }
+  std::ifstream in(src / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  config["argen_image_sizes"] =
+      nlohmann::json::array({nlohmann::json::array({128, 64}), nlohmann::json::array({64, 128})});
+  std::ofstream(dir / "config.json") << config.dump();
+  return dir;
+}
+
+TEST(GenerateCliTest, SizePicksOneOfTheModelsSizes) {
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / ("argen_generate_size_" + std::to_string(getpid()));
+  std::filesystem::remove_all(root);
+  const std::filesystem::path model = TwoSizeLuminaModel(root);
+  const std::string out = (root / "tall.png").string();
+  const RunResult r =
+      RunCommand("--model " + model.string() + " --prompt 'a red cube' --size 64x128 --threads 2 --out " + out +
+                 " --policy diagonal --sparsity 0.5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(out, std::ios::binary);
+  const std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), {});
+  ASSERT_GT(bytes.size(), 33u) << r.output;
+  EXPECT_EQ(BigEndian32(bytes, 16), 64u) << "width";
+  EXPECT_EQ(BigEndian32(bytes, 20), 128u) << "height";
+  // The policy recorded is the one resolved for this size's decode length: 8 rows of 4 codes + 7 breaks.
+  absl::StatusOr<argen::image::TextEntries> text = argen::image::ReadPngText(std::string(bytes.begin(), bytes.end()));
+  ASSERT_TRUE(text.ok()) << text.status();
+  std::map<std::string, std::string> meta(text->begin(), text->end());
+  EXPECT_NE(meta["policy"].find("l_dec=39"), std::string::npos) << meta["policy"];
+  EXPECT_NE(r.output.find("39 tokens x 1 images"), std::string::npos) << r.output;
+
+  // A size the model does not make: exit 1, the message lists the sizes.
+  const RunResult unsupported =
+      RunCommand("--model " + model.string() + " --prompt 'x' --size 96x96 --out " + (root / "no.png").string());
+  EXPECT_EQ(unsupported.exit_code, 1) << unsupported.output;
+  EXPECT_NE(unsupported.output.find("96x96"), std::string::npos) << unsupported.output;
+  EXPECT_NE(unsupported.output.find("128x64"), std::string::npos) << unsupported.output;
+  EXPECT_NE(unsupported.output.find("64x128"), std::string::npos) << unsupported.output;
+  EXPECT_FALSE(std::filesystem::exists(root / "no.png"));
+  // Not WxH at all: bad usage.
+  const RunResult malformed =
+      RunCommand("--model " + model.string() + " --prompt 'x' --size 64x --out " + (root / "bad.png").string());
+  EXPECT_EQ(malformed.exit_code, 2) << malformed.output;
+  EXPECT_NE(malformed.output.find("--size"), std::string::npos) << malformed.output;
+  std::filesystem::remove_all(root);
 }
 
 // A path no other test or process writes (the shared /tmp once held a stale never.png).
