@@ -18,6 +18,7 @@ nlohmann::json SettingsJson(const SweepArgs& args, const std::string& model_name
                       {"top_k", args.sampling.top_k},
                       {"top_p", args.sampling.top_p}};
   if (args.n_recent > 0) j["n_recent"] = args.n_recent;
+  if (args.width > 0) j["size"] = absl::StrCat(args.width, "x", args.height);  // absent: the default size
   return j;
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/cli.h"
+#include "common/image_size.h"
 
 namespace argen::sweep {
 namespace {
@@ -79,6 +80,7 @@ const char* SweepUsage() {
          "                          written, then exit 0 naming the requests left (--resume continues) [0: none]\n"
          "  --seed S                prompt p uses seed S+p, image i its stream i [0]\n"
          "  --cfg W --temperature T --top_k K --top_p P   sampling [5, 1, 0, 1]\n"
+         "  --size WxH              the image size, one of the model's sizes [auto: the model's default]\n"
          "  --resume                keep finished images of an earlier run into --out\n"
          "  --skip-invalid          leave out (and name) configurations the model rejects, e.g. diagonal:64\n"
          "                          at 80% (N_att 115 > 64), instead of stopping with exit 2\n"
@@ -90,7 +92,7 @@ const char* SweepUsage() {
 absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
   SweepArgs a;
   std::string policies(kDefaultPolicies), sparsities(kDefaultSparsities);
-  std::string seed_text, shard_text;
+  std::string seed_text, shard_text, size_text;
   const std::map<std::string, Setter> valued = {
       {"--model", Text("--model", &a.model)},
       {"--prompts", Text("--prompts", &a.prompts)},
@@ -110,6 +112,7 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
       {"--decode-batch", Int("--decode-batch", &a.decode_batch, 1)},
       {"--deadline-seconds", Double("--deadline-seconds", &a.deadline_seconds, 0)},
       {"--shard", Text("--shard", &shard_text)},
+      {"--size", Text("--size", &size_text)},
       {"--exclude", Text("--exclude", &a.exclude)},
       {"--seed", Text("--seed", &seed_text)},
       {"--cfg", Float("--cfg", &a.sampling.cfg_weight)},
@@ -171,6 +174,12 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
     return Bad("--seed", seed_text, "a non-negative integer");
   }
   if (a.png_level > 9) return absl::InvalidArgumentError(absl::StrCat("--png-level must be 0..9, got ", a.png_level));
+  if (!size_text.empty() && size_text != "auto") {
+    const std::optional<std::pair<int32_t, int32_t>> size = ParseImageSize(size_text);
+    if (!size) return Bad("--size", size_text, "WxH in pixels (e.g. 512x768) or auto");
+    a.width = size->first;
+    a.height = size->second;
+  }
   if (!shard_text.empty()) {
     const size_t slash = shard_text.find('/');
     if (slash == std::string::npos || !absl::SimpleAtoi(shard_text.substr(0, slash), &a.shard_index) ||

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/version.h"
 #include "engine/engine.h"
+#include "engine/request_rules.h"
 #include "tools/sweep/image_sink.h"
 #include "tools/sweep/manifest.h"
 #include "tools/sweep/prompt_set.h"
@@ -48,11 +49,14 @@ int Fail(int code, const absl::Status& s) {
 absl::Status ValidateGrid(const engine::Engine& engine, const std::vector<sweep::SweepConfig>& grid,
                           const sweep::BenchmarkPrompt& prompt, const sweep::RunSettings& settings) {
   for (const sweep::SweepConfig& c : grid) {
-    absl::StatusOr<engine::PreparedRequest> p = engine.Prepare(sweep::MakeRequest({&c, &prompt}, settings));
+    const engine::GenerationRequest request = sweep::MakeRequest({&c, &prompt}, settings);
+    absl::StatusOr<engine::PreparedRequest> p = engine.Prepare(request);
     if (!p.ok()) {
+      // The decode length of the size asked for (the default's when the size itself is refused).
+      absl::StatusOr<engine::ImageLayout> layout = engine::RequestLayout(request, engine.info());
+      const int32_t tokens = layout.ok() ? layout->image_tokens : engine.info().image_tokens;
       return absl::InvalidArgumentError(absl::StrCat("configuration ", c.label, " on model ", engine.info().name, " (",
-                                                     engine.info().image_tokens,
-                                                     " image tokens): ", p.status().message()));
+                                                     tokens, " image tokens): ", p.status().message()));
     }
   }
   return absl::OkStatus();
@@ -119,6 +123,8 @@ int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point star
   settings.seed = args.seed;
   settings.sampling = args.sampling;
   settings.n_recent = args.n_recent;
+  settings.width = args.width;
+  settings.height = args.height;
   if (args.deadline_seconds > 0) {
     settings.deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                     std::chrono::duration<double>(args.deadline_seconds));

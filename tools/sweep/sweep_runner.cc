@@ -35,6 +35,8 @@ engine::GenerationRequest MakeRequest(const WorkItem& item, const RunSettings& s
   engine::GenerationRequest r;
   r.prompt = item.prompt->prompt;
   r.num_images = settings.images_per_prompt;
+  r.width = settings.width;
+  r.height = settings.height;
   r.sampling = settings.sampling;
   r.sampling.seed = settings.seed + static_cast<uint64_t>(item.prompt->index);
   r.policy.kind = item.config->kind;

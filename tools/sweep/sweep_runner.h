@@ -35,6 +35,7 @@ struct RunSettings {
   uint64_t seed = 0;                // prompt p: seed + p, the same for every configuration
   engine::SamplingParams sampling;  // its seed is replaced per prompt
   int32_t n_recent = 0;             // diagonal policies' N_r (--n-recent); 0: the policy's default
+  int32_t width = 0, height = 0;    // the image size (--size); 0, 0: the model's default
   // No request is admitted at or after this time; running ones finish and are
   // written (--deadline-seconds). Unset: no deadline.
   std::optional<std::chrono::steady_clock::time_point> deadline;

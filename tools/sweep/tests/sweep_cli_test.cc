@@ -2,8 +2,8 @@
 // (dense, diagonal at 0 and 50%). Checks the folder layout, valid PNGs of the
 // model's size, the manifest (counts, the same seeds for every
 // configuration), determinism (dense == diagonal at 0%, and the same bytes
-// whatever the batch size), --resume, --n-recent, and exit status 2 for bad
-// arguments.
+// whatever the batch size), --resume, --n-recent, --size (on a Lumina-format
+// model with two sizes), and exit status 2 for bad arguments.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -298,6 +298,9 @@ TEST_F(SweepCliTest, BadArgumentsExitTwoWithAMessage) {
       // ssd needs the model's head classification (ssd_heads.json); the tiny model has none.
       {Args(out, "--policies ssd --sparsities 50"), "has no head classification"},
       {Args(out, "--policies tova:8"), "tova has no n_recent"},
+      {Args(out, "--size 64x"), "--size: \"64x\" is not WxH"},
+      // The tiny model makes 32 x 32 only: the configurations are refused naming the sizes.
+      {Args(out, "--size 64x64"), "32x32"},
   };
   for (const auto& [args, message] : cases) {
     const RunResult r = RunSweep(args);
@@ -305,6 +308,49 @@ TEST_F(SweepCliTest, BadArgumentsExitTwoWithAMessage) {
     EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
   }
   EXPECT_FALSE(fs::exists(out / "manifest.jsonl"));
+}
+
+// The small Lumina-format model with a config asking for 128 x 64 (the default)
+// and 64 x 128: its files linked, its config.json rewritten.
+fs::path TwoSizeLuminaModel(const fs::path& root) {
+  const char* source = std::getenv("ARGEN_SOURCE_DIR");
+  const fs::path src = fs::absolute(fs::path(source ? source : ".") / "models/argen-lumina-scenes-v1");
+  const fs::path dir = root / "argen-lumina-scenes-v1";
+  fs::create_directories(dir);
+  for (const auto& entry : fs::directory_iterator(src)) {
+    if (entry.path().filename() != "config.json") fs::create_symlink(entry.path(), dir / entry.path().filename());
+  }
+  std::ifstream in(src / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  config["argen_image_sizes"] =
+      nlohmann::json::array({nlohmann::json::array({128, 64}), nlohmann::json::array({64, 128})});
+  std::ofstream(dir / "config.json") << config.dump();
+  return dir;
+}
+
+TEST_F(SweepCliTest, SizeRunsTheSweepAtOneOfTheModelsSizes) {
+  const fs::path model = TwoSizeLuminaModel(dir_ / "model");
+  const fs::path out = dir_ / "tall";
+  const std::string args = "--model " + model.string() + " --prompts " + (dir_ / "prompts.jsonl").string() + " --out " +
+                           out.string() + " --images-per-prompt 1 --policies dense,diagonal --sparsities 0,50" +
+                           " --threads 2 --seed 5 --top_k 0 --cfg 4 --size 64x128";
+  const RunResult r = RunSweep(args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* c : {"dense_0", "diagonal_50"}) {
+    const std::string bytes = ReadBytes(out / c / "0000_0.png");
+    absl::StatusOr<argen::image::Rgb8Image> img = argen::image::DecodePng(
+        absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+    ASSERT_TRUE(img.ok()) << c << ": " << img.status() << "\n" << r.output;
+    EXPECT_EQ(img->width, 64) << c;
+    EXPECT_EQ(img->height, 128) << c;
+  }
+  std::ifstream settings(out / "sweep_settings.json");
+  const nlohmann::json saved = nlohmann::json::parse(settings);
+  EXPECT_EQ(saved.at("size"), "64x128") << saved.dump();
+  // Resuming at another size is refused: the images would not be comparable.
+  const RunResult other = RunSweep(args.substr(0, args.find(" --size")) + " --resume");
+  EXPECT_EQ(other.exit_code, 2) << other.output;
+  EXPECT_NE(other.output.find("setting \"size\" was \"64x128\", now absent"), std::string::npos) << other.output;
 }
 
 // The grid policies run on the tiny model's 8 x 8 grid, next to diagonal with
