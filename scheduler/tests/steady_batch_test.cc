@@ -133,16 +133,25 @@ TEST(SteadyBatchTest, PrefillTokensPerStepStayWithinTheBoundAndRowsStayAtTheCap)
   EXPECT_EQ(total_tokens, 96 * request_tokens);
   // The ramp: 16 pairs fit the cap, 3 join per step, so the cap is reached by
   // step 6; from then on, while requests wait, every step runs the full cap
-  // (the rows that finished are refilled by the next step: no waves).
+  // (the rows that finished are refilled by the next step: no waves) unless
+  // the prefill bound is what held it back: more than 3 finished in one step
+  // (how many do depends on when the test thread's submissions landed), and
+  // then the step prefilled all 3 it may.
   const int32_t cap = fo.max_batch_rows;
-  int at_cap = 0, busy = 0;
+  int full = 0, busy = 0;
   for (const StepStats& st : steps) {
     if (st.step_index < 6 || st.queue_depth == 0) continue;
     ++busy;
-    if (st.rows_decoded + st.rows_prefilled >= cap - 2) ++at_cap;
+    if (st.rows_decoded + st.rows_prefilled >= cap - 2 || st.groups_prefilled == 3) {
+      ++full;
+    } else {
+      ADD_FAILURE() << "step " << st.step_index << ": " << st.rows_decoded << " decoded + " << st.rows_prefilled
+                    << " prefilled rows of " << cap << ", " << st.groups_prefilled << " requests prefilled, "
+                    << st.queue_depth << " waiting";
+    }
   }
   ASSERT_GT(busy, 40);
-  EXPECT_EQ(at_cap, busy);
+  EXPECT_EQ(full, busy);
   // Admissions spread over steps, so finishing does too: requests finish in
   // at most 3 per step, not 16 at once.
   int max_prefilled = 0;
