@@ -115,6 +115,7 @@ TEST(SteadyBatchTest, PrefillTokensPerStepStayWithinTheBoundAndRowsStayAtTheCap)
   auto s = Make(engine, o, &observer);
   std::vector<std::shared_ptr<RequestHandle>> handles;
   for (int i = 0; i < 96; ++i) handles.push_back(*s->Submit(MakeRequest(prompt, 1, 100 + i)));
+  const absl::Time all_submitted = absl::Now();
   std::map<int64_t, int> finishing_steps;  // step -> requests that finished in it
   for (auto& h : handles) {
     const std::vector<RequestEvent> events = CollectEvents(*h);  // f points into it
@@ -136,11 +137,13 @@ TEST(SteadyBatchTest, PrefillTokensPerStepStayWithinTheBoundAndRowsStayAtTheCap)
   // (the rows that finished are refilled by the next step: no waves) unless
   // the prefill bound is what held it back: more than 3 finished in one step
   // (how many do depends on when the test thread's submissions landed), and
-  // then the step prefilled all 3 it may.
+  // then the step prefilled all 3 it may. Only steps admitted after the last
+  // submission count (the one before began after it): earlier ones may have
+  // found the queue empty while this thread was still submitting.
   const int32_t cap = fo.max_batch_rows;
   int full = 0, busy = 0;
   for (const StepStats& st : steps) {
-    if (st.step_index < 6 || st.queue_depth == 0) continue;
+    if (st.step_index < 6 || st.queue_depth == 0 || st.start - st.interval < all_submitted) continue;
     ++busy;
     if (st.rows_decoded + st.rows_prefilled >= cap - 2 || st.groups_prefilled == 3) {
       ++full;
