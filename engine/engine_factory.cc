@@ -122,11 +122,6 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
     if (!recipes.ok()) return recipes.status();
     engine_config.make_recipe = *std::move(recipes);
   }
-  if (encoder == nullptr) {
-    absl::StatusOr<PromptEncoder> recipe = family->make_prompt();
-    if (!recipe.ok()) return recipe.status();
-    encoder = *std::move(recipe);
-  }
   engine::ModelInfo& info = engine_config.info;
   const StackConfig& stack = family->spec.stack;
   info.name = ModelName(options.model_dir);
@@ -140,6 +135,18 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   info.default_height = family->image_height;
   info.image_layouts = family->image_layouts;
   info.default_sampling = family->default_sampling;
+  // The default size's prompt recipe: from the recipe maker where the family
+  // has one (so its tokenizer is read once at start), else the family's own.
+  if (encoder == nullptr && engine_config.make_recipe) {
+    absl::StatusOr<ImageRecipe> recipe = engine_config.make_recipe(engine::DefaultLayout(info));
+    if (!recipe.ok()) return recipe.status();
+    encoder = std::move(recipe->encoder);
+  }
+  if (encoder == nullptr) {
+    absl::StatusOr<PromptEncoder> made = family->make_prompt();
+    if (!made.ok()) return made.status();
+    encoder = *std::move(made);
+  }
   // Positions beyond the prompt hold the decode tokens, of the longest size.
   const int32_t max_image_tokens = engine::MaxImageTokens(info);
   info.max_prompt_tokens =

@@ -10,13 +10,8 @@
 # $BASE: the argen_bench built from the commit before (bin/argen_bench_base).
 # $OUT: tests.log micro.txt lumina.txt janus.txt summary.txt.
 set -u
-B=/tmp/at
-if [ ! -x $B/bin/argen_bench ]; then mkdir -p $B && xz -dc .gpubundle/at.tar.xz | tar -xf - -C $B || exit 1; fi
-BIN=$B/bin
-export LD_LIBRARY_PATH=$B/lib:/usr/local/cuda-13.0/targets/x86_64-linux/lib:/usr/local/cuda/lib64
-export ARGEN_SOURCE_DIR=$PWD
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+. bench/gpu/bundle_env.sh
+use_bundle at || exit 1
 t0=$(date +%s)
 DEADLINE=${DEADLINE:-420}
 . bench/gpu/time_guard.sh

@@ -8,13 +8,8 @@
 # $OUT: tests.log micro.txt lumina.txt janus.txt summary.txt.
 # Bundle (development machine): gpu-bundle.sh /tmp/fb <the binaries below>; tar | xz > .gpubundle/fb.tar.xz
 set -u
-B=/tmp/fb
-if [ ! -x $B/bin/argen_bench ]; then mkdir -p $B && xz -dc .gpubundle/fb.tar.xz | tar -xf - -C $B || exit 1; fi
-BIN=$B/bin
-export LD_LIBRARY_PATH=$B/lib:/usr/local/cuda-13.0/targets/x86_64-linux/lib:/usr/local/cuda/lib64
-export ARGEN_SOURCE_DIR=$PWD
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+. bench/gpu/bundle_env.sh
+use_bundle fb || exit 1
 t0=$(date +%s)
 DEADLINE=${DEADLINE:-540}
 . bench/gpu/time_guard.sh

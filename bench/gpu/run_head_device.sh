@@ -5,11 +5,9 @@
 # dense vs diagonal 95% in one process each (last-step attention stage, per-image
 # latency). $OUT: tests.log lumina.txt summary.txt.
 set -u
-B=/tmp/hb; mkdir -p $B && xz -dc .gpubundle/hb.tar.xz | tar -xf - -C $B || exit 1
-BIN=$B/bin
-export LD_LIBRARY_PATH=$B/lib:/usr/local/cuda-13.0/targets/x86_64-linux/lib:/usr/local/cuda/lib64
-export ARGEN_SOURCE_DIR=$PWD ARGEN_SERVER_BIN=$BIN/argen_server
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+. bench/gpu/bundle_env.sh
+use_bundle hb || exit 1
+export ARGEN_SERVER_BIN=$BIN/argen_server
 t0=$(date +%s); DEADLINE=${DEADLINE:-300}
 . bench/gpu/time_guard.sh
 {

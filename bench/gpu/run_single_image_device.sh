@@ -8,12 +8,10 @@
 #   bash bench/gpu/run_single_image_device.sh    # device, repository root, python3 with torch
 # Bundle: gpu-bundle.sh /tmp/sb build/server/argen_server build/client/argen_client; tar | xz > .gpubundle/sb.tar.xz
 set -u
-B=/tmp/sb; mkdir -p $B && xz -dc .gpubundle/sb.tar.xz | tar -xf - -C $B || exit 1
-BIN=$B/bin
-export LD_LIBRARY_PATH=$B/lib:/usr/local/cuda-13.0/targets/x86_64-linux/lib:/usr/local/cuda/lib64
-export ARGEN_SOURCE_DIR=$PWD
-OUT=${OUT:-/tmp/out}; WORK=/tmp/argen-single; CKPT=$WORK/Janus-Pro-7B
-mkdir -p "$OUT" "$WORK"
+. bench/gpu/bundle_env.sh
+use_bundle sb || exit 1
+WORK=/tmp/argen-single; CKPT=$WORK/Janus-Pro-7B
+mkdir -p "$WORK"
 t0=$(date +%s); DEADLINE=${DEADLINE:-280}
 . bench/gpu/time_guard.sh
 log=$OUT/single.log

@@ -24,7 +24,6 @@
 #include "engine/engine.h"
 #include "engine/image/generation_metadata.h"
 #include "engine/image/png.h"
-#include "engine/request_rules.h"
 #include "engine/sparse/policy_params.h"
 #include "tools/runner/batch_runner.h"
 
@@ -87,19 +86,17 @@ absl::Status Generate(const Args& args) {
   if (!kind.ok()) return kind.status();
   request.policy.kind = *kind;
   request.policy.sparsity = args.sparsity;
-  // The request's size (an unsupported one is refused here, listing the model's sizes).
-  absl::StatusOr<argen::engine::ImageLayout> layout = argen::engine::RequestLayout(request, (*engine)->info());
-  if (!layout.ok()) return layout.status();
+  // The engine's own checks (an unsupported size is refused listing the model's
+  // sizes) and the policy as it resolves it for the request's size.
+  absl::StatusOr<argen::engine::PreparedRequest> prepared = (*engine)->Prepare(request);
+  if (!prepared.ok()) return prepared.status();
 
-  // What every PNG records about itself; the policy as the engine resolves it for this size.
-  absl::StatusOr<argen::sparse::ResolvedPolicy> resolved =
-      argen::sparse::ResolvePolicy(request.policy, argen::engine::PolicyGrid(*layout));
-  if (!resolved.ok()) return resolved.status();
+  // What every PNG records about itself.
   argen::image::GenerationMetadata metadata;
   metadata.prompt = request.prompt;
   metadata.seed = request.sampling.seed;
   metadata.sampling = request.sampling;
-  metadata.policy = *resolved;
+  metadata.policy = prepared->policy;
   metadata.sparsity = request.policy.sparsity;
   metadata.model = (*engine)->info().name;
 
@@ -128,7 +125,7 @@ absl::Status Generate(const Args& args) {
   };
   const argen::runner::RunResult result = argen::runner::RunJobs(**engine, {{request, /*tag=*/0}}, run, hooks);
   if (!result.status.ok()) return result.status;
-  const int32_t tokens = layout->image_tokens;
+  const int32_t tokens = prepared->layout.image_tokens;
   std::fprintf(stderr, "load %.2f s, generation %.2f s (%d tokens x %d images, %.1f tokens/s)\n", load_s, gen_s, tokens,
                request.num_images, tokens * request.num_images / gen_s);
   return absl::OkStatus();

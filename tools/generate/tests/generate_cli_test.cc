@@ -18,7 +18,7 @@
 #include "engine/image/png.h"
 #include "engine/image/png_text.h"
 #include "gtest/gtest.h"
-#include "nlohmann/json.hpp"
+#include "tests/support/lumina_sizes.h"
 
 namespace {
 
@@ -89,29 +89,11 @@ TEST(GenerateCliTest, WritesPngsOfTheModelImageSize) {
   std::filesystem::remove_all(dir);
 }
 
-// The small Lumina-format model with a config asking for 128 x 64 (the default)
-// and 64 x 128: its files linked, its config.json rewritten.
-std::filesystem::path TwoSizeLuminaModel(const std::filesystem::path& root) {
-  namespace fs = std::filesystem;
-  const fs::path src = fs::absolute(SourceDir() + "/models/argen-lumina-scenes-v1");
-  const fs::path dir = root / "argen-lumina-scenes-v1";
-  fs::create_directories(dir);
-  for (const auto& entry : fs::directory_iterator(src)) {
-    if (entry.path().filename() != "config.json") fs::create_symlink(entry.path(), dir / entry.path().filename());
-  }
-  std::ifstream in(src / "config.json");
-  nlohmann::json config = nlohmann::json::parse(in);
-  config["argen_image_sizes"] =
-      nlohmann::json::array({nlohmann::json::array({128, 64}), nlohmann::json::array({64, 128})});
-  std::ofstream(dir / "config.json") << config.dump();
-  return dir;
-}
-
 TEST(GenerateCliTest, SizePicksOneOfTheModelsSizes) {
   const std::filesystem::path root =
       std::filesystem::temp_directory_path() / ("argen_generate_size_" + std::to_string(getpid()));
   std::filesystem::remove_all(root);
-  const std::filesystem::path model = TwoSizeLuminaModel(root);
+  const std::filesystem::path model = argen::test_support::LuminaModelWithSizes(root, {{128, 64}, {64, 128}});
   const std::string out = (root / "tall.png").string();
   const RunResult r =
       RunCommand("--model " + model.string() + " --prompt 'a red cube' --size 64x128 --threads 2 --out " + out +

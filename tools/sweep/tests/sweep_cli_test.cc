@@ -18,6 +18,7 @@
 #include "engine/image/png.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/lumina_sizes.h"
 
 namespace {
 
@@ -310,26 +311,8 @@ TEST_F(SweepCliTest, BadArgumentsExitTwoWithAMessage) {
   EXPECT_FALSE(fs::exists(out / "manifest.jsonl"));
 }
 
-// The small Lumina-format model with a config asking for 128 x 64 (the default)
-// and 64 x 128: its files linked, its config.json rewritten.
-fs::path TwoSizeLuminaModel(const fs::path& root) {
-  const char* source = std::getenv("ARGEN_SOURCE_DIR");
-  const fs::path src = fs::absolute(fs::path(source ? source : ".") / "models/argen-lumina-scenes-v1");
-  const fs::path dir = root / "argen-lumina-scenes-v1";
-  fs::create_directories(dir);
-  for (const auto& entry : fs::directory_iterator(src)) {
-    if (entry.path().filename() != "config.json") fs::create_symlink(entry.path(), dir / entry.path().filename());
-  }
-  std::ifstream in(src / "config.json");
-  nlohmann::json config = nlohmann::json::parse(in);
-  config["argen_image_sizes"] =
-      nlohmann::json::array({nlohmann::json::array({128, 64}), nlohmann::json::array({64, 128})});
-  std::ofstream(dir / "config.json") << config.dump();
-  return dir;
-}
-
 TEST_F(SweepCliTest, SizeRunsTheSweepAtOneOfTheModelsSizes) {
-  const fs::path model = TwoSizeLuminaModel(dir_ / "model");
+  const fs::path model = argen::test_support::LuminaModelWithSizes(dir_ / "model", {{128, 64}, {64, 128}});
   const fs::path out = dir_ / "tall";
   const std::string args = "--model " + model.string() + " --prompts " + (dir_ / "prompts.jsonl").string() + " --out " +
                            out.string() + " --images-per-prompt 1 --policies dense,diagonal --sparsities 0,50" +

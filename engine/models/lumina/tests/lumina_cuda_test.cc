@@ -14,9 +14,9 @@
 // VQGAN, 128 x 64 on the CPU one). Needs a GPU (label gpu).
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <cmath>
 #include <memory>
 #include <random>
 #include <string>
@@ -36,6 +36,7 @@
 #include "engine/vqgan/vqgan_decoder.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/lumina_sizes.h"
 
 namespace argen::lumina {
 namespace {
@@ -48,34 +49,11 @@ constexpr int32_t kNewLine = 1035;
 
 std::string ModelDir() { return SourceDir() + "/models/argen-lumina-scenes-v1"; }
 
-// Removes a temporary directory when the test program ends.
-struct TempDir {
-  std::filesystem::path path;
-  ~TempDir() {
-    std::error_code ec;
-    if (!path.empty()) std::filesystem::remove_all(path, ec);
-  }
-};
-
 // The small model's files, its config allowing 128 x 128 (the default) and 128 x 64.
 std::string TwoSizeDir() {
-  namespace fs = std::filesystem;
-  static TempDir temp;
-  static const std::string dir = [] {
-    const fs::path d =
-        fs::temp_directory_path() / ("lumina_cuda_sizes_" + std::to_string(::getpid())) / "argen-lumina-scenes-v1";
-    fs::create_directories(d);
-    temp.path = d.parent_path();
-    for (const char* f :
-         {"model-00001-of-00001.safetensors", "model.safetensors.index.json", "tokenizer.json", "tokenizer"}) {
-      fs::create_symlink(fs::absolute(ModelDir()) / f, d / f);
-    }
-    std::ifstream in(ModelDir() + "/config.json");
-    nlohmann::json config = nlohmann::json::parse(in);
-    config["argen_image_sizes"] = nlohmann::json::array({{128, 128}, {128, 64}});
-    std::ofstream(d / "config.json") << config.dump();
-    return d.string();
-  }();
+  static test_support::RemovedDir temp{std::filesystem::temp_directory_path() /
+                                       ("lumina_cuda_sizes_" + std::to_string(::getpid()))};
+  static const std::string dir = test_support::LuminaModelWithSizes(temp.path, {{128, 128}, {128, 64}}).string();
   return dir;
 }
 

@@ -26,6 +26,7 @@
 #include "nlohmann/json.hpp"
 #include "scheduler/scheduler.h"
 #include "scheduler/tests/scheduler_test_util.h"
+#include "tests/support/lumina_sizes.h"
 
 namespace argen::lumina {
 namespace {
@@ -38,37 +39,14 @@ constexpr int32_t kFirstImage = 4, kImageTokens = 1024;
 
 std::string ModelDir() { return SourceDir() + "/models/argen-lumina-scenes-v1"; }
 
-constexpr int32_t kW = 8, kH = 4;  // codes per row, rows (the default size, 128 x 64)
+constexpr int32_t kW = 8, kH = 4;          // codes per row, rows (the default size, 128 x 64)
 constexpr int32_t kTallW = 4, kTallH = 8;  // the other size, 64 x 128
-
-// Removes a temporary directory when the test program ends.
-struct TempDir {
-  fs::path path;
-  ~TempDir() {
-    std::error_code ec;
-    if (!path.empty()) fs::remove_all(path, ec);
-  }
-};
 
 // The small model's files, its config asking for 128 x 64 (the default) and 64 x 128.
 std::string SmallSizeDir() {
-  static TempDir temp;
-  static const std::string dir = [] {
-    const fs::path d =
-        fs::temp_directory_path() / ("lumina_small_" + std::to_string(::getpid())) / "argen-lumina-scenes-v1";
-    fs::create_directories(d);
-    temp.path = d.parent_path();
-    for (const char* f :
-         {"model-00001-of-00001.safetensors", "model.safetensors.index.json", "tokenizer.json", "tokenizer"}) {
-      fs::create_symlink(fs::absolute(ModelDir()) / f, d / f);
-    }
-    std::ifstream in(ModelDir() + "/config.json");
-    nlohmann::json config = nlohmann::json::parse(in);
-    config["argen_image_sizes"] = nlohmann::json::array(
-        {nlohmann::json::array({kW * 16, kH * 16}), nlohmann::json::array({kTallW * 16, kTallH * 16})});
-    std::ofstream(d / "config.json") << config.dump();
-    return d.string();
-  }();
+  static test_support::RemovedDir temp{fs::temp_directory_path() / ("lumina_small_" + std::to_string(::getpid()))};
+  static const std::string dir =
+      test_support::LuminaModelWithSizes(temp.path, {{kW * 16, kH * 16}, {kTallW * 16, kTallH * 16}}).string();
   return dir;
 }
 
