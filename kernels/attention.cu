@@ -5,10 +5,14 @@
 // head_dim/8 lanes holding 8 dims each (16-byte loads), so a block walks
 // 128/(head_dim/8) keys at a time; the G query heads sharing the kv head reuse
 // each loaded key. Scores live in shared memory between the two passes.
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
 #include <algorithm>
 
 #include "kernels/attention.h"
 #include "kernels/common.cuh"
+#include "kernels/kv_fp8.h"
 
 namespace argen::kernels {
 namespace {
@@ -43,6 +47,67 @@ __device__ __forceinline__ int KeyPosition(int j, const TokenMeta& m, const int3
   const int pos = m.decode_base + (idx ? idx[e] : e);
   return (pos >= 0 && pos < m.capacity) ? pos : -1;
 }
+
+// Where a (token, kv head)'s K and V rows are, in bf16 or in fp8 (kernels/kv_fp8.h),
+// and how one lane's 8 dims of a row are loaded and unpacked.
+template <int HD, bool kFp8>
+struct KvRows;
+
+template <int HD>
+struct KvRows<HD, false> {
+  using Raw = detail::Bf16x8;
+  const bf16* k;
+  const bf16* v;
+  __device__ KvRows(const AttentionArgs& a, const TokenMeta& m, int kvh) {
+    const int64_t layer_stride = static_cast<int64_t>(a.kv_heads) * m.capacity * HD;
+    k = a.kv_pool + m.kv_offset + a.layer * layer_stride + static_cast<int64_t>(kvh) * m.capacity * HD;
+    v = k + static_cast<int64_t>(a.num_layers) * layer_stride;
+  }
+  __device__ Raw LoadK(int pos, int sub) const { return detail::Load8(k + static_cast<int64_t>(pos) * HD + sub * 8); }
+  __device__ Raw LoadV(int pos, int sub) const { return detail::Load8(v + static_cast<int64_t>(pos) * HD + sub * 8); }
+  __device__ float KScale(int) const { return 1.f; }
+  __device__ float VScale(int) const { return 1.f; }
+  __device__ static void Unpack(const Raw& r, float out[8]) { detail::Unpack8(r, out); }
+};
+
+template <int HD>
+struct KvRows<HD, true> {
+  using Raw = uint2;  // 8 e4m3 codes
+  const unsigned char* k;
+  const unsigned char* v;
+  const float* k_scale;
+  const float* v_scale;
+  __device__ KvRows(const AttentionArgs& a, const TokenMeta& m, int kvh) {
+    const unsigned char* region = reinterpret_cast<const unsigned char*>(a.kv_pool + m.kv_offset);
+    const Fp8KvRegion r = Fp8Region(a.num_layers, a.kv_heads, m.capacity, HD);
+    const int64_t first = (static_cast<int64_t>(a.layer) * a.kv_heads + kvh) * m.capacity;  // vector of position 0
+    k = region + first * HD;
+    v = region + r.v_codes + first * HD;
+    k_scale = reinterpret_cast<const float*>(region + r.k_scales) + first;
+    v_scale = reinterpret_cast<const float*>(region + r.v_scales) + first;
+  }
+  __device__ Raw LoadK(int pos, int sub) const {
+    return *reinterpret_cast<const uint2*>(k + static_cast<int64_t>(pos) * HD + sub * 8);
+  }
+  __device__ Raw LoadV(int pos, int sub) const {
+    return *reinterpret_cast<const uint2*>(v + static_cast<int64_t>(pos) * HD + sub * 8);
+  }
+  __device__ float KScale(int pos) const { return k_scale[pos]; }
+  __device__ float VScale(int pos) const { return v_scale[pos]; }
+  __device__ static void Unpack(const Raw& r, float out[8]) {
+    const unsigned words[2] = {r.x, r.y};
+#pragma unroll
+    for (int w = 0; w < 2; ++w)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(
+            static_cast<__nv_fp8x2_storage_t>((words[w] >> (16 * h)) & 0xffffu), __NV_E4M3);
+        const float2 f = __half22float2(__half2(raw));
+        out[4 * w + 2 * h] = f.x;
+        out[4 * w + 2 * h + 1] = f.y;
+      }
+  }
+};
 
 struct MinEntry {
   float v;
@@ -118,7 +183,9 @@ __device__ __forceinline__ void WriteObserve(const AttentionArgs& a, int t, int 
   if (threadIdx.x == 0) a.argmin[head] = best.e;
 }
 
-template <int HD, int G>
+// kFp8: the launch for the fp8 tokens (kTokenKvFp8), else for the bf16 ones;
+// each skips the other's tokens, so a batch of both takes two launches.
+template <int HD, int G, bool kFp8>
 __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   constexpr int kLanesPerKey = HD / 8;
   constexpr int kKeysPerIter = kThreads / kLanesPerKey;
@@ -132,6 +199,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
 
   const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
   TokenMeta m = a.meta[t];
+  if (((m.flags & kTokenKvFp8) != 0) != kFp8) return;  // the other launch's token
   const bool sparse = (m.flags & kTokenSparse) && a.decode_idx != nullptr;
   if (sparse && a.counts != nullptr) m.decode_count = a.counts[static_cast<int64_t>(t) * a.kv_heads + kvh];
   m.decode_count = max(m.decode_count, 0);
@@ -139,9 +207,8 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   const int begin = split * a.chunk;
   const int len = max(0, min(n, begin + a.chunk) - begin);
   const int tid = threadIdx.x, sub = tid % kLanesPerKey, slot = tid / kLanesPerKey;
-  const int64_t layer_stride = static_cast<int64_t>(a.kv_heads) * m.capacity * HD;
-  const bf16* k_base = a.kv_pool + m.kv_offset + a.layer * layer_stride + static_cast<int64_t>(kvh) * m.capacity * HD;
-  const bf16* v_base = k_base + static_cast<int64_t>(a.num_layers) * layer_stride;
+  using Rows = KvRows<HD, kFp8>;
+  const Rows rows(a, m, kvh);
   const int32_t* idx = sparse ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride : nullptr;
   const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
   const bool split_logits = a.splits > 1 && observe.any();
@@ -157,19 +224,23 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
 
   // Pass 1: scores of every key of the chunk.
   for (int base = 0; base < len; base += kKeysPerIter * kUnroll) {
-    detail::Bf16x8 kv[kUnroll];
+    typename Rows::Raw kv[kUnroll];
+    float k_scale[kUnroll];
     int pos[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int j = base + u * kKeysPerIter + slot;
       pos[u] = j < len ? KeyPosition(begin + j, m, idx) : -1;
-      if (pos[u] >= 0) kv[u] = detail::Load8(k_base + static_cast<int64_t>(pos[u]) * HD + sub * 8);
+      if (pos[u] >= 0) {
+        kv[u] = rows.LoadK(pos[u], sub);
+        if constexpr (kFp8) k_scale[u] = rows.KScale(pos[u]);
+      }
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       float k[8];
       if (pos[u] >= 0) {
-        detail::Unpack8(kv[u], k);
+        Rows::Unpack(kv[u], k);
       } else {
 #pragma unroll
         for (int i = 0; i < 8; ++i) k[i] = 0.f;
@@ -182,6 +253,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
         for (int i = 0; i < 8; ++i) s += q[g][i] * k[i];
 #pragma unroll
         for (int o = kLanesPerKey / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if constexpr (kFp8) s *= pos[u] >= 0 ? k_scale[u] : 0.f;
         if (sub == 0 && j < len) {
           const float logit = pos[u] >= 0 ? s : -INFINITY;
           scores[g * a.chunk + j] = logit;
@@ -223,23 +295,28 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[g][i] = 0.f;
   for (int base = 0; base < len; base += kKeysPerIter * kUnroll) {
-    detail::Bf16x8 vv[kUnroll];
+    typename Rows::Raw vv[kUnroll];
+    float v_scale[kUnroll];
     int pos[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int j = base + u * kKeysPerIter + slot;
       pos[u] = j < len ? positions[j] : -1;
-      if (pos[u] >= 0) vv[u] = detail::Load8(v_base + static_cast<int64_t>(pos[u]) * HD + sub * 8);
+      if (pos[u] >= 0) {
+        vv[u] = rows.LoadV(pos[u], sub);
+        if constexpr (kFp8) v_scale[u] = rows.VScale(pos[u]);
+      }
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (pos[u] < 0) continue;
       const int j = base + u * kKeysPerIter + slot;
       float v[8];
-      detail::Unpack8(vv[u], v);
+      Rows::Unpack(vv[u], v);
 #pragma unroll
       for (int g = 0; g < G; ++g) {
-        const float p = scores[g * a.chunk + j];
+        float p = scores[g * a.chunk + j];
+        if constexpr (kFp8) p *= v_scale[u];
 #pragma unroll
         for (int i = 0; i < 8; ++i) acc[g][i] += p * v[i];
       }
@@ -531,14 +608,24 @@ cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
     return cudaGetLastError();
   }
   const size_t smem = SharedBytes(HD, G, a.chunk);
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(AttentionKernel<HD, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk)));
-  if (attr != cudaSuccess) return attr;
   dim3 grid(a.tokens, a.kv_heads, a.splits);
-  AttentionKernel<HD, G><<<grid, kThreads, smem, stream>>>(a);
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess || a.splits == 1) return err;
+  if (a.kv_formats == 0 || (a.kv_formats & kKvFormatsBf16)) {
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(AttentionKernel<HD, G, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk)));
+    if (attr != cudaSuccess) return attr;
+    AttentionKernel<HD, G, false><<<grid, kThreads, smem, stream>>>(a);
+    if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+  }
+  if (a.kv_formats & kKvFormatsFp8) {
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(AttentionKernel<HD, G, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk)));
+    if (attr != cudaSuccess) return attr;
+    AttentionKernel<HD, G, true><<<grid, kThreads, smem, stream>>>(a);
+    if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+  }
+  if (a.splits == 1) return cudaSuccess;
   CombineKernel<HD, G><<<dim3(a.tokens, a.kv_heads), kThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }
@@ -591,7 +678,8 @@ size_t AttentionWorkspaceBytes(int32_t tokens, int32_t heads, int32_t head_dim, 
 }
 
 AttentionVariant ChosenAttentionVariant(const AttentionArgs& a) {
-  if (a.variant == AttentionVariant::kTwoPass || a.splits != 1 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
+  if (a.variant == AttentionVariant::kTwoPass || a.splits != 1 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0 ||
+      (a.kv_formats & kKvFormatsFp8))  // the staged kernel reads bf16 only
     return AttentionVariant::kTwoPass;
   const size_t bytes = StagedBytes(a.head_dim, a.heads / a.kv_heads, StagedCap(a));
   const size_t limit = a.variant == AttentionVariant::kStaged ? kStagedMaxBytes : kStagedAutoBytes;

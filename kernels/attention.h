@@ -22,6 +22,9 @@
 // sets with splits == 1, a staged kernel that first issues every K and V load
 // of its (token, kv_head) as cp.async copies into shared memory, so a block has
 // all its bytes in flight at once. AttentionArgs::variant picks.
+//
+// A kTokenKvFp8 token's region holds e4m3 codes and per-vector scales
+// (kernels/kv_fp8.h): its keys and values are decoded exactly and scaled.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -76,6 +79,9 @@ struct AttentionArgs {
   // kernel's shared memory (0: chunk). Keys past it are not attended.
   int32_t max_keys = 0;
   AttentionVariant variant = AttentionVariant::kAuto;
+  // Formats of the tokens' regions (kKvFormatsBf16 | kKvFormatsFp8; 0: bf16 only).
+  // Each format present is one launch; the staged kernel reads bf16 only.
+  int32_t kv_formats = 0;
 };
 
 // Largest shared memory (bytes per block) kAuto gives the staged kernel. 0: the

@@ -2,6 +2,7 @@
 // QK-norm, SwiGLU, residual add, RoPE + KV append.
 #include "kernels/common.cuh"
 #include "kernels/elementwise.h"
+#include "kernels/kv_fp8.h"
 
 namespace argen::kernels {
 namespace {
@@ -158,6 +159,43 @@ __global__ void GatherRowsKernel(const float* src, const int32_t* rows, int dim,
 }
 
 // One block per token, one thread per rotary pair (head, i) of q and k; v is copied.
+// The fp8 append: one warp per kv head finds the largest magnitude of the
+// rotated key (and of the value), then writes e4m3 codes and the scales.
+__device__ void RopeAppendFp8(const RopeAppendArgs& a, const TokenMeta& m, const float* row, const float* cs,
+                              bool sparse, int t) {
+  const int half = a.head_dim / 2, hd = a.head_dim;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  unsigned char* region = reinterpret_cast<unsigned char*>(a.kv_pool + m.kv_offset);
+  const Fp8KvRegion r = Fp8Region(a.num_layers, a.kv_heads, m.capacity, hd);
+  for (int h = warp; h < a.kv_heads; h += warps) {
+    const int kv_index = sparse ? m.decode_base + a.write_slots[static_cast<int64_t>(t) * a.kv_heads + h] : m.kv_index;
+    if (kv_index < 0 || kv_index >= m.capacity) continue;  // uniform over the warp
+    const float* ks = row + (a.heads + h) * hd;
+    const float* vs = row + (a.heads + a.kv_heads + h) * hd;
+    float k_amax = 0.f, v_amax = 0.f;
+    for (int i = lane; i < half; i += 32) {
+      const float c = cs[2 * i], s = cs[2 * i + 1], x0 = ks[i], x1 = ks[i + half];
+      k_amax = fmaxf(k_amax, fmaxf(fabsf(x0 * c - x1 * s), fabsf(x1 * c + x0 * s)));
+      v_amax = fmaxf(v_amax, fmaxf(fabsf(vs[i]), fabsf(vs[i + half])));
+    }
+    const float k_scale = E4m3Scale(detail::WarpMax(k_amax)), v_scale = E4m3Scale(detail::WarpMax(v_amax));
+    const int64_t vector = (static_cast<int64_t>(a.layer) * a.kv_heads + h) * m.capacity + kv_index;
+    unsigned char* k_codes = region + vector * hd;
+    unsigned char* v_codes = region + r.v_codes + vector * hd;
+    for (int i = lane; i < half; i += 32) {
+      const float c = cs[2 * i], s = cs[2 * i + 1], x0 = ks[i], x1 = ks[i + half];
+      k_codes[i] = EncodeScaled(x0 * c - x1 * s, k_scale);
+      k_codes[i + half] = EncodeScaled(x1 * c + x0 * s, k_scale);
+      v_codes[i] = EncodeScaled(vs[i], v_scale);
+      v_codes[i + half] = EncodeScaled(vs[i + half], v_scale);
+    }
+    if (lane == 0) {
+      reinterpret_cast<float*>(region + r.k_scales)[vector] = k_scale;
+      reinterpret_cast<float*>(region + r.v_scales)[vector] = v_scale;
+    }
+  }
+}
+
 __global__ void RopeAppendKernel(RopeAppendArgs a) {
   const int t = blockIdx.x;
   const TokenMeta m = a.meta[t];
@@ -179,6 +217,10 @@ __global__ void RopeAppendKernel(RopeAppendArgs a) {
     float* dst = a.q_out + (static_cast<int64_t>(t) * a.heads + h) * a.head_dim;
     dst[i] = x0 * c - x1 * s;
     dst[i + half] = x1 * c + x0 * s;
+  }
+  if (m.flags & kTokenKvFp8) {
+    RopeAppendFp8(a, m, row, cs, sparse, t);
+    return;
   }
   // Key pairs and values.
   for (int p = threadIdx.x; p < a.kv_heads * half; p += blockDim.x) {

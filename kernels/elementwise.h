@@ -69,7 +69,9 @@ cudaError_t GatherRowsF32(const float* src, const int32_t* rows, int n, int dim,
 // rope: fp32 [max_pos][head_dim/2][2] = (cos, sin) of rope_pos * inv_freq[i].
 // Writes the rotated queries to q_out [tokens][heads][head_dim] (fp32) and the
 // rotated key and the value of layer `layer` to the token's region at kv_index,
-// or, for kTokenSparse tokens, at decode_base + write_slots[t][kv_head].
+// or, for kTokenSparse tokens, at decode_base + write_slots[t][kv_head]. A
+// kTokenKvFp8 token's region is fp8 (kernels/kv_fp8.h): its key and value are
+// written as e4m3 codes with one scale each per kv head.
 struct RopeAppendArgs {
   const float* qkv = nullptr;
   const float* rope = nullptr;

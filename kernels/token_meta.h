@@ -28,5 +28,13 @@ static_assert(sizeof(TokenMeta) == 40, "TokenMeta is copied as a flat array");
 // and, when given, AttentionArgs::counts) and writes its K/V to the policy's slot
 // (RopeAppendArgs::write_slots) instead of kv_index.
 constexpr int32_t kTokenSparse = 1;
+// The row's region is in fp8 (kernels/kv_fp8.h): e4m3 codes and per-vector
+// scales instead of bf16; kv_offset is still in bf16 elements (2 bytes).
+constexpr int32_t kTokenKvFp8 = 2;
+
+// Which KV formats a launch's tokens use (AttentionArgs / RopeAppendArgs::kv_formats);
+// 0 means bf16 only.
+constexpr int32_t kKvFormatsBf16 = 1;
+constexpr int32_t kKvFormatsFp8 = 2;
 
 }  // namespace argen::kernels

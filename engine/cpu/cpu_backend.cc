@@ -218,8 +218,7 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
         ApplyRope(k, d.num_kv_heads, hd, a.rope.data() + int64_t{i} * hd);
         for (int32_t g = 0; g < d.num_kv_heads; ++g) {
           const int64_t at = (g * row.positions() + (i - begin)) * hd;
-          std::memcpy(k_block + at, k + g * hd, sizeof(float) * hd);
-          std::memcpy(v_block + at, v + g * hd, sizeof(float) * hd);
+          StoreKv(row, k + g * hd, v + g * hd, hd, k_block + at, v_block + at);
         }
       }
       PrefillAttentionArgs args;
@@ -285,8 +284,7 @@ void CpuBackend::DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::Ro
     // Validated before the step (t == next_step < l_dec), so count >= 0.
     s.counts[g] = std::max(count, 0);
     const int64_t at = (g * row.positions() + row.prompt_len + slot) * hd;
-    std::memcpy(k_block + at, k + g * hd, sizeof(float) * hd);
-    std::memcpy(v_block + at, v + g * hd, sizeof(float) * hd);
+    StoreKv(row, k + g * hd, v + g * hd, hd, k_block + at, v_block + at);
   }
   DecodeAttentionShape shape{d.num_heads, d.num_kv_heads, hd, row.prompt_len, row.layout.n_slots};
   DecodeAttentionIo io;

@@ -1,10 +1,21 @@
 #include "engine/cpu/kv_rows.h"
 
+#include <cstring>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/kv_fp8.h"
 
 namespace argen::cpu {
+
+void StoreKv(const KvRow& row, const float* k, const float* v, int32_t head_dim, float* k_dst, float* v_dst) {
+  std::memcpy(k_dst, k, sizeof(float) * head_dim);
+  std::memcpy(v_dst, v, sizeof(float) * head_dim);
+  if (row.policy.kv_format == sparse::KvFormat::kFp8E4m3) {
+    kernels::RoundThroughE4m3(k_dst, head_dim);
+    kernels::RoundThroughE4m3(v_dst, head_dim);
+  }
+}
 
 KvRows::KvRows(const model::StackConfig& stack, int64_t budget_bytes, int32_t max_prompt_tokens)
     : layers_(stack.num_layers),

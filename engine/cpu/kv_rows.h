@@ -4,7 +4,8 @@
 // (kernels/sparse/policy.h) for every (layer, kv_head).
 //
 // Layout of a row, per layer: K and V as [kv_head][prompt_len + n_slots][head_dim]
-// f32, the layout engine/cpu/sparse_attention.h reads.
+// f32, the layout engine/cpu/sparse_attention.h reads (kv_cache_dtype fp8:
+// the same f32 arrays holding values rounded through e4m3, StoreKv).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,13 @@ struct KvRow : model::RowState {
             policy_floats.data() + int64_t{layer_head} * layout.floats_per_head};
   }
 };
+
+// Stores one position's key and value of one kv head (head_dim floats each)
+// into the row: as they are, or, for kv_cache_dtype fp8, rounded through
+// e4m3 with a scale per vector exactly as the CUDA backend stores them
+// (kernels/kv_fp8.h). The CPU keeps f32 either way: fp8 here is the
+// numerical reference, not a memory saving.
+void StoreKv(const KvRow& row, const float* k, const float* v, int32_t head_dim, float* k_dst, float* v_dst);
 
 class KvRows {
  public:

@@ -19,6 +19,14 @@ namespace {
 
 constexpr int32_t kMaxDecodePositions = 16384;  // rotary table covers prompt + this many tokens
 
+// The token flag and the launch's kv_formats bit of a row's KV format.
+int32_t KvFormatFlag(const sparse::ResolvedPolicy& p) {
+  return p.kv_format == sparse::KvFormat::kFp8E4m3 ? kernels::kTokenKvFp8 : 0;
+}
+int32_t KvFormatsBit(const sparse::ResolvedPolicy& p) {
+  return p.kv_format == sparse::KvFormat::kFp8E4m3 ? kernels::kKvFormatsFp8 : kernels::kKvFormatsBf16;
+}
+
 kernels::PairSampling ToDevice(const model::SamplingSpec& s, int32_t step) {
   kernels::PairSampling p;
   p.temperature = s.temperature;
@@ -365,7 +373,7 @@ absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model:
     const int64_t c1 = std::min<int64_t>(n, c0 + max_tokens_);
     const int32_t count = static_cast<int32_t>(c1 - c0);
     ARGEN_STATUS_RETURN(source_->ReadRows(spec_.text_embed, b.tokens.data() + c0, count, host_x_pinned_.as<float>()));
-    int32_t max_keys = 1, n_last = 0;
+    int32_t max_keys = 1, n_last = 0, kv_formats = 0;
     int64_t first_last_row = -1;
     while (b.token_offsets[row + 1] <= c0) ++row;
     int64_t r = row;
@@ -380,6 +388,8 @@ absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model:
       m.kv_index = local;
       m.prefix_len = local + 1;
       m.decode_base = rw.prompt_len;
+      m.flags = KvFormatFlag(rw.policy);
+      kv_formats |= KvFormatsBit(rw.policy);
       meta[i - c0] = m;
       max_keys = std::max(max_keys, local + 1);
       if (i == b.token_offsets[r + 1] - 1) {  // the row's last prompt token
@@ -391,7 +401,7 @@ absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model:
                                       cudaMemcpyHostToDevice, stream_),
                       "upload prompt embeddings");
     ARGEN_STATUS_RETURN(Upload(layout.sampling));
-    ARGEN_STATUS_RETURN(RunLayers(count, max_keys, false, 0, 0));
+    ARGEN_STATUS_RETURN(RunLayers(count, max_keys, false, 0, 0, kv_formats));
     if (n_last > 0) {
       ARGEN_CUDA_RETURN(kernels::GatherRowsF32(x_.as<float>(), inputs_.gather, n_last, H,
                                                last_hidden_.as<float>() + first_last_row * H, stream_),
@@ -428,7 +438,7 @@ absl::Status CudaBackend::DecodeStep(const model::DecodeBatch& b, const model::S
   auto* sampling = reinterpret_cast<kernels::PairSampling*>(host + layout.sampling);
   auto* observe = reinterpret_cast<int32_t*>(host + layout.observe);
   bool any_sparse = false;
-  int32_t observe_flags = 0;
+  int32_t observe_flags = 0, kv_formats = 0;
   int32_t key_bound = 1;
   for (int64_t r = 0; r < n_rows; ++r) {
     const int32_t t = b.steps[r / 2];
@@ -439,10 +449,12 @@ absl::Status CudaBackend::DecodeStep(const model::DecodeBatch& b, const model::S
     m.rope_pos = rw.prompt_len + t;
     m.prefix_len = rw.prompt_len;
     m.decode_base = rw.prompt_len;
+    m.flags = KvFormatFlag(rw.policy);
+    kv_formats |= KvFormatsBit(rw.policy);
     if (rw.sparse) {
       m.kv_index = -1;
       m.decode_count = 0;
-      m.flags = kernels::kTokenSparse;
+      m.flags |= kernels::kTokenSparse;
       key_bound = std::max(key_bound, rw.prompt_len + rw.layout.max_attended);
     } else {
       m.kv_index = rw.prompt_len + t;  // dense: slot t, attends slots [0, t]
@@ -482,19 +494,19 @@ absl::Status CudaBackend::DecodeStep(const model::DecodeBatch& b, const model::S
   const int32_t R = static_cast<int32_t>(n_rows);
   if (!use_graphs_ || timer_.enabled() || out.row_logits != nullptr || inject_nan_logits_) {
     timer_.BeginStep();
-    ARGEN_STATUS_RETURN(EnqueueDecode(R, any_sparse, key_bound, observe_flags));  // same split as the graphs
+    ARGEN_STATUS_RETURN(EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats));  // same split as the graphs
   } else {
     // The key bound (not this step's count) sizes the attention split, so one
     // graph serves every step of a batch; chunks past a row's keys are empty.
-    const GraphKey key{R, any_sparse, key_bound, plan_stride_, observe_flags};
+    const GraphKey key{R, any_sparse, key_bound, plan_stride_, observe_flags, kv_formats};
     auto it = graphs_.find(key);
     if (it == graphs_.end() && seen_.insert(key).second) {
-      ARGEN_STATUS_RETURN(EnqueueDecode(R, any_sparse, key_bound, observe_flags));  // first use: eager (lazy inits)
+      ARGEN_STATUS_RETURN(EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats));  // first use: eager (lazy inits)
     } else {
       if (it == graphs_.end()) {
         if (graphs_.size() >= 32) ClearGraphs();
         ARGEN_CUDA_RETURN(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture");
-        const absl::Status enq = EnqueueDecode(R, any_sparse, key_bound, observe_flags);
+        const absl::Status enq = EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats);
         cudaGraph_t graph = nullptr;
         const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
         ARGEN_STATUS_RETURN(enq);

@@ -116,7 +116,9 @@ class CudaBackend final : public model::Backend {
   // Packs the host staging area's used prefix to the device (one copy).
   absl::Status Upload(size_t bytes);
   // The decoder layers over `tokens` tokens of x_ (meta already on device).
-  absl::Status RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan, int32_t observe_flags);
+  // kv_formats: kernels::kKvFormats* of the tokens' rows.
+  absl::Status RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan, int32_t observe_flags,
+                         int32_t kv_formats);
   // RMSNorm (no bias) or LayerNorm of `rows` rows of `x` into bf16 `out`.
   absl::Status EnqueueNorm(const float* x, const DeviceNorm& norm, int32_t rows, bf16* out, const char* what);
   // The input stage: x_ of `rows` rows (pairs broadcast) from inputs_.ids.
@@ -127,7 +129,7 @@ class CudaBackend final : public model::Backend {
   // Copies logits when asked, waits for the step, hands out the sampled tokens.
   absl::Status FinishStep(int32_t rows, const model::StepOutputs& out);
   // Everything a decode step runs on the device after its inputs are uploaded.
-  absl::Status EnqueueDecode(int32_t rows, bool any_sparse, int32_t max_keys, int32_t observe_flags);
+  absl::Status EnqueueDecode(int32_t rows, bool any_sparse, int32_t max_keys, int32_t observe_flags, int32_t kv_formats);
   void ClearGraphs();
 
   model::ModelSpec spec_;
@@ -168,8 +170,8 @@ class CudaBackend final : public model::Backend {
   PinnedBuffer host_x_pinned_;                 // prefill embeddings of one chunk
   std::vector<model::RowState*> decode_rows_;  // reused per step
   StageTimer timer_;
-  // Captured decode steps by (rows, any sparse, key bound, plan stride, observe flags).
-  using GraphKey = std::tuple<int32_t, bool, int32_t, int32_t, int32_t>;
+  // Captured decode steps by (rows, any sparse, key bound, plan stride, observe flags, kv formats).
+  using GraphKey = std::tuple<int32_t, bool, int32_t, int32_t, int32_t, int32_t>;
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   std::set<GraphKey> seen_;  // a shape runs eagerly once before it is captured
   bool use_graphs_ = true;

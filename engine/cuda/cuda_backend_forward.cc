@@ -28,7 +28,7 @@ absl::Status CudaBackend::EnqueueNorm(const float* x, const DeviceNorm& norm, in
 }
 
 absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan,
-                                    int32_t observe_flags) {
+                                    int32_t observe_flags, int32_t kv_formats) {
   const model::StackConfig& d = spec_.stack;
   const int32_t H = d.hidden_size, hd = d.head_dim, I = d.intermediate_size;
   const int32_t q_dim = d.num_heads * hd, qkv_dim = q_dim + 2 * d.num_kv_heads * hd;
@@ -113,6 +113,7 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
     aa.workspace = attn_ws_.as();
     aa.max_keys = max_keys;
     aa.variant = attention_variant_;
+    aa.kv_formats = kv_formats;
     ARGEN_CUDA_RETURN(kernels::DecodeAttention(aa, stream_), "decode attention");
     timer_.Mark(Stage::kAttention);
     if (any_sparse && (observe_flags & kObserveScores)) {
@@ -232,7 +233,8 @@ absl::Status CudaBackend::EnqueueInput(int32_t R) {
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::EnqueueDecode(int32_t R, bool any_sparse, int32_t max_keys, int32_t observe_flags) {
+absl::Status CudaBackend::EnqueueDecode(int32_t R, bool any_sparse, int32_t max_keys, int32_t observe_flags,
+                                        int32_t kv_formats) {
   const model::StackConfig& d = spec_.stack;
   if (any_sparse) {
     PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};
@@ -243,7 +245,7 @@ absl::Status CudaBackend::EnqueueDecode(int32_t R, bool any_sparse, int32_t max_
   }
   ARGEN_STATUS_RETURN(EnqueueInput(R));
   timer_.Mark(Stage::kEmbed);
-  ARGEN_STATUS_RETURN(RunLayers(R, max_keys, any_sparse, R, observe_flags));
+  ARGEN_STATUS_RETURN(RunLayers(R, max_keys, any_sparse, R, observe_flags, kv_formats));
   if (any_sparse && (observe_flags & kObserveArgmin)) {
     // The diagonal rows' selections of every layer, from the attention kernel's argmin.
     PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};

@@ -1,5 +1,7 @@
 #include "engine/cuda/row_layout.h"
 
+#include "kernels/kv_fp8.h"
+
 namespace argen::cuda {
 namespace {
 
@@ -10,7 +12,10 @@ int64_t Aligned(int64_t bytes) { return (bytes + kPoolAlignment - 1) / kPoolAlig
 RowLayout CudaRowLayout(const model::StackConfig& d, int32_t prompt_len, const sparse::ResolvedPolicy& policy) {
   const int64_t heads = int64_t{d.num_layers} * d.num_kv_heads;
   RowLayout l;
-  l.kv_bytes = Aligned(2 * heads * (int64_t{prompt_len} + policy.n_slots) * d.head_dim * 2);
+  const int32_t capacity = prompt_len + policy.n_slots;
+  l.kv_bytes = policy.kv_format == sparse::KvFormat::kFp8E4m3
+                   ? Aligned(kernels::Fp8Region(d.num_layers, d.num_kv_heads, capacity, d.head_dim).total)
+                   : Aligned(2 * heads * int64_t{capacity} * d.head_dim * 2);
   if (policy.kind != sparse::PolicyKind::kDense) {
     const sparse::PolicyLayout layout = sparse::LayoutFor(policy);
     l.ints_bytes = Aligned(heads * layout.ints_per_head * 4);

@@ -1,6 +1,7 @@
 // Where a row lives in the CUDA backend's one device pool (kv_budget_bytes):
 // one contiguous range holding its K/V region
-// [K, V][layer][kv_head][prompt_len + n_slots][head_dim] in bf16, then its
+// [K, V][layer][kv_head][prompt_len + n_slots][head_dim] in bf16 (kv_cache_dtype
+// fp8: e4m3 codes and their scales, kernels/kv_fp8.h), then its
 // sparsity policy state (ints, then floats; dense rows have none), each part
 // 256-byte aligned. The pool is carved by a RangeAllocator in bytes, so the
 // bytes a row takes (RowLayout::total) are exactly what the ledger counts.

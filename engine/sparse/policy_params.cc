@@ -106,6 +106,24 @@ absl::StatusOr<PolicyKind> ParsePolicyName(std::string_view name) {
                    "diagonal_sink4, grid_window, diagonal_grid, ssd"));
 }
 
+std::string_view KvFormatName(KvFormat format) {
+  switch (format) {
+    case KvFormat::kAuto:
+      return "auto";
+    case KvFormat::kFp8E4m3:
+      return "fp8";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<KvFormat> ParseKvFormat(std::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(std::string(name));
+  if (lower.empty() || lower == "auto") return KvFormat::kAuto;
+  if (lower == "fp8" || lower == "fp8_e4m3") return KvFormat::kFp8E4m3;
+  return absl::InvalidArgumentError(
+      absl::StrCat("kv_cache_dtype \"", std::string(name), "\" is not known; expected auto or fp8 (fp8_e4m3)"));
+}
+
 std::vector<std::string_view> PolicyParameterNames(PolicyKind kind) {
   if (kind == PolicyKind::kDense) return {};
   std::vector<std::string_view> names = {"sparsity", "n_att"};
@@ -165,9 +183,15 @@ absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, const G
     return Invalid(kind, "n_att", "set together with sparsity; give one of them");
   }
 
+  if (KvFormatName(params.kv_format) == "unknown") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("policy.kv_cache_dtype: format ", static_cast<int32_t>(params.kv_format), " is not known"));
+  }
+
   ResolvedPolicy r;
   r.kind = kind;
   r.l_dec = l_dec;
+  r.kv_format = params.kv_format;
   r.n_att = params.n_att > 0 ? params.n_att : static_cast<int32_t>(std::lround((1.0 - params.sparsity) * l_dec));
   if (r.n_att < 1) {
     return Invalid(kind, "sparsity",

@@ -27,6 +27,11 @@ inline constexpr PolicyKind kAllPolicyKinds[] = {
 std::string_view PolicyName(PolicyKind kind);
 absl::StatusOr<PolicyKind> ParsePolicyName(std::string_view name);
 
+// kv_cache_dtype names: "auto" and "fp8" (ParseKvFormat also takes "" for
+// auto and "fp8_e4m3"); an unknown name is INVALID_ARGUMENT naming kv_cache_dtype.
+std::string_view KvFormatName(KvFormat format);
+absl::StatusOr<KvFormat> ParseKvFormat(std::string_view name);
+
 // The PolicyParams fields a policy reads ("sparsity", "n_att", "n_recent", "n_sink").
 std::vector<std::string_view> PolicyParameterNames(PolicyKind kind);
 

@@ -20,6 +20,12 @@ enum class PolicyKind : int32_t {
   kSsd = 10,          // head-classified: spatial heads a window, semantic heads top-M
 };
 
+// How a row's K/V are stored (the request's kv_cache_dtype).
+enum class KvFormat : int32_t {
+  kAuto = 0,     // the backend's own: bf16 on CUDA, f32 on the CPU
+  kFp8E4m3 = 1,  // e4m3 codes with one fp32 scale per stored vector (kernels/kv_fp8.h)
+};
+
 // Parameters as requested. Zero/negative fields mean "derive the default".
 struct PolicyParams {
   PolicyKind kind = PolicyKind::kDense;
@@ -29,6 +35,7 @@ struct PolicyParams {
                           // (grid_window: the current row's run; ssd: the spatial window W)
   int32_t n_sink = -1;    // sink tokens; -1: the policy's default (4 for streaming_llm / diagonal_sink4,
                           // 0 for grid_window / diagonal_grid, 1 for ssd: its anchor)
+  KvFormat kv_format = KvFormat::kAuto;
 };
 
 // The image's token grid in decode order, as the model family lays it out:
@@ -69,6 +76,9 @@ struct ResolvedPolicy {
   // a policy) and their classes, bit layer * kv_heads + kv_head set = semantic.
   int32_t ssd_heads = 0;
   uint32_t ssd_semantic[kMaxClassifiedHeads / 32] = {};
+  // Storage of the row's K/V (the prompt's and the decode slots'); which keys
+  // are attended does not depend on it.
+  KvFormat kv_format = KvFormat::kAuto;
 };
 
 }  // namespace argen::sparse
