@@ -173,6 +173,9 @@ struct EngineOptions {
   // cannot run), "bf16" (bf16 or an error), "tf32" or "fp32" (the accuracy
   // reference). The CPU decoder is fp32: it takes "auto" and "fp32" only.
   std::string vq_precision = "auto";
+  // The server's default kv_cache_dtype: what cuda's auto max_batch_rows sizes
+  // rows for (requests still choose their own).
+  sparse::KvFormat default_kv_format = sparse::KvFormat::kAuto;
 };
 
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const EngineOptions& options);

@@ -132,11 +132,18 @@ sparse::HeadClasses SyntheticClasses(const model::StackConfig& dims, double shar
 
 absl::StatusOr<sparse::ResolvedPolicy> PolicyFromSpec(const std::string& spec, const model::StackConfig& dims,
                                                       const sparse::GridGeometry& grid, double ssd_semantic_share) {
-  std::vector<std::string> parts = absl::StrSplit(spec, ':');
+  // An optional "@dtype" suffix picks the KV storage: diagonal:0.95@fp8, dense@fp8.
+  const std::vector<std::string> at = absl::StrSplit(spec, absl::MaxSplits('@', 1));
+  std::vector<std::string> parts = absl::StrSplit(at[0], ':');
   absl::StatusOr<sparse::PolicyKind> kind = sparse::ParsePolicyName(parts[0]);
   if (!kind.ok()) return kind.status();
   sparse::PolicyParams p;
   p.kind = *kind;
+  if (at.size() > 1) {
+    absl::StatusOr<sparse::KvFormat> format = sparse::ParseKvFormat(at[1]);
+    if (!format.ok()) return format.status();
+    p.kv_format = *format;
+  }
   if (parts.size() > 1) p.sparsity = std::atof(parts[1].c_str());
   // Optional third field: n_recent (diagonal*'s N_r, h2o, alisa, the grid
   // policies, ssd's W), e.g. diagonal:0.95:64.
@@ -230,7 +237,7 @@ RunResult RunBatch(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, 
 constexpr char kBenchUsage[] =
     "argen_bench: GPU end-to-end and micro benchmarks of the CUDA backend (bench/gpu/*.sh run it).\n"
     "  argen_bench [--model 1b,7b,lumina-512,lumina-768] [--batches 1,8,...] [--policies "
-    "dense,diagonal:0.9[:N_r],...]\n"
+    "dense,diagonal:0.9[:N_r][@fp8],...]\n"
     "              [--prompt-len N] [--kv-budget 40G] [--card-memory 48G] [--max-batch] [--max-rows R] "
     "[--auto-sizing]\n"
     "              [--attention-micro] [--no-graphs] [--no-fused-argmin]\n"
@@ -244,7 +251,8 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: argen_bench [--model 1b,7b] [--batches 16,64] [--policies dense,diagonal:0.95]\n"
                  "  [--prompt-len 50] [--kv-budget BYTES | --card-memory 48G [--max-batch [--max-rows 512]]]\n"
-                 "  (a policy is name[:sparsity[:n_recent]], e.g. diagonal:0.95:64, grid_window:0.95, ssd:0.9)\n"
+                 "  (a policy is name[:sparsity[:n_recent]][@kv_cache_dtype], e.g. diagonal:0.95:64, "
+                 "diagonal:0.95@fp8, ssd:0.9)\n"
                  "  [--ssd-semantic-share 0.5]  (ssd: share of the random model's heads classified semantic)\n"
                  "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n"
                  "  [--attention-kernel auto|two-pass|staged] [--no-fused-argmin]\n");

@@ -57,7 +57,8 @@ int64_t WorkspaceBytes(const model::ModelSpec& spec, int32_t rows, int32_t plan_
   return b;
 }
 
-absl::StatusOr<int64_t> ReferenceRowBytes(const model::StackConfig& stack, int32_t decode_tokens) {
+absl::StatusOr<int64_t> ReferenceRowBytes(const model::StackConfig& stack, int32_t decode_tokens,
+                                          sparse::KvFormat kv_format) {
   if (decode_tokens <= 0) {
     return absl::InvalidArgumentError("max_batch_rows auto needs the decode length (BackendOptions::decode_tokens)");
   }
@@ -65,6 +66,7 @@ absl::StatusOr<int64_t> ReferenceRowBytes(const model::StackConfig& stack, int32
   sparse::PolicyParams p;
   p.kind = sparse::PolicyKind::kDiagonal;
   p.sparsity = 0.95;
+  p.kv_format = kv_format;
   // N_r 64 (the benchmarks' window), widened to the 95% budget itself where a
   // long decode attends more than 64 keys (Lumina-mGPT 768 px: N_att 118), so
   // the reference is the smallest row a 95%-sparse request can take at any L_dec
@@ -73,7 +75,9 @@ absl::StatusOr<int64_t> ReferenceRowBytes(const model::StackConfig& stack, int32
   p.n_recent = std::min(decode_tokens, std::max({1, std::min(64, decode_tokens / 2), n_att}));
   absl::StatusOr<sparse::ResolvedPolicy> diagonal = sparse::ResolvePolicy(p, decode_tokens);
   if (diagonal.ok()) return CudaRowLayout(stack, kReferencePrompt, *diagonal).total();
-  absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy(sparse::PolicyParams{}, decode_tokens);
+  sparse::PolicyParams dense_params;
+  dense_params.kv_format = kv_format;
+  absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy(dense_params, decode_tokens);
   if (!dense.ok()) return dense.status();
   return CudaRowLayout(stack, kReferencePrompt, *dense).total();
 }

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/model_spec.h"
+#include "kernels/sparse/policy_types.h"
 
 namespace argen::cuda {
 
@@ -63,7 +64,9 @@ int64_t SafetyMargin(int64_t total_bytes);
 // with diagonal at 95% sparsity, N_r = max(min(64, L_dec / 2), N_att) (the
 // smallest window that holds the 95% budget; dense where that policy does not
 // resolve for a tiny L_dec).
-absl::StatusOr<int64_t> ReferenceRowBytes(const model::StackConfig& stack, int32_t decode_tokens);
+// kv_format: the rows' storage (the server's default kv_cache_dtype).
+absl::StatusOr<int64_t> ReferenceRowBytes(const model::StackConfig& stack, int32_t decode_tokens,
+                                          sparse::KvFormat kv_format = sparse::KvFormat::kAuto);
 
 // FAILED_PRECONDITION (with the figures) when the card cannot hold the
 // workspaces of even one CFG pair, or an explicit setting does not fit.

@@ -70,6 +70,9 @@ struct BackendOptions {
   int32_t max_batch_rows = 256;
   int32_t max_prompt_tokens = 1024;
   int32_t decode_tokens = 0;  // L_dec; cuda auto sizing makes the policy plans for this many keys up front
+  // The KV storage cuda's auto max_batch_rows sizes its reference row in (the
+  // server's default kv_cache_dtype: fp8 rows are about half as large).
+  sparse::KvFormat reference_kv_format = sparse::KvFormat::kAuto;
 };
 
 using RowId = int32_t;

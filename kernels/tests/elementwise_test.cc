@@ -1,5 +1,6 @@
 // Elementwise kernels against float64 host references on random inputs.
 #include "kernels/elementwise.h"
+#include "kernels/kv_fp8.h"
 
 #include <gtest/gtest.h>
 
@@ -321,6 +322,100 @@ TEST_F(ElementwiseTest, RopeAppendRotatesAndWritesOnlyItsSlot) {
   for (size_t i = 0; i < kv.size(); ++i) {
     if (!written[i]) {
       ASSERT_EQ(kv[i], 0xffff) << "stray write at " << i;
+    }
+  }
+}
+
+// The fp8 append: each written key/value vector holds e4m3 codes of its
+// elements over one scale (its largest magnitude / 448), placed where
+// kernels/kv_fp8.h says; nothing else in the region changes.
+TEST_F(ElementwiseTest, RopeAppendFp8WritesCodesAndScalesOfItsSlotOnly) {
+  const int heads = 8, kv_heads = 4, hd = 128, layers = 2, layer = 1, max_pos = 64;
+  const int cap = 12;
+  const Fp8KvRegion r = Fp8Region(layers, kv_heads, cap, hd);
+  const int64_t region_elems = (r.total + 255) / 256 * 128;  // bf16 elements, 256-byte aligned
+  std::vector<TokenMeta> meta(3);
+  meta[0] = {0, cap, 3, 3, 4, 8, 0, kTokenKvFp8, 0};                                // prefill token
+  meta[1] = {region_elems, cap, 40, -1, 8, 8, 2, kTokenKvFp8 | kTokenSparse, 0};    // sparse decode
+  meta[2] = {2 * region_elems, cap, 9, 9, 10, 8, 0, 0, 0};                          // a bf16 row beside them
+  const std::vector<int32_t> write_slots = {0, 0, 0, 0, 1, 3, 0, 2, 0, 0, 0, 0};
+  auto kv_index_of = [&](size_t t, int h) {
+    return meta[t].flags & kTokenSparse ? meta[t].decode_base + write_slots[t * kv_heads + h] : meta[t].kv_index;
+  };
+  const int width = (heads + 2 * kv_heads) * hd;
+  auto qkv = RandomFloats(rng_, meta.size() * width, 2.f);
+  for (int i = 0; i < hd; ++i) qkv[(heads + kv_heads + 1) * hd + i] = 0.f;  // token 0, kv head 1: a zero value
+  const auto rope = RopeTable(max_pos, hd, 10000.0);
+  DeviceArray<float> qkv_d(qkv), rope_d(rope), q_out(meta.size() * heads * hd);
+  DeviceArray<TokenMeta> meta_d(meta);
+  DeviceArray<int32_t> slots_d(write_slots);
+  DeviceArray<Bf16Bits> pool(2 * region_elems + 2LL * layers * kv_heads * cap * hd);
+  pool.Poison(0xff);
+  RopeAppendArgs a;
+  a.qkv = qkv_d.get();
+  a.rope = rope_d.get();
+  a.max_pos = max_pos;
+  a.meta = meta_d.get();
+  a.tokens = meta.size();
+  a.heads = heads;
+  a.kv_heads = kv_heads;
+  a.head_dim = hd;
+  a.num_layers = layers;
+  a.layer = layer;
+  a.write_slots = slots_d.get();
+  a.q_out = q_out.get();
+  a.kv_pool = AsBf16(pool);
+  ARGEN_CUDA_OK(RopeAppend(a, 0));
+  const auto pool_h = pool.Download();
+  const auto* bytes = reinterpret_cast<const uint8_t*>(pool_h.data());
+  std::vector<bool> written(pool_h.size() * 2, false);
+  for (size_t t = 0; t < 2; ++t) {
+    const int64_t base = meta[t].kv_offset * 2;
+    for (int h = 0; h < kv_heads; ++h) {
+      const int64_t vec = (static_cast<int64_t>(layer) * kv_heads + h) * cap + kv_index_of(t, h);
+      std::vector<double> k(hd), v(hd);
+      double k_amax = 0, v_amax = 0;
+      for (int i = 0; i < hd; ++i) {
+        const int j = i % (hd / 2);
+        const double angle = meta[t].rope_pos * std::pow(10000.0, -2.0 * j / hd);
+        const double c = std::cos(angle), s = std::sin(angle);
+        const float* x = &qkv[t * width + (heads + h) * hd];
+        k[i] = i < hd / 2 ? x[i] * c - x[i + hd / 2] * s : x[i] * c + x[i - hd / 2] * s;
+        v[i] = qkv[t * width + (heads + kv_heads + h) * hd + i];
+        k_amax = std::max(k_amax, std::abs(k[i]));
+        v_amax = std::max(v_amax, std::abs(v[i]));
+      }
+      float k_scale, v_scale;
+      std::memcpy(&k_scale, bytes + base + r.k_scales + vec * 4, 4);
+      std::memcpy(&v_scale, bytes + base + r.v_scales + vec * 4, 4);
+      ASSERT_NEAR(k_scale, k_amax / 448, 1e-5 * k_amax / 448 + 1e-12) << "token " << t << " head " << h;
+      ASSERT_EQ(v_scale, static_cast<float>(v_amax) / 448.f);
+      for (int i = 0; i < hd; ++i) {
+        const uint8_t kc = bytes[base + vec * hd + i], vc = bytes[base + r.v_codes + vec * hd + i];
+        // Value codes are exactly the host's; key codes may differ by one step where
+        // the device's rotation rounds across a midpoint.
+        ASSERT_EQ(vc, EncodeScaled(static_cast<float>(v[i]), v_scale)) << "token " << t << " head " << h << " " << i;
+        ASSERT_NEAR(DecodeE4m3(kc) * k_scale, k[i], std::abs(k[i]) * 0.0626 + k_scale * 0.002)
+            << "token " << t << " head " << h << " " << i;
+        written[base + vec * hd + i] = written[base + r.v_codes + vec * hd + i] = true;
+      }
+      for (int b = 0; b < 4; ++b) written[base + r.k_scales + vec * 4 + b] = written[base + r.v_scales + vec * 4 + b] = true;
+    }
+  }
+  // The bf16 row got bf16 K/V as before.
+  {
+    const int64_t ls = static_cast<int64_t>(kv_heads) * cap * hd;
+    for (int h = 0; h < kv_heads; ++h)
+      for (int i = 0; i < hd; ++i) {
+        const int64_t v_at = meta[2].kv_offset + layers * ls + layer * ls + (h * cap + meta[2].kv_index) * hd + i;
+        ASSERT_EQ(FromBf16Bits(pool_h[v_at]), testing::RoundBf16(qkv[2 * width + (heads + kv_heads + h) * hd + i]));
+        const int64_t k_at = meta[2].kv_offset + layer * ls + (h * cap + meta[2].kv_index) * hd + i;
+        written[2 * k_at] = written[2 * k_at + 1] = written[2 * v_at] = written[2 * v_at + 1] = true;
+      }
+  }
+  for (int64_t i = 0; i < static_cast<int64_t>(written.size()); ++i) {
+    if (!written[i]) {
+      ASSERT_EQ(bytes[i], 0xff) << "stray write at byte " << i;
     }
   }
 }

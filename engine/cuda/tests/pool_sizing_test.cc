@@ -47,6 +47,15 @@ TEST(PoolSizingTest, ReferenceRowIsDiagonal95WithRecentWindow64) {
   EXPECT_GT(want, 60 * 491520);
   EXPECT_LT(want, 200 * 491520);
   EXPECT_FALSE(ReferenceRowBytes(spec.stack, 0).ok());
+  // A server whose default kv_cache_dtype is fp8 sizes rows for fp8 rows:
+  // codes plus one fp32 scale per 128-dim vector, (128 + 4) / 256 of bf16's bytes.
+  p.kv_format = sparse::KvFormat::kFp8E4m3;
+  const int64_t fp8 = CudaRowLayout(spec.stack, 50, sparse::ResolvePolicy(p, 576).value()).total();
+  EXPECT_EQ(ReferenceRowBytes(spec.stack, 576, sparse::KvFormat::kFp8E4m3).value(), fp8);
+  const int64_t kv_positions = int64_t{2} * 30 * 32 * (50 + 64) * 128;  // K and V elements of the region
+  EXPECT_EQ(CudaRowLayout(spec.stack, 50, sparse::ResolvePolicy(p, 576).value()).kv_bytes,
+            (kv_positions * 132 / 128 + 255) / 256 * 256);
+  EXPECT_NEAR(static_cast<double>(fp8) / want, 0.52, 0.02);
 }
 
 // A long decode (Lumina-mGPT-7B at 768 px, L_dec 2351) attends N_att = 118 keys at
