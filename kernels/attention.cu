@@ -50,11 +50,11 @@ __device__ __forceinline__ int KeyPosition(int j, const TokenMeta& m, const int3
 
 // Where a (token, kv head)'s K and V rows are, in bf16 or in fp8 (kernels/kv_fp8.h),
 // and how one lane's 8 dims of a row are loaded and unpacked.
-template <int HD, bool kFp8>
+template <int HD, bool kFp8, int Dims>
 struct KvRows;
 
 template <int HD>
-struct KvRows<HD, false> {
+struct KvRows<HD, false, 8> {  // 8 values: one 16-byte load
   using Raw = detail::Bf16x8;
   const bf16* k;
   const bf16* v;
@@ -70,9 +70,24 @@ struct KvRows<HD, false> {
   __device__ static void Unpack(const Raw& r, float out[8]) { detail::Unpack8(r, out); }
 };
 
+// fp8 rows: 16 codes (one 16-byte load, as bf16's 8 values) per lane where the
+// registers allow (G <= 2: q and acc are G x 16 floats), so a key takes half
+// the lanes and half the shuffles of a bf16 key; 8 codes per lane otherwise.
+template <int HD, int Dims>
+struct Fp8Raw;
 template <int HD>
-struct KvRows<HD, true> {
-  using Raw = uint2;  // 8 e4m3 codes
+struct Fp8Raw<HD, 16> {
+  using Type = uint4;
+};
+template <int HD>
+struct Fp8Raw<HD, 8> {
+  using Type = uint2;
+};
+
+template <int HD, int Dims>
+struct KvRows<HD, true, Dims> {
+  static constexpr int kDims = Dims;
+  using Raw = typename Fp8Raw<HD, Dims>::Type;
   const unsigned char* k;
   const unsigned char* v;
   const float* k_scale;
@@ -87,25 +102,32 @@ struct KvRows<HD, true> {
     v_scale = reinterpret_cast<const float*>(region + r.v_scales) + first;
   }
   __device__ Raw LoadK(int pos, int sub) const {
-    return *reinterpret_cast<const uint2*>(k + static_cast<int64_t>(pos) * HD + sub * 8);
+    return *reinterpret_cast<const Raw*>(k + static_cast<int64_t>(pos) * HD + sub * kDims);
   }
   __device__ Raw LoadV(int pos, int sub) const {
-    return *reinterpret_cast<const uint2*>(v + static_cast<int64_t>(pos) * HD + sub * 8);
+    return *reinterpret_cast<const Raw*>(v + static_cast<int64_t>(pos) * HD + sub * kDims);
   }
   __device__ float KScale(int pos) const { return k_scale[pos]; }
   __device__ float VScale(int pos) const { return v_scale[pos]; }
-  __device__ static void Unpack(const Raw& r, float out[8]) {
-    const unsigned words[2] = {r.x, r.y};
+  __device__ static void UnpackWord(unsigned word, float* out) {
 #pragma unroll
-    for (int w = 0; w < 2; ++w)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(
-            static_cast<__nv_fp8x2_storage_t>((words[w] >> (16 * h)) & 0xffffu), __NV_E4M3);
-        const float2 f = __half22float2(__half2(raw));
-        out[4 * w + 2 * h] = f.x;
-        out[4 * w + 2 * h + 1] = f.y;
-      }
+    for (int h = 0; h < 2; ++h) {
+      const __half2_raw raw =
+          __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>((word >> (16 * h)) & 0xffffu), __NV_E4M3);
+      const float2 f = __half22float2(__half2(raw));
+      out[2 * h] = f.x;
+      out[2 * h + 1] = f.y;
+    }
+  }
+  __device__ static void Unpack(const uint2& r, float out[8]) {
+    UnpackWord(r.x, out);
+    UnpackWord(r.y, out + 4);
+  }
+  __device__ static void Unpack(const uint4& r, float out[16]) {
+    UnpackWord(r.x, out);
+    UnpackWord(r.y, out + 4);
+    UnpackWord(r.z, out + 8);
+    UnpackWord(r.w, out + 12);
   }
 };
 
@@ -187,7 +209,8 @@ __device__ __forceinline__ void WriteObserve(const AttentionArgs& a, int t, int 
 // each skips the other's tokens, so a batch of both takes two launches.
 template <int HD, int G, bool kFp8>
 __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
-  constexpr int kLanesPerKey = HD / 8;
+  constexpr int kDims = kFp8 && G <= 2 ? 16 : 8;  // dims a lane holds of each key
+  constexpr int kLanesPerKey = HD / kDims;
   constexpr int kKeysPerIter = kThreads / kLanesPerKey;
   extern __shared__ float smem[];
   float* scores = smem;                                         // [G][chunk]
@@ -207,19 +230,19 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   const int begin = split * a.chunk;
   const int len = max(0, min(n, begin + a.chunk) - begin);
   const int tid = threadIdx.x, sub = tid % kLanesPerKey, slot = tid / kLanesPerKey;
-  using Rows = KvRows<HD, kFp8>;
+  using Rows = KvRows<HD, kFp8, kDims>;
   const Rows rows(a, m, kvh);
   const int32_t* idx = sparse ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride : nullptr;
   const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
   const bool split_logits = a.splits > 1 && observe.any();
   WorkspaceView ws = View(a.workspace, a.tokens, a.heads, HD, a.splits);
 
-  float q[G][8];
+  float q[G][kDims];
 #pragma unroll
   for (int g = 0; g < G; ++g) {
-    const float* qp = a.q + (static_cast<int64_t>(t) * a.heads + kvh * G + g) * HD + sub * 8;
+    const float* qp = a.q + (static_cast<int64_t>(t) * a.heads + kvh * G + g) * HD + sub * kDims;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) q[g][i] = qp[i] * a.scale;
+    for (int i = 0; i < kDims; ++i) q[g][i] = qp[i] * a.scale;
   }
 
   // Pass 1: scores of every key of the chunk.
@@ -238,19 +261,19 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      float k[8];
+      float k[kDims];
       if (pos[u] >= 0) {
         Rows::Unpack(kv[u], k);
       } else {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) k[i] = 0.f;
+        for (int i = 0; i < kDims; ++i) k[i] = 0.f;
       }
       const int j = base + u * kKeysPerIter + slot;
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         float s = 0.f;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) s += q[g][i] * k[i];
+        for (int i = 0; i < kDims; ++i) s += q[g][i] * k[i];
 #pragma unroll
         for (int o = kLanesPerKey / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
         if constexpr (kFp8) s *= pos[u] >= 0 ? k_scale[u] : 0.f;
@@ -289,11 +312,11 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   __syncthreads();
 
   // Pass 3: probability-weighted values.
-  float acc[G][8];
+  float acc[G][kDims];
 #pragma unroll
   for (int g = 0; g < G; ++g)
 #pragma unroll
-    for (int i = 0; i < 8; ++i) acc[g][i] = 0.f;
+    for (int i = 0; i < kDims; ++i) acc[g][i] = 0.f;
   for (int base = 0; base < len; base += kKeysPerIter * kUnroll) {
     typename Rows::Raw vv[kUnroll];
     float v_scale[kUnroll];
@@ -311,14 +334,14 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
     for (int u = 0; u < kUnroll; ++u) {
       if (pos[u] < 0) continue;
       const int j = base + u * kKeysPerIter + slot;
-      float v[8];
+      float v[kDims];
       Rows::Unpack(vv[u], v);
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         float p = scores[g * a.chunk + j];
         if constexpr (kFp8) p *= v_scale[u];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[g][i] += p * v[i];
+        for (int i = 0; i < kDims; ++i) acc[g][i] += p * v[i];
       }
     }
   }
@@ -326,7 +349,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
 #pragma unroll
   for (int g = 0; g < G; ++g)
 #pragma unroll
-    for (int i = 0; i < 8; ++i)
+    for (int i = 0; i < kDims; ++i)
 #pragma unroll
       for (int o = 16; o >= kLanesPerKey; o >>= 1) acc[g][i] += __shfl_xor_sync(0xffffffffu, acc[g][i], o);
   const int warp = tid >> 5, lane = tid & 31;
@@ -334,7 +357,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
 #pragma unroll
     for (int g = 0; g < G; ++g)
 #pragma unroll
-      for (int i = 0; i < 8; ++i) reduce[(warp * G + g) * HD + sub * 8 + i] = acc[g][i];
+      for (int i = 0; i < kDims; ++i) reduce[(warp * G + g) * HD + sub * kDims + i] = acc[g][i];
   }
   __syncthreads();
   for (int e = tid; e < G * HD; e += kThreads) {

@@ -45,10 +45,20 @@ absl::StatusOr<std::vector<PolicySpec>> ParsePolicySpecs(std::string_view csv) {
   std::vector<PolicySpec> specs;
   for (const std::string& item : Items(csv)) {
     PolicySpec spec;
-    std::string name = item;
-    if (const size_t colon = item.find(':'); colon != std::string::npos) {
-      name = item.substr(0, colon);
-      const std::string window = item.substr(colon + 1);
+    std::string entry = item;
+    if (const size_t at = item.find('@'); at != std::string::npos) {
+      entry = item.substr(0, at);
+      absl::StatusOr<sparse::KvFormat> format = sparse::ParseKvFormat(item.substr(at + 1));
+      if (!format.ok() || *format == sparse::KvFormat::kAuto) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--policies: \"", item, "\": after the @ comes a kv_cache_dtype other than auto (fp8)"));
+      }
+      spec.kv_format = *format;
+    }
+    std::string name = entry;
+    if (const size_t colon = entry.find(':'); colon != std::string::npos) {
+      name = entry.substr(0, colon);
+      const std::string window = entry.substr(colon + 1);
       if (!absl::SimpleAtoi(window, &spec.n_recent) || spec.n_recent < 1) {
         return absl::InvalidArgumentError(
             absl::StrCat("--policies: \"", item, "\": after the colon comes n_recent, a whole number >= 1"));
@@ -101,12 +111,13 @@ std::vector<SweepConfig> BuildGrid(const std::vector<PolicySpec>& policies, cons
   for (const PolicySpec& spec : policies) {
     std::string name(sparse::PolicyName(spec.kind));
     if (spec.n_recent > 0) name = absl::StrCat(name, "_nr", spec.n_recent);
+    if (spec.kv_format != sparse::KvFormat::kAuto) absl::StrAppend(&name, "_", std::string(sparse::KvFormatName(spec.kv_format)));
     if (spec.kind == sparse::PolicyKind::kDense) {
-      grid.push_back({spec.kind, name, 0.0, name + "_0", 0});
+      grid.push_back({spec.kind, name, 0.0, name + "_0", 0, spec.kv_format});
       continue;
     }
     for (double s : sparsities) {
-      grid.push_back({spec.kind, name, s, absl::StrCat(name, "_", FormatPercent(s)), spec.n_recent});
+      grid.push_back({spec.kind, name, s, absl::StrCat(name, "_", FormatPercent(s)), spec.n_recent, spec.kv_format});
     }
   }
   return grid;

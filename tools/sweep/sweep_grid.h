@@ -22,13 +22,19 @@ struct SweepConfig {
   double sparsity_percent = 0;
   std::string label;     // "<policy>_<sparsity>", e.g. "diagonal_92.5": the folder name
   int32_t n_recent = 0;  // the entry's own n_recent ("diagonal:64"); 0: --n-recent / the default
+  // The entry's own KV storage ("dense@fp8"); kAuto: the sweep-wide --kv-cache-dtype.
+  sparse::KvFormat kv_format = sparse::KvFormat::kAuto;
 };
 
 // One --policies entry: "name" or "name:N" (N: that entry's n_recent, for the
-// policies that read one, e.g. diagonal:64 next to diagonal at the default N_r).
+// policies that read one, e.g. diagonal:64 next to diagonal at the default N_r),
+// optionally with "@fp8" (that entry's KV in fp8, e.g. dense@fp8 next to dense:
+// its images get PSNR against dense's, the bf16 KV twin). The folder names
+// carry "_nr<N>" and "_fp8".
 struct PolicySpec {
   sparse::PolicyKind kind = sparse::PolicyKind::kDense;
   int32_t n_recent = 0;
+  sparse::KvFormat kv_format = sparse::KvFormat::kAuto;
   bool operator==(const PolicySpec&) const = default;
 };
 
@@ -37,8 +43,9 @@ bool UsesNRecent(sparse::PolicyKind kind);
 
 // "a,b,c" -> canonical policy kinds, in order, without duplicates.
 absl::StatusOr<std::vector<sparse::PolicyKind>> ParsePolicies(std::string_view csv);
-// "a,b:64,c" -> entries in order, without duplicates; an entry's ":N" must be
-// >= 1 and is only allowed for a policy that reads n_recent.
+// "a,b:64,c@fp8" -> entries in order, without duplicates; an entry's ":N" must
+// be >= 1 and is only allowed for a policy that reads n_recent; "@" takes a
+// kv_cache_dtype name other than auto.
 absl::StatusOr<std::vector<PolicySpec>> ParsePolicySpecs(std::string_view csv);
 
 // "80,92.5" -> percents in [0, 100), in order, without duplicates.

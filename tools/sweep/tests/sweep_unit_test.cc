@@ -192,6 +192,34 @@ TEST(SweepGridTest, PolicyEntriesWithTheirOwnWindow) {
   EXPECT_EQ(ParsePolicySpecs("diagonal:64,diagonal:64,diagonal")->size(), 2u);
 }
 
+// "name@fp8" entries: their KV in fp8, their own folder and manifest policy
+// name ("dense_fp8": PSNR against "dense", the bf16 twin), the rest as the entry says.
+TEST(SweepGridTest, PolicyEntriesWithTheirOwnKvDtype) {
+  absl::StatusOr<SweepArgs> a = ParseSweepArgs(
+      {"--model", "m", "--out", "o", "--policies", "dense,dense@fp8,diagonal,diagonal:64@fp8", "--sparsities", "95"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  const std::vector<SweepConfig> grid = BuildGrid(a->policy_specs, a->sparsities);
+  ASSERT_EQ(grid.size(), 4u);
+  EXPECT_EQ(grid[0].label, "dense_0");
+  EXPECT_EQ(grid[1].label, "dense_fp8_0");
+  EXPECT_EQ(grid[1].policy, "dense_fp8");
+  EXPECT_EQ(grid[3].label, "diagonal_nr64_fp8_95");
+  const RunSettings settings;
+  const BenchmarkPrompt prompt{};
+  EXPECT_EQ(MakeRequest({&grid[0], &prompt}, settings).policy.kv_format, sparse::KvFormat::kAuto);
+  EXPECT_EQ(MakeRequest({&grid[1], &prompt}, settings).policy.kv_format, sparse::KvFormat::kFp8E4m3);
+  EXPECT_EQ(MakeRequest({&grid[2], &prompt}, settings).policy.kv_format, sparse::KvFormat::kAuto);
+  const engine::GenerationRequest last = MakeRequest({&grid[3], &prompt}, settings);
+  EXPECT_EQ(last.policy.kv_format, sparse::KvFormat::kFp8E4m3);
+  EXPECT_EQ(last.policy.n_recent, 64);
+  for (const char* bad : {"dense@", "dense@auto", "dense@fp4", "diagonal:64@"}) {
+    absl::StatusOr<std::vector<PolicySpec>> p = ParsePolicySpecs(bad);
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_NE(std::string(p.status().message()).find("kv_cache_dtype"), std::string::npos) << p.status();
+  }
+  EXPECT_EQ(ParsePolicySpecs("dense@fp8,dense@fp8_e4m3,dense")->size(), 2u);
+}
+
 TEST(SweepGridTest, DuplicatesAndAliasesCollapse) {
   absl::StatusOr<std::vector<sparse::PolicyKind>> p = ParsePolicies("window,sliding_window, tova");
   ASSERT_TRUE(p.ok()) << p.status();
