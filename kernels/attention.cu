@@ -608,6 +608,189 @@ __global__ void __launch_bounds__(kThreads) StagedAttentionKernel(AttentionArgs 
       min_scratch);
 }
 
+// Warp kernel for key sets of at most kWarpMaxKeys with splits == 1: one warp
+// per (token, kv head), four per block, with warp-level reductions only (no
+// block barrier), so an SM keeps four times the (token, kv head) pairs of the
+// two-pass kernel in flight. The same lane layout and math as that kernel:
+// scores and positions in shared memory ([G][cap] and [cap] per warp), a
+// softmax per query head, V weighted by the probabilities, the observe
+// outputs from the same probabilities.
+constexpr int kWarpMaxKeys = 1024;
+
+__host__ __device__ constexpr size_t WarpBytes(int group, int cap) {
+  return static_cast<size_t>(kWarps) * (group + 1) * cap * sizeof(float);
+}
+
+struct WarpMin {
+  float v;
+  int e;
+};
+
+template <int HD, int G, bool kFp8>
+__global__ void __launch_bounds__(kThreads) WarpAttentionKernel(AttentionArgs a, int cap) {
+  constexpr int kDims = kFp8 && G <= 2 ? 16 : 8;
+  constexpr int kLanesPerKey = HD / kDims;
+  constexpr int kKeysPerIter = 32 / kLanesPerKey;
+  using Rows = KvRows<HD, kFp8, kDims>;
+  extern __shared__ float warp_smem[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float* scores = warp_smem + static_cast<int64_t>(warp) * (G + 1) * cap;  // [G][cap]
+  int* positions = reinterpret_cast<int*>(scores + G * cap);               // [cap]
+  const int64_t pair = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (pair >= static_cast<int64_t>(a.tokens) * a.kv_heads) return;
+  const int t = static_cast<int>(pair / a.kv_heads), kvh = static_cast<int>(pair % a.kv_heads);
+  TokenMeta m = a.meta[t];
+  if (((m.flags & kTokenKvFp8) != 0) != kFp8) return;  // the other launch's token
+  const bool sparse = (m.flags & kTokenSparse) && a.decode_idx != nullptr;
+  if (sparse && a.counts != nullptr) m.decode_count = a.counts[static_cast<int64_t>(t) * a.kv_heads + kvh];
+  m.decode_count = max(m.decode_count, 0);
+  const int len = min(m.prefix_len + m.decode_count, cap);
+  const int sub = lane % kLanesPerKey, slot = lane / kLanesPerKey;
+  const Rows rows(a, m, kvh);
+  const int32_t* idx = sparse ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride : nullptr;
+  const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
+
+  float q[G][kDims];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const float* qp = a.q + (static_cast<int64_t>(t) * a.heads + kvh * G + g) * HD + sub * kDims;
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) q[g][i] = qp[i] * a.scale;
+  }
+
+  // Scores of every key.
+  for (int base = 0; base < len; base += kKeysPerIter * kUnroll) {
+    typename Rows::Raw kv[kUnroll];
+    float k_scale[kUnroll];
+    int pos[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = base + u * kKeysPerIter + slot;
+      pos[u] = j < len ? KeyPosition(j, m, idx) : -1;
+      if (pos[u] >= 0) {
+        kv[u] = rows.LoadK(pos[u], sub);
+        if constexpr (kFp8) k_scale[u] = rows.KScale(pos[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      float k[kDims];
+      if (pos[u] >= 0) {
+        Rows::Unpack(kv[u], k);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kDims; ++i) k[i] = 0.f;
+      }
+      const int j = base + u * kKeysPerIter + slot;
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float sc = 0.f;
+#pragma unroll
+        for (int i = 0; i < kDims; ++i) sc += q[g][i] * k[i];
+#pragma unroll
+        for (int o = kLanesPerKey / 2; o > 0; o >>= 1) sc += __shfl_xor_sync(0xffffffffu, sc, o);
+        if constexpr (kFp8) sc *= pos[u] >= 0 ? k_scale[u] : 0.f;
+        if (sub == 0 && j < len) scores[g * cap + j] = pos[u] >= 0 ? sc : -INFINITY;
+      }
+      if (sub == 0 && j < len) positions[j] = pos[u];
+    }
+  }
+  __syncwarp();
+
+  // Softmax per query head; scores become exp(s - max).
+  float l_of[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    float mx = -INFINITY;
+    for (int j = lane; j < len; j += 32) mx = fmaxf(mx, scores[g * cap + j]);
+    mx = detail::WarpMax(mx);
+    float sum = 0.f;
+    for (int j = lane; j < len; j += 32) {
+      const float sc = scores[g * cap + j];
+      const float p = (mx == -INFINITY) ? 0.f : __expf(sc - mx);
+      scores[g * cap + j] = p;
+      sum += p;
+    }
+    l_of[g] = detail::WarpSum(sum);
+  }
+  __syncwarp();
+
+  // Probability-weighted values.
+  float acc[G][kDims];
+#pragma unroll
+  for (int g = 0; g < G; ++g)
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) acc[g][i] = 0.f;
+  for (int base = 0; base < len; base += kKeysPerIter * kUnroll) {
+    typename Rows::Raw vv[kUnroll];
+    float v_scale[kUnroll];
+    int pos[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = base + u * kKeysPerIter + slot;
+      pos[u] = j < len ? positions[j] : -1;
+      if (pos[u] >= 0) {
+        vv[u] = rows.LoadV(pos[u], sub);
+        if constexpr (kFp8) v_scale[u] = rows.VScale(pos[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (pos[u] < 0) continue;
+      const int j = base + u * kKeysPerIter + slot;
+      float v[kDims];
+      Rows::Unpack(vv[u], v);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float p = scores[g * cap + j];
+        if constexpr (kFp8) p *= v_scale[u];
+#pragma unroll
+        for (int i = 0; i < kDims; ++i) acc[g][i] += p * v[i];
+      }
+    }
+  }
+  // Sum over the key slots (lanes with the same sub), then lanes [0, kLanesPerKey) write.
+#pragma unroll
+  for (int g = 0; g < G; ++g)
+#pragma unroll
+    for (int i = 0; i < kDims; ++i)
+#pragma unroll
+      for (int o = 16; o >= kLanesPerKey; o >>= 1) acc[g][i] += __shfl_xor_sync(0xffffffffu, acc[g][i], o);
+  if (lane < kLanesPerKey) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      __nv_bfloat16* out = a.out + (static_cast<int64_t>(t) * a.heads + kvh * G + g) * HD + sub * kDims;
+      const float inv = l_of[g] > 0.f ? 1.f / l_of[g] : 0.f;
+#pragma unroll
+      for (int i = 0; i < kDims; ++i) out[i] = __float2bfloat16(l_of[g] > 0.f ? acc[g][i] * inv : 0.f);
+    }
+  }
+
+  // Observe outputs (entries past len only when max_keys understates the keys: not observed).
+  if (!observe.any()) return;
+  const int count = max(0, min(m.decode_count, len - m.prefix_len));
+  const int64_t head = static_cast<int64_t>(t) * a.kv_heads + kvh;
+  float* probs = observe.probs ? a.probs + head * a.probs_stride : nullptr;
+  const int from = observe.argmin ? max(observe.from, 0) : count;
+  WarpMin best{INFINITY, -1};
+  for (int e = (probs != nullptr ? 0 : from) + lane; e < count; e += 32) {
+    float p = 0.f;
+#pragma unroll
+    for (int g = 0; g < G; ++g) p += l_of[g] > 0.f ? scores[g * cap + m.prefix_len + e] / l_of[g] : 0.f;
+    p *= 1.f / G;
+    if (probs != nullptr) probs[e] = p;
+    if (e >= from && (p < best.v || (p == best.v && e < best.e))) best = {p, e};
+  }
+  if (!observe.argmin) return;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float v = __shfl_xor_sync(0xffffffffu, best.v, o);
+    const int e = __shfl_xor_sync(0xffffffffu, best.e, o);
+    if (v < best.v || (v == best.v && e >= 0 && (best.e < 0 || e < best.e))) best = {v, e};
+  }
+  if (lane == 0) a.argmin[head] = best.e;
+}
+
 size_t SharedBytes(int head_dim, int group, int chunk) {
   return (static_cast<size_t>(group + 1) * chunk + static_cast<size_t>(kWarps) * group * head_dim) * sizeof(float);
 }
@@ -620,8 +803,33 @@ int StagedCap(const AttentionArgs& a) {
   return (keys + 7) / 8 * 8;
 }
 
+int WarpCap(const AttentionArgs& a) {
+  const int keys = a.max_keys > 0 ? a.max_keys : a.chunk;
+  return (keys + 31) / 32 * 32;
+}
+
+template <int HD, int G, bool kFp8>
+cudaError_t LaunchWarp(const AttentionArgs& a, int cap, cudaStream_t stream) {
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(WarpAttentionKernel<HD, G, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(WarpBytes(G, kWarpMaxKeys)));
+  if (attr != cudaSuccess) return attr;
+  const int64_t pairs = static_cast<int64_t>(a.tokens) * a.kv_heads;
+  const int blocks = static_cast<int>((pairs + kWarps - 1) / kWarps);
+  WarpAttentionKernel<HD, G, kFp8><<<blocks, kThreads, WarpBytes(G, cap), stream>>>(a, cap);
+  return cudaGetLastError();
+}
+
 template <int HD, int G>
 cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
+  if (ChosenAttentionVariant(a) == AttentionVariant::kWarp) {
+    const int cap = WarpCap(a);
+    if (a.kv_formats == 0 || (a.kv_formats & kKvFormatsBf16)) {
+      if (cudaError_t err = LaunchWarp<HD, G, false>(a, cap, stream); err != cudaSuccess) return err;
+    }
+    if (a.kv_formats & kKvFormatsFp8) return LaunchWarp<HD, G, true>(a, cap, stream);
+    return cudaSuccess;
+  }
   if (ChosenAttentionVariant(a) == AttentionVariant::kStaged) {
     static const cudaError_t attr = cudaFuncSetAttribute(
         StagedAttentionKernel<HD, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kStagedMaxBytes));
@@ -701,9 +909,14 @@ size_t AttentionWorkspaceBytes(int32_t tokens, int32_t heads, int32_t head_dim, 
 }
 
 AttentionVariant ChosenAttentionVariant(const AttentionArgs& a) {
-  if (a.variant == AttentionVariant::kTwoPass || a.splits != 1 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0 ||
-      (a.kv_formats & kKvFormatsFp8))  // the staged kernel reads bf16 only
+  if (a.variant == AttentionVariant::kTwoPass || a.splits != 1 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
     return AttentionVariant::kTwoPass;
+  if (a.variant == AttentionVariant::kWarp || a.variant == AttentionVariant::kAuto) {
+    const bool fits = WarpCap(a) <= kWarpMaxKeys;
+    if (fits && (a.variant == AttentionVariant::kWarp || kWarpAuto)) return AttentionVariant::kWarp;
+    if (a.variant == AttentionVariant::kWarp) return AttentionVariant::kTwoPass;
+  }
+  if (a.kv_formats & kKvFormatsFp8) return AttentionVariant::kTwoPass;  // the staged kernel reads bf16 only
   const size_t bytes = StagedBytes(a.head_dim, a.heads / a.kv_heads, StagedCap(a));
   const size_t limit = a.variant == AttentionVariant::kStaged ? kStagedMaxBytes : kStagedAutoBytes;
   return bytes <= limit ? AttentionVariant::kStaged : AttentionVariant::kTwoPass;

@@ -18,10 +18,12 @@
 //                         (sparse::ArgminFrom over them gives the same entry)
 // `from` is AttentionArgs::argmin_from, or per token AttentionArgs::observe.
 //
-// Two kernels: the two-pass kernel (any key count, split-K) and, for short key
-// sets with splits == 1, a staged kernel that first issues every K and V load
-// of its (token, kv_head) as cp.async copies into shared memory, so a block has
-// all its bytes in flight at once. AttentionArgs::variant picks.
+// Three kernels: the two-pass kernel (any key count, split-K); for key sets of
+// at most 1024 with splits == 1, the warp kernel (one warp per (token,
+// kv_head), four per block, warp reductions only: more pairs in flight per
+// SM); and a staged kernel that first issues every K and V load of its
+// (token, kv_head) as cp.async copies into shared memory. AttentionArgs::variant
+// picks.
 //
 // A kTokenKvFp8 token's region holds e4m3 codes and per-vector scales
 // (kernels/kv_fp8.h): its keys and values are decoded exactly and scaled.
@@ -44,7 +46,11 @@ enum class AttentionVariant : int32_t {
   kAuto = 0,     // the measured faster one: two-pass (kStagedAutoBytes is 0)
   kTwoPass = 1,  // always the two-pass kernel
   kStaged = 2,   // staged when splits == 1 and it fits the shared memory at all
+  kWarp = 3,     // one warp per (token, kv head) when splits == 1 and every key set fits kWarpMaxKeys
 };
+
+// Whether kAuto takes the warp kernel where it can run (splits == 1, keys <= 1024).
+inline constexpr bool kWarpAuto = true;
 
 // Per-token observe choices (AttentionArgs::observe); values >= 0 are argmin starts.
 constexpr int32_t kObserveNothing = -2;  // no observe output for the token

@@ -8,7 +8,7 @@
 //   argen_bench --model 7b --card-memory 48G --max-batch --policies dense,diagonal:0.95
 //   argen_bench --attention-micro --model 7b --batches 32,64 --policies diagonal:0.95,diagonal:0.9
 //     (sparse: the two-pass and the staged kernel, A/B in one process)
-//   --attention-kernel auto|two-pass|staged   the engine's decode attention kernel (default auto)
+//   --attention-kernel auto|two-pass|staged|warp   the engine's decode attention kernel (default auto)
 //   --no-fused-argmin   diagonal rows select through probs + ObserveKernel (the earlier path)
 //   --ssd-semantic-share S   ssd: the share of the random model's (layer, kv head) pairs classified
 //     semantic (default 0.5); every line ends with the image's exact KV MB and the mean keys a head attends
@@ -102,6 +102,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
         f->variant = kernels::AttentionVariant::kTwoPass;
       else if (v == "staged")
         f->variant = kernels::AttentionVariant::kStaged;
+      else if (v == "warp")
+        f->variant = kernels::AttentionVariant::kWarp;
       else
         return false;
     } else if (a == "--stage-steps")
@@ -241,7 +243,7 @@ constexpr char kBenchUsage[] =
     "              [--prompt-len N] [--kv-budget 40G] [--card-memory 48G] [--max-batch] [--max-rows R] "
     "[--auto-sizing]\n"
     "              [--attention-micro] [--no-graphs] [--no-fused-argmin]\n"
-    "              [--attention-kernel auto|two-pass|staged] [--gemm cublas|lt-heuristic|lt-tuned]\n"
+    "              [--attention-kernel auto|two-pass|staged|warp] [--gemm cublas|lt-heuristic|lt-tuned]\n"
     "              [--stage-steps N] [--out FILE.jsonl] [--help] [--version]\n";
 
 int Main(int argc, char** argv) {
@@ -255,7 +257,7 @@ int Main(int argc, char** argv) {
                  "diagonal:0.95@fp8, ssd:0.9)\n"
                  "  [--ssd-semantic-share 0.5]  (ssd: share of the random model's heads classified semantic)\n"
                  "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n"
-                 "  [--attention-kernel auto|two-pass|staged] [--no-fused-argmin]\n");
+                 "  [--attention-kernel auto|two-pass|staged|warp] [--no-fused-argmin]\n");
     return 2;
   }
   FILE* out = f.out.empty() ? nullptr : std::fopen(f.out.c_str(), "a");
@@ -350,7 +352,7 @@ int Main(int argc, char** argv) {
     be.SetGraphs(f.graphs);
     be.SetAttentionVariant(f.variant);
     be.SetFusedArgmin(f.fused_argmin);
-    static const char* kVariantNames[] = {"auto", "two-pass", "staged"};
+    static const char* kVariantNames[] = {"auto", "two-pass", "staged", "warp"};
     std::printf(
         "model %s: weights %.2f GB, KV pool %.2f GB, setup %.1f s, graphs %s, attention kernel %s, fused argmin %s, "
         "gemm cublas\n",

@@ -26,11 +26,12 @@ struct Fp8Case {
   bool sparse;
   int splits;
   bool mixed;  // odd tokens bf16, even tokens fp8
+  bool warp = false;  // the warp kernel (splits 1); else the two-pass kernel
 };
 
 std::string Name(const Fp8Case& c) {
   return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) +
-         (c.sparse ? "_sparse" : "_dense") + "_s" + std::to_string(c.splits) + (c.mixed ? "_mixed" : "_fp8");
+         (c.sparse ? "_sparse" : "_dense") + "_s" + std::to_string(c.splits) + (c.mixed ? "_mixed" : "_fp8") + (c.warp ? "_warp" : "");
 }
 
 class AttentionFp8Test : public ::testing::TestWithParam<Fp8Case> {};
@@ -183,8 +184,9 @@ TEST_P(AttentionFp8Test, MatchesFloat64ReferenceOverTheDecodedKv) {
   a.workspace = ws.get();
   a.max_keys = max_keys;
   a.kv_formats = kKvFormatsFp8 | (c.mixed ? kKvFormatsBf16 : 0);
-  a.variant = AttentionVariant::kStaged;  // asks for staged: fp8 must still take the two-pass kernel
-  ASSERT_EQ(ChosenAttentionVariant(a), AttentionVariant::kTwoPass);
+  // Asked for staged, fp8 must still take the two-pass kernel.
+  a.variant = c.warp ? AttentionVariant::kWarp : AttentionVariant::kStaged;
+  ASSERT_EQ(ChosenAttentionVariant(a), c.warp ? AttentionVariant::kWarp : AttentionVariant::kTwoPass);
   ARGEN_CUDA_OK(DecodeAttention(a, 0));
   ARGEN_CUDA_OK(cudaDeviceSynchronize());
 
@@ -214,7 +216,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionFp8Test,
                                            Fp8Case{128, 4, 4, true, 3, true}, Fp8Case{128, 4, 4, false, 4, true},
                                            Fp8Case{64, 8, 2, true, 1, true}, Fp8Case{64, 8, 2, true, 5, false},
                                            Fp8Case{32, 8, 1, false, 2, true}, Fp8Case{16, 4, 4, true, 1, true},
-                                           Fp8Case{128, 16, 2, true, 2, true}),
+                                           Fp8Case{128, 16, 2, true, 2, true},
+                                           Fp8Case{128, 4, 4, true, 1, true, true}, Fp8Case{128, 4, 4, false, 1, false, true},
+                                           Fp8Case{64, 8, 2, true, 1, true, true}, Fp8Case{32, 8, 1, false, 1, true, true},
+                                           Fp8Case{16, 4, 4, true, 1, false, true},
+                                           Fp8Case{128, 16, 2, true, 1, true, true}),
                          [](const ::testing::TestParamInfo<Fp8Case>& info) { return Name(info.param); });
 
 }  // namespace

@@ -30,7 +30,8 @@ struct Case {
 std::string Name(const Case& c) {
   return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) +
          (c.sparse ? "_sparse" : "_dense") + "_s" + std::to_string(c.splits) +
-         (c.variant == AttentionVariant::kStaged ? "_staged" : "") + (c.short_rows ? "_short" : "");
+         (c.variant == AttentionVariant::kStaged ? "_staged" : c.variant == AttentionVariant::kWarp ? "_warp" : "") +
+         (c.short_rows ? "_short" : "");
 }
 
 class AttentionTest : public ::testing::TestWithParam<Case> {};
@@ -205,7 +206,16 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                                            Case{32, 8, 1, false, 1, AttentionVariant::kStaged, true},
                                            Case{32, 2, 1, true, 1, AttentionVariant::kStaged, false},
                                            Case{16, 4, 4, true, 1, AttentionVariant::kStaged, false},
-                                           Case{128, 4, 4, true, 1, AttentionVariant::kTwoPass, true}),
+                                           Case{128, 4, 4, true, 1, AttentionVariant::kTwoPass, true},
+                                           // The warp kernel (splits 1, key sets up to 1024).
+                                           Case{128, 4, 4, true, 1, AttentionVariant::kWarp, false},
+                                           Case{128, 4, 4, false, 1, AttentionVariant::kWarp, false},
+                                           Case{128, 4, 4, true, 1, AttentionVariant::kWarp, true},
+                                           Case{128, 16, 2, true, 1, AttentionVariant::kWarp, false},
+                                           Case{64, 8, 2, true, 1, AttentionVariant::kWarp, true},
+                                           Case{32, 8, 1, false, 1, AttentionVariant::kWarp, false},
+                                           Case{32, 2, 1, true, 1, AttentionVariant::kWarp, true},
+                                           Case{16, 4, 4, true, 1, AttentionVariant::kWarp, false}),
                          [](const ::testing::TestParamInfo<Case>& info) { return Name(info.param); });
 
 // The argmin output is exactly sparse::ArgminFrom over the kernel's own probs
@@ -371,12 +381,17 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionArgminTest,
                                            ArgminCase{64, 8, 2, 1, AttentionVariant::kStaged},
                                            ArgminCase{64, 8, 2, 4, AttentionVariant::kTwoPass},
                                            ArgminCase{32, 8, 1, 1, AttentionVariant::kStaged},
-                                           ArgminCase{16, 2, 1, 2, AttentionVariant::kTwoPass}),
+                                           ArgminCase{16, 2, 1, 2, AttentionVariant::kTwoPass},
+                                           ArgminCase{128, 4, 4, 1, AttentionVariant::kWarp},
+                                           ArgminCase{64, 8, 2, 1, AttentionVariant::kWarp},
+                                           ArgminCase{32, 8, 1, 1, AttentionVariant::kWarp}),
                          [](const ::testing::TestParamInfo<ArgminCase>& info) {
                            const ArgminCase& c = info.param;
                            return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" +
                                   std::to_string(c.kv_heads) + "_s" + std::to_string(c.splits) +
-                                  (c.variant == AttentionVariant::kStaged ? "_staged" : "_twopass");
+                                  (c.variant == AttentionVariant::kStaged ? "_staged"
+                                   : c.variant == AttentionVariant::kWarp ? "_warp"
+                                                                          : "_twopass");
                          });
 
 TEST(AttentionSplits, ChosenSplitsCoverEveryKey) {
