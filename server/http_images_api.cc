@@ -49,6 +49,7 @@ struct Generation {
   int32_t prompt_tokens = 0;
   uint64_t seed = 0;
   std::string policy;
+  std::string kv_cache_dtype;  // resolved: auto or fp8
   std::vector<std::string> images;  // by index (non-streaming)
   bool finished = false;
   std::unique_ptr<RequestTrace> trace;  // the log line and the PNG metadata
@@ -60,7 +61,7 @@ struct Generation {
 };
 
 json ArgenSection(const Generation& g, const std::string& request_id) {
-  return {{"request_id", request_id}, {"seed", g.seed}, {"policy", g.policy}};
+  return {{"request_id", request_id}, {"seed", g.seed}, {"policy", g.policy}, {"kv_cache_dtype", g.kv_cache_dtype}};
 }
 
 }  // namespace
@@ -219,7 +220,9 @@ void HttpImagesApi::Models(const httplib::Request& request, httplib::Response& r
                     {"sparsity", config_.default_policy.sparsity},
                     {"n_att", config_.default_policy.n_att},
                     {"n_recent", config_.default_policy.n_recent},
-                    {"n_sink", config_.default_policy.n_sink}}},
+                    {"n_sink", config_.default_policy.n_sink},
+                    {"kv_cache_dtype", std::string(sparse::KvFormatName(config_.default_policy.kv_format))}}},
+                  {"kv_cache_dtypes", {"auto", "fp8"}},
                   {"priorities", {"low", "normal", "high"}}}}};
   if (request.matches.size() > 1) {
     response.set_content(Dump(model), kJson);
@@ -340,6 +343,7 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
       gen->seed = q->seed;
       gen->prompt_tokens = q->prompt_tokens;
       gen->policy = std::string(sparse::PolicyName(q->policy.kind));
+      gen->kv_cache_dtype = std::string(sparse::KvFormatName(q->policy.kv_format));
     } else if (std::holds_alternative<scheduler::StartedEvent>(event)) {
       gen->submitted.lease.Started();
     }

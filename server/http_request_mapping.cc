@@ -122,7 +122,7 @@ std::optional<HttpApiError> ParsePolicy(const json& v, v1::SparsityPolicy* polic
   }
   if (!v.is_object()) {
     return Bad("policy", absl::StrCat("must be a policy name or an object {name, sparsity, n_att, n_recent, "
-                                      "n_sink}, got ",
+                                      "n_sink, kv_cache_dtype}, got ",
                                       TypeName(v)));
   }
   for (const auto& [key, value] : v.items()) {
@@ -132,6 +132,10 @@ std::optional<HttpApiError> ParsePolicy(const json& v, v1::SparsityPolicy* polic
       auto s = String(value, param);
       if (auto* e = std::get_if<HttpApiError>(&s)) return *e;
       policy->set_name(std::get<std::string>(s));
+    } else if (key == "kv_cache_dtype") {  // its value is checked with the gRPC path's (policy.kv_cache_dtype)
+      auto s = String(value, param);
+      if (auto* e = std::get_if<HttpApiError>(&s)) return *e;
+      policy->set_kv_cache_dtype(std::get<std::string>(s));
     } else if (key == "sparsity") {
       auto x = Number(value, param);
       if (auto* e = std::get_if<HttpApiError>(&x)) return *e;
@@ -144,7 +148,8 @@ std::optional<HttpApiError> ParsePolicy(const json& v, v1::SparsityPolicy* polic
       if (key == "n_recent") policy->set_n_recent(n);
       if (key == "n_sink") policy->set_n_sink(n);
     } else {
-      return Bad(param, "unknown policy parameter (name, sparsity, n_att, n_recent, n_sink)", "unknown_parameter");
+      return Bad(param, "unknown policy parameter (name, sparsity, n_att, n_recent, n_sink, kv_cache_dtype)",
+                 "unknown_parameter");
     }
   }
   return std::nullopt;

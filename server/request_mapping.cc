@@ -32,6 +32,18 @@ sparse::PolicyRequest ToPolicyRequest(const v1::SparsityPolicy& p) {
   return r;
 }
 
+// The request's kv_cache_dtype, or the server's default when unset or empty.
+// Apart from the policy rule: naming another policy keeps the default dtype.
+absl::StatusOr<sparse::KvFormat> KvFormatOf(const v1::SparsityPolicy& p, sparse::KvFormat server_default) {
+  if (p.kv_cache_dtype().empty()) return server_default;
+  absl::StatusOr<sparse::KvFormat> format = sparse::ParseKvFormat(p.kv_cache_dtype());
+  if (!format.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("policy.kv_cache_dtype: \"", p.kv_cache_dtype().substr(0, 64),
+                                                   "\" is not one of auto, fp8 (also fp8_e4m3)"));
+  }
+  return *format;
+}
+
 }  // namespace
 
 absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::GenerateRequest& request,
@@ -62,7 +74,10 @@ absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::Generate
   absl::StatusOr<sparse::PolicyParams> policy = sparse::ApplyPolicyDefaults(
       ToPolicyRequest(request.policy()), config.default_policy, engine::PolicyGrid(*layout));
   if (!policy.ok()) return policy.status();
+  absl::StatusOr<sparse::KvFormat> kv_format = KvFormatOf(request.policy(), config.default_policy.kv_format);
+  if (!kv_format.ok()) return kv_format.status();
   out.policy = *policy;
+  out.policy.kv_format = *kv_format;
   if (absl::Status s = engine::ValidateRequest(out, info); !s.ok()) return s;
   return out;
 }
@@ -99,6 +114,7 @@ v1::GenerateEvent ToProtoEvent(scheduler::RequestEvent& event, const std::string
     p->set_n_slots(q->policy.n_slots);
     p->set_n_sink(q->policy.n_sink);
     p->set_n_recent(q->policy.n_recent);
+    p->set_kv_cache_dtype(std::string(sparse::KvFormatName(q->policy.kv_format)));
   } else if (auto* s = std::get_if<scheduler::StartedEvent>(&event)) {
     out.mutable_started()->set_queue_wait_seconds(absl::ToDoubleSeconds(s->queue_wait));
     out.mutable_started()->set_batch_rows(s->batch_rows);
@@ -155,6 +171,9 @@ void FillModelInfo(const engine::ModelInfo& info, const ServerConfig& config, v1
   out->mutable_default_size()->set_width(default_layout.width);
   out->mutable_default_size()->set_height(default_layout.height);
   out->mutable_default_size()->set_image_tokens(default_layout.image_tokens);
+  for (sparse::KvFormat format : {sparse::KvFormat::kAuto, sparse::KvFormat::kFp8E4m3}) {
+    out->add_kv_cache_dtypes(std::string(sparse::KvFormatName(format)));
+  }
   for (sparse::PolicyKind kind : sparse::kAllPolicyKinds) {
     v1::PolicyInfo* pi = out->add_policies();
     pi->set_name(std::string(sparse::PolicyName(kind)));
@@ -191,6 +210,7 @@ void FillModelInfo(const engine::ModelInfo& info, const ServerConfig& config, v1
   d->set_n_att(dp.n_att);
   d->set_n_recent(dp.n_recent);
   d->set_n_sink(dp.n_sink);
+  d->set_kv_cache_dtype(std::string(sparse::KvFormatName(dp.kv_format)));
 }
 
 }  // namespace argen::server

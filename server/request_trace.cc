@@ -14,6 +14,7 @@ nlohmann::ordered_json RequestedParams(const v1::SparsityPolicy& p) {
   if (p.has_n_att()) j["n_att"] = p.n_att();
   if (p.has_n_recent()) j["n_recent"] = p.n_recent();
   if (p.has_n_sink()) j["n_sink"] = p.n_sink();
+  if (!p.kv_cache_dtype().empty()) j["kv_cache_dtype"] = p.kv_cache_dtype();
   return j;
 }
 
@@ -53,7 +54,8 @@ void RequestTrace::OnEvent(scheduler::RequestEvent& event) {
                              {"n_att", queued->policy.n_att},
                              {"n_slots", queued->policy.n_slots},
                              {"n_recent", queued->policy.n_recent},
-                             {"n_sink", queued->policy.n_sink}};
+                             {"n_sink", queued->policy.n_sink},
+                             {"kv_cache_dtype", std::string(sparse::KvFormatName(queued->policy.kv_format))}};
   } else if (auto* img = std::get_if<scheduler::ImageEvent>(&event)) {
     ++record_.images_sent;
     // Only PNGs take text chunks; JPEG (HTTP output_format) and raw test

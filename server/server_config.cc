@@ -271,6 +271,15 @@ const std::vector<KeyDef>& Keys() {
        IntAt([](ServerConfig& c) -> int32_t& { return c.default_policy.n_recent; }, 0, 1 << 24)},
       {{"default_policy.n_sink", "sink tokens; -1: the policy's default"},
        IntAt([](ServerConfig& c) -> int32_t& { return c.default_policy.n_sink; }, -1, 1 << 24)},
+      {{"default_policy.kv_cache_dtype",
+        "KV cache storage of requests that set none: auto (bf16 on cuda, f32 on cpu) or fp8 (e4m3 with per-vector "
+        "scales: about half the KV bytes on cuda; cpu emulates it without saving memory)"},
+       [](ServerConfig& c, const std::string& v) {
+         const std::string value(absl::StripAsciiWhitespace(v));
+         if (value.empty() || !sparse::ParseKvFormat(value).ok()) return Bad(v, "auto or fp8 (also fp8_e4m3)");
+         c.default_policy.kv_format = *sparse::ParseKvFormat(value);
+         return absl::OkStatus();
+       }},
       {{"default_sampling.cfg_weight", "classifier-free guidance weight, [0, 100]"},
        SamplingValue([](ServerConfig& c) -> float& { return c.default_sampling.cfg_weight; }, model::CheckCfgWeight)},
       {{"default_sampling.temperature", "sampling temperature, [0, 100]; 0: greedy"},

@@ -14,7 +14,11 @@ TextEntries MetadataEntries(const GenerationMetadata& m, int32_t image_index) {
       {"image_index", absl::StrCat(image_index)},
       {"policy",
        absl::StrCat(std::string(sparse::PolicyName(p.kind)), " sparsity=", m.sparsity, " n_att=", p.n_att,
-                    " n_slots=", p.n_slots, " n_recent=", p.n_recent, " n_sink=", p.n_sink, " l_dec=", p.l_dec)},
+                    " n_slots=", p.n_slots, " n_recent=", p.n_recent, " n_sink=", p.n_sink, " l_dec=", p.l_dec,
+                    // Only when not the backend's own, so auto images keep their bytes.
+                    p.kv_format == sparse::KvFormat::kAuto
+                        ? std::string()
+                        : absl::StrCat(" kv_cache_dtype=", std::string(sparse::KvFormatName(p.kv_format))))},
       {"guidance", absl::StrCat(m.sampling.cfg_weight)},
       {"sampling",
        absl::StrCat("temperature=", m.sampling.temperature, " top_k=", m.sampling.top_k, " top_p=", m.sampling.top_p)},

@@ -23,7 +23,8 @@ struct GenerationMetadata {
 };
 
 // Keys: prompt, seed, image_index, policy ("diagonal sparsity=0.9 n_att=26
-// n_slots=26 n_recent=64 n_sink=0 l_dec=256"), guidance, sampling
+// n_slots=26 n_recent=64 n_sink=0 l_dec=256", then " kv_cache_dtype=fp8" for an
+// fp8 KV request), guidance, sampling
 // ("temperature=1 top_k=0 top_p=1"), model, argen_version, Software. No
 // request id: the same request gives the same bytes.
 TextEntries MetadataEntries(const GenerationMetadata& m, int32_t image_index);

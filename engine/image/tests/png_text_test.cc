@@ -105,5 +105,15 @@ TEST(GenerationMetadataTest, RecordsWhatMadeTheImage) {
   EXPECT_EQ(text.at("Software").rfind("argen ", 0), 0u);
 }
 
+// An fp8 KV request says so in its policy line; auto adds nothing (above).
+TEST(GenerationMetadataTest, RecordsAnFp8KvCache) {
+  GenerationMetadata m;
+  m.policy.kind = sparse::PolicyKind::kDense;
+  m.policy.l_dec = 576;
+  m.policy.kv_format = sparse::KvFormat::kFp8E4m3;
+  const std::map<std::string, std::string> text = LibpngText(AddGenerationMetadata(SmallPng(), m, 0).value());
+  EXPECT_EQ(text.at("policy"), "dense sparsity=0 n_att=0 n_slots=0 n_recent=0 n_sink=0 l_dec=576 kv_cache_dtype=fp8");
+}
+
 }  // namespace
 }  // namespace argen::image
