@@ -5,6 +5,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -42,6 +43,13 @@ void AddRequestFlags(CLI::App& sub, RequestFlags& f) {
   sub.add_option("--top_p", f.top_p, "Top-p filter in (0, 1] (unset: the server default)");
   sub.add_option("--size", f.size,
                  "Image size WxH, one of the model's (argen_client info lists them); unset: its default");
+  sub.add_option("--kv-cache-dtype,--kv_cache_dtype", f.kv_cache_dtype,
+                 "KV cache storage: auto (the backend's own) or fp8 (e4m3, about half the KV memory on cuda); "
+                 "unset: the server's default")
+      ->check([](const std::string& v) {
+        absl::StatusOr<std::string> d = ParseKvCacheDtype(v);
+        return d.ok() ? std::string() : std::string(d.status().message());
+      });
 }
 
 std::string ClientMessage(const CLI::App& failed, const std::string& message) {
@@ -146,6 +154,13 @@ absl::StatusOr<v1::SparsityPolicy> ParsePolicySpec(const std::string& spec) {
   return policy;
 }
 
+absl::StatusOr<std::string> ParseKvCacheDtype(const std::string& value) {
+  const std::string lower = absl::AsciiStrToLower(value);
+  if (lower == "auto" || lower == "fp8" || lower == "fp8_e4m3") return lower;
+  return absl::InvalidArgumentError(
+      absl::StrCat("kv_cache_dtype \"", value.substr(0, 64), "\": expected auto or fp8 (also fp8_e4m3)"));
+}
+
 absl::StatusOr<std::pair<int32_t, int32_t>> ParseSizeSpec(const std::string& spec) {
   if (spec.empty() || spec == "auto") return std::pair<int32_t, int32_t>{0, 0};
   const std::optional<std::pair<int32_t, int32_t>> size = ParseImageSize(spec);
@@ -178,6 +193,11 @@ absl::StatusOr<v1::GenerateRequest> RequestFromFlags(const RequestFlags& f) {
   if (f.n_att) policy->set_n_att(*f.n_att);
   if (f.n_recent) policy->set_n_recent(*f.n_recent);
   if (f.n_sink) policy->set_n_sink(*f.n_sink);
+  if (!f.kv_cache_dtype.empty()) {
+    absl::StatusOr<std::string> dtype = ParseKvCacheDtype(f.kv_cache_dtype);
+    if (!dtype.ok()) return dtype.status();
+    policy->set_kv_cache_dtype(*dtype);
+  }
   return r;
 }
 
@@ -226,8 +246,8 @@ int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostr
   CLI::Option* prompts_file =
       gen->add_option("--prompts-file,--prompts_file", generate.prompts_file,
                       "Batch mode: one request per line, a prompt or a JSON object overriding the flags "
-                      "(prompt, count, seed, size, policy, sparsity, n_att, n_recent, n_sink, cfg, temperature, "
-                      "top_k, top_p, request_id)");
+                      "(prompt, count, seed, size, policy, sparsity, n_att, n_recent, n_sink, kv_cache_dtype, cfg, "
+                      "temperature, top_k, top_p, request_id)");
   prompt->excludes(prompts_file);
   AddRequestFlags(*gen, generate.request);
   gen->add_option("--parallel", generate.parallel, "Batch mode: requests in flight at once")

@@ -42,6 +42,7 @@ struct RequestFlags {
   std::optional<double> cfg, temperature, top_p;
   std::optional<int32_t> top_k;
   std::string size;  // "WxH" (GenerateRequest width, height); "": the model's default
+  std::string kv_cache_dtype;  // auto | fp8 (SparsityPolicy.kv_cache_dtype); "": the server's default
 };
 
 struct GenerateOptions {
@@ -84,6 +85,9 @@ int RunLoad(const CommonOptions& common, const LoadOptions& options, std::ostrea
 
 // "diagonal", "diagonal:0.75" (name:sparsity) -> SparsityPolicy.
 absl::StatusOr<v1::SparsityPolicy> ParsePolicySpec(const std::string& spec);
+// "auto", "fp8" (any case; "fp8_e4m3" too) -> the value sent as
+// SparsityPolicy.kv_cache_dtype; anything else is INVALID_ARGUMENT naming it.
+absl::StatusOr<std::string> ParseKvCacheDtype(const std::string& value);
 // "512x768" -> (512, 768): two positive integers around one 'x'; "auto" or "": (0, 0).
 absl::StatusOr<std::pair<int32_t, int32_t>> ParseSizeSpec(const std::string& spec);
 

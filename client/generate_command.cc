@@ -60,7 +60,8 @@ json JobJson(const Job& job) {
     j["seed"] = a.seed();
     j["policy"] = {{"name", a.policy().name()},     {"l_dec", a.policy().l_dec()},
                    {"n_att", a.policy().n_att()},   {"n_slots", a.policy().n_slots()},
-                   {"n_sink", a.policy().n_sink()}, {"n_recent", a.policy().n_recent()}};
+                   {"n_sink", a.policy().n_sink()}, {"n_recent", a.policy().n_recent()},
+                   {"kv_cache_dtype", a.policy().kv_cache_dtype()}};
     j["kv_bytes"] = a.kv_bytes();
   }
   if (job.result.has_metrics) j["metrics"] = MetricsJson(job.result.metrics);
@@ -139,8 +140,9 @@ int RunGenerate(const CommonOptions& common, const GenerateOptions& options, std
         if (show) {
           const v1::Accepted& a = e.accepted();
           bar.Message(absl::StrCat("accepted ", a.request_id(), ": seed ", a.seed(), ", policy ", a.policy().name(),
-                                   " (", a.policy().n_slots(), " KV slots/row), KV ", a.kv_bytes(),
-                                   " bytes, queue position ", a.queue_position()));
+                                   " (", a.policy().n_slots(), " KV slots/row), KV ", a.kv_bytes(), " bytes",
+                                   a.policy().kv_cache_dtype().empty() ? "" : " " + a.policy().kv_cache_dtype(),
+                                   ", queue position ", a.queue_position()));
         }
       } else if (e.has_progress()) {
         std::lock_guard<std::mutex> lock(mu);

@@ -59,8 +59,13 @@ int RunInfo(const CommonOptions& common, const InfoOptions& options, std::ostrea
       << info.kv_budget_bytes() << " bytes\n"
       << "batch          up to " << info.max_batch_rows() << " rows, " << info.max_images_per_request()
       << " images per request, queue " << info.queue_limit() << "\n"
-      << "default policy " << info.default_policy().name() << " (sparsity " << info.default_policy().sparsity() << ")\n"
-      << "policies      ";
+      << "default policy " << info.default_policy().name() << " (sparsity " << info.default_policy().sparsity() << ")\n";
+  if (info.kv_cache_dtypes_size() > 0) {  // an older server lists none
+    out << "KV dtypes     ";
+    for (const std::string& d : info.kv_cache_dtypes()) out << " " << d;
+    out << " (default " << info.default_policy().kv_cache_dtype() << "; --kv-cache-dtype)\n";
+  }
+  out << "policies      ";
   for (const v1::PolicyInfo& p : info.policies()) out << " " << p.name();
   // How to ask for sparsity per request (the default may be dense: docs/quality.md).
   out << "\nper request    argen_client generate --policy NAME --sparsity S (e.g. --policy diagonal"

@@ -72,6 +72,8 @@ int RunLoad(const CommonOptions& common, const LoadOptions& options, std::ostrea
       return kUsage;
     }
     specs.emplace_back(spec);
+    // --kv-cache-dtype applies to every policy of the mix.
+    if (!base->policy().kv_cache_dtype().empty()) p->set_kv_cache_dtype(base->policy().kv_cache_dtype());
     policies.push_back(*p);
   }
   if (policies.empty()) {

@@ -35,7 +35,16 @@ absl::Status ApplyField(const std::string& key, const json& v, v1::GenerateReque
     if (!v.is_string()) return want_number("a string such as \"diagonal:0.9\"");
     absl::StatusOr<v1::SparsityPolicy> p = ParsePolicySpec(v.get<std::string>());
     if (!p.ok()) return p.status();
+    // The dtype is no policy parameter (and keys come in name order, so a
+    // line's own kv_cache_dtype was applied before "policy").
+    const std::string dtype = r.policy().kv_cache_dtype();
     *r.mutable_policy() = *p;
+    if (!dtype.empty()) r.mutable_policy()->set_kv_cache_dtype(dtype);
+  } else if (key == "kv_cache_dtype") {
+    if (!v.is_string()) return want_number("a string, auto or fp8");
+    absl::StatusOr<std::string> dtype = ParseKvCacheDtype(v.get<std::string>());
+    if (!dtype.ok()) return dtype.status();
+    r.mutable_policy()->set_kv_cache_dtype(*dtype);
   } else if (key == "size") {
     if (!v.is_string()) return want_number("a string such as \"512x768\"");
     absl::StatusOr<std::pair<int32_t, int32_t>> size = ParseSizeSpec(v.get<std::string>());

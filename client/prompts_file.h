@@ -1,8 +1,9 @@
 // generate --prompts-file: one request per line, either the prompt itself or
 // a JSON object (JSONL) whose fields override the command line's for that
 // line: prompt (required), count, seed, policy ("name" or "name:sparsity"),
-// sparsity, n_att, n_recent, n_sink, cfg, temperature, top_k, top_p,
-// request_id. Blank lines and lines starting with '#' are skipped; other
+// sparsity, n_att, n_recent, n_sink, kv_cache_dtype ("auto" or "fp8"), cfg,
+// temperature, top_k, top_p, request_id. A line's "policy" replaces the
+// policy's name and sparsity but keeps the kv_cache_dtype. Blank lines and lines starting with '#' are skipped; other
 // JSON fields (e.g. the benchmark file's "tag") are ignored and reported.
 #pragma once
 
