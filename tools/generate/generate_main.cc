@@ -4,7 +4,7 @@
 //   argen_generate --model DIR --prompt "a red cube" --out img.png
 //       [--seed 0] [--cfg 5] [--temperature 1] [--top_k 0] [--top_p 1]
 //       [--policy dense] [--sparsity 0] [--images 1] [--backend cpu] [--threads 0]
-//       [--vq_backend auto] [--vq_precision auto] [--size WxH]
+//       [--vq_backend auto] [--vq_precision auto] [--size WxH] [--kv-cache-dtype auto]
 //
 // With --images N > 1 the files are <out stem>_<i>.png. Exit status: 0 on
 // success, 1 when generation fails (the message names the cause), 2 on bad usage.
@@ -48,6 +48,7 @@ struct Args {
   std::string vq_backend = "auto";
   std::string vq_precision = "auto";
   std::string size = "auto";  // WxH, one of the model's sizes; auto: its default
+  std::string kv_cache_dtype = "auto";  // auto | fp8 (e4m3 KV with per-vector scales)
 };
 
 std::string OutputPath(const std::string& out, int32_t index, int32_t count) {
@@ -86,6 +87,9 @@ absl::Status Generate(const Args& args) {
   if (!kind.ok()) return kind.status();
   request.policy.kind = *kind;
   request.policy.sparsity = args.sparsity;
+  absl::StatusOr<argen::sparse::KvFormat> kv_format = argen::sparse::ParseKvFormat(args.kv_cache_dtype);
+  if (!kv_format.ok()) return kv_format.status();
+  request.policy.kv_format = *kv_format;
   // The engine's own checks (an unsupported size is refused listing the model's
   // sizes) and the policy as it resolves it for the request's size.
   absl::StatusOr<argen::engine::PreparedRequest> prepared = (*engine)->Prepare(request);
@@ -126,8 +130,10 @@ absl::Status Generate(const Args& args) {
   const argen::runner::RunResult result = argen::runner::RunJobs(**engine, {{request, /*tag=*/0}}, run, hooks);
   if (!result.status.ok()) return result.status;
   const int32_t tokens = prepared->layout.image_tokens;
-  std::fprintf(stderr, "load %.2f s, generation %.2f s (%d tokens x %d images, %.1f tokens/s)\n", load_s, gen_s, tokens,
-               request.num_images, tokens * request.num_images / gen_s);
+  std::fprintf(stderr, "load %.2f s, generation %.2f s (%d tokens x %d images, %.1f tokens/s), KV %s, %lld bytes\n",
+               load_s, gen_s, tokens, request.num_images, tokens * request.num_images / gen_s,
+               std::string(argen::sparse::KvFormatName(prepared->policy.kv_format)).c_str(),
+               static_cast<long long>(prepared->kv_bytes));
   return absl::OkStatus();
 }
 
@@ -168,6 +174,13 @@ int main(int argc, char** argv) {
       ->check([](const std::string& v) {
         return v == "auto" || argen::ParseImageSize(v) ? std::string()
                                                        : std::string("expected WxH (e.g. 512x768) or auto");
+      });
+  app.add_option("--kv-cache-dtype,--kv_cache_dtype", args.kv_cache_dtype,
+                 "KV cache storage: auto (bf16 on cuda, f32 on cpu) or fp8 (e4m3 with per-vector scales: about half "
+                 "the KV memory on cuda; the cpu rounds through e4m3 without saving memory)")
+      ->check([](const std::string& v) {
+        return argen::sparse::ParseKvFormat(v).ok() && !v.empty() ? std::string()
+                                                                   : std::string("expected auto or fp8");
       });
   app.footer("Exit status: 0 on success, 1 when generation fails (the message names the cause), 2 on bad usage.");
   if (std::optional<int> rc = argen::cli::Parse(app, argc, argv, std::cout, std::cerr)) return *rc;

@@ -1,6 +1,6 @@
 // --resume: a long sweep (the full GPU grid) can be stopped and run again into
 // the same --out. The settings that change images (model, prompts, sampling,
-// images per prompt, seed, --n-recent) are kept in OUT/sweep_settings.json
+// images per prompt, seed, --n-recent, --size, --kv-cache-dtype) are kept in OUT/sweep_settings.json
 // and must match; a (configuration, prompt) whose images are all in the
 // manifest and on disk is skipped, everything else runs again.
 #pragma once
@@ -19,7 +19,8 @@
 namespace argen::sweep {
 
 // The image-changing settings of a run; model_name is the checkpoint folder's name.
-// n_recent is there only when --n-recent is set (a default run's file is as before).
+// n_recent is there only when --n-recent is set, size only with --size and
+// kv_cache_dtype only when not auto (a default run's file is as before).
 nlohmann::json SettingsJson(const SweepArgs& args, const std::string& model_name);
 
 // Names the first field that differs (or is in only one of them), or OK.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/cli.h"
 #include "common/image_size.h"
+#include "engine/sparse/policy_params.h"
 
 namespace argen::sweep {
 namespace {
@@ -81,6 +82,8 @@ const char* SweepUsage() {
          "  --seed S                prompt p uses seed S+p, image i its stream i [0]\n"
          "  --cfg W --temperature T --top_k K --top_p P   sampling [5, 1, 0, 1]\n"
          "  --size WxH              the image size, one of the model's sizes [auto: the model's default]\n"
+         "  --kv-cache-dtype D      KV cache storage of every request: auto (bf16 on cuda, f32 on cpu) or fp8\n"
+         "                          (e4m3, per-vector scales; the cpu rounds through e4m3) [auto]\n"
          "  --resume                keep finished images of an earlier run into --out\n"
          "  --skip-invalid          leave out (and name) configurations the model rejects, e.g. diagonal:64\n"
          "                          at 80% (N_att 115 > 64), instead of stopping with exit 2\n"
@@ -92,7 +95,7 @@ const char* SweepUsage() {
 absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
   SweepArgs a;
   std::string policies(kDefaultPolicies), sparsities(kDefaultSparsities);
-  std::string seed_text, shard_text, size_text;
+  std::string seed_text, shard_text, size_text, kv_text;
   const std::map<std::string, Setter> valued = {
       {"--model", Text("--model", &a.model)},
       {"--prompts", Text("--prompts", &a.prompts)},
@@ -113,6 +116,7 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
       {"--deadline-seconds", Double("--deadline-seconds", &a.deadline_seconds, 0)},
       {"--shard", Text("--shard", &shard_text)},
       {"--size", Text("--size", &size_text)},
+      {"--kv-cache-dtype", Text("--kv-cache-dtype", &kv_text)},
       {"--exclude", Text("--exclude", &a.exclude)},
       {"--seed", Text("--seed", &seed_text)},
       {"--cfg", Float("--cfg", &a.sampling.cfg_weight)},
@@ -179,6 +183,11 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
     if (!size) return Bad("--size", size_text, "WxH in pixels (e.g. 512x768) or auto");
     a.width = size->first;
     a.height = size->second;
+  }
+  if (!kv_text.empty()) {
+    absl::StatusOr<sparse::KvFormat> format = sparse::ParseKvFormat(kv_text);
+    if (!format.ok()) return Bad("--kv-cache-dtype", kv_text, "auto or fp8 (also fp8_e4m3)");
+    a.kv_format = *format;
   }
   if (!shard_text.empty()) {
     const size_t slash = shard_text.find('/');

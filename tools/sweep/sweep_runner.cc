@@ -31,6 +31,10 @@ struct ConfigProgress {
 
 }  // namespace
 
+sparse::KvFormat KvFormatOf(const WorkItem& item, const RunSettings& settings) {
+  return item.config->kv_format != sparse::KvFormat::kAuto ? item.config->kv_format : settings.kv_format;
+}
+
 engine::GenerationRequest MakeRequest(const WorkItem& item, const RunSettings& settings) {
   engine::GenerationRequest r;
   r.prompt = item.prompt->prompt;
@@ -43,7 +47,7 @@ engine::GenerationRequest MakeRequest(const WorkItem& item, const RunSettings& s
   r.policy.sparsity = item.config->sparsity_percent / 100.0;
   if (UsesNRecent(item.config->kind)) r.policy.n_recent = settings.n_recent;
   if (item.config->n_recent > 0) r.policy.n_recent = item.config->n_recent;  // e.g. diagonal:64
-  if (item.config->kv_format != sparse::KvFormat::kAuto) r.policy.kv_format = item.config->kv_format;  // dense@fp8
+  r.policy.kv_format = KvFormatOf(item, settings);
   return r;
 }
 
@@ -75,7 +79,14 @@ absl::StatusOr<SweepOutcome> RunSweep(engine::Engine& engine, const std::vector<
   run.worker_threads = std::max(1, output.threads);
   run.max_queued = output.max_queued;
   runner::RunHooks hooks;
-  hooks.on_admitted = [&](const runner::Job& job, const engine::PreparedRequest&) {
+  hooks.on_admitted = [&](const runner::Job& job, const engine::PreparedRequest& prepared) {
+    // A comparison of KV formats is only as good as every image being made with the one asked for.
+    if (const sparse::KvFormat want = KvFormatOf(items[job.tag], settings); prepared.policy.kv_format != want) {
+      return absl::InternalError(absl::StrCat(items[job.tag].config->label, " prompt ", items[job.tag].prompt->index,
+                                              ": the engine resolved kv_cache_dtype ",
+                                              std::string(sparse::KvFormatName(prepared.policy.kv_format)),
+                                              ", not ", std::string(sparse::KvFormatName(want))));
+    }
     ++admitted;
     std::lock_guard<std::mutex> lock(progress_mu);
     ConfigProgress& p = progress[items[job.tag].config];

@@ -36,6 +36,7 @@ struct RunSettings {
   engine::SamplingParams sampling;  // its seed is replaced per prompt
   int32_t n_recent = 0;             // diagonal policies' N_r (--n-recent); 0: the policy's default
   int32_t width = 0, height = 0;    // the image size (--size); 0, 0: the model's default
+  sparse::KvFormat kv_format = sparse::KvFormat::kAuto;  // every request's KV storage (--kv-cache-dtype)
   // No request is admitted at or after this time; running ones finish and are
   // written (--deadline-seconds). Unset: no deadline.
   std::optional<std::chrono::steady_clock::time_point> deadline;
@@ -47,7 +48,12 @@ struct SweepOutcome {
   int64_t peak_queued = 0;  // most finished requests waiting for a writer at once
 };
 
+// A work item's KV storage: its entry's own ("dense@fp8"), else the sweep's
+// (--kv-cache-dtype).
+sparse::KvFormat KvFormatOf(const WorkItem& item, const RunSettings& settings);
+
 // The request of one work item (also used to validate configurations).
+// RunSweep refuses to run a request the engine resolved to another KV format.
 engine::GenerationRequest MakeRequest(const WorkItem& item, const RunSettings& settings);
 
 // Runs every item (in order of admission), writing PNGs and manifest lines

@@ -169,4 +169,29 @@ TEST(GenerateCliTest, BadSamplingParameterNamesTheField) {
   EXPECT_NE(r.output.find("temperature"), std::string::npos) << r.output;
 }
 
+// --kv-cache-dtype fp8 reaches the engine: the PNG's policy line is the
+// engine's resolved policy (Prepare), which says fp8; a bad value is usage.
+TEST(GenerateCliTest, KvCacheDtypeFp8ReachesTheEngine) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("argen_generate_fp8_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const RunResult r = RunCommand("--model " + SourceDir() + "/tests/goldens/tiny/tiny-mha" +
+                                 " --prompt 'a red cube' --seed 3 --kv-cache-dtype fp8 --out " +
+                                 (dir / "img.png").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("KV fp8"), std::string::npos) << r.output;
+  std::ifstream in(dir / "img.png", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  absl::StatusOr<argen::image::TextEntries> text = argen::image::ReadPngText(bytes);
+  ASSERT_TRUE(text.ok()) << text.status();
+  std::map<std::string, std::string> meta(text->begin(), text->end());
+  EXPECT_NE(meta["policy"].find(" kv_cache_dtype=fp8"), std::string::npos) << meta["policy"];
+  std::filesystem::remove_all(dir);
+
+  const RunResult bad = RunCommand("--model " + SourceDir() + "/tests/goldens/tiny/tiny-mha" +
+                                   " --prompt 'x' --kv-cache-dtype fp16 --out " + NeverWrittenPath());
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--kv-cache-dtype"), std::string::npos) << bad.output;
+}
+
 }  // namespace

@@ -364,4 +364,39 @@ TEST_F(SweepCliTest, GridPoliciesAndPerEntryWindowsRun) {
   EXPECT_FALSE(fs::exists(skip / "diagonal_nr24_50"));
 }
 
+// --kv-cache-dtype fp8: the whole grid runs (the CPU backend rounds its KV
+// through e4m3), the settings file records it and --resume with another
+// dtype is refused, as with --size.
+TEST_F(SweepCliTest, KvCacheDtypeFp8RunsTheGridAndIsASetting) {
+  const fs::path out = dir_ / "fp8";
+  const RunResult r = RunSweep(Args(out, "--kv-cache-dtype fp8"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("KV fp8"), std::string::npos) << r.output;
+  EXPECT_EQ(ReadManifest(out / "manifest.jsonl").size(), 6u);  // 2 prompts x (dense, diagonal 0, diagonal 50)
+  std::ifstream settings(out / "sweep_settings.json");
+  const nlohmann::json saved = nlohmann::json::parse(settings);
+  EXPECT_EQ(saved.at("kv_cache_dtype"), "fp8") << saved.dump();
+  // Every image was made with fp8 KV: each differs from the auto run's (same
+  // seeds; the CPU rounds its KV through e4m3), and the pairing still holds
+  // (diagonal at 0% is dense, byte for byte).
+  const fs::path plain = dir_ / "auto";
+  const RunResult a = RunSweep(Args(plain));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  for (const char* c : {"dense_0", "diagonal_0", "diagonal_50"}) {
+    for (const char* image : {"0000_0.png", "0001_0.png"}) {
+      const std::string fp8_png = ReadBytes(out / c / image);
+      ASSERT_FALSE(fp8_png.empty()) << c << "/" << image;
+      EXPECT_NE(fp8_png, ReadBytes(plain / c / image)) << c << "/" << image << " is the same as auto's";
+    }
+  }
+  EXPECT_EQ(ReadBytes(out / "dense_0" / "0000_0.png"), ReadBytes(out / "diagonal_0" / "0000_0.png"));
+  const RunResult same = RunSweep(Args(out, "--kv-cache-dtype fp8 --resume"));
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_NE(same.output.find("0 requests to run"), std::string::npos) << same.output;
+  const RunResult other = RunSweep(Args(out, "--resume"));
+  EXPECT_EQ(other.exit_code, 2) << other.output;
+  EXPECT_NE(other.output.find("setting \"kv_cache_dtype\" was \"fp8\", now absent"), std::string::npos)
+      << other.output;
+}
+
 }  // namespace

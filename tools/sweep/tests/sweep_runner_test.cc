@@ -37,6 +37,7 @@ class FakeEngine final : public engine::Engine {
   absl::StatusOr<engine::PreparedRequest> Prepare(const engine::GenerationRequest& r) const override {
     engine::PreparedRequest p;
     p.request = r;
+    if (!ignore_kv_format) p.policy.kv_format = r.policy.kv_format;
     return p;
   }
   bool CanAdd(const engine::PreparedRequest& p) const override { return rows_ + 2 * p.request.num_images <= kv_rows_; }
@@ -46,6 +47,7 @@ class FakeEngine final : public engine::Engine {
     rows_ += rows;
     groups_[next_] = {p.request, 0, false};
     seeds.push_back(p.request.sampling.seed);
+    kv_formats.push_back(p.policy.kv_format);
     return next_++;
   }
   absl::StatusOr<engine::StepReport> Step() override {
@@ -92,6 +94,8 @@ class FakeEngine final : public engine::Engine {
   }
 
   std::vector<uint64_t> seeds;
+  std::vector<sparse::KvFormat> kv_formats;  // as resolved, per Add
+  bool ignore_kv_format = false;             // resolve every request to auto (an engine without fp8)
   int32_t peak_rows = 0;
   bool fail_decode = false;
   int decode_delay_us = 0, step_delay_us = 0;
@@ -249,6 +253,27 @@ TEST_F(SweepRunnerTest, EngineErrorsStopTheSweep) {
   s = Run(failing);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("fake decoder failed"), std::string::npos) << s;
+}
+
+// --kv-cache-dtype: every request of every configuration is admitted with
+// the format asked for; an engine that resolves another one stops the sweep
+// at the first such request, before its first step: no image is written.
+TEST_F(SweepRunnerTest, EveryRequestRunsWithTheKvFormatAskedFor) {
+  settings_.kv_format = sparse::KvFormat::kFp8E4m3;
+  FakeEngine engine(64);
+  ASSERT_TRUE(Run(engine).ok());
+  ASSERT_EQ(engine.kv_formats.size(), items_.size());
+  for (sparse::KvFormat f : engine.kv_formats) EXPECT_EQ(f, sparse::KvFormat::kFp8E4m3);
+
+  fs::remove_all(out_);
+  for (const SweepConfig& c : grid_) fs::create_directories(out_ / c.label);
+  FakeEngine plain(64);
+  plain.ignore_kv_format = true;
+  const absl::Status s = Run(plain);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("kv_cache_dtype auto, not fp8"), std::string::npos) << s;
+  EXPECT_EQ(plain.kv_formats.size(), 1u);  // stopped at the first, before its prefill step
+  EXPECT_TRUE(ManifestOrder(out_ / "manifest.jsonl").empty());
 }
 
 }  // namespace

@@ -356,5 +356,54 @@ TEST(SweepResumeTest, NRecentIsASettingOnlyWhenSet) {
   }
 }
 
+TEST(SweepArgsTest, KvCacheDtypeIsAutoByDefaultAndParsed) {
+  const std::vector<std::string> base = {"--model", "m", "--out", "o"};
+  absl::StatusOr<SweepArgs> a = ParseSweepArgs(base);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->kv_format, sparse::KvFormat::kAuto);
+  for (const char* fp8 : {"fp8", "FP8", "fp8_e4m3"}) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--kv-cache-dtype", fp8});
+    a = ParseSweepArgs(args);
+    ASSERT_TRUE(a.ok()) << fp8 << ": " << a.status();
+    EXPECT_EQ(a->kv_format, sparse::KvFormat::kFp8E4m3) << fp8;
+  }
+  std::vector<std::string> bad = base;
+  bad.push_back("--kv-cache-dtype=fp16");
+  a = ParseSweepArgs(bad);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("--kv-cache-dtype: \"fp16\" is not auto or fp8"), std::string::npos)
+      << a.status();
+}
+
+// Every configuration's request carries the format (dense included).
+TEST(SweepRunnerRequestTest, MakeRequestCarriesTheKvFormat) {
+  RunSettings settings;
+  settings.kv_format = sparse::KvFormat::kFp8E4m3;
+  const BenchmarkPrompt prompt{3, "a cube", "tag"};
+  for (const SweepConfig& c :
+       BuildGrid({sparse::PolicyKind::kDense, sparse::PolicyKind::kDiagonal, sparse::PolicyKind::kH2O}, {90})) {
+    EXPECT_EQ(MakeRequest({&c, &prompt}, settings).policy.kv_format, sparse::KvFormat::kFp8E4m3) << c.label;
+  }
+  settings.kv_format = sparse::KvFormat::kAuto;
+  const SweepConfig dense = BuildGrid({sparse::PolicyKind::kDense}, {0}).front();
+  EXPECT_EQ(MakeRequest({&dense, &prompt}, settings).policy.kv_format, sparse::KvFormat::kAuto);
+}
+
+TEST(SweepResumeTest, KvCacheDtypeIsASettingOnlyWhenNotAuto) {
+  SweepArgs a;
+  const nlohmann::json auto_run = SettingsJson(a, "m");
+  EXPECT_FALSE(auto_run.contains("kv_cache_dtype"));  // a run from before the flag resumes as it did
+  a.kv_format = sparse::KvFormat::kFp8E4m3;
+  const nlohmann::json fp8_run = SettingsJson(a, "m");
+  EXPECT_EQ(fp8_run.at("kv_cache_dtype"), "fp8");
+  EXPECT_TRUE(CheckSameSettings(fp8_run, SettingsJson(a, "m")).ok());
+  for (const auto& [previous, now] : {std::pair{auto_run, fp8_run}, std::pair{fp8_run, auto_run}}) {
+    const absl::Status s = CheckSameSettings(previous, now);
+    ASSERT_FALSE(s.ok()) << previous.dump() << " -> " << now.dump();
+    EXPECT_NE(s.message().find("\"kv_cache_dtype\""), std::string::npos) << s;
+  }
+}
+
 }  // namespace
 }  // namespace argen::sweep
