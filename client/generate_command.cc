@@ -58,9 +58,12 @@ json JobJson(const Job& job) {
   if (!job.local_error.empty()) j["local_error"] = job.local_error;
   if (!a.request_id().empty()) {
     j["seed"] = a.seed();
-    j["policy"] = {{"name", a.policy().name()},     {"l_dec", a.policy().l_dec()},
-                   {"n_att", a.policy().n_att()},   {"n_slots", a.policy().n_slots()},
-                   {"n_sink", a.policy().n_sink()}, {"n_recent", a.policy().n_recent()},
+    j["policy"] = {{"name", a.policy().name()},
+                   {"l_dec", a.policy().l_dec()},
+                   {"n_att", a.policy().n_att()},
+                   {"n_slots", a.policy().n_slots()},
+                   {"n_sink", a.policy().n_sink()},
+                   {"n_recent", a.policy().n_recent()},
                    {"kv_cache_dtype", a.policy().kv_cache_dtype()}};
     j["kv_bytes"] = a.kv_bytes();
   }

@@ -59,7 +59,8 @@ int RunInfo(const CommonOptions& common, const InfoOptions& options, std::ostrea
       << info.kv_budget_bytes() << " bytes\n"
       << "batch          up to " << info.max_batch_rows() << " rows, " << info.max_images_per_request()
       << " images per request, queue " << info.queue_limit() << "\n"
-      << "default policy " << info.default_policy().name() << " (sparsity " << info.default_policy().sparsity() << ")\n";
+      << "default policy " << info.default_policy().name() << " (sparsity " << info.default_policy().sparsity()
+      << ")\n";
   if (info.kv_cache_dtypes_size() > 0) {  // an older server lists none
     out << "KV dtypes     ";
     for (const std::string& d : info.kv_cache_dtypes()) out << " " << d;

@@ -49,7 +49,7 @@ struct Generation {
   int32_t prompt_tokens = 0;
   uint64_t seed = 0;
   std::string policy;
-  std::string kv_cache_dtype;  // resolved: auto or fp8
+  std::string kv_cache_dtype;       // resolved: auto or fp8
   std::vector<std::string> images;  // by index (non-streaming)
   bool finished = false;
   std::unique_ptr<RequestTrace> trace;  // the log line and the PNG metadata

@@ -38,7 +38,8 @@ struct RequestRecord {
   std::string request_id;
   std::string peer;    // grpc::ServerContext::peer(), e.g. ipv4:127.0.0.1:4242
   std::string policy;  // canonical name, "invalid" when the name was not a policy
-  nlohmann::ordered_json policy_params = nlohmann::ordered_json::object();  // sparsity, n_att, n_recent, n_sink, kv_cache_dtype
+  // sparsity, n_att, n_recent, n_sink, kv_cache_dtype
+  nlohmann::ordered_json policy_params = nlohmann::ordered_json::object();
   uint64_t seed = 0;
   bool has_seed = false;
   int32_t images_requested = 0;

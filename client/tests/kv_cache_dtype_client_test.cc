@@ -63,10 +63,11 @@ TEST(KvCacheDtypeFlagTest, PromptsFileLinesSetOrInheritIt) {
   EXPECT_EQ(f->lines[0].request.policy().kv_cache_dtype(), "fp8");  // the flag's
   EXPECT_EQ(f->lines[1].request.policy().kv_cache_dtype(), "auto");
   EXPECT_EQ(f->lines[2].request.policy().name(), "diagonal");
-  EXPECT_EQ(f->lines[2].request.policy().kv_cache_dtype(), "fp8");  // "policy" keeps it
+  EXPECT_EQ(f->lines[2].request.policy().kv_cache_dtype(), "fp8");   // "policy" keeps it
   EXPECT_EQ(f->lines[3].request.policy().kv_cache_dtype(), "auto");  // the line's own wins
   EXPECT_TRUE(f->ignored_fields.empty());
-  for (const char* bad : {"{\"prompt\": \"x\", \"kv_cache_dtype\": \"fp16\"}", "{\"prompt\": \"x\", \"kv_cache_dtype\": 8}"}) {
+  for (const char* bad :
+       {"{\"prompt\": \"x\", \"kv_cache_dtype\": \"fp16\"}", "{\"prompt\": \"x\", \"kv_cache_dtype\": 8}"}) {
     absl::StatusOr<PromptsFile> b = ParsePrompts(bad, "p.jsonl", base);
     ASSERT_FALSE(b.ok()) << bad;
     EXPECT_NE(b.status().message().find("p.jsonl:1"), std::string::npos) << b.status();
@@ -149,8 +150,9 @@ TEST(KvCacheDtypeFlagTest, LoadSendsItWithEveryPolicyOfTheMix) {
   FakeServer f;
   Start(f);
   std::ostringstream out, err;
-  RunClient({f.flag, "load", "--requests=4", "--concurrency=2", "--policies=dense,diagonal:0.9", "--kv-cache-dtype=fp8"},
-            out, err);
+  RunClient(
+      {f.flag, "load", "--requests=4", "--concurrency=2", "--policies=dense,diagonal:0.9", "--kv-cache-dtype=fp8"}, out,
+      err);
   ASSERT_EQ(f.service.requests.size(), 4u) << err.str();
   std::set<std::string> names;
   for (const v1::GenerateRequest& r : f.service.requests) {

@@ -38,11 +38,11 @@ ServerConfig Fp8Default() {
 }
 
 TEST(KvCacheDtypeTest, RequestValueMapsOntoThePolicy) {
-  for (const auto& [text, format] : std::vector<std::pair<std::string, sparse::KvFormat>>{
-           {"auto", sparse::KvFormat::kAuto},
-           {"fp8", sparse::KvFormat::kFp8E4m3},
-           {"FP8", sparse::KvFormat::kFp8E4m3},
-           {"fp8_e4m3", sparse::KvFormat::kFp8E4m3}}) {
+  for (const auto& [text, format] :
+       std::vector<std::pair<std::string, sparse::KvFormat>>{{"auto", sparse::KvFormat::kAuto},
+                                                             {"fp8", sparse::KvFormat::kFp8E4m3},
+                                                             {"FP8", sparse::KvFormat::kFp8E4m3},
+                                                             {"fp8_e4m3", sparse::KvFormat::kFp8E4m3}}) {
     absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(WithDtype(text), ServerConfig(), Info(), 1);
     ASSERT_TRUE(g.ok()) << text << ": " << g.status();
     EXPECT_EQ(g->policy.kv_format, format) << text;

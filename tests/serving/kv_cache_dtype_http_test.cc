@@ -34,8 +34,8 @@ TEST(KvCacheDtypeHttpTest, DefaultAndRequestValueAreEchoedOnBothApis) {
   ASSERT_STARTED(t, StartFp8Default());
   auto http = HttpClient(t.server->http_port());
   for (const auto& [policy, want] : std::vector<std::pair<json, std::string>>{
-           {json::object({{"name", "dense"}}), "fp8"},                    // the server default
-           {json::object({{"kv_cache_dtype", "auto"}}), "auto"},          // the request's own
+           {json::object({{"name", "dense"}}), "fp8"},                  // the server default
+           {json::object({{"kv_cache_dtype", "auto"}}), "auto"},        // the request's own
            {json::object({{"kv_cache_dtype", "FP8_E4M3"}}), "fp8"}}) {  // any spelling, resolved
     httplib::Result r = PostImages(*http, {{"prompt", "a red circle"}, {"seed", 1}, {"policy", policy}});
     ASSERT_TRUE(r) << httplib::to_string(r.error());

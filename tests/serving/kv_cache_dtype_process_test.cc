@@ -80,10 +80,11 @@ TEST_F(KvCacheDtypeProcessTest, Fp8GenerationOnTheShippedModel) {
   // And over HTTP: a 400 whose param is the JSON field.
   {
     const std::string body = R"({"prompt": "a red circle", "policy": {"name": "dense", "kv_cache_dtype": "int4"}})";
-    const std::string response = HttpExchange(
-        http_port, "POST /v1/images/generations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                   "Connection: close\r\nContent-Length: " +
-                       std::to_string(body.size()) + "\r\n\r\n" + body);
+    const std::string response =
+        HttpExchange(http_port,
+                     "POST /v1/images/generations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     "Connection: close\r\nContent-Length: " +
+                         std::to_string(body.size()) + "\r\n\r\n" + body);
     EXPECT_NE(response.find("HTTP/1.1 400"), std::string::npos) << response;
     EXPECT_NE(response.find("\"param\":\"policy.kv_cache_dtype\""), std::string::npos) << response;
   }

@@ -179,8 +179,7 @@ int main(int argc, char** argv) {
                  "KV cache storage: auto (bf16 on cuda, f32 on cpu) or fp8 (e4m3 with per-vector scales: about half "
                  "the KV memory on cuda; the cpu rounds through e4m3 without saving memory)")
       ->check([](const std::string& v) {
-        return argen::sparse::ParseKvFormat(v).ok() && !v.empty() ? std::string()
-                                                                   : std::string("expected auto or fp8");
+        return argen::sparse::ParseKvFormat(v).ok() && !v.empty() ? std::string() : std::string("expected auto or fp8");
       });
   app.footer("Exit status: 0 on success, 1 when generation fails (the message names the cause), 2 on bad usage.");
   if (std::optional<int> rc = argen::cli::Parse(app, argc, argv, std::cout, std::cerr)) return *rc;

@@ -193,8 +193,8 @@ int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point star
       "argen_sweep: model %s (%s, KV %s), %zu prompts x %d images x %zu configurations; %zu requests to run"
       "%s%s%s\n",
       (*engine)->info().name.c_str(), args.backend.c_str(), std::string(sparse::KvFormatName(args.kv_format)).c_str(),
-      prompts.size(), args.images_per_prompt, grid.size(),
-      items.size(), resume.done.empty() ? "" : absl::StrCat(", ", resume.done.size(), " already done").c_str(),
+      prompts.size(), args.images_per_prompt, grid.size(), items.size(),
+      resume.done.empty() ? "" : absl::StrCat(", ", resume.done.size(), " already done").c_str(),
       skipped == 0 ? "" : absl::StrCat(", ", skipped, " excluded").c_str(),
       args.shard_count == 1 ? "" : absl::StrCat(" (shard ", args.shard_index, "/", args.shard_count, ")").c_str());
   sweep::SinkOptions sink_options;

@@ -84,8 +84,8 @@ absl::StatusOr<SweepOutcome> RunSweep(engine::Engine& engine, const std::vector<
     if (const sparse::KvFormat want = KvFormatOf(items[job.tag], settings); prepared.policy.kv_format != want) {
       return absl::InternalError(absl::StrCat(items[job.tag].config->label, " prompt ", items[job.tag].prompt->index,
                                               ": the engine resolved kv_cache_dtype ",
-                                              std::string(sparse::KvFormatName(prepared.policy.kv_format)),
-                                              ", not ", std::string(sparse::KvFormatName(want))));
+                                              std::string(sparse::KvFormatName(prepared.policy.kv_format)), ", not ",
+                                              std::string(sparse::KvFormatName(want))));
     }
     ++admitted;
     std::lock_guard<std::mutex> lock(progress_mu);

@@ -175,9 +175,9 @@ TEST(GenerateCliTest, KvCacheDtypeFp8ReachesTheEngine) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("argen_generate_fp8_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
-  const RunResult r = RunCommand("--model " + SourceDir() + "/tests/goldens/tiny/tiny-mha" +
-                                 " --prompt 'a red cube' --seed 3 --kv-cache-dtype fp8 --out " +
-                                 (dir / "img.png").string());
+  const RunResult r =
+      RunCommand("--model " + SourceDir() + "/tests/goldens/tiny/tiny-mha" +
+                 " --prompt 'a red cube' --seed 3 --kv-cache-dtype fp8 --out " + (dir / "img.png").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("KV fp8"), std::string::npos) << r.output;
   std::ifstream in(dir / "img.png", std::ios::binary);

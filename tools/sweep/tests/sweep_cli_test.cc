@@ -395,8 +395,7 @@ TEST_F(SweepCliTest, KvCacheDtypeFp8RunsTheGridAndIsASetting) {
   EXPECT_NE(same.output.find("0 requests to run"), std::string::npos) << same.output;
   const RunResult other = RunSweep(Args(out, "--resume"));
   EXPECT_EQ(other.exit_code, 2) << other.output;
-  EXPECT_NE(other.output.find("setting \"kv_cache_dtype\" was \"fp8\", now absent"), std::string::npos)
-      << other.output;
+  EXPECT_NE(other.output.find("setting \"kv_cache_dtype\" was \"fp8\", now absent"), std::string::npos) << other.output;
 }
 
 }  // namespace
