@@ -184,6 +184,7 @@ def make_server_config():
     write(t, "list_and_deep", "model_dir: [a, b]\ndefault_policy:\n  x:\n    y: 1\n")
     write(t, "anchors", "a: &x 1\nport: *x\nmodel_dir: m\n")
     write(t, "flags", "--model_dir=m\n--port\n0\n--default_policy.name=dense\n--max_prompt_bytes=4KiB\n")
+    write(t, "kv_cache_dtype", "model_dir: m\ndefault_policy:\n  kv_cache_dtype: fp8\n")
 
 
 def make_generate_request():
@@ -222,6 +223,7 @@ def make_generate_request():
                           "temperature: 0.7 top_k: 4 top_p: 0.5 request_id: \"id-9\" progress_interval_ms: 3\n"
                           "policy { name: \"streaming_llm\" sparsity: 0.5 n_sink: 4 }\n")
     write(t, "text_n_att", "# n_att\nprompt: \"p\" policy { name: \"h2o\" n_att: 10 n_recent: 5 }\n")
+    write(t, "text_kv_cache_dtype", "# fp8 KV\nprompt: \"p\" policy { name: \"dense\" kv_cache_dtype: \"fp8\" }\n")
     write(t, "text_bad_ranges", "# ranges\nprompt: \" \" num_images: 100 temperature: -1 top_p: 2 "
                                 "policy { sparsity: 1.5 n_sink: -2 }\n")
 
@@ -237,6 +239,7 @@ def make_http_request():
     w("argen_fields", dict(base, seed=7, guidance_scale=3.5, temperature=0.8, top_k=16, top_p=0.9,
                            policy={"name": "diagonal", "sparsity": 0.9, "n_recent": 16}, priority="high"))
     w("stream", dict(base, stream=True, partial_images=2))
+    w("kv_cache_dtype", dict(base, policy={"name": "dense", "kv_cache_dtype": "fp8"}))
     w("bad_types", {"prompt": 5, "n": "two", "size": [32, 32], "stream": "yes"})
     w("bad_values", dict(base, size="64x64", response_format="url", partial_images=9, n=-1))
     w("unknown_field", dict(base, colour="red"))
