@@ -3,8 +3,9 @@
 // line: prompt (required), count, seed, policy ("name" or "name:sparsity"),
 // sparsity, n_att, n_recent, n_sink, kv_cache_dtype ("auto" or "fp8"), cfg,
 // temperature, top_k, top_p, request_id. A line's "policy" replaces the
-// policy's name and sparsity but keeps the kv_cache_dtype. Blank lines and lines starting with '#' are skipped; other
-// JSON fields (e.g. the benchmark file's "tag") are ignored and reported.
+// policy's name and sparsity but keeps the kv_cache_dtype. Blank lines and
+// lines starting with '#' are skipped; other JSON fields (e.g. the benchmark
+// file's "tag") are ignored and reported.
 #pragma once
 
 #include <set>
