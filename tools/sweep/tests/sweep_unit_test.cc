@@ -388,6 +388,12 @@ TEST(SweepRunnerRequestTest, MakeRequestCarriesTheKvFormat) {
   settings.kv_format = sparse::KvFormat::kAuto;
   const SweepConfig dense = BuildGrid({sparse::PolicyKind::kDense}, {0}).front();
   EXPECT_EQ(MakeRequest({&dense, &prompt}, settings).policy.kv_format, sparse::KvFormat::kAuto);
+  // An entry's own "@fp8" wins over the sweep's auto.
+  const std::vector<SweepConfig> own = BuildGrid(ParsePolicySpecs("dense,dense@fp8").value(), {0});
+  ASSERT_EQ(own.size(), 2u);
+  EXPECT_EQ(MakeRequest({&own[0], &prompt}, settings).policy.kv_format, sparse::KvFormat::kAuto);
+  EXPECT_EQ(MakeRequest({&own[1], &prompt}, settings).policy.kv_format, sparse::KvFormat::kFp8E4m3);
+  EXPECT_EQ(KvFormatOf({&own[1], &prompt}, settings), sparse::KvFormat::kFp8E4m3);
 }
 
 TEST(SweepResumeTest, KvCacheDtypeIsASettingOnlyWhenNotAuto) {
