@@ -912,8 +912,9 @@ AttentionVariant ChosenAttentionVariant(const AttentionArgs& a) {
   if (a.variant == AttentionVariant::kTwoPass || a.splits != 1 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
     return AttentionVariant::kTwoPass;
   if (a.variant == AttentionVariant::kWarp || a.variant == AttentionVariant::kAuto) {
-    const bool fits = WarpCap(a) <= kWarpMaxKeys;
-    if (fits && (a.variant == AttentionVariant::kWarp || kWarpAuto)) return AttentionVariant::kWarp;
+    const int cap = WarpCap(a);
+    if (a.variant == AttentionVariant::kWarp ? cap <= kWarpMaxKeys : cap <= kWarpAutoMaxKeys)
+      return AttentionVariant::kWarp;
     if (a.variant == AttentionVariant::kWarp) return AttentionVariant::kTwoPass;
   }
   if (a.kv_formats & kKvFormatsFp8) return AttentionVariant::kTwoPass;  // the staged kernel reads bf16 only

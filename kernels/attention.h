@@ -49,8 +49,12 @@ enum class AttentionVariant : int32_t {
   kWarp = 3,     // one warp per (token, kv head) when splits == 1 and every key set fits kWarpMaxKeys
 };
 
-// Whether kAuto takes the warp kernel where it can run (splits == 1, keys <= 1024).
-inline constexpr bool kWarpAuto = true;
+// Longest key set (every token's, rounded up to 32) for which kAuto takes the
+// warp kernel (with splits == 1). Measured on the H200 (7B, docs/PERFORMANCE.md):
+// at 79 keys (diagonal 95% N_r 64) it takes 0.81x (bf16) / 0.70x (fp8) of the
+// two-pass kernel's time at 1,119 images and 0.86x / 0.83x at 64; at 626 keys
+// (dense) 1.02x / 1.17x, a loss, so long key sets stay on the two-pass kernel.
+inline constexpr int32_t kWarpAutoMaxKeys = 256;
 
 // Per-token observe choices (AttentionArgs::observe); values >= 0 are argmin starts.
 constexpr int32_t kObserveNothing = -2;  // no observe output for the token

@@ -29,6 +29,7 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> LoadEngine(const ServerConfig& c
   options.kv_budget_bytes = ResolvedKvBudget(config);
   options.max_batch_rows = ResolvedMaxBatchRows(config);
   options.max_images_per_request = config.max_images_per_request;
+  options.default_kv_format = config.default_policy.kv_format;  // cuda auto sizing: rows of the default dtype
   absl::StatusOr<std::unique_ptr<engine::Engine>> created = engine::CreateEngine(options);
   if (!created.ok()) {
     return absl::Status(created.status().code(),
