@@ -60,6 +60,12 @@ TEST(CudaRowPoolLedgerTest, AdmissionPlacesExactlyWhatTheLedgerReserves) {
     absl::StatusOr<sparse::ResolvedPolicy> p = sparse::ResolvePolicy(params, 64);
     ASSERT_TRUE(p.ok()) << p.status();
     policies.push_back(*p);
+    // The same policy with fp8 KV: smaller rows of another size in the same pool.
+    params.kv_format = sparse::KvFormat::kFp8E4m3;
+    absl::StatusOr<sparse::ResolvedPolicy> fp8 = sparse::ResolvePolicy(params, 64);
+    ASSERT_TRUE(fp8.ok()) << fp8.status();
+    EXPECT_LT(CudaRowLayout(s, 10, *fp8).total(), CudaRowLayout(s, 10, *p).total());
+    policies.push_back(*fp8);
   }
   std::mt19937 rng(20241129);
   for (int trial = 0; trial < 20; ++trial) {
