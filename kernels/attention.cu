@@ -913,7 +913,9 @@ AttentionVariant ChosenAttentionVariant(const AttentionArgs& a) {
     return AttentionVariant::kTwoPass;
   if (a.variant == AttentionVariant::kWarp || a.variant == AttentionVariant::kAuto) {
     const int cap = WarpCap(a);
-    if (a.variant == AttentionVariant::kWarp ? cap <= kWarpMaxKeys : cap <= kWarpAutoMaxKeys)
+    const bool many_pairs = a.sm_count > 0 && static_cast<int64_t>(a.tokens) * a.kv_heads >=
+                                                  static_cast<int64_t>(kWarpAutoPairsPerSm) * a.sm_count;
+    if (a.variant == AttentionVariant::kWarp ? cap <= kWarpMaxKeys : (cap <= kWarpAutoMaxKeys && many_pairs))
       return AttentionVariant::kWarp;
     if (a.variant == AttentionVariant::kWarp) return AttentionVariant::kTwoPass;
   }

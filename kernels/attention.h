@@ -21,7 +21,7 @@
 // Three kernels: the two-pass kernel (any key count, split-K); for key sets of
 // at most 1024 with splits == 1, the warp kernel (one warp per (token,
 // kv_head), four per block, warp reductions only: more pairs in flight per
-// SM); and a staged kernel that first issues every K and V load of its
+// SM when there are many pairs; kAuto's rule is kWarpAuto* below); and a staged kernel that first issues every K and V load of its
 // (token, kv_head) as cp.async copies into shared memory. AttentionArgs::variant
 // picks.
 //
@@ -46,15 +46,20 @@ enum class AttentionVariant : int32_t {
   kAuto = 0,     // the measured faster one: two-pass (kStagedAutoBytes is 0)
   kTwoPass = 1,  // always the two-pass kernel
   kStaged = 2,   // staged when splits == 1 and it fits the shared memory at all
-  kWarp = 3,     // one warp per (token, kv head) when splits == 1 and every key set fits kWarpMaxKeys
+  kWarp = 3,     // one warp per (token, kv head) when splits == 1 and every key set fits 1024 keys
 };
 
-// Longest key set (every token's, rounded up to 32) for which kAuto takes the
-// warp kernel (with splits == 1). Measured on the H200 (7B, docs/PERFORMANCE.md):
-// at 79 keys (diagonal 95% N_r 64) it takes 0.81x (bf16) / 0.70x (fp8) of the
-// two-pass kernel's time at 1,119 images and 0.86x / 0.83x at 64; at 626 keys
-// (dense) 1.02x / 1.17x, a loss, so long key sets stay on the two-pass kernel.
+// When kAuto takes the warp kernel (with splits == 1): every key set (rounded
+// up to 32) at most kWarpAutoMaxKeys and at least kWarpAutoPairsPerSm
+// (token, kv head) pairs per multiprocessor (AttentionArgs::sm_count; 0: never).
+// Measured on the H200 (docs/PERFORMANCE.md, item 4): at 79 keys it takes 0.81x
+// (bf16) / 0.70x (fp8) of the two-pass kernel's time with 71,616 pairs (7B,
+// 1,119 images) and 0.86x / 0.83x with 4,096 (64 images), but 1.6x with 1,024
+// (16 images; Lumina 768 px at 158 keys: 2.1x): a warp per pair leaves the SMs
+// idle where the two-pass kernel puts four warps on each; at 626 keys (dense, 64
+// images) 1.02x / 1.17x. Between the measured points: 24 pairs per SM (3,168).
 inline constexpr int32_t kWarpAutoMaxKeys = 256;
+inline constexpr int32_t kWarpAutoPairsPerSm = 24;
 
 // Per-token observe choices (AttentionArgs::observe); values >= 0 are argmin starts.
 constexpr int32_t kObserveNothing = -2;  // no observe output for the token
@@ -92,6 +97,8 @@ struct AttentionArgs {
   // Formats of the tokens' regions (kKvFormatsBf16 | kKvFormatsFp8; 0: bf16 only).
   // Each format present is one launch; the staged kernel reads bf16 only.
   int32_t kv_formats = 0;
+  // The device's multiprocessors, for kAuto's choice of the warp kernel (0: not given).
+  int32_t sm_count = 0;
 };
 
 // Largest shared memory (bytes per block) kAuto gives the staged kernel. 0: the

@@ -114,6 +114,7 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
     aa.max_keys = max_keys;
     aa.variant = attention_variant_;
     aa.kv_formats = kv_formats;
+    aa.sm_count = sm_count_;
     ARGEN_CUDA_RETURN(kernels::DecodeAttention(aa, stream_), "decode attention");
     timer_.Mark(Stage::kAttention);
     if (any_sparse && (observe_flags & kObserveScores)) {
