@@ -205,6 +205,94 @@ __device__ __forceinline__ void WriteObserve(const AttentionArgs& a, int t, int 
   if (threadIdx.x == 0) a.argmin[head] = best.e;
 }
 
+// The two key loops both kernels share. A key group of kLanesPerKey lanes
+// (kDims dims each) holds one key; `slot` numbers the groups of the threads
+// taking part, kKeysPerIter of them. Entries j in [0, len) are keys begin + j.
+//
+// Scores: scores[g * stride + j] = q_g . k_j (scaled: -inf for a key outside the
+// region) and positions[j], written by the group's first lane; on_logit(g, j,
+// logit) sees each score there too.
+template <int G, int kDims, int kLanesPerKey, int kKeysPerIter, bool kFp8, typename Rows, typename OnLogit>
+__device__ __forceinline__ void ScoreKeys(const Rows& rows, const TokenMeta& m, const int32_t* idx, int begin, int len,
+                                          const float (&q)[G][kDims], int sub, int slot, float* scores, int stride,
+                                          int* positions, OnLogit on_logit) {
+  for (int base = 0; base < len; base += kKeysPerIter * kUnroll) {
+    typename Rows::Raw kv[kUnroll];
+    float k_scale[kUnroll];
+    int pos[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = base + u * kKeysPerIter + slot;
+      pos[u] = j < len ? KeyPosition(begin + j, m, idx) : -1;
+      if (pos[u] >= 0) {
+        kv[u] = rows.LoadK(pos[u], sub);
+        if constexpr (kFp8) k_scale[u] = rows.KScale(pos[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      float k[kDims];
+      if (pos[u] >= 0) {
+        Rows::Unpack(kv[u], k);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kDims; ++i) k[i] = 0.f;
+      }
+      const int j = base + u * kKeysPerIter + slot;
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float s = 0.f;
+#pragma unroll
+        for (int i = 0; i < kDims; ++i) s += q[g][i] * k[i];
+#pragma unroll
+        for (int o = kLanesPerKey / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if constexpr (kFp8) s *= pos[u] >= 0 ? k_scale[u] : 0.f;
+        if (sub == 0 && j < len) {
+          const float logit = pos[u] >= 0 ? s : -INFINITY;
+          scores[g * stride + j] = logit;
+          on_logit(g, j, logit);
+        }
+      }
+      if (sub == 0 && j < len) positions[j] = pos[u];
+    }
+  }
+}
+
+// Values: acc[g] += p_g(j) v_j over this group's entries (p from scores, which
+// hold exp(s - max) by then; fp8 rows fold in the value's scale).
+template <int G, int kDims, int kKeysPerIter, bool kFp8, typename Rows>
+__device__ __forceinline__ void AccumulateValues(const Rows& rows, int len, const float* scores, int stride,
+                                                 const int* positions, int sub, int slot, float (&acc)[G][kDims]) {
+  for (int base = 0; base < len; base += kKeysPerIter * kUnroll) {
+    typename Rows::Raw vv[kUnroll];
+    float v_scale[kUnroll];
+    int pos[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = base + u * kKeysPerIter + slot;
+      pos[u] = j < len ? positions[j] : -1;
+      if (pos[u] >= 0) {
+        vv[u] = rows.LoadV(pos[u], sub);
+        if constexpr (kFp8) v_scale[u] = rows.VScale(pos[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (pos[u] < 0) continue;
+      const int j = base + u * kKeysPerIter + slot;
+      float v[kDims];
+      Rows::Unpack(vv[u], v);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float p = scores[g * stride + j];
+        if constexpr (kFp8) p *= v_scale[u];
+#pragma unroll
+        for (int i = 0; i < kDims; ++i) acc[g][i] += p * v[i];
+      }
+    }
+  }
+}
+
 // kFp8: the launch for the fp8 tokens (kTokenKvFp8), else for the bf16 ones;
 // each skips the other's tokens, so a batch of both takes two launches.
 template <int HD, int G, bool kFp8>
@@ -246,48 +334,12 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   }
 
   // Pass 1: scores of every key of the chunk.
-  for (int base = 0; base < len; base += kKeysPerIter * kUnroll) {
-    typename Rows::Raw kv[kUnroll];
-    float k_scale[kUnroll];
-    int pos[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int j = base + u * kKeysPerIter + slot;
-      pos[u] = j < len ? KeyPosition(begin + j, m, idx) : -1;
-      if (pos[u] >= 0) {
-        kv[u] = rows.LoadK(pos[u], sub);
-        if constexpr (kFp8) k_scale[u] = rows.KScale(pos[u]);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      float k[kDims];
-      if (pos[u] >= 0) {
-        Rows::Unpack(kv[u], k);
-      } else {
-#pragma unroll
-        for (int i = 0; i < kDims; ++i) k[i] = 0.f;
-      }
-      const int j = base + u * kKeysPerIter + slot;
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        float s = 0.f;
-#pragma unroll
-        for (int i = 0; i < kDims; ++i) s += q[g][i] * k[i];
-#pragma unroll
-        for (int o = kLanesPerKey / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if constexpr (kFp8) s *= pos[u] >= 0 ? k_scale[u] : 0.f;
-        if (sub == 0 && j < len) {
-          const float logit = pos[u] >= 0 ? s : -INFINITY;
-          scores[g * a.chunk + j] = logit;
-          if (split_logits && begin + j >= m.prefix_len)
-            ws.logits[(static_cast<int64_t>(t) * a.heads + kvh * G + g) * a.probs_stride + (begin + j - m.prefix_len)] =
-                logit;
-        }
-      }
-      if (sub == 0 && j < len) positions[j] = pos[u];
-    }
-  }
+  ScoreKeys<G, kDims, kLanesPerKey, kKeysPerIter, kFp8>(
+      rows, m, idx, begin, len, q, sub, slot, scores, a.chunk, positions, [&](int g, int j, float logit) {
+        if (split_logits && begin + j >= m.prefix_len)
+          ws.logits[(static_cast<int64_t>(t) * a.heads + kvh * G + g) * a.probs_stride + (begin + j - m.prefix_len)] =
+              logit;
+      });
   __syncthreads();
 
   // Pass 2: softmax statistics per query head; scores become exp(s - max).
@@ -317,34 +369,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   for (int g = 0; g < G; ++g)
 #pragma unroll
     for (int i = 0; i < kDims; ++i) acc[g][i] = 0.f;
-  for (int base = 0; base < len; base += kKeysPerIter * kUnroll) {
-    typename Rows::Raw vv[kUnroll];
-    float v_scale[kUnroll];
-    int pos[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int j = base + u * kKeysPerIter + slot;
-      pos[u] = j < len ? positions[j] : -1;
-      if (pos[u] >= 0) {
-        vv[u] = rows.LoadV(pos[u], sub);
-        if constexpr (kFp8) v_scale[u] = rows.VScale(pos[u]);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (pos[u] < 0) continue;
-      const int j = base + u * kKeysPerIter + slot;
-      float v[kDims];
-      Rows::Unpack(vv[u], v);
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        float p = scores[g * a.chunk + j];
-        if constexpr (kFp8) p *= v_scale[u];
-#pragma unroll
-        for (int i = 0; i < kDims; ++i) acc[g][i] += p * v[i];
-      }
-    }
-  }
+  AccumulateValues<G, kDims, kKeysPerIter, kFp8>(rows, len, scores, a.chunk, positions, sub, slot, acc);
   // Reduce over the key slots of a warp, then over warps through shared memory.
 #pragma unroll
   for (int g = 0; g < G; ++g)
@@ -659,42 +684,8 @@ __global__ void __launch_bounds__(kThreads) WarpAttentionKernel(AttentionArgs a,
   }
 
   // Scores of every key.
-  for (int base = 0; base < len; base += kKeysPerIter * kUnroll) {
-    typename Rows::Raw kv[kUnroll];
-    float k_scale[kUnroll];
-    int pos[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int j = base + u * kKeysPerIter + slot;
-      pos[u] = j < len ? KeyPosition(j, m, idx) : -1;
-      if (pos[u] >= 0) {
-        kv[u] = rows.LoadK(pos[u], sub);
-        if constexpr (kFp8) k_scale[u] = rows.KScale(pos[u]);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      float k[kDims];
-      if (pos[u] >= 0) {
-        Rows::Unpack(kv[u], k);
-      } else {
-#pragma unroll
-        for (int i = 0; i < kDims; ++i) k[i] = 0.f;
-      }
-      const int j = base + u * kKeysPerIter + slot;
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        float sc = 0.f;
-#pragma unroll
-        for (int i = 0; i < kDims; ++i) sc += q[g][i] * k[i];
-#pragma unroll
-        for (int o = kLanesPerKey / 2; o > 0; o >>= 1) sc += __shfl_xor_sync(0xffffffffu, sc, o);
-        if constexpr (kFp8) sc *= pos[u] >= 0 ? k_scale[u] : 0.f;
-        if (sub == 0 && j < len) scores[g * cap + j] = pos[u] >= 0 ? sc : -INFINITY;
-      }
-      if (sub == 0 && j < len) positions[j] = pos[u];
-    }
-  }
+  ScoreKeys<G, kDims, kLanesPerKey, kKeysPerIter, kFp8>(rows, m, idx, 0, len, q, sub, slot, scores, cap, positions,
+                                                        [](int, int, float) {});
   __syncwarp();
 
   // Softmax per query head; scores become exp(s - max).
@@ -721,34 +712,7 @@ __global__ void __launch_bounds__(kThreads) WarpAttentionKernel(AttentionArgs a,
   for (int g = 0; g < G; ++g)
 #pragma unroll
     for (int i = 0; i < kDims; ++i) acc[g][i] = 0.f;
-  for (int base = 0; base < len; base += kKeysPerIter * kUnroll) {
-    typename Rows::Raw vv[kUnroll];
-    float v_scale[kUnroll];
-    int pos[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int j = base + u * kKeysPerIter + slot;
-      pos[u] = j < len ? positions[j] : -1;
-      if (pos[u] >= 0) {
-        vv[u] = rows.LoadV(pos[u], sub);
-        if constexpr (kFp8) v_scale[u] = rows.VScale(pos[u]);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (pos[u] < 0) continue;
-      const int j = base + u * kKeysPerIter + slot;
-      float v[kDims];
-      Rows::Unpack(vv[u], v);
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        float p = scores[g * cap + j];
-        if constexpr (kFp8) p *= v_scale[u];
-#pragma unroll
-        for (int i = 0; i < kDims; ++i) acc[g][i] += p * v[i];
-      }
-    }
-  }
+  AccumulateValues<G, kDims, kKeysPerIter, kFp8>(rows, len, scores, cap, positions, sub, slot, acc);
   // Sum over the key slots (lanes with the same sub), then lanes [0, kLanesPerKey) write.
 #pragma unroll
   for (int g = 0; g < G; ++g)
