@@ -2,9 +2,11 @@
 // and the staged kernel for short key sets (see below).
 //
 // One block of 128 threads per (token, kv_head, split). A key is handled by
-// head_dim/8 lanes holding 8 dims each (16-byte loads), so a block walks
-// 128/(head_dim/8) keys at a time; the G query heads sharing the kv head reuse
-// each loaded key. Scores live in shared memory between the two passes.
+// head_dim/8 lanes holding 8 dims each (16-byte loads; fp8 rows: 16 codes a
+// lane where G <= 2), so a block walks 128/(head_dim/8) keys at a time; the G
+// query heads sharing the kv head reuse each loaded key. Scores live in shared
+// memory between the two passes. The warp kernel runs the same key loops with
+// one warp per (token, kv_head).
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -49,7 +51,7 @@ __device__ __forceinline__ int KeyPosition(int j, const TokenMeta& m, const int3
 }
 
 // Where a (token, kv head)'s K and V rows are, in bf16 or in fp8 (kernels/kv_fp8.h),
-// and how one lane's 8 dims of a row are loaded and unpacked.
+// and how one lane's Dims values of a row are loaded (16 bytes for bf16) and unpacked.
 template <int HD, bool kFp8, int Dims>
 struct KvRows;
 
