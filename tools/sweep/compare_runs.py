@@ -25,7 +25,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
-from PIL import Image  # noqa: E402
+
+from tools.sweep.report import load_jsonl, load_rgb, psnr_db  # noqa: E402  (the sweep's own readers and PSNR)
 
 # Settings that change the random streams or the prompts: two runs differing in one are not paired.
 PAIRING_KEYS = ["model", "prompts", "seed", "images_per_prompt", "cfg", "temperature", "top_k", "top_p", "size"]
@@ -34,11 +35,6 @@ PAIRING_KEYS = ["model", "prompts", "seed", "images_per_prompt", "cfg", "tempera
 def fail(message: str) -> None:
     print(f"compare_runs: {message}", file=sys.stderr)
     sys.exit(2)
-
-
-def load_jsonl(path: str) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def load_settings(run: str) -> dict:
@@ -64,17 +60,6 @@ def load_report(run: str) -> dict | None:
     return None
 
 
-def psnr(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    mse = float(np.mean((a - b) ** 2)) if a.shape == b.shape else float("nan")
-    return 99.0 if mse == 0 else min(99.0, 10 * float(np.log10(255.0**2 / mse)))
-
-
-def load_image(path: str) -> np.ndarray:
-    with Image.open(path) as im:
-        return np.asarray(im.convert("RGB"))
-
-
 def compare(base: str, other: str) -> dict:
     sb, so = load_settings(base), load_settings(other)
     for key in PAIRING_KEYS:
@@ -92,11 +77,11 @@ def compare(base: str, other: str) -> dict:
     configs: dict[str, dict] = {}
     for key in sorted(set(entries[base]) & set(entries[other])):
         config = key[0]
-        a = load_image(os.path.join(base, entries[base][key]["path"]))
-        b = load_image(os.path.join(other, entries[other][key]["path"]))
+        a = load_rgb(os.path.join(base, entries[base][key]["path"]))
+        b = load_rgb(os.path.join(other, entries[other][key]["path"]))
         c = configs.setdefault(config, {"policy": entries[base][key]["policy"],
                                         "sparsity": entries[base][key]["sparsity"], "psnr": [], "agree": []})
-        c["psnr"].append(psnr(b, a))
+        c["psnr"].append(psnr_db(b, a))
         if reports[base] and reports[other] and key in reports[base]["verdicts"] and key in reports[other]["verdicts"]:
             c["agree"].append(reports[base]["verdicts"][key] == reports[other]["verdicts"][key])
     if not configs:

@@ -68,12 +68,13 @@ def _init_worker(metas: list[dict | None]) -> None:
     _METAS = metas
 
 
-def _load(path: str) -> np.ndarray:
+def load_rgb(path: str) -> np.ndarray:
     with Image.open(path) as im:
         return np.asarray(im.convert("RGB"))
 
 
-def _psnr(a: np.ndarray, b: np.ndarray) -> float:
+def psnr_db(a: np.ndarray, b: np.ndarray) -> float:
+    """PSNR of two RGB images of one shape in dB, capped at 99 (identical)."""
     a, b = a.astype(np.float64), b.astype(np.float64)
     mse = float(np.mean((a - b) ** 2)) if a.shape == b.shape else float("nan")
     return 99.0 if mse == 0 else min(99.0, 10 * float(np.log10(255.0 ** 2 / mse)))
@@ -84,12 +85,12 @@ def _score_group(job) -> list[tuple[int, bool, str, float | None]]:
     image index), and the path of their dense twin (or None). Loads each image once; only
     this group's images are in memory. -> [(position in the manifest, passed, reason, psnr)]"""
     members, dense_path = job
-    dense = _load(dense_path) if dense_path is not None else None
+    dense = load_rgb(dense_path) if dense_path is not None else None
     out = []
     for pos, path, index in members:
-        image = _load(path)
+        image = load_rgb(path)
         ok, reason = evaluate(_METAS[index], detect(image))
-        out.append((pos, ok, reason, _psnr(image, dense) if dense is not None else None))
+        out.append((pos, ok, reason, psnr_db(image, dense) if dense is not None else None))
     return out
 
 
