@@ -42,12 +42,13 @@ __host__ __device__ inline WorkspaceView View(void* ws, int tokens, int heads, i
   return v;
 }
 
-// Region position of virtual key j, or -1 when a slot index is out of the region.
+// Virtual position (kernels/token_meta.h) of key j, or -1 when a slot index is
+// out of the row's region.
 __device__ __forceinline__ int KeyPosition(int j, const TokenMeta& m, const int32_t* idx) {
   if (j < m.prefix_len) return j;
   const int e = j - m.prefix_len;
   const int pos = m.decode_base + (idx ? idx[e] : e);
-  return (pos >= 0 && pos < m.capacity) ? pos : -1;
+  return (pos >= 0 && pos < m.capacity) ? m.shared_prompt + pos : -1;
 }
 
 // Where a (token, kv head)'s K and V rows are, in bf16 or in fp8 (kernels/kv_fp8.h),
@@ -58,15 +59,30 @@ struct KvRows;
 template <int HD>
 struct KvRows<HD, false, 8> {  // 8 values: one 16-byte load
   using Raw = detail::Bf16x8;
-  const bf16* k;
-  const bf16* v;
-  __device__ KvRows(const AttentionArgs& a, const TokenMeta& m, int kvh) {
-    const int64_t layer_stride = static_cast<int64_t>(a.kv_heads) * m.capacity * HD;
-    k = a.kv_pool + m.kv_offset + a.layer * layer_stride + static_cast<int64_t>(kvh) * m.capacity * HD;
-    v = k + static_cast<int64_t>(a.num_layers) * layer_stride;
+  const bf16 *k, *v;    // the row's own region at (layer, kvh)
+  const bf16 *pk, *pv;  // the prompt owner's (shared_prompt > 0)
+  int shared;
+  __device__ static void Bases(const AttentionArgs& a, int64_t offset, int capacity, int kvh, const bf16** k,
+                               const bf16** v) {
+    const int64_t layer_stride = static_cast<int64_t>(a.kv_heads) * capacity * HD;
+    *k = a.kv_pool + offset + a.layer * layer_stride + static_cast<int64_t>(kvh) * capacity * HD;
+    *v = *k + static_cast<int64_t>(a.num_layers) * layer_stride;
   }
-  __device__ Raw LoadK(int pos, int sub) const { return detail::Load8(k + static_cast<int64_t>(pos) * HD + sub * 8); }
-  __device__ Raw LoadV(int pos, int sub) const { return detail::Load8(v + static_cast<int64_t>(pos) * HD + sub * 8); }
+  __device__ KvRows(const AttentionArgs& a, const TokenMeta& m, int kvh) : shared(m.shared_prompt) {
+    Bases(a, m.kv_offset, m.capacity, kvh, &k, &v);
+    pk = k;
+    pv = v;
+    if (shared > 0) Bases(a, m.prompt_kv_offset, m.prompt_capacity, kvh, &pk, &pv);
+  }
+  // The K (V) row of virtual position pos.
+  __device__ const bf16* KRow(int pos) const {
+    return pos < shared ? pk + static_cast<int64_t>(pos) * HD : k + static_cast<int64_t>(pos - shared) * HD;
+  }
+  __device__ const bf16* VRow(int pos) const {
+    return pos < shared ? pv + static_cast<int64_t>(pos) * HD : v + static_cast<int64_t>(pos - shared) * HD;
+  }
+  __device__ Raw LoadK(int pos, int sub) const { return detail::Load8(KRow(pos) + sub * 8); }
+  __device__ Raw LoadV(int pos, int sub) const { return detail::Load8(VRow(pos) + sub * 8); }
   __device__ float KScale(int) const { return 1.f; }
   __device__ float VScale(int) const { return 1.f; }
   __device__ static void Unpack(const Raw& r, float out[8]) { detail::Unpack8(r, out); }
@@ -90,27 +106,38 @@ template <int HD, int Dims>
 struct KvRows<HD, true, Dims> {
   static constexpr int kDims = Dims;
   using Raw = typename Fp8Raw<HD, Dims>::Type;
-  const unsigned char* k;
-  const unsigned char* v;
-  const float* k_scale;
-  const float* v_scale;
-  __device__ KvRows(const AttentionArgs& a, const TokenMeta& m, int kvh) {
-    const unsigned char* region = reinterpret_cast<const unsigned char*>(a.kv_pool + m.kv_offset);
-    const Fp8KvRegion r = Fp8Region(a.num_layers, a.kv_heads, m.capacity, HD);
-    const int64_t first = (static_cast<int64_t>(a.layer) * a.kv_heads + kvh) * m.capacity;  // vector of position 0
-    k = region + first * HD;
-    v = region + r.v_codes + first * HD;
-    k_scale = reinterpret_cast<const float*>(region + r.k_scales) + first;
-    v_scale = reinterpret_cast<const float*>(region + r.v_scales) + first;
-  }
+  // One region's codes and scales at (layer, kvh), indexed by region position.
+  struct Region {
+    const unsigned char* k;
+    const unsigned char* v;
+    const float* k_scale;
+    const float* v_scale;
+    __device__ Region(const AttentionArgs& a, int64_t offset, int capacity, int kvh) {
+      const unsigned char* region = reinterpret_cast<const unsigned char*>(a.kv_pool + offset);
+      const Fp8KvRegion r = Fp8Region(a.num_layers, a.kv_heads, capacity, HD);
+      const int64_t first = (static_cast<int64_t>(a.layer) * a.kv_heads + kvh) * capacity;  // vector of position 0
+      k = region + first * HD;
+      v = region + r.v_codes + first * HD;
+      k_scale = reinterpret_cast<const float*>(region + r.k_scales) + first;
+      v_scale = reinterpret_cast<const float*>(region + r.v_scales) + first;
+    }
+  };
+  Region own, prompt;  // prompt: the owner's (shared_prompt > 0), else own
+  int shared;
+  __device__ KvRows(const AttentionArgs& a, const TokenMeta& m, int kvh)
+      : own(a, m.kv_offset, m.capacity, kvh),
+        prompt(m.shared_prompt > 0 ? Region(a, m.prompt_kv_offset, m.prompt_capacity, kvh) : own),
+        shared(m.shared_prompt) {}
+  __device__ const Region& At(int pos) const { return pos < shared ? prompt : own; }
+  __device__ int Local(int pos) const { return pos < shared ? pos : pos - shared; }
   __device__ Raw LoadK(int pos, int sub) const {
-    return *reinterpret_cast<const Raw*>(k + static_cast<int64_t>(pos) * HD + sub * kDims);
+    return *reinterpret_cast<const Raw*>(At(pos).k + static_cast<int64_t>(Local(pos)) * HD + sub * kDims);
   }
   __device__ Raw LoadV(int pos, int sub) const {
-    return *reinterpret_cast<const Raw*>(v + static_cast<int64_t>(pos) * HD + sub * kDims);
+    return *reinterpret_cast<const Raw*>(At(pos).v + static_cast<int64_t>(Local(pos)) * HD + sub * kDims);
   }
-  __device__ float KScale(int pos) const { return k_scale[pos]; }
-  __device__ float VScale(int pos) const { return v_scale[pos]; }
+  __device__ float KScale(int pos) const { return At(pos).k_scale[Local(pos)]; }
+  __device__ float VScale(int pos) const { return At(pos).v_scale[Local(pos)]; }
   __device__ static void UnpackWord(unsigned word, float* out) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -500,17 +527,15 @@ __global__ void __launch_bounds__(kThreads) StagedAttentionKernel(AttentionArgs 
   const int len = min(m.prefix_len + m.decode_count, cap);
   const int prompt = min(m.prefix_len, len);
   const int tid = threadIdx.x, sub = tid % kLanesPerKey, slot = tid / kLanesPerKey;
-  const int64_t layer_stride = static_cast<int64_t>(a.kv_heads) * m.capacity * HD;
-  const bf16* k_base = a.kv_pool + m.kv_offset + a.layer * layer_stride + static_cast<int64_t>(kvh) * m.capacity * HD;
-  const bf16* v_base = k_base + static_cast<int64_t>(a.num_layers) * layer_stride;
+  const KvRows<HD, false, 8> rows(a, m, kvh);
   const int32_t* idx = sparse ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride : nullptr;
   const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
 
   // 1. The prompt's K and V rows: their positions need no slot list.
   for (int c = tid; c < prompt * kLanesPerKey; c += kThreads) {
     const int j = c / kLanesPerKey, d = (c % kLanesPerKey) * 8;
-    detail::CpAsync16(ks + j * HD + d, k_base + static_cast<int64_t>(j) * HD + d);
-    detail::CpAsync16(vs + j * HD + d, v_base + static_cast<int64_t>(j) * HD + d);
+    detail::CpAsync16(ks + j * HD + d, rows.KRow(j) + d);
+    detail::CpAsync16(vs + j * HD + d, rows.VRow(j) + d);
   }
   detail::CpAsyncCommit();
   // 2. Positions of every key (the decode ones through the slot list).
@@ -529,13 +554,13 @@ __global__ void __launch_bounds__(kThreads) StagedAttentionKernel(AttentionArgs 
   for (int c = tid; c < decode_chunks; c += kThreads) {
     const int j = prompt + c / kLanesPerKey, d = (c % kLanesPerKey) * 8;
     const int pos = positions[j];
-    if (pos >= 0) detail::CpAsync16(ks + j * HD + d, k_base + static_cast<int64_t>(pos) * HD + d);
+    if (pos >= 0) detail::CpAsync16(ks + j * HD + d, rows.KRow(pos) + d);
   }
   detail::CpAsyncCommit();
   for (int c = tid; c < decode_chunks; c += kThreads) {
     const int j = prompt + c / kLanesPerKey, d = (c % kLanesPerKey) * 8;
     const int pos = positions[j];
-    if (pos >= 0) detail::CpAsync16(vs + j * HD + d, v_base + static_cast<int64_t>(pos) * HD + d);
+    if (pos >= 0) detail::CpAsync16(vs + j * HD + d, rows.VRow(pos) + d);
   }
   detail::CpAsyncCommit();
 
