@@ -176,6 +176,9 @@ struct EngineOptions {
   // The server's default kv_cache_dtype: what cuda's auto max_batch_rows sizes
   // rows for (requests still choose their own).
   sparse::KvFormat default_kv_format = sparse::KvFormat::kAuto;
+  // Prompt-KV sharing: the images of one request read one copy of each of its
+  // prompts' KV (engine/model/backend.h); off: a copy per image.
+  bool share_prompt_kv = true;
 };
 
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const EngineOptions& options);

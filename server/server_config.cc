@@ -230,6 +230,10 @@ const std::vector<KeyDef>& Keys() {
        }},
       {{"max_prompt_bytes", "longest prompt in bytes, refused before tokenizing; 0: max_prompt_tokens x 32"},
        Bytes(&ServerConfig::max_prompt_bytes, 0)},
+      {{"share_prompt_kv",
+        "true: the images of one request read one copy of its cond and of its uncond prompt KV (less KV per "
+        "image); false: a copy per image"},
+       Bool(&ServerConfig::share_prompt_kv)},
       {{"allow_port_sharing", "let several processes listen on the same port and metrics_port (SO_REUSEPORT)"},
        Bool(&ServerConfig::allow_port_sharing)},
       {{"stream_stall_timeout_s", "a client that accepts no stream event for this long: request cancelled"},

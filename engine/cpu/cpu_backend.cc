@@ -33,6 +33,9 @@ struct CpuBackend::Activations {
   std::vector<float> last_hidden, head_in, head_mid, logits;
   std::vector<model::RowState*> states;
   std::vector<KvRow*> rows;
+  // Prefill: each row's logits source (prompt sharing), the computed rows
+  // (batch indices), their token offsets and tokens.
+  std::vector<int32_t> source, computed, offsets, tokens;
   std::vector<int32_t> row_steps;
   // Per pair (decode input embeddings).
   std::vector<float> input_embed, input_mid, input_out;
@@ -91,42 +94,47 @@ const float* BiasOf(const NormWeights& n) { return n.bias.empty() ? nullptr : n.
 }  // namespace
 
 template <typename AttendFn>
-void CpuBackend::RunLayers(int64_t n, AttendFn&& attend) {
+void CpuBackend::RunLayers(int64_t first, int64_t n, AttendFn&& attend) {
   const model::StackConfig& d = spec_.stack;
   const int32_t H = d.hidden_size, I = d.intermediate_size;
   const int32_t q_dim = d.num_heads * d.head_dim;
   const int32_t qkv_dim = q_dim + 2 * d.num_kv_heads * d.head_dim;
   const float eps = d.norm_eps;
   Activations& a = *act_;
-  float* x = a.x.data();
-  float* xn = a.xn.data();
+  float* x = a.x.data() + first * H;
+  float* xn = a.xn.data() + first * H;
+  float* qkv = a.qkv.data() + first * qkv_dim;
+  float* attn = a.attn.data() + first * q_dim;
+  float* gate_up = a.gate_up.data() + first * 2 * I;
+  float* mlp = a.mlp.data() + first * I;
+  float* sub = d.swin_norm ? a.sub.data() + first * H : nullptr;
   for (int32_t l = 0; l < d.num_layers; ++l) {
     const LayerWeights& lw = w_.layers[l];
     // Attention: pre-norm attends norm(x); swin attends x and norms the output.
     if (!d.swin_norm) Norm(x, lw.input_norm.weight.data(), BiasOf(lw.input_norm), n, H, eps, xn);
-    MatMulWT(d.swin_norm ? x : xn, lw.qkv.data(), n, H, qkv_dim, a.qkv.data());
+    MatMulWT(d.swin_norm ? x : xn, lw.qkv.data(), n, H, qkv_dim, qkv);
     if (d.qk_norm) {
-      HeadLayerNorm(a.qkv.data(), n, qkv_dim, d.num_heads, d.head_dim, lw.q_norm.weight.data(), lw.q_norm.bias.data(),
+      HeadLayerNorm(qkv, n, qkv_dim, d.num_heads, d.head_dim, lw.q_norm.weight.data(), lw.q_norm.bias.data(),
                     d.qk_norm_eps);
-      HeadLayerNorm(a.qkv.data() + q_dim, n, qkv_dim, d.num_kv_heads, d.head_dim, lw.k_norm.weight.data(),
+      HeadLayerNorm(qkv + q_dim, n, qkv_dim, d.num_kv_heads, d.head_dim, lw.k_norm.weight.data(),
                     lw.k_norm.bias.data(), d.qk_norm_eps);
     }
     attend(l);
     if (d.swin_norm) {
-      MatMulWT(a.attn.data(), lw.o.data(), n, q_dim, H, a.sub.data());
-      AddNorm(a.sub.data(), lw.input_norm.weight.data(), BiasOf(lw.input_norm), n, H, eps, x, xn);
+      MatMulWT(attn, lw.o.data(), n, q_dim, H, sub);
+      AddNorm(sub, lw.input_norm.weight.data(), BiasOf(lw.input_norm), n, H, eps, x, xn);
     } else {
-      MatMulWT(a.attn.data(), lw.o.data(), n, q_dim, H, x, 1.0f);
+      MatMulWT(attn, lw.o.data(), n, q_dim, H, x, 1.0f);
       Norm(x, lw.post_norm.weight.data(), BiasOf(lw.post_norm), n, H, eps, xn);
     }
     // MLP (SwiGLU), placed the same way.
-    MatMulWT(d.swin_norm ? x : xn, lw.gate_up.data(), n, H, 2 * I, a.gate_up.data());
-    SiluMul(a.gate_up.data(), n, I, a.mlp.data());
+    MatMulWT(d.swin_norm ? x : xn, lw.gate_up.data(), n, H, 2 * I, gate_up);
+    SiluMul(gate_up, n, I, mlp);
     if (d.swin_norm) {
-      MatMulWT(a.mlp.data(), lw.down.data(), n, I, H, a.sub.data());
-      AddNorm(a.sub.data(), lw.post_norm.weight.data(), BiasOf(lw.post_norm), n, H, eps, x, xn);
+      MatMulWT(mlp, lw.down.data(), n, I, H, sub);
+      AddNorm(sub, lw.post_norm.weight.data(), BiasOf(lw.post_norm), n, H, eps, x, xn);
     } else {
-      MatMulWT(a.mlp.data(), lw.down.data(), n, I, H, x, 1.0f);
+      MatMulWT(mlp, lw.down.data(), n, I, H, x, 1.0f);
     }
   }
 }
@@ -175,10 +183,23 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
       !s.ok()) {
     return s;
   }
-  a.rows.resize(a.states.size());
-  for (size_t r = 0; r < a.states.size(); ++r) a.rows[r] = static_cast<KvRow*>(a.states[r]);
+  if (absl::Status s = model::ResolvePromptSources(b, a.states, &a.source); !s.ok()) return s;
+  // Only rows that hold their prompt compute it (a sharing row's is its owner's).
+  a.computed.clear();
+  a.tokens.clear();
+  a.offsets.assign(1, 0);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    if (a.source[r] != r) continue;
+    a.computed.push_back(static_cast<int32_t>(r));
+    a.tokens.insert(a.tokens.end(), b.tokens.begin() + b.token_offsets[r], b.tokens.begin() + b.token_offsets[r + 1]);
+    a.offsets.push_back(static_cast<int32_t>(a.tokens.size()));
+  }
+  const int64_t n_computed = static_cast<int64_t>(a.computed.size());
+  const std::vector<int32_t>& offsets = a.offsets;
+  a.rows.resize(n_computed);
+  for (int64_t c = 0; c < n_computed; ++c) a.rows[c] = static_cast<KvRow*>(a.states[a.computed[c]]);
 
-  const int64_t n = static_cast<int64_t>(b.tokens.size());
+  const int64_t n = static_cast<int64_t>(a.tokens.size());
   const int32_t H = d.hidden_size, hd = d.head_dim;
   const int32_t q_dim = d.num_heads * hd, kv_dim = d.num_kv_heads * hd;
   const int32_t qkv_dim = q_dim + 2 * kv_dim;
@@ -194,23 +215,25 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
   for (KvRow* row : a.rows) max_len = std::max(max_len, row->prompt_len);
   ReserveRowScratch(max_len, 0);
 
-  if (absl::Status s = w_.source->ReadRows(spec_.text_embed, b.tokens.data(), n, a.x.data()); !s.ok()) return s;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    for (int32_t i = b.token_offsets[r]; i < b.token_offsets[r + 1]; ++i) {
-      RopeAngles(inv_freq_.data(), hd / 2, i - b.token_offsets[r], a.rope.data() + int64_t{i} * hd);
+  if (absl::Status s = w_.source->ReadRows(spec_.text_embed, a.tokens.data(), n, a.x.data()); !s.ok()) return s;
+  for (int64_t c = 0; c < n_computed; ++c) {
+    for (int32_t i = offsets[c]; i < offsets[c + 1]; ++i) {
+      RopeAngles(inv_freq_.data(), hd / 2, i - offsets[c], a.rope.data() + int64_t{i} * hd);
     }
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  int64_t causal_pairs = 0;
-  for (const KvRow* row : a.rows) causal_pairs += int64_t{row->prompt_len} * (row->prompt_len + 1) / 2;
-  const bool prefill_parallel = causal_pairs * d.num_heads * hd >= min_parallel_work_;
-  RunLayers(n, [&](int32_t layer) {
-    pool_->ParallelFor(n_rows, prefill_parallel, [&](int64_t r, int32_t participant) {
-      KvRow& row = *a.rows[r];
+  // One row at a time, so that a row's prompt KV is a function of its prompt
+  // alone (BLAS rounding depends on a GEMM's row count and a row's place in
+  // it): a request computes the same bytes alone or batched, and a prompt
+  // shared between images the same bytes as a copy per image.
+  for (int64_t c = 0; c < n_computed; ++c) {
+    RunLayers(offsets[c], offsets[c + 1] - offsets[c], [&](int32_t layer) {
+      const int32_t participant = 0;  // the calling thread (BLAS threads the GEMMs)
+      KvRow& row = *a.rows[c];
       float* k_block = kv_.LayerK(row, layer);
       float* v_block = kv_.LayerV(row, layer);
-      const int32_t begin = b.token_offsets[r];
-      for (int32_t i = begin; i < b.token_offsets[r + 1]; ++i) {
+      const int32_t begin = offsets[c];
+      for (int32_t i = begin; i < offsets[c + 1]; ++i) {
         float* q = a.qkv.data() + int64_t{i} * qkv_dim;
         float* k = q + q_dim;
         const float* v = k + kv_dim;
@@ -237,11 +260,16 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
       args.scratch = a.per_thread[participant].scratch.data();
       PrefillAttention(args);
     });
-  });
+  }
 
+  // Each row's last prompt position: its own, or its owner's.
+  std::vector<int32_t>& computed_index = a.row_steps;  // reused as scratch before the steps
+  Grow(computed_index, n_rows);
+  for (int64_t c = 0; c < n_computed; ++c) computed_index[a.computed[c]] = static_cast<int32_t>(c);
   float* last = Grow(a.last_hidden, n_rows * H);
   for (int64_t r = 0; r < n_rows; ++r) {
-    std::memcpy(last + r * H, a.x.data() + int64_t{b.token_offsets[r + 1] - 1} * H, sizeof(float) * H);
+    const int32_t c = computed_index[a.source[r]];
+    std::memcpy(last + r * H, a.x.data() + int64_t{offsets[c + 1] - 1} * H, sizeof(float) * H);
   }
   model::MarkPrefilled(a.states);
   int32_t* steps = Grow(a.row_steps, n_pairs);
@@ -283,7 +311,7 @@ void CpuBackend::DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::Ro
                                            attended + int64_t{g} * stride);
     // Validated before the step (t == next_step < l_dec), so count >= 0.
     s.counts[g] = std::max(count, 0);
-    const int64_t at = (g * row.positions() + row.prompt_len + slot) * hd;
+    const int64_t at = (g * row.positions() + row.stored_prompt + slot) * hd;
     StoreKv(row, k + g * hd, v + g * hd, hd, k_block + at, v_block + at);
   }
   DecodeAttentionShape shape{d.num_heads, d.num_kv_heads, hd, row.prompt_len, row.layout.n_slots};
@@ -291,6 +319,11 @@ void CpuBackend::DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::Ro
   io.q = q;
   io.k = k_block;
   io.v = v_block;
+  if (row.prompt_source != nullptr) {  // the owner's prompt KV
+    io.prompt_k = kv_.PromptK(row, layer);
+    io.prompt_v = kv_.PromptV(row, layer);
+    io.prompt_head_stride = kv_.PromptHeadStride(row);
+  }
   io.attended = attended;
   io.counts = s.counts.data();
   io.attended_stride = stride;
@@ -394,7 +427,7 @@ absl::Status CpuBackend::Decode(const model::DecodeBatch& b, const model::StepOu
     RopeAngles(inv_freq_.data(), hd / 2, a.rows[r]->prompt_len + b.steps[r / 2], a.rope.data() + r * hd);
   }
 
-  RunLayers(n_rows, [&](int32_t layer) { DecodeAttendLayer(layer, a.rows, b.rows, b.steps.data()); });
+  RunLayers(0, n_rows, [&](int32_t layer) { DecodeAttendLayer(layer, a.rows, b.rows, b.steps.data()); });
 
   model::AdvanceStep(a.states);
   int32_t* next = Grow(a.row_steps, n_pairs);

@@ -39,6 +39,15 @@ class CpuBackend final : public model::Backend {
     return kv_.CanAllocatePairs(cond_len, uncond_len, policy, pairs);
   }
 
+  bool SupportsPromptSharing() const override { return true; }
+  int64_t SharingRowBytes(int32_t /*prompt_len*/, const sparse::ResolvedPolicy& policy) const override {
+    return kv_.SharingRowBytes(policy);
+  }
+  bool CanAllocateGroup(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy, int32_t images,
+                        bool share) const override {
+    return kv_.CanAllocateGroup(cond_len, uncond_len, policy, images, share);
+  }
+  absl::StatusOr<model::RowId> AllocateSharingRow(model::RowId owner) override { return kv_.AllocateSharing(owner); }
   absl::StatusOr<model::RowId> AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) override;
   void FreeRow(model::RowId row) override { kv_.Free(row); }
   int64_t KvBytesInUse() const override { return kv_.bytes_in_use(); }
@@ -64,10 +73,11 @@ class CpuBackend final : public model::Backend {
     std::vector<float> attended_probs, head_probs, scratch;
   };
 
-  // x [n x hidden] in place through all decoder layers; `attend(layer)` fills
-  // activations' attention output from its qkv (RoPE is applied there).
+  // Tokens [first, first + n) of x in place through all decoder layers;
+  // `attend(layer)` fills their attention output from their qkv (RoPE is
+  // applied there).
   template <typename AttendFn>
-  void RunLayers(int64_t n, AttendFn&& attend);
+  void RunLayers(int64_t first, int64_t n, AttendFn&& attend);
   // The input stage: x[r] of every row from its pair's input id.
   void InputStage(std::span<const int32_t> ids, int64_t n_rows);
   // The output stage on `n` hidden rows, then CFG sampling of each pair;

@@ -55,20 +55,56 @@ bool KvRows::CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse
   return budget_bytes_ <= 0 || pairs <= (budget_bytes_ - bytes_in_use_) / pair_bytes;
 }
 
+int64_t KvRows::SharingRowBytes(const sparse::ResolvedPolicy& policy) const { return RowBytes(0, policy); }
+
+bool KvRows::CanAllocateGroup(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
+                              int32_t images, bool share) const {
+  if (!share) return CanAllocatePairs(cond_len, uncond_len, policy, images);
+  if (!CanAllocatePairs(cond_len, uncond_len, policy, 1)) return false;
+  const int64_t bytes = RowBytes(cond_len, policy) + RowBytes(uncond_len, policy) +
+                        int64_t{images - 1} * 2 * SharingRowBytes(policy);
+  return budget_bytes_ <= 0 || bytes <= budget_bytes_ - bytes_in_use_;
+}
+
 absl::StatusOr<model::RowId> KvRows::Allocate(int32_t prompt_len, const sparse::ResolvedPolicy& policy) {
   if (absl::Status s =
           model::CheckRowRequest(prompt_len, policy, max_prompt_tokens_, std::numeric_limits<int32_t>::max());
       !s.ok()) {
     return s;
   }
-  const int64_t bytes = RowBytes(prompt_len, policy);
+  auto row = std::make_unique<KvRow>();
+  row->prompt_len = prompt_len;
+  row->policy = policy;
+  row->stored_prompt = prompt_len;
+  return Place(std::move(row), RowBytes(prompt_len, policy));
+}
+
+absl::StatusOr<model::RowId> KvRows::AllocateSharing(model::RowId owner_id) {
+  KvRow* owner = Find(owner_id);
+  if (owner == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt owner ", owner_id, " is not an allocated row"));
+  }
+  if (owner->prompt_owner != model::kNoRow) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt owner ", owner_id, " itself shares row ", owner->prompt_owner, "'s prompt KV"));
+  }
+  auto row = std::make_unique<KvRow>();
+  row->prompt_len = owner->prompt_len;
+  row->policy = owner->policy;
+  row->stored_prompt = 0;
+  row->prompt_owner = owner_id;
+  row->prompt_source = owner;
+  absl::StatusOr<model::RowId> id = Place(std::move(row), SharingRowBytes(owner->policy));
+  if (id.ok()) ++owner->prompt_sharers;
+  return id;
+}
+
+absl::StatusOr<model::RowId> KvRows::Place(std::unique_ptr<KvRow> row, int64_t bytes) {
   if (budget_bytes_ > 0 && bytes_in_use_ + bytes > budget_bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "KV pool: a row needs ", bytes, " bytes, ", budget_bytes_ - bytes_in_use_, " of ", budget_bytes_, " are free"));
   }
-  auto row = std::make_unique<KvRow>();
-  row->prompt_len = prompt_len;
-  row->policy = policy;
+  const sparse::ResolvedPolicy& policy = row->policy;
   row->layout = sparse::LayoutFor(policy);
   const int64_t floats = int64_t{layers_} * kv_heads_ * row->positions() * head_dim_;
   row->k.assign(floats, 0.0f);
@@ -91,17 +127,46 @@ absl::StatusOr<model::RowId> KvRows::Allocate(int32_t prompt_len, const sparse::
   return id;
 }
 
-void KvRows::Free(model::RowId id) {
-  KvRow* row = Find(id);
-  if (row == nullptr) return;
-  bytes_in_use_ -= RowBytes(row->prompt_len, row->policy);
+void KvRows::Release(model::RowId id) {
+  const KvRow& row = *rows_[id];
+  bytes_in_use_ -= row.stored_prompt > 0 ? RowBytes(row.prompt_len, row.policy) : SharingRowBytes(row.policy);
   rows_[id].reset();
   free_ids_.push_back(id);
 }
 
+void KvRows::Free(model::RowId id) {
+  KvRow* row = Find(id);
+  if (row == nullptr) return;
+  if (row->prompt_sharers > 0) {
+    row->released = true;  // its sharers still read its prompt KV
+    return;
+  }
+  const model::RowId owner = row->prompt_owner;
+  Release(id);
+  if (owner == model::kNoRow) return;
+  KvRow& o = *rows_[owner];  // an owner outlives its sharers
+  if (--o.prompt_sharers == 0 && o.released) Release(owner);
+}
+
 KvRow* KvRows::Find(model::RowId id) {
   if (id < 0 || id >= static_cast<model::RowId>(rows_.size())) return nullptr;
-  return rows_[id].get();
+  KvRow* row = rows_[id].get();
+  return row == nullptr || row->released ? nullptr : row;
+}
+
+const float* KvRows::PromptK(const KvRow& row, int32_t layer) const {
+  const KvRow& src = row.prompt_source != nullptr ? *row.prompt_source : row;
+  return src.k.data() + layer * LayerFloats(src);
+}
+
+const float* KvRows::PromptV(const KvRow& row, int32_t layer) const {
+  const KvRow& src = row.prompt_source != nullptr ? *row.prompt_source : row;
+  return src.v.data() + layer * LayerFloats(src);
+}
+
+int64_t KvRows::PromptHeadStride(const KvRow& row) const {
+  const KvRow& src = row.prompt_source != nullptr ? *row.prompt_source : row;
+  return src.positions() * head_dim_;
 }
 
 }  // namespace argen::cpu

@@ -21,11 +21,15 @@ namespace argen::cpu {
 
 // model::RowState holds the prompt length, policy, step and prefilled state.
 struct KvRow : model::RowState {
-  std::vector<float> k, v;           // [layer][kv_head][prompt_len + n_slots][head_dim]
+  std::vector<float> k, v;           // [layer][kv_head][stored_prompt + n_slots][head_dim]
   std::vector<int32_t> policy_ints;  // [layer][kv_head][layout.ints_per_head]
   std::vector<float> policy_floats;  // [layer][kv_head][layout.floats_per_head]
+  // Prompt positions held here: prompt_len, or 0 for a row sharing its
+  // owner's prompt KV (prompt_source, kept alive until its last sharer goes).
+  int32_t stored_prompt = 0;
+  const KvRow* prompt_source = nullptr;
 
-  int64_t positions() const { return int64_t{prompt_len} + layout.n_slots; }
+  int64_t positions() const { return int64_t{stored_prompt} + layout.n_slots; }
   sparse::PolicyState State(int32_t layer_head) {
     return {policy_ints.data() + int64_t{layer_head} * layout.ints_per_head,
             policy_floats.data() + int64_t{layer_head} * layout.floats_per_head};
@@ -52,11 +56,24 @@ class KvRows {
   bool CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
                         int32_t pairs) const;
   absl::StatusOr<model::RowId> Allocate(int32_t prompt_len, const sparse::ResolvedPolicy& policy);
+  // Prompt-KV sharing (engine/model/backend.h): a row of decode slots only
+  // that reads `owner`'s prompt KV.
+  int64_t SharingRowBytes(const sparse::ResolvedPolicy& policy) const;
+  bool CanAllocateGroup(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy, int32_t images,
+                        bool share) const;
+  absl::StatusOr<model::RowId> AllocateSharing(model::RowId owner);
+  // An owner with sharers is hidden at once and freed with its last sharer.
   void Free(model::RowId id);
   int64_t bytes_in_use() const { return bytes_in_use_; }
 
   // nullptr if `id` is not a live row.
   KvRow* Find(model::RowId id);
+
+  // A row's prompt K (V) block of layer `layer`: [kv_head][prompt positions][head_dim],
+  // `PromptHeadStride` floats apart per kv head; the owner's for a sharing row.
+  const float* PromptK(const KvRow& row, int32_t layer) const;
+  const float* PromptV(const KvRow& row, int32_t layer) const;
+  int64_t PromptHeadStride(const KvRow& row) const;
 
   // Start of layer `layer`'s K (or V) block of a row.
   float* LayerK(KvRow& row, int32_t layer) const { return row.k.data() + layer * LayerFloats(row); }
@@ -68,6 +85,9 @@ class KvRows {
   int64_t budget_bytes_;
   int32_t max_prompt_tokens_;
   int64_t bytes_in_use_ = 0;
+  absl::StatusOr<model::RowId> Place(std::unique_ptr<KvRow> row, int64_t bytes);
+  void Release(model::RowId id);
+
   std::vector<std::unique_ptr<KvRow>> rows_;  // indexed by RowId; null when free
   std::vector<model::RowId> free_ids_;
 };

@@ -29,13 +29,19 @@ void DecodeAttention(const DecodeAttentionShape& shape, const DecodeAttentionIo&
   const int32_t d = shape.head_dim;
   const int32_t lp = shape.prompt_len;
   const int32_t group = shape.heads / shape.kv_heads;
-  const int64_t head_stride = static_cast<int64_t>(lp + shape.n_slots) * d;
+  const bool own_prompt = io.prompt_k == nullptr;
+  const int32_t stored_prompt = own_prompt ? lp : 0;
+  const int64_t head_stride = static_cast<int64_t>(stored_prompt + shape.n_slots) * d;
+  const int64_t prompt_stride = own_prompt ? head_stride : io.prompt_head_stride;
   const int32_t full_stride = lp + io.attended_stride;
   float* logits = io.scratch;
 
   for (int32_t g = 0; g < shape.kv_heads; ++g) {
-    const float* kg = io.k + g * head_stride;
-    const float* vg = io.v + g * head_stride;
+    // Prompt key j at pk + j * d, decode slot s at kg + s * d.
+    const float* pk = (own_prompt ? io.k : io.prompt_k) + g * prompt_stride;
+    const float* pv = (own_prompt ? io.v : io.prompt_v) + g * prompt_stride;
+    const float* kg = io.k + g * head_stride + static_cast<int64_t>(stored_prompt) * d;
+    const float* vg = io.v + g * head_stride + static_cast<int64_t>(stored_prompt) * d;
     const int32_t* slots = io.attended + static_cast<int64_t>(g) * io.attended_stride;
     const int32_t count = io.counts[g];
     const int32_t total = lp + count;
@@ -47,13 +53,13 @@ void DecodeAttention(const DecodeAttentionShape& shape, const DecodeAttentionIo&
       // Scores: prompt keys are contiguous, decode keys are gathered by slot.
       float max_logit = -INFINITY;
       for (int32_t j = 0; j < lp; ++j) {
-        const float s = io.scale * Dot(q, kg + static_cast<int64_t>(j) * d, d);
+        const float s = io.scale * Dot(q, pk + static_cast<int64_t>(j) * d, d);
         logits[j] = s;
         max_logit = s > max_logit ? s : max_logit;
       }
       for (int32_t i = 0; i < count; ++i) {
-        if (i + kPrefetchAhead < count) PrefetchRow(kg + static_cast<int64_t>(lp + slots[i + kPrefetchAhead]) * d, d);
-        const float s = io.scale * Dot(q, kg + static_cast<int64_t>(lp + slots[i]) * d, d);
+        if (i + kPrefetchAhead < count) PrefetchRow(kg + static_cast<int64_t>(slots[i + kPrefetchAhead]) * d, d);
+        const float s = io.scale * Dot(q, kg + static_cast<int64_t>(slots[i]) * d, d);
         logits[lp + i] = s;
         max_logit = s > max_logit ? s : max_logit;
       }
@@ -71,13 +77,13 @@ void DecodeAttention(const DecodeAttentionShape& shape, const DecodeAttentionIo&
       for (int32_t j = 0; j < lp; ++j) {
         const float p = logits[j] * inv;
         logits[j] = p;
-        Axpy(p, vg + static_cast<int64_t>(j) * d, out, d);
+        Axpy(p, pv + static_cast<int64_t>(j) * d, out, d);
       }
       for (int32_t i = 0; i < count; ++i) {
-        if (i + kPrefetchAhead < count) PrefetchRow(vg + static_cast<int64_t>(lp + slots[i + kPrefetchAhead]) * d, d);
+        if (i + kPrefetchAhead < count) PrefetchRow(vg + static_cast<int64_t>(slots[i + kPrefetchAhead]) * d, d);
         const float p = logits[lp + i] * inv;
         logits[lp + i] = p;
-        Axpy(p, vg + static_cast<int64_t>(lp + slots[i]) * d, out, d);
+        Axpy(p, vg + static_cast<int64_t>(slots[i]) * d, out, d);
       }
       if (group_probs) {
         const float w = 1.0f / static_cast<float>(group);

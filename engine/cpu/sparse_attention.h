@@ -28,6 +28,12 @@ struct DecodeAttentionIo {
   const float* q = nullptr;  // [heads][head_dim], RoPE applied
   const float* k = nullptr;  // [kv_heads][prompt_len + n_slots][head_dim]
   const float* v = nullptr;  // same layout as k
+  // Optional (prompt-KV sharing): the prompt's K and V, [kv_heads] blocks of
+  // prompt_head_stride floats, each [prompt_len][head_dim]; k and v then hold
+  // the decode slots only, [kv_heads][n_slots][head_dim].
+  const float* prompt_k = nullptr;
+  const float* prompt_v = nullptr;
+  int64_t prompt_head_stride = 0;
   // attended[kvh * attended_stride + i], i < counts[kvh]: decode slot indices.
   const int32_t* attended = nullptr;
   const int32_t* counts = nullptr;  // [kv_heads]

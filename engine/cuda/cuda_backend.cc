@@ -50,7 +50,7 @@ CudaBackend::CudaBackend(const model::ModelSpec& spec, DeviceWeights weights,
       options_(options) {
   lookup_ = [this](model::RowId id) -> model::RowState* {
     auto it = rows_.find(id);
-    return it == rows_.end() ? nullptr : &it->second;
+    return it == rows_.end() || it->second.released ? nullptr : &it->second;
   };
 }
 
@@ -301,15 +301,62 @@ bool CudaBackend::CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const s
   return pool_alloc_.CanAllocateSequence(sizes);
 }
 
+int64_t CudaBackend::SharingRowBytes(int32_t /*prompt_len*/, const sparse::ResolvedPolicy& policy) const {
+  return CudaRowLayout(spec_.stack, 0, policy).total();  // decode slots only
+}
+
+bool CudaBackend::CanAllocateGroup(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
+                                   int32_t images, bool share) const {
+  if (!share) return CanAllocatePairs(cond_len, uncond_len, policy, images);
+  for (int32_t len : {cond_len, uncond_len}) {
+    if (!model::CheckRowRequest(len, policy, options_.max_prompt_tokens, kMaxDecodePositions).ok()) return false;
+  }
+  // In AllocateRow order: the owners, then every later pair's sharing rows.
+  std::vector<int64_t> sizes = {RowBytes(cond_len, policy), RowBytes(uncond_len, policy)};
+  for (int32_t i = 1; i < images; ++i) {
+    sizes.push_back(SharingRowBytes(cond_len, policy));
+    sizes.push_back(SharingRowBytes(uncond_len, policy));
+  }
+  return pool_alloc_.CanAllocateSequence(sizes);
+}
+
 absl::StatusOr<model::RowId> CudaBackend::AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) {
   ARGEN_STATUS_RETURN(model::CheckRowRequest(prompt_len, policy, options_.max_prompt_tokens, kMaxDecodePositions));
-  const model::StackConfig& d = spec_.stack;
   Row row;
   row.prompt_len = prompt_len;
   row.policy = policy;
+  row.capacity = prompt_len + policy.n_slots;
+  return PlaceRow(row, CudaRowLayout(spec_.stack, prompt_len, policy));
+}
+
+absl::StatusOr<model::RowId> CudaBackend::AllocateSharingRow(model::RowId owner_id) {
+  auto it = rows_.find(owner_id);
+  if (it == rows_.end() || it->second.released) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt owner ", owner_id, " is not an allocated row"));
+  }
+  const Row& owner = it->second;
+  if (owner.prompt_owner != model::kNoRow) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt owner ", owner_id, " itself shares row ", owner.prompt_owner, "'s prompt KV"));
+  }
+  Row row;
+  row.prompt_len = owner.prompt_len;
+  row.policy = owner.policy;
+  row.capacity = row.policy.n_slots;
+  row.prompt_owner = owner_id;
+  row.shared_prompt = owner.prompt_len;
+  row.prompt_kv_offset = owner.kv_offset;
+  row.prompt_capacity = owner.capacity;
+  absl::StatusOr<model::RowId> id = PlaceRow(row, CudaRowLayout(spec_.stack, 0, row.policy));
+  if (id.ok()) ++rows_.at(owner_id).prompt_sharers;
+  return id;
+}
+
+absl::StatusOr<model::RowId> CudaBackend::PlaceRow(Row row, const RowLayout& layout) {
+  const model::StackConfig& d = spec_.stack;
+  const sparse::ResolvedPolicy& policy = row.policy;
   row.layout = sparse::LayoutFor(policy);
   row.sparse = policy.kind != sparse::PolicyKind::kDense;
-  const RowLayout layout = CudaRowLayout(d, prompt_len, policy);
   if (row.sparse) ARGEN_STATUS_RETURN(EnsurePlanCapacity(row.layout.max_attended));
   absl::StatusOr<int64_t> at = pool_alloc_.Allocate(layout.total(), "KV pool");
   if (!at.ok()) return at.status();
@@ -332,13 +379,25 @@ absl::StatusOr<model::RowId> CudaBackend::AllocateRow(int32_t prompt_len, const 
   return id;
 }
 
-void CudaBackend::FreeRow(model::RowId id) {
-  auto it = rows_.find(id);
-  if (it == rows_.end()) return;
-  // Work queued on the stream may still read the region.
-  cudaStreamSynchronize(stream_);
+void CudaBackend::ReleaseRegion(std::unordered_map<model::RowId, Row>::iterator it) {
   pool_alloc_.Free(it->second.pool_offset);
   rows_.erase(it);
+}
+
+void CudaBackend::FreeRow(model::RowId id) {
+  auto it = rows_.find(id);
+  if (it == rows_.end() || it->second.released) return;
+  // Work queued on the stream may still read the region.
+  cudaStreamSynchronize(stream_);
+  if (it->second.prompt_sharers > 0) {
+    it->second.released = true;  // its sharers still read its prompt KV
+    return;
+  }
+  const model::RowId owner = it->second.prompt_owner;
+  ReleaseRegion(it);
+  if (owner == model::kNoRow) return;
+  auto o = rows_.find(owner);
+  if (o != rows_.end() && --o->second.prompt_sharers == 0 && o->second.released) ReleaseRegion(o);
 }
 
 absl::Status CudaBackend::Upload(size_t bytes) {
@@ -360,30 +419,47 @@ absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model:
   const int64_t n_rows = static_cast<int64_t>(b.rows.size()), n_pairs = n_rows / 2;
   std::vector<model::RowState*> states;
   ARGEN_STATUS_RETURN(model::CheckPrefillBatch(b, out, limits_, lookup_, &states));
+  ARGEN_STATUS_RETURN(model::ResolvePromptSources(b, states, &prefill_source_));
   std::vector<Row*> rows(n_rows);
   for (int64_t r = 0; r < n_rows; ++r) rows[r] = static_cast<Row*>(states[r]);
+  // The rows that compute (sharing rows do not: their owner's prompt is
+  // theirs), their tokens and offsets, in batch order.
+  prefill_rows_.clear();
+  prefill_tokens_.clear();
+  prefill_offsets_.assign(1, 0);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    if (prefill_source_[r] != r) continue;
+    prefill_rows_.push_back(static_cast<int32_t>(r));
+    prefill_tokens_.insert(prefill_tokens_.end(), b.tokens.begin() + b.token_offsets[r],
+                           b.tokens.begin() + b.token_offsets[r + 1]);
+    prefill_offsets_.push_back(static_cast<int32_t>(prefill_tokens_.size()));
+  }
+  const int64_t n_computed = static_cast<int64_t>(prefill_rows_.size());
   const StagingLayout layout(max_tokens_, options_.max_batch_rows);
   char* host = host_in_.as<char>();
   auto* meta = reinterpret_cast<kernels::TokenMeta*>(host + layout.meta);
   auto* gather = reinterpret_cast<int32_t*>(host + layout.gather);
   const int32_t H = d.hidden_size;
-  const int64_t n = static_cast<int64_t>(b.tokens.size());
+  const std::vector<int32_t>& offsets = prefill_offsets_;
+  const int64_t n = static_cast<int64_t>(prefill_tokens_.size());
+  // last_hidden_ row c: the last prompt position of computed row c.
   int64_t row = 0;
   for (int64_t c0 = 0; c0 < n; c0 += max_tokens_) {
     const int64_t c1 = std::min<int64_t>(n, c0 + max_tokens_);
     const int32_t count = static_cast<int32_t>(c1 - c0);
-    ARGEN_STATUS_RETURN(source_->ReadRows(spec_.text_embed, b.tokens.data() + c0, count, host_x_pinned_.as<float>()));
+    ARGEN_STATUS_RETURN(
+        source_->ReadRows(spec_.text_embed, prefill_tokens_.data() + c0, count, host_x_pinned_.as<float>()));
     int32_t max_keys = 1, n_last = 0, kv_formats = 0;
     int64_t first_last_row = -1;
-    while (b.token_offsets[row + 1] <= c0) ++row;
-    int64_t r = row;
+    while (offsets[row + 1] <= c0) ++row;
+    int64_t c = row;
     for (int64_t i = c0; i < c1; ++i) {
-      while (b.token_offsets[r + 1] <= i) ++r;
-      const Row& rw = *rows[r];
-      const int32_t local = static_cast<int32_t>(i - b.token_offsets[r]);
+      while (offsets[c + 1] <= i) ++c;
+      const Row& rw = *rows[prefill_rows_[c]];
+      const int32_t local = static_cast<int32_t>(i - offsets[c]);
       kernels::TokenMeta m;
       m.kv_offset = rw.kv_offset;
-      m.capacity = rw.prompt_len + rw.policy.n_slots;
+      m.capacity = rw.capacity;
       m.rope_pos = local;
       m.kv_index = local;
       m.prefix_len = local + 1;
@@ -392,8 +468,8 @@ absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model:
       kv_formats |= KvFormatsBit(rw.policy);
       meta[i - c0] = m;
       max_keys = std::max(max_keys, local + 1);
-      if (i == b.token_offsets[r + 1] - 1) {  // the row's last prompt token
-        if (first_last_row < 0) first_last_row = r;
+      if (i == offsets[c + 1] - 1) {  // the row's last prompt token
+        if (first_last_row < 0) first_last_row = c;
         gather[n_last++] = static_cast<int32_t>(i - c0);
       }
     }
@@ -410,6 +486,19 @@ absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model:
     // The staging area is refilled by the next chunk.
     ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream_), "prefill chunk");
   }
+  const float* head_hidden = last_hidden_.as<float>();
+  if (n_computed < n_rows) {
+    // Every row's hidden state from its source's computed row (x_ is free now).
+    std::vector<int32_t> computed_index(n_rows, -1);
+    for (int64_t k = 0; k < n_computed; ++k) computed_index[prefill_rows_[k]] = static_cast<int32_t>(k);
+    for (int64_t r = 0; r < n_rows; ++r) gather[r] = computed_index[prefill_source_[r]];
+    ARGEN_CUDA_RETURN(cudaMemcpyAsync(inputs_.gather, gather, sizeof(int32_t) * n_rows, cudaMemcpyHostToDevice, stream_),
+                      "upload prompt sources");
+    ARGEN_CUDA_RETURN(kernels::GatherRowsF32(last_hidden_.as<float>(), inputs_.gather, static_cast<int32_t>(n_rows), H,
+                                             x_.as<float>(), stream_),
+                      "shared prompt positions");
+    head_hidden = x_.as<float>();
+  }
   auto* sampling = reinterpret_cast<kernels::PairSampling*>(host + layout.sampling);
   for (int64_t i = 0; i < n_pairs; ++i) sampling[i] = ToDevice(b.sampling[i], 0);
   ARGEN_CUDA_RETURN(cudaMemcpyAsync(inputs_.sampling, sampling, sizeof(kernels::PairSampling) * n_pairs,
@@ -417,7 +506,7 @@ absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model:
                     "upload sampling");
   const bool timing = timer_.enabled();
   timer_.Enable(false, stream_);
-  absl::Status s = EnqueueHead(last_hidden_.as<float>(), static_cast<int32_t>(n_rows));
+  absl::Status s = EnqueueHead(head_hidden, static_cast<int32_t>(n_rows));
   if (s.ok()) s = FinishStep(static_cast<int32_t>(n_rows), out);
   timer_.Enable(timing, stream_);
   ARGEN_STATUS_RETURN(s);
@@ -445,10 +534,13 @@ absl::Status CudaBackend::DecodeStep(const model::DecodeBatch& b, const model::S
     const Row& rw = *static_cast<const Row*>(rows[r]);
     kernels::TokenMeta m;
     m.kv_offset = rw.kv_offset;
-    m.capacity = rw.prompt_len + rw.policy.n_slots;
+    m.capacity = rw.capacity;
+    m.shared_prompt = rw.shared_prompt;
+    m.prompt_kv_offset = rw.prompt_kv_offset;
+    m.prompt_capacity = rw.prompt_capacity;
     m.rope_pos = rw.prompt_len + t;
     m.prefix_len = rw.prompt_len;
-    m.decode_base = rw.prompt_len;
+    m.decode_base = rw.prompt_len - rw.shared_prompt;  // own-region position of slot 0
     m.flags = KvFormatFlag(rw.policy);
     kv_formats |= KvFormatsBit(rw.policy);
     if (rw.sparse) {
@@ -457,7 +549,7 @@ absl::Status CudaBackend::DecodeStep(const model::DecodeBatch& b, const model::S
       m.flags |= kernels::kTokenSparse;
       key_bound = std::max(key_bound, rw.prompt_len + rw.layout.max_attended);
     } else {
-      m.kv_index = rw.prompt_len + t;  // dense: slot t, attends slots [0, t]
+      m.kv_index = m.decode_base + t;  // dense: slot t, attends slots [0, t]
       m.decode_count = t + 1;
       key_bound = std::max(key_bound, rw.prompt_len + rw.policy.l_dec);
     }

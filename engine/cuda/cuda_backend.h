@@ -55,6 +55,11 @@ class CudaBackend final : public model::Backend {
   bool CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
                         int32_t pairs) const override;
 
+  bool SupportsPromptSharing() const override { return true; }
+  int64_t SharingRowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const override;
+  bool CanAllocateGroup(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy, int32_t images,
+                        bool share) const override;
+  absl::StatusOr<model::RowId> AllocateSharingRow(model::RowId owner) override;
   absl::StatusOr<model::RowId> AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) override;
   void FreeRow(model::RowId row) override;
   int64_t KvBytesInUse() const override;
@@ -92,6 +97,11 @@ class CudaBackend final : public model::Backend {
     bool sparse = false;
     int64_t pool_offset = 0;                                    // byte offset of its range in the pool
     int64_t kv_offset = 0, ints_offset = 0, floats_offset = 0;  // in bf16 / int32 / float elements
+    int32_t capacity = 0;                                       // positions per (layer, kv head) of its region
+    // A sharing row's prompt positions: all prompt_len of them, in the owner's region.
+    int32_t shared_prompt = 0;
+    int64_t prompt_kv_offset = 0;
+    int32_t prompt_capacity = 0;
   };
   // Device views of the per-step inputs, uploaded in one copy.
   struct StepInputs {
@@ -113,6 +123,10 @@ class CudaBackend final : public model::Backend {
   absl::Status PrefillStep(const model::PrefillBatch& batch, const model::StepOutputs& out);
   absl::Status DecodeStep(const model::DecodeBatch& batch, const model::StepOutputs& out);
   absl::Status EnsurePlanCapacity(int32_t stride);
+  // The rest of AllocateRow / AllocateSharingRow once the row's fields are set.
+  absl::StatusOr<model::RowId> PlaceRow(Row row, const RowLayout& layout);
+  // Returns a row's range to the pool and forgets it.
+  void ReleaseRegion(std::unordered_map<model::RowId, Row>::iterator it);
   // Packs the host staging area's used prefix to the device (one copy).
   absl::Status Upload(size_t bytes);
   // The decoder layers over `tokens` tokens of x_ (meta already on device).
@@ -169,6 +183,9 @@ class CudaBackend final : public model::Backend {
   StepInputs inputs_;
   PinnedBuffer host_x_pinned_;                 // prefill embeddings of one chunk
   std::vector<model::RowState*> decode_rows_;  // reused per step
+  // Prefill: the batch index whose last prompt position gives each row its
+  // logits (prompt sharing), and the computed rows' tokens.
+  std::vector<int32_t> prefill_source_, prefill_rows_, prefill_offsets_, prefill_tokens_;
   StageTimer timer_;
   // Captured decode steps by (rows, any sparse, key bound, plan stride, observe flags, kv formats).
   using GraphKey = std::tuple<int32_t, bool, int32_t, int32_t, int32_t, int32_t>;

@@ -41,6 +41,14 @@
 // * Outputs: one sampled logit index per pair, in [0, spec.logits());
 //   optionally (tests, tools) the raw logits of every row, [n_rows x
 //   spec.logits()], before CFG.
+// * Prompt-KV sharing (AllocateSharingRow): rows with the same prompt (the
+//   cond rows of one request's images; its uncond rows) can read one copy of
+//   its prompt KV, the owner's, instead of each holding its own. A sharing
+//   row's region is its decode slots only (SharingRowBytes). It is prefilled
+//   in the same Prefill call as its owner, with the same prompt tokens, and
+//   computes nothing there: its token-0 logits are the owner's last prompt
+//   position's. FreeRow of an owner hides it at once; its region is freed
+//   with its last sharer, so the ledger counts the shared bytes exactly once.
 // * Errors: an unknown/freed row, a position outside the row's region, an id
 //   outside its table, bad sampling or a batch over max_batch_rows gives
 //   InvalidArgument naming the field (engine/model/batch_checks.h, shared by
@@ -126,6 +134,26 @@ class Backend {
                                 int32_t pairs) const {
     if (cond_len == uncond_len) return CanAllocateRows(cond_len, policy, 2 * pairs);
     return false;  // a backend with unequal pairs overrides this
+  }
+
+  // Prompt-KV sharing (see the contract); a backend without it keeps these defaults.
+  virtual bool SupportsPromptSharing() const { return false; }
+  // Pool bytes of a row sharing the prompt KV of an owner with this prompt length and policy.
+  virtual int64_t SharingRowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const {
+    return RowBytes(prompt_len, policy);
+  }
+  // Whether the rows of one request of `images` CFG pairs would all be
+  // allocated now: without sharing as CanAllocatePairs; with it, the first
+  // pair owning the prompts and every later pair sharing them, in that order.
+  virtual bool CanAllocateGroup(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
+                                int32_t images, bool share) const {
+    return !share && CanAllocatePairs(cond_len, uncond_len, policy, images);
+  }
+  // A row with the prompt length and policy of `owner` (a live row that is not
+  // itself a sharer) reading the owner's prompt KV.
+  virtual absl::StatusOr<RowId> AllocateSharingRow(RowId owner) {
+    (void)owner;
+    return absl::UnimplementedError(name() + " backend: prompt-KV sharing is not supported");
   }
 
   virtual absl::StatusOr<RowId> AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) = 0;

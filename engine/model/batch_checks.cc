@@ -1,5 +1,8 @@
 #include "engine/model/batch_checks.h"
 
+#include <algorithm>
+#include <unordered_map>
+
 #include "absl/strings/str_cat.h"
 
 namespace argen::model {
@@ -139,6 +142,39 @@ absl::Status CheckDecodeBatch(const DecodeBatch& b, const StepOutputs& out, cons
       return InvalidArgumentError(StrCat("Decode: image_tokens[", i, "] = ", b.image_tokens[i],
                                          " is outside the input table [0, ", limits.input_rows, ")"));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResolvePromptSources(const PrefillBatch& b, std::span<RowState* const> rows,
+                                  std::vector<int32_t>* source) {
+  const int32_t n_rows = static_cast<int32_t>(rows.size());
+  source->resize(n_rows);
+  std::unordered_map<RowId, int32_t> index_of;
+  for (int32_t r = 0; r < n_rows; ++r) {
+    (*source)[r] = r;
+    if (rows[r]->prompt_owner != kNoRow && index_of.empty()) {
+      for (int32_t i = 0; i < n_rows; ++i) index_of.emplace(b.rows[i], i);
+    }
+  }
+  if (index_of.empty()) return absl::OkStatus();
+  for (int32_t r = 0; r < n_rows; ++r) {
+    const RowId owner = rows[r]->prompt_owner;
+    if (owner == kNoRow) continue;
+    auto it = index_of.find(owner);
+    if (it == index_of.end()) {
+      return InvalidArgumentError(StrCat("Prefill: rows[", r, "] = ", b.rows[r], " shares the prompt KV of row ", owner,
+                                         ", which is not in this batch (prefill a sharing row with its owner)"));
+    }
+    const int32_t o = it->second;
+    const auto tokens = [&](int32_t i) {
+      return b.tokens.subspan(b.token_offsets[i], b.token_offsets[i + 1] - b.token_offsets[i]);
+    };
+    if (!std::ranges::equal(tokens(r), tokens(o))) {
+      return InvalidArgumentError(StrCat("Prefill: rows[", r, "] = ", b.rows[r], " shares the prompt KV of row ", owner,
+                                         " but its prompt tokens differ from the owner's"));
+    }
+    (*source)[r] = o;
   }
   return absl::OkStatus();
 }

@@ -16,9 +16,17 @@
 
 namespace argen::model {
 
+inline constexpr RowId kNoRow = -1;
+
 // A backend's row embeds this; the backend adds where its KV lives.
 struct RowState {
   int32_t prompt_len = 0;
+  // Prompt-KV sharing (backend.h): the row whose prompt KV this one reads
+  // (kNoRow: its own), how many rows read this one's, and whether FreeRow hid
+  // it while some still do (its region lives until the last is freed).
+  RowId prompt_owner = kNoRow;
+  int32_t prompt_sharers = 0;
+  bool released = false;
   sparse::ResolvedPolicy policy;
   sparse::PolicyLayout layout;
   int32_t next_step = 0;  // decode position t the next Decode must feed
@@ -45,6 +53,12 @@ absl::Status CheckPrefillBatch(const PrefillBatch& batch, const StepOutputs& out
                                const RowLookup& lookup, std::vector<RowState*>* rows);
 absl::Status CheckDecodeBatch(const DecodeBatch& batch, const StepOutputs& out, const BatchLimits& limits,
                               const RowLookup& lookup, std::vector<RowState*>* rows);
+
+// Prompt-KV sharing in a prefill (backend.h): (*source)[r] is the batch index
+// whose last prompt position gives row r its logits: r itself, or its owner,
+// which must be in the batch (as an owner) with the same tokens.
+absl::Status ResolvePromptSources(const PrefillBatch& batch, std::span<RowState* const> rows,
+                                  std::vector<int32_t>* source);
 
 // The state changes of a completed call.
 void MarkPrefilled(std::span<RowState* const> rows);

@@ -108,7 +108,7 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(const engine::Gen
   p.uncond_ids = std::move(ids->second);
   p.layout = *layout;
   p.policy = *policy;
-  p.kv_bytes = (backend_->RowBytes(cond_len, *policy) + backend_->RowBytes(uncond_len, *policy)) * request.num_images;
+  p.kv_bytes = GroupKvBytes(cond_len, uncond_len, *policy, request.num_images);
   if (absl::Status s = engine::CheckKvFits(p.kv_bytes, 2 * request.num_images,
                                            std::string(sparse::PolicyName(policy->kind)), config_.info);
       !s.ok()) {
@@ -117,10 +117,23 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(const engine::Gen
   return p;
 }
 
+bool GenericEngine::SharesPrompt(int32_t images) const {
+  return config_.share_prompt_kv && images > 1 && backend_->SupportsPromptSharing();
+}
+
+int64_t GenericEngine::GroupKvBytes(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
+                                    int32_t images) const {
+  const int64_t owners = backend_->RowBytes(cond_len, policy) + backend_->RowBytes(uncond_len, policy);
+  if (!SharesPrompt(images)) return owners * images;
+  const int64_t sharers = backend_->SharingRowBytes(cond_len, policy) + backend_->SharingRowBytes(uncond_len, policy);
+  return owners + sharers * (images - 1);
+}
+
 bool GenericEngine::CanAdd(const engine::PreparedRequest& request) const {
-  return backend_->CanAllocatePairs(static_cast<int32_t>(request.cond_ids.size()),
-                                    static_cast<int32_t>(request.uncond_ids.size()), request.policy,
-                                    request.request.num_images);
+  const int32_t images = request.request.num_images;
+  return backend_->CanAllocateGroup(static_cast<int32_t>(request.cond_ids.size()),
+                                    static_cast<int32_t>(request.uncond_ids.size()), request.policy, images,
+                                    SharesPrompt(images));
 }
 
 absl::StatusOr<engine::GroupId> GenericEngine::Add(const engine::PreparedRequest& request) {
@@ -142,8 +155,11 @@ absl::StatusOr<engine::GroupId> GenericEngine::Add(const engine::PreparedRequest
   g.request.layout = *layout;
   g.recipe = *std::move(recipe);
   const int32_t images = request.request.num_images;
+  const bool share = SharesPrompt(images);
   for (int32_t i = 0; i < 2 * images; ++i) {
-    absl::StatusOr<RowId> row = backend_->AllocateRow(lens[i % 2], request.policy);
+    // Shared: image 0's rows own the prompts' KV, the later images read it.
+    absl::StatusOr<RowId> row = share && i >= 2 ? backend_->AllocateSharingRow(g.rows[i % 2])
+                                                : backend_->AllocateRow(lens[i % 2], request.policy);
     if (!row.ok()) {
       FreeRows(g);
       return row.status();

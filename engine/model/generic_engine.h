@@ -73,6 +73,10 @@ struct GenericEngineConfig {
   ImageRecipeMaker make_recipe;
   // ssd's head classification (the model's ssd_heads.json); null: ssd is refused.
   std::shared_ptr<const sparse::HeadClasses> ssd_heads;
+  // Prompt-KV sharing (backend.h): the images of one request read one copy of
+  // its cond prompt's KV and one of its uncond prompt's, where the backend
+  // supports it. Off: every row holds its own (the A/B baseline).
+  bool share_prompt_kv = true;
 };
 
 class GenericEngine final : public engine::Engine {
@@ -109,6 +113,11 @@ class GenericEngine final : public engine::Engine {
     int32_t tokens_done() const { return static_cast<int32_t>(tokens[0].size()); }
   };
 
+  // Whether a request of `images` images shares its prompts' KV between them.
+  bool SharesPrompt(int32_t images) const;
+  // The KV bytes of a request's rows as Add places them.
+  int64_t GroupKvBytes(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
+                       int32_t images) const;
   // sparse::ResolvePolicy with the layout's grid and the model's head classification.
   absl::StatusOr<sparse::ResolvedPolicy> Resolve(const sparse::PolicyParams& params,
                                                  const engine::ImageLayout& layout) const;

@@ -48,10 +48,11 @@ PromptEncoder ByteEncoder() {
 }
 
 std::unique_ptr<GenericEngine> MakeEngine(const std::string& checkpoint = "tiny-gqa-sharded",
-                                          int32_t max_batch_rows = 64) {
+                                          int32_t max_batch_rows = 64, bool share_prompt_kv = true) {
   engine::EngineOptions options;
   options.model_dir = TinyDir(checkpoint);
   options.max_batch_rows = max_batch_rows;
+  options.share_prompt_kv = share_prompt_kv;
   absl::StatusOr<std::unique_ptr<GenericEngine>> e = CreateGenericEngine(options, ByteEncoder());
   EXPECT_TRUE(e.ok()) << e.status();
   return e.ok() ? std::move(*e) : nullptr;
@@ -151,6 +152,43 @@ TEST(GenericEngineTest, SmallBatchLimitSplitsStepsWithoutChangingTokens) {
   EXPECT_EQ(w[1].tokens, n[1].tokens);
 }
 
+TEST(GenericEngineTest, PromptSharingChangesNoTokenOnlyTheKv) {
+  std::unique_ptr<GenericEngine> shared = MakeEngine("tiny-gqa-sharded", 64, true);
+  std::unique_ptr<GenericEngine> copies = MakeEngine("tiny-gqa-sharded", 64, false);
+  ASSERT_NE(shared, nullptr);
+  ASSERT_NE(copies, nullptr);
+  // Requests of 3 and 1 images joining at different steps, a sparse one among them.
+  engine::GenerationRequest sparse_request = Request("a red fox", 5, 3);
+  sparse_request.policy.kind = sparse::PolicyKind::kDiagonal;
+  sparse_request.policy.sparsity = 0.75;
+  const std::vector<engine::GenerationRequest> requests = {Request("kv sharing", 3, 3), sparse_request,
+                                                           Request("one", 9, 1)};
+  const std::vector<Result> a = RunRequests(*shared, requests, {0, 2, 5});
+  const std::vector<Result> b = RunRequests(*copies, requests, {0, 2, 5});
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].tokens, b[i].tokens) << "request " << i;
+    ASSERT_EQ(a[i].images.size(), b[i].images.size());
+    for (size_t k = 0; k < a[i].images.size(); ++k) EXPECT_EQ(a[i].images[k].rgb, b[i].images[k].rgb);
+  }
+  EXPECT_EQ(shared->KvBytesInUse(), 0);
+  // Admission counts the shared bytes once; one image has nothing to share.
+  for (const engine::GenerationRequest& r : requests) {
+    absl::StatusOr<engine::PreparedRequest> ps = shared->Prepare(r), pc = copies->Prepare(r);
+    ASSERT_TRUE(ps.ok() && pc.ok());
+    if (r.num_images == 1) {
+      EXPECT_EQ(ps->kv_bytes, pc->kv_bytes);
+    } else {
+      EXPECT_LT(ps->kv_bytes, pc->kv_bytes);
+    }
+    absl::StatusOr<engine::GroupId> id = shared->Add(*ps);
+    ASSERT_TRUE(id.ok());
+    EXPECT_EQ(shared->KvBytesInUse(), ps->kv_bytes);
+    shared->Remove(*id);
+    EXPECT_EQ(shared->KvBytesInUse(), 0);
+  }
+}
+
 TEST(GenericEngineTest, OneTokenPerStepAndKvAccounting) {
   std::unique_ptr<GenericEngine> engine = MakeEngine();
   ASSERT_NE(engine, nullptr);
@@ -159,7 +197,8 @@ TEST(GenericEngineTest, OneTokenPerStepAndKvAccounting) {
   absl::StatusOr<engine::PreparedRequest> p = engine->Prepare(Request("kv", 1, 2));
   ASSERT_TRUE(p.ok()) << p.status();
   const int64_t len = static_cast<int64_t>(p->cond_ids.size());
-  EXPECT_EQ(p->kv_bytes, 4 * (len + 64) * engine->info().kv_bytes_per_token_row);
+  // Two images share one copy of each prompt's KV: 2 prompt regions, 4 decode regions.
+  EXPECT_EQ(p->kv_bytes, (2 * len + 4 * 64) * engine->info().kv_bytes_per_token_row);
   EXPECT_EQ(engine->info().kv_bytes_per_token_row,
             2 * 2 * 2 * 16 * 4);  // K+V, layers, kv heads, head_dim, f32
   absl::StatusOr<engine::GroupId> id = engine->Add(*p);

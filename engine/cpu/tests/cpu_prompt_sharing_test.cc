@@ -1,0 +1,147 @@
+// Prompt-KV sharing on the CPU backend (the reference): a request's images
+// reading one copy of each prompt's KV give the same bytes as a copy per
+// image, the ledger counts the shared bytes once and frees them with the last
+// row, and misuse is an InvalidArgument naming the row.
+#include <cstring>
+#include <vector>
+
+#include "engine/cpu/tests/golden_util.h"
+#include "engine/model/tests/prompt_sharing_harness.h"
+#include "engine/sparse/policy_params.h"
+
+namespace argen::cpu {
+namespace {
+
+using model::testing::GroupRun;
+using model::testing::RunGroup;
+
+constexpr int kLDec = 24;
+
+sparse::ResolvedPolicy Policy(sparse::PolicyKind kind, double sparsity, sparse::KvFormat format) {
+  sparse::PolicyParams params;
+  params.kind = kind;
+  params.sparsity = sparsity;
+  params.kv_format = format;
+  absl::StatusOr<sparse::ResolvedPolicy> p = sparse::ResolvePolicy(params, kLDec);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return *p;
+}
+
+testing::LoadedBackend Tiny(int64_t budget = 0) {
+  model::BackendOptions options;
+  options.max_batch_rows = 16;
+  options.kv_budget_bytes = budget;
+  return testing::LoadTinyBackend("tests/goldens/tiny/tiny-mha", 0.0f, options);
+}
+
+const std::vector<int32_t> kCond = {5, 17, 3, 99, 42, 7, 1, 64, 12};
+const std::vector<int32_t> kUncond = {5, 0, 0, 0, 0, 0, 0, 0, 12};
+
+TEST(CpuPromptSharingTest, SharedPromptGivesIdenticalBytesForEveryPolicyKind) {
+  testing::LoadedBackend loaded = Tiny();
+  ASSERT_NE(loaded.backend, nullptr);
+  model::Backend& be = *loaded.backend;
+  ASSERT_TRUE(be.SupportsPromptSharing());
+  const struct {
+    const char* name;
+    sparse::ResolvedPolicy policy;
+  } cases[] = {{"dense", Policy(sparse::PolicyKind::kDense, 0, sparse::KvFormat::kAuto)},
+               {"diagonal", Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kAuto)},
+               {"h2o", Policy(sparse::PolicyKind::kH2O, 0.5, sparse::KvFormat::kAuto)},
+               {"diagonal fp8", Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kFp8E4m3)}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    GroupRun copies, shared;
+    ASSERT_NO_FATAL_FAILURE(RunGroup(be, c.policy, kCond, kUncond, {3, false, kLDec - 1, false}, &copies));
+    ASSERT_NO_FATAL_FAILURE(RunGroup(be, c.policy, kCond, kUncond, {3, true, kLDec - 1, true}, &shared));
+    ASSERT_EQ(copies.logits.size(), shared.logits.size());
+    for (size_t s = 0; s < copies.logits.size(); ++s) {
+      ASSERT_EQ(copies.sampled[s], shared.sampled[s]) << "step " << s;
+      ASSERT_EQ(0, std::memcmp(copies.logits[s].data(), shared.logits[s].data(), copies.logits[s].size() * 4))
+          << "step " << s << ": logits differ";
+    }
+    // 2 prompt regions + 6 decode regions instead of 6 full rows.
+    const int lc = static_cast<int>(kCond.size()), lu = static_cast<int>(kUncond.size());
+    EXPECT_EQ(copies.kv_bytes, 3 * (be.RowBytes(lc, c.policy) + be.RowBytes(lu, c.policy)));
+    EXPECT_EQ(shared.kv_bytes, be.RowBytes(lc, c.policy) + be.RowBytes(lu, c.policy) +
+                                   2 * (be.SharingRowBytes(lc, c.policy) + be.SharingRowBytes(lu, c.policy)));
+    EXPECT_LT(shared.kv_bytes, copies.kv_bytes);
+  }
+}
+
+TEST(CpuPromptSharingTest, MisuseIsAnInvalidArgumentNamingTheRow) {
+  testing::LoadedBackend loaded = Tiny();
+  ASSERT_NE(loaded.backend, nullptr);
+  model::Backend& be = *loaded.backend;
+  const sparse::ResolvedPolicy p = Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kAuto);
+  const int32_t lc = static_cast<int32_t>(kCond.size()), lu = static_cast<int32_t>(kUncond.size());
+  absl::StatusOr<model::RowId> c0 = be.AllocateRow(lc, p), u0 = be.AllocateRow(lu, p);
+  ASSERT_TRUE(c0.ok() && u0.ok());
+  absl::StatusOr<model::RowId> c1 = be.AllocateSharingRow(*c0), u1 = be.AllocateSharingRow(*u0);
+  ASSERT_TRUE(c1.ok() && u1.ok());
+  // An owner must hold its prompt: a sharer or an unknown row cannot own.
+  EXPECT_EQ(be.AllocateSharingRow(*c1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(be.AllocateSharingRow(9999).status().code(), absl::StatusCode::kInvalidArgument);
+
+  std::vector<model::SamplingSpec> sampling(1);
+  std::vector<int32_t> sampled(1);
+  // A sharing pair without its owners in the batch.
+  {
+    std::vector<model::RowId> rows = {*c1, *u1};
+    std::vector<int32_t> tokens = kCond, offsets = {0, lc, lc + lu};
+    tokens.insert(tokens.end(), kUncond.begin(), kUncond.end());
+    absl::Status s = be.Prefill({rows, offsets, tokens, sampling}, {sampled, nullptr});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("not in this batch"), std::string::npos) << s;
+  }
+  // A sharer whose prompt differs from its owner's.
+  {
+    std::vector<model::RowId> rows = {*c0, *u0, *c1, *u1};
+    std::vector<int32_t> tokens, offsets = {0};
+    for (const auto* prompt : {&kCond, &kUncond, &kCond, &kCond}) {
+      tokens.insert(tokens.end(), prompt->begin(), prompt->end());
+      offsets.push_back(static_cast<int32_t>(tokens.size()));
+    }
+    std::vector<model::SamplingSpec> two(2);
+    std::vector<int32_t> out(2);
+    absl::Status s = be.Prefill({rows, offsets, tokens, two}, {out, nullptr});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("rows[3]"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("differ from the owner's"), std::string::npos) << s;
+  }
+  // A freed owner is gone for the batch checks at once, though its region stays.
+  const int64_t in_use = be.KvBytesInUse();
+  be.FreeRow(*c0);
+  EXPECT_EQ(be.KvBytesInUse(), in_use);
+  {
+    std::vector<model::RowId> rows = {*c0, *u0};
+    std::vector<int32_t> tokens = kCond, offsets = {0, lc, lc + lu};
+    tokens.insert(tokens.end(), kUncond.begin(), kUncond.end());
+    absl::Status s = be.Prefill({rows, offsets, tokens, sampling}, {sampled, nullptr});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("is not an allocated row"), std::string::npos) << s;
+  }
+  EXPECT_EQ(be.AllocateSharingRow(*c0).status().code(), absl::StatusCode::kInvalidArgument);
+  be.FreeRow(*c0);  // twice: ignored
+  EXPECT_EQ(be.KvBytesInUse(), in_use);
+  be.FreeRow(*c1);  // the last sharer of c0: both regions go
+  EXPECT_EQ(be.KvBytesInUse(), in_use - be.RowBytes(lc, p) - be.SharingRowBytes(lc, p));
+  be.FreeRow(*u0);
+  be.FreeRow(*u1);
+  EXPECT_EQ(be.KvBytesInUse(), 0);
+}
+
+TEST(CpuPromptSharingTest, LedgerStaysExactUnderRandomAdmissionAndFrees) {
+  const sparse::ResolvedPolicy dense = Policy(sparse::PolicyKind::kDense, 0, sparse::KvFormat::kAuto);
+  const sparse::ResolvedPolicy diagonal = Policy(sparse::PolicyKind::kDiagonal, 0.75, sparse::KvFormat::kAuto);
+  testing::LoadedBackend probe = Tiny();
+  ASSERT_NE(probe.backend, nullptr);
+  // Room for about a dozen dense images.
+  const int64_t budget = 12 * 2 * probe.backend->RowBytes(8, dense);
+  testing::LoadedBackend loaded = Tiny(budget);
+  ASSERT_NE(loaded.backend, nullptr);
+  ASSERT_NO_FATAL_FAILURE(model::testing::RandomLedgerWalk(*loaded.backend, {&dense, &diagonal}, 400, 7));
+}
+
+}  // namespace
+}  // namespace argen::cpu
