@@ -10,6 +10,8 @@
 //     (sparse: the two-pass and the staged kernel, A/B in one process)
 //   --attention-kernel auto|two-pass|staged|warp   the engine's decode attention kernel (default auto)
 //   --no-fused-argmin   diagonal rows select through probs + ObserveKernel (the earlier path)
+//   --images-per-prompt N   images share a prompt N at a time (one request of N images)
+//   --prompt-sharing on|off|both   those images read one copy of each prompt's KV (default on; both: A/B)
 //   --ssd-semantic-share S   ssd: the share of the random model's (layer, kv head) pairs classified
 //     semantic (default 0.5); every line ends with the image's exact KV MB and the mean keys a head attends
 #include <cuda_runtime.h>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/gpu/attention_micro.h"
 #include "bench/gpu/janus_shapes.h"
@@ -50,6 +53,8 @@ struct Flags {
   kernels::AttentionVariant variant = kernels::AttentionVariant::kAuto;
   int stage_steps = 4;
   double ssd_semantic_share = 0.5;  // ssd: share of the random model's heads classified semantic
+  int images_per_prompt = 1;        // images of one request (one prompt)
+  std::vector<bool> sharing = {true};  // prompt-KV sharing between them (A/B: both)
   std::string out;
 };
 
@@ -112,6 +117,18 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       if (!absl::SimpleAtod(value(), &f->ssd_semantic_share) || !(f->ssd_semantic_share >= 0) ||
           !(f->ssd_semantic_share <= 1))
         return false;
+    } else if (a == "--images-per-prompt") {
+      if (!absl::SimpleAtoi(value(), &f->images_per_prompt) || f->images_per_prompt < 1) return false;
+    } else if (a == "--prompt-sharing") {
+      const std::string v = value();
+      if (v == "on")
+        f->sharing = {true};
+      else if (v == "off")
+        f->sharing = {false};
+      else if (v == "both")
+        f->sharing = {false, true};
+      else
+        return false;
     } else if (a == "--out")
       f->out = value();
     else
@@ -159,46 +176,71 @@ struct RunResult {
   bool ok = false;
   std::string note;
   double prefill_s = 0, decode_s = 0, step_ms = 0, last_steps_ms = 0;
+  int64_t kv_bytes_per_image = 0;  // the pool bytes of the batch's rows per image
   cuda::StageTimes stages;
 };
 
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
+// How a batch's images are laid out: requests of `per_prompt` images with one
+// prompt, whose rows share its KV (the first image's) when `share`.
+struct PromptGroups {
+  int per_prompt = 1;
+  bool share = false;
+};
+
+// Allocates image i's CFG pair as the engine would for its request.
+absl::Status AllocatePair(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, int prompt_len, int uncond_len,
+                          const PromptGroups& groups, int i, std::vector<model::RowId>* rows) {
+  const int first = i - i % groups.per_prompt;
+  for (int k = 0; k < 2; ++k) {
+    absl::StatusOr<model::RowId> id = groups.share && i != first
+                                          ? be.AllocateSharingRow((*rows)[2 * first + k])
+                                          : be.AllocateRow(k == 0 ? prompt_len : uncond_len, policy);
+    if (!id.ok()) return id.status();
+    rows->push_back(*id);
+  }
+  return absl::OkStatus();
+}
+
 // Largest number of images whose rows the KV pool admits (rows allocated, then freed).
-int MaxImages(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, int prompt_len, int uncond_len, int cap) {
+int MaxImages(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, int prompt_len, int uncond_len, int cap,
+              const PromptGroups& groups) {
   std::vector<model::RowId> rows;
   int images = 0;
-  while (images < cap) {
-    absl::StatusOr<model::RowId> a = be.AllocateRow(prompt_len, policy);
-    absl::StatusOr<model::RowId> b = a.ok() ? be.AllocateRow(uncond_len, policy) : a;
-    if (a.ok()) rows.push_back(*a);
-    if (!a.ok() || !b.ok()) break;
-    rows.push_back(*b);
-    ++images;
-  }
-  for (model::RowId r : rows) be.FreeRow(r);
+  while (images < cap && AllocatePair(be, policy, prompt_len, uncond_len, groups, images, &rows).ok()) ++images;
+  // Whole requests only.
+  images -= images % groups.per_prompt;
+  for (auto it = rows.rbegin(); it != rows.rend(); ++it) be.FreeRow(*it);
   return images;
 }
 
 RunResult RunBatch(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, int images, int prompt_len,
-                   int uncond_len, int stage_steps) {
+                   int uncond_len, int stage_steps, const PromptGroups& groups) {
   RunResult res;
   const int n_rows = 2 * images;
   std::vector<model::RowId> rows;
-  for (int r = 0; r < n_rows; ++r) {
-    absl::StatusOr<model::RowId> id = be.AllocateRow(r % 2 == 0 ? prompt_len : uncond_len, policy);
-    if (!id.ok()) {
+  const int64_t kv0 = be.KvBytesInUse();
+  for (int i = 0; i < images; ++i) {
+    absl::Status a = AllocatePair(be, policy, prompt_len, uncond_len, groups, i, &rows);
+    if (!a.ok()) {
       for (model::RowId x : rows) be.FreeRow(x);
-      res.note = "KV pool full (" + std::string(id.status().message()) + ")";
+      res.note = "KV pool full (" + std::string(a.message()) + ")";
       return res;
     }
-    rows.push_back(*id);
   }
+  res.kv_bytes_per_image = (be.KvBytesInUse() - kv0) / images;
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> tok(0, be.spec().text_vocab() - 1);
-  std::vector<int32_t> tokens(static_cast<size_t>(images) * (prompt_len + uncond_len));
-  for (auto& t : tokens) t = tok(rng);
+  // One random prompt pair per request, repeated for its images.
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> group_tokens(prompt_len + uncond_len);
+  for (int i = 0; i < images; ++i) {
+    if (i % groups.per_prompt == 0)
+      for (auto& t : group_tokens) t = tok(rng);
+    tokens.insert(tokens.end(), group_tokens.begin(), group_tokens.end());
+  }
   std::vector<int32_t> offsets(n_rows + 1, 0);
   for (int r = 0; r < n_rows; ++r) offsets[r + 1] = offsets[r] + (r % 2 == 0 ? prompt_len : uncond_len);
   std::vector<model::SamplingSpec> sampling(images);
@@ -244,7 +286,8 @@ constexpr char kBenchUsage[] =
     "[--auto-sizing]\n"
     "              [--attention-micro] [--no-graphs] [--no-fused-argmin]\n"
     "              [--attention-kernel auto|two-pass|staged|warp] [--gemm cublas|lt-heuristic|lt-tuned]\n"
-    "              [--stage-steps N] [--out FILE.jsonl] [--help] [--version]\n";
+    "              [--stage-steps N] [--images-per-prompt N] [--prompt-sharing on|off|both]\n"
+    "              [--out FILE.jsonl] [--help] [--version]\n";
 
 int Main(int argc, char** argv) {
   if (std::optional<int> rc = cli::HelpOrVersion(argc, argv, "argen_bench", kBenchUsage)) return *rc;
@@ -257,7 +300,8 @@ int Main(int argc, char** argv) {
                  "diagonal:0.95@fp8, ssd:0.9)\n"
                  "  [--ssd-semantic-share 0.5]  (ssd: share of the random model's heads classified semantic)\n"
                  "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n"
-                 "  [--attention-kernel auto|two-pass|staged|warp] [--no-fused-argmin]\n");
+                 "  [--attention-kernel auto|two-pass|staged|warp] [--no-fused-argmin]\n"
+                 "  [--images-per-prompt N] [--prompt-sharing on|off|both]\n");
     return 2;
   }
   FILE* out = f.out.empty() ? nullptr : std::fopen(f.out.c_str(), "a");
@@ -362,16 +406,23 @@ int Main(int argc, char** argv) {
                 "last_ms", "img/s");
     for (const char* s : cuda::kStageNames) std::printf(" %8s", s);
     std::printf(" %8s %10s %8s\n", "indexing", "kv_MB/img", "keys");
-    for (const std::string& spec : f.policies) {
-      absl::StatusOr<sparse::ResolvedPolicy> policy = PolicyFromSpec(spec, *dims, grid, f.ssd_semantic_share);
+    for (const std::string& policy_spec : f.policies) {
+      absl::StatusOr<sparse::ResolvedPolicy> policy = PolicyFromSpec(policy_spec, *dims, grid, f.ssd_semantic_share);
       if (!policy.ok()) {
-        std::fprintf(stderr, "%s: %s\n", spec.c_str(), std::string(policy.status().message()).c_str());
+        std::fprintf(stderr, "%s: %s\n", policy_spec.c_str(), std::string(policy.status().message()).c_str());
         return 2;
       }
+     for (bool share : f.sharing) {
+      const PromptGroups groups{f.images_per_prompt, share && f.images_per_prompt > 1};
+      // The policy column: name[/nN[+share]] (N images a prompt, its KV shared).
+      const std::string spec =
+          f.images_per_prompt > 1
+              ? absl::StrCat(policy_spec, "/n", f.images_per_prompt, groups.share ? "+share" : "")
+              : policy_spec;
       std::vector<int> batches = f.batches;
-      if (f.max_batch) batches = {MaxImages(be, *policy, f.prompt_len, uncond_len, be.MaxBatchRows() / 2)};
+      if (f.max_batch) batches = {MaxImages(be, *policy, f.prompt_len, uncond_len, be.MaxBatchRows() / 2, groups)};
       for (int images : batches) {
-        RunResult r = RunBatch(be, *policy, images, f.prompt_len, uncond_len, f.stage_steps);
+        RunResult r = RunBatch(be, *policy, images, f.prompt_len, uncond_len, f.stage_steps, groups);
         if (!r.ok) {
           std::printf("%-5s %-20s %6d  %s\n", name.c_str(), spec.c_str(), images, r.note.c_str());
           continue;
@@ -387,7 +438,7 @@ int Main(int argc, char** argv) {
         // The exact pool bytes of an image (its CFG pair: KV and policy state,
         // Backend::RowBytes) and the mean decode keys a head attends per step
         // (sparse::MeanAttendedKeys; ssd: by class).
-        const int64_t pair_bytes = be.RowBytes(f.prompt_len, *policy) + be.RowBytes(uncond_len, *policy);
+        const int64_t pair_bytes = r.kv_bytes_per_image;
         const double kv_mb = pair_bytes / 1e6;
         std::printf(" %8.3f %10.2f %8.1f\n", r.stages.steps ? indexing / r.stages.steps : 0.0, kv_mb,
                     sparse::MeanAttendedKeys(*policy));
@@ -404,9 +455,11 @@ int Main(int argc, char** argv) {
           for (int i = 0; i < static_cast<int>(cuda::Stage::kCount); ++i)
             std::fprintf(out, ",\"%s_ms\":%.4f", cuda::kStageNames[i],
                          r.stages.steps ? r.stages.ms[i] / r.stages.steps : 0.0);
-          std::fprintf(out, "}\n");
+          std::fprintf(out, ",\"images_per_prompt\":%d,\"prompt_sharing\":%s}\n", f.images_per_prompt,
+                       groups.share ? "true" : "false");
         }
       }
+     }
     }
   }
   if (out) std::fclose(out);
