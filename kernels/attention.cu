@@ -43,22 +43,48 @@ __host__ __device__ inline WorkspaceView View(void* ws, int tokens, int heads, i
 }
 
 // Virtual position (kernels/token_meta.h) of key j, or -1 when a slot index is
-// out of the row's region.
+// out of the row's region. Without kShared a row holds its whole prompt (the
+// launch has no sharing row) and virtual positions are region positions.
+template <bool kShared>
 __device__ __forceinline__ int KeyPosition(int j, const TokenMeta& m, const int32_t* idx) {
   if (j < m.prefix_len) return j;
   const int e = j - m.prefix_len;
   const int pos = m.decode_base + (idx ? idx[e] : e);
-  return (pos >= 0 && pos < m.capacity) ? m.shared_prompt + pos : -1;
+  if (pos < 0 || pos >= m.capacity) return -1;
+  return kShared ? m.shared_prompt + pos : pos;
 }
 
 // Where a (token, kv head)'s K and V rows are, in bf16 or in fp8 (kernels/kv_fp8.h),
 // and how one lane's Dims values of a row are loaded (16 bytes for bf16) and unpacked.
-template <int HD, bool kFp8, int Dims>
+template <int HD, bool kFp8, int Dims, bool kShared>
 struct KvRows;
 
+// One region (kShared false: the row holds its whole prompt).
 template <int HD>
-struct KvRows<HD, false, 8> {  // 8 values: one 16-byte load
+struct KvRows<HD, false, 8, false> {  // 8 values: one 16-byte load
   using Raw = detail::Bf16x8;
+  static constexpr bool kShared = false;
+  const bf16* k;
+  const bf16* v;
+  __device__ KvRows(const AttentionArgs& a, const TokenMeta& m, int kvh) {
+    const int64_t layer_stride = static_cast<int64_t>(a.kv_heads) * m.capacity * HD;
+    k = a.kv_pool + m.kv_offset + a.layer * layer_stride + static_cast<int64_t>(kvh) * m.capacity * HD;
+    v = k + static_cast<int64_t>(a.num_layers) * layer_stride;
+  }
+  __device__ const bf16* KRow(int pos) const { return k + static_cast<int64_t>(pos) * HD; }
+  __device__ const bf16* VRow(int pos) const { return v + static_cast<int64_t>(pos) * HD; }
+  __device__ Raw LoadK(int pos, int sub) const { return detail::Load8(KRow(pos) + sub * 8); }
+  __device__ Raw LoadV(int pos, int sub) const { return detail::Load8(VRow(pos) + sub * 8); }
+  __device__ float KScale(int) const { return 1.f; }
+  __device__ float VScale(int) const { return 1.f; }
+  __device__ static void Unpack(const Raw& r, float out[8]) { detail::Unpack8(r, out); }
+};
+
+// Two regions: virtual positions below shared_prompt in the prompt owner's.
+template <int HD>
+struct KvRows<HD, false, 8, true> {
+  using Raw = detail::Bf16x8;
+  static constexpr bool kShared = true;
   const bf16 *k, *v;    // the row's own region at (layer, kvh)
   const bf16 *pk, *pv;  // the prompt owner's (shared_prompt > 0)
   int shared;
@@ -102,9 +128,10 @@ struct Fp8Raw<HD, 8> {
   using Type = uint2;
 };
 
-template <int HD, int Dims>
-struct KvRows<HD, true, Dims> {
+template <int HD, int Dims, bool kSharedPrompt>
+struct KvRows<HD, true, Dims, kSharedPrompt> {
   static constexpr int kDims = Dims;
+  static constexpr bool kShared = kSharedPrompt;
   using Raw = typename Fp8Raw<HD, Dims>::Type;
   // One region's codes and scales at (layer, kvh), indexed by region position.
   struct Region {
@@ -122,14 +149,14 @@ struct KvRows<HD, true, Dims> {
       v_scale = reinterpret_cast<const float*>(region + r.v_scales) + first;
     }
   };
-  Region own, prompt;  // prompt: the owner's (shared_prompt > 0), else own
+  Region own, prompt;  // prompt: the owner's (kShared and shared_prompt > 0), else own
   int shared;
   __device__ KvRows(const AttentionArgs& a, const TokenMeta& m, int kvh)
       : own(a, m.kv_offset, m.capacity, kvh),
-        prompt(m.shared_prompt > 0 ? Region(a, m.prompt_kv_offset, m.prompt_capacity, kvh) : own),
-        shared(m.shared_prompt) {}
-  __device__ const Region& At(int pos) const { return pos < shared ? prompt : own; }
-  __device__ int Local(int pos) const { return pos < shared ? pos : pos - shared; }
+        prompt(kShared && m.shared_prompt > 0 ? Region(a, m.prompt_kv_offset, m.prompt_capacity, kvh) : own),
+        shared(kShared ? m.shared_prompt : 0) {}
+  __device__ const Region& At(int pos) const { return kShared && pos < shared ? prompt : own; }
+  __device__ int Local(int pos) const { return kShared && pos < shared ? pos : pos - shared; }
   __device__ Raw LoadK(int pos, int sub) const {
     return *reinterpret_cast<const Raw*>(At(pos).k + static_cast<int64_t>(Local(pos)) * HD + sub * kDims);
   }
@@ -252,7 +279,7 @@ __device__ __forceinline__ void ScoreKeys(const Rows& rows, const TokenMeta& m, 
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int j = base + u * kKeysPerIter + slot;
-      pos[u] = j < len ? KeyPosition(begin + j, m, idx) : -1;
+      pos[u] = j < len ? KeyPosition<Rows::kShared>(begin + j, m, idx) : -1;
       if (pos[u] >= 0) {
         kv[u] = rows.LoadK(pos[u], sub);
         if constexpr (kFp8) k_scale[u] = rows.KScale(pos[u]);
@@ -324,7 +351,7 @@ __device__ __forceinline__ void AccumulateValues(const Rows& rows, int len, cons
 
 // kFp8: the launch for the fp8 tokens (kTokenKvFp8), else for the bf16 ones;
 // each skips the other's tokens, so a batch of both takes two launches.
-template <int HD, int G, bool kFp8>
+template <int HD, int G, bool kFp8, bool kShared>
 __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   constexpr int kDims = kFp8 && G <= 2 ? 16 : 8;  // dims a lane holds of each key
   constexpr int kLanesPerKey = HD / kDims;
@@ -347,7 +374,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   const int begin = split * a.chunk;
   const int len = max(0, min(n, begin + a.chunk) - begin);
   const int tid = threadIdx.x, sub = tid % kLanesPerKey, slot = tid / kLanesPerKey;
-  using Rows = KvRows<HD, kFp8, kDims>;
+  using Rows = KvRows<HD, kFp8, kDims, kShared>;
   const Rows rows(a, m, kvh);
   const int32_t* idx = sparse ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride : nullptr;
   const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
@@ -527,7 +554,7 @@ __global__ void __launch_bounds__(kThreads) StagedAttentionKernel(AttentionArgs 
   const int len = min(m.prefix_len + m.decode_count, cap);
   const int prompt = min(m.prefix_len, len);
   const int tid = threadIdx.x, sub = tid % kLanesPerKey, slot = tid / kLanesPerKey;
-  const KvRows<HD, false, 8> rows(a, m, kvh);
+  const KvRows<HD, false, 8, true> rows(a, m, kvh);  // not auto-chosen: one instantiation serves both
   const int32_t* idx = sparse ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride : nullptr;
   const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
 
@@ -539,7 +566,7 @@ __global__ void __launch_bounds__(kThreads) StagedAttentionKernel(AttentionArgs 
   }
   detail::CpAsyncCommit();
   // 2. Positions of every key (the decode ones through the slot list).
-  for (int j = tid; j < len; j += kThreads) positions[j] = KeyPosition(j, m, idx);
+  for (int j = tid; j < len; j += kThreads) positions[j] = KeyPosition<true>(j, m, idx);
   // q (scaled) in registers while the copies fly.
   float q[G][8];
 #pragma unroll
@@ -678,12 +705,12 @@ struct WarpMin {
   int e;
 };
 
-template <int HD, int G, bool kFp8>
+template <int HD, int G, bool kFp8, bool kShared>
 __global__ void __launch_bounds__(kThreads) WarpAttentionKernel(AttentionArgs a, int cap) {
   constexpr int kDims = kFp8 && G <= 2 ? 16 : 8;
   constexpr int kLanesPerKey = HD / kDims;
   constexpr int kKeysPerIter = 32 / kLanesPerKey;
-  using Rows = KvRows<HD, kFp8, kDims>;
+  using Rows = KvRows<HD, kFp8, kDims, kShared>;
   extern __shared__ float warp_smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float* scores = warp_smem + static_cast<int64_t>(warp) * (G + 1) * cap;  // [G][cap]
@@ -799,29 +826,49 @@ int WarpCap(const AttentionArgs& a) {
   return (keys + 31) / 32 * 32;
 }
 
-template <int HD, int G, bool kFp8>
+template <int HD, int G, bool kFp8, bool kShared>
 cudaError_t LaunchWarp(const AttentionArgs& a, int cap, cudaStream_t stream) {
   static const cudaError_t attr =
-      cudaFuncSetAttribute(WarpAttentionKernel<HD, G, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      cudaFuncSetAttribute(WarpAttentionKernel<HD, G, kFp8, kShared>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(WarpBytes(G, kWarpMaxKeys)));
   if (attr != cudaSuccess) return attr;
   const int64_t pairs = static_cast<int64_t>(a.tokens) * a.kv_heads;
   const int blocks = static_cast<int>((pairs + kWarps - 1) / kWarps);
-  WarpAttentionKernel<HD, G, kFp8><<<blocks, kThreads, WarpBytes(G, cap), stream>>>(a, cap);
+  WarpAttentionKernel<HD, G, kFp8, kShared><<<blocks, kThreads, WarpBytes(G, cap), stream>>>(a, cap);
   return cudaGetLastError();
+}
+
+template <int HD, int G, bool kFp8, bool kShared>
+cudaError_t LaunchTwoPass(const AttentionArgs& a, cudaStream_t stream) {
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(AttentionKernel<HD, G, kFp8, kShared>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk)));
+  if (attr != cudaSuccess) return attr;
+  AttentionKernel<HD, G, kFp8, kShared>
+      <<<dim3(a.tokens, a.kv_heads, a.splits), kThreads, SharedBytes(HD, G, a.chunk), stream>>>(a);
+  return cudaGetLastError();
+}
+
+// One launch per KV format present (bf16, fp8), in the kernels that read
+// shared prompts only when some token does.
+template <int HD, int G, bool kShared>
+cudaError_t LaunchFormats(const AttentionArgs& a, bool warp, cudaStream_t stream) {
+  const int cap = WarpCap(a);
+  if (a.kv_formats == 0 || (a.kv_formats & kKvFormatsBf16)) {
+    const cudaError_t err =
+        warp ? LaunchWarp<HD, G, false, kShared>(a, cap, stream) : LaunchTwoPass<HD, G, false, kShared>(a, stream);
+    if (err != cudaSuccess) return err;
+  }
+  if (a.kv_formats & kKvFormatsFp8) {
+    return warp ? LaunchWarp<HD, G, true, kShared>(a, cap, stream) : LaunchTwoPass<HD, G, true, kShared>(a, stream);
+  }
+  return cudaSuccess;
 }
 
 template <int HD, int G>
 cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
-  if (ChosenAttentionVariant(a) == AttentionVariant::kWarp) {
-    const int cap = WarpCap(a);
-    if (a.kv_formats == 0 || (a.kv_formats & kKvFormatsBf16)) {
-      if (cudaError_t err = LaunchWarp<HD, G, false>(a, cap, stream); err != cudaSuccess) return err;
-    }
-    if (a.kv_formats & kKvFormatsFp8) return LaunchWarp<HD, G, true>(a, cap, stream);
-    return cudaSuccess;
-  }
-  if (ChosenAttentionVariant(a) == AttentionVariant::kStaged) {
+  const AttentionVariant variant = ChosenAttentionVariant(a);
+  if (variant == AttentionVariant::kStaged) {
     static const cudaError_t attr = cudaFuncSetAttribute(
         StagedAttentionKernel<HD, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kStagedMaxBytes));
     if (attr != cudaSuccess) return attr;
@@ -829,25 +876,10 @@ cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
     StagedAttentionKernel<HD, G><<<dim3(a.tokens, a.kv_heads), kThreads, StagedBytes(HD, G, cap), stream>>>(a, cap);
     return cudaGetLastError();
   }
-  const size_t smem = SharedBytes(HD, G, a.chunk);
-  dim3 grid(a.tokens, a.kv_heads, a.splits);
-  if (a.kv_formats == 0 || (a.kv_formats & kKvFormatsBf16)) {
-    static const cudaError_t attr =
-        cudaFuncSetAttribute(AttentionKernel<HD, G, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk)));
-    if (attr != cudaSuccess) return attr;
-    AttentionKernel<HD, G, false><<<grid, kThreads, smem, stream>>>(a);
-    if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
-  }
-  if (a.kv_formats & kKvFormatsFp8) {
-    static const cudaError_t attr =
-        cudaFuncSetAttribute(AttentionKernel<HD, G, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk)));
-    if (attr != cudaSuccess) return attr;
-    AttentionKernel<HD, G, true><<<grid, kThreads, smem, stream>>>(a);
-    if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
-  }
-  if (a.splits == 1) return cudaSuccess;
+  const bool warp = variant == AttentionVariant::kWarp;
+  const cudaError_t err = (a.kv_formats & kKvSharedPrompts) ? LaunchFormats<HD, G, true>(a, warp, stream)
+                                                            : LaunchFormats<HD, G, false>(a, warp, stream);
+  if (err != cudaSuccess || warp || a.splits == 1) return err;
   CombineKernel<HD, G><<<dim3(a.tokens, a.kv_heads), kThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }

@@ -94,8 +94,10 @@ struct AttentionArgs {
   // kernel's shared memory (0: chunk). Keys past it are not attended.
   int32_t max_keys = 0;
   AttentionVariant variant = AttentionVariant::kAuto;
-  // Formats of the tokens' regions (kKvFormatsBf16 | kKvFormatsFp8; 0: bf16 only).
-  // Each format present is one launch; the staged kernel reads bf16 only.
+  // Formats of the tokens' regions (kKvFormatsBf16 | kKvFormatsFp8; 0: bf16 only),
+  // plus kKvSharedPrompts when some token reads its prompt from another row's
+  // region (kernels/token_meta.h; without it shared_prompt is ignored). Each
+  // format present is one launch; the staged kernel reads bf16 only.
   int32_t kv_formats = 0;
   // The device's multiprocessors, for kAuto's choice of the warp kernel (0: not given).
   int32_t sm_count = 0;

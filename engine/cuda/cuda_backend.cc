@@ -542,7 +542,7 @@ absl::Status CudaBackend::DecodeStep(const model::DecodeBatch& b, const model::S
     m.prefix_len = rw.prompt_len;
     m.decode_base = rw.prompt_len - rw.shared_prompt;  // own-region position of slot 0
     m.flags = KvFormatFlag(rw.policy);
-    kv_formats |= KvFormatsBit(rw.policy);
+    kv_formats |= KvFormatsBit(rw.policy) | (rw.shared_prompt > 0 ? kernels::kKvSharedPrompts : 0);
     if (rw.sparse) {
       m.kv_index = -1;
       m.decode_count = 0;

@@ -189,7 +189,7 @@ TEST_P(AttentionSharedPromptTest, SharedPromptEqualsAPrivateCopyBitForBit) {
   a.workspace = ws.get();
   a.max_keys = max_keys;
   a.variant = c.variant;
-  a.kv_formats = c.fp8 ? kKvFormatsFp8 : kKvFormatsBf16;
+  a.kv_formats = (c.fp8 ? kKvFormatsFp8 : kKvFormatsBf16) | kKvSharedPrompts;
   ASSERT_EQ(ChosenAttentionVariant(a), c.variant) << "the case must run the kernel it names";
   ARGEN_CUDA_OK(DecodeAttention(a, 0));
   ARGEN_CUDA_OK(cudaDeviceSynchronize());
