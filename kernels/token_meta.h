@@ -49,9 +49,9 @@ constexpr int32_t kKvFormatsBf16 = 1;
 constexpr int32_t kKvFormatsFp8 = 2;
 // ... and whether any of them reads its prompt from another row's region
 // (shared_prompt > 0): only then does the launch take the attention kernels
-// that can, which hold two regions' bases (more registers: the warp kernel's
-// occupancy drops, 64 -> 72 registers at head_dim 128); the others ignore
-// shared_prompt.
+// that can, which hold two regions' bases (more registers; attention.cu's
+// WarpMinBlocks keeps the warp kernel's occupancy for MHA bf16 rows); the
+// others ignore shared_prompt.
 constexpr int32_t kKvSharedPrompts = 4;
 
 }  // namespace argen::kernels
