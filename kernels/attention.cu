@@ -716,8 +716,8 @@ constexpr int WarpMinBlocks() {
 }
 
 template <int HD, int G, bool kFp8, bool kShared>
-__global__ void __launch_bounds__(kThreads, (WarpMinBlocks<kShared, G, kFp8>())) WarpAttentionKernel(AttentionArgs a,
-                                                                                                      int cap) {
+__global__ void __launch_bounds__(kThreads, (WarpMinBlocks<kShared, G, kFp8>()))
+    WarpAttentionKernel(AttentionArgs a, int cap) {
   constexpr int kDims = kFp8 && G <= 2 ? 16 : 8;
   constexpr int kLanesPerKey = HD / kDims;
   constexpr int kKeysPerIter = 32 / kLanesPerKey;

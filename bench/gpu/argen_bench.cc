@@ -412,54 +412,53 @@ int Main(int argc, char** argv) {
         std::fprintf(stderr, "%s: %s\n", policy_spec.c_str(), std::string(policy.status().message()).c_str());
         return 2;
       }
-     for (bool share : f.sharing) {
-      const PromptGroups groups{f.images_per_prompt, share && f.images_per_prompt > 1};
-      // The policy column: name[/nN[+share]] (N images a prompt, its KV shared).
-      const std::string spec =
-          f.images_per_prompt > 1
-              ? absl::StrCat(policy_spec, "/n", f.images_per_prompt, groups.share ? "+share" : "")
-              : policy_spec;
-      std::vector<int> batches = f.batches;
-      if (f.max_batch) batches = {MaxImages(be, *policy, f.prompt_len, uncond_len, be.MaxBatchRows() / 2, groups)};
-      for (int images : batches) {
-        RunResult r = RunBatch(be, *policy, images, f.prompt_len, uncond_len, f.stage_steps, groups);
-        if (!r.ok) {
-          std::printf("%-5s %-20s %6d  %s\n", name.c_str(), spec.c_str(), images, r.note.c_str());
-          continue;
-        }
-        const double total = r.prefill_s + r.decode_s;
-        std::printf("%-5s %-20s %6d %9.3f %9.3f %9.3f %9.3f %8.2f |", name.c_str(), spec.c_str(), images, r.prefill_s,
-                    r.decode_s, r.step_ms, r.last_steps_ms, images / total);
-        for (double ms : r.stages.ms) std::printf(" %8.3f", r.stages.steps ? ms / r.stages.steps : 0.0);
-        // indexing = plan + observe + apply (the policies' device work)
-        const double indexing = r.stages.ms[static_cast<int>(cuda::Stage::kPlan)] +
-                                r.stages.ms[static_cast<int>(cuda::Stage::kObserve)] +
-                                r.stages.ms[static_cast<int>(cuda::Stage::kApply)];
-        // The exact pool bytes of an image (its CFG pair: KV and policy state,
-        // Backend::RowBytes) and the mean decode keys a head attends per step
-        // (sparse::MeanAttendedKeys; ssd: by class).
-        const int64_t pair_bytes = r.kv_bytes_per_image;
-        const double kv_mb = pair_bytes / 1e6;
-        std::printf(" %8.3f %10.2f %8.1f\n", r.stages.steps ? indexing / r.stages.steps : 0.0, kv_mb,
-                    sparse::MeanAttendedKeys(*policy));
-        std::fflush(stdout);
-        if (out) {
-          std::fprintf(out,
-                       "{\"kind\":\"e2e\",\"model\":\"%s\",\"policy\":\"%s\",\"images\":%d,\"max_batch\":%s,\"kv_"
-                       "budget\":%lld,\"prefill_s\":%.4f,\"decode_s\":%.4f,\"step_ms\":%.4f,\"last_step_ms\":%.4f,"
-                       "\"img_per_s\":%.4f,\"kv_bytes_per_image\":%lld,\"n_slots\":%d,\"mean_keys\":%.2f",
-                       name.c_str(), spec.c_str(), images, f.max_batch ? "true" : "false",
-                       static_cast<long long>(be.KvPoolBytes()), r.prefill_s, r.decode_s, r.step_ms, r.last_steps_ms,
-                       images / total, static_cast<long long>(pair_bytes), policy->n_slots,
-                       sparse::MeanAttendedKeys(*policy));
-          for (int i = 0; i < static_cast<int>(cuda::Stage::kCount); ++i)
-            std::fprintf(out, ",\"%s_ms\":%.4f", cuda::kStageNames[i],
-                         r.stages.steps ? r.stages.ms[i] / r.stages.steps : 0.0);
-          std::fprintf(out, ",\"images_per_prompt\":%d,\"prompt_sharing\":%s}\n", f.images_per_prompt,
-                       groups.share ? "true" : "false");
+      for (bool share : f.sharing) {
+        const PromptGroups groups{f.images_per_prompt, share && f.images_per_prompt > 1};
+        // The policy column: name[/nN[+share]] (N images a prompt, its KV shared).
+        const std::string spec =
+            f.images_per_prompt > 1 ? absl::StrCat(policy_spec, "/n", f.images_per_prompt, groups.share ? "+share" : "")
+                                    : policy_spec;
+        std::vector<int> batches = f.batches;
+        if (f.max_batch) batches = {MaxImages(be, *policy, f.prompt_len, uncond_len, be.MaxBatchRows() / 2, groups)};
+        for (int images : batches) {
+          RunResult r = RunBatch(be, *policy, images, f.prompt_len, uncond_len, f.stage_steps, groups);
+          if (!r.ok) {
+            std::printf("%-5s %-20s %6d  %s\n", name.c_str(), spec.c_str(), images, r.note.c_str());
+            continue;
+          }
+          const double total = r.prefill_s + r.decode_s;
+          std::printf("%-5s %-20s %6d %9.3f %9.3f %9.3f %9.3f %8.2f |", name.c_str(), spec.c_str(), images, r.prefill_s,
+                      r.decode_s, r.step_ms, r.last_steps_ms, images / total);
+          for (double ms : r.stages.ms) std::printf(" %8.3f", r.stages.steps ? ms / r.stages.steps : 0.0);
+          // indexing = plan + observe + apply (the policies' device work)
+          const double indexing = r.stages.ms[static_cast<int>(cuda::Stage::kPlan)] +
+                                  r.stages.ms[static_cast<int>(cuda::Stage::kObserve)] +
+                                  r.stages.ms[static_cast<int>(cuda::Stage::kApply)];
+          // The exact pool bytes of an image (its CFG pair: KV and policy state,
+          // Backend::RowBytes) and the mean decode keys a head attends per step
+          // (sparse::MeanAttendedKeys; ssd: by class).
+          const int64_t pair_bytes = r.kv_bytes_per_image;
+          const double kv_mb = pair_bytes / 1e6;
+          std::printf(" %8.3f %10.2f %8.1f\n", r.stages.steps ? indexing / r.stages.steps : 0.0, kv_mb,
+                      sparse::MeanAttendedKeys(*policy));
+          std::fflush(stdout);
+          if (out) {
+            std::fprintf(out,
+                         "{\"kind\":\"e2e\",\"model\":\"%s\",\"policy\":\"%s\",\"images\":%d,\"max_batch\":%s,\"kv_"
+                         "budget\":%lld,\"prefill_s\":%.4f,\"decode_s\":%.4f,\"step_ms\":%.4f,\"last_step_ms\":%.4f,"
+                         "\"img_per_s\":%.4f,\"kv_bytes_per_image\":%lld,\"n_slots\":%d,\"mean_keys\":%.2f",
+                         name.c_str(), spec.c_str(), images, f.max_batch ? "true" : "false",
+                         static_cast<long long>(be.KvPoolBytes()), r.prefill_s, r.decode_s, r.step_ms, r.last_steps_ms,
+                         images / total, static_cast<long long>(pair_bytes), policy->n_slots,
+                         sparse::MeanAttendedKeys(*policy));
+            for (int i = 0; i < static_cast<int>(cuda::Stage::kCount); ++i)
+              std::fprintf(out, ",\"%s_ms\":%.4f", cuda::kStageNames[i],
+                           r.stages.steps ? r.stages.ms[i] / r.stages.steps : 0.0);
+            std::fprintf(out, ",\"images_per_prompt\":%d,\"prompt_sharing\":%s}\n", f.images_per_prompt,
+                         groups.share ? "true" : "false");
+          }
         }
       }
-     }
     }
   }
   if (out) std::fclose(out);

@@ -116,8 +116,8 @@ void CpuBackend::RunLayers(int64_t first, int64_t n, AttendFn&& attend) {
     if (d.qk_norm) {
       HeadLayerNorm(qkv, n, qkv_dim, d.num_heads, d.head_dim, lw.q_norm.weight.data(), lw.q_norm.bias.data(),
                     d.qk_norm_eps);
-      HeadLayerNorm(qkv + q_dim, n, qkv_dim, d.num_kv_heads, d.head_dim, lw.k_norm.weight.data(),
-                    lw.k_norm.bias.data(), d.qk_norm_eps);
+      HeadLayerNorm(qkv + q_dim, n, qkv_dim, d.num_kv_heads, d.head_dim, lw.k_norm.weight.data(), lw.k_norm.bias.data(),
+                    d.qk_norm_eps);
     }
     attend(l);
     if (d.swin_norm) {

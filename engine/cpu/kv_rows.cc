@@ -61,8 +61,8 @@ bool KvRows::CanAllocateGroup(int32_t cond_len, int32_t uncond_len, const sparse
                               int32_t images, bool share) const {
   if (!share) return CanAllocatePairs(cond_len, uncond_len, policy, images);
   if (!CanAllocatePairs(cond_len, uncond_len, policy, 1)) return false;
-  const int64_t bytes = RowBytes(cond_len, policy) + RowBytes(uncond_len, policy) +
-                        int64_t{images - 1} * 2 * SharingRowBytes(policy);
+  const int64_t bytes =
+      RowBytes(cond_len, policy) + RowBytes(uncond_len, policy) + int64_t{images - 1} * 2 * SharingRowBytes(policy);
   return budget_bytes_ <= 0 || bytes <= budget_bytes_ - bytes_in_use_;
 }
 

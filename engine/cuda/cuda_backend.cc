@@ -492,8 +492,9 @@ absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model:
     std::vector<int32_t> computed_index(n_rows, -1);
     for (int64_t k = 0; k < n_computed; ++k) computed_index[prefill_rows_[k]] = static_cast<int32_t>(k);
     for (int64_t r = 0; r < n_rows; ++r) gather[r] = computed_index[prefill_source_[r]];
-    ARGEN_CUDA_RETURN(cudaMemcpyAsync(inputs_.gather, gather, sizeof(int32_t) * n_rows, cudaMemcpyHostToDevice, stream_),
-                      "upload prompt sources");
+    ARGEN_CUDA_RETURN(
+        cudaMemcpyAsync(inputs_.gather, gather, sizeof(int32_t) * n_rows, cudaMemcpyHostToDevice, stream_),
+        "upload prompt sources");
     ARGEN_CUDA_RETURN(kernels::GatherRowsF32(last_hidden_.as<float>(), inputs_.gather, static_cast<int32_t>(n_rows), H,
                                              x_.as<float>(), stream_),
                       "shared prompt positions");

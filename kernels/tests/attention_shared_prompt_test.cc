@@ -51,18 +51,20 @@ struct RegionView {
     for (int kv = 0; kv < 2; ++kv)
       for (int l = 0; l < layers; ++l)
         for (int h = 0; h < kv_heads; ++h) {
-          const int64_t sv = (int64_t{l} * kv_heads + h) * src_cap + from, dv = (int64_t{l} * kv_heads + h) * dst_cap + to;
+          const int64_t sv = (int64_t{l} * kv_heads + h) * src_cap + from,
+                        dv = (int64_t{l} * kv_heads + h) * dst_cap + to;
           if (fp8) {
             const Fp8KvRegion rs = Fp8Region(layers, kv_heads, src_cap, head_dim);
             const Fp8KvRegion rd = Fp8Region(layers, kv_heads, dst_cap, head_dim);
-            std::memcpy(pool + dst + (kv ? rd.v_codes : 0) + dv * head_dim, pool + src + (kv ? rs.v_codes : 0) + sv * head_dim,
-                        head_dim);
+            std::memcpy(pool + dst + (kv ? rd.v_codes : 0) + dv * head_dim,
+                        pool + src + (kv ? rs.v_codes : 0) + sv * head_dim, head_dim);
             std::memcpy(pool + dst + (kv ? rd.v_scales : rd.k_scales) + dv * 4,
                         pool + src + (kv ? rs.v_scales : rs.k_scales) + sv * 4, 4);
           } else {
-            const int64_t ss = int64_t{layers} * kv_heads * src_cap * head_dim * 2, ds =
-                                                                                        int64_t{layers} * kv_heads * dst_cap * head_dim * 2;
-            std::memcpy(pool + dst + kv * ds + dv * head_dim * 2, pool + src + kv * ss + sv * head_dim * 2, head_dim * 2);
+            const int64_t ss = int64_t{layers} * kv_heads * src_cap * head_dim * 2,
+                          ds = int64_t{layers} * kv_heads * dst_cap * head_dim * 2;
+            std::memcpy(pool + dst + kv * ds + dv * head_dim * 2, pool + src + kv * ss + sv * head_dim * 2,
+                        head_dim * 2);
           }
         }
   }
@@ -81,8 +83,8 @@ TEST_P(AttentionSharedPromptTest, SharedPromptEqualsAPrivateCopyBitForBit) {
     int shared, cap;
     int64_t offset = 0;  // bytes
   };
-  std::vector<Token> tokens = {{0, lp + n_slots}, {lp, n_slots}, {0, lp + n_slots}, {lp - tail, tail + n_slots},
-                               {0, lp + n_slots}};
+  std::vector<Token> tokens = {
+      {0, lp + n_slots}, {lp, n_slots}, {0, lp + n_slots}, {lp - tail, tail + n_slots}, {0, lp + n_slots}};
   int64_t bytes = 0;
   for (Token& t : tokens) {
     t.offset = bytes;
@@ -200,7 +202,8 @@ TEST_P(AttentionSharedPromptTest, SharedPromptEqualsAPrivateCopyBitForBit) {
   for (auto [sharer, twin] : {std::pair{1, 2}, std::pair{3, 4}}) {
     SCOPED_TRACE("token " + std::to_string(sharer));
     bool finite = true;
-    for (int i = 0; i < H * hd; ++i) finite = finite && std::isfinite(testing::FromBf16Bits(out_h[sharer * H * hd + i]));
+    for (int i = 0; i < H * hd; ++i)
+      finite = finite && std::isfinite(testing::FromBf16Bits(out_h[sharer * H * hd + i]));
     EXPECT_TRUE(finite);
     EXPECT_TRUE(std::equal(&out_h[sharer * H * hd], &out_h[(sharer + 1) * H * hd], &out_h[twin * H * hd]))
         << "output differs from the private copy's";
@@ -211,20 +214,19 @@ TEST_P(AttentionSharedPromptTest, SharedPromptEqualsAPrivateCopyBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Kernels, AttentionSharedPromptTest,
-    ::testing::Values(SharedCase{128, 4, 4, true, false, 1, AttentionVariant::kTwoPass},
-                      SharedCase{128, 4, 4, false, false, 3, AttentionVariant::kTwoPass},
-                      SharedCase{64, 8, 2, true, false, 2, AttentionVariant::kTwoPass},
-                      SharedCase{128, 16, 2, true, false, 1, AttentionVariant::kWarp},
-                      SharedCase{128, 4, 4, false, false, 1, AttentionVariant::kWarp},
-                      SharedCase{64, 8, 2, true, false, 1, AttentionVariant::kStaged},
-                      SharedCase{128, 4, 4, false, false, 1, AttentionVariant::kStaged},
-                      SharedCase{128, 4, 4, true, true, 1, AttentionVariant::kTwoPass},
-                      SharedCase{128, 16, 2, true, true, 2, AttentionVariant::kTwoPass},
-                      SharedCase{64, 8, 2, false, true, 1, AttentionVariant::kWarp},
-                      SharedCase{128, 4, 4, true, true, 1, AttentionVariant::kWarp}),
-    [](const ::testing::TestParamInfo<SharedCase>& info) { return Name(info.param); });
+INSTANTIATE_TEST_SUITE_P(Kernels, AttentionSharedPromptTest,
+                         ::testing::Values(SharedCase{128, 4, 4, true, false, 1, AttentionVariant::kTwoPass},
+                                           SharedCase{128, 4, 4, false, false, 3, AttentionVariant::kTwoPass},
+                                           SharedCase{64, 8, 2, true, false, 2, AttentionVariant::kTwoPass},
+                                           SharedCase{128, 16, 2, true, false, 1, AttentionVariant::kWarp},
+                                           SharedCase{128, 4, 4, false, false, 1, AttentionVariant::kWarp},
+                                           SharedCase{64, 8, 2, true, false, 1, AttentionVariant::kStaged},
+                                           SharedCase{128, 4, 4, false, false, 1, AttentionVariant::kStaged},
+                                           SharedCase{128, 4, 4, true, true, 1, AttentionVariant::kTwoPass},
+                                           SharedCase{128, 16, 2, true, true, 2, AttentionVariant::kTwoPass},
+                                           SharedCase{64, 8, 2, false, true, 1, AttentionVariant::kWarp},
+                                           SharedCase{128, 4, 4, true, true, 1, AttentionVariant::kWarp}),
+                         [](const ::testing::TestParamInfo<SharedCase>& info) { return Name(info.param); });
 
 }  // namespace
 }  // namespace argen::kernels

@@ -18,13 +18,7 @@ using model::testing::RunGroup;
 constexpr int kLDec = 24;
 
 sparse::ResolvedPolicy Policy(sparse::PolicyKind kind, double sparsity, sparse::KvFormat format) {
-  sparse::PolicyParams params;
-  params.kind = kind;
-  params.sparsity = sparsity;
-  params.kv_format = format;
-  absl::StatusOr<sparse::ResolvedPolicy> p = sparse::ResolvePolicy(params, kLDec);
-  EXPECT_TRUE(p.ok()) << p.status();
-  return *p;
+  return model::testing::SharingPolicy(kind, sparsity, format, kLDec);
 }
 
 testing::LoadedBackend Tiny(int64_t budget = 0) {
@@ -34,8 +28,8 @@ testing::LoadedBackend Tiny(int64_t budget = 0) {
   return testing::LoadTinyBackend("tests/goldens/tiny/tiny-mha", 0.0f, options);
 }
 
-const std::vector<int32_t> kCond = {5, 17, 3, 99, 42, 7, 1, 64, 12};
-const std::vector<int32_t> kUncond = {5, 0, 0, 0, 0, 0, 0, 0, 12};
+const std::vector<int32_t>& kCond = model::testing::kSharingCond;
+const std::vector<int32_t>& kUncond = model::testing::kSharingUncond;
 
 TEST(CpuPromptSharingTest, SharedPromptGivesIdenticalBytesForEveryPolicyKind) {
   testing::LoadedBackend loaded = Tiny();

@@ -51,28 +51,11 @@ std::unique_ptr<model::Backend> TinyCuda(int64_t budget) {
 }
 
 sparse::ResolvedPolicy Policy(sparse::PolicyKind kind, double sparsity, sparse::KvFormat format) {
-  sparse::PolicyParams params;
-  params.kind = kind;
-  params.sparsity = sparsity;
-  params.kv_format = format;
-  absl::StatusOr<sparse::ResolvedPolicy> p = sparse::ResolvePolicy(params, kLDec);
-  EXPECT_TRUE(p.ok()) << p.status();
-  return *p;
+  return model::testing::SharingPolicy(kind, sparsity, format, kLDec);
 }
 
-double RowError(const std::vector<float>& got, const std::vector<float>& want, int row, int vocab) {
-  double num = 0, den = 0;
-  for (int v = 0; v < vocab; ++v) {
-    const double a = got[row * vocab + v], b = want[row * vocab + v];
-    if (!std::isfinite(a)) return INFINITY;
-    num += (a - b) * (a - b);
-    den += b * b;
-  }
-  return std::sqrt(num / den);
-}
-
-const std::vector<int32_t> kCond = {5, 17, 3, 99, 42, 7, 1, 64, 12};
-const std::vector<int32_t> kUncond = {5, 0, 0, 0, 0, 0, 0, 0, 12};
+const std::vector<int32_t>& kCond = model::testing::kSharingCond;
+const std::vector<int32_t>& kUncond = model::testing::kSharingUncond;
 
 TEST(CudaPromptSharingTest, SharedPromptGivesTheLogitsOfACopyPerImage) {
   std::unique_ptr<model::Backend> be = TinyCuda(64 << 20);
@@ -97,7 +80,8 @@ TEST(CudaPromptSharingTest, SharedPromptGivesTheLogitsOfACopyPerImage) {
     int bitwise_steps = 0, agree = 0, total = 0;
     for (size_t s = 0; s < copies.logits.size(); ++s) {
       if (copies.logits[s] == shared.logits[s]) ++bitwise_steps;
-      for (int r = 0; r < 6; ++r) worst = std::max(worst, RowError(shared.logits[s], copies.logits[s], r, vocab));
+      for (int r = 0; r < 6; ++r)
+        worst = std::max(worst, model::testing::LogitsRowError(shared.logits[s], copies.logits[s], r, vocab));
       for (int i = 0; i < 3; ++i, ++total) agree += shared.sampled[s][i] == copies.sampled[s][i];
     }
     std::printf("[ prompt sharing ] %s: worst row error %.3g, %d of %zu steps bitwise equal, tokens %d of %d equal\n",

@@ -4,14 +4,44 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
 
 #include "engine/model/backend.h"
+#include "engine/sparse/policy_params.h"
 #include "gtest/gtest.h"
 
 namespace argen::model::testing {
+
+// One request's prompts: a caption's ids and its guidance row (the ends kept,
+// the inside padded, as the official generation script builds it).
+inline const std::vector<int32_t> kSharingCond = {5, 17, 3, 99, 42, 7, 1, 64, 12};
+inline const std::vector<int32_t> kSharingUncond = {5, 0, 0, 0, 0, 0, 0, 0, 12};
+
+inline sparse::ResolvedPolicy SharingPolicy(sparse::PolicyKind kind, double sparsity, sparse::KvFormat format,
+                                            int32_t l_dec) {
+  sparse::PolicyParams params;
+  params.kind = kind;
+  params.sparsity = sparsity;
+  params.kv_format = format;
+  absl::StatusOr<sparse::ResolvedPolicy> p = sparse::ResolvePolicy(params, l_dec);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *p : sparse::ResolvedPolicy{};
+}
+
+// ||got - want|| / ||want|| over row `row` of [rows x vocab] logits; inf when got is not finite.
+inline double LogitsRowError(const std::vector<float>& got, const std::vector<float>& want, int row, int vocab) {
+  double num = 0, den = 0;
+  for (int v = 0; v < vocab; ++v) {
+    const double a = got[static_cast<size_t>(row) * vocab + v], b = want[static_cast<size_t>(row) * vocab + v];
+    if (!std::isfinite(a)) return INFINITY;
+    num += (a - b) * (a - b);
+    den += b * b;
+  }
+  return std::sqrt(num / den);
+}
 
 struct GroupRun {
   std::vector<std::vector<float>> logits;     // [step][row x logits], step 0 from the prefill
@@ -39,8 +69,8 @@ inline void RunGroup(Backend& be, const sparse::ResolvedPolicy& policy, const st
   for (int i = 0; i < images; ++i) {
     for (int k = 0; k < 2; ++k) {
       const std::vector<int32_t>& prompt = k == 0 ? cond : uncond;
-      absl::StatusOr<RowId> r = share && i > 0 ? be.AllocateSharingRow(rows[k])
-                                               : be.AllocateRow(static_cast<int32_t>(prompt.size()), policy);
+      absl::StatusOr<RowId> r =
+          share && i > 0 ? be.AllocateSharingRow(rows[k]) : be.AllocateRow(static_cast<int32_t>(prompt.size()), policy);
       ASSERT_TRUE(r.ok()) << r.status();
       rows.push_back(*r);
       tokens.insert(tokens.end(), prompt.begin(), prompt.end());
