@@ -196,8 +196,8 @@ __device__ __forceinline__ MinEntry Smaller(MinEntry a, MinEntry b) {
   return (b.v < a.v || (b.v == a.v && b.e < a.e)) ? b : a;
 }
 
-// Block-wide argmin; returns the winning entry to every thread.
-__device__ MinEntry BlockArgmin(MinEntry x, MinEntry* scratch) {
+// Warp-wide argmin; returns the winning entry to every lane.
+__device__ __forceinline__ MinEntry WarpArgmin(MinEntry x) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     MinEntry y;
@@ -205,6 +205,12 @@ __device__ MinEntry BlockArgmin(MinEntry x, MinEntry* scratch) {
     y.e = __shfl_xor_sync(0xffffffffu, x.e, o);
     x = Smaller(x, y);
   }
+  return x;
+}
+
+// Block-wide argmin; returns the winning entry to every thread.
+__device__ MinEntry BlockArgmin(MinEntry x, MinEntry* scratch) {
+  x = WarpArgmin(x);
   __syncthreads();
   if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = x;
   __syncthreads();
@@ -314,11 +320,16 @@ __device__ __forceinline__ void ScoreKeys(const Rows& rows, const TokenMeta& m, 
   }
 }
 
-// Values: acc[g] += p_g(j) v_j over this group's entries (p from scores, which
-// hold exp(s - max) by then; fp8 rows fold in the value's scale).
-template <int G, int kDims, int kKeysPerIter, bool kFp8, typename Rows>
+// Values: acc[g] = sum of p_g(j) v_j over the entries of this warp's key groups
+// (p from scores, which hold exp(s - max) by then; fp8 rows fold in the value's
+// scale), summed over the warp's key slots: every lane of a sub holds the total.
+template <int G, int kDims, int kLanesPerKey, int kKeysPerIter, bool kFp8, typename Rows>
 __device__ __forceinline__ void AccumulateValues(const Rows& rows, int len, const float* scores, int stride,
                                                  const int* positions, int sub, int slot, float (&acc)[G][kDims]) {
+#pragma unroll
+  for (int g = 0; g < G; ++g)
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) acc[g][i] = 0.f;
   for (int base = 0; base < len; base += kKeysPerIter * kUnroll) {
     typename Rows::Raw vv[kUnroll];
     float v_scale[kUnroll];
@@ -347,6 +358,12 @@ __device__ __forceinline__ void AccumulateValues(const Rows& rows, int len, cons
       }
     }
   }
+#pragma unroll
+  for (int g = 0; g < G; ++g)
+#pragma unroll
+    for (int i = 0; i < kDims; ++i)
+#pragma unroll
+      for (int o = 16; o >= kLanesPerKey; o >>= 1) acc[g][i] += __shfl_xor_sync(0xffffffffu, acc[g][i], o);
 }
 
 // kFp8: the launch for the fp8 tokens (kTokenKvFp8), else for the bf16 ones;
@@ -419,20 +436,9 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   }
   __syncthreads();
 
-  // Pass 3: probability-weighted values.
+  // Pass 3: probability-weighted values, summed over each warp's key slots, then over warps.
   float acc[G][kDims];
-#pragma unroll
-  for (int g = 0; g < G; ++g)
-#pragma unroll
-    for (int i = 0; i < kDims; ++i) acc[g][i] = 0.f;
-  AccumulateValues<G, kDims, kKeysPerIter, kFp8>(rows, len, scores, a.chunk, positions, sub, slot, acc);
-  // Reduce over the key slots of a warp, then over warps through shared memory.
-#pragma unroll
-  for (int g = 0; g < G; ++g)
-#pragma unroll
-    for (int i = 0; i < kDims; ++i)
-#pragma unroll
-      for (int o = 16; o >= kLanesPerKey; o >>= 1) acc[g][i] += __shfl_xor_sync(0xffffffffu, acc[g][i], o);
+  AccumulateValues<G, kDims, kLanesPerKey, kKeysPerIter, kFp8>(rows, len, scores, a.chunk, positions, sub, slot, acc);
   const int warp = tid >> 5, lane = tid & 31;
   if (lane < kLanesPerKey) {
 #pragma unroll
@@ -700,11 +706,6 @@ __host__ __device__ constexpr size_t WarpBytes(int group, int cap) {
   return static_cast<size_t>(kWarps) * (group + 1) * cap * sizeof(float);
 }
 
-struct WarpMin {
-  float v;
-  int e;
-};
-
 // Sharing launches of MHA bf16 rows (the Janus-Pro and Lumina-mGPT shape) are
 // held to 8 blocks an SM, the plain kernel's occupancy: the prompt owner's
 // bases took 72 registers (64 without) and 22% more time at 7B / 64 images
@@ -771,20 +772,9 @@ __global__ void __launch_bounds__(kThreads, (WarpMinBlocks<kShared, G, kFp8>()))
   }
   __syncwarp();
 
-  // Probability-weighted values.
+  // Probability-weighted values, summed over the key slots; lanes [0, kLanesPerKey) write.
   float acc[G][kDims];
-#pragma unroll
-  for (int g = 0; g < G; ++g)
-#pragma unroll
-    for (int i = 0; i < kDims; ++i) acc[g][i] = 0.f;
-  AccumulateValues<G, kDims, kKeysPerIter, kFp8>(rows, len, scores, cap, positions, sub, slot, acc);
-  // Sum over the key slots (lanes with the same sub), then lanes [0, kLanesPerKey) write.
-#pragma unroll
-  for (int g = 0; g < G; ++g)
-#pragma unroll
-    for (int i = 0; i < kDims; ++i)
-#pragma unroll
-      for (int o = 16; o >= kLanesPerKey; o >>= 1) acc[g][i] += __shfl_xor_sync(0xffffffffu, acc[g][i], o);
+  AccumulateValues<G, kDims, kLanesPerKey, kKeysPerIter, kFp8>(rows, len, scores, cap, positions, sub, slot, acc);
   if (lane < kLanesPerKey) {
 #pragma unroll
     for (int g = 0; g < G; ++g) {
@@ -801,22 +791,17 @@ __global__ void __launch_bounds__(kThreads, (WarpMinBlocks<kShared, G, kFp8>()))
   const int64_t head = static_cast<int64_t>(t) * a.kv_heads + kvh;
   float* probs = observe.probs ? a.probs + head * a.probs_stride : nullptr;
   const int from = observe.argmin ? max(observe.from, 0) : count;
-  WarpMin best{INFINITY, -1};
+  MinEntry best{INFINITY, -1};
   for (int e = (probs != nullptr ? 0 : from) + lane; e < count; e += 32) {
     float p = 0.f;
 #pragma unroll
     for (int g = 0; g < G; ++g) p += l_of[g] > 0.f ? scores[g * cap + m.prefix_len + e] / l_of[g] : 0.f;
     p *= 1.f / G;
     if (probs != nullptr) probs[e] = p;
-    if (e >= from && (p < best.v || (p == best.v && e < best.e))) best = {p, e};
+    if (e >= from) best = Smaller(best, MinEntry{p, e});
   }
   if (!observe.argmin) return;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float v = __shfl_xor_sync(0xffffffffu, best.v, o);
-    const int e = __shfl_xor_sync(0xffffffffu, best.e, o);
-    if (v < best.v || (v == best.v && e >= 0 && (best.e < 0 || e < best.e))) best = {v, e};
-  }
+  best = WarpArgmin(best);
   if (lane == 0) a.argmin[head] = best.e;
 }
 
