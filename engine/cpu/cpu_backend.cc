@@ -33,9 +33,7 @@ struct CpuBackend::Activations {
   std::vector<float> last_hidden, head_in, head_mid, logits;
   std::vector<model::RowState*> states;
   std::vector<KvRow*> rows;
-  // Prefill: each row's logits source (prompt sharing), the computed rows
-  // (batch indices), their token offsets and tokens.
-  std::vector<int32_t> source, computed, offsets, tokens;
+  model::PrefillPlan prefill;  // what a prefill computes (prompt sharing)
   std::vector<int32_t> row_steps;
   // Per pair (decode input embeddings).
   std::vector<float> input_embed, input_mid, input_out;
@@ -183,23 +181,15 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = model::ResolvePromptSources(b, a.states, &a.source); !s.ok()) return s;
   // Only rows that hold their prompt compute it (a sharing row's is its owner's).
-  a.computed.clear();
-  a.tokens.clear();
-  a.offsets.assign(1, 0);
-  for (int64_t r = 0; r < n_rows; ++r) {
-    if (a.source[r] != r) continue;
-    a.computed.push_back(static_cast<int32_t>(r));
-    a.tokens.insert(a.tokens.end(), b.tokens.begin() + b.token_offsets[r], b.tokens.begin() + b.token_offsets[r + 1]);
-    a.offsets.push_back(static_cast<int32_t>(a.tokens.size()));
-  }
-  const int64_t n_computed = static_cast<int64_t>(a.computed.size());
-  const std::vector<int32_t>& offsets = a.offsets;
+  model::PrefillPlan& plan = a.prefill;
+  if (absl::Status s = model::PlanPrefill(b, a.states, &plan); !s.ok()) return s;
+  const int64_t n_computed = static_cast<int64_t>(plan.computed.size());
+  const std::vector<int32_t>& offsets = plan.offsets;
   a.rows.resize(n_computed);
-  for (int64_t c = 0; c < n_computed; ++c) a.rows[c] = static_cast<KvRow*>(a.states[a.computed[c]]);
+  for (int64_t c = 0; c < n_computed; ++c) a.rows[c] = static_cast<KvRow*>(a.states[plan.computed[c]]);
 
-  const int64_t n = static_cast<int64_t>(a.tokens.size());
+  const int64_t n = static_cast<int64_t>(plan.tokens.size());
   const int32_t H = d.hidden_size, hd = d.head_dim;
   const int32_t q_dim = d.num_heads * hd, kv_dim = d.num_kv_heads * hd;
   const int32_t qkv_dim = q_dim + 2 * kv_dim;
@@ -215,7 +205,7 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
   for (KvRow* row : a.rows) max_len = std::max(max_len, row->prompt_len);
   ReserveRowScratch(max_len, 0);
 
-  if (absl::Status s = w_.source->ReadRows(spec_.text_embed, a.tokens.data(), n, a.x.data()); !s.ok()) return s;
+  if (absl::Status s = w_.source->ReadRows(spec_.text_embed, plan.tokens.data(), n, a.x.data()); !s.ok()) return s;
   for (int64_t c = 0; c < n_computed; ++c) {
     for (int32_t i = offsets[c]; i < offsets[c + 1]; ++i) {
       RopeAngles(inv_freq_.data(), hd / 2, i - offsets[c], a.rope.data() + int64_t{i} * hd);
@@ -263,12 +253,9 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
   }
 
   // Each row's last prompt position: its own, or its owner's.
-  std::vector<int32_t>& computed_index = a.row_steps;  // reused as scratch before the steps
-  Grow(computed_index, n_rows);
-  for (int64_t c = 0; c < n_computed; ++c) computed_index[a.computed[c]] = static_cast<int32_t>(c);
   float* last = Grow(a.last_hidden, n_rows * H);
   for (int64_t r = 0; r < n_rows; ++r) {
-    const int32_t c = computed_index[a.source[r]];
+    const int32_t c = plan.logits_row[r];
     std::memcpy(last + r * H, a.x.data() + int64_t{offsets[c + 1] - 1} * H, sizeof(float) * H);
   }
   model::MarkPrefilled(a.states);

@@ -288,17 +288,7 @@ bool CudaBackend::CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPoli
 
 bool CudaBackend::CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
                                    int32_t pairs) const {
-  if (cond_len == uncond_len) return CanAllocateRows(cond_len, policy, 2 * pairs);
-  for (int32_t len : {cond_len, uncond_len}) {
-    if (!model::CheckRowRequest(len, policy, options_.max_prompt_tokens, kMaxDecodePositions).ok()) return false;
-  }
-  std::vector<int64_t> sizes;
-  sizes.reserve(2 * static_cast<size_t>(std::max(pairs, 0)));
-  for (int32_t i = 0; i < pairs; ++i) {
-    sizes.push_back(RowBytes(cond_len, policy));
-    sizes.push_back(RowBytes(uncond_len, policy));
-  }
-  return pool_alloc_.CanAllocateSequence(sizes);
+  return CanAllocateGroup(cond_len, uncond_len, policy, pairs, false);
 }
 
 int64_t CudaBackend::SharingRowBytes(int32_t /*prompt_len*/, const sparse::ResolvedPolicy& policy) const {
@@ -307,15 +297,17 @@ int64_t CudaBackend::SharingRowBytes(int32_t /*prompt_len*/, const sparse::Resol
 
 bool CudaBackend::CanAllocateGroup(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
                                    int32_t images, bool share) const {
-  if (!share) return CanAllocatePairs(cond_len, uncond_len, policy, images);
+  if (!share && cond_len == uncond_len) return CanAllocateRows(cond_len, policy, 2 * images);
   for (int32_t len : {cond_len, uncond_len}) {
     if (!model::CheckRowRequest(len, policy, options_.max_prompt_tokens, kMaxDecodePositions).ok()) return false;
   }
-  // In AllocateRow order: the owners, then every later pair's sharing rows.
-  std::vector<int64_t> sizes = {RowBytes(cond_len, policy), RowBytes(uncond_len, policy)};
-  for (int32_t i = 1; i < images; ++i) {
-    sizes.push_back(SharingRowBytes(cond_len, policy));
-    sizes.push_back(SharingRowBytes(uncond_len, policy));
+  // In AllocateRow order; shared: image 0's rows own the prompts, the later ones share them.
+  std::vector<int64_t> sizes;
+  sizes.reserve(2 * static_cast<size_t>(std::max(images, 0)));
+  for (int32_t i = 0; i < images; ++i) {
+    const bool sharing = share && i > 0;
+    sizes.push_back(sharing ? SharingRowBytes(cond_len, policy) : RowBytes(cond_len, policy));
+    sizes.push_back(sharing ? SharingRowBytes(uncond_len, policy) : RowBytes(uncond_len, policy));
   }
   return pool_alloc_.CanAllocateSequence(sizes);
 }
@@ -419,43 +411,33 @@ absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model:
   const int64_t n_rows = static_cast<int64_t>(b.rows.size()), n_pairs = n_rows / 2;
   std::vector<model::RowState*> states;
   ARGEN_STATUS_RETURN(model::CheckPrefillBatch(b, out, limits_, lookup_, &states));
-  ARGEN_STATUS_RETURN(model::ResolvePromptSources(b, states, &prefill_source_));
+  // Only the rows that hold their prompt compute (model::PlanPrefill).
+  model::PrefillPlan& plan = prefill_plan_;
+  ARGEN_STATUS_RETURN(model::PlanPrefill(b, states, &plan));
   std::vector<Row*> rows(n_rows);
   for (int64_t r = 0; r < n_rows; ++r) rows[r] = static_cast<Row*>(states[r]);
-  // The rows that compute (sharing rows do not: their owner's prompt is
-  // theirs), their tokens and offsets, in batch order.
-  prefill_rows_.clear();
-  prefill_tokens_.clear();
-  prefill_offsets_.assign(1, 0);
-  for (int64_t r = 0; r < n_rows; ++r) {
-    if (prefill_source_[r] != r) continue;
-    prefill_rows_.push_back(static_cast<int32_t>(r));
-    prefill_tokens_.insert(prefill_tokens_.end(), b.tokens.begin() + b.token_offsets[r],
-                           b.tokens.begin() + b.token_offsets[r + 1]);
-    prefill_offsets_.push_back(static_cast<int32_t>(prefill_tokens_.size()));
-  }
-  const int64_t n_computed = static_cast<int64_t>(prefill_rows_.size());
+  const int64_t n_computed = static_cast<int64_t>(plan.computed.size());
   const StagingLayout layout(max_tokens_, options_.max_batch_rows);
   char* host = host_in_.as<char>();
   auto* meta = reinterpret_cast<kernels::TokenMeta*>(host + layout.meta);
   auto* gather = reinterpret_cast<int32_t*>(host + layout.gather);
   const int32_t H = d.hidden_size;
-  const std::vector<int32_t>& offsets = prefill_offsets_;
-  const int64_t n = static_cast<int64_t>(prefill_tokens_.size());
+  const std::vector<int32_t>& offsets = plan.offsets;
+  const int64_t n = static_cast<int64_t>(plan.tokens.size());
   // last_hidden_ row c: the last prompt position of computed row c.
   int64_t row = 0;
   for (int64_t c0 = 0; c0 < n; c0 += max_tokens_) {
     const int64_t c1 = std::min<int64_t>(n, c0 + max_tokens_);
     const int32_t count = static_cast<int32_t>(c1 - c0);
     ARGEN_STATUS_RETURN(
-        source_->ReadRows(spec_.text_embed, prefill_tokens_.data() + c0, count, host_x_pinned_.as<float>()));
+        source_->ReadRows(spec_.text_embed, plan.tokens.data() + c0, count, host_x_pinned_.as<float>()));
     int32_t max_keys = 1, n_last = 0, kv_formats = 0;
     int64_t first_last_row = -1;
     while (offsets[row + 1] <= c0) ++row;
     int64_t c = row;
     for (int64_t i = c0; i < c1; ++i) {
       while (offsets[c + 1] <= i) ++c;
-      const Row& rw = *rows[prefill_rows_[c]];
+      const Row& rw = *rows[plan.computed[c]];
       const int32_t local = static_cast<int32_t>(i - offsets[c]);
       kernels::TokenMeta m;
       m.kv_offset = rw.kv_offset;
@@ -489,9 +471,7 @@ absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model:
   const float* head_hidden = last_hidden_.as<float>();
   if (n_computed < n_rows) {
     // Every row's hidden state from its source's computed row (x_ is free now).
-    std::vector<int32_t> computed_index(n_rows, -1);
-    for (int64_t k = 0; k < n_computed; ++k) computed_index[prefill_rows_[k]] = static_cast<int32_t>(k);
-    for (int64_t r = 0; r < n_rows; ++r) gather[r] = computed_index[prefill_source_[r]];
+    std::copy(plan.logits_row.begin(), plan.logits_row.end(), gather);
     ARGEN_CUDA_RETURN(
         cudaMemcpyAsync(inputs_.gather, gather, sizeof(int32_t) * n_rows, cudaMemcpyHostToDevice, stream_),
         "upload prompt sources");

@@ -183,9 +183,7 @@ class CudaBackend final : public model::Backend {
   StepInputs inputs_;
   PinnedBuffer host_x_pinned_;                 // prefill embeddings of one chunk
   std::vector<model::RowState*> decode_rows_;  // reused per step
-  // Prefill: the batch index whose last prompt position gives each row its
-  // logits (prompt sharing), and the computed rows' tokens.
-  std::vector<int32_t> prefill_source_, prefill_rows_, prefill_offsets_, prefill_tokens_;
+  model::PrefillPlan prefill_plan_;  // reused per prefill
   StageTimer timer_;
   // Captured decode steps by (rows, any sparse, key bound, plan stride, observe flags, kv formats).
   using GraphKey = std::tuple<int32_t, bool, int32_t, int32_t, int32_t, int32_t>;

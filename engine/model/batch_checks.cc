@@ -146,19 +146,20 @@ absl::Status CheckDecodeBatch(const DecodeBatch& b, const StepOutputs& out, cons
   return absl::OkStatus();
 }
 
-absl::Status ResolvePromptSources(const PrefillBatch& b, std::span<RowState* const> rows,
-                                  std::vector<int32_t>* source) {
+absl::Status PlanPrefill(const PrefillBatch& b, std::span<RowState* const> rows, PrefillPlan* plan) {
   const int32_t n_rows = static_cast<int32_t>(rows.size());
-  source->resize(n_rows);
+  const auto tokens = [&](int32_t i) {
+    return b.tokens.subspan(b.token_offsets[i], b.token_offsets[i + 1] - b.token_offsets[i]);
+  };
+  std::vector<int32_t> source(n_rows);  // batch index whose prompt row r's logits come from
   std::unordered_map<RowId, int32_t> index_of;
   for (int32_t r = 0; r < n_rows; ++r) {
-    (*source)[r] = r;
+    source[r] = r;
     if (rows[r]->prompt_owner != kNoRow && index_of.empty()) {
       for (int32_t i = 0; i < n_rows; ++i) index_of.emplace(b.rows[i], i);
     }
   }
-  if (index_of.empty()) return absl::OkStatus();
-  for (int32_t r = 0; r < n_rows; ++r) {
+  for (int32_t r = 0; r < n_rows && !index_of.empty(); ++r) {
     const RowId owner = rows[r]->prompt_owner;
     if (owner == kNoRow) continue;
     auto it = index_of.find(owner);
@@ -166,16 +167,24 @@ absl::Status ResolvePromptSources(const PrefillBatch& b, std::span<RowState* con
       return InvalidArgumentError(StrCat("Prefill: rows[", r, "] = ", b.rows[r], " shares the prompt KV of row ", owner,
                                          ", which is not in this batch (prefill a sharing row with its owner)"));
     }
-    const int32_t o = it->second;
-    const auto tokens = [&](int32_t i) {
-      return b.tokens.subspan(b.token_offsets[i], b.token_offsets[i + 1] - b.token_offsets[i]);
-    };
-    if (!std::ranges::equal(tokens(r), tokens(o))) {
+    if (!std::ranges::equal(tokens(r), tokens(it->second))) {
       return InvalidArgumentError(StrCat("Prefill: rows[", r, "] = ", b.rows[r], " shares the prompt KV of row ", owner,
                                          " but its prompt tokens differ from the owner's"));
     }
-    (*source)[r] = o;
+    source[r] = it->second;
   }
+  plan->computed.clear();
+  plan->tokens.clear();
+  plan->offsets.assign(1, 0);
+  plan->logits_row.assign(n_rows, -1);
+  for (int32_t r = 0; r < n_rows; ++r) {
+    if (source[r] != r) continue;  // a sharing row computes nothing
+    plan->logits_row[r] = static_cast<int32_t>(plan->computed.size());
+    plan->computed.push_back(r);
+    plan->tokens.insert(plan->tokens.end(), tokens(r).begin(), tokens(r).end());
+    plan->offsets.push_back(static_cast<int32_t>(plan->tokens.size()));
+  }
+  for (int32_t r = 0; r < n_rows; ++r) plan->logits_row[r] = plan->logits_row[source[r]];  // sharers: the owner's
   return absl::OkStatus();
 }
 

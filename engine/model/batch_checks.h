@@ -54,11 +54,16 @@ absl::Status CheckPrefillBatch(const PrefillBatch& batch, const StepOutputs& out
 absl::Status CheckDecodeBatch(const DecodeBatch& batch, const StepOutputs& out, const BatchLimits& limits,
                               const RowLookup& lookup, std::vector<RowState*>* rows);
 
-// Prompt-KV sharing in a prefill (backend.h): (*source)[r] is the batch index
-// whose last prompt position gives row r its logits: r itself, or its owner,
-// which must be in the batch (as an owner) with the same tokens.
-absl::Status ResolvePromptSources(const PrefillBatch& batch, std::span<RowState* const> rows,
-                                  std::vector<int32_t>* source);
+// What a prefill computes under prompt-KV sharing (backend.h): only the rows
+// that hold their prompt; a sharing row's logits are its owner's, which must
+// be in the batch with the same tokens.
+struct PrefillPlan {
+  std::vector<int32_t> computed;    // batch index of each computed row, in batch order
+  std::vector<int32_t> offsets;     // computed.size() + 1 offsets into tokens
+  std::vector<int32_t> tokens;      // the computed rows' prompts, concatenated
+  std::vector<int32_t> logits_row;  // per batch row: the computed row whose last position gives its logits
+};
+absl::Status PlanPrefill(const PrefillBatch& batch, std::span<RowState* const> rows, PrefillPlan* plan);
 
 // The state changes of a completed call.
 void MarkPrefilled(std::span<RowState* const> rows);
