@@ -103,7 +103,13 @@ struct PreparedRequest {
   std::vector<int32_t> uncond_ids;  // its guidance row (Janus: same length; Lumina: the image header)
   ImageLayout layout;  // its size's (the request's width x height, or the default)
   sparse::ResolvedPolicy policy;  // resolved for layout.image_tokens
-  int64_t kv_bytes = 0;  // pool bytes of all its rows, exactly as placed; never exceeded
+  // Pool bytes its admission may take at most: its rows and, under prompt-KV
+  // sharing across requests, the shared prompts it would create if none of
+  // them is resident (Add places at most this much).
+  int64_t kv_bytes = 0;
+  // Pool bytes of its own rows, exactly as placed, for its whole life: kv_bytes
+  // less the shared prompts (which Engine::SharedKvBytes counts); kv_bytes without sharing across requests.
+  int64_t own_kv_bytes = 0;
 };
 
 using GroupId = int64_t;
@@ -146,6 +152,9 @@ class Engine {
   virtual void Remove(GroupId id) = 0;  // frees the group's KV at once
   virtual absl::StatusOr<GroupState> State(GroupId id) const = 0;
   virtual int64_t KvBytesInUse() const = 0;
+  // Pool bytes of the prompts shared across requests (held while a request
+  // reads them); KvBytesInUse = the running requests' own_kv_bytes + this.
+  virtual int64_t SharedKvBytes() const { return 0; }
   virtual int32_t RunningRows() const = 0;
 
   virtual absl::StatusOr<std::vector<RgbImage>> DecodeImages(const std::vector<std::vector<int32_t>>& token_grids) = 0;
@@ -179,6 +188,10 @@ struct EngineOptions {
   // Prompt-KV sharing: the images of one request read one copy of each of its
   // prompts' KV (engine/model/backend.h); off: a copy per image.
   bool share_prompt_kv = true;
+  // Prompt-KV sharing across requests: requests with the same prompt (every
+  // request's guidance row of one length; identical captions) read one copy
+  // of its KV, held while any of them runs. Needs share_prompt_kv.
+  bool share_prompt_kv_across_requests = false;
 };
 
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const EngineOptions& options);

@@ -116,6 +116,7 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   GenericEngineConfig engine_config;
   engine_config.forced_tokens = family->forced_tokens;
   engine_config.share_prompt_kv = options.share_prompt_kv;
+  engine_config.share_prompt_kv_across_requests = options.share_prompt_kv_across_requests;
   // Every size's recipe, made on demand from one tokenizer (the default
   // size's encoder is `encoder` when given).
   if (family->make_recipes) {

@@ -16,7 +16,7 @@ namespace argen::scheduler {
 
 struct QueuedEvent {
   int32_t position = 0;  // requests ahead of it in the queue
-  int64_t kv_bytes = 0;  // exact KV need
+  int64_t kv_bytes = 0;  // the most its admission takes (PreparedRequest::kv_bytes)
   int32_t rows = 0;
   uint64_t seed = 0;
   sparse::ResolvedPolicy policy;

@@ -17,7 +17,9 @@ struct Scheduler::Job {
   engine::PreparedRequest prepared;
   engine::ImageLayout layout;  // its image size's (engine::RequestLayout)
   std::string policy_name;
-  int64_t kv_bytes = 0;       // PreparedRequest::kv_bytes
+  int64_t kv_bytes = 0;           // PreparedRequest::kv_bytes: the most its admission takes
+  int64_t own_kv_bytes = 0;       // PreparedRequest::own_kv_bytes: its rows', for its life
+  int64_t admitted_kv_bytes = 0;  // what its admission took (its rows and any shared prompt it was first to need)
   int32_t rows = 0;           // 2 x num_images
   int64_t prompt_tokens = 0;  // prefilled tokens, all rows
   absl::Duration progress_interval;
@@ -133,6 +135,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(const engine::G
   auto job = std::make_shared<Job>();
   job->policy_name = std::string(sparse::PolicyName(prepared->policy.kind));
   job->kv_bytes = prepared->kv_bytes;
+  job->own_kv_bytes = prepared->own_kv_bytes;
   job->rows = 2 * prepared->request.num_images;
   job->prompt_tokens = static_cast<int64_t>(job->rows) * static_cast<int64_t>(prepared->cond_ids.size());
   job->prepared = *std::move(prepared);
@@ -304,6 +307,7 @@ size_t Scheduler::NextInQueue(absl::Time now) const {
 
 void Scheduler::AddToEngine(const JobPtr& job) {
   // CanAdd said the engine places it now; a refusal is an engine fault.
+  const int64_t pool_before = engine_->KvBytesInUse();
   absl::StatusOr<engine::GroupId> group = engine_->Add(job->prepared);
   if (!group.ok()) {
     Finish(*job, absl::InternalError(absl::StrCat("engine refused an admitted request: ", group.status().message())));
@@ -314,10 +318,11 @@ void Scheduler::AddToEngine(const JobPtr& job) {
   rows_admitted_ += job->rows;
   tokens_admitted_ += job->prompt_tokens;
   rows_in_use_ += job->rows;
-  kv_in_use_ += job->kv_bytes;
+  kv_in_use_ += job->own_kv_bytes;
+  job->admitted_kv_bytes = engine_->KvBytesInUse() - pool_before;
   running_.push_back(job);
   running_rows_.store(rows_in_use_);
-  kv_reserved_.store(kv_in_use_);
+  kv_reserved_.store(KvReserved());
   job->handle->Push(StartedEvent{job->admitted - job->accepted, rows_in_use_});
   observer_->OnRequestStarted(job->policy_name, job->admitted - job->accepted);
 }
@@ -325,10 +330,10 @@ void Scheduler::AddToEngine(const JobPtr& job) {
 void Scheduler::ReleaseGroup(Job& job) {
   engine_->Remove(job.group);
   job.group = -1;
-  kv_in_use_ -= job.kv_bytes;
+  kv_in_use_ -= job.own_kv_bytes;
   rows_in_use_ -= job.rows;
   running_rows_.store(rows_in_use_);
-  kv_reserved_.store(kv_in_use_);
+  kv_reserved_.store(KvReserved());
 }
 
 void Scheduler::EndCancelledRunning() {
@@ -350,7 +355,7 @@ void Scheduler::EndCancelledRunning() {
 }
 
 void Scheduler::PublishKv() {
-  observer_->OnKvBytes(engine_->KvBytesInUse(), kv_in_use_);
+  observer_->OnKvBytes(engine_->KvBytesInUse(), KvReserved());
   observer_->OnRunning(rows_in_use_, static_cast<int32_t>(running_.size()));
 }
 
@@ -443,7 +448,7 @@ void Scheduler::RunStep() {
 
   stats.running_rows = rows_in_use_;
   stats.kv_bytes_in_use = engine_->KvBytesInUse();
-  stats.kv_bytes_reserved = kv_in_use_;
+  stats.kv_bytes_reserved = KvReserved();
   {
     absl::MutexLock lock(&mu_);
     stats.queue_depth = static_cast<int32_t>(queue_.size());
@@ -640,7 +645,7 @@ void Scheduler::Finish(Job& job, absl::Status status) {
   m.rows = job.rows;
   m.steps = job.steps;
   m.images = job.images_sent;
-  m.peak_kv_bytes = was_admitted ? job.kv_bytes : 0;
+  m.peak_kv_bytes = was_admitted ? job.admitted_kv_bytes : 0;
   const double gen_seconds = absl::ToDoubleSeconds(m.prefill + m.decode);
   if (gen_seconds > 0) {
     m.tokens_per_second = static_cast<double>(job.steps) * job.prepared.request.num_images / gen_seconds;

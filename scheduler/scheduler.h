@@ -138,10 +138,12 @@ class Scheduler {
 
   // Loop-thread state (published through atomics for snapshot()).
   std::vector<JobPtr> running_;
-  // Sums of the admitted requests' rows and KV needs (the KV sum equals the
-  // engine's KvBytesInUse: admission places exactly what it reserves).
+  // Sums of the admitted requests' rows and own KV (PreparedRequest::own_kv_bytes);
+  // KvReserved() adds the prompts they share and equals the engine's
+  // KvBytesInUse: admission places exactly what it reserves.
   int32_t rows_in_use_ = 0;
   int64_t kv_in_use_ = 0;
+  int64_t KvReserved() const { return kv_in_use_ + engine_->SharedKvBytes(); }
   int64_t step_index_ = 0;
   // Admitted since the last Step(): what that step prefills.
   int32_t rows_admitted_ = 0;

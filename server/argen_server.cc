@@ -25,6 +25,7 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> LoadEngine(const ServerConfig& c
   options.vq_backend = config.vq_backend;
   options.vq_precision = config.vq_precision;
   options.share_prompt_kv = config.share_prompt_kv;
+  options.share_prompt_kv_across_requests = config.share_prompt_kv_across_requests;
   options.threads = config.threads;
   // The engine owns the limits; the scheduler and GetModelInfo read them from it.
   options.kv_budget_bytes = ResolvedKvBudget(config);

@@ -67,6 +67,8 @@ const std::map<std::string, Reader, std::less<>>& Readers() {
       {"log_level", [](const ServerConfig& c) { return c.log_level; }},
       {"max_prompt_bytes", [](const ServerConfig& c) { return Bytes(c.max_prompt_bytes); }},
       {"share_prompt_kv", [](const ServerConfig& c) { return std::string(c.share_prompt_kv ? "true" : "false"); }},
+      {"share_prompt_kv_across_requests",
+       [](const ServerConfig& c) { return std::string(c.share_prompt_kv_across_requests ? "true" : "false"); }},
       {"allow_port_sharing",
        [](const ServerConfig& c) { return std::string(c.allow_port_sharing ? "true" : "false"); }},
       {"stream_stall_timeout_s", [](const ServerConfig& c) { return Text(c.stream_stall_timeout_s); }},

@@ -234,6 +234,10 @@ const std::vector<KeyDef>& Keys() {
         "true: the images of one request read one copy of its cond and of its uncond prompt KV (less KV per "
         "image); false: a copy per image"},
        Bool(&ServerConfig::share_prompt_kv)},
+      {{"share_prompt_kv_across_requests",
+        "true: running requests with the same prompt (every guidance row of one length, identical captions) "
+        "read one copy of its KV, held while any of them runs; needs share_prompt_kv"},
+       Bool(&ServerConfig::share_prompt_kv_across_requests)},
       {{"allow_port_sharing", "let several processes listen on the same port and metrics_port (SO_REUSEPORT)"},
        Bool(&ServerConfig::allow_port_sharing)},
       {{"stream_stall_timeout_s", "a client that accepts no stream event for this long: request cancelled"},
@@ -454,6 +458,11 @@ absl::Status ValidateConfig(const ServerConfig& config) {
   if (config.http_port > 0 && (config.http_port == config.port || config.http_port == config.metrics_port)) {
     return absl::InvalidArgumentError(absl::StrCat("key 'http_port': ", config.http_port, " is also the ",
                                                    config.http_port == config.port ? "gRPC port" : "metrics port"));
+  }
+  if (config.share_prompt_kv_across_requests && !config.share_prompt_kv) {
+    return absl::InvalidArgumentError(
+        "key 'share_prompt_kv_across_requests': needs share_prompt_kv: true (sharing across requests includes the "
+        "images of one request)");
   }
   if (config.tls_cert_file.empty() != config.tls_key_file.empty()) {
     return absl::InvalidArgumentError("keys 'tls.cert_file' and 'tls.key_file': set both (TLS) or neither (plaintext)");

@@ -44,6 +44,8 @@ struct ServerConfig {
   int32_t queue_limit = 64;
   int32_t max_images_per_request = 16;
   bool share_prompt_kv = true;  // a request's images read one copy of each prompt's KV
+  // Requests with the same prompt (every guidance row of one length) read one copy of its KV.
+  bool share_prompt_kv_across_requests = false;
   int64_t max_message_bytes = int64_t{64} << 20;
   int32_t progress_interval_ms = 250;
   int32_t image_workers = 0;  // 0: auto (ResolvedImageWorkers)

@@ -196,7 +196,7 @@ absl::Status AllocatePair(cuda::CudaBackend& be, const sparse::ResolvedPolicy& p
   const int first = i - i % groups.per_prompt;
   for (int k = 0; k < 2; ++k) {
     absl::StatusOr<model::RowId> id = groups.share && i != first
-                                          ? be.AllocateSharingRow((*rows)[2 * first + k])
+                                          ? be.AllocateSharingRow((*rows)[2 * first + k], policy)
                                           : be.AllocateRow(k == 0 ? prompt_len : uncond_len, policy);
     if (!id.ok()) return id.status();
     rows->push_back(*id);

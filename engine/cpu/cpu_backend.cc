@@ -183,7 +183,11 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
   }
   // Only rows that hold their prompt compute it (a sharing row's is its owner's).
   model::PrefillPlan& plan = a.prefill;
-  if (absl::Status s = model::PlanPrefill(b, a.states, &plan); !s.ok()) return s;
+  if (absl::Status s = model::PlanPrefill(
+          b, a.states, [this](model::RowId id) -> const model::RowState* { return kv_.FindAny(id); }, &plan);
+      !s.ok()) {
+    return s;
+  }
   const int64_t n_computed = static_cast<int64_t>(plan.computed.size());
   const std::vector<int32_t>& offsets = plan.offsets;
   a.rows.resize(n_computed);
@@ -252,13 +256,21 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
     });
   }
 
+  // A source's last prompt position: a computed entry's, or a cached prompt row's.
+  const auto source_hidden = [&](int32_t source) -> const float* {
+    if (source < n_computed) return a.x.data() + int64_t{offsets[source + 1] - 1} * H;
+    return static_cast<const KvRow*>(plan.cached[source - n_computed])->last_hidden.data();
+  };
   // Each row's last prompt position: its own, or its owner's.
   float* last = Grow(a.last_hidden, n_rows * H);
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const int32_t c = plan.logits_row[r];
-    std::memcpy(last + r * H, a.x.data() + int64_t{offsets[c + 1] - 1} * H, sizeof(float) * H);
+  for (int64_t r = 0; r < n_rows; ++r) std::memcpy(last + r * H, source_hidden(plan.logits_row[r]), sizeof(float) * H);
+  // Prompt rows keep theirs for the sharers prefilled after this call.
+  for (int64_t c = 0; c < n_computed; ++c) {
+    KvRow& row = *a.rows[c];
+    if (row.prompt_row) std::memcpy(row.last_hidden.data(), source_hidden(static_cast<int32_t>(c)), sizeof(float) * H);
   }
-  model::MarkPrefilled(a.states);
+  model::MarkPrefilled(b, a.states);
+  if (n_rows == 0) return absl::OkStatus();  // prompt rows alone: nothing to sample
   int32_t* steps = Grow(a.row_steps, n_pairs);
   std::fill(steps, steps + n_pairs, 0);
   return HeadAndSample(last, n_rows, b.sampling, steps, out);

@@ -47,7 +47,17 @@ class CpuBackend final : public model::Backend {
                         bool share) const override {
     return kv_.CanAllocateGroup(cond_len, uncond_len, policy, images, share);
   }
-  absl::StatusOr<model::RowId> AllocateSharingRow(model::RowId owner) override { return kv_.AllocateSharing(owner); }
+  absl::StatusOr<model::RowId> AllocateSharingRow(model::RowId owner, const sparse::ResolvedPolicy& policy) override {
+    return kv_.AllocateSharing(owner, policy);
+  }
+  bool SupportsPromptRows() const override { return true; }
+  int64_t PromptRowBytes(int32_t prompt_len, sparse::KvFormat /*format*/) const override {
+    return kv_.PromptRowBytes(prompt_len);
+  }
+  absl::StatusOr<model::RowId> AllocatePromptRow(int32_t prompt_len, sparse::KvFormat format) override {
+    return kv_.AllocatePrompt(prompt_len, format);
+  }
+  bool CanPlace(std::span<const int64_t> sizes) const override { return kv_.CanPlace(sizes); }
   absl::StatusOr<model::RowId> AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) override;
   void FreeRow(model::RowId row) override { kv_.Free(row); }
   int64_t KvBytesInUse() const override { return kv_.bytes_in_use(); }

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "engine/sparse/policy_params.h"
 #include "kernels/kv_fp8.h"
 
 namespace argen::cpu {
@@ -21,6 +22,7 @@ KvRows::KvRows(const model::StackConfig& stack, int64_t budget_bytes, int32_t ma
     : layers_(stack.num_layers),
       kv_heads_(stack.num_kv_heads),
       head_dim_(stack.head_dim),
+      hidden_size_(stack.hidden_size),
       budget_bytes_(budget_bytes),
       max_prompt_tokens_(max_prompt_tokens) {}
 
@@ -79,7 +81,7 @@ absl::StatusOr<model::RowId> KvRows::Allocate(int32_t prompt_len, const sparse::
   return Place(std::move(row), RowBytes(prompt_len, policy));
 }
 
-absl::StatusOr<model::RowId> KvRows::AllocateSharing(model::RowId owner_id) {
+absl::StatusOr<model::RowId> KvRows::AllocateSharing(model::RowId owner_id, const sparse::ResolvedPolicy& policy) {
   KvRow* owner = Find(owner_id);
   if (owner == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("prompt owner ", owner_id, " is not an allocated row"));
@@ -88,15 +90,54 @@ absl::StatusOr<model::RowId> KvRows::AllocateSharing(model::RowId owner_id) {
     return absl::InvalidArgumentError(
         absl::StrCat("prompt owner ", owner_id, " itself shares row ", owner->prompt_owner, "'s prompt KV"));
   }
+  if (absl::Status s =
+          model::CheckRowRequest(owner->prompt_len, policy, max_prompt_tokens_, std::numeric_limits<int32_t>::max());
+      !s.ok()) {
+    return s;
+  }
+  if (policy.kv_format != owner->policy.kv_format) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt owner ", owner_id, " stores its KV as ", std::string(sparse::KvFormatName(owner->policy.kv_format)),
+        ", the row asks ", std::string(sparse::KvFormatName(policy.kv_format))));
+  }
   auto row = std::make_unique<KvRow>();
   row->prompt_len = owner->prompt_len;
-  row->policy = owner->policy;
+  row->policy = policy;
   row->stored_prompt = 0;
   row->prompt_owner = owner_id;
   row->prompt_source = owner;
-  absl::StatusOr<model::RowId> id = Place(std::move(row), SharingRowBytes(owner->policy));
+  absl::StatusOr<model::RowId> id = Place(std::move(row), SharingRowBytes(policy));
   if (id.ok()) ++owner->prompt_sharers;
   return id;
+}
+
+int64_t KvRows::PromptRowBytes(int32_t prompt_len) const {
+  return BytesPerTokenRow() * prompt_len + int64_t{hidden_size_} * static_cast<int64_t>(sizeof(float));
+}
+
+absl::StatusOr<model::RowId> KvRows::AllocatePrompt(int32_t prompt_len, sparse::KvFormat format) {
+  if (prompt_len <= 0 || prompt_len > max_prompt_tokens_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt_len ", prompt_len, " must be in [1, max_prompt_tokens ", max_prompt_tokens_, "]"));
+  }
+  if (sparse::KvFormatName(format) == "unknown") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt row: KV format ", static_cast<int32_t>(format), " is not known"));
+  }
+  auto row = std::make_unique<KvRow>();
+  row->prompt_len = prompt_len;
+  row->prompt_row = true;
+  row->policy.kv_format = format;  // dense, no decode slots: the prompt alone
+  row->stored_prompt = prompt_len;
+  row->last_hidden.assign(hidden_size_, 0.0f);
+  return Place(std::move(row), PromptRowBytes(prompt_len));
+}
+
+bool KvRows::CanPlace(std::span<const int64_t> sizes) const {
+  if (budget_bytes_ <= 0) return true;
+  int64_t total = 0;
+  for (int64_t size : sizes) total += size;
+  return total <= budget_bytes_ - bytes_in_use_;
 }
 
 absl::StatusOr<model::RowId> KvRows::Place(std::unique_ptr<KvRow> row, int64_t bytes) {
@@ -127,9 +168,13 @@ absl::StatusOr<model::RowId> KvRows::Place(std::unique_ptr<KvRow> row, int64_t b
   return id;
 }
 
+int64_t KvRows::BytesOf(const KvRow& row) const {
+  if (row.prompt_row) return PromptRowBytes(row.prompt_len);
+  return row.stored_prompt > 0 ? RowBytes(row.prompt_len, row.policy) : SharingRowBytes(row.policy);
+}
+
 void KvRows::Release(model::RowId id) {
-  const KvRow& row = *rows_[id];
-  bytes_in_use_ -= row.stored_prompt > 0 ? RowBytes(row.prompt_len, row.policy) : SharingRowBytes(row.policy);
+  bytes_in_use_ -= BytesOf(*rows_[id]);
   rows_[id].reset();
   free_ids_.push_back(id);
 }
@@ -152,6 +197,11 @@ KvRow* KvRows::Find(model::RowId id) {
   if (id < 0 || id >= static_cast<model::RowId>(rows_.size())) return nullptr;
   KvRow* row = rows_[id].get();
   return row == nullptr || row->released ? nullptr : row;
+}
+
+const KvRow* KvRows::FindAny(model::RowId id) const {
+  if (id < 0 || id >= static_cast<model::RowId>(rows_.size())) return nullptr;
+  return rows_[id].get();
 }
 
 const float* KvRows::PromptK(const KvRow& row, int32_t layer) const {

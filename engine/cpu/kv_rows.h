@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -28,6 +29,8 @@ struct KvRow : model::RowState {
   // owner's prompt KV (prompt_source, kept alive until its last sharer goes).
   int32_t stored_prompt = 0;
   const KvRow* prompt_source = nullptr;
+  // A prompt row's hidden state of its last prompt position, once filled.
+  std::vector<float> last_hidden;
 
   int64_t positions() const { return int64_t{stored_prompt} + layout.n_slots; }
   sparse::PolicyState State(int32_t layer_head) {
@@ -47,6 +50,7 @@ class KvRows {
  public:
   // budget_bytes 0: unbounded.
   KvRows(const model::StackConfig& stack, int64_t budget_bytes, int32_t max_prompt_tokens);
+  int32_t hidden_size() const { return hidden_size_; }
 
   int64_t BytesPerTokenRow() const;  // K+V f32 of one position, all layers
   int64_t RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const;
@@ -61,13 +65,19 @@ class KvRows {
   int64_t SharingRowBytes(const sparse::ResolvedPolicy& policy) const;
   bool CanAllocateGroup(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy, int32_t images,
                         bool share) const;
-  absl::StatusOr<model::RowId> AllocateSharing(model::RowId owner);
+  absl::StatusOr<model::RowId> AllocateSharing(model::RowId owner, const sparse::ResolvedPolicy& policy);
+  // Prompt rows: a prompt's K/V and its last position's hidden state
+  // (hidden_size floats, counted in the ledger beside the K/V).
+  int64_t PromptRowBytes(int32_t prompt_len) const;
+  absl::StatusOr<model::RowId> AllocatePrompt(int32_t prompt_len, sparse::KvFormat format);
+  bool CanPlace(std::span<const int64_t> sizes) const;
   // An owner with sharers is hidden at once and freed with its last sharer.
   void Free(model::RowId id);
   int64_t bytes_in_use() const { return bytes_in_use_; }
 
-  // nullptr if `id` is not a live row.
+  // nullptr if `id` is not a live row; FindAny also finds hidden ones.
   KvRow* Find(model::RowId id);
+  const KvRow* FindAny(model::RowId id) const;
 
   // A row's prompt K (V) block of layer `layer`: [kv_head][prompt positions][head_dim],
   // `PromptHeadStride` floats apart per kv head; the owner's for a sharing row.
@@ -81,11 +91,12 @@ class KvRows {
   int64_t LayerFloats(const KvRow& row) const { return int64_t{kv_heads_} * row.positions() * head_dim_; }
 
  private:
-  int32_t layers_, kv_heads_, head_dim_;
+  int32_t layers_, kv_heads_, head_dim_, hidden_size_;
   int64_t budget_bytes_;
   int32_t max_prompt_tokens_;
   int64_t bytes_in_use_ = 0;
   absl::StatusOr<model::RowId> Place(std::unique_ptr<KvRow> row, int64_t bytes);
+  int64_t BytesOf(const KvRow& row) const;
   void Release(model::RowId id);
 
   std::vector<std::unique_ptr<KvRow>> rows_;  // indexed by RowId; null when free

@@ -321,7 +321,8 @@ absl::StatusOr<model::RowId> CudaBackend::AllocateRow(int32_t prompt_len, const 
   return PlaceRow(row, CudaRowLayout(spec_.stack, prompt_len, policy));
 }
 
-absl::StatusOr<model::RowId> CudaBackend::AllocateSharingRow(model::RowId owner_id) {
+absl::StatusOr<model::RowId> CudaBackend::AllocateSharingRow(model::RowId owner_id,
+                                                             const sparse::ResolvedPolicy& policy) {
   auto it = rows_.find(owner_id);
   if (it == rows_.end() || it->second.released) {
     return absl::InvalidArgumentError(absl::StrCat("prompt owner ", owner_id, " is not an allocated row"));
@@ -331,9 +332,16 @@ absl::StatusOr<model::RowId> CudaBackend::AllocateSharingRow(model::RowId owner_
     return absl::InvalidArgumentError(
         absl::StrCat("prompt owner ", owner_id, " itself shares row ", owner.prompt_owner, "'s prompt KV"));
   }
+  ARGEN_STATUS_RETURN(
+      model::CheckRowRequest(owner.prompt_len, policy, options_.max_prompt_tokens, kMaxDecodePositions));
+  if (policy.kv_format != owner.policy.kv_format) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt owner ", owner_id, " stores its KV as ", std::string(sparse::KvFormatName(owner.policy.kv_format)),
+        ", the row asks ", std::string(sparse::KvFormatName(policy.kv_format))));
+  }
   Row row;
   row.prompt_len = owner.prompt_len;
-  row.policy = owner.policy;
+  row.policy = policy;
   row.capacity = row.policy.n_slots;
   row.prompt_owner = owner_id;
   row.shared_prompt = owner.prompt_len;
@@ -342,6 +350,31 @@ absl::StatusOr<model::RowId> CudaBackend::AllocateSharingRow(model::RowId owner_
   absl::StatusOr<model::RowId> id = PlaceRow(row, CudaRowLayout(spec_.stack, 0, row.policy));
   if (id.ok()) ++rows_.at(owner_id).prompt_sharers;
   return id;
+}
+
+int64_t CudaBackend::PromptRowBytes(int32_t prompt_len, sparse::KvFormat format) const {
+  return CudaPromptRowLayout(spec_.stack, prompt_len, format).total();
+}
+
+absl::StatusOr<model::RowId> CudaBackend::AllocatePromptRow(int32_t prompt_len, sparse::KvFormat format) {
+  if (prompt_len <= 0 || prompt_len > options_.max_prompt_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt_len ", prompt_len, " must be in [1, max_prompt_tokens ", options_.max_prompt_tokens, "]"));
+  }
+  if (sparse::KvFormatName(format) == "unknown") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt row: KV format ", static_cast<int32_t>(format), " is not known"));
+  }
+  Row row;
+  row.prompt_len = prompt_len;
+  row.prompt_row = true;
+  row.policy.kv_format = format;  // dense, no decode slots: the prompt alone
+  row.capacity = prompt_len;
+  return PlaceRow(row, CudaPromptRowLayout(spec_.stack, prompt_len, format));
+}
+
+bool CudaBackend::CanPlace(std::span<const int64_t> sizes) const {
+  return pool_alloc_.CanAllocateSequence(std::vector<int64_t>(sizes.begin(), sizes.end()));
 }
 
 absl::StatusOr<model::RowId> CudaBackend::PlaceRow(Row row, const RowLayout& layout) {
@@ -356,6 +389,7 @@ absl::StatusOr<model::RowId> CudaBackend::PlaceRow(Row row, const RowLayout& lay
   row.kv_offset = row.pool_offset / 2;
   row.ints_offset = (row.pool_offset + layout.kv_bytes) / 4;
   row.floats_offset = (row.pool_offset + layout.kv_bytes + layout.ints_bytes) / 4;
+  row.hidden_offset = (row.pool_offset + layout.kv_bytes + layout.ints_bytes + layout.floats_bytes) / 4;
   if (row.sparse) {
     const int64_t heads = int64_t{d.num_layers} * d.num_kv_heads;
     const cudaError_t init =
@@ -413,9 +447,15 @@ absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model:
   ARGEN_STATUS_RETURN(model::CheckPrefillBatch(b, out, limits_, lookup_, &states));
   // Only the rows that hold their prompt compute (model::PlanPrefill).
   model::PrefillPlan& plan = prefill_plan_;
-  ARGEN_STATUS_RETURN(model::PlanPrefill(b, states, &plan));
-  std::vector<Row*> rows(n_rows);
-  for (int64_t r = 0; r < n_rows; ++r) rows[r] = static_cast<Row*>(states[r]);
+  ARGEN_STATUS_RETURN(model::PlanPrefill(
+      b, states,
+      [this](model::RowId id) -> const model::RowState* {
+        auto it = rows_.find(id);
+        return it == rows_.end() ? nullptr : &it->second;
+      },
+      &plan));
+  std::vector<Row*> rows(states.size());  // the rows, then the prompt rows
+  for (size_t r = 0; r < states.size(); ++r) rows[r] = static_cast<Row*>(states[r]);
   const int64_t n_computed = static_cast<int64_t>(plan.computed.size());
   const StagingLayout layout(max_tokens_, options_.max_batch_rows);
   char* host = host_in_.as<char>();
@@ -468,8 +508,30 @@ absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model:
     // The staging area is refilled by the next chunk.
     ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream_), "prefill chunk");
   }
+  // Prompt rows keep their last position for the sharers prefilled after
+  // this call; cached ones give theirs as sources n_computed + i.
+  const size_t hidden_bytes = sizeof(float) * H;
+  for (int64_t c = 0; c < n_computed; ++c) {
+    const Row& rw = *rows[plan.computed[c]];
+    if (!rw.prompt_row) continue;
+    ARGEN_CUDA_RETURN(cudaMemcpyAsync(pool_.as<float>() + rw.hidden_offset, last_hidden_.as<float>() + c * H,
+                                      hidden_bytes, cudaMemcpyDeviceToDevice, stream_),
+                      "store a prompt row's last position");
+  }
+  for (size_t i = 0; i < plan.cached.size(); ++i) {
+    const Row& rw = *static_cast<const Row*>(plan.cached[i]);
+    ARGEN_CUDA_RETURN(
+        cudaMemcpyAsync(last_hidden_.as<float>() + (n_computed + static_cast<int64_t>(i)) * H,
+                        pool_.as<float>() + rw.hidden_offset, hidden_bytes, cudaMemcpyDeviceToDevice, stream_),
+        "a prompt row's stored last position");
+  }
+  if (n_rows == 0) {  // prompt rows alone: nothing to sample
+    ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream_), "prefill of prompt rows");
+    model::MarkPrefilled(b, states);
+    return absl::OkStatus();
+  }
   const float* head_hidden = last_hidden_.as<float>();
-  if (n_computed < n_rows) {
+  if (!plan.identity) {
     // Every row's hidden state from its source's computed row (x_ is free now).
     std::copy(plan.logits_row.begin(), plan.logits_row.end(), gather);
     ARGEN_CUDA_RETURN(
@@ -491,7 +553,7 @@ absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model:
   if (s.ok()) s = FinishStep(static_cast<int32_t>(n_rows), out);
   timer_.Enable(timing, stream_);
   ARGEN_STATUS_RETURN(s);
-  model::MarkPrefilled(states);
+  model::MarkPrefilled(b, states);
   return absl::OkStatus();
 }
 

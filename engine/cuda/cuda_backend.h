@@ -59,7 +59,11 @@ class CudaBackend final : public model::Backend {
   int64_t SharingRowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const override;
   bool CanAllocateGroup(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy, int32_t images,
                         bool share) const override;
-  absl::StatusOr<model::RowId> AllocateSharingRow(model::RowId owner) override;
+  absl::StatusOr<model::RowId> AllocateSharingRow(model::RowId owner, const sparse::ResolvedPolicy& policy) override;
+  bool SupportsPromptRows() const override { return true; }
+  int64_t PromptRowBytes(int32_t prompt_len, sparse::KvFormat format) const override;
+  absl::StatusOr<model::RowId> AllocatePromptRow(int32_t prompt_len, sparse::KvFormat format) override;
+  bool CanPlace(std::span<const int64_t> sizes) const override;
   absl::StatusOr<model::RowId> AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) override;
   void FreeRow(model::RowId row) override;
   int64_t KvBytesInUse() const override;
@@ -102,6 +106,7 @@ class CudaBackend final : public model::Backend {
     int32_t shared_prompt = 0;
     int64_t prompt_kv_offset = 0;
     int32_t prompt_capacity = 0;
+    int64_t hidden_offset = 0;  // a prompt row's last hidden state, in float elements
   };
   // Device views of the per-step inputs, uploaded in one copy.
   struct StepInputs {

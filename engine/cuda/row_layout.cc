@@ -24,4 +24,12 @@ RowLayout CudaRowLayout(const model::StackConfig& d, int32_t prompt_len, const s
   return l;
 }
 
+RowLayout CudaPromptRowLayout(const model::StackConfig& d, int32_t prompt_len, sparse::KvFormat format) {
+  sparse::ResolvedPolicy prompt_only;  // dense, no decode slots
+  prompt_only.kv_format = format;
+  RowLayout l = CudaRowLayout(d, prompt_len, prompt_only);
+  l.hidden_bytes = Aligned(int64_t{d.hidden_size} * 4);
+  return l;
+}
+
 }  // namespace argen::cuda

@@ -21,9 +21,13 @@ struct RowLayout {
   int64_t kv_bytes = 0;      // aligned
   int64_t ints_bytes = 0;    // aligned; 0 for dense rows
   int64_t floats_bytes = 0;  // aligned; 0 when the policy keeps no floats
-  int64_t total() const { return kv_bytes + ints_bytes + floats_bytes; }
+  int64_t hidden_bytes = 0;  // aligned; a prompt row's last hidden state (f32), 0 otherwise
+  int64_t total() const { return kv_bytes + ints_bytes + floats_bytes + hidden_bytes; }
 };
 
 RowLayout CudaRowLayout(const model::StackConfig& stack, int32_t prompt_len, const sparse::ResolvedPolicy& policy);
+// A prompt row (engine/model/backend.h): the prompt's K/V in `format`, then
+// its last position's hidden state.
+RowLayout CudaPromptRowLayout(const model::StackConfig& stack, int32_t prompt_len, sparse::KvFormat format);
 
 }  // namespace argen::cuda

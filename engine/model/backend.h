@@ -49,6 +49,15 @@
 //   computes nothing there: its token-0 logits are the owner's last prompt
 //   position's. FreeRow of an owner hides it at once; its region is freed
 //   with its last sharer, so the ledger counts the shared bytes exactly once.
+// * Prompt rows (prompt-KV sharing across requests, AllocatePromptRow): a
+//   row that holds one prompt's KV and the hidden state of its last position
+//   (PromptRowBytes) and decodes nothing; it is never in a batch's rows.
+//   The Prefill call that lists it in PrefillBatch::prompt_rows fills it. A
+//   row sharing it (AllocateSharingRow, any policy storing KV in the prompt
+//   row's format) is prefilled in that call or any later one and computes
+//   nothing: its token-0 logits come from the prompt row's last position. A
+//   call may list prompt rows and no rows (then it samples nothing). FreeRow
+//   of a prompt row with sharers hides it, as for an owner.
 // * Errors: an unknown/freed row, a position outside the row's region, an id
 //   outside its table, bad sampling or a batch over max_batch_rows gives
 //   InvalidArgument naming the field (engine/model/batch_checks.h, shared by
@@ -88,9 +97,10 @@ using RowId = int32_t;
 // Prompts of newly allocated rows (CFG pairs, see the contract above).
 struct PrefillBatch {
   std::span<const RowId> rows;             // 2 * n_pairs
-  std::span<const int32_t> token_offsets;  // n_rows + 1 offsets into tokens
-  std::span<const int32_t> tokens;         // text token ids, rows concatenated
+  std::span<const int32_t> token_offsets;  // n_rows + n_prompt_rows + 1 offsets into tokens
+  std::span<const int32_t> tokens;         // text token ids: the rows', then the prompt rows', concatenated
   std::span<const SamplingSpec> sampling;  // n_pairs
+  std::span<const RowId> prompt_rows = {};  // prompt rows this call fills (AllocatePromptRow)
 };
 
 // One decode step of running rows.
@@ -149,11 +159,33 @@ class Backend {
                                 int32_t images, bool share) const {
     return !share && CanAllocatePairs(cond_len, uncond_len, policy, images);
   }
-  // A row with the prompt length and policy of `owner` (a live row that is not
-  // itself a sharer) reading the owner's prompt KV.
-  virtual absl::StatusOr<RowId> AllocateSharingRow(RowId owner) {
+  // A row with the prompt length of `owner` (a live row or prompt row that
+  // is not itself a sharer) and `policy`, reading the owner's prompt KV;
+  // policy.kv_format must be the owner's.
+  virtual absl::StatusOr<RowId> AllocateSharingRow(RowId owner, const sparse::ResolvedPolicy& policy) {
     (void)owner;
+    (void)policy;
     return absl::UnimplementedError(name() + " backend: prompt-KV sharing is not supported");
+  }
+
+  // Prompt rows (see the contract); a backend without them keeps these defaults.
+  virtual bool SupportsPromptRows() const { return false; }
+  // Pool bytes of a prompt row of this length storing its KV in `format`.
+  virtual int64_t PromptRowBytes(int32_t prompt_len, sparse::KvFormat format) const {
+    (void)prompt_len;
+    (void)format;
+    return 0;
+  }
+  virtual absl::StatusOr<RowId> AllocatePromptRow(int32_t prompt_len, sparse::KvFormat format) {
+    (void)prompt_len;
+    (void)format;
+    return absl::UnimplementedError(name() + " backend: prompt rows are not supported");
+  }
+  // Whether allocations of these pool sizes (RowBytes, SharingRowBytes,
+  // PromptRowBytes), made in this order, would all succeed now.
+  virtual bool CanPlace(std::span<const int64_t> sizes) const {
+    (void)sizes;
+    return false;
   }
 
   virtual absl::StatusOr<RowId> AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) = 0;

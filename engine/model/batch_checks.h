@@ -27,6 +27,10 @@ struct RowState {
   RowId prompt_owner = kNoRow;
   int32_t prompt_sharers = 0;
   bool released = false;
+  // A prompt row (AllocatePromptRow): it holds a prompt and decodes nothing;
+  // once filled, its tokens (a sharer prefilled later must have the same).
+  bool prompt_row = false;
+  std::vector<int32_t> prompt_tokens;
   sparse::ResolvedPolicy policy;
   sparse::PolicyLayout layout;
   int32_t next_step = 0;  // decode position t the next Decode must feed
@@ -48,25 +52,34 @@ struct BatchLimits {
 absl::Status CheckRowRequest(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t max_prompt_tokens,
                              int32_t max_l_dec);
 
-// On success `rows` holds every batch entry's row, in batch order.
+// On success `rows` holds every batch entry's row, in batch order (Prefill:
+// the rows, then the prompt rows).
 absl::Status CheckPrefillBatch(const PrefillBatch& batch, const StepOutputs& out, const BatchLimits& limits,
                                const RowLookup& lookup, std::vector<RowState*>* rows);
 absl::Status CheckDecodeBatch(const DecodeBatch& batch, const StepOutputs& out, const BatchLimits& limits,
                               const RowLookup& lookup, std::vector<RowState*>* rows);
 
 // What a prefill computes under prompt-KV sharing (backend.h): only the rows
-// that hold their prompt; a sharing row's logits are its owner's, which must
-// be in the batch with the same tokens.
+// and prompt rows that hold their prompt. A sharing row's logits come from
+// its owner's last position: an owner in the call (a row or a prompt row) with
+// the same tokens, or a prompt row filled by an earlier call (`cached`), whose
+// tokens it must equal. The last positions a call samples from ("sources")
+// are the computed entries, then the cached prompt rows' stored ones.
 struct PrefillPlan {
-  std::vector<int32_t> computed;    // batch index of each computed row, in batch order
+  std::vector<int32_t> computed;    // entry of each computed row (rows, then prompt rows), in that order
   std::vector<int32_t> offsets;     // computed.size() + 1 offsets into tokens
   std::vector<int32_t> tokens;      // the computed rows' prompts, concatenated
-  std::vector<int32_t> logits_row;  // per batch row: the computed row whose last position gives its logits
+  std::vector<const RowState*> cached;  // prompt rows filled before: source computed.size() + i
+  std::vector<int32_t> logits_row;      // per batch row (rows only): the source giving its logits
+  // Whether row r's source is computed entry r for every row (no gather needed).
+  bool identity = true;
 };
-absl::Status PlanPrefill(const PrefillBatch& batch, std::span<RowState* const> rows, PrefillPlan* plan);
+// `any_row` finds a row by id, hidden (freed with sharers left) ones included.
+absl::Status PlanPrefill(const PrefillBatch& batch, std::span<RowState* const> rows,
+                         const std::function<const RowState*(RowId)>& any_row, PrefillPlan* plan);
 
-// The state changes of a completed call.
-void MarkPrefilled(std::span<RowState* const> rows);
+// The state changes of a completed call (a prompt row keeps its tokens).
+void MarkPrefilled(const PrefillBatch& batch, std::span<RowState* const> rows);
 void AdvanceStep(std::span<RowState* const> rows);
 
 }  // namespace argen::model

@@ -46,6 +46,29 @@ class FaultGuardBackend final : public Backend {
   bool CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const override {
     return inner_->CanAllocateRows(prompt_len, policy, count);
   }
+  bool CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
+                        int32_t pairs) const override {
+    return inner_->CanAllocatePairs(cond_len, uncond_len, policy, pairs);
+  }
+  bool SupportsPromptSharing() const override { return inner_->SupportsPromptSharing(); }
+  int64_t SharingRowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const override {
+    return inner_->SharingRowBytes(prompt_len, policy);
+  }
+  bool CanAllocateGroup(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy, int32_t images,
+                        bool share) const override {
+    return inner_->CanAllocateGroup(cond_len, uncond_len, policy, images, share);
+  }
+  absl::StatusOr<RowId> AllocateSharingRow(RowId owner, const sparse::ResolvedPolicy& policy) override {
+    return inner_->AllocateSharingRow(owner, policy);
+  }
+  bool SupportsPromptRows() const override { return inner_->SupportsPromptRows(); }
+  int64_t PromptRowBytes(int32_t prompt_len, sparse::KvFormat format) const override {
+    return inner_->PromptRowBytes(prompt_len, format);
+  }
+  absl::StatusOr<RowId> AllocatePromptRow(int32_t prompt_len, sparse::KvFormat format) override {
+    return inner_->AllocatePromptRow(prompt_len, format);
+  }
+  bool CanPlace(std::span<const int64_t> sizes) const override { return inner_->CanPlace(sizes); }
   absl::StatusOr<RowId> AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) override {
     return inner_->AllocateRow(prompt_len, policy);
   }

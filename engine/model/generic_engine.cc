@@ -109,6 +109,14 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(const engine::Gen
   p.layout = *layout;
   p.policy = *policy;
   p.kv_bytes = GroupKvBytes(cond_len, uncond_len, *policy, request.num_images);
+  p.own_kv_bytes = p.kv_bytes;
+  if (SharesAcrossRequests()) {
+    // Its rows hold decode slots only; the prompts it may have to create are shared.
+    p.own_kv_bytes = int64_t{request.num_images} *
+                     (backend_->SharingRowBytes(cond_len, *policy) + backend_->SharingRowBytes(uncond_len, *policy));
+    p.kv_bytes = p.own_kv_bytes + backend_->PromptRowBytes(cond_len, policy->kv_format) +
+                 (p.uncond_ids == p.cond_ids ? 0 : backend_->PromptRowBytes(uncond_len, policy->kv_format));
+  }
   if (absl::Status s = engine::CheckKvFits(p.kv_bytes, 2 * request.num_images,
                                            std::string(sparse::PolicyName(policy->kind)), config_.info);
       !s.ok()) {
@@ -118,7 +126,31 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(const engine::Gen
 }
 
 bool GenericEngine::SharesPrompt(int32_t images) const {
-  return config_.share_prompt_kv && images > 1 && backend_->SupportsPromptSharing();
+  return config_.share_prompt_kv && images > 1 && backend_->SupportsPromptSharing() && !SharesAcrossRequests();
+}
+
+bool GenericEngine::SharesAcrossRequests() const {
+  return config_.share_prompt_kv && config_.share_prompt_kv_across_requests && backend_->SupportsPromptRows();
+}
+
+GenericEngine::PromptKey GenericEngine::KeyOf(const sparse::ResolvedPolicy& policy, const std::vector<int32_t>& ids) {
+  return {static_cast<int32_t>(policy.kv_format), ids};
+}
+
+std::vector<int64_t> GenericEngine::PlacementSizes(const engine::PreparedRequest& request) const {
+  const std::vector<int32_t>* ids[2] = {&request.cond_ids, &request.uncond_ids};
+  std::vector<int64_t> sizes;
+  for (int k = 0; k < 2; ++k) {
+    if (k == 1 && *ids[1] == *ids[0]) break;  // one prompt for both rows
+    if (shared_prompts_.contains(KeyOf(request.policy, *ids[k]))) continue;
+    sizes.push_back(backend_->PromptRowBytes(static_cast<int32_t>(ids[k]->size()), request.policy.kv_format));
+  }
+  for (int32_t i = 0; i < request.request.num_images; ++i) {
+    for (int k = 0; k < 2; ++k) {
+      sizes.push_back(backend_->SharingRowBytes(static_cast<int32_t>(ids[k]->size()), request.policy));
+    }
+  }
+  return sizes;
 }
 
 int64_t GenericEngine::GroupKvBytes(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
@@ -130,6 +162,7 @@ int64_t GenericEngine::GroupKvBytes(int32_t cond_len, int32_t uncond_len, const 
 }
 
 bool GenericEngine::CanAdd(const engine::PreparedRequest& request) const {
+  if (SharesAcrossRequests()) return backend_->CanPlace(PlacementSizes(request));
   const int32_t images = request.request.num_images;
   return backend_->CanAllocateGroup(static_cast<int32_t>(request.cond_ids.size()),
                                     static_cast<int32_t>(request.uncond_ids.size()), request.policy, images,
@@ -156,9 +189,12 @@ absl::StatusOr<engine::GroupId> GenericEngine::Add(const engine::PreparedRequest
   g.recipe = *std::move(recipe);
   const int32_t images = request.request.num_images;
   const bool share = SharesPrompt(images);
-  for (int32_t i = 0; i < 2 * images; ++i) {
+  if (SharesAcrossRequests()) {
+    if (absl::Status s = AddSharedRows(request, g); !s.ok()) return s;
+  }
+  for (int32_t i = static_cast<int32_t>(g.rows.size()); i < 2 * images; ++i) {
     // Shared: image 0's rows own the prompts' KV, the later images read it.
-    absl::StatusOr<RowId> row = share && i >= 2 ? backend_->AllocateSharingRow(g.rows[i % 2])
+    absl::StatusOr<RowId> row = share && i >= 2 ? backend_->AllocateSharingRow(g.rows[i % 2], request.policy)
                                                 : backend_->AllocateRow(lens[i % 2], request.policy);
     if (!row.ok()) {
       FreeRows(g);
@@ -178,8 +214,55 @@ absl::StatusOr<engine::GroupId> GenericEngine::Add(const engine::PreparedRequest
   return id;
 }
 
+absl::Status GenericEngine::AddSharedRows(const engine::PreparedRequest& request, Group& g) {
+  for (const std::vector<int32_t>* ids : {&request.cond_ids, &request.uncond_ids}) {
+    PromptKey key = KeyOf(request.policy, *ids);
+    auto it = shared_prompts_.find(key);
+    if (it == shared_prompts_.end()) {
+      const int32_t len = static_cast<int32_t>(ids->size());
+      absl::StatusOr<RowId> row = backend_->AllocatePromptRow(len, request.policy.kv_format);
+      if (!row.ok()) {
+        FreeRows(g);
+        return row.status();
+      }
+      const int64_t bytes = backend_->PromptRowBytes(len, request.policy.kv_format);
+      it = shared_prompts_.emplace(std::move(key), SharedPrompt{*row, 0, false, bytes}).first;
+      shared_kv_bytes_ += bytes;
+    }
+    g.prompts.push_back(it);
+  }
+  for (int32_t i = 0; i < 2 * request.request.num_images; ++i) {
+    SharedPrompt& prompt = g.prompts[i % 2]->second;
+    absl::StatusOr<RowId> row = backend_->AllocateSharingRow(prompt.row, request.policy);
+    if (!row.ok()) {
+      FreeRows(g);
+      return row.status();
+    }
+    g.rows.push_back(*row);
+    ++running_rows_;
+    ++prompt.readers;
+  }
+  return absl::OkStatus();
+}
+
+void GenericEngine::ReleasePrompts(Group& g) {
+  for (size_t k = 0; k < g.prompts.size(); ++k) {
+    if (k == 1 && g.prompts[1] == g.prompts[0]) break;  // one prompt for both rows
+    SharedPrompt& prompt = g.prompts[k]->second;
+    if (prompt.readers > 0) continue;
+    backend_->FreeRow(prompt.row);
+    shared_kv_bytes_ -= prompt.bytes;
+    shared_prompts_.erase(g.prompts[k]);
+  }
+  g.prompts.clear();
+}
+
 void GenericEngine::FreeRows(Group& g) {
   for (RowId r : g.rows) backend_->FreeRow(r);
+  if (!g.prompts.empty()) {
+    for (size_t i = 0; i < g.rows.size(); ++i) --g.prompts[i % 2]->second.readers;
+    ReleasePrompts(g);  // after the rows: a prompt row goes with its last reader
+  }
   running_rows_ -= static_cast<int32_t>(g.rows.size());
   g.rows.clear();
 }
@@ -206,13 +289,38 @@ absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
     batch_offsets_.assign(1, 0);
     batch_sampling_.clear();
     batch_groups_.clear();
-    // Fill one backend call with whole groups, up to max_batch_rows rows.
+    batch_prompt_rows_.clear();
+    batch_filled_.clear();
+    // The shared prompts a group reads that no earlier call filled and this one does not yet.
+    const auto unfilled = [&](const Group& g) {
+      std::vector<SharedPrompts::iterator> out;
+      for (SharedPrompts::iterator p : g.prompts) {
+        if (!p->second.filled && std::ranges::find(batch_filled_, p) == batch_filled_.end() &&
+            std::ranges::find(out, p) == out.end()) {
+          out.push_back(p);
+        }
+      }
+      return out;
+    };
+    const auto add_prompts = [&](const std::vector<SharedPrompts::iterator>& prompts) {
+      for (SharedPrompts::iterator p : prompts) {
+        batch_prompt_rows_.push_back(p->second.row);
+        batch_filled_.push_back(p);
+      }
+    };
+    const size_t max_rows = static_cast<size_t>(config_.info.max_batch_rows);
+    // Fill one backend call with whole groups (and the shared prompts they
+    // need filled), up to max_batch_rows rows.
     while (next < pending_.size()) {
       Group& g = groups_.at(pending_[next]);
-      if (!batch_rows_.empty() &&
-          batch_rows_.size() + g.rows.size() > static_cast<size_t>(config_.info.max_batch_rows)) {
+      const std::vector<SharedPrompts::iterator> prompts = unfilled(g);
+      const size_t used = batch_rows_.size() + batch_prompt_rows_.size();
+      if ((used > 0 || !prompts.empty()) && used + g.rows.size() + prompts.size() > max_rows) {
+        // A group that fills a call alone gets its prompts filled first, in a call of their own.
+        if (used == 0) add_prompts(prompts);
         break;
       }
+      add_prompts(prompts);
       for (size_t i = 0; i < g.sampling.size(); ++i) {
         for (const std::vector<int32_t>* ids : {&g.request.cond_ids, &g.request.uncond_ids}) {
           batch_rows_.push_back(g.rows[2 * i + (ids == &g.request.uncond_ids ? 1 : 0)]);
@@ -224,10 +332,17 @@ absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
       batch_groups_.push_back({pending_[next], static_cast<int32_t>(g.sampling.size())});
       ++next;
     }
+    // The prompt rows' tokens follow the rows'.
+    for (SharedPrompts::iterator p : batch_filled_) {
+      const std::vector<int32_t>& ids = p->first.second;
+      batch_tokens_.insert(batch_tokens_.end(), ids.begin(), ids.end());
+      batch_offsets_.push_back(static_cast<int32_t>(batch_tokens_.size()));
+    }
     batch_sampled_.assign(batch_sampling_.size(), -1);
-    absl::Status s =
-        backend_->Prefill({batch_rows_, batch_offsets_, batch_tokens_, batch_sampling_}, {batch_sampled_, nullptr});
+    absl::Status s = backend_->Prefill(
+        {batch_rows_, batch_offsets_, batch_tokens_, batch_sampling_, batch_prompt_rows_}, {batch_sampled_, nullptr});
     if (!s.ok()) return s;
+    for (SharedPrompts::iterator p : batch_filled_) p->second.filled = true;
     const int32_t* sampled = batch_sampled_.data();
     for (auto [id, images] : batch_groups_) {
       Group& g = groups_.at(id);

@@ -39,6 +39,7 @@
 
 #include "engine/engine.h"
 #include "engine/model/backend.h"
+#include "engine/model/batch_checks.h"
 #include "engine/sparse/policy_params.h"
 #include "kernels/sparse/policy_types.h"
 
@@ -77,6 +78,10 @@ struct GenericEngineConfig {
   // its cond prompt's KV and one of its uncond prompt's, where the backend
   // supports it. Off: every row holds its own (the A/B baseline).
   bool share_prompt_kv = true;
+  // Sharing across requests (engine::EngineOptions): every request's rows
+  // read its prompts from prompt rows (backend.h) shared by all the running
+  // requests with the same prompt, where the backend has them.
+  bool share_prompt_kv_across_requests = false;
 };
 
 class GenericEngine final : public engine::Engine {
@@ -93,6 +98,7 @@ class GenericEngine final : public engine::Engine {
   void Remove(engine::GroupId id) override;
   absl::StatusOr<engine::GroupState> State(engine::GroupId id) const override;
   int64_t KvBytesInUse() const override { return backend_->KvBytesInUse(); }
+  int64_t SharedKvBytes() const override { return shared_kv_bytes_; }
   int32_t RunningRows() const override { return running_rows_; }
   absl::StatusOr<std::vector<engine::RgbImage>> DecodeImages(
       const std::vector<std::vector<int32_t>>& token_grids) override;
@@ -100,6 +106,17 @@ class GenericEngine final : public engine::Engine {
   Backend& backend() { return *backend_; }
 
  private:
+  // A prompt shared across requests: its KV format and tokens.
+  using PromptKey = std::pair<int32_t, std::vector<int32_t>>;
+  // Its prompt row, held while a group reads it.
+  struct SharedPrompt {
+    RowId row = kNoRow;
+    int32_t readers = 0;  // rows of running groups reading it
+    bool filled = false;  // prefilled by an earlier backend call
+    int64_t bytes = 0;
+  };
+  using SharedPrompts = std::map<PromptKey, SharedPrompt>;
+
   // A group's progress is its tokens: tokens_done() of them per image, and
   // it is prefilled once it has one (the rows' own step counters live in the
   // backend, model::RowState).
@@ -107,6 +124,8 @@ class GenericEngine final : public engine::Engine {
     engine::PreparedRequest request;
     std::shared_ptr<const ImageRecipe> recipe;  // its size's
     std::vector<RowId> rows;                   // cond, uncond per image
+    // Sharing across requests: the shared prompts its cond and uncond rows read.
+    std::vector<SharedPrompts::iterator> prompts;
     std::vector<SamplingSpec> sampling;        // per image
     std::vector<std::vector<int32_t>> tokens;  // [image][token]
     bool finished = false;
@@ -115,6 +134,15 @@ class GenericEngine final : public engine::Engine {
 
   // Whether a request of `images` images shares its prompts' KV between them.
   bool SharesPrompt(int32_t images) const;
+  // Whether requests read their prompts from shared prompt rows.
+  bool SharesAcrossRequests() const;
+  static PromptKey KeyOf(const sparse::ResolvedPolicy& policy, const std::vector<int32_t>& ids);
+  // The pool sizes Add would allocate for `request` now, in its order.
+  std::vector<int64_t> PlacementSizes(const engine::PreparedRequest& request) const;
+  // Add under sharing across requests: the shared prompts (found or made), then the rows.
+  absl::Status AddSharedRows(const engine::PreparedRequest& request, Group& g);
+  // Drops a group's reads of its shared prompts, freeing the ones nobody reads.
+  void ReleasePrompts(Group& g);
   // The KV bytes of a request's rows as Add places them.
   int64_t GroupKvBytes(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
                        int32_t images) const;
@@ -143,9 +171,12 @@ class GenericEngine final : public engine::Engine {
   std::vector<engine::GroupId> pending_;     // added since the last Step
   engine::GroupId next_id_ = 1;
   int32_t running_rows_ = 0;
+  SharedPrompts shared_prompts_;
+  int64_t shared_kv_bytes_ = 0;
 
   // Per-step batch arrays, reused (cleared, never shrunk) across steps.
-  std::vector<RowId> batch_rows_;
+  std::vector<RowId> batch_rows_, batch_prompt_rows_;
+  std::vector<SharedPrompts::iterator> batch_filled_;  // the shared prompts the call fills, as batch_prompt_rows_
   std::vector<int32_t> batch_tokens_, batch_offsets_, batch_steps_, batch_sampled_;
   std::vector<SamplingSpec> batch_sampling_;
   std::vector<std::pair<engine::GroupId, int32_t>> batch_groups_;  // group, images in the batch

@@ -43,6 +43,7 @@ absl::StatusOr<engine::PreparedRequest> FakeEngine::Prepare(const engine::Genera
   out.uncond_ids.assign(prompt_tokens, 0);
   out.policy = *policy;
   out.kv_bytes = int64_t{2} * request.num_images * (prompt_tokens + policy->n_slots) * options_.kv_bytes_per_token_row;
+  out.own_kv_bytes = out.kv_bytes;
   if (absl::Status s = engine::CheckKvFits(out.kv_bytes, 2 * request.num_images,
                                            std::string(sparse::PolicyName(policy->kind)), info_);
       !s.ok()) {

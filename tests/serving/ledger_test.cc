@@ -3,7 +3,9 @@
 //   * Engine level, randomised Prepare / CanAdd / Add / Remove / Step
 //     sequences: Add succeeds exactly when CanAdd said so (a refused Add
 //     places nothing), and the bytes in use are exactly the placed requests'
-//     kv_bytes.
+//     own_kv_bytes plus the prompts they share.
+//   Both with prompt-KV sharing within requests and across them (the random
+//   captions repeat, and every guidance prompt of one length is shared).
 //   * Scheduler level, randomised submissions and cancels of mixed policies
 //     and sizes: at every step the scheduler's reservation equals the
 //     engine's bytes in use and stays within the budget, and no request ends
@@ -39,8 +41,9 @@ engine::GenerationRequest RandomRequest(std::mt19937& rng, int i) {
   return r;
 }
 
-std::unique_ptr<engine::Engine> TinyEngine(int64_t budget) {
+std::unique_ptr<engine::Engine> TinyEngine(int64_t budget, bool across_requests = false) {
   engine::EngineOptions o;
+  o.share_prompt_kv_across_requests = across_requests;
   o.model_dir = TinyModel();
   o.threads = 1;
   o.kv_budget_bytes = budget;
@@ -59,13 +62,15 @@ int64_t LargestNeed() {
   return e->Prepare(r).value().kv_bytes;
 }
 
-TEST(KvLedgerTest, EngineAddsExactlyWhatCanAddSays) {
+class KvLedgerTest : public ::testing::TestWithParam<bool> {};  // sharing across requests
+
+TEST_P(KvLedgerTest, EngineAddsExactlyWhatCanAddSays) {
   const int64_t budget = 2 * LargestNeed() + 1000;
-  std::unique_ptr<engine::Engine> engine = TinyEngine(budget);
+  std::unique_ptr<engine::Engine> engine = TinyEngine(budget, GetParam());
   ASSERT_NE(engine, nullptr);
   ASSERT_EQ(engine->info().kv_budget_bytes, budget);
   std::mt19937 rng(7);
-  std::map<engine::GroupId, int64_t> live;  // group -> its kv_bytes
+  std::map<engine::GroupId, int64_t> live;  // group -> its own_kv_bytes
   int refused = 0;
   for (int op = 0; op < 300; ++op) {
     const int what = static_cast<int>(rng() % 4);
@@ -88,14 +93,15 @@ TEST(KvLedgerTest, EngineAddsExactlyWhatCanAddSays) {
       absl::StatusOr<engine::GroupId> id = engine->Add(*p);
       ASSERT_EQ(can, id.ok()) << "CanAdd " << can << " but Add: " << id.status();
       if (id.ok()) {
-        live[*id] = p->kv_bytes;
+        live[*id] = p->own_kv_bytes;
+        EXPECT_LE(engine->KvBytesInUse() - before, p->kv_bytes);
       } else {
         EXPECT_EQ(id.status().code(), absl::StatusCode::kResourceExhausted) << id.status();
         EXPECT_EQ(engine->KvBytesInUse(), before) << "a refused Add left rows behind";
         ++refused;
       }
     }
-    int64_t placed = 0;
+    int64_t placed = engine->SharedKvBytes();
     for (const auto& [id, bytes] : live) placed += bytes;
     ASSERT_EQ(engine->KvBytesInUse(), placed);
     ASSERT_LE(placed, budget);
@@ -103,11 +109,12 @@ TEST(KvLedgerTest, EngineAddsExactlyWhatCanAddSays) {
   EXPECT_GT(refused, 0) << "the pool never filled";
   for (const auto& [id, bytes] : live) engine->Remove(id);
   EXPECT_EQ(engine->KvBytesInUse(), 0);
+  EXPECT_EQ(engine->SharedKvBytes(), 0);
 }
 
-TEST(KvLedgerTest, SchedulerReservationIsTheEnginesPlacement) {
+TEST_P(KvLedgerTest, SchedulerReservationIsTheEnginesPlacement) {
   const int64_t budget = 2 * LargestNeed() + LargestNeed() / 2;
-  std::unique_ptr<engine::Engine> engine = TinyEngine(budget);
+  std::unique_ptr<engine::Engine> engine = TinyEngine(budget, GetParam());
   ASSERT_NE(engine, nullptr);
   scheduler::testing::RecordingObserver observer;
   scheduler::SchedulerOptions options;
@@ -141,6 +148,11 @@ TEST(KvLedgerTest, SchedulerReservationIsTheEnginesPlacement) {
   }
   EXPECT_EQ(engine->KvBytesInUse(), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(PromptSharing, KvLedgerTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "AcrossRequests" : "WithinRequests";
+                         });
 
 }  // namespace
 }  // namespace argen::serving_test

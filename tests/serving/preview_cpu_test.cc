@@ -38,6 +38,7 @@ class RecordingEngine : public engine::Engine {
   void Remove(engine::GroupId id) override { inner_->Remove(id); }
   absl::StatusOr<engine::GroupState> State(engine::GroupId id) const override { return inner_->State(id); }
   int64_t KvBytesInUse() const override { return inner_->KvBytesInUse(); }
+  int64_t SharedKvBytes() const override { return inner_->SharedKvBytes(); }
   int32_t RunningRows() const override { return inner_->RunningRows(); }
   absl::StatusOr<std::vector<engine::RgbImage>> DecodeImages(const std::vector<std::vector<int32_t>>& grids) override {
     {

@@ -71,11 +71,11 @@ TEST(CpuPromptSharingTest, MisuseIsAnInvalidArgumentNamingTheRow) {
   const int32_t lc = static_cast<int32_t>(kCond.size()), lu = static_cast<int32_t>(kUncond.size());
   absl::StatusOr<model::RowId> c0 = be.AllocateRow(lc, p), u0 = be.AllocateRow(lu, p);
   ASSERT_TRUE(c0.ok() && u0.ok());
-  absl::StatusOr<model::RowId> c1 = be.AllocateSharingRow(*c0), u1 = be.AllocateSharingRow(*u0);
+  absl::StatusOr<model::RowId> c1 = be.AllocateSharingRow(*c0, p), u1 = be.AllocateSharingRow(*u0, p);
   ASSERT_TRUE(c1.ok() && u1.ok());
   // An owner must hold its prompt: a sharer or an unknown row cannot own.
-  EXPECT_EQ(be.AllocateSharingRow(*c1).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(be.AllocateSharingRow(9999).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(be.AllocateSharingRow(*c1, p).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(be.AllocateSharingRow(9999, p).status().code(), absl::StatusCode::kInvalidArgument);
 
   std::vector<model::SamplingSpec> sampling(1);
   std::vector<int32_t> sampled(1);
@@ -115,7 +115,7 @@ TEST(CpuPromptSharingTest, MisuseIsAnInvalidArgumentNamingTheRow) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(s.message().find("is not an allocated row"), std::string::npos) << s;
   }
-  EXPECT_EQ(be.AllocateSharingRow(*c0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(be.AllocateSharingRow(*c0, p).status().code(), absl::StatusCode::kInvalidArgument);
   be.FreeRow(*c0);  // twice: ignored
   EXPECT_EQ(be.KvBytesInUse(), in_use);
   be.FreeRow(*c1);  // the last sharer of c0: both regions go
@@ -135,6 +135,132 @@ TEST(CpuPromptSharingTest, LedgerStaysExactUnderRandomAdmissionAndFrees) {
   testing::LoadedBackend loaded = Tiny(budget);
   ASSERT_NE(loaded.backend, nullptr);
   ASSERT_NO_FATAL_FAILURE(model::testing::RandomLedgerWalk(*loaded.backend, {&dense, &diagonal}, 400, 7));
+}
+
+TEST(CpuPromptSharingTest, PromptRowsServeLaterRequestsWithIdenticalBytes) {
+  testing::LoadedBackend loaded = Tiny();
+  ASSERT_NE(loaded.backend, nullptr);
+  model::Backend& be = *loaded.backend;
+  ASSERT_TRUE(be.SupportsPromptRows());
+  const struct {
+    const char* name;
+    sparse::ResolvedPolicy policy;
+  } cases[] = {{"dense", Policy(sparse::PolicyKind::kDense, 0, sparse::KvFormat::kAuto)},
+               {"diagonal", Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kAuto)},
+               {"h2o", Policy(sparse::PolicyKind::kH2O, 0.5, sparse::KvFormat::kAuto)},
+               {"diagonal fp8", Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kFp8E4m3)}};
+  const int lc = static_cast<int>(kCond.size()), lu = static_cast<int>(kUncond.size());
+  const int lb = static_cast<int>(model::testing::kSharingCond2.size());
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    model::testing::AcrossRun own, shared;
+    ASSERT_NO_FATAL_FAILURE(model::testing::RunAcrossRequests(be, c.policy, false, 8, &own));
+    ASSERT_NO_FATAL_FAILURE(model::testing::RunAcrossRequests(be, c.policy, true, 8, &shared));
+    ASSERT_EQ(own.logits.size(), shared.logits.size());
+    for (size_t s = 0; s < own.logits.size(); ++s) {
+      ASSERT_EQ(own.sampled[s], shared.sampled[s]) << "call " << s;
+      ASSERT_EQ(0, std::memcmp(own.logits[s].data(), shared.logits[s].data(), own.logits[s].size() * 4))
+          << "call " << s << ": logits differ";
+    }
+    // The ledger: prompt rows and decode-slot rows, the shared prompt once.
+    const sparse::KvFormat f = c.policy.kv_format;
+    const int64_t sa = be.SharingRowBytes(lc, c.policy), su = be.SharingRowBytes(lu, c.policy);
+    const int64_t sb = be.SharingRowBytes(lb, c.policy);
+    const int64_t a = be.PromptRowBytes(lc, f) + be.PromptRowBytes(lu, f) + 2 * (sa + su);
+    ASSERT_EQ(shared.kv_bytes.size(), 4u);
+    EXPECT_EQ(shared.kv_bytes[0], a);
+    EXPECT_EQ(shared.kv_bytes[1], a + be.PromptRowBytes(lb, f) + sb + su);
+    EXPECT_EQ(shared.kv_bytes[2], be.PromptRowBytes(lb, f) + be.PromptRowBytes(lu, f) + sb + su)
+        << "the freed uncond prompt row stays while B reads it";
+    EXPECT_EQ(shared.kv_bytes[3], 0);
+    EXPECT_LT(shared.kv_bytes[1], own.kv_bytes[1]);
+    EXPECT_EQ(be.PromptRowBytes(lc, f), lc * be.KvBytesPerTokenRow() + loaded.spec.stack.hidden_size * 4);
+  }
+}
+
+TEST(CpuPromptSharingTest, PromptRowMisuseIsAnInvalidArgumentNamingTheRow) {
+  testing::LoadedBackend loaded = Tiny();
+  ASSERT_NE(loaded.backend, nullptr);
+  model::Backend& be = *loaded.backend;
+  const sparse::ResolvedPolicy p = Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kAuto);
+  const sparse::ResolvedPolicy fp8 = Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kFp8E4m3);
+  const int32_t lc = static_cast<int32_t>(kCond.size()), lu = static_cast<int32_t>(kUncond.size());
+  EXPECT_EQ(be.AllocatePromptRow(0, sparse::KvFormat::kAuto).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(be.AllocatePromptRow(lc, static_cast<sparse::KvFormat>(7)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<model::RowId> pc = be.AllocatePromptRow(lc, sparse::KvFormat::kAuto);
+  absl::StatusOr<model::RowId> pu = be.AllocatePromptRow(lu, sparse::KvFormat::kAuto);
+  ASSERT_TRUE(pc.ok() && pu.ok());
+  // Its readers store KV in its format.
+  absl::Status wrong_format = be.AllocateSharingRow(*pc, fp8).status();
+  EXPECT_EQ(wrong_format.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong_format.message().find("stores its KV as"), std::string::npos) << wrong_format;
+  absl::StatusOr<model::RowId> c = be.AllocateSharingRow(*pc, p), u = be.AllocateSharingRow(*pu, p);
+  ASSERT_TRUE(c.ok() && u.ok());
+  std::vector<model::SamplingSpec> sampling(1);
+  std::vector<int32_t> sampled(1), none;
+  std::vector<int32_t> pair_tokens = kCond, pair_offsets = {0, lc, lc + lu};
+  pair_tokens.insert(pair_tokens.end(), kUncond.begin(), kUncond.end());
+  const auto expect_error = [](const absl::Status& s, const std::string& part) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find(part), std::string::npos) << s;
+  };
+  // A prompt row is listed in prompt_rows, a row in rows.
+  {
+    std::vector<model::RowId> rows = {*pc, *pu};
+    expect_error(be.Prefill({rows, pair_offsets, pair_tokens, sampling}, {sampled, nullptr}),
+                 "rows[0] = " + std::to_string(*pc) + " is a prompt row");
+    std::vector<model::RowId> fills = {*c};
+    std::vector<int32_t> offsets = {0, lc};
+    expect_error(be.Prefill({{}, offsets, kCond, {}, fills}, {none, nullptr}), "is not a prompt row");
+  }
+  // Readers of unfilled prompt rows outside the call.
+  expect_error(be.Prefill({std::vector<model::RowId>{*c, *u}, pair_offsets, pair_tokens, sampling}, {sampled, nullptr}),
+               "not in this batch");
+  // A call of prompt rows alone fills them and samples nothing.
+  {
+    std::vector<model::RowId> fills = {*pc, *pu};
+    ASSERT_TRUE(be.Prefill({{}, pair_offsets, pair_tokens, {}, fills}, {none, nullptr}).ok());
+    expect_error(be.Prefill({{}, pair_offsets, pair_tokens, {}, fills}, {none, nullptr}), "was already prefilled");
+  }
+  // A reader of a filled prompt row must have its tokens.
+  {
+    std::vector<int32_t> other = kCond;
+    other[1] += 1;
+    other.insert(other.end(), kUncond.begin(), kUncond.end());
+    expect_error(be.Prefill({std::vector<model::RowId>{*c, *u}, pair_offsets, other, sampling}, {sampled, nullptr}),
+                 "differ from the prompt row's");
+  }
+  ASSERT_TRUE(
+      be.Prefill({std::vector<model::RowId>{*c, *u}, pair_offsets, pair_tokens, sampling}, {sampled, nullptr}).ok());
+  // A prompt row decodes nothing.
+  {
+    std::vector<model::RowId> rows = {*pc, *pu};
+    std::vector<int32_t> ids = {be.spec().input.sampled_offset}, steps = {0};
+    EXPECT_EQ(be.Decode({rows, ids, steps, sampling}, {sampled, nullptr}).code(), absl::StatusCode::kInvalidArgument);
+  }
+  // Freed with readers: hidden, its bytes kept until the last reader goes.
+  const int64_t in_use = be.KvBytesInUse();
+  be.FreeRow(*pc);
+  EXPECT_EQ(be.KvBytesInUse(), in_use);
+  EXPECT_EQ(be.AllocateSharingRow(*pc, p).status().code(), absl::StatusCode::kInvalidArgument);
+  be.FreeRow(*c);
+  EXPECT_EQ(be.KvBytesInUse(), in_use - be.SharingRowBytes(lc, p) - be.PromptRowBytes(lc, sparse::KvFormat::kAuto));
+  be.FreeRow(*u);
+  be.FreeRow(*pu);
+  EXPECT_EQ(be.KvBytesInUse(), 0);
+}
+
+TEST(CpuPromptSharingTest, PromptRowLedgerStaysExactUnderRandomAdmissionAndFrees) {
+  const sparse::ResolvedPolicy dense = Policy(sparse::PolicyKind::kDense, 0, sparse::KvFormat::kAuto);
+  const sparse::ResolvedPolicy diagonal = Policy(sparse::PolicyKind::kDiagonal, 0.75, sparse::KvFormat::kAuto);
+  const sparse::ResolvedPolicy fp8 = Policy(sparse::PolicyKind::kDiagonal, 0.75, sparse::KvFormat::kFp8E4m3);
+  testing::LoadedBackend probe = Tiny();
+  ASSERT_NE(probe.backend, nullptr);
+  const int64_t budget = 12 * 2 * probe.backend->RowBytes(8, dense);
+  testing::LoadedBackend loaded = Tiny(budget);
+  ASSERT_NE(loaded.backend, nullptr);
+  ASSERT_NO_FATAL_FAILURE(model::testing::RandomPromptRowWalk(*loaded.backend, {&dense, &diagonal, &fp8}, 400, 11));
 }
 
 }  // namespace

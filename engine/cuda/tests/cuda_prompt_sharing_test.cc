@@ -3,6 +3,9 @@
 // decode steps run the same arithmetic over the same bytes; only the prefill
 // GEMMs see fewer rows, so bf16 rounding may differ there), and the device
 // pool's ledger stays exact under random admission and frees with sharing.
+// Prompt rows (sharing across requests): a later request reading a prompt
+// row filled by an earlier call gives the logits of its own prompt rows, and
+// the ledger stays exact under random admission and frees with them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -108,6 +111,66 @@ TEST(CudaPromptSharingTest, LedgerStaysExactUnderRandomAdmissionAndFrees) {
   std::unique_ptr<model::Backend> be = TinyCuda(12 * 2 * row_bytes);  // about a dozen dense images
   ASSERT_NE(be, nullptr);
   ASSERT_NO_FATAL_FAILURE(model::testing::RandomLedgerWalk(*be, {&dense, &diagonal, &fp8}, 400, 11));
+}
+
+TEST(CudaPromptSharingTest, PromptRowsServeLaterRequestsWithTheLogitsOfOwnRows) {
+  std::unique_ptr<model::Backend> be = TinyCuda(64 << 20);
+  ASSERT_NE(be, nullptr);
+  ASSERT_TRUE(be->SupportsPromptRows());
+  const int vocab = be->spec().logits();
+  const struct {
+    const char* name;
+    sparse::ResolvedPolicy policy;
+  } cases[] = {{"dense", Policy(sparse::PolicyKind::kDense, 0, sparse::KvFormat::kAuto)},
+               {"diagonal", Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kAuto)},
+               {"h2o", Policy(sparse::PolicyKind::kH2O, 0.5, sparse::KvFormat::kAuto)},
+               {"diagonal fp8", Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kFp8E4m3)}};
+  const int lc = static_cast<int>(kCond.size()), lu = static_cast<int>(kUncond.size());
+  const int lb = static_cast<int>(model::testing::kSharingCond2.size());
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    model::testing::AcrossRun own, shared;
+    ASSERT_NO_FATAL_FAILURE(model::testing::RunAcrossRequests(*be, c.policy, false, 8, &own, false));
+    ASSERT_NO_FATAL_FAILURE(model::testing::RunAcrossRequests(*be, c.policy, true, 8, &shared, false));
+    ASSERT_EQ(own.logits.size(), shared.logits.size());
+    double worst = 0;
+    int bitwise = 0, agree = 0, total = 0;
+    for (size_t s = 0; s < own.logits.size(); ++s) {
+      if (own.logits[s] == shared.logits[s]) ++bitwise;
+      const int rows = static_cast<int>(own.logits[s].size()) / vocab;
+      for (int r = 0; r < rows; ++r)
+        worst = std::max(worst, model::testing::LogitsRowError(shared.logits[s], own.logits[s], r, vocab));
+      for (size_t i = 0; i < own.sampled[s].size(); ++i, ++total) agree += own.sampled[s][i] == shared.sampled[s][i];
+    }
+    std::printf("[ prompt rows ] %s: worst row error %.3g, %d of %zu calls bitwise equal, tokens %d of %d equal\n",
+                c.name, worst, bitwise, own.logits.size(), agree, total);
+    EXPECT_LT(worst, kTolerance);
+    EXPECT_GE(agree, 0.85 * total);
+    const sparse::KvFormat f = c.policy.kv_format;
+    const int64_t sa = be->SharingRowBytes(lc, c.policy), su = be->SharingRowBytes(lu, c.policy);
+    const int64_t sb = be->SharingRowBytes(lb, c.policy);
+    const int64_t a = be->PromptRowBytes(lc, f) + be->PromptRowBytes(lu, f) + 2 * (sa + su);
+    ASSERT_EQ(shared.kv_bytes.size(), 4u);
+    EXPECT_EQ(shared.kv_bytes[0], a);
+    EXPECT_EQ(shared.kv_bytes[1], a + be->PromptRowBytes(lb, f) + sb + su);
+    EXPECT_EQ(shared.kv_bytes[2], be->PromptRowBytes(lb, f) + be->PromptRowBytes(lu, f) + sb + su);
+    EXPECT_EQ(shared.kv_bytes[3], 0);
+  }
+}
+
+TEST(CudaPromptSharingTest, PromptRowLedgerStaysExactUnderRandomAdmissionAndFrees) {
+  const sparse::ResolvedPolicy dense = Policy(sparse::PolicyKind::kDense, 0, sparse::KvFormat::kAuto);
+  const sparse::ResolvedPolicy diagonal = Policy(sparse::PolicyKind::kDiagonal, 0.75, sparse::KvFormat::kAuto);
+  const sparse::ResolvedPolicy fp8 = Policy(sparse::PolicyKind::kDiagonal, 0.75, sparse::KvFormat::kFp8E4m3);
+  int64_t row_bytes = 0;
+  {
+    std::unique_ptr<model::Backend> probe = TinyCuda(64 << 20);
+    ASSERT_NE(probe, nullptr);
+    row_bytes = probe->RowBytes(8, dense);
+  }
+  std::unique_ptr<model::Backend> be = TinyCuda(12 * 2 * row_bytes);
+  ASSERT_NE(be, nullptr);
+  ASSERT_NO_FATAL_FAILURE(model::testing::RandomPromptRowWalk(*be, {&dense, &diagonal, &fp8}, 400, 13));
 }
 
 }  // namespace

@@ -48,11 +48,13 @@ PromptEncoder ByteEncoder() {
 }
 
 std::unique_ptr<GenericEngine> MakeEngine(const std::string& checkpoint = "tiny-gqa-sharded",
-                                          int32_t max_batch_rows = 64, bool share_prompt_kv = true) {
+                                          int32_t max_batch_rows = 64, bool share_prompt_kv = true,
+                                          bool across_requests = false) {
   engine::EngineOptions options;
   options.model_dir = TinyDir(checkpoint);
   options.max_batch_rows = max_batch_rows;
   options.share_prompt_kv = share_prompt_kv;
+  options.share_prompt_kv_across_requests = across_requests;
   absl::StatusOr<std::unique_ptr<GenericEngine>> e = CreateGenericEngine(options, ByteEncoder());
   EXPECT_TRUE(e.ok()) << e.status();
   return e.ok() ? std::move(*e) : nullptr;
@@ -71,21 +73,32 @@ struct Result {
   std::vector<engine::RgbImage> images;
 };
 
-// Runs `requests` with request i added before step join_step[i]; returns each one's result.
+// Runs `requests` with request i added before step join_step[i]; returns each
+// one's result. After every step the pool holds exactly the running
+// requests' own KV and the prompts they share; `peak_kv` (if set) gets the
+// most it held.
 std::vector<Result> RunRequests(GenericEngine& engine, const std::vector<engine::GenerationRequest>& requests,
-                                const std::vector<int32_t>& join_step) {
+                                const std::vector<int32_t>& join_step, int64_t* peak_kv = nullptr) {
   std::map<int32_t, engine::GroupId> ids;
+  std::map<engine::GroupId, int64_t> own_kv;  // of the running ones
   std::vector<Result> results(requests.size());
   size_t done = 0;
+  if (peak_kv != nullptr) *peak_kv = 0;
   for (int32_t step = 0; done < requests.size(); ++step) {
     for (size_t i = 0; i < requests.size(); ++i) {
       if (join_step[i] != step) continue;
       absl::StatusOr<engine::PreparedRequest> p = engine.Prepare(requests[i]);
       EXPECT_TRUE(p.ok()) << p.status();
+      EXPECT_TRUE(engine.CanAdd(*p));
+      const int64_t before = engine.KvBytesInUse();
       absl::StatusOr<engine::GroupId> id = engine.Add(*p);
       EXPECT_TRUE(id.ok()) << id.status();
+      EXPECT_LE(engine.KvBytesInUse() - before, p->kv_bytes) << "request " << i << " took more than its kv_bytes";
+      EXPECT_GE(engine.KvBytesInUse() - before, p->own_kv_bytes);
       ids[static_cast<int32_t>(i)] = *id;
+      own_kv[*id] = p->own_kv_bytes;
     }
+    if (peak_kv != nullptr) *peak_kv = std::max(*peak_kv, engine.KvBytesInUse());
     absl::StatusOr<engine::StepReport> report = engine.Step();
     EXPECT_TRUE(report.ok()) << report.status();
     if (!report.ok()) return results;
@@ -99,9 +112,13 @@ std::vector<Result> RunRequests(GenericEngine& engine, const std::vector<engine:
         EXPECT_TRUE(images.ok()) << images.status();
         results[i].images = *images;
         engine.Remove(id);
+        own_kv.erase(id);
         ++done;
       }
     }
+    int64_t running_own = 0;
+    for (auto [id, bytes] : own_kv) running_own += bytes;
+    EXPECT_EQ(engine.KvBytesInUse(), running_own + engine.SharedKvBytes()) << "step " << step;
     EXPECT_LT(step, 1000) << "generation does not finish";
     if (step >= 1000) break;
   }
@@ -187,6 +204,67 @@ TEST(GenericEngineTest, PromptSharingChangesNoTokenOnlyTheKv) {
     shared->Remove(*id);
     EXPECT_EQ(shared->KvBytesInUse(), 0);
   }
+}
+
+// Requests with the same guidance prompt (captions of one length), the same
+// caption, other policies and KV formats, joining at different steps, read
+// shared prompt rows; a narrow batch cap fills prompts in calls of their own.
+TEST(GenericEngineTest, SharingAcrossRequestsChangesNoTokenOnlyTheKv) {
+  std::unique_ptr<GenericEngine> across = MakeEngine("tiny-gqa-sharded", 64, true, true);
+  std::unique_ptr<GenericEngine> narrow = MakeEngine("tiny-gqa-sharded", 4, true, true);
+  std::unique_ptr<GenericEngine> within = MakeEngine("tiny-gqa-sharded", 64, true, false);
+  ASSERT_NE(across, nullptr);
+  ASSERT_NE(narrow, nullptr);
+  ASSERT_NE(within, nullptr);
+  engine::GenerationRequest sparse_request = Request("a red fox", 5, 1);  // the first one's caption
+  sparse_request.policy.kind = sparse::PolicyKind::kDiagonal;
+  sparse_request.policy.sparsity = 0.75;
+  engine::GenerationRequest fp8_request = Request("a big owl", 6, 1);  // another format: its own prompt rows
+  fp8_request.policy.kv_format = sparse::KvFormat::kFp8E4m3;
+  const std::vector<engine::GenerationRequest> requests = {
+      Request("a red fox", 3, 1), Request("blue bird", 4, 2), sparse_request, fp8_request, Request("a big owl", 8, 1),
+      Request("green", 9, 1),     Request("a red fox", 10, 1)};
+  const std::vector<int32_t> joins = {0, 0, 3, 3, 5, 6, 70};  // the last joins after the first finished
+  int64_t peak_across = 0, peak_narrow = 0, peak_within = 0;
+  const std::vector<Result> a = RunRequests(*across, requests, joins, &peak_across);
+  const std::vector<Result> n = RunRequests(*narrow, requests, joins, &peak_narrow);
+  const std::vector<Result> w = RunRequests(*within, requests, joins, &peak_within);
+  ASSERT_EQ(a.size(), requests.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].tokens, w[i].tokens) << "request " << i;
+    EXPECT_EQ(n[i].tokens, w[i].tokens) << "request " << i;
+    ASSERT_EQ(a[i].images.size(), w[i].images.size());
+    for (size_t k = 0; k < a[i].images.size(); ++k) EXPECT_EQ(a[i].images[k].rgb, w[i].images[k].rgb);
+  }
+  EXPECT_LT(peak_across, peak_within) << "six requests share one guidance prompt";
+  EXPECT_EQ(across->KvBytesInUse(), 0);
+  EXPECT_EQ(across->SharedKvBytes(), 0);
+  EXPECT_EQ(narrow->KvBytesInUse(), 0);
+
+  // Admission: a request whose prompts are resident takes its own rows only.
+  absl::StatusOr<engine::PreparedRequest> first = across->Prepare(Request("a red fox", 1, 1));
+  absl::StatusOr<engine::PreparedRequest> same = across->Prepare(Request("a red fox", 2, 1));
+  absl::StatusOr<engine::PreparedRequest> other = across->Prepare(Request("a tan fox", 2, 1));
+  ASSERT_TRUE(first.ok() && same.ok() && other.ok());
+  EXPECT_LT(first->own_kv_bytes, first->kv_bytes);
+  absl::StatusOr<engine::GroupId> g1 = across->Add(*first);
+  ASSERT_TRUE(g1.ok());
+  EXPECT_EQ(across->KvBytesInUse(), first->kv_bytes);
+  const int64_t shared_two = across->SharedKvBytes();
+  absl::StatusOr<engine::GroupId> g2 = across->Add(*same);
+  ASSERT_TRUE(g2.ok());
+  EXPECT_EQ(across->KvBytesInUse(), first->kv_bytes + same->own_kv_bytes) << "both prompts were resident";
+  absl::StatusOr<engine::GroupId> g3 = across->Add(*other);
+  ASSERT_TRUE(g3.ok());
+  EXPECT_GT(across->SharedKvBytes(), shared_two) << "its caption is new, its guidance prompt is not";
+  EXPECT_LT(across->SharedKvBytes(), 2 * shared_two);
+  across->Remove(*g1);
+  EXPECT_EQ(across->SharedKvBytes(), across->KvBytesInUse() - same->own_kv_bytes - other->own_kv_bytes)
+      << "the prompts stay while the second request reads them";
+  across->Remove(*g2);
+  across->Remove(*g3);
+  EXPECT_EQ(across->KvBytesInUse(), 0);
+  EXPECT_EQ(across->SharedKvBytes(), 0);
 }
 
 TEST(GenericEngineTest, OneTokenPerStepAndKvAccounting) {

@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <random>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "engine/model/backend.h"
@@ -69,8 +72,8 @@ inline void RunGroup(Backend& be, const sparse::ResolvedPolicy& policy, const st
   for (int i = 0; i < images; ++i) {
     for (int k = 0; k < 2; ++k) {
       const std::vector<int32_t>& prompt = k == 0 ? cond : uncond;
-      absl::StatusOr<RowId> r =
-          share && i > 0 ? be.AllocateSharingRow(rows[k]) : be.AllocateRow(static_cast<int32_t>(prompt.size()), policy);
+      absl::StatusOr<RowId> r = share && i > 0 ? be.AllocateSharingRow(rows[k], policy)
+                                               : be.AllocateRow(static_cast<int32_t>(prompt.size()), policy);
       ASSERT_TRUE(r.ok()) << r.status();
       rows.push_back(*r);
       tokens.insert(tokens.end(), prompt.begin(), prompt.end());
@@ -139,7 +142,7 @@ inline void RandomLedgerWalk(Backend& be, const std::vector<const sparse::Resolv
       Live g;
       bool ok = true;
       for (int i = 0; ok && i < 2 * images; ++i) {
-        absl::StatusOr<RowId> r = share && i >= 2 ? be.AllocateSharingRow(g.rows[i % 2])
+        absl::StatusOr<RowId> r = share && i >= 2 ? be.AllocateSharingRow(g.rows[i % 2], p)
                                                   : be.AllocateRow(i % 2 == 0 ? cond_len : uncond_len, p);
         ok = r.ok();
         if (ok) g.rows.push_back(*r);
@@ -168,6 +171,240 @@ inline void RandomLedgerWalk(Backend& be, const std::vector<const sparse::Resolv
   }
   for (Live& g : live)
     for (RowId r : g.rows) be.FreeRow(r);
+  EXPECT_EQ(be.KvBytesInUse(), base);
+  EXPECT_GT(added, 10);
+  EXPECT_GT(refused, 0) << "the walk never filled the pool";
+}
+
+// Prompt rows (sharing across requests): request A (2 images) is prefilled
+// with its prompts; request B (1 image, another caption, A's guidance
+// prompt) joins 3 steps later, reading A's uncond prompt row, which its
+// prefill takes from the row's stored last position; both then decode
+// together, A finishes, and B goes on after its uncond prompt row was freed
+// (hidden: B still reads it). With `prompt_rows` false every row holds its
+// own prompt (the reference): the calls carry the same rows in the same
+// order, so the logits must agree.
+inline const std::vector<int32_t> kSharingCond2 = {5, 88, 21, 30, 9, 3, 61, 2, 44, 71, 12};
+
+struct AcrossRun {
+  std::vector<std::vector<float>> logits;     // per backend call, [rows x logits]
+  std::vector<std::vector<int32_t>> sampled;  // per backend call
+  std::vector<int64_t> kv_bytes;              // KvBytesInUse() after each stage
+};
+
+// feed_back false: decode inputs are a fixed sequence (teacher forcing), so a
+// token drawn differently cannot change the later inputs.
+inline void RunAcrossRequests(Backend& be, const sparse::ResolvedPolicy& policy, bool prompt_rows, int steps,
+                              AcrossRun* run, bool feed_back = true) {
+  const std::vector<int32_t>& cond_a = kSharingCond;
+  const std::vector<int32_t>& cond_b = kSharingCond2;
+  const std::vector<int32_t>& uncond = kSharingUncond;
+  const auto len = [](const std::vector<int32_t>& v) { return static_cast<int32_t>(v.size()); };
+  const int vocab = be.spec().logits();
+  const int32_t offset = be.spec().input.sampled_offset;
+  const int64_t base = be.KvBytesInUse();
+  const auto record_bytes = [&] { run->kv_bytes.push_back(be.KvBytesInUse() - base); };
+  // A row reading prompt row `owner`, or one with its own prompt.
+  const auto row_for = [&](RowId owner, const std::vector<int32_t>& prompt) -> RowId {
+    absl::StatusOr<RowId> r = prompt_rows ? be.AllocateSharingRow(owner, policy) : be.AllocateRow(len(prompt), policy);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : kNoRow;
+  };
+  RowId pa = kNoRow, pu = kNoRow, pb = kNoRow;
+  if (prompt_rows) {
+    absl::StatusOr<RowId> a = be.AllocatePromptRow(len(cond_a), policy.kv_format);
+    absl::StatusOr<RowId> u = be.AllocatePromptRow(len(uncond), policy.kv_format);
+    ASSERT_TRUE(a.ok() && u.ok());
+    pa = *a;
+    pu = *u;
+  }
+  std::vector<RowId> rows_a;
+  for (int i = 0; i < 2; ++i) {
+    rows_a.push_back(row_for(pa, cond_a));
+    rows_a.push_back(row_for(pu, uncond));
+  }
+  record_bytes();
+  std::vector<SamplingSpec> sampling(3);
+  for (int i = 0; i < 3; ++i) {
+    sampling[i].temperature = 1.0f;
+    sampling[i].cfg_weight = 3.0f;
+    sampling[i].seed = 91 + (i == 2 ? 1 : 0);
+    sampling[i].image_index = i == 2 ? 0 : i;
+  }
+  std::vector<int32_t> sampled(3), step_of(3, 0);
+  const auto prefill = [&](std::span<const RowId> rows, const std::vector<const std::vector<int32_t>*>& prompts,
+                           std::span<const RowId> fills, const std::vector<const std::vector<int32_t>*>& fill_prompts,
+                           std::span<const SamplingSpec> specs, std::span<int32_t> out) {
+    std::vector<int32_t> tokens, offsets = {0};
+    for (const auto* list : {&prompts, &fill_prompts}) {
+      for (const std::vector<int32_t>* p : *list) {
+        tokens.insert(tokens.end(), p->begin(), p->end());
+        offsets.push_back(static_cast<int32_t>(tokens.size()));
+      }
+    }
+    std::vector<float> logits(rows.size() * static_cast<size_t>(vocab));
+    absl::Status s = be.Prefill({rows, offsets, tokens, specs, fills}, {out, logits.data()});
+    ASSERT_TRUE(s.ok()) << s;
+    run->logits.push_back(logits);
+    run->sampled.emplace_back(out.begin(), out.end());
+  };
+  const auto decode = [&](std::span<const RowId> rows, int first_pair, int pairs) {
+    std::vector<int32_t> inputs, steps_now;
+    for (int i = first_pair; i < first_pair + pairs; ++i) {
+      inputs.push_back(feed_back ? offset + sampled[i] : (offset + 7 * step_of[i] + 3 * i) % be.spec().input_rows());
+      steps_now.push_back(step_of[i]++);
+    }
+    std::vector<float> logits(rows.size() * static_cast<size_t>(vocab));
+    std::span<int32_t> out(sampled.data() + first_pair, pairs);
+    absl::Status s =
+        be.Decode({rows, inputs, steps_now, std::span(sampling).subspan(first_pair, pairs)}, {out, logits.data()});
+    ASSERT_TRUE(s.ok()) << s;
+    run->logits.push_back(logits);
+    run->sampled.emplace_back(out.begin(), out.end());
+  };
+  // A: both prompts filled in its prefill.
+  const std::vector<RowId> fills_a = prompt_rows ? std::vector<RowId>{pa, pu} : std::vector<RowId>{};
+  const std::vector<const std::vector<int32_t>*> fill_prompts_a =
+      prompt_rows ? std::vector<const std::vector<int32_t>*>{&cond_a, &uncond}
+                  : std::vector<const std::vector<int32_t>*>{};
+  ASSERT_NO_FATAL_FAILURE(prefill(rows_a, {&cond_a, &uncond, &cond_a, &uncond}, fills_a, fill_prompts_a,
+                                  std::span(sampling).first(2), std::span(sampled).first(2)));
+  for (int t = 0; t < 3; ++t) ASSERT_NO_FATAL_FAILURE(decode(rows_a, 0, 2));
+  // B: its caption's prompt row filled now, A's uncond prompt row read as it is.
+  if (prompt_rows) {
+    absl::StatusOr<RowId> b = be.AllocatePromptRow(len(cond_b), policy.kv_format);
+    ASSERT_TRUE(b.ok());
+    pb = *b;
+  }
+  const std::vector<RowId> rows_b = {row_for(pb, cond_b), row_for(pu, uncond)};
+  record_bytes();
+  const std::vector<RowId> fills_b = prompt_rows ? std::vector<RowId>{pb} : std::vector<RowId>{};
+  const std::vector<const std::vector<int32_t>*> fill_prompts_b =
+      prompt_rows ? std::vector<const std::vector<int32_t>*>{&cond_b} : std::vector<const std::vector<int32_t>*>{};
+  ASSERT_NO_FATAL_FAILURE(prefill(rows_b, {&cond_b, &uncond}, fills_b, fill_prompts_b,
+                                  std::span(sampling).subspan(2, 1), std::span(sampled).subspan(2, 1)));
+  std::vector<RowId> both = rows_a;
+  both.insert(both.end(), rows_b.begin(), rows_b.end());
+  for (int t = 0; t < steps; ++t) ASSERT_NO_FATAL_FAILURE(decode(both, 0, 3));
+  // A finishes: its caption's prompt row goes with it; the shared one is
+  // freed as well but stays (hidden) while B reads it.
+  for (RowId r : rows_a) be.FreeRow(r);
+  if (prompt_rows) {
+    be.FreeRow(pa);
+    be.FreeRow(pu);
+  }
+  record_bytes();
+  for (int t = 0; t < 2; ++t) ASSERT_NO_FATAL_FAILURE(decode(rows_b, 2, 1));
+  for (RowId r : rows_b) be.FreeRow(r);
+  if (prompt_rows) be.FreeRow(pb);
+  record_bytes();
+}
+
+// Random requests as the engine places them under sharing across requests
+// (prompt rows from a few captions and guidance rows of two lengths, found or
+// made, then one sharing row per row) are added while CanPlace says they fit
+// and freed in random order with their unread prompt rows; the ledger must
+// equal the live rows' and prompt rows' bytes after every step, CanPlace
+// must agree with allocation, and everything returns to zero.
+inline void RandomPromptRowWalk(Backend& be, const std::vector<const sparse::ResolvedPolicy*>& policies, int iterations,
+                                uint32_t seed) {
+  struct Prompt {
+    RowId row = kNoRow;
+    int readers = 0;
+    int64_t bytes = 0;
+  };
+  std::map<std::pair<int32_t, int32_t>, Prompt> prompts;  // (kv format, prompt id) -> its prompt row
+  struct Live {
+    std::vector<RowId> rows;
+    std::pair<int32_t, int32_t> keys[2];
+    int64_t bytes = 0;  // its rows'
+  };
+  std::mt19937 rng(seed);
+  std::vector<Live> live;
+  int64_t expected = 0;
+  const int64_t base = be.KvBytesInUse();
+  int added = 0, refused = 0;
+  const int32_t kLens[] = {3, 5, 8, 11, 6, 4};  // prompt ids 0-3 captions, 4-5 guidance rows
+  const auto release = [&](Live& g) {
+    for (RowId r : g.rows) be.FreeRow(r);
+    expected -= g.bytes;
+    for (int k = 0; k < 2; ++k) {
+      Prompt& p = prompts.at(g.keys[k]);
+      p.readers -= static_cast<int>(g.rows.size()) / 2;
+    }
+    for (int k = 0; k < 2; ++k) {
+      auto it = prompts.find(g.keys[k]);
+      if (it == prompts.end() || it->second.readers > 0) continue;
+      be.FreeRow(it->second.row);
+      expected -= it->second.bytes;
+      prompts.erase(it);
+    }
+  };
+  for (int it = 0; it < iterations; ++it) {
+    if (live.empty() || rng() % 3 != 0) {
+      const sparse::ResolvedPolicy& p = *policies[rng() % policies.size()];
+      const int images = 1 + static_cast<int>(rng() % 3);
+      Live g;
+      g.keys[0] = {static_cast<int32_t>(p.kv_format), static_cast<int32_t>(rng() % 4)};
+      g.keys[1] = {static_cast<int32_t>(p.kv_format), 4 + static_cast<int32_t>(rng() % 2)};
+      std::vector<int64_t> sizes;
+      for (const auto& key : g.keys) {
+        if (!prompts.contains(key)) sizes.push_back(be.PromptRowBytes(kLens[key.second], p.kv_format));
+      }
+      for (int i = 0; i < images; ++i) {
+        for (const auto& key : g.keys) sizes.push_back(be.SharingRowBytes(kLens[key.second], p));
+      }
+      const bool fits = be.CanPlace(sizes);
+      bool ok = true;
+      std::vector<std::pair<int32_t, int32_t>> made;
+      for (const auto& key : g.keys) {
+        if (!ok || prompts.contains(key)) continue;
+        absl::StatusOr<RowId> r = be.AllocatePromptRow(kLens[key.second], p.kv_format);
+        ok = r.ok();
+        if (!ok) break;
+        const int64_t bytes = be.PromptRowBytes(kLens[key.second], p.kv_format);
+        prompts[key] = {*r, 0, bytes};
+        expected += bytes;
+        made.push_back(key);
+      }
+      for (int i = 0; ok && i < 2 * images; ++i) {
+        Prompt& owner = prompts.at(g.keys[i % 2]);
+        absl::StatusOr<RowId> r = be.AllocateSharingRow(owner.row, p);
+        ok = r.ok();
+        if (!ok) break;
+        g.rows.push_back(*r);
+        g.bytes += be.SharingRowBytes(kLens[g.keys[i % 2].second], p);
+        ++owner.readers;
+      }
+      if (ok) expected += g.bytes;
+      ASSERT_EQ(ok, fits) << "iteration " << it << ": CanPlace disagrees with allocation";
+      if (!ok) {
+        // Undo as the engine does: the rows, then the prompt rows nobody reads.
+        for (int i = 0; i < static_cast<int>(g.rows.size()); ++i) --prompts.at(g.keys[i % 2]).readers;
+        for (RowId r : g.rows) be.FreeRow(r);
+        for (const auto& key : made) {
+          auto m = prompts.find(key);
+          if (m == prompts.end() || m->second.readers > 0) continue;
+          be.FreeRow(m->second.row);
+          expected -= m->second.bytes;
+          prompts.erase(m);
+        }
+        ++refused;
+      } else {
+        live.push_back(std::move(g));
+        ++added;
+      }
+    } else {
+      const size_t victim = rng() % live.size();
+      Live g = std::move(live[victim]);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(victim));
+      std::shuffle(g.rows.begin(), g.rows.end(), rng);
+      release(g);
+    }
+    ASSERT_EQ(be.KvBytesInUse() - base, expected) << "iteration " << it;
+  }
+  for (Live& g : live) release(g);
+  EXPECT_TRUE(prompts.empty());
   EXPECT_EQ(be.KvBytesInUse(), base);
   EXPECT_GT(added, 10);
   EXPECT_GT(refused, 0) << "the walk never filled the pool";

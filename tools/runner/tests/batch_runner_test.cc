@@ -38,6 +38,7 @@ class FakeEngine final : public engine::Engine {
     engine::PreparedRequest p;
     p.request = r;
     p.kv_bytes = 2 * r.num_images * kKvBytesPerRow;
+    p.own_kv_bytes = p.kv_bytes;
     return p;
   }
   bool CanAdd(const engine::PreparedRequest& p) const override {
