@@ -3,20 +3,21 @@
 // random weights made in memory (no file), at several batch sizes.
 //
 //   argen_bench_cpu [--shape tiny,dir,1b] [--batches 1,8] [--steps_1b 0] [--threads 0]
-//                   [--model_dir models/argen-scenes-v1]
+//                   [--model_dir models/argen-scenes-v1] [--prompt_sharing within,across]
 //
-// A batch of B is B one-image requests (2B rows: cond + uncond), added
-// together. Reported per shape and batch: prefill seconds, mean seconds per
-// decode step, decode tokens/s (image tokens of all images per second) and
-// seconds per image = (prefill + image_tokens x step time) / B, i.e. the LLM
-// part of generation; the VQ decoder is not included. --steps_1b N > 0 times
-// only the first N decode steps of the 1B shape and extrapolates to 576,
-// which the output says; it then also times dense attention over the full
-// prompt + 576 keys (what the last step attends) and prints the upper bound
-// that adds it to every step.
+// A batch of B is B one-image requests (2B rows: cond + uncond) of distinct
+// captions of one length (so one guidance prompt), added together; each
+// --prompt_sharing mode (share_prompt_kv_across_requests off / on) runs every
+// batch, and the line gives the pool's KV bytes per image. Reported per shape and batch: prefill seconds, mean seconds
+// per decode step, decode tokens/s (image tokens of all images per second) and seconds per image = (prefill +
+// image_tokens x step time) / B, i.e. the LLM part of generation; the VQ decoder is not included. --steps_1b N > 0
+// times only the first N decode steps of the 1B shape and extrapolates to 576, which the output says; it then also
+// times dense attention over the full prompt + 576 keys (what the last step attends) and prints the upper bound that
+// adds it to every step.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,8 @@ ABSL_FLAG(int32_t, threads, 0, "BLAS threads (0: all cores)");
 ABSL_FLAG(std::string, tiny_dir, "tests/goldens/tiny/tiny-mha", "tiny checkpoint directory");
 ABSL_FLAG(std::string, model_dir, "models/argen-scenes-v1", "checkpoint directory of --shape dir");
 ABSL_FLAG(int32_t, prompt_tokens, 40, "prompt length of every request");
+ABSL_FLAG(std::string, prompt_sharing, "within",
+          "comma-separated: within (share_prompt_kv), across (share_prompt_kv_across_requests)");
 
 namespace argen::bench {
 namespace {
@@ -51,19 +54,31 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
+// Whether the engine reads prompts shared across requests: a request's
+// own_kv_bytes are then below its kv_bytes.
+const char* SharingName(const model::GenericEngine& engine) {
+  engine::GenerationRequest r;
+  r.prompt = "probe";
+  absl::StatusOr<engine::PreparedRequest> p = engine.Prepare(r);
+  return p.ok() && p->own_kv_bytes < p->kv_bytes ? "across" : "within";
+}
+
 // Fixed-length prompts: bench timing must not depend on a tokenizer.
 model::PromptEncoder FixedLengthEncoder(int32_t len, int32_t vocab) {
   return [len,
           vocab](const std::string& caption) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
     std::vector<int32_t> cond(len), uncond(len, 0);
-    for (int32_t i = 0; i < len; ++i) cond[i] = (17 * i + static_cast<int32_t>(caption.size())) % vocab;
+    const int32_t salt = static_cast<int32_t>(std::hash<std::string>{}(caption) % 9973);
+    for (int32_t i = 0; i < len; ++i) cond[i] = (17 * i + salt) % vocab;
+    cond.front() = 1 % vocab;  // BOS-like ends: the guidance row is the same for every caption
+    cond.back() = 2 % vocab;
     uncond.front() = cond.front();
     uncond.back() = cond.back();
     return std::make_pair(cond, uncond);
   };
 }
 
-std::unique_ptr<model::GenericEngine> Make1BEngine(int32_t threads, int32_t max_rows, int32_t prompt_len) {
+std::unique_ptr<model::GenericEngine> Make1BEngine(int32_t threads, int32_t max_rows, int32_t prompt_len, bool across) {
   absl::StatusOr<model::ModelSpec> spec = janus::JanusSpec(*janus::PublishedJanusConfig("1b"));
   if (!spec.ok()) return nullptr;
   model::BackendOptions options;
@@ -84,6 +99,7 @@ std::unique_ptr<model::GenericEngine> Make1BEngine(int32_t threads, int32_t max_
   config.info.max_prompt_tokens = 1024;
   config.info.max_images_per_request = max_rows / 2;
   config.info.max_batch_rows = max_rows;
+  config.share_prompt_kv_across_requests = across;
   return std::make_unique<model::GenericEngine>(
       std::move(backend), FixedLengthEncoder(prompt_len, spec->text_vocab()),
       [](const std::vector<std::vector<int32_t>>&) -> absl::StatusOr<std::vector<engine::RgbImage>> {
@@ -124,7 +140,9 @@ void RunBatch(const std::string& shape, model::GenericEngine& engine, int32_t ba
   std::vector<engine::GroupId> ids;
   for (int32_t i = 0; i < batch; ++i) {
     engine::GenerationRequest r;
-    r.prompt = "benchmark";
+    char caption[32];
+    std::snprintf(caption, sizeof(caption), "benchmark %04d", i);
+    r.prompt = caption;
     r.sampling.seed = static_cast<uint64_t>(i);
     absl::StatusOr<engine::PreparedRequest> p = engine.Prepare(r);
     if (!p.ok()) {
@@ -134,6 +152,7 @@ void RunBatch(const std::string& shape, model::GenericEngine& engine, int32_t ba
     ids.push_back(*engine.Add(*p));
   }
   const int32_t image_tokens = engine.info().image_tokens;
+  const double kv_mb_per_image = static_cast<double>(engine.KvBytesInUse()) / batch / 1e6;
   auto start = Clock::now();
   if (!engine.Step().ok()) return;
   const double prefill_s = Seconds(start);
@@ -153,10 +172,10 @@ void RunBatch(const std::string& shape, model::GenericEngine& engine, int32_t ba
   const double tokens_per_s = batch / step_s;
   const double s_per_image = (prefill_s + image_tokens * step_s) / batch;
   std::printf(
-      "%-5s batch %2d  prefill %7.3f s  decode %4d/%d steps  %8.4f s/step  %9.1f tokens/s  %8.2f "
-      "s/image%s\n",
-      shape.c_str(), batch, prefill_s, timed, decode_steps, step_s, tokens_per_s, s_per_image,
-      timed < decode_steps ? "  (extrapolated from the timed steps)" : "");
+      "%-5s %-6s batch %2d  prefill %7.3f s  decode %4d/%d steps  %8.4f s/step  %9.1f tokens/s  %8.2f "
+      "s/image  %8.3f KV MB/image%s\n",
+      shape.c_str(), SharingName(engine), batch, prefill_s, timed, decode_steps, step_s, tokens_per_s, s_per_image,
+      kv_mb_per_image, timed < decode_steps ? "  (extrapolated from the timed steps)" : "");
   if (timed < decode_steps) {
     const double late = LateStepAttentionSeconds(engine.backend().spec().stack, 2 * batch,
                                                  absl::GetFlag(FLAGS_prompt_tokens), image_tokens);
@@ -178,7 +197,7 @@ int main(int argc, char** argv) {
           "argen_bench_cpu: CPU decode throughput of the generic engine (tiny checkpoint, a checkpoint\n"
           "directory, or a Janus-Pro-1B shape with random weights), at several batch sizes.\n"
           "  argen_bench_cpu [--shape tiny,dir,1b] [--batches 1,8] [--steps_1b 0] [--threads 0]\n"
-          "                  [--model_dir models/argen-scenes-v1]")) {
+          "                  [--model_dir models/argen-scenes-v1] [--prompt_sharing within,across]")) {
     return *rc;
   }
   absl::ParseCommandLine(argc, argv);
@@ -195,37 +214,49 @@ int main(int argc, char** argv) {
   int32_t max_batch = 1;
   for (int32_t b : batches) max_batch = std::max(max_batch, b);
   const int32_t threads = absl::GetFlag(FLAGS_threads);
-  for (absl::string_view shape : absl::StrSplit(absl::GetFlag(FLAGS_shape), ',')) {
-    std::unique_ptr<model::GenericEngine> engine;
-    int32_t steps = 0;
-    if (shape == "tiny" || shape == "dir") {
-      engine::EngineOptions options;
-      options.model_dir = absl::GetFlag(shape == "tiny" ? FLAGS_tiny_dir : FLAGS_model_dir);
-      // The family's spec gives the text vocabulary the fixed prompts draw from.
-      absl::StatusOr<models::FamilyModel> family = models::LoadFamilyModel(options.model_dir);
-      if (!family.ok()) {
-        std::fprintf(stderr, "argen_bench_cpu: %s\n", family.status().ToString().c_str());
-        return 1;
-      }
-      options.threads = threads;
-      options.max_batch_rows = 2 * max_batch;
-      options.max_images_per_request = max_batch;
-      absl::StatusOr<std::unique_ptr<model::GenericEngine>> e = model::CreateGenericEngine(
-          options, bench::FixedLengthEncoder(absl::GetFlag(FLAGS_prompt_tokens), family->spec.text_vocab()));
-      if (!e.ok()) {
-        std::fprintf(stderr, "argen_bench_cpu: %s\n", e.status().ToString().c_str());
-        return 1;
-      }
-      engine = std::move(*e);
-    } else if (shape == "1b") {
-      engine = bench::Make1BEngine(threads, 2 * max_batch, absl::GetFlag(FLAGS_prompt_tokens));
-      if (engine == nullptr) return 1;
-      steps = absl::GetFlag(FLAGS_steps_1b);
-    } else {
-      std::fprintf(stderr, "argen_bench_cpu: --shape: unknown \"%s\"\n", std::string(shape).c_str());
+  std::vector<bool> modes;  // share_prompt_kv_across_requests
+  for (absl::string_view m : absl::StrSplit(absl::GetFlag(FLAGS_prompt_sharing), ',')) {
+    if (m != "within" && m != "across") {
+      std::fprintf(stderr, "argen_bench_cpu: --prompt_sharing: bad value \"%s\" (within, across)\n",
+                   std::string(m).c_str());
       return 2;
     }
-    for (int32_t b : batches) bench::RunBatch(std::string(shape), *engine, b, steps);
+    modes.push_back(m == "across");
+  }
+  for (absl::string_view shape : absl::StrSplit(absl::GetFlag(FLAGS_shape), ',')) {
+    for (bool across : modes) {
+      std::unique_ptr<model::GenericEngine> engine;
+      int32_t steps = 0;
+      if (shape == "tiny" || shape == "dir") {
+        engine::EngineOptions options;
+        options.model_dir = absl::GetFlag(shape == "tiny" ? FLAGS_tiny_dir : FLAGS_model_dir);
+        // The family's spec gives the text vocabulary the fixed prompts draw from.
+        absl::StatusOr<models::FamilyModel> family = models::LoadFamilyModel(options.model_dir);
+        if (!family.ok()) {
+          std::fprintf(stderr, "argen_bench_cpu: %s\n", family.status().ToString().c_str());
+          return 1;
+        }
+        options.threads = threads;
+        options.max_batch_rows = 2 * max_batch;
+        options.max_images_per_request = max_batch;
+        options.share_prompt_kv_across_requests = across;
+        absl::StatusOr<std::unique_ptr<model::GenericEngine>> e = model::CreateGenericEngine(
+            options, bench::FixedLengthEncoder(absl::GetFlag(FLAGS_prompt_tokens), family->spec.text_vocab()));
+        if (!e.ok()) {
+          std::fprintf(stderr, "argen_bench_cpu: %s\n", e.status().ToString().c_str());
+          return 1;
+        }
+        engine = std::move(*e);
+      } else if (shape == "1b") {
+        engine = bench::Make1BEngine(threads, 2 * max_batch, absl::GetFlag(FLAGS_prompt_tokens), across);
+        if (engine == nullptr) return 1;
+        steps = absl::GetFlag(FLAGS_steps_1b);
+      } else {
+        std::fprintf(stderr, "argen_bench_cpu: --shape: unknown \"%s\"\n", std::string(shape).c_str());
+        return 2;
+      }
+      for (int32_t b : batches) bench::RunBatch(std::string(shape), *engine, b, steps);
+    }
   }
   return 0;
 }

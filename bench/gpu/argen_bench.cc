@@ -11,7 +11,9 @@
 //   --attention-kernel auto|two-pass|staged|warp   the engine's decode attention kernel (default auto)
 //   --no-fused-argmin   diagonal rows select through probs + ObserveKernel (the earlier path)
 //   --images-per-prompt N   images share a prompt N at a time (one request of N images)
-//   --prompt-sharing on|off|both   those images read one copy of each prompt's KV (default on; both: A/B)
+//   --prompt-sharing on|off|both|across|all   those images read one copy of each prompt's KV (default on;
+//     both: off and on); across: every image reads prompt rows (Backend::AllocatePromptRow), one per request's
+//     caption and one guidance prompt for all, as share_prompt_kv_across_requests places them; all: off, on, across
 //   --ssd-semantic-share S   ssd: the share of the random model's (layer, kv head) pairs classified
 //     semantic (default 0.5); every line ends with the image's exact KV MB and the mean keys a head attends
 #include <cuda_runtime.h>
@@ -35,6 +37,8 @@
 namespace argen::bench {
 namespace {
 
+enum class SharingMode { kOff, kWithin, kAcross };
+
 struct Flags {
   std::vector<std::string> models = {"1b"};
   std::vector<int> batches = {16};
@@ -54,7 +58,7 @@ struct Flags {
   int stage_steps = 4;
   double ssd_semantic_share = 0.5;  // ssd: share of the random model's heads classified semantic
   int images_per_prompt = 1;        // images of one request (one prompt)
-  std::vector<bool> sharing = {true};  // prompt-KV sharing between them (A/B: both)
+  std::vector<SharingMode> sharing = {SharingMode::kWithin};  // prompt-KV sharing (A/B: several)
   std::string out;
 };
 
@@ -122,11 +126,15 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     } else if (a == "--prompt-sharing") {
       const std::string v = value();
       if (v == "on")
-        f->sharing = {true};
+        f->sharing = {SharingMode::kWithin};
       else if (v == "off")
-        f->sharing = {false};
+        f->sharing = {SharingMode::kOff};
       else if (v == "both")
-        f->sharing = {false, true};
+        f->sharing = {SharingMode::kOff, SharingMode::kWithin};
+      else if (v == "across")
+        f->sharing = {SharingMode::kAcross};
+      else if (v == "all")
+        f->sharing = {SharingMode::kOff, SharingMode::kWithin, SharingMode::kAcross};
       else
         return false;
     } else if (a == "--out")
@@ -184,22 +192,55 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 // How a batch's images are laid out: requests of `per_prompt` images with one
-// prompt, whose rows share its KV (the first image's) when `share`.
+// prompt, whose rows share its KV (the first image's) when `share`; `across`:
+// every row reads a prompt row, one per request's caption and one guidance
+// prompt for all (share_prompt_kv_across_requests).
 struct PromptGroups {
   int per_prompt = 1;
   bool share = false;
+  bool across = false;
+};
+
+// A batch's rows: CFG pairs in image order, and its prompt rows (across:
+// the guidance prompt's first, then each request's caption's).
+struct BatchRows {
+  std::vector<model::RowId> rows, prompt_rows;
+  void Free(cuda::CudaBackend& be) {
+    for (auto it = rows.rbegin(); it != rows.rend(); ++it) be.FreeRow(*it);
+    for (model::RowId r : prompt_rows) be.FreeRow(r);
+    rows.clear();
+    prompt_rows.clear();
+  }
 };
 
 // Allocates image i's CFG pair as the engine would for its request.
 absl::Status AllocatePair(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, int prompt_len, int uncond_len,
-                          const PromptGroups& groups, int i, std::vector<model::RowId>* rows) {
+                          const PromptGroups& groups, int i, BatchRows* b) {
   const int first = i - i % groups.per_prompt;
+  if (groups.across) {
+    if (i == 0) {
+      absl::StatusOr<model::RowId> guidance = be.AllocatePromptRow(uncond_len, policy.kv_format);
+      if (!guidance.ok()) return guidance.status();
+      b->prompt_rows.push_back(*guidance);
+    }
+    if (i == first) {
+      absl::StatusOr<model::RowId> caption = be.AllocatePromptRow(prompt_len, policy.kv_format);
+      if (!caption.ok()) return caption.status();
+      b->prompt_rows.push_back(*caption);
+    }
+    for (model::RowId owner : {b->prompt_rows.back(), b->prompt_rows[0]}) {
+      absl::StatusOr<model::RowId> id = be.AllocateSharingRow(owner, policy);
+      if (!id.ok()) return id.status();
+      b->rows.push_back(*id);
+    }
+    return absl::OkStatus();
+  }
   for (int k = 0; k < 2; ++k) {
     absl::StatusOr<model::RowId> id = groups.share && i != first
-                                          ? be.AllocateSharingRow((*rows)[2 * first + k], policy)
+                                          ? be.AllocateSharingRow(b->rows[2 * first + k], policy)
                                           : be.AllocateRow(k == 0 ? prompt_len : uncond_len, policy);
     if (!id.ok()) return id.status();
-    rows->push_back(*id);
+    b->rows.push_back(*id);
   }
   return absl::OkStatus();
 }
@@ -207,12 +248,12 @@ absl::Status AllocatePair(cuda::CudaBackend& be, const sparse::ResolvedPolicy& p
 // Largest number of images whose rows the KV pool admits (rows allocated, then freed).
 int MaxImages(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, int prompt_len, int uncond_len, int cap,
               const PromptGroups& groups) {
-  std::vector<model::RowId> rows;
+  BatchRows b;
   int images = 0;
-  while (images < cap && AllocatePair(be, policy, prompt_len, uncond_len, groups, images, &rows).ok()) ++images;
+  while (images < cap && AllocatePair(be, policy, prompt_len, uncond_len, groups, images, &b).ok()) ++images;
   // Whole requests only.
   images -= images % groups.per_prompt;
-  for (auto it = rows.rbegin(); it != rows.rend(); ++it) be.FreeRow(*it);
+  b.Free(be);
   return images;
 }
 
@@ -220,12 +261,13 @@ RunResult RunBatch(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, 
                    int uncond_len, int stage_steps, const PromptGroups& groups) {
   RunResult res;
   const int n_rows = 2 * images;
-  std::vector<model::RowId> rows;
+  BatchRows b;
+  const std::vector<model::RowId>& rows = b.rows;
   const int64_t kv0 = be.KvBytesInUse();
   for (int i = 0; i < images; ++i) {
-    absl::Status a = AllocatePair(be, policy, prompt_len, uncond_len, groups, i, &rows);
+    absl::Status a = AllocatePair(be, policy, prompt_len, uncond_len, groups, i, &b);
     if (!a.ok()) {
-      for (model::RowId x : rows) be.FreeRow(x);
+      b.Free(be);
       res.note = "KV pool full (" + std::string(a.message()) + ")";
       return res;
     }
@@ -233,16 +275,29 @@ RunResult RunBatch(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, 
   res.kv_bytes_per_image = (be.KvBytesInUse() - kv0) / images;
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> tok(0, be.spec().text_vocab() - 1);
-  // One random prompt pair per request, repeated for its images.
-  std::vector<int32_t> tokens;
+  // One random prompt pair per request, repeated for its images (across:
+  // one guidance prompt for all, as Janus's padded row of one length is).
+  std::vector<int32_t> tokens, fill_tokens, guidance(uncond_len);
+  for (auto& t : guidance) t = tok(rng);
   std::vector<int32_t> group_tokens(prompt_len + uncond_len);
   for (int i = 0; i < images; ++i) {
-    if (i % groups.per_prompt == 0)
+    if (i % groups.per_prompt == 0) {
       for (auto& t : group_tokens) t = tok(rng);
+      if (groups.across) {
+        std::copy(guidance.begin(), guidance.end(), group_tokens.begin() + prompt_len);
+        if (i == 0) fill_tokens.insert(fill_tokens.end(), guidance.begin(), guidance.end());
+        fill_tokens.insert(fill_tokens.end(), group_tokens.begin(), group_tokens.begin() + prompt_len);
+      }
+    }
     tokens.insert(tokens.end(), group_tokens.begin(), group_tokens.end());
   }
   std::vector<int32_t> offsets(n_rows + 1, 0);
   for (int r = 0; r < n_rows; ++r) offsets[r + 1] = offsets[r] + (r % 2 == 0 ? prompt_len : uncond_len);
+  // The prompt rows' prompts (the guidance prompt's, then the captions'), in
+  // a call of their own before the rows' (together they exceed max_batch_rows).
+  std::vector<int32_t> fill_offsets = {0};
+  for (size_t p = 0; p < b.prompt_rows.size(); ++p)
+    fill_offsets.push_back(fill_offsets.back() + (p == 0 ? uncond_len : prompt_len));
   std::vector<model::SamplingSpec> sampling(images);
   for (int i = 0; i < images; ++i) {
     sampling[i].seed = 1234;
@@ -251,7 +306,9 @@ RunResult RunBatch(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, 
   std::vector<int32_t> sampled(images), steps(images);
   cudaDeviceSynchronize();
   const auto t0 = Clock::now();
-  absl::Status s = be.Prefill({rows, offsets, tokens, sampling}, {sampled, nullptr});
+  absl::Status s = absl::OkStatus();
+  if (!b.prompt_rows.empty()) s = be.Prefill({{}, fill_offsets, fill_tokens, {}, b.prompt_rows}, {{}, nullptr});
+  if (s.ok()) s = be.Prefill({rows, offsets, tokens, sampling}, {sampled, nullptr});
   const auto t1 = Clock::now();
   std::vector<int32_t> next(images);
   for (int t = 0; s.ok() && t < policy.l_dec - 1; ++t) {
@@ -265,7 +322,7 @@ RunResult RunBatch(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, 
   const auto t2 = Clock::now();
   be.SetStageTiming(false);
   res.stages = be.TakeStageTimes();
-  for (model::RowId r : rows) be.FreeRow(r);
+  b.Free(be);
   if (!s.ok()) {
     res.note = std::string(s.message());
     return res;
@@ -286,7 +343,7 @@ constexpr char kBenchUsage[] =
     "[--auto-sizing]\n"
     "              [--attention-micro] [--no-graphs] [--no-fused-argmin]\n"
     "              [--attention-kernel auto|two-pass|staged|warp] [--gemm cublas|lt-heuristic|lt-tuned]\n"
-    "              [--stage-steps N] [--images-per-prompt N] [--prompt-sharing on|off|both]\n"
+    "              [--stage-steps N] [--images-per-prompt N] [--prompt-sharing on|off|both|across|all]\n"
     "              [--out FILE.jsonl] [--help] [--version]\n";
 
 int Main(int argc, char** argv) {
@@ -301,7 +358,7 @@ int Main(int argc, char** argv) {
                  "  [--ssd-semantic-share 0.5]  (ssd: share of the random model's heads classified semantic)\n"
                  "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n"
                  "  [--attention-kernel auto|two-pass|staged|warp] [--no-fused-argmin]\n"
-                 "  [--images-per-prompt N] [--prompt-sharing on|off|both]\n");
+                 "  [--images-per-prompt N] [--prompt-sharing on|off|both|across|all]\n");
     return 2;
   }
   FILE* out = f.out.empty() ? nullptr : std::fopen(f.out.c_str(), "a");
@@ -412,12 +469,14 @@ int Main(int argc, char** argv) {
         std::fprintf(stderr, "%s: %s\n", policy_spec.c_str(), std::string(policy.status().message()).c_str());
         return 2;
       }
-      for (bool share : f.sharing) {
-        const PromptGroups groups{f.images_per_prompt, share && f.images_per_prompt > 1};
-        // The policy column: name[/nN[+share]] (N images a prompt, its KV shared).
+      for (SharingMode mode : f.sharing) {
+        const PromptGroups groups{f.images_per_prompt, mode == SharingMode::kWithin && f.images_per_prompt > 1,
+                                  mode == SharingMode::kAcross};
+        // The policy column: name[/nN][+share|+across] (N images a prompt, its KV shared, or
+        // every prompt read from prompt rows).
         const std::string spec =
-            f.images_per_prompt > 1 ? absl::StrCat(policy_spec, "/n", f.images_per_prompt, groups.share ? "+share" : "")
-                                    : policy_spec;
+            absl::StrCat(policy_spec, f.images_per_prompt > 1 ? absl::StrCat("/n", f.images_per_prompt) : "",
+                         groups.share ? "+share" : "", groups.across ? "+across" : "");
         std::vector<int> batches = f.batches;
         if (f.max_batch) batches = {MaxImages(be, *policy, f.prompt_len, uncond_len, be.MaxBatchRows() / 2, groups)};
         for (int images : batches) {
@@ -454,8 +513,10 @@ int Main(int argc, char** argv) {
             for (int i = 0; i < static_cast<int>(cuda::Stage::kCount); ++i)
               std::fprintf(out, ",\"%s_ms\":%.4f", cuda::kStageNames[i],
                            r.stages.steps ? r.stages.ms[i] / r.stages.steps : 0.0);
-            std::fprintf(out, ",\"images_per_prompt\":%d,\"prompt_sharing\":%s}\n", f.images_per_prompt,
-                         groups.share ? "true" : "false");
+            std::fprintf(out, ",\"images_per_prompt\":%d,\"prompt_sharing\":\"%s\"}\n", f.images_per_prompt,
+                         groups.across  ? "across"
+                         : groups.share ? "within"
+                                        : "off");
           }
         }
       }

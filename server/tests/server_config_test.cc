@@ -253,6 +253,22 @@ TEST(ServerConfigTest, VqPrecisionAndAutoImageWorkers) {
   }
 }
 
+TEST(ServerConfigTest, PromptSharingKeys) {
+  ServerConfig c;
+  EXPECT_TRUE(c.share_prompt_kv);
+  EXPECT_FALSE(c.share_prompt_kv_across_requests);
+  c.model_dir = "/models/janus";
+  ASSERT_TRUE(ApplyConfigYaml(c, "share_prompt_kv_across_requests: true\n", "test.yaml").ok());
+  EXPECT_TRUE(c.share_prompt_kv_across_requests);
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  ASSERT_TRUE(SetConfigValue(c, "share_prompt_kv", "false").ok());
+  absl::Status s = ValidateConfig(c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("key 'share_prompt_kv_across_requests': needs share_prompt_kv: true"), std::string::npos)
+      << s;
+  EXPECT_FALSE(ApplyConfigYaml(c, "share_prompt_kv_across_requests: sometimes\n", "test.yaml").ok());
+}
+
 TEST(ServerConfigTest, ShippedExampleConfigParses) {
   const char* root = std::getenv("ARGEN_SOURCE_DIR");
   ASSERT_NE(root, nullptr);

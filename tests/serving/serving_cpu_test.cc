@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -28,6 +29,8 @@ std::unique_ptr<engine::Engine> TinyEngine(const server::ServerConfig& c) {
   o.max_batch_rows = c.max_batch_rows;
   o.kv_budget_bytes = c.kv_budget_bytes;
   o.max_images_per_request = c.max_images_per_request;
+  o.share_prompt_kv = c.share_prompt_kv;
+  o.share_prompt_kv_across_requests = c.share_prompt_kv_across_requests;
   absl::StatusOr<std::unique_ptr<engine::Engine>> e = engine::CreateEngine(o);
   EXPECT_TRUE(e.ok()) << e.status();
   return e.ok() ? *std::move(e) : nullptr;
@@ -123,6 +126,65 @@ TEST(ServingCpuTest, KvNeverExceedsTheBudget) {
   EXPECT_LE(t.engine->peak_kv_bytes(), c.kv_budget_bytes);
   EXPECT_GE(t.engine->peak_kv_bytes(), 2 * one.accepted.kv_bytes());  // it did batch two
   EXPECT_LE(t.engine->peak_rows(), 4);
+}
+
+// Prompt-KV sharing across requests through the server: requests joining
+// one that runs (captions of its length, so its guidance prompt; one of its
+// caption too) take only their rows' KV at admission, and every request's
+// PNGs are the bytes a server without it makes.
+TEST(ServingCpuTest, SharingAcrossRequestsGivesTheSameImagesWithLessKv) {
+  const std::vector<std::string> captions = {"a red circle", "a blue cross", "a red circle", "green square"};
+  std::map<bool, std::vector<client::GenerateResult>> runs;
+  for (bool across : {false, true}) {
+    server::ServerConfig c = LoopbackConfig(TinyModel());
+    c.share_prompt_kv_across_requests = across;
+    ASSERT_STARTED(t, StartTiny(c));
+    t.engine->set_step_delay(absl::Milliseconds(3));  // the first request runs while the others join
+    grpc::ClientContext first_context;
+    v1::GenerateRequest first;
+    first.set_prompt("a red circle");
+    first.set_seed(7);
+    first.set_progress_interval_ms(1);
+    auto reader = t.stub->Generate(&first_context, first);
+    v1::GenerateEvent e;
+    while (reader->Read(&e) && !e.has_progress()) {
+    }
+    std::vector<client::GenerateResult> results(captions.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < captions.size(); ++i) {
+      threads.emplace_back([&, i] {
+        v1::GenerateRequest r;
+        r.set_prompt(captions[i]);
+        r.set_num_images(1 + static_cast<int>(i % 2));
+        r.set_seed(20 + i);
+        results[i] = client::CallGenerate(*t.stub, r, 120);
+      });
+    }
+    for (auto& th : threads) th.join();
+    while (reader->Read(&e)) {
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    for (size_t i = 0; i < results.size(); ++i) {
+      ASSERT_TRUE(results[i].status.ok()) << results[i].status.error_message();
+      ASSERT_TRUE(results[i].has_metrics);
+      if (across && captions[i] == first.prompt()) {
+        EXPECT_LT(results[i].metrics.peak_kv_bytes(), results[i].accepted.kv_bytes())
+            << "request " << i << " joined while its prompts were resident";
+      } else if (across) {
+        EXPECT_LE(results[i].metrics.peak_kv_bytes(), results[i].accepted.kv_bytes());
+      } else {
+        EXPECT_EQ(results[i].metrics.peak_kv_bytes(), results[i].accepted.kv_bytes());
+      }
+    }
+    EXPECT_EQ(t.engine->KvBytesInUse(), 0);
+    runs[across] = std::move(results);
+  }
+  for (size_t i = 0; i < captions.size(); ++i) {
+    ASSERT_EQ(runs[true][i].images.size(), runs[false][i].images.size());
+    for (size_t k = 0; k < runs[true][i].images.size(); ++k) {
+      EXPECT_EQ(runs[true][i].images[k].png(), runs[false][i].images[k].png()) << "request " << i << " image " << k;
+    }
+  }
 }
 
 TEST(ServingCpuTest, RequestJoinsARunningBatch) {
