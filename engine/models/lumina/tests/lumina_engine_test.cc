@@ -50,10 +50,11 @@ std::string SmallSizeDir() {
   return dir;
 }
 
-std::unique_ptr<model::GenericEngine> MakeEngine() {
+std::unique_ptr<model::GenericEngine> MakeEngine(bool share_across_requests = false) {
   engine::EngineOptions options;
   options.model_dir = SmallSizeDir();
   options.threads = 2;
+  options.share_prompt_kv_across_requests = share_across_requests;
   absl::StatusOr<std::unique_ptr<model::GenericEngine>> e = model::CreateGenericEngine(options);
   EXPECT_TRUE(e.ok()) << e.status();
   return e.ok() ? std::move(*e) : nullptr;
@@ -232,6 +233,47 @@ TEST(LuminaEngineTest, EachRequestRunsOnItsSizesLayoutAloneOrBatchedWithAnother)
   ASSERT_TRUE(tall_image.ok()) << tall_image.status();
   EXPECT_EQ((*mixed)[0].rgb, (*tall_image)[0].rgb);
   for (engine::GroupId id : {*a, *b, *c}) e->Remove(id);
+}
+
+// Lumina-mGPT's guidance row is its size's image header: requests of one
+// size share it across requests, each keeps its size's layout and tokens.
+TEST(LuminaEngineTest, SharingAcrossRequestsKeepsEverySizesTokens) {
+  std::unique_ptr<model::GenericEngine> plain = MakeEngine(false);
+  std::unique_ptr<model::GenericEngine> across = MakeEngine(true);
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(across, nullptr);
+  engine::GenerationRequest tall2 = Sized(Request("a blue square", 9, 2), 64, 128);
+  const std::vector<engine::GenerationRequest> requests = {Request("a blue square", 3, 1),
+                                                           Request("a red circle", 4, 1),
+                                                           Sized(Request("a red circle", 7, 1), 64, 128), tall2};
+  int64_t kv[2] = {0, 0};
+  std::vector<std::vector<std::vector<int32_t>>> tokens[2];
+  for (int k = 0; k < 2; ++k) {
+    model::GenericEngine& e = k == 0 ? *plain : *across;
+    std::vector<engine::GroupId> ids;
+    for (const auto& r : requests) {
+      absl::StatusOr<engine::PreparedRequest> p = e.Prepare(r);
+      ASSERT_TRUE(p.ok()) << p.status();
+      ASSERT_TRUE(e.CanAdd(*p));
+      absl::StatusOr<engine::GroupId> id = e.Add(*p);
+      ASSERT_TRUE(id.ok()) << id.status();
+      ids.push_back(*id);
+    }
+    kv[k] = e.KvBytesInUse();
+    for (int32_t step = 0; step < engine::MaxImageTokens(e.info()) + 1; ++step) ASSERT_TRUE(e.Step().ok());
+    for (engine::GroupId id : ids) {
+      absl::StatusOr<engine::GroupState> st = e.State(id);
+      ASSERT_TRUE(st.ok() && st->finished);
+      tokens[k].push_back(st->tokens);
+      e.Remove(id);
+    }
+    EXPECT_EQ(e.KvBytesInUse(), 0);
+  }
+  EXPECT_EQ(tokens[0], tokens[1]);
+  ExpectRows(tokens[1][2][0], kTallW, kTallH);
+  ExpectRows(tokens[1][0][0], kW, kH);
+  EXPECT_LT(kv[1], kv[0]) << "two headers and one caption shared";
+  EXPECT_EQ(across->SharedKvBytes(), 0);
 }
 
 TEST(LuminaEngineTest, UnsupportedOrHalfGivenSizesAreRefusedListingTheSizes) {
