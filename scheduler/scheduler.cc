@@ -87,7 +87,7 @@ Scheduler::Scheduler(engine::Engine* engine, const SchedulerOptions& options, Im
       observer_(observer != nullptr ? observer : &no_observer_),
       max_batch_rows_(engine->info().max_batch_rows),
       image_workers_(std::make_unique<TaskWorkers>(options.image_workers)) {
-  observer_->OnKvBytes(0, 0);
+  observer_->OnKvBytes(0, 0, 0);
   observer_->OnQueueDepth(0);
   loop_ = std::thread([this] { Loop(); });
 }
@@ -355,7 +355,7 @@ void Scheduler::EndCancelledRunning() {
 }
 
 void Scheduler::PublishKv() {
-  observer_->OnKvBytes(engine_->KvBytesInUse(), KvReserved());
+  observer_->OnKvBytes(engine_->KvBytesInUse(), KvReserved(), engine_->SharedKvBytes());
   observer_->OnRunning(rows_in_use_, static_cast<int32_t>(running_.size()));
 }
 

@@ -38,7 +38,9 @@ class SchedulerObserver {
   virtual ~SchedulerObserver() = default;
   virtual void OnStep(const StepStats& stats) {}
   virtual void OnQueueDepth(int32_t depth) {}
-  virtual void OnKvBytes(int64_t in_use, int64_t reserved) {}
+  // The pool's bytes in use, the admitted requests' reservation (own rows plus
+  // shared prompts: equal to in_use) and of it the prompts shared across requests.
+  virtual void OnKvBytes(int64_t in_use, int64_t reserved, int64_t shared_prompts) {}
   // The running batch after every change (admission, step, finish, cancel,
   // deadline, failure, drain): its rows and its requests.
   virtual void OnRunning(int32_t rows, int32_t requests) {}

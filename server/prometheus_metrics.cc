@@ -96,9 +96,16 @@ PrometheusMetrics::PrometheusMetrics(int64_t kv_budget_bytes)
                    .Add({})),
       kv_reserved_(BuildGauge()
                        .Name("argen_kv_cache_reserved_bytes")
-                       .Help("Sum of the exact KV needs of admitted requests (admission accounting)")
+                       .Help("Sum of the exact KV needs of admitted requests (admission accounting), the prompts "
+                             "they share across requests included")
                        .Register(*registry_)
                        .Add({})),
+      kv_shared_prompts_(BuildGauge()
+                             .Name("argen_kv_cache_shared_prompt_bytes")
+                             .Help("KV bytes of the prompts running requests share across requests "
+                                   "(share_prompt_kv_across_requests)")
+                             .Register(*registry_)
+                             .Add({})),
       kv_budget_(BuildGauge()
                      .Name("argen_kv_cache_budget_bytes")
                      .Help("Configured KV budget (kv_budget_bytes)")
@@ -172,9 +179,10 @@ void PrometheusMetrics::OnStep(const scheduler::StepStats& stats) {
 
 void PrometheusMetrics::OnQueueDepth(int32_t depth) { queue_depth_.Set(depth); }
 
-void PrometheusMetrics::OnKvBytes(int64_t in_use, int64_t reserved) {
+void PrometheusMetrics::OnKvBytes(int64_t in_use, int64_t reserved, int64_t shared_prompts) {
   kv_used_.Set(static_cast<double>(in_use));
   kv_reserved_.Set(static_cast<double>(reserved));
+  kv_shared_prompts_.Set(static_cast<double>(shared_prompts));
   kv_usage_ratio_.Set(kv_budget_bytes_ > 0 ? static_cast<double>(reserved) / kv_budget_bytes_ : 0);
 }
 

@@ -40,7 +40,7 @@ class PrometheusMetrics : public scheduler::SchedulerObserver {
 
   void OnStep(const scheduler::StepStats& stats) override;
   void OnQueueDepth(int32_t depth) override;
-  void OnKvBytes(int64_t in_use, int64_t reserved) override;
+  void OnKvBytes(int64_t in_use, int64_t reserved, int64_t shared_prompts) override;
   void OnRunning(int32_t rows, int32_t requests) override;
   void OnRequestStarted(std::string_view policy, absl::Duration queue_wait) override;
   void OnFirstImage(std::string_view policy, absl::Duration since_accepted) override;
@@ -80,6 +80,7 @@ class PrometheusMetrics : public scheduler::SchedulerObserver {
   prometheus::Gauge& queue_depth_;
   prometheus::Gauge& kv_used_;
   prometheus::Gauge& kv_reserved_;
+  prometheus::Gauge& kv_shared_prompts_;
   prometheus::Gauge& kv_budget_;
   prometheus::Gauge& kv_usage_ratio_;
   prometheus::Gauge& draining_;

@@ -30,7 +30,9 @@ class StepLog final : public scheduler::SchedulerObserver {
 
   void OnStep(const scheduler::StepStats& stats) override;
   void OnQueueDepth(int32_t depth) override { inner_->OnQueueDepth(depth); }
-  void OnKvBytes(int64_t in_use, int64_t reserved) override { inner_->OnKvBytes(in_use, reserved); }
+  void OnKvBytes(int64_t in_use, int64_t reserved, int64_t shared_prompts) override {
+    inner_->OnKvBytes(in_use, reserved, shared_prompts);
+  }
   void OnRunning(int32_t rows, int32_t requests) override { inner_->OnRunning(rows, requests); }
   void OnRequestStarted(std::string_view policy, absl::Duration queue_wait) override {
     inner_->OnRequestStarted(policy, queue_wait);

@@ -138,6 +138,7 @@ TEST(ServingCpuTest, SharingAcrossRequestsGivesTheSameImagesWithLessKv) {
   for (bool across : {false, true}) {
     server::ServerConfig c = LoopbackConfig(TinyModel());
     c.share_prompt_kv_across_requests = across;
+    c.metrics_port = 0;
     ASSERT_STARTED(t, StartTiny(c));
     t.engine->set_step_delay(absl::Milliseconds(3));  // the first request runs while the others join
     grpc::ClientContext first_context;
@@ -148,6 +149,17 @@ TEST(ServingCpuTest, SharingAcrossRequestsGivesTheSameImagesWithLessKv) {
     auto reader = t.stub->Generate(&first_context, first);
     v1::GenerateEvent e;
     while (reader->Read(&e) && !e.has_progress()) {
+    }
+    // Its prompts are shared prompt rows while it runs (the gauge operators watch).
+    const std::string scrape = HttpGet(t.server->metrics_port(), "/metrics");
+    const std::string gauge = "\nargen_kv_cache_shared_prompt_bytes ";
+    const size_t at = scrape.find(gauge);
+    ASSERT_NE(at, std::string::npos) << scrape;
+    const double shared_bytes = std::stod(scrape.substr(at + gauge.size()));
+    if (across) {
+      EXPECT_GT(shared_bytes, 0);
+    } else {
+      EXPECT_EQ(shared_bytes, 0);
     }
     std::vector<client::GenerateResult> results(captions.size());
     std::vector<std::thread> threads;
