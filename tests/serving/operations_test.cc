@@ -65,8 +65,7 @@ void ExpectIdleGauges(const TestServer& t, const std::string& after) {
   const std::string scrape = HttpGet(t.server->metrics_port(), "/metrics");
   for (const char* gauge :
        {"argen_running_batch_rows", "argen_running_requests", "argen_queue_depth", "argen_kv_cache_used_bytes",
-        "argen_kv_cache_reserved_bytes", "argen_kv_cache_usage_ratio",
-        "argen_kv_cache_shared_prompt_bytes"}) {
+        "argen_kv_cache_reserved_bytes", "argen_kv_cache_usage_ratio", "argen_kv_cache_shared_prompt_bytes"}) {
     EXPECT_EQ(Sample(scrape, gauge), 0) << gauge << " after " << after << ":\n" << scrape;
   }
 }
