@@ -284,6 +284,9 @@ int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostr
   load_cmd->add_option("--duration", load.duration, "Stop starting requests after this many seconds (0: no limit)")
       ->check(CLI::NonNegativeNumber);
   load_cmd->add_option("--policies", load.policies, "Policy mix cycled through, e.g. dense,diagonal:0.9");
+  load_cmd->add_option("--prompts-file,--prompts_file", load.prompts_file,
+                       "Captions cycled through, one a line or JSONL as for generate (a line's fields apply; "
+                       "request i still gets seed + i)");
   load_cmd->add_option("--save-result,--save_result", load.save_result, "Write the summary as JSON to this file");
   load_cmd->add_flag("--json", load.json, "Print the summary as JSON on stdout");
 

@@ -71,6 +71,9 @@ struct LoadOptions {
   double rate = 0;          // > 0: open loop, Poisson arrivals at this many requests/s
   double duration = 0;      // > 0: stop starting requests after this many seconds
   std::string policies;     // comma-separated mix, cycled through
+  // Captions cycled through (client/prompts_file.h: a line's fields apply to
+  // its requests); empty: --prompt for every request.
+  std::string prompts_file;
   std::string save_result;  // JSON file
   bool json = false;
 };

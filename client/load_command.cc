@@ -20,6 +20,7 @@
 #include "client/generate_call.h"
 #include "client/interrupt.h"
 #include "client/latency_stats.h"
+#include "client/prompts_file.h"
 #include "client/progress_bar.h"
 #include "nlohmann/json.hpp"
 
@@ -76,9 +77,21 @@ int RunLoad(const CommonOptions& common, const LoadOptions& options, std::ostrea
     if (!base->policy().kv_cache_dtype().empty()) p->set_kv_cache_dtype(base->policy().kv_cache_dtype());
     policies.push_back(*p);
   }
+  // Without --policies a request keeps its line's policy (or the command line's).
+  const bool policy_mix = !policies.empty();
   if (policies.empty()) {
     specs.push_back(options.request.policy.empty() ? "(server default)" : options.request.policy);
     policies.push_back(base->policy());
+  }
+  std::vector<v1::GenerateRequest> lines = {*base};
+  if (!options.prompts_file.empty()) {
+    absl::StatusOr<PromptsFile> file = ReadPromptsFile(options.prompts_file, *base);
+    if (!file.ok()) {
+      err << "argen_client load: " << file.status().message() << "\n";
+      return file.status().code() == absl::StatusCode::kNotFound ? kLocalError : kUsage;
+    }
+    lines.clear();
+    for (PromptLine& l : file->lines) lines.push_back(std::move(l.request));
   }
   const bool open_loop = options.rate > 0;
   const int64_t limit = options.requests > 0 ? options.requests : (options.duration > 0 ? INT64_MAX : 16);
@@ -98,10 +111,10 @@ int RunLoad(const CommonOptions& common, const LoadOptions& options, std::ostrea
   auto time_left = [&] { return !InterruptRequested() && (options.duration <= 0 || elapsed() < options.duration); };
 
   auto send = [&](int64_t i) {
-    v1::GenerateRequest r = *base;
+    v1::GenerateRequest r = lines[static_cast<size_t>(i) % lines.size()];
     r.set_seed(seed0 + static_cast<uint64_t>(i));
     const size_t which = static_cast<size_t>(i) % policies.size();
-    *r.mutable_policy() = policies[which];
+    if (policy_mix || lines.size() == 1) *r.mutable_policy() = policies[which];
     r.set_progress_interval_ms(60000);  // the load test needs no progress
     CallOptions call;
     call.timeout_seconds = common.timeout_seconds;

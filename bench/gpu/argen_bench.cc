@@ -11,8 +11,8 @@
 //   --attention-kernel auto|two-pass|staged|warp   the engine's decode attention kernel (default auto)
 //   --no-fused-argmin   diagonal rows select through probs + ObserveKernel (the earlier path)
 //   --images-per-prompt N   images share a prompt N at a time (one request of N images)
-//   --prompt-sharing on|off|both|across|all   those images read one copy of each prompt's KV (default on;
-//     both: off and on); across: every image reads prompt rows (Backend::AllocatePromptRow), one per request's
+//   --prompt-sharing on|off|both|across|all[,...]   those images read one copy of each prompt's KV (default
+//     on; both: off and on; a list runs each in turn, e.g. off,across); across: every image reads prompt rows (Backend::AllocatePromptRow), one per request's
 //     caption and one guidance prompt for all, as share_prompt_kv_across_requests places them; all: off, on, across
 //   --ssd-semantic-share S   ssd: the share of the random model's (layer, kv head) pairs classified
 //     semantic (default 0.5); every line ends with the image's exact KV MB and the mean keys a head attends
@@ -125,18 +125,21 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       if (!absl::SimpleAtoi(value(), &f->images_per_prompt) || f->images_per_prompt < 1) return false;
     } else if (a == "--prompt-sharing") {
       const std::string v = value();
-      if (v == "on")
-        f->sharing = {SharingMode::kWithin};
-      else if (v == "off")
-        f->sharing = {SharingMode::kOff};
-      else if (v == "both")
-        f->sharing = {SharingMode::kOff, SharingMode::kWithin};
-      else if (v == "across")
-        f->sharing = {SharingMode::kAcross};
-      else if (v == "all")
-        f->sharing = {SharingMode::kOff, SharingMode::kWithin, SharingMode::kAcross};
-      else
-        return false;
+      f->sharing.clear();
+      for (absl::string_view m : absl::StrSplit(v, ',')) {
+        if (m == "on")
+          f->sharing.push_back(SharingMode::kWithin);
+        else if (m == "off")
+          f->sharing.push_back(SharingMode::kOff);
+        else if (m == "both")
+          f->sharing.insert(f->sharing.end(), {SharingMode::kOff, SharingMode::kWithin});
+        else if (m == "across")
+          f->sharing.push_back(SharingMode::kAcross);
+        else if (m == "all")
+          f->sharing.insert(f->sharing.end(), {SharingMode::kOff, SharingMode::kWithin, SharingMode::kAcross});
+        else
+          return false;
+      }
     } else if (a == "--out")
       f->out = value();
     else

@@ -2,7 +2,9 @@
 // generate, load and info send and show, against a recording ArGen service.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 #include "client/commands.h"
@@ -160,6 +162,47 @@ TEST(KvCacheDtypeFlagTest, LoadSendsItWithEveryPolicyOfTheMix) {
     names.insert(r.policy().name());
   }
   EXPECT_EQ(names, (std::set<std::string>{"dense", "diagonal"}));
+}
+
+// load --prompts-file: the requests cycle through the file's captions (a
+// line's fields apply, the seeds still count up); a missing file is a local
+// error, an empty one a usage error.
+TEST(KvCacheDtypeFlagTest, LoadCyclesThroughAPromptsFile) {
+  const std::string path = ::testing::TempDir() + "/load_prompts.txt";
+  {
+    std::ofstream f(path);
+    f << "a red fox\n# a comment\n{\"prompt\": \"two owls\", \"count\": 2, \"policy\": \"dense\"}\nblue sky\n";
+  }
+  FakeServer f;
+  Start(f);
+  std::ostringstream out, err;
+  ASSERT_EQ(RunClient({f.flag, "load", "--requests=6", "--concurrency=1", "--prompts-file", path, "--seed=10"}, out, err),
+            kOk)
+      << err.str();
+  ASSERT_EQ(f.service.requests.size(), 6u) << err.str();
+  std::multiset<std::string> prompts;
+  std::set<uint64_t> seeds;
+  for (const v1::GenerateRequest& r : f.service.requests) {
+    prompts.insert(r.prompt());
+    seeds.insert(r.seed());
+    if (r.prompt() == "two owls") {
+      EXPECT_EQ(r.num_images(), 2);
+      EXPECT_EQ(r.policy().name(), "dense");
+    } else {
+      EXPECT_EQ(r.num_images(), 1);
+    }
+  }
+  EXPECT_EQ(prompts, (std::multiset<std::string>{"a red fox", "a red fox", "two owls", "two owls", "blue sky",
+                                                 "blue sky"}));
+  EXPECT_EQ(seeds, (std::set<uint64_t>{10, 11, 12, 13, 14, 15}));
+  std::ostringstream out2, err2;
+  EXPECT_EQ(RunClient({f.flag, "load", "--prompts-file", path + ".missing"}, out2, err2), kLocalError) << err2.str();
+  EXPECT_NE(err2.str().find("cannot be read"), std::string::npos) << err2.str();
+  const std::string empty = ::testing::TempDir() + "/load_prompts_empty.txt";
+  { std::ofstream e(empty); e << "# nothing\n"; }
+  std::ostringstream out3, err3;
+  EXPECT_EQ(RunClient({f.flag, "load", "--prompts-file", empty}, out3, err3), kUsage) << err3.str();
+  EXPECT_NE(err3.str().find(": no prompts"), std::string::npos) << err3.str();
 }
 
 TEST(KvCacheDtypeFlagTest, InfoListsTheAcceptedValuesAndTheDefault) {
