@@ -20,8 +20,8 @@
 #include "client/generate_call.h"
 #include "client/interrupt.h"
 #include "client/latency_stats.h"
-#include "client/prompts_file.h"
 #include "client/progress_bar.h"
+#include "client/prompts_file.h"
 #include "nlohmann/json.hpp"
 
 namespace argen::client {

@@ -12,8 +12,9 @@
 //   --no-fused-argmin   diagonal rows select through probs + ObserveKernel (the earlier path)
 //   --images-per-prompt N   images share a prompt N at a time (one request of N images)
 //   --prompt-sharing on|off|both|across|all[,...]   those images read one copy of each prompt's KV (default
-//     on; both: off and on; a list runs each in turn, e.g. off,across); across: every image reads prompt rows (Backend::AllocatePromptRow), one per request's
-//     caption and one guidance prompt for all, as share_prompt_kv_across_requests places them; all: off, on, across
+//     on; both: off and on; a list runs each in turn, e.g. off,across); across: every image reads prompt rows
+//     (Backend::AllocatePromptRow), one per request's caption and one guidance prompt for all, as
+//     share_prompt_kv_across_requests places them; all: off, on, across
 //   --ssd-semantic-share S   ssd: the share of the random model's (layer, kv head) pairs classified
 //     semantic (default 0.5); every line ends with the image's exact KV MB and the mean keys a head attends
 #include <cuda_runtime.h>

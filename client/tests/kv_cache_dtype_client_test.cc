@@ -176,8 +176,9 @@ TEST(KvCacheDtypeFlagTest, LoadCyclesThroughAPromptsFile) {
   FakeServer f;
   Start(f);
   std::ostringstream out, err;
-  ASSERT_EQ(RunClient({f.flag, "load", "--requests=6", "--concurrency=1", "--prompts-file", path, "--seed=10"}, out, err),
-            kOk)
+  ASSERT_EQ(
+      RunClient({f.flag, "load", "--requests=6", "--concurrency=1", "--prompts-file", path, "--seed=10"}, out, err),
+      kOk)
       << err.str();
   ASSERT_EQ(f.service.requests.size(), 6u) << err.str();
   std::multiset<std::string> prompts;
@@ -192,14 +193,17 @@ TEST(KvCacheDtypeFlagTest, LoadCyclesThroughAPromptsFile) {
       EXPECT_EQ(r.num_images(), 1);
     }
   }
-  EXPECT_EQ(prompts, (std::multiset<std::string>{"a red fox", "a red fox", "two owls", "two owls", "blue sky",
-                                                 "blue sky"}));
+  EXPECT_EQ(prompts,
+            (std::multiset<std::string>{"a red fox", "a red fox", "two owls", "two owls", "blue sky", "blue sky"}));
   EXPECT_EQ(seeds, (std::set<uint64_t>{10, 11, 12, 13, 14, 15}));
   std::ostringstream out2, err2;
   EXPECT_EQ(RunClient({f.flag, "load", "--prompts-file", path + ".missing"}, out2, err2), kLocalError) << err2.str();
   EXPECT_NE(err2.str().find("cannot be read"), std::string::npos) << err2.str();
   const std::string empty = ::testing::TempDir() + "/load_prompts_empty.txt";
-  { std::ofstream e(empty); e << "# nothing\n"; }
+  {
+    std::ofstream e(empty);
+    e << "# nothing\n";
+  }
   std::ostringstream out3, err3;
   EXPECT_EQ(RunClient({f.flag, "load", "--prompts-file", empty}, out3, err3), kUsage) << err3.str();
   EXPECT_NE(err3.str().find(": no prompts"), std::string::npos) << err3.str();
