@@ -102,8 +102,9 @@ PrometheusMetrics::PrometheusMetrics(int64_t kv_budget_bytes)
                        .Add({})),
       kv_shared_prompts_(BuildGauge()
                              .Name("argen_kv_cache_shared_prompt_bytes")
-                             .Help("KV bytes of the prompts running requests share across requests "
-                                   "(share_prompt_kv_across_requests)")
+                             .Help("KV bytes of the prompt rows of sharing across requests: every running "
+                                   "request's prompts, one copy each however many requests read it "
+                                   "(share_prompt_kv_across_requests; 0 when off)")
                              .Register(*registry_)
                              .Add({})),
       kv_budget_(BuildGauge()
