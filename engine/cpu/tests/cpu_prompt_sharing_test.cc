@@ -36,13 +36,7 @@ TEST(CpuPromptSharingTest, SharedPromptGivesIdenticalBytesForEveryPolicyKind) {
   ASSERT_NE(loaded.backend, nullptr);
   model::Backend& be = *loaded.backend;
   ASSERT_TRUE(be.SupportsPromptSharing());
-  const struct {
-    const char* name;
-    sparse::ResolvedPolicy policy;
-  } cases[] = {{"dense", Policy(sparse::PolicyKind::kDense, 0, sparse::KvFormat::kAuto)},
-               {"diagonal", Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kAuto)},
-               {"h2o", Policy(sparse::PolicyKind::kH2O, 0.5, sparse::KvFormat::kAuto)},
-               {"diagonal fp8", Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kFp8E4m3)}};
+  const std::vector<model::testing::NamedPolicy> cases = model::testing::SharingCases(kLDec);
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     GroupRun copies, shared;
@@ -125,14 +119,18 @@ TEST(CpuPromptSharingTest, MisuseIsAnInvalidArgumentNamingTheRow) {
   EXPECT_EQ(be.KvBytesInUse(), 0);
 }
 
+// A backend whose pool has room for about a dozen dense images.
+testing::LoadedBackend WalkBackend(const sparse::ResolvedPolicy& dense) {
+  testing::LoadedBackend probe = Tiny();
+  EXPECT_NE(probe.backend, nullptr);
+  if (probe.backend == nullptr) return {};
+  return Tiny(12 * 2 * probe.backend->RowBytes(8, dense));
+}
+
 TEST(CpuPromptSharingTest, LedgerStaysExactUnderRandomAdmissionAndFrees) {
   const sparse::ResolvedPolicy dense = Policy(sparse::PolicyKind::kDense, 0, sparse::KvFormat::kAuto);
   const sparse::ResolvedPolicy diagonal = Policy(sparse::PolicyKind::kDiagonal, 0.75, sparse::KvFormat::kAuto);
-  testing::LoadedBackend probe = Tiny();
-  ASSERT_NE(probe.backend, nullptr);
-  // Room for about a dozen dense images.
-  const int64_t budget = 12 * 2 * probe.backend->RowBytes(8, dense);
-  testing::LoadedBackend loaded = Tiny(budget);
+  testing::LoadedBackend loaded = WalkBackend(dense);
   ASSERT_NE(loaded.backend, nullptr);
   ASSERT_NO_FATAL_FAILURE(model::testing::RandomLedgerWalk(*loaded.backend, {&dense, &diagonal}, 400, 7));
 }
@@ -142,15 +140,7 @@ TEST(CpuPromptSharingTest, PromptRowsServeLaterRequestsWithIdenticalBytes) {
   ASSERT_NE(loaded.backend, nullptr);
   model::Backend& be = *loaded.backend;
   ASSERT_TRUE(be.SupportsPromptRows());
-  const struct {
-    const char* name;
-    sparse::ResolvedPolicy policy;
-  } cases[] = {{"dense", Policy(sparse::PolicyKind::kDense, 0, sparse::KvFormat::kAuto)},
-               {"diagonal", Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kAuto)},
-               {"h2o", Policy(sparse::PolicyKind::kH2O, 0.5, sparse::KvFormat::kAuto)},
-               {"diagonal fp8", Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kFp8E4m3)}};
-  const int lc = static_cast<int>(kCond.size()), lu = static_cast<int>(kUncond.size());
-  const int lb = static_cast<int>(model::testing::kSharingCond2.size());
+  const std::vector<model::testing::NamedPolicy> cases = model::testing::SharingCases(kLDec);
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     model::testing::AcrossRun own, shared;
@@ -163,18 +153,11 @@ TEST(CpuPromptSharingTest, PromptRowsServeLaterRequestsWithIdenticalBytes) {
           << "call " << s << ": logits differ";
     }
     // The ledger: prompt rows and decode-slot rows, the shared prompt once.
-    const sparse::KvFormat f = c.policy.kv_format;
-    const int64_t sa = be.SharingRowBytes(lc, c.policy), su = be.SharingRowBytes(lu, c.policy);
-    const int64_t sb = be.SharingRowBytes(lb, c.policy);
-    const int64_t a = be.PromptRowBytes(lc, f) + be.PromptRowBytes(lu, f) + 2 * (sa + su);
-    ASSERT_EQ(shared.kv_bytes.size(), 4u);
-    EXPECT_EQ(shared.kv_bytes[0], a);
-    EXPECT_EQ(shared.kv_bytes[1], a + be.PromptRowBytes(lb, f) + sb + su);
-    EXPECT_EQ(shared.kv_bytes[2], be.PromptRowBytes(lb, f) + be.PromptRowBytes(lu, f) + sb + su)
-        << "the freed uncond prompt row stays while B reads it";
-    EXPECT_EQ(shared.kv_bytes[3], 0);
+    model::testing::ExpectAcrossLedger(be, c.policy, shared);
     EXPECT_LT(shared.kv_bytes[1], own.kv_bytes[1]);
-    EXPECT_EQ(be.PromptRowBytes(lc, f), lc * be.KvBytesPerTokenRow() + loaded.spec.stack.hidden_size * 4);
+    const int lc = static_cast<int>(kCond.size());
+    EXPECT_EQ(be.PromptRowBytes(lc, c.policy.kv_format),
+              lc * be.KvBytesPerTokenRow() + loaded.spec.stack.hidden_size * 4);
   }
 }
 
@@ -255,10 +238,7 @@ TEST(CpuPromptSharingTest, PromptRowLedgerStaysExactUnderRandomAdmissionAndFrees
   const sparse::ResolvedPolicy dense = Policy(sparse::PolicyKind::kDense, 0, sparse::KvFormat::kAuto);
   const sparse::ResolvedPolicy diagonal = Policy(sparse::PolicyKind::kDiagonal, 0.75, sparse::KvFormat::kAuto);
   const sparse::ResolvedPolicy fp8 = Policy(sparse::PolicyKind::kDiagonal, 0.75, sparse::KvFormat::kFp8E4m3);
-  testing::LoadedBackend probe = Tiny();
-  ASSERT_NE(probe.backend, nullptr);
-  const int64_t budget = 12 * 2 * probe.backend->RowBytes(8, dense);
-  testing::LoadedBackend loaded = Tiny(budget);
+  testing::LoadedBackend loaded = WalkBackend(dense);
   ASSERT_NE(loaded.backend, nullptr);
   ASSERT_NO_FATAL_FAILURE(model::testing::RandomPromptRowWalk(*loaded.backend, {&dense, &diagonal, &fp8}, 400, 11));
 }

@@ -57,6 +57,26 @@ sparse::ResolvedPolicy Policy(sparse::PolicyKind kind, double sparsity, sparse::
   return model::testing::SharingPolicy(kind, sparsity, format, kLDec);
 }
 
+// How closely two runs agree, per call: the worst logits row error, the calls
+// whose logits are bitwise equal, and the sampled tokens that are the same.
+struct Agreement {
+  double worst = 0;
+  int bitwise = 0, agree = 0, total = 0;
+};
+Agreement Compare(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& want,
+                  const std::vector<std::vector<int32_t>>& got_sampled,
+                  const std::vector<std::vector<int32_t>>& want_sampled, int vocab) {
+  Agreement a;
+  for (size_t s = 0; s < want.size() && s < got.size(); ++s) {
+    if (got[s] == want[s]) ++a.bitwise;
+    const int rows = static_cast<int>(want[s].size()) / vocab;
+    for (int r = 0; r < rows; ++r)
+      a.worst = std::max(a.worst, model::testing::LogitsRowError(got[s], want[s], r, vocab));
+    for (size_t i = 0; i < want_sampled[s].size(); ++i, ++a.total) a.agree += got_sampled[s][i] == want_sampled[s][i];
+  }
+  return a;
+}
+
 const std::vector<int32_t>& kCond = model::testing::kSharingCond;
 const std::vector<int32_t>& kUncond = model::testing::kSharingUncond;
 
@@ -65,32 +85,19 @@ TEST(CudaPromptSharingTest, SharedPromptGivesTheLogitsOfACopyPerImage) {
   ASSERT_NE(be, nullptr);
   ASSERT_TRUE(be->SupportsPromptSharing());
   const int vocab = be->spec().logits();
-  const struct {
-    const char* name;
-    sparse::ResolvedPolicy policy;
-  } cases[] = {{"dense", Policy(sparse::PolicyKind::kDense, 0, sparse::KvFormat::kAuto)},
-               {"diagonal", Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kAuto)},
-               {"h2o", Policy(sparse::PolicyKind::kH2O, 0.5, sparse::KvFormat::kAuto)},
-               {"dense fp8", Policy(sparse::PolicyKind::kDense, 0, sparse::KvFormat::kFp8E4m3)},
-               {"diagonal fp8", Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kFp8E4m3)}};
+  std::vector<model::testing::NamedPolicy> cases = model::testing::SharingCases(kLDec);
+  cases.push_back({"dense fp8", Policy(sparse::PolicyKind::kDense, 0, sparse::KvFormat::kFp8E4m3)});
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     GroupRun copies, shared;
     // Teacher-forced, so that one token drawn differently cannot change the inputs.
     ASSERT_NO_FATAL_FAILURE(RunGroup(*be, c.policy, kCond, kUncond, {3, false, kLDec - 1, false, false}, &copies));
     ASSERT_NO_FATAL_FAILURE(RunGroup(*be, c.policy, kCond, kUncond, {3, true, kLDec - 1, true, false}, &shared));
-    double worst = 0;
-    int bitwise_steps = 0, agree = 0, total = 0;
-    for (size_t s = 0; s < copies.logits.size(); ++s) {
-      if (copies.logits[s] == shared.logits[s]) ++bitwise_steps;
-      for (int r = 0; r < 6; ++r)
-        worst = std::max(worst, model::testing::LogitsRowError(shared.logits[s], copies.logits[s], r, vocab));
-      for (int i = 0; i < 3; ++i, ++total) agree += shared.sampled[s][i] == copies.sampled[s][i];
-    }
+    const Agreement a = Compare(shared.logits, copies.logits, shared.sampled, copies.sampled, vocab);
     std::printf("[ prompt sharing ] %s: worst row error %.3g, %d of %zu steps bitwise equal, tokens %d of %d equal\n",
-                c.name, worst, bitwise_steps, copies.logits.size(), agree, total);
-    EXPECT_LT(worst, kTolerance);
-    EXPECT_GE(agree, 0.85 * total);
+                c.name, a.worst, a.bitwise, copies.logits.size(), a.agree, a.total);
+    EXPECT_LT(a.worst, kTolerance);
+    EXPECT_GE(a.agree, 0.85 * a.total);
     const int lc = static_cast<int>(kCond.size()), lu = static_cast<int>(kUncond.size());
     EXPECT_EQ(shared.kv_bytes, be->RowBytes(lc, c.policy) + be->RowBytes(lu, c.policy) +
                                    2 * (be->SharingRowBytes(lc, c.policy) + be->SharingRowBytes(lu, c.policy)));
@@ -98,17 +105,22 @@ TEST(CudaPromptSharingTest, SharedPromptGivesTheLogitsOfACopyPerImage) {
   }
 }
 
+// A backend whose pool has room for about a dozen dense images.
+std::unique_ptr<model::Backend> WalkBackend(const sparse::ResolvedPolicy& dense) {
+  int64_t row_bytes = 0;
+  {
+    std::unique_ptr<model::Backend> probe = TinyCuda(64 << 20);
+    if (probe == nullptr) return nullptr;
+    row_bytes = probe->RowBytes(8, dense);
+  }
+  return TinyCuda(12 * 2 * row_bytes);
+}
+
 TEST(CudaPromptSharingTest, LedgerStaysExactUnderRandomAdmissionAndFrees) {
   const sparse::ResolvedPolicy dense = Policy(sparse::PolicyKind::kDense, 0, sparse::KvFormat::kAuto);
   const sparse::ResolvedPolicy diagonal = Policy(sparse::PolicyKind::kDiagonal, 0.75, sparse::KvFormat::kAuto);
   const sparse::ResolvedPolicy fp8 = Policy(sparse::PolicyKind::kDiagonal, 0.75, sparse::KvFormat::kFp8E4m3);
-  int64_t row_bytes = 0;
-  {
-    std::unique_ptr<model::Backend> probe = TinyCuda(64 << 20);
-    ASSERT_NE(probe, nullptr);
-    row_bytes = probe->RowBytes(8, dense);
-  }
-  std::unique_ptr<model::Backend> be = TinyCuda(12 * 2 * row_bytes);  // about a dozen dense images
+  std::unique_ptr<model::Backend> be = WalkBackend(dense);
   ASSERT_NE(be, nullptr);
   ASSERT_NO_FATAL_FAILURE(model::testing::RandomLedgerWalk(*be, {&dense, &diagonal, &fp8}, 400, 11));
 }
@@ -118,43 +130,19 @@ TEST(CudaPromptSharingTest, PromptRowsServeLaterRequestsWithTheLogitsOfOwnRows) 
   ASSERT_NE(be, nullptr);
   ASSERT_TRUE(be->SupportsPromptRows());
   const int vocab = be->spec().logits();
-  const struct {
-    const char* name;
-    sparse::ResolvedPolicy policy;
-  } cases[] = {{"dense", Policy(sparse::PolicyKind::kDense, 0, sparse::KvFormat::kAuto)},
-               {"diagonal", Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kAuto)},
-               {"h2o", Policy(sparse::PolicyKind::kH2O, 0.5, sparse::KvFormat::kAuto)},
-               {"diagonal fp8", Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kFp8E4m3)}};
-  const int lc = static_cast<int>(kCond.size()), lu = static_cast<int>(kUncond.size());
-  const int lb = static_cast<int>(model::testing::kSharingCond2.size());
+  const std::vector<model::testing::NamedPolicy> cases = model::testing::SharingCases(kLDec);
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     model::testing::AcrossRun own, shared;
     ASSERT_NO_FATAL_FAILURE(model::testing::RunAcrossRequests(*be, c.policy, false, 8, &own, false));
     ASSERT_NO_FATAL_FAILURE(model::testing::RunAcrossRequests(*be, c.policy, true, 8, &shared, false));
     ASSERT_EQ(own.logits.size(), shared.logits.size());
-    double worst = 0;
-    int bitwise = 0, agree = 0, total = 0;
-    for (size_t s = 0; s < own.logits.size(); ++s) {
-      if (own.logits[s] == shared.logits[s]) ++bitwise;
-      const int rows = static_cast<int>(own.logits[s].size()) / vocab;
-      for (int r = 0; r < rows; ++r)
-        worst = std::max(worst, model::testing::LogitsRowError(shared.logits[s], own.logits[s], r, vocab));
-      for (size_t i = 0; i < own.sampled[s].size(); ++i, ++total) agree += own.sampled[s][i] == shared.sampled[s][i];
-    }
+    const Agreement m = Compare(shared.logits, own.logits, shared.sampled, own.sampled, vocab);
     std::printf("[ prompt rows ] %s: worst row error %.3g, %d of %zu calls bitwise equal, tokens %d of %d equal\n",
-                c.name, worst, bitwise, own.logits.size(), agree, total);
-    EXPECT_LT(worst, kTolerance);
-    EXPECT_GE(agree, 0.85 * total);
-    const sparse::KvFormat f = c.policy.kv_format;
-    const int64_t sa = be->SharingRowBytes(lc, c.policy), su = be->SharingRowBytes(lu, c.policy);
-    const int64_t sb = be->SharingRowBytes(lb, c.policy);
-    const int64_t a = be->PromptRowBytes(lc, f) + be->PromptRowBytes(lu, f) + 2 * (sa + su);
-    ASSERT_EQ(shared.kv_bytes.size(), 4u);
-    EXPECT_EQ(shared.kv_bytes[0], a);
-    EXPECT_EQ(shared.kv_bytes[1], a + be->PromptRowBytes(lb, f) + sb + su);
-    EXPECT_EQ(shared.kv_bytes[2], be->PromptRowBytes(lb, f) + be->PromptRowBytes(lu, f) + sb + su);
-    EXPECT_EQ(shared.kv_bytes[3], 0);
+                c.name, m.worst, m.bitwise, own.logits.size(), m.agree, m.total);
+    EXPECT_LT(m.worst, kTolerance);
+    EXPECT_GE(m.agree, 0.85 * m.total);
+    model::testing::ExpectAcrossLedger(*be, c.policy, shared);
   }
 }
 
@@ -162,13 +150,7 @@ TEST(CudaPromptSharingTest, PromptRowLedgerStaysExactUnderRandomAdmissionAndFree
   const sparse::ResolvedPolicy dense = Policy(sparse::PolicyKind::kDense, 0, sparse::KvFormat::kAuto);
   const sparse::ResolvedPolicy diagonal = Policy(sparse::PolicyKind::kDiagonal, 0.75, sparse::KvFormat::kAuto);
   const sparse::ResolvedPolicy fp8 = Policy(sparse::PolicyKind::kDiagonal, 0.75, sparse::KvFormat::kFp8E4m3);
-  int64_t row_bytes = 0;
-  {
-    std::unique_ptr<model::Backend> probe = TinyCuda(64 << 20);
-    ASSERT_NE(probe, nullptr);
-    row_bytes = probe->RowBytes(8, dense);
-  }
-  std::unique_ptr<model::Backend> be = TinyCuda(12 * 2 * row_bytes);
+  std::unique_ptr<model::Backend> be = WalkBackend(dense);
   ASSERT_NE(be, nullptr);
   ASSERT_NO_FATAL_FAILURE(model::testing::RandomPromptRowWalk(*be, {&dense, &diagonal, &fp8}, 400, 13));
 }

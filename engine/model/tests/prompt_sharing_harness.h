@@ -34,6 +34,19 @@ inline sparse::ResolvedPolicy SharingPolicy(sparse::PolicyKind kind, double spar
   return p.ok() ? *p : sparse::ResolvedPolicy{};
 }
 
+struct NamedPolicy {
+  const char* name;
+  sparse::ResolvedPolicy policy;
+};
+// The policies the sharing tests run: dense, diagonal, a score policy (h2o)
+// and fp8 KV.
+inline std::vector<NamedPolicy> SharingCases(int32_t l_dec) {
+  return {{"dense", SharingPolicy(sparse::PolicyKind::kDense, 0, sparse::KvFormat::kAuto, l_dec)},
+          {"diagonal", SharingPolicy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kAuto, l_dec)},
+          {"h2o", SharingPolicy(sparse::PolicyKind::kH2O, 0.5, sparse::KvFormat::kAuto, l_dec)},
+          {"diagonal fp8", SharingPolicy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kFp8E4m3, l_dec)}};
+}
+
 // ||got - want|| / ||want|| over row `row` of [rows x vocab] logits; inf when got is not finite.
 inline double LogitsRowError(const std::vector<float>& got, const std::vector<float>& want, int row, int vocab) {
   double num = 0, den = 0;
@@ -298,6 +311,23 @@ inline void RunAcrossRequests(Backend& be, const sparse::ResolvedPolicy& policy,
   for (RowId r : rows_b) be.FreeRow(r);
   if (prompt_rows) be.FreeRow(pb);
   record_bytes();
+}
+
+// The bytes in use RunAcrossRequests recorded with prompt rows: after A's
+// allocation, after B's, after A left (B's prompt row and the hidden shared
+// one stay) and at the end.
+inline void ExpectAcrossLedger(const Backend& be, const sparse::ResolvedPolicy& p, const AcrossRun& run) {
+  const auto len = [](const std::vector<int32_t>& v) { return static_cast<int32_t>(v.size()); };
+  const int32_t lc = len(kSharingCond), lu = len(kSharingUncond), lb = len(kSharingCond2);
+  const sparse::KvFormat f = p.kv_format;
+  const int64_t sa = be.SharingRowBytes(lc, p), su = be.SharingRowBytes(lu, p), sb = be.SharingRowBytes(lb, p);
+  const int64_t a = be.PromptRowBytes(lc, f) + be.PromptRowBytes(lu, f) + 2 * (sa + su);
+  ASSERT_EQ(run.kv_bytes.size(), 4u);
+  EXPECT_EQ(run.kv_bytes[0], a);
+  EXPECT_EQ(run.kv_bytes[1], a + be.PromptRowBytes(lb, f) + sb + su);
+  EXPECT_EQ(run.kv_bytes[2], be.PromptRowBytes(lb, f) + be.PromptRowBytes(lu, f) + sb + su)
+      << "the freed uncond prompt row stays while B reads it";
+  EXPECT_EQ(run.kv_bytes[3], 0);
 }
 
 // Random requests as the engine places them under sharing across requests
