@@ -93,7 +93,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::Mo
     in.max_prompt_tokens = options.max_prompt_tokens;
     in.sm_count = sms;
     if (options.max_batch_rows == 0) {
-      absl::StatusOr<int64_t> row = ReferenceRowBytes(spec.stack, options.decode_tokens, options.reference_kv_format);
+      absl::StatusOr<int64_t> row = ReferenceRowBytes(spec.stack, options.decode_tokens, options.reference_kv_format,
+                                                      options.reference_guidance_shared);
       if (!row.ok()) return row.status();
       in.reference_row_bytes = *row;
     }

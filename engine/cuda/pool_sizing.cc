@@ -58,7 +58,7 @@ int64_t WorkspaceBytes(const model::ModelSpec& spec, int32_t rows, int32_t plan_
 }
 
 absl::StatusOr<int64_t> ReferenceRowBytes(const model::StackConfig& stack, int32_t decode_tokens,
-                                          sparse::KvFormat kv_format) {
+                                          sparse::KvFormat kv_format, bool guidance_shared) {
   if (decode_tokens <= 0) {
     return absl::InvalidArgumentError("max_batch_rows auto needs the decode length (BackendOptions::decode_tokens)");
   }
@@ -73,13 +73,15 @@ absl::StatusOr<int64_t> ReferenceRowBytes(const model::StackConfig& stack, int32
   // (a narrower window than N_att does not resolve, and dense is 10-20x larger).
   const int32_t n_att = static_cast<int32_t>(std::lround(0.05 * decode_tokens));
   p.n_recent = std::min(decode_tokens, std::max({1, std::min(64, decode_tokens / 2), n_att}));
-  absl::StatusOr<sparse::ResolvedPolicy> diagonal = sparse::ResolvePolicy(p, decode_tokens);
-  if (diagonal.ok()) return CudaRowLayout(stack, kReferencePrompt, *diagonal).total();
-  sparse::PolicyParams dense_params;
-  dense_params.kv_format = kv_format;
-  absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy(dense_params, decode_tokens);
-  if (!dense.ok()) return dense.status();
-  return CudaRowLayout(stack, kReferencePrompt, *dense).total();
+  absl::StatusOr<sparse::ResolvedPolicy> policy = sparse::ResolvePolicy(p, decode_tokens);
+  if (!policy.ok()) {
+    sparse::PolicyParams dense_params;
+    dense_params.kv_format = kv_format;
+    policy = sparse::ResolvePolicy(dense_params, decode_tokens);
+    if (!policy.ok()) return policy.status();
+  }
+  if (!guidance_shared) return CudaRowLayout(stack, kReferencePrompt, *policy).total();
+  return CudaRowLayout(stack, 0, *policy).total() + CudaPromptRowLayout(stack, kReferencePrompt, kv_format).total() / 2;
 }
 
 int64_t SafetyMargin(int64_t total_bytes) { return std::max<int64_t>(int64_t{2} << 30, total_bytes * 3 / 100); }

@@ -65,8 +65,13 @@ int64_t SafetyMargin(int64_t total_bytes);
 // smallest window that holds the 95% budget; dense where that policy does not
 // resolve for a tiny L_dec).
 // kv_format: the rows' storage (the server's default kv_cache_dtype).
+// guidance_shared (share_prompt_kv_across_requests): the rows read their
+// prompts from prompt rows and every image's guidance prompt is one shared
+// row, so the reference is the mean row of such a pair: its decode slots plus
+// half a 50-token prompt row (the caption's).
 absl::StatusOr<int64_t> ReferenceRowBytes(const model::StackConfig& stack, int32_t decode_tokens,
-                                          sparse::KvFormat kv_format = sparse::KvFormat::kAuto);
+                                          sparse::KvFormat kv_format = sparse::KvFormat::kAuto,
+                                          bool guidance_shared = false);
 
 // FAILED_PRECONDITION (with the figures) when the card cannot hold the
 // workspaces of even one CFG pair, or an explicit setting does not fit.

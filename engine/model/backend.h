@@ -90,6 +90,9 @@ struct BackendOptions {
   // The KV storage cuda's auto max_batch_rows sizes its reference row in (the
   // server's default kv_cache_dtype: fp8 rows are about half as large).
   sparse::KvFormat reference_kv_format = sparse::KvFormat::kAuto;
+  // Whether that reference row reads its prompts from prompt rows with the
+  // guidance prompt shared (the engine's sharing across requests is on).
+  bool reference_guidance_shared = false;
 };
 
 using RowId = int32_t;

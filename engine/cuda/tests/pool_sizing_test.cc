@@ -58,6 +58,23 @@ TEST(PoolSizingTest, ReferenceRowIsDiagonal95WithRecentWindow64) {
   EXPECT_NEAR(static_cast<double>(fp8) / want, 0.52, 0.02);
 }
 
+// Sharing across requests: a pair's rows are decode slots, its caption a
+// prompt row, its guidance prompt one row for every image; auto rows are
+// sized for the mean row of that pair (7B: 114 -> 89 positions a row).
+TEST(PoolSizingTest, ReferenceRowWithTheGuidancePromptShared) {
+  const model::ModelSpec spec = Spec7B();
+  sparse::PolicyParams p;
+  p.kind = sparse::PolicyKind::kDiagonal;
+  p.sparsity = 0.95;
+  p.n_recent = 64;
+  const sparse::ResolvedPolicy policy = sparse::ResolvePolicy(p, 576).value();
+  const int64_t shared = ReferenceRowBytes(spec.stack, 576, sparse::KvFormat::kAuto, true).value();
+  EXPECT_EQ(shared, CudaRowLayout(spec.stack, 0, policy).total() +
+                        CudaPromptRowLayout(spec.stack, 50, sparse::KvFormat::kAuto).total() / 2);
+  const int64_t own = ReferenceRowBytes(spec.stack, 576).value();
+  EXPECT_NEAR(static_cast<double>(shared) / own, 89.0 / 114.0, 0.02);
+}
+
 // A long decode (Lumina-mGPT-7B at 768 px, L_dec 2351) attends N_att = 118 keys at
 // 95%, more than the 64-slot window, so the reference widens the window to N_att
 // instead of falling back to a dense row (which capped auto rows at 102 on the H200).
