@@ -96,7 +96,14 @@ TEST(TokenizerTest, LongInputsEncodeQuickly) {
   auto b = tok->Encode(mixed);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_LT(seconds, 5.0);
+  // A quadratic merge loop takes hours here; linear takes ~1 s, several times
+  // that under AddressSanitizer on a loaded machine (it once took 12 s there).
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr double kBoundSeconds = 60.0;
+#else
+  constexpr double kBoundSeconds = 5.0;
+#endif
+  EXPECT_LT(seconds, kBoundSeconds);
   EXPECT_EQ(*tok->Decode(*a, /*skip_special_tokens=*/true), word);
   EXPECT_EQ(*tok->Decode(*b, /*skip_special_tokens=*/true), mixed);
 }
