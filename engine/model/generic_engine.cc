@@ -100,23 +100,13 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(const engine::Gen
   absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ids = (*recipe)->encoder(request.prompt);
   if (!ids.ok()) return ids.status();
   if (absl::Status s = ValidatePromptIds(ids->first, ids->second); !s.ok()) return s;
-  const int32_t cond_len = static_cast<int32_t>(ids->first.size());
-  const int32_t uncond_len = static_cast<int32_t>(ids->second.size());
   engine::PreparedRequest p;
   p.request = request;
   p.cond_ids = std::move(ids->first);
   p.uncond_ids = std::move(ids->second);
   p.layout = *layout;
   p.policy = *policy;
-  p.kv_bytes = GroupKvBytes(cond_len, uncond_len, *policy, request.num_images);
-  p.own_kv_bytes = p.kv_bytes;
-  if (SharesAcrossRequests()) {
-    // Its rows hold decode slots only; the prompts it may have to create are shared.
-    p.own_kv_bytes = int64_t{request.num_images} *
-                     (backend_->SharingRowBytes(cond_len, *policy) + backend_->SharingRowBytes(uncond_len, *policy));
-    p.kv_bytes = p.own_kv_bytes + backend_->PromptRowBytes(cond_len, policy->kv_format) +
-                 (p.uncond_ids == p.cond_ids ? 0 : backend_->PromptRowBytes(uncond_len, policy->kv_format));
-  }
+  SetKvBytes(p);
   if (absl::Status s = engine::CheckKvFits(p.kv_bytes, 2 * request.num_images,
                                            std::string(sparse::PolicyName(policy->kind)), config_.info);
       !s.ok()) {
@@ -153,12 +143,22 @@ std::vector<int64_t> GenericEngine::PlacementSizes(const engine::PreparedRequest
   return sizes;
 }
 
-int64_t GenericEngine::GroupKvBytes(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
-                                    int32_t images) const {
+void GenericEngine::SetKvBytes(engine::PreparedRequest& p) const {
+  const int32_t cond_len = static_cast<int32_t>(p.cond_ids.size());
+  const int32_t uncond_len = static_cast<int32_t>(p.uncond_ids.size());
+  const int32_t images = p.request.num_images;
+  const sparse::ResolvedPolicy& policy = p.policy;
   const int64_t owners = backend_->RowBytes(cond_len, policy) + backend_->RowBytes(uncond_len, policy);
-  if (!SharesPrompt(images)) return owners * images;
   const int64_t sharers = backend_->SharingRowBytes(cond_len, policy) + backend_->SharingRowBytes(uncond_len, policy);
-  return owners + sharers * (images - 1);
+  if (SharesAcrossRequests()) {
+    // Its rows hold decode slots only; the prompts it may have to create are shared.
+    p.own_kv_bytes = sharers * images;
+    p.kv_bytes = p.own_kv_bytes + backend_->PromptRowBytes(cond_len, policy.kv_format) +
+                 (p.uncond_ids == p.cond_ids ? 0 : backend_->PromptRowBytes(uncond_len, policy.kv_format));
+    return;
+  }
+  p.kv_bytes = SharesPrompt(images) ? owners + sharers * (images - 1) : owners * images;
+  p.own_kv_bytes = p.kv_bytes;
 }
 
 bool GenericEngine::CanAdd(const engine::PreparedRequest& request) const {

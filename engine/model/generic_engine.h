@@ -143,9 +143,8 @@ class GenericEngine final : public engine::Engine {
   absl::Status AddSharedRows(const engine::PreparedRequest& request, Group& g);
   // Drops a group's reads of its shared prompts, freeing the ones nobody reads.
   void ReleasePrompts(Group& g);
-  // The KV bytes of a request's rows as Add places them.
-  int64_t GroupKvBytes(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
-                       int32_t images) const;
+  // A request's kv_bytes and own_kv_bytes (engine::PreparedRequest) as Add places it.
+  void SetKvBytes(engine::PreparedRequest& p) const;
   // sparse::ResolvePolicy with the layout's grid and the model's head classification.
   absl::StatusOr<sparse::ResolvedPolicy> Resolve(const sparse::PolicyParams& params,
                                                  const engine::ImageLayout& layout) const;
