@@ -1,17 +1,25 @@
 // engine/cuda/gemm.h against a float64 host reference on random bf16
 // operands, beta 0 and 1 (the residual add), rows 1, 7 and 206 at a tiny and
 // a wide shape; repeated calls repeat bit for bit, and a Linear captured in a
-// CUDA graph replays the eager result exactly. Needs a GPU.
+// CUDA graph replays the eager result exactly. The fp8 path (weight_dtype
+// fp8): the device quantizes rows to exactly the host's e4m3 codes and
+// scales (kernels/kv_fp8.h), and the cuBLASLt product matches a float64
+// product of the dequantized codes, with the residual, an outlier row and an
+// all-zero row, and replays from a graph. Needs a GPU.
 #include "engine/cuda/gemm.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "engine/cuda/device_buffer.h"
+#include "kernels/fp8_linear.h"
+#include "kernels/kv_fp8.h"
 
 namespace argen::cuda {
 namespace {
@@ -119,6 +127,129 @@ TEST_F(GemmTest, RepeatsBitForBitAndReplaysFromAGraph) {
   EXPECT_EQ(std::memcmp(first.data(), replay.data(), first.size() * 4), 0);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
+}
+
+// Host e4m3 codes and scale of one bf16 row (the rule the kernel follows).
+float HostQuantizeRow(const bf16* x, int n, uint8_t* codes) {
+  float amax = 0.f;
+  for (int i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(__bfloat162float(x[i])));
+  const float scale = kernels::E4m3Scale(amax);
+  for (int i = 0; i < n; ++i) codes[i] = kernels::EncodeScaled(__bfloat162float(x[i]), scale);
+  return scale;
+}
+
+TEST_F(GemmTest, Fp8QuantizesLikeTheHostAndMatchesFloat64OfItsCodes) {
+  for (const Case c :
+       {Case{1, 64, 96}, Case{7, 1536, 512}, Case{206, 1536, 512}, Case{2, 4096, 12288}, Case{33, 11008, 256}}) {
+    SCOPED_TRACE(testing::Message() << c.rows << " x " << c.in << " -> " << c.out);
+    Lcg g{static_cast<uint64_t>(c.rows * 977 + c.in)};
+    std::vector<bf16> x(static_cast<size_t>(c.rows) * c.in), w(static_cast<size_t>(c.out) * c.in);
+    std::vector<float> y0(static_cast<size_t>(c.rows) * c.out);
+    for (auto& v : x) v = __float2bfloat16(g.Next());
+    for (auto& v : w) v = __float2bfloat16(0.05f * g.Next());
+    for (auto& v : y0) v = 4.0f * g.Next();
+    if (c.rows > 2) {
+      for (int i = 0; i < c.in; ++i) x[i] = __float2bfloat16(0.f);  // an all-zero row
+      for (int i = 0; i < c.in; ++i) x[c.in + i] = __float2bfloat16(60.f * __bfloat162float(x[c.in + i]));  // outlier
+    }
+    DeviceBuffer xd = Upload(x), wd = Upload(w), yd = Upload(y0);
+    DeviceBuffer codes = *DeviceBuffer::Allocate(w.size(), "w codes");
+    DeviceBuffer scales = *DeviceBuffer::Allocate(static_cast<size_t>(c.out) * 4, "w scales");
+    ASSERT_EQ(kernels::QuantizeRowsE4m3(wd.as<bf16>(), c.out, c.in, codes.as<uint8_t>(), scales.as<float>(), stream_),
+              cudaSuccess);
+    std::vector<uint8_t> wc(w.size()), want_wc(w.size());
+    std::vector<float> ws(c.out), want_ws(c.out);
+    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(wc.data(), codes.as(), wc.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(ws.data(), scales.as(), ws.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (int o = 0; o < c.out; ++o)
+      want_ws[o] = HostQuantizeRow(&w[static_cast<size_t>(o) * c.in], c.in, &want_wc[static_cast<size_t>(o) * c.in]);
+    ASSERT_EQ(std::memcmp(wc.data(), want_wc.data(), wc.size()), 0) << "weight codes differ from the host's";
+    ASSERT_EQ(std::memcmp(ws.data(), want_ws.data(), ws.size() * 4), 0) << "weight scales differ from the host's";
+    // The inputs as the GEMM quantizes them (the same rule, checked above).
+    std::vector<uint8_t> xc(x.size());
+    std::vector<float> xs(c.rows);
+    for (int r = 0; r < c.rows; ++r)
+      xs[r] = HostQuantizeRow(&x[static_cast<size_t>(r) * c.in], c.in, &xc[static_cast<size_t>(r) * c.in]);
+    ASSERT_TRUE(gemm_.ReserveFp8Inputs(c.rows, c.in).ok());
+    for (float beta : {0.f, 1.f}) {
+      ASSERT_EQ(cudaMemcpy(yd.as(), y0.data(), y0.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      const absl::Status s = gemm_.LinearFp8(xd.as<bf16>(), codes.as<uint8_t>(), scales.as<float>(), c.rows, c.in,
+                                             c.out, yd.as<float>(), beta, "t");
+      ASSERT_TRUE(s.ok()) << s;
+      std::vector<float> y(y0.size());
+      ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(y.data(), yd.as(), y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      double worst = 0;
+      for (int r = 0; r < c.rows; ++r)
+        for (int o = 0; o < c.out; ++o) {
+          double want = beta * y0[static_cast<size_t>(r) * c.out + o], magnitude = 0;
+          for (int i = 0; i < c.in; ++i) {
+            const double t = static_cast<double>(kernels::DecodeE4m3(xc[static_cast<size_t>(r) * c.in + i])) * xs[r] *
+                             kernels::DecodeE4m3(wc[static_cast<size_t>(o) * c.in + i]) * ws[o];
+            want += t;
+            magnitude += std::fabs(t);
+          }
+          const double got = y[static_cast<size_t>(r) * c.out + o];
+          if (c.rows > 2 && r == 0) {
+            ASSERT_EQ(got, static_cast<float>(want)) << "an all-zero row gives exactly beta * y";
+            continue;
+          }
+          worst = std::max(worst, std::fabs(want - got) / std::max(magnitude, 1e-6));
+        }
+      std::printf("[ fp8 %d x %d -> %d beta %.0f ] worst error %.2e of the products' magnitude\n", c.rows, c.in, c.out,
+                  beta, worst);
+      EXPECT_LT(worst, 1e-3) << "beta " << beta;
+    }
+  }
+}
+
+TEST_F(GemmTest, Fp8RepeatsBitForBitAndReplaysFromAGraph) {
+  const Case c{206, 1536, 512};
+  Lcg g{5};
+  std::vector<bf16> x(static_cast<size_t>(c.rows) * c.in), w(static_cast<size_t>(c.out) * c.in);
+  for (auto& v : x) v = __float2bfloat16(g.Next());
+  for (auto& v : w) v = __float2bfloat16(g.Next());
+  DeviceBuffer xd = Upload(x), wd = Upload(w);
+  DeviceBuffer codes = *DeviceBuffer::Allocate(w.size(), "w codes");
+  DeviceBuffer scales = *DeviceBuffer::Allocate(static_cast<size_t>(c.out) * 4, "w scales");
+  ASSERT_EQ(kernels::QuantizeRowsE4m3(wd.as<bf16>(), c.out, c.in, codes.as<uint8_t>(), scales.as<float>(), stream_),
+            cudaSuccess);
+  DeviceBuffer yd = *DeviceBuffer::Allocate(static_cast<size_t>(c.rows) * c.out * 4, "y");
+  ASSERT_TRUE(gemm_.ReserveFp8Inputs(c.rows, c.in).ok());
+  auto run = [&] {
+    return gemm_.LinearFp8(xd.as<bf16>(), codes.as<uint8_t>(), scales.as<float>(), c.rows, c.in, c.out, yd.as<float>(),
+                           0.f, "t");
+  };
+  auto read = [&] {
+    std::vector<float> y(static_cast<size_t>(c.rows) * c.out);
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(y.data(), yd.as(), y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    return y;
+  };
+  ASSERT_TRUE(run().ok());
+  const std::vector<float> first = read();
+  ASSERT_TRUE(run().ok());
+  const std::vector<float> again = read();
+  EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * 4), 0);
+  ASSERT_EQ(cudaMemset(yd.as(), 0, first.size() * 4), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const absl::Status s = run();
+  ASSERT_EQ(cudaStreamEndCapture(stream_, &graph), cudaSuccess);
+  ASSERT_TRUE(s.ok()) << s;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
+  const std::vector<float> replay = read();
+  EXPECT_EQ(std::memcmp(first.data(), replay.data(), first.size() * 4), 0);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  // Beyond the reserved inputs: a clear error, nothing launched.
+  const absl::Status beyond = gemm_.LinearFp8(xd.as<bf16>(), codes.as<uint8_t>(), scales.as<float>(), c.rows + 1, c.in,
+                                              c.out, yd.as<float>(), 0.f, "t");
+  EXPECT_FALSE(beyond.ok());
+  EXPECT_NE(beyond.message().find("reserved"), std::string::npos) << beyond;
 }
 
 }  // namespace
