@@ -29,6 +29,7 @@ struct CpuBackend::Activations {
   // Per token (prefill) or per row (decode). `sub`: a sublayer's output
   // before its norm (swin_norm only).
   std::vector<float> x, xn, qkv, attn, gate_up, mlp, rope, sub;
+  std::vector<float> fp8_in;  // weight_dtype fp8: a projection's input as its e4m3 codes give it back
   // Per row.
   std::vector<float> last_hidden, head_in, head_mid, logits;
   std::vector<model::RowState*> states;
@@ -106,11 +107,19 @@ void CpuBackend::RunLayers(int64_t first, int64_t n, AttendFn&& attend) {
   float* gate_up = a.gate_up.data() + first * 2 * I;
   float* mlp = a.mlp.data() + first * I;
   float* sub = d.swin_norm ? a.sub.data() + first * H : nullptr;
+  // A projection's input: itself, or with fp8 weights what an fp8 GEMM input gives back.
+  const bool fp8 = w_.format == model::WeightFormat::kFp8;
+  auto in = [&](const float* v, int32_t cols) -> const float* {
+    if (!fp8) return v;
+    float* q = Grow(a.fp8_in, n * cols);
+    RoundRowsThroughE4m3(v, n, cols, q);
+    return q;
+  };
   for (int32_t l = 0; l < d.num_layers; ++l) {
     const LayerWeights& lw = w_.layers[l];
     // Attention: pre-norm attends norm(x); swin attends x and norms the output.
     if (!d.swin_norm) Norm(x, lw.input_norm.weight.data(), BiasOf(lw.input_norm), n, H, eps, xn);
-    MatMulWT(d.swin_norm ? x : xn, lw.qkv.data(), n, H, qkv_dim, qkv);
+    MatMulWT(in(d.swin_norm ? x : xn, H), lw.qkv.data(), n, H, qkv_dim, qkv);
     if (d.qk_norm) {
       HeadLayerNorm(qkv, n, qkv_dim, d.num_heads, d.head_dim, lw.q_norm.weight.data(), lw.q_norm.bias.data(),
                     d.qk_norm_eps);
@@ -119,20 +128,20 @@ void CpuBackend::RunLayers(int64_t first, int64_t n, AttendFn&& attend) {
     }
     attend(l);
     if (d.swin_norm) {
-      MatMulWT(attn, lw.o.data(), n, q_dim, H, sub);
+      MatMulWT(in(attn, q_dim), lw.o.data(), n, q_dim, H, sub);
       AddNorm(sub, lw.input_norm.weight.data(), BiasOf(lw.input_norm), n, H, eps, x, xn);
     } else {
-      MatMulWT(attn, lw.o.data(), n, q_dim, H, x, 1.0f);
+      MatMulWT(in(attn, q_dim), lw.o.data(), n, q_dim, H, x, 1.0f);
       Norm(x, lw.post_norm.weight.data(), BiasOf(lw.post_norm), n, H, eps, xn);
     }
     // MLP (SwiGLU), placed the same way.
-    MatMulWT(d.swin_norm ? x : xn, lw.gate_up.data(), n, H, 2 * I, gate_up);
+    MatMulWT(in(d.swin_norm ? x : xn, H), lw.gate_up.data(), n, H, 2 * I, gate_up);
     SiluMul(gate_up, n, I, mlp);
     if (d.swin_norm) {
-      MatMulWT(mlp, lw.down.data(), n, I, H, sub);
+      MatMulWT(in(mlp, I), lw.down.data(), n, I, H, sub);
       AddNorm(sub, lw.post_norm.weight.data(), BiasOf(lw.post_norm), n, H, eps, x, xn);
     } else {
-      MatMulWT(mlp, lw.down.data(), n, I, H, x, 1.0f);
+      MatMulWT(in(mlp, I), lw.down.data(), n, I, H, x, 1.0f);
     }
   }
 }

@@ -11,7 +11,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const ModelSpec& spec,
   if (absl::Status s = CheckSpec(spec); !s.ok()) return s;
   absl::StatusOr<FaultPlan> faults = FaultPlanFromEnv();  // testing only (fault_guard.h)
   if (!faults.ok()) return faults.status();
-  absl::StatusOr<cpu::CpuWeights> loaded = cpu::LoadCpuWeights(spec, std::move(weights));
+  absl::StatusOr<cpu::CpuWeights> loaded = cpu::LoadCpuWeights(spec, std::move(weights), options.weight_format);
   if (!loaded.ok()) return loaded.status();
   return WithFaultGuard(std::unique_ptr<Backend>(new cpu::CpuBackend(spec, *std::move(loaded), options)),
                         *std::move(faults), FaultHooks{});

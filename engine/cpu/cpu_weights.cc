@@ -1,5 +1,9 @@
 #include "engine/cpu/cpu_weights.h"
 
+#include <utility>
+
+#include "engine/cpu/ops.h"
+
 namespace argen::cpu {
 namespace {
 
@@ -40,9 +44,11 @@ absl::Status LoadLinear(const WeightSource& src, const LinearRef& l, LinearWeigh
 }  // namespace
 
 absl::StatusOr<CpuWeights> LoadCpuWeights(const model::ModelSpec& spec,
-                                          std::shared_ptr<const model::WeightSource> source) {
+                                          std::shared_ptr<const model::WeightSource> source,
+                                          model::WeightFormat format) {
   const WeightSource& src = *source;
   CpuWeights w;
+  w.format = format;
   w.layers.resize(spec.layers.size());
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     const model::LayerRefs& r = spec.layers[i];
@@ -56,6 +62,14 @@ absl::StatusOr<CpuWeights> LoadCpuWeights(const model::ModelSpec& spec,
           LoadNorm(src, r.post_norm, &lw.post_norm), Append(src, r.gate.weight, &lw.gate_up),
           Append(src, r.up.weight, &lw.gate_up), Load(src, r.down.weight, &lw.down)}) {
       if (!s.ok()) return s;
+    }
+    if (format == model::WeightFormat::kFp8) {
+      const int32_t H = spec.stack.hidden_size, q_dim = spec.stack.num_heads * spec.stack.head_dim;
+      const int32_t I = spec.stack.intermediate_size;
+      for (auto [m, cols] :
+           {std::pair{&lw.qkv, H}, std::pair{&lw.o, q_dim}, std::pair{&lw.gate_up, H}, std::pair{&lw.down, I}}) {
+        RoundRowsThroughE4m3(m->data(), static_cast<int64_t>(m->size()) / cols, cols, m->data());
+      }
     }
   }
   for (absl::Status s :

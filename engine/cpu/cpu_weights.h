@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/model_spec.h"
+#include "engine/model/weight_format.h"
 #include "engine/model/weight_source.h"
 
 namespace argen::cpu {
@@ -37,6 +38,7 @@ struct LinearWeights {
 };
 
 struct CpuWeights {
+  model::WeightFormat format = model::WeightFormat::kAuto;
   std::vector<LayerWeights> layers;
   NormWeights final_norm;
   std::vector<float> input_table;                     // [input rows, input width]
@@ -46,8 +48,12 @@ struct CpuWeights {
   std::shared_ptr<const model::WeightSource> source;  // text embedding rows
 };
 
-// Loads every tensor the spec names for the CPU layout (errors name the tensor).
+// Loads every tensor the spec names for the CPU layout (errors name the
+// tensor). With fp8 the layers' projections hold what their e4m3 codes give
+// back (bf16, then per output channel through e4m3: the CUDA backend's fp8
+// weights, dequantized).
 absl::StatusOr<CpuWeights> LoadCpuWeights(const model::ModelSpec& spec,
-                                          std::shared_ptr<const model::WeightSource> source);
+                                          std::shared_ptr<const model::WeightSource> source,
+                                          model::WeightFormat format = model::WeightFormat::kAuto);
 
 }  // namespace argen::cpu

@@ -1,6 +1,9 @@
 #include "engine/cpu/ops.h"
 
 #include <cmath>
+#include <cstring>
+
+#include "kernels/kv_fp8.h"
 
 namespace argen::cpu {
 
@@ -99,6 +102,21 @@ void ApplyRope(float* x, int32_t n_heads, int32_t head_dim, const float* cos_sin
       xh[i] = a * cos_a[i] - b * sin_a[i];
       xh[half + i] = b * cos_a[i] + a * sin_a[i];
     }
+  }
+}
+
+void RoundRowsThroughE4m3(const float* x, int64_t rows, int32_t cols, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* o = out + r * cols;
+    const float* in = x + r * cols;
+    for (int32_t i = 0; i < cols; ++i) {
+      uint32_t u;
+      std::memcpy(&u, &in[i], 4);
+      // bf16 round to nearest even (NaN stays NaN), as the CUDA backend's inputs.
+      if ((u & 0x7fffffffu) <= 0x7f800000u) u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+      std::memcpy(&o[i], &u, 4);
+    }
+    kernels::RoundThroughE4m3(o, cols);
   }
 }
 

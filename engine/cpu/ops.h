@@ -25,6 +25,12 @@ void Norm(const float* x, const float* weight, const float* bias, int64_t rows, 
 void HeadLayerNorm(float* x, int64_t rows, int64_t stride, int32_t heads, int32_t head_dim, const float* weight,
                    const float* bias, float eps);
 
+// out[r] = what an fp8 GEMM input row gives back (weight_dtype fp8, the
+// reference of kernels/fp8_linear.h): x[r] rounded to bf16 (the CUDA
+// backend's GEMM inputs), then through e4m3 with one scale per row:
+// decode(code) * scale, scale = amax / 448. `out` may be `x`.
+void RoundRowsThroughE4m3(const float* x, int64_t rows, int32_t cols, float* out);
+
 // x[r] += Norm(y[r]) (the swin-norm residual: h = x + norm(sublayer(x))).
 void AddNorm(const float* y, const float* weight, const float* bias, int64_t rows, int32_t dim, float eps, float* x,
              float* scratch);

@@ -92,6 +92,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::Mo
     in.plan_stride = options.decode_tokens;
     in.max_prompt_tokens = options.max_prompt_tokens;
     in.sm_count = sms;
+    in.fp8_weights = weights.format == model::WeightFormat::kFp8;
     if (options.max_batch_rows == 0) {
       absl::StatusOr<int64_t> row = ReferenceRowBytes(spec.stack, options.decode_tokens, options.reference_kv_format,
                                                       options.reference_guidance_shared);
@@ -136,6 +137,9 @@ absl::Status CudaBackend::Init() {
   // The cuBLAS handle with one fixed workspace (no allocation during a step),
   // before the KV pool takes what is left.
   ARGEN_STATUS_RETURN(gemm_.Init(stream_));
+  if (weights_.format == model::WeightFormat::kFp8) {
+    ARGEN_STATUS_RETURN(gemm_.ReserveFp8Inputs(max_tokens_, WidestProjectionInput(d)));
+  }
   const int64_t q_dim = int64_t{d.num_heads} * hd, qkv_dim = q_dim + 2LL * d.num_kv_heads * hd;
   const int64_t I = d.intermediate_size, E = spec_.input_width(), HE = spec_.projector_out(), V = spec_.logits();
 

@@ -1,5 +1,5 @@
 // CreateCudaBackend (engine/model/backend_registry.h): the spec's tensors from
-// the weight source -> bf16 on the device, one tensor at a time.
+// the weight source -> bf16 (or the layers in fp8) on the device, one tensor at a time.
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/device_memory.h"
 #include "engine/model/backend_registry.h"
@@ -13,7 +13,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const ModelSpec& spec
   if (absl::Status s = CheckSpec(spec); !s.ok()) return s;
   absl::StatusOr<FaultPlan> faults = FaultPlanFromEnv();  // testing only (engine/model/fault_guard.h)
   if (!faults.ok()) return faults.status();
-  absl::StatusOr<cuda::DeviceWeights> device = cuda::UploadWeights(spec, *weights);
+  absl::StatusOr<cuda::DeviceWeights> device = cuda::UploadWeights(spec, *weights, options.weight_format);
   if (!device.ok()) return device.status();
   absl::StatusOr<std::unique_ptr<cuda::CudaBackend>> b =
       cuda::CudaBackend::Create(spec, *std::move(device), std::move(weights), options);

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/device_memory.h"
 #include "kernels/fill_kernels.h"
+#include "kernels/fp8_linear.h"
 
 namespace argen::cuda {
 namespace {
@@ -17,7 +18,8 @@ using model::TensorRef;
 // Where each tensor goes inside the one allocation, decided before allocating.
 class Layout {
  public:
-  enum Kind { kBf16, kF32 };
+  // kFp8: e4m3 codes [rows x cols], then one f32 scale per row.
+  enum Kind { kBf16, kF32, kFp8 };
   struct Entry {
     Kind kind;
     int64_t count;
@@ -25,20 +27,35 @@ class Layout {
     const void** target;
     std::vector<const TensorRef*> parts;  // concatenated along rows (fused q|k|v, gate|up)
     float fill;                           // random weights: the constant of f32 entries
+    const void** scales = nullptr;        // kFp8: where the scales' address goes
+    int64_t cols = 0;                     // kFp8: the row width
+    size_t scales_offset = 0;
   };
-  void Add(Kind kind, const void** target, std::vector<const TensorRef*> parts) {
+  void Add(Kind kind, const void** target, std::vector<const TensorRef*> parts, const void** scales = nullptr) {
     int64_t count = 0;
     for (const TensorRef* t : parts) count += t->used_elements();
-    const size_t bytes = count * (kind == kBf16 ? 2 : 4);
     const float fill = parts.front()->fill == TensorFill::kOne ? 1.f : 0.f;
-    entries_.push_back({kind, count, total_, target, std::move(parts), fill});
-    total_ += (bytes + 255) / 256 * 256;
+    Entry e{kind, count, total_, target, parts, fill};
+    size_t bytes = count * (kind == kBf16 ? 2 : kind == kF32 ? 4 : 1);
+    if (kind == kFp8) {
+      e.scales = scales;
+      e.cols = parts.front()->row_elements();
+      e.scales_offset = total_ + Align(bytes);
+      bytes = Align(bytes) + (count / e.cols) * 4;
+      largest_bf16_ = std::max(largest_bf16_, count * 2);
+    }
+    entries_.push_back(std::move(e));
+    total_ += Align(bytes);
   }
   size_t total() const { return total_; }
+  // The largest fp8 matrix in bf16: the staging its quantization reads from.
+  int64_t largest_bf16() const { return largest_bf16_; }
   std::vector<Entry>& entries() { return entries_; }
 
  private:
+  static size_t Align(size_t n) { return (n + 255) / 256 * 256; }
   size_t total_ = 0;
+  int64_t largest_bf16_ = 0;
   std::vector<Entry> entries_;
 };
 
@@ -56,27 +73,37 @@ void Matrix(Layout& l, const bf16** target, std::vector<const TensorRef*> parts)
   l.Add(Layout::kBf16, Slot(target), std::move(parts));
 }
 
+// A layer projection: bf16, or e4m3 codes and scales with weight_dtype fp8.
+void Projection(Layout& l, model::WeightFormat format, LinearWeight& target, std::vector<const TensorRef*> parts) {
+  if (format == model::WeightFormat::kFp8) {
+    l.Add(Layout::kFp8, Slot(&target.fp8), std::move(parts), Slot(&target.fp8_scales));
+  } else {
+    l.Add(Layout::kBf16, Slot(&target.bf16), std::move(parts));
+  }
+}
+
 void Bias(Layout& l, const float** target, const TensorRef& bias) {
   if (bias.present()) l.Add(Layout::kF32, Slot(target), {&bias});
 }
 
 // Lists every tensor of the spec (layer order as the first CUDA backend's, so
 // random weights of a Janus shape are the same as before).
-void Describe(const model::ModelSpec& spec, DeviceWeights& w, Layout& l) {
+void Describe(const model::ModelSpec& spec, model::WeightFormat format, DeviceWeights& w, Layout& l) {
+  w.format = format;
   w.layers.resize(spec.layers.size());
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     const model::LayerRefs& r = spec.layers[i];
     DeviceLayer& L = w.layers[i];
     Norm(l, r.input_norm, L.input_norm);
-    Matrix(l, &L.qkv, {&r.q.weight, &r.k.weight, &r.v.weight});
-    Matrix(l, &L.o, {&r.o.weight});
+    Projection(l, format, L.qkv, {&r.q.weight, &r.k.weight, &r.v.weight});
+    Projection(l, format, L.o, {&r.o.weight});
     if (spec.stack.qk_norm) {
       Norm(l, r.q_norm, L.q_norm);
       Norm(l, r.k_norm, L.k_norm);
     }
     Norm(l, r.post_norm, L.post_norm);
-    Matrix(l, &L.gate_up, {&r.gate.weight, &r.up.weight});
-    Matrix(l, &L.down, {&r.down.weight});
+    Projection(l, format, L.gate_up, {&r.gate.weight, &r.up.weight});
+    Projection(l, format, L.down, {&r.down.weight});
   }
   Norm(l, spec.output.final_norm, w.final_norm);
   Matrix(l, &w.input_table, {&spec.input.table});
@@ -102,14 +129,47 @@ uint16_t ToBf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
+// Where fp8 entries are quantized from: one bf16 matrix at a time.
+absl::StatusOr<DeviceBuffer> Fp8Staging(const Layout& layout) {
+  return DeviceBuffer::Allocate(static_cast<size_t>(layout.largest_bf16()), "fp8 weight staging (bf16)");
+}
+
+// Codes and scales of an fp8 entry from its bf16 values at `staging`.
+absl::Status QuantizeEntry(char* base, const Layout::Entry& e, const bf16* staging) {
+  *e.scales = base + e.scales_offset;
+  ARGEN_CUDA_RETURN(kernels::QuantizeRowsE4m3(staging, e.count / e.cols, static_cast<int32_t>(e.cols),
+                                              reinterpret_cast<uint8_t*>(base + e.offset),
+                                              reinterpret_cast<float*>(base + e.scales_offset), nullptr),
+                    "quantize fp8 weight");
+  ARGEN_CUDA_RETURN(cudaStreamSynchronize(nullptr), "quantize fp8 weight");  // the staging is reused next
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::StatusOr<DeviceWeights> UploadWeights(const model::ModelSpec& spec, const model::WeightSource& source) {
+absl::Status CheckFp8Shapes(const model::ModelSpec& spec) {
+  for (const model::LayerRefs& r : spec.layers) {
+    for (const TensorRef* t : {&r.q.weight, &r.o.weight, &r.gate.weight, &r.down.weight}) {
+      if (t->row_elements() % 16 != 0) {
+        return absl::InvalidArgumentError(absl::StrCat("weight_dtype fp8: '", t->name, "' has rows of ",
+                                                       t->row_elements(),
+                                                       " values; the fp8 GEMM needs a multiple of 16"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeviceWeights> UploadWeights(const model::ModelSpec& spec, const model::WeightSource& source,
+                                            model::WeightFormat format) {
+  if (format == model::WeightFormat::kFp8) ARGEN_STATUS_RETURN(CheckFp8Shapes(spec));
   DeviceWeights w;
   Layout layout;
-  Describe(spec, w, layout);
-  if (absl::Status fits = CheckDeviceMemoryFits(static_cast<int64_t>(layout.total()), "the model's weights (bf16)",
-                                                "the model does not fit this device");
+  Describe(spec, format, w, layout);
+  if (absl::Status fits = CheckDeviceMemoryFits(
+          static_cast<int64_t>(layout.total() + layout.largest_bf16()),
+          format == model::WeightFormat::kFp8 ? "the model's weights (fp8 layers)" : "the model's weights (bf16)",
+          "the model does not fit this device");
       !fits.ok()) {
     return fits;
   }
@@ -117,9 +177,11 @@ absl::StatusOr<DeviceWeights> UploadWeights(const model::ModelSpec& spec, const 
   if (!buf.ok()) return buf.status();
   w.storage = *std::move(buf);
   w.bytes = layout.total();
+  absl::StatusOr<DeviceBuffer> staging = Fp8Staging(layout);
+  if (!staging.ok()) return staging.status();
   char* base = w.storage.as<char>();
   std::vector<float> host;
-  std::vector<uint16_t> staging;
+  std::vector<uint16_t> converted;
   for (const Layout::Entry& e : layout.entries()) {
     *e.target = base + e.offset;
     host.clear();
@@ -135,24 +197,29 @@ absl::StatusOr<DeviceWeights> UploadWeights(const model::ModelSpec& spec, const 
     if (e.kind == Layout::kF32) {
       ARGEN_CUDA_RETURN(cudaMemcpy(base + e.offset, host.data(), e.count * 4, cudaMemcpyHostToDevice),
                         "upload f32 weight");
-    } else {
-      staging.resize(e.count);
-      for (int64_t i = 0; i < e.count; ++i) staging[i] = ToBf16(host[i]);
-      ARGEN_CUDA_RETURN(cudaMemcpy(base + e.offset, staging.data(), e.count * 2, cudaMemcpyHostToDevice),
-                        "upload bf16 weight");
+      continue;
     }
+    converted.resize(e.count);
+    for (int64_t i = 0; i < e.count; ++i) converted[i] = ToBf16(host[i]);
+    void* to = e.kind == Layout::kBf16 ? static_cast<void*>(base + e.offset) : staging->as();
+    ARGEN_CUDA_RETURN(cudaMemcpy(to, converted.data(), e.count * 2, cudaMemcpyHostToDevice), "upload bf16 weight");
+    if (e.kind == Layout::kFp8) ARGEN_STATUS_RETURN(QuantizeEntry(base, e, staging->as<bf16>()));
   }
   return w;
 }
 
-absl::StatusOr<DeviceWeights> RandomDeviceWeights(const model::ModelSpec& spec, uint64_t seed, float scale) {
+absl::StatusOr<DeviceWeights> RandomDeviceWeights(const model::ModelSpec& spec, uint64_t seed, float scale,
+                                                  model::WeightFormat format) {
+  if (format == model::WeightFormat::kFp8) ARGEN_STATUS_RETURN(CheckFp8Shapes(spec));
   DeviceWeights w;
   Layout layout;
-  Describe(spec, w, layout);
+  Describe(spec, format, w, layout);
   absl::StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(layout.total(), "device weights");
   if (!buf.ok()) return buf.status();
   w.storage = *std::move(buf);
   w.bytes = layout.total();
+  absl::StatusOr<DeviceBuffer> staging = Fp8Staging(layout);
+  if (!staging.ok()) return staging.status();
   char* base = w.storage.as<char>();
   uint64_t stream_id = 0;
   for (const Layout::Entry& e : layout.entries()) {
@@ -160,11 +227,12 @@ absl::StatusOr<DeviceWeights> RandomDeviceWeights(const model::ModelSpec& spec, 
     if (e.kind == Layout::kF32) {
       ARGEN_CUDA_RETURN(kernels::FillF32(reinterpret_cast<float*>(base + e.offset), e.count, e.fill),
                         "fill f32 weight");
-    } else {
-      ARGEN_CUDA_RETURN(
-          kernels::FillRandomBf16(reinterpret_cast<bf16*>(base + e.offset), e.count, seed, ++stream_id, scale),
-          "fill random bf16 weight");
+      continue;
     }
+    // The same values as bf16 weights of this seed (fp8 quantizes them).
+    bf16* to = e.kind == Layout::kBf16 ? reinterpret_cast<bf16*>(base + e.offset) : staging->as<bf16>();
+    ARGEN_CUDA_RETURN(kernels::FillRandomBf16(to, e.count, seed, ++stream_id, scale), "fill random bf16 weight");
+    if (e.kind == Layout::kFp8) ARGEN_STATUS_RETURN(QuantizeEntry(base, e, staging->as<bf16>()));
   }
   ARGEN_CUDA_RETURN(cudaDeviceSynchronize(), "random weights");
   return w;

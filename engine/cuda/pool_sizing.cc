@@ -30,8 +30,12 @@ StagingLayout::StagingLayout(int32_t tokens, int32_t rows) {
   total = observe + AlignStaging(sizeof(int32_t) * tokens);
 }
 
+int32_t WidestProjectionInput(const model::StackConfig& d) {
+  return std::max({d.hidden_size, d.num_heads * d.head_dim, d.intermediate_size});
+}
+
 int64_t WorkspaceBytes(const model::ModelSpec& spec, int32_t rows, int32_t plan_stride, int32_t max_prompt_tokens,
-                       int32_t sm_count) {
+                       int32_t sm_count, bool fp8_weights) {
   // Mirrors CudaBackend::Init and EnsurePlanCapacity buffer by buffer.
   const model::StackConfig& d = spec.stack;
   const int64_t R = rows, P = R / 2, T = std::max(rows, 512), H = d.hidden_size, hd = d.head_dim;
@@ -54,6 +58,7 @@ int64_t WorkspaceBytes(const model::ModelSpec& spec, int32_t rows, int32_t plan_
   const int64_t parts = (2LL * sm_count + T * d.num_kv_heads) * group;
   b += parts * (hd + 2) * 4 + T * d.num_heads * stride * 4;  // attention workspace
   b += static_cast<int64_t>(Gemm::kWorkspaceBytes);
+  if (fp8_weights) b += Gemm::Fp8ScratchBytes(T, WidestProjectionInput(d));
   return b;
 }
 
@@ -101,7 +106,7 @@ absl::StatusOr<PoolSizing> SizePool(const model::ModelSpec& spec, const PoolSizi
   s.margin_bytes = SafetyMargin(in.total_bytes);
   const int64_t usable = in.free_bytes - s.margin_bytes;
   auto workspaces = [&](int32_t rows) {
-    return WorkspaceBytes(spec, rows, in.plan_stride, in.max_prompt_tokens, in.sm_count);
+    return WorkspaceBytes(spec, rows, in.plan_stride, in.max_prompt_tokens, in.sm_count, in.fp8_weights);
   };
   auto need = [&](int32_t rows) {  // workspaces plus the pool those rows ask for
     return workspaces(rows) + (s.auto_budget ? int64_t{rows} * in.reference_row_bytes : in.kv_budget_bytes);

@@ -31,9 +31,14 @@ inline constexpr int32_t kMaxAutoBatchRows = 16384;
 // Device bytes of the backend's fixed workspaces for `rows` rows per call and
 // policies attending up to `plan_stride` decode keys (the rotary table, the
 // activations of max(rows, 512) tokens, the head's rows, the step inputs, the
-// policy plan buffers and the attention split-K workspace).
+// policy plan buffers, the attention split-K workspace and, with fp8
+// weights, the fp8 GEMM inputs).
 int64_t WorkspaceBytes(const model::ModelSpec& spec, int32_t rows, int32_t plan_stride, int32_t max_prompt_tokens,
-                       int32_t sm_count);
+                       int32_t sm_count, bool fp8_weights = false);
+
+// The widest input of a layer projection (hidden, heads * head_dim or the
+// intermediate size): what the fp8 GEMM inputs are reserved for.
+int32_t WidestProjectionInput(const model::StackConfig& stack);
 
 struct PoolSizingInput {
   int64_t free_bytes = 0;           // device memory free now (weights and VQ decoder already placed)
@@ -44,6 +49,7 @@ struct PoolSizingInput {
   int32_t plan_stride = 0;          // decode keys the plan buffers are made for
   int32_t max_prompt_tokens = 0;
   int32_t sm_count = 0;
+  bool fp8_weights = false;  // weight_dtype fp8: the workspaces hold the fp8 GEMM inputs
 };
 
 struct PoolSizing {

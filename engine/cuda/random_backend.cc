@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CreateRandomCudaBackend(const model
                                                                      const model::BackendOptions& options,
                                                                      uint64_t seed) {
   if (absl::Status s = model::CheckSpec(spec); !s.ok()) return s;
-  absl::StatusOr<DeviceWeights> w = RandomDeviceWeights(spec, seed, 0.02f);
+  absl::StatusOr<DeviceWeights> w = RandomDeviceWeights(spec, seed, 0.02f, options.weight_format);
   if (!w.ok()) return w.status();
   return CudaBackend::Create(spec, *std::move(w), std::make_shared<HashedEmbeddings>(), options);
 }

@@ -74,6 +74,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/model_spec.h"
 #include "engine/model/sampler.h"
+#include "engine/model/weight_format.h"
 #include "engine/sparse/policy_params.h"
 
 namespace argen::model {
@@ -93,6 +94,8 @@ struct BackendOptions {
   // Whether that reference row reads its prompts from prompt rows with the
   // guidance prompt shared (the engine's sharing across requests is on).
   bool reference_guidance_shared = false;
+  // The decoder layers' projection matrices (engine/model/weight_format.h).
+  WeightFormat weight_format = WeightFormat::kAuto;
 };
 
 using RowId = int32_t;
