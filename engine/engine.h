@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/model/weight_format.h"
 #include "engine/sparse/policy_params.h"
 
 namespace argen::engine {
@@ -192,6 +193,9 @@ struct EngineOptions {
   // request's guidance row of one length; identical captions) read one copy
   // of its KV, held while any of them runs. Needs share_prompt_kv.
   bool share_prompt_kv_across_requests = false;
+  // The decoder layers' projections: the backend's own precision, or fp8
+  // (engine/model/weight_format.h).
+  model::WeightFormat weight_format = model::WeightFormat::kAuto;
 };
 
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const EngineOptions& options);

@@ -172,6 +172,7 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   backend_options.decode_tokens = max_image_tokens;
   backend_options.reference_kv_format = options.default_kv_format;
   backend_options.reference_guidance_shared = options.share_prompt_kv && options.share_prompt_kv_across_requests;
+  backend_options.weight_format = options.weight_format;
   absl::StatusOr<std::unique_ptr<Backend>> backend =
       MakeBackend(options, family->spec, CheckpointWeights(ckpt), backend_options);
   if (!backend.ok()) return backend.status();

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/version.h"
 #include "engine/image/png.h"
+#include "engine/model/weight_format.h"
 #include "engine/request_rules.h"
 #include "engine/sparse/policy_params.h"
 #include "grpc/health/v1/health.pb.h"
@@ -24,6 +25,7 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> LoadEngine(const ServerConfig& c
   options.backend = config.backend;
   options.vq_backend = config.vq_backend;
   options.vq_precision = config.vq_precision;
+  options.weight_format = *model::ParseWeightFormat(config.weight_dtype);  // validated by the config
   options.share_prompt_kv = config.share_prompt_kv;
   options.share_prompt_kv_across_requests = config.share_prompt_kv_across_requests;
   options.threads = config.threads;

@@ -31,6 +31,7 @@ const std::map<std::string, Reader, std::less<>>& Readers() {
       {"backend", [](const ServerConfig& c) { return c.backend; }},
       {"vq_backend", [](const ServerConfig& c) { return c.vq_backend; }},
       {"vq_precision", [](const ServerConfig& c) { return c.vq_precision; }},
+      {"weight_dtype", [](const ServerConfig& c) { return c.weight_dtype; }},
       {"threads", [](const ServerConfig& c) { return Text(c.threads); }},
       {"listen_address", [](const ServerConfig& c) { return c.listen_address; }},
       {"port", [](const ServerConfig& c) { return Text(c.port); }},

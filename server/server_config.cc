@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/model/sampler.h"
+#include "engine/model/weight_format.h"
 #include "engine/sparse/policy_params.h"
 #include "server/byte_size.h"
 #include "yaml-cpp/yaml.h"
@@ -142,6 +143,14 @@ const std::vector<KeyDef>& Keys() {
        [](ServerConfig& c, const std::string& v) {
          if (v != "auto" && v != "bf16" && v != "tf32" && v != "fp32") return Bad(v, "auto, bf16, tf32 or fp32");
          c.vq_precision = v;
+         return absl::OkStatus();
+       }},
+      {{"weight_dtype",
+        "the decoder layers' projections: auto (bf16 on cuda, f32 on cpu) or fp8 (e4m3 weights with a scale per "
+        "channel, inputs quantized per token: half the weight bytes, fp8 tensor cores on Hopper)"},
+       [](ServerConfig& c, const std::string& v) {
+         if (!model::ParseWeightFormat(v).ok()) return Bad(v, "auto or fp8");
+         c.weight_dtype = v;
          return absl::OkStatus();
        }},
       {{"threads", "CPU threads for the engine; 0: all cores"}, Int(&ServerConfig::threads, 0, 4096)},

@@ -32,6 +32,7 @@ struct ServerConfig {
   std::string backend = "cpu";        // cpu | cuda
   std::string vq_backend = "auto";    // auto | cpu | cuda: the VQ image decoder (auto: cuda with backend cuda)
   std::string vq_precision = "auto";  // auto | bf16 | tf32 | fp32: the GPU VQ decoder's arithmetic
+  std::string weight_dtype = "auto";  // auto | fp8: the decoder layers' projections (engine/model/weight_format.h)
   int32_t threads = 0;                // CPU threads for the engine; 0: all cores
   std::string listen_address = "0.0.0.0";
   int32_t port = 50051;  // 0: any free port

@@ -15,6 +15,9 @@
 //     on; both: off and on; a list runs each in turn, e.g. off,across); across: every image reads prompt rows
 //     (Backend::AllocatePromptRow), one per request's caption and one guidance prompt for all, as
 //     share_prompt_kv_across_requests places them; all: off, on, across
+//   --weight-dtype auto|fp8[,...]   the layers' projections (BackendOptions::weight_format); a list runs a
+//     backend of each in turn (the same random weights, fp8 quantizes them): the policy column gains "+fp8w"
+//   --gemm-micro [--gemm-rows 2,16,...]   one layer's four projections alone, bf16 against fp8 (gemm_micro.h)
 //   --ssd-semantic-share S   ssd: the share of the random model's (layer, kv head) pairs classified
 //     semantic (default 0.5); every line ends with the image's exact KV MB and the mean keys a head attends
 #include <cuda_runtime.h>
@@ -30,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/gpu/attention_micro.h"
+#include "bench/gpu/gemm_micro.h"
 #include "bench/gpu/janus_shapes.h"
 #include "common/cli.h"
 #include "engine/cuda/cuda_backend.h"
@@ -60,6 +64,9 @@ struct Flags {
   double ssd_semantic_share = 0.5;  // ssd: share of the random model's heads classified semantic
   int images_per_prompt = 1;        // images of one request (one prompt)
   std::vector<SharingMode> sharing = {SharingMode::kWithin};  // prompt-KV sharing (A/B: several)
+  std::vector<model::WeightFormat> weight_formats = {model::WeightFormat::kAuto};
+  bool gemm_micro = false;
+  std::vector<int> gemm_rows = {2, 16, 64, 256, 1024, 2816};
   std::string out;
 };
 
@@ -140,6 +147,22 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
           f->sharing.insert(f->sharing.end(), {SharingMode::kOff, SharingMode::kWithin, SharingMode::kAcross});
         else
           return false;
+      }
+    } else if (a == "--weight-dtype") {
+      f->weight_formats.clear();
+      for (absl::string_view m : absl::StrSplit(value(), ',')) {
+        absl::StatusOr<model::WeightFormat> w = model::ParseWeightFormat(m);
+        if (!w.ok()) return false;
+        f->weight_formats.push_back(*w);
+      }
+    } else if (a == "--gemm-micro") {
+      f->gemm_micro = true;
+    } else if (a == "--gemm-rows") {
+      f->gemm_rows.clear();
+      for (absl::string_view m : absl::StrSplit(value(), ',')) {
+        int r = 0;
+        if (!absl::SimpleAtoi(m, &r) || r <= 0) return false;
+        f->gemm_rows.push_back(r);
       }
     } else if (a == "--out")
       f->out = value();
@@ -348,6 +371,7 @@ constexpr char kBenchUsage[] =
     "              [--attention-micro] [--no-graphs] [--no-fused-argmin]\n"
     "              [--attention-kernel auto|two-pass|staged|warp] [--gemm cublas|lt-heuristic|lt-tuned]\n"
     "              [--stage-steps N] [--images-per-prompt N] [--prompt-sharing on|off|both|across|all]\n"
+    "              [--weight-dtype auto|fp8[,...]] [--gemm-micro [--gemm-rows 2,16,...]]\n"
     "              [--out FILE.jsonl] [--help] [--version]\n";
 
 int Main(int argc, char** argv) {
@@ -362,7 +386,8 @@ int Main(int argc, char** argv) {
                  "  [--ssd-semantic-share 0.5]  (ssd: share of the random model's heads classified semantic)\n"
                  "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n"
                  "  [--attention-kernel auto|two-pass|staged|warp] [--no-fused-argmin]\n"
-                 "  [--images-per-prompt N] [--prompt-sharing on|off|both|across|all]\n");
+                 "  [--images-per-prompt N] [--prompt-sharing on|off|both|across|all]\n"
+                 "  [--weight-dtype auto|fp8[,...]] [--gemm-micro [--gemm-rows 2,16,...]]\n");
     return 2;
   }
   FILE* out = f.out.empty() ? nullptr : std::fopen(f.out.c_str(), "a");
@@ -376,6 +401,21 @@ int Main(int argc, char** argv) {
     const sparse::GridGeometry grid = bench_model->grid;
     const int uncond_len = bench_model->uncond_len > 0 ? bench_model->uncond_len : f.prompt_len;
     const model::StackConfig* dims = &spec->stack;
+    if (f.gemm_micro) {
+      std::vector<GemmMicroRow> rows;
+      std::string err;
+      if (!RunGemmMicro(*dims, f.gemm_rows, &rows, &err)) {
+        std::fprintf(stderr, "gemm micro: %s\n", err.c_str());
+        return 1;
+      }
+      if (out)
+        for (const GemmMicroRow& r : rows)
+          std::fprintf(out,
+                       "{\"kind\":\"gemm\",\"model\":\"%s\",\"gemm\":\"%s\",\"out\":%d,\"in\":%d,\"rows\":%d,"
+                       "\"bf16_us\":%.2f,\"fp8_us\":%.2f}\n",
+                       name.c_str(), r.name.c_str(), r.out, r.in, r.rows, r.bf16_us, r.fp8_us);
+      continue;
+    }
     if (f.attention_micro) {
       for (int images : f.batches) {
         for (const std::string& spec : f.policies) {
@@ -417,114 +457,121 @@ int Main(int argc, char** argv) {
     }
     int max_images = 0;
     for (int b : f.batches) max_images = std::max(max_images, b);
-    model::BackendOptions options;
-    options.max_batch_rows = std::max(2 * max_images, f.max_batch ? f.max_rows : 2);
-    options.max_prompt_tokens = std::max(f.prompt_len, 64);
-    options.kv_budget_bytes = f.kv_budget;
-    options.decode_tokens = grid.l_dec;
-    if (f.auto_sizing) {
-      options.max_batch_rows = 0;
-      options.kv_budget_bytes = 0;
-    } else if (f.card_memory > 0) {
-      // Everything but the pool, measured with a 1 GB pool; the rest of the
-      // card is the pool (rows' KV and policy state both come out of it).
-      size_t free0 = 0, total = 0;
-      cudaMemGetInfo(&free0, &total);
-      options.kv_budget_bytes = int64_t{1} << 30;
-      int64_t other = 0;
-      {
-        auto probe = cuda::CreateRandomCudaBackend(*spec, options, 1);
-        if (!probe.ok()) {
-          std::fprintf(stderr, "%s\n", std::string(probe.status().message()).c_str());
-          return 1;
-        }
-        size_t free1 = 0;
-        cudaMemGetInfo(&free1, &total);
-        other = static_cast<int64_t>(free0 - free1) - (int64_t{1} << 30);
-      }
-      options.kv_budget_bytes = f.card_memory - other;
-      std::printf("card %.1f GB: weights + workspaces %.2f GB, KV budget %.2f GB\n", f.card_memory / 1e9, other / 1e9,
-                  options.kv_budget_bytes / 1e9);
-    }
-    const auto c0 = Clock::now();
-    auto backend = cuda::CreateRandomCudaBackend(*spec, options, 42);
-    if (!backend.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(backend.status().message()).c_str());
-      return 1;
-    }
-    cuda::CudaBackend& be = **backend;
-    if (!be.MemorySizing().empty()) std::printf("%s\n", be.MemorySizing().c_str());
-    be.SetGraphs(f.graphs);
-    be.SetAttentionVariant(f.variant);
-    be.SetFusedArgmin(f.fused_argmin);
-    static const char* kVariantNames[] = {"auto", "two-pass", "staged", "warp"};
-    std::printf(
-        "model %s: weights %.2f GB, KV pool %.2f GB, setup %.1f s, graphs %s, attention kernel %s, fused argmin %s, "
-        "gemm cublas\n",
-        name.c_str(), be.WeightBytes() / 1e9, be.KvPoolBytes() / 1e9, Seconds(c0, Clock::now()),
-        f.graphs ? "on" : "off", kVariantNames[static_cast<int>(f.variant)], f.fused_argmin ? "on" : "off");
-    std::printf("%-5s %-20s %6s %9s %9s %9s %9s %8s |", "model", "policy", "images", "prefill_s", "decode_s", "step_ms",
-                "last_ms", "img/s");
-    for (const char* s : cuda::kStageNames) std::printf(" %8s", s);
-    std::printf(" %8s %10s %8s\n", "indexing", "kv_MB/img", "keys");
-    for (const std::string& policy_spec : f.policies) {
-      absl::StatusOr<sparse::ResolvedPolicy> policy = PolicyFromSpec(policy_spec, *dims, grid, f.ssd_semantic_share);
-      if (!policy.ok()) {
-        std::fprintf(stderr, "%s: %s\n", policy_spec.c_str(), std::string(policy.status().message()).c_str());
-        return 2;
-      }
-      for (SharingMode mode : f.sharing) {
-        const PromptGroups groups{f.images_per_prompt, mode == SharingMode::kWithin && f.images_per_prompt > 1,
-                                  mode == SharingMode::kAcross};
-        // The policy column: name[/nN][+share|+across] (N images a prompt, its KV shared, or
-        // every prompt read from prompt rows).
-        const std::string spec =
-            absl::StrCat(policy_spec, f.images_per_prompt > 1 ? absl::StrCat("/n", f.images_per_prompt) : "",
-                         groups.share ? "+share" : "", groups.across ? "+across" : "");
-        std::vector<int> batches = f.batches;
-        if (f.max_batch) batches = {MaxImages(be, *policy, f.prompt_len, uncond_len, be.MaxBatchRows() / 2, groups)};
-        for (int images : batches) {
-          RunResult r = RunBatch(be, *policy, images, f.prompt_len, uncond_len, f.stage_steps, groups);
-          if (!r.ok) {
-            std::printf("%-5s %-20s %6d  %s\n", name.c_str(), spec.c_str(), images, r.note.c_str());
-            continue;
+    for (model::WeightFormat weight_format : f.weight_formats) {
+      const bool fp8w = weight_format == model::WeightFormat::kFp8;
+      model::BackendOptions options;
+      options.weight_format = weight_format;
+      options.max_batch_rows = std::max(2 * max_images, f.max_batch ? f.max_rows : 2);
+      options.max_prompt_tokens = std::max(f.prompt_len, 64);
+      options.kv_budget_bytes = f.kv_budget;
+      options.decode_tokens = grid.l_dec;
+      if (f.auto_sizing) {
+        options.max_batch_rows = 0;
+        options.kv_budget_bytes = 0;
+      } else if (f.card_memory > 0) {
+        // Everything but the pool, measured with a 1 GB pool; the rest of the
+        // card is the pool (rows' KV and policy state both come out of it).
+        size_t free0 = 0, total = 0;
+        cudaMemGetInfo(&free0, &total);
+        options.kv_budget_bytes = int64_t{1} << 30;
+        int64_t other = 0;
+        {
+          auto probe = cuda::CreateRandomCudaBackend(*spec, options, 1);
+          if (!probe.ok()) {
+            std::fprintf(stderr, "%s\n", std::string(probe.status().message()).c_str());
+            return 1;
           }
-          const double total = r.prefill_s + r.decode_s;
-          std::printf("%-5s %-20s %6d %9.3f %9.3f %9.3f %9.3f %8.2f |", name.c_str(), spec.c_str(), images, r.prefill_s,
-                      r.decode_s, r.step_ms, r.last_steps_ms, images / total);
-          for (double ms : r.stages.ms) std::printf(" %8.3f", r.stages.steps ? ms / r.stages.steps : 0.0);
-          // indexing = plan + observe + apply (the policies' device work)
-          const double indexing = r.stages.ms[static_cast<int>(cuda::Stage::kPlan)] +
-                                  r.stages.ms[static_cast<int>(cuda::Stage::kObserve)] +
-                                  r.stages.ms[static_cast<int>(cuda::Stage::kApply)];
-          // The exact pool bytes of an image (its CFG pair: KV and policy state,
-          // Backend::RowBytes) and the mean decode keys a head attends per step
-          // (sparse::MeanAttendedKeys; ssd: by class).
-          const int64_t pair_bytes = r.kv_bytes_per_image;
-          const double kv_mb = pair_bytes / 1e6;
-          std::printf(" %8.3f %10.2f %8.1f\n", r.stages.steps ? indexing / r.stages.steps : 0.0, kv_mb,
-                      sparse::MeanAttendedKeys(*policy));
-          std::fflush(stdout);
-          if (out) {
-            std::fprintf(out,
-                         "{\"kind\":\"e2e\",\"model\":\"%s\",\"policy\":\"%s\",\"images\":%d,\"max_batch\":%s,\"kv_"
-                         "budget\":%lld,\"prefill_s\":%.4f,\"decode_s\":%.4f,\"step_ms\":%.4f,\"last_step_ms\":%.4f,"
-                         "\"img_per_s\":%.4f,\"kv_bytes_per_image\":%lld,\"n_slots\":%d,\"mean_keys\":%.2f",
-                         name.c_str(), spec.c_str(), images, f.max_batch ? "true" : "false",
-                         static_cast<long long>(be.KvPoolBytes()), r.prefill_s, r.decode_s, r.step_ms, r.last_steps_ms,
-                         images / total, static_cast<long long>(pair_bytes), policy->n_slots,
-                         sparse::MeanAttendedKeys(*policy));
-            for (int i = 0; i < static_cast<int>(cuda::Stage::kCount); ++i)
-              std::fprintf(out, ",\"%s_ms\":%.4f", cuda::kStageNames[i],
-                           r.stages.steps ? r.stages.ms[i] / r.stages.steps : 0.0);
-            std::fprintf(out, ",\"images_per_prompt\":%d,\"prompt_sharing\":\"%s\"}\n", f.images_per_prompt,
-                         groups.across  ? "across"
-                         : groups.share ? "within"
-                                        : "off");
+          size_t free1 = 0;
+          cudaMemGetInfo(&free1, &total);
+          other = static_cast<int64_t>(free0 - free1) - (int64_t{1} << 30);
+        }
+        options.kv_budget_bytes = f.card_memory - other;
+        std::printf("card %.1f GB: weights + workspaces %.2f GB, KV budget %.2f GB\n", f.card_memory / 1e9, other / 1e9,
+                    options.kv_budget_bytes / 1e9);
+      }
+      const auto c0 = Clock::now();
+      auto backend = cuda::CreateRandomCudaBackend(*spec, options, 42);
+      if (!backend.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(backend.status().message()).c_str());
+        return 1;
+      }
+      cuda::CudaBackend& be = **backend;
+      if (!be.MemorySizing().empty()) std::printf("%s\n", be.MemorySizing().c_str());
+      be.SetGraphs(f.graphs);
+      be.SetAttentionVariant(f.variant);
+      be.SetFusedArgmin(f.fused_argmin);
+      static const char* kVariantNames[] = {"auto", "two-pass", "staged", "warp"};
+      std::printf(
+          "model %s: weights %.2f GB (%s), KV pool %.2f GB, setup %.1f s, graphs %s, attention kernel %s, fused argmin "
+          "%s, gemm %s\n",
+          name.c_str(), be.WeightBytes() / 1e9, fp8w ? "fp8 layers" : "bf16", be.KvPoolBytes() / 1e9,
+          Seconds(c0, Clock::now()), f.graphs ? "on" : "off", kVariantNames[static_cast<int>(f.variant)],
+          f.fused_argmin ? "on" : "off", fp8w ? "cublasLt fp8 (per-channel x per-row scales)" : "cublas bf16");
+      std::printf("%-5s %-20s %6s %9s %9s %9s %9s %8s |", "model", "policy", "images", "prefill_s", "decode_s",
+                  "step_ms", "last_ms", "img/s");
+      for (const char* s : cuda::kStageNames) std::printf(" %8s", s);
+      std::printf(" %8s %10s %8s\n", "indexing", "kv_MB/img", "keys");
+      for (const std::string& policy_spec : f.policies) {
+        absl::StatusOr<sparse::ResolvedPolicy> policy = PolicyFromSpec(policy_spec, *dims, grid, f.ssd_semantic_share);
+        if (!policy.ok()) {
+          std::fprintf(stderr, "%s: %s\n", policy_spec.c_str(), std::string(policy.status().message()).c_str());
+          return 2;
+        }
+        for (SharingMode mode : f.sharing) {
+          const PromptGroups groups{f.images_per_prompt, mode == SharingMode::kWithin && f.images_per_prompt > 1,
+                                    mode == SharingMode::kAcross};
+          // The policy column: name[/nN][+share|+across] (N images a prompt, its KV shared, or
+          // every prompt read from prompt rows).
+          const std::string spec =
+              absl::StrCat(policy_spec, f.images_per_prompt > 1 ? absl::StrCat("/n", f.images_per_prompt) : "",
+                           groups.share ? "+share" : "", groups.across ? "+across" : "", fp8w ? "+fp8w" : "");
+          std::vector<int> batches = f.batches;
+          if (f.max_batch) batches = {MaxImages(be, *policy, f.prompt_len, uncond_len, be.MaxBatchRows() / 2, groups)};
+          for (int images : batches) {
+            RunResult r = RunBatch(be, *policy, images, f.prompt_len, uncond_len, f.stage_steps, groups);
+            if (!r.ok) {
+              std::printf("%-5s %-20s %6d  %s\n", name.c_str(), spec.c_str(), images, r.note.c_str());
+              continue;
+            }
+            const double total = r.prefill_s + r.decode_s;
+            std::printf("%-5s %-20s %6d %9.3f %9.3f %9.3f %9.3f %8.2f |", name.c_str(), spec.c_str(), images,
+                        r.prefill_s, r.decode_s, r.step_ms, r.last_steps_ms, images / total);
+            for (double ms : r.stages.ms) std::printf(" %8.3f", r.stages.steps ? ms / r.stages.steps : 0.0);
+            // indexing = plan + observe + apply (the policies' device work)
+            const double indexing = r.stages.ms[static_cast<int>(cuda::Stage::kPlan)] +
+                                    r.stages.ms[static_cast<int>(cuda::Stage::kObserve)] +
+                                    r.stages.ms[static_cast<int>(cuda::Stage::kApply)];
+            // The exact pool bytes of an image (its CFG pair: KV and policy state,
+            // Backend::RowBytes) and the mean decode keys a head attends per step
+            // (sparse::MeanAttendedKeys; ssd: by class).
+            const int64_t pair_bytes = r.kv_bytes_per_image;
+            const double kv_mb = pair_bytes / 1e6;
+            std::printf(" %8.3f %10.2f %8.1f\n", r.stages.steps ? indexing / r.stages.steps : 0.0, kv_mb,
+                        sparse::MeanAttendedKeys(*policy));
+            std::fflush(stdout);
+            if (out) {
+              std::fprintf(out,
+                           "{\"kind\":\"e2e\",\"model\":\"%s\",\"policy\":\"%s\",\"images\":%d,\"max_batch\":%s,\"kv_"
+                           "budget\":%lld,\"prefill_s\":%.4f,\"decode_s\":%.4f,\"step_ms\":%.4f,\"last_step_ms\":%.4f,"
+                           "\"img_per_s\":%.4f,\"kv_bytes_per_image\":%lld,\"n_slots\":%d,\"mean_keys\":%.2f",
+                           name.c_str(), spec.c_str(), images, f.max_batch ? "true" : "false",
+                           static_cast<long long>(be.KvPoolBytes()), r.prefill_s, r.decode_s, r.step_ms,
+                           r.last_steps_ms, images / total, static_cast<long long>(pair_bytes), policy->n_slots,
+                           sparse::MeanAttendedKeys(*policy));
+              for (int i = 0; i < static_cast<int>(cuda::Stage::kCount); ++i)
+                std::fprintf(out, ",\"%s_ms\":%.4f", cuda::kStageNames[i],
+                             r.stages.steps ? r.stages.ms[i] / r.stages.steps : 0.0);
+              std::fprintf(out, ",\"images_per_prompt\":%d,\"prompt_sharing\":\"%s\",\"weight_dtype\":\"%s\"}\n",
+                           f.images_per_prompt,
+                           groups.across  ? "across"
+                           : groups.share ? "within"
+                                          : "off",
+                           fp8w ? "fp8" : "auto");
+            }
           }
         }
       }
-    }
+    }  // weight formats
   }
   if (out) std::fclose(out);
   return 0;

@@ -269,6 +269,22 @@ TEST(ServerConfigTest, PromptSharingKeys) {
   EXPECT_FALSE(ApplyConfigYaml(c, "share_prompt_kv_across_requests: sometimes\n", "test.yaml").ok());
 }
 
+TEST(ServerConfigTest, WeightDtypeKeyAndFlag) {
+  ServerConfig c;
+  EXPECT_EQ(c.weight_dtype, "auto");
+  ASSERT_TRUE(ApplyConfigYaml(c, "weight_dtype: fp8\n", "test.yaml").ok());
+  EXPECT_EQ(c.weight_dtype, "fp8");
+  absl::Status bad = ApplyConfigYaml(c, "weight_dtype: int4\n", "test.yaml");
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("weight_dtype"), std::string::npos) << bad;
+  EXPECT_NE(bad.message().find("auto or fp8"), std::string::npos) << bad;
+  EXPECT_EQ(c.weight_dtype, "fp8");  // a refused value changes nothing
+  const char* argv[] = {"argen_server", "--model_dir=/models/janus", "--weight_dtype=fp8"};
+  absl::StatusOr<ServerConfig> flagged = LoadServerConfig(*ParseCommandLine(3, argv));
+  ASSERT_TRUE(flagged.ok()) << flagged.status();
+  EXPECT_EQ(flagged->weight_dtype, "fp8");
+}
+
 TEST(ServerConfigTest, ShippedExampleConfigParses) {
   const char* root = std::getenv("ARGEN_SOURCE_DIR");
   ASSERT_NE(root, nullptr);
@@ -279,6 +295,7 @@ TEST(ServerConfigTest, ShippedExampleConfigParses) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(c->model_dir.empty());
   EXPECT_EQ(c->vq_backend, "auto");
+  EXPECT_EQ(c->weight_dtype, "auto");
 }
 
 TEST(ServerConfigTest, ModelSamplingDefaultsFillOnlyWhatTheConfigLeavesUnset) {

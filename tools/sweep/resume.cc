@@ -23,6 +23,7 @@ nlohmann::json SettingsJson(const SweepArgs& args, const std::string& model_name
   if (args.kv_format != sparse::KvFormat::kAuto) {  // absent: auto (a run from before the flag)
     j["kv_cache_dtype"] = std::string(sparse::KvFormatName(args.kv_format));
   }
+  if (args.weight_format != model::WeightFormat::kAuto) j["weight_dtype"] = model::WeightFormatName(args.weight_format);
   return j;
 }
 

@@ -20,7 +20,7 @@ namespace argen::sweep {
 
 // The image-changing settings of a run; model_name is the checkpoint folder's name.
 // n_recent is there only when --n-recent is set, size only with --size and
-// kv_cache_dtype only when not auto (a default run's file is as before).
+// kv_cache_dtype and weight_dtype only when not auto (a default run's file is as before).
 nlohmann::json SettingsJson(const SweepArgs& args, const std::string& model_name);
 
 // Names the first field that differs (or is in only one of them), or OK.

@@ -84,6 +84,8 @@ const char* SweepUsage() {
          "  --size WxH              the image size, one of the model's sizes [auto: the model's default]\n"
          "  --kv-cache-dtype D      KV cache storage of every request: auto (bf16 on cuda, f32 on cpu) or fp8\n"
          "                          (e4m3, per-vector scales; the cpu rounds through e4m3) [auto]\n"
+         "  --weight-dtype D        the decoder layers' projections: auto (bf16 on cuda, f32 on cpu) or fp8\n"
+         "                          (e4m3 W8A8; the cpu rounds weights and GEMM inputs through e4m3) [auto]\n"
          "  --resume                keep finished images of an earlier run into --out\n"
          "  --skip-invalid          leave out (and name) configurations the model rejects, e.g. diagonal:64\n"
          "                          at 80% (N_att 115 > 64), instead of stopping with exit 2\n"
@@ -95,7 +97,7 @@ const char* SweepUsage() {
 absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
   SweepArgs a;
   std::string policies(kDefaultPolicies), sparsities(kDefaultSparsities);
-  std::string seed_text, shard_text, size_text, kv_text;
+  std::string seed_text, shard_text, size_text, kv_text, weight_text;
   const std::map<std::string, Setter> valued = {
       {"--model", Text("--model", &a.model)},
       {"--prompts", Text("--prompts", &a.prompts)},
@@ -117,6 +119,7 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
       {"--shard", Text("--shard", &shard_text)},
       {"--size", Text("--size", &size_text)},
       {"--kv-cache-dtype", Text("--kv-cache-dtype", &kv_text)},
+      {"--weight-dtype", Text("--weight-dtype", &weight_text)},
       {"--exclude", Text("--exclude", &a.exclude)},
       {"--seed", Text("--seed", &seed_text)},
       {"--cfg", Float("--cfg", &a.sampling.cfg_weight)},
@@ -188,6 +191,11 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
     absl::StatusOr<sparse::KvFormat> format = sparse::ParseKvFormat(kv_text);
     if (!format.ok()) return Bad("--kv-cache-dtype", kv_text, "auto or fp8 (also fp8_e4m3)");
     a.kv_format = *format;
+  }
+  if (!weight_text.empty()) {
+    absl::StatusOr<model::WeightFormat> format = model::ParseWeightFormat(weight_text);
+    if (!format.ok()) return Bad("--weight-dtype", weight_text, "auto or fp8");
+    a.weight_format = *format;
   }
   if (!shard_text.empty()) {
     const size_t slash = shard_text.find('/');

@@ -39,6 +39,7 @@ struct SweepArgs {
   engine::SamplingParams sampling;  // seed unused here
   int32_t width = 0, height = 0;    // --size WxH, one of the model's sizes; 0, 0: its default
   sparse::KvFormat kv_format = sparse::KvFormat::kAuto;  // --kv-cache-dtype: every request's KV storage
+  model::WeightFormat weight_format = model::WeightFormat::kAuto;  // --weight-dtype: the layers' projections
   bool resume = false;
   bool skip_invalid = false;  // leave out configurations the model rejects (named) instead of exit 2
   bool help = false;

@@ -113,6 +113,7 @@ int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point star
   options.backend = args.backend;
   options.threads = args.threads;
   options.max_batch_rows = args.max_batch_rows;
+  options.weight_format = args.weight_format;
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine = engine::CreateEngine(options);
   if (!engine.ok()) return Fail(kFailed, engine.status());
 
@@ -190,11 +191,11 @@ int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point star
   }
   std::fprintf(
       stderr,
-      "argen_sweep: model %s (%s, KV %s), %zu prompts x %d images x %zu configurations; %zu requests to run"
+      "argen_sweep: model %s (%s, KV %s, weights %s), %zu prompts x %d images x %zu configurations; %zu requests to run"
       "%s%s%s\n",
       (*engine)->info().name.c_str(), args.backend.c_str(), std::string(sparse::KvFormatName(args.kv_format)).c_str(),
-      prompts.size(), args.images_per_prompt, grid.size(), items.size(),
-      resume.done.empty() ? "" : absl::StrCat(", ", resume.done.size(), " already done").c_str(),
+      model::WeightFormatName(args.weight_format).c_str(), prompts.size(), args.images_per_prompt, grid.size(),
+      items.size(), resume.done.empty() ? "" : absl::StrCat(", ", resume.done.size(), " already done").c_str(),
       skipped == 0 ? "" : absl::StrCat(", ", skipped, " excluded").c_str(),
       args.shard_count == 1 ? "" : absl::StrCat(" (shard ", args.shard_index, "/", args.shard_count, ")").c_str());
   sweep::SinkOptions sink_options;
