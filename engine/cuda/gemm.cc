@@ -62,7 +62,8 @@ absl::Status Gemm::ReserveFp8Inputs(int64_t rows, int32_t in) {
   return absl::OkStatus();
 }
 
-absl::Status Gemm::PlanFor(int out, int rows, int in, bool accumulate, const char* what, const LtPlan** plan) {
+absl::Status Gemm::PlanFor(int out, int rows, int in, bool accumulate, const float* w_scales, const float* x_scales,
+                           const char* what, const LtPlan** plan) {
   const auto key = std::make_tuple(out, rows, in, accumulate);
   if (auto it = plans_.find(key); it != plans_.end()) {
     *plan = &it->second;
@@ -94,6 +95,13 @@ absl::Status Gemm::PlanFor(int out, int rows, int in, bool accumulate, const cha
            "weight scale mode");
   ARGEN_LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof(outer)),
            "input scale mode");
+  // cuBLASLt refuses the outer-vector modes (CUBLAS_STATUS_INVALID_VALUE)
+  // unless the scale vectors are set when the algorithm is chosen; every
+  // call sets its own before its matmul.
+  ARGEN_LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scales, sizeof(w_scales)),
+           "weight scales");
+  ARGEN_LT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scales, sizeof(x_scales)),
+           "input scales");
   ARGEN_LT(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, in, out, in), "weight layout");
   ARGEN_LT(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, in, rows, in), "input layout");
   ARGEN_LT(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, out, rows, out), "output layout");
@@ -131,7 +139,7 @@ absl::Status Gemm::LinearFp8(const __nv_bfloat16* x, const uint8_t* w_codes, con
   float* scales = fp8_scales_.as<float>();
   ARGEN_CUDA_RETURN(kernels::QuantizeRowsE4m3(x, rows, in, codes, scales, stream_), what);
   const LtPlan* p = nullptr;
-  ARGEN_STATUS_RETURN(PlanFor(out, rows, in, beta != 0.f, what, &p));
+  ARGEN_STATUS_RETURN(PlanFor(out, rows, in, beta != 0.f, w_scales, scales, what, &p));
   ARGEN_STATUS_RETURN(CublasStatus(
       cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scales, sizeof(w_scales)),
       what));

@@ -82,7 +82,8 @@ class Gemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  absl::Status PlanFor(int out, int rows, int in, bool accumulate, const char* what, const LtPlan** plan);
+  absl::Status PlanFor(int out, int rows, int in, bool accumulate, const float* w_scales, const float* x_scales,
+                       const char* what, const LtPlan** plan);
 
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
