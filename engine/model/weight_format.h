@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace argen::model {
@@ -20,7 +21,14 @@ enum class WeightFormat {
 };
 
 // "auto" or "fp8"; anything else is an InvalidArgument naming the choices.
-absl::StatusOr<WeightFormat> ParseWeightFormat(absl::string_view name);
-std::string WeightFormatName(WeightFormat format);
+// (Header-only: the server's config and the tools parse it without the model library.)
+inline absl::StatusOr<WeightFormat> ParseWeightFormat(absl::string_view name) {
+  if (name == "auto") return WeightFormat::kAuto;
+  if (name == "fp8") return WeightFormat::kFp8;
+  return absl::InvalidArgumentError(
+      absl::StrCat("weight_dtype '", name, "' is not one of: auto (bf16 on cuda, f32 on cpu), fp8 (e4m3 W8A8)"));
+}
+
+inline std::string WeightFormatName(WeightFormat format) { return format == WeightFormat::kFp8 ? "fp8" : "auto"; }
 
 }  // namespace argen::model

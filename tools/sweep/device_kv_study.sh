@@ -8,6 +8,7 @@
 # Environment (defaults in brackets): KV_POLICIES [dense,diagonal:64], KV_SPARSITIES [90,95],
 # KV_SWEEP_ARGS [--per-category 30 --cfg 3: 144 prompts x 4 images], KV_MODEL
 # [models/argen-scenes-v1], KV_BACKEND [cuda; the test runs cpu], KV_MAX_BATCH_ROWS [1024],
+# KV_DTYPE_FLAG [--kv-cache-dtype; --weight-dtype compares fp8 weights with auto the same way],
 # KV_TIME_LIMIT [540 s in all], KV_REPORT_RESERVE [120 s for the two reports and the comparison],
 # KV_WORK [/tmp/argen-kv-study], ARGEN_PYTHON [python3, or the repo's .venv], OUT [./device-out].
 # Each sweep gets half the generation time (--deadline-seconds); pairs only one run finished are
@@ -55,9 +56,9 @@ cd "$root"
 
 failed=0
 for dtype in auto fp8; do
-  log "argen_sweep --kv-cache-dtype $dtype, deadline ${per_sweep} s"
+  log "argen_sweep ${KV_DTYPE_FLAG:---kv-cache-dtype} $dtype, deadline ${per_sweep} s"
   timeout --signal=TERM --kill-after=10 $((per_sweep + 60)) \
-    "$sweep_bin" --model "$model" --backend "${KV_BACKEND:-cuda}" --out "$work/$dtype" --kv-cache-dtype "$dtype" \
+    "$sweep_bin" --model "$model" --backend "${KV_BACKEND:-cuda}" --out "$work/$dtype" "${KV_DTYPE_FLAG:---kv-cache-dtype}" "$dtype" \
       --policies "${KV_POLICIES:-dense,diagonal:64}" --sparsities "${KV_SPARSITIES:-90,95}" \
       --max-batch-rows "${KV_MAX_BATCH_ROWS:-1024}" --deadline-seconds "$per_sweep" "${sweep_args[@]}" "${extra[@]}" \
       > "$out/sweep_$dtype.log" 2>&1

@@ -38,9 +38,15 @@ constexpr double kFp8LogitTolerance = 6e-2;  // 4.6-5.4e-2 measured on the H200
 // ... and the selections that follow near-ties diverge more often (0.79-0.82 measured).
 constexpr double kFp8MinTokenAgreement = 0.75;
 // weight_dtype fp8 on both: identical weight codes (both quantize the same
-// bf16 values), GEMM inputs from bf16 (CUDA) and f32 (CPU) activations, so a
-// few input codes land one step apart in every layer.
-constexpr double kFp8WeightLogitTolerance = 0.15;
+// bf16 values), but GEMM inputs quantized from activations that already
+// differ by the bf16 KV and arithmetic above: on these 64-wide random models a
+// code one e4m3 step apart (6-12% of that value) does not average out, so the
+// backends drift apart like fp8 and f32 weights do on the CPU (up to 0.26,
+// cpu_fp8_weights_test). Measured on the H200: worst 0.11-0.20, tokens 61-84%
+// agree. What this catches is a wrong scale, layout or code (errors near 1);
+// the fp8 GEMM itself is held to 1e-3 of float64 by cuda_gemm_test.
+constexpr double kFp8WeightLogitTolerance = 0.3;
+constexpr double kFp8WeightMinTokenAgreement = 0.5;
 
 struct Dims {
   int32_t image_vocab = 0, text_vocab = 0;
@@ -269,7 +275,9 @@ TEST_P(CudaBackendTest, LogitsAndTokensMatchCpuBackend) {
   std::printf("[ %s %s fp8 %d fp8 weights %d ] worst logit error %.2e (steps < %d), token agreement %d/%d\n",
               pc.checkpoint.c_str(), std::string(sparse::PolicyName(pc.kind)).c_str(), static_cast<int>(pc.fp8),
               pc.fp8_weights ? 1 : 0, worst, strict_until, agree, total);
-  EXPECT_GE(rate, pc.fp8 != PolicyCase::kNoFp8 || pc.fp8_weights ? kFp8MinTokenAgreement : kMinTokenAgreement);
+  EXPECT_GE(rate, pc.fp8_weights                ? kFp8WeightMinTokenAgreement
+                 : pc.fp8 != PolicyCase::kNoFp8 ? kFp8MinTokenAgreement
+                                                : kMinTokenAgreement);
   // The pool holds exactly what the rows cost (KV and policy state), and gets it back.
   const int64_t in_use = b.cuda->KvBytesInUse();
   EXPECT_EQ(in_use, 2 * b.cuda->RowBytes(13, policies[0]) + 2 * b.cuda->RowBytes(7, policies[1]));
