@@ -1,7 +1,5 @@
 // Embedding gather, bias + GELU, RMSNorm / LayerNorm (+ the swin residual),
 // QK-norm, SwiGLU, residual add, RoPE + KV append.
-#include <cuda_fp8.h>
-
 #include "kernels/common.cuh"
 #include "kernels/elementwise.h"
 #include "kernels/kv_fp8.h"
@@ -60,52 +58,6 @@ __global__ void RmsNormKernel(const float* x, const float* weight, int dim, floa
   ss = detail::BlockSum(ss, scratch);
   const float inv = rsqrtf(ss / dim + eps);
   for (int i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = __float2bfloat16(xr[i] * inv * weight[i]);
-}
-
-// The e4m3 code of a bf16 GEMM input value in a row of that scale (kernels/fp8_linear.h's rule).
-__device__ __forceinline__ uint8_t E4m3Code(float bf16_value, float scale) {
-  return scale > 0.f ? __nv_cvt_float_to_fp8(bf16_value / scale, __NV_SATFINITE, __NV_E4M3) : 0;
-}
-
-// RmsNormKernel's values, written as fp8 GEMM inputs: the same bf16 values
-// (the same arithmetic), their row's e4m3 scale and codes.
-__global__ void RmsNormE4m3Kernel(const float* x, const float* weight, int dim, float eps, uint8_t* codes,
-                                  float* scales) {
-  __shared__ float scratch[32];
-  const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
-  uint8_t* cr = codes + static_cast<int64_t>(blockIdx.x) * dim;
-  float ss = 0.f;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
-  ss = detail::BlockSum(ss, scratch);
-  const float inv = rsqrtf(ss / dim + eps);
-  float amax = 0.f;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x)
-    amax = fmaxf(amax, fabsf(__bfloat162float(__float2bfloat16(xr[i] * inv * weight[i]))));
-  amax = fmaxf(detail::BlockMax(amax, scratch), 0.f);
-  const float scale = E4m3Scale(amax);
-  if (threadIdx.x == 0) scales[blockIdx.x] = scale;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x)
-    cr[i] = E4m3Code(__bfloat162float(__float2bfloat16(xr[i] * inv * weight[i])), scale);
-}
-
-// SwiGluKernel's values of one row, written as fp8 GEMM inputs.
-__global__ void SwiGluE4m3Kernel(const float* gate_up, int inter, uint8_t* codes, float* scales) {
-  __shared__ float scratch[32];
-  const int64_t r = blockIdx.x;
-  const float* gr = gate_up + r * 2 * inter;
-  uint8_t* cr = codes + r * inter;
-  float amax = 0.f;
-  for (int c = threadIdx.x; c < inter; c += blockDim.x) {
-    const float g = gr[c], u = gr[inter + c];
-    amax = fmaxf(amax, fabsf(__bfloat162float(__float2bfloat16(g / (1.f + expf(-g)) * u))));
-  }
-  amax = fmaxf(detail::BlockMax(amax, scratch), 0.f);
-  const float scale = E4m3Scale(amax);
-  if (threadIdx.x == 0) scales[r] = scale;
-  for (int c = threadIdx.x; c < inter; c += blockDim.x) {
-    const float g = gr[c], u = gr[inter + c];
-    cr[c] = E4m3Code(__bfloat162float(__float2bfloat16(g / (1.f + expf(-g)) * u)), scale);
-  }
 }
 
 // Mean and 1/sqrt(var + eps) of one row (block-wide; every thread gets them).
@@ -326,19 +278,6 @@ cudaError_t AddInPlace(float* y, const float* x, int64_t n, cudaStream_t stream)
 cudaError_t RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, bf16* out, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   RmsNormKernel<<<rows, 256, 0, stream>>>(x, weight, dim, eps, out);
-  return cudaGetLastError();
-}
-
-cudaError_t RmsNormE4m3(const float* x, const float* weight, int rows, int dim, float eps, uint8_t* codes,
-                        float* scales, cudaStream_t stream) {
-  if (rows <= 0) return cudaSuccess;
-  RmsNormE4m3Kernel<<<rows, 256, 0, stream>>>(x, weight, dim, eps, codes, scales);
-  return cudaGetLastError();
-}
-
-cudaError_t SwiGluE4m3(const float* gate_up, int rows, int inter, uint8_t* codes, float* scales, cudaStream_t stream) {
-  if (rows <= 0) return cudaSuccess;
-  SwiGluE4m3Kernel<<<rows, 256, 0, stream>>>(gate_up, inter, codes, scales);
   return cudaGetLastError();
 }
 

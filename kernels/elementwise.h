@@ -29,12 +29,6 @@ cudaError_t AddInPlace(float* y, const float* x, int64_t n, cudaStream_t stream)
 // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, written as bf16 (GEMM input).
 cudaError_t RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, bf16* out, cudaStream_t stream);
 
-// weight_dtype fp8: RmsNorm's bf16 values as an fp8 GEMM's input, the row's
-// e4m3 codes and scale (kernels/fp8_linear.h), in one pass: exactly what
-// RmsNorm then QuantizeRowsE4m3 give, without the bf16 round trip.
-cudaError_t RmsNormE4m3(const float* x, const float* weight, int rows, int dim, float eps, uint8_t* codes,
-                        float* scales, cudaStream_t stream);
-
 // out[r] = (x[r] - mean) / sqrt(var + eps) * weight + bias (torch LayerNorm,
 // biased variance), written as bf16 (GEMM input).
 cudaError_t LayerNorm(const float* x, const float* weight, const float* bias, int rows, int dim, float eps, bf16* out,
@@ -66,9 +60,6 @@ cudaError_t HeadLayerNorm(const HeadLayerNormArgs& args, cudaStream_t stream);
 
 // gate_up: fp32 [rows][2*inter] (gate first, then up); out = silu(gate) * up as bf16.
 cudaError_t SwiGlu(const float* gate_up, int rows, int inter, bf16* out, cudaStream_t stream);
-// The same as fp8 GEMM inputs (codes [rows x inter] and a scale a row), as
-// SwiGlu then QuantizeRowsE4m3 give them. One block per row.
-cudaError_t SwiGluE4m3(const float* gate_up, int rows, int inter, uint8_t* codes, float* scales, cudaStream_t stream);
 
 // dst[i] = src[rows[i]] for fp32 rows of `dim` (pair -> row broadcast, last-token gather).
 cudaError_t GatherRowsF32(const float* src, const int32_t* rows, int n, int dim, float* dst, cudaStream_t stream);

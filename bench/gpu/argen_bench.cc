@@ -17,8 +17,6 @@
 //     share_prompt_kv_across_requests places them; all: off, on, across
 //   --weight-dtype auto|fp8[,...]   the layers' projections (BackendOptions::weight_format); a list runs a
 //     backend of each in turn (the same random weights, fp8 quantizes them): the policy column gains "+fp8w"
-//   --no-fused-fp8-inputs   fp8 weights: norm / SwiGLU write bf16, then a separate quantize kernel (the A/B
-//     baseline of the fused kernels, CudaBackend::SetFusedFp8Inputs)
 //   --gemm-micro [--gemm-rows 2,16,...]   one layer's four projections alone, bf16 against fp8 (gemm_micro.h)
 //   --ssd-semantic-share S   ssd: the share of the random model's (layer, kv head) pairs classified
 //     semantic (default 0.5); every line ends with the image's exact KV MB and the mean keys a head attends
@@ -68,7 +66,6 @@ struct Flags {
   std::vector<SharingMode> sharing = {SharingMode::kWithin};  // prompt-KV sharing (A/B: several)
   std::vector<model::WeightFormat> weight_formats = {model::WeightFormat::kAuto};
   bool gemm_micro = false;
-  bool fused_fp8_inputs = true;
   std::vector<int> gemm_rows = {2, 16, 64, 256, 1024, 2816};
   std::string out;
 };
@@ -158,8 +155,6 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
         if (!w.ok()) return false;
         f->weight_formats.push_back(*w);
       }
-    } else if (a == "--no-fused-fp8-inputs") {
-      f->fused_fp8_inputs = false;
     } else if (a == "--gemm-micro") {
       f->gemm_micro = true;
     } else if (a == "--gemm-rows") {
@@ -376,7 +371,7 @@ constexpr char kBenchUsage[] =
     "              [--attention-micro] [--no-graphs] [--no-fused-argmin]\n"
     "              [--attention-kernel auto|two-pass|staged|warp] [--gemm cublas|lt-heuristic|lt-tuned]\n"
     "              [--stage-steps N] [--images-per-prompt N] [--prompt-sharing on|off|both|across|all]\n"
-    "              [--weight-dtype auto|fp8[,...]] [--no-fused-fp8-inputs] [--gemm-micro [--gemm-rows 2,16,...]]\n"
+    "              [--weight-dtype auto|fp8[,...]] [--gemm-micro [--gemm-rows 2,16,...]]\n"
     "              [--out FILE.jsonl] [--help] [--version]\n";
 
 int Main(int argc, char** argv) {
@@ -505,7 +500,6 @@ int Main(int argc, char** argv) {
       be.SetGraphs(f.graphs);
       be.SetAttentionVariant(f.variant);
       be.SetFusedArgmin(f.fused_argmin);
-      be.SetFusedFp8Inputs(f.fused_fp8_inputs);
       static const char* kVariantNames[] = {"auto", "two-pass", "staged", "warp"};
       std::printf(
           "model %s: weights %.2f GB (%s), KV pool %.2f GB, setup %.1f s, graphs %s, attention kernel %s, fused argmin "
@@ -530,8 +524,7 @@ int Main(int argc, char** argv) {
           // every prompt read from prompt rows).
           const std::string spec =
               absl::StrCat(policy_spec, f.images_per_prompt > 1 ? absl::StrCat("/n", f.images_per_prompt) : "",
-                           groups.share ? "+share" : "", groups.across ? "+across" : "",
-                           fp8w ? (f.fused_fp8_inputs ? "+fp8w" : "+fp8w-unfused") : "");
+                           groups.share ? "+share" : "", groups.across ? "+across" : "", fp8w ? "+fp8w" : "");
           std::vector<int> batches = f.batches;
           if (f.max_batch) batches = {MaxImages(be, *policy, f.prompt_len, uncond_len, be.MaxBatchRows() / 2, groups)};
           for (int images : batches) {

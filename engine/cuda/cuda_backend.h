@@ -86,13 +86,6 @@ class CudaBackend final : public model::Backend {
   // Diagonal rows select from the attention kernel's argmin (default on); off:
   // from its probabilities through ObserveKernel, as the score policies.
   void SetFusedArgmin(bool on) { fused_argmin_ = on; }
-  // fp8 weights: the RMSNorm and SwiGLU kernels write the fp8 GEMM inputs
-  // themselves (default), or write bf16 that QuantizeRowsE4m3 then reads
-  // (the A/B baseline; the same codes either way).
-  void SetFusedFp8Inputs(bool on) {
-    fused_fp8_inputs_ = on;
-    ClearGraphs();
-  }
 
   // Testing only (engine/model/fault_guard.h): makes the coming step fail
   // as `kind` says, with a real CUDA error where there is one.
@@ -147,10 +140,6 @@ class CudaBackend final : public model::Backend {
                          int32_t kv_formats);
   // RMSNorm (no bias) or LayerNorm of `rows` rows of `x` into bf16 `out`.
   absl::Status EnqueueNorm(const float* x, const DeviceNorm& norm, int32_t rows, bf16* out, const char* what);
-  // norm(x_) then y = that * W^T (+ beta y): with fp8 weights and an RMSNorm
-  // the norm writes the GEMM's fp8 inputs itself (kernels::RmsNormE4m3).
-  absl::Status NormedLinear(const DeviceNorm& norm, const LinearWeight& w, int32_t rows, int32_t in, int32_t out,
-                            float* y, float beta, const char* norm_what, const char* what);
   // The input stage: x_ of `rows` rows (pairs broadcast) from inputs_.ids.
   absl::Status EnqueueInput(int32_t rows);
   // The output stage on `rows` hidden rows of `hidden`, CFG sampling into
@@ -208,7 +197,6 @@ class CudaBackend final : public model::Backend {
   bool use_graphs_ = true;
   kernels::AttentionVariant attention_variant_ = kernels::AttentionVariant::kAuto;
   bool fused_argmin_ = true;
-  bool fused_fp8_inputs_ = true;
 };
 
 // Random-weight backend for benchmarks (no checkpoint): weights made on the device.

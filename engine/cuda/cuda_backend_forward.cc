@@ -27,18 +27,6 @@ absl::Status CudaBackend::EnqueueNorm(const float* x, const DeviceNorm& norm, in
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::NormedLinear(const DeviceNorm& norm, const LinearWeight& w, int32_t rows, int32_t in,
-                                       int32_t out, float* y, float beta, const char* norm_what, const char* what) {
-  if (w.fp8 != nullptr && norm.bias == nullptr && fused_fp8_inputs_) {
-    ARGEN_CUDA_RETURN(kernels::RmsNormE4m3(x_.as<float>(), norm.weight, rows, in, spec_.stack.norm_eps,
-                                           gemm_.fp8_input_codes(), gemm_.fp8_input_scales(), stream_),
-                      norm_what);
-    return gemm_.LinearFp8Quantized(w, rows, in, out, y, beta, what);
-  }
-  ARGEN_STATUS_RETURN(EnqueueNorm(x_.as<float>(), norm, rows, xn_.as<bf16>(), norm_what));
-  return gemm_.Linear(xn_.as<bf16>(), w, rows, in, out, y, beta, what);
-}
-
 absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan,
                                     int32_t observe_flags, int32_t kv_formats) {
   const model::StackConfig& d = spec_.stack;
@@ -66,12 +54,8 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
                       "layer input bf16");
   for (int32_t l = 0; l < d.num_layers; ++l) {
     const DeviceLayer& w = weights_.layers[l];
-    if (!swin) {
-      ARGEN_STATUS_RETURN(
-          NormedLinear(w.input_norm, w.qkv, tokens, H, qkv_dim, qkv_.as<float>(), 0.f, "input norm", "qkv"));
-    } else {
-      ARGEN_STATUS_RETURN(gemm_.Linear(xn_.as<bf16>(), w.qkv, tokens, H, qkv_dim, qkv_.as<float>(), 0.f, "qkv"));
-    }
+    if (!swin) ARGEN_STATUS_RETURN(EnqueueNorm(x_.as<float>(), w.input_norm, tokens, xn_.as<bf16>(), "input norm"));
+    ARGEN_STATUS_RETURN(gemm_.Linear(xn_.as<bf16>(), w.qkv, tokens, H, qkv_dim, qkv_.as<float>(), 0.f, "qkv"));
     if (d.qk_norm) {
       kernels::HeadLayerNormArgs hn;
       hn.qkv = qkv_.as<float>();
@@ -144,6 +128,7 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
     if (!swin) {
       ARGEN_STATUS_RETURN(gemm_.Linear(attn_.as<bf16>(), w.o, tokens, q_dim, H, x_.as<float>(), 1.f, "o_proj"));
       timer_.Mark(Stage::kOProj);
+      ARGEN_STATUS_RETURN(EnqueueNorm(x_.as<float>(), w.post_norm, tokens, xn_.as<bf16>(), "post norm"));
     } else {
       // h = x + norm(o(attn)); xn = bf16(h), the MLP's input.
       ARGEN_STATUS_RETURN(gemm_.Linear(attn_.as<bf16>(), w.o, tokens, q_dim, H, sub_.as<float>(), 0.f, "o_proj"));
@@ -152,27 +137,14 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
                                          d.norm_eps, x_.as<float>(), xn_.as<bf16>(), stream_),
                         "attention norm + residual");
     }
+    ARGEN_STATUS_RETURN(
+        gemm_.Linear(xn_.as<bf16>(), w.gate_up, tokens, H, 2 * I, gate_up_.as<float>(), 0.f, "gate_up"));
+    ARGEN_CUDA_RETURN(kernels::SwiGlu(gate_up_.as<float>(), tokens, I, mlp_.as<bf16>(), stream_), "swiglu");
     if (!swin) {
-      ARGEN_STATUS_RETURN(
-          NormedLinear(w.post_norm, w.gate_up, tokens, H, 2 * I, gate_up_.as<float>(), 0.f, "post norm", "gate_up"));
+      ARGEN_STATUS_RETURN(gemm_.Linear(mlp_.as<bf16>(), w.down, tokens, I, H, x_.as<float>(), 1.f, "down"));
     } else {
-      ARGEN_STATUS_RETURN(
-          gemm_.Linear(xn_.as<bf16>(), w.gate_up, tokens, H, 2 * I, gate_up_.as<float>(), 0.f, "gate_up"));
-    }
-    // down's input: silu(gate) * up, as bf16 or (fp8 weights) straight into the fp8 GEMM inputs.
-    float* down_out = swin ? sub_.as<float>() : x_.as<float>();
-    const float down_beta = swin ? 0.f : 1.f;
-    if (w.down.fp8 != nullptr && fused_fp8_inputs_) {
-      ARGEN_CUDA_RETURN(kernels::SwiGluE4m3(gate_up_.as<float>(), tokens, I, gemm_.fp8_input_codes(),
-                                            gemm_.fp8_input_scales(), stream_),
-                        "swiglu");
-      ARGEN_STATUS_RETURN(gemm_.LinearFp8Quantized(w.down, tokens, I, H, down_out, down_beta, "down"));
-    } else {
-      ARGEN_CUDA_RETURN(kernels::SwiGlu(gate_up_.as<float>(), tokens, I, mlp_.as<bf16>(), stream_), "swiglu");
-      ARGEN_STATUS_RETURN(gemm_.Linear(mlp_.as<bf16>(), w.down, tokens, I, H, down_out, down_beta, "down"));
-    }
-    if (swin) {
       // x = h + norm(down(mlp)); xn = bf16(x), the next layer's input.
+      ARGEN_STATUS_RETURN(gemm_.Linear(mlp_.as<bf16>(), w.down, tokens, I, H, sub_.as<float>(), 0.f, "down"));
       ARGEN_CUDA_RETURN(kernels::AddNorm(sub_.as<float>(), w.post_norm.weight, w.post_norm.bias, tokens, H, d.norm_eps,
                                          x_.as<float>(), xn_.as<bf16>(), stream_),
                         "mlp norm + residual");

@@ -135,22 +135,9 @@ absl::Status Gemm::LinearFp8(const __nv_bfloat16* x, const uint8_t* w_codes, con
     return absl::InternalError(absl::StrCat(what, ": fp8 GEMM of ", rows, " rows x ", in,
                                             " beyond the reserved inputs (", fp8_rows_, " x ", fp8_in_, ")"));
   }
-  ARGEN_CUDA_RETURN(kernels::QuantizeRowsE4m3(x, rows, in, fp8_codes_.as<uint8_t>(), fp8_scales_.as<float>(), stream_),
-                    what);
-  return LinearFp8Quantized(LinearWeight{nullptr, w_codes, w_scales}, rows, in, out, y, beta, what);
-}
-
-absl::Status Gemm::LinearFp8Quantized(const LinearWeight& w, int rows, int in, int out, float* y, float beta,
-                                      const char* what) {
-  if (rows <= 0) return absl::OkStatus();
-  if (rows > fp8_rows_ || in > fp8_in_) {
-    return absl::InternalError(absl::StrCat(what, ": fp8 GEMM of ", rows, " rows x ", in,
-                                            " beyond the reserved inputs (", fp8_rows_, " x ", fp8_in_, ")"));
-  }
-  const uint8_t* w_codes = w.fp8;
-  const float* w_scales = w.fp8_scales;
-  const uint8_t* codes = fp8_codes_.as<uint8_t>();
-  const float* scales = fp8_scales_.as<float>();
+  uint8_t* codes = fp8_codes_.as<uint8_t>();
+  float* scales = fp8_scales_.as<float>();
+  ARGEN_CUDA_RETURN(kernels::QuantizeRowsE4m3(x, rows, in, codes, scales, stream_), what);
   const LtPlan* p = nullptr;
   ARGEN_STATUS_RETURN(PlanFor(out, rows, in, beta != 0.f, w_scales, scales, what, &p));
   ARGEN_STATUS_RETURN(CublasStatus(

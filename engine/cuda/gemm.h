@@ -74,12 +74,6 @@ class Gemm {
   // x quantized per row (kernels::QuantizeRowsE4m3), then the fp8 product.
   absl::Status LinearFp8(const __nv_bfloat16* x, const uint8_t* w_codes, const float* w_scales, int rows, int in,
                          int out, float* y, float beta, const char* what);
-  // The fp8 product of inputs a fused kernel already wrote into the scratch
-  // (fp8_input_codes / fp8_input_scales, rows of `in` codes).
-  absl::Status LinearFp8Quantized(const LinearWeight& w, int rows, int in, int out, float* y, float beta,
-                                  const char* what);
-  uint8_t* fp8_input_codes() const { return fp8_codes_.as<uint8_t>(); }
-  float* fp8_input_scales() const { return fp8_scales_.as<float>(); }
 
  private:
   // The cuBLASLt descriptors and the algorithm of one (out, rows, in, beta) shape.
