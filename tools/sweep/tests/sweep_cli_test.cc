@@ -398,4 +398,28 @@ TEST_F(SweepCliTest, KvCacheDtypeFp8RunsTheGridAndIsASetting) {
   EXPECT_NE(other.output.find("setting \"kv_cache_dtype\" was \"fp8\", now absent"), std::string::npos) << other.output;
 }
 
+// --weight-dtype fp8: the engine loads fp8 layer weights (the CPU rounds them
+// and every GEMM input through e4m3), every image differs from the auto
+// run's, the settings file records it and --resume without it is refused.
+TEST_F(SweepCliTest, WeightDtypeFp8ChangesEveryImageAndIsASetting) {
+  const fs::path out = dir_ / "fp8w";
+  const RunResult r = RunSweep(Args(out, "--weight-dtype fp8"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("weights fp8"), std::string::npos) << r.output;
+  std::ifstream settings(out / "sweep_settings.json");
+  const nlohmann::json saved = nlohmann::json::parse(settings);
+  EXPECT_EQ(saved.at("weight_dtype"), "fp8") << saved.dump();
+  const fs::path plain = dir_ / "auto_w";
+  const RunResult a = RunSweep(Args(plain));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  for (const char* image : {"0000_0.png", "0001_0.png"}) {
+    const std::string fp8_png = ReadBytes(out / "dense_0" / image);
+    ASSERT_FALSE(fp8_png.empty()) << image;
+    EXPECT_NE(fp8_png, ReadBytes(plain / "dense_0" / image)) << image << " is the same as auto's";
+  }
+  const RunResult other = RunSweep(Args(out, "--resume"));
+  EXPECT_EQ(other.exit_code, 2) << other.output;
+  EXPECT_NE(other.output.find("setting \"weight_dtype\" was \"fp8\", now absent"), std::string::npos) << other.output;
+}
+
 }  // namespace

@@ -376,6 +376,23 @@ TEST(SweepArgsTest, KvCacheDtypeIsAutoByDefaultAndParsed) {
       << a.status();
 }
 
+TEST(SweepArgsTest, WeightDtypeIsAutoByDefaultAndParsed) {
+  const std::vector<std::string> base = {"--model", "m", "--out", "o"};
+  absl::StatusOr<SweepArgs> a = ParseSweepArgs(base);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->weight_format, model::WeightFormat::kAuto);
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--weight-dtype", "fp8"});
+  a = ParseSweepArgs(args);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->weight_format, model::WeightFormat::kFp8);
+  std::vector<std::string> bad = base;
+  bad.push_back("--weight-dtype=int8");
+  a = ParseSweepArgs(bad);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("--weight-dtype: \"int8\" is not auto or fp8"), std::string::npos) << a.status();
+}
+
 // Every configuration's request carries the format (dense included).
 TEST(SweepRunnerRequestTest, MakeRequestCarriesTheKvFormat) {
   RunSettings settings;
