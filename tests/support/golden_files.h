@@ -29,15 +29,19 @@ inline nlohmann::json ReadJson(const std::string& relative) {
   return nlohmann::json::parse(ss.str());
 }
 
-// ||actual - expected|| / ||expected||
-inline double RelativeError(const float* actual, const std::vector<float>& expected) {
+// ||actual - expected|| / ||expected|| over n values
+inline double RelativeError(const float* actual, const float* expected, size_t n) {
   double num = 0.0, den = 0.0;
-  for (size_t i = 0; i < expected.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     const double diff = static_cast<double>(actual[i]) - expected[i];
     num += diff * diff;
     den += static_cast<double>(expected[i]) * expected[i];
   }
   return std::sqrt(num / den);
+}
+
+inline double RelativeError(const float* actual, const std::vector<float>& expected) {
+  return RelativeError(actual, expected.data(), expected.size());
 }
 
 }  // namespace argen::test_support

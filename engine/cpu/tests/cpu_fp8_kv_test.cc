@@ -10,14 +10,7 @@
 namespace argen::cpu {
 namespace {
 
-double RelativeError(const float* a, const float* b, int n) {
-  double num = 0, den = 0;
-  for (int i = 0; i < n; ++i) {
-    num += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
-    den += double{b[i]} * b[i];
-  }
-  return std::sqrt(num / den);
-}
+using testing::RelativeError;
 
 TEST(CpuFp8KvTest, Fp8RowsStayCloseToF32RowsAndLeaveTheirBatchmatesAlone) {
   model::BackendOptions options;

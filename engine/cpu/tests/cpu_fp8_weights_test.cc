@@ -72,14 +72,7 @@ TEST(Fp8WeightRoundingTest, WeightDtypeNamesParse) {
   EXPECT_EQ(model::WeightFormatName(model::WeightFormat::kFp8), "fp8");
 }
 
-double RelativeError(const float* a, const float* b, int n) {
-  double num = 0, den = 0;
-  for (int i = 0; i < n; ++i) {
-    num += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
-    den += double{b[i]} * b[i];
-  }
-  return std::sqrt(num / den);
-}
+using testing::RelativeError;
 
 // Prefill and 20 teacher-forced decode steps of two CFG pairs; every step's logits.
 std::vector<std::vector<float>> RunPairs(model::WeightFormat format, std::vector<int32_t>* tokens_out) {
