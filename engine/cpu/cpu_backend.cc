@@ -112,7 +112,10 @@ void CpuBackend::RunLayers(int64_t first, int64_t n, AttendFn&& attend) {
   auto in = [&](const float* v, int32_t cols) -> const float* {
     if (!fp8) return v;
     float* q = Grow(a.fp8_in, n * cols);
-    RoundRowsThroughE4m3(v, n, cols, q);
+    // Row by row, so the threads' split changes no value.
+    pool_->ParallelForRange(n, [&](int64_t begin, int64_t end) {
+      RoundRowsThroughE4m3(v + begin * cols, end - begin, cols, q + begin * cols);
+    });
     return q;
   };
   for (int32_t l = 0; l < d.num_layers; ++l) {
