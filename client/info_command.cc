@@ -66,6 +66,7 @@ int RunInfo(const CommonOptions& common, const InfoOptions& options, std::ostrea
     for (const std::string& d : info.kv_cache_dtypes()) out << " " << d;
     out << " (default " << info.default_policy().kv_cache_dtype() << "; --kv-cache-dtype)\n";
   }
+  if (!info.weight_dtype().empty()) out << "weights        " << info.weight_dtype() << " (the server's weight_dtype)\n";
   out << "policies      ";
   for (const v1::PolicyInfo& p : info.policies()) out << " " << p.name();
   // How to ask for sparsity per request (the default may be dense: docs/quality.md).

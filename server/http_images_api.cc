@@ -223,6 +223,7 @@ void HttpImagesApi::Models(const httplib::Request& request, httplib::Response& r
                     {"n_sink", config_.default_policy.n_sink},
                     {"kv_cache_dtype", std::string(sparse::KvFormatName(config_.default_policy.kv_format))}}},
                   {"kv_cache_dtypes", {"auto", "fp8"}},
+                  {"weight_dtype", config_.weight_dtype},
                   {"priorities", {"low", "normal", "high"}}}}};
   if (request.matches.size() > 1) {
     response.set_content(Dump(model), kJson);

@@ -174,6 +174,7 @@ void FillModelInfo(const engine::ModelInfo& info, const ServerConfig& config, v1
   for (sparse::KvFormat format : {sparse::KvFormat::kAuto, sparse::KvFormat::kFp8E4m3}) {
     out->add_kv_cache_dtypes(std::string(sparse::KvFormatName(format)));
   }
+  out->set_weight_dtype(config.weight_dtype);
   for (sparse::PolicyKind kind : sparse::kAllPolicyKinds) {
     v1::PolicyInfo* pi = out->add_policies();
     pi->set_name(std::string(sparse::PolicyName(kind)));

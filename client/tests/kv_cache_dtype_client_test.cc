@@ -102,6 +102,7 @@ class RecordingArGen final : public v1::ArGen::Service {
     info->add_kv_cache_dtypes("fp8");
     info->mutable_default_policy()->set_name("dense");
     info->mutable_default_policy()->set_kv_cache_dtype("fp8");
+    info->set_weight_dtype("fp8");
     return grpc::Status::OK;
   }
   std::mutex mu;
@@ -215,6 +216,7 @@ TEST(KvCacheDtypeFlagTest, InfoListsTheAcceptedValuesAndTheDefault) {
   std::ostringstream out, err;
   ASSERT_EQ(RunClient({f.flag, "info"}, out, err), kOk) << err.str();
   EXPECT_NE(out.str().find("KV dtypes      auto fp8 (default fp8; --kv-cache-dtype)"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("weights        fp8 (the server's weight_dtype)"), std::string::npos) << out.str();
 }
 
 }  // namespace

@@ -107,6 +107,12 @@ TEST(KvCacheDtypeTest, ModelInfoListsTheValuesAndTheDefault) {
   v1::ModelInfo plain;
   FillModelInfo(Info(), ServerConfig(), &plain);
   EXPECT_EQ(plain.default_policy().kv_cache_dtype(), "auto");
+  EXPECT_EQ(plain.weight_dtype(), "auto");
+  ServerConfig fp8_weights;
+  fp8_weights.weight_dtype = "fp8";
+  v1::ModelInfo with_fp8;
+  FillModelInfo(Info(), fp8_weights, &with_fp8);
+  EXPECT_EQ(with_fp8.weight_dtype(), "fp8");
 }
 
 const ImagesApiModel kModel{"tiny", 32, /*jpeg=*/false};

@@ -59,6 +59,7 @@ TEST(KvCacheDtypeHttpTest, ModelsAdvertiseTheValuesAndABadOneIsA400) {
   const json& argen = models["data"][0]["argen"];
   EXPECT_EQ(argen["kv_cache_dtypes"], json({"auto", "fp8"})) << argen.dump();
   EXPECT_EQ(argen["default_policy"]["kv_cache_dtype"], "fp8") << argen.dump();
+  EXPECT_EQ(argen["weight_dtype"], "auto") << argen.dump();  // the config's default
   grpc::ClientContext context;
   v1::ModelInfo info;
   ASSERT_TRUE(t.stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
