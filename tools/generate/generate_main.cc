@@ -5,6 +5,7 @@
 //       [--seed 0] [--cfg 5] [--temperature 1] [--top_k 0] [--top_p 1]
 //       [--policy dense] [--sparsity 0] [--images 1] [--backend cpu] [--threads 0]
 //       [--vq_backend auto] [--vq_precision auto] [--size WxH] [--kv-cache-dtype auto]
+//       [--weight-dtype auto]
 //
 // With --images N > 1 the files are <out stem>_<i>.png. Exit status: 0 on
 // success, 1 when generation fails (the message names the cause), 2 on bad usage.
@@ -49,6 +50,7 @@ struct Args {
   std::string vq_precision = "auto";
   std::string size = "auto";  // WxH, one of the model's sizes; auto: its default
   std::string kv_cache_dtype = "auto";  // auto | fp8 (e4m3 KV with per-vector scales)
+  std::string weight_dtype = "auto";    // auto | fp8 (the layers' projections in e4m3, W8A8)
 };
 
 std::string OutputPath(const std::string& out, int32_t index, int32_t count) {
@@ -64,6 +66,9 @@ absl::Status Generate(const Args& args) {
   options.threads = args.threads;
   options.vq_backend = args.vq_backend;
   options.vq_precision = args.vq_precision;
+  absl::StatusOr<argen::model::WeightFormat> weight_format = argen::model::ParseWeightFormat(args.weight_dtype);
+  if (!weight_format.ok()) return weight_format.status();
+  options.weight_format = *weight_format;
   const auto load_start = std::chrono::steady_clock::now();
   absl::StatusOr<std::unique_ptr<Engine>> engine = argen::engine::CreateEngine(options);
   if (!engine.ok()) return engine.status();
@@ -130,10 +135,11 @@ absl::Status Generate(const Args& args) {
   const argen::runner::RunResult result = argen::runner::RunJobs(**engine, {{request, /*tag=*/0}}, run, hooks);
   if (!result.status.ok()) return result.status;
   const int32_t tokens = prepared->layout.image_tokens;
-  std::fprintf(stderr, "load %.2f s, generation %.2f s (%d tokens x %d images, %.1f tokens/s), KV %s, %lld bytes\n",
+  std::fprintf(stderr,
+               "load %.2f s, generation %.2f s (%d tokens x %d images, %.1f tokens/s), KV %s, %lld bytes, weights %s\n",
                load_s, gen_s, tokens, request.num_images, tokens * request.num_images / gen_s,
                std::string(argen::sparse::KvFormatName(prepared->policy.kv_format)).c_str(),
-               static_cast<long long>(prepared->kv_bytes));
+               static_cast<long long>(prepared->kv_bytes), args.weight_dtype.c_str());
   return absl::OkStatus();
 }
 
@@ -180,6 +186,13 @@ int main(int argc, char** argv) {
                  "the KV memory on cuda; the cpu rounds through e4m3 without saving memory)")
       ->check([](const std::string& v) {
         return argen::sparse::ParseKvFormat(v).ok() && !v.empty() ? std::string() : std::string("expected auto or fp8");
+      });
+  app.add_option(
+         "--weight-dtype,--weight_dtype", args.weight_dtype,
+         "the decoder layers' projection weights: auto (bf16 on cuda, f32 on cpu) or fp8 (e4m3 with per-channel "
+         "scales, inputs quantized per token; the cpu emulates its numbers)")
+      ->check([](const std::string& v) {
+        return argen::model::ParseWeightFormat(v).ok() ? std::string() : std::string("expected auto or fp8");
       });
   app.footer("Exit status: 0 on success, 1 when generation fails (the message names the cause), 2 on bad usage.");
   if (std::optional<int> rc = argen::cli::Parse(app, argc, argv, std::cout, std::cerr)) return *rc;

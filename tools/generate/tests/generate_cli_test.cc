@@ -194,4 +194,32 @@ TEST(GenerateCliTest, KvCacheDtypeFp8ReachesTheEngine) {
   EXPECT_NE(bad.output.find("--kv-cache-dtype"), std::string::npos) << bad.output;
 }
 
+// --weight-dtype fp8 reaches the engine: the same seed makes another image
+// (the weights and GEMM inputs are rounded through e4m3); a bad value is usage.
+TEST(GenerateCliTest, WeightDtypeFp8ReachesTheEngine) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("argen_generate_fp8w_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string model = "--model " + SourceDir() + "/tests/goldens/tiny/tiny-mha --prompt 'a red cube' --seed 3";
+  const RunResult fp8 = RunCommand(model + " --weight-dtype fp8 --out " + (dir / "fp8.png").string());
+  ASSERT_EQ(fp8.exit_code, 0) << fp8.output;
+  EXPECT_NE(fp8.output.find("weights fp8"), std::string::npos) << fp8.output;
+  const RunResult plain = RunCommand(model + " --out " + (dir / "auto.png").string());
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  auto read = [](const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  const std::string a = read(dir / "auto.png"), b = read(dir / "fp8.png");
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  EXPECT_NE(a, b) << "fp8 weights made the same image as auto";
+  std::filesystem::remove_all(dir);
+
+  const RunResult bad = RunCommand("--model " + SourceDir() + "/tests/goldens/tiny/tiny-mha" +
+                                   " --prompt 'x' --weight-dtype int4 --out " + NeverWrittenPath());
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--weight-dtype"), std::string::npos) << bad.output;
+}
+
 }  // namespace
