@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/bf16.h"
 #include "kernels/kv_fp8.h"
 
 namespace argen::cpu {
@@ -109,13 +110,7 @@ void RoundRowsThroughE4m3(const float* x, int64_t rows, int32_t cols, float* out
   for (int64_t r = 0; r < rows; ++r) {
     float* o = out + r * cols;
     const float* in = x + r * cols;
-    for (int32_t i = 0; i < cols; ++i) {
-      uint32_t u;
-      std::memcpy(&u, &in[i], 4);
-      // bf16 round to nearest even (NaN stays NaN), as the CUDA backend's inputs.
-      if ((u & 0x7fffffffu) <= 0x7f800000u) u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-      std::memcpy(&o[i], &u, 4);
-    }
+    for (int32_t i = 0; i < cols; ++i) o[i] = RoundToBf16(in[i]);  // as the CUDA backend's inputs
     kernels::RoundThroughE4m3(o, cols);
   }
 }

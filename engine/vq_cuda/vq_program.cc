@@ -15,21 +15,6 @@
 
 namespace argen::vq {
 
-uint16_t FloatToBf16Bits(float f) {
-  uint32_t u = 0;
-  std::memcpy(&u, &f, sizeof(u));
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float Bf16BitsToFloat(uint16_t b) {
-  const uint32_t u = uint32_t{b} << 16;
-  float f = 0;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-
 std::vector<int32_t> VqLadder(int32_t chunk) {
   std::vector<int32_t> ladder;
   for (int32_t s = 1; s < chunk; s *= 2) ladder.push_back(s);

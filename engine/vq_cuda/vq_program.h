@@ -38,6 +38,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/bf16.h"
 #include "engine/vq/vq_config.h"
 #include "engine/vq/vq_weights.h"
 
@@ -181,9 +182,9 @@ class VqProgram {
   int32_t image_size_ = 0;
 };
 
-// Float -> bf16 bits, round to nearest even (NaN stays NaN); and back.
-uint16_t FloatToBf16Bits(float f);
-float Bf16BitsToFloat(uint16_t b);
+// Float -> bf16 bits, round to nearest even (NaN stays NaN); and back (common/bf16.h).
+using ::argen::Bf16BitsToFloat;
+using ::argen::FloatToBf16Bits;
 
 // Batch sizes the bf16 path keeps algorithms for: 1, 2, 4, ... below chunk, and chunk.
 std::vector<int32_t> VqLadder(int32_t chunk);
