@@ -30,14 +30,18 @@ struct CpuBackend::Activations {
   // before its norm (swin_norm only).
   std::vector<float> x, xn, qkv, attn, gate_up, mlp, rope, sub;
   std::vector<float> fp8_in;  // weight_dtype fp8: a projection's input as its e4m3 codes give it back
-  // Per row.
+  // Per output point's two rows (the output stage).
   std::vector<float> last_hidden, head_in, head_mid, logits;
-  std::vector<model::RowState*> states;
-  std::vector<KvRow*> rows;
-  model::PrefillPlan prefill;  // what a prefill computes (prompt sharing)
-  std::vector<int32_t> row_steps;
-  // Per pair (decode input embeddings).
+  std::vector<int32_t> row_steps;  // per output point: the token index it samples
+  std::vector<model::SamplingSpec> output_sampling;
+  model::PlannedStep step;  // what the step's plan means for its rows
+  // The prompt queries: computed entries, their offsets into tokens, the tokens.
+  std::vector<int32_t> prompt_entries, prompt_offsets, prompt_tokens, entry_index;
+  std::vector<DecodeEntry> decode_entries;
+  // Per pair query (decode input embeddings).
+  std::vector<int32_t> pair_inputs;
   std::vector<float> input_embed, input_mid, input_out;
+  const float* input = nullptr;  // the input stage's output
   // Attention scratch, one set per thread-pool participant.
   std::vector<RowScratch> per_thread;
 };
@@ -183,48 +187,80 @@ absl::Status CpuBackend::HeadAndSample(const float* hidden, int64_t n_rows,
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::StepOutputs& out) {
-  const model::StackConfig& d = spec_.stack;
-  const int64_t n_rows = static_cast<int64_t>(b.rows.size());
-  const int64_t n_pairs = n_rows / 2;
+absl::Status CpuBackend::Forward(const model::StepPlan& plan, const model::StepOutputs& out) {
   Activations& a = *act_;
-  if (absl::Status s = model::CheckPrefillBatch(
-          b, out, limits_, [this](model::RowId id) { return kv_.Find(id); }, &a.states);
+  model::PlannedStep& step = a.step;
+  if (absl::Status s = model::CheckStepPlan(
+          plan, out, limits_, [this](model::RowId id) { return kv_.Find(id); },
+          [this](model::RowId id) -> const model::RowState* { return kv_.FindAny(id); }, &step);
       !s.ok()) {
     return s;
   }
-  // Only rows that hold their prompt compute it (a sharing row's is its owner's).
-  model::PrefillPlan& plan = a.prefill;
-  if (absl::Status s = model::PlanPrefill(
-          b, a.states, [this](model::RowId id) -> const model::RowState* { return kv_.FindAny(id); }, &plan);
-      !s.ok()) {
-    return s;
+  const int32_t H = spec_.stack.hidden_size;
+  const int32_t n_outputs = step.outputs;
+  // The hidden state of each output point's two rows, in output order, and
+  // its token index and sampling.
+  float* head_hidden = Grow(a.last_hidden, int64_t{2} * n_outputs * H);
+  a.output_sampling.resize(n_outputs);
+  int32_t* token_index = Grow(a.row_steps, n_outputs);
+  const int32_t n_pairs = static_cast<int32_t>(plan.rows.size()) / 2;
+  for (int32_t i = 0; i < n_pairs; ++i) {
+    for (int32_t o = step.output_offsets[i]; o < step.output_offsets[i + 1]; ++o) {
+      a.output_sampling[o] = plan.sampling[i];
+    }
   }
-  const int64_t n_computed = static_cast<int64_t>(plan.computed.size());
-  const std::vector<int32_t>& offsets = plan.offsets;
-  a.rows.resize(n_computed);
-  for (int64_t c = 0; c < n_computed; ++c) a.rows[c] = static_cast<KvRow*>(a.states[plan.computed[c]]);
+  if (absl::Status s = RunPromptQueries(plan, step, head_hidden, token_index); !s.ok()) return s;
+  if (step.decode_queries > 0) RunDecodeQueries(plan, step, head_hidden, token_index);
+  model::CommitStep(plan, step);
+  if (n_outputs == 0) return absl::OkStatus();  // prompt rows alone: nothing to sample
+  return HeadAndSample(head_hidden, int64_t{2} * n_outputs, a.output_sampling, token_index, out);
+}
 
-  const int64_t n = static_cast<int64_t>(plan.tokens.size());
+absl::Status CpuBackend::RunPromptQueries(const model::StepPlan& plan, const model::PlannedStep& step,
+                                          float* head_hidden, int32_t* token_index) {
+  const model::StackConfig& d = spec_.stack;
+  Activations& a = *act_;
+  const int32_t n_all = static_cast<int32_t>(step.rows.size());
+  const int32_t n_rows = static_cast<int32_t>(plan.rows.size());
+  // The computed entries (rows holding their prompt) and their queries' place in x.
+  std::vector<int32_t>& computed = a.prompt_entries;
+  std::vector<int32_t>& offsets = a.prompt_offsets;
+  std::vector<int32_t>& tokens = a.prompt_tokens;
+  computed.clear();
+  tokens.clear();
+  offsets.assign(1, 0);
+  std::vector<int32_t>& computed_index = a.entry_index;
+  computed_index.assign(n_all, -1);
+  int32_t max_len = 0;
+  for (int32_t e = 0; e < n_all; ++e) {
+    if (!step.computes_prompt[e]) continue;
+    computed_index[e] = static_cast<int32_t>(computed.size());
+    computed.push_back(e);
+    for (int32_t q = plan.query_offsets[e]; q < plan.query_offsets[e + 1]; ++q) tokens.push_back(plan.queries[q].input);
+    offsets.push_back(static_cast<int32_t>(tokens.size()));
+    max_len = std::max(max_len, step.rows[e]->prompt_len);
+  }
+  const int64_t n_computed = static_cast<int64_t>(computed.size());
+  const int64_t n = static_cast<int64_t>(tokens.size());
   const int32_t H = d.hidden_size, hd = d.head_dim;
   const int32_t q_dim = d.num_heads * hd, kv_dim = d.num_kv_heads * hd;
   const int32_t qkv_dim = q_dim + 2 * kv_dim;
-  Grow(a.x, n * H);
-  Grow(a.xn, n * H);
-  Grow(a.qkv, n * qkv_dim);
-  Grow(a.attn, n * q_dim);
-  Grow(a.gate_up, n * 2 * d.intermediate_size);
-  Grow(a.mlp, n * d.intermediate_size);
-  Grow(a.rope, n * hd);
-  if (d.swin_norm) Grow(a.sub, n * H);
-  int32_t max_len = 0;
-  for (KvRow* row : a.rows) max_len = std::max(max_len, row->prompt_len);
-  ReserveRowScratch(max_len, 0);
-
-  if (absl::Status s = w_.source->ReadRows(spec_.text_embed, plan.tokens.data(), n, a.x.data()); !s.ok()) return s;
-  for (int64_t c = 0; c < n_computed; ++c) {
-    for (int32_t i = offsets[c]; i < offsets[c + 1]; ++i) {
-      RopeAngles(inv_freq_.data(), hd / 2, i - offsets[c], a.rope.data() + int64_t{i} * hd);
+  if (n > 0) {
+    Grow(a.x, n * H);
+    Grow(a.xn, n * H);
+    Grow(a.qkv, n * qkv_dim);
+    Grow(a.attn, n * q_dim);
+    Grow(a.gate_up, n * 2 * d.intermediate_size);
+    Grow(a.mlp, n * d.intermediate_size);
+    Grow(a.rope, n * hd);
+    if (d.swin_norm) Grow(a.sub, n * H);
+    ReserveRowScratch(max_len, 0);
+    if (absl::Status s = w_.source->ReadRows(spec_.text_embed, tokens.data(), n, a.x.data()); !s.ok()) return s;
+    for (int64_t c = 0; c < n_computed; ++c) {
+      const int32_t first = step.rows[computed[c]]->prompt_filled;
+      for (int32_t i = offsets[c]; i < offsets[c + 1]; ++i) {
+        RopeAngles(inv_freq_.data(), hd / 2, first + i - offsets[c], a.rope.data() + int64_t{i} * hd);
+      }
     }
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -233,9 +269,10 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
   // it): a request computes the same bytes alone or batched, and a prompt
   // shared between images the same bytes as a copy per image.
   for (int64_t c = 0; c < n_computed; ++c) {
+    KvRow& row = *static_cast<KvRow*>(step.rows[computed[c]]);
+    const int32_t first = row.prompt_filled;
     RunLayers(offsets[c], offsets[c + 1] - offsets[c], [&](int32_t layer) {
       const int32_t participant = 0;  // the calling thread (BLAS threads the GEMMs)
-      KvRow& row = *a.rows[c];
       float* k_block = kv_.LayerK(row, layer);
       float* v_block = kv_.LayerV(row, layer);
       const int32_t begin = offsets[c];
@@ -246,12 +283,13 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
         ApplyRope(q, d.num_heads, hd, a.rope.data() + int64_t{i} * hd);
         ApplyRope(k, d.num_kv_heads, hd, a.rope.data() + int64_t{i} * hd);
         for (int32_t g = 0; g < d.num_kv_heads; ++g) {
-          const int64_t at = (g * row.positions() + (i - begin)) * hd;
+          const int64_t at = (g * row.positions() + first + (i - begin)) * hd;
           StoreKv(row, k + g * hd, v + g * hd, hd, k_block + at, v_block + at);
         }
       }
       PrefillAttentionArgs args;
-      args.len = row.prompt_len;
+      args.len = offsets[c + 1] - begin;
+      args.first = first;
       args.heads = d.num_heads;
       args.kv_heads = d.num_kv_heads;
       args.head_dim = hd;
@@ -268,37 +306,44 @@ absl::Status CpuBackend::Prefill(const model::PrefillBatch& b, const model::Step
     });
   }
 
-  // A source's last prompt position: a computed entry's, or a cached prompt row's.
+  // A completing entry's last prompt position: a computed entry's, or a cached prompt row's.
   const auto source_hidden = [&](int32_t source) -> const float* {
-    if (source < n_computed) return a.x.data() + int64_t{offsets[source + 1] - 1} * H;
-    return static_cast<const KvRow*>(plan.cached[source - n_computed])->last_hidden.data();
+    if (source >= 0) return a.x.data() + int64_t{offsets[computed_index[source] + 1] - 1} * H;
+    return static_cast<const KvRow*>(step.cached[-1 - source])->last_hidden.data();
   };
-  // Each row's last prompt position: its own, or its owner's.
-  float* last = Grow(a.last_hidden, n_rows * H);
-  for (int64_t r = 0; r < n_rows; ++r) std::memcpy(last + r * H, source_hidden(plan.logits_row[r]), sizeof(float) * H);
-  // Prompt rows keep theirs for the sharers prefilled after this call.
-  for (int64_t c = 0; c < n_computed; ++c) {
-    KvRow& row = *a.rows[c];
-    if (row.prompt_row) std::memcpy(row.last_hidden.data(), source_hidden(static_cast<int32_t>(c)), sizeof(float) * H);
+  // Prompt rows keep theirs for the sharers prefilled after this step.
+  for (int32_t e = n_rows; e < n_all; ++e) {
+    KvRow& row = *static_cast<KvRow*>(step.rows[e]);
+    if (step.completes_prompt[e]) {
+      std::memcpy(row.last_hidden.data(), source_hidden(step.prompt_source[e]), sizeof(float) * H);
+    }
   }
-  model::MarkPrefilled(b, a.states);
-  if (n_rows == 0) return absl::OkStatus();  // prompt rows alone: nothing to sample
-  int32_t* steps = Grow(a.row_steps, n_pairs);
-  std::fill(steps, steps + n_pairs, 0);
-  return HeadAndSample(last, n_rows, b.sampling, steps, out);
+  // Pairs completing their prompts sample token 0 from them (their first output point).
+  for (int32_t i = 0; i < n_rows / 2; ++i) {
+    if (!step.completes_prompt[2 * i]) continue;
+    const int32_t o = step.output_offsets[i];
+    for (int32_t k = 0; k < 2; ++k) {
+      std::memcpy(head_hidden + (int64_t{2} * o + k) * H, source_hidden(step.prompt_source[2 * i + k]),
+                  sizeof(float) * H);
+    }
+    token_index[o] = 0;
+  }
+  return absl::OkStatus();
 }
 
-void CpuBackend::DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows, std::span<const model::RowId> row_ids,
-                                   const int32_t* steps) {
+void CpuBackend::DecodeAttendLayer(int32_t layer, std::span<const DecodeEntry> entries) {
   auto one_row = [&](int64_t r, int32_t participant) {
-    DecodeAttendRow(layer, *rows[r], r, row_ids[r], steps[r / 2], act_->per_thread[participant]);
+    const DecodeEntry& e = entries[r];
+    for (int32_t j = 0; j < e.queries; ++j) {
+      DecodeAttendRow(layer, *e.row, e.first_x + j, e.id, e.first_t + j, act_->per_thread[participant]);
+    }
   };
   // The observer sees rows in batch order, from the calling thread. Small
   // layers also stay on it: waking workers costs more than it saves.
   int64_t keys = 0;
-  for (const KvRow* row : rows) keys += row->prompt_len + row->layout.max_attended;
+  for (const DecodeEntry& e : entries) keys += int64_t{e.queries} * (e.row->prompt_len + e.row->layout.max_attended);
   const int64_t multiply_adds = keys * spec_.stack.num_heads * spec_.stack.head_dim;
-  pool_->ParallelFor(static_cast<int64_t>(rows.size()), !observer_ && multiply_adds >= min_parallel_work_, one_row);
+  pool_->ParallelFor(static_cast<int64_t>(entries.size()), !observer_ && multiply_adds >= min_parallel_work_, one_row);
 }
 
 void CpuBackend::DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::RowId row_id, int32_t t, RowScratch& s) {
@@ -379,71 +424,95 @@ void CpuBackend::ReportAttention(int32_t layer, KvRow& row, model::RowId row_id,
   }
 }
 
-void CpuBackend::InputStage(std::span<const int32_t> ids, int64_t n_rows) {
+void CpuBackend::InputStage(std::span<const int32_t> ids) {
   Activations& a = *act_;
   const int32_t H = spec_.stack.hidden_size, E = spec_.input_width();
-  const int64_t n_pairs = static_cast<int64_t>(ids.size());
-  // The table row of each pair's input id, then the input MLP (if any), once
-  // per pair; both rows of the pair get the result.
-  float* embed = Grow(a.input_embed, n_pairs * E);
-  for (int64_t i = 0; i < n_pairs; ++i) {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  // The table row of each pair query's input id, then the input MLP (if
+  // any), once per pair query; both rows of the pair get the result.
+  float* embed = Grow(a.input_embed, n * E);
+  for (int64_t i = 0; i < n; ++i) {
     std::memcpy(embed + i * E, w_.input_table.data() + int64_t{ids[i]} * E, sizeof(float) * E);
   }
-  const float* input = embed;
+  a.input = embed;
   if (!w_.input_fc1.weight.empty()) {
-    float* mid = Grow(a.input_mid, n_pairs * H);
-    float* out = Grow(a.input_out, n_pairs * H);
-    MatMulWT(embed, w_.input_fc1.weight.data(), n_pairs, E, H, mid);
-    AddBias(mid, w_.input_fc1.bias.data(), n_pairs, H);
-    GeluInPlace(mid, n_pairs * H);
-    MatMulWT(mid, w_.input_fc2.weight.data(), n_pairs, H, H, out);
-    AddBias(out, w_.input_fc2.bias.data(), n_pairs, H);
-    input = out;
+    float* mid = Grow(a.input_mid, n * H);
+    float* out = Grow(a.input_out, n * H);
+    MatMulWT(embed, w_.input_fc1.weight.data(), n, E, H, mid);
+    AddBias(mid, w_.input_fc1.bias.data(), n, H);
+    GeluInPlace(mid, n * H);
+    MatMulWT(mid, w_.input_fc2.weight.data(), n, H, H, out);
+    AddBias(out, w_.input_fc2.bias.data(), n, H);
+    a.input = out;
   }
-  for (int64_t r = 0; r < n_rows; ++r) std::memcpy(a.x.data() + r * H, input + (r / 2) * H, sizeof(float) * H);
 }
 
-absl::Status CpuBackend::Decode(const model::DecodeBatch& b, const model::StepOutputs& out) {
+void CpuBackend::RunDecodeQueries(const model::StepPlan& plan, const model::PlannedStep& step, float* head_hidden,
+                                  int32_t* token_index) {
   const model::StackConfig& d = spec_.stack;
-  const int64_t n_rows = static_cast<int64_t>(b.rows.size());
-  const int64_t n_pairs = n_rows / 2;
   Activations& a = *act_;
-  if (absl::Status s = model::CheckDecodeBatch(
-          b, out, limits_, [this](model::RowId id) { return kv_.Find(id); }, &a.states);
-      !s.ok()) {
-    return s;
-  }
-  a.rows.resize(a.states.size());
-  for (size_t r = 0; r < a.states.size(); ++r) a.rows[r] = static_cast<KvRow*>(a.states[r]);
-  int32_t max_stride = 0, max_prompt = 0;
-  for (KvRow* row : a.rows) {
+  const int32_t n_rows = static_cast<int32_t>(plan.rows.size());
+  // The decoding rows and their queries' place in x: row-major, each row's
+  // queries in order (one query per row: x row r is batch row r).
+  std::vector<DecodeEntry>& entries = a.decode_entries;
+  entries.clear();
+  std::vector<int32_t>& pair_ids = a.pair_inputs;
+  pair_ids.clear();
+  int32_t n_x = 0, max_stride = 0, max_prompt = 0;
+  for (int32_t e = 0; e < n_rows; ++e) {
+    if (!step.has_queries[e] || step.kind[e] != model::QueryKind::kDecode) continue;
+    KvRow* row = static_cast<KvRow*>(step.rows[e]);
+    const int32_t first = plan.query_offsets[e], count = plan.query_offsets[e + 1] - first;
+    entries.push_back({row, plan.rows[e], e, n_x, count, plan.queries[first].index});
+    if (e % 2 == 0) {
+      for (int32_t q = first; q < first + count; ++q) pair_ids.push_back(plan.queries[q].input);
+    }
+    n_x += count;
     max_stride = std::max(max_stride, row->layout.max_attended);
     max_prompt = std::max(max_prompt, row->prompt_len);
   }
-
   const int32_t H = d.hidden_size, hd = d.head_dim;
   const int32_t q_dim = d.num_heads * hd, qkv_dim = q_dim + 2 * d.num_kv_heads * hd;
-  Grow(a.x, n_rows * H);
-  Grow(a.xn, n_rows * H);
-  Grow(a.qkv, n_rows * qkv_dim);
-  Grow(a.attn, n_rows * q_dim);
-  Grow(a.gate_up, n_rows * 2 * d.intermediate_size);
-  Grow(a.mlp, n_rows * d.intermediate_size);
-  Grow(a.rope, n_rows * hd);
-  if (d.swin_norm) Grow(a.sub, n_rows * H);
+  Grow(a.x, int64_t{n_x} * H);
+  Grow(a.xn, int64_t{n_x} * H);
+  Grow(a.qkv, int64_t{n_x} * qkv_dim);
+  Grow(a.attn, int64_t{n_x} * q_dim);
+  Grow(a.gate_up, int64_t{n_x} * 2 * d.intermediate_size);
+  Grow(a.mlp, int64_t{n_x} * d.intermediate_size);
+  Grow(a.rope, int64_t{n_x} * hd);
+  if (d.swin_norm) Grow(a.sub, int64_t{n_x} * H);
   ReserveRowScratch(max_prompt, max_stride);
 
-  InputStage(b.image_tokens, n_rows);
-  for (int64_t r = 0; r < n_rows; ++r) {
-    RopeAngles(inv_freq_.data(), hd / 2, a.rows[r]->prompt_len + b.steps[r / 2], a.rope.data() + r * hd);
+  // Pair queries in the order of the cond rows' queries; the uncond row of a
+  // pair follows its cond row with the same queries.
+  InputStage(pair_ids);
+  int32_t pair_query = 0;
+  for (size_t k = 0; k < entries.size(); k += 2) {
+    for (int32_t j = 0; j < entries[k].queries; ++j, ++pair_query) {
+      for (size_t side = 0; side < 2; ++side) {
+        const DecodeEntry& e = entries[k + side];
+        std::memcpy(a.x.data() + int64_t{e.first_x + j} * H, a.input + int64_t{pair_query} * H, sizeof(float) * H);
+        RopeAngles(inv_freq_.data(), hd / 2, e.row->prompt_len + e.first_t + j,
+                   a.rope.data() + int64_t{e.first_x + j} * hd);
+      }
+    }
   }
 
-  RunLayers(0, n_rows, [&](int32_t layer) { DecodeAttendLayer(layer, a.rows, b.rows, b.steps.data()); });
+  RunLayers(0, n_x, [&](int32_t layer) { DecodeAttendLayer(layer, entries); });
 
-  model::AdvanceStep(a.states);
-  int32_t* next = Grow(a.row_steps, n_pairs);
-  for (int64_t i = 0; i < n_pairs; ++i) next[i] = b.steps[i] + 1;
-  return HeadAndSample(a.x.data(), n_rows, b.sampling, next, out);
+  // Query t of a pair samples token t + 1 (after the pair's token 0, if the step made it).
+  for (size_t k = 0; k < entries.size(); k += 2) {
+    const int32_t pair = entries[k].entry / 2;
+    const int32_t first_output = step.output_offsets[pair + 1] - entries[k].queries;
+    for (int32_t j = 0; j < entries[k].queries; ++j) {
+      const int32_t o = first_output + j;
+      for (size_t side = 0; side < 2; ++side) {
+        std::memcpy(head_hidden + (int64_t{2} * o + side) * H, a.x.data() + int64_t{entries[k + side].first_x + j} * H,
+                    sizeof(float) * H);
+      }
+      token_index[o] = entries[k].first_t + j + 1;
+    }
+  }
 }
 
 }  // namespace argen::cpu

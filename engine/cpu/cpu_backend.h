@@ -14,6 +14,7 @@
 #include "engine/model/backend.h"
 #include "engine/model/batch_checks.h"
 #include "engine/model/sampler.h"
+#include "engine/model/step_checks.h"
 #include "engine/parallel/thread_pool.h"
 
 namespace argen::cpu {
@@ -62,8 +63,7 @@ class CpuBackend final : public model::Backend {
   void FreeRow(model::RowId row) override { kv_.Free(row); }
   int64_t KvBytesInUse() const override { return kv_.bytes_in_use(); }
 
-  absl::Status Prefill(const model::PrefillBatch& batch, const model::StepOutputs& out) override;
-  absl::Status Decode(const model::DecodeBatch& batch, const model::StepOutputs& out) override;
+  absl::Status Forward(const model::StepPlan& plan, const model::StepOutputs& out) override;
 
   // Characterization hook (nullptr: off). While set, Decode reports every
   // query head's attention weights.
@@ -75,8 +75,21 @@ class CpuBackend final : public model::Backend {
   static constexpr int64_t kDefaultMinParallelWork = int64_t{1} << 20;
   void set_min_parallel_work(int64_t multiply_adds) { min_parallel_work_ = multiply_adds; }
 
+  model::RowState* FindLiveRow(model::RowId id) override { return kv_.Find(id); }
+  // A row's KV and policy state as stored (tests: what a step wrote); nullptr if unknown.
+  const KvRow* InspectRow(model::RowId id) const { return kv_.FindAny(id); }
+  model::BatchLimits Limits() const override { return limits_; }
+
  private:
   struct Activations;
+  // A row decoding in this step: its queries are x rows [first_x, first_x +
+  // queries), at decode indices first_t, first_t + 1, ...
+  struct DecodeEntry {
+    KvRow* row;
+    model::RowId id;
+    int32_t entry;  // in the plan's rows
+    int32_t first_x, queries, first_t;
+  };
   // Attention scratch of one thread-pool participant.
   struct RowScratch {
     std::vector<int32_t> attended, counts, decode_positions;
@@ -88,16 +101,24 @@ class CpuBackend final : public model::Backend {
   // applied there).
   template <typename AttendFn>
   void RunLayers(int64_t first, int64_t n, AttendFn&& attend);
-  // The input stage: x[r] of every row from its pair's input id.
-  void InputStage(std::span<const int32_t> ids, int64_t n_rows);
+  // The input stage of each pair query's input id, into Activations::input.
+  void InputStage(std::span<const int32_t> ids);
+  // A step's prompt queries (each row holding its prompt, one row at a time),
+  // then the hidden states the step's token-0 output points sample from.
+  absl::Status RunPromptQueries(const model::StepPlan& plan, const model::PlannedStep& step, float* head_hidden,
+                                int32_t* token_index);
+  // A step's decode queries, batched, each row's in raster order; then the
+  // hidden states of their output points.
+  void RunDecodeQueries(const model::StepPlan& plan, const model::PlannedStep& step, float* head_hidden,
+                        int32_t* token_index);
   // The output stage on `n` hidden rows, then CFG sampling of each pair;
   // INTERNAL when the logits hold NaN/Inf.
   absl::Status HeadAndSample(const float* hidden, int64_t n_rows, std::span<const model::SamplingSpec> sampling,
                              const int32_t* steps, const model::StepOutputs& out);
-  // Per row (in parallel over rows): RoPE, K/V write into the policy's slot,
-  // attention over prompt + attended slots, policy observation.
-  void DecodeAttendLayer(int32_t layer, std::span<KvRow* const> rows, std::span<const model::RowId> row_ids,
-                         const int32_t* steps);
+  // Per row (in parallel over rows), each of its queries in order: RoPE, K/V
+  // write into the policy's slot, attention over prompt + attended slots,
+  // policy observation.
+  void DecodeAttendLayer(int32_t layer, std::span<const DecodeEntry> entries);
   void DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::RowId row_id, int32_t t, RowScratch& scratch);
   // Hands the attention weights DecodeAttention just wrote to the observer.
   void ReportAttention(int32_t layer, KvRow& row, model::RowId row_id, int32_t t, RowScratch& scratch);

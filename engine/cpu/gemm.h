@@ -8,6 +8,12 @@ namespace argen::cpu {
 // y[rows x out] = x[rows x in] * W[out x in]^T + beta * y
 void MatMulWT(const float* x, const float* w, int64_t rows, int32_t in, int32_t out, float* y, float beta = 0.0f);
 
+// Tests: rows > 0 runs every product as GEMMs of exactly that many rows
+// (padded), so a row's result is the same whatever batch it is in (OpenBLAS
+// rounds a row differently at different row counts); 0 (the default): off.
+// Process-wide.
+void SetGemmRowTile(int32_t rows);
+
 // Sets the BLAS thread count; threads <= 0 keeps the library default (all cores).
 void SetBlasThreads(int32_t threads);
 

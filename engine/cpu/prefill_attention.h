@@ -1,5 +1,6 @@
-// Causal self-attention of one row's prompt during prefill, reading K/V from
-// the row's KV block (already written for positions 0..len-1).
+// Causal self-attention of one row's prompt (or a chunk of it) during prefill,
+// reading K/V from the row's KV block (already written for positions
+// 0..first + len - 1).
 #pragma once
 
 #include <cstdint>
@@ -7,7 +8,8 @@
 namespace argen::cpu {
 
 struct PrefillAttentionArgs {
-  int32_t len = 0;  // prompt tokens of the row
+  int32_t len = 0;    // prompt tokens of the row in this call (a chunk)
+  int32_t first = 0;  // the position of the first of them (chunked prefill); query i attends 0..first + i
   int32_t heads = 0, kv_heads = 0, head_dim = 0;
   const float* q = nullptr;  // token i, head h at q + i * q_stride + h * head_dim (RoPE applied)
   int64_t q_stride = 0;
@@ -17,7 +19,7 @@ struct PrefillAttentionArgs {
   float scale = 0.0f;
   float* out = nullptr;  // token i, head h at out + i * out_stride + h * head_dim
   int64_t out_stride = 0;
-  float* scratch = nullptr;  // len floats
+  float* scratch = nullptr;  // first + len floats
 };
 
 void PrefillAttention(const PrefillAttentionArgs& a);

@@ -437,14 +437,6 @@ absl::Status CudaBackend::Upload(size_t bytes) {
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Prefill(const model::PrefillBatch& b, const model::StepOutputs& out) {
-  return model::FatalIfDeviceUnusable(PrefillStep(b, out), DeviceUsable);
-}
-
-absl::Status CudaBackend::Decode(const model::DecodeBatch& b, const model::StepOutputs& out) {
-  return model::FatalIfDeviceUnusable(DecodeStep(b, out), DeviceUsable);
-}
-
 absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model::StepOutputs& out) {
   const model::StackConfig& d = spec_.stack;
   const int64_t n_rows = static_cast<int64_t>(b.rows.size()), n_pairs = n_rows / 2;
@@ -634,14 +626,16 @@ absl::Status CudaBackend::DecodeStep(const model::DecodeBatch& b, const model::S
   const int32_t R = static_cast<int32_t>(n_rows);
   if (!use_graphs_ || timer_.enabled() || out.row_logits != nullptr || inject_nan_logits_) {
     timer_.BeginStep();
-    ARGEN_STATUS_RETURN(EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats));  // same split as the graphs
+    ARGEN_STATUS_RETURN(
+        EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats));  // same split as the graphs
   } else {
     // The key bound (not this step's count) sizes the attention split, so one
     // graph serves every step of a batch; chunks past a row's keys are empty.
     const GraphKey key{R, any_sparse, key_bound, plan_stride_, observe_flags, kv_formats};
     auto it = graphs_.find(key);
     if (it == graphs_.end() && seen_.insert(key).second) {
-      ARGEN_STATUS_RETURN(EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats));  // first use: eager (lazy inits)
+      ARGEN_STATUS_RETURN(
+          EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats));  // first use: eager (lazy inits)
     } else {
       if (it == graphs_.end()) {
         if (graphs_.size() >= 32) ClearGraphs();

@@ -25,6 +25,7 @@
 #include "engine/model/backend.h"
 #include "engine/model/batch_checks.h"
 #include "engine/model/fault_guard.h"
+#include "engine/model/step_checks.h"
 #include "engine/model/weight_source.h"
 #include "kernels/attention.h"
 #include "kernels/policy_kernels.h"
@@ -70,8 +71,7 @@ class CudaBackend final : public model::Backend {
 
   // An error after which the device no longer works (a sticky CUDA error)
   // comes back as engine::FatalDeviceError (engine/device_errors.h).
-  absl::Status Prefill(const model::PrefillBatch& batch, const model::StepOutputs& out) override;
-  absl::Status Decode(const model::DecodeBatch& batch, const model::StepOutputs& out) override;
+  absl::Status Forward(const model::StepPlan& plan, const model::StepOutputs& out) override;
 
   // Benchmarks: per-stage GPU times of Decode steps (events at stage boundaries).
   // Stage timing runs steps eagerly (no graph), so its times include launch gaps.
@@ -94,6 +94,9 @@ class CudaBackend final : public model::Backend {
   StageTimes TakeStageTimes() { return timer_.Take(); }
   int64_t KvPoolBytes() const { return PoolBytes(); }
   int64_t WeightBytes() const { return weights_.bytes; }
+
+  model::RowState* FindLiveRow(model::RowId id) override { return lookup_(id); }
+  model::BatchLimits Limits() const override { return limits_; }
 
  private:
   // model::RowState holds the prompt length, policy, step and prefilled state.
@@ -124,7 +127,14 @@ class CudaBackend final : public model::Backend {
   CudaBackend(const model::ModelSpec& spec, DeviceWeights weights, std::shared_ptr<const model::WeightSource> source,
               const model::BackendOptions& options);
   absl::Status Init();
-  // Prefill and Decode before the device check of their errors.
+  // Forward before the device check of its errors (cuda_step.cc): the plan
+  // as whole-prompt prefill calls and one-token decode calls.
+  absl::Status ForwardStep(const model::StepPlan& plan, const model::StepOutputs& out);
+  // The plan's decode queries of rank `rank` (each row's rank-th query) as one decode call.
+  absl::Status DecodeRank(const model::StepPlan& plan, int32_t rank, const model::StepOutputs& out);
+  // The plan's prompts as one whole-prompt prefill call.
+  absl::Status PrefillPrompts(const model::StepPlan& plan, const model::StepOutputs& out);
+  // The two calls ForwardStep is made of (they validate their batches again).
   absl::Status PrefillStep(const model::PrefillBatch& batch, const model::StepOutputs& out);
   absl::Status DecodeStep(const model::DecodeBatch& batch, const model::StepOutputs& out);
   absl::Status EnsurePlanCapacity(int32_t stride);
@@ -148,7 +158,8 @@ class CudaBackend final : public model::Backend {
   // Copies logits when asked, waits for the step, hands out the sampled tokens.
   absl::Status FinishStep(int32_t rows, const model::StepOutputs& out);
   // Everything a decode step runs on the device after its inputs are uploaded.
-  absl::Status EnqueueDecode(int32_t rows, bool any_sparse, int32_t max_keys, int32_t observe_flags, int32_t kv_formats);
+  absl::Status EnqueueDecode(int32_t rows, bool any_sparse, int32_t max_keys, int32_t observe_flags,
+                             int32_t kv_formats);
   void ClearGraphs();
 
   model::ModelSpec spec_;
@@ -188,7 +199,15 @@ class CudaBackend final : public model::Backend {
   StepInputs inputs_;
   PinnedBuffer host_x_pinned_;                 // prefill embeddings of one chunk
   std::vector<model::RowState*> decode_rows_;  // reused per step
-  model::PrefillPlan prefill_plan_;  // reused per prefill
+  model::PrefillPlan prefill_plan_;            // reused per prefill
+  model::PlannedStep planned_;                 // reused per step
+  // A step's sub-calls, reused: rows, ids, steps, tokens, offsets, sampling, outputs.
+  struct SubCall {
+    std::vector<model::RowId> rows, prompt_rows;
+    std::vector<int32_t> ids, steps, tokens, offsets, sampled, outputs;
+    std::vector<model::SamplingSpec> sampling;
+    std::vector<float> logits;
+  } step_calls_;
   StageTimer timer_;
   // Captured decode steps by (rows, any sparse, key bound, plan stride, observe flags, kv formats).
   using GraphKey = std::tuple<int32_t, bool, int32_t, int32_t, int32_t, int32_t>;

@@ -24,17 +24,23 @@
 // * Pairs. Batches list rows in CFG pairs: rows[2i] is the cond row and
 //   rows[2i+1] the uncond row of pair i. The rows of a pair may differ in
 //   prompt length (each has its own positions) and always advance together.
-// * Prefill(rows, prompts) runs the prompts of newly allocated rows (text
-//   token ids; embeddings are rows of spec.text_embed), fills their prompt
-//   KV, applies the output stage to the last prompt position of each row and
-//   samples token 0 of each pair (RNG step 0).
-// * Decode(rows, input ids, steps) feeds, for each pair, the input id of
-//   token t = steps[i] (a row of spec.input.table: the sampled logit plus
-//   input.sampled_offset, or a token the engine forced) to both rows through
-//   the input stage at position prompt_len + t, stores its K/V in the slot
-//   the row's policy chooses, attends the prompt KV plus the policy's
-//   attended slots, applies the output stage and samples token t + 1 of
-//   each pair (RNG step t + 1).
+// * The step. Forward(plan) runs one step of the decoder over a plan of
+//   query tokens (engine/model/step_plan.h): each row of the step feeds zero
+//   or more queries: prompt tokens (a whole prompt or a chunk of it: text
+//   token ids, rows of spec.text_embed) or decode tokens (input ids: rows of
+//   spec.input.table, the sampled logit plus input.sampled_offset or a token
+//   the engine forced) at decode index t, position prompt_len + t. Each
+//   query stores its K/V (a prompt position, or the slot the row's policy
+//   chooses for t) and attends the prompt KV plus the policy's attended
+//   slots, causal in raster order among the row's queries of the step. The
+//   output stage runs at each pair's output points and samples: token 0 from
+//   the last prompt positions in the step that completes the pair's prompts,
+//   token t + 1 after decode query t. Prefill and Decode below are that step
+//   for whole prompts and for one decode token per row.
+// * Prefill(rows, prompts): the prompts of newly allocated rows, token 0 of
+//   each pair (RNG step 0).
+// * Decode(rows, input ids, steps): for each pair the input id of token
+//   t = steps[i] fed to both rows, token t + 1 sampled (RNG step t + 1).
 // * Sampling follows engine/model/sampler.h exactly, with uniforms from
 //   kernels/sampling_rng.h keyed (seed, image_index, step); temperature 0 is
 //   greedy (the argmax of the guided logits).
@@ -74,6 +80,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/model_spec.h"
 #include "engine/model/sampler.h"
+#include "engine/model/step_plan.h"
 #include "engine/model/weight_format.h"
 #include "engine/sparse/policy_params.h"
 
@@ -99,13 +106,15 @@ struct BackendOptions {
 };
 
 using RowId = int32_t;
+struct RowState;  // engine/model/batch_checks.h
+struct BatchLimits;
 
 // Prompts of newly allocated rows (CFG pairs, see the contract above).
 struct PrefillBatch {
-  std::span<const RowId> rows;             // 2 * n_pairs
-  std::span<const int32_t> token_offsets;  // n_rows + n_prompt_rows + 1 offsets into tokens
-  std::span<const int32_t> tokens;         // text token ids: the rows', then the prompt rows', concatenated
-  std::span<const SamplingSpec> sampling;  // n_pairs
+  std::span<const RowId> rows;              // 2 * n_pairs
+  std::span<const int32_t> token_offsets;   // n_rows + n_prompt_rows + 1 offsets into tokens
+  std::span<const int32_t> tokens;          // text token ids: the rows', then the prompt rows', concatenated
+  std::span<const SamplingSpec> sampling;   // n_pairs
   std::span<const RowId> prompt_rows = {};  // prompt rows this call fills (AllocatePromptRow)
 };
 
@@ -198,8 +207,20 @@ class Backend {
   virtual void FreeRow(RowId row) = 0;  // unknown ids are ignored
   virtual int64_t KvBytesInUse() const = 0;
 
-  virtual absl::Status Prefill(const PrefillBatch& batch, const StepOutputs& out) = 0;
-  virtual absl::Status Decode(const DecodeBatch& batch, const StepOutputs& out) = 0;
+  // One step of the plan's query tokens (the contract above). Errors:
+  // InvalidArgument naming the plan's field (engine/model/step_checks.h),
+  // with no state changed.
+  virtual absl::Status Forward(const StepPlan& plan, const StepOutputs& out) = 0;
+
+  // Forward for whole prompts of newly allocated rows / one decode token per
+  // row; their batch errors name PrefillBatch / DecodeBatch fields.
+  absl::Status Prefill(const PrefillBatch& batch, const StepOutputs& out);
+  absl::Status Decode(const DecodeBatch& batch, const StepOutputs& out);
+
+  // The live row of an id, or nullptr, and the batch limits (for the shared
+  // batch checks, engine/model/batch_checks.h).
+  virtual RowState* FindLiveRow(RowId id) = 0;
+  virtual BatchLimits Limits() const = 0;
 };
 
 }  // namespace argen::model

@@ -240,6 +240,7 @@ void MarkPrefilled(const PrefillBatch& b, std::span<RowState* const> rows) {
   const size_t n_rows = b.rows.size();
   for (size_t r = 0; r < rows.size(); ++r) {
     rows[r]->prefilled = true;
+    rows[r]->prompt_filled = rows[r]->prompt_len;
     if (r >= n_rows) {
       const int32_t i = static_cast<int32_t>(r);
       rows[r]->prompt_tokens.assign(b.tokens.begin() + b.token_offsets[i], b.tokens.begin() + b.token_offsets[i + 1]);

@@ -33,7 +33,8 @@ struct RowState {
   std::vector<int32_t> prompt_tokens;
   sparse::ResolvedPolicy policy;
   sparse::PolicyLayout layout;
-  int32_t next_step = 0;  // decode position t the next Decode must feed
+  int32_t prompt_filled = 0;  // prompt positions written so far (chunked prefill, step_plan.h)
+  int32_t next_step = 0;      // decode position t the next Decode must feed
   bool prefilled = false;
   bool in_batch = false;  // scratch of batch validation (duplicate rows)
 };
@@ -66,9 +67,9 @@ absl::Status CheckDecodeBatch(const DecodeBatch& batch, const StepOutputs& out, 
 // tokens it must equal. The last positions a call samples from ("sources")
 // are the computed entries, then the cached prompt rows' stored ones.
 struct PrefillPlan {
-  std::vector<int32_t> computed;    // entry of each computed row (rows, then prompt rows), in that order
-  std::vector<int32_t> offsets;     // computed.size() + 1 offsets into tokens
-  std::vector<int32_t> tokens;      // the computed rows' prompts, concatenated
+  std::vector<int32_t> computed;        // entry of each computed row (rows, then prompt rows), in that order
+  std::vector<int32_t> offsets;         // computed.size() + 1 offsets into tokens
+  std::vector<int32_t> tokens;          // the computed rows' prompts, concatenated
   std::vector<const RowState*> cached;  // prompt rows filled before: source computed.size() + i
   std::vector<int32_t> logits_row;      // per batch row (rows only): the source giving its logits
   // Whether row r's source is computed entry r for every row (no gather needed).

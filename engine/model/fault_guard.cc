@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "engine/device_errors.h"
+#include "engine/model/batch_checks.h"
 
 namespace argen::model {
 namespace {
@@ -75,14 +76,12 @@ class FaultGuardBackend final : public Backend {
   void FreeRow(RowId row) override { inner_->FreeRow(row); }
   int64_t KvBytesInUse() const override { return inner_->KvBytesInUse(); }
 
-  absl::Status Prefill(const PrefillBatch& batch, const StepOutputs& out) override {
+  absl::Status Forward(const StepPlan& plan, const StepOutputs& out) override {
     if (absl::Status s = BeforeCall(); !s.ok()) return Classify(std::move(s));
-    return Classify(inner_->Prefill(batch, out));
+    return Classify(inner_->Forward(plan, out));
   }
-  absl::Status Decode(const DecodeBatch& batch, const StepOutputs& out) override {
-    if (absl::Status s = BeforeCall(); !s.ok()) return Classify(std::move(s));
-    return Classify(inner_->Decode(batch, out));
-  }
+  RowState* FindLiveRow(RowId id) override { return inner_->FindLiveRow(id); }
+  BatchLimits Limits() const override { return inner_->Limits(); }
 
  private:
   absl::Status BeforeCall() {

@@ -5,8 +5,8 @@
 //
 // Fault injection (never set it in production): the environment variable
 //   ARGEN_FAULT_INJECTION=<kind>@<call>[,<kind>@<call>...]
-// makes the <call>-th Prefill/Decode call of the process's backend (1-based,
-// counted over both) fail:
+// makes the <call>-th step (Backend::Forward) call of the process's backend
+// (1-based) fail:
 //   step_error   a recoverable step failure; on CUDA a real CUDA error (a
 //                kernel launch with an invalid configuration)
 //   device_lost  a failure that leaves the device unusable; on CUDA a kernel
@@ -32,7 +32,7 @@ enum class FaultKind { kNone, kStepError, kDeviceLost, kNanLogits };
 struct FaultPlan {
   struct Fault {
     FaultKind kind = FaultKind::kNone;
-    int64_t call = 0;  // 1-based Prefill/Decode call
+    int64_t call = 0;  // 1-based step call
   };
   std::vector<Fault> faults;
   FaultKind At(int64_t call) const;

@@ -34,17 +34,17 @@ absl::StatusOr<std::shared_ptr<const ImageRecipe>> GenericEngine::Recipe(const e
   auto it = recipes_.find({layout.width, layout.height});
   if (it != recipes_.end()) return it->second;
   if (!config_.make_recipe) {
-    return absl::InvalidArgumentError(absl::StrCat("width: image size ", layout.width, "x", layout.height,
-                                                   " has no recipe in this engine; supported (WxH): ",
-                                                   engine::SupportedSizesText(config_.info)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("width: image size ", layout.width, "x", layout.height,
+                     " has no recipe in this engine; supported (WxH): ", engine::SupportedSizesText(config_.info)));
   }
   absl::StatusOr<ImageRecipe> made = config_.make_recipe(layout);
   if (!made.ok()) return made.status();
   if (!(made->layout == layout) ||
       (!made->forced_tokens.empty() && static_cast<int32_t>(made->forced_tokens.size()) != layout.image_tokens) ||
       !made->encoder) {
-    return absl::InternalError(absl::StrCat("the family's recipe for ", layout.width, "x", layout.height,
-                                            " does not match its layout"));
+    return absl::InternalError(
+        absl::StrCat("the family's recipe for ", layout.width, "x", layout.height, " does not match its layout"));
   }
   auto recipe = std::make_shared<const ImageRecipe>(*std::move(made));
   recipes_.emplace(std::pair{layout.width, layout.height}, recipe);
@@ -177,9 +177,9 @@ absl::StatusOr<engine::GroupId> GenericEngine::Add(const engine::PreparedRequest
   absl::StatusOr<engine::ImageLayout> layout = engine::RequestLayout(request.request, config_.info);
   if (!layout.ok()) return layout.status();
   if (request.policy.l_dec != layout->image_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat("policy.l_dec (", request.policy.l_dec, ") must equal image_tokens (",
-                                                   layout->image_tokens, ") of ", layout->width, "x",
-                                                   layout->height));
+    return absl::InvalidArgumentError(absl::StrCat("policy.l_dec (", request.policy.l_dec,
+                                                   ") must equal image_tokens (", layout->image_tokens, ") of ",
+                                                   layout->width, "x", layout->height));
   }
   absl::StatusOr<std::shared_ptr<const ImageRecipe>> recipe = Recipe(*layout);
   if (!recipe.ok()) return recipe.status();
@@ -285,12 +285,11 @@ absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
   size_t next = 0;
   while (next < pending_.size()) {
     batch_rows_.clear();
-    batch_tokens_.clear();
-    batch_offsets_.assign(1, 0);
     batch_sampling_.clear();
     batch_groups_.clear();
     batch_prompt_rows_.clear();
     batch_filled_.clear();
+    step_plan_.Clear();
     // The shared prompts a group reads that no earlier call filled and this one does not yet.
     const auto unfilled = [&](const Group& g) {
       std::vector<SharedPrompts::iterator> out;
@@ -321,26 +320,33 @@ absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
         break;
       }
       add_prompts(prompts);
+      // A row reading another's prompt KV (a later image's, or every row under
+      // sharing across requests) feeds no queries: it completes with its owner.
+      const bool shares_all = !g.prompts.empty();
+      const bool shares_later = SharesPrompt(static_cast<int32_t>(g.sampling.size()));
       for (size_t i = 0; i < g.sampling.size(); ++i) {
-        for (const std::vector<int32_t>* ids : {&g.request.cond_ids, &g.request.uncond_ids}) {
-          batch_rows_.push_back(g.rows[2 * i + (ids == &g.request.uncond_ids ? 1 : 0)]);
-          batch_tokens_.insert(batch_tokens_.end(), ids->begin(), ids->end());
-          batch_offsets_.push_back(static_cast<int32_t>(batch_tokens_.size()));
+        for (int k = 0; k < 2; ++k) {
+          const std::vector<int32_t>& ids = k == 0 ? g.request.cond_ids : g.request.uncond_ids;
+          batch_rows_.push_back(g.rows[2 * i + k]);
+          step_plan_.AddRow(g.rows[2 * i + k]);
+          if (!shares_all && !(shares_later && i > 0)) {
+            step_plan_.AddPromptQueries(ids, 0, static_cast<int32_t>(ids.size()));
+          }
         }
         batch_sampling_.push_back(g.sampling[i]);
+        step_plan_.AddSampling(g.sampling[i]);
       }
       batch_groups_.push_back({pending_[next], static_cast<int32_t>(g.sampling.size())});
       ++next;
     }
-    // The prompt rows' tokens follow the rows'.
+    // The prompt rows follow the rows.
     for (SharedPrompts::iterator p : batch_filled_) {
       const std::vector<int32_t>& ids = p->first.second;
-      batch_tokens_.insert(batch_tokens_.end(), ids.begin(), ids.end());
-      batch_offsets_.push_back(static_cast<int32_t>(batch_tokens_.size()));
+      step_plan_.AddPromptRow(p->second.row);
+      step_plan_.AddPromptQueries(ids, 0, static_cast<int32_t>(ids.size()));
     }
     batch_sampled_.assign(batch_sampling_.size(), -1);
-    absl::Status s = backend_->Prefill(
-        {batch_rows_, batch_offsets_, batch_tokens_, batch_sampling_, batch_prompt_rows_}, {batch_sampled_, nullptr});
+    absl::Status s = backend_->Forward(step_plan_.Plan(), {batch_sampled_, nullptr});
     if (!s.ok()) return s;
     for (SharedPrompts::iterator p : batch_filled_) p->second.filled = true;
     const int32_t* sampled = batch_sampled_.data();
@@ -359,10 +365,9 @@ absl::Status GenericEngine::DecodeRunning(const std::vector<engine::GroupId>& id
   size_t next = 0;
   while (next < ids.size()) {
     batch_rows_.clear();
-    batch_tokens_.clear();
-    batch_steps_.clear();
     batch_sampling_.clear();
     batch_groups_.clear();
+    step_plan_.Clear();
     while (next < ids.size()) {
       Group& g = groups_.at(ids[next]);
       if (!batch_rows_.empty() &&
@@ -370,17 +375,20 @@ absl::Status GenericEngine::DecodeRunning(const std::vector<engine::GroupId>& id
         break;
       }
       batch_rows_.insert(batch_rows_.end(), g.rows.begin(), g.rows.end());
+      // One decode query per row: image i's last token, at its index.
       for (size_t i = 0; i < g.sampling.size(); ++i) {
-        batch_tokens_.push_back(g.tokens[i].back());
-        batch_steps_.push_back(g.tokens_done() - 1);
+        for (int k = 0; k < 2; ++k) {
+          step_plan_.AddRow(g.rows[2 * i + k]);
+          step_plan_.AddQuery(QueryKind::kDecode, g.tokens[i].back(), g.tokens_done() - 1);
+        }
         batch_sampling_.push_back(g.sampling[i]);
+        step_plan_.AddSampling(g.sampling[i]);
       }
       batch_groups_.push_back({ids[next], static_cast<int32_t>(g.sampling.size())});
       ++next;
     }
     batch_sampled_.assign(batch_sampling_.size(), -1);
-    absl::Status s =
-        backend_->Decode({batch_rows_, batch_tokens_, batch_steps_, batch_sampling_}, {batch_sampled_, nullptr});
+    absl::Status s = backend_->Forward(step_plan_.Plan(), {batch_sampled_, nullptr});
     if (!s.ok()) return s;
     report->rows_decoded += static_cast<int32_t>(batch_rows_.size());
     const int32_t* sampled = batch_sampled_.data();

@@ -2,8 +2,9 @@
 // any model::Backend, for any model family (the family supplies the prompt
 // encoder, the image decoder and its generation recipe). It owns the request
 // bookkeeping (groups of CFG row pairs, their tokens) and nothing per
-// element: each Step() is at most one Prefill call per max_batch_rows rows of
-// newly added groups and one Decode call per max_batch_rows running rows.
+// element: each Step() is at most one Backend::Forward call of prompt
+// queries per max_batch_rows rows of newly added groups and one of decode
+// queries (one per row) per max_batch_rows running rows.
 //
 // Generation (as in the official Janus generation_inference.py): the prompt
 // is prefilled for a cond and an uncond row per image, token 0 is sampled from
@@ -123,7 +124,7 @@ class GenericEngine final : public engine::Engine {
   struct Group {
     engine::PreparedRequest request;
     std::shared_ptr<const ImageRecipe> recipe;  // its size's
-    std::vector<RowId> rows;                   // cond, uncond per image
+    std::vector<RowId> rows;                    // cond, uncond per image
     // Sharing across requests: the shared prompts its cond and uncond rows read.
     std::vector<SharedPrompts::iterator> prompts;
     std::vector<SamplingSpec> sampling;        // per image
@@ -176,8 +177,9 @@ class GenericEngine final : public engine::Engine {
   // Per-step batch arrays, reused (cleared, never shrunk) across steps.
   std::vector<RowId> batch_rows_, batch_prompt_rows_;
   std::vector<SharedPrompts::iterator> batch_filled_;  // the shared prompts the call fills, as batch_prompt_rows_
-  std::vector<int32_t> batch_tokens_, batch_offsets_, batch_steps_, batch_sampled_;
+  std::vector<int32_t> batch_sampled_;
   std::vector<SamplingSpec> batch_sampling_;
+  StepPlanBuilder step_plan_;                                      // the backend call's plan of query tokens
   std::vector<std::pair<engine::GroupId, int32_t>> batch_groups_;  // group, images in the batch
   std::vector<engine::GroupId> decode_ids_;
 };

@@ -1,0 +1,44 @@
+#include "engine/model/step_plan.h"
+
+namespace argen::model {
+
+void StepPlanBuilder::AddRow(RowId row) {
+  last_ = &pairs_;
+  last_->rows.push_back(row);
+  last_->offsets.push_back(last_->offsets.back());
+}
+
+void StepPlanBuilder::AddPromptRow(RowId row) {
+  last_ = &prompts_;
+  last_->rows.push_back(row);
+  last_->offsets.push_back(last_->offsets.back());
+}
+
+void StepPlanBuilder::AddQuery(QueryKind kind, int32_t input, int32_t index) {
+  last_->queries.push_back({kind, input, index});
+  ++last_->offsets.back();
+}
+
+void StepPlanBuilder::AddPromptQueries(std::span<const int32_t> ids, int32_t first, int32_t n) {
+  for (int32_t i = first; i < first + n; ++i) AddQuery(QueryKind::kPrompt, ids[i], i);
+}
+
+void StepPlanBuilder::Clear() {
+  pairs_.Clear();
+  prompts_.Clear();
+  sampling_.clear();
+  last_ = &pairs_;
+}
+
+StepPlan StepPlanBuilder::Plan() {
+  if (prompts_.rows.empty()) return {pairs_.rows, prompts_.rows, pairs_.offsets, pairs_.queries, sampling_};
+  // The prompt rows' entries follow the pair rows' (a prefill's: copied once).
+  const int32_t base = pairs_.offsets.back();
+  offsets_ = pairs_.offsets;
+  for (size_t i = 1; i < prompts_.offsets.size(); ++i) offsets_.push_back(base + prompts_.offsets[i]);
+  joined_ = pairs_.queries;
+  joined_.insert(joined_.end(), prompts_.queries.begin(), prompts_.queries.end());
+  return {pairs_.rows, prompts_.rows, offsets_, joined_, sampling_};
+}
+
+}  // namespace argen::model

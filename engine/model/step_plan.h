@@ -1,0 +1,108 @@
+// A step of the decoder as a plan of query tokens: the one input of
+// model::Backend::Forward (engine/model/backend.h).
+//
+// Each row of a step contributes zero or more query tokens. A query carries
+// its input and its index:
+//   * a prompt query (QueryKind::kPrompt): a text token id (a row of
+//     spec.text_embed) at prompt position `index`. A row's prompt may arrive
+//     in chunks over several steps (chunked prefill): each chunk is the next
+//     consecutive positions. The query writes its K/V at that prompt position
+//     and attends the row's prompt positions 0..index.
+//   * a decode query (QueryKind::kDecode): an input-table id (the sampled
+//     logit plus input.sampled_offset, or a forced id) at decode index t,
+//     position prompt_len + t. It writes its K/V into the slot the row's
+//     policy picks for t and attends the prompt KV plus the policy's attended
+//     set for t, which includes the row's queries of the same step that come
+//     before it (causal in raster order: query j of a row sees the K/V that
+//     queries 0..j-1 of the step wrote, exactly as if they had come one per
+//     step).
+// A row may feed nothing in a step (the shorter prompt of a pair waiting for
+// its partner's chunks). A row's queries in one step are all of one kind and in increasing index
+// order (decode indices consecutive from the row's next step). The two rows
+// of a CFG pair carry the same decode queries (inputs and indices); their
+// prompts may differ (Lumina-mGPT's guidance row is shorter).
+//
+// Outputs. A pair samples one token per *output point*, in pair order and,
+// within a pair, in this order:
+//   * token 0, in the step whose queries complete both rows' prompts (a row
+//     sharing its owner's prompt KV completes with its owner, or at once when
+//     the owner is a filled prompt row), from the last prompt positions;
+//   * token t + 1 for every decode query t, from that query's output.
+// Sampling is keyed (seed, image_index, token index), so feeding a row's
+// tokens k at a time samples exactly what feeding them one per step does.
+// StepOutputs::sampled holds one entry per output point; row_logits, when
+// set, [2 x output points x logits()]: point o's cond row at 2o, uncond at
+// 2o + 1.
+//
+// Prompt rows (prompt-KV sharing across requests) take prompt queries like
+// any row and sample nothing; they follow the pair rows in the plan.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/model/sampler.h"
+
+namespace argen::model {
+
+using RowId = int32_t;
+
+enum class QueryKind : uint8_t {
+  kPrompt = 0,  // input: text token id; index: prompt position
+  kDecode = 1,  // input: input-table id; index: decode index t
+};
+
+struct Query {
+  QueryKind kind = QueryKind::kDecode;
+  int32_t input = 0;
+  int32_t index = 0;
+  bool operator==(const Query&) const = default;
+};
+
+struct StepPlan {
+  std::span<const RowId> rows;              // 2 * n_pairs: CFG pairs (cond, uncond)
+  std::span<const RowId> prompt_rows = {};  // then the prompt rows this step feeds
+  std::span<const int32_t> query_offsets;   // rows + prompt rows + 1 offsets into queries
+  std::span<const Query> queries;
+  std::span<const SamplingSpec> sampling;  // n_pairs
+};
+
+// A StepPlan that owns its arrays (the engine and tests build plans with it).
+class StepPlanBuilder {
+ public:
+  // Starts row `row`'s entry (a pair row; Finish orders prompt rows after them).
+  void AddRow(RowId row);
+  void AddPromptRow(RowId row);
+  // Appends a query to the entry started last.
+  void AddQuery(QueryKind kind, int32_t input, int32_t index);
+  // Convenience: the prompt tokens [first, first + n) of `ids` as prompt queries.
+  void AddPromptQueries(std::span<const int32_t> ids, int32_t first, int32_t n);
+  void AddSampling(const SamplingSpec& s) { sampling_.push_back(s); }
+  void Clear();
+  bool empty() const { return pairs_.rows.empty() && prompts_.rows.empty(); }
+
+  // The plan over the builder's arrays (valid until the builder changes).
+  StepPlan Plan();
+
+ private:
+  // Entries in order with their queries, flat so that Clear keeps the memory:
+  // the pair rows', then the prompt rows' (joined by Plan).
+  struct Entries {
+    std::vector<RowId> rows;
+    std::vector<int32_t> offsets{0};
+    std::vector<Query> queries;
+    void Clear() {
+      rows.clear();
+      offsets.assign(1, 0);
+      queries.clear();
+    }
+  };
+  Entries pairs_, prompts_;
+  Entries* last_ = &pairs_;
+  std::vector<int32_t> offsets_;  // joined, when there are prompt rows
+  std::vector<Query> joined_;
+  std::vector<SamplingSpec> sampling_;
+};
+
+}  // namespace argen::model
