@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds (here) what the device scenarios run and packs it for the device:
+#   bench/gpu/make_bundle.sh NAME [REV]
+# builds argen_bench and every gpu-labelled test of REV (default: the work
+# tree; a commit is built in a temporary worktree, ccache shared) and writes
+# .gpubundle/NAME.tar.xz (binaries and their non-CUDA libraries,
+# /work/shared/tools/gpu-bundle.sh). BUNDLE_TARGETS overrides the target list.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+name=${1:?usage: make_bundle.sh NAME [REV]}
+rev=${2:-}
+src=$root
+if [ -n "$rev" ]; then
+  src=/tmp/argen-bundle-src-$name
+  [ -d "$src" ] || git worktree add -q --detach "$src" "$rev"
+fi
+build=$src/build
+cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+targets=${BUNDLE_TARGETS:-argen_bench $(cd "$build" && ctest -N -L gpu 2>/dev/null | awk '/Test +#/{print $3}')}
+# shellcheck disable=SC2086
+cmake --build "$build" -j "${JOBS:-$(nproc)}" --target $targets
+bins=()
+for t in $targets; do
+  f=$(find "$build" -type f -perm -u+x -name "$t" | head -1)
+  [ -n "$f" ] && bins+=("$f")
+done
+tmp=$(mktemp -d)
+bundler=${GPU_BUNDLE:-$root/../shared/tools/gpu-bundle.sh}
+bash "$bundler" "$tmp" "${bins[@]}" >/dev/null
+mkdir -p "$root/.gpubundle"
+tar -C "$tmp" -cf - bin lib | xz -T0 -6 >"$root/.gpubundle/$name.tar.xz"
+rm -rf "$tmp"
+echo "$root/.gpubundle/$name.tar.xz: ${#bins[@]} binaries, $(du -h "$root/.gpubundle/$name.tar.xz" | cut -f1)"
