@@ -17,7 +17,10 @@ if [ -n "$rev" ]; then
 fi
 build=$src/build
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-targets=${BUNDLE_TARGETS:-argen_bench $(cd "$build" && ctest -N -L gpu 2>/dev/null | awk '/Test +#/{print $3}')}
+# The gpu-labelled tests' executables (ctest lists test cases; their commands name the binaries).
+gpu_tests=$(cd "$build" && ctest -N -V -L gpu 2>/dev/null | awk '/Test command:/{print $4}' | xargs -r -n1 basename |
+  sort -u | tr '\n' ' ')
+targets=${BUNDLE_TARGETS:-argen_bench argen_server $gpu_tests}
 # shellcheck disable=SC2086
 cmake --build "$build" -j "${JOBS:-$(nproc)}" --target $targets
 bins=()
@@ -29,6 +32,9 @@ tmp=$(mktemp -d)
 bundler=${GPU_BUNDLE:-$root/../shared/tools/gpu-bundle.sh}
 bash "$bundler" "$tmp" "${bins[@]}" >/dev/null
 mkdir -p "$root/.gpubundle"
-tar -C "$tmp" -cf - bin lib | xz -T0 -6 >"$root/.gpubundle/$name.tar.xz"
+strip "$tmp"/bin/*
+# One xz stream with a 64 MiB window: the test binaries share most of their
+# bytes (the kernels), which it stores once (64 MiB is all a call may carry).
+tar -C "$tmp" -cf - bin lib | xz -9 -T1 >"$root/.gpubundle/$name.tar.xz"
 rm -rf "$tmp"
 echo "$root/.gpubundle/$name.tar.xz: ${#bins[@]} binaries, $(du -h "$root/.gpubundle/$name.tar.xz" | cut -f1)"
