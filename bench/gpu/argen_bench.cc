@@ -13,8 +13,8 @@
 //   --images-per-prompt N   images share a prompt N at a time (one request of N images)
 //   --prompt-sharing on|off|both|across|all[,...]   those images read one copy of each prompt's KV (default
 //     on; both: off and on; a list runs each in turn, e.g. off,across); across: every image reads prompt rows
-//     (Backend::AllocatePromptRow), one per request's caption and one guidance prompt for all, as
-//     share_prompt_kv_across_requests places them; all: off, on, across
+//     (prompt rows), one per request's caption and one guidance prompt for all, placed by the KV manager
+//     (engine/kv/kv_manager.h) as share_prompt_kv_across_requests places them; all: off, on, across
 //   --weight-dtype auto|fp8[,...]   the layers' projections (BackendOptions::weight_format); a list runs a
 //     backend of each in turn (the same random weights, fp8 quantizes them): the policy column gains "+fp8w"
 //   --gemm-micro [--gemm-rows 2,16,...]   one layer's four projections alone, bf16 against fp8 (gemm_micro.h)
@@ -37,6 +37,7 @@
 #include "bench/gpu/janus_shapes.h"
 #include "common/cli.h"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/kv/kv_manager.h"
 #include "engine/sparse/policy_params.h"
 
 namespace argen::bench {
@@ -228,78 +229,59 @@ struct PromptGroups {
   bool across = false;
 };
 
-// A batch's rows: CFG pairs in image order, and its prompt rows (across:
-// the guidance prompt's first, then each request's caption's).
-struct BatchRows {
+kv::Sharing SharingOf(const PromptGroups& groups) {
+  return groups.across ? kv::Sharing::kAcrossRequests : groups.share ? kv::Sharing::kWithinRequest : kv::Sharing::kNone;
+}
+
+// A batch's requests as the KV manager placed them (kv::KvManager::Place, the
+// engine's order): its rows, CFG pairs in image order, and its prompt rows
+// (across: the guidance prompt's first, then each request's caption's).
+struct Batch {
+  std::vector<kv::RequestRows> requests;
   std::vector<model::RowId> rows, prompt_rows;
-  void Free(cuda::CudaBackend& be) {
-    for (auto it = rows.rbegin(); it != rows.rend(); ++it) be.FreeRow(*it);
-    for (model::RowId r : prompt_rows) be.FreeRow(r);
+  void Free(kv::KvManager& kv) {
+    for (auto it = requests.rbegin(); it != requests.rend(); ++it) kv.Free(&*it);
+    requests.clear();
     rows.clear();
     prompt_rows.clear();
   }
 };
 
-// Allocates image i's CFG pair as the engine would for its request.
-absl::Status AllocatePair(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, int prompt_len, int uncond_len,
-                          const PromptGroups& groups, int i, BatchRows* b) {
-  const int first = i - i % groups.per_prompt;
+// Places one request of `images` images (its caption and guidance prompt) as the engine would.
+absl::Status PlaceRequest(kv::KvManager& kv, const sparse::ResolvedPolicy& policy, const std::vector<int32_t>& caption,
+                          const std::vector<int32_t>& uncond, int images, const PromptGroups& groups, Batch* b) {
+  kv::RequestRows r;
+  if (absl::Status s = kv.Place({caption, uncond, policy, images, SharingOf(groups)}, &r); !s.ok()) return s;
+  b->rows.insert(b->rows.end(), r.rows.begin(), r.rows.end());
   if (groups.across) {
-    if (i == 0) {
-      absl::StatusOr<model::RowId> guidance = be.AllocatePromptRow(uncond_len, policy.kv_format);
-      if (!guidance.ok()) return guidance.status();
-      b->prompt_rows.push_back(*guidance);
-    }
-    if (i == first) {
-      absl::StatusOr<model::RowId> caption = be.AllocatePromptRow(prompt_len, policy.kv_format);
-      if (!caption.ok()) return caption.status();
-      b->prompt_rows.push_back(*caption);
-    }
-    for (model::RowId owner : {b->prompt_rows.back(), b->prompt_rows[0]}) {
-      absl::StatusOr<model::RowId> id = be.AllocateSharingRow(owner, policy);
-      if (!id.ok()) return id.status();
-      b->rows.push_back(*id);
-    }
-    return absl::OkStatus();
+    if (b->requests.empty()) b->prompt_rows.push_back(r.prompts[1]->second.row);  // the guidance prompt
+    b->prompt_rows.push_back(r.prompts[0]->second.row);
   }
-  for (int k = 0; k < 2; ++k) {
-    absl::StatusOr<model::RowId> id = groups.share && i != first
-                                          ? be.AllocateSharingRow(b->rows[2 * first + k], policy)
-                                          : be.AllocateRow(k == 0 ? prompt_len : uncond_len, policy);
-    if (!id.ok()) return id.status();
-    b->rows.push_back(*id);
-  }
+  b->requests.push_back(std::move(r));
   return absl::OkStatus();
 }
 
-// Largest number of images whose rows the KV pool admits (rows allocated, then freed).
-int MaxImages(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, int prompt_len, int uncond_len, int cap,
+// Largest number of images whose requests the KV pool admits (placed, then freed).
+int MaxImages(kv::KvManager& kv, const sparse::ResolvedPolicy& policy, int prompt_len, int uncond_len, int cap,
               const PromptGroups& groups) {
-  BatchRows b;
+  Batch b;
   int images = 0;
-  while (images < cap && AllocatePair(be, policy, prompt_len, uncond_len, groups, images, &b).ok()) ++images;
-  // Whole requests only.
-  images -= images % groups.per_prompt;
-  b.Free(be);
+  // Distinct captions, one guidance prompt (only the lengths and which prompts are equal matter here).
+  const std::vector<int32_t> guidance(uncond_len, -1);
+  for (int r = 0; images + groups.per_prompt <= cap; ++r) {
+    std::vector<int32_t> caption(prompt_len, 0);
+    caption[0] = r;
+    if (!PlaceRequest(kv, policy, caption, guidance, groups.per_prompt, groups, &b).ok()) break;
+    images += groups.per_prompt;
+  }
+  b.Free(kv);
   return images;
 }
 
-RunResult RunBatch(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, int images, int prompt_len,
-                   int uncond_len, int stage_steps, const PromptGroups& groups) {
+RunResult RunBatch(cuda::CudaBackend& be, kv::KvManager& kv, const sparse::ResolvedPolicy& policy, int images,
+                   int prompt_len, int uncond_len, int stage_steps, const PromptGroups& groups) {
   RunResult res;
   const int n_rows = 2 * images;
-  BatchRows b;
-  const std::vector<model::RowId>& rows = b.rows;
-  const int64_t kv0 = be.KvBytesInUse();
-  for (int i = 0; i < images; ++i) {
-    absl::Status a = AllocatePair(be, policy, prompt_len, uncond_len, groups, i, &b);
-    if (!a.ok()) {
-      b.Free(be);
-      res.note = "KV pool full (" + std::string(a.message()) + ")";
-      return res;
-    }
-  }
-  res.kv_bytes_per_image = (be.KvBytesInUse() - kv0) / images;
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> tok(0, be.spec().text_vocab() - 1);
   // One random prompt pair per request, repeated for its images (across:
@@ -307,6 +289,7 @@ RunResult RunBatch(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, 
   std::vector<int32_t> tokens, fill_tokens, guidance(uncond_len);
   for (auto& t : guidance) t = tok(rng);
   std::vector<int32_t> group_tokens(prompt_len + uncond_len);
+  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> prompts;  // per request
   for (int i = 0; i < images; ++i) {
     if (i % groups.per_prompt == 0) {
       for (auto& t : group_tokens) t = tok(rng);
@@ -315,9 +298,24 @@ RunResult RunBatch(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, 
         if (i == 0) fill_tokens.insert(fill_tokens.end(), guidance.begin(), guidance.end());
         fill_tokens.insert(fill_tokens.end(), group_tokens.begin(), group_tokens.begin() + prompt_len);
       }
+      prompts.emplace_back(std::vector<int32_t>(group_tokens.begin(), group_tokens.begin() + prompt_len),
+                           std::vector<int32_t>(group_tokens.begin() + prompt_len, group_tokens.end()));
     }
     tokens.insert(tokens.end(), group_tokens.begin(), group_tokens.end());
   }
+  Batch b;
+  const std::vector<model::RowId>& rows = b.rows;
+  const int64_t kv0 = kv.BytesInUse();
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    const int request_images = std::min(groups.per_prompt, images - static_cast<int>(r) * groups.per_prompt);
+    absl::Status a = PlaceRequest(kv, policy, prompts[r].first, prompts[r].second, request_images, groups, &b);
+    if (!a.ok()) {
+      b.Free(kv);
+      res.note = "KV pool full (" + std::string(a.message()) + ")";
+      return res;
+    }
+  }
+  res.kv_bytes_per_image = (kv.BytesInUse() - kv0) / images;
   std::vector<int32_t> offsets(n_rows + 1, 0);
   for (int r = 0; r < n_rows; ++r) offsets[r + 1] = offsets[r] + (r % 2 == 0 ? prompt_len : uncond_len);
   // The prompt rows' prompts (the guidance prompt's, then the captions'), in
@@ -349,7 +347,7 @@ RunResult RunBatch(cuda::CudaBackend& be, const sparse::ResolvedPolicy& policy, 
   const auto t2 = Clock::now();
   be.SetStageTiming(false);
   res.stages = be.TakeStageTimes();
-  b.Free(be);
+  b.Free(kv);
   if (!s.ok()) {
     res.note = std::string(s.message());
     return res;
@@ -496,6 +494,7 @@ int Main(int argc, char** argv) {
         return 1;
       }
       cuda::CudaBackend& be = **backend;
+      kv::KvManager kv(be);  // the backend's rows, placed as the engine places them
       if (!be.MemorySizing().empty()) std::printf("%s\n", be.MemorySizing().c_str());
       be.SetGraphs(f.graphs);
       be.SetAttentionVariant(f.variant);
@@ -526,9 +525,9 @@ int Main(int argc, char** argv) {
               absl::StrCat(policy_spec, f.images_per_prompt > 1 ? absl::StrCat("/n", f.images_per_prompt) : "",
                            groups.share ? "+share" : "", groups.across ? "+across" : "", fp8w ? "+fp8w" : "");
           std::vector<int> batches = f.batches;
-          if (f.max_batch) batches = {MaxImages(be, *policy, f.prompt_len, uncond_len, be.MaxBatchRows() / 2, groups)};
+          if (f.max_batch) batches = {MaxImages(kv, *policy, f.prompt_len, uncond_len, be.MaxBatchRows() / 2, groups)};
           for (int images : batches) {
-            RunResult r = RunBatch(be, *policy, images, f.prompt_len, uncond_len, f.stage_steps, groups);
+            RunResult r = RunBatch(be, kv, *policy, images, f.prompt_len, uncond_len, f.stage_steps, groups);
             if (!r.ok) {
               std::printf("%-5s %-20s %6d  %s\n", name.c_str(), spec.c_str(), images, r.note.c_str());
               continue;

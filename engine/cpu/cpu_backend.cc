@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -66,7 +67,7 @@ CpuBackend::CpuBackend(const model::ModelSpec& spec, CpuWeights weights, const m
       limits_{options.max_batch_rows, spec.text_vocab(), spec.input_rows()},
       w_(std::move(weights)),
       options_(options),
-      kv_(spec.stack, options.kv_budget_bytes, options.max_prompt_tokens),
+      kv_(spec.stack),
       act_(std::make_unique<Activations>()),
       sampler_(spec.logits()) {
   const model::StackConfig& dims = spec.stack;
@@ -86,8 +87,14 @@ CpuBackend::CpuBackend(const model::ModelSpec& spec, CpuWeights weights, const m
 
 CpuBackend::~CpuBackend() = default;
 
-absl::StatusOr<model::RowId> CpuBackend::AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) {
-  return kv_.Allocate(prompt_len, policy);
+int64_t CpuBackend::PoolBytes() const {
+  return options_.kv_budget_bytes > 0 ? options_.kv_budget_bytes : std::numeric_limits<int64_t>::max();
+}
+
+model::KvPool CpuBackend::Pool() const {
+  // Each row's arrays are its own host allocations: the budget counts bytes.
+  return {std::max<int64_t>(options_.kv_budget_bytes, 0), false, options_.max_prompt_tokens,
+          std::numeric_limits<int32_t>::max()};
 }
 
 namespace {

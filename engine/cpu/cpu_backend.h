@@ -26,42 +26,27 @@ class CpuBackend final : public model::Backend {
 
   const model::ModelSpec& spec() const override { return spec_; }
   std::string name() const override { return "cpu"; }
-  int64_t KvBytesPerTokenRow() const override { return kv_.BytesPerTokenRow(); }
+  int64_t KvBytesPerTokenRow() const override { return kv_.sizer().BytesPerTokenRow(); }
   int64_t RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const override {
-    return kv_.RowBytes(prompt_len, policy);
+    return kv_.sizer().RowBytes(prompt_len, policy);
   }
-  int64_t PoolBytes() const override { return kv_.budget_bytes(); }
+  int64_t SharingRowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const override {
+    return kv_.sizer().SharingRowBytes(prompt_len, policy);
+  }
+  int64_t PromptRowBytes(int32_t prompt_len, sparse::KvFormat format) const override {
+    return kv_.sizer().PromptRowBytes(prompt_len, format);
+  }
+  // kv_budget_bytes 0: unbounded.
+  int64_t PoolBytes() const override;
   int32_t MaxBatchRows() const override { return options_.max_batch_rows; }
-  bool CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const override {
-    return kv_.CanAllocate(prompt_len, policy, count);
+  model::KvPool Pool() const override;
+  void SetRowTable(const model::RowTable* rows) override { kv_.SetTable(rows); }
+  std::unique_ptr<model::RowState> NewRow() const override { return std::make_unique<KvRow>(); }
+  absl::Status RowPlaced(model::RowState& row, const model::RowState* prompt_source) override {
+    kv_.Init(static_cast<KvRow&>(row), static_cast<const KvRow*>(prompt_source));
+    return absl::OkStatus();
   }
-  bool CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
-                        int32_t pairs) const override {
-    return kv_.CanAllocatePairs(cond_len, uncond_len, policy, pairs);
-  }
-
-  bool SupportsPromptSharing() const override { return true; }
-  int64_t SharingRowBytes(int32_t /*prompt_len*/, const sparse::ResolvedPolicy& policy) const override {
-    return kv_.SharingRowBytes(policy);
-  }
-  bool CanAllocateGroup(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy, int32_t images,
-                        bool share) const override {
-    return kv_.CanAllocateGroup(cond_len, uncond_len, policy, images, share);
-  }
-  absl::StatusOr<model::RowId> AllocateSharingRow(model::RowId owner, const sparse::ResolvedPolicy& policy) override {
-    return kv_.AllocateSharing(owner, policy);
-  }
-  bool SupportsPromptRows() const override { return true; }
-  int64_t PromptRowBytes(int32_t prompt_len, sparse::KvFormat /*format*/) const override {
-    return kv_.PromptRowBytes(prompt_len);
-  }
-  absl::StatusOr<model::RowId> AllocatePromptRow(int32_t prompt_len, sparse::KvFormat format) override {
-    return kv_.AllocatePrompt(prompt_len, format);
-  }
-  bool CanPlace(std::span<const int64_t> sizes) const override { return kv_.CanPlace(sizes); }
-  absl::StatusOr<model::RowId> AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) override;
-  void FreeRow(model::RowId row) override { kv_.Free(row); }
-  int64_t KvBytesInUse() const override { return kv_.bytes_in_use(); }
+  void RowFreed(model::RowState& /*row*/) override {}  // every call has returned
 
   absl::Status Forward(const model::StepPlan& plan, const model::StepOutputs& out) override;
 

@@ -1,6 +1,6 @@
-// The CPU backend's KV cache: one region per row, allocated whole when the row
-// is allocated (prompt + the policy's decode slots, every layer and kv head)
-// and freed at once. Each row also holds its sparsity-policy state
+// The CPU backend's KV cache: one region per row, allocated whole when the KV
+// manager places the row (prompt + the policy's decode slots, every layer and
+// kv head) and freed with it. Each row also holds its sparsity-policy state
 // (kernels/sparse/policy.h) for every (layer, kv_head).
 //
 // Layout of a row, per layer: K and V as [kv_head][prompt_len + n_slots][head_dim]
@@ -9,11 +9,8 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
-#include <span>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "engine/model/backend.h"
 #include "engine/model/batch_checks.h"
 #include "kernels/sparse/policy.h"
@@ -46,38 +43,38 @@ struct KvRow : model::RowState {
 // numerical reference, not a memory saving.
 void StoreKv(const KvRow& row, const float* k, const float* v, int32_t head_dim, float* k_dst, float* v_dst);
 
+// The CPU device's row sizes (what the KV manager places): the K/V arrays in
+// f32 (the policy state is a few ints per slot of host memory beside them); a
+// prompt row adds its last position's hidden state.
+class CpuRowSizer final : public model::RowSizer {
+ public:
+  explicit CpuRowSizer(const model::StackConfig& stack);
+  int64_t BytesPerTokenRow() const;  // K+V f32 of one position, all layers
+  int64_t RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const override;
+  int64_t SharingRowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const override;
+  int64_t PromptRowBytes(int32_t prompt_len, sparse::KvFormat format) const override;
+
+ private:
+  int32_t layers_, kv_heads_, head_dim_, hidden_size_;
+};
+
+// The rows' storage: the KV manager (engine/kv/kv_manager.h) places the rows
+// and keeps their table; Init gives a placed row its arrays.
 class KvRows {
  public:
-  // budget_bytes 0: unbounded.
-  KvRows(const model::StackConfig& stack, int64_t budget_bytes, int32_t max_prompt_tokens);
+  explicit KvRows(const model::StackConfig& stack);
   int32_t hidden_size() const { return hidden_size_; }
+  const CpuRowSizer& sizer() const { return sizer_; }
 
-  int64_t BytesPerTokenRow() const;  // K+V f32 of one position, all layers
-  int64_t RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const;
-  int64_t budget_bytes() const;  // int64 max when unbounded
-  bool CanAllocate(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const;
-  // `pairs` rows of cond_len and as many of uncond_len (the ledger counts bytes, so order does not matter).
-  bool CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
-                        int32_t pairs) const;
-  absl::StatusOr<model::RowId> Allocate(int32_t prompt_len, const sparse::ResolvedPolicy& policy);
-  // Prompt-KV sharing (engine/model/backend.h): a row of decode slots only
-  // that reads `owner`'s prompt KV.
-  int64_t SharingRowBytes(const sparse::ResolvedPolicy& policy) const;
-  bool CanAllocateGroup(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy, int32_t images,
-                        bool share) const;
-  absl::StatusOr<model::RowId> AllocateSharing(model::RowId owner, const sparse::ResolvedPolicy& policy);
-  // Prompt rows: a prompt's K/V and its last position's hidden state
-  // (hidden_size floats, counted in the ledger beside the K/V).
-  int64_t PromptRowBytes(int32_t prompt_len) const;
-  absl::StatusOr<model::RowId> AllocatePrompt(int32_t prompt_len, sparse::KvFormat format);
-  bool CanPlace(std::span<const int64_t> sizes) const;
-  // An owner with sharers is hidden at once and freed with its last sharer.
-  void Free(model::RowId id);
-  int64_t bytes_in_use() const { return bytes_in_use_; }
+  void SetTable(const model::RowTable* table) { table_ = table; }
+  // A placed row's arrays (prompt_source: the row whose prompt KV it reads, or null).
+  void Init(KvRow& row, const KvRow* prompt_source) const;
 
   // nullptr if `id` is not a live row; FindAny also finds hidden ones.
-  KvRow* Find(model::RowId id);
-  const KvRow* FindAny(model::RowId id) const;
+  KvRow* Find(model::RowId id) { return table_ == nullptr ? nullptr : static_cast<KvRow*>(table_->Find(id)); }
+  const KvRow* FindAny(model::RowId id) const {
+    return table_ == nullptr ? nullptr : static_cast<const KvRow*>(table_->FindAny(id));
+  }
 
   // A row's prompt K (V) block of layer `layer`: [kv_head][prompt positions][head_dim],
   // `PromptHeadStride` floats apart per kv head; the owner's for a sharing row.
@@ -92,15 +89,8 @@ class KvRows {
 
  private:
   int32_t layers_, kv_heads_, head_dim_, hidden_size_;
-  int64_t budget_bytes_;
-  int32_t max_prompt_tokens_;
-  int64_t bytes_in_use_ = 0;
-  absl::StatusOr<model::RowId> Place(std::unique_ptr<KvRow> row, int64_t bytes);
-  int64_t BytesOf(const KvRow& row) const;
-  void Release(model::RowId id);
-
-  std::vector<std::unique_ptr<KvRow>> rows_;  // indexed by RowId; null when free
-  std::vector<model::RowId> free_ids_;
+  CpuRowSizer sizer_;
+  const model::RowTable* table_ = nullptr;
 };
 
 }  // namespace argen::cpu

@@ -47,11 +47,9 @@ CudaBackend::CudaBackend(const model::ModelSpec& spec, DeviceWeights weights,
       limits_{options.max_batch_rows, spec.text_vocab(), spec.input_rows()},
       weights_(std::move(weights)),
       source_(std::move(source)),
-      options_(options) {
-  lookup_ = [this](model::RowId id) -> model::RowState* {
-    auto it = rows_.find(id);
-    return it == rows_.end() || it->second.released ? nullptr : &it->second;
-  };
+      options_(options),
+      sizer_(spec.stack) {
+  lookup_ = [this](model::RowId id) -> model::RowState* { return table_ == nullptr ? nullptr : table_->Find(id); };
 }
 
 CudaBackend::~CudaBackend() {
@@ -224,7 +222,7 @@ absl::Status CudaBackend::Init() {
       budget, absl::StrCat("kv_budget_bytes ", GiB(budget), " (the pool of every row's KV and policy state)"),
       "lower kv_budget_bytes, or set it to 0 to size the pool from what is free after the weights"));
   ARGEN_STATUS_RETURN(alloc(pool_, budget, "KV pool (kv_budget_bytes)"));
-  pool_alloc_ = RangeAllocator(budget);
+  pool_bytes_ = budget;
   return absl::OkStatus();
 }
 
@@ -280,155 +278,44 @@ int64_t CudaBackend::KvBytesPerTokenRow() const {
   return 2LL * spec_.stack.num_layers * spec_.stack.num_kv_heads * spec_.stack.head_dim * 2;  // K and V, bf16
 }
 
-int64_t CudaBackend::KvBytesInUse() const { return pool_alloc_.in_use(); }
+model::KvPool CudaBackend::Pool() const { return {pool_bytes_, true, options_.max_prompt_tokens, kMaxDecodePositions}; }
 
-int64_t CudaBackend::RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const {
-  return CudaRowLayout(spec_.stack, prompt_len, policy).total();
-}
-
-bool CudaBackend::CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const {
-  if (!model::CheckRowRequest(prompt_len, policy, options_.max_prompt_tokens, kMaxDecodePositions).ok()) return false;
-  return pool_alloc_.CanAllocate(RowBytes(prompt_len, policy), count);
-}
-
-bool CudaBackend::CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
-                                   int32_t pairs) const {
-  return CanAllocateGroup(cond_len, uncond_len, policy, pairs, false);
-}
-
-int64_t CudaBackend::SharingRowBytes(int32_t /*prompt_len*/, const sparse::ResolvedPolicy& policy) const {
-  return CudaRowLayout(spec_.stack, 0, policy).total();  // decode slots only
-}
-
-bool CudaBackend::CanAllocateGroup(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
-                                   int32_t images, bool share) const {
-  if (!share && cond_len == uncond_len) return CanAllocateRows(cond_len, policy, 2 * images);
-  for (int32_t len : {cond_len, uncond_len}) {
-    if (!model::CheckRowRequest(len, policy, options_.max_prompt_tokens, kMaxDecodePositions).ok()) return false;
-  }
-  // In AllocateRow order; shared: image 0's rows own the prompts, the later ones share them.
-  std::vector<int64_t> sizes;
-  sizes.reserve(2 * static_cast<size_t>(std::max(images, 0)));
-  for (int32_t i = 0; i < images; ++i) {
-    const bool sharing = share && i > 0;
-    sizes.push_back(sharing ? SharingRowBytes(cond_len, policy) : RowBytes(cond_len, policy));
-    sizes.push_back(sharing ? SharingRowBytes(uncond_len, policy) : RowBytes(uncond_len, policy));
-  }
-  return pool_alloc_.CanAllocateSequence(sizes);
-}
-
-absl::StatusOr<model::RowId> CudaBackend::AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) {
-  ARGEN_STATUS_RETURN(model::CheckRowRequest(prompt_len, policy, options_.max_prompt_tokens, kMaxDecodePositions));
-  Row row;
-  row.prompt_len = prompt_len;
-  row.policy = policy;
-  row.capacity = prompt_len + policy.n_slots;
-  return PlaceRow(row, CudaRowLayout(spec_.stack, prompt_len, policy));
-}
-
-absl::StatusOr<model::RowId> CudaBackend::AllocateSharingRow(model::RowId owner_id,
-                                                             const sparse::ResolvedPolicy& policy) {
-  auto it = rows_.find(owner_id);
-  if (it == rows_.end() || it->second.released) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt owner ", owner_id, " is not an allocated row"));
-  }
-  const Row& owner = it->second;
-  if (owner.prompt_owner != model::kNoRow) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prompt owner ", owner_id, " itself shares row ", owner.prompt_owner, "'s prompt KV"));
-  }
-  ARGEN_STATUS_RETURN(
-      model::CheckRowRequest(owner.prompt_len, policy, options_.max_prompt_tokens, kMaxDecodePositions));
-  if (policy.kv_format != owner.policy.kv_format) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prompt owner ", owner_id, " stores its KV as ", std::string(sparse::KvFormatName(owner.policy.kv_format)),
-        ", the row asks ", std::string(sparse::KvFormatName(policy.kv_format))));
-  }
-  Row row;
-  row.prompt_len = owner.prompt_len;
-  row.policy = policy;
-  row.capacity = row.policy.n_slots;
-  row.prompt_owner = owner_id;
-  row.shared_prompt = owner.prompt_len;
-  row.prompt_kv_offset = owner.kv_offset;
-  row.prompt_capacity = owner.capacity;
-  absl::StatusOr<model::RowId> id = PlaceRow(row, CudaRowLayout(spec_.stack, 0, row.policy));
-  if (id.ok()) ++rows_.at(owner_id).prompt_sharers;
-  return id;
-}
-
-int64_t CudaBackend::PromptRowBytes(int32_t prompt_len, sparse::KvFormat format) const {
-  return CudaPromptRowLayout(spec_.stack, prompt_len, format).total();
-}
-
-absl::StatusOr<model::RowId> CudaBackend::AllocatePromptRow(int32_t prompt_len, sparse::KvFormat format) {
-  if (prompt_len <= 0 || prompt_len > options_.max_prompt_tokens) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prompt_len ", prompt_len, " must be in [1, max_prompt_tokens ", options_.max_prompt_tokens, "]"));
-  }
-  if (sparse::KvFormatName(format) == "unknown") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prompt row: KV format ", static_cast<int32_t>(format), " is not known"));
-  }
-  Row row;
-  row.prompt_len = prompt_len;
-  row.prompt_row = true;
-  row.policy.kv_format = format;  // dense, no decode slots: the prompt alone
-  row.capacity = prompt_len;
-  return PlaceRow(row, CudaPromptRowLayout(spec_.stack, prompt_len, format));
-}
-
-bool CudaBackend::CanPlace(std::span<const int64_t> sizes) const {
-  return pool_alloc_.CanAllocateSequence(std::vector<int64_t>(sizes.begin(), sizes.end()));
-}
-
-absl::StatusOr<model::RowId> CudaBackend::PlaceRow(Row row, const RowLayout& layout) {
+absl::Status CudaBackend::RowPlaced(model::RowState& state, const model::RowState* prompt_source) {
   const model::StackConfig& d = spec_.stack;
+  Row& row = static_cast<Row&>(state);
   const sparse::ResolvedPolicy& policy = row.policy;
-  row.layout = sparse::LayoutFor(policy);
   row.sparse = policy.kind != sparse::PolicyKind::kDense;
+  const RowLayout layout = row.prompt_row             ? CudaPromptRowLayout(d, row.prompt_len, policy.kv_format)
+                           : prompt_source != nullptr ? CudaRowLayout(d, 0, policy)
+                                                      : CudaRowLayout(d, row.prompt_len, policy);
+  // A sharing row's prompt positions: all prompt_len of them, in the owner's region.
+  if (prompt_source != nullptr) {
+    const Row& owner = static_cast<const Row&>(*prompt_source);
+    row.capacity = policy.n_slots;
+    row.shared_prompt = owner.prompt_len;
+    row.prompt_kv_offset = owner.kv_offset;
+    row.prompt_capacity = owner.capacity;
+  } else {
+    row.capacity = row.prompt_len + policy.n_slots;  // a prompt row has no decode slots
+  }
   if (row.sparse) ARGEN_STATUS_RETURN(EnsurePlanCapacity(row.layout.max_attended));
-  absl::StatusOr<int64_t> at = pool_alloc_.Allocate(layout.total(), "KV pool");
-  if (!at.ok()) return at.status();
-  row.pool_offset = *at;
   row.kv_offset = row.pool_offset / 2;
   row.ints_offset = (row.pool_offset + layout.kv_bytes) / 4;
   row.floats_offset = (row.pool_offset + layout.kv_bytes + layout.ints_bytes) / 4;
   row.hidden_offset = (row.pool_offset + layout.kv_bytes + layout.ints_bytes + layout.floats_bytes) / 4;
   if (row.sparse) {
     const int64_t heads = int64_t{d.num_layers} * d.num_kv_heads;
-    const cudaError_t init =
+    ARGEN_CUDA_RETURN(
         kernels::InitPolicyState(policy, row.layout, static_cast<int32_t>(heads), pool_.as<int32_t>() + row.ints_offset,
-                                 pool_.as<float>() + row.floats_offset, stream_);
-    if (init != cudaSuccess) {
-      pool_alloc_.Free(row.pool_offset);
-      return CudaStatus(init, "init policy state");
-    }
+                                 pool_.as<float>() + row.floats_offset, stream_),
+        "init policy state");
   }
-  const model::RowId id = next_row_id_++;
-  rows_.emplace(id, row);
-  return id;
+  return absl::OkStatus();
 }
 
-void CudaBackend::ReleaseRegion(std::unordered_map<model::RowId, Row>::iterator it) {
-  pool_alloc_.Free(it->second.pool_offset);
-  rows_.erase(it);
-}
-
-void CudaBackend::FreeRow(model::RowId id) {
-  auto it = rows_.find(id);
-  if (it == rows_.end() || it->second.released) return;
+void CudaBackend::RowFreed(model::RowState& /*row*/) {
   // Work queued on the stream may still read the region.
   cudaStreamSynchronize(stream_);
-  if (it->second.prompt_sharers > 0) {
-    it->second.released = true;  // its sharers still read its prompt KV
-    return;
-  }
-  const model::RowId owner = it->second.prompt_owner;
-  ReleaseRegion(it);
-  if (owner == model::kNoRow) return;
-  auto o = rows_.find(owner);
-  if (o != rows_.end() && --o->second.prompt_sharers == 0 && o->second.released) ReleaseRegion(o);
 }
 
 absl::Status CudaBackend::Upload(size_t bytes) {
@@ -446,10 +333,7 @@ absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model:
   model::PrefillPlan& plan = prefill_plan_;
   ARGEN_STATUS_RETURN(model::PlanPrefill(
       b, states,
-      [this](model::RowId id) -> const model::RowState* {
-        auto it = rows_.find(id);
-        return it == rows_.end() ? nullptr : &it->second;
-      },
+      [this](model::RowId id) -> const model::RowState* { return table_ == nullptr ? nullptr : table_->FindAny(id); },
       &plan));
   std::vector<Row*> rows(states.size());  // the rows, then the prompt rows
   for (size_t r = 0; r < states.size(); ++r) rows[r] = static_cast<Row*>(states[r]);

@@ -19,7 +19,6 @@
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/gemm.h"
-#include "engine/cuda/range_allocator.h"
 #include "engine/cuda/row_layout.h"
 #include "engine/cuda/stage_timer.h"
 #include "engine/model/backend.h"
@@ -48,26 +47,26 @@ class CudaBackend final : public model::Backend {
   const model::ModelSpec& spec() const override { return spec_; }
   std::string name() const override { return "cuda"; }
   int64_t KvBytesPerTokenRow() const override;
-  int64_t RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const override;
-  int64_t PoolBytes() const override { return pool_alloc_.capacity(); }
+  int64_t RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const override {
+    return sizer_.RowBytes(prompt_len, policy);
+  }
+  int64_t SharingRowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const override {
+    return sizer_.SharingRowBytes(prompt_len, policy);
+  }
+  int64_t PromptRowBytes(int32_t prompt_len, sparse::KvFormat format) const override {
+    return sizer_.PromptRowBytes(prompt_len, format);
+  }
+  int64_t PoolBytes() const override { return pool_bytes_; }
   int32_t MaxBatchRows() const override { return options_.max_batch_rows; }
   std::string MemorySizing() const override { return sizing_; }
-  bool CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const override;
-  bool CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
-                        int32_t pairs) const override;
-
-  bool SupportsPromptSharing() const override { return true; }
-  int64_t SharingRowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const override;
-  bool CanAllocateGroup(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy, int32_t images,
-                        bool share) const override;
-  absl::StatusOr<model::RowId> AllocateSharingRow(model::RowId owner, const sparse::ResolvedPolicy& policy) override;
-  bool SupportsPromptRows() const override { return true; }
-  int64_t PromptRowBytes(int32_t prompt_len, sparse::KvFormat format) const override;
-  absl::StatusOr<model::RowId> AllocatePromptRow(int32_t prompt_len, sparse::KvFormat format) override;
-  bool CanPlace(std::span<const int64_t> sizes) const override;
-  absl::StatusOr<model::RowId> AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) override;
-  void FreeRow(model::RowId row) override;
-  int64_t KvBytesInUse() const override;
+  // One device allocation carved into byte ranges (row_layout.h).
+  model::KvPool Pool() const override;
+  void SetRowTable(const model::RowTable* rows) override { table_ = rows; }
+  std::unique_ptr<model::RowState> NewRow() const override { return std::make_unique<Row>(); }
+  // Derives the row's offsets from its range and inits its policy state on the device.
+  absl::Status RowPlaced(model::RowState& row, const model::RowState* prompt_source) override;
+  // Waits for the work queued on the stream, which may still read the row.
+  void RowFreed(model::RowState& row) override;
 
   // An error after which the device no longer works (a sticky CUDA error)
   // comes back as engine::FatalDeviceError (engine/device_errors.h).
@@ -138,10 +137,6 @@ class CudaBackend final : public model::Backend {
   absl::Status PrefillStep(const model::PrefillBatch& batch, const model::StepOutputs& out);
   absl::Status DecodeStep(const model::DecodeBatch& batch, const model::StepOutputs& out);
   absl::Status EnsurePlanCapacity(int32_t stride);
-  // The rest of AllocateRow / AllocateSharingRow once the row's fields are set.
-  absl::StatusOr<model::RowId> PlaceRow(Row row, const RowLayout& layout);
-  // Returns a row's range to the pool and forgets it.
-  void ReleaseRegion(std::unordered_map<model::RowId, Row>::iterator it);
   // Packs the host staging area's used prefix to the device (one copy).
   absl::Status Upload(size_t bytes);
   // The decoder layers over `tokens` tokens of x_ (meta already on device).
@@ -174,14 +169,15 @@ class CudaBackend final : public model::Backend {
   cudaStream_t stream_ = nullptr;
   Gemm gemm_;  // the cuBLAS handle and its workspace
 
-  // The pool (bytes): every row's KV and policy state (row_layout.h).
+  // The pool (bytes): every row's KV and policy state (row_layout.h), placed
+  // by the KV manager (engine/kv/kv_manager.h), whose table holds the rows.
+  CudaRowSizer sizer_;
   DeviceBuffer pool_;
-  RangeAllocator pool_alloc_;
-  std::unordered_map<model::RowId, Row> rows_;
-  model::RowId next_row_id_ = 1;
-  model::RowLookup lookup_;  // rows_ for the shared batch checks
+  int64_t pool_bytes_ = 0;
+  const model::RowTable* table_ = nullptr;
+  model::RowLookup lookup_;  // table_ for the shared batch checks
 
-  // Workspaces (fixed size, made in Init; plan buffers grow in AllocateRow only).
+  // Workspaces (fixed size, made in Init; plan buffers grow in RowPlaced only).
   // sub_: a sublayer's output before its norm (swin_norm only).
   DeviceBuffer rope_, x_, xn_, qkv_, q_, attn_, gate_up_, mlp_, sub_;
   DeviceBuffer pair_embed_, pair_mid_, pair_mid_bf16_, pair_out_;

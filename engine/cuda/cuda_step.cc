@@ -23,10 +23,7 @@ absl::Status CudaBackend::ForwardStep(const model::StepPlan& plan, const model::
   model::PlannedStep& step = planned_;
   ARGEN_STATUS_RETURN(model::CheckStepPlan(
       plan, out, limits_, lookup_,
-      [this](model::RowId id) -> const model::RowState* {
-        auto it = rows_.find(id);
-        return it == rows_.end() ? nullptr : &it->second;
-      },
+      [this](model::RowId id) -> const model::RowState* { return table_ == nullptr ? nullptr : table_->FindAny(id); },
       &step));
   const int32_t n_all = static_cast<int32_t>(step.rows.size());
   const int32_t n_rows = static_cast<int32_t>(plan.rows.size());

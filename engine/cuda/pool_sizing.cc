@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/row_layout.h"
+#include "engine/kv/kv_manager.h"
 #include "engine/sparse/policy_params.h"
 #include "kernels/policy_kernels.h"
 #include "kernels/sampling.h"
@@ -85,8 +87,20 @@ absl::StatusOr<int64_t> ReferenceRowBytes(const model::StackConfig& stack, int32
     policy = sparse::ResolvePolicy(dense_params, decode_tokens);
     if (!policy.ok()) return policy.status();
   }
-  if (!guidance_shared) return CudaRowLayout(stack, kReferencePrompt, *policy).total();
-  return CudaRowLayout(stack, 0, *policy).total() + CudaPromptRowLayout(stack, kReferencePrompt, kv_format).total() / 2;
+  // The mean row of one reference request's CFG pair, placed as the KV manager
+  // places it: two rows holding their prompts or, shared across requests, the
+  // caption's prompt row made and the guidance prompt's found resident (every
+  // image shares it), then two rows reading them.
+  const std::vector<int32_t> caption(kReferencePrompt, 1), guidance(kReferencePrompt, 0);
+  const kv::RequestShape request{caption, guidance, *policy, 1,
+                                 guidance_shared ? kv::Sharing::kAcrossRequests : kv::Sharing::kNone};
+  const kv::PromptKey guidance_key = kv::KeyOf(*policy, guidance);
+  int64_t bytes = 0;
+  for (int64_t size : kv::PlacementSizes(CudaRowSizer(stack), request,
+                                         [&](const kv::PromptKey& key) { return key == guidance_key; })) {
+    bytes += size;
+  }
+  return bytes / 2;
 }
 
 int64_t SafetyMargin(int64_t total_bytes) { return std::max<int64_t>(int64_t{2} << 30, total_bytes * 3 / 100); }

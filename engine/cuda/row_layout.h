@@ -3,13 +3,15 @@
 // [K, V][layer][kv_head][prompt_len + n_slots][head_dim] in bf16 (kv_cache_dtype
 // fp8: e4m3 codes and their scales, kernels/kv_fp8.h), then its
 // sparsity policy state (ints, then floats; dense rows have none), each part
-// 256-byte aligned. The pool is carved by a RangeAllocator in bytes, so the
-// bytes a row takes (RowLayout::total) are exactly what the ledger counts.
+// 256-byte aligned. The KV manager (engine/kv/kv_manager.h) carves the pool in
+// bytes, so the bytes a row takes (RowLayout::total) are exactly what the
+// ledger counts.
 // Host arithmetic only (tested on the host).
 #pragma once
 
 #include <cstdint>
 
+#include "engine/model/backend.h"
 #include "engine/model/model_spec.h"
 #include "kernels/sparse/policy.h"
 
@@ -29,5 +31,24 @@ RowLayout CudaRowLayout(const model::StackConfig& stack, int32_t prompt_len, con
 // A prompt row (engine/model/backend.h): the prompt's K/V in `format`, then
 // its last position's hidden state.
 RowLayout CudaPromptRowLayout(const model::StackConfig& stack, int32_t prompt_len, sparse::KvFormat format);
+
+// The CUDA device's row sizes (what the KV manager places): the totals above;
+// a row sharing another's prompt KV holds its decode slots only.
+class CudaRowSizer final : public model::RowSizer {
+ public:
+  explicit CudaRowSizer(const model::StackConfig& stack) : stack_(stack) {}
+  int64_t RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const override {
+    return CudaRowLayout(stack_, prompt_len, policy).total();
+  }
+  int64_t SharingRowBytes(int32_t /*prompt_len*/, const sparse::ResolvedPolicy& policy) const override {
+    return CudaRowLayout(stack_, 0, policy).total();
+  }
+  int64_t PromptRowBytes(int32_t prompt_len, sparse::KvFormat format) const override {
+    return CudaPromptRowLayout(stack_, prompt_len, format).total();
+  }
+
+ private:
+  model::StackConfig stack_;
+};
 
 }  // namespace argen::cuda

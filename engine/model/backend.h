@@ -12,12 +12,13 @@
 // Contract
 // --------
 // * Rows. A row is one sequence (the cond or the uncond half of one image).
-//   AllocateRow reserves the row's region for its whole life: for every layer
-//   and kv head, prompt_len positions for the prompt plus policy.n_slots
-//   decode slots (n_slots = image_tokens for dense), and the row's sparsity
-//   policy state; RowBytes() bytes of the pool, counted in KvBytesInUse()
-//   until FreeRow. CanAllocateRows says exactly whether AllocateRow would
-//   succeed that many times now (the one KV ledger: admission asks it). The
+//   The KV manager (engine/kv/kv_manager.h, one for every device) places
+//   rows: it reserves a row's region for its whole life (for every layer and
+//   kv head, prompt_len positions for the prompt plus policy.n_slots decode
+//   slots, n_slots = image_tokens for dense, and the row's sparsity policy
+//   state: RowBytes() bytes of the pool, KvPool), keeps the table of rows and
+//   the one ledger admission asks, and tells the backend (RowPlaced /
+//   RowFreed), which sets up and computes on the row's storage only. The
 //   backend asks the row's policy (kernels/sparse/policy.h) which slot each
 //   decode token is written to and which slots are attended, and reports the
 //   attention probabilities back to it, per layer and kv head.
@@ -37,7 +38,7 @@
 //   the last prompt positions in the step that completes the pair's prompts,
 //   token t + 1 after decode query t. Prefill and Decode below are that step
 //   for whole prompts and for one decode token per row.
-// * Prefill(rows, prompts): the prompts of newly allocated rows, token 0 of
+// * Prefill(rows, prompts): the prompts of newly placed rows, token 0 of
 //   each pair (RNG step 0).
 // * Decode(rows, input ids, steps): for each pair the input id of token
 //   t = steps[i] fed to both rows, token t + 1 sampled (RNG step t + 1).
@@ -47,28 +48,28 @@
 // * Outputs: one sampled logit index per pair, in [0, spec.logits());
 //   optionally (tests, tools) the raw logits of every row, [n_rows x
 //   spec.logits()], before CFG.
-// * Prompt-KV sharing (AllocateSharingRow): rows with the same prompt (the
-//   cond rows of one request's images; its uncond rows) can read one copy of
-//   its prompt KV, the owner's, instead of each holding its own. A sharing
-//   row's region is its decode slots only (SharingRowBytes). It is prefilled
-//   in the same Prefill call as its owner, with the same prompt tokens, and
-//   computes nothing there: its token-0 logits are the owner's last prompt
-//   position's. FreeRow of an owner hides it at once; its region is freed
-//   with its last sharer, so the ledger counts the shared bytes exactly once.
-// * Prompt rows (prompt-KV sharing across requests, AllocatePromptRow): a
-//   row that holds one prompt's KV and the hidden state of its last position
-//   (PromptRowBytes) and decodes nothing; it is never in a batch's rows.
-//   The Prefill call that lists it in PrefillBatch::prompt_rows fills it. A
-//   row sharing it (AllocateSharingRow, any policy storing KV in the prompt
-//   row's format) is prefilled in that call or any later one and computes
-//   nothing: its token-0 logits come from the prompt row's last position. A
-//   call may list prompt rows and no rows (then it samples nothing). FreeRow
-//   of a prompt row with sharers hides it, as for an owner.
+// * Prompt-KV sharing (KvManager::AllocateSharingRow): rows with the same
+//   prompt (the cond rows of one request's images; its uncond rows) can read
+//   one copy of its prompt KV, the owner's, instead of each holding its own.
+//   A sharing row's region is its decode slots only (SharingRowBytes). It is
+//   prefilled in the same Prefill call as its owner, with the same prompt
+//   tokens, and computes nothing there: its token-0 logits are the owner's
+//   last prompt position's. Freeing an owner hides it at once; its region is
+//   freed with its last sharer, so the ledger counts the shared bytes once.
+// * Prompt rows (prompt-KV sharing across requests,
+//   KvManager::AllocatePromptRow): a row that holds one prompt's KV and the
+//   hidden state of its last position (PromptRowBytes) and decodes nothing;
+//   it is never in a batch's rows. The Prefill call that lists it in
+//   PrefillBatch::prompt_rows fills it. A row sharing it (any policy storing
+//   KV in the prompt row's format) is prefilled in that call or any later
+//   one and computes nothing: its token-0 logits come from the prompt row's
+//   last position. A call may list prompt rows and no rows (then it samples
+//   nothing). Freeing a prompt row with sharers hides it, as for an owner.
 // * Errors: an unknown/freed row, a position outside the row's region, an id
 //   outside its table, bad sampling or a batch over max_batch_rows gives
 //   InvalidArgument naming the field (engine/model/batch_checks.h, shared by
-//   every backend); running out of pool gives ResourceExhausted from
-//   AllocateRow. Calls are not thread-safe (the engine calls from one thread).
+//   every backend); running out of pool gives ResourceExhausted from the
+//   KV manager's allocation. Calls are not thread-safe (the engine calls from one thread).
 #pragma once
 
 #include <cstdint>
@@ -131,9 +132,36 @@ struct StepOutputs {
   float* row_logits = nullptr;  // optional [n_rows x spec.logits()] logits
 };
 
-class Backend {
+// A device's pool sizes of the three kinds of row (engine/kv/kv_manager.h
+// places them): the bytes each takes, exactly as the device lays it out.
+class RowSizer {
  public:
-  virtual ~Backend() = default;
+  virtual ~RowSizer() = default;
+  // A row holding its own prompt (prompt_len positions) and the policy's decode slots.
+  virtual int64_t RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const = 0;
+  // A row reading another row's prompt KV: its decode slots only.
+  virtual int64_t SharingRowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const = 0;
+  // A prompt row of this length storing its KV in `format`.
+  virtual int64_t PromptRowBytes(int32_t prompt_len, sparse::KvFormat format) const = 0;
+};
+
+// The pool the KV manager places a device's rows in.
+struct KvPool {
+  int64_t bytes = 0;  // 0: unbounded
+  // true: rows are byte ranges of one pool placed first fit (a row's
+  // RowState::pool_offset is its start); false: the rows' bytes are counted
+  // against `bytes` and the device allocates each row's storage itself.
+  bool ranges = false;
+  int32_t max_prompt_tokens = 0;
+  int32_t max_l_dec = 0;  // the longest decode a row's policy may have
+};
+
+struct RowState;
+struct RowTable;
+
+class Backend : public RowSizer {
+ public:
+  ~Backend() override = default;
 
   virtual const ModelSpec& spec() const = 0;
   virtual std::string name() const = 0;  // "cpu", "cuda"
@@ -141,71 +169,29 @@ class Backend {
   // K+V bytes of one token position of one row, all layers (the KV element
   // width is the backend's: f32 on CPU, bf16 on CUDA).
   virtual int64_t KvBytesPerTokenRow() const = 0;
-  // Pool bytes one row with this prompt length and policy takes, exactly as
-  // AllocateRow places it.
-  virtual int64_t RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const = 0;
   // The pool's size in bytes (the KV budget).
   virtual int64_t PoolBytes() const = 0;
   // Rows per Prefill/Decode call (the batch cap), as sized.
   virtual int32_t MaxBatchRows() const = 0;
   // How the device's memory was split (one line for the start-up log); empty: nothing to say.
   virtual std::string MemorySizing() const { return {}; }
-  // Whether `count` AllocateRow(prompt_len, policy) calls would all succeed now.
-  virtual bool CanAllocateRows(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t count) const = 0;
 
-  // Whether `pairs` x (AllocateRow(cond_len), AllocateRow(uncond_len)), in
-  // that order, would all succeed now. The default covers equal lengths.
-  virtual bool CanAllocatePairs(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
-                                int32_t pairs) const {
-    if (cond_len == uncond_len) return CanAllocateRows(cond_len, policy, 2 * pairs);
-    return false;  // a backend with unequal pairs overrides this
-  }
-
-  // Prompt-KV sharing (see the contract); a backend without it keeps these defaults.
-  virtual bool SupportsPromptSharing() const { return false; }
-  // Pool bytes of a row sharing the prompt KV of an owner with this prompt length and policy.
-  virtual int64_t SharingRowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const {
-    return RowBytes(prompt_len, policy);
-  }
-  // Whether the rows of one request of `images` CFG pairs would all be
-  // allocated now: without sharing as CanAllocatePairs; with it, the first
-  // pair owning the prompts and every later pair sharing them, in that order.
-  virtual bool CanAllocateGroup(int32_t cond_len, int32_t uncond_len, const sparse::ResolvedPolicy& policy,
-                                int32_t images, bool share) const {
-    return !share && CanAllocatePairs(cond_len, uncond_len, policy, images);
-  }
-  // A row with the prompt length of `owner` (a live row or prompt row that
-  // is not itself a sharer) and `policy`, reading the owner's prompt KV;
-  // policy.kv_format must be the owner's.
-  virtual absl::StatusOr<RowId> AllocateSharingRow(RowId owner, const sparse::ResolvedPolicy& policy) {
-    (void)owner;
-    (void)policy;
-    return absl::UnimplementedError(name() + " backend: prompt-KV sharing is not supported");
-  }
-
-  // Prompt rows (see the contract); a backend without them keeps these defaults.
-  virtual bool SupportsPromptRows() const { return false; }
-  // Pool bytes of a prompt row of this length storing its KV in `format`.
-  virtual int64_t PromptRowBytes(int32_t prompt_len, sparse::KvFormat format) const {
-    (void)prompt_len;
-    (void)format;
-    return 0;
-  }
-  virtual absl::StatusOr<RowId> AllocatePromptRow(int32_t prompt_len, sparse::KvFormat format) {
-    (void)prompt_len;
-    (void)format;
-    return absl::UnimplementedError(name() + " backend: prompt rows are not supported");
-  }
-  // Whether allocations of these pool sizes (RowBytes, SharingRowBytes,
-  // PromptRowBytes), made in this order, would all succeed now.
-  virtual bool CanPlace(std::span<const int64_t> sizes) const {
-    (void)sizes;
-    return false;
-  }
-
-  virtual absl::StatusOr<RowId> AllocateRow(int32_t prompt_len, const sparse::ResolvedPolicy& policy) = 0;
-  virtual void FreeRow(RowId row) = 0;  // unknown ids are ignored
-  virtual int64_t KvBytesInUse() const = 0;
+  // Row storage (see the contract). The KV manager owns the rows: it places
+  // them and keeps their table; the backend stores what they hold.
+  virtual KvPool Pool() const = 0;
+  // The table Prefill and Decode find rows in (the KV manager's; it outlives
+  // its use here, and is detached with nullptr).
+  virtual void SetRowTable(const RowTable* rows) = 0;
+  // A new row of the backend's kind (RowState's fields unset).
+  virtual std::unique_ptr<RowState> NewRow() const = 0;
+  // The manager placed `row` (RowState's fields set, pool_offset and
+  // pool_bytes included); `prompt_source`: the row whose prompt KV it reads
+  // (RowState::prompt_owner's), or nullptr. The backend sets up the row's
+  // storage; an error undoes the placement.
+  virtual absl::Status RowPlaced(RowState& row, const RowState* prompt_source) = 0;
+  // The manager freed `row` (or hid it: an owner with sharers left). No work
+  // of an earlier call may still use it once this returns.
+  virtual void RowFreed(RowState& row) = 0;
 
   // One step of the plan's query tokens (the contract above). Errors:
   // InvalidArgument naming the plan's field (engine/model/step_checks.h),

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -18,16 +19,23 @@ namespace argen::model {
 
 inline constexpr RowId kNoRow = -1;
 
-// A backend's row embeds this; the backend adds where its KV lives.
+// One row of the KV manager's table (engine/kv/kv_manager.h): the manager
+// sets these fields and places the row; a backend's row derives from this and
+// adds where its KV lives (Backend::NewRow / RowPlaced).
 struct RowState {
+  RowState() = default;
+  RowState(const RowState&) = default;
+  RowState& operator=(const RowState&) = default;
+  virtual ~RowState() = default;
+
   int32_t prompt_len = 0;
   // Prompt-KV sharing (backend.h): the row whose prompt KV this one reads
-  // (kNoRow: its own), how many rows read this one's, and whether FreeRow hid
+  // (kNoRow: its own), how many rows read this one's, and whether freeing hid
   // it while some still do (its region lives until the last is freed).
   RowId prompt_owner = kNoRow;
   int32_t prompt_sharers = 0;
   bool released = false;
-  // A prompt row (AllocatePromptRow): it holds a prompt and decodes nothing;
+  // A prompt row (KvManager::AllocatePromptRow): it holds a prompt and decodes nothing;
   // once filled, its tokens (a sharer prefilled later must have the same).
   bool prompt_row = false;
   std::vector<int32_t> prompt_tokens;
@@ -37,6 +45,25 @@ struct RowState {
   int32_t next_step = 0;      // decode position t the next Decode must feed
   bool prefilled = false;
   bool in_batch = false;  // scratch of batch validation (duplicate rows)
+  // Where the manager placed it: its pool bytes (KvPool) and, in a pool of
+  // ranges, the byte offset of its range.
+  int64_t pool_offset = 0;
+  int64_t pool_bytes = 0;
+};
+
+// The KV manager's table of rows, indexed by RowId (null where free); the
+// backends find a batch's rows in it.
+struct RowTable {
+  std::vector<std::unique_ptr<RowState>> slots;
+  // nullptr unless `id` is a live row; FindAny also finds hidden ones (freed
+  // while sharers still read their prompt KV).
+  RowState* FindAny(RowId id) const {
+    return id < 0 || id >= static_cast<RowId>(slots.size()) ? nullptr : slots[id].get();
+  }
+  RowState* Find(RowId id) const {
+    RowState* row = FindAny(id);
+    return row == nullptr || row->released ? nullptr : row;
+  }
 };
 
 // The row of an id, or nullptr when it is not a live row.
@@ -48,7 +75,7 @@ struct BatchLimits {
   int32_t input_rows = 0;  // decode input ids in [0, input_rows)
 };
 
-// AllocateRow's arguments: prompt_len in [1, max_prompt_tokens], a resolved
+// A row's arguments (KvManager::AllocateRow): prompt_len in [1, max_prompt_tokens], a resolved
 // policy whose decode length is at most max_l_dec.
 absl::Status CheckRowRequest(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t max_prompt_tokens,
                              int32_t max_l_dec);

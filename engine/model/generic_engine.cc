@@ -13,6 +13,7 @@ namespace argen::model {
 GenericEngine::GenericEngine(std::unique_ptr<Backend> backend, PromptEncoder encoder, ImageDecoder decoder,
                              GenericEngineConfig config)
     : backend_(std::move(backend)),
+      kv_(*backend_),
       encoder_(std::move(encoder)),
       decoder_(std::move(decoder)),
       config_(std::move(config)),
@@ -106,7 +107,9 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(const engine::Gen
   p.uncond_ids = std::move(ids->second);
   p.layout = *layout;
   p.policy = *policy;
-  SetKvBytes(p);
+  const kv::RequestBytes bytes = kv_.Bytes(ShapeOf(p));
+  p.kv_bytes = bytes.kv_bytes;
+  p.own_kv_bytes = bytes.own_kv_bytes;
   if (absl::Status s = engine::CheckKvFits(p.kv_bytes, 2 * request.num_images,
                                            std::string(sparse::PolicyName(policy->kind)), config_.info);
       !s.ok()) {
@@ -115,65 +118,22 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(const engine::Gen
   return p;
 }
 
-bool GenericEngine::SharesPrompt(int32_t images) const {
-  return config_.share_prompt_kv && images > 1 && backend_->SupportsPromptSharing() && !SharesAcrossRequests();
+kv::Sharing GenericEngine::SharingOf(int32_t images) const {
+  if (!config_.share_prompt_kv) return kv::Sharing::kNone;
+  if (config_.share_prompt_kv_across_requests) return kv::Sharing::kAcrossRequests;
+  return images > 1 ? kv::Sharing::kWithinRequest : kv::Sharing::kNone;
 }
 
-bool GenericEngine::SharesAcrossRequests() const {
-  return config_.share_prompt_kv && config_.share_prompt_kv_across_requests && backend_->SupportsPromptRows();
-}
-
-GenericEngine::PromptKey GenericEngine::KeyOf(const sparse::ResolvedPolicy& policy, const std::vector<int32_t>& ids) {
-  return {static_cast<int32_t>(policy.kv_format), ids};
-}
-
-std::vector<int64_t> GenericEngine::PlacementSizes(const engine::PreparedRequest& request) const {
-  const std::vector<int32_t>* ids[2] = {&request.cond_ids, &request.uncond_ids};
-  std::vector<int64_t> sizes;
-  for (int k = 0; k < 2; ++k) {
-    if (k == 1 && *ids[1] == *ids[0]) break;  // one prompt for both rows
-    if (shared_prompts_.contains(KeyOf(request.policy, *ids[k]))) continue;
-    sizes.push_back(backend_->PromptRowBytes(static_cast<int32_t>(ids[k]->size()), request.policy.kv_format));
-  }
-  for (int32_t i = 0; i < request.request.num_images; ++i) {
-    for (int k = 0; k < 2; ++k) {
-      sizes.push_back(backend_->SharingRowBytes(static_cast<int32_t>(ids[k]->size()), request.policy));
-    }
-  }
-  return sizes;
-}
-
-void GenericEngine::SetKvBytes(engine::PreparedRequest& p) const {
-  const int32_t cond_len = static_cast<int32_t>(p.cond_ids.size());
-  const int32_t uncond_len = static_cast<int32_t>(p.uncond_ids.size());
-  const int32_t images = p.request.num_images;
-  const sparse::ResolvedPolicy& policy = p.policy;
-  const int64_t owners = backend_->RowBytes(cond_len, policy) + backend_->RowBytes(uncond_len, policy);
-  const int64_t sharers = backend_->SharingRowBytes(cond_len, policy) + backend_->SharingRowBytes(uncond_len, policy);
-  if (SharesAcrossRequests()) {
-    // Its rows hold decode slots only; the prompts it may have to create are shared.
-    p.own_kv_bytes = sharers * images;
-    p.kv_bytes = p.own_kv_bytes + backend_->PromptRowBytes(cond_len, policy.kv_format) +
-                 (p.uncond_ids == p.cond_ids ? 0 : backend_->PromptRowBytes(uncond_len, policy.kv_format));
-    return;
-  }
-  p.kv_bytes = SharesPrompt(images) ? owners + sharers * (images - 1) : owners * images;
-  p.own_kv_bytes = p.kv_bytes;
-}
-
-bool GenericEngine::CanAdd(const engine::PreparedRequest& request) const {
-  if (SharesAcrossRequests()) return backend_->CanPlace(PlacementSizes(request));
+kv::RequestShape GenericEngine::ShapeOf(const engine::PreparedRequest& request) const {
   const int32_t images = request.request.num_images;
-  return backend_->CanAllocateGroup(static_cast<int32_t>(request.cond_ids.size()),
-                                    static_cast<int32_t>(request.uncond_ids.size()), request.policy, images,
-                                    SharesPrompt(images));
+  return {request.cond_ids, request.uncond_ids, request.policy, images, SharingOf(images)};
 }
+
+bool GenericEngine::CanAdd(const engine::PreparedRequest& request) const { return kv_.CanPlace(ShapeOf(request)); }
 
 absl::StatusOr<engine::GroupId> GenericEngine::Add(const engine::PreparedRequest& request) {
   if (absl::Status s = engine::ValidateRequest(request.request, config_.info); !s.ok()) return s;
   if (absl::Status s = ValidatePromptIds(request.cond_ids, request.uncond_ids); !s.ok()) return s;
-  const int32_t lens[2] = {static_cast<int32_t>(request.cond_ids.size()),
-                           static_cast<int32_t>(request.uncond_ids.size())};
   absl::StatusOr<engine::ImageLayout> layout = engine::RequestLayout(request.request, config_.info);
   if (!layout.ok()) return layout.status();
   if (request.policy.l_dec != layout->image_tokens) {
@@ -188,21 +148,7 @@ absl::StatusOr<engine::GroupId> GenericEngine::Add(const engine::PreparedRequest
   g.request.layout = *layout;
   g.recipe = *std::move(recipe);
   const int32_t images = request.request.num_images;
-  const bool share = SharesPrompt(images);
-  if (SharesAcrossRequests()) {
-    if (absl::Status s = AddSharedRows(request, g); !s.ok()) return s;
-  }
-  for (int32_t i = static_cast<int32_t>(g.rows.size()); i < 2 * images; ++i) {
-    // Shared: image 0's rows own the prompts' KV, the later images read it.
-    absl::StatusOr<RowId> row = share && i >= 2 ? backend_->AllocateSharingRow(g.rows[i % 2], request.policy)
-                                                : backend_->AllocateRow(lens[i % 2], request.policy);
-    if (!row.ok()) {
-      FreeRows(g);
-      return row.status();
-    }
-    g.rows.push_back(*row);
-    ++running_rows_;
-  }
+  if (absl::Status s = kv_.Place(ShapeOf(request), &g); !s.ok()) return s;
   const engine::SamplingParams& s = request.request.sampling;
   for (int32_t i = 0; i < images; ++i) {
     g.sampling.push_back({s.temperature, s.top_k, s.top_p, s.cfg_weight, s.seed, i});
@@ -214,58 +160,7 @@ absl::StatusOr<engine::GroupId> GenericEngine::Add(const engine::PreparedRequest
   return id;
 }
 
-absl::Status GenericEngine::AddSharedRows(const engine::PreparedRequest& request, Group& g) {
-  for (const std::vector<int32_t>* ids : {&request.cond_ids, &request.uncond_ids}) {
-    PromptKey key = KeyOf(request.policy, *ids);
-    auto it = shared_prompts_.find(key);
-    if (it == shared_prompts_.end()) {
-      const int32_t len = static_cast<int32_t>(ids->size());
-      absl::StatusOr<RowId> row = backend_->AllocatePromptRow(len, request.policy.kv_format);
-      if (!row.ok()) {
-        FreeRows(g);
-        return row.status();
-      }
-      const int64_t bytes = backend_->PromptRowBytes(len, request.policy.kv_format);
-      it = shared_prompts_.emplace(std::move(key), SharedPrompt{*row, 0, false, bytes}).first;
-      shared_kv_bytes_ += bytes;
-    }
-    g.prompts.push_back(it);
-  }
-  for (int32_t i = 0; i < 2 * request.request.num_images; ++i) {
-    SharedPrompt& prompt = g.prompts[i % 2]->second;
-    absl::StatusOr<RowId> row = backend_->AllocateSharingRow(prompt.row, request.policy);
-    if (!row.ok()) {
-      FreeRows(g);
-      return row.status();
-    }
-    g.rows.push_back(*row);
-    ++running_rows_;
-    ++prompt.readers;
-  }
-  return absl::OkStatus();
-}
-
-void GenericEngine::ReleasePrompts(Group& g) {
-  for (size_t k = 0; k < g.prompts.size(); ++k) {
-    if (k == 1 && g.prompts[1] == g.prompts[0]) break;  // one prompt for both rows
-    SharedPrompt& prompt = g.prompts[k]->second;
-    if (prompt.readers > 0) continue;
-    backend_->FreeRow(prompt.row);
-    shared_kv_bytes_ -= prompt.bytes;
-    shared_prompts_.erase(g.prompts[k]);
-  }
-  g.prompts.clear();
-}
-
-void GenericEngine::FreeRows(Group& g) {
-  for (RowId r : g.rows) backend_->FreeRow(r);
-  if (!g.prompts.empty()) {
-    for (size_t i = 0; i < g.rows.size(); ++i) --g.prompts[i % 2]->second.readers;
-    ReleasePrompts(g);  // after the rows: a prompt row goes with its last reader
-  }
-  running_rows_ -= static_cast<int32_t>(g.rows.size());
-  g.rows.clear();
-}
+void GenericEngine::FreeRows(Group& g) { kv_.Free(&g); }
 
 void GenericEngine::Record(engine::GroupId id, Group& g, const int32_t* sampled, engine::StepReport* report) {
   const int32_t t = g.tokens_done();
@@ -322,8 +217,9 @@ absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
       add_prompts(prompts);
       // A row reading another's prompt KV (a later image's, or every row under
       // sharing across requests) feeds no queries: it completes with its owner.
-      const bool shares_all = !g.prompts.empty();
-      const bool shares_later = SharesPrompt(static_cast<int32_t>(g.sampling.size()));
+      const kv::Sharing sharing = SharingOf(static_cast<int32_t>(g.sampling.size()));
+      const bool shares_all = sharing == kv::Sharing::kAcrossRequests;
+      const bool shares_later = sharing == kv::Sharing::kWithinRequest;
       for (size_t i = 0; i < g.sampling.size(); ++i) {
         for (int k = 0; k < 2; ++k) {
           const std::vector<int32_t>& ids = k == 0 ? g.request.cond_ids : g.request.uncond_ids;

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/kv/kv_manager.h"
 #include "engine/model/backend.h"
 #include "engine/model/batch_checks.h"
 #include "engine/sparse/policy_params.h"
@@ -98,54 +99,38 @@ class GenericEngine final : public engine::Engine {
   absl::StatusOr<engine::StepReport> Step() override;
   void Remove(engine::GroupId id) override;
   absl::StatusOr<engine::GroupState> State(engine::GroupId id) const override;
-  int64_t KvBytesInUse() const override { return backend_->KvBytesInUse(); }
-  int64_t SharedKvBytes() const override { return shared_kv_bytes_; }
-  int32_t RunningRows() const override { return running_rows_; }
+  int64_t KvBytesInUse() const override { return kv_.BytesInUse(); }
+  int64_t SharedKvBytes() const override { return kv_.SharedBytes(); }
+  int32_t RunningRows() const override { return kv_.RowsInUse(); }
   absl::StatusOr<std::vector<engine::RgbImage>> DecodeImages(
       const std::vector<std::vector<int32_t>>& token_grids) override;
 
   Backend& backend() { return *backend_; }
+  // The backend's rows: placement, sharing and the KV ledger.
+  kv::KvManager& kv() { return kv_; }
 
  private:
-  // A prompt shared across requests: its KV format and tokens.
-  using PromptKey = std::pair<int32_t, std::vector<int32_t>>;
-  // Its prompt row, held while a group reads it.
-  struct SharedPrompt {
-    RowId row = kNoRow;
-    int32_t readers = 0;  // rows of running groups reading it
-    bool filled = false;  // prefilled by an earlier backend call
-    int64_t bytes = 0;
-  };
-  using SharedPrompts = std::map<PromptKey, SharedPrompt>;
+  // The prompts shared across requests (the KV manager's; `filled` is ours to set).
+  using SharedPrompts = kv::SharedPrompts;
 
   // A group's progress is its tokens: tokens_done() of them per image, and
   // it is prefilled once it has one (the rows' own step counters live in the
-  // backend, model::RowState).
-  struct Group {
+  // KV manager's table, model::RowState). Its rows (cond, uncond per image)
+  // and, sharing across requests, the shared prompts they read are what the
+  // KV manager placed for it (kv::RequestRows).
+  struct Group : kv::RequestRows {
     engine::PreparedRequest request;
     std::shared_ptr<const ImageRecipe> recipe;  // its size's
-    std::vector<RowId> rows;                    // cond, uncond per image
-    // Sharing across requests: the shared prompts its cond and uncond rows read.
-    std::vector<SharedPrompts::iterator> prompts;
-    std::vector<SamplingSpec> sampling;        // per image
-    std::vector<std::vector<int32_t>> tokens;  // [image][token]
+    std::vector<SamplingSpec> sampling;         // per image
+    std::vector<std::vector<int32_t>> tokens;   // [image][token]
     bool finished = false;
     int32_t tokens_done() const { return static_cast<int32_t>(tokens[0].size()); }
   };
 
-  // Whether a request of `images` images shares its prompts' KV between them.
-  bool SharesPrompt(int32_t images) const;
-  // Whether requests read their prompts from shared prompt rows.
-  bool SharesAcrossRequests() const;
-  static PromptKey KeyOf(const sparse::ResolvedPolicy& policy, const std::vector<int32_t>& ids);
-  // The pool sizes Add would allocate for `request` now, in its order.
-  std::vector<int64_t> PlacementSizes(const engine::PreparedRequest& request) const;
-  // Add under sharing across requests: the shared prompts (found or made), then the rows.
-  absl::Status AddSharedRows(const engine::PreparedRequest& request, Group& g);
-  // Drops a group's reads of its shared prompts, freeing the ones nobody reads.
-  void ReleasePrompts(Group& g);
-  // A request's kv_bytes and own_kv_bytes (engine::PreparedRequest) as Add places it.
-  void SetKvBytes(engine::PreparedRequest& p) const;
+  // How a request of `images` images shares prompt KV (the config's sharing switches).
+  kv::Sharing SharingOf(int32_t images) const;
+  // The rows the KV manager places for a request.
+  kv::RequestShape ShapeOf(const engine::PreparedRequest& request) const;
   // sparse::ResolvePolicy with the layout's grid and the model's head classification.
   absl::StatusOr<sparse::ResolvedPolicy> Resolve(const sparse::PolicyParams& params,
                                                  const engine::ImageLayout& layout) const;
@@ -161,6 +146,7 @@ class GenericEngine final : public engine::Engine {
   void FreeRows(Group& g);
 
   std::unique_ptr<Backend> backend_;
+  kv::KvManager kv_;  // after backend_: freed before it
   PromptEncoder encoder_;
   ImageDecoder decoder_;
   GenericEngineConfig config_;
@@ -170,9 +156,6 @@ class GenericEngine final : public engine::Engine {
   std::map<engine::GroupId, Group> groups_;  // ordered: batches are built in Add order
   std::vector<engine::GroupId> pending_;     // added since the last Step
   engine::GroupId next_id_ = 1;
-  int32_t running_rows_ = 0;
-  SharedPrompts shared_prompts_;
-  int64_t shared_kv_bytes_ = 0;
 
   // Per-step batch arrays, reused (cleared, never shrunk) across steps.
   std::vector<RowId> batch_rows_, batch_prompt_rows_;

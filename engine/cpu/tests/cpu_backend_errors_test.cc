@@ -1,9 +1,11 @@
 // Bad batches are rejected with messages naming the field, before any state
 // changes: a rejected Decode leaves the rows able to continue.
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/cpu/tests/golden_util.h"
+#include "engine/kv/kv_manager.h"
 #include "engine/sparse/policy_params.h"
 
 namespace argen::cpu {
@@ -16,12 +18,14 @@ class CpuBackendErrorsTest : public ::testing::Test {
     options.max_batch_rows = 4;
     loaded_ = testing::LoadTinyBackend("tests/goldens/tiny/tiny-mha", 0.0f, options);
     ASSERT_NE(loaded_.backend, nullptr);
+    kv_ = std::make_unique<kv::KvManager>(backend());
     absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy({}, 64);
     ASSERT_TRUE(dense.ok());
     policy_ = *dense;
-    for (int i = 0; i < 2; ++i) rows_.push_back(*backend().AllocateRow(3, policy_));
+    for (int i = 0; i < 2; ++i) rows_.push_back(*kv().AllocateRow(3, policy_));
   }
   model::Backend& backend() { return *loaded_.backend; }
+  kv::KvManager& kv() { return *kv_; }
 
   absl::Status Prefill(std::vector<model::RowId> rows, std::vector<int32_t> tokens, std::vector<int32_t> offsets) {
     const std::vector<model::SamplingSpec> sampling(rows.size() / 2);
@@ -40,6 +44,7 @@ class CpuBackendErrorsTest : public ::testing::Test {
   }
 
   testing::LoadedBackend loaded_;
+  std::unique_ptr<kv::KvManager> kv_;  // the backend's rows
   sparse::ResolvedPolicy policy_;
   std::vector<model::RowId> rows_;
 };
@@ -62,7 +67,7 @@ TEST_F(CpuBackendErrorsTest, BadDecodeBatchesLeaveRowsUsable) {
   ExpectMentions(Decode(rows_, -1, 0), "image_tokens[0]");
   ExpectMentions(Decode(rows_, 1, 1), "steps[0]");
   ExpectMentions(Decode(rows_, 1, 0, -1.0f), "temperature");  // 0 is greedy, valid
-  const model::RowId other = *backend().AllocateRow(4, policy_);
+  const model::RowId other = *kv().AllocateRow(4, policy_);
   ExpectMentions(Decode({rows_[0], other}, 1, 0), "prefilled");  // pairs may differ in length, not in progress
   const std::vector<model::RowId> too_many = {rows_[0], rows_[1], rows_[0], rows_[1], rows_[0], rows_[1]};
   std::vector<model::SamplingSpec> sampling(3);
@@ -71,14 +76,14 @@ TEST_F(CpuBackendErrorsTest, BadDecodeBatchesLeaveRowsUsable) {
   // l_dec = 64 decode positions fit (the engine feeds only 63 of them).
   for (int32_t t = 0; t < 64; ++t) ASSERT_TRUE(Decode(rows_, 1, t).ok()) << t;
   ExpectMentions(Decode(rows_, 1, 64), "l_dec");
-  backend().FreeRow(rows_[0]);
+  kv().FreeRow(rows_[0]);
   ExpectMentions(Decode(rows_, 1, 64), "not an allocated row");
 }
 
 TEST_F(CpuBackendErrorsTest, AllocateRowChecksItsArguments) {
-  ExpectMentions(backend().AllocateRow(0, policy_).status(), "prompt_len");
-  ExpectMentions(backend().AllocateRow(5000, policy_).status(), "max_prompt_tokens");
-  ExpectMentions(backend().AllocateRow(3, sparse::ResolvedPolicy{}).status(), "n_slots");
+  ExpectMentions(kv().AllocateRow(0, policy_).status(), "prompt_len");
+  ExpectMentions(kv().AllocateRow(5000, policy_).status(), "max_prompt_tokens");
+  ExpectMentions(kv().AllocateRow(3, sparse::ResolvedPolicy{}).status(), "n_slots");
 }
 
 }  // namespace

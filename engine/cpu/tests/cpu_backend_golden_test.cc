@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/cpu/tests/golden_util.h"
+#include "engine/kv/kv_manager.h"
 #include "engine/model/sampler.h"
 #include "engine/sparse/policy_params.h"
 
@@ -52,6 +53,7 @@ void CheckPrefillAndBatchedDecode(const std::string& case_name, bool parallel_ro
   ASSERT_NE(loaded.backend, nullptr);
   if (parallel_rows) dynamic_cast<CpuBackend&>(*loaded.backend).set_min_parallel_work(0);
   model::Backend& backend = *loaded.backend;
+  kv::KvManager kv(backend);
   const int32_t vocab = loaded.spec.logits();
   absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy({}, 64);
   ASSERT_TRUE(dense.ok()) << dense.status();
@@ -63,7 +65,7 @@ void CheckPrefillAndBatchedDecode(const std::string& case_name, bool parallel_ro
     const auto cond = p.golden["cond_ids"].get<std::vector<int32_t>>();
     const auto uncond = p.golden["uncond_ids"].get<std::vector<int32_t>>();
     for (int i = 0; i < 2; ++i) {
-      absl::StatusOr<model::RowId> row = backend.AllocateRow(static_cast<int32_t>(cond.size()), *dense);
+      absl::StatusOr<model::RowId> row = kv.AllocateRow(static_cast<int32_t>(cond.size()), *dense);
       ASSERT_TRUE(row.ok()) << row.status();
       p.rows.push_back(*row);
     }
@@ -115,9 +117,9 @@ void CheckPrefillAndBatchedDecode(const std::string& case_name, bool parallel_ro
   }
   EXPECT_EQ(pairs[0].next_step, 5);
   for (Pair& p : pairs) {
-    for (model::RowId r : p.rows) backend.FreeRow(r);
+    for (model::RowId r : p.rows) kv.FreeRow(r);
   }
-  EXPECT_EQ(backend.KvBytesInUse(), 0);
+  EXPECT_EQ(kv.BytesInUse(), 0);
 }
 
 TEST_P(LlamaGoldenTest, SamplerDistributionsMatchTorch) {
@@ -158,7 +160,8 @@ TEST_P(LlamaGoldenTest, AttentionObserverSeesTransformersAttentionWeights) {
   absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy({}, 64);
   ASSERT_TRUE(dense.ok());
   std::vector<model::RowId> rows;
-  for (int i = 0; i < 2; ++i) rows.push_back(*loaded.backend->AllocateRow(static_cast<int32_t>(cond.size()), *dense));
+  kv::KvManager kv(*loaded.backend);
+  for (int i = 0; i < 2; ++i) rows.push_back(*kv.AllocateRow(static_cast<int32_t>(cond.size()), *dense));
 
   int32_t observed = 0;
   double max_error = 0.0;

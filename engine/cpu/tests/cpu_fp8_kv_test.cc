@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/cpu/tests/golden_util.h"
+#include "engine/kv/kv_manager.h"
 #include "engine/sparse/policy_params.h"
 
 namespace argen::cpu {
@@ -18,6 +19,7 @@ TEST(CpuFp8KvTest, Fp8RowsStayCloseToF32RowsAndLeaveTheirBatchmatesAlone) {
   testing::LoadedBackend loaded = testing::LoadTinyBackend("tests/goldens/tiny/tiny-mha", 0.0f, options);
   ASSERT_NE(loaded.backend, nullptr);
   model::Backend& be = *loaded.backend;
+  kv::KvManager kv(be);
   const int vocab = be.spec().logits(), l_dec = 24;
   sparse::PolicyParams params;
   params.kind = sparse::PolicyKind::kDiagonal;
@@ -36,7 +38,7 @@ TEST(CpuFp8KvTest, Fp8RowsStayCloseToF32RowsAndLeaveTheirBatchmatesAlone) {
     std::vector<int32_t> tokens, offsets = {0};
     for (const auto* p : policies)
       for (int k = 0; k < 2; ++k) {
-        absl::StatusOr<model::RowId> r = be.AllocateRow(lp, *p);
+        absl::StatusOr<model::RowId> r = kv.AllocateRow(lp, *p);
         ASSERT_TRUE(r.ok()) << r.status();
         rows.push_back(*r);
         tokens.insert(tokens.end(), prompt.begin(), prompt.end());
@@ -55,7 +57,7 @@ TEST(CpuFp8KvTest, Fp8RowsStayCloseToF32RowsAndLeaveTheirBatchmatesAlone) {
       ASSERT_TRUE(be.Decode({rows, inputs, steps, sampling}, {sampled, step_logits.data()}).ok());
       logits->push_back(step_logits);
     }
-    for (model::RowId r : rows) be.FreeRow(r);
+    for (model::RowId r : rows) kv.FreeRow(r);
   };
   std::vector<std::vector<float>> mixed, alone;
   ASSERT_NO_FATAL_FAILURE(run({&*f32, &*fp8}, &mixed));

@@ -9,6 +9,7 @@
 
 #include "engine/cpu/ops.h"
 #include "engine/cpu/tests/golden_util.h"
+#include "engine/kv/kv_manager.h"
 #include "engine/model/weight_format.h"
 #include "kernels/kv_fp8.h"
 
@@ -84,6 +85,7 @@ std::vector<std::vector<float>> RunPairs(model::WeightFormat format, std::vector
   std::vector<std::vector<float>> logits;
   if (loaded.backend == nullptr) return logits;
   model::Backend& be = *loaded.backend;
+  kv::KvManager kv(be);
   const int vocab = be.spec().logits();
   absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy(sparse::PolicyParams{}, 24);
   EXPECT_TRUE(dense.ok());
@@ -92,7 +94,7 @@ std::vector<std::vector<float>> RunPairs(model::WeightFormat format, std::vector
   std::vector<int32_t> tokens, offsets = {0};
   for (const auto& p : prompts)
     for (int k = 0; k < 2; ++k) {
-      absl::StatusOr<model::RowId> r = be.AllocateRow(static_cast<int32_t>(p.size()), *dense);
+      absl::StatusOr<model::RowId> r = kv.AllocateRow(static_cast<int32_t>(p.size()), *dense);
       EXPECT_TRUE(r.ok()) << r.status();
       rows.push_back(*r);
       tokens.insert(tokens.end(), p.begin(), p.end());

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/cpu/tests/golden_util.h"
+#include "engine/kv/kv_manager.h"
 #include "engine/model/tests/prompt_sharing_harness.h"
 #include "engine/sparse/policy_params.h"
 
@@ -35,7 +36,6 @@ TEST(CpuPromptSharingTest, SharedPromptGivesIdenticalBytesForEveryPolicyKind) {
   testing::LoadedBackend loaded = Tiny();
   ASSERT_NE(loaded.backend, nullptr);
   model::Backend& be = *loaded.backend;
-  ASSERT_TRUE(be.SupportsPromptSharing());
   const std::vector<model::testing::NamedPolicy> cases = model::testing::SharingCases(kLDec);
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -61,15 +61,16 @@ TEST(CpuPromptSharingTest, MisuseIsAnInvalidArgumentNamingTheRow) {
   testing::LoadedBackend loaded = Tiny();
   ASSERT_NE(loaded.backend, nullptr);
   model::Backend& be = *loaded.backend;
+  kv::KvManager kv(be);
   const sparse::ResolvedPolicy p = Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kAuto);
   const int32_t lc = static_cast<int32_t>(kCond.size()), lu = static_cast<int32_t>(kUncond.size());
-  absl::StatusOr<model::RowId> c0 = be.AllocateRow(lc, p), u0 = be.AllocateRow(lu, p);
+  absl::StatusOr<model::RowId> c0 = kv.AllocateRow(lc, p), u0 = kv.AllocateRow(lu, p);
   ASSERT_TRUE(c0.ok() && u0.ok());
-  absl::StatusOr<model::RowId> c1 = be.AllocateSharingRow(*c0, p), u1 = be.AllocateSharingRow(*u0, p);
+  absl::StatusOr<model::RowId> c1 = kv.AllocateSharingRow(*c0, p), u1 = kv.AllocateSharingRow(*u0, p);
   ASSERT_TRUE(c1.ok() && u1.ok());
   // An owner must hold its prompt: a sharer or an unknown row cannot own.
-  EXPECT_EQ(be.AllocateSharingRow(*c1, p).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(be.AllocateSharingRow(9999, p).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(kv.AllocateSharingRow(*c1, p).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(kv.AllocateSharingRow(9999, p).status().code(), absl::StatusCode::kInvalidArgument);
 
   std::vector<model::SamplingSpec> sampling(1);
   std::vector<int32_t> sampled(1);
@@ -98,9 +99,9 @@ TEST(CpuPromptSharingTest, MisuseIsAnInvalidArgumentNamingTheRow) {
     EXPECT_NE(s.message().find("differ from the owner's"), std::string::npos) << s;
   }
   // A freed owner is gone for the batch checks at once, though its region stays.
-  const int64_t in_use = be.KvBytesInUse();
-  be.FreeRow(*c0);
-  EXPECT_EQ(be.KvBytesInUse(), in_use);
+  const int64_t in_use = kv.BytesInUse();
+  kv.FreeRow(*c0);
+  EXPECT_EQ(kv.BytesInUse(), in_use);
   {
     std::vector<model::RowId> rows = {*c0, *u0};
     std::vector<int32_t> tokens = kCond, offsets = {0, lc, lc + lu};
@@ -109,14 +110,14 @@ TEST(CpuPromptSharingTest, MisuseIsAnInvalidArgumentNamingTheRow) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(s.message().find("is not an allocated row"), std::string::npos) << s;
   }
-  EXPECT_EQ(be.AllocateSharingRow(*c0, p).status().code(), absl::StatusCode::kInvalidArgument);
-  be.FreeRow(*c0);  // twice: ignored
-  EXPECT_EQ(be.KvBytesInUse(), in_use);
-  be.FreeRow(*c1);  // the last sharer of c0: both regions go
-  EXPECT_EQ(be.KvBytesInUse(), in_use - be.RowBytes(lc, p) - be.SharingRowBytes(lc, p));
-  be.FreeRow(*u0);
-  be.FreeRow(*u1);
-  EXPECT_EQ(be.KvBytesInUse(), 0);
+  EXPECT_EQ(kv.AllocateSharingRow(*c0, p).status().code(), absl::StatusCode::kInvalidArgument);
+  kv.FreeRow(*c0);  // twice: ignored
+  EXPECT_EQ(kv.BytesInUse(), in_use);
+  kv.FreeRow(*c1);  // the last sharer of c0: both regions go
+  EXPECT_EQ(kv.BytesInUse(), in_use - be.RowBytes(lc, p) - be.SharingRowBytes(lc, p));
+  kv.FreeRow(*u0);
+  kv.FreeRow(*u1);
+  EXPECT_EQ(kv.BytesInUse(), 0);
 }
 
 // A backend whose pool has room for about a dozen dense images.
@@ -139,7 +140,6 @@ TEST(CpuPromptSharingTest, PromptRowsServeLaterRequestsWithIdenticalBytes) {
   testing::LoadedBackend loaded = Tiny();
   ASSERT_NE(loaded.backend, nullptr);
   model::Backend& be = *loaded.backend;
-  ASSERT_TRUE(be.SupportsPromptRows());
   const std::vector<model::testing::NamedPolicy> cases = model::testing::SharingCases(kLDec);
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -165,20 +165,21 @@ TEST(CpuPromptSharingTest, PromptRowMisuseIsAnInvalidArgumentNamingTheRow) {
   testing::LoadedBackend loaded = Tiny();
   ASSERT_NE(loaded.backend, nullptr);
   model::Backend& be = *loaded.backend;
+  kv::KvManager kv(be);
   const sparse::ResolvedPolicy p = Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kAuto);
   const sparse::ResolvedPolicy fp8 = Policy(sparse::PolicyKind::kDiagonal, 0.5, sparse::KvFormat::kFp8E4m3);
   const int32_t lc = static_cast<int32_t>(kCond.size()), lu = static_cast<int32_t>(kUncond.size());
-  EXPECT_EQ(be.AllocatePromptRow(0, sparse::KvFormat::kAuto).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(be.AllocatePromptRow(lc, static_cast<sparse::KvFormat>(7)).status().code(),
+  EXPECT_EQ(kv.AllocatePromptRow(0, sparse::KvFormat::kAuto).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(kv.AllocatePromptRow(lc, static_cast<sparse::KvFormat>(7)).status().code(),
             absl::StatusCode::kInvalidArgument);
-  absl::StatusOr<model::RowId> pc = be.AllocatePromptRow(lc, sparse::KvFormat::kAuto);
-  absl::StatusOr<model::RowId> pu = be.AllocatePromptRow(lu, sparse::KvFormat::kAuto);
+  absl::StatusOr<model::RowId> pc = kv.AllocatePromptRow(lc, sparse::KvFormat::kAuto);
+  absl::StatusOr<model::RowId> pu = kv.AllocatePromptRow(lu, sparse::KvFormat::kAuto);
   ASSERT_TRUE(pc.ok() && pu.ok());
   // Its readers store KV in its format.
-  absl::Status wrong_format = be.AllocateSharingRow(*pc, fp8).status();
+  absl::Status wrong_format = kv.AllocateSharingRow(*pc, fp8).status();
   EXPECT_EQ(wrong_format.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(wrong_format.message().find("stores its KV as"), std::string::npos) << wrong_format;
-  absl::StatusOr<model::RowId> c = be.AllocateSharingRow(*pc, p), u = be.AllocateSharingRow(*pu, p);
+  absl::StatusOr<model::RowId> c = kv.AllocateSharingRow(*pc, p), u = kv.AllocateSharingRow(*pu, p);
   ASSERT_TRUE(c.ok() && u.ok());
   std::vector<model::SamplingSpec> sampling(1);
   std::vector<int32_t> sampled(1), none;
@@ -223,15 +224,15 @@ TEST(CpuPromptSharingTest, PromptRowMisuseIsAnInvalidArgumentNamingTheRow) {
     EXPECT_EQ(be.Decode({rows, ids, steps, sampling}, {sampled, nullptr}).code(), absl::StatusCode::kInvalidArgument);
   }
   // Freed with readers: hidden, its bytes kept until the last reader goes.
-  const int64_t in_use = be.KvBytesInUse();
-  be.FreeRow(*pc);
-  EXPECT_EQ(be.KvBytesInUse(), in_use);
-  EXPECT_EQ(be.AllocateSharingRow(*pc, p).status().code(), absl::StatusCode::kInvalidArgument);
-  be.FreeRow(*c);
-  EXPECT_EQ(be.KvBytesInUse(), in_use - be.SharingRowBytes(lc, p) - be.PromptRowBytes(lc, sparse::KvFormat::kAuto));
-  be.FreeRow(*u);
-  be.FreeRow(*pu);
-  EXPECT_EQ(be.KvBytesInUse(), 0);
+  const int64_t in_use = kv.BytesInUse();
+  kv.FreeRow(*pc);
+  EXPECT_EQ(kv.BytesInUse(), in_use);
+  EXPECT_EQ(kv.AllocateSharingRow(*pc, p).status().code(), absl::StatusCode::kInvalidArgument);
+  kv.FreeRow(*c);
+  EXPECT_EQ(kv.BytesInUse(), in_use - be.SharingRowBytes(lc, p) - be.PromptRowBytes(lc, sparse::KvFormat::kAuto));
+  kv.FreeRow(*u);
+  kv.FreeRow(*pu);
+  EXPECT_EQ(kv.BytesInUse(), 0);
 }
 
 TEST(CpuPromptSharingTest, PromptRowLedgerStaysExactUnderRandomAdmissionAndFrees) {

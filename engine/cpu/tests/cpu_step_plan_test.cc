@@ -13,6 +13,7 @@
 
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/tests/golden_util.h"
+#include "engine/kv/kv_manager.h"
 #include "engine/model/step_checks.h"
 #include "engine/model/tests/step_plan_harness.h"
 
@@ -33,15 +34,18 @@ class CpuStepPlanTest : public ::testing::Test {
     options.threads = 2;
     loaded_ = testing::LoadTinyBackend("tests/goldens/tiny/tiny-gqa-sharded", 0.0f, options);
     ASSERT_NE(loaded_.backend, nullptr);
+    kv_ = std::make_unique<kv::KvManager>(backend());
   }
   void TearDown() override { SetGemmRowTile(0); }
   CpuBackend& backend() { return static_cast<CpuBackend&>(*loaded_.backend); }
+  kv::KvManager& kv() { return *kv_; }
   std::vector<model::testing::PolicyCase> Cases() {
     return model::testing::EveryPolicyCase(kLDec, loaded_.spec.stack.num_layers, loaded_.spec.stack.num_kv_heads);
   }
   std::vector<int32_t> Tokens() { return model::testing::ForcedTokens(kLDec - 1, loaded_.spec.input_rows()); }
 
   testing::LoadedBackend loaded_;
+  std::unique_ptr<kv::KvManager> kv_;
 };
 
 // Rows a and b hold the same KV (prompt and decode slots) and policy state.
@@ -67,37 +71,37 @@ TEST_F(CpuStepPlanTest, TeacherForcedStepsAreExactWithRowInvariantGemms) {
   for (const model::testing::PolicyCase& c : Cases()) {
     ForcedRun want;
     std::vector<model::RowId> want_rows;
-    ASSERT_TRUE(RunForced(backend(), c.policy, tokens, 0, 1, &want, &want_rows).ok()) << c.name;
+    ASSERT_TRUE(RunForced(backend(), kv(), c.policy, tokens, 0, 1, &want, &want_rows).ok()) << c.name;
     ASSERT_EQ(want.logits.size(), tokens.size() + 1) << c.name;
     for (const Feed& f : kFeeds) {
       const std::string what =
           c.name + ", prompt chunk " + std::to_string(f.prompt_chunk) + ", k " + std::to_string(f.k);
       ForcedRun got;
       std::vector<model::RowId> got_rows;
-      ASSERT_TRUE(RunForced(backend(), c.policy, tokens, f.prompt_chunk, f.k, &got, &got_rows).ok()) << what;
+      ASSERT_TRUE(RunForced(backend(), kv(), c.policy, tokens, f.prompt_chunk, f.k, &got, &got_rows).ok()) << what;
       const model::testing::RunDifference d = model::testing::Difference(got, want);
       EXPECT_TRUE(d.bitwise) << what << ": worst logit difference " << d.worst;
       EXPECT_EQ(d.differing_samples, 0) << what;
       for (int i = 0; i < 2; ++i) {
         ExpectSameRows(*backend().InspectRow(got_rows[i]), *backend().InspectRow(want_rows[i]), what);
       }
-      for (model::RowId r : got_rows) backend().FreeRow(r);
+      for (model::RowId r : got_rows) kv().FreeRow(r);
       ++cases;
     }
-    for (model::RowId r : want_rows) backend().FreeRow(r);
+    for (model::RowId r : want_rows) kv().FreeRow(r);
   }
   EXPECT_EQ(cases, 13 * static_cast<int>(std::size(kFeeds)));  // 11 kinds + 2 fp8 cases, every feed
-  EXPECT_EQ(backend().KvBytesInUse(), 0);
+  EXPECT_EQ(kv().BytesInUse(), 0);
 }
 
 TEST_F(CpuStepPlanTest, TeacherForcedStepsAgreeWithProductionGemms) {
   const std::vector<int32_t> tokens = Tokens();
   for (const model::testing::PolicyCase& c : Cases()) {
     ForcedRun want;
-    ASSERT_TRUE(RunForced(backend(), c.policy, tokens, 0, 1, &want).ok()) << c.name;
+    ASSERT_TRUE(RunForced(backend(), kv(), c.policy, tokens, 0, 1, &want).ok()) << c.name;
     for (const Feed& f : kFeeds) {
       ForcedRun got;
-      ASSERT_TRUE(RunForced(backend(), c.policy, tokens, f.prompt_chunk, f.k, &got).ok()) << c.name;
+      ASSERT_TRUE(RunForced(backend(), kv(), c.policy, tokens, f.prompt_chunk, f.k, &got).ok()) << c.name;
       const model::testing::RunDifference d = model::testing::Difference(got, want);
       // Float rounding of GEMMs over other row counts, carried through the
       // layers (a policy's choice may flip on a near tie; none did here).
@@ -113,8 +117,8 @@ TEST_F(CpuStepPlanTest, SamplesAreKeyedByTokenIndex) {
   const sparse::ResolvedPolicy dense = Cases()[0].policy;
   const std::vector<int32_t> tokens = Tokens();
   ForcedRun one, all;
-  ASSERT_TRUE(RunForced(backend(), dense, tokens, 0, 1, &one).ok());
-  ASSERT_TRUE(RunForced(backend(), dense, tokens, 0, static_cast<int32_t>(tokens.size()), &all).ok());
+  ASSERT_TRUE(RunForced(backend(), kv(), dense, tokens, 0, 1, &one).ok());
+  ASSERT_TRUE(RunForced(backend(), kv(), dense, tokens, 0, static_cast<int32_t>(tokens.size()), &all).ok());
   EXPECT_EQ(one.sampled, all.sampled);
   // The samples are not all one token (the check would be empty otherwise).
   EXPECT_GT(std::count_if(one.sampled.begin(), one.sampled.end(), [&](int32_t s) { return s != one.sampled[0]; }), 0);
@@ -125,7 +129,7 @@ class CpuStepPlanErrorsTest : public CpuStepPlanTest {
   void SetUp() override {
     CpuStepPlanTest::SetUp();
     dense_ = Cases()[0].policy;
-    for (int i = 0; i < 2; ++i) rows_.push_back(*backend().AllocateRow(3, dense_));
+    for (int i = 0; i < 2; ++i) rows_.push_back(*kv().AllocateRow(3, dense_));
   }
   absl::Status Forward(int32_t outputs) {
     std::vector<int32_t> sampled(outputs);

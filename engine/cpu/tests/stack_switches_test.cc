@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/cpu/tests/golden_util.h"
+#include "engine/kv/kv_manager.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/tests/stack_golden.h"
 #include "engine/model/weight_source.h"
@@ -47,6 +48,7 @@ TEST_P(StackSwitchesTest, PrefillAndBatchedDecodeMatchTheReference) {
       model::CreateCpuBackend(spec, model::CheckpointWeights(std::move(*ckpt)), options);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   model::Backend& backend = **loaded;
+  kv::KvManager kv(backend);
   const int32_t vocab = spec.logits();
   absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy({}, 16);
   ASSERT_TRUE(dense.ok());
@@ -63,7 +65,7 @@ TEST_P(StackSwitchesTest, PrefillAndBatchedDecodeMatchTheReference) {
     const auto cond = p.golden["cond_ids"].get<std::vector<int32_t>>();
     const auto uncond = p.golden["uncond_ids"].get<std::vector<int32_t>>();
     for (int i = 0; i < 2; ++i) {
-      absl::StatusOr<model::RowId> row = backend.AllocateRow(static_cast<int32_t>(cond.size()), *dense);
+      absl::StatusOr<model::RowId> row = kv.AllocateRow(static_cast<int32_t>(cond.size()), *dense);
       ASSERT_TRUE(row.ok()) << row.status();
       p.rows.push_back(*row);
     }
@@ -111,8 +113,8 @@ TEST_P(StackSwitchesTest, PrefillAndBatchedDecodeMatchTheReference) {
   }
   EXPECT_EQ(pairs[0].next_step, 5);
   for (Pair& p : pairs)
-    for (model::RowId r : p.rows) backend.FreeRow(r);
-  EXPECT_EQ(backend.KvBytesInUse(), 0);
+    for (model::RowId r : p.rows) kv.FreeRow(r);
+  EXPECT_EQ(kv.BytesInUse(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Switches, StackSwitchesTest,

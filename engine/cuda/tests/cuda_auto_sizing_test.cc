@@ -12,6 +12,7 @@
 
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/pool_sizing.h"
+#include "engine/kv/kv_manager.h"
 #include "engine/models/janus/janus_shapes.h"
 #include "engine/models/janus/janus_spec.h"
 #include "engine/sparse/policy_params.h"
@@ -30,6 +31,7 @@ TEST(CudaAutoSizingTest, RowsAndPoolFillTheCardAndAFullCapBatchRuns) {
   absl::StatusOr<std::unique_ptr<CudaBackend>> made = CreateRandomCudaBackend(*spec, o, 7);
   ASSERT_TRUE(made.ok()) << made.status();
   CudaBackend& be = **made;
+  kv::KvManager kv(be);
   std::printf("%s\n", be.MemorySizing().c_str());
   EXPECT_NE(be.MemorySizing().find("(auto)"), std::string::npos);
   const int32_t cap = be.MaxBatchRows();
@@ -47,10 +49,10 @@ TEST(CudaAutoSizingTest, RowsAndPoolFillTheCardAndAFullCapBatchRuns) {
   p.n_recent = 64;
   const sparse::ResolvedPolicy policy = sparse::ResolvePolicy(p, 576).value();
   constexpr int32_t kPrompt = 50;
-  ASSERT_TRUE(be.CanAllocateRows(kPrompt, policy, cap));
+  ASSERT_TRUE(kv.CanPlace(std::vector<int64_t>(cap, be.RowBytes(kPrompt, policy))));
   std::vector<model::RowId> rows;
   for (int32_t r = 0; r < cap; ++r) {
-    absl::StatusOr<model::RowId> id = be.AllocateRow(kPrompt, policy);
+    absl::StatusOr<model::RowId> id = kv.AllocateRow(kPrompt, policy);
     ASSERT_TRUE(id.ok()) << "row " << r << " of " << cap << ": " << id.status();
     rows.push_back(*id);
   }
@@ -80,8 +82,8 @@ TEST(CudaAutoSizingTest, RowsAndPoolFillTheCardAndAFullCapBatchRuns) {
   ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
   std::printf("free after a full-cap batch %.2f GB\n", free_bytes / 1e9);
   EXPECT_GE(free_bytes, size_t{256} << 20);
-  for (model::RowId r : rows) be.FreeRow(r);
-  EXPECT_EQ(be.KvBytesInUse(), 0);
+  for (model::RowId r : rows) kv.FreeRow(r);
+  EXPECT_EQ(kv.BytesInUse(), 0);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/kv/kv_manager.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/weight_source.h"
 #include "engine/models/janus/janus_config.h"
@@ -56,6 +57,7 @@ struct Dims {
 struct Backends {
   Dims dims;
   std::unique_ptr<model::Backend> cpu, cuda;
+  std::unique_ptr<kv::KvManager> cpu_kv, cuda_kv;  // their rows
 };
 
 absl::StatusOr<model::ModelSpec> TinySpec(const std::string& dir) {
@@ -87,6 +89,7 @@ Backends Load(const std::string& relative, model::WeightFormat weight_format = m
     EXPECT_TRUE(backend.ok()) << backend.status();
     if (!backend.ok()) return b;
     (i == 0 ? b.cpu : b.cuda) = std::move(*backend);
+    (i == 0 ? b.cpu_kv : b.cuda_kv) = std::make_unique<kv::KvManager>(i == 0 ? *b.cpu : *b.cuda);
   }
   return b;
 }
@@ -203,9 +206,10 @@ TEST_P(CudaBackendTest, LogitsAndTokensMatchCpuBackend) {
     std::vector<int32_t> sampled[2];
     for (int i = 0; i < 2; ++i) {
       model::Backend& be = i == 0 ? *b.cpu : *b.cuda;
+      kv::KvManager& kv = i == 0 ? *b.cpu_kv : *b.cuda_kv;
       auto& rows = i == 0 ? p.cpu_rows : p.cuda_rows;
       for (int k = 0; k < 2; ++k) {
-        absl::StatusOr<model::RowId> row = be.AllocateRow(p.prompt_len, p.policy);
+        absl::StatusOr<model::RowId> row = kv.AllocateRow(p.prompt_len, p.policy);
         ASSERT_TRUE(row.ok()) << row.status();
         rows.push_back(*row);
       }
@@ -279,11 +283,11 @@ TEST_P(CudaBackendTest, LogitsAndTokensMatchCpuBackend) {
                  : pc.fp8 != PolicyCase::kNoFp8 ? kFp8MinTokenAgreement
                                                 : kMinTokenAgreement);
   // The pool holds exactly what the rows cost (KV and policy state), and gets it back.
-  const int64_t in_use = b.cuda->KvBytesInUse();
+  const int64_t in_use = b.cuda_kv->BytesInUse();
   EXPECT_EQ(in_use, 2 * b.cuda->RowBytes(13, policies[0]) + 2 * b.cuda->RowBytes(7, policies[1]));
   for (Pair& p : pairs)
-    for (model::RowId r : p.cuda_rows) b.cuda->FreeRow(r);
-  EXPECT_EQ(b.cuda->KvBytesInUse(), 0);
+    for (model::RowId r : p.cuda_rows) b.cuda_kv->FreeRow(r);
+  EXPECT_EQ(b.cuda_kv->BytesInUse(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -348,9 +352,10 @@ TEST(CudaBackendGraphTest, GraphReplayMatchesEagerLaunches) {
     auto* cuda = dynamic_cast<CudaBackend*>(backend->get());
     ASSERT_NE(cuda, nullptr);
     cuda->SetGraphs(graphs);
+    kv::KvManager kv(*cuda);
     std::vector<model::RowId> rows;
     for (const auto* p : {&*dense, &*dense, &*diag, &*diag}) {
-      absl::StatusOr<model::RowId> r = cuda->AllocateRow(9, *p);
+      absl::StatusOr<model::RowId> r = kv.AllocateRow(9, *p);
       ASSERT_TRUE(r.ok()) << r.status();
       rows.push_back(*r);
     }

@@ -83,7 +83,6 @@ const std::vector<int32_t>& kUncond = model::testing::kSharingUncond;
 TEST(CudaPromptSharingTest, SharedPromptGivesTheLogitsOfACopyPerImage) {
   std::unique_ptr<model::Backend> be = TinyCuda(64 << 20);
   ASSERT_NE(be, nullptr);
-  ASSERT_TRUE(be->SupportsPromptSharing());
   const int vocab = be->spec().logits();
   std::vector<model::testing::NamedPolicy> cases = model::testing::SharingCases(kLDec);
   cases.push_back({"dense fp8", Policy(sparse::PolicyKind::kDense, 0, sparse::KvFormat::kFp8E4m3)});
@@ -128,7 +127,6 @@ TEST(CudaPromptSharingTest, LedgerStaysExactUnderRandomAdmissionAndFrees) {
 TEST(CudaPromptSharingTest, PromptRowsServeLaterRequestsWithTheLogitsOfOwnRows) {
   std::unique_ptr<model::Backend> be = TinyCuda(64 << 20);
   ASSERT_NE(be, nullptr);
-  ASSERT_TRUE(be->SupportsPromptRows());
   const int vocab = be->spec().logits();
   const std::vector<model::testing::NamedPolicy> cases = model::testing::SharingCases(kLDec);
   for (const auto& c : cases) {

@@ -17,6 +17,7 @@
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/kv/kv_manager.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/tests/stack_golden.h"
 #include "engine/model/weight_source.h"
@@ -92,10 +93,12 @@ TEST_P(CudaStackSwitchesTest, LogitsMatchTheCpuBackendAndTheReference) {
   const nlohmann::json& pair = golden["pairs"][0];
   const auto cond = pair["cond_ids"].get<std::vector<int32_t>>(),
              uncond = pair["uncond_ids"].get<std::vector<int32_t>>();
+  kv::KvManager cpu_kv(*cpu), gpu_kv(*gpu);
   std::vector<model::RowId> rows[2];
   for (int b = 0; b < 2; ++b)
     for (int i = 0; i < 2; ++i) {
-      absl::StatusOr<model::RowId> r = (b == 0 ? *cpu : *gpu).AllocateRow(static_cast<int32_t>(cond.size()), *policy);
+      absl::StatusOr<model::RowId> r =
+          (b == 0 ? cpu_kv : gpu_kv).AllocateRow(static_cast<int32_t>(cond.size()), *policy);
       ASSERT_TRUE(r.ok()) << r.status();
       rows[b].push_back(*r);
     }
@@ -140,9 +143,9 @@ TEST_P(CudaStackSwitchesTest, LogitsMatchTheCpuBackendAndTheReference) {
     }
     ASSERT_NO_FATAL_FAILURE(check(logits, t + 1, t));
   }
-  EXPECT_EQ(gpu->KvBytesInUse(), 2 * gpu->RowBytes(static_cast<int32_t>(cond.size()), *policy));
-  for (model::RowId r : rows[1]) gpu->FreeRow(r);
-  EXPECT_EQ(gpu->KvBytesInUse(), 0);
+  EXPECT_EQ(gpu_kv.BytesInUse(), 2 * gpu->RowBytes(static_cast<int32_t>(cond.size()), *policy));
+  for (model::RowId r : rows[1]) gpu_kv.FreeRow(r);
+  EXPECT_EQ(gpu_kv.BytesInUse(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Switches, CudaStackSwitchesTest,
@@ -175,8 +178,9 @@ TEST(CudaStackSwitchesGraphTest, GraphReplayMatchesEagerWithEverySwitch) {
       auto* cuda = dynamic_cast<CudaBackend*>(b.get());
       ASSERT_NE(cuda, nullptr);
       cuda->SetGraphs(graphs);
+      kv::KvManager kv(*cuda);
       std::vector<model::RowId> rows;
-      for (const auto* p : {&*dense, &*dense, &*diag, &*diag}) rows.push_back(*cuda->AllocateRow(6, *p));
+      for (const auto* p : {&*dense, &*dense, &*diag, &*diag}) rows.push_back(*kv.AllocateRow(6, *p));
       std::vector<int32_t> prompt(24);
       for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 13 + 5) % spec.text_vocab());
       const std::vector<int32_t> offsets = {0, 6, 12, 18, 24};

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/kv/kv_manager.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/tests/step_plan_harness.h"
 #include "engine/model/weight_source.h"
@@ -54,20 +55,21 @@ TEST(CudaStepPlanTest, TeacherForcedStepsMatchOneTokenSteps) {
   std::unique_ptr<model::Backend> cpu = Tiny(false, &spec);
   ASSERT_NE(gpu, nullptr);
   ASSERT_NE(cpu, nullptr);
+  kv::KvManager gpu_kv(*gpu), cpu_kv(*cpu);
   const std::vector<int32_t> tokens = model::testing::ForcedTokens(kLDec - 1, spec.input_rows());
   int cases = 0;
   for (const model::testing::PolicyCase& c :
        model::testing::EveryPolicyCase(kLDec, spec.stack.num_layers, spec.stack.num_kv_heads)) {
     ForcedRun want, reference;
-    ASSERT_TRUE(RunForced(*gpu, c.policy, tokens, 0, 1, &want).ok()) << c.name;
-    ASSERT_TRUE(RunForced(*cpu, c.policy, tokens, 0, 1, &reference).ok()) << c.name;
+    ASSERT_TRUE(RunForced(*gpu, gpu_kv, c.policy, tokens, 0, 1, &want).ok()) << c.name;
+    ASSERT_TRUE(RunForced(*cpu, cpu_kv, c.policy, tokens, 0, 1, &reference).ok()) << c.name;
     const model::testing::RunDifference against_cpu = model::testing::Difference(want, reference);
     EXPECT_LT(against_cpu.worst, kCpuTolerance) << c.name;
     std::cout << c.name << ": against the CPU " << against_cpu.worst << ", samples differing "
               << against_cpu.differing_samples << " of " << want.sampled.size() << "\n";
     for (int32_t k : {2, 5, 35}) {
       ForcedRun got;
-      ASSERT_TRUE(RunForced(*gpu, c.policy, tokens, 0, k, &got).ok()) << c.name << " k " << k;
+      ASSERT_TRUE(RunForced(*gpu, gpu_kv, c.policy, tokens, 0, k, &got).ok()) << c.name << " k " << k;
       const model::testing::RunDifference d = model::testing::Difference(got, want);
       EXPECT_TRUE(d.bitwise) << c.name << " k " << k << ": worst " << d.worst;
       EXPECT_EQ(d.differing_samples, 0) << c.name << " k " << k;
@@ -75,17 +77,18 @@ TEST(CudaStepPlanTest, TeacherForcedStepsMatchOneTokenSteps) {
     }
   }
   EXPECT_EQ(cases, 13 * 3);
-  EXPECT_EQ(gpu->KvBytesInUse(), 0);
+  EXPECT_EQ(gpu_kv.BytesInUse(), 0);
 }
 
 TEST(CudaStepPlanTest, ChunkedPrefillIsNotImplementedHere) {
   model::ModelSpec spec;
   std::unique_ptr<model::Backend> gpu = Tiny(true, &spec);
   ASSERT_NE(gpu, nullptr);
+  kv::KvManager gpu_kv(*gpu);
   const auto cases = model::testing::EveryPolicyCase(kLDec, spec.stack.num_layers, spec.stack.num_kv_heads);
   ForcedRun run;
   std::vector<model::RowId> rows;
-  const absl::Status s = RunForced(*gpu, cases[0].policy, {}, 3, 1, &run, &rows);
+  const absl::Status s = RunForced(*gpu, gpu_kv, cases[0].policy, {}, 3, 1, &run, &rows);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
   EXPECT_NE(s.message().find("chunked prefill"), std::string::npos) << s;
 }

@@ -12,12 +12,14 @@
 #include <random>
 #include <vector>
 
-#include "engine/cuda/range_allocator.h"
 #include "engine/cuda/row_layout.h"
+#include "engine/kv/range_allocator.h"
 #include "engine/sparse/policy_params.h"
 
 namespace argen::cuda {
 namespace {
+
+using kv::RangeAllocator;
 
 model::StackConfig TinyStack() {
   model::StackConfig s;

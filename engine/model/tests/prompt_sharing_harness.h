@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/kv/kv_manager.h"
 #include "engine/model/backend.h"
 #include "engine/sparse/policy_params.h"
 #include "gtest/gtest.h"
@@ -78,22 +79,23 @@ struct GroupOptions {
 inline void RunGroup(Backend& be, const sparse::ResolvedPolicy& policy, const std::vector<int32_t>& cond,
                      const std::vector<int32_t>& uncond, const GroupOptions& o, GroupRun* run) {
   const int images = o.images, steps = o.steps;
+  kv::KvManager kv(be);
   const bool share = o.share, owners_first = o.owners_first;
-  const int64_t before = be.KvBytesInUse();
+  const int64_t before = kv.BytesInUse();
   std::vector<RowId> rows;
   std::vector<int32_t> tokens, offsets = {0};
   for (int i = 0; i < images; ++i) {
     for (int k = 0; k < 2; ++k) {
       const std::vector<int32_t>& prompt = k == 0 ? cond : uncond;
-      absl::StatusOr<RowId> r = share && i > 0 ? be.AllocateSharingRow(rows[k], policy)
-                                               : be.AllocateRow(static_cast<int32_t>(prompt.size()), policy);
+      absl::StatusOr<RowId> r = share && i > 0 ? kv.AllocateSharingRow(rows[k], policy)
+                                               : kv.AllocateRow(static_cast<int32_t>(prompt.size()), policy);
       ASSERT_TRUE(r.ok()) << r.status();
       rows.push_back(*r);
       tokens.insert(tokens.end(), prompt.begin(), prompt.end());
       offsets.push_back(static_cast<int32_t>(tokens.size()));
     }
   }
-  run->kv_bytes = be.KvBytesInUse() - before;
+  run->kv_bytes = kv.BytesInUse() - before;
   std::vector<SamplingSpec> sampling(images);
   for (int i = 0; i < images; ++i) {
     sampling[i].temperature = 1.0f;
@@ -120,22 +122,23 @@ inline void RunGroup(Backend& be, const sparse::ResolvedPolicy& policy, const st
   }
   if (!owners_first) std::reverse(rows.begin(), rows.end());
   for (size_t i = 0; i < rows.size(); ++i) {
-    be.FreeRow(rows[i]);
+    kv.FreeRow(rows[i]);
     // An owner's region stays until its last sharer is freed.
     if (share && owners_first && images > 1 && i < 2) {
-      EXPECT_EQ(be.KvBytesInUse() - before, run->kv_bytes);
+      EXPECT_EQ(kv.BytesInUse() - before, run->kv_bytes);
     }
   }
-  EXPECT_EQ(be.KvBytesInUse(), before);
+  EXPECT_EQ(kv.BytesInUse(), before);
 }
 
 // Random requests (1-4 images, shared or not, two prompt lengths) are added
-// while CanAllocateGroup says they fit and freed in random row order; the
-// ledger must equal the sum of the live requests' bytes after every step,
-// CanAllocateGroup must agree with what allocation does, and everything
+// while the KV manager's CanPlace says they fit and freed in random row
+// order; the ledger must equal the sum of the live requests' bytes after
+// every step, CanPlace must agree with what allocation does, and everything
 // returns to zero.
 inline void RandomLedgerWalk(Backend& be, const std::vector<const sparse::ResolvedPolicy*>& policies, int iterations,
                              uint32_t seed) {
+  kv::KvManager kv(be);
   struct Live {
     std::vector<RowId> rows;
     int64_t bytes = 0;
@@ -143,7 +146,7 @@ inline void RandomLedgerWalk(Backend& be, const std::vector<const sparse::Resolv
   std::mt19937 rng(seed);
   std::vector<Live> live;
   int64_t expected = 0;
-  const int64_t base = be.KvBytesInUse();
+  const int64_t base = kv.BytesInUse();
   int added = 0, refused = 0;
   for (int it = 0; it < iterations; ++it) {
     if (live.empty() || rng() % 3 != 0) {
@@ -151,18 +154,20 @@ inline void RandomLedgerWalk(Backend& be, const std::vector<const sparse::Resolv
       const int images = 1 + static_cast<int>(rng() % 4);
       const bool share = rng() % 2 == 0;
       const int32_t cond_len = 3 + static_cast<int32_t>(rng() % 9), uncond_len = 2 + static_cast<int32_t>(rng() % 5);
-      const bool fits = be.CanAllocateGroup(cond_len, uncond_len, p, images, share);
+      const std::vector<int32_t> cond(cond_len, 1), uncond(uncond_len, 2);
+      const bool fits = kv.CanPlace(
+          kv::RequestShape{cond, uncond, p, images, share ? kv::Sharing::kWithinRequest : kv::Sharing::kNone});
       Live g;
       bool ok = true;
       for (int i = 0; ok && i < 2 * images; ++i) {
-        absl::StatusOr<RowId> r = share && i >= 2 ? be.AllocateSharingRow(g.rows[i % 2], p)
-                                                  : be.AllocateRow(i % 2 == 0 ? cond_len : uncond_len, p);
+        absl::StatusOr<RowId> r = share && i >= 2 ? kv.AllocateSharingRow(g.rows[i % 2], p)
+                                                  : kv.AllocateRow(i % 2 == 0 ? cond_len : uncond_len, p);
         ok = r.ok();
         if (ok) g.rows.push_back(*r);
       }
-      ASSERT_EQ(ok, fits) << "iteration " << it << ": CanAllocateGroup disagrees with allocation";
+      ASSERT_EQ(ok, fits) << "iteration " << it << ": CanPlace disagrees with allocation";
       if (!ok) {
-        for (RowId r : g.rows) be.FreeRow(r);
+        for (RowId r : g.rows) kv.FreeRow(r);
         ++refused;
       } else {
         g.bytes = share ? be.RowBytes(cond_len, p) + be.RowBytes(uncond_len, p) +
@@ -177,14 +182,14 @@ inline void RandomLedgerWalk(Backend& be, const std::vector<const sparse::Resolv
       Live g = std::move(live[victim]);
       live.erase(live.begin() + static_cast<std::ptrdiff_t>(victim));
       std::shuffle(g.rows.begin(), g.rows.end(), rng);
-      for (RowId r : g.rows) be.FreeRow(r);
+      for (RowId r : g.rows) kv.FreeRow(r);
       expected -= g.bytes;
     }
-    ASSERT_EQ(be.KvBytesInUse() - base, expected) << "iteration " << it;
+    ASSERT_EQ(kv.BytesInUse() - base, expected) << "iteration " << it;
   }
   for (Live& g : live)
-    for (RowId r : g.rows) be.FreeRow(r);
-  EXPECT_EQ(be.KvBytesInUse(), base);
+    for (RowId r : g.rows) kv.FreeRow(r);
+  EXPECT_EQ(kv.BytesInUse(), base);
   EXPECT_GT(added, 10);
   EXPECT_GT(refused, 0) << "the walk never filled the pool";
 }
@@ -215,18 +220,19 @@ inline void RunAcrossRequests(Backend& be, const sparse::ResolvedPolicy& policy,
   const auto len = [](const std::vector<int32_t>& v) { return static_cast<int32_t>(v.size()); };
   const int vocab = be.spec().logits();
   const int32_t offset = be.spec().input.sampled_offset;
-  const int64_t base = be.KvBytesInUse();
-  const auto record_bytes = [&] { run->kv_bytes.push_back(be.KvBytesInUse() - base); };
+  kv::KvManager kv(be);
+  const int64_t base = kv.BytesInUse();
+  const auto record_bytes = [&] { run->kv_bytes.push_back(kv.BytesInUse() - base); };
   // A row reading prompt row `owner`, or one with its own prompt.
   const auto row_for = [&](RowId owner, const std::vector<int32_t>& prompt) -> RowId {
-    absl::StatusOr<RowId> r = prompt_rows ? be.AllocateSharingRow(owner, policy) : be.AllocateRow(len(prompt), policy);
+    absl::StatusOr<RowId> r = prompt_rows ? kv.AllocateSharingRow(owner, policy) : kv.AllocateRow(len(prompt), policy);
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : kNoRow;
   };
   RowId pa = kNoRow, pu = kNoRow, pb = kNoRow;
   if (prompt_rows) {
-    absl::StatusOr<RowId> a = be.AllocatePromptRow(len(cond_a), policy.kv_format);
-    absl::StatusOr<RowId> u = be.AllocatePromptRow(len(uncond), policy.kv_format);
+    absl::StatusOr<RowId> a = kv.AllocatePromptRow(len(cond_a), policy.kv_format);
+    absl::StatusOr<RowId> u = kv.AllocatePromptRow(len(uncond), policy.kv_format);
     ASSERT_TRUE(a.ok() && u.ok());
     pa = *a;
     pu = *u;
@@ -285,7 +291,7 @@ inline void RunAcrossRequests(Backend& be, const sparse::ResolvedPolicy& policy,
   for (int t = 0; t < 3; ++t) ASSERT_NO_FATAL_FAILURE(decode(rows_a, 0, 2));
   // B: its caption's prompt row filled now, A's uncond prompt row read as it is.
   if (prompt_rows) {
-    absl::StatusOr<RowId> b = be.AllocatePromptRow(len(cond_b), policy.kv_format);
+    absl::StatusOr<RowId> b = kv.AllocatePromptRow(len(cond_b), policy.kv_format);
     ASSERT_TRUE(b.ok());
     pb = *b;
   }
@@ -301,15 +307,15 @@ inline void RunAcrossRequests(Backend& be, const sparse::ResolvedPolicy& policy,
   for (int t = 0; t < steps; ++t) ASSERT_NO_FATAL_FAILURE(decode(both, 0, 3));
   // A finishes: its caption's prompt row goes with it; the shared one is
   // freed as well but stays (hidden) while B reads it.
-  for (RowId r : rows_a) be.FreeRow(r);
+  for (RowId r : rows_a) kv.FreeRow(r);
   if (prompt_rows) {
-    be.FreeRow(pa);
-    be.FreeRow(pu);
+    kv.FreeRow(pa);
+    kv.FreeRow(pu);
   }
   record_bytes();
   for (int t = 0; t < 2; ++t) ASSERT_NO_FATAL_FAILURE(decode(rows_b, 2, 1));
-  for (RowId r : rows_b) be.FreeRow(r);
-  if (prompt_rows) be.FreeRow(pb);
+  for (RowId r : rows_b) kv.FreeRow(r);
+  if (prompt_rows) kv.FreeRow(pb);
   record_bytes();
 }
 
@@ -338,6 +344,7 @@ inline void ExpectAcrossLedger(const Backend& be, const sparse::ResolvedPolicy& 
 // must agree with allocation, and everything returns to zero.
 inline void RandomPromptRowWalk(Backend& be, const std::vector<const sparse::ResolvedPolicy*>& policies, int iterations,
                                 uint32_t seed) {
+  kv::KvManager kv(be);
   struct Prompt {
     RowId row = kNoRow;
     int readers = 0;
@@ -352,11 +359,11 @@ inline void RandomPromptRowWalk(Backend& be, const std::vector<const sparse::Res
   std::mt19937 rng(seed);
   std::vector<Live> live;
   int64_t expected = 0;
-  const int64_t base = be.KvBytesInUse();
+  const int64_t base = kv.BytesInUse();
   int added = 0, refused = 0;
   const int32_t kLens[] = {3, 5, 8, 11, 6, 4};  // prompt ids 0-3 captions, 4-5 guidance rows
   const auto release = [&](Live& g) {
-    for (RowId r : g.rows) be.FreeRow(r);
+    for (RowId r : g.rows) kv.FreeRow(r);
     expected -= g.bytes;
     for (int k = 0; k < 2; ++k) {
       Prompt& p = prompts.at(g.keys[k]);
@@ -365,7 +372,7 @@ inline void RandomPromptRowWalk(Backend& be, const std::vector<const sparse::Res
     for (int k = 0; k < 2; ++k) {
       auto it = prompts.find(g.keys[k]);
       if (it == prompts.end() || it->second.readers > 0) continue;
-      be.FreeRow(it->second.row);
+      kv.FreeRow(it->second.row);
       expected -= it->second.bytes;
       prompts.erase(it);
     }
@@ -384,12 +391,12 @@ inline void RandomPromptRowWalk(Backend& be, const std::vector<const sparse::Res
       for (int i = 0; i < images; ++i) {
         for (const auto& key : g.keys) sizes.push_back(be.SharingRowBytes(kLens[key.second], p));
       }
-      const bool fits = be.CanPlace(sizes);
+      const bool fits = kv.CanPlace(sizes);
       bool ok = true;
       std::vector<std::pair<int32_t, int32_t>> made;
       for (const auto& key : g.keys) {
         if (!ok || prompts.contains(key)) continue;
-        absl::StatusOr<RowId> r = be.AllocatePromptRow(kLens[key.second], p.kv_format);
+        absl::StatusOr<RowId> r = kv.AllocatePromptRow(kLens[key.second], p.kv_format);
         ok = r.ok();
         if (!ok) break;
         const int64_t bytes = be.PromptRowBytes(kLens[key.second], p.kv_format);
@@ -399,7 +406,7 @@ inline void RandomPromptRowWalk(Backend& be, const std::vector<const sparse::Res
       }
       for (int i = 0; ok && i < 2 * images; ++i) {
         Prompt& owner = prompts.at(g.keys[i % 2]);
-        absl::StatusOr<RowId> r = be.AllocateSharingRow(owner.row, p);
+        absl::StatusOr<RowId> r = kv.AllocateSharingRow(owner.row, p);
         ok = r.ok();
         if (!ok) break;
         g.rows.push_back(*r);
@@ -411,11 +418,11 @@ inline void RandomPromptRowWalk(Backend& be, const std::vector<const sparse::Res
       if (!ok) {
         // Undo as the engine does: the rows, then the prompt rows nobody reads.
         for (int i = 0; i < static_cast<int>(g.rows.size()); ++i) --prompts.at(g.keys[i % 2]).readers;
-        for (RowId r : g.rows) be.FreeRow(r);
+        for (RowId r : g.rows) kv.FreeRow(r);
         for (const auto& key : made) {
           auto m = prompts.find(key);
           if (m == prompts.end() || m->second.readers > 0) continue;
-          be.FreeRow(m->second.row);
+          kv.FreeRow(m->second.row);
           expected -= m->second.bytes;
           prompts.erase(m);
         }
@@ -431,11 +438,11 @@ inline void RandomPromptRowWalk(Backend& be, const std::vector<const sparse::Res
       std::shuffle(g.rows.begin(), g.rows.end(), rng);
       release(g);
     }
-    ASSERT_EQ(be.KvBytesInUse() - base, expected) << "iteration " << it;
+    ASSERT_EQ(kv.BytesInUse() - base, expected) << "iteration " << it;
   }
   for (Live& g : live) release(g);
   EXPECT_TRUE(prompts.empty());
-  EXPECT_EQ(be.KvBytesInUse(), base);
+  EXPECT_EQ(kv.BytesInUse(), base);
   EXPECT_GT(added, 10);
   EXPECT_GT(refused, 0) << "the walk never filled the pool";
 }

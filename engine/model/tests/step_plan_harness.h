@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/kv/kv_manager.h"
 #include "engine/model/backend.h"
 #include "engine/sparse/policy_params.h"
 #include "gtest/gtest.h"
@@ -73,13 +74,15 @@ struct ForcedRun {
 
 // Feeds the prompts in chunks of `prompt_chunk` positions (0: whole) and
 // the tokens `k` per step, through Backend::Forward.
-inline absl::Status RunForced(Backend& be, const sparse::ResolvedPolicy& policy, const std::vector<int32_t>& tokens,
-                              int32_t prompt_chunk, int32_t k, ForcedRun* run, std::vector<RowId>* rows_out = nullptr) {
+// `kv` manages `be`'s rows; the rows are freed at the end unless `rows_out` takes them.
+inline absl::Status RunForced(Backend& be, kv::KvManager& kv, const sparse::ResolvedPolicy& policy,
+                              const std::vector<int32_t>& tokens, int32_t prompt_chunk, int32_t k, ForcedRun* run,
+                              std::vector<RowId>* rows_out = nullptr) {
   const int32_t vocab = be.spec().logits();
   const std::vector<int32_t>* prompts[2] = {&kForcedCond, &kForcedUncond};
   RowId rows[2];
   for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<RowId> r = be.AllocateRow(static_cast<int32_t>(prompts[i]->size()), policy);
+    absl::StatusOr<RowId> r = kv.AllocateRow(static_cast<int32_t>(prompts[i]->size()), policy);
     if (!r.ok()) return r.status();
     rows[i] = *r;
   }
@@ -135,7 +138,7 @@ inline absl::Status RunForced(Backend& be, const sparse::ResolvedPolicy& policy,
   if (rows_out != nullptr) {
     rows_out->assign(rows, rows + 2);
   } else {
-    for (RowId r : rows) be.FreeRow(r);
+    for (RowId r : rows) kv.FreeRow(r);
   }
   return absl::OkStatus();
 }

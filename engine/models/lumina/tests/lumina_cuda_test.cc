@@ -24,6 +24,7 @@
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/weights_file.h"
+#include "engine/kv/kv_manager.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/create_engine.h"
 #include "engine/model/weight_source.h"
@@ -86,14 +87,17 @@ TEST(LuminaCudaTest, LogitsAndGreedyTokensMatchTheCpuBackend) {
   absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy({}, family->image_tokens);
   ASSERT_TRUE(dense.ok());
   model::Backend* be[2] = {cpu->get(), cuda->get()};
+  kv::KvManager kv_cpu(*be[0]), kv_cuda(*be[1]);
+  kv::KvManager* kv[2] = {&kv_cpu, &kv_cuda};
   std::vector<model::RowId> rows[2];
   for (int b = 0; b < 2; ++b) {
     EXPECT_TRUE(
-        be[b]->CanAllocatePairs(static_cast<int32_t>(cond.size()), static_cast<int32_t>(uncond.size()), *dense, 1));
-    rows[b] = {*be[b]->AllocateRow(static_cast<int32_t>(cond.size()), *dense),
-               *be[b]->AllocateRow(static_cast<int32_t>(uncond.size()), *dense)};
-    EXPECT_EQ(be[b]->KvBytesInUse(), be[b]->RowBytes(static_cast<int32_t>(cond.size()), *dense) +
-                                         be[b]->RowBytes(static_cast<int32_t>(uncond.size()), *dense));
+        kv[b]->CanPlace(kv::PlacementSizes(*be[b], static_cast<int32_t>(cond.size()),
+                                           static_cast<int32_t>(uncond.size()), *dense, 1, kv::Sharing::kNone)));
+    rows[b] = {*kv[b]->AllocateRow(static_cast<int32_t>(cond.size()), *dense),
+               *kv[b]->AllocateRow(static_cast<int32_t>(uncond.size()), *dense)};
+    EXPECT_EQ(kv[b]->BytesInUse(), be[b]->RowBytes(static_cast<int32_t>(cond.size()), *dense) +
+                                       be[b]->RowBytes(static_cast<int32_t>(uncond.size()), *dense));
   }
   std::vector<int32_t> tokens = cond;
   tokens.insert(tokens.end(), uncond.begin(), uncond.end());
@@ -125,8 +129,8 @@ TEST(LuminaCudaTest, LogitsAndGreedyTokensMatchTheCpuBackend) {
   }
   EXPECT_GE(agree, (steps + 1) * 9 / 10) << "greedy tokens agreeing of " << steps + 1;
   for (int b = 0; b < 2; ++b) {
-    for (model::RowId r : rows[b]) be[b]->FreeRow(r);
-    EXPECT_EQ(be[b]->KvBytesInUse(), 0);
+    for (model::RowId r : rows[b]) kv[b]->FreeRow(r);
+    EXPECT_EQ(kv[b]->BytesInUse(), 0);
   }
 }
 
@@ -201,6 +205,8 @@ TEST(LuminaCudaTest, TwoSizesInOneDecodeBatchMatchTheCpuBackend) {
       model::CreateCudaBackend(family->spec, model::CheckpointWeights(ckpt), options);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
   model::Backend* be[2] = {cpu->get(), cuda->get()};
+  kv::KvManager kv_cpu(*be[0]), kv_cuda(*be[1]);
+  kv::KvManager* kv[2] = {&kv_cpu, &kv_cuda};
 
   struct Pair {
     model::ImageRecipe recipe;
@@ -223,8 +229,8 @@ TEST(LuminaCudaTest, TwoSizesInOneDecodeBatchMatchTheCpuBackend) {
     p.cond = ids->first;
     p.uncond = ids->second;
     for (int b = 0; b < 2; ++b) {
-      p.rows[b] = {*be[b]->AllocateRow(static_cast<int32_t>(p.cond.size()), p.policy),
-                   *be[b]->AllocateRow(static_cast<int32_t>(p.uncond.size()), p.policy)};
+      p.rows[b] = {*kv[b]->AllocateRow(static_cast<int32_t>(p.cond.size()), p.policy),
+                   *kv[b]->AllocateRow(static_cast<int32_t>(p.uncond.size()), p.policy)};
     }
     pairs.push_back(std::move(p));
   }
@@ -236,7 +242,7 @@ TEST(LuminaCudaTest, TwoSizesInOneDecodeBatchMatchTheCpuBackend) {
       want += be[b]->RowBytes(static_cast<int32_t>(p.cond.size()), p.policy) +
               be[b]->RowBytes(static_cast<int32_t>(p.uncond.size()), p.policy);
     }
-    EXPECT_EQ(be[b]->KvBytesInUse(), want) << b;
+    EXPECT_EQ(kv[b]->BytesInUse(), want) << b;
   }
 
   const int32_t vocab = family->spec.logits();
@@ -300,9 +306,9 @@ TEST(LuminaCudaTest, TwoSizesInOneDecodeBatchMatchTheCpuBackend) {
   EXPECT_GE(agree, compared * 9 / 10) << "greedy tokens agreeing of " << compared;
   for (int b = 0; b < 2; ++b) {
     for (const Pair& p : pairs) {
-      for (model::RowId r : p.rows[b]) be[b]->FreeRow(r);
+      for (model::RowId r : p.rows[b]) kv[b]->FreeRow(r);
     }
-    EXPECT_EQ(be[b]->KvBytesInUse(), 0);
+    EXPECT_EQ(kv[b]->BytesInUse(), 0);
   }
 }
 

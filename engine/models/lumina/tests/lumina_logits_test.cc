@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/kv/kv_manager.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/weight_source.h"
 #include "engine/models/lumina/lumina_config.h"
@@ -72,6 +73,7 @@ TEST_P(LuminaLogitsTest, PairOfUnequalRowsMatchesHfChameleon) {
       model::CreateCpuBackend(*spec, model::CheckpointWeights(std::move(*ckpt)), options);
   ASSERT_TRUE(backend.ok()) << backend.status();
   model::Backend& be = **backend;
+  kv::KvManager kv(be);
 
   const int32_t vocab = golden["vocab_size"].get<int32_t>();
   const std::vector<float> all = ReadF32(dir + "/" + golden["logits_file"].get<std::string>());
@@ -88,8 +90,8 @@ TEST_P(LuminaLogitsTest, PairOfUnequalRowsMatchesHfChameleon) {
   ASSERT_EQ(steps, static_cast<int32_t>(uncond_ids.size()) - up);
   absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy({}, steps + 1);
   ASSERT_TRUE(dense.ok());
-  std::vector<model::RowId> rows = {*be.AllocateRow(cp, *dense), *be.AllocateRow(up, *dense)};
-  EXPECT_TRUE(be.CanAllocatePairs(cp, up, *dense, 1));
+  std::vector<model::RowId> rows = {*kv.AllocateRow(cp, *dense), *kv.AllocateRow(up, *dense)};
+  EXPECT_TRUE(kv.CanPlace(kv::PlacementSizes(be, cp, up, *dense, 1, kv::Sharing::kNone)));
 
   std::vector<int32_t> tokens(cond_ids.begin(), cond_ids.begin() + cp);
   tokens.insert(tokens.end(), uncond_ids.begin(), uncond_ids.begin() + up);
@@ -109,8 +111,8 @@ TEST_P(LuminaLogitsTest, PairOfUnequalRowsMatchesHfChameleon) {
     EXPECT_LE(RelativeError(logits.data(), expected(c0 + cp + s)), kTolerance) << "decode cond " << s;
     EXPECT_LE(RelativeError(logits.data() + count, expected(u0 + up + s)), kTolerance) << "decode uncond " << s;
   }
-  for (model::RowId r : rows) be.FreeRow(r);
-  EXPECT_EQ(be.KvBytesInUse(), 0);
+  for (model::RowId r : rows) kv.FreeRow(r);
+  EXPECT_EQ(kv.BytesInUse(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, LuminaLogitsTest,

@@ -1,6 +1,6 @@
 // First-fit allocator of [offset, offset + size) ranges inside a fixed pool
-// (element units), with coalescing on free. Host bookkeeping only: the KV pool
-// and the policy-state pools are single device allocations carved by this.
+// (bytes), with coalescing on free. Host bookkeeping only: the KV manager
+// (engine/kv/kv_manager.h) carves a device's one pool allocation with it.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace argen::cuda {
+namespace argen::kv {
 
 class RangeAllocator {
  public:
@@ -34,4 +34,4 @@ class RangeAllocator {
   std::map<int64_t, int64_t> used_;  // offset -> size
 };
 
-}  // namespace argen::cuda
+}  // namespace argen::kv

@@ -1,8 +1,8 @@
-#include "engine/cuda/range_allocator.h"
+#include "engine/kv/range_allocator.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace argen::cuda {
+namespace argen::kv {
 
 RangeAllocator::RangeAllocator(int64_t capacity) : capacity_(capacity) {
   if (capacity > 0) free_[0] = capacity;
@@ -69,4 +69,4 @@ void RangeAllocator::Free(int64_t offset) {
   free_[start] = size;
 }
 
-}  // namespace argen::cuda
+}  // namespace argen::kv

@@ -1,13 +1,13 @@
 // The KV / policy-state pool allocator: first fit, exhaustion reported, frees coalesce.
 // Host-only (no GPU needed), so it runs in CI.
-#include "engine/cuda/range_allocator.h"
+#include "engine/kv/range_allocator.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
-namespace argen::cuda {
+namespace argen::kv {
 namespace {
 
 TEST(RangeAllocatorTest, FirstFitAndExhaustion) {
@@ -51,9 +51,9 @@ TEST(RangeAllocatorTest, FreesCoalesceBackToOneRange) {
 }
 
 }  // namespace
-}  // namespace argen::cuda
+}  // namespace argen::kv
 
-namespace argen::cuda {
+namespace argen::kv {
 namespace {
 
 // Mixed sizes (a CFG pair whose rows differ in length): CanAllocateSequence
@@ -83,4 +83,4 @@ TEST(RangeAllocatorTest, CanAllocateSequenceIsExactForMixedSizes) {
 }
 
 }  // namespace
-}  // namespace argen::cuda
+}  // namespace argen::kv
