@@ -62,7 +62,7 @@ void Describe(const server::ServerConfig& config, Described* out) {
 }
 
 // Every field the two share says the same.
-void ExpectSameDescription(const Described& d) {
+void ExpectSameDescription(Described d) {  // a copy: a missing key reads as null
   const v1::ModelInfo& g = d.grpc;
   EXPECT_EQ(d.http_entry["id"], g.model());
   EXPECT_EQ(d.http["backend"], g.backend());
