@@ -24,60 +24,62 @@ int32_t MaxPreviews(const engine::ImageLayout& layout) {
 int32_t MaxPreviews(const engine::ModelInfo& info) { return MaxPreviews(engine::DefaultLayout(info)); }
 
 std::vector<int32_t> PreviewRows(int32_t previews, int32_t token_grid) {
-  std::vector<int32_t> rows;
+  std::vector<int32_t> token_rows;
   for (int32_t j = 1; j <= previews; ++j) {
-    rows.push_back(static_cast<int32_t>(int64_t{j} * token_grid / (previews + 1)));
+    token_rows.push_back(static_cast<int32_t>(int64_t{j} * token_grid / (previews + 1)));
   }
-  return rows;
+  return token_rows;
 }
 
-absl::StatusOr<std::vector<int32_t>> PreviewGrid(const std::vector<int32_t>& sampled, int32_t rows,
+absl::StatusOr<std::vector<int32_t>> PreviewGrid(const std::vector<int32_t>& sampled, int32_t token_rows,
                                                  int32_t token_grid) {
-  if (token_grid < 1 || rows < 1 || rows > token_grid) {
-    return absl::InvalidArgumentError(absl::StrCat("preview of ", rows, " rows on a grid of ", token_grid, " rows"));
+  if (token_grid < 1 || token_rows < 1 || token_rows > token_grid) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("preview of ", token_rows, " rows on a grid of ", token_grid, " rows"));
   }
-  const size_t shown = static_cast<size_t>(rows) * token_grid;
+  const size_t shown = static_cast<size_t>(token_rows) * token_grid;
   if (sampled.size() < shown) {
     return absl::InvalidArgumentError(
-        absl::StrCat("preview of ", rows, " rows needs ", shown, " tokens, have ", sampled.size()));
+        absl::StrCat("preview of ", token_rows, " rows needs ", shown, " tokens, have ", sampled.size()));
   }
   std::vector<int32_t> grid(sampled.begin(), sampled.begin() + static_cast<std::ptrdiff_t>(shown));
   grid.reserve(static_cast<size_t>(token_grid) * token_grid);
-  const auto last_row = sampled.begin() + static_cast<std::ptrdiff_t>(shown - token_grid);
-  for (int32_t r = rows; r < token_grid; ++r) grid.insert(grid.end(), last_row, last_row + token_grid);
+  const auto last_token_row = sampled.begin() + static_cast<std::ptrdiff_t>(shown - token_grid);
+  for (int32_t r = token_rows; r < token_grid; ++r)
+    grid.insert(grid.end(), last_token_row, last_token_row + token_grid);
   return grid;
 }
 
-absl::StatusOr<std::vector<int32_t>> PreviewTokens(const std::vector<int32_t>& sampled, int32_t rows, int32_t width,
-                                                   int32_t row_break, int32_t total_rows) {
-  if (row_break == 0 && width == total_rows) return PreviewGrid(sampled, rows, total_rows);
+absl::StatusOr<std::vector<int32_t>> PreviewTokens(const std::vector<int32_t>& sampled, int32_t token_rows,
+                                                   int32_t width, int32_t row_break, int32_t total_token_rows) {
+  if (row_break == 0 && width == total_token_rows) return PreviewGrid(sampled, token_rows, total_token_rows);
   const int64_t stride = int64_t{width} + row_break;
-  if (width < 1 || row_break < 0 || rows < 1 || rows > total_rows) {
+  if (width < 1 || row_break < 0 || token_rows < 1 || token_rows > total_token_rows) {
     return absl::InvalidArgumentError(
-        absl::StrCat("preview of ", rows, " rows on ", total_rows, " rows of ", width, " tokens"));
+        absl::StrCat("preview of ", token_rows, " rows on ", total_token_rows, " rows of ", width, " tokens"));
   }
-  const size_t shown = static_cast<size_t>(rows * stride);
-  if (sampled.size() < shown - (rows == total_rows ? row_break : 0)) {
+  const size_t shown = static_cast<size_t>(token_rows * stride);
+  if (sampled.size() < shown - (token_rows == total_token_rows ? row_break : 0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("preview of ", rows, " rows needs ", shown, " tokens, have ", sampled.size()));
+        absl::StrCat("preview of ", token_rows, " rows needs ", shown, " tokens, have ", sampled.size()));
   }
-  const size_t total = static_cast<size_t>(total_rows * stride - row_break);
+  const size_t total = static_cast<size_t>(total_token_rows * stride - row_break);
   std::vector<int32_t> out(sampled.begin(), sampled.begin() + static_cast<std::ptrdiff_t>(std::min(shown, total)));
   out.reserve(total);
-  const auto last_row = sampled.begin() + static_cast<std::ptrdiff_t>(shown - stride);
+  const auto last_token_row = sampled.begin() + static_cast<std::ptrdiff_t>(shown - stride);
   while (out.size() < total) {
     const size_t take = std::min(static_cast<size_t>(stride), total - out.size());
-    out.insert(out.end(), last_row, last_row + static_cast<std::ptrdiff_t>(take));
+    out.insert(out.end(), last_token_row, last_token_row + static_cast<std::ptrdiff_t>(take));
   }
   return out;
 }
 
-void PaintUnsampledRows(engine::RgbImage& image, int32_t rows, int32_t token_grid) {
+void PaintUnsampledRows(engine::RgbImage& image, int32_t token_rows, int32_t token_grid) {
   if (token_grid < 1) return;
-  const int64_t first_gray = int64_t{rows} * image.height / token_grid;
-  const size_t row_bytes = static_cast<size_t>(image.width) * 3;
+  const int64_t first_gray = int64_t{token_rows} * image.height / token_grid;
+  const size_t pixel_row_bytes = static_cast<size_t>(image.width) * 3;
   for (int64_t y = std::max<int64_t>(0, first_gray); y < image.height; ++y) {
-    std::fill_n(image.rgb.begin() + static_cast<std::ptrdiff_t>(y * row_bytes), row_bytes, kPreviewGray);
+    std::fill_n(image.rgb.begin() + static_cast<std::ptrdiff_t>(y * pixel_row_bytes), pixel_row_bytes, kPreviewGray);
   }
 }
 

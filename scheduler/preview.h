@@ -36,24 +36,28 @@ int32_t TokensPerRow(const engine::ModelInfo& info);
 int32_t MaxPreviews(const engine::ImageLayout& layout);
 int32_t MaxPreviews(const engine::ModelInfo& info);
 
-// r_1 .. r_k for a grid of `token_grid` rows; strictly increasing and in
-// [1, token_grid) when 1 <= k < token_grid (the scheduler refuses larger k).
+// The token rows r_1 .. r_k the previews show, for a grid of `token_grid`
+// token rows; strictly increasing and in [1, token_grid) when
+// 1 <= k < token_grid (the scheduler refuses larger k).
 std::vector<int32_t> PreviewRows(int32_t previews, int32_t token_grid);
 
-// The token grid a preview decodes: the first `rows` rows of `sampled` (which
-// holds at least rows * token_grid tokens), then row rows - 1 repeated.
-absl::StatusOr<std::vector<int32_t>> PreviewGrid(const std::vector<int32_t>& sampled, int32_t rows, int32_t token_grid);
+// The token grid a preview decodes: the first `token_rows` token rows of
+// `sampled` (which holds at least token_rows * token_grid tokens), then token
+// row token_rows - 1 repeated.
+absl::StatusOr<std::vector<int32_t>> PreviewGrid(const std::vector<int32_t>& sampled, int32_t token_rows,
+                                                 int32_t token_grid);
 
 // The same for a decode sequence whose rows of `width` tokens are each
 // followed by `row_break` tokens (Lumina-mGPT's new line; the last row has
-// none): the first `rows` rows with their breaks as sampled (`sampled` holds
-// at least rows * (width + row_break) tokens), then row rows - 1 and its break
-// repeated up to `total_rows` rows. row_break 0, width = total_rows = G: PreviewGrid.
-absl::StatusOr<std::vector<int32_t>> PreviewTokens(const std::vector<int32_t>& sampled, int32_t rows, int32_t width,
-                                                   int32_t row_break, int32_t total_rows);
+// none): the first `token_rows` rows with their breaks as sampled (`sampled`
+// holds at least token_rows * (width + row_break) tokens), then token row
+// token_rows - 1 and its break repeated up to `total_token_rows` rows.
+// row_break 0, width = total_token_rows = G: PreviewGrid.
+absl::StatusOr<std::vector<int32_t>> PreviewTokens(const std::vector<int32_t>& sampled, int32_t token_rows,
+                                                   int32_t width, int32_t row_break, int32_t total_token_rows);
 
-// Paints the pixel rows not covered by `rows` sampled token rows mid-gray.
-void PaintUnsampledRows(engine::RgbImage& image, int32_t rows, int32_t token_grid);
+// Paints the pixel rows not covered by `token_rows` sampled token rows mid-gray.
+void PaintUnsampledRows(engine::RgbImage& image, int32_t token_rows, int32_t token_grid);
 
 inline constexpr uint8_t kPreviewGray = 128;
 

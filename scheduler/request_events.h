@@ -17,7 +17,7 @@ namespace argen::scheduler {
 struct QueuedEvent {
   int32_t position = 0;  // requests ahead of it in the queue
   int64_t kv_bytes = 0;  // the most its admission takes (PreparedRequest::kv_bytes)
-  int32_t rows = 0;
+  int32_t rows = 0;      // its batch rows (2 per image: cond + uncond)
   uint64_t seed = 0;
   sparse::ResolvedPolicy policy;
   int32_t prompt_tokens = 0;  // of the conditional row
@@ -25,7 +25,7 @@ struct QueuedEvent {
 
 struct StartedEvent {
   absl::Duration queue_wait;
-  int32_t batch_rows = 0;  // rows admitted including this request
+  int32_t batch_rows = 0;  // batch rows admitted including this request
 };
 
 struct ProgressEvent {

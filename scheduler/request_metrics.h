@@ -1,4 +1,5 @@
-// What one request cost, reported in its last event and to the observer.
+// What one request cost, reported in its last event and to the observer, and
+// how the scheduler counts it.
 #pragma once
 
 #include <cstdint>
@@ -16,10 +17,21 @@ struct RequestMetrics {
   double tokens_per_second = 0;  // image tokens of all images / (prefill + decode)
   double images_per_second = 0;  // images / total
   int64_t peak_kv_bytes = 0;     // its reserved (exact, policy-bounded) KV
-  double mean_batch_rows = 0;    // mean decode-batch rows over the steps it decoded in
+  double mean_batch_rows = 0;    // mean decode-batch rows (batch rows, 2 per image) over the steps it decoded in
   int32_t steps = 0;             // engine steps it took part in (prefill included)
-  int32_t rows = 0;              // its own rows
+  int32_t rows = 0;              // its own batch rows (2 per image)
   int32_t images = 0;            // images delivered
 };
+
+// The scheduler's side (scheduler/job.h is internal to scheduler/).
+struct Job;
+
+// Counts one engine step `job` took part in, which ended at `end` after
+// `duration` and decoded `decode_batch_rows` batch rows: its first step is
+// its prefill, the others decode steps.
+void CountStep(Job& job, absl::Time end, absl::Duration duration, int32_t decode_batch_rows);
+
+// `job`'s figures when it finishes at `now` (whatever it reached).
+RequestMetrics MeasureRequest(const Job& job, absl::Time now);
 
 }  // namespace argen::scheduler

@@ -2,21 +2,27 @@
 //
 // One loop thread owns the engine's single-threaded calls. Between steps it
 // ends cancelled / expired requests (freeing their KV at once), then admits
-// queued requests in priority order with aging (scheduler/priority.h) while
-// the next one's rows fit the engine's batch cap beside what runs and the
-// engine can place it now (Engine::CanAdd: the backend's pool is the one KV
-// ledger, and the engine owns the limits); the next one is never overtaken, so
-// large requests are not starved; running requests are never preempted; the
-// prompt tokens admitted for one step are bounded (max_prefill_tokens), so
-// new requests join as rows free, not in waves. Then it calls Step(); the
-// loop waits on nothing but the engine (no transport, no image path). Groups that finish leave the batch and
-// free their KV in the same iteration; their VQ decode (the images of all
-// requests that finished, up to max_decode_batch, in one DecodeImages call)
-// and image encoding run on TaskWorkers threads, as do previews
-// (scheduler/preview.h), which the loop
-// only hands over (a copy of the sampled tokens) and which are dropped rather
-// than queued when the image workers or the client are behind. Submit() is
-// thread-safe and validates synchronously.
+// queued requests in priority order with aging while the next one fits
+// (scheduler/admission.h: its batch rows, 2 per image, fit the engine's batch
+// cap beside what runs and the engine can place it now; Engine::CanAdd: the
+// backend's pool is the one KV ledger, and the engine owns the limits); the
+// next one is never overtaken, so large requests are not starved; running
+// requests are never preempted; the prompt tokens admitted for one step are
+// bounded (max_prefill_tokens), so new requests join as batch rows free, not
+// in waves. Then it calls Step(); the loop waits on nothing but the engine (no
+// transport, no image path). Groups that finish leave the batch and free their
+// KV in the same iteration; their VQ decode (the images of all requests that
+// finished, up to max_decode_batch, in one DecodeImages call), image encoding
+// and delivery run on the image pipeline's threads
+// (scheduler/image_pipeline.h), as do previews (scheduler/preview.h), which
+// the loop only hands over (a copy of the sampled tokens) and which are
+// dropped rather than queued when the image workers or the client are behind.
+// Submit() is thread-safe and validates synchronously.
+//
+// Files: scheduler.cc (intake, drain, fatal errors, the end of every
+// request), step_loop.cc (the loop thread), admission.{h,cc},
+// image_pipeline.{h,cc}, request_metrics.{h,cc} (a request's figures), job.h
+// (what is tracked per request).
 #pragma once
 
 #include <atomic>
@@ -36,9 +42,14 @@
 #include "scheduler/request_handle.h"
 #include "scheduler/scheduler_observer.h"
 #include "scheduler/scheduler_options.h"
-#include "scheduler/task_workers.h"
 
 namespace argen::scheduler {
+
+// Internal to scheduler/ (job.h, admission.h, image_pipeline.h).
+struct Job;
+using JobPtr = std::shared_ptr<Job>;
+class Admission;
+class ImagePipeline;
 
 struct SubmitOptions {
   std::string request_id;                                   // empty: a new ULID (request_id.h)
@@ -52,7 +63,7 @@ struct SubmitOptions {
 
 struct SchedulerSnapshot {
   int32_t queue_depth = 0;
-  int32_t running_rows = 0;
+  int32_t running_rows = 0;  // batch rows of the running requests (2 per image)
   int64_t kv_bytes_reserved = 0;
   int32_t active_requests = 0;  // accepted and not finished (queued, running, encoding)
   bool draining = false;
@@ -86,11 +97,16 @@ class Scheduler {
   const SchedulerOptions& options() const { return options_; }
 
  private:
-  struct Job;
-  using JobPtr = std::shared_ptr<Job>;
-
   Scheduler(engine::Engine* engine, const SchedulerOptions& options, ImageEncoder encoder, SchedulerObserver* observer);
 
+  // Intake and the end of every request (scheduler.cc).
+  // After a fatal device error: fails the queue, refuses new work, tells the owner.
+  void StopAfterFatalError(const absl::Status& failed);
+  // Pushes the Finished event and reports it; every accepted job ends here once.
+  void Finish(Job& job, absl::Status status);
+  absl::Status StopReason(const Job& job) const;
+
+  // The step loop (step_loop.cc): the loop thread and what it alone calls.
   void Loop();
   // Pops cancelled/expired queued jobs; runs under mu_.
   void DropStopped(std::vector<JobPtr>& dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -99,33 +115,17 @@ class Scheduler {
   void AddToEngine(const JobPtr& job);
   void EndCancelledRunning();
   void RunStep();
-  // After a fatal device error: fails the queue, refuses new work, tells the owner.
-  void StopAfterFatalError(const absl::Status& failed);
+  // Removes a job's group from the engine and uncounts it.
   void ReleaseGroup(Job& job);
-  // On an image worker: takes the queued finished jobs (up to
-  // max_decode_batch images, at least one job), decodes their images in one
-  // DecodeImages call and posts each job's encoding.
-  void DecodeQueued();
-  // On an image worker: encodes a job's decoded images, streams them in order, finishes it.
-  void EncodeAndDeliver(const JobPtr& job, std::vector<engine::RgbImage> rgb, absl::Duration decode_time);
-  // Hands the next due preview of each running job to the image workers, or drops it.
-  void OfferPreviews();
-  void DecodePreview(const JobPtr& job, int32_t index, int32_t rows, std::vector<std::vector<int32_t>> sampled);
-  // Index into queue_ of the request to admit next (the queue is not empty).
-  size_t NextInQueue(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Pushes the Finished event and reports it; every accepted job ends here once.
-  void Finish(Job& job, absl::Status status);
-  absl::Status StopReason(const Job& job) const;
-  // Reports KV bytes and the running batch (rows, requests) to the observer;
-  // called after every change to running_, so no gauge outlives what it counts.
+  // Reports KV bytes and the running batch (batch rows, requests) to the
+  // observer; called after every change to running_, so no gauge outlives
+  // what it counts.
   void PublishKv();
 
   engine::Engine* const engine_;
   const SchedulerOptions options_;
-  const ImageEncoder encoder_;
   SchedulerObserver* const observer_;
   SchedulerObserver no_observer_;
-  const int32_t max_batch_rows_;  // the engine's batch cap
 
   mutable absl::Mutex mu_;
   std::deque<JobPtr> queue_ ABSL_GUARDED_BY(mu_);
@@ -138,25 +138,16 @@ class Scheduler {
 
   // Loop-thread state (published through atomics for snapshot()).
   std::vector<JobPtr> running_;
-  // Sums of the admitted requests' rows and own KV (PreparedRequest::own_kv_bytes);
-  // KvReserved() adds the prompts they share and equals the engine's
-  // KvBytesInUse: admission places exactly what it reserves.
-  int32_t rows_in_use_ = 0;
-  int64_t kv_in_use_ = 0;
-  int64_t KvReserved() const { return kv_in_use_ + engine_->SharedKvBytes(); }
+  // What fits next, and what the admitted requests hold (admission.h).
+  std::unique_ptr<Admission> admission_;
   int64_t step_index_ = 0;
-  // Admitted since the last Step(): what that step prefills.
-  int32_t rows_admitted_ = 0;
-  int64_t tokens_admitted_ = 0;
   absl::Time last_step_start_ = absl::InfinitePast();
   absl::Time last_step_end_ = absl::InfinitePast();
-  std::atomic<int32_t> running_rows_{0};
+  std::atomic<int32_t> running_batch_rows_{0};
   std::atomic<int64_t> kv_reserved_{0};
 
-  // Finished jobs waiting for their VQ decode, in finishing order.
-  absl::Mutex decode_mu_;
-  std::deque<JobPtr> decode_queue_ ABSL_GUARDED_BY(decode_mu_);
-  std::unique_ptr<TaskWorkers> image_workers_;
+  // VQ decode, image encoding, delivery and previews, on their own threads.
+  std::unique_ptr<ImagePipeline> image_pipeline_;
   std::thread loop_;
 };
 

@@ -23,10 +23,10 @@ struct StepStats {
   absl::Duration loop_time;
   absl::Time start;  // when this Step() began
   int32_t groups_prefilled = 0;
-  int32_t rows_prefilled = 0;     // rows of the groups this step prefilled
+  int32_t rows_prefilled = 0;     // batch rows of the groups this step prefilled
   int64_t prefill_tokens = 0;     // their prompt tokens, all rows
-  int32_t rows_decoded = 0;       // engine's decode batch rows
-  int32_t running_rows = 0;       // rows of admitted groups after this step's removals
+  int32_t rows_decoded = 0;       // the engine's decode batch rows
+  int32_t running_rows = 0;       // batch rows of admitted groups after this step's removals
   int32_t tokens_sampled = 0;     // image tokens produced by this step, all images
   int64_t kv_bytes_in_use = 0;    // engine->KvBytesInUse() after removals
   int64_t kv_bytes_reserved = 0;  // sum of admitted requests' exact needs
@@ -42,7 +42,7 @@ class SchedulerObserver {
   // shared prompts: equal to in_use) and of it the prompts shared across requests.
   virtual void OnKvBytes(int64_t in_use, int64_t reserved, int64_t shared_prompts) {}
   // The running batch after every change (admission, step, finish, cancel,
-  // deadline, failure, drain): its rows and its requests.
+  // deadline, failure, drain): its batch rows (2 per image) and its requests.
   virtual void OnRunning(int32_t rows, int32_t requests) {}
   virtual void OnRequestStarted(std::string_view policy, absl::Duration queue_wait) {}
   virtual void OnImage(std::string_view policy, absl::Duration since_accepted) {}

@@ -10,6 +10,7 @@
 #include "grpcpp/impl/rpc_service_method.h"
 #include "grpcpp/support/method_handler.h"
 #include "server/generate_wire.h"
+#include "server/model_info.h"
 #include "server/prometheus_metrics.h"
 #include "server/request_mapping.h"
 #include "server/request_trace.h"

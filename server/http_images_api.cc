@@ -11,6 +11,7 @@
 #include "engine/request_rules.h"
 #include "engine/sparse/policy_params.h"
 #include "nlohmann/json.hpp"
+#include "server/model_info.h"
 #include "server/prometheus_metrics.h"
 #include "server/request_mapping.h"
 #include "server/request_trace.h"
@@ -192,39 +193,48 @@ void HttpImagesApi::Models(const httplib::Request& request, httplib::Response& r
     Fail(response, e);
     return;
   }
+  // The same description GetModelInfo sends (server/model_info.h): the
+  // engine's sized limits, the server's defaults.
+  v1::ModelInfo described;
+  FillModelInfo(info, g->config(), &described);
   json policies = json::array();
-  for (sparse::PolicyKind kind : sparse::kAllPolicyKinds) policies.push_back(std::string(sparse::PolicyName(kind)));
+  for (const v1::PolicyInfo& p : described.policies()) policies.push_back(p.name());
   json sizes = json::array();
-  for (const engine::ImageLayout& l : engine::ImageLayouts(info)) sizes.push_back(absl::StrCat(l.width, "x", l.height));
-  const engine::ImageLayout default_layout = engine::DefaultLayout(info);
-  json model = {{"id", info.name},
-                {"object", "model"},
-                {"created", started_unix_},
-                {"owned_by", "argen"},
-                {"argen",
-                 {{"backend", info.backend},
-                  {"sizes", sizes},
-                  {"default_size", absl::StrCat(default_layout.width, "x", default_layout.height)},
-                  {"image_size", info.image_size},
-                  {"token_grid", info.token_grid},
-                  {"image_tokens", info.image_tokens},
-                  {"max_prompt_tokens", info.max_prompt_tokens},
-                  {"max_images_per_request", config_.max_images_per_request},
-                  {"max_partial_images", std::min(3, std::max(0, info.token_grid - 1))},
-                  {"max_batch_rows", config_.max_batch_rows},
-                  {"queue_limit", config_.queue_limit},
-                  {"kv_budget_bytes", config_.kv_budget_bytes},
-                  {"policies", policies},
-                  {"default_policy",
-                   {{"name", std::string(sparse::PolicyName(config_.default_policy.kind))},
-                    {"sparsity", config_.default_policy.sparsity},
-                    {"n_att", config_.default_policy.n_att},
-                    {"n_recent", config_.default_policy.n_recent},
-                    {"n_sink", config_.default_policy.n_sink},
-                    {"kv_cache_dtype", std::string(sparse::KvFormatName(config_.default_policy.kv_format))}}},
-                  {"kv_cache_dtypes", {"auto", "fp8"}},
-                  {"weight_dtype", config_.weight_dtype},
-                  {"priorities", {"low", "normal", "high"}}}}};
+  for (const v1::ImageSize& size : described.image_sizes()) {
+    sizes.push_back(absl::StrCat(size.width(), "x", size.height()));
+  }
+  json kv_cache_dtypes = json::array();
+  for (const std::string& dtype : described.kv_cache_dtypes()) kv_cache_dtypes.push_back(dtype);
+  const v1::SparsityPolicy& default_policy = described.default_policy();
+  json model = {
+      {"id", described.model()},
+      {"object", "model"},
+      {"created", started_unix_},
+      {"owned_by", "argen"},
+      {"argen",
+       {{"backend", described.backend()},
+        {"sizes", sizes},
+        {"default_size", absl::StrCat(described.default_size().width(), "x", described.default_size().height())},
+        {"image_size", described.image_size()},
+        {"token_grid", described.token_grid()},
+        {"image_tokens", described.image_tokens()},
+        {"max_prompt_tokens", described.max_prompt_tokens()},
+        {"max_images_per_request", described.max_images_per_request()},
+        {"max_partial_images", std::min(3, std::max(0, described.token_grid() - 1))},
+        {"max_batch_rows", described.max_batch_rows()},
+        {"queue_limit", described.queue_limit()},
+        {"kv_budget_bytes", described.kv_budget_bytes()},
+        {"policies", policies},
+        {"default_policy",
+         {{"name", default_policy.name()},
+          {"sparsity", default_policy.sparsity()},
+          {"n_att", default_policy.n_att()},
+          {"n_recent", default_policy.n_recent()},
+          {"n_sink", default_policy.n_sink()},
+          {"kv_cache_dtype", default_policy.kv_cache_dtype()}}},
+        {"kv_cache_dtypes", kv_cache_dtypes},
+        {"weight_dtype", described.weight_dtype()},
+        {"priorities", {"low", "normal", "high"}}}}};
   if (request.matches.size() > 1) {
     response.set_content(Dump(model), kJson);
   } else {

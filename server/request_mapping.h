@@ -1,8 +1,8 @@
 // Translation between the argen.v1 messages and the scheduler/engine types:
-// defaults, events, status codes and model info. The ranges and limits are
-// the engine's (engine/request_rules.h): the mapping fills defaults and calls
-// the engine's one validation, so a bad request fails before it is queued and
-// GetModelInfo advertises exactly what is enforced.
+// defaults, events and status codes (model info: server/model_info.h). The
+// ranges and limits are the engine's (engine/request_rules.h): the mapping
+// fills defaults and calls the engine's one validation, so a bad request fails
+// before it is queued.
 #pragma once
 
 #include <cstdint>
@@ -33,9 +33,5 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 // Converts one scheduler event; the image payload is moved out of `event`.
 v1::GenerateEvent ToProtoEvent(scheduler::RequestEvent& event, const std::string& request_id);
 void FillMetrics(const scheduler::RequestMetrics& metrics, v1::RequestMetrics* out);
-
-// The model, the engine's limits and ranges (engine::RequestParameterRanges)
-// with the server's defaults.
-void FillModelInfo(const engine::ModelInfo& info, const ServerConfig& config, v1::ModelInfo* out);
 
 }  // namespace argen::server

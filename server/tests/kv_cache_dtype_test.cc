@@ -5,6 +5,7 @@
 
 #include "server/config_values.h"
 #include "server/http_request_mapping.h"
+#include "server/model_info.h"
 #include "server/request_mapping.h"
 #include "server/server_config.h"
 

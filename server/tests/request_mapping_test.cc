@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+#include "server/model_info.h"
+
 namespace argen::server {
 namespace {
 
@@ -247,7 +249,8 @@ TEST(RequestMappingTest, ManySizesAreListedBoundedInMessages) {
   engine::ModelInfo info = TwoSizes();
   info.image_layouts.resize(1);
   for (int32_t i = 1; i <= 30; ++i) {
-    info.image_layouts.push_back(engine::ImageLayout{32 * i, 32, 2 * i, 2, 4 * i, sparse::GridGeometry{2 * i, 0, 4 * i}});
+    info.image_layouts.push_back(
+        engine::ImageLayout{32 * i, 32, 2 * i, 2, 4 * i, sparse::GridGeometry{2 * i, 0, 4 * i}});
   }
   v1::GenerateRequest r = Basic();
   r.set_width(7);

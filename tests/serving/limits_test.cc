@@ -19,6 +19,7 @@
 #include "client/commands.h"
 #include "client/generate_call.h"
 #include "engine/engine.h"
+#include "server/model_info.h"
 #include "server/request_mapping.h"
 #include "tests/serving/serving_test_util.h"
 

@@ -1,7 +1,9 @@
 // Every policy, many parameters, every step: the bounds hold and the attended
 // set equals an independent reference implementation (policy_reference.h).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -104,24 +106,66 @@ std::vector<std::vector<int32_t>> RunAndCheck(const ResolvedPolicy& p, uint64_t 
   return all;
 }
 
+// Why ResolvePolicy must refuse `kind` at `l_dec` and `sparsity` with the
+// other fields at their defaults (a piece of its message), or "" when it must
+// accept it: no decode key left, the default sinks (4; ssd 1; the grid
+// policies 0) leaving no recent slot, or a grid policy on a decode length that
+// is no square grid.
+std::string ExpectedRefusal(PolicyKind kind, int32_t l_dec, double sparsity) {
+  const int32_t n_att = static_cast<int32_t>(std::lround((1.0 - sparsity) * l_dec));
+  if (n_att < 1) return "leaves no decode key";
+  const bool grid = kind == PolicyKind::kGridWindow || kind == PolicyKind::kDiagonalGrid;
+  int32_t sinks = -1;  // no sinks
+  if (kind == PolicyKind::kStreamingLlm || kind == PolicyKind::kDiagonalSink4) sinks = 4;
+  if (kind == PolicyKind::kSsd) sinks = 1;
+  if (grid) sinks = 0;
+  if (sinks >= n_att) return "at least one recent slot is needed";
+  const int32_t width = static_cast<int32_t>(std::lround(std::sqrt(static_cast<double>(l_dec))));
+  if ((grid || kind == PolicyKind::kSsd) && width * width != l_dec) return "is not a square grid";
+  return "";
+}
+
+// The cases of AllPoliciesMatchReferenceAndStayInBounds that run (of 426:
+// the others are refused, each for its ExpectedRefusal reason).
+constexpr int32_t kExpectedRuns = 245;
+
 TEST(PolicyReference, AllPoliciesMatchReferenceAndStayInBounds) {
   const int32_t l_decs[] = {1, 2, 5, 9, 64, 576};
   const double sparsities[] = {0.0, 0.3, 0.5, 0.8, 0.9, 0.95, 0.96};
   uint64_t seed = 1;
+  // Every configured case either runs or is refused for the reason expected
+  // of it; none is skipped silently, and every policy runs.
+  int32_t configured = 0, refused = 0, ran = 0;
+  std::map<PolicyKind, int32_t> ran_of;
   for (PolicyKind kind : kAllKinds) {
     for (int32_t l_dec : l_decs) {
       for (double s : sparsities) {
-        if (kind == PolicyKind::kDense && s > 0) continue;
+        if (kind == PolicyKind::kDense && s > 0) continue;  // dense has no sparsity: not a case
+        ++configured;
+        SCOPED_TRACE(::testing::Message() << PolicyName(kind) << " l_dec=" << l_dec << " sparsity=" << s);
         PolicyParams params;
         params.kind = kind;
         params.sparsity = s;
         auto p = ResolvePolicy(params, l_dec);
-        if (!p.ok()) continue;  // e.g. too few keys for 4 sinks; validation is tested elsewhere
+        const std::string refusal = ExpectedRefusal(kind, l_dec, s);
+        if (!refusal.empty()) {
+          ASSERT_FALSE(p.ok()) << "accepted; expected refused: " << refusal;
+          EXPECT_NE(p.status().message().find(refusal), std::string::npos) << p.status();
+          ++refused;
+          continue;
+        }
+        ASSERT_TRUE(p.ok()) << p.status();
         RunAndCheck(*p, ++seed);
+        ++ran;
+        ++ran_of[kind];
         if (::testing::Test::HasFailure()) return;
       }
     }
   }
+  EXPECT_EQ(ran + refused, configured);
+  EXPECT_EQ(configured, 10 * 6 * 7 + 6);  // dense at sparsity 0 only
+  EXPECT_EQ(ran, kExpectedRuns);
+  for (PolicyKind kind : kAllKinds) EXPECT_GT(ran_of[kind], 0) << PolicyName(kind) << " never ran";
 }
 
 TEST(PolicyReference, ExplicitWindowsAndSinks) {

@@ -1,12 +1,8 @@
 // engine/image's PNG encoder as the sweep uses it: every zlib level and filter choice decodes back to
-// the same pixels (engine/image's decoder), bad input is an error naming the
-// path, and a timing line per setting (informational; on 192x192 model images
-// set ARGEN_PNG_BENCH_DIR to a folder of PNGs, e.g. a sweep's dense_0).
+// the same pixels (engine/image's decoder), and bad input is an error naming the
+// path. The timing per setting is bench/sweep's argen_bench_png.
 #include <unistd.h>
 
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -35,24 +31,6 @@ image::Rgb8Image Scene(int32_t size, uint32_t seed) {
     }
   }
   return img;
-}
-
-std::vector<image::Rgb8Image> BenchImages() {
-  std::vector<image::Rgb8Image> images;
-  if (const char* dir = std::getenv("ARGEN_PNG_BENCH_DIR"); dir != nullptr) {
-    for (const auto& e : fs::directory_iterator(dir)) {
-      if (e.path().extension() != ".png") continue;
-      std::ifstream in(e.path(), std::ios::binary);
-      const std::string bytes((std::istreambuf_iterator<char>(in)), {});
-      auto img =
-          image::DecodePng(absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
-      if (img.ok()) images.push_back(*std::move(img));
-    }
-  }
-  if (images.empty()) {
-    for (uint32_t s = 0; s < 8; ++s) images.push_back(Scene(192, s));
-  }
-  return images;
 }
 
 TEST(SweepPngTest, EveryLevelRoundTrips) {
@@ -88,33 +66,6 @@ TEST(SweepPngTest, WritesAFileAndNamesThePathOnErrors) {
   EXPECT_FALSE(image::WritePngFile((dir / "c.png").string(), img.rgb, 15, 16, {}).ok());  // wrong buffer size
   EXPECT_FALSE(image::EncodePng(img.rgb, 16, 16, {10, true}).ok());
   fs::remove_all(dir);
-}
-
-TEST(SweepPngTest, TimingPerSetting) {
-  const std::vector<image::Rgb8Image> images = BenchImages();
-  using Clock = std::chrono::steady_clock;
-  const int reps = std::max<int>(1, 64 / static_cast<int>(images.size()));
-  auto time_it = [&](const char* name, auto encode) {
-    size_t bytes = 0;
-    const Clock::time_point t0 = Clock::now();
-    for (int r = 0; r < reps; ++r) {
-      for (const image::Rgb8Image& img : images) bytes += encode(img);
-    }
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    const double n = static_cast<double>(reps * images.size());
-    std::printf("png %-26s %6.2f ms/image %7.0f bytes/image (%dx%d)\n", name, 1e3 * s / n, bytes / n, images[0].width,
-                images[0].height);
-  };
-  time_it("image::EncodePng (default)",
-          [](const image::Rgb8Image& img) { return image::EncodePng(img.rgb, img.width, img.height)->size(); });
-  for (int level : {1, 3, 6}) {
-    for (bool sub : {false, true}) {
-      const std::string name = "level " + std::to_string(level) + (sub ? " sub" : " all filters");
-      time_it(name.c_str(), [&](const image::Rgb8Image& img) {
-        return image::EncodePng(img.rgb, img.width, img.height, {level, sub})->size();
-      });
-    }
-  }
 }
 
 }  // namespace
