@@ -1,5 +1,7 @@
 // Admission: which queued request joins the running batch next, whether it
-// fits now, and the count of what the admitted requests hold.
+// fits now, and what the admissions since the last step add to its prefill.
+// What the running requests hold (batch rows, KV bytes) is the engine's to
+// count (Engine::RunningRows, KvBytesInUse: its KV manager); no second count.
 //
 // Order: priority with aging (scheduler/priority.h); the next one is never
 // overtaken, so a large request is not starved by small ones. It fits when
@@ -40,27 +42,24 @@ class Admission {
   // Whether `next` can join the batch now (see above).
   bool Fits(const Job& next) const;
 
-  // Counts `job`, just added to the engine: its batch rows and own KV for its
-  // life, its batch rows and prompt tokens for the next step's prefill.
+  // Counts `job`, just added to the engine: its batch rows and prompt tokens
+  // for the next step's prefill.
   void Admitted(const Job& job);
-  // Uncounts `job`, just removed from the engine.
-  void Released(const Job& job);
   // What was admitted since the last call (the step about to run prefills it).
   StepPrefill TakeStepPrefill();
 
-  // Batch rows of the admitted requests.
-  int32_t batch_rows_in_use() const { return batch_rows_in_use_; }
-  // The admitted requests' own KV plus the prompts they share: equal to the
-  // engine's KvBytesInUse, since admission places exactly what it reserves.
-  int64_t kv_reserved() const { return own_kv_in_use_ + engine_->SharedKvBytes(); }
+  // Batch rows of the running requests (the engine's count).
+  int32_t batch_rows_in_use() const { return engine_->RunningRows(); }
+  // What the running requests reserve: exactly what the engine placed for
+  // them (their own rows and the prompts they share), since admission asks
+  // the engine's KV manager whether it can place a request.
+  int64_t kv_reserved() const { return engine_->KvBytesInUse(); }
 
  private:
   const engine::Engine* const engine_;
   const int32_t max_batch_rows_;
   const int64_t max_prefill_tokens_;
   const absl::Duration priority_aging_;
-  int32_t batch_rows_in_use_ = 0;
-  int64_t own_kv_in_use_ = 0;  // sum of PreparedRequest::own_kv_bytes
   StepPrefill next_step_;
 };
 

@@ -95,7 +95,6 @@ void Scheduler::AddToEngine(const JobPtr& job) {
 void Scheduler::ReleaseGroup(Job& job) {
   engine_->Remove(job.group);
   job.group = -1;
-  admission_->Released(job);
   running_batch_rows_.store(admission_->batch_rows_in_use());
   kv_reserved_.store(admission_->kv_reserved());
 }
