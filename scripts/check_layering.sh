@@ -7,7 +7,9 @@
 #   * scheduler/ includes no CUDA header and links no CUDA target;
 #   * the devices (engine/cpu, engine/cuda) and the generic engine
 #     (engine/model) name no model family (engine/models/), and a family names
-#     no device.
+#     no device;
+#   * the tokenizer (engine/tokenizer) names no model family: a family's
+#     prompt recipe and vocabulary helpers live in the family's folder.
 # Usage: scripts/check_layering.sh [ROOT]   (default: the repository root)
 # Exit 0 when clean; 1 listing every violation.
 set -u
@@ -64,6 +66,8 @@ violation '#include "engine/models/' "a device or the generic engine names a mod
   $(sources engine/cpu no-tests) $(sources engine/cuda no-tests) $(sources engine/model no-tests)
 # shellcheck disable=SC2046
 violation '#include "engine/(cpu|cuda)/' "a model family names a device" $(sources engine/models)
+# shellcheck disable=SC2046
+violation '#include "engine/models/' "the tokenizer names a model family" $(sources engine/tokenizer)
 
 if [ "$fail" -ne 0 ]; then
   echo "layering check failed (rules: docs/ARCHITECTURE.md)"

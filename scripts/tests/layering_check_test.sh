@@ -36,6 +36,7 @@ scheduler/CMakeLists.txt|target_link_libraries(argen_scheduler PUBLIC CUDA::cuda
 engine/model/generic_engine.cc|#include "engine/models/janus/janus_spec.h"
 engine/cpu/cpu_backend.cc|#include "engine/models/janus/janus_config.h"
 engine/models/janus/f.cc|#include "engine/cuda/cuda_backend.h"
+engine/tokenizer/tokenizer.cc|#include "engine/models/lumina/lumina_prompt.h"
 CASES
 [ "$status" -eq 0 ] && echo "layering check test: every rule caught"
 exit "$status"

@@ -1,7 +1,7 @@
 // The Janus-Pro family (deepseek-ai/Janus; model_type "multi_modality"): its
 // config (janus_config.h), tensor map (janus_spec.h), chat-format prompt with
-// the official guidance row (janus_prompt.cc, engine/tokenizer/
-// generation_prompt.h) and the VQ-16 image decoder (engine/vq, engine/vq_cuda).
+// the official guidance row (janus_chat_prompt.h, janus_prompt.cc) and the
+// VQ-16 image decoder (engine/vq, engine/vq_cuda).
 // Decode: 576 image codes per 384 px image (24 x 24), none forced.
 #pragma once
 

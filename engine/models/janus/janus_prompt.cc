@@ -1,8 +1,8 @@
 // TokenizerPromptEncoder (engine/models/janus/janus_family.h).
 #include <memory>
 
+#include "engine/models/janus/janus_chat_prompt.h"
 #include "engine/models/janus/janus_family.h"
-#include "engine/tokenizer/generation_prompt.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace argen::janus {
@@ -17,7 +17,7 @@ absl::StatusOr<PromptEncoder> TokenizerPromptEncoder(const std::string& model_di
   return PromptEncoder(
       [shared](const std::string& caption) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
         // The engine checks the length against max_prompt_tokens itself.
-        absl::StatusOr<tokenizer::PromptIds> ids = tokenizer::BuildGenerationPrompt(*shared, caption, 0);
+        absl::StatusOr<PromptIds> ids = BuildGenerationPrompt(*shared, caption, 0);
         if (!ids.ok()) return ids.status();
         return std::make_pair(std::move(ids->cond), std::move(ids->uncond));
       });

@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/weights_file.h"
+#include "engine/models/lumina/lumina_prompt.h"
 #include "engine/models/lumina/lumina_spec.h"
 #include "engine/models/lumina/lumina_vq16.h"
-#include "engine/tokenizer/lumina_prompt.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/vqgan/vqgan_config.h"
 #include "engine/vqgan/vqgan_decoder.h"
@@ -51,7 +51,7 @@ struct CodeGridOfSize {
 // and of the new line.
 struct TokenCodes {
   std::vector<std::pair<int32_t, int32_t>> sizes;
-  std::shared_ptr<const tokenizer::ImageTokenRange> range;
+  std::shared_ptr<const ImageTokenRange> range;
   int32_t new_line_id = 0;
 };
 
@@ -217,8 +217,7 @@ absl::StatusOr<std::vector<std::pair<int32_t, int32_t>>> SupportedSizes(const Lu
 }
 
 absl::StatusOr<std::vector<int32_t>> TokensToCodes(const std::vector<int32_t>& tokens, const LuminaSchedule& schedule,
-                                                   const tokenizer::ImageTokenRange& range, int32_t new_line_id,
-                                                   size_t image) {
+                                                   const ImageTokenRange& range, int32_t new_line_id, size_t image) {
   if (static_cast<int32_t>(tokens.size()) != schedule.l_dec) {
     return absl::InvalidArgumentError(absl::StrCat("token_grids[", image, "]: ", tokens.size(), " tokens, expected ",
                                                    schedule.l_dec, " (", schedule.grid_h, " rows of ", schedule.grid_w,
@@ -278,13 +277,13 @@ absl::StatusOr<std::shared_ptr<const tokenizer::Tokenizer>> LoadLuminaTokenizer(
   if (!tok.ok()) return tok.status();
   auto shared = std::make_shared<const tokenizer::Tokenizer>(*std::move(tok));
   // The tokenizer and config.json must agree on the ids the loop uses.
-  absl::StatusOr<tokenizer::LuminaTokenIds> ids = tokenizer::FindLuminaTokens(*shared);
+  absl::StatusOr<LuminaTokenIds> ids = FindLuminaTokens(*shared);
   if (!ids.ok()) return ids.status();
-  for (auto [name, id] : {std::pair{tokenizer::kChameleonBosToken, ids->bos},
-                          {tokenizer::kLuminaEndOfTurnToken, ids->end_of_turn},
-                          {tokenizer::kChameleonBeginImageToken, ids->begin_image},
-                          {tokenizer::kChameleonEndImageToken, ids->end_image},
-                          {tokenizer::kLuminaNewLineToken, ids->new_line}}) {
+  for (auto [name, id] : {std::pair{kChameleonBosToken, ids->bos},
+                          {kLuminaEndOfTurnToken, ids->end_of_turn},
+                          {kChameleonBeginImageToken, ids->begin_image},
+                          {kChameleonEndImageToken, ids->end_image},
+                          {kLuminaNewLineToken, ids->new_line}}) {
     absl::StatusOr<int32_t> vid = VocabId(config, name);
     if (!vid.ok()) return vid.status();
     if (*vid != id) {
@@ -298,13 +297,12 @@ absl::StatusOr<std::shared_ptr<const tokenizer::Tokenizer>> LoadLuminaTokenizer(
 absl::StatusOr<model::PromptEncoder> LuminaPromptEncoder(std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
                                                          int32_t width, int32_t height) {
   // Fail at load, not per request, when the resolution tokens are missing.
-  absl::StatusOr<tokenizer::LuminaPromptIds> probe = tokenizer::BuildLuminaPrompt(*tokenizer, "x", width, height, 0);
+  absl::StatusOr<LuminaPromptIds> probe = BuildLuminaPrompt(*tokenizer, "x", width, height, 0);
   if (!probe.ok()) return probe.status();
   return model::PromptEncoder(
       [tokenizer, width,
        height](const std::string& caption) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
-        absl::StatusOr<tokenizer::LuminaPromptIds> p =
-            tokenizer::BuildLuminaPrompt(*tokenizer, caption, width, height, 0);
+        absl::StatusOr<LuminaPromptIds> p = BuildLuminaPrompt(*tokenizer, caption, width, height, 0);
         if (!p.ok()) return p.status();
         std::vector<int32_t> cond = std::move(p->cond);
         cond.insert(cond.end(), p->header.begin(), p->header.end());
@@ -326,7 +324,7 @@ absl::StatusOr<model::ImageRecipeMaker> LuminaRecipes(const std::string& model_d
   if (!tok.ok()) return tok.status();
   // Every size's resolution tokens, checked now: a size is refused at load, never per request.
   for (const auto& [w, h] : sizes) {
-    absl::StatusOr<tokenizer::LuminaPromptIds> probe = tokenizer::BuildLuminaPrompt(**tok, "x", w, h, 0);
+    absl::StatusOr<LuminaPromptIds> probe = BuildLuminaPrompt(**tok, "x", w, h, 0);
     if (!probe.ok()) {
       return absl::Status(probe.status().code(),
                           absl::StrCat("image size ", w, "x", h, ": ", probe.status().message()));
@@ -351,10 +349,10 @@ absl::StatusOr<models::FamilyModel> LoadLumina(const std::string& model_dir, con
   if (absl::Status s = RequireFile(yaml_path, "VQGAN config"); !s.ok()) return s;
   absl::StatusOr<vqgan::VqganConfig> vq = vqgan::LoadVqganYaml(yaml_path.string());
   if (!vq.ok()) return vq.status();
-  absl::StatusOr<tokenizer::ImageTokenRange> range =
-      tokenizer::BuildImageTokenRange(config->vocabulary_map, vq->n_embed, "config.json vocabulary_map");
+  absl::StatusOr<ImageTokenRange> range =
+      BuildImageTokenRange(config->vocabulary_map, vq->n_embed, "config.json vocabulary_map");
   if (!range.ok()) return range.status();
-  absl::StatusOr<int32_t> new_line = VocabId(*config, tokenizer::kLuminaNewLineToken);
+  absl::StatusOr<int32_t> new_line = VocabId(*config, kLuminaNewLineToken);
   if (!new_line.ok()) return new_line.status();
   absl::StatusOr<std::vector<std::pair<int32_t, int32_t>>> sizes = SupportedSizes(*config, model_dir);
   if (!sizes.ok()) return sizes.status();
@@ -402,7 +400,7 @@ absl::StatusOr<models::FamilyModel> LoadLumina(const std::string& model_dir, con
   const std::vector<std::pair<int32_t, int32_t>> size_list = *sizes;
   const int32_t nl = *new_line;
   m.make_recipes = [model_dir, cfg, size_list, nl] { return LuminaRecipes(model_dir, cfg, size_list, nl); };
-  TokenCodes codes{size_list, std::make_shared<const tokenizer::ImageTokenRange>(*std::move(range)), nl};
+  TokenCodes codes{size_list, std::make_shared<const ImageTokenRange>(*std::move(range)), nl};
   const vqgan::VqganConfig vq_config = *vq;
   // The VQGAN is read from its own files (the language model's checkpoint has no decoder).
   m.make_decoder = [vq_dir, vq_config, codes, served](const checkpoint::Checkpoint&,

@@ -1,7 +1,7 @@
 // The Lumina-mGPT family (Alpha-VLLM/Lumina-mGPT: Chameleon architecture,
 // model_type "chameleon"; docs/lumina-mgpt.md): config.json with its
 // vocabulary_map (lumina_config.h), the HF tensor map (lumina_spec.h), the
-// prompt recipe (engine/tokenizer/lumina_prompt.h: the guidance row is the
+// prompt recipe (engine/models/lumina/lumina_prompt.h: the guidance row is the
 // image header alone, so the two rows of a pair differ in length), the decode
 // schedule with forced row breaks (lumina_schedule.h) and Meta's Chameleon
 // VQGAN decoder from vqgan.yaml + vqgan.ckpt (CPU: engine/vqgan; GPU:
@@ -24,9 +24,9 @@
 #include "absl/status/statusor.h"
 #include "engine/model/generic_engine.h"
 #include "engine/models/family.h"
+#include "engine/models/lumina/chameleon_vocab.h"
 #include "engine/models/lumina/lumina_config.h"
 #include "engine/models/lumina/lumina_schedule.h"
-#include "engine/tokenizer/chameleon_vocab.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace argen::lumina {
@@ -53,8 +53,7 @@ std::string VqganDir(const std::string& model_dir, const models::LoadOptions& op
 // position for a wrong length, a row end that is not the new-line id or an
 // id outside the image tokens.
 absl::StatusOr<std::vector<int32_t>> TokensToCodes(const std::vector<int32_t>& tokens, const LuminaSchedule& schedule,
-                                                   const tokenizer::ImageTokenRange& range, int32_t new_line_id,
-                                                   size_t image);
+                                                   const ImageTokenRange& range, int32_t new_line_id, size_t image);
 
 // The schedule of one recorded sequence of any of `sizes`: the size whose
 // decode length it has and whose rows are as long as its first row (the

@@ -414,7 +414,7 @@ TEST(LuminaEngineTest, PreviewsThroughTheScheduler) {
 TEST(LuminaEngineTest, CodesAreMappedThroughTheVocabulary) {
   absl::StatusOr<LuminaSchedule> s = MakeSchedule({{32, 32}}, 32, 32, 9);  // 2 x 2 codes
   ASSERT_TRUE(s.ok());
-  tokenizer::ImageTokenRange range;
+  ImageTokenRange range;
   range.first_id = 10;
   range.count = 4;
   range.code_of_offset = {3, 2, 1, 0};

@@ -13,11 +13,11 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/weight_source.h"
+#include "engine/models/lumina/chameleon_vocab.h"
 #include "engine/models/lumina/lumina_config.h"
 #include "engine/models/lumina/lumina_spec.h"
 #include "engine/models/lumina/tests/test_util.h"
 #include "engine/sparse/policy_params.h"
-#include "engine/tokenizer/chameleon_vocab.h"
 #include "gtest/gtest.h"
 
 namespace argen::lumina {
@@ -50,8 +50,7 @@ TEST_P(LuminaLogitsTest, PairOfUnequalRowsMatchesHfChameleon) {
   ASSERT_TRUE(config.ok()) << config.status();
   const int32_t first = golden["image_token_ids"][0].get<int32_t>();
   const int32_t count = golden["image_token_ids"][1].get<int32_t>() - first;
-  absl::StatusOr<tokenizer::ImageTokenRange> range =
-      tokenizer::BuildImageTokenRange(config->vocabulary_map, count, "vocabulary_map");
+  absl::StatusOr<ImageTokenRange> range = BuildImageTokenRange(config->vocabulary_map, count, "vocabulary_map");
   ASSERT_TRUE(range.ok()) << range.status();
   EXPECT_EQ(range->first_id, first);
   absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = checkpoint::Checkpoint::Open(dir);

@@ -1,10 +1,16 @@
-#include "engine/tokenizer/generation_prompt.h"
+#include "engine/models/janus/janus_chat_prompt.h"
 
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/unicode_categories.h"
 #include "engine/tokenizer/utf8.h"
 
-namespace argen::tokenizer {
+namespace argen::janus {
+
+using tokenizer::DecodeUtf8;
+using tokenizer::EncodeUtf8;
+using tokenizer::IsWhiteSpace;
+using tokenizer::Tokenizer;
+
 namespace {
 
 // Python's str.isspace(), which str.strip() uses: White_Space plus U+001C..U+001F.
@@ -66,4 +72,4 @@ absl::StatusOr<PromptIds> BuildGenerationPrompt(const Tokenizer& tokenizer, std:
   return out;
 }
 
-}  // namespace argen::tokenizer
+}  // namespace argen::janus

@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "engine/tokenizer/tokenizer.h"
 
-namespace argen::tokenizer {
+namespace argen::lumina {
 
 inline constexpr char kChameleonBosToken[] = "<s>";
 inline constexpr char kLuminaEndOfTurnToken[] = "<reserved08706>";
@@ -39,7 +39,7 @@ struct LuminaTokenIds {
   int32_t bos = -1, end_of_turn = -1, begin_image = -1, end_image = -1, new_line = -1;
 };
 // Every special token the generation loop needs; FailedPrecondition naming the first missing one.
-absl::StatusOr<LuminaTokenIds> FindLuminaTokens(const Tokenizer& tokenizer);
+absl::StatusOr<LuminaTokenIds> FindLuminaTokens(const tokenizer::Tokenizer& tokenizer);
 
 struct LuminaPromptIds {
   std::vector<int32_t> cond;    // <s>, the human turn's ids, <reserved08706>
@@ -49,7 +49,7 @@ struct LuminaPromptIds {
 // Errors: empty caption, width or height not a positive multiple of 32, a
 // resolution token the tokenizer lacks, invalid UTF-8, or more than
 // max_prompt_tokens cond ids (<= 0: no limit).
-absl::StatusOr<LuminaPromptIds> BuildLuminaPrompt(const Tokenizer& tokenizer, std::string_view caption, int32_t width,
-                                                  int32_t height, int32_t max_prompt_tokens);
+absl::StatusOr<LuminaPromptIds> BuildLuminaPrompt(const tokenizer::Tokenizer& tokenizer, std::string_view caption,
+                                                  int32_t width, int32_t height, int32_t max_prompt_tokens);
 
-}  // namespace argen::tokenizer
+}  // namespace argen::lumina

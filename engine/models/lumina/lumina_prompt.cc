@@ -1,10 +1,13 @@
-#include "engine/tokenizer/lumina_prompt.h"
+#include "engine/models/lumina/lumina_prompt.h"
 
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
 
-namespace argen::tokenizer {
+namespace argen::lumina {
+
+using tokenizer::Tokenizer;
+
 namespace {
 
 // Debian's Abseil has its own string_view type.
@@ -77,4 +80,4 @@ absl::StatusOr<LuminaPromptIds> BuildLuminaPrompt(const Tokenizer& tokenizer, st
   return out;
 }
 
-}  // namespace argen::tokenizer
+}  // namespace argen::lumina

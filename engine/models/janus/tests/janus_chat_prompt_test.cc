@@ -1,17 +1,18 @@
 // Janus-Pro generation prompt ids (cond and CFG uncond) against a Python
 // re-statement of the official prompt building, tokenized by transformers'
 // LlamaTokenizerFast (the class the official script uses).
-#include "engine/tokenizer/generation_prompt.h"
+#include "engine/models/janus/janus_chat_prompt.h"
 
 #include <gtest/gtest.h>
 
 #include "engine/tokenizer/tests/golden_paths.h"
 
-namespace argen::tokenizer {
+namespace argen::janus {
 namespace {
 
-using testing::GoldenDir;
-using testing::LoadGoldens;
+using tokenizer::Tokenizer;
+using tokenizer::testing::GoldenDir;
+using tokenizer::testing::LoadGoldens;
 
 TEST(GenerationPromptTest, MatchesOfficialPromptIds) {
   const nlohmann::json goldens = LoadGoldens();
@@ -64,4 +65,4 @@ TEST(GenerationPromptTest, MissingSpecialTokenIsNamed) {
 }
 
 }  // namespace
-}  // namespace argen::tokenizer
+}  // namespace argen::janus

@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
-namespace argen::tokenizer {
+namespace argen::lumina {
 
 inline constexpr char kChameleonImageTokenPrefix[] = "IMGIMG";
 
@@ -45,4 +45,4 @@ struct ImageTokenRange {
 absl::StatusOr<ImageTokenRange> BuildImageTokenRange(absl::Span<const std::pair<std::string, int32_t>> vocab,
                                                      int32_t codebook_size, std::string_view where);
 
-}  // namespace argen::tokenizer
+}  // namespace argen::lumina

@@ -1,4 +1,4 @@
-#include "engine/tokenizer/chameleon_vocab.h"
+#include "engine/models/lumina/chameleon_vocab.h"
 
 #include <algorithm>
 #include <limits>
@@ -6,7 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-namespace argen::tokenizer {
+namespace argen::lumina {
 
 std::string ChameleonImageTokenName(int32_t code) {
   std::string name = kChameleonImageTokenPrefix;
@@ -75,4 +75,4 @@ absl::StatusOr<ImageTokenRange> BuildImageTokenRange(absl::Span<const std::pair<
   return range;
 }
 
-}  // namespace argen::tokenizer
+}  // namespace argen::lumina

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "engine/tokenizer/tokenizer.h"
 
-namespace argen::tokenizer {
+namespace argen::janus {
 
 // Token contents of the Janus-Pro tokenizer (looked up by content, never by id).
 inline constexpr char kBosToken[] = "<｜begin▁of▁sentence｜>";
@@ -34,7 +34,7 @@ std::string GenerationPromptText(std::string_view caption);
 // Errors: empty (or all-whitespace) caption; prompt longer than
 // max_prompt_tokens ids (BOS included; <= 0 means no limit); invalid UTF-8;
 // a required special token missing from the tokenizer.
-absl::StatusOr<PromptIds> BuildGenerationPrompt(const Tokenizer& tokenizer, std::string_view caption,
+absl::StatusOr<PromptIds> BuildGenerationPrompt(const tokenizer::Tokenizer& tokenizer, std::string_view caption,
                                                 int32_t max_prompt_tokens);
 
-}  // namespace argen::tokenizer
+}  // namespace argen::janus
