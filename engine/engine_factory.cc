@@ -88,7 +88,7 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   if (!std::filesystem::is_directory(options.model_dir, ec)) {
     return absl::NotFoundError(absl::StrCat("model_dir \"", options.model_dir, "\" is not a directory"));
   }
-  absl::StatusOr<models::FamilyModel> family = models::LoadFamilyModel(options.model_dir, {options.vqgan_dir});
+  absl::StatusOr<models::FamilyModel> family = models::LoadFamilyModel(options.model_dir, options.family_options);
   if (!family.ok()) return family.status();
   absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> opened = checkpoint::Checkpoint::Open(options.model_dir);
   if (!opened.ok()) return opened.status();

@@ -14,13 +14,18 @@
 //   * the binding of its image decoder (token ids -> RGB) on the CPU or GPU.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/model/generic_engine.h"
 #include "engine/model/model_spec.h"
@@ -67,14 +72,28 @@ struct FamilyModel {
       make_decoder;
 };
 
-// What a server may say about where a family's files are, beyond model_dir.
-struct LoadOptions {
-  // The image tokenizer's directory where a family keeps it apart from the
-  // language model (Lumina-mGPT: Meta's chameleon/tokenizer with vqgan.yaml
-  // and vqgan.ckpt); empty: the family's default inside model_dir. Relative
-  // paths are relative to model_dir.
-  std::string vqgan_dir;
-};
+// Options only some family understands, by name (engine::EngineOptions::
+// family_options; the server's family_options / vqgan_dir keys), e.g.
+// Lumina-mGPT's vqgan_dir. Each family parses and checks its own keys
+// (CheckFamilyOptions): a key it does not take is an error naming the key and
+// the family, so a typo or an option meant for another family never passes
+// silently.
+using FamilyOptions = std::map<std::string, std::string>;
+
+// OkStatus when every key of `options` is one of `taken`; else
+// InvalidArgument naming the first other key, the family and what it takes.
+inline absl::Status CheckFamilyOptions(const std::string& family, const FamilyOptions& options,
+                                       std::initializer_list<const char*> taken) {
+  for (const auto& [key, value] : options) {
+    if (std::find(taken.begin(), taken.end(), key) != taken.end()) continue;
+    std::string known;
+    for (const char* t : taken) absl::StrAppend(&known, known.empty() ? "" : ", ", t);
+    return absl::InvalidArgumentError(absl::StrCat("family option '", key, "': the ", family,
+                                                   " family takes no such option (it takes ",
+                                                   known.empty() ? "none" : known, ")"));
+  }
+  return absl::OkStatus();
+}
 
 // The identity of a checkpoint, from its config.json.
 struct ConfigIdentity {
@@ -86,7 +105,8 @@ struct Family {
   std::string name;     // "janus"
   std::string matches;  // what it recognises, for messages: "model_type multi_modality"
   std::function<bool(const ConfigIdentity&)> recognises;
-  std::function<absl::StatusOr<FamilyModel>(const std::string& model_dir, const LoadOptions& options)> load;
+  // Checks `options` (CheckFamilyOptions) before anything else.
+  std::function<absl::StatusOr<FamilyModel>(const std::string& model_dir, const FamilyOptions& options)> load;
 };
 
 }  // namespace argen::models

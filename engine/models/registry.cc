@@ -61,7 +61,7 @@ absl::StatusOr<const Family*> FindFamily(const ConfigIdentity& identity) {
                    "]) is not a known model family; known families: ", absl::StrJoin(known, ", ")));
 }
 
-absl::StatusOr<FamilyModel> LoadFamilyModel(const std::string& model_dir, const LoadOptions& options) {
+absl::StatusOr<FamilyModel> LoadFamilyModel(const std::string& model_dir, const FamilyOptions& options) {
   absl::StatusOr<ConfigIdentity> identity = ReadConfigIdentity(model_dir);
   if (!identity.ok()) return identity.status();
   absl::StatusOr<const Family*> family = FindFamily(*identity);

@@ -21,7 +21,8 @@ absl::StatusOr<ConfigIdentity> ReadConfigIdentity(const std::string& model_dir);
 // model_type / architectures and listing the known families.
 absl::StatusOr<const Family*> FindFamily(const ConfigIdentity& identity);
 
-// ReadConfigIdentity, FindFamily, then that family's load.
-absl::StatusOr<FamilyModel> LoadFamilyModel(const std::string& model_dir, const LoadOptions& options = {});
+// ReadConfigIdentity, FindFamily, then that family's load with `options`
+// (an option the family does not take is an error naming it and the family).
+absl::StatusOr<FamilyModel> LoadFamilyModel(const std::string& model_dir, const FamilyOptions& options = {});
 
 }  // namespace argen::models

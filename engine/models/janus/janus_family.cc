@@ -70,7 +70,11 @@ models::Family JanusFamily() {
   f.name = "janus";
   f.matches = "model_type multi_modality";
   f.recognises = [](const models::ConfigIdentity& id) { return id.model_type == "multi_modality"; };
-  f.load = [](const std::string& model_dir, const models::LoadOptions&) { return LoadJanus(model_dir); };
+  f.load = [name = f.name](const std::string& model_dir,
+                           const models::FamilyOptions& options) -> absl::StatusOr<models::FamilyModel> {
+    if (absl::Status s = models::CheckFamilyOptions(name, options, {}); !s.ok()) return s;  // Janus takes none
+    return LoadJanus(model_dir);
+  };
   return f;
 }
 

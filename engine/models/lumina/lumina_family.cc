@@ -195,7 +195,14 @@ engine::ImageLayout LayoutOf(const LuminaSchedule& s) {
 
 }  // namespace
 
-std::string VqganDir(const std::string& model_dir, const models::LoadOptions& options) {
+absl::StatusOr<LuminaOptions> ParseLuminaOptions(const models::FamilyOptions& options) {
+  if (absl::Status s = models::CheckFamilyOptions("lumina", options, {kVqganDirOption}); !s.ok()) return s;
+  LuminaOptions parsed;
+  if (auto it = options.find(kVqganDirOption); it != options.end()) parsed.vqgan_dir = it->second;
+  return parsed;
+}
+
+std::string VqganDir(const std::string& model_dir, const LuminaOptions& options) {
   if (options.vqgan_dir.empty()) return (fs::path(model_dir) / kDefaultVqganDir).string();
   const fs::path p(options.vqgan_dir);
   return (p.is_absolute() ? p : fs::path(model_dir) / p).string();
@@ -341,10 +348,12 @@ absl::StatusOr<model::ImageRecipeMaker> LuminaRecipes(const std::string& model_d
       });
 }
 
-absl::StatusOr<models::FamilyModel> LoadLumina(const std::string& model_dir, const models::LoadOptions& options) {
+absl::StatusOr<models::FamilyModel> LoadLumina(const std::string& model_dir, const models::FamilyOptions& options) {
+  absl::StatusOr<LuminaOptions> lumina_options = ParseLuminaOptions(options);
+  if (!lumina_options.ok()) return lumina_options.status();
   absl::StatusOr<LuminaConfig> config = LoadLuminaConfig(model_dir);
   if (!config.ok()) return config.status();
-  const std::string vq_dir = VqganDir(model_dir, options);
+  const std::string vq_dir = VqganDir(model_dir, *lumina_options);
   const fs::path yaml_path = fs::path(vq_dir) / "vqgan.yaml";
   if (absl::Status s = RequireFile(yaml_path, "VQGAN config"); !s.ok()) return s;
   absl::StatusOr<vqgan::VqganConfig> vq = vqgan::LoadVqganYaml(yaml_path.string());

@@ -35,9 +35,20 @@ inline constexpr float kDefaultCfgWeight = 4.0f;
 inline constexpr int32_t kDefaultImageTopK = 2000;
 inline constexpr char kDefaultVqganDir[] = "tokenizer";
 
+// The family options Lumina-mGPT takes (models::FamilyOptions).
+inline constexpr char kVqganDirOption[] = "vqgan_dir";
+struct LuminaOptions {
+  // The directory of Meta's Chameleon image tokenizer (vqgan.yaml,
+  // vqgan.ckpt), kept apart from the language model; empty:
+  // <model_dir>/tokenizer. Relative paths are relative to model_dir.
+  std::string vqgan_dir;
+};
+// InvalidArgument naming any key but vqgan_dir (models::CheckFamilyOptions).
+absl::StatusOr<LuminaOptions> ParseLuminaOptions(const models::FamilyOptions& options);
+
 models::Family LuminaFamily();
 
-absl::StatusOr<models::FamilyModel> LoadLumina(const std::string& model_dir, const models::LoadOptions& options);
+absl::StatusOr<models::FamilyModel> LoadLumina(const std::string& model_dir, const models::FamilyOptions& options);
 
 // The sizes a checkpoint supports: argen_image_sizes, else CropSizeList of
 // the target named by the directory; FailedPrecondition when neither says.
@@ -46,7 +57,7 @@ absl::StatusOr<std::vector<std::pair<int32_t, int32_t>>> SupportedSizes(const Lu
 
 // Where vqgan.yaml and vqgan.ckpt are: options.vqgan_dir (relative to
 // model_dir) or <model_dir>/tokenizer.
-std::string VqganDir(const std::string& model_dir, const models::LoadOptions& options);
+std::string VqganDir(const std::string& model_dir, const LuminaOptions& options);
 
 // The recorded decode tokens of one image (l_dec ids, row breaks included)
 // -> its VQGAN codes in raster order. InvalidArgument naming the image and

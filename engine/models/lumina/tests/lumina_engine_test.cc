@@ -457,10 +457,39 @@ TEST(LuminaLoadTest, MissingVqganNamesTheFileAndTheOption) {
   EXPECT_NE(m.status().message().find("vqgan_dir"), std::string::npos) << m.status();
   // vqgan_dir relative to the model directory: found there.
   absl::StatusOr<models::FamilyModel> elsewhere =
-      models::LoadFamilyModel(dir.string(), {fs::relative(ModelDir() + "/tokenizer", dir).string()});
+      models::LoadFamilyModel(dir.string(), {{"vqgan_dir", fs::relative(ModelDir() + "/tokenizer", dir).string()}});
   ASSERT_FALSE(elsewhere.ok());  // the copy has no language-model weights: it gets past the VQGAN
   EXPECT_EQ(elsewhere.status().message().find("vqgan.yaml"), std::string::npos) << elsewhere.status();
   fs::remove_all(dir.parent_path());
+}
+
+TEST(LuminaLoadTest, FamilyOptionsAreTheFamilysOwn) {
+  // Lumina-mGPT takes vqgan_dir only: another key is an error naming it and the family, before any file is read.
+  absl::StatusOr<models::FamilyModel> m = models::LoadFamilyModel(ModelDir(), {{"vqgan_dri", "tokenizer"}});
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << m.status();
+  EXPECT_NE(m.status().message().find("family option 'vqgan_dri': the lumina family takes no such option (it takes "
+                                      "vqgan_dir)"),
+            std::string::npos)
+      << m.status();
+  absl::StatusOr<LuminaOptions> parsed = ParseLuminaOptions({{"vqgan_dir", "/vq"}});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(VqganDir("/m", *parsed), "/vq");
+  EXPECT_EQ(VqganDir("/m", {"vq"}), "/m/vq");
+  EXPECT_EQ(VqganDir("/m", {}), "/m/tokenizer");
+  // Janus-Pro takes none: Lumina's vqgan_dir given to it is an error naming both, through the engine's options.
+  engine::EngineOptions janus;
+  janus.model_dir = SourceDir() + "/tests/goldens/tiny/tiny-mha";
+  janus.family_options = {{"vqgan_dir", "tokenizer"}};
+  absl::StatusOr<std::unique_ptr<model::GenericEngine>> e = model::CreateGenericEngine(janus);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << e.status();
+  EXPECT_NE(e.status().message().find("family option 'vqgan_dir': the janus family takes no such option (it takes "
+                                      "none)"),
+            std::string::npos)
+      << e.status();
+  janus.family_options.clear();
+  EXPECT_TRUE(model::CreateGenericEngine(janus).ok());
 }
 
 TEST(LuminaLoadTest, UnsupportedArgenSizeAndUnnamedTargetAreRefused) {
