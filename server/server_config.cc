@@ -14,6 +14,7 @@
 #include "engine/model/sampler.h"
 #include "engine/model/weight_format.h"
 #include "engine/sparse/policy_params.h"
+#include "engine/vq/vq_precision.h"
 #include "server/byte_size.h"
 #include "yaml-cpp/yaml.h"
 
@@ -148,7 +149,7 @@ const std::vector<KeyDef>& Keys() {
        }},
       {{"vq_precision", "GPU VQ decoder arithmetic: auto (bf16, fp32 where bf16 cannot run), bf16, tf32 or fp32"},
        [](ServerConfig& c, const std::string& v) {
-         if (v != "auto" && v != "bf16" && v != "tf32" && v != "fp32") return Bad(v, "auto, bf16, tf32 or fp32");
+         if (!vq::ParseDecoderPrecision(v).ok()) return Bad(v, "auto, bf16, tf32 or fp32");
          c.vq_precision = v;
          return absl::OkStatus();
        }},

@@ -29,13 +29,14 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/model/generic_engine.h"
 #include "engine/model/model_spec.h"
+#include "engine/vq/vq_precision.h"
 #include "kernels/sparse/policy_types.h"
 
 namespace argen::models {
 
 struct DecoderOptions {
   bool gpu = false;                // the GPU decoder (else the CPU one)
-  std::string precision = "auto";  // GPU: auto (bf16, fp32 fallback), bf16, tf32 or fp32
+  vq::DecoderPrecision precision = vq::DecoderPrecision::kAuto;  // GPU: auto (bf16, fp32 fallback), bf16, tf32, fp32
 };
 
 struct FamilyModel {

@@ -19,10 +19,10 @@ absl::StatusOr<model::ImageDecoder> MakeDecoder(const checkpoint::Checkpoint& ck
   if (options.gpu) {
 #if defined(ARGEN_WITH_CUDA)
     vq::CudaVqOptions vq_options;
-    vq_options.precision = options.precision == "fp32"   ? vq::VqPrecision::kFp32
-                           : options.precision == "tf32" ? vq::VqPrecision::kTf32
-                                                         : vq::VqPrecision::kBf16;
-    vq_options.fallback_to_fp32 = options.precision == "auto";
+    vq_options.precision = options.precision == vq::DecoderPrecision::kFp32   ? vq::VqPrecision::kFp32
+                           : options.precision == vq::DecoderPrecision::kTf32 ? vq::VqPrecision::kTf32
+                                                                              : vq::VqPrecision::kBf16;
+    vq_options.fallback_to_fp32 = options.precision == vq::DecoderPrecision::kAuto;
     absl::StatusOr<std::unique_ptr<vq::CudaVqDecoder>> vq = vq::CudaVqDecoder::Create(ckpt, config, vq_options);
     if (!vq.ok()) return vq.status();
     std::shared_ptr<vq::CudaVqDecoder> decoder(std::move(*vq));

@@ -107,10 +107,10 @@ absl::StatusOr<model::ImageDecoder> MakeDecoder(const std::string& vqgan_dir, co
     absl::StatusOr<std::pair<vq::VqDecoderWeights, vq::Vq16Config>> vq16 = AsVq16(*weights, config, gpu_side);
     if (!vq16.ok()) return vq16.status();
     vq::CudaVqOptions vq_options;
-    vq_options.precision = options.precision == "fp32"   ? vq::VqPrecision::kFp32
-                           : options.precision == "tf32" ? vq::VqPrecision::kTf32
-                                                         : vq::VqPrecision::kBf16;
-    vq_options.fallback_to_fp32 = options.precision == "auto";
+    vq_options.precision = options.precision == vq::DecoderPrecision::kFp32   ? vq::VqPrecision::kFp32
+                           : options.precision == vq::DecoderPrecision::kTf32 ? vq::VqPrecision::kTf32
+                                                                              : vq::VqPrecision::kBf16;
+    vq_options.fallback_to_fp32 = options.precision == vq::DecoderPrecision::kAuto;
     absl::StatusOr<std::unique_ptr<vq::CudaVqDecoder>> gpu =
         vq::CudaVqDecoder::Create(std::move(vq16->first), vq16->second, vq_options);
     if (!gpu.ok()) return gpu.status();
