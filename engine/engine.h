@@ -58,7 +58,7 @@ struct ImageLayout {
 
 struct ModelInfo {
   std::string name;          // checkpoint directory name
-  std::string family;        // model family (engine/models/registry.h), e.g. "janus"
+  std::string family;        // model family (engine/families/registry.h), e.g. "janus"
   std::string backend;       // "cpu" or "cuda"
   // The default image size's layout (a request that names no size):
   int32_t image_size = 0;    // pixels per side (the longer side)

@@ -6,11 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/engine.h"
+#include "engine/families/registry.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/create_engine.h"
 #include "engine/model/finite_values.h"
 #include "engine/model/weight_source.h"
-#include "engine/models/registry.h"
 #include "engine/request_rules.h"
 #include "engine/sparse/ssd_heads.h"
 #include "engine/vq/vq_precision.h"
@@ -87,7 +87,7 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   if (!std::filesystem::is_directory(options.model_dir, ec)) {
     return absl::NotFoundError(absl::StrCat("model_dir \"", options.model_dir, "\" is not a directory"));
   }
-  absl::StatusOr<models::FamilyModel> family = models::LoadFamilyModel(options.model_dir, options.family_options);
+  absl::StatusOr<families::FamilyModel> family = families::LoadFamilyModel(options.model_dir, options.family_options);
   if (!family.ok()) return family.status();
   absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> opened = checkpoint::Checkpoint::Open(options.model_dir);
   if (!opened.ok()) return opened.status();

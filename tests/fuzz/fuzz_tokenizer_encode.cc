@@ -6,7 +6,7 @@
 #include <memory>
 #include <string_view>
 
-#include "engine/models/janus/janus_chat_prompt.h"
+#include "engine/families/janus/janus_chat_prompt.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/fuzz/fuzz_driver.h"
 #include "tests/fuzz/fuzz_util.h"

@@ -4,7 +4,7 @@
 // encode and decode without crashing.
 #include <string_view>
 
-#include "engine/models/janus/janus_chat_prompt.h"
+#include "engine/families/janus/janus_chat_prompt.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/fuzz/fuzz_driver.h"
 

@@ -2,7 +2,7 @@
 // (tools/goldens/make_chameleon_tokenizer_goldens.py: Chameleon's
 // pre-tokenizer, special tokens and BOS config, vocabulary reduced). The
 // Lumina-mGPT prompt and image-token map on the same goldens:
-// engine/models/lumina/tests/lumina_prompt_test.cc.
+// engine/families/lumina/tests/lumina_prompt_test.cc.
 #include <gtest/gtest.h>
 
 #include <string>
