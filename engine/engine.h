@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,7 +58,7 @@ struct ImageLayout {
 
 struct ModelInfo {
   std::string name;          // checkpoint directory name
-  std::string family;        // model family (engine/models/registry.h), e.g. "janus"
+  std::string family;        // model family (engine/families/registry.h), e.g. "janus"
   std::string backend;       // "cpu" or "cuda"
   // The default image size's layout (a request that names no size):
   int32_t image_size = 0;    // pixels per side (the longer side)
@@ -163,9 +164,12 @@ class Engine {
 
 struct EngineOptions {
   std::string model_dir;
-  // Lumina-mGPT: the directory of Meta's Chameleon image tokenizer (vqgan.yaml,
-  // vqgan.ckpt); empty: <model_dir>/tokenizer. Relative to model_dir.
-  std::string vqgan_dir;
+  // Options only the model's family understands, by name, handed to it as they
+  // are; the family parses its own keys and refuses any other (an error naming
+  // the key and the family). Lumina-mGPT: "vqgan_dir", the directory of Meta's
+  // Chameleon image tokenizer (vqgan.yaml, vqgan.ckpt), relative to model_dir;
+  // absent: <model_dir>/tokenizer. Janus-Pro takes none.
+  std::map<std::string, std::string> family_options;
   std::string backend = "cpu";  // "cpu" or "cuda"
   int32_t threads = 0;          // CPU threads; 0: all cores
   // The backend's pool; 0 ("auto"): sized by the backend (cpu: unbounded;

@@ -6,13 +6,14 @@
 #include "absl/strings/str_cat.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/engine.h"
+#include "engine/families/registry.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/create_engine.h"
 #include "engine/model/finite_values.h"
 #include "engine/model/weight_source.h"
-#include "engine/models/registry.h"
 #include "engine/request_rules.h"
 #include "engine/sparse/ssd_heads.h"
+#include "engine/vq/vq_precision.h"
 
 namespace argen::model {
 namespace {
@@ -39,10 +40,8 @@ absl::Status ValidateVqBackend(const engine::EngineOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("vq_backend must be \"auto\", \"cpu\" or \"cuda\", got \"", options.vq_backend, "\""));
   }
-  if (options.vq_precision != "auto" && options.vq_precision != "fp32" && options.vq_precision != "tf32" &&
-      options.vq_precision != "bf16") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vq_precision must be \"auto\", \"fp32\", \"tf32\" or \"bf16\", got \"", options.vq_precision, "\""));
+  if (absl::StatusOr<vq::DecoderPrecision> p = vq::ParseDecoderPrecision(options.vq_precision); !p.ok()) {
+    return p.status();
   }
 #if !defined(ARGEN_WITH_CUDA)
   if (options.vq_backend == "cuda") {
@@ -88,7 +87,7 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   if (!std::filesystem::is_directory(options.model_dir, ec)) {
     return absl::NotFoundError(absl::StrCat("model_dir \"", options.model_dir, "\" is not a directory"));
   }
-  absl::StatusOr<models::FamilyModel> family = models::LoadFamilyModel(options.model_dir, {options.vqgan_dir});
+  absl::StatusOr<families::FamilyModel> family = families::LoadFamilyModel(options.model_dir, options.family_options);
   if (!family.ok()) return family.status();
   absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> opened = checkpoint::Checkpoint::Open(options.model_dir);
   if (!opened.ok()) return opened.status();
@@ -99,15 +98,15 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   // Before the backend: a GPU decoder's buffers are then out of the memory a
   // backend sizing its KV pool from what is free sees.
   const bool gpu_decoder = options.vq_backend == "cuda" || (options.vq_backend == "auto" && options.backend == "cuda");
-  if (!gpu_decoder && options.vq_precision != "auto" && options.vq_precision != "fp32") {
+  const vq::DecoderPrecision vq_precision = *vq::ParseDecoderPrecision(options.vq_precision);  // validated above
+  if (!gpu_decoder && vq::NeedsGpuDecoder(vq_precision)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "vq_precision \"", options.vq_precision,
         "\" needs the GPU VQ decoder (vq_backend \"cuda\", or \"auto\" with backend \"cuda\"); the CPU one is fp32"));
   }
   // NaN/Inf in the decoder's tensors is a load error too (engine/model/finite_values.h;
   // the stack's tensors are checked by CheckpointWeights).
-  absl::StatusOr<ImageDecoder> decode =
-      family->make_decoder(*FiniteWeightsView(ckpt), {gpu_decoder, options.vq_precision});
+  absl::StatusOr<ImageDecoder> decode = family->make_decoder(*FiniteWeightsView(ckpt), {gpu_decoder, vq_precision});
   if (!decode.ok()) {
     if (!gpu_decoder) return decode.status();
     return absl::Status(decode.status().code(), absl::StrCat("vq_backend \"cuda\": ", decode.status().message()));

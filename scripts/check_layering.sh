@@ -6,8 +6,10 @@
 #   * kernels/ includes nothing from engine/ (its tests may use host references);
 #   * scheduler/ includes no CUDA header and links no CUDA target;
 #   * the devices (engine/cpu, engine/cuda) and the generic engine
-#     (engine/model) name no model family (engine/models/), and a family names
-#     no device.
+#     (engine/model) name no model family (engine/families/), and a family names
+#     no device;
+#   * the tokenizer (engine/tokenizer) names no model family: a family's
+#     prompt recipe and vocabulary helpers live in the family's folder.
 # Usage: scripts/check_layering.sh [ROOT]   (default: the repository root)
 # Exit 0 when clean; 1 listing every violation.
 set -u
@@ -60,10 +62,12 @@ if [ -f scheduler/CMakeLists.txt ] || [ -f scheduler/tests/CMakeLists.txt ]; the
     $(ls scheduler/CMakeLists.txt scheduler/tests/CMakeLists.txt 2>/dev/null)
 fi
 # shellcheck disable=SC2046
-violation '#include "engine/models/' "a device or the generic engine names a model family" \
+violation '#include "engine/families/' "a device or the generic engine names a model family" \
   $(sources engine/cpu no-tests) $(sources engine/cuda no-tests) $(sources engine/model no-tests)
 # shellcheck disable=SC2046
-violation '#include "engine/(cpu|cuda)/' "a model family names a device" $(sources engine/models)
+violation '#include "engine/(cpu|cuda)/' "a model family names a device" $(sources engine/families)
+# shellcheck disable=SC2046
+violation '#include "engine/families/' "the tokenizer names a model family" $(sources engine/tokenizer)
 
 if [ "$fail" -ne 0 ]; then
   echo "layering check failed (rules: docs/ARCHITECTURE.md)"

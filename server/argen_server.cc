@@ -21,7 +21,7 @@ namespace {
 absl::StatusOr<std::unique_ptr<engine::Engine>> LoadEngine(const ServerConfig& config) {
   engine::EngineOptions options;
   options.model_dir = config.model_dir;
-  options.vqgan_dir = config.vqgan_dir;
+  options.family_options = config.family_options;
   options.backend = config.backend;
   options.vq_backend = config.vq_backend;
   options.vq_precision = config.vq_precision;

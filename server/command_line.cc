@@ -45,6 +45,27 @@ std::unique_ptr<CLI::App> BuildApp(CommandLine* cl) {
     opt->type_name("VALUE")->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     if (std::optional<std::string> d = ConfigValueText(defaults, key); d && !d->empty()) opt->default_str(*d);
   }
+  // A family option (ServerConfig::family_options), repeatable: --family_option vqgan_dir=/path.
+  // After the keys: CLI11 applies options in the order they are declared, so it wins over --vqgan_dir.
+  app->add_option(
+         "--family_option",
+         [cl](const std::vector<std::string>& values) {
+           if (cl == nullptr) return true;
+           for (const std::string& v : values) {
+             const size_t eq = v.find('=');
+             // Without KEY=: SetConfigValue's error for the section itself.
+             if (eq == std::string::npos || eq == 0) {
+               cl->overrides.emplace_back("family_options", v);
+             } else {
+               cl->overrides.emplace_back(kFamilyOptionsPrefix + v.substr(0, eq), v.substr(eq + 1));
+             }
+           }
+           return true;
+         },
+         "an option of the model's family, KEY=VALUE (Lumina-mGPT: vqgan_dir); repeatable")
+      ->type_name("KEY=VALUE")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app->footer(
       "Exit codes: 0 after a drained shutdown (SIGTERM/SIGINT), 1 when the model fails to load\n"
       "or a port cannot be bound, 2 for a bad command line or config.");

@@ -27,7 +27,11 @@ std::string Bytes(int64_t v) {
 const std::map<std::string, Reader, std::less<>>& Readers() {
   static const auto* readers = new std::map<std::string, Reader, std::less<>>{
       {"model_dir", [](const ServerConfig& c) { return c.model_dir; }},
-      {"vqgan_dir", [](const ServerConfig& c) { return c.vqgan_dir; }},
+      {"vqgan_dir",
+       [](const ServerConfig& c) {
+         auto it = c.family_options.find("vqgan_dir");
+         return it == c.family_options.end() ? std::string() : it->second;
+       }},
       {"backend", [](const ServerConfig& c) { return c.backend; }},
       {"vq_backend", [](const ServerConfig& c) { return c.vq_backend; }},
       {"vq_precision", [](const ServerConfig& c) { return c.vq_precision; }},

@@ -14,6 +14,7 @@
 #include "engine/model/sampler.h"
 #include "engine/model/weight_format.h"
 #include "engine/sparse/policy_params.h"
+#include "engine/vq/vq_precision.h"
 #include "server/byte_size.h"
 #include "yaml-cpp/yaml.h"
 
@@ -117,6 +118,13 @@ Setter SecondsAt(std::function<double&(ServerConfig&)> field, double min, double
   };
 }
 
+// One family option (ServerConfig::family_options); the family checks the key when the model loads.
+absl::Status SetFamilyOption(ServerConfig& c, const std::string& key, const std::string& v) {
+  if (v.empty()) return Bad(v, "a non-empty string");
+  c.family_options[key] = v;
+  return absl::OkStatus();
+}
+
 const std::vector<KeyDef>& Keys() {
   static const auto* keys = new std::vector<KeyDef>{
       {{"model_dir",
@@ -125,8 +133,8 @@ const std::vector<KeyDef>& Keys() {
        Text(&ServerConfig::model_dir)},
       {{"vqgan_dir",
         "Lumina-mGPT: directory of Meta's Chameleon VQGAN (vqgan.yaml, vqgan.ckpt), relative to model_dir; empty: "
-        "<model_dir>/tokenizer"},
-       Text(&ServerConfig::vqgan_dir)},
+        "<model_dir>/tokenizer (the family option vqgan_dir)"},
+       [](ServerConfig& c, const std::string& v) { return SetFamilyOption(c, "vqgan_dir", v); }},
       {{"backend", "cpu or cuda"},
        [](ServerConfig& c, const std::string& v) {
          if (v != "cpu" && v != "cuda") return Bad(v, "cpu or cuda");
@@ -141,7 +149,7 @@ const std::vector<KeyDef>& Keys() {
        }},
       {{"vq_precision", "GPU VQ decoder arithmetic: auto (bf16, fp32 where bf16 cannot run), bf16, tf32 or fp32"},
        [](ServerConfig& c, const std::string& v) {
-         if (v != "auto" && v != "bf16" && v != "tf32" && v != "fp32") return Bad(v, "auto, bf16, tf32 or fp32");
+         if (!vq::ParseDecoderPrecision(v).ok()) return Bad(v, "auto, bf16, tf32 or fp32");
          c.vq_precision = v;
          return absl::OkStatus();
        }},
@@ -376,6 +384,21 @@ const std::vector<ConfigKey>& ConfigKeys() {
 }
 
 absl::Status SetConfigValue(ServerConfig& config, const std::string& key, const std::string& value) {
+  // family_options.KEY (the YAML section family_options, or --family_option KEY=VALUE): any KEY here; the
+  // model's family refuses one it does not take.
+  if (absl::StartsWith(key, kFamilyOptionsPrefix) && key.size() > sizeof(kFamilyOptionsPrefix) - 1) {
+    absl::Status s = SetFamilyOption(config, key.substr(sizeof(kFamilyOptionsPrefix) - 1), value);
+    if (s.ok()) {
+      config.keys_set.push_back(key);
+      return s;
+    }
+    return absl::InvalidArgumentError(absl::StrCat("key '", key, "': ", s.message()));
+  }
+  if (key == "family_options") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "key 'family_options': \"", value,
+        "\" is not a family option: give a mapping of option names to values (YAML) or --family_option KEY=VALUE"));
+  }
   for (const KeyDef& k : Keys()) {
     if (key != k.key.name) continue;
     absl::Status s = k.set(config, value);

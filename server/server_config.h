@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,7 +29,10 @@ struct ConnectionLimits {
 
 struct ServerConfig {
   std::string model_dir;              // required
-  std::string vqgan_dir;              // Lumina-mGPT's VQGAN directory; empty: <model_dir>/tokenizer
+  // Options only the model's family understands, by name (engine::EngineOptions::family_options;
+  // the family refuses a key it does not take): YAML section family_options, flag
+  // --family_option KEY=VALUE, and Lumina-mGPT's vqgan_dir also as key / flag vqgan_dir.
+  std::map<std::string, std::string> family_options;
   std::string backend = "cpu";        // cpu | cuda
   std::string vq_backend = "auto";    // auto | cpu | cuda: the VQ image decoder (auto: cuda with backend cuda)
   std::string vq_precision = "auto";  // auto | bf16 | tf32 | fp32: the GPU VQ decoder's arithmetic
@@ -89,6 +93,10 @@ struct ConfigKey {
   const char* meaning;
 };
 const std::vector<ConfigKey>& ConfigKeys();
+
+// The keys of family options: family_options.KEY (the YAML section
+// family_options; the flag --family_option KEY=VALUE).
+inline constexpr char kFamilyOptionsPrefix[] = "family_options.";
 
 // Sets one dotted key from its text form; errors name the key.
 absl::Status SetConfigValue(ServerConfig& config, const std::string& key, const std::string& value);

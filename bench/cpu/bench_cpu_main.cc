@@ -29,12 +29,12 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_weights.h"
 #include "engine/cpu/sparse_attention.h"
+#include "engine/families/janus/janus_shapes.h"
+#include "engine/families/janus/janus_spec.h"
+#include "engine/families/registry.h"
 #include "engine/model/create_engine.h"
 #include "engine/model/generic_engine.h"
 #include "engine/model/weight_source.h"
-#include "engine/models/janus/janus_shapes.h"
-#include "engine/models/janus/janus_spec.h"
-#include "engine/models/registry.h"
 
 ABSL_FLAG(std::string, shape, "tiny,1b",
           "comma-separated: tiny (--tiny_dir), dir (any checkpoint, --model_dir), 1b (random weights)");
@@ -231,7 +231,7 @@ int main(int argc, char** argv) {
         engine::EngineOptions options;
         options.model_dir = absl::GetFlag(shape == "tiny" ? FLAGS_tiny_dir : FLAGS_model_dir);
         // The family's spec gives the text vocabulary the fixed prompts draw from.
-        absl::StatusOr<models::FamilyModel> family = models::LoadFamilyModel(options.model_dir);
+        absl::StatusOr<families::FamilyModel> family = families::LoadFamilyModel(options.model_dir);
         if (!family.ok()) {
           std::fprintf(stderr, "argen_bench_cpu: %s\n", family.status().ToString().c_str());
           return 1;

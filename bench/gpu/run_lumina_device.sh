@@ -16,7 +16,7 @@
 #
 # Bundle (on the development machine, after building; carry .gpubundle):
 #   /work/shared/tools/gpu-bundle.sh /tmp/lb build/bench/gpu/argen_bench build/tools/sweep/argen_sweep \
-#     build/engine/models/lumina/tests/lumina_cuda_test build/engine/cuda/tests/cuda_backend_test
+#     build/engine/families/lumina/tests/lumina_cuda_test build/engine/cuda/tests/cuda_backend_test
 #   mkdir -p .gpubundle && tar -cJf .gpubundle/lumina.tar.xz -C /tmp/lb bin lib
 set -u
 if [ -f .gpubundle/lumina.tar.xz ]; then

@@ -41,7 +41,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/cli.h"
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/models/janus/janus_config.h"
+#include "engine/families/janus/janus_config.h"
 #include "engine/vq/vq_config.h"
 #include "engine/vq/vq_decoder.h"
 #if defined(ARGEN_WITH_CUDA)

@@ -1,5 +1,5 @@
 // Building a GenericEngine from a checkpoint directory (engine/engine_factory.cc):
-// the registry (engine/models/registry.h) picks the family from config.json,
+// the registry (engine/families/registry.h) picks the family from config.json,
 // the family's tensor map is validated against the checkpoint and loaded by
 // the chosen backend, and the family's prompt recipe and image decoder are
 // bound. engine::CreateEngine is this with the family's own prompt encoder;

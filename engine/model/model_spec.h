@@ -1,7 +1,7 @@
 // What a backend runs, independent of the model family and of the device: a
 // Llama-style decoder stack with the switches the known families need, the
 // input stage in front of it, the output stage after it, and where every
-// weight comes from (the tensor map). A family (engine/models/<family>/)
+// weight comes from (the tensor map). A family (engine/families/<family>/)
 // builds one from its config.json; the same map validates a checkpoint
 // (ValidateTensors) and loads it into each device's layout (engine/cpu,
 // engine/cuda), so every tensor is named in exactly one place.

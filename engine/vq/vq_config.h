@@ -1,6 +1,6 @@
 // The VQ-16 image decoder's architecture (LlamaGen's VQ model, Janus'
 // gen_vision_model; janus/models/vq_model.py). The official values are the
-// defaults; a family's config parser (engine/models/janus) may override them
+// defaults; a family's config parser (engine/families/janus) may override them
 // from its config.json so smaller models of the same architecture load
 // through the same code.
 #pragma once

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <string>
 #include <thread>
 
 #include "server/byte_size.h"
@@ -251,6 +253,38 @@ TEST(ServerConfigTest, VqPrecisionAndAutoImageWorkers) {
     EXPECT_FALSE(s.ok()) << bad;
     EXPECT_NE(s.message().find(std::string(bad).substr(0, std::string(bad).find(':'))), std::string::npos) << s;
   }
+}
+
+TEST(ServerConfigTest, FamilyOptionsFromVqganDirSectionAndFlag) {
+  // vqgan_dir (key and flag, as before) is the family option vqgan_dir.
+  ServerConfig c;
+  EXPECT_TRUE(c.family_options.empty());
+  ASSERT_TRUE(ApplyConfigYaml(c, "vqgan_dir: /chameleon/tokenizer\n", "t.yaml").ok());
+  EXPECT_EQ(c.family_options, (std::map<std::string, std::string>{{"vqgan_dir", "/chameleon/tokenizer"}}));
+  // The section family_options takes any name: the model's family checks it at load.
+  ASSERT_TRUE(ApplyConfigYaml(c, "family_options:\n  vqgan_dir: vq\n  other: x\n", "t.yaml").ok());
+  EXPECT_EQ(c.family_options, (std::map<std::string, std::string>{{"vqgan_dir", "vq"}, {"other", "x"}}));
+  for (const char* bad : {"family_options: vq\n", "family_options:\n  vqgan_dir: \"\"\n", "vqgan_dir: \"\"\n"}) {
+    ServerConfig d;
+    absl::Status s = ApplyConfigYaml(d, bad, "t.yaml");
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.message().find("t.yaml"), std::string::npos) << s;
+  }
+
+  const char* flags[] = {"argen_server",    "--model_dir=/m", "--vqgan_dir=a",
+                         "--family_option", "vqgan_dir=b",    "--family_option=other=c=d"};
+  absl::StatusOr<CommandLine> cl = ParseCommandLine(6, flags);
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  absl::StatusOr<ServerConfig> loaded = LoadServerConfig(*cl);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->family_options, (std::map<std::string, std::string>{{"vqgan_dir", "b"}, {"other", "c=d"}}));
+  const char* no_key[] = {"argen_server", "--model_dir=/m", "--family_option=vq"};
+  cl = ParseCommandLine(3, no_key);
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  loaded = LoadServerConfig(*cl);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("--family_option KEY=VALUE"), std::string::npos) << loaded.status();
+  EXPECT_NE(ConfigHelp().find("--family_option"), std::string::npos);
 }
 
 TEST(ServerConfigTest, PromptSharingKeys) {

@@ -1,9 +1,9 @@
-// Fuzzes config.json of a checkpoint (engine/models/janus/janus_config.cc):
+// Fuzzes config.json of a checkpoint (engine/families/janus/janus_config.cc):
 // the language, gen_vision, gen_aligner and gen_head sections and their
 // cross-checks. What parses must describe a model the engine can size.
 #include <string>
 
-#include "engine/models/janus/janus_config.h"
+#include "engine/families/janus/janus_config.h"
 #include "tests/fuzz/fuzz_driver.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string_view>
 
-#include "engine/tokenizer/generation_prompt.h"
+#include "engine/families/janus/janus_chat_prompt.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/fuzz/fuzz_driver.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   for (const auto& tok : Tokenizers()) {
     absl::StatusOr<std::vector<int32_t>> ids = tok->Encode(text, /*add_special_tokens=*/false);
-    (void)argen::tokenizer::BuildGenerationPrompt(*tok, text, 1024);
+    (void)argen::janus::BuildGenerationPrompt(*tok, text, 1024);
     if (!ids.ok()) continue;  // invalid UTF-8: refused, fine
     absl::StatusOr<std::string> back = tok->Decode(*ids);
     if (!back.ok() || *back != text) __builtin_trap();  // lossless round trip

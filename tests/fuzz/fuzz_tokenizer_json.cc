@@ -4,7 +4,7 @@
 // encode and decode without crashing.
 #include <string_view>
 
-#include "engine/tokenizer/generation_prompt.h"
+#include "engine/families/janus/janus_chat_prompt.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/fuzz/fuzz_driver.h"
 
@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)tok->Decode(*ids, /*skip_special_tokens=*/false);
     (void)tok->Decode(*ids, /*skip_special_tokens=*/true);
   }
-  (void)argen::tokenizer::BuildGenerationPrompt(*tok, "a cat", 64);
+  (void)argen::janus::BuildGenerationPrompt(*tok, "a cat", 64);
   const int32_t limit = tok->IdLimit();
   for (int32_t id : {0, limit - 1, limit, -1}) (void)tok->IdToToken(id);
   return 0;

@@ -7,10 +7,10 @@
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/engine.h"
+#include "engine/families/janus/janus_config.h"
+#include "engine/families/janus/janus_spec.h"
+#include "engine/families/registry.h"
 #include "engine/model/weight_source.h"
-#include "engine/models/janus/janus_config.h"
-#include "engine/models/janus/janus_spec.h"
-#include "engine/models/registry.h"
 #include "engine/sparse/ssd_heads.h"
 #include "gtest/gtest.h"
 #include "kernels/sparse/policy.h"
@@ -33,7 +33,7 @@ TEST(ShippedModelTest, LoadsAndValidatesForGeneration) {
   auto spec = janus::JanusSpec(*config);
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(model::ValidateTensors(**ckpt, *spec).ok());
-  auto family = models::LoadFamilyModel(ShippedModelDir());
+  auto family = families::LoadFamilyModel(ShippedModelDir());
   ASSERT_TRUE(family.ok()) << family.status();
   EXPECT_EQ(family->family, "janus");
 }

@@ -26,6 +26,7 @@
 #include "engine/image/generation_metadata.h"
 #include "engine/image/png.h"
 #include "engine/sparse/policy_params.h"
+#include "engine/vq/vq_precision.h"
 #include "tools/runner/batch_runner.h"
 
 namespace {
@@ -173,7 +174,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", args.threads, "CPU threads (0: all cores)");
   app.add_option("--vq_backend", args.vq_backend,
                  "VQ image decoder: auto (cuda when --backend cuda, else cpu), cpu or cuda");
-  app.add_option("--vq_precision", args.vq_precision, "GPU VQ decoder: auto (bf16, fp32 fallback), bf16, tf32 or fp32");
+  app.add_option("--vq_precision", args.vq_precision, "GPU VQ decoder: auto (bf16, fp32 fallback), bf16, tf32 or fp32")
+      ->check([](const std::string& v) {
+        return argen::vq::ParseDecoderPrecision(v).ok() ? std::string()
+                                                        : std::string("expected auto, bf16, tf32 or fp32");
+      });
   app.add_option("--size", args.size,
                  "Image size WxH in pixels, one of the model's sizes (argen_client info lists them); auto: the "
                  "model's default")

@@ -11,10 +11,10 @@
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/families/janus/janus_config.h"
+#include "engine/families/janus/janus_spec.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/weight_source.h"
-#include "engine/models/janus/janus_config.h"
-#include "engine/models/janus/janus_spec.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/golden_files.h"

@@ -12,9 +12,9 @@
 
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/pool_sizing.h"
+#include "engine/families/janus/janus_shapes.h"
+#include "engine/families/janus/janus_spec.h"
 #include "engine/kv/kv_manager.h"
-#include "engine/models/janus/janus_shapes.h"
-#include "engine/models/janus/janus_spec.h"
 #include "engine/sparse/policy_params.h"
 
 namespace argen::cuda {

@@ -21,11 +21,11 @@
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/families/janus/janus_config.h"
+#include "engine/families/janus/janus_spec.h"
 #include "engine/kv/kv_manager.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/weight_source.h"
-#include "engine/models/janus/janus_config.h"
-#include "engine/models/janus/janus_spec.h"
 #include "engine/sparse/policy_params.h"
 
 namespace argen::cuda {
@@ -279,9 +279,9 @@ TEST_P(CudaBackendTest, LogitsAndTokensMatchCpuBackend) {
   std::printf("[ %s %s fp8 %d fp8 weights %d ] worst logit error %.2e (steps < %d), token agreement %d/%d\n",
               pc.checkpoint.c_str(), std::string(sparse::PolicyName(pc.kind)).c_str(), static_cast<int>(pc.fp8),
               pc.fp8_weights ? 1 : 0, worst, strict_until, agree, total);
-  EXPECT_GE(rate, pc.fp8_weights                ? kFp8WeightMinTokenAgreement
-                 : pc.fp8 != PolicyCase::kNoFp8 ? kFp8MinTokenAgreement
-                                                : kMinTokenAgreement);
+  EXPECT_GE(rate, pc.fp8_weights                 ? kFp8WeightMinTokenAgreement
+                  : pc.fp8 != PolicyCase::kNoFp8 ? kFp8MinTokenAgreement
+                                                 : kMinTokenAgreement);
   // The pool holds exactly what the rows cost (KV and policy state), and gets it back.
   const int64_t in_use = b.cuda_kv->BytesInUse();
   EXPECT_EQ(in_use, 2 * b.cuda->RowBytes(13, policies[0]) + 2 * b.cuda->RowBytes(7, policies[1]));

@@ -15,11 +15,11 @@
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/families/janus/janus_config.h"
+#include "engine/families/janus/janus_spec.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/tests/prompt_sharing_harness.h"
 #include "engine/model/weight_source.h"
-#include "engine/models/janus/janus_config.h"
-#include "engine/models/janus/janus_spec.h"
 #include "engine/sparse/policy_params.h"
 
 namespace argen::cuda {

@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/families/janus/janus_config.h"
+#include "engine/families/janus/janus_spec.h"
 #include "engine/kv/kv_manager.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/tests/step_plan_harness.h"
 #include "engine/model/weight_source.h"
-#include "engine/models/janus/janus_config.h"
-#include "engine/models/janus/janus_spec.h"
 
 namespace argen::cuda {
 namespace {

@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 
 #include "engine/cuda/row_layout.h"
-#include "engine/models/janus/janus_shapes.h"
-#include "engine/models/janus/janus_spec.h"
-#include "engine/models/lumina/lumina_shapes.h"
+#include "engine/families/janus/janus_shapes.h"
+#include "engine/families/janus/janus_spec.h"
+#include "engine/families/lumina/lumina_shapes.h"
 #include "engine/sparse/policy_params.h"
 
 namespace argen::cuda {

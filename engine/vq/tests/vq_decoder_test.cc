@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/models/janus/janus_config.h"
+#include "engine/families/janus/janus_config.h"
 #include "engine/vq/vq_config.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

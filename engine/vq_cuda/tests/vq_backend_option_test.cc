@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/vq/vq_precision.h"
 #include "gtest/gtest.h"
 
 namespace argen::engine {
@@ -73,6 +74,22 @@ TEST(VqBackendOptionTest, VqPrecisionIsValidated) {
     o.vq_precision = fine;
     EXPECT_TRUE(CreateEngine(o).ok()) << fine;
   }
+}
+
+TEST(VqBackendOptionTest, DecoderPrecisionParsesOnce) {
+  for (vq::DecoderPrecision p : {vq::DecoderPrecision::kAuto, vq::DecoderPrecision::kBf16, vq::DecoderPrecision::kTf32,
+                                 vq::DecoderPrecision::kFp32}) {
+    absl::StatusOr<vq::DecoderPrecision> parsed = vq::ParseDecoderPrecision(vq::DecoderPrecisionName(p));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, p);
+  }
+  EXPECT_TRUE(vq::NeedsGpuDecoder(vq::DecoderPrecision::kBf16));
+  EXPECT_TRUE(vq::NeedsGpuDecoder(vq::DecoderPrecision::kTf32));
+  EXPECT_FALSE(vq::NeedsGpuDecoder(vq::DecoderPrecision::kAuto));
+  EXPECT_FALSE(vq::NeedsGpuDecoder(vq::DecoderPrecision::kFp32));
+  absl::StatusOr<vq::DecoderPrecision> bad = vq::ParseDecoderPrecision("fp16");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "vq_precision must be \"auto\", \"fp32\", \"tf32\" or \"bf16\", got \"fp16\"");
 }
 
 TEST(VqBackendOptionTest, AutoAndCpuDecodeOnTheCpuBackend) {

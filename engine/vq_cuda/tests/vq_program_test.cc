@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/models/janus/janus_config.h"
+#include "engine/families/janus/janus_config.h"
 #include "engine/vq/vq_config.h"
 #include "engine/vq/vq_decoder.h"
 #include "engine/vq/vq_weights.h"

@@ -169,6 +169,20 @@ TEST(GenerateCliTest, BadSamplingParameterNamesTheField) {
   EXPECT_NE(r.output.find("temperature"), std::string::npos) << r.output;
 }
 
+// --vq_precision is parsed where the engine parses it (engine/vq/vq_precision.h):
+// a value it does not know is usage (exit 2), one the CPU decoder cannot run
+// reaches the engine's message (exit 1).
+TEST(GenerateCliTest, BadVqPrecisionIsUsage) {
+  RunResult r = RunCommand("--model " + SourceDir() + "/tests/goldens/tiny/tiny-mha" +
+                           " --prompt 'x' --vq_precision fp16 --out " + NeverWrittenPath());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--vq_precision"), std::string::npos) << r.output;
+  r = RunCommand("--model " + SourceDir() + "/tests/goldens/tiny/tiny-mha" +
+                 " --prompt 'x' --vq_backend cpu --vq_precision bf16 --out " + NeverWrittenPath());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("needs the GPU VQ decoder"), std::string::npos) << r.output;
+}
+
 // --kv-cache-dtype fp8 reaches the engine: the PNG's policy line is the
 // engine's resolved policy (Prepare), which says fp8; a bad value is usage.
 TEST(GenerateCliTest, KvCacheDtypeFp8ReachesTheEngine) {

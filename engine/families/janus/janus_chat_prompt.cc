@@ -1,0 +1,75 @@
+#include "engine/families/janus/janus_chat_prompt.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/tokenizer/unicode_categories.h"
+#include "engine/tokenizer/utf8.h"
+
+namespace argen::janus {
+
+using tokenizer::DecodeUtf8;
+using tokenizer::EncodeUtf8;
+using tokenizer::IsWhiteSpace;
+using tokenizer::Tokenizer;
+
+namespace {
+
+// Python's str.isspace(), which str.strip() uses: White_Space plus U+001C..U+001F.
+bool IsPythonSpace(char32_t c) { return IsWhiteSpace(c) || (c >= 0x1C && c <= 0x1F); }
+
+// Python's str.strip() on UTF-8 text (invalid UTF-8 is returned unchanged; Encode rejects it).
+std::string PythonStrip(std::string_view text) {
+  auto cps = DecodeUtf8(text);
+  if (!cps.ok()) return std::string(text);
+  size_t b = 0, e = cps->size();
+  while (b < e && IsPythonSpace((*cps)[b])) ++b;
+  while (e > b && IsPythonSpace((*cps)[e - 1])) --e;
+  return EncodeUtf8(std::u32string_view(*cps).substr(b, e - b));
+}
+
+absl::StatusOr<int32_t> RequireToken(const Tokenizer& tokenizer, std::string_view content) {
+  auto id = tokenizer.TokenToId(content);
+  if (!id) {
+    return absl::FailedPreconditionError(absl::StrCat(tokenizer.source(), ": token \"",
+                                                      absl::string_view(content.data(), content.size()),
+                                                      "\" needed by the generation prompt is missing"));
+  }
+  return *id;
+}
+
+}  // namespace
+
+std::string GenerationPromptText(std::string_view caption) {
+  // Conversation.get_prompt() for the "deepseek" style with an empty system
+  // prompt: "<role>: <message><sep>" for the user turn (sep "\n\n"), "<role>:"
+  // for the empty assistant turn; the caller strips, then appends the tag.
+  return absl::StrCat(kUserRole, ": ", PythonStrip(caption), "\n\n", kAssistantRole, ":", kImageStartToken);
+}
+
+absl::StatusOr<PromptIds> BuildGenerationPrompt(const Tokenizer& tokenizer, std::string_view caption,
+                                                int32_t max_prompt_tokens) {
+  if (PythonStrip(caption).empty()) return absl::InvalidArgumentError("prompt: caption is empty");
+  auto bos = RequireToken(tokenizer, kBosToken);
+  if (!bos.ok()) return bos.status();
+  auto pad = RequireToken(tokenizer, kPadToken);
+  if (!pad.ok()) return pad.status();
+  if (auto s = RequireToken(tokenizer, kImageStartToken); !s.ok()) return s.status();
+
+  // The official script's tokenizer (LlamaTokenizerFast, add_bos_token) puts
+  // exactly BOS in front; we add it explicitly so the result never depends on
+  // how a tokenizer.json spells its post-processor.
+  auto text_ids = tokenizer.Encode(GenerationPromptText(caption), /*add_special_tokens=*/false);
+  if (!text_ids.ok()) return absl::InvalidArgumentError(absl::StrCat("prompt: ", text_ids.status().message()));
+  PromptIds out;
+  out.cond.reserve(text_ids->size() + 1);
+  out.cond.push_back(*bos);
+  out.cond.insert(out.cond.end(), text_ids->begin(), text_ids->end());
+  if (max_prompt_tokens > 0 && static_cast<int64_t>(out.cond.size()) > max_prompt_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt: caption gives ", out.cond.size(),
+                                                   " prompt tokens, over the limit of ", max_prompt_tokens));
+  }
+  out.uncond = out.cond;
+  for (size_t i = 1; i + 1 < out.uncond.size(); ++i) out.uncond[i] = *pad;
+  return out;
+}
+
+}  // namespace argen::janus

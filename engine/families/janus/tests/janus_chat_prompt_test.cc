@@ -1,0 +1,68 @@
+// Janus-Pro generation prompt ids (cond and CFG uncond) against a Python
+// re-statement of the official prompt building, tokenized by transformers'
+// LlamaTokenizerFast (the class the official script uses).
+#include "engine/families/janus/janus_chat_prompt.h"
+
+#include <gtest/gtest.h>
+
+#include "engine/tokenizer/tests/golden_paths.h"
+
+namespace argen::janus {
+namespace {
+
+using tokenizer::Tokenizer;
+using tokenizer::testing::GoldenDir;
+using tokenizer::testing::LoadGoldens;
+
+TEST(GenerationPromptTest, MatchesOfficialPromptIds) {
+  const nlohmann::json goldens = LoadGoldens();
+  ASSERT_FALSE(goldens.is_discarded());
+  // Our trained DeepSeek-style tokenizer and the tiny checkpoints' tokenizer.
+  ASSERT_GE(goldens["prompts"].size(), 2u);
+  for (const nlohmann::json& set : goldens["prompts"]) {
+    const std::string file = set["file"];
+    SCOPED_TRACE("tokenizer: " + file);
+    auto tok = Tokenizer::LoadFromFile(GoldenDir() + "/" + file);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    ASSERT_GE(set["cases"].size(), 3u);
+    for (const nlohmann::json& c : set["cases"]) {
+      const std::string caption = c["caption"];
+      SCOPED_TRACE("caption: \"" + caption + "\"");
+      EXPECT_EQ(GenerationPromptText(caption), c["text"].get<std::string>());
+      auto ids = BuildGenerationPrompt(*tok, caption, /*max_prompt_tokens=*/0);
+      ASSERT_TRUE(ids.ok()) << ids.status();
+      EXPECT_EQ(ids->cond, c["cond"].get<std::vector<int32_t>>());
+      EXPECT_EQ(ids->uncond, c["uncond"].get<std::vector<int32_t>>());
+      ASSERT_EQ(ids->cond.size(), ids->uncond.size());
+      EXPECT_EQ(ids->cond.back(), *tok->TokenToId(kImageStartToken));
+      EXPECT_EQ(ids->cond.front(), *tok->TokenToId(kBosToken));
+    }
+  }
+}
+
+TEST(GenerationPromptTest, RejectsEmptyAndOverlongCaptions) {
+  auto tok = Tokenizer::LoadFromFile(GoldenDir() + "/bpe_deepseek/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ(BuildGenerationPrompt(*tok, "", 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuildGenerationPrompt(*tok, " \n\t ", 0).status().code(), absl::StatusCode::kInvalidArgument);
+  auto fits = BuildGenerationPrompt(*tok, "a red cube", 0);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  const int32_t n = static_cast<int32_t>(fits->cond.size());
+  EXPECT_TRUE(BuildGenerationPrompt(*tok, "a red cube", n).ok());
+  auto over = BuildGenerationPrompt(*tok, "a red cube", n - 1);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("limit"), std::string::npos) << over.status();
+  EXPECT_FALSE(BuildGenerationPrompt(*tok, std::string("bad \xc3"), 0).ok());
+}
+
+TEST(GenerationPromptTest, MissingSpecialTokenIsNamed) {
+  auto tok = Tokenizer::LoadFromFile(GoldenDir() + "/wordlevel/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  auto ids = BuildGenerationPrompt(*tok, "a red cube", 0);
+  ASSERT_FALSE(ids.ok());
+  EXPECT_NE(ids.status().message().find("begin"), std::string::npos) << ids.status();
+  EXPECT_NE(ids.status().message().find("wordlevel/tokenizer.json"), std::string::npos) << ids.status();
+}
+
+}  // namespace
+}  // namespace argen::janus

@@ -1,0 +1,163 @@
+// The Lumina-mGPT generation prompt (lumina_prompt.h) and Chameleon's
+// image-token vocabulary map (chameleon_vocab.h) against HF tokenizers'
+// Chameleon goldens (tools/goldens/make_chameleon_tokenizer_goldens.py).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/families/lumina/chameleon_vocab.h"
+#include "engine/families/lumina/lumina_prompt.h"
+#include "engine/tokenizer/tests/golden_paths.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace argen::lumina {
+namespace {
+
+using tokenizer::Tokenizer;
+using tokenizer::testing::GoldenDir;
+
+std::string ChameleonDir() { return GoldenDir() + "/chameleon"; }
+
+nlohmann::json LoadChameleonGoldens() {
+  std::ifstream in(ChameleonDir() + "/goldens.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+}
+
+Tokenizer LoadChameleon() {
+  auto tok = Tokenizer::LoadFromFile(ChameleonDir() + "/tokenizer.json");
+  EXPECT_TRUE(tok.ok()) << tok.status();
+  return std::move(*tok);
+}
+
+TEST(LuminaPromptTest, MatchesLuminaItemProcessorIds) {
+  const nlohmann::json goldens = LoadChameleonGoldens();
+  const Tokenizer tok = LoadChameleon();
+  auto special = FindLuminaTokens(tok);
+  ASSERT_TRUE(special.ok()) << special.status();
+  ASSERT_GE(goldens["prompts"].size(), 3u);
+  for (const nlohmann::json& p : goldens["prompts"]) {
+    const std::string caption = p["caption"];
+    const int32_t width = p["width"], height = p["height"];
+    SCOPED_TRACE("caption: \"" + caption + "\"");
+    EXPECT_EQ(LuminaPromptText(caption, width, height), p["text"].get<std::string>());
+    auto ids = BuildLuminaPrompt(tok, caption, width, height, /*max_prompt_tokens=*/0);
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    EXPECT_EQ(ids->cond, p["ids"].get<std::vector<int32_t>>());
+    EXPECT_EQ(ids->cond.front(), special->bos);
+    EXPECT_EQ(ids->cond.back(), special->end_of_turn);
+    const std::vector<int32_t> header = {special->begin_image,
+                                         *tok.TokenToId(LuminaResolutionToken(height / kLuminaPatchPixels)),
+                                         *tok.TokenToId(LuminaResolutionToken(width / kLuminaPatchPixels))};
+    EXPECT_EQ(ids->header, header);
+  }
+}
+
+TEST(LuminaPromptTest, ResolutionTokenNames) {
+  EXPECT_EQ(LuminaResolutionToken(16), "<reserved08816>");
+  EXPECT_EQ(LuminaResolutionToken(24), "<reserved08824>");
+  EXPECT_EQ(LuminaResolutionToken(128), "<reserved08928>");
+}
+
+TEST(LuminaPromptTest, RejectsBadRequests) {
+  const Tokenizer tok = LoadChameleon();
+  EXPECT_EQ(BuildLuminaPrompt(tok, "", 384, 384, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  auto odd = BuildLuminaPrompt(tok, "a red cube", 384, 100, 0);
+  ASSERT_EQ(odd.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(odd.status().message().find("height 100"), std::string::npos) << odd.status();
+  EXPECT_EQ(BuildLuminaPrompt(tok, "a red cube", 0, 384, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  // The golden tokenizer has resolution tokens for 1..32 units (up to 1024 px).
+  auto missing = BuildLuminaPrompt(tok, "a red cube", 384, 1056, 0);
+  ASSERT_EQ(missing.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(missing.status().message().find("<reserved08833>"), std::string::npos) << missing.status();
+  auto fits = BuildLuminaPrompt(tok, "a red cube", 384, 384, 0);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  const int32_t n = static_cast<int32_t>(fits->cond.size());
+  EXPECT_TRUE(BuildLuminaPrompt(tok, "a red cube", 384, 384, n).ok());
+  EXPECT_EQ(BuildLuminaPrompt(tok, "a red cube", 384, 384, n - 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(BuildLuminaPrompt(tok, std::string("bad \xc3"), 384, 384, 0).ok());
+}
+
+TEST(LuminaPromptTest, MissingSpecialTokenIsNamed) {
+  auto tok = Tokenizer::LoadFromFile(GoldenDir() + "/bpe_deepseek/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  auto ids = BuildLuminaPrompt(*tok, "a red cube", 384, 384, 0);
+  ASSERT_EQ(ids.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(ids.status().message().find("<s>"), std::string::npos) << ids.status();
+}
+
+TEST(ChameleonVocabTest, ImageTokenNamesRoundTrip) {
+  EXPECT_EQ(ChameleonImageTokenName(0), "IMGIMGAZ");
+  EXPECT_EQ(ChameleonImageTokenName(9), "IMGIMGJZ");
+  EXPECT_EQ(ChameleonImageTokenName(10), "IMGIMGBAZ");
+  EXPECT_EQ(ChameleonImageTokenName(8191), "IMGIMGIBJBZ");
+  for (int32_t code = 0; code < 9000; ++code) {
+    EXPECT_EQ(ChameleonImageTokenCode(ChameleonImageTokenName(code)), code);
+  }
+  for (const char* bad : {"IMGIMG", "IMGIMGZ", "IMGIMGAAZ", "IMGIMGABZ", "IMGIMGKZ", "IMGIMGAB", "IMGIMGaZ",
+                          "XIMGIMGAZ", "IMGIMGBAZZ", "IMGIMGBBBBBBBBBBBBZ"}) {
+    EXPECT_FALSE(ChameleonImageTokenCode(bad).has_value()) << bad;
+  }
+}
+
+std::vector<std::pair<std::string, int32_t>> GoldenVocab() {
+  const nlohmann::json goldens = LoadChameleonGoldens();
+  std::vector<std::pair<std::string, int32_t>> vocab;
+  const auto names = goldens["special_tokens"].get<std::vector<std::string>>();
+  for (size_t i = 0; i < names.size(); ++i) vocab.emplace_back(names[i], static_cast<int32_t>(i));
+  vocab.emplace_back("hello", 900);  // text tokens are ignored
+  return vocab;
+}
+
+TEST(ChameleonVocabTest, PublishedLayoutIsContiguousAndIdentity) {
+  auto range = BuildImageTokenRange(GoldenVocab(), 64, "vocabulary_map");
+  ASSERT_TRUE(range.ok()) << range.status();
+  EXPECT_EQ(range->first_id, 4);
+  EXPECT_EQ(range->count, 64);
+  EXPECT_TRUE(range->identity);
+  for (int32_t i = 0; i < 64; ++i) EXPECT_EQ(range->code_of_offset[i], i);
+}
+
+TEST(ChameleonVocabTest, PermutedCodesMapThroughTheTable) {
+  std::vector<std::pair<std::string, int32_t>> vocab;
+  std::vector<int32_t> codes(16);
+  for (int32_t i = 0; i < 16; ++i) codes[i] = i;
+  std::shuffle(codes.begin(), codes.end(), std::mt19937(3));
+  for (int32_t i = 0; i < 16; ++i) vocab.emplace_back(ChameleonImageTokenName(codes[i]), 100 + i);
+  auto range = BuildImageTokenRange(vocab, 16, "vocab");
+  ASSERT_TRUE(range.ok()) << range.status();
+  EXPECT_EQ(range->first_id, 100);
+  EXPECT_FALSE(range->identity);
+  EXPECT_EQ(range->code_of_offset, codes);
+}
+
+TEST(ChameleonVocabTest, BadMapsAreRefusedWithReasons) {
+  const auto expect_error = [](std::vector<std::pair<std::string, int32_t>> vocab, int32_t n, const char* needle) {
+    auto range = BuildImageTokenRange(vocab, n, "config.json vocabulary_map");
+    ASSERT_FALSE(range.ok()) << needle;
+    EXPECT_EQ(range.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(range.status().message().find(needle), std::string::npos) << range.status();
+    EXPECT_NE(range.status().message().find("config.json vocabulary_map"), std::string::npos);
+  };
+  auto vocab = GoldenVocab();
+  expect_error(vocab, 65, "expected one per VQGAN code: 65");
+  expect_error(vocab, 32, "outside the codebook");
+  auto gap = vocab;
+  gap[10].second = 500;  // IMGIMGGZ moved away from the range
+  expect_error(gap, 64, "not one contiguous range");
+  auto dup = vocab;
+  dup[10].first = "IMGIMGFZ";  // code 5 twice (ids 9 and 10)
+  expect_error(dup, 64, "code 5 has two image tokens");
+  auto malformed = vocab;
+  malformed.emplace_back("IMGIMGQQ", 1000);
+  expect_error(malformed, 64, "not an image token name");
+  expect_error(vocab, 0, "codebook size");
+}
+
+}  // namespace
+}  // namespace argen::lumina

@@ -1,0 +1,72 @@
+#include "engine/families/registry.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/families/janus/janus_family.h"
+#include "engine/families/lumina/lumina_family.h"
+#include "nlohmann/json.hpp"
+
+namespace argen::families {
+
+const std::vector<Family>& Families() {
+  static const auto* families = new std::vector<Family>{
+      janus::JanusFamily(),
+      lumina::LuminaFamily(),
+  };
+  return *families;
+}
+
+absl::StatusOr<ConfigIdentity> ReadConfigIdentity(const std::string& model_dir) {
+  const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  const nlohmann::json root = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": malformed JSON"));
+  if (!root.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": top level is not a JSON object"));
+  ConfigIdentity id;
+  if (auto it = root.find("model_type"); it != root.end() && !it->is_null()) {
+    if (!it->is_string())
+      return absl::InvalidArgumentError(absl::StrCat(path, ": field 'model_type' must be a string"));
+    id.model_type = it->get<std::string>();
+  }
+  if (auto it = root.find("architectures"); it != root.end() && !it->is_null()) {
+    if (!it->is_array()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": field 'architectures' must be a list of strings"));
+    }
+    for (const nlohmann::json& a : *it) {
+      if (!a.is_string()) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": field 'architectures' must be a list of strings"));
+      }
+      id.architectures.push_back(a.get<std::string>());
+    }
+  }
+  return id;
+}
+
+absl::StatusOr<const Family*> FindFamily(const ConfigIdentity& identity) {
+  for (const Family& f : Families()) {
+    if (f.recognises(identity)) return &f;
+  }
+  std::vector<std::string> known;
+  for (const Family& f : Families()) known.push_back(absl::StrCat(f.name, " (", f.matches, ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("config.json: model_type '", identity.model_type, "' (architectures [",
+                   absl::StrJoin(identity.architectures, ", "),
+                   "]) is not a known model family; known families: ", absl::StrJoin(known, ", ")));
+}
+
+absl::StatusOr<FamilyModel> LoadFamilyModel(const std::string& model_dir, const FamilyOptions& options) {
+  absl::StatusOr<ConfigIdentity> identity = ReadConfigIdentity(model_dir);
+  if (!identity.ok()) return identity.status();
+  absl::StatusOr<const Family*> family = FindFamily(*identity);
+  if (!family.ok()) return family.status();
+  return (*family)->load(model_dir, options);
+}
+
+}  // namespace argen::families
