@@ -101,7 +101,7 @@ class CudaBackend final : public model::Backend {
   // model::RowState holds the prompt length, policy, step and prefilled state.
   struct Row : model::RowState {
     bool sparse = false;
-    int64_t pool_offset = 0;                                    // byte offset of its range in the pool
+    // Derived from RowState::pool_offset (the KV manager's placement) by RowPlaced.
     int64_t kv_offset = 0, ints_offset = 0, floats_offset = 0;  // in bf16 / int32 / float elements
     int32_t capacity = 0;                                       // positions per (layer, kv head) of its region
     // A sharing row's prompt positions: all prompt_len of them, in the owner's region.

@@ -27,6 +27,9 @@ using model::testing::RunForced;
 constexpr int32_t kLDec = 36;
 // bf16 weights and KV against the f32 reference, per logit (relative, floor 1).
 constexpr double kCpuTolerance = 0.1;
+// Output points of a sparse policy compared with the CPU: token 0 and the
+// first decode steps, before any key is skipped (N_att at 50% of 36 is 18).
+constexpr size_t kSparseStrictOutputs = 8;
 
 std::unique_ptr<model::Backend> Tiny(bool cuda, model::ModelSpec* spec_out) {
   const char* src = std::getenv("ARGEN_SOURCE_DIR");
@@ -63,7 +66,12 @@ TEST(CudaStepPlanTest, TeacherForcedStepsMatchOneTokenSteps) {
     ForcedRun want, reference;
     ASSERT_TRUE(RunForced(*gpu, gpu_kv, c.policy, tokens, 0, 1, &want).ok()) << c.name;
     ASSERT_TRUE(RunForced(*cpu, cpu_kv, c.policy, tokens, 0, 1, &reference).ok()) << c.name;
-    const model::testing::RunDifference against_cpu = model::testing::Difference(want, reference);
+    // Against the CPU: every step for dense; a sparse policy's choices may
+    // flip on a bf16 near-tie and then its steps diverge (as
+    // cuda_backend_test bounds them), so its first steps only.
+    const bool dense = c.policy.kind == sparse::PolicyKind::kDense;
+    const model::testing::RunDifference against_cpu =
+        model::testing::Difference(want, reference, dense ? SIZE_MAX : kSparseStrictOutputs);
     EXPECT_LT(against_cpu.worst, kCpuTolerance) << c.name;
     std::cout << c.name << ": against the CPU " << against_cpu.worst << ", samples differing "
               << against_cpu.differing_samples << " of " << want.sampled.size() << "\n";

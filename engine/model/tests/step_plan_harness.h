@@ -150,10 +150,11 @@ struct RunDifference {
   int differing_samples = 0;
   bool bitwise = true;
 };
-inline RunDifference Difference(const ForcedRun& got, const ForcedRun& want) {
+// Over the first `outputs` output points (all by default).
+inline RunDifference Difference(const ForcedRun& got, const ForcedRun& want, size_t outputs = SIZE_MAX) {
   RunDifference d;
   EXPECT_EQ(got.logits.size(), want.logits.size());
-  for (size_t o = 0; o < got.logits.size() && o < want.logits.size(); ++o) {
+  for (size_t o = 0; o < got.logits.size() && o < want.logits.size() && o < outputs; ++o) {
     d.bitwise = d.bitwise && got.logits[o] == want.logits[o];
     for (size_t v = 0; v < want.logits[o].size(); ++v) {
       const double a = got.logits[o][v], b = want.logits[o][v];
