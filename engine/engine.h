@@ -13,14 +13,25 @@
 // them, and the scheduler admits by them. The KV ledger is the backend's
 // pool: CanAdd() says exactly whether Add() would place a request now.
 //
+// One request object from admission to delivery (Request, below): Prepare()
+// validates, tokenizes, and resolves the request's image layout and sparsity
+// policy, once; the scheduler wraps the result in a Request and hands the
+// engine that one object (Add takes the RequestPtr, the engine keeps the
+// pointer, no copy). The engine writes the request's progress into it at
+// every Step (its one progress counter and its tokens), and the scheduler
+// reads progress, layout and policy from it; nothing downstream of Prepare
+// computes them again.
+//
 // Threading: Prepare() and DecodeImages() are thread-safe; Add/CanAdd/Step/
-// Remove/State/KvBytesInUse are called from one thread (the scheduler's loop).
+// Remove/State/KvBytesInUse are called from one thread (the scheduler's loop),
+// which is also the one that reads a running request's progress.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -99,6 +110,8 @@ struct GenerationRequest {
 };
 
 // A validated request: token ids for both CFG rows and its exact KV need.
+// Prepare() makes it, resolving the layout and the policy (the only place
+// they are resolved); it is constant from then on.
 struct PreparedRequest {
   GenerationRequest request;
   std::vector<int32_t> cond_ids;    // the family's prompt (Janus: chat format, ends with <begin_of_image>)
@@ -114,8 +127,36 @@ struct PreparedRequest {
   int64_t own_kv_bytes = 0;
 };
 
+// A request's progress, written by the engine at each Step (the calling
+// thread) and read by its driver between steps. The one count of what a
+// request has made: the scheduler's Progress events, previews and metrics
+// read it, and Finished requests' images are decoded from its tokens.
+struct RequestProgress {
+  int32_t tokens_done = 0;  // tokens made per image so far (== steps taken part in)
+  bool finished = false;    // its last token is made; the engine never writes it again
+  // [image][token]: the model's token ids in decode order (Janus: the VQ
+  // codes in raster order); DecodeImages() takes them as they are.
+  std::vector<std::vector<int32_t>> tokens;
+};
+
+// The one request object, from admission to delivery (after nano-vllm's
+// Sequence, vLLM's Request): what Prepare made, and its progress. The
+// scheduler and the engine share it (RequestPtr).
+struct Request {
+  PreparedRequest prepared;  // constant after Prepare
+  RequestProgress progress;  // the engine's to write (Add, Step)
+};
+using RequestPtr = std::shared_ptr<Request>;
+
+inline RequestPtr MakeRequest(PreparedRequest prepared) {
+  auto request = std::make_shared<Request>();
+  request->prepared = std::move(prepared);
+  return request;
+}
+
 using GroupId = int64_t;
 
+// A copy of a group's progress (RequestProgress) for tools and tests.
 struct GroupState {
   int32_t tokens_done = 0;   // tokens made per image so far
   int32_t tokens_total = 0;  // the request's layout's image_tokens
@@ -149,9 +190,16 @@ class Engine {
   // Exact: a wrapper must forward it, or admission and placement disagree.
   virtual bool CanAdd(const PreparedRequest& request) const = 0;
   // RESOURCE_EXHAUSTED (and nothing placed) exactly when CanAdd is false.
-  virtual absl::StatusOr<GroupId> Add(const PreparedRequest& request) = 0;
+  // The engine keeps `request` while the group lives and writes its progress
+  // (resetting it here) at every Step; request->prepared must be what
+  // Prepare() made (Add checks it is consistent, and refuses it otherwise).
+  virtual absl::StatusOr<GroupId> Add(RequestPtr request) = 0;
+  // Tools and tests: Add(MakeRequest(prepared)), a request object of its own.
+  absl::StatusOr<GroupId> Add(const PreparedRequest& prepared) { return Add(MakeRequest(prepared)); }
   virtual absl::StatusOr<StepReport> Step() = 0;
-  virtual void Remove(GroupId id) = 0;  // frees the group's KV at once
+  virtual void Remove(GroupId id) = 0;  // frees the group's KV at once (and drops its RequestPtr)
+  // A copy of the group's progress (tools and tests; the scheduler reads the
+  // request object instead).
   virtual absl::StatusOr<GroupState> State(GroupId id) const = 0;
   virtual int64_t KvBytesInUse() const = 0;
   // Pool bytes of the prompts shared across requests (held while a request

@@ -21,7 +21,7 @@ size_t Admission::NextInQueue(const std::deque<JobPtr>& queue, absl::Time now) c
 }
 
 bool Admission::Fits(const Job& next) const {
-  if (batch_rows_in_use() + next.batch_rows > max_batch_rows_ || !engine_->CanAdd(next.prepared)) return false;
+  if (batch_rows_in_use() + next.batch_rows > max_batch_rows_ || !engine_->CanAdd(next.prepared())) return false;
   // The first request admitted for a step always fits the prefill bound (a larger one still runs).
   if (max_prefill_tokens_ > 0 && next_step_.prompt_tokens > 0 &&
       next_step_.prompt_tokens + next.prompt_tokens > max_prefill_tokens_) {

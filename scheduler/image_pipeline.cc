@@ -41,12 +41,12 @@ void ImagePipeline::OfferPreviews(const std::vector<JobPtr>& running) {
   for (const JobPtr& job : running) {
     // Decode tokens per token row of its size: the grid's width and its row
     // breaks (Lumina-mGPT), else a square grid's side.
-    const int32_t tokens_per_token_row = TokensPerRow(job->layout);
+    const int32_t tokens_per_token_row = TokensPerRow(job->layout());
     if (job->next_preview >= job->preview_token_rows.size()) continue;
     const int32_t token_rows = job->preview_token_rows[job->next_preview];
-    if (job->steps < token_rows * tokens_per_token_row) continue;
+    if (job->progress().tokens_done < token_rows * tokens_per_token_row) continue;
     const int32_t index = static_cast<int32_t>(job->next_preview++);
-    const int32_t images = job->prepared.request.num_images;
+    const int32_t images = job->prepared().request.num_images;
     // Dropped, never queued: the previous preview is still being decoded, the
     // image workers are all busy (final images first), or the client has not
     // taken the previous preview yet.
@@ -56,17 +56,14 @@ void ImagePipeline::OfferPreviews(const std::vector<JobPtr>& running) {
     } else if (job->handle->pending_previews() > 0) {
       drop = "client_slow";
     }
-    absl::StatusOr<engine::GroupState> state;
-    if (drop == nullptr) {
-      state = engine_->State(job->group);
-      if (!state.ok()) drop = "failed";
-    }
     if (drop != nullptr) {
       for (int32_t i = 0; i < images; ++i) observer_->OnPreviewDropped(drop);
       continue;
     }
     job->preview_in_flight.store(true, std::memory_order_release);
-    workers_->Post([this, job, index, token_rows, sampled = std::move(state->tokens)]() mutable {
+    // A copy of the tokens so far (the engine appends to the request's own at
+    // the next step, on this thread, while a worker decodes the copy).
+    workers_->Post([this, job, index, token_rows, sampled = job->progress().tokens]() mutable {
       DecodePreview(job, index, token_rows, std::move(sampled));
     });
   }
@@ -74,7 +71,7 @@ void ImagePipeline::OfferPreviews(const std::vector<JobPtr>& running) {
 
 void ImagePipeline::DecodePreview(const JobPtr& job, int32_t index, int32_t token_rows,
                                   std::vector<std::vector<int32_t>> sampled) {
-  const engine::ImageLayout& layout = job->layout;  // the request's size
+  const engine::ImageLayout& layout = job->layout();  // the request's size
   const bool has_width = layout.grid.width > 0;
   const int32_t width = has_width ? layout.grid.width : layout.grid_w;
   const int32_t row_break = has_width ? layout.grid.row_break_tokens : 0;
@@ -128,7 +125,7 @@ void ImagePipeline::DecodeQueued() {
     absl::MutexLock lock(&decode_mu_);
     int32_t images = 0;
     while (!decode_queue_.empty()) {
-      const int32_t n = static_cast<int32_t>(decode_queue_.front()->tokens.size());
+      const int32_t n = decode_queue_.front()->prepared().request.num_images;
       if (!batch.empty() && images + n > max_decode_batch_) break;
       images += n;
       batch.push_back(std::move(decode_queue_.front()));
@@ -146,7 +143,8 @@ void ImagePipeline::DecodeQueued() {
       ends_.finish(*job, std::move(reason));
       continue;
     }
-    for (std::vector<int32_t>& tokens : job->tokens) grids.push_back(std::move(tokens));
+    // The finished request's tokens (the engine is done with them): taken, not copied.
+    for (std::vector<int32_t>& tokens : job->request->progress.tokens) grids.push_back(std::move(tokens));
     live.push_back(std::move(job));
   }
   if (live.empty()) return;
@@ -163,7 +161,7 @@ void ImagePipeline::DecodeQueued() {
   }
   size_t next = 0;
   for (const JobPtr& job : live) {
-    const size_t n = job->tokens.size();
+    const size_t n = static_cast<size_t>(job->prepared().request.num_images);
     std::vector<engine::RgbImage> mine(std::make_move_iterator(rgb->begin() + next),
                                        std::make_move_iterator(rgb->begin() + next + n));
     next += n;
@@ -192,7 +190,7 @@ void ImagePipeline::EncodeAndDeliver(const JobPtr& job, std::vector<engine::RgbI
     job->vq_time += absl::Now() - start;
     ImageEvent event;
     event.index = static_cast<int32_t>(i);
-    event.seed = job->prepared.request.sampling.seed;
+    event.seed = job->prepared().request.sampling.seed;
     event.width = rgb[i].width;
     event.height = rgb[i].height;
     event.encoded = *std::move(encoded);

@@ -49,10 +49,10 @@ class ImagePipeline {
   ImagePipeline& operator=(const ImagePipeline&) = delete;
 
   // Loop thread: queues requests whose last token was sampled (their tokens
-  // taken from the engine) for their VQ decode.
+  // are in their request objects, engine::Request) for their VQ decode.
   void DecodeFinished(std::vector<JobPtr> jobs);
   // Loop thread: hands each running request's next due preview to the
-  // workers (the sampled tokens read with Engine::State), or drops it.
+  // workers (a copy of the request object's tokens so far), or drops it.
   void OfferPreviews(const std::vector<JobPtr>& running);
 
  private:

@@ -31,11 +31,14 @@ inline int32_t BatchRowsOf(int32_t num_images) { return 2 * num_images; }
 
 struct Job {
   std::shared_ptr<RequestHandle> handle;
-  engine::PreparedRequest prepared;
-  engine::ImageLayout layout;  // its image size's (engine::RequestLayout)
-  std::string policy_name;
-  int64_t kv_bytes = 0;           // PreparedRequest::kv_bytes: the most its admission takes
-  int64_t own_kv_bytes = 0;       // PreparedRequest::own_kv_bytes: its batch rows', for its life
+  // The request object it shares with the engine (engine/engine.h): what
+  // Prepare made (its layout, resolved policy, KV need; constant) and its
+  // progress (the engine's one count of tokens made, and the tokens).
+  engine::RequestPtr request;
+  const engine::PreparedRequest& prepared() const { return request->prepared; }
+  const engine::ImageLayout& layout() const { return request->prepared.layout; }  // its image size's
+  const engine::RequestProgress& progress() const { return request->progress; }
+  std::string policy_name;        // sparse::PolicyName(prepared().policy.kind), for the observer
   int64_t admitted_kv_bytes = 0;  // what its admission took (its rows and any shared prompt it was first to need)
   int32_t batch_rows = 0;         // BatchRowsOf(num_images)
   int64_t prompt_tokens = 0;      // prefilled tokens, all its batch rows
@@ -48,11 +51,9 @@ struct Job {
   absl::Duration prefill_time;
   absl::Duration vq_time;
   engine::GroupId group = -1;
-  int32_t steps = 0;                  // steps taken part in; == image tokens sampled per image
   int32_t decode_steps = 0;           // steps after its prefill step
   int64_t decode_batch_rows_sum = 0;  // the engine's decode batch rows, summed over its decode steps
   int32_t images_sent = 0;
-  std::vector<std::vector<int32_t>> tokens;  // filled when its last token is sampled
   Priority priority = Priority::kNormal;
   int64_t sequence = 0;                     // acceptance order
   ImageEncoder encoder;                     // empty: the scheduler's

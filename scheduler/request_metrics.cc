@@ -5,14 +5,14 @@
 namespace argen::scheduler {
 
 void CountStep(Job& job, absl::Time end, absl::Duration duration, int32_t decode_batch_rows) {
-  if (job.steps == 0) {
+  // The engine's count (the request's progress) has this step's token already.
+  if (job.progress().tokens_done == 1) {
     job.prefilled = end;
     job.prefill_time = duration;
   } else {
     ++job.decode_steps;
     job.decode_batch_rows_sum += decode_batch_rows;
   }
-  ++job.steps;
 }
 
 RequestMetrics MeasureRequest(const Job& job, absl::Time now) {
@@ -26,12 +26,12 @@ RequestMetrics MeasureRequest(const Job& job, absl::Time now) {
   m.vq_decode = job.vq_time;
   m.total = now - job.accepted;
   m.rows = job.batch_rows;
-  m.steps = job.steps;
+  m.steps = job.progress().tokens_done;
   m.images = job.images_sent;
   m.peak_kv_bytes = was_admitted ? job.admitted_kv_bytes : 0;
   const double gen_seconds = absl::ToDoubleSeconds(m.prefill + m.decode);
   if (gen_seconds > 0) {
-    m.tokens_per_second = static_cast<double>(job.steps) * job.prepared.request.num_images / gen_seconds;
+    m.tokens_per_second = static_cast<double>(m.steps) * job.prepared().request.num_images / gen_seconds;
   }
   if (m.total > absl::ZeroDuration()) {
     m.images_per_second = job.images_sent / absl::ToDoubleSeconds(m.total);

@@ -28,7 +28,8 @@ struct Job;
 
 // Counts one engine step `job` took part in, which ended at `end` after
 // `duration` and decoded `decode_batch_rows` batch rows: its first step is
-// its prefill, the others decode steps.
+// its prefill, the others decode steps. Call it after the step: it reads
+// the request's progress, which the engine has advanced.
 void CountStep(Job& job, absl::Time end, absl::Duration duration, int32_t decode_batch_rows);
 
 // `job`'s figures when it finishes at `now` (whatever it reached).

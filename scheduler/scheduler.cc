@@ -82,16 +82,6 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(const engine::G
     observer_->OnRequestDone(requested_policy, status, RequestMetrics{});
     return status;
   };
-  // The request's image size: its token rows bound the previews.
-  absl::StatusOr<engine::ImageLayout> layout = engine::RequestLayout(request, engine_->info());
-  if (!layout.ok()) return reject(layout.status());
-  const int32_t token_grid = TokenRows(*layout);
-  const int32_t max_previews = MaxPreviews(*layout);
-  if (submit.previews < 0 || submit.previews > max_previews) {
-    return reject(
-        absl::InvalidArgumentError(absl::StrCat("previews: must be in [0, ", max_previews, "] for this model (",
-                                                token_grid, " token rows), got ", submit.previews)));
-  }
   {
     absl::MutexLock lock(&mu_);
     if (!fatal_.ok()) {
@@ -104,19 +94,24 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(const engine::G
   }
   absl::StatusOr<engine::PreparedRequest> prepared = engine_->Prepare(request);
   if (!prepared.ok()) return reject(prepared.status());
+  // The request's image size (resolved by Prepare): its token rows bound the previews.
+  const int32_t token_grid = TokenRows(prepared->layout);
+  const int32_t max_previews = MaxPreviews(prepared->layout);
+  if (submit.previews < 0 || submit.previews > max_previews) {
+    return reject(
+        absl::InvalidArgumentError(absl::StrCat("previews: must be in [0, ", max_previews, "] for this model (",
+                                                token_grid, " token rows), got ", submit.previews)));
+  }
 
   auto job = std::make_shared<Job>();
   job->policy_name = std::string(sparse::PolicyName(prepared->policy.kind));
-  job->kv_bytes = prepared->kv_bytes;
-  job->own_kv_bytes = prepared->own_kv_bytes;
   job->batch_rows = BatchRowsOf(prepared->request.num_images);
   job->prompt_tokens = static_cast<int64_t>(job->batch_rows) * static_cast<int64_t>(prepared->cond_ids.size());
-  job->prepared = *std::move(prepared);
+  job->request = engine::MakeRequest(*std::move(prepared));
   job->progress_interval =
       submit.progress_interval > absl::ZeroDuration() ? submit.progress_interval : options_.progress_interval;
   job->priority = submit.priority;
   job->encoder = submit.encoder;
-  job->layout = *layout;
   job->preview_token_rows = PreviewRows(submit.previews, token_grid);
 
   QueuedEvent queued;
@@ -138,11 +133,11 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(const engine::G
     job->handle = std::make_shared<RequestHandle>(std::move(id), submit.deadline, submit.max_buffered_bytes);
     job->accepted = absl::Now();
     queued.position = static_cast<int32_t>(queue_.size());
-    queued.kv_bytes = job->kv_bytes;
+    queued.kv_bytes = job->prepared().kv_bytes;
     queued.rows = job->batch_rows;
-    queued.seed = job->prepared.request.sampling.seed;
-    queued.policy = job->prepared.policy;
-    queued.prompt_tokens = static_cast<int32_t>(job->prepared.cond_ids.size());
+    queued.seed = job->prepared().request.sampling.seed;
+    queued.policy = job->prepared().policy;
+    queued.prompt_tokens = static_cast<int32_t>(job->prepared().cond_ids.size());
     // Pushed before the job is visible to the loop, so Queued is always first.
     job->handle->Push(queued);
     queue_.push_back(job);

@@ -76,7 +76,7 @@ void Scheduler::AdmitNext() {
 void Scheduler::AddToEngine(const JobPtr& job) {
   // Fits() said the engine places it now; a refusal is an engine fault.
   const int64_t pool_before = engine_->KvBytesInUse();
-  absl::StatusOr<engine::GroupId> group = engine_->Add(job->prepared);
+  absl::StatusOr<engine::GroupId> group = engine_->Add(job->request);
   if (!group.ok()) {
     Finish(*job, absl::InternalError(absl::StrCat("engine refused an admitted request: ", group.status().message())));
     return;
@@ -158,7 +158,7 @@ void Scheduler::RunStep() {
 
   for (const JobPtr& job : running_) {
     CountStep(*job, end, stats.duration, report->rows_decoded);
-    stats.tokens_sampled += job->prepared.request.num_images;
+    stats.tokens_sampled += job->prepared().request.num_images;
   }
 
   // Finished groups leave now; their KV is free before the next admission.
@@ -169,15 +169,9 @@ void Scheduler::RunStep() {
     JobPtr job = *it;
     running_.erase(it);
     job->last_token = end;
-    absl::StatusOr<engine::GroupState> state = engine_->State(id);
     ReleaseGroup(*job);
-    if (!state.ok()) {
-      PublishKv();
-      Finish(*job, absl::InternalError(absl::StrCat("engine lost the finished group: ", state.status().message())));
-      continue;
-    }
-    job->tokens = std::move(state->tokens);
-    job->handle->Push(ProgressEvent{job->layout.image_tokens, job->layout.image_tokens});
+    // Its tokens are in the request object (the engine writes them no more).
+    job->handle->Push(ProgressEvent{job->layout().image_tokens, job->layout().image_tokens});
     to_decode.push_back(std::move(job));
   }
   // The batch gauges drop before any of these requests can finish.
@@ -189,7 +183,8 @@ void Scheduler::RunStep() {
   for (const JobPtr& job : running_) {
     if (end - job->last_progress < job->progress_interval) continue;
     job->last_progress = end;
-    job->handle->Push(ProgressEvent{std::min(job->steps, job->layout.image_tokens), job->layout.image_tokens});
+    job->handle->Push(
+        ProgressEvent{std::min(job->progress().tokens_done, job->layout().image_tokens), job->layout().image_tokens});
   }
 
   stats.running_rows = admission_->batch_rows_in_use();

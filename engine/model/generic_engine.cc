@@ -131,29 +131,34 @@ kv::RequestShape GenericEngine::ShapeOf(const engine::PreparedRequest& request) 
 
 bool GenericEngine::CanAdd(const engine::PreparedRequest& request) const { return kv_.CanPlace(ShapeOf(request)); }
 
-absl::StatusOr<engine::GroupId> GenericEngine::Add(const engine::PreparedRequest& request) {
-  if (absl::Status s = engine::ValidateRequest(request.request, config_.info); !s.ok()) return s;
-  if (absl::Status s = ValidatePromptIds(request.cond_ids, request.uncond_ids); !s.ok()) return s;
-  absl::StatusOr<engine::ImageLayout> layout = engine::RequestLayout(request.request, config_.info);
-  if (!layout.ok()) return layout.status();
-  if (request.policy.l_dec != layout->image_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat("policy.l_dec (", request.policy.l_dec,
-                                                   ") must equal image_tokens (", layout->image_tokens, ") of ",
-                                                   layout->width, "x", layout->height));
+absl::StatusOr<engine::GroupId> GenericEngine::Add(engine::RequestPtr request) {
+  if (request == nullptr) return absl::InvalidArgumentError("Add: no request");
+  const engine::PreparedRequest& p = request->prepared;
+  // Add checks, never recomputes: the request is one Prepare made (a
+  // tampered one must not reach a shared Step()), its layout the one its
+  // size names and its policy resolved for that layout.
+  if (absl::Status s = engine::ValidateRequest(p.request, config_.info); !s.ok()) return s;
+  if (absl::Status s = ValidatePromptIds(p.cond_ids, p.uncond_ids); !s.ok()) return s;
+  absl::StatusOr<engine::ImageLayout> named = engine::RequestLayout(p.request, config_.info);
+  if (!named.ok()) return named.status();
+  if (p.policy.l_dec != named->image_tokens || !(p.layout == *named)) {
+    return absl::InvalidArgumentError(absl::StrCat("policy.l_dec (", p.policy.l_dec, ") must equal image_tokens (",
+                                                   named->image_tokens, ") of ", named->width, "x", named->height));
   }
-  absl::StatusOr<std::shared_ptr<const ImageRecipe>> recipe = Recipe(*layout);
+  absl::StatusOr<std::shared_ptr<const ImageRecipe>> recipe = Recipe(p.layout);
   if (!recipe.ok()) return recipe.status();
   Group g;
-  g.request = request;
-  g.request.layout = *layout;
   g.recipe = *std::move(recipe);
-  const int32_t images = request.request.num_images;
-  if (absl::Status s = kv_.Place(ShapeOf(request), &g); !s.ok()) return s;
-  const engine::SamplingParams& s = request.request.sampling;
+  const int32_t images = p.request.num_images;
+  if (absl::Status s = kv_.Place(ShapeOf(p), &g); !s.ok()) return s;
+  const engine::SamplingParams& s = p.request.sampling;
+  engine::RequestProgress& progress = request->progress;
+  progress = {};
   for (int32_t i = 0; i < images; ++i) {
     g.sampling.push_back({s.temperature, s.top_k, s.top_p, s.cfg_weight, s.seed, i});
-    g.tokens.emplace_back().reserve(layout->image_tokens);
+    progress.tokens.emplace_back().reserve(p.layout.image_tokens);
   }
+  g.request = std::move(request);
   const engine::GroupId id = next_id_++;
   groups_.emplace(id, std::move(g));
   pending_.push_back(id);
@@ -166,11 +171,13 @@ void GenericEngine::Record(engine::GroupId id, Group& g, const int32_t* sampled,
   const int32_t t = g.tokens_done();
   const std::vector<int32_t>& forced_tokens = g.recipe->forced_tokens;
   const int32_t forced = t < static_cast<int32_t>(forced_tokens.size()) ? forced_tokens[t] : -1;
-  for (size_t i = 0; i < g.tokens.size(); ++i) {
-    g.tokens[i].push_back(forced >= 0 ? forced : sampled_offset_ + sampled[i]);
+  engine::RequestProgress& progress = g.progress();
+  for (size_t i = 0; i < progress.tokens.size(); ++i) {
+    progress.tokens[i].push_back(forced >= 0 ? forced : sampled_offset_ + sampled[i]);
   }
-  if (g.tokens_done() >= g.recipe->layout.image_tokens) {
-    g.finished = true;
+  ++progress.tokens_done;
+  if (progress.tokens_done >= g.prepared().layout.image_tokens) {
+    progress.finished = true;
     FreeRows(g);
     report->finished.push_back(id);
   }
@@ -222,7 +229,7 @@ absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
       const bool shares_later = sharing == kv::Sharing::kWithinRequest;
       for (size_t i = 0; i < g.sampling.size(); ++i) {
         for (int k = 0; k < 2; ++k) {
-          const std::vector<int32_t>& ids = k == 0 ? g.request.cond_ids : g.request.uncond_ids;
+          const std::vector<int32_t>& ids = k == 0 ? g.prepared().cond_ids : g.prepared().uncond_ids;
           batch_rows_.push_back(g.rows[2 * i + k]);
           step_plan_.AddRow(g.rows[2 * i + k]);
           if (!shares_all && !(shares_later && i > 0)) {
@@ -275,7 +282,7 @@ absl::Status GenericEngine::DecodeRunning(const std::vector<engine::GroupId>& id
       for (size_t i = 0; i < g.sampling.size(); ++i) {
         for (int k = 0; k < 2; ++k) {
           step_plan_.AddRow(g.rows[2 * i + k]);
-          step_plan_.AddQuery(QueryKind::kDecode, g.tokens[i].back(), g.tokens_done() - 1);
+          step_plan_.AddQuery(QueryKind::kDecode, g.progress().tokens[i].back(), g.tokens_done() - 1);
         }
         batch_sampling_.push_back(g.sampling[i]);
         step_plan_.AddSampling(g.sampling[i]);
@@ -302,7 +309,7 @@ absl::StatusOr<engine::StepReport> GenericEngine::Step() {
   // groups prefilled now get their token 0 from the prefill.
   decode_ids_.clear();
   for (auto& [id, g] : groups_) {
-    if (g.tokens_done() > 0 && !g.finished) decode_ids_.push_back(id);
+    if (g.tokens_done() > 0 && !g.progress().finished) decode_ids_.push_back(id);
   }
   if (absl::Status s = PrefillPending(&report); !s.ok()) return s;
   if (absl::Status s = DecodeRunning(decode_ids_, &report); !s.ok()) return s;
@@ -320,11 +327,12 @@ void GenericEngine::Remove(engine::GroupId id) {
 absl::StatusOr<engine::GroupState> GenericEngine::State(engine::GroupId id) const {
   auto it = groups_.find(id);
   if (it == groups_.end()) return absl::NotFoundError(absl::StrCat("group ", id, " is not in the engine"));
+  const Group& g = it->second;
   engine::GroupState s;
-  s.tokens_done = it->second.tokens_done();
-  s.tokens_total = it->second.recipe->layout.image_tokens;
-  s.finished = it->second.finished;
-  s.tokens = it->second.tokens;
+  s.tokens_done = g.tokens_done();
+  s.tokens_total = g.prepared().layout.image_tokens;
+  s.finished = g.progress().finished;
+  s.tokens = g.progress().tokens;
   return s;
 }
 

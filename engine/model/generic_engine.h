@@ -95,7 +95,8 @@ class GenericEngine final : public engine::Engine {
   const engine::ModelInfo& info() const override { return config_.info; }
   absl::StatusOr<engine::PreparedRequest> Prepare(const engine::GenerationRequest& request) const override;
   bool CanAdd(const engine::PreparedRequest& request) const override;
-  absl::StatusOr<engine::GroupId> Add(const engine::PreparedRequest& request) override;
+  using engine::Engine::Add;
+  absl::StatusOr<engine::GroupId> Add(engine::RequestPtr request) override;
   absl::StatusOr<engine::StepReport> Step() override;
   void Remove(engine::GroupId id) override;
   absl::StatusOr<engine::GroupState> State(engine::GroupId id) const override;
@@ -113,18 +114,20 @@ class GenericEngine final : public engine::Engine {
   // The prompts shared across requests (the KV manager's; `filled` is ours to set).
   using SharedPrompts = kv::SharedPrompts;
 
-  // A group's progress is its tokens: tokens_done() of them per image, and
-  // it is prefilled once it has one (the rows' own step counters live in the
-  // KV manager's table, model::RowState). Its rows (cond, uncond per image)
-  // and, sharing across requests, the shared prompts they read are what the
-  // KV manager placed for it (kv::RequestRows).
+  // A group: the request object (engine/engine.h) it runs, whose progress
+  // is its tokens, tokens_done() of them per image; it is prefilled once it
+  // has one (the rows' own step counters live in the KV manager's table,
+  // model::RowState). Its rows (cond, uncond per image) and, sharing across
+  // requests, the shared prompts they read are what the KV manager placed
+  // for it (kv::RequestRows).
   struct Group : kv::RequestRows {
-    engine::PreparedRequest request;
+    engine::RequestPtr request;                 // shared with the driver (the scheduler's Job)
     std::shared_ptr<const ImageRecipe> recipe;  // its size's
     std::vector<SamplingSpec> sampling;         // per image
-    std::vector<std::vector<int32_t>> tokens;   // [image][token]
-    bool finished = false;
-    int32_t tokens_done() const { return static_cast<int32_t>(tokens[0].size()); }
+    const engine::PreparedRequest& prepared() const { return request->prepared; }
+    engine::RequestProgress& progress() { return request->progress; }
+    const engine::RequestProgress& progress() const { return request->progress; }
+    int32_t tokens_done() const { return request->progress.tokens_done; }
   };
 
   // How a request of `images` images shares prompt KV (the config's sharing switches).

@@ -37,8 +37,11 @@ absl::StatusOr<engine::PreparedRequest> FakeEngine::Prepare(const engine::Genera
   }
   absl::StatusOr<sparse::ResolvedPolicy> policy = sparse::ResolvePolicy(request.policy, info_.image_tokens);
   if (!policy.ok()) return policy.status();
+  absl::StatusOr<engine::ImageLayout> layout = engine::RequestLayout(request, info_);
+  if (!layout.ok()) return layout.status();
   engine::PreparedRequest out;
   out.request = request;
+  out.layout = *layout;
   out.cond_ids.assign(prompt_tokens, 1);
   out.uncond_ids.assign(prompt_tokens, 0);
   out.policy = *policy;
@@ -63,19 +66,21 @@ void FakeEngine::CheckThread() const {
   if (stepping_thread_ != me) one_thread_ = false;
 }
 
-absl::StatusOr<engine::GroupId> FakeEngine::Add(const engine::PreparedRequest& request) {
+absl::StatusOr<engine::GroupId> FakeEngine::Add(engine::RequestPtr request) {
   absl::MutexLock lock(&mu_);
   CheckThread();
-  if (kv_in_use_ + request.kv_bytes > info_.kv_budget_bytes) {
+  const engine::PreparedRequest& p = request->prepared;
+  if (kv_in_use_ + p.kv_bytes > info_.kv_budget_bytes) {
     return absl::ResourceExhaustedError("fake KV pool: full");
   }
   const engine::GroupId id = next_id_++;
+  request->progress = {};
+  request->progress.tokens.assign(p.request.num_images, {});
+  kv_in_use_ += p.kv_bytes;
+  added_prompts_.push_back(p.request.prompt);
   Group g;
-  g.request = request;
-  g.tokens.assign(request.request.num_images, {});
+  g.request = std::move(request);
   groups_.emplace(id, std::move(g));
-  kv_in_use_ += request.kv_bytes;
-  added_prompts_.push_back(request.request.prompt);
   return id;
 }
 
@@ -94,18 +99,22 @@ absl::StatusOr<engine::StepReport> FakeEngine::Step() {
   engine::StepReport report;
   int32_t groups = 0;
   for (auto& [id, g] : groups_) {
-    if (g.tokens_done >= info_.image_tokens) continue;  // finished, awaiting Remove
+    engine::RequestProgress& progress = g.request->progress;
+    if (progress.tokens_done >= info_.image_tokens) continue;  // finished, awaiting Remove
     ++groups;
     if (!g.prefilled) {
       g.prefilled = true;
       ++report.groups_prefilled;
     } else {
-      report.rows_decoded += 2 * g.request.request.num_images;
+      report.rows_decoded += 2 * g.params().num_images;
     }
-    for (int32_t i = 0; i < g.request.request.num_images; ++i) {
-      g.tokens[i].push_back(ExpectedToken(g.request.request.sampling.seed, i, g.tokens_done));
+    for (int32_t i = 0; i < g.params().num_images; ++i) {
+      progress.tokens[i].push_back(ExpectedToken(g.params().sampling.seed, i, progress.tokens_done));
     }
-    if (++g.tokens_done == info_.image_tokens) report.finished.push_back(id);
+    if (++progress.tokens_done == info_.image_tokens) {
+      progress.finished = true;
+      report.finished.push_back(id);
+    }
   }
   max_groups_ = std::max(max_groups_, groups);
   return report;
@@ -116,7 +125,7 @@ void FakeEngine::Remove(engine::GroupId id) {
   CheckThread();
   auto it = groups_.find(id);
   if (it == groups_.end()) return;
-  kv_in_use_ -= it->second.request.kv_bytes;
+  kv_in_use_ -= it->second.request->prepared.kv_bytes;
   groups_.erase(it);
 }
 
@@ -126,10 +135,11 @@ absl::StatusOr<engine::GroupState> FakeEngine::State(engine::GroupId id) const {
   auto it = groups_.find(id);
   if (it == groups_.end()) return absl::NotFoundError(absl::StrCat("group ", id, " unknown"));
   engine::GroupState s;
-  s.tokens_done = it->second.tokens_done;
+  const engine::RequestProgress& progress = it->second.request->progress;
+  s.tokens_done = progress.tokens_done;
   s.tokens_total = info_.image_tokens;
-  s.finished = it->second.tokens_done == info_.image_tokens;
-  s.tokens = it->second.tokens;
+  s.finished = progress.finished;
+  s.tokens = progress.tokens;
   return s;
 }
 
@@ -141,7 +151,7 @@ int64_t FakeEngine::KvBytesInUse() const {
 int32_t FakeEngine::RunningRows() const {
   absl::MutexLock lock(&mu_);
   int32_t rows = 0;
-  for (const auto& [id, g] : groups_) rows += 2 * g.request.request.num_images;
+  for (const auto& [id, g] : groups_) rows += 2 * g.params().num_images;
   return rows;
 }
 

@@ -44,7 +44,8 @@ class FakeEngine : public engine::Engine {
   const engine::ModelInfo& info() const override { return info_; }
   absl::StatusOr<engine::PreparedRequest> Prepare(const engine::GenerationRequest& request) const override;
   bool CanAdd(const engine::PreparedRequest& request) const override;
-  absl::StatusOr<engine::GroupId> Add(const engine::PreparedRequest& request) override;
+  using engine::Engine::Add;
+  absl::StatusOr<engine::GroupId> Add(engine::RequestPtr request) override;
   absl::StatusOr<engine::StepReport> Step() override;
   void Remove(engine::GroupId id) override;
   absl::StatusOr<engine::GroupState> State(engine::GroupId id) const override;
@@ -70,11 +71,11 @@ class FakeEngine : public engine::Engine {
   std::vector<int32_t> decode_call_sizes() const;  // images of each DecodeImages call, in call order
 
  private:
+  // Its progress is the request object's (engine::RequestProgress).
   struct Group {
-    engine::PreparedRequest request;
-    int32_t tokens_done = 0;
+    engine::RequestPtr request;
     bool prefilled = false;
-    std::vector<std::vector<int32_t>> tokens;
+    const engine::GenerationRequest& params() const { return request->prepared.request; }
   };
   void CheckThread() const;
 

@@ -30,7 +30,8 @@ class RecordingEngine : public engine::Engine {
     return inner_->Prepare(r);
   }
   bool CanAdd(const engine::PreparedRequest& r) const override { return inner_->CanAdd(r); }
-  absl::StatusOr<engine::GroupId> Add(const engine::PreparedRequest& r) override { return inner_->Add(r); }
+  using engine::Engine::Add;
+  absl::StatusOr<engine::GroupId> Add(engine::RequestPtr r) override { return inner_->Add(std::move(r)); }
   absl::StatusOr<engine::StepReport> Step() override {
     absl::SleepFor(absl::Milliseconds(4));
     return inner_->Step();

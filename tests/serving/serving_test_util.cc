@@ -17,8 +17,8 @@
 
 namespace argen::serving_test {
 
-absl::StatusOr<engine::GroupId> WatchingEngine::Add(const engine::PreparedRequest& r) {
-  absl::StatusOr<engine::GroupId> id = inner_->Add(r);
+absl::StatusOr<engine::GroupId> WatchingEngine::Add(engine::RequestPtr r) {
+  absl::StatusOr<engine::GroupId> id = inner_->Add(std::move(r));
   Observe();
   return id;
 }

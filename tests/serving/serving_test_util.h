@@ -27,7 +27,8 @@ class WatchingEngine : public engine::Engine {
     return inner_->Prepare(r);
   }
   bool CanAdd(const engine::PreparedRequest& r) const override { return inner_->CanAdd(r); }
-  absl::StatusOr<engine::GroupId> Add(const engine::PreparedRequest& r) override;
+  using engine::Engine::Add;
+  absl::StatusOr<engine::GroupId> Add(engine::RequestPtr r) override;
   absl::StatusOr<engine::StepReport> Step() override;
   void Remove(engine::GroupId id) override { inner_->Remove(id); }
   absl::StatusOr<engine::GroupState> State(engine::GroupId id) const override { return inner_->State(id); }

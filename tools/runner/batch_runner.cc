@@ -143,6 +143,7 @@ class FinishPool {
 struct Running {
   int64_t tag = 0;
   Clock::time_point added;
+  engine::RequestPtr request;  // shared with the engine: its progress and, finished, its tokens
 };
 
 }  // namespace
@@ -158,7 +159,7 @@ RunResult RunJobs(engine::Engine& engine, const std::vector<Job>& jobs, const Ru
   };
 
   std::map<engine::GroupId, Running> running;
-  std::optional<engine::PreparedRequest> pending;  // jobs[next], prepared, waiting for room
+  engine::RequestPtr pending;  // jobs[next], prepared, waiting for room (null: none)
   size_t next = 0;
   int64_t sequence = 0;
   std::optional<Failure> failure;
@@ -172,38 +173,38 @@ RunResult RunJobs(engine::Engine& engine, const std::vector<Job>& jobs, const Ru
           failure = Failure{prepared.status(), job.tag};
           break;
         }
-        pending = *std::move(prepared);
+        pending = engine::MakeRequest(*std::move(prepared));
       }
-      const int32_t rows = 2 * pending->request.num_images;
+      const int32_t rows = 2 * pending->prepared.request.num_images;
       if (rows > options.max_rows) {
         failure = Failure{absl::InvalidArgumentError(absl::StrCat(
                               "the job needs ", rows, " rows (2 per image); the row cap is ", options.max_rows)),
                           job.tag};
         break;
       }
-      if (options.max_kv_bytes > 0 && pending->kv_bytes > options.max_kv_bytes) {
-        failure = Failure{absl::ResourceExhaustedError(absl::StrCat("the job needs ", pending->kv_bytes,
+      if (options.max_kv_bytes > 0 && pending->prepared.kv_bytes > options.max_kv_bytes) {
+        failure = Failure{absl::ResourceExhaustedError(absl::StrCat("the job needs ", pending->prepared.kv_bytes,
                                                                     " KV bytes; the KV cap is ", options.max_kv_bytes)),
                           job.tag};
         break;
       }
       if (engine.RunningRows() + rows > options.max_rows) break;
-      if (options.max_kv_bytes > 0 && engine.KvBytesInUse() + pending->kv_bytes > options.max_kv_bytes) break;
+      if (options.max_kv_bytes > 0 && engine.KvBytesInUse() + pending->prepared.kv_bytes > options.max_kv_bytes) break;
       // The engine's pool has no room now: wait for running jobs to free theirs.
-      if (!running.empty() && !engine.CanAdd(*pending)) break;
-      absl::StatusOr<engine::GroupId> id = engine.Add(*pending);
+      if (!running.empty() && !engine.CanAdd(pending->prepared)) break;
+      absl::StatusOr<engine::GroupId> id = engine.Add(pending);
       if (!id.ok()) {
         if (absl::IsResourceExhausted(id.status()) && !running.empty()) break;
         failure = Failure{id.status(), job.tag};
         break;
       }
-      running[*id] = {job.tag, Clock::now()};
+      running[*id] = {job.tag, Clock::now(), pending};
       ++next;
       ++result.admitted;
-      const engine::PreparedRequest admitted = *std::move(pending);
+      const engine::RequestPtr admitted = std::move(pending);
       pending.reset();
       if (hooks.on_admitted) {
-        if (absl::Status s = hooks.on_admitted(job, admitted); !s.ok()) {
+        if (absl::Status s = hooks.on_admitted(job, admitted->prepared); !s.ok()) {
           failure = Failure{s, job.tag};
           break;
         }
@@ -242,15 +243,11 @@ RunResult RunJobs(engine::Engine& engine, const std::vector<Job>& jobs, const Ru
             std::nullopt};
         break;
       }
-      absl::StatusOr<engine::GroupState> state = engine.State(id);
-      if (!state.ok()) {
-        failure = Failure{state.status(), it->second.tag};
-        break;
-      }
       FinishedJob job;
       job.tag = it->second.tag;
       job.sequence = sequence++;
-      job.tokens = std::move(state->tokens);
+      // The request object's tokens (the engine writes them no more).
+      job.tokens = std::move(it->second.request->progress.tokens);
       job.seconds = std::chrono::duration<double>(Clock::now() - it->second.added).count();
       engine.Remove(id);
       running.erase(it);

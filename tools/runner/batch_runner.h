@@ -68,7 +68,7 @@ struct RunHooks {
 };
 
 struct RunResult {
-  // The first error (from Prepare/Add/Step/State/DecodeImages, a hook, or a
+  // The first error (from Prepare/Add/Step/DecodeImages, a hook, or a
   // job that can never fit under the caps); the run stops at it. Jobs already
   // queued for a worker when the stepping thread fails are still handed over;
   // after a decoding or on_finished error nothing more is.

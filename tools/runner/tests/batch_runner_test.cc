@@ -44,12 +44,15 @@ class FakeEngine final : public engine::Engine {
   bool CanAdd(const engine::PreparedRequest& p) const override {
     return rows_ + 2 * p.request.num_images <= pool_rows_;
   }
-  absl::StatusOr<engine::GroupId> Add(const engine::PreparedRequest& p) override {
+  using engine::Engine::Add;
+  absl::StatusOr<engine::GroupId> Add(engine::RequestPtr r) override {
     CheckThread();
+    const engine::PreparedRequest& p = r->prepared;
     const int32_t rows = 2 * p.request.num_images;
     if (rows_ + rows > pool_rows_) return absl::ResourceExhaustedError("fake KV pool full");
     rows_ += rows;
-    groups_[next_] = {p, 0, false};
+    r->progress = {};
+    groups_[next_] = {p, 0, false, r};
     added_prompts.push_back(p.request.prompt);
     return next_++;
   }
@@ -64,8 +67,14 @@ class FakeEngine final : public engine::Engine {
     for (auto& [id, g] : groups_) {
       if (g.finished) continue;
       ++active;
-      if (++g.tokens == kTokens) {
+      engine::RequestProgress& progress = g.request->progress;
+      progress.tokens_done = ++g.tokens;
+      if (g.tokens == kTokens) {
         g.finished = true;
+        progress.finished = true;
+        for (int32_t i = 0; i < g.prepared.request.num_images; ++i) {
+          progress.tokens.push_back(ExpectedTokens(g.prepared.request.sampling.seed, i));
+        }
         report.finished.push_back(id);
       }
     }
@@ -132,6 +141,7 @@ class FakeEngine final : public engine::Engine {
     engine::PreparedRequest prepared;
     int32_t tokens = 0;
     bool finished = false;
+    engine::RequestPtr request;  // its progress is written at each Step
   };
   void CheckThread() const {
     if (thread_ == std::thread::id()) thread_ = std::this_thread::get_id();

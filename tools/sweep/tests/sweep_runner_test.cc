@@ -41,11 +41,14 @@ class FakeEngine final : public engine::Engine {
     return p;
   }
   bool CanAdd(const engine::PreparedRequest& p) const override { return rows_ + 2 * p.request.num_images <= kv_rows_; }
-  absl::StatusOr<engine::GroupId> Add(const engine::PreparedRequest& p) override {
+  using engine::Engine::Add;
+  absl::StatusOr<engine::GroupId> Add(engine::RequestPtr r) override {
+    const engine::PreparedRequest& p = r->prepared;
     const int32_t rows = 2 * p.request.num_images;
     if (!CanAdd(p)) return absl::ResourceExhaustedError("fake KV pool full");
     rows_ += rows;
-    groups_[next_] = {p.request, 0, false};
+    r->progress = {};
+    groups_[next_] = {p.request, 0, false, r};
     seeds.push_back(p.request.sampling.seed);
     kv_formats.push_back(p.policy.kv_format);
     return next_++;
@@ -56,8 +59,12 @@ class FakeEngine final : public engine::Engine {
     engine::StepReport report;
     for (auto& [id, g] : groups_) {
       if (g.finished) continue;
-      if (++g.tokens == kTokens) {
+      engine::RequestProgress& progress = g.object->progress;
+      progress.tokens_done = ++g.tokens;
+      if (g.tokens == kTokens) {
         g.finished = true;
+        progress.finished = true;
+        progress.tokens.assign(g.request.num_images, std::vector<int32_t>(g.tokens, 1));
         rows_ -= 2 * g.request.num_images;
         report.finished.push_back(id);
       }
@@ -106,6 +113,7 @@ class FakeEngine final : public engine::Engine {
     engine::GenerationRequest request;
     int32_t tokens = 0;
     bool finished = false;
+    engine::RequestPtr object;  // its progress is written at each Step
   };
   engine::ModelInfo info_;
   int32_t kv_rows_;
