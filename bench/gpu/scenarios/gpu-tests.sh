@@ -1,5 +1,7 @@
 # Every gpu-labelled test binary in the bundle, each time-boxed.
 run_scenario() {
+  # The tests that spawn the server take the bundle's (tests/reliability/process_util.cc).
+  [ -x "$BIN/argen_server" ] && export ARGEN_SERVER_BIN=$BIN/argen_server
   for t in "$BIN"/*_test; do
     [ -x "$t" ] || continue
     stamp "$(basename "$t")"
