@@ -13,32 +13,16 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "engine/image/png.h"
+#include "tests/support/scene_image.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using argen::image::Rgb8Image;
-
-// A scene-like image: pale background, a few flat saturated boxes, mild noise.
-Rgb8Image Scene(int32_t size, uint32_t seed) {
-  std::mt19937 rng(seed);
-  Rgb8Image img{size, size, std::vector<uint8_t>(static_cast<size_t>(size) * size * 3)};
-  for (int32_t y = 0; y < size; ++y) {
-    for (int32_t x = 0; x < size; ++x) {
-      uint8_t* p = &img.rgb[(static_cast<size_t>(y) * size + x) * 3];
-      const bool box = (x / 40 + y / 50) % 3 == 0;
-      p[0] = static_cast<uint8_t>((box ? 200 : 235) + rng() % 8);
-      p[1] = static_cast<uint8_t>((box ? 40 : 230) + rng() % 8);
-      p[2] = static_cast<uint8_t>((box ? 30 : 225) + rng() % 8);
-    }
-  }
-  return img;
-}
 
 std::vector<Rgb8Image> BenchImages(const char* dir) {
   std::vector<Rgb8Image> images;
@@ -53,7 +37,7 @@ std::vector<Rgb8Image> BenchImages(const char* dir) {
     }
   }
   if (images.empty()) {
-    for (uint32_t s = 0; s < 8; ++s) images.push_back(Scene(192, s));
+    for (uint32_t s = 0; s < 8; ++s) images.push_back(argen::test_support::SceneImage(192, s));
   }
   return images;
 }

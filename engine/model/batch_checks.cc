@@ -23,27 +23,6 @@ absl::Status CheckShape(const char* call, int64_t n_rows, int32_t max_batch_rows
   return absl::OkStatus();
 }
 
-absl::Status CheckSampling(const char* call, std::span<const SamplingSpec> sampling) {
-  for (size_t i = 0; i < sampling.size(); ++i) {
-    const SamplingSpec& s = sampling[i];
-    const struct {
-      const char* field;
-      absl::Status status;
-    } checks[] = {{"temperature", CheckTemperature(s.temperature)},
-                  {"cfg_weight", CheckCfgWeight(s.cfg_weight)},
-                  {"top_k", CheckTopK(s.top_k, 0)},
-                  {"top_p", CheckTopP(s.top_p)}};
-    for (const auto& c : checks) {
-      if (!c.status.ok())
-        return InvalidArgumentError(StrCat(call, ": sampling[", i, "].", c.field, " ", c.status.message()));
-    }
-    if (s.image_index < 0) {
-      return InvalidArgumentError(StrCat(call, ": sampling[", i, "].image_index must be >= 0, got ", s.image_index));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // Resolves every row id, rejecting unknown ids and rows listed twice (the two
 // rows of a pair may have different prompt lengths: Lumina-mGPT's guidance row
 // is its image header alone).
@@ -66,6 +45,27 @@ absl::Status ResolveRows(const char* call, std::span<const RowId> ids, const Row
 }
 
 }  // namespace
+
+absl::Status CheckSampling(const char* call, std::span<const SamplingSpec> sampling) {
+  for (size_t i = 0; i < sampling.size(); ++i) {
+    const SamplingSpec& s = sampling[i];
+    const struct {
+      const char* field;
+      absl::Status status;
+    } checks[] = {{"temperature", CheckTemperature(s.temperature)},
+                  {"cfg_weight", CheckCfgWeight(s.cfg_weight)},
+                  {"top_k", CheckTopK(s.top_k, 0)},
+                  {"top_p", CheckTopP(s.top_p)}};
+    for (const auto& c : checks) {
+      if (!c.status.ok())
+        return InvalidArgumentError(StrCat(call, ": sampling[", i, "].", c.field, " ", c.status.message()));
+    }
+    if (s.image_index < 0) {
+      return InvalidArgumentError(StrCat(call, ": sampling[", i, "].image_index must be >= 0, got ", s.image_index));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status CheckRowRequest(int32_t prompt_len, const sparse::ResolvedPolicy& policy, int32_t max_prompt_tokens,
                              int32_t max_l_dec) {

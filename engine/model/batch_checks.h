@@ -82,6 +82,9 @@ absl::Status CheckRowRequest(int32_t prompt_len, const sparse::ResolvedPolicy& p
 
 // On success `rows` holds every batch entry's row, in batch order (Prefill:
 // the rows, then the prompt rows).
+// Every pair's sampling spec in range; errors name "<call>: sampling[i].<field>".
+absl::Status CheckSampling(const char* call, std::span<const SamplingSpec> sampling);
+
 absl::Status CheckPrefillBatch(const PrefillBatch& batch, const StepOutputs& out, const BatchLimits& limits,
                                const RowLookup& lookup, std::vector<RowState*>* rows);
 absl::Status CheckDecodeBatch(const DecodeBatch& batch, const StepOutputs& out, const BatchLimits& limits,

@@ -186,10 +186,7 @@ void GenericEngine::Record(engine::GroupId id, Group& g, const int32_t* sampled,
 absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
   size_t next = 0;
   while (next < pending_.size()) {
-    batch_rows_.clear();
-    batch_sampling_.clear();
     batch_groups_.clear();
-    batch_prompt_rows_.clear();
     batch_filled_.clear();
     step_plan_.Clear();
     // The shared prompts a group reads that no earlier call filled and this one does not yet.
@@ -204,10 +201,7 @@ absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
       return out;
     };
     const auto add_prompts = [&](const std::vector<SharedPrompts::iterator>& prompts) {
-      for (SharedPrompts::iterator p : prompts) {
-        batch_prompt_rows_.push_back(p->second.row);
-        batch_filled_.push_back(p);
-      }
+      batch_filled_.insert(batch_filled_.end(), prompts.begin(), prompts.end());
     };
     const size_t max_rows = static_cast<size_t>(config_.info.max_batch_rows);
     // Fill one backend call with whole groups (and the shared prompts they
@@ -215,7 +209,7 @@ absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
     while (next < pending_.size()) {
       Group& g = groups_.at(pending_[next]);
       const std::vector<SharedPrompts::iterator> prompts = unfilled(g);
-      const size_t used = batch_rows_.size() + batch_prompt_rows_.size();
+      const size_t used = step_plan_.rows() + batch_filled_.size();
       if ((used > 0 || !prompts.empty()) && used + g.rows.size() + prompts.size() > max_rows) {
         // A group that fills a call alone gets its prompts filled first, in a call of their own.
         if (used == 0) add_prompts(prompts);
@@ -230,13 +224,11 @@ absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
       for (size_t i = 0; i < g.sampling.size(); ++i) {
         for (int k = 0; k < 2; ++k) {
           const std::vector<int32_t>& ids = k == 0 ? g.prepared().cond_ids : g.prepared().uncond_ids;
-          batch_rows_.push_back(g.rows[2 * i + k]);
           step_plan_.AddRow(g.rows[2 * i + k]);
           if (!shares_all && !(shares_later && i > 0)) {
             step_plan_.AddPromptQueries(ids, 0, static_cast<int32_t>(ids.size()));
           }
         }
-        batch_sampling_.push_back(g.sampling[i]);
         step_plan_.AddSampling(g.sampling[i]);
       }
       batch_groups_.push_back({pending_[next], static_cast<int32_t>(g.sampling.size())});
@@ -248,7 +240,7 @@ absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
       step_plan_.AddPromptRow(p->second.row);
       step_plan_.AddPromptQueries(ids, 0, static_cast<int32_t>(ids.size()));
     }
-    batch_sampled_.assign(batch_sampling_.size(), -1);
+    batch_sampled_.assign(step_plan_.pairs(), -1);
     absl::Status s = backend_->Forward(step_plan_.Plan(), {batch_sampled_, nullptr});
     if (!s.ok()) return s;
     for (SharedPrompts::iterator p : batch_filled_) p->second.filled = true;
@@ -267,33 +259,29 @@ absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
 absl::Status GenericEngine::DecodeRunning(const std::vector<engine::GroupId>& ids, engine::StepReport* report) {
   size_t next = 0;
   while (next < ids.size()) {
-    batch_rows_.clear();
-    batch_sampling_.clear();
     batch_groups_.clear();
     step_plan_.Clear();
     while (next < ids.size()) {
       Group& g = groups_.at(ids[next]);
-      if (!batch_rows_.empty() &&
-          batch_rows_.size() + g.rows.size() > static_cast<size_t>(config_.info.max_batch_rows)) {
+      if (step_plan_.rows() > 0 &&
+          step_plan_.rows() + g.rows.size() > static_cast<size_t>(config_.info.max_batch_rows)) {
         break;
       }
-      batch_rows_.insert(batch_rows_.end(), g.rows.begin(), g.rows.end());
       // One decode query per row: image i's last token, at its index.
       for (size_t i = 0; i < g.sampling.size(); ++i) {
         for (int k = 0; k < 2; ++k) {
           step_plan_.AddRow(g.rows[2 * i + k]);
           step_plan_.AddQuery(QueryKind::kDecode, g.progress().tokens[i].back(), g.tokens_done() - 1);
         }
-        batch_sampling_.push_back(g.sampling[i]);
         step_plan_.AddSampling(g.sampling[i]);
       }
       batch_groups_.push_back({ids[next], static_cast<int32_t>(g.sampling.size())});
       ++next;
     }
-    batch_sampled_.assign(batch_sampling_.size(), -1);
+    batch_sampled_.assign(step_plan_.pairs(), -1);
     absl::Status s = backend_->Forward(step_plan_.Plan(), {batch_sampled_, nullptr});
     if (!s.ok()) return s;
-    report->rows_decoded += static_cast<int32_t>(batch_rows_.size());
+    report->rows_decoded += static_cast<int32_t>(step_plan_.rows());
     const int32_t* sampled = batch_sampled_.data();
     for (auto [id, images] : batch_groups_) {
       Record(id, groups_.at(id), sampled, report);

@@ -161,10 +161,8 @@ class GenericEngine final : public engine::Engine {
   engine::GroupId next_id_ = 1;
 
   // Per-step batch arrays, reused (cleared, never shrunk) across steps.
-  std::vector<RowId> batch_rows_, batch_prompt_rows_;
-  std::vector<SharedPrompts::iterator> batch_filled_;  // the shared prompts the call fills, as batch_prompt_rows_
+  std::vector<SharedPrompts::iterator> batch_filled_;  // the shared prompts the call fills (its prompt rows)
   std::vector<int32_t> batch_sampled_;
-  std::vector<SamplingSpec> batch_sampling_;
   StepPlanBuilder step_plan_;                                      // the backend call's plan of query tokens
   std::vector<std::pair<engine::GroupId, int32_t>> batch_groups_;  // group, images in the batch
   std::vector<engine::GroupId> decode_ids_;

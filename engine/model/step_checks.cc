@@ -7,33 +7,8 @@
 #include "absl/strings/str_cat.h"
 
 namespace argen::model {
-namespace {
-
 using absl::InvalidArgumentError;
 using absl::StrCat;
-
-absl::Status CheckSamplingSpecs(std::span<const SamplingSpec> sampling) {
-  for (size_t i = 0; i < sampling.size(); ++i) {
-    const SamplingSpec& s = sampling[i];
-    const struct {
-      const char* field;
-      absl::Status status;
-    } checks[] = {{"temperature", CheckTemperature(s.temperature)},
-                  {"cfg_weight", CheckCfgWeight(s.cfg_weight)},
-                  {"top_k", CheckTopK(s.top_k, 0)},
-                  {"top_p", CheckTopP(s.top_p)}};
-    for (const auto& c : checks) {
-      if (!c.status.ok())
-        return InvalidArgumentError(StrCat("Step: sampling[", i, "].", c.field, " ", c.status.message()));
-    }
-    if (s.image_index < 0) {
-      return InvalidArgumentError(StrCat("Step: sampling[", i, "].image_index must be >= 0, got ", s.image_index));
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const BatchLimits& limits,
                            const RowLookup& lookup, const std::function<const RowState*(RowId)>& any_row,
@@ -63,7 +38,7 @@ absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const B
       return InvalidArgumentError(StrCat("Step: query_offsets must not decrease (entry ", e + 1, ")"));
     }
   }
-  if (absl::Status s = CheckSamplingSpecs(plan.sampling); !s.ok()) return s;
+  if (absl::Status s = CheckSampling("Step", plan.sampling); !s.ok()) return s;
 
   // Rows: known, listed once, prompt rows where they belong.
   const auto id_of = [&](int32_t e) { return e < n_rows ? plan.rows[e] : plan.prompt_rows[e - n_rows]; };

@@ -81,6 +81,8 @@ class StepPlanBuilder {
   void AddSampling(const SamplingSpec& s) { sampling_.push_back(s); }
   void Clear();
   bool empty() const { return pairs_.rows.empty() && prompts_.rows.empty(); }
+  size_t rows() const { return pairs_.rows.size(); }  // pair rows added
+  size_t pairs() const { return sampling_.size(); }
 
   // The plan over the builder's arrays (valid until the builder changes).
   StepPlan Plan();

@@ -14,20 +14,9 @@
 namespace argen::tokenizer {
 namespace {
 
-std::string ChameleonDir() { return testing::GoldenDir() + "/chameleon"; }
-
-nlohmann::json LoadChameleonGoldens() {
-  std::ifstream in(ChameleonDir() + "/goldens.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-}
-
-Tokenizer LoadChameleon() {
-  auto tok = Tokenizer::LoadFromFile(ChameleonDir() + "/tokenizer.json");
-  EXPECT_TRUE(tok.ok()) << tok.status();
-  return std::move(*tok);
-}
+using testing::ChameleonDir;
+using testing::LoadChameleon;
+using testing::LoadChameleonGoldens;
 
 TEST(ChameleonTokenizerTest, EncodeAndDecodeMatchHuggingFace) {
   const nlohmann::json goldens = LoadChameleonGoldens();

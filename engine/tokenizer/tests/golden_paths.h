@@ -1,4 +1,6 @@
-// Locates tests/goldens/tokenizer through ARGEN_SOURCE_DIR (set by argen_test).
+// Locates tests/goldens/tokenizer through ARGEN_SOURCE_DIR (set by argen_test),
+// and loads its goldens and the Chameleon tokenizer (the tokenizer tests and
+// Lumina-mGPT's prompt tests share them).
 #pragma once
 
 #include <cstdlib>
@@ -6,6 +8,8 @@
 #include <sstream>
 #include <string>
 
+#include "engine/tokenizer/tokenizer.h"
+#include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
 namespace argen::tokenizer::testing {
@@ -20,6 +24,21 @@ inline nlohmann::json LoadGoldens() {
   std::stringstream ss;
   ss << in.rdbuf();
   return nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+}
+
+inline std::string ChameleonDir() { return GoldenDir() + "/chameleon"; }
+
+inline nlohmann::json LoadChameleonGoldens() {
+  std::ifstream in(ChameleonDir() + "/goldens.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+}
+
+inline Tokenizer LoadChameleon() {
+  auto tok = Tokenizer::LoadFromFile(ChameleonDir() + "/tokenizer.json");
+  EXPECT_TRUE(tok.ok()) << tok.status();
+  return std::move(*tok);
 }
 
 }  // namespace argen::tokenizer::testing

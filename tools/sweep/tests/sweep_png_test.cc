@@ -5,36 +5,20 @@
 
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "engine/image/png.h"
 #include "gtest/gtest.h"
+#include "tests/support/scene_image.h"
 
 namespace argen::sweep {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A scene-like image: pale background, a few flat saturated boxes, mild noise.
-image::Rgb8Image Scene(int32_t size, uint32_t seed) {
-  std::mt19937 rng(seed);
-  image::Rgb8Image img{size, size, std::vector<uint8_t>(static_cast<size_t>(size) * size * 3)};
-  for (int32_t y = 0; y < size; ++y) {
-    for (int32_t x = 0; x < size; ++x) {
-      uint8_t* p = &img.rgb[(static_cast<size_t>(y) * size + x) * 3];
-      const bool box = (x / 40 + y / 50) % 3 == 0;
-      p[0] = static_cast<uint8_t>((box ? 200 : 235) + rng() % 8);
-      p[1] = static_cast<uint8_t>((box ? 40 : 230) + rng() % 8);
-      p[2] = static_cast<uint8_t>((box ? 30 : 225) + rng() % 8);
-    }
-  }
-  return img;
-}
-
 TEST(SweepPngTest, EveryLevelRoundTrips) {
-  const image::Rgb8Image img = Scene(37, 1);  // odd size: row strides matter
+  const image::Rgb8Image img = test_support::SceneImage(37, 1);  // odd size: row strides matter
   for (int level = 0; level <= 9; ++level) {
     for (bool sub : {false, true}) {
       absl::StatusOr<std::string> png = image::EncodePng(img.rgb, img.width, img.height, {level, sub});
@@ -52,7 +36,7 @@ TEST(SweepPngTest, EveryLevelRoundTrips) {
 TEST(SweepPngTest, WritesAFileAndNamesThePathOnErrors) {
   const fs::path dir = fs::temp_directory_path() / ("argen_sweep_png_" + std::to_string(getpid()));
   fs::create_directories(dir);
-  const image::Rgb8Image img = Scene(16, 2);
+  const image::Rgb8Image img = test_support::SceneImage(16, 2);
   ASSERT_TRUE(image::WritePngFile((dir / "a.png").string(), img.rgb, 16, 16, {}).ok());
   std::ifstream in(dir / "a.png", std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), {});

@@ -18,22 +18,10 @@ namespace argen::lumina {
 namespace {
 
 using tokenizer::Tokenizer;
+using tokenizer::testing::ChameleonDir;
 using tokenizer::testing::GoldenDir;
-
-std::string ChameleonDir() { return GoldenDir() + "/chameleon"; }
-
-nlohmann::json LoadChameleonGoldens() {
-  std::ifstream in(ChameleonDir() + "/goldens.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-}
-
-Tokenizer LoadChameleon() {
-  auto tok = Tokenizer::LoadFromFile(ChameleonDir() + "/tokenizer.json");
-  EXPECT_TRUE(tok.ok()) << tok.status();
-  return std::move(*tok);
-}
+using tokenizer::testing::LoadChameleon;
+using tokenizer::testing::LoadChameleonGoldens;
 
 TEST(LuminaPromptTest, MatchesLuminaItemProcessorIds) {
   const nlohmann::json goldens = LoadChameleonGoldens();
