@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -126,16 +127,27 @@ class CudaBackend final : public model::Backend {
   CudaBackend(const model::ModelSpec& spec, DeviceWeights weights, std::shared_ptr<const model::WeightSource> source,
               const model::BackendOptions& options);
   absl::Status Init();
-  // Forward before the device check of its errors (cuda_step.cc): the plan
-  // as whole-prompt prefill calls and one-token decode calls.
+  // A decode query of a validated step: a CFG pair's query at decode index t.
+  struct DecodeQuery {
+    Row* cond = nullptr;
+    Row* uncond = nullptr;
+    int32_t input = 0;  // input-table id
+    int32_t t = 0;      // decode index
+    int32_t rank = 0;   // its place among the pair's queries of the step
+    const model::SamplingSpec* sampling = nullptr;
+    int32_t output = 0;  // its output point (index into StepOutputs::sampled)
+  };
+  // Forward before the device check of its errors (cuda_step.cc): the plan's
+  // prompt queries as one prefill pass, then its decode queries in as few
+  // decode passes as their policies allow.
   absl::Status ForwardStep(const model::StepPlan& plan, const model::StepOutputs& out);
-  // The plan's decode queries of rank `rank` (each row's rank-th query) as one decode call.
-  absl::Status DecodeRank(const model::StepPlan& plan, int32_t rank, const model::StepOutputs& out);
-  // The plan's prompts as one whole-prompt prefill call.
-  absl::Status PrefillPrompts(const model::StepPlan& plan, const model::StepOutputs& out);
-  // The two calls ForwardStep is made of (they validate their batches again).
-  absl::Status PrefillStep(const model::PrefillBatch& batch, const model::StepOutputs& out);
-  absl::Status DecodeStep(const model::DecodeBatch& batch, const model::StepOutputs& out);
+  // The validated step's prompt queries (whole prompts or chunks) and the
+  // token 0 of the pairs completing their prompts (cuda_prefill.cc).
+  absl::Status RunPromptPass(const model::StepPlan& plan, const model::StepOutputs& out);
+  // Decode queries as one device pass (cuda_decode.cc): a row's queries in
+  // increasing index order; a sparse row has at most one (its policy state
+  // advances once per pass); at most max_batch_rows / 2 queries.
+  absl::Status RunDecodePass(std::span<const DecodeQuery> queries, const model::StepOutputs& out);
   absl::Status EnsurePlanCapacity(int32_t stride);
   // Packs the host staging area's used prefix to the device (one copy).
   absl::Status Upload(size_t bytes);
@@ -150,8 +162,9 @@ class CudaBackend final : public model::Backend {
   // The output stage on `rows` hidden rows of `hidden`, CFG sampling into
   // inputs_.sampled and its copy to pinned memory (capturable: no sync).
   absl::Status EnqueueHead(const float* hidden, int32_t rows);
-  // Copies logits when asked, waits for the step, hands out the sampled tokens.
-  absl::Status FinishStep(int32_t rows, const model::StepOutputs& out);
+  // Copies logits when asked (`logits` not null, [rows x logits()]), waits for
+  // the step, hands out the sampled tokens (`sampled`, rows / 2 of them).
+  absl::Status FinishStep(int32_t rows, int32_t* sampled, float* logits);
   // Everything a decode step runs on the device after its inputs are uploaded.
   absl::Status EnqueueDecode(int32_t rows, bool any_sparse, int32_t max_keys, int32_t observe_flags,
                              int32_t kv_formats);
@@ -193,17 +206,16 @@ class CudaBackend final : public model::Backend {
   PinnedBuffer host_nonfinite_flag_;
   bool inject_nan_logits_ = false;  // fault injection: the next head writes NaN logits
   StepInputs inputs_;
-  PinnedBuffer host_x_pinned_;                 // prefill embeddings of one chunk
-  std::vector<model::RowState*> decode_rows_;  // reused per step
-  model::PrefillPlan prefill_plan_;            // reused per prefill
-  model::PlannedStep planned_;                 // reused per step
-  // A step's sub-calls, reused: rows, ids, steps, tokens, offsets, sampling, outputs.
-  struct SubCall {
-    std::vector<model::RowId> rows, prompt_rows;
-    std::vector<int32_t> ids, steps, tokens, offsets, sampled, outputs;
-    std::vector<model::SamplingSpec> sampling;
-    std::vector<float> logits;
-  } step_calls_;
+  PinnedBuffer host_x_pinned_;  // prefill embeddings of one chunk
+  model::PlannedStep planned_;  // reused per step
+  // A step's scratch, reused: its decode queries; a prompt pass's computed
+  // entries, their tokens and offsets, each entry's completing ordinal (its
+  // last position's row in last_hidden_); a pass's outputs before they are
+  // scattered to the step's output points.
+  std::vector<DecodeQuery> decode_queries_, pass_queries_;
+  std::vector<int32_t> prompt_entries_, prompt_tokens_, prompt_offsets_, completing_;
+  std::vector<int32_t> pass_outputs_, pass_sampled_;
+  std::vector<float> pass_logits_;
   StageTimer timer_;
   // Captured decode steps by (rows, any sparse, key bound, plan stride, observe flags, kv formats).
   using GraphKey = std::tuple<int32_t, bool, int32_t, int32_t, int32_t, int32_t>;

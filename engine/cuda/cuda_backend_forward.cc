@@ -193,18 +193,18 @@ absl::Status CudaBackend::EnqueueHead(const float* hidden, int32_t rows) {
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::FinishStep(int32_t rows, const model::StepOutputs& out) {
+absl::Status CudaBackend::FinishStep(int32_t rows, int32_t* sampled, float* logits) {
   const int32_t V = spec_.logits(), pairs = rows / 2;
-  if (out.row_logits != nullptr) {
-    ARGEN_CUDA_RETURN(cudaMemcpyAsync(out.row_logits, logits_.as(), sizeof(float) * rows * int64_t{V},
-                                      cudaMemcpyDeviceToHost, stream_),
-                      "download logits");
+  if (logits != nullptr) {
+    ARGEN_CUDA_RETURN(
+        cudaMemcpyAsync(logits, logits_.as(), sizeof(float) * rows * int64_t{V}, cudaMemcpyDeviceToHost, stream_),
+        "download logits");
   }
   ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream_), "step");
   if (*host_nonfinite_flag_.as<int32_t>() != 0) {
     return absl::InternalError("output-stage logits are NaN or Inf in this step: the model produced non-finite values");
   }
-  std::memcpy(out.sampled.data(), host_sampled_.as(), sizeof(int32_t) * pairs);
+  std::memcpy(sampled, host_sampled_.as(), sizeof(int32_t) * pairs);
   return absl::OkStatus();
 }
 

@@ -13,13 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/checkpoint/checkpoint.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/families/janus/janus_config.h"
-#include "engine/families/janus/janus_spec.h"
+#include "engine/cuda/tests/tiny_backend.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/tests/prompt_sharing_harness.h"
-#include "engine/model/weight_source.h"
 #include "engine/sparse/policy_params.h"
 
 namespace argen::cuda {
@@ -35,22 +32,7 @@ constexpr int kLDec = 24;
 constexpr double kTolerance = 3e-2;
 
 std::unique_ptr<model::Backend> TinyCuda(int64_t budget) {
-  const char* src = std::getenv("ARGEN_SOURCE_DIR");
-  const std::string dir = std::string(src ? src : ".") + "/tests/goldens/tiny/tiny-mha";
-  absl::StatusOr<janus::JanusConfig> config = janus::LoadJanusConfig(dir);
-  EXPECT_TRUE(config.ok()) << config.status();
-  if (!config.ok()) return nullptr;
-  absl::StatusOr<model::ModelSpec> spec = janus::JanusSpec(*config);
-  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = checkpoint::Checkpoint::Open(dir);
-  EXPECT_TRUE(spec.ok() && ckpt.ok());
-  if (!spec.ok() || !ckpt.ok()) return nullptr;
-  model::BackendOptions options;
-  options.max_batch_rows = 8;
-  options.max_prompt_tokens = 64;
-  options.kv_budget_bytes = budget;
-  auto backend = model::CreateCudaBackend(*spec, model::CheckpointWeights(std::move(*ckpt)), options);
-  EXPECT_TRUE(backend.ok()) << backend.status();
-  return backend.ok() ? std::move(*backend) : nullptr;
+  return testing::TinyBackend({.checkpoint = "tiny-mha", .kv_budget_bytes = budget});
 }
 
 sparse::ResolvedPolicy Policy(sparse::PolicyKind kind, double sparsity, sparse::KvFormat format) {

@@ -92,7 +92,8 @@ TEST(PoolSizingTest, LongDecodesSizeRowsForTheSmallestSparseRowNotADenseOne) {
   EXPECT_EQ(want.n_att, 118);
   const int64_t row = ReferenceRowBytes(spec.stack, l_dec).value();
   EXPECT_EQ(row, CudaRowLayout(spec.stack, 50, want).total());
-  const int64_t dense = CudaRowLayout(spec.stack, 50, sparse::ResolvePolicy(sparse::PolicyParams{}, l_dec).value()).total();
+  const int64_t dense =
+      CudaRowLayout(spec.stack, 50, sparse::ResolvePolicy(sparse::PolicyParams{}, l_dec).value()).total();
   EXPECT_LT(row * 10, dense);
   // The H200 after 14 GB of weights: rows in the thousands, no longer ~100.
   PoolSizingInput in;

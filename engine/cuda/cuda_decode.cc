@@ -1,0 +1,142 @@
+// Decode queries (engine/model/step_plan.h) as one device pass: each query
+// is a CFG pair's two tokens with their own metadata (the row's region, the
+// query's decode index and rotary position), so several queries of a dense
+// row run in one pass: query t writes slot t and attends slots [0, t], never
+// the later queries' slots that the same pass writes. A sparse row takes at
+// most one query a pass (its policy state advances once per pass). Repeated
+// shapes replay a captured CUDA graph.
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cuda_status.h"
+#include "engine/cuda/pool_sizing.h"
+#include "engine/cuda/step_staging.h"
+#include "engine/sparse/policy_params.h"
+
+namespace argen::cuda {
+
+absl::Status CudaBackend::RunDecodePass(std::span<const DecodeQuery> queries, const model::StepOutputs& out) {
+  const int64_t n_pairs = static_cast<int64_t>(queries.size()), n_rows = 2 * n_pairs;
+  const StagingLayout layout(max_tokens_, options_.max_batch_rows);
+  char* host = host_in_.as<char>();
+  auto* meta = reinterpret_cast<kernels::TokenMeta*>(host + layout.meta);
+  auto* plans = reinterpret_cast<RowPlan*>(host + layout.plans);
+  auto* ids = reinterpret_cast<int32_t*>(host + layout.ids);
+  auto* gather = reinterpret_cast<int32_t*>(host + layout.gather);
+  auto* sampling = reinterpret_cast<kernels::PairSampling*>(host + layout.sampling);
+  auto* observe = reinterpret_cast<int32_t*>(host + layout.observe);
+  bool any_sparse = false;
+  int32_t observe_flags = 0, kv_formats = 0;
+  int32_t key_bound = 1;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const DecodeQuery& q = queries[r / 2];
+    const int32_t t = q.t;
+    const Row& rw = r % 2 == 0 ? *q.cond : *q.uncond;
+    kernels::TokenMeta m;
+    m.kv_offset = rw.kv_offset;
+    m.capacity = rw.capacity;
+    m.shared_prompt = rw.shared_prompt;
+    m.prompt_kv_offset = rw.prompt_kv_offset;
+    m.prompt_capacity = rw.prompt_capacity;
+    m.rope_pos = rw.prompt_len + t;
+    m.prefix_len = rw.prompt_len;
+    m.decode_base = rw.prompt_len - rw.shared_prompt;  // own-region position of slot 0
+    m.flags = KvFormatFlag(rw.policy);
+    kv_formats |= KvFormatsBit(rw.policy) | (rw.shared_prompt > 0 ? kernels::kKvSharedPrompts : 0);
+    if (rw.sparse) {
+      m.kv_index = -1;
+      m.decode_count = 0;
+      m.flags |= kernels::kTokenSparse;
+      key_bound = std::max(key_bound, rw.prompt_len + rw.layout.max_attended);
+    } else {
+      m.kv_index = m.decode_base + t;  // dense: slot t, attends slots [0, t]
+      m.decode_count = t + 1;
+      key_bound = std::max(key_bound, rw.prompt_len + rw.policy.l_dec);
+    }
+    meta[r] = m;
+    RowPlan p;
+    p.policy = rw.policy;
+    p.layout = rw.layout;
+    p.ints_offset = rw.ints_offset;
+    p.floats_offset = rw.floats_offset;
+    p.step = t;
+    p.sparse = rw.sparse ? 1 : 0;
+    plans[r] = p;
+    gather[r] = static_cast<int32_t>(r / 2);
+    any_sparse = any_sparse || rw.sparse;
+    // Observe outputs of the attention kernel: the diagonal rows' argmin over the
+    // non-sink entries (the selection), the score policies' probabilities.
+    const bool diagonal = sparse::SelectsByArgmin(rw.policy.kind);  // diagonal, diagonal_sink4, diagonal_grid
+    const bool scores = sparse::ObservesScores(rw.policy.kind);     // h2o, tova, alisa, ssd
+    if (diagonal && fused_argmin_) {
+      observe[r] = sparse::DiagonalSelectionFirst(rw.policy);
+      observe_flags |= kObserveArgmin;
+    } else if (scores || diagonal) {
+      observe[r] = kernels::kObserveProbs;
+      observe_flags |= kObserveScores;
+    } else {
+      observe[r] = kernels::kObserveNothing;
+    }
+  }
+  for (int64_t i = 0; i < n_pairs; ++i) {
+    ids[i] = queries[i].input;
+    sampling[i] = ToDevice(*queries[i].sampling, queries[i].t + 1);
+  }
+  ARGEN_STATUS_RETURN(Upload(layout.total));
+  const int32_t R = static_cast<int32_t>(n_rows);
+  if (!use_graphs_ || timer_.enabled() || out.row_logits != nullptr || inject_nan_logits_) {
+    timer_.BeginStep();
+    ARGEN_STATUS_RETURN(
+        EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats));  // same split as the graphs
+  } else {
+    // The key bound (not this step's count) sizes the attention split, so one
+    // graph serves every step of a batch; chunks past a row's keys are empty.
+    const GraphKey key{R, any_sparse, key_bound, plan_stride_, observe_flags, kv_formats};
+    auto it = graphs_.find(key);
+    if (it == graphs_.end() && seen_.insert(key).second) {
+      ARGEN_STATUS_RETURN(
+          EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats));  // first use: eager (lazy inits)
+    } else {
+      if (it == graphs_.end()) {
+        if (graphs_.size() >= 32) ClearGraphs();
+        ARGEN_CUDA_RETURN(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture");
+        const absl::Status enq = EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats);
+        cudaGraph_t graph = nullptr;
+        const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+        ARGEN_STATUS_RETURN(enq);
+        ARGEN_CUDA_RETURN(end, "end capture");
+        cudaGraphExec_t exec = nullptr;
+        const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+        cudaGraphDestroy(graph);
+        ARGEN_CUDA_RETURN(inst, "instantiate decode graph");
+        it = graphs_.emplace(key, exec).first;
+        seen_.insert(key);
+      }
+      ARGEN_CUDA_RETURN(cudaGraphLaunch(it->second, stream_), "launch decode graph");
+    }
+  }
+  // The outputs straight into `out` when the queries are its output points
+  // in order (the common step), else through the pass's scratch.
+  bool direct = true;
+  for (int64_t i = 0; i < n_pairs && direct; ++i) direct = queries[i].output == i;
+  const int32_t vocab = spec_.logits();
+  if (direct) {
+    ARGEN_STATUS_RETURN(FinishStep(R, out.sampled.data(), out.row_logits));
+  } else {
+    pass_sampled_.assign(n_pairs, -1);
+    if (out.row_logits != nullptr) pass_logits_.resize(static_cast<size_t>(R) * vocab);
+    ARGEN_STATUS_RETURN(FinishStep(R, pass_sampled_.data(), out.row_logits != nullptr ? pass_logits_.data() : nullptr));
+    for (int64_t i = 0; i < n_pairs; ++i) {
+      const int32_t o = queries[i].output;
+      out.sampled[o] = pass_sampled_[i];
+      if (out.row_logits == nullptr) continue;
+      std::memcpy(out.row_logits + int64_t{2} * o * vocab, pass_logits_.data() + 2 * i * vocab,
+                  sizeof(float) * 2 * vocab);
+    }
+  }
+  timer_.EndStep();
+  return absl::OkStatus();
+}
+
+}  // namespace argen::cuda
