@@ -25,7 +25,8 @@ targets=${BUNDLE_TARGETS:-argen_bench argen_server $gpu_tests}
 cmake --build "$build" -j "${JOBS:-$(nproc)}" --target $targets
 bins=()
 for t in $targets; do
-  f=$(find "$build" -type f -perm -u+x -name "$t" | head -1)
+  # The newest: a build tree may keep a stale copy from a target's old folder.
+  f=$(find "$build" -type f -perm -u+x -name "$t" -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2-)
   [ -n "$f" ] && bins+=("$f")
 done
 tmp=$(mktemp -d)
