@@ -54,6 +54,16 @@ __device__ __forceinline__ int KeyPosition(int j, const TokenMeta& m, const int3
   return kShared ? m.shared_prompt + pos : pos;
 }
 
+// The decode slots a (token, kv head) attends: its policy's list (sparse),
+// its own list shared by every layer and head (kTokenListed), or none (slots
+// [0, decode_count)).
+__device__ __forceinline__ const int32_t* DecodeSlots(const AttentionArgs& a, const TokenMeta& m, bool sparse, int t,
+                                                      int kvh) {
+  if (sparse) return a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride;
+  if ((m.flags & kTokenListed) != 0 && a.token_lists != nullptr) return a.token_lists + m.list_offset;
+  return nullptr;
+}
+
 // Where a (token, kv head)'s K and V rows are, in bf16 or in fp8 (kernels/kv_fp8.h),
 // and how one lane's Dims values of a row are loaded (16 bytes for bf16) and unpacked.
 template <int HD, bool kFp8, int Dims, bool kShared>
@@ -393,7 +403,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   const int tid = threadIdx.x, sub = tid % kLanesPerKey, slot = tid / kLanesPerKey;
   using Rows = KvRows<HD, kFp8, kDims, kShared>;
   const Rows rows(a, m, kvh);
-  const int32_t* idx = sparse ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride : nullptr;
+  const int32_t* idx = DecodeSlots(a, m, sparse, t, kvh);
   const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
   const bool split_logits = a.splits > 1 && observe.any();
   WorkspaceView ws = View(a.workspace, a.tokens, a.heads, HD, a.splits);
@@ -561,7 +571,7 @@ __global__ void __launch_bounds__(kThreads) StagedAttentionKernel(AttentionArgs 
   const int prompt = min(m.prefix_len, len);
   const int tid = threadIdx.x, sub = tid % kLanesPerKey, slot = tid / kLanesPerKey;
   const KvRows<HD, false, 8, true> rows(a, m, kvh);  // not auto-chosen: one instantiation serves both
-  const int32_t* idx = sparse ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride : nullptr;
+  const int32_t* idx = DecodeSlots(a, m, sparse, t, kvh);
   const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
 
   // 1. The prompt's K and V rows: their positions need no slot list.
@@ -738,7 +748,7 @@ __global__ void __launch_bounds__(kThreads, (WarpMinBlocks<kShared, G, kFp8>()))
   const int len = min(m.prefix_len + m.decode_count, cap);
   const int sub = lane % kLanesPerKey, slot = lane / kLanesPerKey;
   const Rows rows(a, m, kvh);
-  const int32_t* idx = sparse ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride : nullptr;
+  const int32_t* idx = DecodeSlots(a, m, sparse, t, kvh);
   const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
 
   float q[G][kDims];

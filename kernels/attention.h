@@ -3,7 +3,8 @@
 //
 // For query token t the key set is region positions [0, prefix_len) followed by
 // decode entries e in [0, count): position decode_base + slot(e), where
-// slot(e) = e (dense tokens) or decode_idx[t][kv_head][e] (kTokenSparse tokens).
+// slot(e) = e (dense tokens), decode_idx[t][kv_head][e] (kTokenSparse tokens) or
+// token_lists[list_offset + e] (kTokenListed tokens: every layer and head alike).
 // Keys are split over `splits` chunks (flash-decoding) when there are few
 // (token, kv_head) pairs; a combine pass then merges the partial softmaxes.
 //
@@ -21,9 +22,8 @@
 // Three kernels: the two-pass kernel (any key count, split-K); for key sets of
 // at most 1024 with splits == 1, the warp kernel (one warp per (token,
 // kv_head), four per block, warp reductions only: more pairs in flight per
-// SM when there are many pairs; kAuto's rule is kWarpAuto* below); and a staged kernel that first issues every K and V load of its
-// (token, kv_head) as cp.async copies into shared memory. AttentionArgs::variant
-// picks.
+// SM when there are many pairs; kAuto's rule is kWarpAuto* below); and a staged kernel that first issues every K and V
+// load of its (token, kv_head) as cp.async copies into shared memory. AttentionArgs::variant picks.
 //
 // A kTokenKvFp8 token's region holds e4m3 codes and per-vector scales
 // (kernels/kv_fp8.h): its keys and values are decoded exactly and scaled.
@@ -77,6 +77,8 @@ struct AttentionArgs {
   const int32_t* decode_idx = nullptr;
   int32_t idx_stride = 0;
   const int32_t* counts = nullptr;
+  // Slot lists of kTokenListed tokens (TokenMeta::list_offset), every layer's.
+  const int32_t* token_lists = nullptr;
   // Optional outputs (sparse observe), [tokens][kv_heads][probs_stride] and [tokens][kv_heads].
   float* probs = nullptr;
   int32_t probs_stride = 0;

@@ -39,7 +39,7 @@ ARGEN_FP8_HD uint8_t EncodeE4m3(float x) {
     return sign | static_cast<uint8_t>(rintf(a * 512.0f));
   }
   int e = 0;
-  const float f = frexpf(a, &e);                 // a = f * 2^e, f in [0.5, 1)
+  const float f = frexpf(a, &e);                                 // a = f * 2^e, f in [0.5, 1)
   int mant = static_cast<int>(rintf((2.0f * f - 1.0f) * 8.0f));  // exact before rounding
   int biased = e - 1 + 7;
   if (mant == 8) {

@@ -20,17 +20,17 @@ namespace argen::kernels {
 // prompt region, p >= shared_prompt position p - shared_prompt of the row's
 // own region. kv_index and decode_base are own-region positions.
 struct TokenMeta {
-  int64_t kv_offset = 0;        // element offset of the row's region in the pool
-  int32_t capacity = 0;         // positions per (layer, kv_head) of the row's region
-  int32_t rope_pos = 0;         // absolute sequence position (rotary angle)
-  int32_t kv_index = 0;         // own-region position its K/V are written to; < 0: not written
-  int32_t prefix_len = 0;       // virtual positions [0, prefix_len) are always attended
-  int32_t decode_base = 0;      // own-region position of decode slot 0 (= L_p - shared_prompt)
-  int32_t decode_count = 0;     // dense: slots [0, count) attended; sparse: index-list length
-  int32_t flags = 0;            // kTokenSparse: attend the slot lists, not [0, decode_count)
-  int32_t shared_prompt = 0;    // leading prompt positions read from the prompt owner's region
-  int32_t prompt_capacity = 0;  // positions per (layer, kv_head) of the owner's region
-  int32_t reserved = 0;
+  int64_t kv_offset = 0;         // element offset of the row's region in the pool
+  int32_t capacity = 0;          // positions per (layer, kv_head) of the row's region
+  int32_t rope_pos = 0;          // absolute sequence position (rotary angle)
+  int32_t kv_index = 0;          // own-region position its K/V are written to; < 0: not written
+  int32_t prefix_len = 0;        // virtual positions [0, prefix_len) are always attended
+  int32_t decode_base = 0;       // own-region position of decode slot 0 (= L_p - shared_prompt)
+  int32_t decode_count = 0;      // dense: slots [0, count) attended; sparse: index-list length
+  int32_t flags = 0;             // kTokenSparse / kTokenListed: attend a slot list, not [0, decode_count)
+  int32_t shared_prompt = 0;     // leading prompt positions read from the prompt owner's region
+  int32_t prompt_capacity = 0;   // positions per (layer, kv_head) of the owner's region
+  int32_t list_offset = 0;       // kTokenListed: its slot list at AttentionArgs::token_lists + list_offset
   int64_t prompt_kv_offset = 0;  // element offset of the owner's region (shared_prompt > 0)
 };
 static_assert(sizeof(TokenMeta) == 56, "TokenMeta is copied as a flat array");
@@ -39,6 +39,12 @@ static_assert(sizeof(TokenMeta) == 56, "TokenMeta is copied as a flat array");
 // and, when given, AttentionArgs::counts) and writes its K/V to the policy's slot
 // (RopeAppendArgs::write_slots) instead of kv_index.
 constexpr int32_t kTokenSparse = 1;
+// The token attends the decode slots listed at AttentionArgs::token_lists +
+// list_offset (decode_count of them, the same for every layer and kv head)
+// and writes its K/V to kv_index like a dense token: a dense row decoding out
+// of order (parallel decoding, engine/model/step_plan.h), whose written slots
+// have holes.
+constexpr int32_t kTokenListed = 8;
 // The row's region is in fp8 (kernels/kv_fp8.h): e4m3 codes and per-vector
 // scales instead of bf16; kv_offset is still in bf16 elements (2 bytes).
 constexpr int32_t kTokenKvFp8 = 2;

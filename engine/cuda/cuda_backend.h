@@ -4,7 +4,8 @@
 // holds every row's bounded region [layer][kv_head][L_p + n_slots][head_dim];
 // the sparse policies run on the device (kernels/policy_kernels.h); CFG and
 // sampling run on the device, so a step returns one token per pair.
-// Nothing is allocated on the device inside Prefill/Decode.
+// Nothing is allocated on the device inside a step, except the slot lists
+// of out-of-order (parallel) decoding when a step first needs more of them.
 #pragma once
 
 #include <cublas_v2.h>
@@ -136,6 +137,9 @@ class CudaBackend final : public model::Backend {
     int32_t rank = 0;   // its place among the pair's queries of the step
     const model::SamplingSpec* sampling = nullptr;
     int32_t output = 0;  // its output point (index into StepOutputs::sampled)
+    // Out of order (parallel decoding): its slot list in token_lists_ (the
+    // written indices below t, then t), or -1: in order.
+    int32_t list = -1, list_len = 0;
   };
   // Forward before the device check of its errors (cuda_step.cc): the plan's
   // prompt queries as one prefill pass, then its decode queries in as few
@@ -148,6 +152,10 @@ class CudaBackend final : public model::Backend {
   // increasing index order; a sparse row has at most one (its policy state
   // advances once per pass); at most max_batch_rows / 2 queries.
   absl::Status RunDecodePass(std::span<const DecodeQuery> queries, const model::StepOutputs& out);
+  // Appends the slot lists of plan entry `entry`'s out-of-order queries to lists_.
+  void AddSlotLists(const model::StepPlan& plan, int32_t entry, std::span<DecodeQuery> queries);
+  // The slot lists of a step's out-of-order queries (lists_) to the device.
+  absl::Status UploadLists();
   absl::Status EnsurePlanCapacity(int32_t stride);
   // Packs the host staging area's used prefix to the device (one copy).
   absl::Status Upload(size_t bytes);
@@ -215,6 +223,10 @@ class CudaBackend final : public model::Backend {
   std::vector<DecodeQuery> decode_queries_, pass_queries_;
   std::vector<int32_t> prompt_entries_, prompt_tokens_, prompt_offsets_, completing_;
   std::vector<int32_t> pass_outputs_, pass_sampled_;
+  // Out-of-order queries' slot lists (DecodeQuery::list): built per step,
+  // uploaded once; the device buffer grows (once per size) when a step needs more.
+  std::vector<int32_t> lists_;
+  DeviceBuffer token_lists_;
   std::vector<float> pass_logits_;
   StageTimer timer_;
   // Captured decode steps by (rows, any sparse, key bound, plan stride, observe flags, kv formats).

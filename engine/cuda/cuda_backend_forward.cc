@@ -107,6 +107,7 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
       if (observe_flags & kObserveScores) aa.probs = probs_.as<float>();
       if (observe_flags & kObserveArgmin) aa.argmin = argmin_.as<int32_t>() + l * heads_per_layer;
     }
+    aa.token_lists = token_lists_.as<int32_t>();
     aa.out = attn_.as<bf16>();
     aa.splits = splits;
     aa.chunk = chunk;

@@ -44,7 +44,15 @@ absl::Status CudaBackend::RunDecodePass(std::span<const DecodeQuery> queries, co
     m.decode_base = rw.prompt_len - rw.shared_prompt;  // own-region position of slot 0
     m.flags = KvFormatFlag(rw.policy);
     kv_formats |= KvFormatsBit(rw.policy) | (rw.shared_prompt > 0 ? kernels::kKvSharedPrompts : 0);
-    if (rw.sparse) {
+    if (q.list >= 0) {
+      // Out of order: its own list of written slots (and t, which it writes
+      // even when provisional: no other query reads t until a real one writes it).
+      m.kv_index = m.decode_base + t;
+      m.decode_count = q.list_len;
+      m.list_offset = q.list;
+      m.flags |= kernels::kTokenListed;
+      key_bound = std::max(key_bound, rw.prompt_len + rw.policy.l_dec);
+    } else if (rw.sparse) {
       m.kv_index = -1;
       m.decode_count = 0;
       m.flags |= kernels::kTokenSparse;

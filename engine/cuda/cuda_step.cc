@@ -7,7 +7,10 @@
 //     row has more than one (a dense row's queries t, t+1, ... run together:
 //     causal in raster order through their slots), else one pass per query
 //     rank (each row's first queries, then its second ones, ...), because a
-//     sparse policy's state advances once per pass.
+//     sparse policy's state advances once per pass. A dense row decoding out
+//     of order (parallel decoding) attends its own slot list: the indices
+//     written before the query (before the step or by the step's earlier
+//     real queries) and the query's own index.
 // Passes hold at most max_batch_rows / 2 pairs' queries; more are split in
 // plan order, which keeps a row's queries in order. The common step (one
 // decode query per row) is one pass: one captured graph.
@@ -31,12 +34,6 @@ absl::Status CudaBackend::ForwardStep(const model::StepPlan& plan, const model::
       plan, out, limits_, lookup_,
       [this](model::RowId id) -> const model::RowState* { return table_ == nullptr ? nullptr : table_->FindAny(id); },
       &step));
-  if (!step.all_in_order) {
-    // Never wrong results: refused before any state changes (CheckStepPlan changes none).
-    return absl::UnimplementedError(
-        "cuda backend: out-of-order and provisional decode queries (parallel decoding, parallel_window > 0) are "
-        "not implemented on this device yet; use parallel_window 0 or the cpu backend");
-  }
   const int32_t n_all = static_cast<int32_t>(step.rows.size());
   const int32_t n_rows = static_cast<int32_t>(plan.rows.size());
   bool any_prompt = false;
@@ -48,6 +45,7 @@ absl::Status CudaBackend::ForwardStep(const model::StepPlan& plan, const model::
   // The decode queries, pair by pair in plan order.
   std::vector<DecodeQuery>& queries = decode_queries_;
   queries.clear();
+  lists_.clear();
   int32_t max_rank = 0;
   bool one_pass = true;
   for (int32_t i = 0; i < n_rows / 2; ++i) {
@@ -58,11 +56,14 @@ absl::Status CudaBackend::ForwardStep(const model::StepPlan& plan, const model::
     Row* uncond = static_cast<Row*>(step.rows[c + 1]);
     if (count > 1 && (cond->sparse || uncond->sparse)) one_pass = false;
     max_rank = std::max(max_rank, count);
+    const size_t first = queries.size();
     for (int32_t j = 0; j < count; ++j) {
       const model::Query& q = plan.queries[plan.query_offsets[c] + j];
       queries.push_back({cond, uncond, q.input, q.index, j, &plan.sampling[i], step.output_offsets[i + 1] - count + j});
     }
+    if (!step.in_order[c]) AddSlotLists(plan, c, std::span(queries).subspan(first));
   }
+  if (!lists_.empty()) ARGEN_STATUS_RETURN(UploadLists());
   const size_t per_pass = static_cast<size_t>(options_.max_batch_rows / 2);
   const auto run_in_passes = [&](std::span<const DecodeQuery> all) -> absl::Status {
     for (size_t first = 0; first < all.size(); first += per_pass) {
@@ -82,6 +83,43 @@ absl::Status CudaBackend::ForwardStep(const model::StepPlan& plan, const model::
     }
   }
   model::CommitStep(plan, step);
+  return absl::OkStatus();
+}
+
+void CudaBackend::AddSlotLists(const model::StepPlan& plan, int32_t entry, std::span<DecodeQuery> queries) {
+  // The pair's rows carry the same queries and so have the same written indices.
+  const model::RowState& row = *planned_.rows[entry];
+  const std::span<const model::Query> step_queries =
+      plan.queries.subspan(plan.query_offsets[entry], plan.query_offsets[entry + 1] - plan.query_offsets[entry]);
+  for (size_t j = 0; j < queries.size(); ++j) {
+    const int32_t t = queries[j].t;
+    queries[j].list = static_cast<int32_t>(lists_.size());
+    // Written before the step, or by one of the step's earlier (real) queries;
+    // the step's queries are increasing, so those come in index order too.
+    size_t k = 0;
+    for (int32_t i = 0; i < t; ++i) {
+      while (k < j && step_queries[k].index < i) ++k;
+      const bool by_step = k < j && step_queries[k].index == i && !step_queries[k].provisional;
+      if (by_step || row.Written(i)) lists_.push_back(i);
+    }
+    lists_.push_back(t);
+    queries[j].list_len = static_cast<int32_t>(lists_.size()) - queries[j].list;
+  }
+}
+
+absl::Status CudaBackend::UploadLists() {
+  const size_t bytes = sizeof(int32_t) * lists_.size();
+  if (bytes > token_lists_.bytes()) {
+    // Graphs hold the old buffer's address; the step's work before this point has not started.
+    ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream_), "slot lists");
+    ClearGraphs();
+    token_lists_ = DeviceBuffer();
+    absl::StatusOr<DeviceBuffer> b = DeviceBuffer::Allocate(std::max<size_t>(bytes, size_t{1} << 20), "slot lists");
+    if (!b.ok()) return b.status();
+    token_lists_ = *std::move(b);
+  }
+  ARGEN_CUDA_RETURN(cudaMemcpyAsync(token_lists_.as(), lists_.data(), bytes, cudaMemcpyHostToDevice, stream_),
+                    "upload slot lists");
   return absl::OkStatus();
 }
 

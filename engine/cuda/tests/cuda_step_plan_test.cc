@@ -10,6 +10,8 @@
 //   * every run agrees with the CPU reference within the bf16 tolerance.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -132,6 +134,105 @@ TEST(CudaStepPlanTest, QueriesBeyondOnePassAreSplitInOrder) {
   ASSERT_TRUE(RunForced(*gpu, gpu_kv, dense, tokens, 0, 7, &got).ok());
   ASSERT_TRUE(RunForced(*cpu, cpu_kv, dense, tokens, 0, 1, &reference).ok());
   EXPECT_LT(model::testing::Difference(got, reference).worst, kCpuTolerance);
+  EXPECT_EQ(gpu_kv.BytesInUse(), 0);
+}
+
+// Parallel decoding's plans (step_plan.h: out of order, provisional
+// queries): image rows of a 6 x 6 grid in flight, each starting once the row
+// above has 2 tokens, with a provisional query standing in for the row
+// above's last token; the device's slot lists must attend exactly what the
+// CPU reference attends (the written indices below t, and t).
+TEST(CudaStepPlanTest, OutOfOrderQueriesMatchTheCpu) {
+  model::ModelSpec spec;
+  std::unique_ptr<model::Backend> gpu = Tiny(true, &spec);
+  std::unique_ptr<model::Backend> cpu = Tiny(false, &spec);
+  ASSERT_NE(gpu, nullptr);
+  ASSERT_NE(cpu, nullptr);
+  kv::KvManager gpu_kv(*gpu), cpu_kv(*cpu);
+  constexpr int32_t kWidth = 6, kWindow = 2;
+  const std::vector<int32_t> tokens = model::testing::ForcedTokens(kLDec, spec.input_rows());
+  const sparse::ResolvedPolicy dense =
+      model::testing::EveryPolicyCase(kLDec, spec.stack.num_layers, spec.stack.num_kv_heads)[0].policy;
+  ASSERT_EQ(dense.kind, sparse::PolicyKind::kDense);
+  // The schedule: per step, (index, provisional) in increasing index order.
+  std::vector<std::vector<std::pair<int32_t, bool>>> steps;
+  {
+    std::vector<int32_t> made(kLDec / kWidth, 0);
+    std::vector<uint8_t> started(made.size(), 0);
+    started[0] = 1;
+    for (bool more = true; more;) {
+      std::vector<std::pair<int32_t, bool>> step;
+      for (size_t r = 0; r < made.size(); ++r) {
+        if (!started[r] && made[r - 1] >= kWindow) {
+          started[r] = 1;
+          step.push_back({static_cast<int32_t>(r) * kWidth - 1, true});  // the row above's last, not made yet
+        }
+        if (started[r] && made[r] < kWidth && static_cast<int32_t>(r) * kWidth + made[r] < kLDec - 1) {
+          step.push_back({static_cast<int32_t>(r) * kWidth + made[r]++, false});
+        }
+      }
+      std::sort(step.begin(), step.end());
+      more = !step.empty();
+      if (more) steps.push_back(std::move(step));
+    }
+  }
+  ASSERT_LT(steps.size(), static_cast<size_t>(kLDec - 1));  // fewer passes than one token each
+  const auto run = [&](model::Backend& be, kv::KvManager& kv, std::vector<std::vector<float>>* logits) {
+    std::vector<model::RowId> rows;
+    const std::vector<int32_t>* prompts[2] = {&model::testing::kForcedCond, &model::testing::kForcedUncond};
+    for (const std::vector<int32_t>* p : prompts) {
+      absl::StatusOr<model::RowId> r = kv.AllocateRow(static_cast<int32_t>(p->size()), dense);
+      ASSERT_TRUE(r.ok()) << r.status();
+      rows.push_back(*r);
+    }
+    model::SamplingSpec sampling;
+    sampling.seed = 99;
+    sampling.temperature = 1.0f;
+    sampling.cfg_weight = 3.0f;
+    const int32_t vocab = be.spec().logits();
+    model::StepPlanBuilder b;
+    for (int i = 0; i < 2; ++i) {
+      b.AddRow(rows[i]);
+      b.AddPromptQueries(*prompts[i], 0, static_cast<int32_t>(prompts[i]->size()));
+    }
+    b.AddSampling(sampling);
+    std::vector<int32_t> sampled(1);
+    std::vector<float> out(2 * vocab);
+    ASSERT_TRUE(be.Forward(b.Plan(), {sampled, out.data()}).ok());
+    for (const auto& step : steps) {
+      b.Clear();
+      b.AllowOutOfOrder();
+      for (int i = 0; i < 2; ++i) {
+        b.AddRow(rows[i]);
+        for (auto [index, provisional] : step) {
+          b.AddQuery(model::QueryKind::kDecode, provisional ? tokens[index - 1] : tokens[index], index,
+                     provisional);
+        }
+      }
+      b.AddSampling(sampling);
+      sampled.assign(step.size(), -1);
+      out.assign(step.size() * 2 * vocab, 0.f);
+      const absl::Status s = be.Forward(b.Plan(), {sampled, out.data()});
+      ASSERT_TRUE(s.ok()) << s;
+      for (size_t o = 0; o < step.size(); ++o) {
+        logits->emplace_back(out.begin() + o * 2 * vocab, out.begin() + (o + 1) * 2 * vocab);
+      }
+    }
+    for (model::RowId r : rows) kv.FreeRow(r);
+  };
+  std::vector<std::vector<float>> got, want;
+  run(*gpu, gpu_kv, &got);
+  run(*cpu, cpu_kv, &want);
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (size_t o = 0; o < want.size(); ++o) {
+    for (size_t v = 0; v < want[o].size(); ++v) {
+      const double a = got[o][v], w = want[o][v];
+      worst = std::max(worst, std::isfinite(a) ? std::abs(a - w) / std::max(1.0, std::abs(w)) : INFINITY);
+    }
+  }
+  std::cout << "out of order: " << steps.size() << " steps, " << want.size() << " queries, worst " << worst << "\n";
+  EXPECT_LT(worst, kCpuTolerance);
   EXPECT_EQ(gpu_kv.BytesInUse(), 0);
 }
 
