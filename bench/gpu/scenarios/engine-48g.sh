@@ -1,4 +1,5 @@
 # A 48 GB card (the paper's): the largest batch each policy fits, diagonal 95% N_r 288 (0.5 L_dec) against dense.
+# BENCH_FLAGS: more argen_bench flags for every run (e.g. --attention-kernel two-pass).
 # Sourced by bench/gpu/lab.sh, which reads BASELINE and NEEDS and provides BIN, AB_DIRS, OUT, stamp, guarded.
 # shellcheck shell=bash disable=SC2034,SC2154
 BASELINE="dense in the same argen_bench process (the ratio diagonal / dense, same weights); BASE_BUNDLE's first (when set)"
@@ -8,7 +9,8 @@ run_scenario() {
   for i in "${!AB_DIRS[@]}"; do
     b=${AB_DIRS[$i]}
     stamp "${AB_NAMES[$i]}: 48 GB card, N_r 288 and dense"
-    guarded 200 "$b/argen_bench" --model 7b --card-memory 48G --max-batch --max-rows 1024 \
+    # shellcheck disable=SC2086  # BENCH_FLAGS is a list of flags
+    guarded 200 "$b/argen_bench" ${BENCH_FLAGS:-} --model 7b --card-memory 48G --max-batch --max-rows 1024 \
       --policies diagonal:0.95:288,dense --weight-dtype auto,fp8
   done
 }

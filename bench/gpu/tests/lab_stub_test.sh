@@ -84,9 +84,15 @@ case ${1:-} in
 esac
 exit 0
 STUB
-cat >"$stub/gpu_faults_test" <<'STUB'
+for t in gpu_faults_test kernels_attention_test kernels_policy_test; do
+  printf '#!/usr/bin/env bash\necho "[  PASSED  ] 7 tests."\n' >"$stub/$t"
+done
+# compute-sanitizer: runs the program after its own flags, then its summary line.
+cat >"$stub/compute-sanitizer" <<'STUB'
 #!/usr/bin/env bash
-echo "[  PASSED  ] 7 tests."
+while [ $# -gt 0 ] && [ "${1#--}" != "$1" ]; do shift 2; done
+"$@"
+echo "========= ERROR SUMMARY: 0 errors"
 STUB
 cat >"$stub/argen_sweep" <<'STUB'
 #!/usr/bin/env bash
@@ -105,7 +111,7 @@ for s in $scenarios; do check "--list names $s" "^$s " "$tmp/list.txt"; done
 
 out=$tmp/out
 # shellcheck disable=SC2086
-OUT=$out SOAK_SCRIPT=$stub/soak.sh LAB_BIN=$stub LAB_BASE_BIN=$stub PYTHON=$stub/python3 LAB_WORK=$tmp/work DEADLINE=120 \
+OUT=$out SOAK_SCRIPT=$stub/soak.sh COMPUTE_SANITIZER=$stub/compute-sanitizer LAB_BIN=$stub LAB_BASE_BIN=$stub PYTHON=$stub/python3 LAB_WORK=$tmp/work DEADLINE=120 \
   bash "$root/bench/gpu/lab.sh" $scenarios nonexistent >"$tmp/lab.log" 2>&1
 echo "lab.sh rc=$?"
 sum=$out/summary.txt
@@ -131,6 +137,7 @@ check "vq-decode lines" "^cuda-bf16: " "$sum"
 check "gpu-tests ran the tests" "rc\(gpu_faults_test\)=0" "$sum"
 check "quality-sweep ran" "device_sweep rc=0" "$sum"
 check "soak ran" "soak rc=" "$sum"
+check "memcheck ran the kernel tests" "rc\(memcheck kernels_attention_test\)=0" "$sum"
 check "torch-checkpoint served both forms" "served safetensors: healthy" "$sum"
 if [ $fail != 0 ]; then
   echo "--- summary.txt"; cat "$sum"; echo "--- lab.log"; tail -40 "$tmp/lab.log"
