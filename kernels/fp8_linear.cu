@@ -1,5 +1,6 @@
 #include <cuda_fp8.h>
 
+#include "kernels/common.cuh"
 #include "kernels/fp8_linear.h"
 #include "kernels/kv_fp8.h"
 
@@ -7,20 +8,6 @@ namespace argen::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ float BlockMax(float v, float* shared) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < kThreads / 32 ? shared[lane] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    if (lane == 0) shared[0] = v;
-  }
-  __syncthreads();
-  return shared[0];
-}
 
 __global__ void QuantizeRowsKernel(const __nv_bfloat16* __restrict__ x, int32_t cols, uint8_t* __restrict__ codes,
                                    float* __restrict__ scales) {
@@ -38,7 +25,8 @@ __global__ void QuantizeRowsKernel(const __nv_bfloat16* __restrict__ x, int32_t 
       amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
     }
   }
-  amax = BlockMax(amax, shared);
+  // The row maximum is exact in any reduction order, so the shared block max gives the same scale.
+  amax = detail::BlockMax(amax, shared);
   const float scale = E4m3Scale(amax);
   if (threadIdx.x == 0) scales[row] = scale;
   uint2* out = reinterpret_cast<uint2*>(codes + row * cols);  // 8 codes a store

@@ -20,6 +20,8 @@ packages=(
   libcli11-dev libspdlog-dev libonig-dev grpc-proto
   # Test tooling: the quality-report and scorer tests run tools/sweep/report.py.
   python3-numpy python3-pil python3-matplotlib
+  # bench_lab_lint_test: the benchmark lab's shell scripts (bench/gpu) under shellcheck.
+  shellcheck
 )
 # `install-deps.sh fuzz`: also clang's libFuzzer (scripts/fuzz.sh only; CI fuzzes with gcc).
 if [ "${1:-}" = "fuzz" ]; then

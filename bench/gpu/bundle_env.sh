@@ -1,9 +1,9 @@
-# Sourced by the device scripts (run from the repository root): `use_bundle
-# NAME` unpacks .gpubundle/NAME.tar.xz (binaries and their libraries, made
-# with /work/shared/tools/gpu-bundle.sh, then tar | xz) into /tmp/NAME unless
-# it is there already, and sets BIN (its bin/), LD_LIBRARY_PATH (its lib/ and
-# the toolkit's), ARGEN_SOURCE_DIR (this tree) and OUT (default /tmp/out,
-# created).
+# shellcheck shell=bash disable=SC2034  # BIN is for the scripts that source this
+# Sourced by bench/gpu/lab.sh (run from the repository root): `use_bundle
+# NAME` unpacks .gpubundle/NAME.tar.xz (bin/, lib/ and rev.txt, made by
+# bench/gpu/make_bundle.sh) into /tmp/NAME unless it is there already, and
+# sets BIN (its bin/), LD_LIBRARY_PATH (its lib/ and the toolkit's),
+# ARGEN_SOURCE_DIR (this tree) and OUT (default /tmp/out, created).
 use_bundle() {
   local dir=/tmp/$1
   if [ ! -d "$dir/bin" ]; then

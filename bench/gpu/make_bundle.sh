@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Builds (here) what the device scenarios run and packs it for the device:
 #   bench/gpu/make_bundle.sh NAME [REV]
-# builds argen_bench and every gpu-labelled test of REV (default: the work
-# tree; a commit is built in a temporary worktree, ccache shared) and writes
-# .gpubundle/NAME.tar.xz (binaries and their non-CUDA libraries,
-# /work/shared/tools/gpu-bundle.sh). BUNDLE_TARGETS overrides the target list.
+# builds what the lab's scenarios run (argen_bench, argen_server,
+# argen_client, argen_vq_bench, argen_sweep, argen_soak, argen_convert) and
+# every gpu-labelled test of REV (default: the work tree; a commit is built in
+# a temporary worktree, ccache shared) and writes .gpubundle/NAME.tar.xz
+# (bin/, their non-CUDA libraries in lib/ (/work/shared/tools/gpu-bundle.sh,
+# or GPU_BUNDLE), and rev.txt: the revision, which lab.sh records).
+# BUNDLE_TARGETS overrides the target list (e.g. argen_bench alone for a
+# small baseline bundle: a device call carries 64 MiB in all).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -20,7 +24,7 @@ cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 # The gpu-labelled tests' executables (ctest lists test cases; their commands name the binaries).
 gpu_tests=$(cd "$build" && ctest -N -V -L gpu 2>/dev/null | awk '/Test command:/{print $4}' | xargs -r -n1 basename |
   sort -u | tr '\n' ' ')
-targets=${BUNDLE_TARGETS:-argen_bench argen_server $gpu_tests}
+targets=${BUNDLE_TARGETS:-argen_bench argen_server argen_client argen_vq_bench argen_sweep argen_soak argen_convert $gpu_tests}
 # shellcheck disable=SC2086
 cmake --build "$build" -j "${JOBS:-$(nproc)}" --target $targets
 bins=()
@@ -34,8 +38,9 @@ bundler=${GPU_BUNDLE:-$root/../shared/tools/gpu-bundle.sh}
 bash "$bundler" "$tmp" "${bins[@]}" >/dev/null
 mkdir -p "$root/.gpubundle"
 strip "$tmp"/bin/*
+if [ -n "$rev" ]; then git -C "$src" rev-parse --short HEAD; else git -C "$src" describe --always --dirty; fi >"$tmp/rev.txt"
 # One xz stream with a 64 MiB window: the test binaries share most of their
 # bytes (the kernels), which it stores once (64 MiB is all a call may carry).
-tar -C "$tmp" -cf - bin lib | xz -9 -T1 >"$root/.gpubundle/$name.tar.xz"
+tar -C "$tmp" -cf - bin lib rev.txt | xz -9 -T1 >"$root/.gpubundle/$name.tar.xz"
 rm -rf "$tmp"
 echo "$root/.gpubundle/$name.tar.xz: ${#bins[@]} binaries, $(du -h "$root/.gpubundle/$name.tar.xz" | cut -f1)"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154  # t0 is set by the script that sources this
 # Sourced by the device scripts: a run-wide time guard. The caller sets
 # t0=$(date +%s) and DEADLINE (seconds) first.
 # stamp MSG...: "== <seconds since t0> s: MSG".

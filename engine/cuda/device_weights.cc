@@ -1,8 +1,7 @@
 #include "engine/cuda/device_weights.h"
 
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
+#include "common/bf16.h"
 #include "engine/cuda/device_memory.h"
 #include "kernels/fill_kernels.h"
 #include "kernels/fp8_linear.h"
@@ -121,14 +120,6 @@ void Describe(const model::ModelSpec& spec, model::WeightFormat format, DeviceWe
   Bias(l, &w.head_b, spec.output.head.bias);
 }
 
-uint16_t ToBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
 // Where fp8 entries are quantized from: one bf16 matrix at a time.
 absl::StatusOr<DeviceBuffer> Fp8Staging(const Layout& layout) {
   return DeviceBuffer::Allocate(static_cast<size_t>(layout.largest_bf16()), "fp8 weight staging (bf16)");
@@ -200,7 +191,7 @@ absl::StatusOr<DeviceWeights> UploadWeights(const model::ModelSpec& spec, const 
       continue;
     }
     converted.resize(e.count);
-    for (int64_t i = 0; i < e.count; ++i) converted[i] = ToBf16(host[i]);
+    for (int64_t i = 0; i < e.count; ++i) converted[i] = FloatToBf16Bits(host[i]);
     void* to = e.kind == Layout::kBf16 ? static_cast<void*>(base + e.offset) : staging->as();
     ARGEN_CUDA_RETURN(cudaMemcpy(to, converted.data(), e.count * 2, cudaMemcpyHostToDevice), "upload bf16 weight");
     if (e.kind == Layout::kFp8) ARGEN_STATUS_RETURN(QuantizeEntry(base, e, staging->as<bf16>()));

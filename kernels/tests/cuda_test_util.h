@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "common/bf16.h"
+
 namespace argen::kernels::testing {
 
 #define ARGEN_CUDA_OK(expr)                                                                \
@@ -19,21 +21,10 @@ namespace argen::kernels::testing {
     ASSERT_EQ(argen_err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(argen_err_); \
   } while (0)
 
-// Round-to-nearest-even float -> bf16 bits, and back, on the host.
-inline uint16_t ToBf16Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-inline float FromBf16Bits(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline float RoundBf16(float f) { return FromBf16Bits(ToBf16Bits(f)); }
+// The host's bf16 rounding (common/bf16.h: nearest even, a NaN stays a NaN) under the tests' names.
+inline uint16_t ToBf16Bits(float f) { return FloatToBf16Bits(f); }
+inline float FromBf16Bits(uint16_t b) { return Bf16BitsToFloat(b); }
+inline float RoundBf16(float f) { return RoundToBf16(f); }
 
 template <typename T>
 class DeviceArray {

@@ -1,4 +1,4 @@
-// Issue #16 hardening 3 on the device (label gpu; bench/gpu/run_reliability_device.sh):
+// Issue #16 hardening 3 on the device (label gpu; bench/gpu/lab.sh gpu-tests or soak):
 // device OOM at load names the budget; NaN/Inf weights are refused; a CUDA
 // error inside a step (injected: ARGEN_FAULT_INJECTION, testing only) fails
 // that step's requests with INTERNAL and the server recovers with correct

@@ -1,0 +1,45 @@
+# argen_server at the full H200 under a saturating argen_client load against the engine at the full card, same call.
+# Random-weight Janus-Pro-7B in the published layout; rows and KV auto, share_prompt_kv_across_requests on,
+# diagonal 95% N_r 64, 2,400 lone-image requests of 2,000 distinct captions, 1,600 in flight.
+# SERVER_WEIGHTS: the weight_dtype values to serve, in turn (default "auto"; "auto fp8" needs DEADLINE ~570).
+# Sourced by bench/gpu/lab.sh, which reads BASELINE and NEEDS and provides BIN, AB_DIRS, OUT, stamp, guarded.
+# shellcheck shell=bash disable=SC2034,SC2154
+BASELINE="argen_bench of the same bundle at the full card, same policy, prompt rows, 26-token prompts (the captions' length), same call"
+NEEDS="argen_bench argen_server argen_client"
+run_scenario() {
+  local ckpt=$LAB_WORK/Janus-Pro-7B dtype log
+  checkpoint_start "$ckpt"
+  write_captions "$LAB_WORK/captions.txt" 2000
+  checkpoint_wait_draws "$ckpt"
+  for dtype in ${SERVER_WEIGHTS:-auto}; do
+    stamp "engine: full H200, weight_dtype $dtype"
+    guarded 200 "$BIN/argen_bench" --model 7b --card-memory 139G --max-batch --max-rows 4096 \
+      --policies diagonal:0.95:64 --prompt-sharing across --prompt-len 26 --weight-dtype "$dtype"
+  done
+  checkpoint_wait "$ckpt" || { echo "no checkpoint"; return 1; }
+  for dtype in ${SERVER_WEIGHTS:-auto}; do
+    log=$OUT/server-load_server_$dtype.log
+    : >"$log"
+    stamp "server: weight_dtype $dtype"
+    if server_start "$log" 50095 --model_dir="$ckpt" --queue_limit=4096 --step_log="$OUT/server-load_steps_$dtype.txt" \
+      --share_prompt_kv_across_requests=true --weight_dtype="$dtype" \
+      --connections.max_concurrent_streams=2048 --connections.max_threads=4096 \
+      --default_policy.name=diagonal --default_policy.sparsity=0.95 --default_policy.n_recent=64; then
+      {
+        guarded 150 "${SBIN:-$BIN}/argen_client" --server localhost:50095 load --requests 2400 --concurrency 1600 \
+          --prompts-file "$LAB_WORK/captions.txt"
+        echo "load rc=$?"
+        server_stop
+      } >>"$log" 2>&1
+    fi
+    grep -h -E "^(ok|failed by|wall)|images/s|sizing:|load rc|server rc" "$log" | sed "s/^/server $dtype: /" | cut -c1-240
+    echo "server $dtype steady state: $(steady_state "$OUT/server-load_steps_$dtype.txt")"
+  done
+}
+# The ratio: the server's steady state (busy steps from step 60) over the engine's img/s, per weight_dtype.
+summarize() {
+  grep -h -E "^== |^7b |^card|^server |^no checkpoint" "$1" | cut -c1-220
+  awk '$1 == "7b" && $9 == "|" { e[($2 ~ /fp8w/) ? "fp8" : "auto"] = $8 }
+       /^server .* steady state: [0-9]/ { s[$2] = $5 }
+       END { for (d in s) if (e[d] > 0) printf "server / engine (weight_dtype %s): %.3f (%s / %s img/s)\n", d, s[d] / e[d], s[d], e[d] }' "$1"
+}

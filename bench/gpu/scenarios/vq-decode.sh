@@ -1,0 +1,13 @@
+# The VQ-16 decoder (384 px) at batch 1/16/64: argen's fp32 / TF32 / bf16 paths against PyTorch + cuDNN's decoder.
+# Sourced by bench/gpu/lab.sh, which reads BASELINE and NEEDS and provides BIN, AB_DIRS, OUT, stamp, guarded.
+# shellcheck shell=bash disable=SC2034,SC2154
+BASELINE="bench/gpu/torch_vq_bench.py (PyTorch + cuDNN: fp32, tf32, bf16, bf16 channels-last), same call"
+NEEDS="argen_vq_bench"
+run_scenario() {
+  stamp "argen_vq_bench 384 px"
+  guarded 150 "$BIN/argen_vq_bench" --backend cuda --precision fp32,tf32,bf16 --batches 1,16,64 --runs 3 --chunk 64 \
+    --workspace_mib 40000 --profile 1
+  stamp "PyTorch + cuDNN 384 px"
+  guarded 100 "$PYTHON" bench/gpu/torch_vq_bench.py --batches 1,16,64 --precisions fp32,tf32,bf16,bf16-cl
+}
+summarize() { grep -h -E "^== |^cuda-[a-z0-9]+: |^torch|^# VQ" "$1" | cut -c1-240; }

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# The lab driver on the CPU, so that it cannot rot unseen: every scenario of
+# bench/gpu/scenarios runs through bench/gpu/lab.sh against stub binaries (each
+# prints a line of the real one's format and exits 0; the stub server stays up
+# until SIGTERM, the stub python writes a checkpoint folder) and must leave its
+# header, its baseline, its summary lines and no MISSING binary in summary.txt.
+#   bash bench/gpu/tests/lab_stub_test.sh       (ctest: bench_lab_stub_test)
+set -u
+root=$(cd "$(dirname "$0")/../../.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+[ -n "${KEEP_LAB_OUT:-}" ] && trap - EXIT
+stub=$tmp/bin
+mkdir -p "$stub"
+fail=0
+check() {  # DESCRIPTION PATTERN FILE
+  if ! grep -q -E -- "$2" "$3"; then echo "FAIL: $1 (no /$2/ in $(basename "$3"))"; fail=1; fi
+}
+
+# argen_bench: one line per model, policy (and weight dtype) and batch, in argen_bench's columns.
+cat >"$stub/argen_bench" <<'STUB'
+#!/usr/bin/env bash
+model=7b batches=16 policies=dense dtypes=auto
+while [ $# -gt 0 ]; do
+  case $1 in
+    --model) model=$2; shift ;;
+    --batches) batches=$2; shift ;;
+    --policies) policies=$2; shift ;;
+    --weight-dtype) dtypes=$2; shift ;;
+    --max-batch) batches=100 ;;
+    --gemm-micro) echo "gemm qkv 2 rows bf16 41.0 us fp8 42.1 us"; exit 0 ;;
+    --attention-micro) echo "attention diagonal:0.95 64 images two-pass 1.0 ms staged 1.1 ms"; exit 0 ;;
+  esac
+  shift
+done
+echo "model policy images prefill_s decode_s step_ms last_ms img/s | embed plan qkv attention observe apply o_proj ffn head indexing kv_MB/img keys"
+for d in ${dtypes//,/ }; do
+  for p in ${policies//,/ }; do
+    [ "$d" = fp8 ] && p=$p+fp8w
+    for b in ${batches//,/ }; do
+      ips=$([ "${p%%:*}" = dense ] && echo 4.00 || echo 8.00)
+      att=$([ "${p%%:*}" = dense ] && echo 2.0 || echo 0.2)
+      echo "$model $p $b 0.1 10.0 5.0 5.0 $ips | 0.1 0.1 1.0 $att 0 0 0.5 2.0 0.1 0.1 100.0 30.0"
+    done
+  done
+done
+STUB
+cat >"$stub/argen_server" <<'STUB'
+#!/usr/bin/env bash
+for a in "$@"; do
+  case $a in --step_log=*) printf 'step start_s interval_ms step_ms loop_ms rows_decoded rows_prefilled prefill_tokens groups_prefilled running_rows queue_depth\n70 1.0 50.0 49.0 0.1 2000 0 0 0 2000 10\n' >"${a#--step_log=}" ;; esac
+done
+trap 'exit 0' TERM
+while :; do sleep 0.1; done
+STUB
+cat >"$stub/argen_client" <<'STUB'
+#!/usr/bin/env bash
+while [ $# -gt 0 ]; do
+  case $1 in
+    health) exit 0 ;;
+    load) echo "ok 2400, failed by status: none; wall 90.0 s, images/s 26.00, p50 40 s"; exit 0 ;;
+    generate) ;;
+    --out) mkdir -p "$2"; touch "$2/0.png"; shift ;;
+  esac
+  shift
+done
+echo '{"images": 1, "seconds": 3.0}'
+STUB
+cat >"$stub/python3" <<'STUB'
+#!/usr/bin/env bash
+case ${1:-} in
+  -c) exit 0 ;;
+  tools/convert/make_janus_pro_bin.py)
+    while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; [ "$1" = --format ] && fmt=$2; shift; done
+    mkdir -p "$out"; echo "random tensors on cuda"
+    if [ "${fmt:-bin}" = safetensors ]; then touch "$out/model.safetensors"; else touch "$out/pytorch_model.bin.index.json"; fi ;;
+  bench/gpu/torch_janus_loop.py) for b in 16 64 128; do echo "7b    torch-loop $b 0.1 10.0 8.0 2.00 | 0.1 20"; done ;;
+  tools/sweep/report.py)
+    while [ $# -gt 0 ]; do
+      case $1 in --json) echo '{}' >"$2" ;; --md) printf '## Overall\nstub 0.80\n## Next\n' >"$2" ;; esac
+      shift
+    done ;;
+  bench/gpu/torch_vq_bench.py) echo "torch-bf16 64 0.2 300.0 3.3" ;;
+esac
+exit 0
+STUB
+for t in gpu_faults_test kernels_attention_test kernels_policy_test; do
+  printf '#!/usr/bin/env bash\necho "[  PASSED  ] 7 tests."\n' >"$stub/$t"
+done
+# compute-sanitizer: runs the program after its own flags, then its summary line.
+cat >"$stub/compute-sanitizer" <<'STUB'
+#!/usr/bin/env bash
+while [ $# -gt 0 ] && [ "${1#--}" != "$1" ]; do shift 2; done
+"$@"
+echo "========= ERROR SUMMARY: 0 errors"
+STUB
+cat >"$stub/argen_sweep" <<'STUB'
+#!/usr/bin/env bash
+while [ $# -gt 0 ]; do [ "$1" = --out ] && { mkdir -p "$2"; echo '{"image": "0.png"}' >"$2/manifest.jsonl"; }; shift; done
+STUB
+for t in argen_vq_bench argen_soak argen_convert; do
+  printf '#!/usr/bin/env bash\necho "cuda-bf16: stub %s"\n' "$t" >"$stub/$t"
+done
+printf '#!/usr/bin/env bash\necho "argen_soak: 2000 requests, 0 unexpected outcomes"\n' >"$stub/soak.sh"
+chmod +x "$stub"/*
+
+scenarios=""
+for f in "$root"/bench/gpu/scenarios/*.sh; do scenarios="$scenarios $(basename "$f" .sh)"; done
+bash "$root/bench/gpu/lab.sh" --list >"$tmp/list.txt"
+for s in $scenarios; do check "--list names $s" "^$s " "$tmp/list.txt"; done
+
+out=$tmp/out
+# shellcheck disable=SC2086
+OUT=$out SOAK_SCRIPT=$stub/soak.sh COMPUTE_SANITIZER=$stub/compute-sanitizer LAB_BIN=$stub LAB_BASE_BIN=$stub PYTHON=$stub/python3 LAB_WORK=$tmp/work DEADLINE=120 \
+  bash "$root/bench/gpu/lab.sh" $scenarios nonexistent >"$tmp/lab.log" 2>&1
+echo "lab.sh rc=$?"
+sum=$out/summary.txt
+for s in $scenarios; do
+  check "$s ran" "s: scenario $s\$" "$sum"
+  [ -s "$out/$s.txt" ] || { echo "FAIL: $s wrote nothing to $s.txt"; fail=1; }
+done
+check "an unknown scenario is named" "no scenario nonexistent" "$sum"
+check "the command is recorded" "bash bench/gpu/lab.sh" "$out/cmd.txt"
+check "every scenario states its baseline" "^baseline: " "$sum"
+if grep -q "baseline: none stated" "$sum"; then echo "FAIL: a scenario states no baseline"; fail=1; fi
+if grep -q "^MISSING" "$sum"; then echo "FAIL: $(grep "^MISSING" "$sum" | head -1)"; fail=1; fi
+if grep -q "SKIPPED (time guard)" "$out"/*.txt; then echo "FAIL: the stub run hit the time guard"; fail=1; fi
+# What each summarize must pull out of its scenario's output.
+check "engine-batches lines" "^7b dense\+fp8w 128 " "$sum"
+check "engine-48g ratio" "diagonal / dense 2.00x" "$sum"
+check "versus-torch ratio" "against the loop, dense: 16 images 2.00x" "$sum"
+check "server-load ratio" "server / engine \(weight_dtype auto\): " "$sum"
+check "single-image wall times" "client wall diagonal run 5" "$sum"
+check "lumina ratios" "attention 10.00x" "$sum"
+check "micro lines" "^gemm qkv" "$sum"
+check "vq-decode lines" "^cuda-bf16: " "$sum"
+check "gpu-tests ran the tests" "rc\(gpu_faults_test\)=0" "$sum"
+check "quality-sweep ran" "device_sweep rc=0" "$sum"
+check "soak ran" "soak rc=" "$sum"
+check "memcheck ran the kernel tests" "rc\(memcheck kernels_attention_test\)=0" "$sum"
+check "torch-checkpoint served both forms" "served safetensors: healthy" "$sum"
+if [ $fail != 0 ]; then
+  echo "--- summary.txt"; cat "$sum"; echo "--- lab.log"; tail -40 "$tmp/lab.log"
+  exit 1
+fi
+echo "lab stub run: $(echo "$scenarios" | wc -w) scenarios passed"
