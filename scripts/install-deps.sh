@@ -20,6 +20,11 @@ packages=(
   libcli11-dev libspdlog-dev libonig-dev grpc-proto
   # Test tooling: the quality-report and scorer tests run tools/sweep/report.py.
   python3-numpy python3-pil python3-matplotlib
+  # The Python client (clients/python) and its test: gRPC and protobuf for
+  # Debian's python3, pip + setuptools to install it from the repository.
+  python3-grpcio python3-protobuf python3-pip python3-setuptools
+  # The playground's browser test (tests/serving/playground_browser_test.py).
+  chromium
 )
 # `install-deps.sh fuzz`: also clang's libFuzzer (scripts/fuzz.sh only; CI fuzzes with gcc).
 if [ "${1:-}" = "fuzz" ]; then
