@@ -125,6 +125,7 @@ HttpImagesApi::HttpImagesApi(HttpServer* http, const ServerConfig& config, const
         } else {
           e.message = res.status == 400 ? "malformed HTTP request" : absl::StrCat("HTTP status ", res.status);
           e.type = res.status >= 500 ? "server_error" : "invalid_request_error";
+          if (res.status == 400) e.code = "malformed_request";
         }
         res.set_content(ErrorBody(e), kJson);
         return httplib::Server::HandlerResponse::Handled;

@@ -164,6 +164,31 @@ TEST(HttpConformanceTest, FieldErrorsNameTheirParamAndCode) {
   EXPECT_EQ(Body(not_json)["error"]["code"], "invalid_json");
 }
 
+// The real engine's token-count check (after the byte check) names the
+// field too: it said "prompt is N tokens, ..." and HTTP answered param null.
+TEST(HttpConformanceTest, APromptOverTheTokenLimitNamesPromptOnTheRealEngine) {
+  server::ServerConfig c = LoopbackConfig(SourceDir() + "/tests/goldens/tiny/tiny-mha");
+  c.http_address = "127.0.0.1";
+  c.http_port = 0;
+  absl::StatusOr<std::unique_ptr<server::ArgenServer>> server = server::ArgenServer::Start(c);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = HttpClient((*server)->http_port());
+  std::string words;
+  for (int i = 0; i < 2000; ++i) words += "word ";  // under max_prompt_bytes, over max_prompt_tokens
+  for (const bool stream : {false, true}) {
+    httplib::Result r = PostImages(*client, {{"prompt", words}, {"stream", stream}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << r->body.substr(0, 300);
+    const json e = Body(r)["error"];
+    EXPECT_EQ(e["param"], "prompt") << r->body.substr(0, 300);
+    EXPECT_NE(e["message"].get<std::string>().find("max_prompt_tokens"), std::string::npos) << r->body.substr(0, 300);
+  }
+  // A request the HTTP layer cannot parse at all has a code too.
+  const std::string raw =
+      HttpExchange((*server)->http_port(), "POST /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(raw.find("\"code\":\"malformed_request\""), std::string::npos) << raw;
+}
+
 TEST(HttpConformanceTest, KnownPathsWithAnotherMethodAre405WithAllowOnBothPorts) {
   ASSERT_STARTED(t, StartFake(HttpConfig()));
   auto api = HttpClient(t.server->http_port());
