@@ -22,6 +22,11 @@ packages=(
   python3-numpy python3-pil python3-matplotlib
   # bench_lab_lint_test: the benchmark lab's shell scripts (bench/gpu) under shellcheck.
   shellcheck
+  # The Python client (clients/python) and its test: gRPC and protobuf for
+  # Debian's python3, pip + setuptools to install it from the repository.
+  python3-grpcio python3-protobuf python3-pip python3-setuptools
+  # The playground's browser test (tests/serving/playground_browser_test.py).
+  chromium
 )
 # `install-deps.sh fuzz`: also clang's libFuzzer (scripts/fuzz.sh only; CI fuzzes with gcc).
 if [ "${1:-}" = "fuzz" ]; then

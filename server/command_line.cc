@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/cli.h"
 #include "server/config_values.h"
 #include "server/server_config.h"
@@ -64,6 +65,17 @@ std::unique_ptr<CLI::App> BuildApp(CommandLine* cl) {
          },
          "an option of the model's family, KEY=VALUE (Lumina-mGPT: vqgan_dir); repeatable")
       ->type_name("KEY=VALUE")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  // One more name for the model (ServerConfig::served_model_names), repeatable: --served_model_name dall-e-3.
+  app->add_option(
+         "--served_model_name",
+         [cl](const std::vector<std::string>& values) {
+           if (cl != nullptr) cl->overrides.emplace_back("served_model_names", absl::StrJoin(values, ","));
+           return true;
+         },
+         "another name the HTTP API accepts for the model (e.g. dall-e-3); repeatable")
+      ->type_name("NAME")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app->footer(

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "engine/sparse/policy_params.h"
 
 namespace argen::server {
@@ -61,6 +62,10 @@ const std::map<std::string, Reader, std::less<>>& Readers() {
       {"http_port", [](const ServerConfig& c) { return Text(c.http_port); }},
       {"http_threads", [](const ServerConfig& c) { return Text(c.http_threads); }},
       {"http_max_body_bytes", [](const ServerConfig& c) { return Bytes(c.http_max_body_bytes); }},
+      {"http.allowed_origins", [](const ServerConfig& c) { return absl::StrJoin(c.http_allowed_origins, ","); }},
+      {"http.strict_fields",
+       [](const ServerConfig& c) { return std::string(c.http_strict_fields ? "true" : "false"); }},
+      {"served_model_names", [](const ServerConfig& c) { return absl::StrJoin(c.served_model_names, ","); }},
       {"priority_aging_s", [](const ServerConfig& c) { return Text(c.priority_aging_s); }},
       {"tls.cert_file", [](const ServerConfig& c) { return c.tls_cert_file; }},
       {"tls.key_file", [](const ServerConfig& c) { return c.tls_key_file; }},

@@ -6,12 +6,15 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "engine/image/jpeg.h"
 #include "engine/request_rules.h"
 #include "engine/sparse/policy_params.h"
 #include "nlohmann/json.hpp"
 #include "server/model_info.h"
+#include "server/openapi.h"
+#include "server/playground.h"
 #include "server/prometheus_metrics.h"
 #include "server/request_mapping.h"
 #include "server/request_trace.h"
@@ -61,6 +64,14 @@ struct Generation {
   }
 };
 
+json MetricsJson(const scheduler::RequestMetrics& m) {
+  return {{"queue_wait_seconds", absl::ToDoubleSeconds(m.queue_wait)},
+          {"total_seconds", absl::ToDoubleSeconds(m.total)},
+          {"tokens_per_second", m.tokens_per_second},
+          {"images_per_second", m.images_per_second},
+          {"peak_kv_bytes", m.peak_kv_bytes}};
+}
+
 json ArgenSection(const Generation& g, const std::string& request_id) {
   return {{"request_id", request_id}, {"seed", g.seed}, {"policy", g.policy}, {"kv_cache_dtype", g.kv_cache_dtype}};
 }
@@ -70,32 +81,51 @@ json ArgenSection(const Generation& g, const std::string& request_id) {
 HttpImagesApi::HttpImagesApi(HttpServer* http, const ServerConfig& config, const ApiKeys* keys,
                              PrometheusMetrics* metrics)
     : config_(config), keys_(keys), metrics_(metrics), started_unix_(absl::ToUnixSeconds(absl::Now())) {
+  http->Post("/v1/images/generations", [this](const httplib::Request& req, httplib::Response& res,
+                                              const httplib::ContentReader& reader) { Generate(req, res, reader); });
+  http->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) { Models(req, res); });
+  http->Get("/v1/models/{model}", [this](const httplib::Request& req, httplib::Response& res) { Models(req, res); });
+  http->Get("/health", [this](const httplib::Request& req, httplib::Response& res) { Health(req, res, false); });
+  http->Get("/ready", [this](const httplib::Request& req, httplib::Response& res) { Health(req, res, true); });
+  http->Get("/openapi.json",
+            [](const httplib::Request&, httplib::Response& res) { res.set_content(Dump(OpenApiDocument()), kJson); });
+  // The playground: one self-contained page (no key needed to load it; its calls carry one).
+  http->Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_content(std::string(PlaygroundHtml()), "text/html; charset=utf-8");
+  });
   httplib::Server& s = http->routes();
-  s.Post("/v1/images/generations", [this](const httplib::Request& req, httplib::Response& res,
-                                          const httplib::ContentReader& reader) { Generate(req, res, reader); });
-  s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) { Models(req, res); });
-  s.Get(R"(/v1/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) { Models(req, res); });
-  s.Get("/health", [this](const httplib::Request& req, httplib::Response& res) { Health(req, res, false); });
-  s.Get("/ready", [this](const httplib::Request& req, httplib::Response& res) { Health(req, res, true); });
   const size_t max_body = static_cast<size_t>(config.http_max_body_bytes);
-  // Every error without a body of its own (no route, 413 from the library,
-  // malformed requests) in OpenAI's shape.
-  s.set_error_handler(
-      httplib::Server::HandlerWithResponse([max_body](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty() || res.content_provider_) return httplib::Server::HandlerResponse::Unhandled;
+  std::vector<std::string> route_list;
+  for (const HttpRoute& r : http->served_routes()) route_list.push_back(absl::StrCat(r.method, " ", r.path));
+  const std::string routes = absl::StrJoin(route_list, ", ");
+  const HttpServerOptions& limits = http->options();
+  const std::string header_limits = absl::StrCat("at most ", limits.max_header_count, " header fields and ",
+                                                 limits.max_header_bytes, " bytes of them");
+  // Every error without a body of its own (no route, wrong method, 413 from
+  // the library, 431, malformed requests) in OpenAI's shape.
+  http->SetErrorRenderer(httplib::Server::HandlerWithResponse(
+      [max_body, routes, header_limits](const httplib::Request& req, httplib::Response& res) {
         HttpApiError e;
         e.status = res.status;
         if (res.status == 404) {
-          e.message = absl::StrCat("no route ", req.method, " ", req.path,
-                                   " (POST /v1/images/generations, GET /v1/models, /health, /ready)");
+          e.message = absl::StrCat("no route ", req.method, " ", req.path, " (routes: ", routes, ")");
           e.type = "not_found_error";
           e.code = "not_found";
+        } else if (res.status == 405) {
+          e.message = absl::StrCat("method ", req.method, " is not allowed on ", OriginFormPath(req.path),
+                                   " (Allow: ", res.get_header_value("Allow"), ")");
+          e.code = "method_not_allowed";
+        } else if (res.status == 431) {
+          e.message = absl::StrCat("request header fields too large: ", header_limits);
+          e.code = "request_header_fields_too_large";
         } else if (res.status == 413) {
           e.message = absl::StrCat("request body larger than http_max_body_bytes (", max_body, " bytes)");
           e.code = "request_too_large";
         } else {
           e.message = res.status == 400 ? "malformed HTTP request" : absl::StrCat("HTTP status ", res.status);
           e.type = res.status >= 500 ? "server_error" : "invalid_request_error";
+          if (res.status == 400) e.code = "malformed_request";
         }
         res.set_content(ErrorBody(e), kJson);
         return httplib::Server::HandlerResponse::Handled;
@@ -182,14 +212,17 @@ void HttpImagesApi::Models(const httplib::Request& request, httplib::Response& r
     return;
   }
   const engine::ModelInfo& info = g->info();
-  if (request.matches.size() > 1 && request.matches[1] != info.name) {
+  std::vector<std::string> names = {info.name};  // the model's own, then its aliases
+  for (const std::string& alias : config_.served_model_names) {
+    if (std::find(names.begin(), names.end(), alias) == names.end()) names.push_back(alias);
+  }
+  if (request.matches.size() > 1 && std::find(names.begin(), names.end(), request.matches[1]) == names.end()) {
     HttpApiError e;
     e.status = 404;
-    e.type = "not_found_error";
     e.param = "model";
     e.code = "model_not_found";
-    e.message =
-        absl::StrCat("model '", request.matches[1].str(), "' is not served here; this server serves '", info.name, "'");
+    e.message = absl::StrCat("model '", request.matches[1].str(), "' is not served here; this server serves '",
+                             absl::StrJoin(names, "', '"), "'");
     Fail(response, e);
     return;
   }
@@ -220,7 +253,7 @@ void HttpImagesApi::Models(const httplib::Request& request, httplib::Response& r
         {"image_tokens", described.image_tokens()},
         {"max_prompt_tokens", described.max_prompt_tokens()},
         {"max_images_per_request", described.max_images_per_request()},
-        {"max_partial_images", std::min(3, std::max(0, described.token_grid() - 1))},
+        {"max_partial_images", std::min(3, described.max_previews())},
         {"max_batch_rows", described.max_batch_rows()},
         {"queue_limit", described.queue_limit()},
         {"kv_budget_bytes", described.kv_budget_bytes()},
@@ -235,11 +268,18 @@ void HttpImagesApi::Models(const httplib::Request& request, httplib::Response& r
         {"kv_cache_dtypes", kv_cache_dtypes},
         {"weight_dtype", described.weight_dtype()},
         {"priorities", {"low", "normal", "high"}}}}};
+  model["argen"]["model"] = info.name;  // what an alias stands for
   if (request.matches.size() > 1) {
+    model["id"] = request.matches[1].str();
     response.set_content(Dump(model), kJson);
-  } else {
-    response.set_content(Dump({{"object", "list"}, {"data", {model}}}), kJson);
+    return;
   }
+  json data = json::array();
+  for (const std::string& name : names) {
+    model["id"] = name;
+    data.push_back(model);
+  }
+  response.set_content(Dump({{"object", "list"}, {"data", data}}), kJson);
 }
 
 void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response& response,
@@ -290,7 +330,12 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
     return;
   }
 
-  ImagesApiModel model{g->info().name, g->info().image_size, /*jpeg=*/true};
+  ImagesApiModel model;
+  model.model = g->info().name;
+  model.aliases = config_.served_model_names;
+  model.strict_fields = config_.http_strict_fields;
+  model.image_size = g->info().image_size;
+  model.jpeg = true;
   for (const engine::ImageLayout& l : engine::ImageLayouts(g->info())) {
     model.sizes.push_back(absl::StrCat(l.width, "x", l.height));
   }
@@ -309,6 +354,15 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
 
   auto gen = std::make_shared<Generation>();
   gen->request = std::get<ImagesRequest>(std::move(parsed));
+  if (!gen->request.ignored_fields.empty()) {  // RFC 7234's miscellaneous persistent warning
+    response.set_header(
+        "Warning",
+        absl::StrCat("299 argen \"unknown fields ignored: ", absl::StrJoin(gen->request.ignored_fields, ", "), "\""));
+  }
+  // X-Request-Id names the request unless the body does (request_id).
+  if (gen->request.generate.request_id().empty() && request.has_header("X-Request-Id")) {
+    gen->request.generate.set_request_id(request.get_header_value("X-Request-Id"));
+  }
   engine::GenerationRequest sized;  // the request's size: its decode length
   sized.width = gen->request.generate.width();
   sized.height = gen->request.generate.height();
@@ -331,6 +385,8 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
     return;
   }
   gen->submitted = *std::move(submitted);
+  response.headers.erase("X-Request-Id");
+  response.set_header("X-Request-Id", gen->submitted.handle->id());
   gen->trace->Submitted(gen->submitted.handle->id(), gen->submitted.generation, g->info().name);
   gen->socket_fd = ConnectionSocket(request);
   {
@@ -383,9 +439,7 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
       json data = json::array();
       for (const std::string& png : gen->images) data.push_back({{"b64_json", absl::Base64Escape(png)}});
       json argen = ArgenSection(*gen, handle.id());
-      argen["metrics"] = {{"queue_wait_seconds", absl::ToDoubleSeconds(finished->metrics.queue_wait)},
-                          {"total_seconds", absl::ToDoubleSeconds(finished->metrics.total)},
-                          {"tokens_per_second", finished->metrics.tokens_per_second}};
+      argen["metrics"] = MetricsJson(finished->metrics);
       response.set_content(
           Dump({{"created", created},
                 {"data", data},
@@ -401,7 +455,8 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
 
   // Streaming: server-sent events, OpenAI's image_generation.partial_image
   // then image_generation.completed per image (argen adds image_index);
-  // progress goes out as SSE comments (ignored by clients, keeps proxies awake).
+  // progress and, at the end, the request's metrics go out as SSE comments
+  // (ignored by clients; progress keeps proxies awake).
   response.set_header("Cache-Control", "no-cache");
   response.set_header("X-Accel-Buffering", "no");
   response.set_chunked_content_provider(
@@ -453,6 +508,8 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
             json error = json::parse(ErrorBody(e));
             error["type"] = "error";
             out = SseEvent("error", error);
+          } else {  // a comment, as progress: OpenAI's clients ignore it, the playground shows it
+            out = absl::StrCat(": argen.metrics ", Dump(MetricsJson(finished->metrics)), "\n\n");
           }
         }
         if (!out.empty() && !sink.write(out.data(), out.size())) {

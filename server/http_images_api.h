@@ -4,6 +4,8 @@
 //   GET  /health                   liveness: 200 while the process serves HTTP
 //   GET  /ready                    readiness: 200 once the model is loaded, 503 while
 //                                  loading and from the start of a drain
+//   GET  /openapi.json             this list as an OpenAPI 3.1 document (server/openapi.h)
+//   GET  /                         the playground page (server/playground.h)
 // It answers from the moment it is registered (so /health and /ready work
 // while the model loads); generation needs SetReady().
 //

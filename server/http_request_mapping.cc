@@ -163,6 +163,13 @@ std::string SizeList(const std::vector<std::string>& sizes) {
   return out;
 }
 
+// 'model' or 'model' (also 'alias', ...).
+std::string ServedNames(const ImagesApiModel& model) {
+  std::string out = absl::StrCat("'", model.model, "'");
+  if (!model.aliases.empty()) absl::StrAppend(&out, " (also '", absl::StrJoin(model.aliases, "', '"), "')");
+  return out;
+}
+
 std::variant<ImagesRequest, HttpApiError> Parse(const json& body, const ImagesApiModel& model) {
   ImagesRequest out;
   v1::GenerateRequest& g = out.generate;
@@ -222,10 +229,13 @@ std::variant<ImagesRequest, HttpApiError> Parse(const json& body, const ImagesAp
       ARGEN_TAKE(m, OneOf(value, key, {"auto", "low"}));
     } else if (key == "style") {
       ARGEN_TAKE(st, OneOf(value, key, {"vivid", "natural"}));
-    } else if (key == "user") {
+    } else if (key == "user" || key == "safety_identifier") {  // OpenAI's end-user ids: only checked
       ARGEN_TAKE(user, String(value, key));
       if (user.size() > kMaxUserBytes) return Bad(key, absl::StrCat("must be at most ", kMaxUserBytes, " bytes"));
-      out.user = user;
+      if (key == "user") out.user = user;
+    } else if (key == "request_id") {  // as gRPC's GenerateRequest.request_id (checked there)
+      ARGEN_TAKE(id, String(value, key));
+      g.set_request_id(id);
     } else if (key == "stream") {
       if (!value.is_boolean()) return Bad(key, absl::StrCat("must be a boolean, got ", TypeName(value)));
       out.stream = value.get<bool>();
@@ -235,9 +245,11 @@ std::variant<ImagesRequest, HttpApiError> Parse(const json& body, const ImagesAp
       out.partial_images = k;
     } else if (key == "model") {
       ARGEN_TAKE(m, String(value, key));
-      if (m != model.model) {
-        return Bad(key, absl::StrCat("'", m, "' is not served here; this server serves '", model.model, "'"),
-                   "model_not_found");
+      if (m != model.model && std::find(model.aliases.begin(), model.aliases.end(), m) == model.aliases.end()) {
+        HttpApiError e = Bad(key, absl::StrCat("'", m, "' is not served here; this server serves ", ServedNames(model)),
+                             "model_not_found");
+        e.status = 404;
+        return e;
       }
     } else if (key == "seed") {
       if (!value.is_number_unsigned()) {
@@ -262,8 +274,10 @@ std::variant<ImagesRequest, HttpApiError> Parse(const json& body, const ImagesAp
     } else if (key == "priority") {
       ARGEN_TAKE(p, OneOf(value, key, {"low", "normal", "high"}));
       g.set_priority(p == "low" ? v1::PRIORITY_LOW : p == "high" ? v1::PRIORITY_HIGH : v1::PRIORITY_NORMAL);
+    } else if (model.strict_fields) {
+      return Bad(key, "unknown parameter (the server's http.strict_fields is on)", "unknown_parameter");
     } else {
-      return Bad(key, "unknown parameter", "unknown_parameter");
+      out.ignored_fields.push_back(key);
     }
   }
   if (!have_prompt) return Bad("prompt", "required", "missing_required_parameter");
@@ -279,22 +293,26 @@ std::variant<ImagesRequest, HttpApiError> ParseImagesRequest(absl::string_view b
   if (absl::StripAsciiWhitespace(body).empty()) {
     HttpApiError e;
     e.message = "request body is empty: want a JSON object with at least \"prompt\"";
+    e.code = "invalid_json";
     return e;
   }
   if (JsonDepth(body) > kMaxJsonDepth) {
     HttpApiError e;
     e.message = absl::StrCat("request body nests deeper than ", kMaxJsonDepth, " levels");
+    e.code = "invalid_json";
     return e;
   }
   const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) {
     HttpApiError e;
     e.message = "request body is not valid JSON";
+    e.code = "invalid_json";
     return e;
   }
   if (!parsed.is_object()) {
     HttpApiError e;
     e.message = absl::StrCat("request body must be a JSON object, got ", TypeName(parsed));
+    e.code = "invalid_json";
     return e;
   }
   return Parse(parsed, model);
@@ -333,6 +351,7 @@ HttpApiError ToHttpError(const absl::Status& status) {
       break;
     case absl::StatusCode::kFailedPrecondition:
       e.status = 400;
+      e.param = param.empty() ? "n" : param;  // the images asked for need more than the server has
       e.code = "request_never_fits";
       break;
     case absl::StatusCode::kUnauthenticated:

@@ -3,11 +3,13 @@
 //
 // POST /v1/images/generations accepts OpenAI's fields (prompt, n, size,
 // response_format, output_format, output_compression, quality, background,
-// moderation, style, user, stream, partial_images, model) and argen's own
-// (seed, guidance_scale, temperature, top_k, top_p, policy, priority).
-// This layer checks only what is HTTP-specific: JSON types, OpenAI's own
-// values (size one of the model's as "WxH", response_format b64_json, partial_images
-// 0-3, ...), unknown fields. Value ranges of the shared fields (n, sampling,
+// moderation, style, user, safety_identifier, stream, partial_images, model)
+// and argen's own (seed, guidance_scale, temperature, top_k, top_p, policy,
+// priority, request_id). This layer checks only what is HTTP-specific: JSON
+// types, OpenAI's own values (size one of the model's as "WxH",
+// response_format b64_json, partial_images 0-3, ...), the model name (or an
+// alias: 404 model_not_found), unknown fields (ignored and reported, or 400
+// with strict_fields: SDKs add fields faster than servers learn them). Value ranges of the shared fields (n, sampling,
 // policy) are checked once, for gRPC and HTTP alike, by
 // server/request_mapping's ToGenerationRequest and the scheduler;
 // ToHttpError turns their errors (which name the GenerateRequest field) into
@@ -45,6 +47,8 @@ struct ImagesApiModel {
   // image_size square alone.
   std::vector<std::string> sizes;
   std::string default_size;
+  std::vector<std::string> aliases;  // other names `model` may give (served_model_names)
+  bool strict_fields = false;        // unknown fields: 400 (else ignored, listed in ignored_fields)
 };
 
 struct ImagesRequest {
@@ -55,6 +59,7 @@ struct ImagesRequest {
   int32_t output_compression = 90;    // jpeg quality, 0-100
   std::string size;                   // "WxH" as answered
   std::string user;
+  std::vector<std::string> ignored_fields;  // unknown fields (not strict_fields), by name
 };
 
 // Nesting deeper than this is refused before parsing.
@@ -64,7 +69,8 @@ inline constexpr size_t kMaxUserBytes = 256;
 std::variant<ImagesRequest, HttpApiError> ParseImagesRequest(absl::string_view body, const ImagesApiModel& model);
 
 // The HTTP form of a status from the shared path: INVALID_ARGUMENT 400 (param
-// = the JSON field named first in the message), FAILED_PRECONDITION 400,
+// = the JSON field named first in the message), FAILED_PRECONDITION 400
+// (request_never_fits, param n),
 // UNAUTHENTICATED 401, PERMISSION_DENIED 403, RESOURCE_EXHAUSTED 429 and
 // UNAVAILABLE 503 (both with Retry-After), DEADLINE_EXCEEDED 504, CANCELLED
 // 499, anything else 500.

@@ -8,13 +8,17 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <system_error>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/connection_task_queue.h"
 
 namespace argen::server {
@@ -40,7 +44,81 @@ bool AddressOf(const sockaddr_storage& addr, std::string& host, int& port) {
   return true;
 }
 
+std::string ReasonPhrase(int status) {
+  switch (status) {
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 413:
+      return "Payload Too Large";
+    case 431:
+      return "Request Header Fields Too Large";
+    default:
+      return status >= 500 ? "Server Error" : "Client Error";
+  }
+}
+
+// Request "headers" cpp-httplib adds itself (the connection's addresses).
+bool AddedByLibrary(const std::string& name) {
+  return name == "REMOTE_ADDR" || name == "REMOTE_PORT" || name == "LOCAL_ADDR" || name == "LOCAL_PORT";
+}
+
+// The methods a path's routes take, as an Allow header value.
+std::string AllowValue(const std::set<std::string>& methods) {
+  std::vector<std::string> allow(methods.begin(), methods.end());
+  if (methods.count("GET") > 0) allow.push_back("HEAD");
+  allow.push_back("OPTIONS");
+  return absl::StrJoin(allow, ", ");
+}
+
+// The same rule gRPC's request_id follows (server/request_mapping.cc).
+bool EchoableId(const std::string& id) {
+  return !id.empty() && id.size() <= 128 &&
+         std::all_of(id.begin(), id.end(), [](char c) { return c > ' ' && c < 127; });
+}
+
+std::string RegexEscaped(const std::string& literal) {
+  static const std::string kSpecial = R"(\^$.|?*+()[]{})";
+  std::string out;
+  for (char c : literal) {
+    if (kSpecial.find(c) != std::string::npos) out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
+// `path` with each {parameter} segment as a capture of one segment.
+std::string PathRegex(const std::string& path) {
+  std::string out;
+  size_t at = 0;
+  while (at < path.size()) {
+    const size_t open = path.find('{', at);
+    if (open == std::string::npos) {
+      out += RegexEscaped(path.substr(at));
+      break;
+    }
+    const size_t close = path.find('}', open);
+    out += RegexEscaped(path.substr(at, open - at)) + "([^/]+)";
+    at = close == std::string::npos ? path.size() : close + 1;
+  }
+  return out;
+}
+
+// scheme "://" authority, the part of an absolute-form target before its path.
+constexpr char kAbsoluteFormPrefix[] = "(?:[A-Za-z][A-Za-z0-9+.-]*://[^/]*)?";
+
 }  // namespace
+
+std::string OriginFormPath(const std::string& target_path) {
+  static const std::regex absolute("^[A-Za-z][A-Za-z0-9+.-]*://[^/]*");
+  std::smatch m;
+  if (!std::regex_search(target_path, m, absolute)) return target_path;
+  const std::string rest = m.suffix().str();
+  return rest.empty() ? "/" : rest;
+}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Bind(const HttpServerOptions& options) {
   const std::string where = absl::StrCat(options.address, ":", options.port);
@@ -112,7 +190,107 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Bind(const HttpServerOpt
                               : ": address not found"));
   }
   server->port_ = port;
+  HttpServer* raw = server.get();
+  s.set_pre_routing_handler([raw](const httplib::Request& request, httplib::Response& response) {
+    return raw->BeforeRouting(request, response);
+  });
+  s.set_error_handler(httplib::Server::HandlerWithResponse(
+      [raw](const httplib::Request& request, httplib::Response& response) { return raw->OnError(request, response); }));
   return server;
+}
+
+std::string HttpServer::Register(const std::string& method, const std::string& path) {
+  served_.push_back(HttpRoute{method, path});
+  const std::string origin_form = PathRegex(path);
+  known_.push_back(KnownRoute{served_.back(), std::regex(origin_form)});
+  return kAbsoluteFormPrefix + origin_form;
+}
+
+void HttpServer::Get(const std::string& path, httplib::Server::Handler handler) {
+  server_->Get(Register("GET", path), std::move(handler));
+}
+
+void HttpServer::Post(const std::string& path, httplib::Server::HandlerWithContentReader handler) {
+  server_->Post(Register("POST", path), std::move(handler));
+}
+
+void HttpServer::SetCorsHeaders(const httplib::Request& request, httplib::Response& response) const {
+  const std::string origin = request.get_header_value("Origin");
+  if (origin.empty()) return;
+  const std::vector<std::string>& allowed = options_.allowed_origins;
+  const bool any = std::find(allowed.begin(), allowed.end(), "*") != allowed.end();
+  if (!any && std::find(allowed.begin(), allowed.end(), origin) == allowed.end()) return;
+  response.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
+  if (!any) response.set_header("Vary", "Origin");
+  response.set_header("Access-Control-Expose-Headers", "X-Request-Id, Warning, Retry-After");
+}
+
+httplib::Server::HandlerResponse HttpServer::BeforeRouting(const httplib::Request& request,
+                                                           httplib::Response& response) const {
+  using Handled = httplib::Server::HandlerResponse;
+  size_t count = 0, bytes = 0;
+  for (const auto& [name, value] : request.headers) {
+    if (AddedByLibrary(name)) continue;
+    ++count;
+    bytes += name.size() + value.size();
+  }
+  if (count > options_.max_header_count || bytes > options_.max_header_bytes) {
+    response.status = 431;
+    response.set_header("Connection", "close");
+    return Handled::Handled;
+  }
+  if (const std::string id = request.get_header_value("X-Request-Id"); EchoableId(id)) {
+    response.set_header("X-Request-Id", id);
+  }
+  SetCorsHeaders(request, response);
+  if (request.method != "OPTIONS") return Handled::Unhandled;  // a wrong method: 405 in OnError
+  const std::set<std::string> methods = MethodsOf(request);
+  if (methods.empty()) return Handled::Unhandled;  // 404
+  // OPTIONS: Allow, and a CORS preflight's answer.
+  response.status = 204;
+  response.set_header("Allow", AllowValue(methods));
+  if (response.has_header("Access-Control-Allow-Origin")) {
+    response.set_header("Access-Control-Allow-Methods", AllowValue(methods));
+    const std::string asked = request.get_header_value("Access-Control-Request-Headers");
+    response.set_header("Access-Control-Allow-Headers",
+                        asked.empty() ? "Authorization, Content-Type, X-Request-Id" : asked);
+    response.set_header("Access-Control-Max-Age", "600");
+  }
+  return Handled::Handled;
+}
+
+std::set<std::string> HttpServer::MethodsOf(const httplib::Request& request) const {
+  const std::string path = OriginFormPath(request.path);
+  std::set<std::string> methods;
+  for (const KnownRoute& k : known_) {
+    if (std::regex_match(path, k.pattern)) methods.insert(k.route.method);
+  }
+  return methods;
+}
+
+httplib::Server::HandlerResponse HttpServer::OnError(const httplib::Request& request,
+                                                     httplib::Response& response) const {
+  // No route took it, but its path is known: the method is wrong (the body,
+  // if any, has been read, so the connection stays usable).
+  if (response.status == 404) {
+    const std::set<std::string> methods = MethodsOf(request);
+    const std::string method = request.method == "HEAD" ? "GET" : request.method;
+    if (!methods.empty() && methods.count(method) == 0) {  // (a route's own 404 keeps its status)
+      response.status = 405;
+      response.set_header("Allow", AllowValue(methods));
+    }
+  }
+  if (!response.body.empty() || response.content_provider_) return httplib::Server::HandlerResponse::Unhandled;
+  if (error_renderer_ && error_renderer_(request, response) == httplib::Server::HandlerResponse::Handled) {
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  std::string text = absl::StrCat("HTTP ", response.status, " ", ReasonPhrase(response.status));
+  if (response.status == 405) {
+    absl::StrAppend(&text, ": ", request.method, " ", request.path, " (allowed: ", response.get_header_value("Allow"),
+                    ")");
+  }
+  response.set_content(text + "\n", "text/plain; charset=utf-8");
+  return httplib::Server::HandlerResponse::Handled;
 }
 
 absl::Status HttpServer::Start() {

@@ -9,12 +9,23 @@
 // such as cuBLASLt's 94 KB is loaded; tests/serving/static_tls_test.cc keeps
 // that from coming back.) A connection holds a pool thread while it is open;
 // an idle keep-alive connection gives it back after `keep_alive_timeout`.
+//
+// Routes registered through Get()/Post() are known to the server, which is
+// what both ports share (docs/serving.md, "HTTP conformance"): a known path
+// asked with another method is 405 with Allow; OPTIONS answers with Allow
+// (and is a CORS preflight); absolute-form targets (RFC 9112 3.2.2,
+// "GET http://host/metrics") reach the same routes; requests with more than
+// `max_header_count` header fields or `max_header_bytes` of them are 431;
+// an X-Request-Id is echoed; CORS headers go to `allowed_origins`.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <regex>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -40,7 +51,24 @@ struct HttpServerOptions {
   absl::Duration write_timeout = absl::Seconds(10);
   absl::Duration keep_alive_timeout = absl::Seconds(2);
   const TlsMaterial* tls = nullptr;  // null: plaintext
+  // More header fields, or more bytes of them (names and values), than this: 431.
+  // (cpp-httplib itself refuses one header line over 8 KiB with a 400.)
+  size_t max_header_count = 100;
+  size_t max_header_bytes = 32 << 10;
+  // Origins (scheme://host[:port]) whose browser pages may call the server;
+  // "*": any. Empty: no CORS headers.
+  std::vector<std::string> allowed_origins;
 };
+
+// A route as documented: method and path with {parameters}.
+struct HttpRoute {
+  std::string method;  // GET, POST
+  std::string path;    // e.g. /v1/models/{model}
+};
+
+// The origin-form path of a request target: "http://host:1/metrics" ->
+// "/metrics"; an origin-form path is returned as it is.
+std::string OriginFormPath(const std::string& target_path);
 
 class HttpServer {
  public:
@@ -51,6 +79,16 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
+  // Routes; `path` is literal except for {parameter} segments, which match
+  // one path segment each and arrive in request.matches[1...].
+  void Get(const std::string& path, httplib::Server::Handler handler);
+  void Post(const std::string& path, httplib::Server::HandlerWithContentReader handler);
+  // Every route registered, in order.
+  const std::vector<HttpRoute>& served_routes() const { return served_; }
+  // Renders every error response without a body of its own (404, 405, 413,
+  // 431, malformed requests); Unhandled leaves the plain-text default.
+  void SetErrorRenderer(httplib::Server::HandlerWithResponse renderer) { error_renderer_ = std::move(renderer); }
+  // The library's server: the exception handler.
   httplib::Server& routes() { return *server_; }
   // Starts the listener thread; returns once it accepts connections.
   absl::Status Start();
@@ -64,7 +102,24 @@ class HttpServer {
 
  private:
   HttpServer() = default;
+  struct KnownRoute {
+    HttpRoute route;
+    std::regex pattern;  // on the origin-form path
+  };
+  // The checks common to every route (see the top of this file); Handled
+  // when it answered the request itself.
+  httplib::Server::HandlerResponse BeforeRouting(const httplib::Request& request, httplib::Response& response) const;
+  void SetCorsHeaders(const httplib::Request& request, httplib::Response& response) const;
+  // The methods of the routes whose path matches `request`'s (any method).
+  std::set<std::string> MethodsOf(const httplib::Request& request) const;
+  httplib::Server::HandlerResponse OnError(const httplib::Request& request, httplib::Response& response) const;
+  // The library's pattern of `path` (absolute-form prefix allowed).
+  std::string Register(const std::string& method, const std::string& path);
+
   HttpServerOptions options_;
+  std::vector<HttpRoute> served_;
+  std::vector<KnownRoute> known_;
+  httplib::Server::HandlerWithResponse error_renderer_;
   std::unique_ptr<httplib::Server> server_;
   bool tls_ = false;
   int32_t port_ = 0;

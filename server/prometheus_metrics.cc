@@ -251,9 +251,9 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const st
   options.keep_alive_timeout = absl::Seconds(1);
   absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Bind(options);
   if (!http.ok()) return http.status();
-  (*http)->routes().Get("/metrics", [registry = std::move(registry), authorize = std::move(authorize),
-                                     before_scrape = std::move(before_scrape)](const httplib::Request& request,
-                                                                               httplib::Response& response) {
+  (*http)->Get("/metrics", [registry = std::move(registry), authorize = std::move(authorize),
+                            before_scrape = std::move(before_scrape)](const httplib::Request& request,
+                                                                      httplib::Response& response) {
     if (authorize) {
       const absl::Status allowed = authorize(request.get_header_value("Authorization"));
       if (!allowed.ok()) {

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "engine/model/sampler.h"
 #include "engine/model/weight_format.h"
 #include "engine/sparse/policy_params.h"
@@ -114,6 +115,19 @@ Setter SecondsAt(std::function<double&(ServerConfig&)> field, double min, double
         v, [&](double d) { return d >= min && d <= max; }, absl::StrCat("seconds in [", min, ", ", max, "]"));
     if (!x.ok()) return x.status();
     field(c) = *x;
+    return absl::OkStatus();
+  };
+}
+
+// A comma-separated list (a YAML sequence arrives joined with commas); empty entries dropped.
+Setter List(std::vector<std::string> ServerConfig::*field) {
+  return [=](ServerConfig& c, const std::string& v) {
+    std::vector<std::string> items;
+    for (absl::string_view item : absl::StrSplit(v, ',')) {
+      item = absl::StripAsciiWhitespace(item);
+      if (!item.empty()) items.emplace_back(item);
+    }
+    c.*field = std::move(items);
     return absl::OkStatus();
   };
 }
@@ -322,6 +336,16 @@ const std::vector<KeyDef>& Keys() {
        Int(&ServerConfig::http_threads, 1, 4096)},
       {{"http_max_body_bytes", "largest HTTP request body; larger: 413 (e.g. 1MiB)"},
        Bytes(&ServerConfig::http_max_body_bytes, 1024)},
+      {{"http.allowed_origins",
+        "origins (scheme://host:port) whose browser pages may call the HTTP API (CORS), comma-separated or a "
+        "YAML list; *: any; empty: none"},
+       List(&ServerConfig::http_allowed_origins)},
+      {{"http.strict_fields", "true: unknown HTTP request fields are 400; false: ignored with a Warning header"},
+       Bool(&ServerConfig::http_strict_fields)},
+      {{"served_model_names",
+        "other names the HTTP API accepts for the model in `model` and lists in /v1/models (e.g. dall-e-3), "
+        "comma-separated or a YAML list; flag --served_model_name NAME adds one"},
+       List(&ServerConfig::served_model_names)},
       {{"priority_aging_s", "a queued request rises one priority level per this many seconds waited"},
        [](ServerConfig& c, const std::string& v) {
          absl::StatusOr<double> x = ParseDouble(
@@ -363,6 +387,16 @@ absl::Status Flatten(const YAML::Node& node, const std::string& prefix, const st
       if (absl::Status s = Flatten(value, full, source, out); !s.ok()) return s;
     } else if (value.IsScalar()) {
       out.emplace_back(full, value.Scalar());
+    } else if (value.IsSequence()) {  // a list key: its items joined with commas
+      std::vector<std::string> items;
+      for (const auto& v : value) {
+        if (!v.IsScalar()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(source, ": key '", full, "': list items must be single values"));
+        }
+        items.push_back(v.Scalar());
+      }
+      out.emplace_back(full, absl::StrJoin(items, ","));
     } else if (value.IsNull()) {
       return absl::InvalidArgumentError(absl::StrCat(source, ": key '", full, "' has no value"));
     } else {

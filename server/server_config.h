@@ -28,7 +28,7 @@ struct ConnectionLimits {
 };
 
 struct ServerConfig {
-  std::string model_dir;              // required
+  std::string model_dir;  // required
   // Options only the model's family understands, by name (engine::EngineOptions::family_options;
   // the family refuses a key it does not take): YAML section family_options, flag
   // --family_option KEY=VALUE, and Lumina-mGPT's vqgan_dir also as key / flag vqgan_dir.
@@ -70,6 +70,13 @@ struct ServerConfig {
   int32_t http_port = -1;     // 0: any free port; -1: off
   int32_t http_threads = 32;  // HTTP connections served at once
   int64_t http_max_body_bytes = int64_t{1} << 20;
+  // Origins whose browser pages may call the HTTP API (CORS); "*": any; empty: none.
+  std::vector<std::string> http_allowed_origins;
+  // Unknown request fields: 400 (true) or ignored with a Warning header (false).
+  bool http_strict_fields = false;
+  // Other names the HTTP API answers to for the model (`model`, /v1/models),
+  // e.g. dall-e-3 for apps that hard-code one.
+  std::vector<std::string> served_model_names;
   double priority_aging_s = 10;  // a queued request rises one priority level per this wait
   // TLS for gRPC and HTTP (server/tls_config.h); all empty: plaintext.
   std::string tls_cert_file, tls_key_file, tls_client_ca_file;

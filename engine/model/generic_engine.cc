@@ -64,7 +64,7 @@ absl::Status GenericEngine::ValidatePromptIds(const std::vector<int32_t>& cond,
   for (const std::vector<int32_t>* ids : {&cond, &uncond}) {
     if (static_cast<int32_t>(ids->size()) > config_.info.max_prompt_tokens) {
       return absl::InvalidArgumentError(
-          absl::StrCat("prompt is ", ids->size(), " tokens, over max_prompt_tokens ", config_.info.max_prompt_tokens));
+          absl::StrCat("prompt: ", ids->size(), " tokens, over max_prompt_tokens ", config_.info.max_prompt_tokens));
     }
   }
   const int32_t vocab = backend_->spec().text_vocab();

@@ -94,8 +94,10 @@ TEST(MetricsEndpointTest, OtherPathsAndGarbageGetErrorsAndItKeepsServing) {
   const int port = e->port();
   EXPECT_EQ(StatusLine(HttpExchange(port, "GET / HTTP/1.0\r\n\r\n")), "HTTP/1.1 404 Not Found");
   EXPECT_EQ(StatusLine(HttpExchange(port, "GET /metricsx HTTP/1.0\r\n\r\n")), "HTTP/1.1 404 Not Found");
-  EXPECT_EQ(StatusLine(HttpExchange(port, "POST /metrics HTTP/1.0\r\nContent-Length: 5\r\n\r\nhello")),
-            "HTTP/1.1 404 Not Found");
+  // A known path with another method: 405 with Allow (#34; was 404).
+  const std::string post = HttpExchange(port, "POST /metrics HTTP/1.0\r\nContent-Length: 5\r\n\r\nhello");
+  EXPECT_EQ(StatusLine(post), "HTTP/1.1 405 Method Not Allowed");
+  EXPECT_NE(post.find("Allow: GET, HEAD, OPTIONS\r\n"), std::string::npos) << post;
   // Malformed requests (each costs the keep-alive second before the server closes).
   for (const std::string& garbage :
        {std::string("garbage\r\n\r\n"), std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 15)}) {

@@ -110,5 +110,25 @@ TEST(ModelInfoTest, OnePairOfRowsIsOneImageOnBothApis) {
   EXPECT_EQ(d.http["max_images_per_request"], 1);
 }
 
+// What /v1/models advertises is what POST /v1/images/generations enforces:
+// with one CFG pair of rows, n = 1 runs and n = 2 is a 400 naming `n` (#34).
+TEST(ModelInfoTest, HttpEnforcesTheImagesPerRequestItAdvertises) {
+  absl::StatusOr<std::unique_ptr<server::ArgenServer>> server = server::ArgenServer::Start(BothApis(2, 0));
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = HttpClient((*server)->http_port());
+  const json models = json::parse(client->Get("/v1/models")->body, nullptr, false);
+  const int64_t most = models["data"][0]["argen"]["max_images_per_request"].get<int64_t>();
+  ASSERT_EQ(most, 1);
+  httplib::Result fits = PostImages(*client, {{"prompt", "a red square"}, {"n", most}, {"seed", 1}});
+  ASSERT_TRUE(fits);
+  EXPECT_EQ(fits->status, 200) << fits->body;
+  httplib::Result over = PostImages(*client, {{"prompt", "a red square"}, {"n", most + 1}});
+  ASSERT_TRUE(over);
+  EXPECT_EQ(over->status, 400) << over->body;
+  const json error = json::parse(over->body, nullptr, false)["error"];
+  EXPECT_EQ(error["param"], "n") << over->body;
+  EXPECT_NE(error["message"].get<std::string>().find("1"), std::string::npos) << over->body;
+}
+
 }  // namespace
 }  // namespace argen::serving_test

@@ -19,7 +19,7 @@ def png_size(data: bytes):
 
 
 def main() -> int:
-    base_url, api_key, ca_file, size, model = sys.argv[1:6]
+    base_url, api_key, ca_file, size, model, alias = sys.argv[1:7]
     want = tuple(int(x) for x in size.split("x"))
     client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0,
                            http_client=openai.DefaultHttpx2Client(verify=ca_file))
@@ -58,8 +58,20 @@ def main() -> int:
     print("wrong key: 401")
 
     models = [m.id for m in client.models.list()]
-    assert models == [model], models
+    assert models == [model, alias], models
     print("models:", models)
+
+    # An app that hard-codes a model name and sends fields newer than the server knows.
+    result = client.images.generate(model=alias, prompt="a red circle", size=size, quality="high",
+                                    extra_body={"safety_identifier": "user-1", "future_field": 1})
+    assert len(result.data) == 1, result
+    print("alias:", alias, "with newer fields")
+    try:
+        client.images.generate(model="not-served", prompt="x")
+        raise AssertionError("an unknown model was accepted")
+    except openai.NotFoundError as e:
+        assert e.status_code == 404 and e.body["code"] == "model_not_found", e.body
+    print("unknown model: 404 model_not_found")
     return 0
 
 

@@ -49,6 +49,7 @@ TEST(OpenAiSdkTest, SdkGeneratesAndStreamsOverHttpsWithAnApiKey) {
   c.tls_cert_file = certs.server_cert;
   c.tls_key_file = certs.server_key;
   c.api_keys_file = dir.Write("keys", absl::StrCat("sdk ", server::Sha256Hex("sk-argen-test"), "\n"));
+  c.served_model_names = {"dall-e-3"};  // an app's hard-coded name
   engine::EngineOptions o;
   o.model_dir = c.model_dir;
   o.threads = 1;
@@ -61,7 +62,7 @@ TEST(OpenAiSdkTest, SdkGeneratesAndStreamsOverHttpsWithAnApiKey) {
   const engine::ModelInfo& info = t.server->engine().info();
   const std::string command = absl::StrCat(
       "'", python, "' '", SourceDir(), "/tests/serving/openai_sdk_check.py' https://localhost:", t.server->http_port(),
-      "/v1 sk-argen-test '", certs.ca, "' ", info.image_size, "x", info.image_size, " ", info.name);
+      "/v1 sk-argen-test '", certs.ca, "' ", info.image_size, "x", info.image_size, " ", info.name, " dall-e-3");
   std::string output;
   EXPECT_EQ(RunCommand(command, &output), 0) << output;
   EXPECT_NE(output.find("stream: image_generation.partial_image image_generation.partial_image "
