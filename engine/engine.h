@@ -84,6 +84,9 @@ struct ModelInfo {
   // Every size a request may name, in the family's order, the default among
   // them; empty: the default alone (engine::ImageLayouts(info) fills it in).
   std::vector<ImageLayout> image_layouts;
+  // The family's rule for its sizes in words (Emu3: any aspect ratio at its
+  // image area), added to a refused size's message; empty: the list says it.
+  std::string size_rule;
   // The family's published sampling defaults (Janus-Pro: cfg 5; Lumina-mGPT:
   // cfg 4, image top-k 2000); a server uses them where its config sets none.
   SamplingParams default_sampling;

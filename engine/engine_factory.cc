@@ -135,6 +135,7 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   info.default_width = family->image_width;
   info.default_height = family->image_height;
   info.image_layouts = family->image_layouts;
+  info.size_rule = family->size_rule;
   info.default_sampling = family->default_sampling;
   // The default size's prompt recipe: from the recipe maker where the family
   // has one (so its tokenizer is read once at start), else the family's own.

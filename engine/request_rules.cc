@@ -82,7 +82,8 @@ absl::StatusOr<ImageLayout> RequestLayout(const GenerationRequest& r, const Mode
   }
   return absl::InvalidArgumentError(absl::StrCat("width: image size ", r.width, "x", r.height,
                                                  " (width x height) is not supported by model ", info.name,
-                                                 "; supported (WxH): ", SupportedSizesText(info)));
+                                                 "; supported (WxH): ", SupportedSizesText(info),
+                                                 info.size_rule.empty() ? "" : "; the rule: ", info.size_rule));
 }
 
 int32_t MaxImagesPerRequest(const ModelInfo& info) {

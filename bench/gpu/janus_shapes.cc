@@ -1,5 +1,6 @@
 #include "bench/gpu/janus_shapes.h"
 
+#include "engine/families/emu3/emu3_shapes.h"
 #include "engine/families/janus/janus_shapes.h"
 #include "engine/families/janus/janus_spec.h"
 #include "engine/families/lumina/lumina_shapes.h"
@@ -24,9 +25,18 @@ absl::StatusOr<BenchModel> BenchModelFor(const std::string& name) {
     m.uncond_len = 3;  // <racm3:break>, height, width
     return m;
   }
+  if (name == "emu3") {
+    absl::StatusOr<emu3::PublishedEmu3> p = emu3::PublishedEmu3Gen();
+    if (!p.ok()) return p.status();
+    m.spec = std::move(p->spec);
+    m.grid = p->schedule.grid;
+    m.uncond_len = emu3::kPublishedUncondTokens;  // BOS, the default negative prompt, the 720 px header
+    return m;
+  }
   absl::StatusOr<model::ModelSpec> spec = JanusSpec(name);
   if (!spec.ok()) {
-    return absl::InvalidArgumentError("--model: expected 1b, 7b, lumina-512, lumina-768 or lumina-1024, got " + name);
+    return absl::InvalidArgumentError("--model: expected 1b, 7b, lumina-512, lumina-768, lumina-1024 or emu3, got " +
+                                      name);
   }
   m.spec = *std::move(spec);
   m.grid = sparse::SquareGrid(kJanusImageTokens);

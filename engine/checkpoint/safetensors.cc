@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,15 @@ absl::StatusOr<DType> ParseDType(const std::string& name) {
   if (name == "F16") return DType::kF16;
   if (name == "BF16") return DType::kBF16;
   return absl::UnimplementedError(name);
+}
+
+// BatchNorm's integer step counter (Emu3's vision tokenizer has them): no
+// inference reads it, so it is left out rather than refusing the file.
+bool IsBatchNormCounter(const std::string& name, const json& entry) {
+  static constexpr std::string_view kSuffix = ".num_batches_tracked";
+  const auto dt = entry.is_object() ? entry.find("dtype") : entry.end();
+  return name.size() > kSuffix.size() && name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0 &&
+         dt != entry.end() && *dt == "I64";
 }
 
 absl::Status Bad(const std::string& path, const std::string& tensor, const std::string& what) {
@@ -119,6 +129,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
   tensors.reserve(header.size());
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;  // free-form strings, nothing we need
+    if (IsBatchNormCounter(name, entry)) continue;
     auto info = ParseEntry(path, name, entry, data, data_size);
     if (!info.ok()) return info.status();
     tensors.push_back(std::move(*info));

@@ -1,7 +1,9 @@
 // One .safetensors file, memory-mapped: an 8-byte little-endian header
 // length, a JSON header {name: {dtype, shape, data_offsets}}, then the data.
 // Opening validates the whole header (dtype, shape vs byte size, offsets
-// inside the file) so later reads never need to check again.
+// inside the file) so later reads never need to check again. BatchNorm's
+// I64 num_batches_tracked counters are left out (never read); any other
+// dtype but F32, F16 and BF16 is refused.
 #pragma once
 
 #include <memory>

@@ -62,6 +62,8 @@ struct FamilyModel {
   // request may name, the default among them (empty: the default alone).
   int32_t image_width = 0, image_height = 0;
   std::vector<engine::ImageLayout> image_layouts;
+  // The sizes' rule in words (engine::ModelInfo::size_rule); empty: none.
+  std::string size_rule;
   // Makes the maker of every listed size's recipe (reads the tokenizer once,
   // failing where it lacks a size's tokens); null: the default size only.
   std::function<absl::StatusOr<model::ImageRecipeMaker>()> make_recipes;

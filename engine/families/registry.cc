@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/families/emu3/emu3_family.h"
 #include "engine/families/janus/janus_family.h"
 #include "engine/families/lumina/lumina_family.h"
 #include "nlohmann/json.hpp"
@@ -16,6 +17,7 @@ const std::vector<Family>& Families() {
   static const auto* families = new std::vector<Family>{
       janus::JanusFamily(),
       lumina::LuminaFamily(),
+      emu3::Emu3Family(),
   };
   return *families;
 }

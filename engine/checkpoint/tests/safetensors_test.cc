@@ -89,6 +89,21 @@ TEST(Safetensors, UnknownDtypeNamesFileTensorAndDtype) {
               AllOf(HasSubstr(path), HasSubstr("quantized.weight"), HasSubstr("'I8'")));
 }
 
+TEST(Safetensors, BatchNormCountersAreLeftOutAndOtherIntegersStillRefused) {
+  ScratchDir dir;
+  const std::string path = dir.File("model.safetensors");
+  WriteBytes(path, SafetensorsBytes({{"ok.weight", "F32", {2}, std::string(8, '\0')},
+                                     {"norm1.num_batches_tracked", "I64", {}, std::string(8, '\0')}}));
+  auto file = SafetensorsFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ((*file)->tensors().size(), 1u);
+  WriteBytes(path, SafetensorsBytes({{"ok.weight", "F32", {2}, std::string(8, '\0')},
+                                     {"norm1.steps", "I64", {}, std::string(8, '\0')}}));
+  file = SafetensorsFile::Open(path);
+  ASSERT_FALSE(file.ok());
+  EXPECT_THAT(std::string(file.status().message()), HasSubstr("norm1.steps"));
+}
+
 TEST(Safetensors, MalformedHeaderJsonNamesFile) {
   ScratchDir dir;
   const std::string path = dir.File("model.safetensors");
