@@ -28,7 +28,7 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> LoadEngine(const ServerConfig& c
   options.weight_format = *model::ParseWeightFormat(config.weight_dtype);  // validated by the config
   options.share_prompt_kv = config.share_prompt_kv;
   options.share_prompt_kv_across_requests = config.share_prompt_kv_across_requests;
-  options.threads = config.threads;
+  options.threads = ResolvedThreads(config);
   // The engine owns the limits; the scheduler and GetModelInfo read them from it.
   options.kv_budget_bytes = ResolvedKvBudget(config);
   options.max_batch_rows = ResolvedMaxBatchRows(config);
