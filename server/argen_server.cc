@@ -120,6 +120,7 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
     http.reuse_port = config.allow_port_sharing;
     http.max_body_bytes = static_cast<size_t>(config.http_max_body_bytes);
     http.tls = server->tls_.get();
+    http.on_response = [metrics = server->prometheus_.get()](int status) { metrics->OnHttpResponse(status); };
     absl::StatusOr<std::unique_ptr<HttpServer>> bound = HttpServer::Bind(http);
     if (!bound.ok()) return bound.status();
     server->http_ = *std::move(bound);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -40,6 +41,8 @@ struct HttpServerOptions {
   absl::Duration write_timeout = absl::Seconds(10);
   absl::Duration keep_alive_timeout = absl::Seconds(2);
   const TlsMaterial* tls = nullptr;  // null: plaintext
+  // Called after every response with its status code (metrics); may be empty.
+  std::function<void(int status)> on_response;
 };
 
 class HttpServer {
