@@ -20,6 +20,8 @@ packages=(
   libcli11-dev libspdlog-dev libonig-dev grpc-proto
   # Test tooling: the quality-report and scorer tests run tools/sweep/report.py.
   python3-numpy python3-pil python3-matplotlib
+  # The README quick-start test runs the README's curl lines.
+  curl
 )
 # `install-deps.sh fuzz`: also clang's libFuzzer (scripts/fuzz.sh only; CI fuzzes with gcc).
 if [ "${1:-}" = "fuzz" ]; then
