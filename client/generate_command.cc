@@ -181,7 +181,8 @@ int RunGenerate(const CommonOptions& common, const GenerateOptions& options, std
         if (show) {
           const v1::Accepted& a = e.accepted();
           bar.Message(absl::StrCat("accepted ", a.request_id(), ": seed ", a.seed(), ", policy ", a.policy().name(),
-                                   " (", a.policy().n_slots(), " KV slots/row), KV ", HumanBytes(a.kv_bytes()),
+                                   " (", a.policy().n_slots(), " KV slots/row), KV ", HumanBytes(a.kv_bytes()), " = ",
+                                   a.kv_bytes(), " bytes",
                                    a.policy().kv_cache_dtype().empty() ? "" : " " + a.policy().kv_cache_dtype(),
                                    ", queue position ", a.queue_position()));
         }

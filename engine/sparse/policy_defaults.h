@@ -28,9 +28,10 @@ struct PolicyRequest {
 // L_dec, at least N_att; judged on the model's `grid`) rather than failing the request; a window the
 // request sets itself is kept as given. An unknown name fails here
 // (INVALID_ARGUMENT naming policy.name), and so does a sparse policy other
-// than the default named without sparsity or n_att when the default lends no
-// sparsity (a dense default), which would run dense under a sparse name
-// (INVALID_ARGUMENT naming policy.sparsity). Ranges are ResolvePolicy's.
+// than the default named alone (none of sparsity, n_att, n_recent, n_sink)
+// when the default lends no sparsity (a dense default), which would run dense
+// under a sparse name (INVALID_ARGUMENT naming policy.sparsity). Ranges are
+// ResolvePolicy's.
 absl::StatusOr<PolicyParams> ApplyPolicyDefaults(const PolicyRequest& request, const PolicyParams& defaults,
                                                  const GridGeometry& grid);
 

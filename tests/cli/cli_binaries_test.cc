@@ -195,7 +195,7 @@ TEST(CliBinariesTest, ProgressBarRedrawsOnATerminal) {
   // first), the counter reaches 2/2 at the end, and the last bar line ends
   // before what follows (the metrics block).
   std::vector<std::string> screen_lines;
-  for (const std::string& line : absl::StrSplit(r.out, '\n')) {
+  for (const std::string& line : std::vector<std::string>(absl::StrSplit(r.out, '\n'))) {
     const size_t last_redraw = line.rfind('\r', line.size() >= 2 ? line.size() - 2 : 0);
     screen_lines.push_back(last_redraw == std::string::npos ? line : line.substr(last_redraw));
   }

@@ -4,14 +4,15 @@
 # argen_generate line of that block and the curl lines of the HTTP block, each
 # as printed, checking that it exits 0 and makes what it says.
 #
-# Three things differ from a user's run, so that CI stays quick and isolated:
-# the server serves the tiny checkpoint (tests/goldens/tiny/tiny-mha: noise
-# images in milliseconds; every other setting is the shipped config's), it
-# listens on free loopback ports (the client lines reach it through
-# ARGEN_SERVER, the curl lines have localhost:8080 replaced), and everything
-# runs in a scratch folder with build/, configs/ and models/ linked in.
-# argen_generate runs on the shipped model, as printed. grpcurl lines run
-# where grpcurl is installed (Debian 12 does not package it).
+# Two things differ from a user's run, so that CI stays quick and isolated:
+# everything runs in a scratch folder where build/ and configs/ are the
+# repository's and models/argen-scenes-v1 is the tiny checkpoint
+# (tests/goldens/tiny/tiny-mha: noise images in milliseconds, the same Janus
+# layout), so the server (with the shipped config, every setting its own) and
+# argen_generate run as printed but fast; and the server listens on free
+# loopback ports (the client lines reach it through ARGEN_SERVER, the curl
+# lines have localhost:8080 replaced). grpcurl lines run where grpcurl is
+# installed (Debian 12 does not package it).
 #
 # usage: readme_quickstart_test.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
@@ -47,16 +48,17 @@ HTTP=$(block_after "The HTTP API (")
 cd "$WORK" || exit 2
 ln -s "$BUILD" build
 ln -s "$SRC/configs" configs
-ln -s "$SRC/models" models
+mkdir models
+ln -s "$SRC/tests/goldens/tiny/tiny-mha" models/argen-scenes-v1
 
 server_line=$(grep -E '^build/server/argen_server ' <<<"$USING" | head -1)
 [ -n "$server_line" ] || fail "the 'Using it' block starts no argen_server"
 grep -q -- '--http_port 8080' <<<"$server_line" || fail "the server line does not turn the HTTP API on: $server_line"
-# Free ports instead of 8080 / 50051 / 9464; the tiny model instead of the shipped one.
+# Free loopback ports instead of 8080 / 50051 / 9464.
 server_cmd="${server_line/--http_port 8080/--http_port 0} --listen_address 127.0.0.1 --port 0 --http_address 127.0.0.1"
-server_cmd+=" --metrics_port -1 --threads 1 --model_dir $SRC/tests/goldens/tiny/tiny-mha"
+server_cmd+=" --metrics_port -1"
 echo "+ $server_cmd"
-eval "$server_cmd" 2>"$WORK/server.log" &
+eval "exec $server_cmd" 2>"$WORK/server.log" &
 SERVER_PID=$!
 port="" http_port=""
 for _ in $(seq 1 600); do

@@ -45,6 +45,7 @@ TEST(SurfacesTest, CountAboveTheServersLimitIsACommandLineError) {
   ASSERT_STARTED(
       t, StartServer(LoopbackConfig("fake"), std::make_unique<scheduler::testing::FakeEngine>(StepsTakeTime())));
   const fs::path dir = fs::path(::testing::TempDir()) / "argen_surfaces_count";
+  fs::remove_all(dir);
   std::ostringstream out, err;
   EXPECT_EQ(client::RunClient({"--server=" + t.address, "generate", "-p", "x", "--count", "5", "--out", dir.string()},
                               out, err),
