@@ -248,8 +248,19 @@ void PrometheusMetrics::BeforeScrape() { process_.Update(); }
 
 void PrometheusMetrics::SetBuildInfo(const BuildInfo& build) {
   build_info_.Add({{"version", build.version}, {"backend", build.backend}, {"model", build.model}}).Set(1);
-  absl::MutexLock lock(&model_mu_);
-  model_ = build.model;
+  {
+    absl::MutexLock lock(&model_mu_);
+    model_ = build.model;
+  }
+  // Every transport's series from the start (at 0), so rate() and the
+  // dashboard see them before the first request of each kind.
+  for (const char* transport : {"grpc", "http"}) {
+    const std::map<std::string, std::string> labels = TransportLabels(transport);
+    prefill_seconds_.Add(labels, LatencyBuckets());
+    vq_decode_seconds_.Add(labels, LatencyBuckets());
+    prompt_tokens_.Add(labels, PromptTokenBuckets());
+    first_preview_.Add(labels, LatencyBuckets());
+  }
 }
 
 std::map<std::string, std::string> PrometheusMetrics::TransportLabels(std::string_view transport) const {
