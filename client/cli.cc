@@ -1,5 +1,6 @@
 // argen_client's command line (CLI11): global flags, then one command with
 // its own flags; `argen_client COMMAND --help` lists them with defaults.
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/commands.h"
+#include "client/units.h"
 #include "common/cli.h"
 #include "common/image_size.h"
 #include "google/rpc/error_details.pb.h"
@@ -25,25 +27,39 @@ constexpr char kFooter[] =
     "Exit codes: 0 ok, 1 server error (or NOT_SERVING), 2 bad command line, 3 server unreachable\n"
     "or unavailable, 4 local I/O error (output folder, existing file, prompts file).";
 
+using cli::FlagNames;
+
 void AddRequestFlags(CLI::App& sub, RequestFlags& f) {
-  sub.add_option("--count", f.count, "Images for the prompt (each one CFG pair: 2 KV rows)")
-      ->check(CLI::Range(1, 4096));
-  sub.add_option("--policy", f.policy,
+  // One name per setting as on gRPC (num_images, cfg_weight) and HTTP (n,
+  // guidance_scale): the short names first, the others as aliases.
+  sub.add_option(FlagNames("count") + "," + FlagNames("num-images") + ",-n", f.count,
+                 "Images for the prompt (each one CFG pair: 2 KV rows); at most the server's max_images_per_request "
+                 "(argen_client info); alias --num-images, -n")
+      ->check(CLI::PositiveNumber);
+  sub.add_option(FlagNames("policy"), f.policy,
                  "Sparsity policy NAME or NAME:SPARSITY (dense, sliding_window, streaming_llm, h2o, tova, "
-                 "alisa, diagonal, diagonal_sink4, grid_window, diagonal_grid, ssd); empty: the server's default");
-  sub.add_option("--sparsity", f.sparsity, "Fraction of decode KV not attended, [0, 1)");
-  sub.add_option("--n_att", f.n_att, "Decode keys attended per step (0: from sparsity)")
+                 "alisa, diagonal, diagonal_sink4, grid_window, diagonal_grid, ssd); a sparse NAME needs a "
+                 "sparsity (NAME:S, --sparsity or --n-att); empty: the server's default");
+  sub.add_option(FlagNames("sparsity"), f.sparsity, "Fraction of decode KV not attended, [0, 1)");
+  sub.add_option(FlagNames("n_att"), f.n_att, "Decode keys attended per step (0: from sparsity)")
       ->check(CLI::Range(-1, 1 << 24));
-  sub.add_option("--n_recent", f.n_recent, "Diagonal recent window N_r")->check(CLI::Range(-1, 1 << 24));
-  sub.add_option("--n_sink", f.n_sink, "Sink tokens (-1: the policy default)")->check(CLI::Range(-1, 1 << 24));
-  sub.add_option("--seed", f.seed, "Sampling seed (unset: the server picks one and reports it)");
-  sub.add_option("--cfg", f.cfg, "Classifier-free guidance weight (unset: the server default)");
-  sub.add_option("--temperature", f.temperature, "Sampling temperature (unset: the server default)");
-  sub.add_option("--top_k", f.top_k, "Top-k filter, 0: off (unset: the server default)")->check(CLI::Range(0, 1 << 30));
-  sub.add_option("--top_p", f.top_p, "Top-p filter in (0, 1] (unset: the server default)");
-  sub.add_option("--size", f.size,
+  sub.add_option(FlagNames("n_recent"), f.n_recent, "Diagonal recent window N_r")->check(CLI::Range(-1, 1 << 24));
+  sub.add_option(FlagNames("n_sink"), f.n_sink, "Sink tokens (-1: the policy default)")->check(CLI::Range(-1, 1 << 24));
+  sub.add_option(FlagNames("seed"), f.seed, "Sampling seed (unset: the server picks one and reports it)")
+      ->check(cli::Uint64Digits());
+  sub.add_option(FlagNames("cfg") + "," + FlagNames("cfg-weight") + "," + FlagNames("guidance-scale"), f.cfg,
+                 "Classifier-free guidance weight (unset: the server default); aliases --cfg-weight, "
+                 "--guidance-scale");
+  sub.add_option(FlagNames("negative-prompt"), f.negative_prompt,
+                 "What the image should not show: the unconditional (guidance) prompt; unset: the model "
+                 "family's default");
+  sub.add_option(FlagNames("temperature"), f.temperature, "Sampling temperature (unset: the server default)");
+  sub.add_option(FlagNames("top_k"), f.top_k, "Top-k filter, 0: off (unset: the server default)")
+      ->check(CLI::Range(0, 1 << 30));
+  sub.add_option(FlagNames("top_p"), f.top_p, "Top-p filter in (0, 1] (unset: the server default)");
+  sub.add_option(FlagNames("size"), f.size,
                  "Image size WxH, one of the model's (argen_client info lists them); unset: its default");
-  sub.add_option("--kv-cache-dtype,--kv_cache_dtype", f.kv_cache_dtype,
+  sub.add_option(FlagNames("kv-cache-dtype"), f.kv_cache_dtype,
                  "KV cache storage: auto (the backend's own) or fp8 (e4m3, about half the KV memory on cuda); "
                  "unset: the server's default")
       ->check([](const std::string& v) {
@@ -117,14 +133,17 @@ int ReportRpcError(const std::string& what, const std::string& server, const grp
       google::rpc::BadRequest bad;
       google::rpc::RetryInfo retry;
       if (any.UnpackTo(&info)) {
-        err << "argen_client: reason " << info.reason() << " (" << info.domain() << ")\n";
+        // The reason repeats the code for plain field errors; other reasons add to it.
+        if (info.reason() != "INVALID_FIELD") err << "argen_client: reason " << info.reason() << "\n";
       } else if (any.UnpackTo(&bad)) {
+        // The message names the field already in most cases: print each fact once.
         for (const auto& v : bad.field_violations()) {
+          if (status.error_message().find(v.description()) != std::string::npos) continue;
           err << "argen_client: field " << v.field() << ": " << v.description() << "\n";
         }
       } else if (any.UnpackTo(&retry)) {
-        err << "argen_client: retry after " << retry.retry_delay().seconds() + retry.retry_delay().nanos() / 1e9
-            << " s\n";
+        err << "argen_client: retry after "
+            << HumanSeconds(retry.retry_delay().seconds() + retry.retry_delay().nanos() / 1e9) << "\n";
       }
     }
   }
@@ -177,6 +196,7 @@ absl::StatusOr<v1::GenerateRequest> RequestFromFlags(const RequestFlags& f) {
   r.set_width(size->first);
   r.set_height(size->second);
   r.set_prompt(f.prompt);
+  r.set_negative_prompt(f.negative_prompt);
   r.set_num_images(f.count);
   if (f.seed) r.set_seed(*f.seed);
   if (f.cfg) r.set_cfg_weight(static_cast<float>(*f.cfg));
@@ -202,15 +222,18 @@ absl::StatusOr<v1::GenerateRequest> RequestFromFlags(const RequestFlags& f) {
 }
 
 void PrintMetrics(const v1::RequestMetrics& m, std::ostream& out) {
-  out << "queue wait     " << m.queue_wait_seconds() << " s\n"
-      << "prefill        " << m.prefill_seconds() << " s\n"
-      << "decode         " << m.decode_seconds() << " s\n"
-      << "VQ decode+PNG  " << m.vq_decode_seconds() << " s\n"
-      << "total          " << m.total_seconds() << " s\n"
-      << "tokens/s       " << m.tokens_per_second() << "\n"
-      << "images/s       " << m.images_per_second() << "\n"
-      << "peak KV bytes  " << m.peak_kv_bytes() << "\n"
-      << "mean batch     " << m.mean_batch_rows() << " rows (own " << m.rows() << ")\n"
+  char rate[64];
+  std::snprintf(rate, sizeof(rate), "%.1f tokens/s, %.2f images/s", m.tokens_per_second(), m.images_per_second());
+  char batch[64];
+  std::snprintf(batch, sizeof(batch), "%.1f", m.mean_batch_rows());
+  out << "queue wait     " << HumanSeconds(m.queue_wait_seconds()) << "\n"
+      << "prefill        " << HumanSeconds(m.prefill_seconds()) << "\n"
+      << "decode         " << HumanSeconds(m.decode_seconds()) << "\n"
+      << "VQ decode+PNG  " << HumanSeconds(m.vq_decode_seconds()) << "\n"
+      << "total          " << HumanSeconds(m.total_seconds()) << "\n"
+      << "throughput     " << rate << "\n"
+      << "peak KV        " << HumanBytes(m.peak_kv_bytes()) << "\n"
+      << "mean batch     " << batch << " rows (own " << m.rows() << ")\n"
       << "engine steps   " << m.steps() << "\n";
 }
 
@@ -222,81 +245,95 @@ int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostr
   app.footer(kFooter);
   app.fallthrough();  // global flags after the command too
   app.require_subcommand(1);
-  app.add_option("--server", common.server, "Server address HOST:PORT")->envname("ARGEN_SERVER");
-  app.add_option("--api_key", common.security.api_key,
+  app.add_option(FlagNames("server"), common.server, "Server address HOST:PORT")->envname("ARGEN_SERVER");
+  app.add_option(FlagNames("api_key"), common.security.api_key,
                  "API key, sent as 'authorization: Bearer <key>' (ignored by servers without keys)")
       ->envname("ARGEN_API_KEY");
   std::string ca_file, cert_file, key_file;
   CLI::Option* ca =
-      app.add_option("--ca_file", ca_file, "TLS: trust these CA certificates (PEM)")->check(CLI::ExistingFile);
-  CLI::Option* cert =
-      app.add_option("--cert_file", cert_file, "Mutual TLS: the client certificate (PEM)")->check(CLI::ExistingFile);
+      app.add_option(FlagNames("ca_file"), ca_file, "TLS: trust these CA certificates (PEM)")->check(CLI::ExistingFile);
+  CLI::Option* cert = app.add_option(FlagNames("cert_file"), cert_file, "Mutual TLS: the client certificate (PEM)")
+                          ->check(CLI::ExistingFile);
   CLI::Option* key =
-      app.add_option("--key_file", key_file, "Mutual TLS: the client key (PEM)")->check(CLI::ExistingFile);
+      app.add_option(FlagNames("key_file"), key_file, "Mutual TLS: the client key (PEM)")->check(CLI::ExistingFile);
   cert->needs(key)->needs(ca);
   key->needs(cert);
-  app.add_option("--timeout", common.timeout_seconds, "Deadline of each call in seconds (0: none)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--max_message_bytes", common.max_message_bytes, "gRPC message size limit (bytes)")
+  app.add_option(FlagNames("timeout"), common.timeout_seconds,
+                 "Deadline of each call in seconds, or with a unit (500ms, 2m); 0: none")
+      ->transform(DurationSeconds());
+  app.add_option(FlagNames("max_message_bytes"), common.max_message_bytes,
+                 "gRPC message size limit in bytes, or with a unit (64MiB)")
+      ->transform(ByteCount())
       ->check(CLI::Range(int64_t{4096}, int64_t{1} << 31));
 
   GenerateOptions generate;
   CLI::App* gen = app.add_subcommand("generate", "Generate images for a prompt (or a file of prompts) and write PNGs");
-  CLI::Option* prompt = gen->add_option("--prompt", generate.request.prompt, "The caption");
+  CLI::Option* prompt = gen->add_option(FlagNames("prompt", 'p'), generate.request.prompt, "The caption");
   CLI::Option* prompts_file =
-      gen->add_option("--prompts-file,--prompts_file", generate.prompts_file,
+      gen->add_option(FlagNames("prompts-file"), generate.prompts_file,
                       "Batch mode: one request per line, a prompt or a JSON object overriding the flags "
                       "(prompt, count, seed, size, policy, sparsity, n_att, n_recent, n_sink, kv_cache_dtype, cfg, "
-                      "temperature, top_k, top_p, request_id)");
+                      "negative_prompt, temperature, top_k, top_p, request_id)");
   prompt->excludes(prompts_file);
   AddRequestFlags(*gen, generate.request);
-  gen->add_option("--parallel", generate.parallel, "Batch mode: requests in flight at once")
+  gen->add_option(FlagNames("parallel"), generate.parallel, "Batch mode: requests in flight at once")
       ->check(CLI::Range(1, 1024));
-  gen->add_option("--out", generate.out, "Output folder (created at the first image)");
-  gen->add_option("--request_id", generate.request_id,
+  CLI::Option* out_dir = gen->add_option(FlagNames("out"), generate.out, "Output folder (created at the first image)");
+  CLI::Option* output_file = gen->add_option(
+      FlagNames("output", 'o'), generate.output,
+      "Output file for the image (with --count N > 1: <stem>_<i><ext> beside it) instead of --out's <id>_<i>.png");
+  output_file->excludes(out_dir)->excludes(prompts_file);
+  gen->add_option(FlagNames("request_id"), generate.request_id,
                   "Request id, also the file stem <id>_<index>.png (unset: the server assigns a unique ULID)");
-  gen->add_flag("--overwrite", generate.overwrite, "Replace existing image files (default: refuse)");
-  gen->add_flag("--quiet", generate.quiet, "No progress on stderr");
-  gen->add_flag("--json", generate.json, "Print the result as JSON on stdout");
+  gen->add_flag(FlagNames("overwrite"), generate.overwrite, "Replace existing image files (default: refuse)");
+  gen->add_flag(FlagNames("quiet", 'q'), generate.quiet, "No progress on stderr");
+  gen->add_flag(FlagNames("json"), generate.json, "Print the result as JSON on stdout");
 
   InfoOptions info;
   CLI::App* info_cmd = app.add_subcommand("info", "Show the served model, limits, policies and parameter ranges");
-  info_cmd->add_flag("--json", info.json, "Print ModelInfo as JSON");
+  info_cmd->add_flag(FlagNames("json"), info.json, "Print ModelInfo as JSON");
 
   HealthOptions health;
   CLI::App* health_cmd = app.add_subcommand("health", "grpc.health.v1 Check: prints SERVING or NOT_SERVING");
-  health_cmd->add_option("--service", health.service, "Service to check (\"\": the whole server)");
+  health_cmd->add_option(FlagNames("service"), health.service, "Service to check (\"\": the whole server)");
 
   LoadOptions load;
   load.request.prompt = "a red circle above a blue square";
   CLI::App* load_cmd = app.add_subcommand(
       "load", "Load test like a serving benchmark: closed loop (--concurrency) or Poisson arrivals (--rate)");
-  load_cmd->add_option("--prompt", load.request.prompt, "The caption of every request");
+  load_cmd->add_option(FlagNames("prompt", 'p'), load.request.prompt, "The caption of every request");
   AddRequestFlags(*load_cmd, load.request);
-  load_cmd->add_option("--requests", load.requests, "Requests to send (0: 16, or no limit with --duration)")
+  load_cmd->add_option(FlagNames("requests"), load.requests, "Requests to send (0: 16, or no limit with --duration)")
       ->check(CLI::Range(int64_t{0}, int64_t{100000000}));
   load_cmd
-      ->add_option("--concurrency", load.concurrency,
+      ->add_option(FlagNames("concurrency"), load.concurrency,
                    "Closed loop: requests in flight (0: 4); with --rate: the most in flight (0: 1024)")
       ->check(CLI::Range(0, 4096));
-  load_cmd->add_option("--rate", load.rate, "Open loop: Poisson arrivals at this many requests/s (0: closed loop)")
+  load_cmd
+      ->add_option(FlagNames("rate"), load.rate, "Open loop: Poisson arrivals at this many requests/s (0: closed loop)")
       ->check(CLI::NonNegativeNumber);
-  load_cmd->add_option("--duration", load.duration, "Stop starting requests after this many seconds (0: no limit)")
-      ->check(CLI::NonNegativeNumber);
-  load_cmd->add_option("--policies", load.policies, "Policy mix cycled through, e.g. dense,diagonal:0.9");
-  load_cmd->add_option("--prompts-file,--prompts_file", load.prompts_file,
+  load_cmd
+      ->add_option(FlagNames("duration"), load.duration,
+                   "Stop starting requests after this long: seconds or with a unit (90s, 5m); 0: no limit")
+      ->transform(DurationSeconds());
+  load_cmd->add_option(FlagNames("policies"), load.policies,
+                       "Policy mix cycled through, e.g. dense,alisa:0.8 (a sparse policy names its sparsity)");
+  load_cmd->add_option(FlagNames("prompts-file"), load.prompts_file,
                        "Captions cycled through, one a line or JSONL as for generate (a line's fields apply; "
                        "request i still gets seed + i)");
-  load_cmd->add_option("--save-result,--save_result", load.save_result, "Write the summary as JSON to this file");
-  load_cmd->add_flag("--json", load.json, "Print the summary as JSON on stdout");
+  load_cmd->add_option(FlagNames("save-result"), load.save_result, "Write the summary as JSON to this file");
+  load_cmd->add_flag(FlagNames("json"), load.json, "Print the summary as JSON on stdout");
 
   // A bare word where the command goes that names none: say so (CLI11 would
   // only say that a command is missing).
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a.rfind("-", 0) == 0) {
-      const bool takes_value = a == "--server" || a == "--api_key" || a == "--timeout" || a == "--max_message_bytes" ||
-                               a == "--ca_file" || a == "--cert_file" || a == "--key_file";
+      std::string flag = a;
+      std::replace(flag.begin(), flag.end(), '-', '_');
+      const bool takes_value = flag == "__server" || flag == "__api_key" || flag == "__timeout" ||
+                               flag == "__max_message_bytes" || flag == "__ca_file" || flag == "__cert_file" ||
+                               flag == "__key_file";
       if (takes_value) ++i;
       continue;
     }

@@ -40,8 +40,9 @@ struct RequestFlags {
   std::optional<int32_t> n_att, n_recent, n_sink;
   std::optional<uint64_t> seed;
   std::optional<double> cfg, temperature, top_p;
+  std::string negative_prompt;  // "": the model family's unconditional prompt
   std::optional<int32_t> top_k;
-  std::string size;  // "WxH" (GenerateRequest width, height); "": the model's default
+  std::string size;            // "WxH" (GenerateRequest width, height); "": the model's default
   std::string kv_cache_dtype;  // auto | fp8 (SparsityPolicy.kv_cache_dtype); "": the server's default
 };
 
@@ -50,6 +51,7 @@ struct GenerateOptions {
   std::string prompts_file;  // batch mode: one request per line (plain or JSONL)
   int32_t parallel = 4;      // batch mode: requests in flight at once
   std::string out = "out";
+  std::string output;  // --output FILE: the image itself (stem_i for several); "": <out>/<id>_<i>.png
   std::string request_id;
   bool overwrite = false;
   bool quiet = false;

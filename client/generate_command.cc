@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,7 @@
 #include "client/interrupt.h"
 #include "client/progress_bar.h"
 #include "client/prompts_file.h"
+#include "client/units.h"
 #include "nlohmann/json.hpp"
 
 namespace argen::client {
@@ -71,6 +73,30 @@ json JobJson(const Job& job) {
   return j;
 }
 
+// A request for more images than the server takes would fail after the
+// connection: say so as a command-line error, with the server's limit
+// (GetModelInfo; a server that cannot tell is left to judge).
+absl::Status CheckImageCounts(v1::ArGen::Stub& stub, const CommonOptions& common, const std::vector<Job>& jobs,
+                              const std::string& prompts_file) {
+  int32_t most = 1;
+  int line = 0;
+  for (const Job& job : jobs) {
+    if (job.request.num_images() > most) {
+      most = job.request.num_images();
+      line = job.line;
+    }
+  }
+  if (most <= 1) return absl::OkStatus();
+  grpc::ClientContext context;
+  PrepareContext(context, common.timeout_seconds > 0 ? std::min(common.timeout_seconds, 10.0) : 10);
+  v1::ModelInfo info;
+  if (!stub.GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok()) return absl::OkStatus();
+  if (info.max_images_per_request() <= 0 || most <= info.max_images_per_request()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      line > 0 ? absl::StrCat(prompts_file, ":", line, ": count ") : std::string("--count "), most,
+      ": the server takes at most ", info.max_images_per_request(), " images per request (argen_client info)"));
+}
+
 }  // namespace
 
 int RunGenerate(const CommonOptions& common, const GenerateOptions& options, std::ostream& out, std::ostream& err) {
@@ -106,8 +132,20 @@ int RunGenerate(const CommonOptions& common, const GenerateOptions& options, std
     }
   }
 
-  ImageWriter writer(options.out, options.overwrite);
-  if (absl::Status s = writer.CheckWritable(); !s.ok()) {
+  auto stub = v1::ArGen::NewStub(MakeChannel(common.server, common.max_message_bytes, common.security));
+  if (absl::Status s = CheckImageCounts(*stub, common, jobs, options.prompts_file); !s.ok()) {
+    err << "argen_client generate: " << s.message() << "\n";
+    return kUsage;
+  }
+  std::optional<ImageWriter> writer;
+  if (options.output.empty()) {
+    writer.emplace(options.out, options.overwrite);
+  } else {
+    writer.emplace(
+        ImageWriter::OutputFile{options.output, jobs[0].request.num_images() == 0 ? 1 : jobs[0].request.num_images()},
+        options.overwrite);
+  }
+  if (absl::Status s = writer->CheckWritable(); !s.ok()) {
     err << "argen_client generate: " << s.message() << "\n";
     return kLocalError;
   }
@@ -115,14 +153,14 @@ int RunGenerate(const CommonOptions& common, const GenerateOptions& options, std
   for (const Job& job : jobs) {
     const int32_t count = job.request.num_images() == 0 ? 1 : job.request.num_images();
     total_images += count;
-    if (job.request.request_id().empty()) continue;  // the server's ULIDs are new names
-    if (absl::Status s = writer.CheckFree(job.request.request_id(), count); !s.ok()) {
+    // The server's ULIDs are new names; an --output file is named already.
+    if (job.request.request_id().empty() && options.output.empty()) continue;
+    if (absl::Status s = writer->CheckFree(job.request.request_id(), count); !s.ok()) {
       err << "argen_client generate: " << s.message() << "\n";
       return kLocalError;
     }
   }
 
-  auto stub = v1::ArGen::NewStub(MakeChannel(common.server, common.max_message_bytes, common.security));
   const bool show = !options.quiet;
   const bool text = !options.json;
   ProgressBar bar(err, common.interactive, 0);
@@ -143,7 +181,8 @@ int RunGenerate(const CommonOptions& common, const GenerateOptions& options, std
         if (show) {
           const v1::Accepted& a = e.accepted();
           bar.Message(absl::StrCat("accepted ", a.request_id(), ": seed ", a.seed(), ", policy ", a.policy().name(),
-                                   " (", a.policy().n_slots(), " KV slots/row), KV ", a.kv_bytes(), " bytes",
+                                   " (", a.policy().n_slots(), " KV slots/row), KV ", HumanBytes(a.kv_bytes()), " = ",
+                                   a.kv_bytes(), " bytes",
                                    a.policy().kv_cache_dtype().empty() ? "" : " " + a.policy().kv_cache_dtype(),
                                    ", queue position ", a.queue_position()));
         }
@@ -159,7 +198,7 @@ int RunGenerate(const CommonOptions& common, const GenerateOptions& options, std
       } else if (e.has_image()) {
         const v1::Image& img = e.image();
         const std::string id = job.request_id.empty() ? job.request.request_id() : job.request_id;
-        absl::StatusOr<std::filesystem::path> path = writer.Write(id, img.index(), img.png());
+        absl::StatusOr<std::filesystem::path> path = writer->Write(id, img.index(), img.png());
         std::lock_guard<std::mutex> lock(mu);
         if (!path.ok()) {
           if (job.local_error.empty()) job.local_error = std::string(path.status().message());
@@ -173,10 +212,10 @@ int RunGenerate(const CommonOptions& common, const GenerateOptions& options, std
                                {"width", img.width()},
                                {"height", img.height()}});
         if (text) {
-          out << "wrote " << path->string() << " (" << img.width() << "x" << img.height() << ", seed " << img.seed()
-              << ", index " << img.index() << ")\n"
-              << std::flush;
+          bar.Print(out, absl::StrCat("wrote ", path->string(), " (", img.width(), "x", img.height(), ", seed ",
+                                      img.seed(), ", index ", img.index(), ")"));
         }
+        if (show) bar.Relabel(progress_label());
       }
     };
     CallOptions call;

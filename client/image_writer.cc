@@ -21,7 +21,17 @@ std::string ImageWriter::SafeStem(std::string_view request_id) {
   return stem.empty() ? "image" : stem;
 }
 
+ImageWriter::ImageWriter(const OutputFile& output, bool overwrite)
+    : dir_(output.file.has_parent_path() ? output.file.parent_path() : fs::path(".")),
+      overwrite_(overwrite),
+      file_(output.file),
+      file_count_(output.count) {}
+
 fs::path ImageWriter::PathFor(std::string_view request_id, int index) const {
+  if (!file_.empty()) {
+    if (file_count_ == 1) return file_;
+    return dir_ / absl::StrCat(file_.stem().string(), "_", index, file_.extension().string());
+  }
   return dir_ / absl::StrCat(SafeStem(request_id), "_", index, ".png");
 }
 
@@ -53,7 +63,9 @@ absl::Status ImageWriter::CheckFree(std::string_view request_id, int count) cons
     const fs::path path = PathFor(request_id, i);
     if (fs::exists(path, ec)) {
       return absl::AlreadyExistsError(absl::StrCat(
-          path.string(), " exists (pass --overwrite to replace it, or choose another --request_id or --out)"));
+          path.string(), file_.empty()
+                             ? " exists (pass --overwrite to replace it, or choose another --request_id or --out)"
+                             : " exists (pass --overwrite to replace it, or choose another --output)"));
     }
   }
   return absl::OkStatus();

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -21,11 +22,19 @@ class ImageWriter {
  public:
   ImageWriter(std::filesystem::path dir, bool overwrite) : dir_(std::move(dir)), overwrite_(overwrite) {}
 
+  // --output FILE: a request's one image goes to `file` itself; with
+  // `count` > 1 image i goes to <stem>_<i><ext> beside it (argen_generate's rule).
+  struct OutputFile {
+    std::filesystem::path file;
+    int count = 1;
+  };
+  ImageWriter(const OutputFile& output, bool overwrite);
+
   // The file stem for a request id: [A-Za-z0-9_-] kept, every other byte '_'
   // ("../escaped" -> "___escaped"), at most 128 characters; "image" for "".
   static std::string SafeStem(std::string_view request_id);
 
-  // <dir>/<SafeStem(id)>_<index>.png
+  // <dir>/<SafeStem(id)>_<index>.png, or the --output file (ToFile).
   std::filesystem::path PathFor(std::string_view request_id, int index) const;
 
   // Before any request is sent: the folder (or the nearest existing parent,
@@ -42,6 +51,8 @@ class ImageWriter {
  private:
   const std::filesystem::path dir_;
   const bool overwrite_;
+  const std::filesystem::path file_;  // --output: the file; empty: names from request ids
+  const int file_count_ = 1;
   std::mutex mu_;
   int temp_counter_ = 0;
 };

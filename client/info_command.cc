@@ -5,6 +5,7 @@
 #include "argen/v1/argen.grpc.pb.h"
 #include "client/commands.h"
 #include "client/generate_call.h"
+#include "client/units.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace argen::client {
@@ -55,8 +56,8 @@ int RunInfo(const CommonOptions& common, const InfoOptions& options, std::ostrea
       << "sizes          " << SizeList(info) << " (--size WxH)\n"
       << "layers         " << info.num_layers() << ", hidden " << info.hidden_size() << "\n"
       << "prompt         up to " << info.max_prompt_tokens() << " tokens\n"
-      << "KV             " << info.kv_bytes_per_token_row() << " bytes per token per row, budget "
-      << info.kv_budget_bytes() << " bytes\n"
+      << "KV             " << HumanBytes(info.kv_bytes_per_token_row()) << " per token per row, budget "
+      << HumanBytes(info.kv_budget_bytes()) << "\n"
       << "batch          up to " << info.max_batch_rows() << " rows, " << info.max_images_per_request()
       << " images per request, queue " << info.queue_limit() << "\n"
       << "default policy " << info.default_policy().name() << " (sparsity " << info.default_policy().sparsity()
@@ -70,8 +71,8 @@ int RunInfo(const CommonOptions& common, const InfoOptions& options, std::ostrea
   out << "policies      ";
   for (const v1::PolicyInfo& p : info.policies()) out << " " << p.name();
   // How to ask for sparsity per request (the default may be dense: docs/quality.md).
-  out << "\nper request    argen_client generate --policy NAME --sparsity S (e.g. --policy diagonal"
-      << " --sparsity 0.9 --n_recent 64); quality of each: docs/quality.md"
+  out << "\nper request    argen_client generate --policy NAME --sparsity S (or --policy NAME:S, e.g."
+      << " --policy alisa:0.8); quality of each: docs/quality.md"
       << "\nparameters\n";
   // The ranges the server enforces, with open ends shown as such.
   for (const v1::ParameterRange& r : info.ranges()) {

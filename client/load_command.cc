@@ -104,7 +104,7 @@ int RunLoad(const CommonOptions& common, const LoadOptions& options, std::ostrea
   std::vector<Outcome> outcomes;
   int64_t started = 0;
   int32_t in_flight = 0;
-  ProgressBar bar(err, common.interactive, limit == INT64_MAX ? 0 : limit);
+  ProgressBar bar(err, common.interactive, limit == INT64_MAX ? 0 : limit, "req/s");  // counts finished requests
   const Clock::time_point start = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   // Ctrl-C stops sending; the summary covers what was sent (client/interrupt.h).

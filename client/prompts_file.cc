@@ -28,6 +28,9 @@ absl::Status ApplyField(const std::string& key, const json& v, v1::GenerateReque
   if (key == "prompt") {
     if (!v.is_string()) return want_number("a string");
     r.set_prompt(v.get<std::string>());
+  } else if (key == "negative_prompt") {
+    if (!v.is_string()) return want_number("a string");
+    r.set_negative_prompt(v.get<std::string>());
   } else if (key == "request_id") {
     if (!v.is_string()) return want_number("a string");
     r.set_request_id(v.get<std::string>());
@@ -51,7 +54,7 @@ absl::Status ApplyField(const std::string& key, const json& v, v1::GenerateReque
     if (!size.ok()) return size.status();
     r.set_width(size->first);
     r.set_height(size->second);
-  } else if (key == "count" || key == "num_images") {
+  } else if (key == "count" || key == "num_images" || key == "n") {  // the CLI's, gRPC's and HTTP's names
     if (absl::Status s = integer(1, 4096, i); !s.ok()) return s;
     r.set_num_images(static_cast<int32_t>(i));
   } else if (key == "seed") {
@@ -66,11 +69,12 @@ absl::Status ApplyField(const std::string& key, const json& v, v1::GenerateReque
     if (key == "n_att") r.mutable_policy()->set_n_att(x);
     if (key == "n_recent") r.mutable_policy()->set_n_recent(x);
     if (key == "n_sink") r.mutable_policy()->set_n_sink(x);
-  } else if (key == "sparsity" || key == "cfg" || key == "cfg_weight" || key == "temperature" || key == "top_p") {
+  } else if (key == "sparsity" || key == "cfg" || key == "cfg_weight" || key == "guidance_scale" ||
+             key == "temperature" || key == "top_p") {
     if (!v.is_number()) return want_number("a number");
     const double x = v.get<double>();
     if (key == "sparsity") r.mutable_policy()->set_sparsity(x);
-    if (key == "cfg" || key == "cfg_weight") r.set_cfg_weight(static_cast<float>(x));
+    if (key == "cfg" || key == "cfg_weight" || key == "guidance_scale") r.set_cfg_weight(static_cast<float>(x));
     if (key == "temperature") r.set_temperature(static_cast<float>(x));
     if (key == "top_p") r.set_top_p(static_cast<float>(x));
   } else {

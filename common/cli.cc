@@ -1,6 +1,8 @@
 #include "common/cli.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <iostream>
 #include <ostream>
 #include <sstream>
@@ -14,6 +16,32 @@ void Configure(CLI::App& app, std::string_view program) {
   app.set_version_flag("--version", VersionLine(program), "Print the version (git describe, build type) and exit");
   app.option_defaults()->always_capture_default();
   app.get_formatter()->column_width(34);
+}
+
+std::string FlagNames(std::string_view long_name, char short_name) {
+  const std::string given(long_name);
+  std::string other = given;
+  const bool hyphens = given.find('-') != std::string::npos;
+  std::replace(other.begin(), other.end(), hyphens ? '-' : '_', hyphens ? '_' : '-');
+  std::string names = short_name != 0 ? std::string("-") + short_name + "," : std::string();
+  names += "--" + given;
+  if (other != given) names += ",--" + other;
+  return names;
+}
+
+CLI::Validator Uint64Digits() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        const bool digits = !value.empty() && value.size() <= 20 &&
+                            std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
+        errno = 0;
+        if (digits) std::strtoull(value.c_str(), nullptr, 10);
+        if (!digits || errno == ERANGE) {
+          return "\"" + value.substr(0, 32) + "\" is not an integer in [0, 18446744073709551615]";
+        }
+        return std::string();
+      },
+      "");
 }
 
 std::vector<std::string> CliArgs(const std::vector<std::string>& args) {

@@ -41,6 +41,16 @@ std::string ErrorMessage(const CLI::ParseError& error);
 // returns 0; otherwise nullopt.
 std::optional<int> HelpOrVersion(int argc, const char* const* argv, std::string_view program, std::string_view usage);
 
+// A flag's names: "top_k" -> "--top_k,--top-k", "kv-cache-dtype" ->
+// "--kv-cache-dtype,--kv_cache_dtype": both spellings of every long flag are
+// accepted, the one given first (help and messages name it); a one-letter
+// `short_name` adds "-p".
+std::string FlagNames(std::string_view long_name, char short_name = 0);
+
+// Accepts 0 .. 2^64-1 written as decimal digits; "-1" (which CLI11 would wrap
+// to 2^64-1) and anything else is an error naming the range.
+CLI::Validator Uint64Digits();
+
 // `args` (no program name) as CLI11's parse(vector) wants them: reversed,
 // with "--name=" split into "--name" and an empty value.
 std::vector<std::string> CliArgs(const std::vector<std::string>& args);

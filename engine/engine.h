@@ -68,9 +68,9 @@ struct ImageLayout {
 };
 
 struct ModelInfo {
-  std::string name;          // checkpoint directory name
-  std::string family;        // model family (engine/families/registry.h), e.g. "janus"
-  std::string backend;       // "cpu" or "cuda"
+  std::string name;     // checkpoint directory name
+  std::string family;   // model family (engine/families/registry.h), e.g. "janus"
+  std::string backend;  // "cpu" or "cuda"
   // The default image size's layout (a request that names no size):
   int32_t image_size = 0;    // pixels per side (the longer side)
   int32_t token_grid = 0;    // visual tokens per side (the longer side)
@@ -104,6 +104,8 @@ struct ModelInfo {
 
 struct GenerationRequest {
   std::string prompt;  // the caption; the engine builds the chat-format prompt
+  // The guidance row's prompt (model::PromptText); "": the family's default.
+  std::string negative_prompt;
   int32_t num_images = 1;
   // The image size in pixels, one of ModelInfo::image_layouts; 0 and 0: the
   // model's default size (both or neither).
@@ -119,8 +121,8 @@ struct PreparedRequest {
   GenerationRequest request;
   std::vector<int32_t> cond_ids;    // the family's prompt (Janus: chat format, ends with <begin_of_image>)
   std::vector<int32_t> uncond_ids;  // its guidance row (Janus: same length; Lumina: the image header)
-  ImageLayout layout;  // its size's (the request's width x height, or the default)
-  sparse::ResolvedPolicy policy;  // resolved for layout.image_tokens
+  ImageLayout layout;               // its size's (the request's width x height, or the default)
+  sparse::ResolvedPolicy policy;    // resolved for layout.image_tokens
   // Pool bytes its admission may take at most: its rows and, under prompt-KV
   // sharing across requests, the shared prompts it would create if none of
   // them is resident (Add places at most this much).

@@ -21,6 +21,7 @@ struct RequestMetrics {
   int32_t steps = 0;             // engine steps it took part in (prefill included)
   int32_t rows = 0;              // its own batch rows (2 per image)
   int32_t images = 0;            // images delivered
+  int32_t prompt_tokens = 0;     // its caption row's prompt tokens (one row)
 };
 
 // The scheduler's side (scheduler/job.h is internal to scheduler/).

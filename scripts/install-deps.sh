@@ -27,6 +27,8 @@ packages=(
   python3-grpcio python3-protobuf python3-pip python3-setuptools
   # The playground's browser test (tests/serving/playground_browser_test.py).
   chromium
+  # The README quick-start test runs the README's curl lines.
+  curl
 )
 # `install-deps.sh fuzz`: also clang's libFuzzer (scripts/fuzz.sh only; CI fuzzes with gcc).
 if [ "${1:-}" = "fuzz" ]; then

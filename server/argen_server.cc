@@ -28,7 +28,7 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> LoadEngine(const ServerConfig& c
   options.weight_format = *model::ParseWeightFormat(config.weight_dtype);  // validated by the config
   options.share_prompt_kv = config.share_prompt_kv;
   options.share_prompt_kv_across_requests = config.share_prompt_kv_across_requests;
-  options.threads = config.threads;
+  options.threads = ResolvedThreads(config);
   // The engine owns the limits; the scheduler and GetModelInfo read them from it.
   options.kv_budget_bytes = ResolvedKvBudget(config);
   options.max_batch_rows = ResolvedMaxBatchRows(config);
@@ -121,6 +121,7 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
     http.max_body_bytes = static_cast<size_t>(config.http_max_body_bytes);
     http.tls = server->tls_.get();
     http.allowed_origins = config.http_allowed_origins;
+    http.on_response = [metrics = server->prometheus_.get()](int status) { metrics->OnHttpResponse(status); };
     absl::StatusOr<std::unique_ptr<HttpServer>> bound = HttpServer::Bind(http);
     if (!bound.ok()) return bound.status();
     server->http_ = *std::move(bound);

@@ -95,7 +95,7 @@ grpc::Status ArgenService::GenerateWire(grpc::ServerContext* context, const grpc
   // The key first: a caller without one learns nothing about its bytes.
   absl::StatusOr<const ApiKey*> key = gate_->Authorize(AuthorizationOf(*context), Right::kGenerate);
   if (!key.ok()) {
-    RequestTrace("grpc", context->peer(), v1::GenerateRequest(), "invalid").Ended(key.status());
+    RequestTrace("grpc", context->peer(), v1::GenerateRequest(), "invalid", gate_->metrics()).Ended(key.status());
     return ToGrpcStatus(key.status());
   }
   absl::StatusOr<v1::GenerateRequest> request = ParseGenerateRequest(*wire);
@@ -104,17 +104,17 @@ grpc::Status ArgenService::GenerateWire(grpc::ServerContext* context, const grpc
       gate_->metrics()->OnRequestDone("invalid", request.status(), scheduler::RequestMetrics{});
     }
     // Logged without its fields: they are what could not be read.
-    RequestTrace("grpc", context->peer(), v1::GenerateRequest(), "invalid").Ended(request.status());
+    RequestTrace("grpc", context->peer(), v1::GenerateRequest(), "invalid", gate_->metrics()).Ended(request.status());
     return ToGrpcStatus(request.status());
   }
   // One log line per request, whichever way it ends; PNGs get their metadata.
-  RequestTrace trace("grpc", context->peer(), *request, gate_->PolicyLabel(*request));
+  RequestTrace trace("grpc", context->peer(), *request, gate_->PolicyLabel(*request), gate_->metrics());
   return GenerateAuthorized(context, *key, &*request, writer, trace);
 }
 
 grpc::Status ArgenService::Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                                     grpc::ServerWriter<v1::GenerateEvent>* writer) {
-  RequestTrace trace("grpc", context->peer(), *request, gate_->PolicyLabel(*request));
+  RequestTrace trace("grpc", context->peer(), *request, gate_->PolicyLabel(*request), gate_->metrics());
   absl::StatusOr<const ApiKey*> key = gate_->Authorize(AuthorizationOf(*context), Right::kGenerate);
   if (!key.ok()) {
     trace.Ended(key.status());

@@ -347,7 +347,8 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
     if (metrics_ != nullptr) {
       metrics_->OnRequestDone("invalid", absl::InvalidArgumentError(e->message), scheduler::RequestMetrics{});
     }
-    RequestTrace("http", peer, v1::GenerateRequest(), "invalid").Ended(absl::InvalidArgumentError(e->message));
+    RequestTrace("http", peer, v1::GenerateRequest(), "invalid", metrics_)
+        .Ended(absl::InvalidArgumentError(e->message));
     Fail(response, *e);
     return;
   }
@@ -376,7 +377,7 @@ void HttpImagesApi::Generate(const httplib::Request& request, httplib::Response&
       return image::EncodeJpeg(rgb.rgb, rgb.width, rgb.height, quality);
     };
   }
-  gen->trace = std::make_unique<RequestTrace>("http", peer, gen->request.generate, gen->policy);
+  gen->trace = std::make_unique<RequestTrace>("http", peer, gen->request.generate, gen->policy, metrics_);
   absl::StatusOr<Submission> submitted =
       g->Submit(key, gen->request.generate, absl::InfiniteFuture(), std::move(encoder));
   if (!submitted.ok()) {

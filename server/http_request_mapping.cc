@@ -183,7 +183,10 @@ std::variant<ImagesRequest, HttpApiError> Parse(const json& body, const ImagesAp
       ARGEN_TAKE(prompt, String(value, key));
       g.set_prompt(prompt);
       have_prompt = true;
-    } else if (key == "n") {
+    } else if (key == "negative_prompt") {  // the guidance row's prompt, as on gRPC
+      ARGEN_TAKE(negative, String(value, key));
+      g.set_negative_prompt(negative);
+    } else if (key == "n" || key == "num_images") {  // OpenAI's name, and gRPC's as an alias
       ARGEN_TAKE(n, Int32(value, key));
       if (n < 1) return Bad(key, absl::StrCat("must be >= 1, got ", n));
       g.set_num_images(n);
@@ -257,7 +260,7 @@ std::variant<ImagesRequest, HttpApiError> Parse(const json& body, const ImagesAp
                                      value.is_number_integer() ? "a negative integer" : TypeName(value)));
       }
       g.set_seed(value.get<uint64_t>());
-    } else if (key == "guidance_scale") {
+    } else if (key == "guidance_scale" || key == "cfg_weight") {  // gRPC's name as an alias
       ARGEN_TAKE(w, Number(value, key));
       g.set_cfg_weight(static_cast<float>(w));
     } else if (key == "temperature") {

@@ -149,6 +149,12 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Bind(const HttpServerOpt
     server->server_ = std::make_unique<httplib::Server>();
   }
   httplib::Server& s = *server->server_;
+  if (options.on_response) {
+    // httplib calls its logger once per response, errors and streams included.
+    s.set_logger([on_response = options.on_response](const httplib::Request&, const httplib::Response& response) {
+      on_response(response.status);
+    });
+  }
   const size_t threads = static_cast<size_t>(std::max(1, options.threads));
   // httplib's pool of std::threads: the default stack size (see the header).
   if (options.max_connections > 0) {

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <regex>
 #include <set>
@@ -58,6 +59,8 @@ struct HttpServerOptions {
   // Origins (scheme://host[:port]) whose browser pages may call the server;
   // "*": any. Empty: no CORS headers.
   std::vector<std::string> allowed_origins;
+  // Called after every response with its status code (metrics); may be empty.
+  std::function<void(int status)> on_response;
 };
 
 // A route as documented: method and path with {parameters}.

@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
              absl::StrCat("argen_server ", argen::Version(), " (", std::string(argen::BuildType()), " build): loading ",
                           config->model_dir, " (backend ", config->backend, ", vq_backend ", config->vq_backend,
                           ", vq_precision ", config->vq_precision, ", weight_dtype ", config->weight_dtype,
-                          ", image_workers ", argen::server::ResolvedImageWorkers(*config), ")"),
+                          ", threads ", argen::server::ResolvedThreads(*config), ", image_workers ",
+                          argen::server::ResolvedImageWorkers(*config), ")"),
              {{"version", argen::Version()},
               {"build_type", std::string(argen::BuildType())},
               {"config", EffectiveConfig(*config)}});

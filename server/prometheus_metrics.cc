@@ -20,7 +20,11 @@ Histogram::BucketBoundaries LatencyBuckets() {
 Histogram::BucketBoundaries StepBuckets() {
   return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10};
 }
-Histogram::BucketBoundaries RowBuckets() { return {2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}; }
+// Decode batch rows, up to the largest batch cuda "auto" sizes
+// (engine/cuda/pool_sizing.h kMaxAutoBatchRows, 16384: 2,000+ on an H200).
+Histogram::BucketBoundaries RowBuckets() { return {2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}; }
+// Prompt tokens of one request's caption row: 8 to 4096.
+Histogram::BucketBoundaries PromptTokenBuckets() { return {8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}; }
 
 }  // namespace
 
@@ -147,7 +151,34 @@ PrometheusMetrics::PrometheusMetrics(int64_t kv_budget_bytes)
                            .Name("argen_streams_stalled_total")
                            .Help("Generate streams reset because the client read nothing for stream_stall_timeout_s")
                            .Register(*registry_)
-                           .Add({})) {
+                           .Add({})),
+      transport_requests_(BuildCounter()
+                              .Name("argen_transport_requests_total")
+                              .Help("Generate requests by transport (grpc, http), served model and final gRPC status")
+                              .Register(*registry_)),
+      prefill_seconds_(BuildHistogram()
+                           .Name("argen_prefill_seconds")
+                           .Help("Duration of the engine step that prefilled a request's prompts, by transport "
+                                 "and model")
+                           .Register(*registry_)),
+      vq_decode_seconds_(BuildHistogram()
+                             .Name("argen_vq_decode_seconds")
+                             .Help("VQ decode and image encoding of a request's images, by transport and model")
+                             .Register(*registry_)),
+      prompt_tokens_(BuildHistogram()
+                         .Name("argen_prompt_tokens")
+                         .Help("Prompt tokens of a request's caption row (the family's chat prompt), by "
+                               "transport and model")
+                         .Register(*registry_)),
+      first_preview_(BuildHistogram()
+                         .Name("argen_time_to_first_preview_seconds")
+                         .Help("Time from receiving a request to its first preview (partial image) being sent, by "
+                               "transport and model")
+                         .Register(*registry_)),
+      http_responses_(BuildCounter()
+                          .Name("argen_http_responses_total")
+                          .Help("Responses of the HTTP API port by status code (200, 400, 404, 429, 503, ...)")
+                          .Register(*registry_)) {
   kv_budget_.Set(kv_budget_bytes_);
   // Every label value from the start (at 0), so rate() and alerts see the series.
   for (const char* reason : {"image_path_busy", "client_slow", "late", "request_ended", "failed"}) {
@@ -217,6 +248,48 @@ void PrometheusMetrics::BeforeScrape() { process_.Update(); }
 
 void PrometheusMetrics::SetBuildInfo(const BuildInfo& build) {
   build_info_.Add({{"version", build.version}, {"backend", build.backend}, {"model", build.model}}).Set(1);
+  {
+    absl::MutexLock lock(&model_mu_);
+    model_ = build.model;
+  }
+  // Every transport's series from the start (at 0), so rate() and the
+  // dashboard see them before the first request of each kind.
+  for (const char* transport : {"grpc", "http"}) {
+    const std::map<std::string, std::string> labels = TransportLabels(transport);
+    prefill_seconds_.Add(labels, LatencyBuckets());
+    vq_decode_seconds_.Add(labels, LatencyBuckets());
+    prompt_tokens_.Add(labels, PromptTokenBuckets());
+    first_preview_.Add(labels, LatencyBuckets());
+  }
+}
+
+std::map<std::string, std::string> PrometheusMetrics::TransportLabels(std::string_view transport) const {
+  absl::MutexLock lock(&model_mu_);
+  return {{"model", model_}, {"transport", std::string(transport)}};
+}
+
+void PrometheusMetrics::OnTransportRequestDone(std::string_view transport, const absl::Status& status,
+                                               const scheduler::RequestMetrics* metrics) {
+  std::map<std::string, std::string> labels = TransportLabels(transport);
+  if (metrics != nullptr) {
+    if (metrics->prefill > absl::ZeroDuration()) {
+      prefill_seconds_.Add(labels, LatencyBuckets()).Observe(absl::ToDoubleSeconds(metrics->prefill));
+    }
+    if (metrics->vq_decode > absl::ZeroDuration()) {
+      vq_decode_seconds_.Add(labels, LatencyBuckets()).Observe(absl::ToDoubleSeconds(metrics->vq_decode));
+    }
+    if (metrics->prompt_tokens > 0) prompt_tokens_.Add(labels, PromptTokenBuckets()).Observe(metrics->prompt_tokens);
+  }
+  labels["status"] = absl::StatusCodeToString(status.code());
+  transport_requests_.Add(labels).Increment();
+}
+
+void PrometheusMetrics::OnFirstPreview(std::string_view transport, absl::Duration since_received) {
+  first_preview_.Add(TransportLabels(transport), LatencyBuckets()).Observe(absl::ToDoubleSeconds(since_received));
+}
+
+void PrometheusMetrics::OnHttpResponse(int status) {
+  http_responses_.Add({{"code", std::to_string(status)}}).Increment();
 }
 
 void PrometheusMetrics::OnStreamStalled() { streams_stalled_.Increment(); }

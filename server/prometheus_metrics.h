@@ -4,11 +4,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -17,6 +19,7 @@
 #include "scheduler/scheduler_observer.h"
 #include "server/http_server.h"
 #include "server/process_metrics.h"
+#include "server/transport_metrics.h"
 
 namespace argen::server {
 
@@ -27,13 +30,14 @@ struct BuildInfo {
   std::string model;    // engine::ModelInfo::name
 };
 
-class PrometheusMetrics : public scheduler::SchedulerObserver {
+class PrometheusMetrics : public scheduler::SchedulerObserver, public TransportMetrics {
  public:
   explicit PrometheusMetrics(int64_t kv_budget_bytes);
   // The engine's KV budget once it is loaded (argen_kv_cache_budget_bytes).
   void SetKvBudget(int64_t kv_budget_bytes);
 
-  // argen_build_info{version, backend, model} 1, once the model is loaded.
+  // argen_build_info{version, backend, model} 1, once the model is loaded;
+  // from then on the per-transport series carry model="<its name>".
   void SetBuildInfo(const BuildInfo& build);
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
@@ -56,11 +60,19 @@ class PrometheusMetrics : public scheduler::SchedulerObserver {
   // stream_stall_timeout_s (its request may have finished meanwhile).
   void OnStreamStalled();
 
+  // TransportMetrics: series labelled {model, transport} (and HTTP's by code).
+  void OnTransportRequestDone(std::string_view transport, const absl::Status& status,
+                              const scheduler::RequestMetrics* metrics) override;
+  void OnFirstPreview(std::string_view transport, absl::Duration since_received) override;
+  void OnHttpResponse(int status) override;
+
   // Refreshes what is read at scrape time (process_* from /proc).
   void BeforeScrape();
 
  private:
   prometheus::Histogram& ByPolicy(prometheus::Family<prometheus::Histogram>& family, std::string_view policy);
+  // {model, transport} labels; the model is "" until SetBuildInfo.
+  std::map<std::string, std::string> TransportLabels(std::string_view transport) const;
 
   std::shared_ptr<prometheus::Registry> registry_;
   double kv_budget_bytes_;  // SetKvBudget runs before the scheduler starts
@@ -90,6 +102,15 @@ class PrometheusMetrics : public scheduler::SchedulerObserver {
   prometheus::Family<prometheus::Gauge>& build_info_;
   ProcessMetrics process_;
   prometheus::Counter& streams_stalled_;
+  // Per transport and model.
+  mutable absl::Mutex model_mu_;
+  std::string model_ ABSL_GUARDED_BY(model_mu_);
+  prometheus::Family<prometheus::Counter>& transport_requests_;
+  prometheus::Family<prometheus::Histogram>& prefill_seconds_;
+  prometheus::Family<prometheus::Histogram>& vq_decode_seconds_;
+  prometheus::Family<prometheus::Histogram>& prompt_tokens_;
+  prometheus::Family<prometheus::Histogram>& first_preview_;
+  prometheus::Family<prometheus::Counter>& http_responses_;
 };
 
 // The /metrics HTTP endpoint: the registry in the Prometheus text format on

@@ -49,13 +49,13 @@ size_t FirstInvalidUtf8(std::string_view text) {
   return std::string_view::npos;
 }
 
-absl::Status CheckPromptBytes(std::string_view prompt, int64_t max_bytes) {
+absl::Status CheckPromptBytes(std::string_view prompt, int64_t max_bytes, std::string_view field) {
   if (static_cast<int64_t>(prompt.size()) > max_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prompt: ", prompt.size(), " bytes, over the limit of ", max_bytes, " bytes (max_prompt_bytes)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(field), ": ", prompt.size(), " bytes, over the limit of ", max_bytes, " bytes (max_prompt_bytes)"));
   }
   if (const size_t bad = FirstInvalidUtf8(prompt); bad != std::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt: not valid UTF-8 (byte ", bad, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(std::string(field), ": not valid UTF-8 (byte ", bad, ")"));
   }
   return absl::OkStatus();
 }

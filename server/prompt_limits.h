@@ -29,8 +29,8 @@ int64_t PromptByteLimit(int64_t configured, int32_t max_prompt_tokens, int64_t f
 // checks), or npos when `text` is valid.
 size_t FirstInvalidUtf8(std::string_view text);
 
-// INVALID_ARGUMENT naming `prompt` when it is longer than `max_bytes` bytes
-// or not valid UTF-8; OK otherwise. Linear in the prompt's size.
-absl::Status CheckPromptBytes(std::string_view prompt, int64_t max_bytes);
+// INVALID_ARGUMENT naming `field` (prompt, negative_prompt) when it is longer
+// than `max_bytes` bytes or not valid UTF-8; OK otherwise. Linear in its size.
+absl::Status CheckPromptBytes(std::string_view prompt, int64_t max_bytes, std::string_view field = "prompt");
 
 }  // namespace argen::server

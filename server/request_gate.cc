@@ -73,6 +73,9 @@ absl::StatusOr<Submission> RequestGate::Submit(const ApiKey* key, const v1::Gene
   // The byte bound first: nothing below (tokenizing) may cost more than a
   // small multiple of what the request sent.
   if (absl::Status s = CheckPromptBytes(request.prompt(), max_prompt_bytes_); !s.ok()) return reject(s);
+  if (absl::Status s = CheckPromptBytes(request.negative_prompt(), max_prompt_bytes_, "negative_prompt"); !s.ok()) {
+    return reject(s);
+  }
   absl::StatusOr<engine::GenerationRequest> generation = ToGenerationRequest(request, config_, info_, RandomSeed());
   if (!generation.ok()) return reject(generation.status());
   if (request.previews() < 0) {

@@ -21,7 +21,8 @@ nlohmann::ordered_json RequestedParams(const v1::SparsityPolicy& p) {
 }  // namespace
 
 RequestTrace::RequestTrace(std::string transport, std::string peer, const v1::GenerateRequest& request,
-                           std::string policy_label) {
+                           std::string policy_label, TransportMetrics* metrics)
+    : metrics_(metrics) {
   record_.transport = std::move(transport);
   record_.request_id = request.request_id();
   record_.peer = std::move(peer);
@@ -41,6 +42,7 @@ void RequestTrace::Submitted(const std::string& request_id, const engine::Genera
   record_.seed = generation.sampling.seed;
   record_.has_seed = true;
   metadata_.prompt = generation.prompt;
+  metadata_.negative_prompt = generation.negative_prompt;
   metadata_.seed = generation.sampling.seed;
   metadata_.sampling = generation.sampling;
   metadata_.sparsity = generation.policy.sparsity;
@@ -66,7 +68,11 @@ void RequestTrace::OnEvent(scheduler::RequestEvent& event) {
         img->encoded = *std::move(tagged);
       }
     }
+  } else if (std::holds_alternative<scheduler::PreviewEvent>(event)) {
+    if (!previewed_ && metrics_ != nullptr) metrics_->OnFirstPreview(record_.transport, absl::Now() - start_);
+    previewed_ = true;
   } else if (auto* finished = std::get_if<scheduler::FinishedEvent>(&event)) {
+    costs_ = finished->metrics;
     record_.queue_wait_seconds = absl::ToDoubleSeconds(finished->metrics.queue_wait);
     record_.total_seconds = absl::ToDoubleSeconds(finished->metrics.total);
     Log(finished->status);
@@ -81,6 +87,7 @@ void RequestTrace::Log(const absl::Status& status) {
   record_.status = status;
   if (record_.total_seconds == 0) record_.total_seconds = absl::ToDoubleSeconds(absl::Now() - start_);
   log::LogRequest(record_);
+  if (metrics_ != nullptr) metrics_->OnTransportRequestDone(record_.transport, status, costs_ ? &*costs_ : nullptr);
 }
 
 }  // namespace argen::server

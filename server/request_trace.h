@@ -2,9 +2,12 @@
 // follows its events to write the per-request log line (request_log.h) when
 // it ends, and puts the generation metadata into every PNG image it sends
 // (engine/image/generation_metadata.h; other formats, e.g. JPEG, stay as they
-// are). Not thread-safe: one transport thread drives it.
+// are), and reports the request to the transport metrics (transport_metrics.h:
+// its end, its costs, its first preview). Not thread-safe: one transport
+// thread drives it.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -14,13 +17,16 @@
 #include "engine/image/generation_metadata.h"
 #include "scheduler/request_events.h"
 #include "server/request_log.h"
+#include "server/transport_metrics.h"
 
 namespace argen::server {
 
 class RequestTrace {
  public:
-  // `transport`: "grpc" or "http"; `policy_label` as the metrics name it.
-  RequestTrace(std::string transport, std::string peer, const v1::GenerateRequest& request, std::string policy_label);
+  // `transport`: "grpc" or "http"; `policy_label` as the metrics name it;
+  // `metrics` (may be null) outlives the trace.
+  RequestTrace(std::string transport, std::string peer, const v1::GenerateRequest& request, std::string policy_label,
+               TransportMetrics* metrics = nullptr);
   RequestTrace(const RequestTrace&) = delete;
   RequestTrace& operator=(const RequestTrace&) = delete;
   // A request that never ended through OnEvent(Finished) is logged here
@@ -39,6 +45,9 @@ class RequestTrace {
  private:
   void Log(const absl::Status& status);
 
+  TransportMetrics* const metrics_;
+  std::optional<scheduler::RequestMetrics> costs_;  // from its Finished event
+  bool previewed_ = false;
   log::RequestRecord record_;
   image::GenerationMetadata metadata_;
   bool submitted_ = false;

@@ -175,7 +175,8 @@ const std::vector<KeyDef>& Keys() {
          c.weight_dtype = v;
          return absl::OkStatus();
        }},
-      {{"threads", "CPU threads for the engine; 0: all cores"}, Int(&ServerConfig::threads, 0, 4096)},
+      {{"threads", "CPU threads for the engine; 0: auto (backend cpu: every core but one, for the image path)"},
+       Int(&ServerConfig::threads, 0, 4096)},
       {{"listen_address", "gRPC listen address"}, Text(&ServerConfig::listen_address)},
       {{"port", "gRPC port; 0: any free port"}, Int(&ServerConfig::port, 0, 65535)},
       {{"metrics_address", "Prometheus /metrics listen address"}, Text(&ServerConfig::metrics_address)},
@@ -509,6 +510,15 @@ int32_t ResolvedImageWorkers(const ServerConfig& config) {
   if (config.backend != "cuda") return 1;
   const unsigned cores = std::thread::hardware_concurrency();
   return static_cast<int32_t>(std::clamp<unsigned>(cores, 1, 8));
+}
+
+int32_t ResolvedThreads(const ServerConfig& config, unsigned cores) {
+  if (config.threads > 0 || config.backend == "cuda") return config.threads;
+  return static_cast<int32_t>(cores > 1 ? cores - 1 : 1);
+}
+
+int32_t ResolvedThreads(const ServerConfig& config) {
+  return ResolvedThreads(config, std::thread::hardware_concurrency());
 }
 
 absl::Status ValidateConfig(const ServerConfig& config) {

@@ -37,7 +37,7 @@ struct ServerConfig {
   std::string vq_backend = "auto";    // auto | cpu | cuda: the VQ image decoder (auto: cuda with backend cuda)
   std::string vq_precision = "auto";  // auto | bf16 | tf32 | fp32: the GPU VQ decoder's arithmetic
   std::string weight_dtype = "auto";  // auto | fp8: the decoder layers' projections (engine/model/weight_format.h)
-  int32_t threads = 0;                // CPU threads for the engine; 0: all cores
+  int32_t threads = 0;                // CPU threads for the engine; 0: auto (ResolvedThreads)
   std::string listen_address = "0.0.0.0";
   int32_t port = 50051;  // 0: any free port
   std::string metrics_address = "0.0.0.0";
@@ -116,6 +116,13 @@ absl::Status ApplyConfigYaml(ServerConfig& config, const std::string& yaml_text,
 // in milliseconds; PNG encoding on host threads is then the image path's
 // bound), else 1 (the CPU VQ decoder uses every core for one image).
 int32_t ResolvedImageWorkers(const ServerConfig& config);
+
+// threads with 0 (auto) resolved for the engine: backend cpu, every core but
+// one (at least 1): the image path (VQ decode, PNG and preview encoding)
+// needs a core of its own, or streamed partial images arrive late (issue
+// 34); backend cuda 0 (the backend's own choice). `cores`: the machine's.
+int32_t ResolvedThreads(const ServerConfig& config, unsigned cores);
+int32_t ResolvedThreads(const ServerConfig& config);  // with this machine's cores
 
 // kv_budget_bytes with "auto" resolved for the engine: backend cpu 4 GiB, backend
 // cuda 0 (the engine sizes the pool from the card's free memory).

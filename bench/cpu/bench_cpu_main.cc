@@ -65,10 +65,10 @@ const char* SharingName(const model::GenericEngine& engine) {
 
 // Fixed-length prompts: bench timing must not depend on a tokenizer.
 model::PromptEncoder FixedLengthEncoder(int32_t len, int32_t vocab) {
-  return [len,
-          vocab](const std::string& caption) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
+  return [len, vocab](
+             const model::PromptText& text) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
     std::vector<int32_t> cond(len), uncond(len, 0);
-    const int32_t salt = static_cast<int32_t>(std::hash<std::string>{}(caption) % 9973);
+    const int32_t salt = static_cast<int32_t>(std::hash<std::string>{}(text.caption) % 9973);
     for (int32_t i = 0; i < len; ++i) cond[i] = (17 * i + salt) % vocab;
     cond.front() = 1 % vocab;  // BOS-like ends: the guidance row is the same for every caption
     cond.back() = 2 % vocab;

@@ -235,6 +235,43 @@ def build():
                    {"h": 8, "w": 12, "x": 12, "y": y},
                    [(f"sum by (pod) (argen_draining{{{SEL}}})", "{{pod}}")], "short"),
     ]
+    y += 8
+
+    panels.append(row("Transports, request stages and previews", y)); y += 1
+    panels += [
+        timeseries("Requests / s by transport and status",
+                   "Generation requests each front end read (gRPC, the HTTP API), by final gRPC status "
+                   "(argen_transport_requests_total).",
+                   {"h": 8, "w": 12, "x": 0, "y": y},
+                   [(f"sum by (transport, status) (rate(argen_transport_requests_total{{{SEL}}}[{RATE}]))",
+                     "{{transport}} {{status}}")],
+                   "reqps", stack=True),
+        timeseries("HTTP API responses / s by code",
+                   "Every response of the HTTP API port (argen_http_responses_total): 429 is a full "
+                   "queue, 503 loading or draining, 500 a server fault (ArgenHttpServerErrors).",
+                   {"h": 8, "w": 12, "x": 12, "y": y},
+                   [(f"sum by (code) (rate(argen_http_responses_total{{{SEL}}}[{RATE}]))", "{{code}}")],
+                   "reqps", stack=True),
+    ]
+    y += 8
+    panels += [
+        timeseries("Prefill and VQ decode percentiles",
+                   "Per request: the engine step that prefilled its prompts (argen_prefill_seconds) and "
+                   "the VQ decode and image encoding of its images (argen_vq_decode_seconds).",
+                   {"h": 8, "w": 8, "x": 0, "y": y},
+                   [(e, "prefill " + l) for e, l in quantiles("argen_prefill_seconds", [0.5, 0.9])] +
+                   [(e, "VQ decode " + l) for e, l in quantiles("argen_vq_decode_seconds", [0.5, 0.9])], "s"),
+        timeseries("Time to first preview percentiles",
+                   "Request read to its first preview (partial image) sent, for requests asking for "
+                   "previews (argen_time_to_first_preview_seconds): when a user first sees rows.",
+                   {"h": 8, "w": 8, "x": 8, "y": y},
+                   quantiles("argen_time_to_first_preview_seconds", [0.5, 0.9, 0.99]), "s"),
+        timeseries("Prompt tokens percentiles",
+                   "Prompt tokens of each request's caption row (argen_prompt_tokens); long prompts "
+                   "cost prefill time and KV.",
+                   {"h": 8, "w": 8, "x": 16, "y": y},
+                   quantiles("argen_prompt_tokens", [0.5, 0.99]), "short"),
+    ]
 
     templating = [
         {"name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus",

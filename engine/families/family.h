@@ -10,7 +10,9 @@
 //     length, image geometry; with its forced tokens and prompt recipe, a
 //     model::ImageRecipe), the default size's below, the others made on
 //     demand by make_recipes;
-//   * its prompt recipe: caption -> the cond ids and the guidance row's ids;
+//   * its prompt recipe (model::PromptEncoder): caption and negative prompt ->
+//     the cond ids and the guidance row's ids; an empty negative prompt gets
+//     the family's own unconditional prompt (a new family decides its default);
 //   * the binding of its image decoder (token ids -> RGB) on the CPU or GPU.
 #pragma once
 
@@ -35,7 +37,7 @@
 namespace argen::families {
 
 struct DecoderOptions {
-  bool gpu = false;                // the GPU decoder (else the CPU one)
+  bool gpu = false;                                              // the GPU decoder (else the CPU one)
   vq::DecoderPrecision precision = vq::DecoderPrecision::kAuto;  // GPU: auto (bf16, fp32 fallback), bf16, tf32, fp32
 };
 

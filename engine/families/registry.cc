@@ -9,6 +9,7 @@
 #include "engine/families/emu3/emu3_family.h"
 #include "engine/families/janus/janus_family.h"
 #include "engine/families/lumina/lumina_family.h"
+#include "engine/families/model_sampling.h"
 #include "nlohmann/json.hpp"
 
 namespace argen::families {
@@ -68,7 +69,11 @@ absl::StatusOr<FamilyModel> LoadFamilyModel(const std::string& model_dir, const 
   if (!identity.ok()) return identity.status();
   absl::StatusOr<const Family*> family = FindFamily(*identity);
   if (!family.ok()) return family.status();
-  return (*family)->load(model_dir, options);
+  absl::StatusOr<FamilyModel> model = (*family)->load(model_dir, options);
+  if (!model.ok()) return model.status();
+  // The checkpoint's own sampling defaults, where it states any, over the family's.
+  if (absl::Status s = ApplyCheckpointSamplingDefaults(model_dir, model->default_sampling); !s.ok()) return s;
+  return model;
 }
 
 }  // namespace argen::families

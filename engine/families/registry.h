@@ -22,7 +22,8 @@ absl::StatusOr<ConfigIdentity> ReadConfigIdentity(const std::string& model_dir);
 absl::StatusOr<const Family*> FindFamily(const ConfigIdentity& identity);
 
 // ReadConfigIdentity, FindFamily, then that family's load with `options`
-// (an option the family does not take is an error naming it and the family).
+// (an option the family does not take is an error naming it and the family),
+// with the checkpoint's own sampling defaults applied (model_sampling.h).
 absl::StatusOr<FamilyModel> LoadFamilyModel(const std::string& model_dir, const FamilyOptions& options = {});
 
 }  // namespace argen::families

@@ -98,7 +98,8 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(const engine::Gen
   if (!policy.ok()) return policy.status();
   absl::StatusOr<std::shared_ptr<const ImageRecipe>> recipe = Recipe(*layout);
   if (!recipe.ok()) return recipe.status();
-  absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ids = (*recipe)->encoder(request.prompt);
+  absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ids =
+      (*recipe)->encoder({request.prompt, request.negative_prompt});
   if (!ids.ok()) return ids.status();
   if (absl::Status s = ValidatePromptIds(ids->first, ids->second); !s.ok()) return s;
   engine::PreparedRequest p;

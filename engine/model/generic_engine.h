@@ -48,8 +48,18 @@
 namespace argen::model {
 
 // Caption -> (cond ids, uncond ids) of the chat-format generation prompt.
+// What a request says about its two guidance rows' prompts.
+struct PromptText {
+  std::string caption;  // the conditional row's
+  // The unconditional row's (what the image should not show); "": the
+  // family's own unconditional prompt, which each family decides (Janus-Pro:
+  // the caption's chat prompt with its text padded out; Lumina-mGPT: the
+  // image header alone).
+  std::string negative_prompt;
+};
+// The family's prompt recipe: text -> (cond ids, uncond ids); must be thread-safe.
 using PromptEncoder =
-    std::function<absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>>(const std::string& caption)>;
+    std::function<absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>>(const PromptText& text)>;
 // Token grids -> images (the VQ decoder); must be thread-safe.
 using ImageDecoder =
     std::function<absl::StatusOr<std::vector<engine::RgbImage>>(const std::vector<std::vector<int32_t>>& token_grids)>;

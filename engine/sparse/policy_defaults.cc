@@ -18,6 +18,17 @@ absl::StatusOr<PolicyParams> ApplyPolicyDefaults(const PolicyRequest& request, c
     }
   }
   if (out.kind == PolicyKind::kDense) out.sparsity = 0;
+  // A sparse policy named alone (no parameter at all) that would inherit no
+  // sparsity (the default is dense) would silently attend everything: ask for
+  // one instead. A request that sets any parameter has chosen its policy.
+  if (!request.name.empty() && out.kind != defaults.kind && out.kind != PolicyKind::kDense && !request.sparsity &&
+      !request.n_att && !request.n_recent && !request.n_sink && out.sparsity == 0) {
+    const std::string name(PolicyName(out.kind));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "policy.sparsity: ", name, " is a sparse policy and the request names no sparsity (the default policy, ",
+        std::string(PolicyName(defaults.kind)), ", has none to lend); set policy.sparsity in (0, 1) or policy.n_att, ",
+        "e.g. --policy ", name, ":0.9 in argen_client (docs/quality.md rates each setting)"));
+  }
   if (request.sparsity) out.sparsity = *request.sparsity;
   if (request.n_att) {
     out.n_att = *request.n_att;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -95,14 +96,50 @@ std::string_view PolicyName(PolicyKind kind) {
   return "unknown";
 }
 
+namespace {
+
+// Levenshtein distance: the edits between a misspelt name and a known one.
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string ClosestPolicyName(std::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(std::string(name));
+  std::string_view best;
+  size_t best_distance = std::max<size_t>(2, lower.size() / 3) + 1;  // a third of the letters at most
+  for (const NamedKind& n : kNames) {
+    const size_t d = EditDistance(lower, n.name);
+    if (d < best_distance) {
+      best_distance = d;
+      best = PolicyName(n.kind);
+    }
+  }
+  return std::string(best);
+}
+
 absl::StatusOr<PolicyKind> ParsePolicyName(std::string_view name) {
   const std::string lower = absl::AsciiStrToLower(std::string(name));
   for (const NamedKind& n : kNames) {
     if (n.name == lower) return n.kind;
   }
+  const std::string closest = ClosestPolicyName(name);
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown sparsity policy \"", std::string(name),
-                   "\"; expected one of dense, sliding_window, streaming_llm, h2o, tova, alisa, diagonal, "
+      absl::StrCat("unknown sparsity policy \"", std::string(name).substr(0, 64), "\"",
+                   closest.empty() ? "" : absl::StrCat(" (did you mean \"", closest, "\"?)"),
+                   "; expected one of dense, sliding_window, streaming_llm, h2o, tova, alisa, diagonal, "
                    "diagonal_sink4, grid_window, diagonal_grid, ssd"));
 }
 

@@ -21,6 +21,10 @@ inline constexpr PolicyKind kAllPolicyKinds[] = {
     PolicyKind::kGridWindow, PolicyKind::kDiagonalGrid,  PolicyKind::kSsd,
 };
 
+// The known policy name nearest a misspelt one ("diagnoal" -> "diagonal"),
+// for "did you mean"; "" when none is close.
+std::string ClosestPolicyName(std::string_view name);
+
 // Canonical names: dense, sliding_window, streaming_llm, h2o, tova, alisa,
 // diagonal, diagonal_sink4, grid_window, diagonal_grid, ssd (ParsePolicyName
 // also accepts a few aliases).

@@ -93,6 +93,47 @@ TEST(RequestMappingTest, NamedPolicyTakesDefaultSparsityButNotOtherParameters) {
   EXPECT_DOUBLE_EQ(g->policy.sparsity, 0.0);
 }
 
+// Issue 34: with a dense default a sparse policy named without sparsity or
+// n_att would run dense (n_att = every key) under a sparse name; it is an
+// INVALID_ARGUMENT naming policy.sparsity instead, on every front end.
+TEST(RequestMappingTest, SparsePolicyWithoutSparsityUnderADenseDefaultIsRefused) {
+  const ServerConfig dense;  // the shipped config's default policy
+  for (const char* name : {"diagonal", "sliding_window", "grid_window", "alisa"}) {
+    v1::GenerateRequest r = Basic();
+    r.mutable_policy()->set_name(name);
+    absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(r, dense, Info(), 1);
+    ASSERT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_EQ(g.status().message().rfind("policy.sparsity: ", 0), 0u) << g.status();
+    EXPECT_NE(g.status().message().find(name), std::string::npos) << g.status();
+    r.mutable_policy()->set_sparsity(0.5);
+    EXPECT_TRUE(ToGenerationRequest(r, dense, Info(), 1).ok()) << name;
+    r.mutable_policy()->clear_sparsity();
+    r.mutable_policy()->set_n_att(16);
+    EXPECT_TRUE(ToGenerationRequest(r, dense, Info(), 1).ok()) << name;
+  }
+  v1::GenerateRequest r = Basic();
+  r.mutable_policy()->set_name("diagonal");
+  r.mutable_policy()->set_sparsity(0);  // said explicitly: kept
+  EXPECT_TRUE(ToGenerationRequest(r, dense, Info(), 1).ok());
+  r.mutable_policy()->set_name("dense");
+  r.mutable_policy()->clear_sparsity();
+  EXPECT_TRUE(ToGenerationRequest(r, dense, Info(), 1).ok());
+  EXPECT_TRUE(ToGenerationRequest(Basic(), dense, Info(), 1).ok());  // no name: the default
+}
+
+// Issue 34: negative_prompt reaches the engine request as given ("" keeps the family's default).
+TEST(RequestMappingTest, NegativePromptIsCarriedToTheEngine) {
+  v1::GenerateRequest r = Basic();
+  absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(r, DiagonalDefault(), Info(), 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->negative_prompt, "");
+  r.set_negative_prompt("blurry, text");
+  g = ToGenerationRequest(r, DiagonalDefault(), Info(), 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->negative_prompt, "blurry, text");
+  EXPECT_EQ(g->prompt, "a cat");
+}
+
 TEST(RequestMappingTest, DefaultWindowNarrowerThanRequestedNattFallsBackToPolicyDefault) {
   // Default diagonal n_recent 40 of 64 tokens; sparsity 0.25 asks N_att = 48 > 40.
   v1::GenerateRequest r = Basic();

@@ -255,6 +255,23 @@ TEST(ServerConfigTest, VqPrecisionAndAutoImageWorkers) {
   }
 }
 
+// Issue 34: threads 0 on the CPU engine took every core and starved the image
+// path (late or missing partial images); auto leaves one core to it.
+TEST(ServerConfigTest, AutoThreadsLeaveTheImagePathACore) {
+  ServerConfig c;
+  EXPECT_EQ(c.threads, 0);
+  EXPECT_EQ(ResolvedThreads(c, 16), 15);
+  EXPECT_EQ(ResolvedThreads(c, 2), 1);
+  EXPECT_EQ(ResolvedThreads(c, 1), 1);
+  EXPECT_EQ(ResolvedThreads(c, 0), 1);  // hardware_concurrency() unknown
+  EXPECT_GE(ResolvedThreads(c), 1);
+  c.threads = 16;  // as configured
+  EXPECT_EQ(ResolvedThreads(c, 16), 16);
+  c.threads = 0;
+  c.backend = "cuda";  // the backend's own choice
+  EXPECT_EQ(ResolvedThreads(c, 16), 0);
+}
+
 TEST(ServerConfigTest, FamilyOptionsFromVqganDirSectionAndFlag) {
   // vqgan_dir (key and flag, as before) is the family option vqgan_dir.
   ServerConfig c;

@@ -191,6 +191,39 @@ TEST(CliBinariesTest, ProgressBarRedrawsOnATerminal) {
   EXPECT_NE(r.out.find("100%"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("/2 images"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(dir));
+  // Issue 34: the "wrote" lines never join the bar's line (it is cleared
+  // first), the counter reaches 2/2 at the end, and the last bar line ends
+  // before what follows (the metrics block).
+  std::vector<std::string> screen_lines;
+  for (const std::string& line : std::vector<std::string>(absl::StrSplit(r.out, '\n'))) {
+    const size_t last_redraw = line.rfind('\r', line.size() >= 2 ? line.size() - 2 : 0);
+    screen_lines.push_back(last_redraw == std::string::npos ? line : line.substr(last_redraw));
+  }
+  int wrote = 0;
+  for (const std::string& line : screen_lines) {
+    if (line.find("wrote ") == std::string::npos) continue;
+    ++wrote;
+    EXPECT_EQ(line.find("tok/s"), std::string::npos) << ::testing::PrintToString(line);
+  }
+  EXPECT_EQ(wrote, 2) << r.out;
+  const size_t metrics = r.out.find("queue wait");
+  ASSERT_NE(metrics, std::string::npos) << r.out;
+  const std::string before_metrics = r.out.substr(0, metrics);
+  const size_t last_bar = before_metrics.rfind("tok/s");
+  ASSERT_NE(last_bar, std::string::npos) << r.out;
+  const std::string last_bar_line = before_metrics.substr(last_bar);
+  EXPECT_NE(last_bar_line.find("2/2 images"), std::string::npos) << ::testing::PrintToString(last_bar_line);
+  EXPECT_NE(last_bar_line.find('\n'), std::string::npos) << ::testing::PrintToString(last_bar_line);
+}
+
+// Issue 34: load's bar counts finished requests, so its rate is req/s.
+TEST(CliBinariesTest, LoadProgressCountsRequestsPerSecond) {
+  ASSERT_STARTED(t, StartServer(LoopbackConfig("fake"), std::make_unique<scheduler::testing::FakeEngine>()));
+  const ProcessRun r =
+      Execute({ARGEN_CLIENT_BIN, "--server=" + t.address, "load", "--requests", "4", "--concurrency", "2"});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find(" req/s "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("tok/s"), std::string::npos) << r.out;
 }
 
 TEST(CliBinariesTest, ProgressIsPlainLinesWhenNotATerminal) {

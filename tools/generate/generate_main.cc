@@ -2,11 +2,15 @@
 // checkpoint directory of a known family (Janus-Pro, Lumina-mGPT).
 //
 //   argen_generate --model DIR --prompt "a red cube" --out img.png
-//       [--seed 0] [--cfg 5] [--temperature 1] [--top_k 0] [--top_p 1]
-//       [--policy dense] [--sparsity 0] [--images 1] [--backend cpu] [--threads 0]
+//       [--seed 0] [--cfg W] [--temperature T] [--top_k K] [--top_p P] [--negative-prompt TEXT]
+//       [--policy dense] [--sparsity S] [--images 1] [--backend cpu] [--threads 0]
 //       [--vq_backend auto] [--vq_precision auto] [--size WxH] [--kv-cache-dtype auto]
 //       [--weight-dtype auto]
 //
+// Unset sampling flags take the model's defaults, as argen_server does without
+// a config value (ModelInfo::default_sampling: the checkpoint's own, e.g. the
+// shipped model's cfg 3, else the family's: Janus-Pro cfg 5, Lumina-mGPT cfg 4
+// and top-k 2000). A sparse --policy needs --sparsity.
 // With --images N > 1 the files are <out stem>_<i>.png. Exit status: 0 on
 // success, 1 when generation fails (the message names the cause), 2 on bad usage.
 #include <chrono>
@@ -38,18 +42,18 @@ struct Args {
   std::string prompt;
   std::string out;
   uint64_t seed = 0;
-  double cfg = 5.0;
-  double temperature = 1.0;
-  int32_t top_k = 0;
-  double top_p = 1.0;
+  // Unset: the model family's default (engine::ModelInfo::default_sampling).
+  std::optional<double> cfg, temperature, top_p;
+  std::optional<int32_t> top_k;
+  std::string negative_prompt;  // "": the family's unconditional prompt
   std::string policy = "dense";
-  double sparsity = 0.0;
+  std::optional<double> sparsity;  // required for a sparse policy
   int32_t images = 1;
   std::string backend = "cpu";
   int32_t threads = 0;
   std::string vq_backend = "auto";
   std::string vq_precision = "auto";
-  std::string size = "auto";  // WxH, one of the model's sizes; auto: its default
+  std::string size = "auto";            // WxH, one of the model's sizes; auto: its default
   std::string kv_cache_dtype = "auto";  // auto | fp8 (e4m3 KV with per-vector scales)
   std::string weight_dtype = "auto";    // auto | fp8 (the layers' projections in e4m3, W8A8)
 };
@@ -77,12 +81,14 @@ absl::Status Generate(const Args& args) {
 
   argen::engine::GenerationRequest request;
   request.prompt = args.prompt;
+  request.negative_prompt = args.negative_prompt;
   request.num_images = args.images;
+  request.sampling = (*engine)->info().default_sampling;
   request.sampling.seed = args.seed;
-  request.sampling.cfg_weight = static_cast<float>(args.cfg);
-  request.sampling.temperature = static_cast<float>(args.temperature);
-  request.sampling.top_k = args.top_k;
-  request.sampling.top_p = static_cast<float>(args.top_p);
+  if (args.cfg) request.sampling.cfg_weight = static_cast<float>(*args.cfg);
+  if (args.temperature) request.sampling.temperature = static_cast<float>(*args.temperature);
+  if (args.top_k) request.sampling.top_k = *args.top_k;
+  if (args.top_p) request.sampling.top_p = static_cast<float>(*args.top_p);
   if (args.size != "auto") {
     const std::optional<std::pair<int32_t, int32_t>> size = argen::ParseImageSize(args.size);
     if (!size) return absl::InvalidArgumentError(absl::StrCat("--size '", args.size, "' is not WxH"));
@@ -92,7 +98,13 @@ absl::Status Generate(const Args& args) {
   absl::StatusOr<argen::sparse::PolicyKind> kind = argen::sparse::ParsePolicyName(args.policy);
   if (!kind.ok()) return kind.status();
   request.policy.kind = *kind;
-  request.policy.sparsity = args.sparsity;
+  // As on the server: a sparse policy without a sparsity would run dense.
+  if (*kind != argen::sparse::PolicyKind::kDense && !args.sparsity) {
+    return absl::InvalidArgumentError(absl::StrCat("--sparsity: ", args.policy,
+                                                   " is a sparse policy; name its sparsity in (0, 1), e.g. "
+                                                   "--sparsity 0.9 (docs/quality.md rates each setting)"));
+  }
+  request.policy.sparsity = args.sparsity.value_or(0.0);
   absl::StatusOr<argen::sparse::KvFormat> kv_format = argen::sparse::ParseKvFormat(args.kv_cache_dtype);
   if (!kv_format.ok()) return kv_format.status();
   request.policy.kv_format = *kv_format;
@@ -104,6 +116,7 @@ absl::Status Generate(const Args& args) {
   // What every PNG records about itself.
   argen::image::GenerationMetadata metadata;
   metadata.prompt = request.prompt;
+  metadata.negative_prompt = request.negative_prompt;
   metadata.seed = request.sampling.seed;
   metadata.sampling = request.sampling;
   metadata.policy = prepared->policy;
@@ -155,45 +168,55 @@ int main(int argc, char** argv) {
       "metadata (prompt, seed, policy, guidance, model, argen version) as text chunks.",
       "argen_generate");
   argen::cli::Configure(app, "argen_generate");
-  app.add_option("--model", args.model,
+  app.add_option("--model," + argen::cli::FlagNames("model_dir"), args.model,
                  "Checkpoint directory (config.json, safetensors or pytorch_model*.bin, tokenizer.json)")
       ->required();
-  app.add_option("--prompt", args.prompt, "The caption")->required();
-  app.add_option("--out", args.out, "Output PNG path")->required();
-  app.add_option("--seed", args.seed, "Sampling seed; image i of the request uses stream (seed, i)");
-  app.add_option("--cfg", args.cfg, "Classifier-free guidance weight");
-  app.add_option("--temperature", args.temperature, "Sampling temperature (> 0)");
-  app.add_option("--top_k", args.top_k, "Top-k filter (0: off)");
-  app.add_option("--top_p", args.top_p, "Top-p filter in (0, 1] (1: off)");
-  app.add_option("--policy", args.policy,
+  app.add_option("-p,--prompt", args.prompt, "The caption")->required();
+  app.add_option("-o,--out,--output", args.out,
+                 "Output PNG path (alias --output, -o)")
+      ->required();
+  using argen::cli::FlagNames;
+  app.add_option(FlagNames("seed"), args.seed, "Sampling seed; image i of the request uses stream (seed, i)")
+      ->check(argen::cli::Uint64Digits());
+  app.add_option(FlagNames("cfg") + "," + FlagNames("cfg-weight") + "," + FlagNames("guidance-scale"), args.cfg,
+                 "Classifier-free guidance weight (unset: the model's default: the shipped model's 3, Janus-Pro's 5)");
+  app.add_option(FlagNames("negative-prompt"), args.negative_prompt,
+                 "What the image should not show: the unconditional (guidance) prompt; unset: the family's default");
+  app.add_option(FlagNames("temperature"), args.temperature, "Sampling temperature (unset: the family's default)");
+  app.add_option(FlagNames("top_k"), args.top_k, "Top-k filter, 0: off (unset: the family's default)");
+  app.add_option(FlagNames("top_p"), args.top_p, "Top-p filter in (0, 1], 1: off (unset: the family's default)");
+  app.add_option(FlagNames("policy"), args.policy,
                  "Sparse KV policy: dense, sliding_window, streaming_llm, h2o, tova, alisa, diagonal, "
-                 "diagonal_sink4, grid_window, diagonal_grid, ssd");
-  app.add_option("--sparsity", args.sparsity, "Fraction of decode KV not attended per step, in [0, 1)");
-  app.add_option("--images", args.images, "Images to generate for the prompt");
-  app.add_option("--backend", args.backend, "cpu or cuda");
-  app.add_option("--threads", args.threads, "CPU threads (0: all cores)");
-  app.add_option("--vq_backend", args.vq_backend,
+                 "diagonal_sink4, grid_window, diagonal_grid, ssd (a sparse one needs --sparsity)");
+  app.add_option(FlagNames("sparsity"), args.sparsity, "Fraction of decode KV not attended per step, in [0, 1)");
+  // --images last among the names: help shows "--images INT=1".
+  app.add_option("-n," + FlagNames("count") + "," + FlagNames("num-images") + ",--images", args.images,
+                 "Images to generate for the prompt (also --count, --num-images, -n)");
+  app.add_option(FlagNames("backend"), args.backend, "cpu or cuda");
+  app.add_option(FlagNames("threads"), args.threads, "CPU threads (0: all cores)");
+  app.add_option(FlagNames("vq_backend"), args.vq_backend,
                  "VQ image decoder: auto (cuda when --backend cuda, else cpu), cpu or cuda");
-  app.add_option("--vq_precision", args.vq_precision, "GPU VQ decoder: auto (bf16, fp32 fallback), bf16, tf32 or fp32")
+  app.add_option(FlagNames("vq_precision"), args.vq_precision,
+                 "GPU VQ decoder: auto (bf16, fp32 fallback), bf16, tf32 or fp32")
       ->check([](const std::string& v) {
         return argen::vq::ParseDecoderPrecision(v).ok() ? std::string()
                                                         : std::string("expected auto, bf16, tf32 or fp32");
       });
-  app.add_option("--size", args.size,
+  app.add_option(FlagNames("size"), args.size,
                  "Image size WxH in pixels, one of the model's sizes (argen_client info lists them); auto: the "
                  "model's default")
       ->check([](const std::string& v) {
         return v == "auto" || argen::ParseImageSize(v) ? std::string()
                                                        : std::string("expected WxH (e.g. 512x768) or auto");
       });
-  app.add_option("--kv-cache-dtype,--kv_cache_dtype", args.kv_cache_dtype,
+  app.add_option(FlagNames("kv-cache-dtype"), args.kv_cache_dtype,
                  "KV cache storage: auto (bf16 on cuda, f32 on cpu) or fp8 (e4m3 with per-vector scales: about half "
                  "the KV memory on cuda; the cpu rounds through e4m3 without saving memory)")
       ->check([](const std::string& v) {
         return argen::sparse::ParseKvFormat(v).ok() && !v.empty() ? std::string() : std::string("expected auto or fp8");
       });
   app.add_option(
-         "--weight-dtype,--weight_dtype", args.weight_dtype,
+         FlagNames("weight-dtype"), args.weight_dtype,
          "the decoder layers' projection weights: auto (bf16 on cuda, f32 on cpu) or fp8 (e4m3 with per-channel "
          "scales, inputs quantized per token; the cpu emulates its numbers)")
       ->check([](const std::string& v) {

@@ -164,9 +164,11 @@ absl::StatusOr<Emu3CodeGrid> TokensToCodes(const std::vector<int32_t>& tokens,
 
 model::PromptEncoder Emu3PromptEncoder(std::shared_ptr<const tokenizer::Tokenizer> tokenizer, Emu3TokenIds ids,
                                        int32_t grid_w, int32_t grid_h, std::string negative_prompt) {
-  return model::PromptEncoder([tokenizer, ids, grid_w, grid_h, negative_prompt](const std::string& caption)
+  return model::PromptEncoder([tokenizer, ids, grid_w, grid_h, negative_prompt](const model::PromptText& text)
                                   -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
-    absl::StatusOr<Emu3PromptIds> p = BuildEmu3Prompt(*tokenizer, ids, caption, negative_prompt, grid_w, grid_h, 0);
+    // The request's negative prompt, else the recipe's (empty: Emu3's default).
+    const std::string& negative = text.negative_prompt.empty() ? negative_prompt : text.negative_prompt;
+    absl::StatusOr<Emu3PromptIds> p = BuildEmu3Prompt(*tokenizer, ids, text.caption, negative, grid_w, grid_h, 0);
     if (!p.ok()) return p.status();
     return std::make_pair(std::move(p->cond), std::move(p->uncond));
   });

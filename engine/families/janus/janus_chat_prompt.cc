@@ -1,5 +1,6 @@
 #include "engine/families/janus/janus_chat_prompt.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/unicode_categories.h"
 #include "engine/tokenizer/utf8.h"
@@ -70,6 +71,16 @@ absl::StatusOr<PromptIds> BuildGenerationPrompt(const Tokenizer& tokenizer, std:
   out.uncond = out.cond;
   for (size_t i = 1; i + 1 < out.uncond.size(); ++i) out.uncond[i] = *pad;
   return out;
+}
+
+absl::StatusOr<std::vector<int32_t>> BuildNegativePrompt(const Tokenizer& tokenizer, std::string_view negative_prompt,
+                                                         int32_t max_prompt_tokens) {
+  absl::StatusOr<PromptIds> ids = BuildGenerationPrompt(tokenizer, negative_prompt, max_prompt_tokens);
+  if (ids.ok()) return std::move(ids->cond);
+  if (ids.status().code() != absl::StatusCode::kInvalidArgument) return ids.status();
+  absl::string_view message = ids.status().message();
+  if (absl::StartsWith(message, "prompt: ")) message.remove_prefix(8);
+  return absl::InvalidArgumentError(absl::StrCat("negative_prompt: ", message));
 }
 
 }  // namespace argen::janus

@@ -3,7 +3,9 @@
 // "deepseek" SFT template with an empty system prompt over the conversation
 // [<|User|>: caption, <|Assistant|>: ""], then the image start tag; ids with
 // BOS. The classifier-free-guidance row is the same ids with every token but
-// the first and the last replaced by the pad token.
+// the first and the last replaced by the pad token; with a negative prompt
+// (argen's extension: the official code has none) it is the negative prompt's
+// own generation prompt, built the same way as the caption's.
 #pragma once
 
 #include <cstdint>
@@ -36,5 +38,10 @@ std::string GenerationPromptText(std::string_view caption);
 // a required special token missing from the tokenizer.
 absl::StatusOr<PromptIds> BuildGenerationPrompt(const tokenizer::Tokenizer& tokenizer, std::string_view caption,
                                                 int32_t max_prompt_tokens);
+
+// The guidance row for `negative_prompt`: BuildGenerationPrompt's cond ids of
+// it. Errors as BuildGenerationPrompt's, naming negative_prompt.
+absl::StatusOr<std::vector<int32_t>> BuildNegativePrompt(const tokenizer::Tokenizer& tokenizer,
+                                                         std::string_view negative_prompt, int32_t max_prompt_tokens);
 
 }  // namespace argen::janus

@@ -15,10 +15,15 @@ absl::StatusOr<PromptEncoder> TokenizerPromptEncoder(const std::string& model_di
   // The tokenizer is immutable and thread-safe, so Prepare() may run concurrently.
   auto shared = std::make_shared<const tokenizer::Tokenizer>(*std::move(tok));
   return PromptEncoder(
-      [shared](const std::string& caption) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
+      [shared](const model::PromptText& text) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
         // The engine checks the length against max_prompt_tokens itself.
-        absl::StatusOr<PromptIds> ids = BuildGenerationPrompt(*shared, caption, 0);
+        absl::StatusOr<PromptIds> ids = BuildGenerationPrompt(*shared, text.caption, 0);
         if (!ids.ok()) return ids.status();
+        if (!text.negative_prompt.empty()) {
+          absl::StatusOr<std::vector<int32_t>> negative = BuildNegativePrompt(*shared, text.negative_prompt, 0);
+          if (!negative.ok()) return negative.status();
+          ids->uncond = *std::move(negative);
+        }
         return std::make_pair(std::move(ids->cond), std::move(ids->uncond));
       });
 }

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/weights_file.h"
@@ -61,7 +62,8 @@ absl::StatusOr<std::vector<CodeGridOfSize>> CodeGrids(const std::vector<std::vec
   for (size_t i = 0; i < tokens.size(); ++i) {
     absl::StatusOr<LuminaSchedule> schedule = ScheduleOfTokens(tokens[i], model.sizes, model.new_line_id, i);
     if (!schedule.ok()) return schedule.status();
-    absl::StatusOr<std::vector<int32_t>> codes = TokensToCodes(tokens[i], *schedule, *model.range, model.new_line_id, i);
+    absl::StatusOr<std::vector<int32_t>> codes =
+        TokensToCodes(tokens[i], *schedule, *model.range, model.new_line_id, i);
     if (!codes.ok()) return codes.status();
     grids[i] = {schedule->grid_w, schedule->grid_h, *std::move(codes)};
   }
@@ -124,42 +126,43 @@ absl::StatusOr<model::ImageDecoder> MakeDecoder(const std::string& vqgan_dir, co
       std::cerr << "argen: the GPU VQGAN decoder decodes " << gpu_size.first << "x" << gpu_size.second
                 << "; the model's other " << model.sizes.size() - 1 << " sizes decode on the CPU VQGAN\n";
     }
-    return model::ImageDecoder([decoder, cpu, gpu_side, model](const std::vector<std::vector<int32_t>>& tokens)
-                                   -> absl::StatusOr<std::vector<engine::RgbImage>> {
-      absl::StatusOr<std::vector<CodeGridOfSize>> grids = CodeGrids(tokens, model);
-      if (!grids.ok()) return grids.status();
-      // Grouped by decoder, each group in one call, the images back in order.
-      std::vector<std::vector<int32_t>> on_gpu;
-      std::vector<vqgan::CodeGrid> on_cpu;
-      std::vector<bool> is_gpu(grids->size());
-      for (size_t i = 0; i < grids->size(); ++i) {
-        CodeGridOfSize& g = (*grids)[i];
-        is_gpu[i] = g.grid_w == gpu_side && g.grid_h == gpu_side;
-        if (is_gpu[i]) {
-          on_gpu.push_back(std::move(g.codes));
-        } else {
-          on_cpu.push_back({g.grid_h, g.grid_w, std::move(g.codes)});
-        }
-      }
-      std::vector<engine::RgbImage> gpu_images, cpu_images;
-      if (!on_gpu.empty()) {
-        absl::StatusOr<std::vector<engine::RgbImage>> d = decoder->Decode(on_gpu);
-        if (!d.ok()) return d.status();
-        gpu_images = *std::move(d);
-      }
-      if (!on_cpu.empty()) {
-        if (cpu == nullptr) return absl::InternalError("VQGAN decode: no CPU decoder for a non-GPU size");
-        absl::StatusOr<std::vector<engine::RgbImage>> d = cpu->Decode(on_cpu);
-        if (!d.ok()) return d.status();
-        cpu_images = *std::move(d);
-      }
-      std::vector<engine::RgbImage> out(grids->size());
-      size_t next_gpu = 0, next_cpu = 0;
-      for (size_t i = 0; i < out.size(); ++i) {
-        out[i] = is_gpu[i] ? std::move(gpu_images[next_gpu++]) : std::move(cpu_images[next_cpu++]);
-      }
-      return out;
-    });
+    return model::ImageDecoder(
+        [decoder, cpu, gpu_side,
+         model](const std::vector<std::vector<int32_t>>& tokens) -> absl::StatusOr<std::vector<engine::RgbImage>> {
+          absl::StatusOr<std::vector<CodeGridOfSize>> grids = CodeGrids(tokens, model);
+          if (!grids.ok()) return grids.status();
+          // Grouped by decoder, each group in one call, the images back in order.
+          std::vector<std::vector<int32_t>> on_gpu;
+          std::vector<vqgan::CodeGrid> on_cpu;
+          std::vector<bool> is_gpu(grids->size());
+          for (size_t i = 0; i < grids->size(); ++i) {
+            CodeGridOfSize& g = (*grids)[i];
+            is_gpu[i] = g.grid_w == gpu_side && g.grid_h == gpu_side;
+            if (is_gpu[i]) {
+              on_gpu.push_back(std::move(g.codes));
+            } else {
+              on_cpu.push_back({g.grid_h, g.grid_w, std::move(g.codes)});
+            }
+          }
+          std::vector<engine::RgbImage> gpu_images, cpu_images;
+          if (!on_gpu.empty()) {
+            absl::StatusOr<std::vector<engine::RgbImage>> d = decoder->Decode(on_gpu);
+            if (!d.ok()) return d.status();
+            gpu_images = *std::move(d);
+          }
+          if (!on_cpu.empty()) {
+            if (cpu == nullptr) return absl::InternalError("VQGAN decode: no CPU decoder for a non-GPU size");
+            absl::StatusOr<std::vector<engine::RgbImage>> d = cpu->Decode(on_cpu);
+            if (!d.ok()) return d.status();
+            cpu_images = *std::move(d);
+          }
+          std::vector<engine::RgbImage> out(grids->size());
+          size_t next_gpu = 0, next_cpu = 0;
+          for (size_t i = 0; i < out.size(); ++i) {
+            out[i] = is_gpu[i] ? std::move(gpu_images[next_gpu++]) : std::move(cpu_images[next_cpu++]);
+          }
+          return out;
+        });
 #else
     (void)default_size;
     return absl::UnimplementedError("this build has no CUDA VQ decoder");
@@ -170,7 +173,8 @@ absl::StatusOr<model::ImageDecoder> MakeDecoder(const std::string& vqgan_dir, co
   if (!decoder.ok()) return decoder.status();
   std::shared_ptr<vqgan::VqganDecoder> shared(std::move(*decoder));
   return model::ImageDecoder(
-      [shared, model](const std::vector<std::vector<int32_t>>& tokens) -> absl::StatusOr<std::vector<engine::RgbImage>> {
+      [shared,
+       model](const std::vector<std::vector<int32_t>>& tokens) -> absl::StatusOr<std::vector<engine::RgbImage>> {
         absl::StatusOr<std::vector<CodeGridOfSize>> codes = CodeGrids(tokens, model);
         if (!codes.ok()) return codes.status();
         std::vector<vqgan::CodeGrid> grids(codes->size());
@@ -278,7 +282,7 @@ absl::StatusOr<LuminaSchedule> ScheduleOfTokens(const std::vector<int32_t>& toke
 }
 
 absl::StatusOr<std::shared_ptr<const tokenizer::Tokenizer>> LoadLuminaTokenizer(const std::string& model_dir,
-                                                                                 const LuminaConfig& config) {
+                                                                                const LuminaConfig& config) {
   absl::StatusOr<tokenizer::Tokenizer> tok =
       tokenizer::Tokenizer::LoadFromFile((fs::path(model_dir) / "tokenizer.json").string());
   if (!tok.ok()) return tok.status();
@@ -308,12 +312,25 @@ absl::StatusOr<model::PromptEncoder> LuminaPromptEncoder(std::shared_ptr<const t
   if (!probe.ok()) return probe.status();
   return model::PromptEncoder(
       [tokenizer, width,
-       height](const std::string& caption) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
-        absl::StatusOr<LuminaPromptIds> p = BuildLuminaPrompt(*tokenizer, caption, width, height, 0);
+       height](const model::PromptText& text) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
+        absl::StatusOr<LuminaPromptIds> p = BuildLuminaPrompt(*tokenizer, text.caption, width, height, 0);
         if (!p.ok()) return p.status();
         std::vector<int32_t> cond = std::move(p->cond);
         cond.insert(cond.end(), p->header.begin(), p->header.end());
-        return std::make_pair(std::move(cond), std::move(p->header));
+        if (text.negative_prompt.empty()) return std::make_pair(std::move(cond), std::move(p->header));
+        // A negative prompt: the unconditional context the official CFG
+        // processor takes (its "negative" logits) is the negative prompt's own
+        // conversation and image header, built as the caption's is.
+        absl::StatusOr<LuminaPromptIds> n = BuildLuminaPrompt(*tokenizer, text.negative_prompt, width, height, 0);
+        if (!n.ok()) {
+          if (n.status().code() != absl::StatusCode::kInvalidArgument) return n.status();
+          absl::string_view message = n.status().message();
+          if (absl::StartsWith(message, "prompt: ")) message.remove_prefix(8);
+          return absl::InvalidArgumentError(absl::StrCat("negative_prompt: ", message));
+        }
+        std::vector<int32_t> uncond = std::move(n->cond);
+        uncond.insert(uncond.end(), n->header.begin(), n->header.end());
+        return std::make_pair(std::move(cond), std::move(uncond));
       });
 }
 

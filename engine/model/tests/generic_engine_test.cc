@@ -35,7 +35,8 @@ std::string TinyDir(const std::string& name) {
 // the tiny text vocabulary between a BOS-like 1 and an EOS-like 2; the
 // uncond row keeps the ends and pads the inside with 0, like the official script.
 PromptEncoder ByteEncoder() {
-  return [](const std::string& caption) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
+  return [](const PromptText& text) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
+    const std::string& caption = text.caption;
     std::vector<int32_t> cond = {1}, uncond = {1};
     for (unsigned char c : caption) {
       cond.push_back(5 + c);

@@ -42,6 +42,24 @@ TEST(PolicyParams, NamesRoundTrip) {
   EXPECT_NE(std::string(bad.status().message()).find("diagonal_sink4"), std::string::npos);
 }
 
+// Issue 34: a misspelt name gets the nearest known one; a far one gets none.
+TEST(PolicyParams, MisspeltNamesGetADidYouMean) {
+  for (const auto& [typo, want] : std::vector<std::pair<std::string, std::string>>{{"diagnoal", "diagonal"},
+                                                                                   {"Diagonal_Sink", "diagonal_sink4"},
+                                                                                   {"slding_window", "sliding_window"},
+                                                                                   {"tvoa", "tova"},
+                                                                                   {"grid-window", "grid_window"},
+                                                                                   {"denze", "dense"}}) {
+    EXPECT_EQ(ClosestPolicyName(typo), want) << typo;
+    auto bad = ParsePolicyName(typo);
+    ASSERT_FALSE(bad.ok()) << typo;
+    EXPECT_NE(std::string(bad.status().message()).find("(did you mean \"" + want + "\"?)"), std::string::npos)
+        << bad.status();
+  }
+  EXPECT_EQ(ClosestPolicyName("quest"), "");
+  EXPECT_EQ(std::string(ParsePolicyName("quest").status().message()).find("did you mean"), std::string::npos);
+}
+
 TEST(PolicyParams, PaperDefaultsForJanusPro) {
   // L_dec = 576; N_att = round((1 - s) * 576); diagonal N_r = 288.
   const struct {

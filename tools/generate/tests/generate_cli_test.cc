@@ -162,6 +162,38 @@ TEST(GenerateCliTest, MissingFlagsAreUsageErrors) {
   EXPECT_NE(r.output.find("--model is required"), std::string::npos) << r.output;
 }
 
+// Issue 34: a negative seed is usage (it ran as 2^64 - 1); a sparse policy
+// without a sparsity is refused naming --sparsity (it ran dense), as on the
+// server; unset sampling flags are the family's defaults (Janus: cfg 5), and a
+// negative prompt reaches the PNG's metadata.
+TEST(GenerateCliTest, SeedPolicyAndSamplingDefaultsAsTheServer) {
+  const std::string model = "--model " + SourceDir() + "/tests/goldens/tiny/tiny-mha";
+  RunResult r = RunCommand(model + " --prompt x --seed -1 --out " + NeverWrittenPath());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--seed"), std::string::npos) << r.output;
+  r = RunCommand(model + " --prompt x --policy diagonal --out " + NeverWrittenPath());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--sparsity: diagonal is a sparse policy"), std::string::npos) << r.output;
+  r = RunCommand(model + " --prompt x --policy diagnoal --sparsity 0.5 --out " + NeverWrittenPath());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("did you mean \"diagonal\""), std::string::npos) << r.output;
+
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("argen_generate_defaults_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  r = RunCommand(model + " -p 'a red cube' --negative-prompt 'a blue cube' --seed 3 -o " +
+                 (dir / "img.png").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(dir / "img.png", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  absl::StatusOr<argen::image::TextEntries> text = argen::image::ReadPngText(bytes);
+  ASSERT_TRUE(text.ok()) << text.status();
+  std::map<std::string, std::string> meta(text->begin(), text->end());
+  EXPECT_EQ(meta["guidance"], "5");  // Janus-Pro's published cfg
+  EXPECT_EQ(meta["negative_prompt"], "a blue cube");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(GenerateCliTest, BadSamplingParameterNamesTheField) {
   const RunResult r = RunCommand("--model " + SourceDir() + "/tests/goldens/tiny/tiny-mha" +
                                  " --prompt 'x' --temperature -1 --out " + NeverWrittenPath());  // 0 is greedy

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "engine/families/janus/janus_family.h"
 #include "engine/tokenizer/tests/golden_paths.h"
 
 namespace argen::janus {
@@ -37,6 +40,35 @@ TEST(GenerationPromptTest, MatchesOfficialPromptIds) {
       EXPECT_EQ(ids->cond.back(), *tok->TokenToId(kImageStartToken));
       EXPECT_EQ(ids->cond.front(), *tok->TokenToId(kBosToken));
     }
+  }
+}
+
+// Issue 34: a negative prompt is the guidance row's prompt. The family's
+// encoder gives the negative prompt's own generation prompt there (the
+// official ids of that caption), keeps the caption's row, and without one
+// keeps the official padded row exactly.
+TEST(GenerationPromptTest, NegativePromptIsTheGuidanceRowsPrompt) {
+  const nlohmann::json goldens = LoadGoldens();
+  ASSERT_FALSE(goldens.is_discarded());
+  for (const nlohmann::json& set : goldens["prompts"]) {
+    const std::string file = set["file"];
+    SCOPED_TRACE("tokenizer: " + file);
+    const std::string model_dir = std::filesystem::path(GoldenDir() + "/" + file).parent_path().string();
+    absl::StatusOr<model::PromptEncoder> encoder = TokenizerPromptEncoder(model_dir);
+    ASSERT_TRUE(encoder.ok()) << encoder.status();
+    const nlohmann::json& caption = set["cases"][0];
+    const nlohmann::json& negative = set["cases"][1];
+    auto plain = (*encoder)({caption["caption"].get<std::string>(), ""});
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    EXPECT_EQ(plain->first, caption["cond"].get<std::vector<int32_t>>());
+    EXPECT_EQ(plain->second, caption["uncond"].get<std::vector<int32_t>>());
+    auto guided = (*encoder)({caption["caption"].get<std::string>(), negative["caption"].get<std::string>()});
+    ASSERT_TRUE(guided.ok()) << guided.status();
+    EXPECT_EQ(guided->first, caption["cond"].get<std::vector<int32_t>>());
+    EXPECT_EQ(guided->second, negative["cond"].get<std::vector<int32_t>>());
+    auto blank = (*encoder)({caption["caption"].get<std::string>(), " \n "});
+    ASSERT_FALSE(blank.ok());
+    EXPECT_EQ(blank.status().message().rfind("negative_prompt: ", 0), 0u) << blank.status();
   }
 }
 

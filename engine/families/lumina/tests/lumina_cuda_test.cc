@@ -76,7 +76,7 @@ TEST(LuminaCudaTest, LogitsAndGreedyTokensMatchTheCpuBackend) {
   ASSERT_TRUE(cuda.ok()) << cuda.status();
   absl::StatusOr<model::PromptEncoder> encoder = family->make_prompt();
   ASSERT_TRUE(encoder.ok()) << encoder.status();
-  auto ids = (*encoder)("a red circle above a blue square");
+  auto ids = (*encoder)({"a red circle above a blue square"});
   ASSERT_TRUE(ids.ok()) << ids.status();
   const std::vector<int32_t>& cond = ids->first;
   const std::vector<int32_t>& uncond = ids->second;

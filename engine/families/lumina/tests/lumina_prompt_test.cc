@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/families/lumina/chameleon_vocab.h"
+#include "engine/families/lumina/lumina_family.h"
 #include "engine/families/lumina/lumina_prompt.h"
 #include "engine/tokenizer/tests/golden_paths.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -44,6 +45,37 @@ TEST(LuminaPromptTest, MatchesLuminaItemProcessorIds) {
                                          *tok.TokenToId(LuminaResolutionToken(width / kLuminaPatchPixels))};
     EXPECT_EQ(ids->header, header);
   }
+}
+
+// Issue 34: without a negative prompt the guidance row is the image header
+// alone (the official CFG processor's unconditional context); with one, it is
+// the negative prompt's own conversation and header (the official ids of that
+// caption at the same size).
+TEST(LuminaPromptTest, NegativePromptIsTheGuidanceRowsPrompt) {
+  const nlohmann::json goldens = LoadChameleonGoldens();
+  const nlohmann::json& caption = goldens["prompts"][0];
+  const nlohmann::json& negative = goldens["prompts"][1];
+  const int32_t width = caption["width"], height = caption["height"];
+  ASSERT_EQ(negative["width"], width);
+  ASSERT_EQ(negative["height"], height);
+  auto tok = std::make_shared<const Tokenizer>(LoadChameleon());
+  absl::StatusOr<model::PromptEncoder> encoder = LuminaPromptEncoder(tok, width, height);
+  ASSERT_TRUE(encoder.ok()) << encoder.status();
+  auto ids = BuildLuminaPrompt(*tok, caption["caption"].get<std::string>(), width, height, 0);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  std::vector<int32_t> cond = caption["ids"].get<std::vector<int32_t>>();
+  cond.insert(cond.end(), ids->header.begin(), ids->header.end());
+  std::vector<int32_t> negative_row = negative["ids"].get<std::vector<int32_t>>();
+  negative_row.insert(negative_row.end(), ids->header.begin(), ids->header.end());
+
+  auto plain = (*encoder)({caption["caption"].get<std::string>(), ""});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->first, cond);
+  EXPECT_EQ(plain->second, ids->header);
+  auto guided = (*encoder)({caption["caption"].get<std::string>(), negative["caption"].get<std::string>()});
+  ASSERT_TRUE(guided.ok()) << guided.status();
+  EXPECT_EQ(guided->first, cond);
+  EXPECT_EQ(guided->second, negative_row);
 }
 
 TEST(LuminaPromptTest, ResolutionTokenNames) {
