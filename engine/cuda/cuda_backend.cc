@@ -19,6 +19,14 @@ namespace {
 
 constexpr int32_t kMaxDecodePositions = 16384;  // rotary table covers prompt + this many tokens
 
+// The rotary table row of a query: 1-D, its position (prompt p, or
+// prompt_len + t); 2-D (LlamaGen), row 0 for every prompt query (position-
+// free) and 1 + t for decode index t (the table's layout, Init).
+int32_t RopePosition(const model::StackConfig& d, bool prompt, int32_t index, int32_t prompt_len) {
+  if (d.rope == model::RopeKind::kGrid2d) return prompt ? 0 : 1 + index;
+  return prompt ? index : prompt_len + index;
+}
+
 // The token flag and the launch's kv_formats bit of a row's KV format.
 int32_t KvFormatFlag(const sparse::ResolvedPolicy& p) {
   return p.kv_format == sparse::KvFormat::kFp8E4m3 ? kernels::kTokenKvFp8 : 0;
@@ -143,7 +151,27 @@ absl::Status CudaBackend::Init() {
 
   // Rotary table with the CPU's rounding: inv_freq and angle in f32.
   max_pos_ = options_.max_prompt_tokens + kMaxDecodePositions;
-  {
+  if (d.rope == model::RopeKind::kGrid2d) {
+    // 2-D RoPE (model_spec.h): row 0 is the position-free prompt (cos = sin =
+    // 0), row 1 + t decode index t's grid cell (RopePosition).
+    const int32_t half = d.head_dim / 2, quarter = d.head_dim / 4;
+    std::vector<float> inv_freq(quarter), table(static_cast<size_t>(max_pos_) * half * 2, 0.0f);
+    for (int32_t i = 0; i < quarter; ++i)
+      inv_freq[i] = 1.0f / std::pow(d.rope_theta, static_cast<float>(2 * i) / static_cast<float>(half));
+    for (int32_t t = 0; t + 1 < max_pos_; ++t) {
+      const float row = static_cast<float>(t / d.rope_grid_width), col = static_cast<float>(t % d.rope_grid_width);
+      float* cs = table.data() + static_cast<size_t>(t + 1) * half * 2;
+      for (int32_t i = 0; i < quarter; ++i) {
+        const float row_angle = row * inv_freq[i], col_angle = col * inv_freq[i];
+        cs[2 * i] = std::cos(row_angle);
+        cs[2 * i + 1] = std::sin(row_angle);
+        cs[2 * (quarter + i)] = std::cos(col_angle);
+        cs[2 * (quarter + i) + 1] = std::sin(col_angle);
+      }
+    }
+    ARGEN_STATUS_RETURN(alloc(rope_, table.size() * 4, "rope table"));
+    ARGEN_CUDA_RETURN(cudaMemcpy(rope_.as(), table.data(), table.size() * 4, cudaMemcpyHostToDevice), "rope table");
+  } else {
     const int32_t half = d.head_dim / 2;
     std::vector<float> inv_freq(half), table(static_cast<size_t>(max_pos_) * half * 2);
     for (int32_t i = 0; i < half; ++i)
@@ -363,7 +391,7 @@ absl::Status CudaBackend::PrefillStep(const model::PrefillBatch& b, const model:
       kernels::TokenMeta m;
       m.kv_offset = rw.kv_offset;
       m.capacity = rw.capacity;
-      m.rope_pos = local;
+      m.rope_pos = RopePosition(spec_.stack, /*prompt=*/true, local, rw.prompt_len);
       m.kv_index = local;
       m.prefix_len = local + 1;
       m.decode_base = rw.prompt_len;
@@ -462,7 +490,7 @@ absl::Status CudaBackend::DecodeStep(const model::DecodeBatch& b, const model::S
     m.shared_prompt = rw.shared_prompt;
     m.prompt_kv_offset = rw.prompt_kv_offset;
     m.prompt_capacity = rw.prompt_capacity;
-    m.rope_pos = rw.prompt_len + t;
+    m.rope_pos = RopePosition(spec_.stack, /*prompt=*/false, t, rw.prompt_len);
     m.prefix_len = rw.prompt_len;
     m.decode_base = rw.prompt_len - rw.shared_prompt;  // own-region position of slot 0
     m.flags = KvFormatFlag(rw.policy);
