@@ -49,6 +49,7 @@ absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::Generate
                                                               uint64_t random_seed) {
   engine::GenerationRequest out;
   out.prompt = request.prompt();
+  if (request.has_class_id()) out.class_id = request.class_id();
   out.num_images = request.num_images() == 0 ? 1 : request.num_images();
   out.sampling = config.default_sampling;
   out.sampling.seed = request.has_seed() ? request.seed() : random_seed;

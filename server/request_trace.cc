@@ -41,6 +41,7 @@ void RequestTrace::Submitted(const std::string& request_id, const engine::Genera
   record_.seed = generation.sampling.seed;
   record_.has_seed = true;
   metadata_.prompt = generation.prompt;
+  metadata_.class_id = generation.class_id;
   metadata_.seed = generation.sampling.seed;
   metadata_.sampling = generation.sampling;
   metadata_.sparsity = generation.policy.sparsity;

@@ -24,6 +24,7 @@ TextEntries MetadataEntries(const GenerationMetadata& m, int32_t image_index) {
        absl::StrCat("temperature=", m.sampling.temperature, " top_k=", m.sampling.top_k, " top_p=", m.sampling.top_p)},
       {"model", m.model},
   };
+  if (m.class_id) e.insert(e.begin() + 1, {"class_id", absl::StrCat(*m.class_id)});
   e.emplace_back("argen_version", Version());
   e.emplace_back("Software", VersionLine("argen"));
   return e;

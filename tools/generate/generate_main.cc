@@ -36,6 +36,7 @@ using argen::engine::Engine;
 struct Args {
   std::string model;  // checkpoint directory (config.json, safetensors, tokenizer.json)
   std::string prompt;
+  std::optional<int32_t> class_id;  // class-conditional models, instead of a prompt
   std::string out;
   uint64_t seed = 0;
   double cfg = 5.0;
@@ -77,6 +78,7 @@ absl::Status Generate(const Args& args) {
 
   argen::engine::GenerationRequest request;
   request.prompt = args.prompt;
+  request.class_id = args.class_id;
   request.num_images = args.images;
   request.sampling.seed = args.seed;
   request.sampling.cfg_weight = static_cast<float>(args.cfg);
@@ -104,6 +106,7 @@ absl::Status Generate(const Args& args) {
   // What every PNG records about itself.
   argen::image::GenerationMetadata metadata;
   metadata.prompt = request.prompt;
+  metadata.class_id = request.class_id;
   metadata.seed = request.sampling.seed;
   metadata.sampling = request.sampling;
   metadata.policy = prepared->policy;
@@ -158,7 +161,10 @@ int main(int argc, char** argv) {
   app.add_option("--model", args.model,
                  "Checkpoint directory (config.json, safetensors or pytorch_model*.bin, tokenizer.json)")
       ->required();
-  app.add_option("--prompt", args.prompt, "The caption")->required();
+  CLI::Option* prompt = app.add_option("--prompt", args.prompt, "The caption");
+  CLI::Option* class_id = app.add_option(
+      "--class_id", args.class_id, "Class-conditional models (LlamaGen c2i): the class to draw, instead of --prompt");
+  prompt->excludes(class_id);
   app.add_option("--out", args.out, "Output PNG path")->required();
   app.add_option("--seed", args.seed, "Sampling seed; image i of the request uses stream (seed, i)");
   app.add_option("--cfg", args.cfg, "Classifier-free guidance weight");
@@ -201,6 +207,10 @@ int main(int argc, char** argv) {
       });
   app.footer("Exit status: 0 on success, 1 when generation fails (the message names the cause), 2 on bad usage.");
   if (std::optional<int> rc = argen::cli::Parse(app, argc, argv, std::cout, std::cerr)) return *rc;
+  if (prompt->count() == 0 && class_id->count() == 0) {
+    std::fprintf(stderr, "argen_generate: --prompt is required (or --class_id for a class-conditional model)\n");
+    return 2;
+  }
   if (absl::Status s = Generate(args); !s.ok()) {
     std::fprintf(stderr, "argen_generate: %s\n", s.ToString().c_str());
     return 1;
