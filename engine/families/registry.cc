@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/families/janus/janus_family.h"
+#include "engine/families/llamagen/llamagen_family.h"
 #include "engine/families/lumina/lumina_family.h"
 #include "nlohmann/json.hpp"
 
@@ -16,6 +17,7 @@ const std::vector<Family>& Families() {
   static const auto* families = new std::vector<Family>{
       janus::JanusFamily(),
       lumina::LuminaFamily(),
+      llamagen::LlamaGenFamily(),
   };
   return *families;
 }
@@ -62,6 +64,13 @@ absl::StatusOr<const Family*> FindFamily(const ConfigIdentity& identity) {
 }
 
 absl::StatusOr<FamilyModel> LoadFamilyModel(const std::string& model_dir, const FamilyOptions& options) {
+  // Layouts published without config.json (LlamaGen) are recognised by their files.
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::path(model_dir) / "config.json", ec)) {
+    for (const Family& f : Families()) {
+      if (f.recognises_dir && f.recognises_dir(model_dir)) return f.load(model_dir, options);
+    }
+  }
   absl::StatusOr<ConfigIdentity> identity = ReadConfigIdentity(model_dir);
   if (!identity.ok()) return identity.status();
   absl::StatusOr<const Family*> family = FindFamily(*identity);
