@@ -168,6 +168,34 @@ absl::Status ReadConfigJson(const std::string& path, LlamaGenConfig& c, double& 
 
 }  // namespace
 
+namespace {
+
+// The derived fields (gpt.py's FeedForward width, LabelEmbedder's rows, the VQ's sizes).
+void Finish(LlamaGenConfig& c, double ffn_multiplier, int32_t multiple_of, int32_t uncond_row) {
+  c.class_rows = c.num_classes + uncond_row;
+  c.ffn_hidden = FfnHidden(c.dim, ffn_multiplier, multiple_of);
+  c.vq.image_token_size = c.vq.codebook_size;
+  c.vq.n_embed = c.vq.codebook_embed_dim;
+  c.vq.image_size = c.image_size;
+}
+
+}  // namespace
+
+absl::StatusOr<LlamaGenConfig> PublishedLlamaGenConfig(const std::string& size, int32_t image_size) {
+  LlamaGenConfig c;
+  c.vq.cls = "VQ-16";
+  if (absl::Status s = SetShape(c, "GPT-" + size, "LlamaGen"); !s.ok()) return s;
+  if (image_size <= 0 || image_size % c.downsample != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("LlamaGen: image size ", image_size, " is not a positive multiple of 16"));
+  }
+  c.image_size = image_size;
+  c.n_kv_head = c.n_head;
+  c.gpt_file = absl::StrCat("c2i_", size, "_", image_size, ".pt");
+  c.vq_file = "vq_ds16_c2i.pt";
+  Finish(c, /*ffn_multiplier=*/0, /*multiple_of=*/256, /*uncond_row=*/1);
+  return c;
+}
+
 int32_t FfnHidden(int32_t dim, double ffn_dim_multiplier, int32_t multiple_of) {
   int64_t hidden = static_cast<int64_t>(2.0 * (4 * int64_t{dim}) / 3.0);
   if (ffn_dim_multiplier > 0) hidden = static_cast<int64_t>(ffn_dim_multiplier * static_cast<double>(hidden));
@@ -233,11 +261,7 @@ absl::StatusOr<LlamaGenConfig> LoadLlamaGenConfig(const std::string& model_dir) 
     return absl::InvalidArgumentError(
         absl::StrCat(model_dir, ": class_dropout_prob 0 leaves no unconditional class row, which guidance needs"));
   }
-  c.class_rows = c.num_classes + uncond_row;
-  c.ffn_hidden = FfnHidden(c.dim, ffn_multiplier, multiple_of);
-  c.vq.image_token_size = c.vq.codebook_size;
-  c.vq.n_embed = c.vq.codebook_embed_dim;
-  c.vq.image_size = c.image_size;
+  Finish(c, ffn_multiplier, multiple_of, uncond_row);
   return c;
 }
 

@@ -43,6 +43,10 @@ int32_t FfnHidden(int32_t dim, double ffn_dim_multiplier, int32_t multiple_of);
 // Whether `name` is a published c2i GPT file name: c2i_<size>_<px>.pt.
 bool IsC2iFileName(const std::string& name);
 
+// A published c2i model's configuration without its files (benchmarks with
+// random weights): `size` as in the file names (B, L, XL, ...), the image size.
+absl::StatusOr<LlamaGenConfig> PublishedLlamaGenConfig(const std::string& size, int32_t image_size);
+
 // The directory's configuration: config.json when present, else the one
 // c2i_*.pt file's name. Errors name the file and field.
 absl::StatusOr<LlamaGenConfig> LoadLlamaGenConfig(const std::string& model_dir);

@@ -24,6 +24,8 @@
 #include "engine/model/create_engine.h"
 #include "engine/model/weight_source.h"
 #include "engine/sparse/policy_params.h"
+#include "engine/vq/vq_decoder.h"
+#include "engine/vq/vq_weights.h"
 #include "gtest/gtest.h"
 #include "tests/support/golden_files.h"
 
@@ -64,6 +66,16 @@ TEST(LlamaGenConfigTest, TinyConfigAndTheFileNameTable) {
   EXPECT_EQ(FfnHidden(768, 0, 256), 2048);
   EXPECT_EQ(FfnHidden(1280, 0, 256), 3584);
   EXPECT_EQ(FfnHidden(1024, 0, 256), 2816);
+  absl::StatusOr<LlamaGenConfig> xl = PublishedLlamaGenConfig("XL", 384);
+  ASSERT_TRUE(xl.ok()) << xl.status();
+  EXPECT_EQ(xl->dim, 1280);
+  EXPECT_EQ(xl->n_layer, 36);
+  EXPECT_EQ(xl->head_dim(), 64);
+  EXPECT_EQ(xl->ffn_hidden, 3584);
+  EXPECT_EQ(xl->grid(), 24);
+  EXPECT_EQ(xl->class_rows, 1001);
+  EXPECT_FALSE(PublishedLlamaGenConfig("Q", 256).ok());
+  EXPECT_FALSE(PublishedLlamaGenConfig("B", 0).ok());
   EXPECT_TRUE(IsC2iFileName("c2i_XL_384.pt"));
   EXPECT_TRUE(IsC2iFileName("c2i_B_256.pt"));
   EXPECT_FALSE(IsC2iFileName("t2i_XL_stage1_256.pt"));
@@ -169,6 +181,28 @@ TEST(LlamaGenLogitsTest, PrefillAndDecodeMatchTheOfficialGpt) {
     }
   }
   for (model::RowId r : rows) kv.FreeRow(r);
+}
+
+// vq_ds16_c2i.pt through the VQ-16 decoder (no gen_vision_model. prefix):
+// VQModel.decode_code's float pixels within 1e-4.
+TEST(LlamaGenVqTest, DecodeCodeMatchesTheOfficialVqModel) {
+  const nlohmann::json golden = ReadJson(std::string(kRel) + "/goldens.json");
+  absl::StatusOr<LlamaGenConfig> c = LoadLlamaGenConfig(Dir());
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt =
+      checkpoint::OpenCheckpointFile(Dir() + "/vq_ds16_c2i.pt");
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  absl::StatusOr<vq::VqDecoderWeights> weights = vq::LoadVqDecoderWeights(**ckpt, c->vq, "");
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  absl::StatusOr<std::unique_ptr<vq::VqDecoder>> decoder = vq::VqDecoder::Create(*std::move(weights), c->vq);
+  ASSERT_TRUE(decoder.ok()) << decoder.status();
+  const std::vector<float> want = ReadF32(Dir() + "/pixels.f32");
+  std::vector<float> chw;
+  ASSERT_TRUE((*decoder)->DecodeToFloat(golden["greedy_tokens"].get<std::vector<int32_t>>(), &chw).ok());
+  ASSERT_EQ(chw.size(), want.size());
+  for (size_t p = 0; p < want.size(); ++p) {
+    ASSERT_LE(std::abs(chw[p] - want[p]) / std::max(1.0f, std::abs(want[p])), 1e-4f) << "value " << p;
+  }
 }
 
 std::unique_ptr<model::GenericEngine> TinyEngine() {
