@@ -97,7 +97,10 @@ TEST_P(LlamaGenCudaLogitsTest, PrefillAndDecodeMatchTheOfficialGpt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KvFormats, LlamaGenCudaLogitsTest,
-                         ::testing::Values(sparse::KvFormat::kAuto, sparse::KvFormat::kFp8E4m3));
+                         ::testing::Values(sparse::KvFormat::kAuto, sparse::KvFormat::kFp8E4m3),
+                         [](const ::testing::TestParamInfo<sparse::KvFormat>& info) {
+                           return std::string(info.param == sparse::KvFormat::kAuto ? "bf16" : "fp8");
+                         });
 
 TEST(LlamaGenCudaEngineTest, GeneratesAClassImageDenseAndDiagonal) {
   engine::EngineOptions options;
