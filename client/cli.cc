@@ -47,6 +47,8 @@ void AddRequestFlags(CLI::App& sub, RequestFlags& f) {
   sub.add_option(FlagNames("n_sink"), f.n_sink, "Sink tokens (-1: the policy default)")->check(CLI::Range(-1, 1 << 24));
   sub.add_option(FlagNames("seed"), f.seed, "Sampling seed (unset: the server picks one and reports it)")
       ->check(cli::Uint64Digits());
+  sub.add_option(FlagNames("class_id"), f.class_id,
+                 "Class-conditional models (LlamaGen c2i): the class to draw, instead of a prompt");
   sub.add_option(FlagNames("cfg") + "," + FlagNames("cfg-weight") + "," + FlagNames("guidance-scale"), f.cfg,
                  "Classifier-free guidance weight (unset: the server default); aliases --cfg-weight, "
                  "--guidance-scale");
@@ -197,6 +199,7 @@ absl::StatusOr<v1::GenerateRequest> RequestFromFlags(const RequestFlags& f) {
   r.set_height(size->second);
   r.set_prompt(f.prompt);
   r.set_negative_prompt(f.negative_prompt);
+  if (f.class_id) r.set_class_id(*f.class_id);
   r.set_num_images(f.count);
   if (f.seed) r.set_seed(*f.seed);
   if (f.cfg) r.set_cfg_weight(static_cast<float>(*f.cfg));
@@ -360,8 +363,8 @@ int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostr
   }
 
   if (gen->parsed()) {
-    if (prompt->count() == 0 && prompts_file->count() == 0) {
-      err << "argen_client generate: flag --prompt is required (or --prompts-file)\n"
+    if (prompt->count() == 0 && prompts_file->count() == 0 && !generate.request.class_id) {
+      err << "argen_client generate: flag --prompt is required (or --prompts-file, or --class_id)\n"
           << "run 'argen_client generate --help' for the flags\n";
       return kUsage;
     }
@@ -369,6 +372,8 @@ int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostr
   }
   if (info_cmd->parsed()) return RunInfo(common, info, out, err);
   if (health_cmd->parsed()) return RunHealth(common, health, out, err);
+  // A class-conditional model takes no caption: --class_id drops the default one.
+  if (load.request.class_id && load_cmd->get_option("--prompt")->count() == 0) load.request.prompt.clear();
   return RunLoad(common, load, out, err);
 }
 

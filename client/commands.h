@@ -44,6 +44,8 @@ struct RequestFlags {
   std::optional<int32_t> top_k;
   std::string size;            // "WxH" (GenerateRequest width, height); "": the model's default
   std::string kv_cache_dtype;  // auto | fp8 (SparsityPolicy.kv_cache_dtype); "": the server's default
+  // Class-conditional models (GenerateRequest.class_id), instead of a prompt.
+  std::optional<int32_t> class_id;
 };
 
 struct GenerateOptions {

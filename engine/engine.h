@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,6 +91,9 @@ struct ModelInfo {
   // The family's published sampling defaults (Janus-Pro: cfg 5; Lumina-mGPT:
   // cfg 4, image top-k 2000); a server uses them where its config sets none.
   SamplingParams default_sampling;
+  // > 0: class-conditional (LlamaGen c2i): requests name a class_id in
+  // [0, num_classes) instead of a caption.
+  int32_t num_classes = 0;
   int32_t num_layers = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, hidden_size = 0;
   int64_t kv_bytes_per_token_row = 0;  // K+V bytes of one token of one row, all layers
   // Limits, enforced by Prepare() and reported by GetModelInfo.
@@ -106,6 +110,9 @@ struct GenerationRequest {
   std::string prompt;  // the caption; the engine builds the chat-format prompt
   // The guidance row's prompt (model::PromptText); "": the family's default.
   std::string negative_prompt;
+  // Class-conditional models (ModelInfo::num_classes > 0): the class, in
+  // [0, num_classes), and no prompt. Text models take none.
+  std::optional<int32_t> class_id;
   int32_t num_images = 1;
   // The image size in pixels, one of ModelInfo::image_layouts; 0 and 0: the
   // model's default size (both or neither).

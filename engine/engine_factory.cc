@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/weights_file.h"
 #include "engine/engine.h"
 #include "engine/families/registry.h"
 #include "engine/model/backend_registry.h"
@@ -89,7 +90,9 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   }
   absl::StatusOr<families::FamilyModel> family = families::LoadFamilyModel(options.model_dir, options.family_options);
   if (!family.ok()) return family.status();
-  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> opened = checkpoint::Checkpoint::Open(options.model_dir);
+  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> opened =
+      family->weights_file.empty() ? checkpoint::Checkpoint::Open(options.model_dir)
+                                   : checkpoint::OpenCheckpointFile(family->weights_file);
   if (!opened.ok()) return opened.status();
   std::shared_ptr<const checkpoint::Checkpoint> ckpt(std::move(*opened));
   // The family's one tensor map, checked in full before anything loads.
@@ -137,6 +140,8 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   info.image_layouts = family->image_layouts;
   info.size_rule = family->size_rule;
   info.default_sampling = family->default_sampling;
+  info.num_classes = family->num_classes;
+  engine_config.class_encoder = family->class_encoder;
   // The default size's prompt recipe: from the recipe maker where the family
   // has one (so its tokenizer is read once at start), else the family's own.
   if (encoder == nullptr && engine_config.make_recipe) {

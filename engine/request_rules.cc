@@ -111,8 +111,28 @@ std::vector<ParameterRange> RequestParameterRanges(const ModelInfo& info) {
 }
 
 absl::Status ValidateRequest(const GenerationRequest& r, const ModelInfo& info) {
-  if (absl::StripAsciiWhitespace(r.prompt).empty()) {
-    return absl::InvalidArgumentError("prompt: must not be empty");
+  if (info.num_classes > 0) {
+    if (!r.prompt.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt: this model (", info.family,
+                                                     ") is class-conditional: send class_id in [0, ", info.num_classes,
+                                                     ") and no prompt"));
+    }
+    if (!r.class_id) {
+      return absl::InvalidArgumentError(absl::StrCat("class_id: required by this class-conditional model (",
+                                                     info.family, "), in [0, ", info.num_classes, ")"));
+    }
+    if (*r.class_id < 0 || *r.class_id >= info.num_classes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("class_id: must be in [0, ", info.num_classes, "), got ", *r.class_id));
+    }
+  } else {
+    if (r.class_id) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("class_id: this model (", info.family, ") is text-conditional: send a prompt, not a class id"));
+    }
+    if (absl::StripAsciiWhitespace(r.prompt).empty()) {
+      return absl::InvalidArgumentError("prompt: must not be empty");
+    }
   }
   if (r.num_images < 1 || r.num_images > info.max_images_per_request) {
     return absl::InvalidArgumentError(absl::StrCat("num_images: must be in [1, ", info.max_images_per_request,

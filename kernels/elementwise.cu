@@ -174,7 +174,8 @@ __device__ void RopeAppendFp8(const RopeAppendArgs& a, const TokenMeta& m, const
     const float* vs = row + (a.heads + a.kv_heads + h) * hd;
     float k_amax = 0.f, v_amax = 0.f;
     for (int i = lane; i < half; i += 32) {
-      const float c = cs[2 * i], s = cs[2 * i + 1], x0 = ks[i], x1 = ks[i + half];
+      const int e0 = a.interleaved ? 2 * i : i, e1 = a.interleaved ? 2 * i + 1 : i + half;
+      const float c = cs[2 * i], s = cs[2 * i + 1], x0 = ks[e0], x1 = ks[e1];
       k_amax = fmaxf(k_amax, fmaxf(fabsf(x0 * c - x1 * s), fabsf(x1 * c + x0 * s)));
       v_amax = fmaxf(v_amax, fmaxf(fabsf(vs[i]), fabsf(vs[i + half])));
     }
@@ -183,9 +184,10 @@ __device__ void RopeAppendFp8(const RopeAppendArgs& a, const TokenMeta& m, const
     unsigned char* k_codes = region + vector * hd;
     unsigned char* v_codes = region + r.v_codes + vector * hd;
     for (int i = lane; i < half; i += 32) {
-      const float c = cs[2 * i], s = cs[2 * i + 1], x0 = ks[i], x1 = ks[i + half];
-      k_codes[i] = EncodeScaled(x0 * c - x1 * s, k_scale);
-      k_codes[i + half] = EncodeScaled(x1 * c + x0 * s, k_scale);
+      const int e0 = a.interleaved ? 2 * i : i, e1 = a.interleaved ? 2 * i + 1 : i + half;
+      const float c = cs[2 * i], s = cs[2 * i + 1], x0 = ks[e0], x1 = ks[e1];
+      k_codes[e0] = EncodeScaled(x0 * c - x1 * s, k_scale);
+      k_codes[e1] = EncodeScaled(x1 * c + x0 * s, k_scale);
       v_codes[i] = EncodeScaled(vs[i], v_scale);
       v_codes[i + half] = EncodeScaled(vs[i + half], v_scale);
     }
@@ -212,11 +214,12 @@ __global__ void RopeAppendKernel(RopeAppendArgs a) {
   for (int p = threadIdx.x; p < a.heads * half; p += blockDim.x) {
     const int h = p / half, i = p % half;
     const float* src = row + h * a.head_dim;
+    const int e0 = a.interleaved ? 2 * i : i, e1 = a.interleaved ? 2 * i + 1 : i + half;
     const float c = cs[2 * i], s = cs[2 * i + 1];
-    const float x0 = src[i], x1 = src[i + half];
+    const float x0 = src[e0], x1 = src[e1];
     float* dst = a.q_out + (static_cast<int64_t>(t) * a.heads + h) * a.head_dim;
-    dst[i] = x0 * c - x1 * s;
-    dst[i + half] = x1 * c + x0 * s;
+    dst[e0] = x0 * c - x1 * s;
+    dst[e1] = x1 * c + x0 * s;
   }
   if (m.flags & kTokenKvFp8) {
     RopeAppendFp8(a, m, row, cs, sparse, t);
@@ -229,11 +232,12 @@ __global__ void RopeAppendKernel(RopeAppendArgs a) {
     if (kv_index < 0 || kv_index >= m.capacity) continue;
     const float* ks = row + (a.heads + h) * a.head_dim;
     const float* vs = row + (a.heads + a.kv_heads + h) * a.head_dim;
+    const int e0 = a.interleaved ? 2 * i : i, e1 = a.interleaved ? 2 * i + 1 : i + half;
     const float c = cs[2 * i], s = cs[2 * i + 1];
-    const float x0 = ks[i], x1 = ks[i + half];
+    const float x0 = ks[e0], x1 = ks[e1];
     const int64_t base = (static_cast<int64_t>(h) * m.capacity + kv_index) * a.head_dim;
-    k_layer[base + i] = __float2bfloat16(x0 * c - x1 * s);
-    k_layer[base + i + half] = __float2bfloat16(x1 * c + x0 * s);
+    k_layer[base + e0] = __float2bfloat16(x0 * c - x1 * s);
+    k_layer[base + e1] = __float2bfloat16(x1 * c + x0 * s);
     v_layer[base + i] = __float2bfloat16(vs[i]);
     v_layer[base + i + half] = __float2bfloat16(vs[i + half]);
   }

@@ -64,7 +64,8 @@ cudaError_t SwiGlu(const float* gate_up, int rows, int inter, bf16* out, cudaStr
 // dst[i] = src[rows[i]] for fp32 rows of `dim` (pair -> row broadcast, last-token gather).
 cudaError_t GatherRowsF32(const float* src, const int32_t* rows, int n, int dim, float* dst, cudaStream_t stream);
 
-// Rotary embedding (HF rotate_half convention) and KV append.
+// Rotary embedding (HF rotate_half convention: pair i is (i, i + head_dim/2);
+// `interleaved`: (2i, 2i + 1), LlamaGen's) and KV append.
 // qkv: fp32 [tokens][(heads + 2*kv_heads) * head_dim] (q, then k, then v).
 // rope: fp32 [max_pos][head_dim/2][2] = (cos, sin) of rope_pos * inv_freq[i].
 // Writes the rotated queries to q_out [tokens][heads][head_dim] (fp32) and the
@@ -80,6 +81,7 @@ struct RopeAppendArgs {
   int32_t tokens = 0;
   int32_t heads = 0, kv_heads = 0, head_dim = 0, num_layers = 0, layer = 0;
   const int32_t* write_slots = nullptr;  // [tokens][kv_heads] of this layer (sparse tokens)
+  bool interleaved = false;
   float* q_out = nullptr;
   bf16* kv_pool = nullptr;
 };

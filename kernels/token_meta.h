@@ -22,7 +22,7 @@ namespace argen::kernels {
 struct TokenMeta {
   int64_t kv_offset = 0;         // element offset of the row's region in the pool
   int32_t capacity = 0;          // positions per (layer, kv_head) of the row's region
-  int32_t rope_pos = 0;          // absolute sequence position (rotary angle)
+  int32_t rope_pos = 0;          // row of the rotary table: the position (2-D RoPE: RopePosition)
   int32_t kv_index = 0;          // own-region position its K/V are written to; < 0: not written
   int32_t prefix_len = 0;        // virtual positions [0, prefix_len) are always attended
   int32_t decode_base = 0;       // own-region position of decode slot 0 (= L_p - shared_prompt)

@@ -146,6 +146,10 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
   {
     engine::GenerationRequest defaults;
     defaults.prompt = "defaults";
+    if (info.num_classes > 0) {  // a class-conditional model takes a class, not a caption
+      defaults.prompt.clear();
+      defaults.class_id = 0;
+    }
     defaults.sampling = server->config_.default_sampling;
     defaults.policy = config.default_policy;
     if (absl::Status s = engine::ValidateRequest(defaults, info); !s.ok()) {

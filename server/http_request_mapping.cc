@@ -274,6 +274,9 @@ std::variant<ImagesRequest, HttpApiError> Parse(const json& body, const ImagesAp
       g.set_top_p(static_cast<float>(p));
     } else if (key == "policy") {
       if (std::optional<HttpApiError> e = ParsePolicy(value, g.mutable_policy())) return *e;
+    } else if (key == "class_id") {  // class-conditional models (argen extension)
+      ARGEN_TAKE(c, Int32(value, key));
+      g.set_class_id(c);
     } else if (key == "priority") {
       ARGEN_TAKE(p, OneOf(value, key, {"low", "normal", "high"}));
       g.set_priority(p == "low" ? v1::PRIORITY_LOW : p == "high" ? v1::PRIORITY_HIGH : v1::PRIORITY_NORMAL);
@@ -283,7 +286,8 @@ std::variant<ImagesRequest, HttpApiError> Parse(const json& body, const ImagesAp
       out.ignored_fields.push_back(key);
     }
   }
-  if (!have_prompt) return Bad("prompt", "required", "missing_required_parameter");
+  // A class-conditional model takes class_id instead (the engine judges which the model needs).
+  if (!have_prompt && !g.has_class_id()) return Bad("prompt", "required", "missing_required_parameter");
   if (out.stream) g.set_previews(out.partial_images);
   return out;
 }

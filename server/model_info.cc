@@ -26,6 +26,7 @@ void FillModelInfo(const engine::ModelInfo& info, const ServerConfig& config, v1
   out->set_max_images_per_request(engine::MaxImagesPerRequest(info));
   out->set_queue_limit(config.queue_limit);
   out->set_num_layers(info.num_layers);
+  out->set_num_classes(info.num_classes);
   out->set_hidden_size(info.hidden_size);
   out->set_max_previews(scheduler::MaxPreviews(info));
   for (const engine::ImageLayout& l : engine::ImageLayouts(info)) {

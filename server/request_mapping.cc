@@ -50,6 +50,7 @@ absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::Generate
   engine::GenerationRequest out;
   out.prompt = request.prompt();
   out.negative_prompt = request.negative_prompt();
+  if (request.has_class_id()) out.class_id = request.class_id();
   out.num_images = request.num_images() == 0 ? 1 : request.num_images();
   out.sampling = config.default_sampling;
   out.sampling.seed = request.has_seed() ? request.seed() : random_seed;

@@ -43,6 +43,7 @@ void RequestTrace::Submitted(const std::string& request_id, const engine::Genera
   record_.has_seed = true;
   metadata_.prompt = generation.prompt;
   metadata_.negative_prompt = generation.negative_prompt;
+  metadata_.class_id = generation.class_id;
   metadata_.seed = generation.sampling.seed;
   metadata_.sampling = generation.sampling;
   metadata_.sparsity = generation.policy.sparsity;

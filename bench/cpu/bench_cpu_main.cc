@@ -59,6 +59,10 @@ double Seconds(Clock::time_point since) { return std::chrono::duration<double>(C
 const char* SharingName(const model::GenericEngine& engine) {
   engine::GenerationRequest r;
   r.prompt = "probe";
+  if (engine.info().num_classes > 0) {
+    r.prompt.clear();
+    r.class_id = 0;
+  }
   absl::StatusOr<engine::PreparedRequest> p = engine.Prepare(r);
   return p.ok() && p->own_kv_bytes < p->kv_bytes ? "across" : "within";
 }
@@ -143,6 +147,10 @@ void RunBatch(const std::string& shape, model::GenericEngine& engine, int32_t ba
     char caption[32];
     std::snprintf(caption, sizeof(caption), "benchmark %04d", i);
     r.prompt = caption;
+    if (engine.info().num_classes > 0) {  // a class-conditional model: request i draws class i
+      r.prompt.clear();
+      r.class_id = i % engine.info().num_classes;
+    }
     r.sampling.seed = static_cast<uint64_t>(i);
     absl::StatusOr<engine::PreparedRequest> p = engine.Prepare(r);
     if (!p.ok()) {

@@ -1,8 +1,13 @@
 #include "bench/gpu/janus_shapes.h"
 
+#include <cctype>
+#include <cstdlib>
+
 #include "engine/families/emu3/emu3_shapes.h"
 #include "engine/families/janus/janus_shapes.h"
 #include "engine/families/janus/janus_spec.h"
+#include "engine/families/llamagen/llamagen_config.h"
+#include "engine/families/llamagen/llamagen_spec.h"
 #include "engine/families/lumina/lumina_shapes.h"
 #include "engine/sparse/policy_params.h"
 
@@ -33,10 +38,27 @@ absl::StatusOr<BenchModel> BenchModelFor(const std::string& name) {
     m.uncond_len = emu3::kPublishedUncondTokens;  // BOS, the default negative prompt, the 720 px header
     return m;
   }
+  // LlamaGen c2i: llamagen-<size>-<px> (llamagen-xl-384, llamagen-l-256, ...); one class token
+  // (run with --prompt-len 1), the unconditional class as the guidance row, a square grid.
+  if (name.rfind("llamagen-", 0) == 0) {
+    const size_t dash = name.rfind('-');
+    std::string size = name.substr(9, dash - 9);
+    for (char& ch : size) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    absl::StatusOr<llamagen::LlamaGenConfig> config =
+        llamagen::PublishedLlamaGenConfig(size, dash == 8 ? 0 : std::atoi(name.c_str() + dash + 1));
+    if (!config.ok())
+      return absl::InvalidArgumentError("--model " + name + ": " + std::string(config.status().message()));
+    absl::StatusOr<model::ModelSpec> spec = llamagen::LlamaGenSpec(*config);
+    if (!spec.ok()) return spec.status();
+    m.spec = *std::move(spec);
+    m.grid = sparse::SquareGrid(config->image_tokens());
+    m.uncond_len = 1;
+    return m;
+  }
   absl::StatusOr<model::ModelSpec> spec = JanusSpec(name);
   if (!spec.ok()) {
-    return absl::InvalidArgumentError("--model: expected 1b, 7b, lumina-512, lumina-768, lumina-1024 or emu3, got " +
-                                      name);
+    return absl::InvalidArgumentError(
+        "--model: expected 1b, 7b, lumina-512, lumina-768, lumina-1024, emu3 or llamagen-<size>-<px>, got " + name);
   }
   m.spec = *std::move(spec);
   m.grid = sparse::SquareGrid(kJanusImageTokens);

@@ -248,10 +248,11 @@ absl::Status TorchFile::ReadStateDict(const Graph& g, const std::string& root) {
     return absl::InvalidArgumentError(
         absl::StrCat(path_, ": holds ", g.Describe(g.root), ", not a state dict (a dict of tensors)"));
   }
-  // A wrapper dict (Lightning's "state_dict", or "model") holds the state dict next to other entries.
+  // A wrapper dict (Lightning's "state_dict", "model" as LlamaGen and DDP save, DeepSpeed's "module") holds the
+  // state dict next to other entries.
   uint32_t state = g.root;
   const std::vector<uint32_t>& items = g.items(g.root);
-  for (const char* key : {"state_dict", "model"}) {
+  for (const char* key : {"state_dict", "model", "module"}) {
     for (size_t k = 0; k + 1 < items.size(); k += 2) {
       if (g.at(items[k]).kind == Kind::kString && g.str(items[k]) == key && g.at(items[k + 1]).kind == Kind::kDict) {
         state = items[k + 1];

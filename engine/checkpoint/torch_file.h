@@ -7,9 +7,10 @@
 // What is accepted (docs/checkpoint-format.md):
 //  - a state dict: a dict (OrderedDict) of name -> tensor; plain values (None,
 //    numbers, strings) among the tensors are skipped;
-//  - a dict that holds the state dict under "state_dict" (Lightning) or
-//    "model": the other entries (optimizer states, callbacks, loops, hyper-
-//    parameters) are skipped unread and may use names the reader does not
+//  - a dict that holds the state dict under "state_dict" (Lightning), "model"
+//    (DDP trainers, LlamaGen) or "module" (DeepSpeed): the other entries
+//    (optimizer states, callbacks, loops, hyper-parameters, an
+//    argparse.Namespace of args) are skipped unread and may use names the reader does not
 //    interpret (e.g. pytorch_lightning callback classes), since nothing is
 //    called; names that only serve code execution are refused anywhere.
 //  - In a bare state dict every name the unpickler does not interpret is refused.

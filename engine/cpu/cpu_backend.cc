@@ -76,12 +76,41 @@ CpuBackend::CpuBackend(const model::ModelSpec& spec, CpuWeights weights, const m
                               ? options.threads
                               : std::max<int32_t>(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
   pool_ = std::make_unique<parallel::ThreadPool>(threads);
-  const int32_t half = dims.head_dim / 2;
-  inv_freq_.resize(half);
-  // HF: inv_freq = 1 / theta ** (arange(0, dim, 2).float() / dim)
-  for (int32_t i = 0; i < half; ++i) {
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(dims.head_dim);
-    inv_freq_[i] = 1.0f / std::pow(dims.rope_theta, exponent);
+  if (dims.rope == model::RopeKind::kGrid2d) {
+    // LlamaGen: freqs = 1 / base ** (arange(0, half, 2)[:half // 2].float() / half), half = head_dim / 2.
+    const int32_t half = dims.head_dim / 2, quarter = dims.head_dim / 4;
+    inv_freq_.resize(quarter);
+    for (int32_t i = 0; i < quarter; ++i) {
+      const float exponent = static_cast<float>(2 * i) / static_cast<float>(half);
+      inv_freq_[i] = 1.0f / std::pow(dims.rope_theta, exponent);
+    }
+  } else {
+    const int32_t half = dims.head_dim / 2;
+    inv_freq_.resize(half);
+    // HF: inv_freq = 1 / theta ** (arange(0, dim, 2).float() / dim)
+    for (int32_t i = 0; i < half; ++i) {
+      const float exponent = static_cast<float>(2 * i) / static_cast<float>(dims.head_dim);
+      inv_freq_[i] = 1.0f / std::pow(dims.rope_theta, exponent);
+    }
+  }
+}
+
+void CpuBackend::QueryRope(bool prompt, int32_t index, int32_t prompt_len, float* cos_sin) const {
+  const model::StackConfig& d = spec_.stack;
+  if (d.rope == model::RopeKind::k1d) {
+    RopeAngles(inv_freq_.data(), d.head_dim / 2, prompt ? index : prompt_len + index, cos_sin);
+  } else if (prompt) {
+    std::fill(cos_sin, cos_sin + d.head_dim, 0.0f);  // position-free: q and k become zero
+  } else {
+    RopeAnglesGrid2d(inv_freq_.data(), d.head_dim / 4, index / d.rope_grid_width, index % d.rope_grid_width, cos_sin);
+  }
+}
+
+void CpuBackend::ApplyQueryRope(float* x, int32_t heads, const float* cos_sin) const {
+  if (spec_.stack.rope == model::RopeKind::kGrid2d) {
+    ApplyRopeInterleaved(x, heads, spec_.stack.head_dim, cos_sin);
+  } else {
+    ApplyRope(x, heads, spec_.stack.head_dim, cos_sin);
   }
 }
 
@@ -266,7 +295,7 @@ absl::Status CpuBackend::RunPromptQueries(const model::StepPlan& plan, const mod
     for (int64_t c = 0; c < n_computed; ++c) {
       const int32_t first = step.rows[computed[c]]->prompt_filled;
       for (int32_t i = offsets[c]; i < offsets[c + 1]; ++i) {
-        RopeAngles(inv_freq_.data(), hd / 2, first + i - offsets[c], a.rope.data() + int64_t{i} * hd);
+        QueryRope(/*prompt=*/true, first + i - offsets[c], 0, a.rope.data() + int64_t{i} * hd);
       }
     }
   }
@@ -287,8 +316,8 @@ absl::Status CpuBackend::RunPromptQueries(const model::StepPlan& plan, const mod
         float* q = a.qkv.data() + int64_t{i} * qkv_dim;
         float* k = q + q_dim;
         const float* v = k + kv_dim;
-        ApplyRope(q, d.num_heads, hd, a.rope.data() + int64_t{i} * hd);
-        ApplyRope(k, d.num_kv_heads, hd, a.rope.data() + int64_t{i} * hd);
+        ApplyQueryRope(q, d.num_heads, a.rope.data() + int64_t{i} * hd);
+        ApplyQueryRope(k, d.num_kv_heads, a.rope.data() + int64_t{i} * hd);
         for (int32_t g = 0; g < d.num_kv_heads; ++g) {
           const int64_t at = (g * row.positions() + first + (i - begin)) * hd;
           StoreKv(row, k + g * hd, v + g * hd, hd, k_block + at, v_block + at);
@@ -365,8 +394,8 @@ void CpuBackend::DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::Ro
   float* q = a.qkv.data() + r * qkv_dim;
   float* k = q + q_dim;
   const float* v = k + kv_dim;
-  ApplyRope(q, d.num_heads, hd, a.rope.data() + r * hd);
-  ApplyRope(k, d.num_kv_heads, hd, a.rope.data() + r * hd);
+  ApplyQueryRope(q, d.num_heads, a.rope.data() + r * hd);
+  ApplyQueryRope(k, d.num_kv_heads, a.rope.data() + r * hd);
   float* k_block = kv_.LayerK(row, layer);
   float* v_block = kv_.LayerV(row, layer);
   int32_t* attended = s.attended.data();
@@ -508,8 +537,8 @@ void CpuBackend::RunDecodeQueries(const model::StepPlan& plan, const model::Plan
       for (size_t side = 0; side < 2; ++side) {
         const DecodeEntry& e = entries[k + side];
         std::memcpy(a.x.data() + int64_t{e.first_x + j} * H, a.input + int64_t{pair_query} * H, sizeof(float) * H);
-        RopeAngles(inv_freq_.data(), hd / 2, e.row->prompt_len + e.first_query[j].index,
-                   a.rope.data() + int64_t{e.first_x + j} * hd);
+        QueryRope(/*prompt=*/false, e.first_query[j].index, e.row->prompt_len,
+                  a.rope.data() + int64_t{e.first_x + j} * hd);
       }
     }
   }

@@ -118,7 +118,12 @@ class CpuBackend final : public model::Backend {
   CpuWeights w_;
   model::BackendOptions options_;
   KvRows kv_;
-  std::vector<float> inv_freq_;
+  // The stack's RoPE (model::RopeKind): a query's angles from its kind and
+  // index (prompt position, or decode index t of a row with prompt_len), and
+  // their application to `heads` heads of q or k.
+  void QueryRope(bool prompt, int32_t index, int32_t prompt_len, float* cos_sin) const;
+  void ApplyQueryRope(float* x, int32_t heads, const float* cos_sin) const;
+  std::vector<float> inv_freq_;  // per pair (1-D), per pair of a half (2-D)
   std::unique_ptr<Activations> act_;
   std::unique_ptr<parallel::ThreadPool> pool_;
   model::HostSampler sampler_;

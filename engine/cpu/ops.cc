@@ -106,6 +106,33 @@ void ApplyRope(float* x, int32_t n_heads, int32_t head_dim, const float* cos_sin
   }
 }
 
+void RopeAnglesGrid2d(const float* inv_freq, int32_t quarter, int32_t row, int32_t col, float* cos_sin) {
+  const int32_t half = 2 * quarter;
+  for (int32_t i = 0; i < quarter; ++i) {
+    // f32 angles, as the reference's torch.outer(arange(grid), freqs).
+    const float row_angle = static_cast<float>(row) * inv_freq[i];
+    const float col_angle = static_cast<float>(col) * inv_freq[i];
+    cos_sin[i] = std::cos(row_angle);
+    cos_sin[half + i] = std::sin(row_angle);
+    cos_sin[quarter + i] = std::cos(col_angle);
+    cos_sin[half + quarter + i] = std::sin(col_angle);
+  }
+}
+
+void ApplyRopeInterleaved(float* x, int32_t n_heads, int32_t head_dim, const float* cos_sin) {
+  const int32_t half = head_dim / 2;
+  const float* cos_a = cos_sin;
+  const float* sin_a = cos_sin + half;
+  for (int32_t h = 0; h < n_heads; ++h) {
+    float* xh = x + static_cast<int64_t>(h) * head_dim;
+    for (int32_t i = 0; i < half; ++i) {
+      const float a = xh[2 * i], b = xh[2 * i + 1];
+      xh[2 * i] = a * cos_a[i] - b * sin_a[i];
+      xh[2 * i + 1] = b * cos_a[i] + a * sin_a[i];
+    }
+  }
+}
+
 void RoundRowsThroughE4m3(const float* x, int64_t rows, int32_t cols, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     float* o = out + r * cols;

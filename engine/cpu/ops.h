@@ -51,4 +51,11 @@ void AddBias(float* x, const float* bias, int64_t rows, int32_t dim);
 void RopeAngles(const float* inv_freq, int32_t half_dim, int32_t position, float* cos_sin);
 void ApplyRope(float* x, int32_t n_heads, int32_t head_dim, const float* cos_sin);
 
+// LlamaGen's 2-D RoPE (model::RopeKind::kGrid2d) at grid cell (row, col):
+// pair i < quarter turns by row * inv_freq[i], pair quarter + i by
+// col * inv_freq[i] (quarter = head_dim / 4). Same cos-then-sin layout.
+void RopeAnglesGrid2d(const float* inv_freq, int32_t quarter, int32_t row, int32_t col, float* cos_sin);
+// Interleaved pairs: x[h][2i] and x[h][2i + 1] rotate by pair i's angle.
+void ApplyRopeInterleaved(float* x, int32_t n_heads, int32_t head_dim, const float* cos_sin);
+
 }  // namespace argen::cpu

@@ -124,7 +124,27 @@ absl::Status CudaBackend::Init() {
 
   // Rotary table with the CPU's rounding: inv_freq and angle in f32.
   max_pos_ = options_.max_prompt_tokens + kMaxDecodePositions;
-  {
+  if (d.rope == model::RopeKind::kGrid2d) {
+    // 2-D RoPE (model_spec.h): row 0 is the position-free prompt (cos = sin =
+    // 0), row 1 + t decode index t's grid cell (RopePosition).
+    const int32_t half = d.head_dim / 2, quarter = d.head_dim / 4;
+    std::vector<float> inv_freq(quarter), table(static_cast<size_t>(max_pos_) * half * 2, 0.0f);
+    for (int32_t i = 0; i < quarter; ++i)
+      inv_freq[i] = 1.0f / std::pow(d.rope_theta, static_cast<float>(2 * i) / static_cast<float>(half));
+    for (int32_t t = 0; t + 1 < max_pos_; ++t) {
+      const float row = static_cast<float>(t / d.rope_grid_width), col = static_cast<float>(t % d.rope_grid_width);
+      float* cs = table.data() + static_cast<size_t>(t + 1) * half * 2;
+      for (int32_t i = 0; i < quarter; ++i) {
+        const float row_angle = row * inv_freq[i], col_angle = col * inv_freq[i];
+        cs[2 * i] = std::cos(row_angle);
+        cs[2 * i + 1] = std::sin(row_angle);
+        cs[2 * (quarter + i)] = std::cos(col_angle);
+        cs[2 * (quarter + i) + 1] = std::sin(col_angle);
+      }
+    }
+    ARGEN_STATUS_RETURN(alloc(rope_, table.size() * 4, "rope table"));
+    ARGEN_CUDA_RETURN(cudaMemcpy(rope_.as(), table.data(), table.size() * 4, cudaMemcpyHostToDevice), "rope table");
+  } else {
     const int32_t half = d.head_dim / 2;
     std::vector<float> inv_freq(half), table(static_cast<size_t>(max_pos_) * half * 2);
     for (int32_t i = 0; i < half; ++i)

@@ -82,6 +82,7 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
     ra.num_layers = d.num_layers;
     ra.layer = l;
     ra.write_slots = any_sparse ? plan.write_slots + l * heads_per_layer : nullptr;
+    ra.interleaved = d.rope == model::RopeKind::kGrid2d;
     ra.q_out = q_.as<float>();
     ra.kv_pool = kv_pool;
     ARGEN_CUDA_RETURN(kernels::RopeAppend(ra, stream_), "rope + kv append");

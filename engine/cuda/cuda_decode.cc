@@ -39,7 +39,7 @@ absl::Status CudaBackend::RunDecodePass(std::span<const DecodeQuery> queries, co
     m.shared_prompt = rw.shared_prompt;
     m.prompt_kv_offset = rw.prompt_kv_offset;
     m.prompt_capacity = rw.prompt_capacity;
-    m.rope_pos = rw.prompt_len + t;
+    m.rope_pos = RopePosition(spec_.stack, /*prompt=*/false, t, rw.prompt_len);
     m.prefix_len = rw.prompt_len;
     m.decode_base = rw.prompt_len - rw.shared_prompt;  // own-region position of slot 0
     m.flags = KvFormatFlag(rw.policy);

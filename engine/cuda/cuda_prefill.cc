@@ -63,7 +63,7 @@ absl::Status CudaBackend::RunPromptPass(const model::StepPlan& plan, const model
       kernels::TokenMeta m;
       m.kv_offset = rw.kv_offset;
       m.capacity = rw.capacity;
-      m.rope_pos = position;
+      m.rope_pos = RopePosition(d, /*prompt=*/true, position, rw.prompt_len);
       m.kv_index = position;
       m.prefix_len = position + 1;
       m.decode_base = rw.prompt_len;

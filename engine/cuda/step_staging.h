@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "engine/model/model_spec.h"
 #include "engine/model/sampler.h"
 #include "kernels/sampling.h"
 #include "kernels/sparse/policy_types.h"
@@ -17,6 +18,14 @@ inline int32_t KvFormatFlag(const sparse::ResolvedPolicy& p) {
 }
 inline int32_t KvFormatsBit(const sparse::ResolvedPolicy& p) {
   return p.kv_format == sparse::KvFormat::kFp8E4m3 ? kernels::kKvFormatsFp8 : kernels::kKvFormatsBf16;
+}
+
+// The rotary table row of a query: 1-D, its position (prompt position p, or
+// prompt_len + t); 2-D (LlamaGen), row 0 for every prompt query (position-
+// free) and 1 + t for decode index t (the table's layout, CudaBackend::Init).
+inline int32_t RopePosition(const model::StackConfig& d, bool prompt, int32_t index, int32_t prompt_len) {
+  if (d.rope == model::RopeKind::kGrid2d) return prompt ? 0 : 1 + index;
+  return prompt ? index : prompt_len + index;
 }
 
 // A pair's sampling for the token of index `step` (the RNG is keyed by it).

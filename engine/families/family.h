@@ -75,6 +75,13 @@ struct FamilyModel {
   std::function<absl::StatusOr<model::ImageDecoder>(const checkpoint::Checkpoint& checkpoint,
                                                     const DecoderOptions& options)>
       make_decoder;
+  // Non-empty: the stack's weights are this one file of any name (LlamaGen's
+  // c2i_L_384.pt), not the directory's hub layout (checkpoint::Checkpoint::Open).
+  std::string weights_file;
+  // Class-conditional models: the number of classes (engine::ModelInfo::
+  // num_classes) and class id -> prompt ids; 0 and null for text models.
+  int32_t num_classes = 0;
+  model::ClassEncoder class_encoder;
 };
 
 // Options only some family understands, by name (engine::EngineOptions::
@@ -110,6 +117,9 @@ struct Family {
   std::string name;     // "janus"
   std::string matches;  // what it recognises, for messages: "model_type multi_modality"
   std::function<bool(const ConfigIdentity&)> recognises;
+  // Optional: recognises a directory without config.json by its files
+  // (LlamaGen's published c2i_<size>_<px>.pt).
+  std::function<bool(const std::string& model_dir)> recognises_dir;
   // Checks `options` (CheckFamilyOptions) before anything else.
   std::function<absl::StatusOr<FamilyModel>(const std::string& model_dir, const FamilyOptions& options)> load;
 };

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/families/emu3/emu3_family.h"
 #include "engine/families/janus/janus_family.h"
+#include "engine/families/llamagen/llamagen_family.h"
 #include "engine/families/lumina/lumina_family.h"
 #include "engine/families/model_sampling.h"
 #include "nlohmann/json.hpp"
@@ -19,6 +20,7 @@ const std::vector<Family>& Families() {
       janus::JanusFamily(),
       lumina::LuminaFamily(),
       emu3::Emu3Family(),
+      llamagen::LlamaGenFamily(),
   };
   return *families;
 }
@@ -65,6 +67,13 @@ absl::StatusOr<const Family*> FindFamily(const ConfigIdentity& identity) {
 }
 
 absl::StatusOr<FamilyModel> LoadFamilyModel(const std::string& model_dir, const FamilyOptions& options) {
+  // Layouts published without config.json (LlamaGen) are recognised by their files.
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::path(model_dir) / "config.json", ec)) {
+    for (const Family& f : Families()) {
+      if (f.recognises_dir && f.recognises_dir(model_dir)) return f.load(model_dir, options);
+    }
+  }
   absl::StatusOr<ConfigIdentity> identity = ReadConfigIdentity(model_dir);
   if (!identity.ok()) return identity.status();
   absl::StatusOr<const Family*> family = FindFamily(*identity);

@@ -25,6 +25,7 @@ TextEntries MetadataEntries(const GenerationMetadata& m, int32_t image_index) {
       {"model", m.model},
   };
   if (!m.negative_prompt.empty()) e.insert(e.begin() + 1, {"negative_prompt", m.negative_prompt});
+  if (m.class_id) e.insert(e.begin() + 1, {"class_id", absl::StrCat(*m.class_id)});
   e.emplace_back("argen_version", Version());
   e.emplace_back("Software", VersionLine("argen"));
   return e;

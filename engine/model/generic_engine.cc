@@ -99,7 +99,9 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(const engine::Gen
   absl::StatusOr<std::shared_ptr<const ImageRecipe>> recipe = Recipe(*layout);
   if (!recipe.ok()) return recipe.status();
   absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ids =
-      (*recipe)->encoder({request.prompt, request.negative_prompt});
+      !request.class_id       ? (*recipe)->encoder({request.prompt, request.negative_prompt})
+      : config_.class_encoder ? config_.class_encoder(*request.class_id)
+                              : absl::InvalidArgumentError("class_id: this model has no class-conditional prompt");
   if (!ids.ok()) return ids.status();
   if (absl::Status s = ValidatePromptIds(ids->first, ids->second); !s.ok()) return s;
   engine::PreparedRequest p;

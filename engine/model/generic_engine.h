@@ -60,6 +60,10 @@ struct PromptText {
 // The family's prompt recipe: text -> (cond ids, uncond ids); must be thread-safe.
 using PromptEncoder =
     std::function<absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>>(const PromptText& text)>;
+// A class-conditional model's prompt: class id -> (cond ids, uncond ids)
+// (LlamaGen c2i: [class] and [num_classes], rows of its class table).
+using ClassEncoder =
+    std::function<absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>>(int32_t class_id)>;
 // Token grids -> images (the VQ decoder); must be thread-safe.
 using ImageDecoder =
     std::function<absl::StatusOr<std::vector<engine::RgbImage>>(const std::vector<std::vector<int32_t>>& token_grids)>;
@@ -84,6 +88,9 @@ struct GenericEngineConfig {
   std::vector<int32_t> forced_tokens;
   // The other sizes' recipes (info.image_layouts); null: the default size only.
   ImageRecipeMaker make_recipe;
+  // Class-conditional models (info.num_classes > 0): requests' class_id ->
+  // prompt ids, instead of the recipe's caption encoder.
+  ClassEncoder class_encoder;
   // ssd's head classification (the model's ssd_heads.json); null: ssd is refused.
   std::shared_ptr<const sparse::HeadClasses> ssd_heads;
   // Prompt-KV sharing (backend.h): the images of one request read one copy of

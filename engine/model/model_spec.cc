@@ -141,6 +141,16 @@ absl::Status CheckSpec(const ModelSpec& spec) {
   if (c.head_dim % 2 != 0) {
     return absl::InvalidArgumentError(absl::StrCat("model spec: head_dim must be even for RoPE, got ", c.head_dim));
   }
+  if (c.rope == RopeKind::kGrid2d) {
+    if (c.head_dim % 4 != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model spec: 2-D RoPE needs head_dim divisible by 4, got ", c.head_dim));
+    }
+    if (c.rope_grid_width <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model spec: 2-D RoPE needs rope_grid_width > 0, got ", c.rope_grid_width));
+    }
+  }
   if (!(c.norm_eps > 0) || !(c.qk_norm_eps > 0) || !(c.rope_theta > 0)) {
     return absl::InvalidArgumentError("model spec: norm_eps, qk_norm_eps and rope_theta must be positive");
   }

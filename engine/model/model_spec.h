@@ -12,7 +12,7 @@
 //   x = h + down(mlp(norm2(h)))  x = h + norm2(down(mlp(h)))
 // attn: q, k, v projections; with qk_norm a LayerNorm over head_dim per head
 // (weight and bias [heads, head_dim], HF ChameleonLayerNorm) on q and k; then
-// 1-D RoPE (HF rotate_half, the config's theta); MHA or GQA. mlp: SwiGLU,
+// RoPE (below); MHA or GQA. mlp: SwiGLU,
 // silu(gate(x)) * up(x). norm: RMSNorm (weight) or LayerNorm (weight, bias).
 //
 // Input stage (a decode step's input): row `id` of a table, optionally
@@ -34,6 +34,19 @@
 namespace argen::model {
 
 enum class NormKind : int32_t { kRms = 0, kLayer = 1 };
+
+// Where a query's rotary angles come from.
+//  k1d: HF rotate_half over (i, i + head_dim/2); the angle of pair i at
+//    position p (prompt p, decode t at prompt_len + t) is p * theta^(-2i/head_dim).
+//  kGrid2d: LlamaGen's 2-D RoPE (gpt.py precompute_freqs_cis_2d +
+//    apply_rotary_emb): interleaved pairs (2i, 2i + 1); decode index t is
+//    grid cell (t / rope_grid_width, t % rope_grid_width); the first
+//    head_dim/4 pairs turn by its row, the others by its column, pair m of
+//    each half at theta^(-4m/head_dim). Prompt queries (the class or caption
+//    slots) are position-free: cos = sin = 0, so their q and k are zero.
+//    The angles derive from the query's index and the grid alone, so the
+//    step plan carries nothing new.
+enum class RopeKind : int32_t { k1d = 0, kGrid2d = 1 };
 
 // What a random weight source puts into a tensor (benchmarks without a checkpoint).
 enum class TensorFill : int32_t { kMatrix = 0, kBias = 1, kOne = 2, kZero = 3 };
@@ -81,6 +94,8 @@ struct StackConfig {
   float qk_norm_eps = 1e-5f;  // HF ChameleonLayerNorm fixes 1e-5
   bool swin_norm = false;     // post-norm placement (see the top of this file)
   float rope_theta = 10000.0f;
+  RopeKind rope = RopeKind::k1d;
+  int32_t rope_grid_width = 0;  // kGrid2d: image tokens per grid row
 };
 
 struct LayerRefs {

@@ -285,7 +285,11 @@ absl::Status Run(Args args) {
   std::vector<runner::Job> jobs;
   for (size_t p = 0; p < prompts->size(); ++p) {
     runner::Job job;
-    job.request.prompt = (*prompts)[p];
+    if (info.num_classes > 0) {
+      job.request.class_id = static_cast<int32_t>(p % info.num_classes);  // a class model: prompt p draws class p
+    } else {
+      job.request.prompt = (*prompts)[p];
+    }
     job.request.num_images = 1;
     job.request.sampling.seed = args.seed + p;
     job.request.sampling.cfg_weight = args.cfg;

@@ -40,6 +40,7 @@ using argen::engine::Engine;
 struct Args {
   std::string model;  // checkpoint directory (config.json, safetensors, tokenizer.json)
   std::string prompt;
+  std::optional<int32_t> class_id;  // class-conditional models, instead of a prompt
   std::string out;
   uint64_t seed = 0;
   // Unset: the model family's default (engine::ModelInfo::default_sampling).
@@ -82,6 +83,7 @@ absl::Status Generate(const Args& args) {
   argen::engine::GenerationRequest request;
   request.prompt = args.prompt;
   request.negative_prompt = args.negative_prompt;
+  request.class_id = args.class_id;
   request.num_images = args.images;
   request.sampling = (*engine)->info().default_sampling;
   request.sampling.seed = args.seed;
@@ -117,6 +119,7 @@ absl::Status Generate(const Args& args) {
   argen::image::GenerationMetadata metadata;
   metadata.prompt = request.prompt;
   metadata.negative_prompt = request.negative_prompt;
+  metadata.class_id = request.class_id;
   metadata.seed = request.sampling.seed;
   metadata.sampling = request.sampling;
   metadata.policy = prepared->policy;
@@ -171,11 +174,13 @@ int main(int argc, char** argv) {
   app.add_option("--model," + argen::cli::FlagNames("model_dir"), args.model,
                  "Checkpoint directory (config.json, safetensors or pytorch_model*.bin, tokenizer.json)")
       ->required();
-  app.add_option("-p,--prompt", args.prompt, "The caption")->required();
-  app.add_option("-o,--out,--output", args.out,
-                 "Output PNG path (alias --output, -o)")
-      ->required();
   using argen::cli::FlagNames;
+  CLI::Option* prompt = app.add_option("-p,--prompt", args.prompt, "The caption");
+  CLI::Option* class_id =
+      app.add_option(FlagNames("class_id"), args.class_id,
+                     "Class-conditional models (LlamaGen c2i): the class to draw, instead of --prompt");
+  prompt->excludes(class_id);
+  app.add_option("-o,--out,--output", args.out, "Output PNG path (alias --output, -o)")->required();
   app.add_option(FlagNames("seed"), args.seed, "Sampling seed; image i of the request uses stream (seed, i)")
       ->check(argen::cli::Uint64Digits());
   app.add_option(FlagNames("cfg") + "," + FlagNames("cfg-weight") + "," + FlagNames("guidance-scale"), args.cfg,
@@ -224,6 +229,10 @@ int main(int argc, char** argv) {
       });
   app.footer("Exit status: 0 on success, 1 when generation fails (the message names the cause), 2 on bad usage.");
   if (std::optional<int> rc = argen::cli::Parse(app, argc, argv, std::cout, std::cerr)) return *rc;
+  if (prompt->count() == 0 && class_id->count() == 0) {
+    std::fprintf(stderr, "argen_generate: --prompt is required (or --class_id for a class-conditional model)\n");
+    return 2;
+  }
   if (absl::Status s = Generate(args); !s.ok()) {
     std::fprintf(stderr, "argen_generate: %s\n", s.ToString().c_str());
     return 1;

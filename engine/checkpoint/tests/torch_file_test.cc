@@ -168,6 +168,23 @@ TEST(TorchGoldens, LightningEntriesNextToTheStateDictAreSkippedAndListed) {
                     HasSubstr("scalar"), HasSubstr("hyper_parameters: an object of 'argparse.Namespace'")));
 }
 
+// DeepSpeed saves the state dict under "module" (LlamaGen's sample scripts take
+// "model", "module" or "state_dict"); the entries beside it are skipped and listed.
+TEST(TorchWrappers, DeepSpeedModuleEntryHoldsTheStateDict) {
+  PickleBuilder p;
+  p.Proto().EmptyDict().Mark().Unicode("global_steps").Int(3).Unicode("module").EmptyDict().Mark().Unicode("w");
+  p.Tensor("FloatStorage", "0", 2, 0, {2}, {1}).SetItems().SetItems().Stop();
+  const float values[2] = {1.5f, -2.0f};
+  const std::string bytes = testing::TorchArchive(
+      "ds", p.bytes(), {{"0", std::string(reinterpret_cast<const char*>(values), sizeof(values))}});
+  auto file = TorchFile::FromBytes("mp_rank_00_model_states.pt", bytes);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ((*file)->state_dict_key(), "module");
+  ASSERT_EQ((*file)->tensors().size(), 1u);
+  EXPECT_EQ((*file)->tensors()[0].name, "w");
+  EXPECT_THAT((*file)->skipped(), ::testing::ElementsAre(HasSubstr("global_steps")));
+}
+
 TEST(TorchGoldens, ConcurrentFirstReadsAgree) {
   // Backends may load from several threads: the first read of each tensor
   // (CRC check, strided copy, F64 conversion) happens once and everyone sees it.

@@ -1,0 +1,268 @@
+#include "engine/families/llamagen/llamagen_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+
+namespace argen::llamagen {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct GptShape {
+  int32_t n_layer, n_head, dim;
+};
+
+// gpt.py's GPT_models table.
+const std::map<std::string, GptShape>& GptModels() {
+  static const auto* models = new std::map<std::string, GptShape>{
+      {"GPT-B", {12, 12, 768}},     {"GPT-L", {24, 16, 1024}},  {"GPT-XL", {36, 20, 1280}}, {"GPT-XXL", {48, 24, 1536}},
+      {"GPT-XXXL", {48, 40, 2560}}, {"GPT-1B", {22, 32, 2048}}, {"GPT-3B", {24, 32, 3200}}, {"GPT-7B", {32, 32, 4096}},
+  };
+  return *models;
+}
+
+const std::regex& C2iName() {
+  static const std::regex* re = new std::regex(R"(c2i_(B|L|XL|XXL|XXXL|1B|3B|7B)_(256|384|512)\.pt)");
+  return *re;
+}
+
+absl::Status SetShape(LlamaGenConfig& c, const std::string& gpt_model, const std::string& where) {
+  const auto it = GptModels().find(gpt_model);
+  if (it == GptModels().end()) {
+    std::vector<std::string> names;
+    for (const auto& [name, shape] : GptModels()) names.push_back(name);
+    return absl::InvalidArgumentError(absl::StrCat(where, ": gpt_model '", gpt_model, "' is not one of ",
+                                                   absl::StrJoin(names, ", "), " (or give dim, n_layer, n_head)"));
+  }
+  c.gpt_model = gpt_model;
+  c.n_layer = it->second.n_layer;
+  c.n_head = it->second.n_head;
+  c.dim = it->second.dim;
+  return absl::OkStatus();
+}
+
+class Fields {
+ public:
+  Fields(const json& obj, std::string file) : obj_(obj), file_(std::move(file)) {}
+  absl::Status Error(const std::string& key, const std::string& what) const {
+    return absl::InvalidArgumentError(absl::StrCat(file_, ": field '", key, "' ", what));
+  }
+  const json* Get(const std::string& key) const {
+    const auto it = obj_.find(key);
+    return it == obj_.end() || it->is_null() ? nullptr : &*it;
+  }
+  absl::Status Int(const std::string& key, int32_t& out, int32_t min_value = 1) const {
+    const json* v = Get(key);
+    if (v == nullptr) return absl::OkStatus();
+    if (!v->is_number_integer()) return Error(key, "must be an integer");
+    const int64_t x = v->get<int64_t>();
+    if (x < min_value || x > std::numeric_limits<int32_t>::max()) {
+      return Error(key, absl::StrCat("is ", x, ", must be at least ", min_value));
+    }
+    out = static_cast<int32_t>(x);
+    return absl::OkStatus();
+  }
+  absl::Status Positive(const std::string& key, double& out) const {
+    const json* v = Get(key);
+    if (v == nullptr) return absl::OkStatus();
+    if (!v->is_number()) return Error(key, "must be a number");
+    const double x = v->get<double>();
+    if (!(x > 0)) return Error(key, absl::StrCat("is ", x, ", must be positive"));
+    out = x;
+    return absl::OkStatus();
+  }
+  absl::Status String(const std::string& key, std::string& out) const {
+    const json* v = Get(key);
+    if (v == nullptr) return absl::OkStatus();
+    if (!v->is_string()) return Error(key, "must be a string");
+    out = v->get<std::string>();
+    return absl::OkStatus();
+  }
+  absl::Status IntList(const std::string& key, std::vector<int32_t>& out) const {
+    const json* v = Get(key);
+    if (v == nullptr) return absl::OkStatus();
+    if (!v->is_array() || v->empty()) return Error(key, "must be a non-empty list of positive integers");
+    std::vector<int32_t> list;
+    for (const json& x : *v) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 1 || x.get<int64_t>() > 1024) {
+        return Error(key, "must be a non-empty list of positive integers");
+      }
+      list.push_back(static_cast<int32_t>(x.get<int64_t>()));
+    }
+    out = std::move(list);
+    return absl::OkStatus();
+  }
+
+ private:
+  const json& obj_;
+  std::string file_;
+};
+
+absl::Status ReadConfigJson(const std::string& path, LlamaGenConfig& c, double& ffn_multiplier, int32_t& multiple_of,
+                            int32_t& class_dropout_row) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  const json root = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object())
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
+  const Fields f(root, path);
+  std::string gpt_type = "c2i";
+  if (absl::Status s = f.String("gpt_type", gpt_type); !s.ok()) return s;
+  if (gpt_type != "c2i") {
+    return f.Error("gpt_type",
+                   absl::StrCat("is '", gpt_type, "': only class-conditional (c2i) models are served so far"));
+  }
+  std::string gpt_model;
+  if (absl::Status s = f.String("gpt_model", gpt_model); !s.ok()) return s;
+  if (!gpt_model.empty()) {
+    if (absl::Status s = SetShape(c, gpt_model, path); !s.ok()) return s;
+  }
+  for (const auto& [key, out] :
+       std::vector<std::pair<const char*, int32_t*>>{{"dim", &c.dim},
+                                                     {"n_layer", &c.n_layer},
+                                                     {"n_head", &c.n_head},
+                                                     {"n_kv_head", &c.n_kv_head},
+                                                     {"multiple_of", &multiple_of},
+                                                     {"num_classes", &c.num_classes},
+                                                     {"image_size", &c.image_size},
+                                                     {"downsample_size", &c.downsample},
+                                                     {"cls_token_num", &c.cls_token_num},
+                                                     {"codebook_size", &c.vq.codebook_size},
+                                                     {"codebook_embed_dim", &c.vq.codebook_embed_dim},
+                                                     {"vq_ch", &c.vq.ch},
+                                                     {"vq_z_channels", &c.vq.z_channels},
+                                                     {"vq_num_res_blocks", &c.vq.num_res_blocks}}) {
+    if (absl::Status s = f.Int(key, *out); !s.ok()) return s;
+  }
+  if (f.Get("dim") != nullptr && gpt_model.empty()) c.gpt_model = "custom";
+  if (absl::Status s = f.IntList("vq_ch_mult", c.vq.ch_mult); !s.ok()) return s;
+  double rope = c.rope_base, eps = c.norm_eps;
+  if (absl::Status s = f.Positive("rope_base", rope); !s.ok()) return s;
+  if (absl::Status s = f.Positive("norm_eps", eps); !s.ok()) return s;
+  if (absl::Status s = f.Positive("ffn_dim_multiplier", ffn_multiplier); !s.ok()) return s;
+  c.rope_base = static_cast<float>(rope);
+  c.norm_eps = static_cast<float>(eps);
+  if (absl::Status s = f.String("gpt_ckpt", c.gpt_file); !s.ok()) return s;
+  if (absl::Status s = f.String("vq_ckpt", c.vq_file); !s.ok()) return s;
+  double dropout = 0.1;
+  if (const json* v = f.Get("class_dropout_prob"); v != nullptr) {
+    if (!v->is_number() || v->get<double>() < 0) return f.Error("class_dropout_prob", "must be a number >= 0");
+    dropout = v->get<double>();
+  }
+  class_dropout_row = dropout > 0 ? 1 : 0;
+  if (c.gpt_model.empty()) return f.Error("gpt_model", "is missing (or give dim, n_layer, n_head)");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+namespace {
+
+// The derived fields (gpt.py's FeedForward width, LabelEmbedder's rows, the VQ's sizes).
+void Finish(LlamaGenConfig& c, double ffn_multiplier, int32_t multiple_of, int32_t uncond_row) {
+  c.class_rows = c.num_classes + uncond_row;
+  c.ffn_hidden = FfnHidden(c.dim, ffn_multiplier, multiple_of);
+  c.vq.image_token_size = c.vq.codebook_size;
+  c.vq.n_embed = c.vq.codebook_embed_dim;
+  c.vq.image_size = c.image_size;
+}
+
+}  // namespace
+
+absl::StatusOr<LlamaGenConfig> PublishedLlamaGenConfig(const std::string& size, int32_t image_size) {
+  LlamaGenConfig c;
+  c.vq.cls = "VQ-16";
+  if (absl::Status s = SetShape(c, "GPT-" + size, "LlamaGen"); !s.ok()) return s;
+  if (image_size <= 0 || image_size % c.downsample != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("LlamaGen: image size ", image_size, " is not a positive multiple of 16"));
+  }
+  c.image_size = image_size;
+  c.n_kv_head = c.n_head;
+  c.gpt_file = absl::StrCat("c2i_", size, "_", image_size, ".pt");
+  c.vq_file = "vq_ds16_c2i.pt";
+  Finish(c, /*ffn_multiplier=*/0, /*multiple_of=*/256, /*uncond_row=*/1);
+  return c;
+}
+
+int32_t FfnHidden(int32_t dim, double ffn_dim_multiplier, int32_t multiple_of) {
+  int64_t hidden = static_cast<int64_t>(2.0 * (4 * int64_t{dim}) / 3.0);
+  if (ffn_dim_multiplier > 0) hidden = static_cast<int64_t>(ffn_dim_multiplier * static_cast<double>(hidden));
+  if (hidden % multiple_of != 0) hidden += multiple_of - hidden % multiple_of;
+  return static_cast<int32_t>(hidden);
+}
+
+bool IsC2iFileName(const std::string& name) { return std::regex_match(name, C2iName()); }
+
+absl::StatusOr<LlamaGenConfig> LoadLlamaGenConfig(const std::string& model_dir) {
+  LlamaGenConfig c;
+  c.vq.cls = "VQ-16";
+  double ffn_multiplier = 0;  // ModelArgs.ffn_dim_multiplier None
+  int32_t multiple_of = 256;
+  int32_t uncond_row = 1;  // class_dropout_prob 0.1 > 0: LabelEmbedder's extra row
+  const fs::path config_path = fs::path(model_dir) / "config.json";
+  std::error_code ec;
+  if (fs::exists(config_path, ec)) {
+    if (absl::Status s = ReadConfigJson(config_path.string(), c, ffn_multiplier, multiple_of, uncond_row); !s.ok()) {
+      return s;
+    }
+  }
+  if (c.gpt_file.empty()) {
+    std::vector<std::string> found;
+    for (const fs::directory_entry& e : fs::directory_iterator(model_dir, ec)) {
+      if (IsC2iFileName(e.path().filename().string())) found.push_back(e.path().filename().string());
+    }
+    if (found.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          model_dir, ": a LlamaGen directory needs exactly one c2i_<B|L|XL|XXL|XXXL|1B|3B|7B>_<256|384|512>.pt (found ",
+          found.empty() ? "none" : absl::StrJoin(found, ", "), "), or config.json's gpt_ckpt"));
+    }
+    c.gpt_file = found.front();
+    if (c.gpt_model.empty()) {
+      std::smatch m;
+      std::regex_match(c.gpt_file, m, C2iName());
+      if (absl::Status s = SetShape(c, "GPT-" + m[1].str(), c.gpt_file); !s.ok()) return s;
+      c.image_size = std::stoi(m[2].str());
+    }
+  }
+  if (c.vq_file.empty()) c.vq_file = "vq_ds16_c2i.pt";
+  for (const std::string& file : {c.gpt_file, c.vq_file}) {
+    if (!fs::is_regular_file(fs::path(model_dir) / file, ec)) {
+      return absl::NotFoundError(absl::StrCat(model_dir, ": ", file, " is missing (LlamaGen's ",
+                                              file == c.vq_file ? "VQ-16 image decoder" : "GPT weights", ")"));
+    }
+  }
+  if (c.n_kv_head == 0) c.n_kv_head = c.n_head;
+  if (c.dim % c.n_head != 0 || c.n_head % c.n_kv_head != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(model_dir, ": dim ", c.dim, " / n_head ", c.n_head, " / n_kv_head ",
+                                                   c.n_kv_head, " do not divide"));
+  }
+  if (c.image_size % c.downsample != 0 || c.vq.downsample() != c.downsample) {
+    return absl::InvalidArgumentError(absl::StrCat(model_dir, ": image_size ", c.image_size, " with downsample_size ",
+                                                   c.downsample, " and VQ ch_mult of ", c.vq.ch_mult.size(),
+                                                   " levels do not agree"));
+  }
+  if (c.cls_token_num != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(model_dir, ": cls_token_num ", c.cls_token_num,
+                                                   ": a class-conditional model has one class token"));
+  }
+  if (uncond_row == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(model_dir, ": class_dropout_prob 0 leaves no unconditional class row, which guidance needs"));
+  }
+  Finish(c, ffn_multiplier, multiple_of, uncond_row);
+  return c;
+}
+
+}  // namespace argen::llamagen

@@ -1,0 +1,19 @@
+// The LlamaGen family (class-conditional, c2i): config (llamagen_config.h),
+// tensor map (llamagen_spec.h), the class prompt, and the VQ-16 decoder
+// binding over vq_ds16_c2i.pt (the same decoder as Janus-Pro's, engine/vq).
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/families/family.h"
+
+namespace argen::llamagen {
+
+absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir);
+
+// Recognises config.json's model_type "llamagen", or a directory without
+// config.json holding a c2i_<size>_<px>.pt.
+families::Family LlamaGenFamily();
+
+}  // namespace argen::llamagen
