@@ -342,7 +342,7 @@ void CpuBackend::DecodeAttendLayer(int32_t layer, std::span<const DecodeEntry> e
   auto one_row = [&](int64_t r, int32_t participant) {
     const DecodeEntry& e = entries[r];
     for (int32_t j = 0; j < e.queries; ++j) {
-      DecodeAttendRow(layer, *e.row, e.first_x + j, e.id, e.first_t + j, act_->per_thread[participant]);
+      DecodeAttendRow(layer, *e.row, e.first_x + j, e.id, e.first_query[j], e.in_order, act_->per_thread[participant]);
     }
   };
   // The observer sees rows in batch order, from the calling thread. Small
@@ -353,7 +353,9 @@ void CpuBackend::DecodeAttendLayer(int32_t layer, std::span<const DecodeEntry> e
   pool_->ParallelFor(static_cast<int64_t>(entries.size()), !observer_ && multiply_adds >= min_parallel_work_, one_row);
 }
 
-void CpuBackend::DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::RowId row_id, int32_t t, RowScratch& s) {
+void CpuBackend::DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::RowId row_id, const model::Query& query,
+                                 bool in_order, RowScratch& s) {
+  const int32_t t = query.index;
   const model::StackConfig& d = spec_.stack;
   Activations& a = *act_;
   const int32_t hd = d.head_dim, q_dim = d.num_heads * hd, kv_dim = d.num_kv_heads * hd;
@@ -370,9 +372,16 @@ void CpuBackend::DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::Ro
   int32_t* attended = s.attended.data();
   for (int32_t g = 0; g < d.num_kv_heads; ++g) {
     int32_t slot = 0;
-    const int32_t count = sparse::PlanStep(row.policy, row.layout, row.State(layer * d.num_kv_heads + g), t, &slot,
-                                           attended + int64_t{g} * stride);
-    // Validated before the step (t == next_step < l_dec), so count >= 0.
+    const sparse::PolicyState state = row.State(layer * d.num_kv_heads + g);
+    // Out of order (parallel decoding): the written indices before t and t;
+    // a provisional query's K/V lands in t's slot, which stays unwritten (no
+    // other query reads it) until the real token's query overwrites it.
+    const int32_t count =
+        in_order ? sparse::PlanStep(row.policy, row.layout, state, t, &slot, attended + int64_t{g} * stride)
+                 : sparse::PlanOutOfOrderQuery(row.policy, row.layout, state, t, !query.provisional, &slot,
+                                               attended + int64_t{g} * stride);
+    // Validated before the step (in order: t == next_step < l_dec; out of
+    // order: dense, t unwritten), so count >= 0.
     s.counts[g] = std::max(count, 0);
     const int64_t at = (g * row.positions() + row.stored_prompt + slot) * hd;
     StoreKv(row, k + g * hd, v + g * hd, hd, k_block + at, v_block + at);
@@ -470,7 +479,7 @@ void CpuBackend::RunDecodeQueries(const model::StepPlan& plan, const model::Plan
     if (!step.has_queries[e] || step.kind[e] != model::QueryKind::kDecode) continue;
     KvRow* row = static_cast<KvRow*>(step.rows[e]);
     const int32_t first = plan.query_offsets[e], count = plan.query_offsets[e + 1] - first;
-    entries.push_back({row, plan.rows[e], e, n_x, count, plan.queries[first].index});
+    entries.push_back({row, plan.rows[e], e, n_x, count, &plan.queries[first], step.in_order[e] != 0});
     if (e % 2 == 0) {
       for (int32_t q = first; q < first + count; ++q) pair_ids.push_back(plan.queries[q].input);
     }
@@ -499,7 +508,7 @@ void CpuBackend::RunDecodeQueries(const model::StepPlan& plan, const model::Plan
       for (size_t side = 0; side < 2; ++side) {
         const DecodeEntry& e = entries[k + side];
         std::memcpy(a.x.data() + int64_t{e.first_x + j} * H, a.input + int64_t{pair_query} * H, sizeof(float) * H);
-        RopeAngles(inv_freq_.data(), hd / 2, e.row->prompt_len + e.first_t + j,
+        RopeAngles(inv_freq_.data(), hd / 2, e.row->prompt_len + e.first_query[j].index,
                    a.rope.data() + int64_t{e.first_x + j} * hd);
       }
     }
@@ -517,7 +526,7 @@ void CpuBackend::RunDecodeQueries(const model::StepPlan& plan, const model::Plan
         std::memcpy(head_hidden + (int64_t{2} * o + side) * H, a.x.data() + int64_t{entries[k + side].first_x + j} * H,
                     sizeof(float) * H);
       }
-      token_index[o] = entries[k].first_t + j + 1;
+      token_index[o] = entries[k].first_query[j].index + 1;
     }
   }
 }

@@ -68,12 +68,15 @@ class CpuBackend final : public model::Backend {
  private:
   struct Activations;
   // A row decoding in this step: its queries are x rows [first_x, first_x +
-  // queries), at decode indices first_t, first_t + 1, ...
+  // queries), the plan's queries[first_query ...] (decode indices in order;
+  // consecutive when in_order, else out of order: step_plan.h).
   struct DecodeEntry {
     KvRow* row;
     model::RowId id;
     int32_t entry;  // in the plan's rows
-    int32_t first_x, queries, first_t;
+    int32_t first_x, queries;
+    const model::Query* first_query;
+    bool in_order;
   };
   // Attention scratch of one thread-pool participant.
   struct RowScratch {
@@ -104,7 +107,8 @@ class CpuBackend final : public model::Backend {
   // write into the policy's slot, attention over prompt + attended slots,
   // policy observation.
   void DecodeAttendLayer(int32_t layer, std::span<const DecodeEntry> entries);
-  void DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::RowId row_id, int32_t t, RowScratch& scratch);
+  void DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::RowId row_id, const model::Query& query,
+                       bool in_order, RowScratch& scratch);
   // Hands the attention weights DecodeAttention just wrote to the observer.
   void ReportAttention(int32_t layer, KvRow& row, model::RowId row_id, int32_t t, RowScratch& scratch);
   void ReserveRowScratch(int32_t max_prompt, int32_t max_stride);

@@ -25,6 +25,12 @@ absl::Status CudaBackend::ForwardStep(const model::StepPlan& plan, const model::
       plan, out, limits_, lookup_,
       [this](model::RowId id) -> const model::RowState* { return table_ == nullptr ? nullptr : table_->FindAny(id); },
       &step));
+  if (!step.all_in_order) {
+    // Never wrong results: refused before any state changes (CheckStepPlan changes none).
+    return absl::UnimplementedError(
+        "cuda backend: out-of-order and provisional decode queries (parallel decoding, parallel_window > 0) are "
+        "not implemented on this device yet; use parallel_window 0 or the cpu backend");
+  }
   const int32_t n_all = static_cast<int32_t>(step.rows.size());
   const int32_t n_rows = static_cast<int32_t>(plan.rows.size());
   bool any_prompt = false;

@@ -33,7 +33,12 @@
 //   the engine forced) at decode index t, position prompt_len + t. Each
 //   query stores its K/V (a prompt position, or the slot the row's policy
 //   chooses for t) and attends the prompt KV plus the policy's attended
-//   slots, causal in raster order among the row's queries of the step. The
+//   slots, causal in raster order among the row's queries of the step. A
+//   plan that allows it (StepPlan::out_of_order, parallel decoding; dense
+//   policy) may give a row non-consecutive, not yet written indices and
+//   provisional queries that write nothing (step_plan.h); a backend that
+//   cannot run such a plan refuses it with UNIMPLEMENTED, before any state
+//   changes (PlannedStep::all_in_order). The
 //   output stage runs at each pair's output points and samples: token 0 from
 //   the last prompt positions in the step that completes the pair's prompts,
 //   token t + 1 after decode query t. Prefill and Decode below are that step

@@ -43,6 +43,13 @@ struct RowState {
   sparse::PolicyLayout layout;
   int32_t prompt_filled = 0;  // prompt positions written so far (chunked prefill, step_plan.h)
   int32_t next_step = 0;      // decode position t the next Decode must feed
+  // Out-of-order decoding (step_plan.h, parallel decoding): per decode index,
+  // whether its K/V is written; empty until the row first decodes out of
+  // order. Every index < next_step is written; next_step is the lowest one not.
+  std::vector<uint8_t> written;
+  bool Written(int32_t t) const {
+    return t < next_step || (t < static_cast<int32_t>(written.size()) && written[t] != 0);
+  }
   bool prefilled = false;
   bool in_batch = false;  // scratch of batch validation (duplicate rows)
   // Where the manager placed it: its pool bytes (KvPool) and, in a pool of

@@ -5,10 +5,13 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/sparse/policy.h"
 
 namespace argen::model {
 using absl::InvalidArgumentError;
 using absl::StrCat;
+
+bool SupportsOutOfOrder(const sparse::ResolvedPolicy& policy) { return sparse::PlansOutOfOrder(policy); }
 
 absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const BatchLimits& limits,
                            const RowLookup& lookup, const std::function<const RowState*(RowId)>& any_row,
@@ -73,10 +76,21 @@ absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const B
   step->computes_prompt.assign(n_all, 0);
   step->prompt_queries = 0;
   step->decode_queries = 0;
+  step->in_order.assign(n_all, 1);
+  step->all_in_order = true;
   for (int32_t e = 0; e < n_all; ++e) {
     const RowState& row = *step->rows[e];
     const std::span<const Query> qs = queries(e);
     if (qs.empty()) continue;
+    if (qs[0].kind == QueryKind::kDecode) {
+      // In order: consecutive from next_step, none provisional, nothing written beyond.
+      bool in_order = std::ranges::find(row.written, uint8_t{1}) == row.written.end();
+      for (size_t j = 0; j < qs.size() && in_order; ++j) {
+        in_order = qs[j].index == row.next_step + static_cast<int32_t>(j) && !qs[j].provisional;
+      }
+      step->in_order[e] = in_order ? 1 : 0;
+      step->all_in_order = step->all_in_order && in_order;
+    }
     step->has_queries[e] = 1;
     const QueryKind kind = qs[0].kind;
     step->kind[e] = kind;
@@ -85,6 +99,7 @@ absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const B
       const auto at = [&] { return StrCat("Step: ", entry_name(e), " query ", j); };  // errors only
       if (q.kind != kind) return InvalidArgumentError(StrCat(at(), " mixes prompt and decode queries in one step"));
       if (kind == QueryKind::kPrompt) {
+        if (q.provisional) return InvalidArgumentError(StrCat(at(), ": provisional applies to decode queries only"));
         if (row.prefilled) return InvalidArgumentError(StrCat(at(), ": the row was already prefilled"));
         const int32_t expected = row.prompt_filled + static_cast<int32_t>(j);
         if (q.index != expected || q.index >= row.prompt_len) {
@@ -99,9 +114,25 @@ absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const B
         if (row.prompt_row) return InvalidArgumentError(StrCat(at(), ": a prompt row takes no decode queries"));
         if (!row.prefilled) return InvalidArgumentError(StrCat(at(), ": the row has not been prefilled"));
         const int32_t expected = row.next_step + static_cast<int32_t>(j);
-        if (q.index != expected || q.index >= row.policy.l_dec) {
-          return InvalidArgumentError(StrCat(at(), ": decode index ", q.index, " but the row expects ", expected,
-                                             " (of l_dec ", row.policy.l_dec, ")"));
+        if (step->in_order[e] || !plan.out_of_order || !SupportsOutOfOrder(row.policy)) {
+          // In order: consecutive from next_step, none provisional (a row that
+          // wrote out of order must go on so: its plans must allow it).
+          const bool written_beyond =
+              !step->in_order[e] && std::ranges::find(row.written, uint8_t{1}) != row.written.end();
+          if (q.index != expected || q.provisional || q.index >= row.policy.l_dec || written_beyond) {
+            const bool out_of_order = q.index < row.policy.l_dec;  // the index alone: not past the end
+            return InvalidArgumentError(StrCat(
+                at(), ": decode index ", q.index, q.provisional ? " (provisional)" : "", " but the row expects ",
+                expected, " (of l_dec ", row.policy.l_dec, ")",
+                out_of_order ? "; out-of-order and provisional decode queries (parallel decoding) need a plan that "
+                               "allows them and the dense policy"
+                             : ""));
+          }
+        } else if (q.index < 0 || q.index >= row.policy.l_dec || row.Written(q.index) ||
+                   (j > 0 && q.index <= qs[j - 1].index)) {
+          return InvalidArgumentError(StrCat(at(), ": decode index ", q.index, " must be in [0, l_dec ",
+                                             row.policy.l_dec,
+                                             "), above the step's previous query of the row and not yet written"));
         }
         if (q.input < 0 || q.input >= limits.input_rows) {
           return InvalidArgumentError(
@@ -211,7 +242,15 @@ void CommitStep(const StepPlan& plan, const PlannedStep& step) {
     RowState& row = *step.rows[e];
     const int32_t n = plan.query_offsets[e + 1] - plan.query_offsets[e];
     if (step.has_queries[e] && step.kind[e] == QueryKind::kDecode) {
-      row.next_step += n;
+      if (step.in_order[e]) {
+        row.next_step += n;
+        continue;
+      }
+      if (row.written.empty()) row.written.assign(row.policy.l_dec, 0);
+      for (int32_t q = plan.query_offsets[e]; q < plan.query_offsets[e + 1]; ++q) {
+        if (!plan.queries[q].provisional) row.written[plan.queries[q].index] = 1;
+      }
+      while (row.next_step < row.policy.l_dec && row.written[row.next_step]) row.written[row.next_step++] = 0;
       continue;
     }
     if (step.computes_prompt[e]) {

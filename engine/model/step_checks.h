@@ -36,9 +36,17 @@ struct PlannedStep {
   std::vector<const RowState*> cached;
   // Per pair: [output_offsets[i], output_offsets[i + 1]) into StepOutputs::sampled.
   std::vector<int32_t> output_offsets;
+  // Per entry: whether its decode queries are in order (consecutive from the
+  // row's next step, none provisional, nothing written beyond it): the
+  // policy's sequential PlanStep applies. all_in_order: every entry's are.
+  std::vector<uint8_t> in_order;
+  bool all_in_order = true;
   int32_t outputs = 0;
   int32_t prompt_queries = 0, decode_queries = 0;  // computed ones
 };
+
+// Whether a row of this policy may decode out of order (step_plan.h): dense only.
+bool SupportsOutOfOrder(const sparse::ResolvedPolicy& policy);
 
 // `any_row` finds a row by id, hidden (freed with sharers left) ones included.
 absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const BatchLimits& limits,

@@ -14,8 +14,8 @@ void StepPlanBuilder::AddPromptRow(RowId row) {
   last_->offsets.push_back(last_->offsets.back());
 }
 
-void StepPlanBuilder::AddQuery(QueryKind kind, int32_t input, int32_t index) {
-  last_->queries.push_back({kind, input, index});
+void StepPlanBuilder::AddQuery(QueryKind kind, int32_t input, int32_t index, bool provisional) {
+  last_->queries.push_back({kind, input, index, provisional});
   ++last_->offsets.back();
 }
 
@@ -27,18 +27,21 @@ void StepPlanBuilder::Clear() {
   pairs_.Clear();
   prompts_.Clear();
   sampling_.clear();
+  out_of_order_ = false;
   last_ = &pairs_;
 }
 
 StepPlan StepPlanBuilder::Plan() {
-  if (prompts_.rows.empty()) return {pairs_.rows, prompts_.rows, pairs_.offsets, pairs_.queries, sampling_};
+  if (prompts_.rows.empty()) {
+    return {pairs_.rows, prompts_.rows, pairs_.offsets, pairs_.queries, sampling_, out_of_order_};
+  }
   // The prompt rows' entries follow the pair rows' (a prefill's: copied once).
   const int32_t base = pairs_.offsets.back();
   offsets_ = pairs_.offsets;
   for (size_t i = 1; i < prompts_.offsets.size(); ++i) offsets_.push_back(base + prompts_.offsets[i]);
   joined_ = pairs_.queries;
   joined_.insert(joined_.end(), prompts_.queries.begin(), prompts_.queries.end());
-  return {pairs_.rows, prompts_.rows, offsets_, joined_, sampling_};
+  return {pairs_.rows, prompts_.rows, offsets_, joined_, sampling_, out_of_order_};
 }
 
 }  // namespace argen::model

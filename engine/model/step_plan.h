@@ -18,9 +18,27 @@
 //     step).
 // A row may feed nothing in a step (the shorter prompt of a pair waiting for
 // its partner's chunks). A row's queries in one step are all of one kind and in increasing index
-// order (decode indices consecutive from the row's next step). The two rows
-// of a CFG pair carry the same decode queries (inputs and indices); their
-// prompts may differ (Lumina-mGPT's guidance row is shorter).
+// order. The two rows of a CFG pair carry the same decode queries (inputs,
+// indices, provisional flags); their prompts may differ (Lumina-mGPT's
+// guidance row is shorter).
+//
+// Decode order. The row tracks which decode indices are written
+// (RowState::next_step and RowState::written, engine/model/batch_checks.h).
+// In order (today's decoding, parallel_window 0): a step's decode indices are
+// consecutive from the row's next step, as above. Out of order (parallel
+// decoding, ZipAR-style image rows in flight; dense policy only; the plan
+// says so: StepPlan::out_of_order, else every decode query must be in order): a step's
+// decode indices are increasing but need not be consecutive, each one not yet
+// written. A query at index t then attends the prompt KV plus every decode
+// index t' < t written before this step or by an earlier query of the step,
+// plus itself: raster-causal, and never an index not yet written (an unfilled
+// slot). Its K/V goes to index t's slot and marks t written.
+//   A *provisional* decode query (Query::provisional, out of order only)
+// stands in for a token not generated yet: its input is a stand-in id (ZipAR
+// feeds the newest token of the image row above), at index t's true position
+// prompt_len + t. It attends as above (itself included) but writes nothing:
+// no later query sees its K/V and t stays unwritten, so a later query at t
+// with the real token writes it. It samples token t + 1 like any decode query.
 //
 // Outputs. A pair samples one token per *output point*, in pair order and,
 // within a pair, in this order:
@@ -57,6 +75,7 @@ struct Query {
   QueryKind kind = QueryKind::kDecode;
   int32_t input = 0;
   int32_t index = 0;
+  bool provisional = false;  // decode only: attends, samples, writes no K/V (see above)
   bool operator==(const Query&) const = default;
 };
 
@@ -66,6 +85,8 @@ struct StepPlan {
   std::span<const int32_t> query_offsets;   // rows + prompt rows + 1 offsets into queries
   std::span<const Query> queries;
   std::span<const SamplingSpec> sampling;  // n_pairs
+  // Whether decode queries may come out of order or provisional (see above).
+  bool out_of_order = false;
 };
 
 // A StepPlan that owns its arrays (the engine and tests build plans with it).
@@ -75,10 +96,11 @@ class StepPlanBuilder {
   void AddRow(RowId row);
   void AddPromptRow(RowId row);
   // Appends a query to the entry started last.
-  void AddQuery(QueryKind kind, int32_t input, int32_t index);
+  void AddQuery(QueryKind kind, int32_t input, int32_t index, bool provisional = false);
   // Convenience: the prompt tokens [first, first + n) of `ids` as prompt queries.
   void AddPromptQueries(std::span<const int32_t> ids, int32_t first, int32_t n);
   void AddSampling(const SamplingSpec& s) { sampling_.push_back(s); }
+  void AllowOutOfOrder() { out_of_order_ = true; }  // until Clear
   void Clear();
   bool empty() const { return pairs_.rows.empty() && prompts_.rows.empty(); }
   size_t rows() const { return pairs_.rows.size(); }  // pair rows added
@@ -105,6 +127,7 @@ class StepPlanBuilder {
   std::vector<int32_t> offsets_;  // joined, when there are prompt rows
   std::vector<Query> joined_;
   std::vector<SamplingSpec> sampling_;
+  bool out_of_order_ = false;
 };
 
 }  // namespace argen::model

@@ -470,6 +470,39 @@ ARGEN_SPARSE_HD int32_t PlanStep(const ResolvedPolicy& p, const PolicyLayout& l,
   return n;
 }
 
+// Out-of-order decoding (parallel decoding, engine/model/step_plan.h): the
+// query at decode index t when indices are written in any order. Defined for
+// policies with a slot per index and no per-step state (dense: slot =
+// position); the others keep a ring or state that assumes t = 0, 1, ... and
+// return -1 (the step checks refuse such plans first). The list is every
+// written index t' < t in slot order, then t itself: raster-causal and never
+// an unwritten slot. writes: t's slot is marked written (it holds t from now
+// on); a provisional query's (false) K/V stays the query's own scratch. The
+// sequential state stays consistent: kStateNextStep is the lowest unwritten
+// index, so in-order steps may follow. Returns the attended count.
+ARGEN_SPARSE_HD bool PlansOutOfOrder(const ResolvedPolicy& p) {
+  return p.kind == PolicyKind::kDense && p.n_slots >= p.l_dec;
+}
+ARGEN_SPARSE_HD int32_t PlanOutOfOrderQuery(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s, int32_t t,
+                                            bool writes, int32_t* write_slot, int32_t* attended) {
+  if (!PlansOutOfOrder(p) || t < 0 || t >= p.l_dec) return -1;
+  int32_t* slot_pos = s.ints + l.off_slot_pos;
+  if (slot_pos[t] >= 0) return -1;  // written already
+  int32_t n = 0;
+  for (int32_t i = 0; i < t; ++i) {
+    if (slot_pos[i] >= 0) attended[n++] = i;
+  }
+  attended[n++] = t;
+  *write_slot = t;
+  if (writes) {
+    slot_pos[t] = t;
+    int32_t next = s.ints[kStateNextStep];
+    while (next < p.l_dec && slot_pos[next] >= 0) ++next;
+    s.ints[kStateNextStep] = next;
+  }
+  return n;
+}
+
 // Diagonal*: a selection step chooses among the attended entries [first, count)
 // with first = DiagonalSelectionFirst(p): the sinks come first in PlanStep's
 // list, and at every step where ObserveNeeded holds count - (attended lags)
