@@ -68,9 +68,9 @@ struct ImageLayout {
 };
 
 struct ModelInfo {
-  std::string name;          // checkpoint directory name
-  std::string family;        // model family (engine/families/registry.h), e.g. "janus"
-  std::string backend;       // "cpu" or "cuda"
+  std::string name;     // checkpoint directory name
+  std::string family;   // model family (engine/families/registry.h), e.g. "janus"
+  std::string backend;  // "cpu" or "cuda"
   // The default image size's layout (a request that names no size):
   int32_t image_size = 0;    // pixels per side (the longer side)
   int32_t token_grid = 0;    // visual tokens per side (the longer side)
@@ -107,6 +107,10 @@ struct GenerationRequest {
   int32_t width = 0, height = 0;
   SamplingParams sampling;
   sparse::PolicyParams policy;
+  // Parallel decoding (ZipAR-style, docs/serving.md): image row r + 1 starts
+  // once row r has this many tokens, every started row then advances one
+  // token per step; 0: off, one token per step in raster order. Dense only.
+  int32_t parallel_window = 0;
 };
 
 // A validated request: token ids for both CFG rows and its exact KV need.
@@ -116,8 +120,8 @@ struct PreparedRequest {
   GenerationRequest request;
   std::vector<int32_t> cond_ids;    // the family's prompt (Janus: chat format, ends with <begin_of_image>)
   std::vector<int32_t> uncond_ids;  // its guidance row (Janus: same length; Lumina: the image header)
-  ImageLayout layout;  // its size's (the request's width x height, or the default)
-  sparse::ResolvedPolicy policy;  // resolved for layout.image_tokens
+  ImageLayout layout;               // its size's (the request's width x height, or the default)
+  sparse::ResolvedPolicy policy;    // resolved for layout.image_tokens
   // Pool bytes its admission may take at most: its rows and, under prompt-KV
   // sharing across requests, the shared prompts it would create if none of
   // them is resident (Add places at most this much).
@@ -132,8 +136,11 @@ struct PreparedRequest {
 // request has made: the scheduler's Progress events, previews and metrics
 // read it, and Finished requests' images are decoded from its tokens.
 struct RequestProgress {
-  int32_t tokens_done = 0;  // tokens made per image so far (== steps taken part in)
-  bool finished = false;    // its last token is made; the engine never writes it again
+  // Tokens made per image so far, the leading run in decode order (parallel
+  // decoding makes later ones early: they join when the run reaches them).
+  int32_t tokens_done = 0;
+  int32_t steps = 0;      // engine steps taken part in (== tokens_done without parallel decoding)
+  bool finished = false;  // its last token is made; the engine never writes it again
   // [image][token]: the model's token ids in decode order (Janus: the VQ
   // codes in raster order); DecodeImages() takes them as they are.
   std::vector<std::vector<int32_t>> tokens;
