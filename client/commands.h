@@ -41,8 +41,9 @@ struct RequestFlags {
   std::optional<uint64_t> seed;
   std::optional<double> cfg, temperature, top_p;
   std::optional<int32_t> top_k;
-  std::string size;  // "WxH" (GenerateRequest width, height); "": the model's default
-  std::string kv_cache_dtype;  // auto | fp8 (SparsityPolicy.kv_cache_dtype); "": the server's default
+  std::string size;                        // "WxH" (GenerateRequest width, height); "": the model's default
+  std::string kv_cache_dtype;              // auto | fp8 (SparsityPolicy.kv_cache_dtype); "": the server's default
+  std::optional<int32_t> parallel_window;  // GenerateRequest.parallel_window; unset: the server's default
 };
 
 struct GenerateOptions {

@@ -28,7 +28,7 @@ struct ConnectionLimits {
 };
 
 struct ServerConfig {
-  std::string model_dir;              // required
+  std::string model_dir;  // required
   // Options only the model's family understands, by name (engine::EngineOptions::family_options;
   // the family refuses a key it does not take): YAML section family_options, flag
   // --family_option KEY=VALUE, and Lumina-mGPT's vqgan_dir also as key / flag vqgan_dir.
@@ -65,6 +65,8 @@ struct ServerConfig {
   ConnectionLimits connections;
   sparse::PolicyParams default_policy;  // dense unless configured
   engine::SamplingParams default_sampling;
+  // default_decoding.parallel_window: a request's parallel_window when it sets none (0: off).
+  int32_t default_parallel_window = 0;
   // The OpenAI-compatible HTTP API (server/http_images_api.h).
   std::string http_address = "0.0.0.0";
   int32_t http_port = -1;     // 0: any free port; -1: off
