@@ -140,7 +140,7 @@ std::vector<SweepConfig> BuildGrid(const std::vector<PolicySpec>& policies, cons
 
 absl::StatusOr<std::vector<int32_t>> ParseParallelWindows(std::string_view csv) {
   std::vector<int32_t> windows;
-  for (absl::string_view part : absl::StrSplit(csv, ',')) {
+  for (absl::string_view part : absl::StrSplit(absl::string_view(csv.data(), csv.size()), ',')) {
     int32_t w = 0;
     if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &w) || w < 0) {
       return absl::InvalidArgumentError(absl::StrCat("--parallel-windows: \"", std::string(part).substr(0, 32),
