@@ -59,6 +59,10 @@ void AddRequestFlags(CLI::App& sub, RequestFlags& f) {
   sub.add_option(FlagNames("top_k"), f.top_k, "Top-k filter, 0: off (unset: the server default)")
       ->check(CLI::Range(0, 1 << 30));
   sub.add_option(FlagNames("top_p"), f.top_p, "Top-p filter in (0, 1] (unset: the server default)");
+  sub.add_option(FlagNames("parallel_window"), f.parallel_window,
+                 "Parallel decoding (dense policy): image row r+1 starts once row r has this many tokens; 0: off "
+                 "(unset: the server default; argen_client info shows the range)")
+      ->check(CLI::Range(0, 1 << 16));
   sub.add_option(FlagNames("size"), f.size,
                  "Image size WxH, one of the model's (argen_client info lists them); unset: its default");
   sub.add_option(FlagNames("kv-cache-dtype"), f.kv_cache_dtype,
@@ -206,6 +210,7 @@ absl::StatusOr<v1::GenerateRequest> RequestFromFlags(const RequestFlags& f) {
   if (f.temperature) r.set_temperature(static_cast<float>(*f.temperature));
   if (f.top_p) r.set_top_p(static_cast<float>(*f.top_p));
   if (f.top_k) r.set_top_k(*f.top_k);
+  if (f.parallel_window) r.set_parallel_window(*f.parallel_window);
   v1::SparsityPolicy* policy = r.mutable_policy();
   if (!f.policy.empty()) {
     absl::StatusOr<v1::SparsityPolicy> spec = ParsePolicySpec(f.policy);

@@ -119,6 +119,10 @@ struct GenerationRequest {
   int32_t width = 0, height = 0;
   SamplingParams sampling;
   sparse::PolicyParams policy;
+  // Parallel decoding (ZipAR-style, docs/serving.md): image row r + 1 starts
+  // once row r has this many tokens, every started row then advances one
+  // token per step; 0: off, one token per step in raster order. Dense only.
+  int32_t parallel_window = 0;
 };
 
 // A validated request: token ids for both CFG rows and its exact KV need.
@@ -144,8 +148,11 @@ struct PreparedRequest {
 // request has made: the scheduler's Progress events, previews and metrics
 // read it, and Finished requests' images are decoded from its tokens.
 struct RequestProgress {
-  int32_t tokens_done = 0;  // tokens made per image so far (== steps taken part in)
-  bool finished = false;    // its last token is made; the engine never writes it again
+  // Tokens made per image so far, the leading run in decode order (parallel
+  // decoding makes later ones early: they join when the run reaches them).
+  int32_t tokens_done = 0;
+  int32_t steps = 0;      // engine steps taken part in (== tokens_done without parallel decoding)
+  bool finished = false;  // its last token is made; the engine never writes it again
   // [image][token]: the model's token ids in decode order (Janus: the VQ
   // codes in raster order); DecodeImages() takes them as they are.
   std::vector<std::vector<int32_t>> tokens;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/model/sampler.h"
 #include "engine/sparse/policy_params.h"
+#include "kernels/sparse/policy.h"
 
 namespace argen::engine {
 namespace {
@@ -41,9 +42,9 @@ ImageLayout DefaultLayout(const ModelInfo& info) {
   l.width = width;
   l.height = height;
   l.grid_w = info.grid.width > 0 ? info.grid.width : info.token_grid;
-  l.grid_h = info.grid.width > 0 ? (info.image_tokens + info.grid.row_break_tokens) /
-                                       (info.grid.width + info.grid.row_break_tokens)
-                                 : info.token_grid;
+  l.grid_h = info.grid.width > 0
+                 ? (info.image_tokens + info.grid.row_break_tokens) / (info.grid.width + info.grid.row_break_tokens)
+                 : info.token_grid;
   l.image_tokens = info.image_tokens;
   l.grid = info.grid;
   return l;
@@ -90,6 +91,14 @@ int32_t MaxImagesPerRequest(const ModelInfo& info) {
   return std::min(info.max_images_per_request, info.max_batch_rows / 2);
 }
 
+int32_t MaxParallelWindow(const ImageLayout& layout) { return PolicyGrid(layout).width; }
+
+int32_t MaxParallelWindow(const ModelInfo& info) {
+  int32_t most = 0;
+  for (const ImageLayout& l : ImageLayouts(info)) most = std::max(most, MaxParallelWindow(l));
+  return most;
+}
+
 std::vector<ParameterRange> RequestParameterRanges(const ModelInfo& info) {
   // Bounds over every size (a request's own L_dec bounds it further).
   const double l_dec = MaxImageTokens(info);
@@ -107,6 +116,8 @@ std::vector<ParameterRange> RequestParameterRanges(const ModelInfo& info) {
       {"temperature", 0, model::kMaxTemperature, false, false, "sampling temperature; 0: greedy (argmax)"},
       {"top_k", 0, static_cast<double>(info.image_vocab), false, false, "keep the k most likely codes; 0: off"},
       {"top_p", 0, 1, true, false, "nucleus sampling mass; 1: off"},
+      {"parallel_window", 0, static_cast<double>(MaxParallelWindow(info)), false, false,
+       "parallel decoding (dense policy): image row r+1 starts once row r has this many tokens; 0: off"},
   };
 }
 
@@ -152,8 +163,23 @@ absl::Status ValidateRequest(const GenerationRequest& r, const ModelInfo& info) 
   absl::StatusOr<ImageLayout> layout = RequestLayout(r, info);
   if (!layout.ok()) return layout.status();
   // The policy's fields and cross-field rules: messages name policy.<field>.
-  if (absl::StatusOr<sparse::ResolvedPolicy> p = sparse::ResolvePolicy(r.policy, PolicyGrid(*layout)); !p.ok()) {
-    return p.status();
+  absl::StatusOr<sparse::ResolvedPolicy> p = sparse::ResolvePolicy(r.policy, PolicyGrid(*layout));
+  if (!p.ok()) return p.status();
+  return CheckParallelWindow(r.parallel_window, *layout, *p);
+}
+
+absl::Status CheckParallelWindow(int32_t window, const ImageLayout& layout, const sparse::ResolvedPolicy& policy) {
+  const int32_t most = MaxParallelWindow(layout);
+  if (window < 0 || window > most) {
+    return absl::InvalidArgumentError(absl::StrCat("parallel_window: must be in [0, ", most,
+                                                   "] (0: off; at most the image's ", most, " tokens per row), got ",
+                                                   window));
+  }
+  if (window > 0 && !sparse::PlansOutOfOrder(policy)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "parallel_window: parallel decoding needs the dense policy (its rows write out of order; the sparse ",
+        "policies keep a ring or per-step state that assumes one token per step), got policy ",
+        std::string(sparse::PolicyName(policy.kind))));
   }
   return absl::OkStatus();
 }

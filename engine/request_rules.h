@@ -63,6 +63,14 @@ int32_t MaxImagesPerRequest(const ModelInfo& info);
 // Field ranges and the batch cap (see the top of this file).
 absl::Status ValidateRequest(const GenerationRequest& request, const ModelInfo& info);
 
+// parallel_window: in [0, the layout's tokens per image row], and > 0 only
+// with a policy whose rows may write out of order (dense). INVALID_ARGUMENT
+// naming parallel_window.
+absl::Status CheckParallelWindow(int32_t window, const ImageLayout& layout, const sparse::ResolvedPolicy& policy);
+// The largest parallel_window of a layout / over the model's sizes.
+int32_t MaxParallelWindow(const ImageLayout& layout);
+int32_t MaxParallelWindow(const ModelInfo& info);
+
 // FAILED_PRECONDITION naming kv_budget_bytes when a request needing
 // `kv_bytes` for `rows` rows could not run even on an idle server.
 absl::Status CheckKvFits(int64_t kv_bytes, int32_t rows, const std::string& policy_name, const ModelInfo& info);

@@ -26,13 +26,14 @@ RequestMetrics MeasureRequest(const Job& job, absl::Time now) {
   m.vq_decode = job.vq_time;
   m.total = now - job.accepted;
   m.rows = job.batch_rows;
-  m.steps = job.progress().tokens_done;
+  m.steps = job.progress().steps;  // fewer than its tokens with parallel decoding
   m.images = job.images_sent;
   m.prompt_tokens = static_cast<int32_t>(job.prepared().cond_ids.size());
   m.peak_kv_bytes = was_admitted ? job.admitted_kv_bytes : 0;
   const double gen_seconds = absl::ToDoubleSeconds(m.prefill + m.decode);
   if (gen_seconds > 0) {
-    m.tokens_per_second = static_cast<double>(m.steps) * job.prepared().request.num_images / gen_seconds;
+    m.tokens_per_second =
+        static_cast<double>(job.progress().tokens_done) * job.prepared().request.num_images / gen_seconds;
   }
   if (m.total > absl::ZeroDuration()) {
     m.images_per_second = job.images_sent / absl::ToDoubleSeconds(m.total);

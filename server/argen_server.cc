@@ -156,6 +156,11 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
       return absl::InvalidArgumentError(absl::StrCat("key 'default_sampling': ", s.message()));
     }
   }
+  if (const int32_t w = config.default_parallel_window; w > engine::MaxParallelWindow(info)) {
+    return absl::InvalidArgumentError(absl::StrCat("key 'default_decoding.parallel_window': must be in [0, ",
+                                                   engine::MaxParallelWindow(info), "] for model ", info.name,
+                                                   " (its tokens per image row), got ", w));
+  }
   if (encoder == nullptr) {
     encoder = [](const engine::RgbImage& rgb) { return image::EncodePng(rgb.rgb, rgb.width, rgb.height); };
   }

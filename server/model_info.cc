@@ -61,6 +61,7 @@ void FillModelInfo(const engine::ModelInfo& info, const ServerConfig& config, v1
       {"temperature", ds.temperature},
       {"top_k", ds.top_k},
       {"top_p", ds.top_p},
+      {"parallel_window", config.default_parallel_window},
   };
   for (const engine::ParameterRange& range : engine::RequestParameterRanges(info)) {
     v1::ParameterRange* r = out->add_ranges();

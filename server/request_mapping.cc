@@ -78,6 +78,10 @@ absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::Generate
   if (!kv_format.ok()) return kv_format.status();
   out.policy = *policy;
   out.policy.kv_format = *kv_format;
+  // The server's default applies where it can (a dense request); a request's own value is checked as given.
+  out.parallel_window = request.has_parallel_window()                   ? request.parallel_window()
+                        : out.policy.kind == sparse::PolicyKind::kDense ? config.default_parallel_window
+                                                                        : 0;
   if (absl::Status s = engine::ValidateRequest(out, info); !s.ok()) return s;
   return out;
 }

@@ -320,6 +320,10 @@ const std::vector<KeyDef>& Keys() {
          c.default_policy.kv_format = *sparse::ParseKvFormat(value);
          return absl::OkStatus();
        }},
+      {{"default_decoding.parallel_window",
+        "parallel decoding of requests that set none: image row r+1 starts once row r has this many tokens "
+        "(dense policy only); 0: off"},
+       IntAt([](ServerConfig& c) -> int32_t& { return c.default_parallel_window; }, 0, 1 << 16)},
       {{"default_sampling.cfg_weight", "classifier-free guidance weight, [0, 100]"},
        SamplingValue([](ServerConfig& c) -> float& { return c.default_sampling.cfg_weight; }, model::CheckCfgWeight)},
       {{"default_sampling.temperature", "sampling temperature, [0, 100]; 0: greedy"},

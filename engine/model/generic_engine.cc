@@ -161,6 +161,15 @@ absl::StatusOr<engine::GroupId> GenericEngine::Add(engine::RequestPtr request) {
     g.sampling.push_back({s.temperature, s.top_k, s.top_p, s.cfg_weight, s.seed, i});
     progress.tokens.emplace_back().reserve(p.layout.image_tokens);
   }
+  if (p.request.parallel_window > 0) {
+    const sparse::GridGeometry grid = engine::PolicyGrid(p.layout);
+    const std::vector<int32_t>& forced = g.recipe->forced_tokens;
+    g.parallel = std::make_unique<ParallelSchedule>(p.layout.image_tokens, grid.width + grid.row_break_tokens,
+                                                    p.request.parallel_window, forced);
+    std::vector<int32_t> made(p.layout.image_tokens, -1);
+    for (size_t t = 0; t < forced.size() && t < made.size(); ++t) made[t] = forced[t];
+    g.made.assign(images, made);
+  }
   g.request = std::move(request);
   const engine::GroupId id = next_id_++;
   groups_.emplace(id, std::move(g));
@@ -171,6 +180,15 @@ absl::StatusOr<engine::GroupId> GenericEngine::Add(engine::RequestPtr request) {
 void GenericEngine::FreeRows(Group& g) { kv_.Free(&g); }
 
 void GenericEngine::Record(engine::GroupId id, Group& g, const int32_t* sampled, engine::StepReport* report) {
+  if (g.parallel != nullptr) {
+    // Token 0 (the prefill's): one output per image, as a query that records it.
+    g.parallel->Made(0);
+    for (size_t i = 0; i < g.made.size(); ++i) {
+      if (g.made[i][0] < 0) g.made[i][0] = sampled_offset_ + sampled[i];
+    }
+    RecordParallel(id, g, nullptr, report);
+    return;
+  }
   const int32_t t = g.tokens_done();
   const std::vector<int32_t>& forced_tokens = g.recipe->forced_tokens;
   const int32_t forced = t < static_cast<int32_t>(forced_tokens.size()) ? forced_tokens[t] : -1;
@@ -179,11 +197,44 @@ void GenericEngine::Record(engine::GroupId id, Group& g, const int32_t* sampled,
     progress.tokens[i].push_back(forced >= 0 ? forced : sampled_offset_ + sampled[i]);
   }
   ++progress.tokens_done;
+  ++progress.steps;
   if (progress.tokens_done >= g.prepared().layout.image_tokens) {
     progress.finished = true;
     FreeRows(g);
     report->finished.push_back(id);
   }
+}
+
+void GenericEngine::RecordParallel(engine::GroupId id, Group& g, const int32_t* sampled, engine::StepReport* report) {
+  ParallelSchedule& schedule = *g.parallel;
+  if (sampled != nullptr) {
+    const std::vector<ParallelSchedule::Query>& queries = schedule.Next();
+    const size_t n = queries.size();
+    for (size_t i = 0; i < g.made.size(); ++i) {
+      for (size_t j = 0; j < n; ++j) {
+        if (queries[j].records) g.made[i][queries[j].index + 1] = sampled_offset_ + sampled[i * n + j];
+      }
+    }
+    schedule.Commit();
+  }
+  engine::RequestProgress& progress = g.progress();
+  const int32_t leading = schedule.leading();
+  for (size_t i = 0; i < progress.tokens.size(); ++i) {
+    progress.tokens[i].insert(progress.tokens[i].end(), g.made[i].begin() + progress.tokens_done,
+                              g.made[i].begin() + leading);
+  }
+  progress.tokens_done = leading;
+  ++progress.steps;
+  if (schedule.done()) {
+    progress.finished = true;
+    FreeRows(g);
+    report->finished.push_back(id);
+  }
+}
+
+int32_t GenericEngine::DecodeQueriesOf(Group& g) const {
+  const int32_t per_row = g.parallel != nullptr ? static_cast<int32_t>(g.parallel->Next().size()) : 1;
+  return static_cast<int32_t>(g.rows.size()) * per_row;
 }
 
 absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
@@ -264,31 +315,56 @@ absl::Status GenericEngine::DecodeRunning(const std::vector<engine::GroupId>& id
   while (next < ids.size()) {
     batch_groups_.clear();
     step_plan_.Clear();
+    int32_t call_queries = 0, call_outputs = 0;
     while (next < ids.size()) {
       Group& g = groups_.at(ids[next]);
-      if (step_plan_.rows() > 0 &&
-          step_plan_.rows() + g.rows.size() > static_cast<size_t>(config_.info.max_batch_rows)) {
-        break;
-      }
-      // One decode query per row: image i's last token, at its index.
-      for (size_t i = 0; i < g.sampling.size(); ++i) {
-        for (int k = 0; k < 2; ++k) {
-          step_plan_.AddRow(g.rows[2 * i + k]);
-          step_plan_.AddQuery(QueryKind::kDecode, g.progress().tokens[i].back(), g.tokens_done() - 1);
+      // The call's budget counts every query (a row per query without parallel decoding).
+      const int32_t queries = DecodeQueriesOf(g);
+      if (call_queries > 0 && call_queries + queries > config_.info.max_batch_rows) break;
+      call_queries += queries;
+      if (g.parallel != nullptr) {
+        // The schedule's queries, the same for every image and both rows of its pair.
+        step_plan_.AllowOutOfOrder();
+        const std::vector<ParallelSchedule::Query>& plan = g.parallel->Next();
+        for (size_t i = 0; i < g.sampling.size(); ++i) {
+          for (int k = 0; k < 2; ++k) {
+            step_plan_.AddRow(g.rows[2 * i + k]);
+            for (const ParallelSchedule::Query& q : plan) {
+              step_plan_.AddQuery(QueryKind::kDecode, g.made[i][q.input_token], q.index, q.provisional);
+            }
+          }
+          step_plan_.AddSampling(g.sampling[i]);
+          call_outputs += static_cast<int32_t>(plan.size());
         }
-        step_plan_.AddSampling(g.sampling[i]);
+      } else {
+        // One decode query per row: image i's last token, at its index.
+        for (size_t i = 0; i < g.sampling.size(); ++i) {
+          for (int k = 0; k < 2; ++k) {
+            step_plan_.AddRow(g.rows[2 * i + k]);
+            step_plan_.AddQuery(QueryKind::kDecode, g.progress().tokens[i].back(), g.tokens_done() - 1);
+          }
+          step_plan_.AddSampling(g.sampling[i]);
+          ++call_outputs;
+        }
       }
       batch_groups_.push_back({ids[next], static_cast<int32_t>(g.sampling.size())});
       ++next;
     }
-    batch_sampled_.assign(step_plan_.pairs(), -1);
+    batch_sampled_.assign(call_outputs, -1);
     absl::Status s = backend_->Forward(step_plan_.Plan(), {batch_sampled_, nullptr});
     if (!s.ok()) return s;
     report->rows_decoded += static_cast<int32_t>(step_plan_.rows());
     const int32_t* sampled = batch_sampled_.data();
     for (auto [id, images] : batch_groups_) {
-      Record(id, groups_.at(id), sampled, report);
-      sampled += images;
+      Group& g = groups_.at(id);
+      if (g.parallel != nullptr) {
+        const int32_t outputs = images * static_cast<int32_t>(g.parallel->Next().size());
+        RecordParallel(id, g, sampled, report);
+        sampled += outputs;
+      } else {
+        Record(id, g, sampled, report);
+        sampled += images;
+      }
     }
   }
   return absl::OkStatus();

@@ -26,7 +26,12 @@
 // own policy (l_dec) and steps, the backends nothing per batch.
 //
 // Each Step() adds exactly one token to every group: newly added groups get
-// token 0 from their prefill, the others one decode token.
+// token 0 from their prefill, the others one decode token; a request with
+// parallel_window > 0 (engine/model/parallel_schedule.h) instead feeds one
+// query per image row in flight, making several tokens per step, later ones
+// early (its progress shows the leading run; RequestProgress::steps counts
+// its steps). A backend call holds at most max_batch_rows queries (rows
+// without parallel decoding), a request's at least.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +47,7 @@
 #include "engine/kv/kv_manager.h"
 #include "engine/model/backend.h"
 #include "engine/model/batch_checks.h"
+#include "engine/model/parallel_schedule.h"
 #include "engine/sparse/policy_params.h"
 #include "kernels/sparse/policy_types.h"
 
@@ -141,6 +147,10 @@ class GenericEngine final : public engine::Engine {
     engine::RequestPtr request;                 // shared with the driver (the scheduler's Job)
     std::shared_ptr<const ImageRecipe> recipe;  // its size's
     std::vector<SamplingSpec> sampling;         // per image
+    // parallel_window > 0: the request's schedule and every image's tokens
+    // by index (-1 where not made yet; forced ones from the start).
+    std::unique_ptr<ParallelSchedule> parallel;
+    std::vector<std::vector<int32_t>> made;
     const engine::PreparedRequest& prepared() const { return request->prepared; }
     engine::RequestProgress& progress() { return request->progress; }
     const engine::RequestProgress& progress() const { return request->progress; }
@@ -163,6 +173,11 @@ class GenericEngine final : public engine::Engine {
   absl::Status DecodeRunning(const std::vector<engine::GroupId>& ids, engine::StepReport* report);
   // Records token `t` of every image of `g`, finishing (and freeing) it at the end.
   void Record(engine::GroupId id, Group& g, const int32_t* sampled, engine::StepReport* report);
+  // Parallel decoding: the step's queries of `g` and their samples
+  // ([image][query]) made, its progress moved to the leading run.
+  void RecordParallel(engine::GroupId id, Group& g, const int32_t* sampled, engine::StepReport* report);
+  // The group's queries in this step's decode call (one per row without parallel decoding).
+  int32_t DecodeQueriesOf(Group& g) const;
   void FreeRows(Group& g);
 
   std::unique_ptr<Backend> backend_;

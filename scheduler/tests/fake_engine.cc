@@ -111,6 +111,7 @@ absl::StatusOr<engine::StepReport> FakeEngine::Step() {
     for (int32_t i = 0; i < g.params().num_images; ++i) {
       progress.tokens[i].push_back(ExpectedToken(g.params().sampling.seed, i, progress.tokens_done));
     }
+    ++progress.steps;
     if (++progress.tokens_done == info_.image_tokens) {
       progress.finished = true;
       report.finished.push_back(id);

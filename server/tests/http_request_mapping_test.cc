@@ -169,6 +169,23 @@ TEST(HttpRequestMappingTest, UnknownFieldsAreIgnoredUnlessStrict) {
       ParseImagesRequest(R"({"prompt": "x", "safety_identifier": "u-1"})", strict)));
 }
 
+// parallel_window (an argen extension) maps onto the GenerateRequest field;
+// a non-integer is a 400 naming it, and the shared validation's range error
+// comes back naming it too.
+TEST(HttpRequestMappingTest, ParallelWindowMapsAndBadValuesNameIt) {
+  EXPECT_EQ(ParseOk(R"({"prompt": "x", "parallel_window": 8})").generate.parallel_window(), 8);
+  EXPECT_FALSE(ParseOk(R"({"prompt": "x"})").generate.has_parallel_window());
+  for (const char* body :
+       {R"({"prompt": "x", "parallel_window": 1.5})", R"({"prompt": "x", "parallel_window": "8"})"}) {
+    const HttpApiError e = ParseBad(body);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.param, "parallel_window") << body;
+  }
+  const HttpApiError range = ToHttpError(absl::InvalidArgumentError("parallel_window: must be in [0, 24], got 99"));
+  EXPECT_EQ(range.status, 400);
+  EXPECT_EQ(range.param, "parallel_window");
+}
+
 // A model of several sizes: `size` "WxH" maps onto width and height, "auto"
 // (or none) leaves both unset, and a malformed or unsupported size is a 400
 // naming `size` with the sizes.

@@ -325,3 +325,43 @@ TEST(RequestMappingTest, ModelInfoListsTheSizesAndTheDefault) {
 
 }  // namespace
 }  // namespace argen::server
+
+namespace argen::server {
+namespace {
+
+// parallel_window: the request's value (checked: range, dense only), else the
+// server's default where the request is dense; INVALID_ARGUMENT names the field.
+TEST(RequestMappingTest, ParallelWindowTakesTheDefaultWhereItAppliesAndIsChecked) {
+  ServerConfig dense;
+  dense.default_parallel_window = 4;
+  absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(Basic(), dense, Info(), 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->parallel_window, 4);
+  v1::GenerateRequest own = Basic();
+  own.set_parallel_window(0);
+  g = ToGenerationRequest(own, dense, Info(), 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->parallel_window, 0);  // set: wins over the default
+  // A sparse request does not take the default (it could not run it).
+  ServerConfig diagonal = DiagonalDefault();
+  diagonal.default_parallel_window = 4;
+  g = ToGenerationRequest(Basic(), diagonal, Info(), 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->parallel_window, 0);
+  for (int32_t bad : {-1, 9}) {  // the 64-token grid is 8 wide
+    v1::GenerateRequest r = Basic();
+    r.set_parallel_window(bad);
+    absl::StatusOr<engine::GenerationRequest> b = ToGenerationRequest(r, dense, Info(), 1);
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(b.status().message().rfind("parallel_window: must be in [0, 8]", 0), 0u) << b.status();
+  }
+  v1::GenerateRequest sparse_window = Basic();
+  sparse_window.set_parallel_window(2);
+  absl::StatusOr<engine::GenerationRequest> b = ToGenerationRequest(sparse_window, diagonal, Info(), 1);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(b.status().message().rfind("parallel_window: parallel decoding needs the dense policy", 0), 0u)
+      << b.status();
+}
+
+}  // namespace
+}  // namespace argen::server

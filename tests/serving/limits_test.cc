@@ -180,6 +180,13 @@ TEST(LimitsTest, EveryAdvertisedRangeIsTheEnforcedOne) {
       {"temperature", {"temperature", [](auto& r, double v) { r.set_temperature(static_cast<float>(v)); }, 1e-3}},
       {"top_k", {"top_k", [](auto& r, double v) { r.set_top_k(static_cast<int>(v)); }, 1}},
       {"top_p", {"top_p", [](auto& r, double v) { r.set_top_p(static_cast<float>(v)); }, 1e-3}},
+      {"parallel_window",
+       {"parallel_window",
+        [&](auto& r, double v) {
+          policy("dense")(r);
+          r.set_parallel_window(static_cast<int>(v));
+        },
+        1}},
   };
   ASSERT_EQ(info.ranges_size(), static_cast<int>(probes.size()));
   for (const v1::ParameterRange& range : info.ranges()) {

@@ -57,6 +57,7 @@ struct Args {
   std::string size = "auto";            // WxH, one of the model's sizes; auto: its default
   std::string kv_cache_dtype = "auto";  // auto | fp8 (e4m3 KV with per-vector scales)
   std::string weight_dtype = "auto";    // auto | fp8 (the layers' projections in e4m3, W8A8)
+  int32_t parallel_window = 0;          // GenerationRequest::parallel_window; 0: off
 };
 
 std::string OutputPath(const std::string& out, int32_t index, int32_t count) {
@@ -110,6 +111,7 @@ absl::Status Generate(const Args& args) {
   absl::StatusOr<argen::sparse::KvFormat> kv_format = argen::sparse::ParseKvFormat(args.kv_cache_dtype);
   if (!kv_format.ok()) return kv_format.status();
   request.policy.kv_format = *kv_format;
+  request.parallel_window = args.parallel_window;
   // The engine's own checks (an unsupported size is refused listing the model's
   // sizes) and the policy as it resolves it for the request's size.
   absl::StatusOr<argen::engine::PreparedRequest> prepared = (*engine)->Prepare(request);
@@ -214,6 +216,9 @@ int main(int argc, char** argv) {
         return v == "auto" || argen::ParseImageSize(v) ? std::string()
                                                        : std::string("expected WxH (e.g. 512x768) or auto");
       });
+  app.add_option(FlagNames("parallel_window"), args.parallel_window,
+                 "parallel decoding (dense policy; docs/serving.md): image row r+1 starts once row r has this many "
+                 "tokens; 0: off (one token per step); at most the image's tokens per row");
   app.add_option(FlagNames("kv-cache-dtype"), args.kv_cache_dtype,
                  "KV cache storage: auto (bf16 on cuda, f32 on cpu) or fp8 (e4m3 with per-vector scales: about half "
                  "the KV memory on cuda; the cpu rounds through e4m3 without saving memory)")

@@ -63,6 +63,8 @@ const char* SweepUsage() {
          "                          also grid_window, diagonal_grid, ssd; name:N gives that entry its own\n"
          "                          n_recent (e.g. diagonal:64, folder diagonal_nr64_<sparsity>)\n"
          "  --sparsities p,q,...    percent [80,90,92.5,95,96]; dense always runs once, at 0\n"
+         "  --parallel-windows a,b  every configuration at each parallel_window (ZipAR-style rows in\n"
+         "                          flight, dense only; folder <config>_pw<N>; 0: in order) [0]\n"
          "  --n-recent N            diagonal policies' recent window N_r (diagonal, diagonal_sink4; N_att\n"
          "                          still comes from the sparsity, and must be <= N); default 0.5 x image\n"
          "                          tokens, widened to N_att where that is larger [0: the default]\n"
@@ -97,7 +99,7 @@ const char* SweepUsage() {
 absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
   SweepArgs a;
   std::string policies(kDefaultPolicies), sparsities(kDefaultSparsities);
-  std::string seed_text, shard_text, size_text, kv_text, weight_text;
+  std::string seed_text, shard_text, size_text, kv_text, weight_text, windows_text = "0";
   const std::map<std::string, Setter> valued = {
       {"--model", Text("--model", &a.model)},
       {"--prompts", Text("--prompts", &a.prompts)},
@@ -106,6 +108,7 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
       {"--images-per-prompt", Int("--images-per-prompt", &a.images_per_prompt, 1)},
       {"--policies", Text("--policies", &policies)},
       {"--sparsities", Text("--sparsities", &sparsities)},
+      {"--parallel-windows", Text("--parallel-windows", &windows_text)},
       {"--n-recent", Int("--n-recent", &a.n_recent, 0)},
       {"--subsample", Int("--subsample", &a.subsample, 1)},
       {"--per-category", Int("--per-category", &a.per_category, 0)},
@@ -218,6 +221,9 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
   if (!specs.ok()) return specs.status();
   a.policy_specs = *std::move(specs);
   for (const PolicySpec& s : a.policy_specs) a.policies.push_back(s.kind);
+  absl::StatusOr<std::vector<int32_t>> windows = ParseParallelWindows(windows_text);
+  if (!windows.ok()) return windows.status();
+  a.parallel_windows = *std::move(windows);
   absl::StatusOr<std::vector<double>> percents = ParseSparsities(sparsities);
   if (!percents.ok()) return percents.status();
   a.sparsities = *std::move(percents);

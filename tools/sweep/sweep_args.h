@@ -22,6 +22,7 @@ struct SweepArgs {
   std::vector<sparse::PolicyKind> policies;  // the kinds of policy_specs, in order
   std::vector<PolicySpec> policy_specs;      // --policies entries ("diagonal:64": its own n_recent)
   std::vector<double> sparsities;            // percent
+  std::vector<int32_t> parallel_windows{0};  // --parallel-windows: every configuration at each
   int32_t n_recent = 0;                      // diagonal policies' recent window N_r (0: the default, 0.5 x L_dec)
   int32_t subsample = 1;                     // every K-th prompt
   int32_t per_category = 0;                  // then at most N of each tag, evenly spread (0: all)
@@ -38,7 +39,7 @@ struct SweepArgs {
   uint64_t seed = 0;                // prompt p uses seed + p; image i its stream i
   engine::SamplingParams sampling;  // seed unused here
   int32_t width = 0, height = 0;    // --size WxH, one of the model's sizes; 0, 0: its default
-  sparse::KvFormat kv_format = sparse::KvFormat::kAuto;  // --kv-cache-dtype: every request's KV storage
+  sparse::KvFormat kv_format = sparse::KvFormat::kAuto;            // --kv-cache-dtype: every request's KV storage
   model::WeightFormat weight_format = model::WeightFormat::kAuto;  // --weight-dtype: the layers' projections
   bool resume = false;
   bool skip_invalid = false;  // leave out configurations the model rejects (named) instead of exit 2

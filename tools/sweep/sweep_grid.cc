@@ -111,7 +111,8 @@ std::vector<SweepConfig> BuildGrid(const std::vector<PolicySpec>& policies, cons
   for (const PolicySpec& spec : policies) {
     std::string name(sparse::PolicyName(spec.kind));
     if (spec.n_recent > 0) name = absl::StrCat(name, "_nr", spec.n_recent);
-    if (spec.kv_format != sparse::KvFormat::kAuto) absl::StrAppend(&name, "_", std::string(sparse::KvFormatName(spec.kv_format)));
+    if (spec.kv_format != sparse::KvFormat::kAuto)
+      absl::StrAppend(&name, "_", std::string(sparse::KvFormatName(spec.kv_format)));
     if (spec.kind == sparse::PolicyKind::kDense) {
       grid.push_back({spec.kind, name, 0.0, name + "_0", 0, spec.kv_format});
       continue;
@@ -121,6 +122,33 @@ std::vector<SweepConfig> BuildGrid(const std::vector<PolicySpec>& policies, cons
     }
   }
   return grid;
+}
+
+std::vector<SweepConfig> BuildGrid(const std::vector<PolicySpec>& policies, const std::vector<double>& sparsities,
+                                   const std::vector<int32_t>& parallel_windows) {
+  std::vector<SweepConfig> grid;
+  for (const SweepConfig& base : BuildGrid(policies, sparsities)) {
+    for (int32_t w : parallel_windows) {
+      SweepConfig c = base;
+      c.parallel_window = w;
+      if (w > 0) absl::StrAppend(&c.label, "_pw", w);
+      grid.push_back(std::move(c));
+    }
+  }
+  return grid;
+}
+
+absl::StatusOr<std::vector<int32_t>> ParseParallelWindows(std::string_view csv) {
+  std::vector<int32_t> windows;
+  for (absl::string_view part : absl::StrSplit(absl::string_view(csv.data(), csv.size()), ',')) {
+    int32_t w = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &w) || w < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--parallel-windows: \"", std::string(part).substr(0, 32),
+                                                     "\" is not an integer >= 0 (0: off)"));
+    }
+    if (std::find(windows.begin(), windows.end(), w) == windows.end()) windows.push_back(w);
+  }
+  return windows;
 }
 
 std::vector<SweepConfig> BuildGrid(const std::vector<sparse::PolicyKind>& policies,

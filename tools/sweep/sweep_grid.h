@@ -24,6 +24,8 @@ struct SweepConfig {
   int32_t n_recent = 0;  // the entry's own n_recent ("diagonal:64"); 0: --n-recent / the default
   // The entry's own KV storage ("dense@fp8"); kAuto: the sweep-wide --kv-cache-dtype.
   sparse::KvFormat kv_format = sparse::KvFormat::kAuto;
+  // --parallel-windows entry (GenerationRequest::parallel_window); > 0: "_pw<N>" ends the label.
+  int32_t parallel_window = 0;
 };
 
 // One --policies entry: "name" or "name:N" (N: that entry's n_recent, for the
@@ -59,5 +61,11 @@ std::string FormatPercent(double percent);
 std::vector<SweepConfig> BuildGrid(const std::vector<sparse::PolicyKind>& policies,
                                    const std::vector<double>& sparsities);
 std::vector<SweepConfig> BuildGrid(const std::vector<PolicySpec>& policies, const std::vector<double>& sparsities);
+// Every configuration above at every parallel window (0 keeps its label).
+std::vector<SweepConfig> BuildGrid(const std::vector<PolicySpec>& policies, const std::vector<double>& sparsities,
+                                   const std::vector<int32_t>& parallel_windows);
+
+// "0,4,8" -> windows >= 0, in order, without duplicates.
+absl::StatusOr<std::vector<int32_t>> ParseParallelWindows(std::string_view csv);
 
 }  // namespace argen::sweep

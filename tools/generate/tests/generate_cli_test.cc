@@ -269,3 +269,28 @@ TEST(GenerateCliTest, WeightDtypeFp8ReachesTheEngine) {
 }
 
 }  // namespace
+
+namespace {
+
+// --parallel_window reaches the engine: a window runs (the tiny grid is 8
+// wide), one past the row is refused naming parallel_window (exit 1), as is
+// a window with a sparse policy.
+TEST(GenerateCliTest, ParallelWindowReachesTheEngine) {
+  const std::string model = "--model " + SourceDir() + "/tests/goldens/tiny/tiny-mha";
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("argen_generate_pw_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const RunResult ok =
+      RunCommand(model + " --prompt 'a red cube' --seed 3 --parallel_window 2 --out " + (dir / "img.png").string());
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "img.png"));
+  std::filesystem::remove_all(dir);
+  for (const char* bad :
+       {" --parallel_window 9", " --parallel_window -1", " --policy diagonal --sparsity 0.5 --parallel_window 2"}) {
+    const RunResult r = RunCommand(model + " --prompt 'x'" + bad + " --out " + NeverWrittenPath());
+    EXPECT_EQ(r.exit_code, 1) << bad << ": " << r.output;
+    EXPECT_NE(r.output.find("parallel_window: "), std::string::npos) << r.output;
+  }
+}
+
+}  // namespace

@@ -430,3 +430,33 @@ TEST(SweepResumeTest, KvCacheDtypeIsASettingOnlyWhenNotAuto) {
 
 }  // namespace
 }  // namespace argen::sweep
+
+namespace argen::sweep {
+namespace {
+
+// --parallel-windows: every configuration at each window, window 0 keeping
+// its folder; bad entries name the flag.
+TEST(SweepGridTest, ParallelWindowsMultiplyTheGrid) {
+  absl::StatusOr<SweepArgs> a = ParseSweepArgs({"--model", "m", "--out", "o", "--policies", "dense,diagonal",
+                                                "--sparsities", "95", "--parallel-windows", "0,4,8,4"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->parallel_windows, (std::vector<int32_t>{0, 4, 8}));
+  const std::vector<SweepConfig> grid = BuildGrid(a->policy_specs, a->sparsities, a->parallel_windows);
+  ASSERT_EQ(grid.size(), 6u);
+  EXPECT_EQ(grid[0].label, "dense_0");
+  EXPECT_EQ(grid[0].parallel_window, 0);
+  EXPECT_EQ(grid[1].label, "dense_0_pw4");
+  EXPECT_EQ(grid[1].parallel_window, 4);
+  EXPECT_EQ(grid[5].label, "diagonal_95_pw8");
+  absl::StatusOr<SweepArgs> plain = ParseSweepArgs({"--model", "m", "--out", "o"});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->parallel_windows, (std::vector<int32_t>{0}));
+  for (const char* bad : {"-1", "4,x", ""}) {
+    absl::StatusOr<SweepArgs> b = ParseSweepArgs({"--model", "m", "--out", "o", "--parallel-windows", bad});
+    EXPECT_FALSE(b.ok()) << bad;
+    EXPECT_NE(std::string(b.status().message()).find("--parallel-windows"), std::string::npos) << b.status();
+  }
+}
+
+}  // namespace
+}  // namespace argen::sweep

@@ -1,0 +1,324 @@
+// Parallel decoding (parallel_window, engine/model/parallel_schedule.h) on the
+// CPU backend with the tiny Janus-shaped checkpoint (an 8 x 8 grid, no row
+// breaks, so rows start with a provisional query):
+// * a window-s run of the generic engine equals an independent reference
+//   loop (engine/model/tests/parallel_reference.h: the rules written again,
+//   one query per backend call): the same tokens, made in the same steps;
+// * no query reads an unwritten slot: with every slot of the rows poisoned
+//   with NaN before the prefill, the run stays finite (a read would make the
+//   logits NaN, which fails the step);
+// * a window of a whole row is today's order: the same tokens as window 0;
+// * windows the engine cannot run are refused naming parallel_window, and
+//   out-of-order plans are refused for the sparse policies;
+// * Lumina-mGPT's sequence (new lines: no stand-ins) equals the reference too.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/gemm.h"
+#include "engine/model/create_engine.h"
+#include "engine/model/tests/parallel_reference.h"
+#include "engine/request_rules.h"
+#include "gtest/gtest.h"
+#include "tests/support/lumina_sizes.h"
+
+namespace argen::cpu {
+namespace {
+
+std::string TinyDir() {
+  const char* src = std::getenv("ARGEN_SOURCE_DIR");
+  return std::string(src ? src : ".") + "/tests/goldens/tiny/tiny-gqa-sharded";
+}
+
+model::PromptEncoder ByteEncoder() {
+  return [](const std::string& caption) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
+    std::vector<int32_t> cond = {1}, uncond = {1};
+    for (unsigned char c : caption) {
+      cond.push_back(5 + c);
+      uncond.push_back(0);
+    }
+    cond.push_back(2);
+    uncond.push_back(2);
+    return std::make_pair(cond, uncond);
+  };
+}
+
+class CpuParallelDecodingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Row-invariant GEMMs: a query computes the same bits alone or batched
+    // (the reference runs one query per call, the engine a step's at once).
+    SetGemmRowTile(16);
+    engine::EngineOptions options;
+    options.model_dir = TinyDir();
+    options.threads = 2;
+    absl::StatusOr<std::unique_ptr<model::GenericEngine>> e = model::CreateGenericEngine(options, ByteEncoder());
+    ASSERT_TRUE(e.ok()) << e.status();
+    engine_ = *std::move(e);
+  }
+  void TearDown() override { SetGemmRowTile(0); }
+
+  engine::GenerationRequest Request(int32_t window, uint64_t seed = 7, int32_t images = 1) {
+    engine::GenerationRequest r;
+    r.prompt = "a red bird";
+    r.num_images = images;
+    r.sampling.seed = seed;
+    r.parallel_window = window;
+    return r;
+  }
+
+  struct EngineRun {
+    std::vector<std::vector<int32_t>> tokens;
+    std::vector<int32_t> leading_runs;  // tokens_done after each step
+    int32_t steps = 0;
+  };
+  EngineRun Run(const engine::GenerationRequest& r) {
+    EngineRun run;
+    absl::StatusOr<engine::PreparedRequest> p = engine_->Prepare(r);
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (!p.ok()) return run;
+    engine::RequestPtr request = engine::MakeRequest(*p);
+    absl::StatusOr<engine::GroupId> id = engine_->Add(request);
+    EXPECT_TRUE(id.ok()) << id.status();
+    if (!id.ok()) return run;
+    for (int i = 0; i < 1000 && !request->progress.finished; ++i) {
+      absl::StatusOr<engine::StepReport> s = engine_->Step();
+      EXPECT_TRUE(s.ok()) << s.status();
+      if (!s.ok()) break;
+      run.leading_runs.push_back(request->progress.tokens_done);
+    }
+    EXPECT_TRUE(request->progress.finished);
+    run.tokens = request->progress.tokens;
+    run.steps = request->progress.steps;
+    engine_->Remove(*id);
+    EXPECT_EQ(engine_->KvBytesInUse(), 0);
+    return run;
+  }
+
+  model::testing::ReferenceSetup Setup(const engine::GenerationRequest& r) {
+    absl::StatusOr<engine::PreparedRequest> p = engine_->Prepare(r);
+    EXPECT_TRUE(p.ok()) << p.status();
+    model::testing::ReferenceSetup s;
+    s.cond = p->cond_ids;
+    s.uncond = p->uncond_ids;
+    s.policy = p->policy;
+    const engine::SamplingParams& sp = r.sampling;
+    s.sampling = {sp.temperature, sp.top_k, sp.top_p, sp.cfg_weight, sp.seed, 0};
+    const sparse::GridGeometry grid = engine::PolicyGrid(p->layout);
+    s.period = grid.width + grid.row_break_tokens;
+    s.window = r.parallel_window;
+    s.sampled_offset = engine_->backend().spec().input.sampled_offset;
+    return s;
+  }
+
+  std::unique_ptr<model::GenericEngine> engine_;
+};
+
+TEST_F(CpuParallelDecodingTest, WindowRunsEqualAnIndependentReferenceLoop) {
+  for (int32_t window : {1, 2, 3, 5}) {
+    const engine::GenerationRequest r = Request(window);
+    const EngineRun got = Run(r);
+    absl::StatusOr<model::testing::ReferenceImage> want =
+        model::testing::RunParallelReference(engine_->backend(), engine_->kv(), Setup(r));
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_EQ(got.tokens.size(), 1u);
+    EXPECT_EQ(got.tokens[0], want->tokens) << "window " << window;
+    EXPECT_EQ(got.leading_runs, want->leading_runs) << "window " << window;
+    EXPECT_EQ(got.steps, want->steps) << "window " << window;
+    // Fewer steps than tokens: 2 W + (H - 2) s for s < W (ZipAR's count) on the 8 x 8 grid.
+    EXPECT_EQ(got.steps, 2 * 8 + 6 * window) << "window " << window;
+  }
+}
+
+TEST_F(CpuParallelDecodingTest, ImagesOfARequestAndTheirSeedsAreIndependentOfTheWindowRun) {
+  // Two images of one request decode as two lone requests with their image index's stream.
+  const EngineRun both = Run(Request(2, 11, 2));
+  ASSERT_EQ(both.tokens.size(), 2u);
+  const EngineRun again = Run(Request(2, 11, 2));
+  EXPECT_EQ(both.tokens, again.tokens);  // the same (seed, window): the same image every time
+  EXPECT_NE(both.tokens[0], both.tokens[1]);
+  const EngineRun other_window = Run(Request(3, 11, 2));
+  EXPECT_NE(both.tokens, other_window.tokens);  // a window changes the context, so the tokens
+}
+
+TEST_F(CpuParallelDecodingTest, NoQueryReadsAnUnwrittenSlot) {
+  // Every K/V value of both rows is NaN until a query writes it.
+  CpuBackend& cpu = static_cast<CpuBackend&>(engine_->backend());
+  model::testing::ReferenceSetup s = Setup(Request(2));
+  std::vector<model::RowId> poisoned;
+  s.on_placed = [&](model::RowId id) {
+    KvRow& row = const_cast<KvRow&>(*cpu.InspectRow(id));
+    std::fill(row.k.begin(), row.k.end(), std::numeric_limits<float>::quiet_NaN());
+    std::fill(row.v.begin(), row.v.end(), std::numeric_limits<float>::quiet_NaN());
+    poisoned.push_back(id);
+  };
+  absl::StatusOr<model::testing::ReferenceImage> got = model::testing::RunParallelReference(cpu, engine_->kv(), s);
+  ASSERT_TRUE(got.ok()) << got.status();  // NaN logits would fail a step
+  ASSERT_EQ(poisoned.size(), 2u);
+  for (int32_t t : got->tokens) EXPECT_GE(t, 0);
+}
+
+TEST_F(CpuParallelDecodingTest, AWholeRowWindowIsTodaysOrder) {
+  const EngineRun sequential = Run(Request(0));
+  const EngineRun whole_row = Run(Request(8));
+  EXPECT_EQ(whole_row.tokens, sequential.tokens);
+  EXPECT_EQ(sequential.steps, 64);
+  EXPECT_EQ(whole_row.steps, 64);
+}
+
+TEST_F(CpuParallelDecodingTest, BadWindowsAreRefusedNamingTheField) {
+  for (int32_t window : {-1, 9, 1 << 20}) {
+    absl::StatusOr<engine::PreparedRequest> p = engine_->Prepare(Request(window));
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << window;
+    EXPECT_EQ(p.status().message().rfind("parallel_window: must be in [0, 8]", 0), 0u) << p.status();
+  }
+  engine::GenerationRequest sparse = Request(2);
+  sparse.policy.kind = sparse::PolicyKind::kDiagonal;
+  sparse.policy.sparsity = 0.5;
+  absl::StatusOr<engine::PreparedRequest> p = engine_->Prepare(sparse);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("parallel_window: parallel decoding needs the dense policy"), std::string::npos)
+      << p.status();
+  sparse.parallel_window = 0;
+  EXPECT_TRUE(engine_->Prepare(sparse).ok());
+}
+
+TEST_F(CpuParallelDecodingTest, OutOfOrderPlansAreCheckedAndChangeNothing) {
+  model::Backend& backend = engine_->backend();
+  const model::testing::ReferenceSetup s = Setup(Request(2));
+  std::vector<model::RowId> rows;
+  for (const std::vector<int32_t>* ids : {&s.cond, &s.uncond}) {
+    rows.push_back(*engine_->kv().AllocateRow(static_cast<int32_t>(ids->size()), s.policy));
+  }
+  {
+    std::vector<int32_t> tokens = s.cond, sampled(1);
+    tokens.insert(tokens.end(), s.uncond.begin(), s.uncond.end());
+    const std::vector<int32_t> offsets = {0, static_cast<int32_t>(s.cond.size()), static_cast<int32_t>(tokens.size())};
+    const std::vector<model::SamplingSpec> sampling = {s.sampling};
+    ASSERT_TRUE(backend.Prefill({rows, offsets, tokens, sampling}, {sampled, nullptr}).ok());
+  }
+  const auto forward = [&](std::vector<model::Query> queries, bool allow) {
+    model::StepPlanBuilder b;
+    if (allow) b.AllowOutOfOrder();
+    for (model::RowId r : rows) {
+      b.AddRow(r);
+      for (const model::Query& q : queries) b.AddQuery(q.kind, q.input, q.index, q.provisional);
+    }
+    b.AddSampling(s.sampling);
+    std::vector<int32_t> sampled(queries.size());
+    return backend.Forward(b.Plan(), {sampled, nullptr});
+  };
+  constexpr model::QueryKind kD = model::QueryKind::kDecode;
+  const auto expect_refused = [&](const absl::Status& st, const std::string& what) {
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(st.message().find(what), std::string::npos) << st;
+    for (model::RowId r : rows) {
+      const model::RowState& row = *static_cast<CpuBackend&>(backend).InspectRow(r);
+      EXPECT_EQ(row.next_step, 0);
+      EXPECT_TRUE(row.written.empty());
+    }
+  };
+  // Out of order only where the plan says so.
+  expect_refused(forward({{kD, 10, 3}}, false), "decode index 3 but the row expects 0");
+  expect_refused(forward({{kD, 10, 0, true}}, false), "decode index 0 (provisional) but the row expects 0");
+  expect_refused(forward({{kD, 10, 3}, {kD, 10, 2}}, true), "above the step's previous query");
+  expect_refused(forward({{kD, 10, 64}}, true), "must be in [0, l_dec 64)");
+  ASSERT_TRUE(forward({{kD, 10, 0}, {kD, 10, 5}, {kD, 10, 9, true}}, true).ok());
+  for (model::RowId r : rows) {
+    const model::RowState& row = *static_cast<CpuBackend&>(backend).InspectRow(r);
+    EXPECT_EQ(row.next_step, 1);
+    EXPECT_TRUE(row.Written(5));
+    EXPECT_FALSE(row.Written(9));  // provisional: not written
+  }
+  const absl::Status again = forward({{kD, 10, 5}}, true);
+  EXPECT_EQ(again.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(again.message().find("not yet written"), std::string::npos) << again;
+  for (model::RowId r : rows) engine_->kv().FreeRow(r);
+}
+
+TEST_F(CpuParallelDecodingTest, SparsePoliciesRefuseOutOfOrderPlans) {
+  sparse::PolicyParams params;
+  params.kind = sparse::PolicyKind::kSlidingWindow;
+  params.sparsity = 0.5;
+  const sparse::ResolvedPolicy policy = *sparse::ResolvePolicy(params, sparse::SquareGrid(64));
+  model::testing::ReferenceSetup sliding = Setup(Request(2));
+  sliding.policy = policy;
+  // Row 0 and row 1 run in order; row 2's provisional start is the first out-of-order query.
+  absl::StatusOr<model::testing::ReferenceImage> run =
+      model::testing::RunParallelReference(engine_->backend(), engine_->kv(), sliding);
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(run.status().message().find("need a plan that allows them and the dense policy"), std::string::npos)
+      << run.status();
+}
+
+// Lumina-mGPT's sequence (the shipped small model at 128 x 64: 4 rows of 8
+// codes, a forced new line after each but the last): row r+1 starts once
+// row r has `window` codes (its first input, the new line, is forced: no
+// stand-in), the new lines sit at every row end, and the run equals the
+// reference loop token for token and step for step, in (H - 1) s + W steps
+// instead of L_dec.
+TEST(CpuParallelLuminaTest, ParallelWindowEqualsTheReferenceLoop) {
+  constexpr int32_t kW = 8, kH = 4, kNewLine = 1035;  // <reserved08799> in the small model's vocabulary
+  SetGemmRowTile(16);
+  test_support::RemovedDir temp{std::filesystem::temp_directory_path() /
+                                ("parallel_lumina_" + std::to_string(::getpid()))};
+  engine::EngineOptions options;
+  options.model_dir = test_support::LuminaModelWithSizes(temp.path, {{kW * 16, kH * 16}}).string();
+  options.threads = 2;
+  absl::StatusOr<std::unique_ptr<model::GenericEngine>> made = model::CreateGenericEngine(options);
+  ASSERT_TRUE(made.ok()) << made.status();
+  model::GenericEngine& e = **made;
+  const int32_t l_dec = e.info().image_tokens;
+  ASSERT_EQ(l_dec, kH * (kW + 1) - 1);
+  for (int32_t window : {1, 3}) {
+    engine::GenerationRequest r;
+    r.prompt = "a red circle";
+    r.sampling.seed = 7;
+    r.sampling.top_k = 0;
+    r.parallel_window = window;
+    absl::StatusOr<engine::PreparedRequest> p = e.Prepare(r);
+    ASSERT_TRUE(p.ok()) << p.status();
+    engine::RequestPtr request = engine::MakeRequest(*p);
+    absl::StatusOr<engine::GroupId> id = e.Add(request);
+    ASSERT_TRUE(id.ok()) << id.status();
+    std::vector<int32_t> leading_runs;
+    for (int i = 0; i < 100 && !request->progress.finished; ++i) {
+      ASSERT_TRUE(e.Step().ok());
+      leading_runs.push_back(request->progress.tokens_done);
+    }
+    ASSERT_TRUE(request->progress.finished);
+    const std::vector<int32_t> tokens = request->progress.tokens[0];
+    e.Remove(*id);
+    ASSERT_EQ(static_cast<int32_t>(tokens.size()), l_dec);
+    for (int32_t t = kW; t < l_dec; t += kW + 1) EXPECT_EQ(tokens[t], kNewLine) << t;
+    EXPECT_EQ(request->progress.steps, (kH - 1) * window + kW) << window;
+
+    model::testing::ReferenceSetup setup;
+    setup.cond = p->cond_ids;
+    setup.uncond = p->uncond_ids;
+    setup.policy = p->policy;
+    const engine::SamplingParams& sp = p->request.sampling;
+    setup.sampling = {sp.temperature, sp.top_k, sp.top_p, sp.cfg_weight, sp.seed, 0};
+    setup.period = kW + 1;
+    setup.window = window;
+    setup.forced.assign(l_dec, -1);
+    for (int32_t t = kW; t < l_dec; t += kW + 1) setup.forced[t] = kNewLine;
+    setup.sampled_offset = e.backend().spec().input.sampled_offset;
+    absl::StatusOr<model::testing::ReferenceImage> want =
+        model::testing::RunParallelReference(e.backend(), e.kv(), setup);
+    ASSERT_TRUE(want.ok()) << want.status();
+    EXPECT_EQ(tokens, want->tokens) << window;
+    EXPECT_EQ(leading_runs, want->leading_runs) << window;
+    EXPECT_EQ(request->progress.steps, want->steps) << window;
+  }
+  SetGemmRowTile(0);
+}
+
+}  // namespace
+}  // namespace argen::cpu
