@@ -37,9 +37,9 @@ std::string TinyDir() {
 }
 
 model::PromptEncoder ByteEncoder() {
-  return [](const std::string& caption) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
+  return [](const model::PromptText& text) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
     std::vector<int32_t> cond = {1}, uncond = {1};
-    for (unsigned char c : caption) {
+    for (unsigned char c : text.caption) {
       cond.push_back(5 + c);
       uncond.push_back(0);
     }

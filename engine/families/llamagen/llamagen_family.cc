@@ -89,7 +89,7 @@ absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir)
   };
   m.make_prompt = []() -> absl::StatusOr<model::PromptEncoder> {
     return model::PromptEncoder(
-        [](const std::string&) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
+        [](const model::PromptText&) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
           return absl::InvalidArgumentError("prompt: LlamaGen c2i is class-conditional: send class_id, not a prompt");
         });
   };

@@ -76,7 +76,7 @@ TEST(LuminaCudaTest, LogitsAndGreedyTokensMatchTheCpuBackend) {
   ASSERT_TRUE(cuda.ok()) << cuda.status();
   absl::StatusOr<model::PromptEncoder> encoder = family->make_prompt();
   ASSERT_TRUE(encoder.ok()) << encoder.status();
-  auto ids = (*encoder)({"a red circle above a blue square"});
+  auto ids = (*encoder)({"a red circle above a blue square", ""});
   ASSERT_TRUE(ids.ok()) << ids.status();
   const std::vector<int32_t>& cond = ids->first;
   const std::vector<int32_t>& uncond = ids->second;
@@ -224,7 +224,7 @@ TEST(LuminaCudaTest, TwoSizesInOneDecodeBatchMatchTheCpuBackend) {
     absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy({}, engine::PolicyGrid(p.recipe.layout));
     ASSERT_TRUE(dense.ok()) << dense.status();
     p.policy = *dense;
-    auto ids = p.recipe.encoder(captions[i]);
+    auto ids = p.recipe.encoder({captions[i], ""});
     ASSERT_TRUE(ids.ok()) << ids.status();
     p.cond = ids->first;
     p.uncond = ids->second;
