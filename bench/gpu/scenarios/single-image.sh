@@ -1,5 +1,6 @@
 # One 7B image alone through the server, end to end (384 px PNG over gRPC): client wall time, dense and diagonal 95%.
 # argen_client generate --count 1 five times a policy; the first warms the captured graphs.
+# SINGLE_WINDOWS="0 8": also parallel decoding (dense only) at those windows, same server.
 # Sourced by bench/gpu/lab.sh, which reads BASELINE and NEEDS and provides BIN, AB_DIRS, OUT, stamp, guarded.
 # shellcheck shell=bash disable=SC2034,SC2154
 BASELINE="none in the call: the target is absolute (<= 2.0 s); BASE_BUNDLE's server the same way first (when set)"
@@ -17,12 +18,18 @@ run_scenario() {
       log=$OUT/single-image_server_$policy.log
       stamp "${AB_NAMES[$i]}: server $policy"
       server_start "$log" 50091 --model_dir="$ckpt" "${extra[@]}" || { echo "server $policy: not healthy"; continue; }
-      for run in 1 2 3 4 5; do
-        s=$(date +%s.%N)
-        guarded 30 "$b/argen_client" --server localhost:50091 generate --prompt "a red circle above a blue square" \
-          --count 1 --seed "$run" --out "$LAB_WORK/png_$policy" --json
-        e=$(date +%s.%N)
-        echo "client wall $policy run $run: $(awk -v s="$s" -v e="$e" 'BEGIN { printf "%.3f", e - s }') s"
+      local windows="0" w label
+      [ $policy = dense ] && windows=${SINGLE_WINDOWS:-0}
+      for w in $windows; do
+        label=$policy
+        [ "$w" != 0 ] && label="$policy parallel_window $w"
+        for run in 1 2 3 4 5; do
+          s=$(date +%s.%N)
+          guarded 30 "$b/argen_client" --server localhost:50091 generate --prompt "a red circle above a blue square" \
+            --count 1 --seed "$run" --parallel_window "$w" --out "$LAB_WORK/png_$policy$w" --json
+          e=$(date +%s.%N)
+          echo "client wall $label run $run: $(awk -v s="$s" -v e="$e" 'BEGIN { printf "%.3f", e - s }') s"
+        done
       done
       server_stop
     done
