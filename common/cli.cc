@@ -7,6 +7,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "common/edit_distance.h"
 #include "common/version.h"
 
 namespace argen::cli {
@@ -72,13 +73,28 @@ std::vector<std::string> UnexpectedArguments(const CLI::ParseError& error) {
   return words;
 }
 
-std::string ErrorMessage(const CLI::ParseError& error) {
+std::string ErrorMessage(const CLI::ParseError& error, const CLI::App* app) {
   const std::vector<std::string> extras = UnexpectedArguments(error);
   if (extras.empty()) return error.what();
   const std::string& first = extras.front();
   if (first.rfind("-", 0) == 0) {
     const size_t eq = first.find('=');
-    return "unknown flag " + (eq == std::string::npos ? first : first.substr(0, eq));
+    const std::string flag = eq == std::string::npos ? first : first.substr(0, eq);
+    std::string message = "unknown flag " + flag;
+    if (app != nullptr && flag.rfind("--", 0) == 0) {
+      // Long names compared without dashes or underscores' spelling: --top-k and --top_k alike.
+      const auto plain = [](std::string s) {
+        std::replace(s.begin(), s.end(), '_', '-');
+        return s;
+      };
+      std::vector<std::string> names;
+      for (const CLI::Option* o : app->get_options()) {
+        for (const std::string& n : o->get_lnames()) names.push_back(plain(n));
+      }
+      const std::string closest = ClosestName(plain(flag.substr(2)), names);
+      if (!closest.empty()) message += " (did you mean --" + closest + "?)";
+    }
+    return message;
   }
   return "unexpected argument '" + first + "'";
 }
@@ -109,7 +125,7 @@ std::optional<int> Parse(CLI::App& app, const std::vector<std::string>& args, st
         failed = sub;
       }
     }
-    std::string message = ErrorMessage(e);
+    std::string message = ErrorMessage(e, failed);
     if (rewrite) message = rewrite(*failed, message);
     err << where << ": " << message << "\n"
         << "run '" << where << " --help' for the flags\n";

@@ -34,7 +34,9 @@ std::optional<int> Parse(CLI::App& app, int argc, const char* const* argv, std::
 
 // CLI11's wording for a parse error, made to say "unknown flag --x" for
 // arguments no option takes.
-std::string ErrorMessage(const CLI::ParseError& error);
+// With `app` (the command that failed), an unknown flag near one of its
+// flags adds "(did you mean --seed?)".
+std::string ErrorMessage(const CLI::ParseError& error, const CLI::App* app = nullptr);
 
 // For binaries with their own small parsers (the benchmarks): when argv holds
 // --help/-h or --version, prints `usage` or the version line to stdout and

@@ -99,7 +99,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv) 
   } catch (const CLI::CallForVersion&) {
     cl.version = true;
   } catch (const CLI::ParseError& e) {
-    std::string message = cli::ErrorMessage(e);
+    std::string message = cli::ErrorMessage(e, app.get());
     if (message.rfind("unknown flag ", 0) == 0) {
       absl::StrAppend(&message, " (not a config key)");
     }

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/edit_distance.h"
 #include "kernels/sparse/policy.h"
 
 namespace argen::sparse {
@@ -96,38 +97,15 @@ std::string_view PolicyName(PolicyKind kind) {
   return "unknown";
 }
 
-namespace {
-
-// Levenshtein distance: the edits between a misspelt name and a known one.
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-}  // namespace
-
 std::string ClosestPolicyName(std::string_view name) {
   const std::string lower = absl::AsciiStrToLower(std::string(name));
-  std::string_view best;
-  size_t best_distance = std::max<size_t>(2, lower.size() / 3) + 1;  // a third of the letters at most
+  std::vector<std::string> names;
+  for (const NamedKind& n : kNames) names.emplace_back(n.name);
+  const std::string closest = ClosestName(lower, names);
   for (const NamedKind& n : kNames) {
-    const size_t d = EditDistance(lower, n.name);
-    if (d < best_distance) {
-      best_distance = d;
-      best = PolicyName(n.kind);
-    }
+    if (n.name == closest) return std::string(PolicyName(n.kind));  // the canonical name of an alias
   }
-  return std::string(best);
+  return "";
 }
 
 absl::StatusOr<PolicyKind> ParsePolicyName(std::string_view name) {

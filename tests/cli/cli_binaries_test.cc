@@ -123,6 +123,17 @@ TEST(CliBinariesTest, UnknownFlagsAreNamedAndExitTwo) {
   r = Execute({ARGEN_CLIENT_BIN, "generate", "--prompt", "x", "--colour", "red"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("unknown flag --colour"), std::string::npos) << r.out;
+  // A misspelt flag: the nearest one is suggested (either spelling of a long flag).
+  r = Execute({ARGEN_CLIENT_BIN, "generate", "--prompt", "x", "--seeed", "3"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("unknown flag --seeed (did you mean --seed?)"), std::string::npos) << r.out;
+  r = Execute({ARGEN_CLIENT_BIN, "generate", "--prompt", "x", "--topk", "3"});
+  EXPECT_NE(r.out.find("(did you mean --top-k?)"), std::string::npos) << r.out;
+  r = Execute({ARGEN_SERVER_BIN, "--prot", "5"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("unknown flag --prot (did you mean --port?)"), std::string::npos) << r.out;
+  EXPECT_EQ(Execute({ARGEN_CLIENT_BIN, "generate", "--prompt", "x", "--colour", "red"}).out.find("did you mean"),
+            std::string::npos);  // nothing near
   r = Execute({ARGEN_CLIENT_BIN, "paint"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("unknown command 'paint'"), std::string::npos) << r.out;
