@@ -4,6 +4,7 @@
 #include <chrono>
 #include <climits>
 
+#include "absl/strings/str_cat.h"
 #include "client/interrupt.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -16,6 +17,28 @@ void PrepareContext(grpc::ClientContext& context, double timeout_seconds) {
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000)));
   }
+}
+
+absl::Status CheckImagesPerRequest(v1::ArGen::Stub& stub, double timeout_seconds,
+                                   const std::vector<std::pair<int32_t, int>>& counts,
+                                   const std::string& prompts_file) {
+  int32_t most = 1;
+  int line = 0;
+  for (const auto& [count, at] : counts) {
+    if (count > most) {
+      most = count;
+      line = at;
+    }
+  }
+  if (most <= 1) return absl::OkStatus();
+  grpc::ClientContext context;
+  PrepareContext(context, timeout_seconds > 0 ? std::min(timeout_seconds, 10.0) : 10);
+  v1::ModelInfo info;
+  if (!stub.GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok()) return absl::OkStatus();
+  if (info.max_images_per_request() <= 0 || most <= info.max_images_per_request()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      line > 0 ? absl::StrCat(prompts_file, ":", line, ": count ") : std::string("--count "), most,
+      ": the server takes at most ", info.max_images_per_request(), " images per request (argen_client info)"));
 }
 
 GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& request, const CallOptions& options,

@@ -5,9 +5,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "argen/v1/argen.grpc.pb.h"
+#include "absl/status/status.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 
@@ -39,6 +41,14 @@ GenerateResult CallGenerate(v1::ArGen::Stub& stub, const v1::GenerateRequest& re
 
 // The deadline of a call; 0: none.
 void PrepareContext(grpc::ClientContext& context, double timeout_seconds);
+
+// A request for more images than the server takes would fail after the
+// connection: the most images any request asks (`counts`: images, and the
+// line of `prompts_file` that asks it, 0: the command line's --count) against
+// the server's max_images_per_request (GetModelInfo). OK within it, or when
+// the server cannot tell; else INVALID_ARGUMENT naming the source.
+absl::Status CheckImagesPerRequest(v1::ArGen::Stub& stub, double timeout_seconds,
+                                   const std::vector<std::pair<int32_t, int>>& counts, const std::string& prompts_file);
 
 // How the client reaches a server with TLS and API keys (all empty: plaintext, no key).
 struct ChannelSecurity {

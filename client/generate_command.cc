@@ -73,28 +73,12 @@ json JobJson(const Job& job) {
   return j;
 }
 
-// A request for more images than the server takes would fail after the
-// connection: say so as a command-line error, with the server's limit
-// (GetModelInfo; a server that cannot tell is left to judge).
+// The jobs' image counts for CheckImagesPerRequest (generate_call.h).
 absl::Status CheckImageCounts(v1::ArGen::Stub& stub, const CommonOptions& common, const std::vector<Job>& jobs,
                               const std::string& prompts_file) {
-  int32_t most = 1;
-  int line = 0;
-  for (const Job& job : jobs) {
-    if (job.request.num_images() > most) {
-      most = job.request.num_images();
-      line = job.line;
-    }
-  }
-  if (most <= 1) return absl::OkStatus();
-  grpc::ClientContext context;
-  PrepareContext(context, common.timeout_seconds > 0 ? std::min(common.timeout_seconds, 10.0) : 10);
-  v1::ModelInfo info;
-  if (!stub.GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok()) return absl::OkStatus();
-  if (info.max_images_per_request() <= 0 || most <= info.max_images_per_request()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      line > 0 ? absl::StrCat(prompts_file, ":", line, ": count ") : std::string("--count "), most,
-      ": the server takes at most ", info.max_images_per_request(), " images per request (argen_client info)"));
+  std::vector<std::pair<int32_t, int>> counts;
+  for (const Job& job : jobs) counts.emplace_back(job.request.num_images(), job.line);
+  return CheckImagesPerRequest(stub, common.timeout_seconds, counts, prompts_file);
 }
 
 }  // namespace

@@ -84,6 +84,7 @@ int RunLoad(const CommonOptions& common, const LoadOptions& options, std::ostrea
     policies.push_back(base->policy());
   }
   std::vector<v1::GenerateRequest> lines = {*base};
+  std::vector<int> line_numbers = {0};  // per line: its line in the prompts file (0: the command line)
   if (!options.prompts_file.empty()) {
     absl::StatusOr<PromptsFile> file = ReadPromptsFile(options.prompts_file, *base);
     if (!file.ok()) {
@@ -91,7 +92,11 @@ int RunLoad(const CommonOptions& common, const LoadOptions& options, std::ostrea
       return file.status().code() == absl::StatusCode::kNotFound ? kLocalError : kUsage;
     }
     lines.clear();
-    for (PromptLine& l : file->lines) lines.push_back(std::move(l.request));
+    line_numbers.clear();
+    for (PromptLine& l : file->lines) {
+      lines.push_back(std::move(l.request));
+      line_numbers.push_back(l.line);
+    }
   }
   const bool open_loop = options.rate > 0;
   const int64_t limit = options.requests > 0 ? options.requests : (options.duration > 0 ? INT64_MAX : 16);
@@ -99,6 +104,17 @@ int RunLoad(const CommonOptions& common, const LoadOptions& options, std::ostrea
   const uint64_t seed0 = options.request.seed.value_or(1);
 
   auto stub = v1::ArGen::NewStub(MakeChannel(common.server, common.max_message_bytes, common.security));
+  {
+    // More images per request than the server takes would fail every request: say so first.
+    std::vector<std::pair<int32_t, int>> counts;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      counts.emplace_back(lines[i].num_images(), line_numbers[i]);
+    }
+    if (absl::Status s = CheckImagesPerRequest(*stub, common.timeout_seconds, counts, options.prompts_file); !s.ok()) {
+      err << "argen_client load: " << s.message() << "\n";
+      return kUsage;
+    }
+  }
   std::mutex mu;
   std::condition_variable cv;
   std::vector<Outcome> outcomes;

@@ -57,6 +57,14 @@ TEST(SurfacesTest, CountAboveTheServersLimitIsACommandLineError) {
       client::RunClient({"--server=" + t.address, "generate", "-p", "x", "-n", "4", "--out", dir.string()}, out, err),
       client::kOk)
       << err.str();
+  // load: every request would fail, so it is refused before any is sent.
+  err.str("");
+  EXPECT_EQ(
+      client::RunClient({"--server=" + t.address, "load", "-p", "x", "--count", "5", "--requests", "2"}, out, err),
+      client::kUsage);
+  EXPECT_NE(err.str().find("argen_client load: --count 5: the server takes at most 4 images per request"),
+            std::string::npos)
+      << err.str();
 }
 
 TEST(SurfacesTest, MetricsHaveTransportModelStagesFirstPreviewAndHttpStatus) {
