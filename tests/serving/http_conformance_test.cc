@@ -183,9 +183,10 @@ TEST(HttpConformanceTest, APromptOverTheTokenLimitNamesPromptOnTheRealEngine) {
     EXPECT_EQ(e["param"], "prompt") << r->body.substr(0, 300);
     EXPECT_NE(e["message"].get<std::string>().find("max_prompt_tokens"), std::string::npos) << r->body.substr(0, 300);
   }
-  // A request the HTTP layer cannot parse at all has a code too.
+  // A request the HTTP layer cannot parse at all (an unknown HTTP version:
+  // refused at the request line, with no read to wait out) has a code too.
   const std::string raw =
-      HttpExchange((*server)->http_port(), "POST /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+      HttpExchange((*server)->http_port(), "POST /v1/models HTTP/9\r\nHost: x\r\nConnection: close\r\n\r\n");
   EXPECT_NE(raw.find("\"code\":\"malformed_request\""), std::string::npos) << raw;
 }
 
