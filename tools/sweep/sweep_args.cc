@@ -82,7 +82,8 @@ const char* SweepUsage() {
          "  --deadline-seconds S    admit no request S seconds after start; running ones finish and are\n"
          "                          written, then exit 0 naming the requests left (--resume continues) [0: none]\n"
          "  --seed S                prompt p uses seed S+p, image i its stream i [0]\n"
-         "  --cfg W --temperature T --top_k K --top_p P   sampling [5, 1, 0, 1]\n"
+         "  --cfg W --temperature T --top_k K --top_p P   sampling [the model's defaults, as the server's]\n"
+         "  --negative-prompt TEXT  every request's guidance (unconditional) prompt [the model family's]\n"
          "  --size WxH              the image size, one of the model's sizes [auto: the model's default]\n"
          "  --kv-cache-dtype D      KV cache storage of every request: auto (bf16 on cuda, f32 on cpu) or fp8\n"
          "                          (e4m3, per-vector scales; the cpu rounds through e4m3) [auto]\n"
@@ -129,6 +130,7 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
       {"--temperature", Float("--temperature", &a.sampling.temperature)},
       {"--top_k", Int("--top_k", &a.sampling.top_k, 0)},
       {"--top_p", Float("--top_p", &a.sampling.top_p)},
+      {"--negative-prompt", Text("--negative-prompt", &a.negative_prompt)},
   };
   // CLI11 tokenizes (--name value, --name=value); each flag's setter keeps its
   // own message, and CLI11's are reworded to this parser's ("unknown
@@ -174,6 +176,11 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
   } catch (const CLI::ParseError& e) {
     return absl::InvalidArgumentError(cli::ErrorMessage(e));
   }
+  a.cfg_given = app.count("--cfg") > 0;
+  a.temperature_given = app.count("--temperature") > 0;
+  a.top_k_given = app.count("--top_k") > 0;
+  a.top_p_given = app.count("--top_p") > 0;
+
   if (a.help || a.version) return a;
   if (a.model.empty()) return absl::InvalidArgumentError("--model is required");
   if (a.out.empty()) return absl::InvalidArgumentError("--out is required");
@@ -234,6 +241,15 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
                                                    policies, " has none"));
   }
   return a;
+}
+
+engine::SamplingParams EffectiveSampling(const SweepArgs& args, const engine::SamplingParams& model_defaults) {
+  engine::SamplingParams s = model_defaults;
+  if (args.cfg_given) s.cfg_weight = args.sampling.cfg_weight;
+  if (args.temperature_given) s.temperature = args.sampling.temperature;
+  if (args.top_k_given) s.top_k = args.sampling.top_k;
+  if (args.top_p_given) s.top_p = args.sampling.top_p;
+  return s;
 }
 
 }  // namespace argen::sweep

@@ -37,8 +37,10 @@ struct SweepArgs {
   int32_t shard_count = 1;
   std::string exclude;              // file of "<config> <prompt index>" lines done elsewhere: skipped
   uint64_t seed = 0;                // prompt p uses seed + p; image i its stream i
-  engine::SamplingParams sampling;  // seed unused here
-  int32_t width = 0, height = 0;    // --size WxH, one of the model's sizes; 0, 0: its default
+  engine::SamplingParams sampling;  // seed unused here; the fields given on the command line:
+  bool cfg_given = false, temperature_given = false, top_k_given = false, top_p_given = false;
+  std::string negative_prompt;    // --negative-prompt: every request's guidance row ("": the family's)
+  int32_t width = 0, height = 0;  // --size WxH, one of the model's sizes; 0, 0: its default
   sparse::KvFormat kv_format = sparse::KvFormat::kAuto;            // --kv-cache-dtype: every request's KV storage
   model::WeightFormat weight_format = model::WeightFormat::kAuto;  // --weight-dtype: the layers' projections
   bool resume = false;
@@ -46,6 +48,11 @@ struct SweepArgs {
   bool help = false;
   bool version = false;
 };
+
+// The run's sampling: the model's defaults (engine::ModelInfo::default_sampling,
+// which the server and argen_generate use), with the fields given on the
+// command line in their place.
+engine::SamplingParams EffectiveSampling(const SweepArgs& args, const engine::SamplingParams& model_defaults);
 
 // Usage text printed with --help and after a usage error.
 const char* SweepUsage();

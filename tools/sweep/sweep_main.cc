@@ -122,7 +122,8 @@ int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point star
   settings.images_per_prompt = args.images_per_prompt;
   settings.max_batch_rows = args.max_batch_rows;
   settings.seed = args.seed;
-  settings.sampling = args.sampling;
+  settings.sampling = sweep::EffectiveSampling(args, (*engine)->info().default_sampling);
+  settings.negative_prompt = args.negative_prompt;
   settings.n_recent = args.n_recent;
   settings.width = args.width;
   settings.height = args.height;
@@ -152,7 +153,10 @@ int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point star
   }
   const fs::path settings_path = fs::path(args.out) / "sweep_settings.json";
   const fs::path manifest_path = fs::path(args.out) / "manifest.jsonl";
-  const nlohmann::json settings_json = sweep::SettingsJson(args, (*engine)->info().name);
+  // --resume compares what the run uses: the sampling after the model's defaults.
+  sweep::SweepArgs effective = args;
+  effective.sampling = settings.sampling;
+  const nlohmann::json settings_json = sweep::SettingsJson(effective, (*engine)->info().name);
   sweep::ResumeState resume;
   if (args.resume && fs::exists(settings_path)) {
     std::ifstream in(settings_path);

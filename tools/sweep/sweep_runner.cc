@@ -38,6 +38,7 @@ sparse::KvFormat KvFormatOf(const WorkItem& item, const RunSettings& settings) {
 engine::GenerationRequest MakeRequest(const WorkItem& item, const RunSettings& settings) {
   engine::GenerationRequest r;
   r.prompt = item.prompt->prompt;
+  r.negative_prompt = settings.negative_prompt;
   r.num_images = settings.images_per_prompt;
   r.width = settings.width;
   r.height = settings.height;

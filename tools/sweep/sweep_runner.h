@@ -32,10 +32,11 @@ struct RunSettings {
   std::string out_dir;
   int32_t images_per_prompt = 4;
   int32_t max_batch_rows = 256;
-  uint64_t seed = 0;                // prompt p: seed + p, the same for every configuration
-  engine::SamplingParams sampling;  // its seed is replaced per prompt
-  int32_t n_recent = 0;             // diagonal policies' N_r (--n-recent); 0: the policy's default
-  int32_t width = 0, height = 0;    // the image size (--size); 0, 0: the model's default
+  uint64_t seed = 0;                                     // prompt p: seed + p, the same for every configuration
+  engine::SamplingParams sampling;                       // its seed is replaced per prompt
+  std::string negative_prompt;                           // every request's ("": the family's)
+  int32_t n_recent = 0;                                  // diagonal policies' N_r (--n-recent); 0: the policy's default
+  int32_t width = 0, height = 0;                         // the image size (--size); 0, 0: the model's default
   sparse::KvFormat kv_format = sparse::KvFormat::kAuto;  // every request's KV storage (--kv-cache-dtype)
   // No request is admitted at or after this time; running ones finish and are
   // written (--deadline-seconds). Unset: no deadline.

@@ -91,6 +91,42 @@ TEST(SweepArgsTest, ParsesEveryOption) {
   EXPECT_TRUE(a->resume);
 }
 
+// The run samples as the server does: the model's defaults (the shipped
+// model's cfg 3), with what the command line gives in their place; the
+// negative prompt reaches every request.
+TEST(SweepArgsTest, SamplingIsTheModelsDefaultsWithTheGivenFieldsInTheirPlace) {
+  engine::SamplingParams model;
+  model.cfg_weight = 3.0f;
+  model.temperature = 1.0f;
+  model.top_k = 2000;
+  model.top_p = 1.0f;
+  absl::StatusOr<SweepArgs> none = ParseSweepArgs({"--model", "m", "--out", "o"});
+  ASSERT_TRUE(none.ok()) << none.status();
+  const engine::SamplingParams same = EffectiveSampling(*none, model);
+  EXPECT_FLOAT_EQ(same.cfg_weight, 3.0f);
+  EXPECT_EQ(same.top_k, 2000);
+  EXPECT_TRUE(none->negative_prompt.empty());
+  absl::StatusOr<SweepArgs> some =
+      ParseSweepArgs({"--model", "m", "--out", "o", "--cfg", "4.5", "--top_p", "0.9", "--negative-prompt", "blurry"});
+  ASSERT_TRUE(some.ok()) << some.status();
+  const engine::SamplingParams mixed = EffectiveSampling(*some, model);
+  EXPECT_FLOAT_EQ(mixed.cfg_weight, 4.5f);
+  EXPECT_FLOAT_EQ(mixed.top_p, 0.9f);
+  EXPECT_FLOAT_EQ(mixed.temperature, 1.0f);  // not given: the model's
+  EXPECT_EQ(mixed.top_k, 2000);
+  EXPECT_EQ(some->negative_prompt, "blurry");
+  RunSettings settings;
+  settings.negative_prompt = some->negative_prompt;
+  settings.images_per_prompt = 1;
+  BenchmarkPrompt prompt;
+  prompt.prompt = "a cat";
+  SweepConfig config;
+  WorkItem item;
+  item.prompt = &prompt;
+  item.config = &config;
+  EXPECT_EQ(MakeRequest(item, settings).negative_prompt, "blurry");
+}
+
 TEST(SweepArgsTest, NRecentIsUnsetByDefaultAndParsed) {
   absl::StatusOr<SweepArgs> a = ParseSweepArgs({"--model", "m", "--out", "o"});
   ASSERT_TRUE(a.ok()) << a.status();
