@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -27,6 +29,17 @@ inline nlohmann::json ReadJson(const std::string& relative) {
   std::stringstream ss;
   ss << in.rdbuf();
   return nlohmann::json::parse(ss.str());
+}
+
+// A raw little-endian float32 golden (a .f32 file written by a goldens
+// script), at `path` as given.
+inline std::vector<float> ReadF32(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "cannot open " << path;
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<float> v(bytes.size() / sizeof(float));
+  if (!v.empty()) std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+  return v;
 }
 
 // ||actual - expected|| / ||expected|| over n values

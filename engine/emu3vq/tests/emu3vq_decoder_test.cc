@@ -20,21 +20,12 @@
 namespace argen::emu3vq {
 namespace {
 
+using test_support::ReadF32;
 using test_support::ReadJson;
 using test_support::RelativeError;
 using test_support::SourceDir;
 
 constexpr double kTolerance = 1e-4;
-
-std::vector<float> ReadF32(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << path;
-  in.seekg(0, std::ios::end);
-  std::vector<float> v(static_cast<size_t>(in.tellg()) / sizeof(float));
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
-  return v;
-}
 
 nlohmann::json ConfigOf(const std::string& relative) { return ReadJson(relative + "/config.json"); }
 

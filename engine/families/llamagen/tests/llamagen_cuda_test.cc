@@ -27,6 +27,7 @@
 namespace argen::llamagen {
 namespace {
 
+using test_support::ReadF32;
 using test_support::ReadJson;
 using test_support::RelativeError;
 using test_support::SourceDir;
@@ -36,14 +37,6 @@ constexpr double kFp8Tolerance = 0.15;  // bf16 weights, fp8 KV
 const char kRel[] = "tests/goldens/tiny/tiny-llamagen-c2i";
 
 std::string Dir() { return SourceDir() + "/" + kRel; }
-
-std::vector<float> ReadF32(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
-  std::vector<float> v(bytes.size() / sizeof(float));
-  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
-  return v;
-}
 
 class LlamaGenCudaLogitsTest : public ::testing::TestWithParam<sparse::KvFormat> {};
 

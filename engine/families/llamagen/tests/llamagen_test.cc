@@ -33,6 +33,7 @@ namespace argen::llamagen {
 namespace {
 
 namespace fs = std::filesystem;
+using test_support::ReadF32;
 using test_support::ReadJson;
 using test_support::RelativeError;
 using test_support::SourceDir;
@@ -46,13 +47,6 @@ std::string ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   EXPECT_TRUE(in.good()) << path;
   return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::vector<float> ReadF32(const std::string& path) {
-  const std::string bytes = ReadBytes(path);
-  std::vector<float> v(bytes.size() / sizeof(float));
-  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
-  return v;
 }
 
 TEST(LlamaGenConfigTest, TinyConfigAndTheFileNameTable) {

@@ -20,26 +20,17 @@
 #include "engine/model/weight_source.h"
 #include "engine/sparse/policy_params.h"
 #include "gtest/gtest.h"
+#include "tests/support/golden_files.h"
 
 namespace argen::lumina {
 namespace {
 
+using test_support::ReadF32;
 using testing::ReadJson;
 using testing::RelativeError;
 using testing::SourceDir;
 
 constexpr double kTolerance = 1e-4;
-
-std::vector<float> ReadF32(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << path;
-  in.seekg(0, std::ios::end);
-  const size_t bytes = static_cast<size_t>(in.tellg());
-  in.seekg(0);
-  std::vector<float> v(bytes / sizeof(float));
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
-  return v;
-}
 
 class LuminaLogitsTest : public ::testing::TestWithParam<std::string> {};
 
