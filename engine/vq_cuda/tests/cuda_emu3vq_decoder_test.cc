@@ -11,8 +11,9 @@
 // Bounds (fp32): floats within kFloatTol of the CPU relative to max(1, |cpu|)
 // (the same computation in another summation order); RGB8 bytes within 1
 // level, at most 0.5% of them off by one (a float within rounding of an
-// integer boundary truncates to its neighbour); the PyTorch golden of the
-// tiny tokenizer within the CPU test's 1e-4 (L2-relative). TF32: kTf32FloatTol.
+// integer boundary truncates to its neighbour; 2% at the published shape);
+// the PyTorch golden of the tiny tokenizer within the CPU test's 1e-4
+// (L2-relative). TF32: kTf32FloatTol. Not yet measured on a GPU.
 #include "engine/vq_cuda/cuda_emu3vq_decoder.h"
 
 #include <algorithm>
@@ -46,11 +47,12 @@ using test_support::ReadJson;
 using test_support::RelativeError;
 using test_support::SourceDir;
 
-constexpr double kFloatTol = 1e-4;        // fp32, relative to max(1, |cpu|)
-constexpr double kShapeFloatTol = 5e-4;   // fp32 through the published shape's ~40 layers
-constexpr double kTf32FloatTol = 5e-2;    // TF32 GEMMs (10-bit mantissa inputs)
-constexpr double kOffByOneShare = 0.005;  // fp32: RGB8 bytes one level off
-constexpr double kGoldenTol = 1e-4;       // L2-relative against PyTorch, as the CPU test
+constexpr double kFloatTol = 1e-4;            // fp32, relative to max(1, |cpu|)
+constexpr double kShapeFloatTol = 5e-4;       // fp32 through the published shape's ~40 layers
+constexpr double kTf32FloatTol = 5e-2;        // TF32 GEMMs (10-bit mantissa inputs)
+constexpr double kOffByOneShare = 0.005;      // fp32: RGB8 bytes one level off
+constexpr double kShapeOffByOneShare = 0.02;  // the same through the published shape's depth
+constexpr double kGoldenTol = 1e-4;           // L2-relative against PyTorch, as the CPU test
 
 struct Tiny {
   Emu3VqConfig config;
@@ -127,12 +129,12 @@ Diff Compare(Emu3VqDecoder& cpu, CudaEmu3VqDecoder& gpu, const std::vector<CodeG
   return d;
 }
 
-void ExpectClose(const Diff& d, double float_tol, const std::string& what) {
+void ExpectClose(const Diff& d, double float_tol, double off_by_one_share, const std::string& what) {
   std::cout << what << ": max relative float error " << d.max_rel << ", max byte diff " << d.max_byte << ", "
             << d.off_by_one << " of " << d.bytes << " bytes off\n";
   EXPECT_LE(d.max_rel, float_tol) << what;
   EXPECT_LE(d.max_byte, 1) << what;
-  EXPECT_LE(static_cast<double>(d.off_by_one), kOffByOneShare * static_cast<double>(d.bytes)) << what;
+  EXPECT_LE(static_cast<double>(d.off_by_one), off_by_one_share * static_cast<double>(d.bytes)) << what;
 }
 
 class CudaEmu3VqTinyTest : public ::testing::TestWithParam<Emu3VqNaming> {};
@@ -168,7 +170,7 @@ TEST_P(CudaEmu3VqTinyTest, MatchesTheCpuDecoderAndPyTorch) {
   const std::pair<int32_t, int32_t> sizes[] = {{5, 3}, {3, 5}, {8, 8}, {1, 1}, {3, 5}, {5, 3}, {3, 5}, {2, 7}};
   uint32_t seed = 1;
   for (const auto& [h, w] : sizes) grids.push_back(RandomGrid(h, w, t.config.codebook_size, seed++));
-  ExpectClose(Compare(**cpu, **gpu, grids), kFloatTol, "tiny, mixed sizes");
+  ExpectClose(Compare(**cpu, **gpu, grids), kFloatTol, kOffByOneShare, "tiny, mixed sizes");
 
   // Bad grids: the CPU decoder's status, word for word, before anything decodes.
   std::vector<CodeGrid> bad = grids;
@@ -271,7 +273,7 @@ TEST(CudaEmu3VqShapeTest, PublishedShapeWithRandomWeightsMatchesTheCpuDecoder) {
   const std::vector<CodeGrid> grids = {RandomGrid(8, 10, config.codebook_size, 1),
                                        RandomGrid(10, 8, config.codebook_size, 2),
                                        RandomGrid(8, 10, config.codebook_size, 3)};
-  ExpectClose(Compare(**cpu, **gpu, grids), kShapeFloatTol, "published shape, random weights");
+  ExpectClose(Compare(**cpu, **gpu, grids), kShapeFloatTol, kShapeOffByOneShare, "published shape, random weights");
 }
 
 TEST(CudaEmu3VqOptionsTest, BadOptionsAreInvalidArgument) {

@@ -168,7 +168,7 @@ EngineOptions Emu3Options(const std::string& vq_backend, const std::string& vq_p
 
 // Decode sequences of the tiny Emu3 (visual ids, a row end after every row
 // but the last): 4 x 4 codes (its default 32 x 32 px) and 5 x 3 (40 x 24 px).
-std::vector<std::vector<int32_t>> Emu3Sequences() {
+[[maybe_unused]] std::vector<std::vector<int32_t>> Emu3Sequences() {  // used where CUDA is built
   const nlohmann::json g = test_support::ReadJson("tests/goldens/tiny/emu3-goldens/goldens.json");
   const int32_t row_end = g["ids"]["<|extra_200|>"].get<int32_t>();
   const int32_t first = g["first_visual_id"].get<int32_t>(), codes = g["codebook_size"].get<int32_t>();
