@@ -34,7 +34,8 @@ run_scenario() {
       for run in 1 2; do
         s=$(date +%s.%N)
         guarded 200 "$b/argen_client" --server localhost:50097 generate --prompt "a red circle above a blue square" \
-          --count 1 --seed "$run" --out "$LAB_WORK/emu3_png_$policy" --json >"$LAB_WORK/emu3_lone.json"
+          --count 1 --seed "$run" --out "$LAB_WORK/emu3_png_$policy" --json >"$LAB_WORK/emu3_lone.json" \
+          2>>"$LAB_WORK/emu3_client.err"
         e=$(date +%s.%N)
         echo "$label lone run $run: client wall $(awk -v s="$s" -v e="$e" 'BEGIN { printf "%.2f", e - s }') s," \
           "$(emu3_metrics "$LAB_WORK/emu3_lone.json")"
@@ -42,11 +43,14 @@ run_scenario() {
       # n images at once: n requests in flight (one image each).
       s=$(date +%s.%N)
       guarded 300 "$b/argen_client" --server localhost:50097 generate --prompts-file "$LAB_WORK/emu3_captions.txt" \
-        --parallel "$n" --seed 1 --out "$LAB_WORK/emu3_png_${policy}_$n" --json >"$LAB_WORK/emu3_batch.json"
+        --parallel "$n" --seed 1 --out "$LAB_WORK/emu3_png_${policy}_$n" --json >"$LAB_WORK/emu3_batch.json" \
+        2>>"$LAB_WORK/emu3_client.err"
       e=$(date +%s.%N)
       echo "$label $n concurrent: client wall $(awk -v s="$s" -v e="$e" 'BEGIN { printf "%.2f", e - s }') s," \
         "$(emu3_metrics "$LAB_WORK/emu3_batch.json")"
       server_stop
+      grep -h "^argen_client:" "$LAB_WORK/emu3_client.err" 2>/dev/null | sort | uniq -c | head -3 | sed "s/^/$label client: /"
+      rm -f "$LAB_WORK/emu3_client.err"
     done
   done
   SBIN=""
@@ -55,13 +59,13 @@ run_scenario() {
 emu3_metrics() {  # FILE
   sed 's/[,{}]/\n/g' "$1" | awk -F': *' '
     $1 ~ /"wall_seconds"/ { w += $2; nw++ } $1 ~ /"decode_seconds"/ && $1 !~ /vq_/ { d += $2; nd++ }
-    $1 ~ /"vq_decode_seconds"/ { v += $2; nv++ }
-    END { printf "%d requests: mean wall %.2f s, decode %.2f s, vision decode + PNG %.3f s", nw,
+    $1 ~ /"vq_decode_seconds"/ { v += $2; nv++ } $1 ~ /"status"/ && $2 ~ /"OK"/ { ok++ }
+    END { printf "%d requests (%d OK): mean wall %.2f s, decode %.2f s, vision decode + PNG %.3f s", nw, ok,
             nw ? w / nw : 0, nd ? d / nd : 0, nv ? v / nv : 0 }'
 }
 # Ratios are dense / diagonal of the same bundle, size and load: the requests' mean wall (client side).
 summarize() {
-  grep -h -E "^== | lone run | concurrent: |not healthy|no checkpoint|server rc|Emu3 vision decoder" "$1" | cut -c1-220
+  grep -h -E "^== | lone run | concurrent: |not healthy|no checkpoint|server rc|Emu3 vision decoder| client: " "$1" | cut -c1-220
   # "<bundle> <policy> <px>px lone run 2: ..." and "<bundle> <policy> <px>px N concurrent: ...", each with "mean wall S"
   awk 'match($0, /mean wall [0-9.]+/) { m = substr($0, RSTART + 10, RLENGTH - 10) }
        $4 == "lone" && $6 == "2:" { k = $1 " " $3 " lone image"; w[k, $2] = m; keys[k] = 1 }
