@@ -1,5 +1,5 @@
 # Emu3-Gen (8.5B shape, random weights in BAAI's layout) through the server: one lone image, dense against
-# diagonal 95% N_r 64, then EMU3_CONCURRENT (default 16) images at once; the server's vision-decode time apart.
+# diagonal 95% N_r EMU3_N_RECENT (default five image rows), then EMU3_CONCURRENT (default 16) images at once; the server's vision-decode time apart.
 # EMU3_PX: 512 (default: config image_area 512^2, 64 x 65 + 3 = 4,163 tokens, ~400 s in all) or 720 (the
 # published 720^2: 90 x 91 + 3 = 8,193 tokens; about twice as long, so with EMU3_POLICIES=dense or =diagonal
 # (default "dense diagonal") a call at DEADLINE 570 holds one policy).
@@ -24,7 +24,8 @@ run_scenario() {
     # shellcheck disable=SC2086  # EMU3_POLICIES is a list
     for policy in ${EMU3_POLICIES:-dense diagonal}; do
       local extra=("--default_policy.name=$policy")
-      [ "$policy" = diagonal ] && extra+=(--default_policy.sparsity=0.95 --default_policy.n_recent=64)
+      # N_r: 95% of 4,163 (512 px) leaves N_att 208 > 64, so the window is EMU3_N_RECENT (default five image rows: 325 at 512 px, 455 at 720).
+      [ "$policy" = diagonal ] && extra+=(--default_policy.sparsity=0.95 "--default_policy.n_recent=${EMU3_N_RECENT:-$((5 * (px / 8 + 1)))}")
       log=$OUT/emu3_server_$policy.log
       label="${AB_NAMES[$i]} $policy ${px}px"
       stamp "$label: server"
