@@ -34,6 +34,12 @@ Writes tests/goldens/tiny/tiny-nextstep/:
   vae_tokens.f32       [L][token_dim] tokens of one image (VAE_GRID x VAE_GRID)
   vae_pixels.f32       vae.decode(unpatchify(tokens) / scaling_factor + shift_factor), [3][H][W]
   vae_rgb8             the pipeline's to_pil: ((x / 2 + 0.5).clamp(0, 1) * 255).round() uint8, [H][W][3]
+  generate_*           NextStepPipeline.generate_image of CAPTIONS[0] (GENERATE_GRID^2 tokens, cfg,
+                       shift, steps, seed in goldens.json "generate"), recorded as it runs: hidden
+                       [token][cond, uncond][hidden] (the final-normed last hidden states handed to
+                       image_out_projector), noise [token * steps + draw][token_dim] (the head's randn
+                       draws), tokens [token][token_dim] (after use_norm), pixels [3][H][W] (the VAE's
+                       output) and rgb8 (the returned PIL image)
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from __future__ import annotations
 import argparse
 import importlib.machinery
 import json
+import os
 import sys
 import types
 from pathlib import Path
@@ -60,6 +67,7 @@ VAE_SCALE, VAE_SHIFT = 0.75, 0.125
 VELOCITY_ROWS = 3
 SAMPLE_PAIRS, SAMPLE_STEPS, SAMPLE_CFG, SAMPLE_SHIFT = 2, 6, 3.0, 2.0
 VAE_GRID = 3
+GENERATE_GRID, GENERATE_CFG, GENERATE_SHIFT, GENERATE_STEPS, GENERATE_SEED = 3, 3.0, 1.0, 4, 42
 # Qwen2's pre-tokenizer split (its tokenizer.json's Split regex).
 QWEN_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
                 r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
@@ -76,6 +84,8 @@ SPECIALS = {"<|endoftext|>": VOCAB - 6, "<|image_area|>": VOCAB - 5, "<|begin_of
 
 def import_official(repo: Path):
     sys.path.insert(0, str(repo))
+    # Eager: compile_utils.smart_compile compiles by default, which records nothing of our hooks reliably.
+    os.environ["ENABLE_TORCH_COMPILE"] = "false"
     from nextstep.models import modeling_flux_vae, modeling_fm_head
     from nextstep.models.configuration_nextstep import NextStepConfig
     from nextstep.models.modeling_nextstep import NextStep
@@ -135,6 +145,64 @@ def official_prompt_rows(pipeline, tokenizer, config, down_factor: int, caption:
     out = tokenizer(captions, padding="longest", truncation=False, add_special_tokens=True, return_tensors="pt")
     ids, mask = cls._add_prefix_ids(pipe, hw, out.input_ids, out.attention_mask)
     return tuple(ids[r][mask[r].bool()].tolist() for r in range(2))
+
+
+def official_generation(pipeline, fm_head, model, vae, tokenizer, down_factor: int) -> dict:
+    """NextStepPipeline.generate_image end to end on the tiny model, recording what it computes per image
+    token: the final-normed last hidden states it hands image_out_projector (cond, uncond), the head's
+    randn draws and its token (after use_norm), and the VAE's float output."""
+    pipe = pipeline.NextStepPipeline(model=model, tokenizer=tokenizer, vae=vae)
+    hidden: list[torch.Tensor] = []
+    draws: list[torch.Tensor] = []
+    tokens: list[torch.Tensor] = []
+    pixels: list[torch.Tensor] = []
+    projector, in_projector, decode, official_randn = (model.image_out_projector.forward,
+                                                        model.image_in_projector.forward, vae.decode,
+                                                        fm_head.randn_tensor)
+
+    def record_projector(h):
+        hidden.append(h.detach().clone().reshape(h.shape[0], -1))
+        return projector(h)
+
+    def record_token(t):  # decoding() feeds each sampled token back through image_in_projector
+        tokens.append(t.detach().clone().reshape(-1))
+        return in_projector(t)
+
+    def record_randn(shape, noise_repeat, device, dtype=torch.float32):
+        out = official_randn(shape, noise_repeat, device, dtype)
+        draws.append(out.clone())
+        return out
+
+    def record_decode(z, return_dict=True):
+        out = decode(z, return_dict)
+        pixels.append(out.sample.detach().clone())
+        return out
+
+    model.image_out_projector.forward = record_projector
+    model.image_in_projector.forward = record_token
+    fm_head.randn_tensor = record_randn
+    vae.decode = record_decode
+    hw = (GENERATE_GRID * down_factor, GENERATE_GRID * down_factor)
+    with torch.no_grad():
+        images = pipe.generate_image(captions=CAPTIONS[0], num_images_per_caption=1, positive_prompt=POSITIVE,
+                                     negative_prompt=NEGATIVE, hw=hw, use_norm=True, cfg=GENERATE_CFG,
+                                     timesteps_shift=GENERATE_SHIFT, num_sampling_steps=GENERATE_STEPS,
+                                     seed=GENERATE_SEED, progress=False)
+    fm_head.randn_tensor = official_randn
+    del model.image_out_projector.forward, model.image_in_projector.forward, vae.decode  # the classes' methods again
+    steps = GENERATE_GRID * GENERATE_GRID
+    assert len(hidden) == steps and len(tokens) == steps, (len(hidden), len(tokens))
+    assert len(draws) == steps * GENERATE_STEPS and len(pixels) == 1, (len(draws), len(pixels))
+    write_f32(OUT / "generate_tokens.f32", torch.stack(tokens))  # [token][token_dim], after use_norm
+    write_f32(OUT / "generate_hidden.f32", torch.stack(hidden))  # [token][row (cond, uncond)][hidden]
+    write_f32(OUT / "generate_noise.f32", torch.stack(draws))  # [token * steps + draw][1][token_dim]
+    write_f32(OUT / "generate_pixels.f32", pixels[0][0])
+    rgb = np.asarray(images[0], dtype=np.uint8)
+    (OUT / "generate_rgb8").write_bytes(rgb.tobytes())
+    return {"caption": CAPTIONS[0], "negative_prompt": NEGATIVE, "grid": GENERATE_GRID, "cfg": GENERATE_CFG,
+            "timesteps_shift": GENERATE_SHIFT, "steps": GENERATE_STEPS, "seed": GENERATE_SEED,
+            "hidden": "generate_hidden.f32", "noise": "generate_noise.f32", "tokens": "generate_tokens.f32",
+            "pixels": "generate_pixels.f32", "rgb8": "generate_rgb8", "height": rgb.shape[0], "width": rgb.shape[1]}
 
 
 def randomize(module: torch.nn.Module, gen: torch.Generator) -> None:
@@ -265,6 +333,7 @@ def main() -> None:
     (OUT / "vae_rgb8").write_bytes(rgb.contiguous().numpy().tobytes())
     goldens["vae"] = {"grid": VAE_GRID, "height": pixels.shape[1], "width": pixels.shape[2],
                       "tokens": "vae_tokens.f32", "pixels": "vae_pixels.f32", "rgb8": "vae_rgb8"}
+    goldens["generate"] = official_generation(pipeline, fm_head, model, vae, tokenizer, down_factor)
     (OUT / "goldens.json").write_text(json.dumps(goldens, indent=2, sort_keys=True) + "\n")
     print(f"wrote {OUT}")
 
