@@ -19,6 +19,7 @@ model::ModelSpec NextStepStackSpec(const NextStepConfig& config) {
   c.norm = model::NormKind::kRms;
   c.norm_eps = static_cast<float>(config.rms_norm_eps);
   c.rope_theta = static_cast<float>(config.rope_theta);
+  c.qkv_bias = true;
   const int64_t H = c.hidden_size, I = c.intermediate_size;
   const int64_t q_dim = int64_t{c.num_heads} * c.head_dim, kv_dim = int64_t{c.num_kv_heads} * c.head_dim;
   model::ModelSpec spec;
@@ -39,6 +40,17 @@ model::ModelSpec NextStepStackSpec(const NextStepConfig& config) {
     l.down = Linear(p + "mlp.down_proj", H, I);
   }
   spec.output.final_norm = RmsNorm("norm.weight", H);
+  return spec;
+}
+
+absl::StatusOr<model::ModelSpec> NextStepSpec(const NextStepConfig& config) {
+  model::ModelSpec spec = NextStepStackSpec(config);
+  spec.input.vector_in = ImageInProjector(config);
+  spec.output.vector_out = ImageOutProjector(config);
+  spec.output.token_dim = config.token_dim();
+  if (absl::Status s = model::CheckSpec(spec); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("config.json: ", s.message()));
+  }
   return spec;
 }
 

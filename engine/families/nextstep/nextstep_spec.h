@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+
 #include "engine/families/nextstep/nextstep_config.h"
 #include "engine/model/model_spec.h"
 
@@ -20,10 +22,16 @@ inline constexpr char kImageInProjector[] = "image_in_projector";    // token_di
 inline constexpr char kImageOutProjector[] = "image_out_projector";  // hidden_size -> hidden_size
 inline constexpr char kFlowHeadPrefix[] = "image_head.net.";
 
-// The stack (config, text embedding, layers, final norm). The input and output
-// stages are the engine's vector stages (image_in_projector, the token head),
-// set where the family binds them.
+// The stack (config, text embedding, layers, final norm) alone.
 model::ModelSpec NextStepStackSpec(const NextStepConfig& config);
+
+// The whole spec, a vector model (engine/model/step_plan.h "Vector inputs and
+// outputs"): stack.qkv_bias; prompts read embed_tokens; decode inputs are
+// token vectors through image_in_projector (input.vector_in; no input table:
+// nothing is ever forced); the output stage hands image_out_projector(final
+// norm(h)) (output.vector_out) to the token head (nextstep_token_head.h),
+// token_dim floats a token. Checked (CheckSpec); errors name config.json.
+absl::StatusOr<model::ModelSpec> NextStepSpec(const NextStepConfig& config);
 
 // image_in_projector and image_out_projector, both with biases.
 model::LinearRef ImageInProjector(const NextStepConfig& config);
