@@ -8,6 +8,7 @@
 // The uniform is the first output word's top 24 bits scaled to [0, 1).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -49,6 +50,25 @@ ARGEN_HOST_DEVICE float SampleUniform(uint64_t seed, uint32_t image_index, uint3
   const Philox4x32 out = Philox4x32_10(Philox4x32{{step, image_index, 0u, 0u}}, static_cast<uint32_t>(seed),
                                        static_cast<uint32_t>(seed >> 32));
   return static_cast<float>(out.v[0] >> 8) * (1.0f / 16777216.0f);
+}
+
+// Four standard normals for continuous-token sampling (NextStep-1's flow head):
+// quad `quad` of noise draw `draw` for image token `step` of image
+// `image_index`. Counter (step, image_index, 1 + draw, quad): word 2 >= 1
+// keeps these apart from SampleUniform's counters. Box-Muller on the four
+// outputs' top 24 bits, the first of each pair shifted into (0, 1] for the log.
+ARGEN_HOST_DEVICE void SampleNormal4(uint64_t seed, uint32_t image_index, uint32_t step, uint32_t draw, uint32_t quad,
+                                     float out[4]) {
+  const Philox4x32 r = Philox4x32_10(Philox4x32{{step, image_index, draw + 1u, quad}}, static_cast<uint32_t>(seed),
+                                     static_cast<uint32_t>(seed >> 32));
+  constexpr float kInv24 = 1.0f / 16777216.0f, kTwoPi = 6.283185307179586f;
+  for (int pair = 0; pair < 2; ++pair) {
+    const float u1 = static_cast<float>((r.v[2 * pair] >> 8) + 1u) * kInv24;  // (0, 1]
+    const float u2 = static_cast<float>(r.v[2 * pair + 1] >> 8) * kInv24;     // [0, 1)
+    const float radius = sqrtf(-2.0f * logf(u1));
+    out[2 * pair] = radius * cosf(kTwoPi * u2);
+    out[2 * pair + 1] = radius * sinf(kTwoPi * u2);
+  }
 }
 
 }  // namespace argen::kernels

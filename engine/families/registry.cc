@@ -11,16 +11,15 @@
 #include "engine/families/llamagen/llamagen_family.h"
 #include "engine/families/lumina/lumina_family.h"
 #include "engine/families/model_sampling.h"
+#include "engine/families/nextstep/nextstep_family.h"
 #include "nlohmann/json.hpp"
 
 namespace argen::families {
 
 const std::vector<Family>& Families() {
   static const auto* families = new std::vector<Family>{
-      janus::JanusFamily(),
-      lumina::LuminaFamily(),
-      emu3::Emu3Family(),
-      llamagen::LlamaGenFamily(),
+      janus::JanusFamily(),       lumina::LuminaFamily(),     emu3::Emu3Family(),
+      llamagen::LlamaGenFamily(), nextstep::NextStepFamily(),
   };
   return *families;
 }

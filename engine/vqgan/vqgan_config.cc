@@ -48,9 +48,9 @@ bool VqganConfig::LevelHasAttention(int32_t level) const {
 absl::Status ValidateVqganConfig(const VqganConfig& c, std::string_view where) {
   const std::string p = "model.params.";
   const std::string d = "model.params.ddconfig.";
-  if (c.embed_dim <= 0 || c.embed_dim > kMaxChannels)
+  if (c.quantized && (c.embed_dim <= 0 || c.embed_dim > kMaxChannels))
     return FieldError(where, p + "embed_dim", absl::StrCat("must be in 1..", kMaxChannels, ", got ", c.embed_dim));
-  if (c.n_embed <= 0 || c.n_embed > (1 << 24))
+  if (c.quantized && (c.n_embed <= 0 || c.n_embed > (1 << 24)))
     return FieldError(where, p + "n_embed", absl::StrCat("must be in 1..2^24, got ", c.n_embed));
   if (c.z_channels <= 0 || c.z_channels > kMaxChannels)
     return FieldError(where, d + "z_channels", absl::StrCat("must be in 1..", kMaxChannels, ", got ", c.z_channels));

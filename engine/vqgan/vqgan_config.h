@@ -32,6 +32,10 @@ struct VqganConfig {
   bool resamp_with_conv = true;  // the upsampling's 3x3 conv
   bool tanh_out = false;
   bool attention = true;  // attn_type "vanilla" (true) or "none"
+  // false: no codebook and no post_quant_conv; the decoder reads a z_channels
+  // latent (a KL autoencoder's decoder, e.g. Flux's / NextStep-1's VAE:
+  // VqganDecoder::DecodeLatentToFloat); embed_dim and n_embed are unused.
+  bool quantized = true;
 
   int32_t levels() const { return static_cast<int32_t>(ch_mult.size()); }
   int32_t downsample() const { return 1 << (levels() - 1); }

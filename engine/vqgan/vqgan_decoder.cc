@@ -58,10 +58,12 @@ absl::StatusOr<std::unique_ptr<VqganDecoder>> VqganDecoder::Create(VqganDecoderW
                                                    "max_side <= 4096, got max_cells ", limits.max_cells, ", max_side ",
                                                    limits.max_side));
   }
-  if (weights.n_embed != config.n_embed || weights.embed_dim != config.embed_dim ||
-      weights.codebook.size() != static_cast<size_t>(config.n_embed) * config.embed_dim ||
-      weights.up.size() != static_cast<size_t>(config.levels()) ||
-      !SameShape(weights.post_quant_conv, config.embed_dim, config.z_channels, 1) ||
+  const bool quantizer_matches =
+      !config.quantized || (weights.n_embed == config.n_embed && weights.embed_dim == config.embed_dim &&
+                            weights.codebook.size() == static_cast<size_t>(config.n_embed) * config.embed_dim &&
+                            SameShape(weights.post_quant_conv, config.embed_dim, config.z_channels, 1));
+  if (!quantizer_matches || weights.up.size() != static_cast<size_t>(config.levels()) ||
+      !SameShape(weights.conv_in, config.z_channels, config.width(config.levels() - 1), 3) ||
       !SameShape(weights.conv_out, config.width(0), config.out_ch, 3) ||
       weights.mid_attn_1.has_value() != config.attention) {
     return absl::InvalidArgumentError(
@@ -82,8 +84,12 @@ ScratchPlan PlanScratch(const VqganDecoderWeights& weights, const VqganConfig& c
   ScratchPlan plan;
   size_t cells = static_cast<size_t>(limits.max_cells);
   int32_t side = limits.max_side;
-  plan.act = static_cast<size_t>(config.embed_dim) * cells;  // the codebook rows
-  plan.Conv(weights.post_quant_conv, cells, side);
+  if (config.quantized) {
+    plan.act = static_cast<size_t>(config.embed_dim) * cells;  // the codebook rows
+    plan.Conv(weights.post_quant_conv, cells, side);
+  } else {
+    plan.act = static_cast<size_t>(config.z_channels) * cells;  // the latent
+  }
   plan.Conv(weights.conv_in, cells, side);
   plan.Resnet(weights.mid_block_1, cells, side);
   if (weights.mid_attn_1) plan.Attn(*weights.mid_attn_1, cells);
@@ -123,17 +129,26 @@ VqganDecoder::VqganDecoder(VqganDecoderWeights weights, const VqganConfig& confi
 
 size_t VqganDecoder::scratch_bytes() const { return planned_bytes_; }
 
+absl::Status VqganDecoder::ValidateSize(int32_t height, int32_t width, size_t index) const {
+  const auto bad = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("VQGAN decode: grid ", index, ": ", what));
+  };
+  if (height <= 0 || width <= 0) return bad(absl::StrCat("size ", height, " x ", width, " is not positive"));
+  if (std::max(height, width) > limits_.max_side || int64_t{height} * width > limits_.max_cells) {
+    return bad(absl::StrCat(height, " x ", width, " codes is larger than this decoder allows (", limits_.max_cells,
+                            " codes, ", limits_.max_side, " on a side)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status VqganDecoder::ValidateGrid(const CodeGrid& grid, size_t index) const {
   const auto bad = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat("VQGAN decode: grid ", index, ": ", what));
   };
-  if (grid.height <= 0 || grid.width <= 0) {
-    return bad(absl::StrCat("size ", grid.height, " x ", grid.width, " is not positive"));
+  if (!config_.quantized) {
+    return absl::FailedPreconditionError("VQGAN decode: this decoder has no codebook (it decodes latents)");
   }
-  if (std::max(grid.height, grid.width) > limits_.max_side || int64_t{grid.height} * grid.width > limits_.max_cells) {
-    return bad(absl::StrCat(grid.height, " x ", grid.width, " codes is larger than this decoder allows (",
-                            limits_.max_cells, " codes, ", limits_.max_side, " on a side)"));
-  }
+  if (absl::Status s = ValidateSize(grid.height, grid.width, index); !s.ok()) return s;
   if (grid.codes.size() != static_cast<size_t>(grid.height) * grid.width) {
     return bad(absl::StrCat(grid.codes.size(), " codes for a ", grid.height, " x ", grid.width, " grid"));
   }
@@ -187,6 +202,10 @@ const float* VqganDecoder::Run(const CodeGrid& grid) {
     for (int32_t c = 0; c < e; ++c) b_[c * cells + p] = row[c];
   }
   vq::Conv2d(weights_.post_quant_conv, b_.data(), h, w, a_.data(), false, nullptr, 0, &pool_);
+  return RunDecoder(h, w);
+}
+
+const float* VqganDecoder::RunDecoder(int32_t h, int32_t w) {
   vq::Conv2d(weights_.conv_in, a_.data(), h, w, x_.data(), false, col_.data(), col_.size(), &pool_);
   ResnetBlock(weights_.mid_block_1, h, w);
   if (weights_.mid_attn_1) AttnBlock(*weights_.mid_attn_1, h, w);
@@ -227,6 +246,26 @@ absl::Status VqganDecoder::DecodeToFloat(const CodeGrid& grid, std::vector<float
   const size_t n = static_cast<size_t>(config_.out_ch) * grid.height * up * grid.width * up;
   std::lock_guard<std::mutex> lock(mu_);
   const float* out = Run(grid);
+  chw->assign(out, out + n);
+  return absl::OkStatus();
+}
+
+absl::Status VqganDecoder::DecodeLatentToFloat(const LatentGrid& latent, std::vector<float>* chw) {
+  if (config_.quantized) {
+    return absl::FailedPreconditionError("VQGAN decode: this decoder decodes codes (it has a codebook), not latents");
+  }
+  if (absl::Status s = ValidateSize(latent.height, latent.width, 0); !s.ok()) return s;
+  const size_t cells = static_cast<size_t>(latent.height) * latent.width;
+  if (latent.chw.size() != static_cast<size_t>(config_.z_channels) * cells) {
+    return absl::InvalidArgumentError(absl::StrCat("VQGAN decode: a ", latent.height, " x ", latent.width,
+                                                   " latent of ", config_.z_channels, " channels has ",
+                                                   config_.z_channels * cells, " values, got ", latent.chw.size()));
+  }
+  const int32_t up = config_.downsample();
+  const size_t n = static_cast<size_t>(config_.out_ch) * latent.height * up * latent.width * up;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::copy(latent.chw.begin(), latent.chw.end(), a_.begin());
+  const float* out = RunDecoder(latent.height, latent.width);
   chw->assign(out, out + n);
   return absl::OkStatus();
 }

@@ -40,6 +40,12 @@ struct CodeGrid {
   std::vector<int32_t> codes;  // height * width, row by row
 };
 
+// The input of a decoder without a quantizer (VqganConfig::quantized false).
+struct LatentGrid {
+  int32_t height = 0, width = 0;
+  std::vector<float> chw;  // [z_channels, height, width]
+};
+
 class VqganDecoder {
  public:
   // threads: element-wise worker threads (0: all cores, 1: the caller only).
@@ -55,6 +61,12 @@ class VqganDecoder {
   // clamp), resized into *chw. For tests and tools.
   absl::Status DecodeToFloat(const CodeGrid& grid, std::vector<float>* chw);
 
+  // A latent to the decoder's float output [out_ch, dh, dw] (d: downsample(),
+  // CHW, not clamped), resized into *chw; only for a config without a
+  // quantizer (else FailedPrecondition). InvalidArgument for a bad size or a
+  // latent of the wrong length.
+  absl::Status DecodeLatentToFloat(const LatentGrid& latent, std::vector<float>* chw);
+
   const VqganConfig& config() const { return config_; }
   const DecodeLimits& limits() const { return limits_; }
   size_t scratch_bytes() const;
@@ -62,7 +74,9 @@ class VqganDecoder {
  private:
   VqganDecoder(VqganDecoderWeights weights, const VqganConfig& config, DecodeLimits limits, int32_t threads);
   absl::Status ValidateGrid(const CodeGrid& grid, size_t index) const;
-  const float* Run(const CodeGrid& grid);  // leaves [3, H, W] in the returned buffer
+  absl::Status ValidateSize(int32_t height, int32_t width, size_t index) const;
+  const float* Run(const CodeGrid& grid);         // leaves [3, H, W] in the returned buffer
+  const float* RunDecoder(int32_t h, int32_t w);  // from the decoder's input in a_
   void ResnetBlock(const vq::ResnetBlockWeights& w, int32_t h, int32_t wd);
   void AttnBlock(const vq::AttnBlockWeights& w, int32_t h, int32_t wd);
 

@@ -101,8 +101,10 @@ absl::StatusOr<VqganDecoderWeights> Walk(Walker& walk, const VqganConfig& c) {
   VqganDecoderWeights w;
   w.n_embed = c.n_embed;
   w.embed_dim = c.embed_dim;
-  ARGEN_VQGAN_ASSIGN(w.codebook, walk.Raw("quantize.embedding.weight", {c.n_embed, c.embed_dim}));
-  ARGEN_VQGAN_ASSIGN(w.post_quant_conv, walk.Conv("post_quant_conv", c.embed_dim, c.z_channels, 1));
+  if (c.quantized) {
+    ARGEN_VQGAN_ASSIGN(w.codebook, walk.Raw("quantize.embedding.weight", {c.n_embed, c.embed_dim}));
+    ARGEN_VQGAN_ASSIGN(w.post_quant_conv, walk.Conv("post_quant_conv", c.embed_dim, c.z_channels, 1));
+  }
   int32_t width = c.width(c.levels() - 1);
   ARGEN_VQGAN_ASSIGN(w.conv_in, walk.Conv("decoder.conv_in", c.z_channels, width, 3));
   ARGEN_VQGAN_ASSIGN(w.mid_block_1, walk.Resnet("decoder.mid.block_1", width, width));

@@ -42,8 +42,8 @@ struct UpLevelWeights {
 
 struct VqganDecoderWeights {
   int32_t n_embed = 0, embed_dim = 0;
-  std::vector<float> codebook;  // [n_embed, embed_dim]
-  vq::Conv2dWeights post_quant_conv;
+  std::vector<float> codebook;        // [n_embed, embed_dim]; empty when not quantized
+  vq::Conv2dWeights post_quant_conv;  // unset when not quantized
   vq::Conv2dWeights conv_in;
   vq::ResnetBlockWeights mid_block_1;
   std::optional<vq::AttnBlockWeights> mid_attn_1;  // absent with attn_type "none"
