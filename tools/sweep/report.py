@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 import multiprocessing as mp
 import os
 import sys
@@ -39,6 +40,18 @@ DEFAULT_METADATA = os.path.join(ROOT, "tools", "sweep", "benchmark_prompts.jsonl
 CATEGORY_ORDER = ["single_object", "two_object", "counting", "colors", "position", "color_attr"]
 POLICY_ORDER = ["dense", "sliding_window", "streaming_llm", "h2o", "tova", "alisa", "diagonal", "diagonal_sink4",
                 "grid_window", "diagonal_grid", "ssd"]
+
+
+def parallel_window(config: str) -> int:
+    """The parallel_window a configuration ran at: argen_sweep names it "<policy>_<sparsity>_pw<N>"
+    (no suffix: 0, sequential order)."""
+    m = re.search(r"_pw(\d+)$", config)
+    return int(m.group(1)) if m else 0
+
+
+def row_label(policy: str, window: int) -> str:
+    """A table row: the policy, and the parallel window when it is not sequential."""
+    return policy if window == 0 else f"{policy} pw{window}"
 
 
 def load_jsonl(path: str) -> list[dict]:
@@ -114,7 +127,7 @@ def score_manifest(sweep_dir: str, entries: list[dict], metas: list[dict | None]
             raise SystemExit(f"report: {path} is in the manifest but missing")
         key = (index, e["seed"], e["image"])
         groups.setdefault(key, []).append((pos, path, index))
-        if e["policy"] == "dense":
+        if e["policy"] == "dense" and parallel_window(e["config"]) == 0:  # the sequential dense twin
             dense[key] = path
     jobs = [(members, dense.get(key)) for key, members in groups.items()]
     verdicts: list = [None] * len(entries)
@@ -146,7 +159,9 @@ def summarize(results: list[dict]) -> dict:
     out = {}
     for config, rows in by_config.items():
         s = aggregate([(r["tag"], r["passed"]) for r in rows])
-        out[config] = {"policy": rows[0]["policy"], "sparsity": rows[0]["sparsity"], "images": len(rows),
+        window = parallel_window(config)
+        out[config] = {"policy": row_label(rows[0]["policy"], window), "parallel_window": window,
+                       "sparsity": rows[0]["sparsity"], "images": len(rows),
                        "overall": s["overall"],
                        "per_category": {t: {"accuracy": a, "images": n} for t, (a, n) in s["per_category"].items()},
                        "mean_decode_s": float(np.mean([r["decode_s"] for r in rows]))}
@@ -157,8 +172,13 @@ def summarize(results: list[dict]) -> dict:
 
 
 def _policies(summary: dict) -> list[str]:
-    present = {c["policy"] for c in summary.values()}
-    return [p for p in POLICY_ORDER if p in present] + sorted(present - set(POLICY_ORDER))
+    """Row labels: the known policies in their order, then the others; each policy's parallel
+    windows after it, in increasing order."""
+    def order(label: str) -> tuple:
+        base, _, window = label.partition(" pw")
+        known = POLICY_ORDER.index(base) if base in POLICY_ORDER else len(POLICY_ORDER)
+        return (known, base, int(window) if window else 0)
+    return sorted({c["policy"] for c in summary.values()}, key=order)
 
 
 def _sparsities(summary: dict) -> list[float]:

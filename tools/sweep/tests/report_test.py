@@ -73,7 +73,23 @@ def write_sweep(out, metas, picks):
     return truth_pass
 
 
+def check_parallel_windows():
+    """Configurations at a parallel window (argen_sweep's "<config>_pw<N>") are rows of their
+    own after their policy, never pooled with the sequential run; only sequential dense is the
+    PSNR twin."""
+    results = [{"config": c, "policy": p, "sparsity": 0.0, "tag": "colors", "passed": ok, "decode_s": 1.0}
+               for c, p, ok in [("dense_0", "dense", True), ("dense_0_pw2", "dense", False),
+                                ("dense_0_pw12", "dense", False), ("diagonal_90", "diagonal", True)]]
+    summary = report.summarize(results)
+    check(report._policies(summary) == ["dense", "dense pw2", "dense pw12", "diagonal"], report._policies(summary))
+    check(summary["dense_0"]["overall"] == 1.0 and summary["dense_0_pw2"]["overall"] == 0.0, summary)
+    check(summary["dense_0_pw12"]["parallel_window"] == 12 and summary["dense_0"]["parallel_window"] == 0, summary)
+    table = report._table(summary, lambda c: f"{c['overall']:.1f}")
+    check("| dense pw2 | 0.0 |" in table and "| dense | 1.0 |" in table, table)
+
+
 def main():
+    check_parallel_windows()
     metas = report.load_metadata(METADATA)
     picks = one_prompt_per_category(metas)
     check(len(picks) >= 4, f"the benchmark has categories {list(picks)}")
