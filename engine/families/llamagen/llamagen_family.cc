@@ -55,9 +55,17 @@ absl::StatusOr<model::ImageDecoder> MakeDecoder(const std::string& vq_path, cons
 
 }  // namespace
 
-absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir) {
-  absl::StatusOr<LlamaGenConfig> config = LoadLlamaGenConfig(model_dir);
+absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir, const std::string& t5_dir) {
+  absl::StatusOr<LlamaGenConfig> config = LoadLlamaGenConfig(model_dir, t5_dir);
   if (!config.ok()) return config.status();
+  if (!config->text_conditional && !t5_dir.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("family option 't5_dir': ", config->gpt_file, " is class-conditional and has no text encoder"));
+  }
+  if (config->text_conditional) {
+    return absl::UnimplementedError(absl::StrCat(model_dir, ": LlamaGen text-to-image (", config->gpt_file,
+                                                 ") needs prompt embeddings in the step plan, not there yet"));
+  }
   absl::StatusOr<model::ModelSpec> spec = LlamaGenSpec(*config);
   if (!spec.ok()) return spec.status();
   families::FamilyModel m;
@@ -104,19 +112,22 @@ absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir)
 families::Family LlamaGenFamily() {
   families::Family f;
   f.name = "llamagen";
-  f.matches = "model_type llamagen, or a directory with c2i_<size>_<px>.pt and no config.json";
+  f.matches =
+      "model_type llamagen, or a directory with c2i_<size>_<px>.pt or t2i_<size>_stage<k>_<px>.pt and no config.json";
   f.recognises = [](const families::ConfigIdentity& id) { return id.model_type == "llamagen"; };
   f.recognises_dir = [](const std::string& model_dir) {
     std::error_code ec;
     for (const fs::directory_entry& e : fs::directory_iterator(model_dir, ec)) {
-      if (IsC2iFileName(e.path().filename().string())) return true;
+      const std::string name = e.path().filename().string();
+      if (IsC2iFileName(name) || IsT2iFileName(name)) return true;
     }
     return false;
   };
   f.load = [name = f.name](const std::string& model_dir,
                            const families::FamilyOptions& options) -> absl::StatusOr<families::FamilyModel> {
-    if (absl::Status s = families::CheckFamilyOptions(name, options, {}); !s.ok()) return s;
-    return LoadLlamaGen(model_dir);
+    if (absl::Status s = families::CheckFamilyOptions(name, options, {"t5_dir"}); !s.ok()) return s;
+    const auto t5 = options.find("t5_dir");
+    return LoadLlamaGen(model_dir, t5 == options.end() ? "" : t5->second);
   };
   return f;
 }
