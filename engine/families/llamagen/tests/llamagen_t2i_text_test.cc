@@ -18,6 +18,7 @@
 #include "engine/checkpoint/weights_file.h"
 #include "engine/families/llamagen/caption_clean.h"
 #include "engine/families/llamagen/caption_embedder.h"
+#include "engine/families/llamagen/t2i_prompt.h"
 #include "engine/families/llamagen/t5_encoder.h"
 #include "engine/families/llamagen/t5_tokenizer.h"
 #include "gtest/gtest.h"
@@ -134,6 +135,25 @@ TEST(CaptionEmbedderTest, PrefixEmbeddingsOfBothRowsMatchCapProj) {
   absl::StatusOr<CaptionEmbedder> missing = CaptionEmbedder::Load(**c2i, t5_dim, dim, 120);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("cap_proj"), std::string::npos) << missing.status();
+}
+
+// The whole recipe from the raw prompt: cleaning, tokens, T5, caption MLP.
+TEST(T2iPromptTest, RawPromptToPrefixEmbeddings) {
+  const nlohmann::json golden = ReadJson(std::string(kRel) + "/goldens.json");
+  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> gpt = checkpoint::OpenCheckpointFile(Dir() + "/t2i_tiny.pt");
+  ASSERT_TRUE(gpt.ok()) << gpt.status();
+  const int32_t t5_dim = golden["t5_d_model"].get<int32_t>(), dim = golden["dim"].get<int32_t>();
+  absl::StatusOr<std::shared_ptr<const T2iPrompt>> prompt = T2iPrompt::Load(T5Dir(), **gpt, t5_dim, dim, 120);
+  ASSERT_TRUE(prompt.ok()) << prompt.status();
+  absl::StatusOr<PrefixEmbeddings> prefix = (*prompt)->Embed(golden["prompt"].get<std::string>());
+  ASSERT_TRUE(prefix.ok()) << prefix.status();
+  EXPECT_EQ(prefix->tokens, golden["tokens"].get<int32_t>());
+  EXPECT_LT(RelativeError(prefix->cond.data(), ReadF32(Dir() + "/prefix_cond.f32")), kTolerance);
+  EXPECT_LT(RelativeError(prefix->uncond.data(), ReadF32(Dir() + "/prefix_uncond.f32")), kTolerance);
+  // A GPT whose caption_dim is not T5's d_model is named.
+  absl::StatusOr<std::shared_ptr<const T2iPrompt>> wrong = T2iPrompt::Load(T5Dir(), **gpt, 2048, dim, 120);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("caption_dim 2048"), std::string::npos) << wrong.status();
 }
 
 }  // namespace
