@@ -148,17 +148,17 @@ absl::StatusOr<std::unique_ptr<Emu3VqDecoder>> Emu3VqDecoder::Create(Emu3VqWeigh
 Emu3VqDecoder::Emu3VqDecoder(Emu3VqWeights weights, const Emu3VqConfig& config, int32_t max_cells, int32_t threads)
     : weights_(std::move(weights)), config_(config), max_cells_(max_cells), pool_(threads) {}
 
-absl::Status Emu3VqDecoder::ValidateGrid(const CodeGrid& g, size_t index) const {
-  if (g.height <= 0 || g.width <= 0 || static_cast<int64_t>(g.height) * g.width > max_cells_ ||
+absl::Status ValidateCodeGrid(const CodeGrid& g, size_t index, int32_t max_cells, int32_t codebook_size) {
+  if (g.height <= 0 || g.width <= 0 || static_cast<int64_t>(g.height) * g.width > max_cells ||
       g.codes.size() != static_cast<size_t>(g.height) * g.width) {
     return absl::InvalidArgumentError(absl::StrCat("grids[", index, "]: ", g.height, " x ", g.width, " with ",
                                                    g.codes.size(), " codes (needs height * width codes, at most ",
-                                                   max_cells_, ")"));
+                                                   max_cells, ")"));
   }
   for (size_t i = 0; i < g.codes.size(); ++i) {
-    if (g.codes[i] < 0 || g.codes[i] >= config_.codebook_size) {
+    if (g.codes[i] < 0 || g.codes[i] >= codebook_size) {
       return absl::InvalidArgumentError(
-          absl::StrCat("grids[", index, "][", i, "]: code ", g.codes[i], " outside [0, ", config_.codebook_size, ")"));
+          absl::StrCat("grids[", index, "][", i, "]: code ", g.codes[i], " outside [0, ", codebook_size, ")"));
     }
   }
   return absl::OkStatus();
@@ -198,7 +198,7 @@ std::vector<float> Emu3VqDecoder::Run(const CodeGrid& grid) {
 }
 
 absl::Status Emu3VqDecoder::DecodeToFloat(const CodeGrid& grid, std::vector<float>* chw) {
-  if (absl::Status s = ValidateGrid(grid, 0); !s.ok()) return s;
+  if (absl::Status s = ValidateCodeGrid(grid, 0, max_cells_, config_.codebook_size); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   *chw = Run(grid);
   return absl::OkStatus();
@@ -206,7 +206,7 @@ absl::Status Emu3VqDecoder::DecodeToFloat(const CodeGrid& grid, std::vector<floa
 
 absl::StatusOr<std::vector<engine::RgbImage>> Emu3VqDecoder::Decode(const std::vector<CodeGrid>& grids) {
   for (size_t i = 0; i < grids.size(); ++i) {
-    if (absl::Status s = ValidateGrid(grids[i], i); !s.ok()) return s;
+    if (absl::Status s = ValidateCodeGrid(grids[i], i, max_cells_, config_.codebook_size); !s.ok()) return s;
   }
   const int32_t f = config_.spatial_factor();
   std::vector<engine::RgbImage> images(grids.size());

@@ -36,6 +36,12 @@ struct CodeGrid {
   std::vector<int32_t> codes;  // height * width, row by row
 };
 
+// The decoders' check of one grid (index: its position in the call):
+// InvalidArgument naming the grid (and position) for a size of no cells, more
+// than max_cells, a code count other than height * width, or a code outside
+// [0, codebook_size). The CPU and GPU decoders give the same messages.
+absl::Status ValidateCodeGrid(const CodeGrid& grid, size_t index, int32_t max_cells, int32_t codebook_size);
+
 class Emu3VqDecoder {
  public:
   // threads: element-wise worker threads (0: all cores, 1: the caller only).
@@ -54,7 +60,6 @@ class Emu3VqDecoder {
 
  private:
   Emu3VqDecoder(Emu3VqWeights weights, const Emu3VqConfig& config, int32_t max_cells, int32_t threads);
-  absl::Status ValidateGrid(const CodeGrid& grid, size_t index) const;
   std::vector<float> Run(const CodeGrid& grid);
 
   Emu3VqWeights weights_;

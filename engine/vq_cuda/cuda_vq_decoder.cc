@@ -15,6 +15,7 @@
 #include "engine/cuda/device_buffer.h"
 #include "engine/vq/group_norm.h"
 #include "engine/vq_cuda/bf16_vq_network.h"
+#include "engine/vq_cuda/fp32_vq_ops.h"
 #include "kernels/vq_kernels.h"
 
 namespace argen::vq {
@@ -177,30 +178,12 @@ struct CudaVqDecoder::State {
 
   absl::Status Check(cudaError_t err, const char* what) const { return CudaStatus(err, what); }
 
+  Fp32VqContext Ctx() const { return {stream, cublas, col.as<float>(), col_floats}; }
+
   // out[cout][n*h*w] (=|+=) conv(in[cin][n*h*w]) + bias: one GEMM per im2col band.
   absl::Status Conv(const DConv& c, const float* in, int32_t n, int32_t h, int32_t w, float* out, bool accumulate,
                     const char* what) {
-    const int64_t m = static_cast<int64_t>(n) * h * w;
-    ARGEN_STATUS_RETURN(Check(kernels::VqBiasRows(out, P(c.b), c.cout, m, accumulate, stream), what));
-    const float one = 1.0f;
-    // Column-major view of the row-major [C][m] matrices: out^T [m x cout] = col^T [m x K] * W^T [K x cout].
-    if (c.kernel == 1) {
-      return CublasStatus(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(m), c.cout, c.cin, &one, in,
-                                      static_cast<int>(m), P(c.w), c.cin, &one, out, static_cast<int>(m)),
-                          what);
-    }
-    const int64_t kdim = static_cast<int64_t>(c.cin) * 9;
-    const int64_t band = std::min<int64_t>(m, static_cast<int64_t>(col_floats) / kdim);
-    float* colp = col.as<float>();
-    for (int64_t p0 = 0; p0 < m; p0 += band) {
-      const int64_t len = std::min(band, m - p0);
-      ARGEN_STATUS_RETURN(Check(kernels::VqIm2Col3x3(in, c.cin, n, h, w, p0, len, colp, stream), what));
-      ARGEN_STATUS_RETURN(CublasStatus(
-          cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(len), c.cout, static_cast<int>(kdim), &one,
-                      colp, static_cast<int>(len), P(c.w), static_cast<int>(kdim), &one, out + p0, static_cast<int>(m)),
-          what));
-    }
-    return absl::OkStatus();
+    return Fp32Conv2d(Ctx(), {c.cin, c.cout, c.kernel, P(c.w), P(c.b)}, in, n, h, w, out, accumulate, what);
   }
 
   absl::Status Norm(const DNorm& nw, const float* in, int32_t n, int64_t hw, float* out, bool swish, const char* what) {
@@ -227,7 +210,6 @@ struct CudaVqDecoder::State {
 
   absl::Status Attn(const DAttn& at, int32_t n, int32_t h, int32_t w) {
     const int64_t hw = static_cast<int64_t>(h) * w;
-    const int64_t m = hw * n;
     const int32_t c = at.q.cout;
     ARGEN_STATUS_RETURN(Norm(at.norm, x, n, hw, a, false, "attn norm"));
     float* qp = q.as<float>();
@@ -237,19 +219,7 @@ struct CudaVqDecoder::State {
     ARGEN_STATUS_RETURN(Conv(at.q, a, n, h, w, qp, false, "attn q"));
     ARGEN_STATUS_RETURN(Conv(at.k, a, n, h, w, kp, false, "attn k"));
     ARGEN_STATUS_RETURN(Conv(at.v, a, n, h, w, vp, false, "attn v"));
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c));
-    const float one = 1.0f, zero = 0.0f;
-    const int ihw = static_cast<int>(hw), im = static_cast<int>(m);
-    // Per image: scores[i][j] = scale * sum_c q[c][i] k[c][j] (row-major [hw][hw]);
-    // column-major that is S^T [hw x hw] = K^T-view [hw x c] * (Q-view [hw x c])^T.
-    ARGEN_STATUS_RETURN(CublasStatus(cublasSgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_T, ihw, ihw, c, &scale,
-                                                               kp, im, hw, qp, im, hw, &zero, sp, ihw, hw * hw, n),
-                                     "attn scores"));
-    ARGEN_STATUS_RETURN(Check(kernels::VqSoftmaxRows(sp, m, ihw, stream), "attn softmax"));
-    // out[c][i] = sum_j v[c][j] P[i][j]: column-major out-view [hw x c] = P [hw x hw] * V-view [hw x c].
-    ARGEN_STATUS_RETURN(CublasStatus(cublasSgemmStridedBatched(cublas, CUBLAS_OP_T, CUBLAS_OP_N, ihw, c, ihw, &one, sp,
-                                                               ihw, hw * hw, vp, im, hw, &zero, a, im, hw, n),
-                                     "attn values"));
+    ARGEN_STATUS_RETURN(Fp32SpatialAttention(Ctx(), qp, kp, vp, c, n, hw, sp, a));
     return Conv(at.proj_out, a, n, h, w, x, true, "attn proj_out");
   }
 

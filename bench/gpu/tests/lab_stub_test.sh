@@ -64,7 +64,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-echo '{"images": 1, "seconds": 3.0}'
+echo '{"images": 1, "seconds": 3.0, "wall_seconds": 3.0, "metrics": {"decode_seconds": 2.5, "vq_decode_seconds": 0.25}}'
 STUB
 cat >"$stub/python3" <<'STUB'
 #!/usr/bin/env bash
@@ -74,6 +74,9 @@ case ${1:-} in
     while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; [ "$1" = --format ] && fmt=$2; shift; done
     mkdir -p "$out"; echo "random tensors on cuda"
     if [ "${fmt:-bin}" = safetensors ]; then touch "$out/model.safetensors"; else touch "$out/pytorch_model.bin.index.json"; fi ;;
+  tools/convert/make_emu3_gen_random.py)
+    while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
+    mkdir -p "$out"; echo "random tensors on cuda"; touch "$out/model.safetensors" ;;
   bench/gpu/torch_janus_loop.py) for b in 16 64 128; do echo "7b    torch-loop $b 0.1 10.0 8.0 2.00 | 0.1 20"; done ;;
   tools/sweep/report.py)
     while [ $# -gt 0 ]; do
@@ -131,7 +134,10 @@ check "engine-48g ratio" "diagonal / dense 2.00x" "$sum"
 check "versus-torch ratio" "against the loop, dense: 16 images 2.00x" "$sum"
 check "server-load ratio" "server / engine \(weight_dtype auto\): " "$sum"
 check "single-image wall times" "client wall diagonal run 5" "$sum"
+check "parallel-load ratios" "concurrency 64 parallel_window 8: 1.00x sequential" "$sum"
 check "lumina ratios" "attention 10.00x" "$sum"
+check "emu3 lone image" "candidate dense 512px lone run 2: .*vision decode \+ PNG 0.250 s" "$sum"
+check "emu3 ratios" "candidate 512px 16 concurrent: mean request wall dense / diagonal 1.00x" "$sum"
 check "micro lines" "^gemm qkv" "$sum"
 check "vq-decode lines" "^cuda-bf16: " "$sum"
 check "gpu-tests ran the tests" "rc\(gpu_faults_test\)=0" "$sum"

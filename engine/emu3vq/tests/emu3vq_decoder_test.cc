@@ -2,7 +2,9 @@
 // (frame 0 of the decoded video; tests/goldens/tiny/emu3-goldens, made by
 // tools/goldens/make_emu3_goldens.py) on a 3 x 5 grid of the tiny random
 // vision tokenizer, from both namings: transformers' (vqmodel.* inside
-// tiny-emu3-gen-hf) and BAAI's (tiny-emu3-gen/vision_tokenizer). fp32;
+// tiny-emu3-gen-hf) and BAAI's (tiny-emu3-gen/vision_tokenizer); and against
+// BAAI's own Emu3VisionVQModel.decode on the same grid (baai_pixels.f32,
+// tools/goldens/make_emu3_baai_goldens.py). fp32;
 // relative error 1e-4. A tensor of the wrong shape is refused by name.
 #include <fstream>
 #include <memory>
@@ -78,6 +80,11 @@ TEST_P(Emu3VqDecoderTest, FrameZeroMatchesTransformers) {
   ASSERT_EQ(out.size(), expected.size());
   ASSERT_EQ(out.size(), 3u * 24 * 40);
   EXPECT_LE(RelativeError(out.data(), expected), kTolerance);
+  const nlohmann::json baai = ReadJson("tests/goldens/tiny/emu3-goldens/baai_goldens.json");
+  const std::vector<float> baai_pixels =
+      ReadF32(SourceDir() + "/tests/goldens/tiny/emu3-goldens/" + baai["pixels_file"].get<std::string>());
+  ASSERT_EQ(baai_pixels.size(), out.size());
+  EXPECT_LE(RelativeError(out.data(), baai_pixels), kTolerance) << "against BAAI's Emu3VisionVQModel";
 
   // The RGB8 image: 8 px a code, the pixel conversion of the same floats.
   absl::StatusOr<std::vector<engine::RgbImage>> images = (*d)->Decode({grid, grid});

@@ -11,6 +11,9 @@
 #include "engine/emu3vq/emu3vq_weights.h"
 #include "engine/families/emu3/emu3_spec.h"
 #include "engine/families/emu3/emu3_tokenizer.h"
+#if defined(ARGEN_WITH_CUDA)
+#include "engine/vq_cuda/cuda_emu3vq_decoder.h"
+#endif
 
 namespace argen::emu3 {
 namespace {
@@ -74,12 +77,14 @@ absl::StatusOr<model::ImageDecoder> MakeDecoder(const checkpoint::Checkpoint& lm
                                                 const emu3vq::Emu3VqConfig& vq, const std::string& vision_dir,
                                                 const std::string& vq_prefix, const DecodeModel& model,
                                                 const families::DecoderOptions& options) {
+#if !defined(ARGEN_WITH_CUDA)
   if (options.gpu) {
-    if (vq::NeedsGpuDecoder(options.precision)) {
-      return absl::UnimplementedError(
-          "Emu3's vision decoder runs on the CPU (fp32) in this build; set vq_backend cpu and vq_precision auto");
-    }
-    std::cerr << "argen: Emu3's vision decoder runs on the CPU (fp32); no GPU one yet\n";
+    return absl::UnimplementedError("this build has no GPU vision decoder for Emu3 (no CUDA); set vq_backend cpu");
+  }
+#endif
+  if (options.gpu && options.precision == vq::DecoderPrecision::kBf16) {
+    return absl::UnimplementedError(
+        "Emu3's GPU vision decoder runs fp32 or tf32 (no bf16 path yet); set vq_precision auto, fp32 or tf32");
   }
   absl::StatusOr<emu3vq::Emu3VqWeights> weights;
   if (config.layout == Emu3Layout::kBaai) {
@@ -95,21 +100,46 @@ absl::StatusOr<model::ImageDecoder> MakeDecoder(const checkpoint::Checkpoint& lm
   for (const auto& [w, h] : model.sizes) {
     max_cells = std::max(max_cells, (w / model.pixels_per_code) * (h / model.pixels_per_code));
   }
+  // Token sequences -> code grids, then the CPU or GPU decoder.
+  auto to_grids =
+      [model](const std::vector<std::vector<int32_t>>& tokens) -> absl::StatusOr<std::vector<emu3vq::CodeGrid>> {
+    std::vector<emu3vq::CodeGrid> grids(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      absl::StatusOr<Emu3CodeGrid> g =
+          TokensToCodes(tokens[i], model.sizes, model.pixels_per_code, model.ids, model.codebook_size, i);
+      if (!g.ok()) return g.status();
+      grids[i] = {g->grid_h, g->grid_w, std::move(g->codes)};
+    }
+    return grids;
+  };
+#if defined(ARGEN_WITH_CUDA)
+  if (options.gpu) {
+    vq::CudaEmu3VqOptions gpu_options;
+    gpu_options.tf32 = options.precision == vq::DecoderPrecision::kTf32;
+    absl::StatusOr<std::unique_ptr<vq::CudaEmu3VqDecoder>> gpu =
+        vq::CudaEmu3VqDecoder::Create(*weights, vq, max_cells, gpu_options);
+    if (!gpu.ok()) return gpu.status();
+    std::cerr << "argen: Emu3 vision decoder on the GPU: " << (*gpu)->description() << "\n";
+    std::shared_ptr<vq::CudaEmu3VqDecoder> shared(std::move(*gpu));
+    return model::ImageDecoder(
+        [shared,
+         to_grids](const std::vector<std::vector<int32_t>>& tokens) -> absl::StatusOr<std::vector<engine::RgbImage>> {
+          absl::StatusOr<std::vector<emu3vq::CodeGrid>> grids = to_grids(tokens);
+          if (!grids.ok()) return grids.status();
+          return shared->Decode(*grids);
+        });
+  }
+#endif
   absl::StatusOr<std::unique_ptr<emu3vq::Emu3VqDecoder>> decoder =
       emu3vq::Emu3VqDecoder::Create(*std::move(weights), vq, max_cells);
   if (!decoder.ok()) return decoder.status();
   std::shared_ptr<emu3vq::Emu3VqDecoder> shared(std::move(*decoder));
   return model::ImageDecoder(
       [shared,
-       model](const std::vector<std::vector<int32_t>>& tokens) -> absl::StatusOr<std::vector<engine::RgbImage>> {
-        std::vector<emu3vq::CodeGrid> grids(tokens.size());
-        for (size_t i = 0; i < tokens.size(); ++i) {
-          absl::StatusOr<Emu3CodeGrid> g =
-              TokensToCodes(tokens[i], model.sizes, model.pixels_per_code, model.ids, model.codebook_size, i);
-          if (!g.ok()) return g.status();
-          grids[i] = {g->grid_h, g->grid_w, std::move(g->codes)};
-        }
-        return shared->Decode(grids);
+       to_grids](const std::vector<std::vector<int32_t>>& tokens) -> absl::StatusOr<std::vector<engine::RgbImage>> {
+        absl::StatusOr<std::vector<emu3vq::CodeGrid>> grids = to_grids(tokens);
+        if (!grids.ok()) return grids.status();
+        return shared->Decode(*grids);
       });
 }
 

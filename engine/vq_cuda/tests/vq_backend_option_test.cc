@@ -1,15 +1,20 @@
 // EngineOptions::vq_backend through CreateEngine on the tiny checkpoint:
-// validation, "cuda" in a build without CUDA, and "auto"/"cpu"/"cuda" images.
+// validation, "cuda" in a build without CUDA, and "auto"/"cpu"/"cuda" images;
+// the same choice for Emu3's vision decoder (tiny-emu3-gen: its GPU decoder
+// is fp32 / tf32, mixed sizes in one call).
 // Needs no GPU: where "cuda" cannot run (no device) it must fail with a
 // Status that names vq_backend, never crash.
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.h"
 #include "engine/vq/vq_precision.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/golden_files.h"
 
 namespace argen::engine {
 namespace {
@@ -148,6 +153,82 @@ TEST(VqBackendOptionTest, CudaDecoder) {
     for (size_t p = 0; p < (*want)[i].rgb.size(); ++p)
       ASSERT_LE(std::abs(int{(*bf16)[i].rgb[p]} - int{(*want)[i].rgb[p]}), 24) << i << " " << p;
   }
+#endif
+}
+
+EngineOptions Emu3Options(const std::string& vq_backend, const std::string& vq_precision = "auto") {
+  EngineOptions o;
+  o.model_dir = test_support::SourceDir() + "/tests/goldens/tiny/tiny-emu3-gen";
+  o.backend = "cpu";
+  o.threads = 1;
+  o.vq_backend = vq_backend;
+  o.vq_precision = vq_precision;
+  return o;
+}
+
+// Decode sequences of the tiny Emu3 (visual ids, a row end after every row
+// but the last): 4 x 4 codes (its default 32 x 32 px) and 5 x 3 (40 x 24 px).
+[[maybe_unused]] std::vector<std::vector<int32_t>> Emu3Sequences() {  // used where CUDA is built
+  const nlohmann::json g = test_support::ReadJson("tests/goldens/tiny/emu3-goldens/goldens.json");
+  const int32_t row_end = g["ids"]["<|extra_200|>"].get<int32_t>();
+  const int32_t first = g["first_visual_id"].get<int32_t>(), codes = g["codebook_size"].get<int32_t>();
+  std::vector<std::vector<int32_t>> sequences;
+  int32_t k = 0;
+  for (auto [w, h] : {std::pair{4, 4}, std::pair{5, 3}, std::pair{4, 4}}) {
+    std::vector<int32_t> s;
+    for (int32_t row = 0; row < h; ++row) {
+      if (row > 0) s.push_back(row_end);
+      for (int32_t x = 0; x < w; ++x) s.push_back(first + (k++ * 7) % codes);
+    }
+    sequences.push_back(std::move(s));
+  }
+  return sequences;
+}
+
+TEST(VqBackendOptionTest, Emu3CudaDecoder) {
+  absl::StatusOr<std::unique_ptr<Engine>> e = CreateEngine(Emu3Options("cuda", "fp32"));
+#if !defined(ARGEN_WITH_CUDA)
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented) << e.status();
+  EXPECT_NE(e.status().message().find("vq_backend \"cuda\""), std::string::npos) << e.status();
+#else
+  // No bf16 path for Emu3 yet: refused naming what runs, GPU or not.
+  absl::StatusOr<std::unique_ptr<Engine>> bf16 = CreateEngine(Emu3Options("cuda", "bf16"));
+  ASSERT_FALSE(bf16.ok());
+  EXPECT_EQ(bf16.status().code(), absl::StatusCode::kUnimplemented) << bf16.status();
+  EXPECT_NE(bf16.status().message().find("fp32 or tf32"), std::string::npos) << bf16.status();
+  if (!e.ok()) {  // a CUDA build on a machine without a usable GPU (CI)
+    EXPECT_NE(e.status().code(), absl::StatusCode::kInvalidArgument) << e.status();
+    EXPECT_NE(e.status().code(), absl::StatusCode::kUnimplemented) << e.status();
+    EXPECT_NE(e.status().message().find("vq_backend \"cuda\""), std::string::npos) << e.status();
+    GTEST_SKIP() << "no GPU here: " << e.status();
+  }
+  absl::StatusOr<std::unique_ptr<Engine>> cpu = CreateEngine(Emu3Options("cpu"));
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  const std::vector<std::vector<int32_t>> sequences = Emu3Sequences();
+  absl::StatusOr<std::vector<RgbImage>> got = (*e)->DecodeImages(sequences);
+  absl::StatusOr<std::vector<RgbImage>> want = (*cpu)->DecodeImages(sequences);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ(got->size(), 3u);
+  EXPECT_EQ((*got)[1].width, 40);
+  EXPECT_EQ((*got)[1].height, 24);
+  for (size_t i = 0; i < want->size(); ++i) {
+    EXPECT_EQ((*got)[i].width, (*want)[i].width);
+    ASSERT_EQ((*got)[i].rgb.size(), (*want)[i].rgb.size());
+    for (size_t p = 0; p < (*want)[i].rgb.size(); ++p)
+      ASSERT_LE(std::abs(int{(*got)[i].rgb[p]} - int{(*want)[i].rgb[p]}), 1) << i << " " << p;
+  }
+  // A sequence that is no size's is refused as on the CPU.
+  auto bad = sequences;
+  bad[1].pop_back();
+  EXPECT_EQ((*e)->DecodeImages(bad).status(), (*cpu)->DecodeImages(bad).status());
+  // The default precision (auto) takes the GPU decoder in fp32.
+  absl::StatusOr<std::unique_ptr<Engine>> fast = CreateEngine(Emu3Options("cuda"));
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  absl::StatusOr<std::vector<RgbImage>> auto_images = (*fast)->DecodeImages(sequences);
+  ASSERT_TRUE(auto_images.ok()) << auto_images.status();
+  for (size_t i = 0; i < want->size(); ++i) EXPECT_EQ((*auto_images)[i].rgb, (*got)[i].rgb) << i;
 #endif
 }
 

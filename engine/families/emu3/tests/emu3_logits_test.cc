@@ -1,6 +1,8 @@
 // The Emu3 family's tensor map on the CPU backend against transformers'
 // Emu3ForConditionalGeneration (tests/goldens/tiny/emu3-goldens, made by
-// tools/goldens/make_emu3_goldens.py): prefill and KV-decode logits of the
+// tools/goldens/make_emu3_goldens.py) and BAAI's own Emu3ForCausalLM
+// (baai_logits.f32, tools/goldens/make_emu3_baai_goldens.py, same
+// sequences): prefill and KV-decode logits of the
 // family's own cond / uncond pair (caption + positive suffix, and the
 // negative prompt; rows of unequal length) through two rows of codes with
 // their forced row ends, over the visual-token columns, from both layouts
@@ -57,10 +59,15 @@ TEST_P(Emu3LogitsTest, PairOfUnequalRowsMatchesTransformers) {
 
   const int32_t vocab = golden["vocab_size"].get<int32_t>();
   const std::vector<float> all = ReadF32(gold + "/" + golden["logits_file"].get<std::string>());
-  auto expected = [&](int32_t row) {
-    return std::vector<float>(all.begin() + int64_t{row} * vocab + first,
-                              all.begin() + int64_t{row} * vocab + first + count);
+  const nlohmann::json baai_golden = ReadJson("tests/goldens/tiny/emu3-goldens/baai_goldens.json");
+  const std::vector<float> baai = ReadF32(gold + "/" + baai_golden["logits_file"].get<std::string>());
+  ASSERT_EQ(baai.size(), all.size());
+  auto row_of = [&](const std::vector<float>& logits, int32_t row) {
+    return std::vector<float>(logits.begin() + int64_t{row} * vocab + first,
+                              logits.begin() + int64_t{row} * vocab + first + count);
   };
+  auto expected = [&](int32_t row) { return row_of(all, row); };
+  auto expected_baai = [&](int32_t row) { return row_of(baai, row); };
   const nlohmann::json& cond = golden["sequences"]["cond"];
   const nlohmann::json& uncond = golden["sequences"]["uncond"];
   const auto cond_ids = cond["ids"].get<std::vector<int32_t>>();
@@ -82,12 +89,17 @@ TEST_P(Emu3LogitsTest, PairOfUnequalRowsMatchesTransformers) {
   const int32_t c0 = cond["first_row"].get<int32_t>(), u0 = uncond["first_row"].get<int32_t>();
   EXPECT_LE(RelativeError(logits.data(), expected(c0 + cp - 1)), kTolerance) << "prefill cond";
   EXPECT_LE(RelativeError(logits.data() + count, expected(u0 + up - 1)), kTolerance) << "prefill uncond";
+  EXPECT_LE(RelativeError(logits.data(), expected_baai(c0 + cp - 1)), kTolerance) << "prefill cond, BAAI";
+  EXPECT_LE(RelativeError(logits.data() + count, expected_baai(u0 + up - 1)), kTolerance) << "prefill uncond, BAAI";
   for (int32_t s = 0; s < steps; ++s) {
     ASSERT_EQ(cond_ids[cp + s], uncond_ids[up + s]);
     const std::vector<int32_t> input = {cond_ids[cp + s]}, step = {s};
     ASSERT_TRUE(be.Decode({rows, input, step, sampling}, {sampled, logits.data()}).ok());
     EXPECT_LE(RelativeError(logits.data(), expected(c0 + cp + s)), kTolerance) << "decode cond " << s;
     EXPECT_LE(RelativeError(logits.data() + count, expected(u0 + up + s)), kTolerance) << "decode uncond " << s;
+    EXPECT_LE(RelativeError(logits.data(), expected_baai(c0 + cp + s)), kTolerance) << "decode cond, BAAI " << s;
+    EXPECT_LE(RelativeError(logits.data() + count, expected_baai(u0 + up + s)), kTolerance)
+        << "decode uncond, BAAI " << s;
   }
   for (model::RowId r : rows) kv.FreeRow(r);
   EXPECT_EQ(kv.BytesInUse(), 0);

@@ -1,0 +1,298 @@
+// Emu3's GPU vision decoder (CudaEmu3VqDecoder) against the CPU one
+// (emu3vq::Emu3VqDecoder, itself checked against transformers' Emu3VQVAE in
+// engine/emu3vq/tests): the tiny random vision tokenizer committed in both
+// namings (tests/goldens/tiny/tiny-emu3-gen/vision_tokenizer, BAAI's;
+// tiny-emu3-gen-hf, transformers'), grids of mixed sizes in one call, chunks
+// smaller than the call, TF32, the CPU's error messages, and random weights
+// at the published tokenizer's shape (ch 256, ch_mult 1 2 2 4, two ResNets a
+// level, 1,024-channel attention at the lowest level, 32,768 codes). Needs a
+// GPU (label gpu) and only files in the repository.
+//
+// Bounds (fp32): floats within kFloatTol of the CPU relative to max(1, |cpu|)
+// (the same computation in another summation order); RGB8 bytes within 1
+// level, at most 0.5% of them off by one (a float within rounding of an
+// integer boundary truncates to its neighbour; 2% at the published shape);
+// the PyTorch golden of the tiny tokenizer within the CPU test's 1e-4
+// (L2-relative). TF32: kTf32FloatTol. Not yet measured on a GPU.
+#include "engine/vq_cuda/cuda_emu3vq_decoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/emu3vq/emu3vq_config.h"
+#include "engine/emu3vq/emu3vq_decoder.h"
+#include "engine/emu3vq/emu3vq_weights.h"
+#include "engine/vq/pixels.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/golden_files.h"
+
+namespace argen::vq {
+namespace {
+
+using emu3vq::CodeGrid;
+using emu3vq::Emu3VqConfig;
+using emu3vq::Emu3VqDecoder;
+using emu3vq::Emu3VqNaming;
+using emu3vq::Emu3VqWeights;
+using test_support::ReadF32;
+using test_support::ReadJson;
+using test_support::RelativeError;
+using test_support::SourceDir;
+
+constexpr double kFloatTol = 1e-4;            // fp32, relative to max(1, |cpu|)
+constexpr double kShapeFloatTol = 5e-4;       // fp32 through the published shape's ~40 layers
+constexpr double kTf32FloatTol = 5e-2;        // TF32 GEMMs (10-bit mantissa inputs)
+constexpr double kOffByOneShare = 0.005;      // fp32: RGB8 bytes one level off
+constexpr double kShapeOffByOneShare = 0.02;  // the same through the published shape's depth
+constexpr double kGoldenTol = 1e-4;           // L2-relative against PyTorch, as the CPU test
+
+struct Tiny {
+  Emu3VqConfig config;
+  Emu3VqWeights weights;
+};
+
+Tiny LoadTiny(Emu3VqNaming naming) {
+  Tiny t;
+  const std::string rel = naming == Emu3VqNaming::kBaai ? "tests/goldens/tiny/tiny-emu3-gen/vision_tokenizer"
+                                                        : "tests/goldens/tiny/tiny-emu3-gen-hf";
+  const nlohmann::json config = ReadJson(rel + "/config.json");
+  absl::StatusOr<Emu3VqConfig> c = naming == Emu3VqNaming::kBaai ? emu3vq::ParseBaaiVqConfig(config, rel)
+                                                                 : emu3vq::ParseHfVqConfig(config["vq_config"], rel);
+  EXPECT_TRUE(c.ok()) << c.status();
+  if (!c.ok()) return t;
+  t.config = *c;
+  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = checkpoint::Checkpoint::Open(SourceDir() + "/" + rel);
+  EXPECT_TRUE(ckpt.ok()) << ckpt.status();
+  if (!ckpt.ok()) return t;
+  absl::StatusOr<Emu3VqWeights> w = emu3vq::LoadEmu3VqWeights(emu3vq::CheckpointTensorSource(**ckpt), t.config, naming,
+                                                              naming == Emu3VqNaming::kBaai ? "" : "vqmodel.");
+  EXPECT_TRUE(w.ok()) << w.status();
+  if (w.ok()) t.weights = *std::move(w);
+  return t;
+}
+
+CodeGrid RandomGrid(int32_t h, int32_t w, int32_t codebook_size, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> code(0, codebook_size - 1);
+  CodeGrid g{h, w, std::vector<int32_t>(static_cast<size_t>(h) * w)};
+  for (int32_t& c : g.codes) c = code(rng);
+  return g;
+}
+
+struct Diff {
+  double max_rel = 0;  // floats: max |gpu - cpu| / max(1, |cpu|)
+  int max_byte = 0;    // RGB8: max |gpu - cpu|
+  size_t off_by_one = 0, bytes = 0;
+};
+
+// The GPU decoder (floats, then RGB8, of the whole call) against the CPU one grid by grid.
+Diff Compare(Emu3VqDecoder& cpu, CudaEmu3VqDecoder& gpu, const std::vector<CodeGrid>& grids) {
+  Diff d;
+  std::vector<std::vector<float>> gpu_float;
+  absl::Status st = gpu.DecodeToFloat(grids, &gpu_float);
+  EXPECT_TRUE(st.ok()) << st;
+  absl::StatusOr<std::vector<engine::RgbImage>> gpu_rgb = gpu.Decode(grids);
+  EXPECT_TRUE(gpu_rgb.ok()) << gpu_rgb.status();
+  absl::StatusOr<std::vector<engine::RgbImage>> cpu_rgb = cpu.Decode(grids);
+  EXPECT_TRUE(cpu_rgb.ok()) << cpu_rgb.status();
+  if (!st.ok() || !gpu_rgb.ok() || !cpu_rgb.ok()) return d;
+  EXPECT_EQ(gpu_float.size(), grids.size());
+  EXPECT_EQ(gpu_rgb->size(), grids.size());
+  std::vector<float> want;
+  for (size_t i = 0; i < grids.size() && i < gpu_float.size() && i < gpu_rgb->size(); ++i) {
+    EXPECT_TRUE(cpu.DecodeToFloat(grids[i], &want).ok());
+    EXPECT_EQ(gpu_float[i].size(), want.size()) << "grid " << i;
+    for (size_t p = 0; p < want.size() && p < gpu_float[i].size(); ++p) {
+      const double err = std::abs(double{gpu_float[i][p]} - want[p]) / std::max(1.0, std::abs(double{want[p]}));
+      if (!(err <= d.max_rel)) d.max_rel = std::isnan(err) ? INFINITY : err;
+    }
+    const engine::RgbImage& g = (*gpu_rgb)[i];
+    const engine::RgbImage& c = (*cpu_rgb)[i];
+    EXPECT_EQ(g.width, c.width) << "grid " << i;
+    EXPECT_EQ(g.height, c.height) << "grid " << i;
+    EXPECT_EQ(g.rgb.size(), c.rgb.size()) << "grid " << i;
+    for (size_t p = 0; p < c.rgb.size() && p < g.rgb.size(); ++p) {
+      const int diff = std::abs(int{g.rgb[p]} - int{c.rgb[p]});
+      d.max_byte = std::max(d.max_byte, diff);
+      d.off_by_one += diff != 0;
+    }
+    d.bytes += c.rgb.size();
+  }
+  return d;
+}
+
+void ExpectClose(const Diff& d, double float_tol, double off_by_one_share, const std::string& what) {
+  std::cout << what << ": max relative float error " << d.max_rel << ", max byte diff " << d.max_byte << ", "
+            << d.off_by_one << " of " << d.bytes << " bytes off\n";
+  EXPECT_LE(d.max_rel, float_tol) << what;
+  EXPECT_LE(d.max_byte, 1) << what;
+  EXPECT_LE(static_cast<double>(d.off_by_one), off_by_one_share * static_cast<double>(d.bytes)) << what;
+}
+
+class CudaEmu3VqTinyTest : public ::testing::TestWithParam<Emu3VqNaming> {};
+
+TEST_P(CudaEmu3VqTinyTest, MatchesTheCpuDecoderAndPyTorch) {
+  Tiny t = LoadTiny(GetParam());
+  ASSERT_FALSE(t.weights.codebook.empty());
+  constexpr int32_t kMaxCells = 64;
+  CudaEmu3VqOptions small_chunks;
+  small_chunks.max_images_per_chunk = 2;  // a call of five same-size grids runs three chunks
+  absl::StatusOr<std::unique_ptr<CudaEmu3VqDecoder>> gpu =
+      CudaEmu3VqDecoder::Create(t.weights, t.config, kMaxCells, small_chunks);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ((*gpu)->chunk_images(), 2);
+  std::cout << (*gpu)->description() << "\n";
+  absl::StatusOr<std::unique_ptr<Emu3VqDecoder>> cpu = Emu3VqDecoder::Create(t.weights, t.config, kMaxCells, 1);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+
+  // The PyTorch golden grid (3 x 5 codes) first.
+  const nlohmann::json px = ReadJson("tests/goldens/tiny/emu3-goldens/goldens.json")["pixels"];
+  const CodeGrid golden{px["height"].get<int32_t>(), px["width"].get<int32_t>(),
+                        px["codes"].get<std::vector<int32_t>>()};
+  std::vector<std::vector<float>> out;
+  ASSERT_TRUE((*gpu)->DecodeToFloat({golden}, &out).ok());
+  const std::vector<float> expected =
+      ReadF32(SourceDir() + "/tests/goldens/tiny/emu3-goldens/" + px["file"].get<std::string>());
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].size(), expected.size());
+  EXPECT_LE(RelativeError(out[0].data(), expected), kGoldenTol);
+
+  // Mixed sizes in one call (grouped by size on the device, back in call order), chunked.
+  std::vector<CodeGrid> grids = {golden};
+  const std::pair<int32_t, int32_t> sizes[] = {{5, 3}, {3, 5}, {8, 8}, {1, 1}, {3, 5}, {5, 3}, {3, 5}, {2, 7}};
+  uint32_t seed = 1;
+  for (const auto& [h, w] : sizes) grids.push_back(RandomGrid(h, w, t.config.codebook_size, seed++));
+  ExpectClose(Compare(**cpu, **gpu, grids), kFloatTol, kOffByOneShare, "tiny, mixed sizes");
+
+  // Bad grids: the CPU decoder's status, word for word, before anything decodes.
+  std::vector<CodeGrid> bad = grids;
+  bad[2].codes[4] = t.config.codebook_size;
+  EXPECT_EQ((*gpu)->Decode(bad).status(), (*cpu)->Decode(bad).status());
+  bad = grids;
+  bad[1] = RandomGrid(9, 8, t.config.codebook_size, 99);  // 72 cells > kMaxCells
+  EXPECT_EQ((*gpu)->Decode(bad).status(), (*cpu)->Decode(bad).status());
+  EXPECT_FALSE((*gpu)->Decode(bad).ok());
+  bad = grids;
+  bad[3].codes.pop_back();
+  EXPECT_EQ((*gpu)->Decode(bad).status(), (*cpu)->Decode(bad).status());
+  EXPECT_FALSE((*gpu)->Decode(bad).ok());
+  // An empty call is fine.
+  absl::StatusOr<std::vector<engine::RgbImage>> none = (*gpu)->Decode({});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+}
+
+TEST_P(CudaEmu3VqTinyTest, Tf32StaysWithinItsBound) {
+  Tiny t = LoadTiny(GetParam());
+  ASSERT_FALSE(t.weights.codebook.empty());
+  CudaEmu3VqOptions tf32;
+  tf32.tf32 = true;
+  absl::StatusOr<std::unique_ptr<CudaEmu3VqDecoder>> gpu = CudaEmu3VqDecoder::Create(t.weights, t.config, 64, tf32);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  absl::StatusOr<std::unique_ptr<Emu3VqDecoder>> cpu = Emu3VqDecoder::Create(t.weights, t.config, 64, 1);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  const std::vector<CodeGrid> grids = {RandomGrid(4, 6, t.config.codebook_size, 7),
+                                       RandomGrid(4, 6, t.config.codebook_size, 8)};
+  std::vector<std::vector<float>> got;
+  ASSERT_TRUE((*gpu)->DecodeToFloat(grids, &got).ok());
+  double max_rel = 0;
+  std::vector<float> want;
+  for (size_t i = 0; i < grids.size(); ++i) {
+    ASSERT_TRUE((*cpu)->DecodeToFloat(grids[i], &want).ok());
+    ASSERT_EQ(got[i].size(), want.size());
+    for (size_t p = 0; p < want.size(); ++p) {
+      max_rel = std::max(max_rel, std::abs(double{got[i][p]} - want[p]) / std::max(1.0, std::abs(double{want[p]})));
+    }
+  }
+  std::cout << "tf32: max relative float error " << max_rel << "\n";
+  EXPECT_LE(max_rel, kTf32FloatTol);
+}
+
+INSTANTIATE_TEST_SUITE_P(Namings, CudaEmu3VqTinyTest,
+                         ::testing::Values(Emu3VqNaming::kTransformers, Emu3VqNaming::kBaai),
+                         [](const ::testing::TestParamInfo<Emu3VqNaming>& p) {
+                           return p.param == Emu3VqNaming::kBaai ? std::string("Baai") : std::string("Transformers");
+                         });
+
+// Random weights in the published tokenizer's shape (BAAI/Emu3-VisionTokenizer's
+// decoder: the Emu3VqConfig defaults), scaled so activations stay O(1): conv
+// weights uniform with variance 1 / fan_in, norms' gammas near 1, BatchNorm
+// variances in [0.5, 1.5].
+emu3vq::TensorSource RandomSource(uint32_t seed) {
+  auto rng = std::make_shared<std::mt19937>(seed);
+  return [rng](const std::string& name, const std::vector<int64_t>& shape) -> absl::StatusOr<std::vector<float>> {
+    int64_t count = 1, fan_in = 1;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      count *= shape[i];
+      if (i > 0) fan_in *= shape[i];
+    }
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> v(count);
+    const bool vector = shape.size() == 1;
+    const bool norm = name.find("norm") != std::string::npos;
+    const bool codebook = name.find("embedding") != std::string::npos;
+    const float limit = std::sqrt(3.0f / static_cast<float>(fan_in));
+    for (float& x : v) {
+      const float r = u(*rng);
+      if (name.ends_with("running_var")) {
+        x = 1.0f + 0.5f * r;
+      } else if (vector && norm && name.ends_with(".weight")) {
+        x = 1.0f + 0.1f * r;  // GroupNorm / BatchNorm gamma
+      } else if (vector) {
+        x = 0.05f * r;  // biases, betas, running means
+      } else if (codebook) {
+        x = r;
+      } else {
+        x = limit * r;
+      }
+    }
+    return v;
+  };
+}
+
+TEST(CudaEmu3VqShapeTest, PublishedShapeWithRandomWeightsMatchesTheCpuDecoder) {
+  const Emu3VqConfig config;  // the published tokenizer's decoder
+  ASSERT_TRUE(emu3vq::ValidateEmu3VqConfig(config, "defaults").ok());
+  absl::StatusOr<Emu3VqWeights> w = emu3vq::LoadEmu3VqWeights(RandomSource(2026), config, Emu3VqNaming::kBaai, "");
+  ASSERT_TRUE(w.ok()) << w.status();
+  constexpr int32_t kMaxCells = 80;
+  absl::StatusOr<std::unique_ptr<CudaEmu3VqDecoder>> gpu = CudaEmu3VqDecoder::Create(*w, config, kMaxCells);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  std::cout << (*gpu)->description() << "\n";
+  absl::StatusOr<std::unique_ptr<Emu3VqDecoder>> cpu = Emu3VqDecoder::Create(*std::move(w), config, kMaxCells);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  // 64 x 80 px and 80 x 64 px: a non-square grid each way, two of one size together.
+  const std::vector<CodeGrid> grids = {RandomGrid(8, 10, config.codebook_size, 1),
+                                       RandomGrid(10, 8, config.codebook_size, 2),
+                                       RandomGrid(8, 10, config.codebook_size, 3)};
+  ExpectClose(Compare(**cpu, **gpu, grids), kShapeFloatTol, kShapeOffByOneShare, "published shape, random weights");
+}
+
+TEST(CudaEmu3VqOptionsTest, BadOptionsAreInvalidArgument) {
+  Tiny t = LoadTiny(Emu3VqNaming::kBaai);
+  ASSERT_FALSE(t.weights.codebook.empty());
+  CudaEmu3VqOptions o;
+  o.max_images_per_chunk = 0;
+  EXPECT_EQ(CudaEmu3VqDecoder::Create(t.weights, t.config, 64, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = {};
+  o.workspace_bytes = 0;
+  EXPECT_EQ(CudaEmu3VqDecoder::Create(t.weights, t.config, 64, o).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CudaEmu3VqDecoder::Create(t.weights, t.config, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  o = {};
+  o.workspace_bytes = 1 << 10;  // not one image
+  absl::StatusOr<std::unique_ptr<CudaEmu3VqDecoder>> tight = CudaEmu3VqDecoder::Create(t.weights, t.config, 64, o);
+  ASSERT_FALSE(tight.ok());
+  EXPECT_EQ(tight.status().code(), absl::StatusCode::kResourceExhausted) << tight.status();
+  EXPECT_NE(tight.status().message().find("workspace_bytes"), std::string::npos) << tight.status();
+}
+
+}  // namespace
+}  // namespace argen::vq
