@@ -7,6 +7,7 @@
 #include "engine/checkpoint/weights_file.h"
 #include "engine/families/llamagen/llamagen_config.h"
 #include "engine/families/llamagen/llamagen_spec.h"
+#include "engine/families/llamagen/llamagen_t2i.h"
 #include "engine/model/finite_values.h"
 #include "engine/vq/vq_decoder.h"
 #include "engine/vq/vq_weights.h"
@@ -62,10 +63,6 @@ absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir,
     return absl::InvalidArgumentError(
         absl::StrCat("family option 't5_dir': ", config->gpt_file, " is class-conditional and has no text encoder"));
   }
-  if (config->text_conditional) {
-    return absl::UnimplementedError(absl::StrCat(model_dir, ": LlamaGen text-to-image (", config->gpt_file,
-                                                 ") needs prompt embeddings in the step plan, not there yet"));
-  }
   absl::StatusOr<model::ModelSpec> spec = LlamaGenSpec(*config);
   if (!spec.ok()) return spec.status();
   families::FamilyModel m;
@@ -78,29 +75,33 @@ absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir,
   m.grid = sparse::GridGeometry{m.token_grid, 0, m.image_tokens};  // square, raster order, no row breaks
   m.image_layouts = {
       engine::ImageLayout{m.image_size, m.image_size, m.token_grid, m.token_grid, m.image_tokens, m.grid}};
-  // The class token, then the image tokens (gpt.py: block_size + cls_token_num positions).
+  // The class token or the caption slots, then the image tokens (gpt.py: block_size + cls_token_num positions).
   m.max_position_embeddings = config->cls_token_num + m.image_tokens;
-  // sample_c2i.py's defaults: cfg 4.0 on every token (cfg_interval -1), top-k 2000, temperature 1, top-p 1.
-  m.default_sampling = engine::SamplingParams{};
-  m.default_sampling.cfg_weight = 4.0f;
-  m.default_sampling.temperature = 1.0f;
-  m.default_sampling.top_k = std::min(2000, config->vq.codebook_size);
-  m.default_sampling.top_p = 1.0f;
-  m.num_classes = config->num_classes;
-  // generate.py: cond_null = num_classes, the class table's extra row.
-  m.class_encoder = [classes = config->num_classes](
-                        int32_t class_id) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
-    if (class_id < 0 || class_id >= classes) {
-      return absl::InvalidArgumentError(absl::StrCat("class_id: must be in [0, ", classes, "), got ", class_id));
-    }
-    return std::make_pair(std::vector<int32_t>{class_id}, std::vector<int32_t>{classes});
-  };
-  m.make_prompt = []() -> absl::StatusOr<model::PromptEncoder> {
-    return model::PromptEncoder(
-        [](const model::PromptText&) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
-          return absl::InvalidArgumentError("prompt: LlamaGen c2i is class-conditional: send class_id, not a prompt");
-        });
-  };
+  if (config->text_conditional) {
+    SetTextConditioning(*config, m.weights_file, m);
+  } else {
+    // sample_c2i.py's defaults: cfg 4.0 on every token (cfg_interval -1), top-k 2000, temperature 1, top-p 1.
+    m.default_sampling = engine::SamplingParams{};
+    m.default_sampling.cfg_weight = 4.0f;
+    m.default_sampling.temperature = 1.0f;
+    m.default_sampling.top_k = std::min(2000, config->vq.codebook_size);
+    m.default_sampling.top_p = 1.0f;
+    m.num_classes = config->num_classes;
+    // generate.py: cond_null = num_classes, the class table's extra row.
+    m.class_encoder = [classes = config->num_classes](
+                          int32_t class_id) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
+      if (class_id < 0 || class_id >= classes) {
+        return absl::InvalidArgumentError(absl::StrCat("class_id: must be in [0, ", classes, "), got ", class_id));
+      }
+      return std::make_pair(std::vector<int32_t>{class_id}, std::vector<int32_t>{classes});
+    };
+    m.make_prompt = []() -> absl::StatusOr<model::PromptEncoder> {
+      return model::PromptEncoder(
+          [](const model::PromptText&) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
+            return absl::InvalidArgumentError("prompt: LlamaGen c2i is class-conditional: send class_id, not a prompt");
+          });
+    };
+  }
   const std::string vq_path = (fs::path(model_dir) / config->vq_file).string();
   const vq::Vq16Config vq = config->vq;
   m.make_decoder = [vq_path, vq](const checkpoint::Checkpoint&, const families::DecoderOptions& options) {
