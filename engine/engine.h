@@ -132,8 +132,11 @@ struct PreparedRequest {
   GenerationRequest request;
   std::vector<int32_t> cond_ids;    // the family's prompt (Janus: chat format, ends with <begin_of_image>)
   std::vector<int32_t> uncond_ids;  // its guidance row (Janus: same length; Lumina: the image header)
-  ImageLayout layout;               // its size's (the request's width x height, or the default)
-  sparse::ResolvedPolicy policy;    // resolved for layout.image_tokens
+  // Prompts given as embeddings (LlamaGen t2i): each row's [len x hidden_size]
+  // input vectors; the ids above are then their positions 0 .. len - 1. Empty: id prompts.
+  std::vector<float> cond_embeddings, uncond_embeddings;
+  ImageLayout layout;             // its size's (the request's width x height, or the default)
+  sparse::ResolvedPolicy policy;  // resolved for layout.image_tokens
   // Pool bytes its admission may take at most: its rows and, under prompt-KV
   // sharing across requests, the shared prompts it would create if none of
   // them is resident (Add places at most this much).

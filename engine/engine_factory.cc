@@ -142,6 +142,11 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   info.default_sampling = family->default_sampling;
   info.num_classes = family->num_classes;
   engine_config.class_encoder = family->class_encoder;
+  if (family->make_prompt_embedder) {
+    absl::StatusOr<PromptEmbedder> embedder = family->make_prompt_embedder();
+    if (!embedder.ok()) return embedder.status();
+    engine_config.prompt_embedder = *std::move(embedder);
+  }
   // The default size's prompt recipe: from the recipe maker where the family
   // has one (so its tokenizer is read once at start), else the family's own.
   if (encoder == nullptr && engine_config.make_recipe) {

@@ -18,6 +18,8 @@ packages=(
   # Command lines (CLI11), logs (spdlog), tokenizer regexes (Oniguruma, as HF
   # tokenizers), the standard gRPC health / reflection protos.
   libcli11-dev libspdlog-dev libonig-dev grpc-proto
+  # LlamaGen t2i: T5's SentencePiece tokenizer (spiece.model).
+  libsentencepiece-dev
   # Test tooling: the quality-report and scorer tests run tools/sweep/report.py.
   python3-numpy python3-pil python3-matplotlib
   # bench_lab_lint_test: the benchmark lab's shell scripts (bench/gpu) under shellcheck.

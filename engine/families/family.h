@@ -82,6 +82,10 @@ struct FamilyModel {
   // num_classes) and class id -> prompt ids; 0 and null for text models.
   int32_t num_classes = 0;
   model::ClassEncoder class_encoder;
+  // Text models whose prompts arrive as embeddings (LlamaGen t2i): makes the
+  // caption -> prompt vectors recipe (loads its text encoder when called, so
+  // a caller after the spec alone pays nothing); null for id prompts.
+  std::function<absl::StatusOr<model::PromptEmbedder>()> make_prompt_embedder;
 };
 
 // Options only some family understands, by name (engine::EngineOptions::

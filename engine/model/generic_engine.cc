@@ -79,6 +79,31 @@ absl::Status GenericEngine::ValidatePromptIds(const std::vector<int32_t>& cond,
   return absl::OkStatus();
 }
 
+absl::Status GenericEngine::ValidatePrompts(const engine::PreparedRequest& p) const {
+  if (p.cond_embeddings.empty() && p.uncond_embeddings.empty()) return ValidatePromptIds(p.cond_ids, p.uncond_ids);
+  if (p.cond_ids.empty() || p.uncond_ids.empty()) {
+    return absl::InvalidArgumentError("cond_ids and uncond_ids must be non-empty");
+  }
+  const size_t width = static_cast<size_t>(config_.info.hidden_size);
+  for (auto [ids, rows] :
+       {std::pair{&p.cond_ids, &p.cond_embeddings}, std::pair{&p.uncond_ids, &p.uncond_embeddings}}) {
+    if (static_cast<int32_t>(ids->size()) > config_.info.max_prompt_tokens) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prompt: ", ids->size(), " tokens, over max_prompt_tokens ", config_.info.max_prompt_tokens));
+    }
+    if (rows->size() != ids->size() * width) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt embeddings: ", rows->size(), " floats for ", ids->size(),
+                                                     " positions of hidden_size ", width));
+    }
+    for (size_t i = 0; i < ids->size(); ++i) {
+      if ((*ids)[i] != static_cast<int32_t>(i)) {
+        return absl::InvalidArgumentError("prompt embeddings: the ids must be the positions 0 .. len - 1");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<sparse::ResolvedPolicy> GenericEngine::Resolve(const sparse::PolicyParams& params,
                                                               const engine::ImageLayout& layout) const {
   const sparse::GridGeometry grid = engine::PolicyGrid(layout);
@@ -98,16 +123,32 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(const engine::Gen
   if (!policy.ok()) return policy.status();
   absl::StatusOr<std::shared_ptr<const ImageRecipe>> recipe = Recipe(*layout);
   if (!recipe.ok()) return recipe.status();
-  absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ids =
-      !request.class_id       ? (*recipe)->encoder({request.prompt, request.negative_prompt})
-      : config_.class_encoder ? config_.class_encoder(*request.class_id)
-                              : absl::InvalidArgumentError("class_id: this model has no class-conditional prompt");
-  if (!ids.ok()) return ids.status();
-  if (absl::Status s = ValidatePromptIds(ids->first, ids->second); !s.ok()) return s;
   engine::PreparedRequest p;
+  if (config_.prompt_embedder && !request.class_id) {
+    absl::StatusOr<PromptEmbeddings> embedded = config_.prompt_embedder({request.prompt, request.negative_prompt});
+    if (!embedded.ok()) return embedded.status();
+    const size_t width = static_cast<size_t>(config_.info.hidden_size);
+    for (auto [rows, ids] : {std::pair{&embedded->cond, &p.cond_ids}, std::pair{&embedded->uncond, &p.uncond_ids}}) {
+      if (width == 0 || rows->size() % width != 0) {
+        return absl::InternalError(absl::StrCat("the family's prompt embeddings are ", rows->size(),
+                                                " floats, not rows of hidden_size ", width));
+      }
+      ids->resize(rows->size() / width);
+      for (size_t i = 0; i < ids->size(); ++i) (*ids)[i] = static_cast<int32_t>(i);
+    }
+    p.cond_embeddings = std::move(embedded->cond);
+    p.uncond_embeddings = std::move(embedded->uncond);
+  } else {
+    absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ids =
+        !request.class_id       ? (*recipe)->encoder({request.prompt, request.negative_prompt})
+        : config_.class_encoder ? config_.class_encoder(*request.class_id)
+                                : absl::InvalidArgumentError("class_id: this model has no class-conditional prompt");
+    if (!ids.ok()) return ids.status();
+    p.cond_ids = std::move(ids->first);
+    p.uncond_ids = std::move(ids->second);
+  }
+  if (absl::Status s = ValidatePrompts(p); !s.ok()) return s;
   p.request = request;
-  p.cond_ids = std::move(ids->first);
-  p.uncond_ids = std::move(ids->second);
   p.layout = *layout;
   p.policy = *policy;
   const kv::RequestBytes bytes = kv_.Bytes(ShapeOf(p));
@@ -121,15 +162,16 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(const engine::Gen
   return p;
 }
 
-kv::Sharing GenericEngine::SharingOf(int32_t images) const {
+kv::Sharing GenericEngine::SharingOf(int32_t images, bool embedded) const {
   if (!config_.share_prompt_kv) return kv::Sharing::kNone;
-  if (config_.share_prompt_kv_across_requests) return kv::Sharing::kAcrossRequests;
+  if (config_.share_prompt_kv_across_requests && !embedded) return kv::Sharing::kAcrossRequests;
   return images > 1 ? kv::Sharing::kWithinRequest : kv::Sharing::kNone;
 }
 
 kv::RequestShape GenericEngine::ShapeOf(const engine::PreparedRequest& request) const {
   const int32_t images = request.request.num_images;
-  return {request.cond_ids, request.uncond_ids, request.policy, images, SharingOf(images)};
+  return {request.cond_ids, request.uncond_ids, request.policy, images,
+          SharingOf(images, !request.cond_embeddings.empty())};
 }
 
 bool GenericEngine::CanAdd(const engine::PreparedRequest& request) const { return kv_.CanPlace(ShapeOf(request)); }
@@ -141,7 +183,7 @@ absl::StatusOr<engine::GroupId> GenericEngine::Add(engine::RequestPtr request) {
   // tampered one must not reach a shared Step()), its layout the one its
   // size names and its policy resolved for that layout.
   if (absl::Status s = engine::ValidateRequest(p.request, config_.info); !s.ok()) return s;
-  if (absl::Status s = ValidatePromptIds(p.cond_ids, p.uncond_ids); !s.ok()) return s;
+  if (absl::Status s = ValidatePrompts(p); !s.ok()) return s;
   absl::StatusOr<engine::ImageLayout> named = engine::RequestLayout(p.request, config_.info);
   if (!named.ok()) return named.status();
   if (p.policy.l_dec != named->image_tokens || !(p.layout == *named)) {
@@ -272,14 +314,20 @@ absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
       add_prompts(prompts);
       // A row reading another's prompt KV (a later image's, or every row under
       // sharing across requests) feeds no queries: it completes with its owner.
-      const kv::Sharing sharing = SharingOf(static_cast<int32_t>(g.sampling.size()));
+      const engine::PreparedRequest& prepared = g.prepared();
+      const bool embedded = !prepared.cond_embeddings.empty();
+      const kv::Sharing sharing = SharingOf(static_cast<int32_t>(g.sampling.size()), embedded);
       const bool shares_all = sharing == kv::Sharing::kAcrossRequests;
       const bool shares_later = sharing == kv::Sharing::kWithinRequest;
       for (size_t i = 0; i < g.sampling.size(); ++i) {
         for (int k = 0; k < 2; ++k) {
-          const std::vector<int32_t>& ids = k == 0 ? g.prepared().cond_ids : g.prepared().uncond_ids;
+          const std::vector<int32_t>& ids = k == 0 ? prepared.cond_ids : prepared.uncond_ids;
           step_plan_.AddRow(g.rows[2 * i + k]);
-          if (!shares_all && !(shares_later && i > 0)) {
+          if (shares_all || (shares_later && i > 0)) continue;
+          if (embedded) {
+            step_plan_.AddPromptEmbeddings(k == 0 ? prepared.cond_embeddings : prepared.uncond_embeddings,
+                                           config_.info.hidden_size, 0, static_cast<int32_t>(ids.size()));
+          } else {
             step_plan_.AddPromptQueries(ids, 0, static_cast<int32_t>(ids.size()));
           }
         }

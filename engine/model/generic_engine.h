@@ -66,6 +66,16 @@ struct PromptText {
 // The family's prompt recipe: text -> (cond ids, uncond ids); must be thread-safe.
 using PromptEncoder =
     std::function<absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>>(const PromptText& text)>;
+// A text model whose prompts arrive as embeddings (LlamaGen t2i: T5 features
+// through its caption MLP): text -> each row's prompt as [len x hidden_size]
+// input vectors, row-major (the two rows may differ in length); must be
+// thread-safe. Such prompts have no token ids, so they are never shared
+// across requests (a prompt row holds ids); the images of one request still
+// share theirs.
+struct PromptEmbeddings {
+  std::vector<float> cond, uncond;
+};
+using PromptEmbedder = std::function<absl::StatusOr<PromptEmbeddings>(const PromptText& text)>;
 // A class-conditional model's prompt: class id -> (cond ids, uncond ids)
 // (LlamaGen c2i: [class] and [num_classes], rows of its class table).
 using ClassEncoder =
@@ -97,6 +107,9 @@ struct GenericEngineConfig {
   // Class-conditional models (info.num_classes > 0): requests' class_id ->
   // prompt ids, instead of the recipe's caption encoder.
   ClassEncoder class_encoder;
+  // Text models whose prompts are embeddings: the caption's prompt recipe
+  // instead of the recipe's encoder (every size).
+  PromptEmbedder prompt_embedder;
   // ssd's head classification (the model's ssd_heads.json); null: ssd is refused.
   std::shared_ptr<const sparse::HeadClasses> ssd_heads;
   // Prompt-KV sharing (backend.h): the images of one request read one copy of
@@ -158,7 +171,8 @@ class GenericEngine final : public engine::Engine {
   };
 
   // How a request of `images` images shares prompt KV (the config's sharing switches).
-  kv::Sharing SharingOf(int32_t images) const;
+  // A request's prompt-KV sharing; prompts of embeddings are never shared across requests.
+  kv::Sharing SharingOf(int32_t images, bool embedded) const;
   // The rows the KV manager places for a request.
   kv::RequestShape ShapeOf(const engine::PreparedRequest& request) const;
   // sparse::ResolvePolicy with the layout's grid and the model's head classification.
@@ -169,6 +183,8 @@ class GenericEngine final : public engine::Engine {
   // Lengths, max_prompt_tokens and ids inside the text vocabulary, so a bad
   // request fails in Prepare/Add and never inside a shared Step().
   absl::Status ValidatePromptIds(const std::vector<int32_t>& cond, const std::vector<int32_t>& uncond) const;
+  // A prepared request's prompts: ids, or embeddings indexed by their positions.
+  absl::Status ValidatePrompts(const engine::PreparedRequest& p) const;
   absl::Status PrefillPending(engine::StepReport* report);
   absl::Status DecodeRunning(const std::vector<engine::GroupId>& ids, engine::StepReport* report);
   // Records token `t` of every image of `g`, finishing (and freeing) it at the end.

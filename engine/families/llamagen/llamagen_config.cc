@@ -1,5 +1,6 @@
 #include "engine/families/llamagen/llamagen_config.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -33,6 +34,11 @@ const std::map<std::string, GptShape>& GptModels() {
 
 const std::regex& C2iName() {
   static const std::regex* re = new std::regex(R"(c2i_(B|L|XL|XXL|XXXL|1B|3B|7B)_(256|384|512)\.pt)");
+  return *re;
+}
+
+const std::regex& T2iName() {
+  static const std::regex* re = new std::regex(R"(t2i_(B|L|XL|XXL|XXXL|1B|3B|7B)_stage[0-9]+_(256|384|512)\.pt)");
   return *re;
 }
 
@@ -120,9 +126,12 @@ absl::Status ReadConfigJson(const std::string& path, LlamaGenConfig& c, double& 
   const Fields f(root, path);
   std::string gpt_type = "c2i";
   if (absl::Status s = f.String("gpt_type", gpt_type); !s.ok()) return s;
-  if (gpt_type != "c2i") {
-    return f.Error("gpt_type",
-                   absl::StrCat("is '", gpt_type, "': only class-conditional (c2i) models are served so far"));
+  if (gpt_type != "c2i" && gpt_type != "t2i") {
+    return f.Error("gpt_type", absl::StrCat("is '", gpt_type, "': must be c2i (class) or t2i (text)"));
+  }
+  if (gpt_type == "t2i") {
+    c.text_conditional = true;
+    c.cls_token_num = 120;
   }
   std::string gpt_model;
   if (absl::Status s = f.String("gpt_model", gpt_model); !s.ok()) return s;
@@ -139,6 +148,7 @@ absl::Status ReadConfigJson(const std::string& path, LlamaGenConfig& c, double& 
                                                      {"image_size", &c.image_size},
                                                      {"downsample_size", &c.downsample},
                                                      {"cls_token_num", &c.cls_token_num},
+                                                     {"caption_dim", &c.caption_dim},
                                                      {"codebook_size", &c.vq.codebook_size},
                                                      {"codebook_embed_dim", &c.vq.codebook_embed_dim},
                                                      {"vq_ch", &c.vq.ch},
@@ -156,6 +166,7 @@ absl::Status ReadConfigJson(const std::string& path, LlamaGenConfig& c, double& 
   c.norm_eps = static_cast<float>(eps);
   if (absl::Status s = f.String("gpt_ckpt", c.gpt_file); !s.ok()) return s;
   if (absl::Status s = f.String("vq_ckpt", c.vq_file); !s.ok()) return s;
+  if (absl::Status s = f.String("t5_dir", c.t5_dir); !s.ok()) return s;
   double dropout = 0.1;
   if (const json* v = f.Get("class_dropout_prob"); v != nullptr) {
     if (!v->is_number() || v->get<double>() < 0) return f.Error("class_dropout_prob", "must be a number >= 0");
@@ -186,7 +197,8 @@ absl::StatusOr<LlamaGenConfig> PublishedLlamaGenConfig(const std::string& size, 
   c.vq.cls = "VQ-16";
   if (absl::Status s = SetShape(c, "GPT-" + size, "LlamaGen"); !s.ok()) return s;
   if (image_size <= 0 || image_size % c.downsample != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("LlamaGen: image size ", image_size, " is not a positive multiple of 16"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("LlamaGen: image size ", image_size, " is not a positive multiple of 16"));
   }
   c.image_size = image_size;
   c.n_kv_head = c.n_head;
@@ -204,8 +216,9 @@ int32_t FfnHidden(int32_t dim, double ffn_dim_multiplier, int32_t multiple_of) {
 }
 
 bool IsC2iFileName(const std::string& name) { return std::regex_match(name, C2iName()); }
+bool IsT2iFileName(const std::string& name) { return std::regex_match(name, T2iName()); }
 
-absl::StatusOr<LlamaGenConfig> LoadLlamaGenConfig(const std::string& model_dir) {
+absl::StatusOr<LlamaGenConfig> LoadLlamaGenConfig(const std::string& model_dir, const std::string& t5_dir) {
   LlamaGenConfig c;
   c.vq.cls = "VQ-16";
   double ffn_multiplier = 0;  // ModelArgs.ffn_dim_multiplier None
@@ -221,22 +234,31 @@ absl::StatusOr<LlamaGenConfig> LoadLlamaGenConfig(const std::string& model_dir) 
   if (c.gpt_file.empty()) {
     std::vector<std::string> found;
     for (const fs::directory_entry& e : fs::directory_iterator(model_dir, ec)) {
-      if (IsC2iFileName(e.path().filename().string())) found.push_back(e.path().filename().string());
+      const std::string name = e.path().filename().string();
+      if (IsC2iFileName(name) || IsT2iFileName(name)) found.push_back(name);
     }
+    std::sort(found.begin(), found.end());
     if (found.size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          model_dir, ": a LlamaGen directory needs exactly one c2i_<B|L|XL|XXL|XXXL|1B|3B|7B>_<256|384|512>.pt (found ",
-          found.empty() ? "none" : absl::StrJoin(found, ", "), "), or config.json's gpt_ckpt"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(model_dir,
+                       ": a LlamaGen directory needs exactly one c2i_<B|L|XL|XXL|XXXL|1B|3B|7B>_<256|384|512>.pt or "
+                       "t2i_<size>_stage<k>_<px>.pt (found ",
+                       found.empty() ? "none" : absl::StrJoin(found, ", "), "), or config.json's gpt_ckpt"));
     }
     c.gpt_file = found.front();
+    std::smatch m;
+    const bool t2i = std::regex_match(c.gpt_file, m, T2iName());
+    if (!t2i) std::regex_match(c.gpt_file, m, C2iName());
+    if (t2i && !c.text_conditional) {
+      c.text_conditional = true;
+      c.cls_token_num = 120;  // sample_t2i.py's --cls-token-num
+    }
     if (c.gpt_model.empty()) {
-      std::smatch m;
-      std::regex_match(c.gpt_file, m, C2iName());
       if (absl::Status s = SetShape(c, "GPT-" + m[1].str(), c.gpt_file); !s.ok()) return s;
       c.image_size = std::stoi(m[2].str());
     }
   }
-  if (c.vq_file.empty()) c.vq_file = "vq_ds16_c2i.pt";
+  if (c.vq_file.empty()) c.vq_file = c.text_conditional ? "vq_ds16_t2i.pt" : "vq_ds16_c2i.pt";
   for (const std::string& file : {c.gpt_file, c.vq_file}) {
     if (!fs::is_regular_file(fs::path(model_dir) / file, ec)) {
       return absl::NotFoundError(absl::StrCat(model_dir, ": ", file, " is missing (LlamaGen's ",
@@ -253,11 +275,39 @@ absl::StatusOr<LlamaGenConfig> LoadLlamaGenConfig(const std::string& model_dir) 
                                                    c.downsample, " and VQ ch_mult of ", c.vq.ch_mult.size(),
                                                    " levels do not agree"));
   }
-  if (c.cls_token_num != 1) {
+  if (!c.text_conditional && c.cls_token_num != 1) {
     return absl::InvalidArgumentError(absl::StrCat(model_dir, ": cls_token_num ", c.cls_token_num,
                                                    ": a class-conditional model has one class token"));
   }
-  if (uncond_row == 0) {
+  if (c.text_conditional) {
+    // The T5 directory: the option, config.json's t5_dir, else the published places.
+    if (!t5_dir.empty()) c.t5_dir = t5_dir;
+    std::vector<std::string> candidates;
+    if (!c.t5_dir.empty()) {
+      candidates.push_back(fs::path(c.t5_dir).is_absolute() ? c.t5_dir : (fs::path(model_dir) / c.t5_dir).string());
+    } else {
+      candidates = {(fs::path(model_dir) / "t5-ckpt" / "flan-t5-xl").string(),
+                    (fs::path(model_dir) / "flan-t5-xl").string()};
+    }
+    c.t5_dir.clear();
+    for (const std::string& dir : candidates) {
+      if (fs::is_regular_file(fs::path(dir) / "config.json", ec)) {
+        c.t5_dir = dir;
+        break;
+      }
+    }
+    if (c.t5_dir.empty()) {
+      return absl::NotFoundError(absl::StrCat(model_dir,
+                                              ": the T5 text encoder is missing (a hub directory with "
+                                              "config.json, spiece.model and the weights, looked for in ",
+                                              absl::StrJoin(candidates, ", "),
+                                              "; download google/flan-t5-xl there, or give family option t5_dir)"));
+    }
+    if (!fs::is_regular_file(fs::path(c.t5_dir) / "spiece.model", ec)) {
+      return absl::NotFoundError(absl::StrCat(c.t5_dir, ": spiece.model is missing (T5's SentencePiece tokenizer)"));
+    }
+  }
+  if (!c.text_conditional && uncond_row == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(model_dir, ": class_dropout_prob 0 leaves no unconditional class row, which guidance needs"));
   }

@@ -6,6 +6,13 @@
 // (GPT_models: B, L, XL, XXL, XXXL, 1B, 3B, 7B) and the image size. An
 // optional config.json with "model_type": "llamagen" names other shapes and
 // files (smaller test models; docs/checkpoint-format.md lists its keys).
+//
+// Text-to-image (t2i) checkpoints as published (README, sample_t2i.py):
+// `t2i_<size>_stage<k>_<px>.pt` (t2i_XL_stage1_256.pt, t2i_XL_stage2_512.pt),
+// `vq_ds16_t2i.pt`, and the FLAN-T5-XL text encoder as the hub ships
+// google/flan-t5-xl, in `t5-ckpt/flan-t5-xl/` (the repository's
+// pretrained_models layout) or `flan-t5-xl/`; 120 caption slots
+// (cls_token_num) of T5 features (caption_dim 2048).
 #pragma once
 
 #include <cstdint>
@@ -28,8 +35,11 @@ struct LlamaGenConfig {
   int32_t class_rows = 1001;  // the class table: num_classes + the unconditional row
   int32_t image_size = 256;
   int32_t downsample = 16;
-  int32_t cls_token_num = 1;
-  vq::Vq16Config vq;  // vocab = vq.codebook_size
+  int32_t cls_token_num = 1;      // c2i: the class token; t2i: the caption slots (120)
+  bool text_conditional = false;  // gpt_type "t2i"
+  int32_t caption_dim = 2048;     // t2i: the T5 features' width (gpt.py ModelArgs.caption_dim)
+  std::string t5_dir;             // t2i: the T5 encoder's hub directory, absolute or in the model directory
+  vq::Vq16Config vq;              // vocab = vq.codebook_size
 
   int32_t grid() const { return image_size / downsample; }
   int32_t image_tokens() const { return grid() * grid(); }
@@ -42,13 +52,16 @@ int32_t FfnHidden(int32_t dim, double ffn_dim_multiplier, int32_t multiple_of);
 
 // Whether `name` is a published c2i GPT file name: c2i_<size>_<px>.pt.
 bool IsC2iFileName(const std::string& name);
+// Whether `name` is a published t2i GPT file name: t2i_<size>_stage<k>_<px>.pt.
+bool IsT2iFileName(const std::string& name);
 
 // A published c2i model's configuration without its files (benchmarks with
 // random weights): `size` as in the file names (B, L, XL, ...), the image size.
 absl::StatusOr<LlamaGenConfig> PublishedLlamaGenConfig(const std::string& size, int32_t image_size);
 
 // The directory's configuration: config.json when present, else the one
-// c2i_*.pt file's name. Errors name the file and field.
-absl::StatusOr<LlamaGenConfig> LoadLlamaGenConfig(const std::string& model_dir);
+// c2i_*.pt or t2i_*.pt file's name. `t5_dir` (the family option) overrides
+// where a t2i model's T5 encoder is. Errors name the file and field.
+absl::StatusOr<LlamaGenConfig> LoadLlamaGenConfig(const std::string& model_dir, const std::string& t5_dir = "");
 
 }  // namespace argen::llamagen

@@ -7,6 +7,7 @@
 #include "engine/checkpoint/weights_file.h"
 #include "engine/families/llamagen/llamagen_config.h"
 #include "engine/families/llamagen/llamagen_spec.h"
+#include "engine/families/llamagen/llamagen_t2i.h"
 #include "engine/model/finite_values.h"
 #include "engine/vq/vq_decoder.h"
 #include "engine/vq/vq_weights.h"
@@ -55,9 +56,13 @@ absl::StatusOr<model::ImageDecoder> MakeDecoder(const std::string& vq_path, cons
 
 }  // namespace
 
-absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir) {
-  absl::StatusOr<LlamaGenConfig> config = LoadLlamaGenConfig(model_dir);
+absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir, const std::string& t5_dir) {
+  absl::StatusOr<LlamaGenConfig> config = LoadLlamaGenConfig(model_dir, t5_dir);
   if (!config.ok()) return config.status();
+  if (!config->text_conditional && !t5_dir.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("family option 't5_dir': ", config->gpt_file, " is class-conditional and has no text encoder"));
+  }
   absl::StatusOr<model::ModelSpec> spec = LlamaGenSpec(*config);
   if (!spec.ok()) return spec.status();
   families::FamilyModel m;
@@ -70,29 +75,33 @@ absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir)
   m.grid = sparse::GridGeometry{m.token_grid, 0, m.image_tokens};  // square, raster order, no row breaks
   m.image_layouts = {
       engine::ImageLayout{m.image_size, m.image_size, m.token_grid, m.token_grid, m.image_tokens, m.grid}};
-  // The class token, then the image tokens (gpt.py: block_size + cls_token_num positions).
+  // The class token or the caption slots, then the image tokens (gpt.py: block_size + cls_token_num positions).
   m.max_position_embeddings = config->cls_token_num + m.image_tokens;
-  // sample_c2i.py's defaults: cfg 4.0 on every token (cfg_interval -1), top-k 2000, temperature 1, top-p 1.
-  m.default_sampling = engine::SamplingParams{};
-  m.default_sampling.cfg_weight = 4.0f;
-  m.default_sampling.temperature = 1.0f;
-  m.default_sampling.top_k = std::min(2000, config->vq.codebook_size);
-  m.default_sampling.top_p = 1.0f;
-  m.num_classes = config->num_classes;
-  // generate.py: cond_null = num_classes, the class table's extra row.
-  m.class_encoder = [classes = config->num_classes](
-                        int32_t class_id) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
-    if (class_id < 0 || class_id >= classes) {
-      return absl::InvalidArgumentError(absl::StrCat("class_id: must be in [0, ", classes, "), got ", class_id));
-    }
-    return std::make_pair(std::vector<int32_t>{class_id}, std::vector<int32_t>{classes});
-  };
-  m.make_prompt = []() -> absl::StatusOr<model::PromptEncoder> {
-    return model::PromptEncoder(
-        [](const model::PromptText&) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
-          return absl::InvalidArgumentError("prompt: LlamaGen c2i is class-conditional: send class_id, not a prompt");
-        });
-  };
+  if (config->text_conditional) {
+    SetTextConditioning(*config, m.weights_file, m);
+  } else {
+    // sample_c2i.py's defaults: cfg 4.0 on every token (cfg_interval -1), top-k 2000, temperature 1, top-p 1.
+    m.default_sampling = engine::SamplingParams{};
+    m.default_sampling.cfg_weight = 4.0f;
+    m.default_sampling.temperature = 1.0f;
+    m.default_sampling.top_k = std::min(2000, config->vq.codebook_size);
+    m.default_sampling.top_p = 1.0f;
+    m.num_classes = config->num_classes;
+    // generate.py: cond_null = num_classes, the class table's extra row.
+    m.class_encoder = [classes = config->num_classes](
+                          int32_t class_id) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
+      if (class_id < 0 || class_id >= classes) {
+        return absl::InvalidArgumentError(absl::StrCat("class_id: must be in [0, ", classes, "), got ", class_id));
+      }
+      return std::make_pair(std::vector<int32_t>{class_id}, std::vector<int32_t>{classes});
+    };
+    m.make_prompt = []() -> absl::StatusOr<model::PromptEncoder> {
+      return model::PromptEncoder(
+          [](const model::PromptText&) -> absl::StatusOr<std::pair<std::vector<int32_t>, std::vector<int32_t>>> {
+            return absl::InvalidArgumentError("prompt: LlamaGen c2i is class-conditional: send class_id, not a prompt");
+          });
+    };
+  }
   const std::string vq_path = (fs::path(model_dir) / config->vq_file).string();
   const vq::Vq16Config vq = config->vq;
   m.make_decoder = [vq_path, vq](const checkpoint::Checkpoint&, const families::DecoderOptions& options) {
@@ -104,19 +113,22 @@ absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir)
 families::Family LlamaGenFamily() {
   families::Family f;
   f.name = "llamagen";
-  f.matches = "model_type llamagen, or a directory with c2i_<size>_<px>.pt and no config.json";
+  f.matches =
+      "model_type llamagen, or a directory with c2i_<size>_<px>.pt or t2i_<size>_stage<k>_<px>.pt and no config.json";
   f.recognises = [](const families::ConfigIdentity& id) { return id.model_type == "llamagen"; };
   f.recognises_dir = [](const std::string& model_dir) {
     std::error_code ec;
     for (const fs::directory_entry& e : fs::directory_iterator(model_dir, ec)) {
-      if (IsC2iFileName(e.path().filename().string())) return true;
+      const std::string name = e.path().filename().string();
+      if (IsC2iFileName(name) || IsT2iFileName(name)) return true;
     }
     return false;
   };
   f.load = [name = f.name](const std::string& model_dir,
                            const families::FamilyOptions& options) -> absl::StatusOr<families::FamilyModel> {
-    if (absl::Status s = families::CheckFamilyOptions(name, options, {}); !s.ok()) return s;
-    return LoadLlamaGen(model_dir);
+    if (absl::Status s = families::CheckFamilyOptions(name, options, {"t5_dir"}); !s.ok()) return s;
+    const auto t5 = options.find("t5_dir");
+    return LoadLlamaGen(model_dir, t5 == options.end() ? "" : t5->second);
   };
   return f;
 }

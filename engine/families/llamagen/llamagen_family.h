@@ -10,10 +10,12 @@
 
 namespace argen::llamagen {
 
-absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir);
+// `t5_dir` (family option t5_dir; empty: config.json's, else the published
+// places): a t2i model's T5 encoder directory.
+absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir, const std::string& t5_dir = "");
 
 // Recognises config.json's model_type "llamagen", or a directory without
-// config.json holding a c2i_<size>_<px>.pt.
+// config.json holding a c2i_<size>_<px>.pt or t2i_<size>_stage<k>_<px>.pt.
 families::Family LlamaGenFamily();
 
 }  // namespace argen::llamagen

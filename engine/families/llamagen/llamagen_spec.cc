@@ -34,7 +34,14 @@ absl::StatusOr<model::ModelSpec> LlamaGenSpec(const LlamaGenConfig& c) {
   s.rope_grid_width = c.grid();
   const int64_t H = c.dim, q_dim = int64_t{c.n_head} * s.head_dim, kv_dim = int64_t{c.n_kv_head} * s.head_dim;
   const int64_t qkv = q_dim + 2 * kv_dim;
-  spec.text_embed = model::Tensor("cls_embedding.embedding_table.weight", {c.class_rows, H});
+  if (c.text_conditional) {
+    // t2i prompts are embeddings (the caption MLP's, StepPlan::prompt_embeddings), never ids: no
+    // prompt query reads a text table, but the spec names one, so it names the image-token table
+    // (loaded once: the input stage's), which the engine never indexes with a prompt id.
+    spec.text_embed = model::Tensor("tok_embeddings.weight", {c.vq.codebook_size, H});
+  } else {
+    spec.text_embed = model::Tensor("cls_embedding.embedding_table.weight", {c.class_rows, H});
+  }
   for (int32_t i = 0; i < c.n_layer; ++i) {
     const std::string p = absl::StrCat("layers.", i, ".");
     model::LayerRefs l;
