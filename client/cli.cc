@@ -38,7 +38,7 @@ void AddRequestFlags(CLI::App& sub, RequestFlags& f) {
       ->check(CLI::PositiveNumber);
   sub.add_option(FlagNames("policy"), f.policy,
                  "Sparsity policy NAME or NAME:SPARSITY (dense, sliding_window, streaming_llm, h2o, tova, "
-                 "alisa, diagonal, diagonal_sink4, grid_window, diagonal_grid, ssd); a sparse NAME needs a "
+                 "alisa, diagonal, diagonal_sink4, grid_window, diagonal_grid, ssd, line_evict); a sparse NAME needs a "
                  "sparsity (NAME:S, --sparsity or --n-att); empty: the server's default");
   sub.add_option(FlagNames("sparsity"), f.sparsity, "Fraction of decode KV not attended, [0, 1)");
   sub.add_option(FlagNames("n_att"), f.n_att, "Decode keys attended per step (0: from sparsity)")

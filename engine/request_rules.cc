@@ -109,9 +109,10 @@ std::vector<ParameterRange> RequestParameterRanges(const ModelInfo& info) {
       {"n_att", 0, l_dec, false, false, "decode keys attended per step; 0: (1 - sparsity) x image_tokens"},
       {"n_recent", 0, l_dec, false, false,
        "diagonal*: recent window N_r (0: image_tokens / 2); diagonal_grid: its window; h2o, alisa: protected "
-       "recent keys; grid_window: the row's run; ssd: spatial window W; 0: the policy's default"},
+       "recent keys; grid_window: the row's run; ssd: spatial window W; line_evict: recent positions kept whole "
+       "(default one image row); 0: the policy's default"},
       {"n_sink", -1, l_dec - 1, false, false,
-       "sink tokens; -1: the policy's default (4; grid_window, diagonal_grid 0; ssd 1, its anchor)"},
+       "sink tokens; -1: the policy's default (4; grid_window, diagonal_grid, line_evict 0; ssd 1, its anchor)"},
       {"cfg_weight", 0, model::kMaxCfgWeight, false, false, "classifier-free guidance weight"},
       {"temperature", 0, model::kMaxTemperature, false, false, "sampling temperature; 0: greedy (argmax)"},
       {"top_k", 0, static_cast<double>(info.image_vocab), false, false, "keep the k most likely codes; 0: off"},

@@ -32,6 +32,7 @@ constexpr NamedKind kNames[] = {
     {"grid_window", PolicyKind::kGridWindow},
     {"diagonal_grid", PolicyKind::kDiagonalGrid},
     {"ssd", PolicyKind::kSsd},
+    {"line_evict", PolicyKind::kLineEvict},
     {"window", PolicyKind::kSlidingWindow},
     {"slidingwindow", PolicyKind::kSlidingWindow},
     {"streamingllm", PolicyKind::kStreamingLlm},
@@ -54,14 +55,18 @@ absl::Status Invalid(PolicyKind kind, std::string_view field, std::string_view w
 
 bool IsGrid(PolicyKind k) { return k == PolicyKind::kGridWindow || k == PolicyKind::kDiagonalGrid; }
 bool UsesSinks(PolicyKind k) {
-  return k == PolicyKind::kStreamingLlm || k == PolicyKind::kDiagonalSink4 || IsGrid(k) || k == PolicyKind::kSsd;
+  return k == PolicyKind::kStreamingLlm || k == PolicyKind::kDiagonalSink4 || IsGrid(k) || k == PolicyKind::kSsd ||
+         k == PolicyKind::kLineEvict;
 }
 bool UsesRecent(PolicyKind k) {
   return k == PolicyKind::kDiagonal || k == PolicyKind::kDiagonalSink4 || k == PolicyKind::kH2O ||
-         k == PolicyKind::kAlisa || IsGrid(k) || k == PolicyKind::kSsd;
+         k == PolicyKind::kAlisa || IsGrid(k) || k == PolicyKind::kSsd || k == PolicyKind::kLineEvict;
 }
+// Whether a policy reads the model's token grid.
+bool UsesGrid(PolicyKind k) { return IsGrid(k) || k == PolicyKind::kSsd || k == PolicyKind::kLineEvict; }
 int32_t DefaultSinks(PolicyKind k) {
-  if (IsGrid(k)) return 0;
+  // line_evict: the prompt is its anchor (always attended), no decode anchor.
+  if (IsGrid(k) || k == PolicyKind::kLineEvict) return 0;
   if (k == PolicyKind::kSsd) return 1;  // the spatial heads' anchor: the first decode token
   return 4;
 }
@@ -118,7 +123,7 @@ absl::StatusOr<PolicyKind> ParsePolicyName(std::string_view name) {
       absl::StrCat("unknown sparsity policy \"", std::string(name).substr(0, 64), "\"",
                    closest.empty() ? "" : absl::StrCat(" (did you mean \"", closest, "\"?)"),
                    "; expected one of dense, sliding_window, streaming_llm, h2o, tova, alisa, diagonal, "
-                   "diagonal_sink4, grid_window, diagonal_grid, ssd"));
+                   "diagonal_sink4, grid_window, diagonal_grid, ssd, line_evict"));
 }
 
 std::string_view KvFormatName(KvFormat format) {
@@ -225,13 +230,15 @@ absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, const G
           absl::StrCat("(", r.n_sink, ") must be < n_att (", r.n_att, "): at least one recent slot is needed"));
     }
   } else if (params.n_sink > 0) {
-    return Invalid(kind, "n_sink", "is only used by streaming_llm, diagonal_sink4, grid_window, diagonal_grid and ssd");
+    return Invalid(kind, "n_sink",
+                   "is only used by streaming_llm, diagonal_sink4, grid_window, diagonal_grid, ssd and line_evict");
   }
   if (!UsesRecent(kind) && params.n_recent > 0) {
     return Invalid(kind, "n_recent",
-                   "is only used by diagonal, diagonal_sink4, h2o, alisa, grid_window, diagonal_grid and ssd");
+                   "is only used by diagonal, diagonal_sink4, h2o, alisa, grid_window, diagonal_grid, ssd and "
+                   "line_evict");
   }
-  if (IsGrid(kind) || kind == PolicyKind::kSsd) {
+  if (UsesGrid(kind)) {
     if (absl::Status s = ResolveGrid(kind, grid, &r); !s.ok()) return s;
   }
 
@@ -324,6 +331,25 @@ absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, const G
         return Invalid(kind, "n_recent", absl::StrCat("(", r.n_recent, ") must be > n_sink (", r.n_sink, ")"));
       }
       r.n_slots = std::min(l_dec, r.n_sink + std::max(budget, policy_detail::GridLagMax(r, r.n_recent - r.n_sink) + 1));
+      break;
+    }
+    case PolicyKind::kLineEvict: {
+      // The budget holds the keys kept at a line start (anchors, the recent
+      // window, at least one key chosen by the scores) plus the line the step
+      // starts. n_recent defaults to one line (the row above the target),
+      // shortened to what a smaller budget leaves.
+      const int32_t line = r.grid_period;
+      const int32_t room = r.n_att - line - r.n_sink - 1;
+      r.n_recent = params.n_recent > 0 ? params.n_recent : std::clamp(room, 1, line);
+      r.n_slots = r.n_att;
+      const int32_t least = line + r.n_sink + r.n_recent + 1;
+      if (r.n_att < least && r.n_att < l_dec) {  // (a budget of L_dec never evicts)
+        const std::string_view field = params.n_recent > 0 ? "n_recent" : params.n_att > 0 ? "n_att" : "sparsity";
+        return Invalid(kind, field,
+                       absl::StrCat("leaves ", r.n_att, " keys; the budget must be >= one line (", line, ") + n_sink (",
+                                    r.n_sink, ") + n_recent (", r.n_recent, ") + 1 scored key = ", least,
+                                    " (a smaller n_recent lowers it)"));
+      }
       break;
     }
     case PolicyKind::kSsd: {

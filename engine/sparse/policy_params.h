@@ -18,7 +18,7 @@ namespace argen::sparse {
 inline constexpr PolicyKind kAllPolicyKinds[] = {
     PolicyKind::kDense,      PolicyKind::kSlidingWindow, PolicyKind::kStreamingLlm, PolicyKind::kH2O,
     PolicyKind::kTova,       PolicyKind::kAlisa,         PolicyKind::kDiagonal,     PolicyKind::kDiagonalSink4,
-    PolicyKind::kGridWindow, PolicyKind::kDiagonalGrid,  PolicyKind::kSsd,
+    PolicyKind::kGridWindow, PolicyKind::kDiagonalGrid,  PolicyKind::kSsd,          PolicyKind::kLineEvict,
 };
 
 // The known policy name nearest a misspelt one ("diagnoal" -> "diagonal"),
@@ -26,7 +26,7 @@ inline constexpr PolicyKind kAllPolicyKinds[] = {
 std::string ClosestPolicyName(std::string_view name);
 
 // Canonical names: dense, sliding_window, streaming_llm, h2o, tova, alisa,
-// diagonal, diagonal_sink4, grid_window, diagonal_grid, ssd (ParsePolicyName
+// diagonal, diagonal_sink4, grid_window, diagonal_grid, ssd, line_evict (ParsePolicyName
 // also accepts a few aliases).
 std::string_view PolicyName(PolicyKind kind);
 absl::StatusOr<PolicyKind> ParsePolicyName(std::string_view name);
@@ -53,8 +53,8 @@ struct HeadClasses {
 GridGeometry SquareGrid(int32_t l_dec);
 
 // Applies defaults and validates; the error message names the bad field.
-// The grid policies (grid_window, diagonal_grid) and ssd need the grid's
-// width. ssd without `ssd_heads` is validated but unclassified (ssd_heads 0:
+// The grid policies (grid_window, diagonal_grid), ssd and line_evict need
+// the grid's width. ssd without `ssd_heads` is validated but unclassified (ssd_heads 0:
 // every head would be spatial), which the engine refuses to run; with it,
 // the classification must have at most kMaxClassifiedHeads heads.
 absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, const GridGeometry& grid,

@@ -47,8 +47,9 @@ struct PolicyLayout {
   int32_t floats_per_head = 0;  // float state per (row, layer, kv_head)
   int32_t lag_capacity = 0;     // diagonal*: attended lags held
   int32_t skip_capacity = 0;    // diagonal*: skipped lags held (N_r' - N_att')
-  // Offsets into the int array.
-  int32_t off_slot_pos = 0, off_lags = 0, off_skips = 0;
+  // Offsets into the int array (line_evict: off_order, the resident slots
+  // oldest first, i.e. its attended list; off_free, a stack of free slots).
+  int32_t off_slot_pos = 0, off_lags = 0, off_skips = 0, off_order = 0, off_free = 0;
 };
 
 // One (row, layer, kv_head)'s state: views into the caller's flat arrays at
@@ -61,10 +62,11 @@ struct PolicyState {
 // Header of the int state.
 enum PolicyStateHeader : int32_t {
   kStateNextStep = 0,   // the t PlanStep expects next
-  kStateResident = 1,   // score policies: slots filled so far
+  kStateResident = 1,   // score policies: slots filled so far (line_evict: slots holding a key)
   kStateLagCount = 2,   // diagonal*: attended lags in the window
   kStateSkipCount = 3,  // diagonal*: skipped lags
-  kStateAux = 4,        // ssd: 1 for a semantic head; diagonal_grid: the step its grid phase starts
+  kStateAux = 4,        // ssd: 1 for a semantic head; diagonal_grid: the step its grid phase starts;
+                        // line_evict: free slots on its stack
   kStateHeaderInts = 5,
 };
 
@@ -212,6 +214,16 @@ ARGEN_SPARSE_HD bool IsEdgeColumn(const ResolvedPolicy& p, int32_t pos) {
   return c == 0 || c == p.grid_width - 1;
 }
 
+// --- line_evict ---------------------------------------------------------------
+// A line starts at step t when its target g = t + 1 is the first token of a
+// grid line (a period of P = grid_period positions). There the cache is cut
+// to LineKeep(t) keys before t's K/V is written: the budget less the keys the
+// new line writes (P, fewer in the last line), so it never exceeds n_slots.
+ARGEN_SPARSE_HD bool LineStart(const ResolvedPolicy& p, int32_t t) { return (t + 1) % p.grid_period == 0; }
+ARGEN_SPARSE_HD int32_t LineKeep(const ResolvedPolicy& p, int32_t t) {
+  return p.n_slots - Min(p.grid_period, p.l_dec - t);
+}
+
 }  // namespace policy_detail
 
 // Kinds whose selection is an argmin over the step's weights of the attended
@@ -220,7 +232,9 @@ ARGEN_SPARSE_HD bool SelectsByArgmin(PolicyKind k) {
   return policy_detail::IsDiagonal(k) || k == PolicyKind::kDiagonalGrid;
 }
 // Kinds whose ObserveStep consumes the weights of every attended entry.
-ARGEN_SPARSE_HD bool ObservesScores(PolicyKind k) { return policy_detail::IsScoreBased(k) || k == PolicyKind::kSsd; }
+ARGEN_SPARSE_HD bool ObservesScores(PolicyKind k) {
+  return policy_detail::IsScoreBased(k) || k == PolicyKind::kSsd || k == PolicyKind::kLineEvict;
+}
 
 // ssd: whether head `head_index` (layer * kv_heads + kv_head) is classified
 // semantic; unclassified heads are spatial.
@@ -243,7 +257,10 @@ ARGEN_SPARSE_HD PolicyLayout LayoutFor(const ResolvedPolicy& p) {
   l.off_slot_pos = kStateHeaderInts;
   l.off_lags = l.off_slot_pos + l.n_slots;
   l.off_skips = l.off_lags + l.lag_capacity;
-  l.ints_per_head = l.off_skips + l.skip_capacity;
+  l.off_order = l.off_skips + l.skip_capacity;
+  l.off_free = l.off_order;
+  if (p.kind == PolicyKind::kLineEvict) l.off_free = l.off_order + l.n_slots;
+  l.ints_per_head = p.kind == PolicyKind::kLineEvict ? l.off_free + l.n_slots : l.off_order;
   l.floats_per_head = ObservesScores(p.kind) ? l.n_slots : 0;
   return l;
 }
@@ -267,6 +284,11 @@ ARGEN_SPARSE_HD void InitState(const ResolvedPolicy& p, const PolicyLayout& l, P
     // The grid phase starts once every lag of the initial set exists.
     s.ints[kStateAux] = p.n_sink + policy_detail::GridLagMax(p, p.n_att - p.n_sink);
   }
+  if (p.kind == PolicyKind::kLineEvict) {
+    // Every slot free, slot 0 on top: the first keys take slots 0, 1, 2, ...
+    for (int32_t i = 0; i < l.n_slots; ++i) s.ints[l.off_free + i] = l.n_slots - 1 - i;
+    s.ints[kStateAux] = l.n_slots;
+  }
 }
 
 // Decode position held by `slot`, or -1 when empty (introspection, tests).
@@ -288,13 +310,21 @@ ARGEN_SPARSE_HD bool SsdSemanticState(const ResolvedPolicy& p, const PolicyState
 // The exact number of decode keys step t attends (the per-step cost): a
 // function of the policy, the head's class and t only, never of the scores.
 // min(t + 1, N_att) for every policy except ssd's semantic heads, which
-// attend min(t, M(t)) + 1 (SsdKeep) and its spatial heads min(t + 1, n_sink + W).
+// attend min(t, M(t)) + 1 (SsdKeep) and its spatial heads min(t + 1, n_sink + W),
+// and line_evict: the keys kept at the last line start t0 <= t,
+// min(t0, LineKeep(t0)), plus the t - t0 + 1 written since (t + 1 before the
+// first line start).
 ARGEN_SPARSE_HD int32_t AttendedCount(const ResolvedPolicy& p, bool ssd_semantic, int32_t t) {
   using namespace policy_detail;
   if (t < 0 || t >= p.l_dec) return -1;
   if (p.kind == PolicyKind::kSsd) {
     if (ssd_semantic) return Min(t, SsdKeep(p, t)) + 1;
     return Min(t + 1, p.n_sink + p.n_recent);
+  }
+  if (p.kind == PolicyKind::kLineEvict) {
+    const int32_t t0 = (t + 1) / p.grid_period * p.grid_period - 1;
+    if (t0 < 0) return t + 1;
+    return Min(t0, LineKeep(p, t0)) + (t - t0) + 1;
   }
   return Min(t + 1, p.n_att);
 }
@@ -312,7 +342,7 @@ ARGEN_SPARSE_HD bool DiagonalGridCanSelect(const ResolvedPolicy& p, const Policy
 // producing the probabilities). Call after PlanStep(t).
 ARGEN_SPARSE_HD bool ObserveNeeded(const ResolvedPolicy& p, const PolicyLayout& l, const PolicyState& s, int32_t t) {
   using namespace policy_detail;
-  if (IsScoreBased(p.kind)) return true;
+  if (IsScoreBased(p.kind) || p.kind == PolicyKind::kLineEvict) return true;
   if (p.kind == PolicyKind::kSsd) return SsdSemanticState(p, s);
   if (p.kind == PolicyKind::kDiagonalGrid) return DiagonalGridCanSelect(p, l, s, t);
   if (!IsDiagonal(p.kind)) return false;
@@ -323,16 +353,16 @@ ARGEN_SPARSE_HD bool ObserveNeeded(const ResolvedPolicy& p, const PolicyLayout& 
 namespace policy_detail {
 
 // Score-based caches: the victim slot among slots 0..n-1, the lowest score
-// with ties to the oldest position, skipping positions newer than
-// newest_evictable; ssd (protect_edges) prefers keys outside the grid's
+// with ties to the oldest position, among the positions in [oldest_evictable,
+// newest_evictable]; ssd (protect_edges) prefers keys outside the grid's
 // edge columns and takes an edge key only when no other is resident.
 ARGEN_SPARSE_HD int32_t ScoreVictim(const ResolvedPolicy& p, const PolicyLayout& l, const PolicyState& s,
-                                    int32_t newest_evictable, bool protect_edges) {
+                                    int32_t oldest_evictable, int32_t newest_evictable, bool protect_edges) {
   const int32_t* slot_pos = s.ints + l.off_slot_pos;
   int32_t best = -1, best_edge = -1;
   for (int32_t i = 0; i < l.n_slots; ++i) {
     const int32_t pos = slot_pos[i];
-    if (pos < 0 || pos > newest_evictable) continue;
+    if (pos < 0 || pos < oldest_evictable || pos > newest_evictable) continue;
     int32_t& b = protect_edges && IsEdgeColumn(p, pos) ? best_edge : best;
     const float v = s.floats[i];
     if (b < 0 || v < s.floats[b] || (v == s.floats[b] && pos < slot_pos[b])) b = i;
@@ -377,7 +407,7 @@ ARGEN_SPARSE_HD int32_t PlanStepState(const ResolvedPolicy& p, const PolicyLayou
       // tova and ssd none but the new token.
       const int32_t newest_evictable =
           p.kind == PolicyKind::kH2O || p.kind == PolicyKind::kAlisa ? t - p.n_recent : t - 1;
-      slot = ScoreVictim(p, l, s, newest_evictable, semantic);
+      slot = ScoreVictim(p, l, s, 0, newest_evictable, semantic);
       if (slot < 0) return -1;  // unreachable for a validated policy
     } else {
       return -1;  // unreachable: M(t) grows by at most 1 a step
@@ -386,6 +416,42 @@ ARGEN_SPARSE_HD int32_t PlanStepState(const ResolvedPolicy& p, const PolicyLayou
     s.floats[slot] = 0.0f;
     *write_slot = slot;
     return resident;  // slots 0..resident-1
+  }
+
+  if (p.kind == PolicyKind::kLineEvict) {
+    int32_t* order = s.ints + l.off_order;
+    int32_t* free_slots = s.ints + l.off_free;
+    int32_t resident = s.ints[kStateResident];
+    int32_t n_free = s.ints[kStateAux];
+    if (LineStart(p, t) && resident > LineKeep(p, t)) {
+      // Before the new line: evict the keys the last line attended least,
+      // among those after the anchors and before the recent window (the
+      // n_recent newest positions, t included, stay), ties to the oldest.
+      const int32_t before = resident;
+      while (resident > LineKeep(p, t)) {
+        const int32_t victim = ScoreVictim(p, l, s, p.n_sink, t - p.n_recent, false);
+        if (victim < 0) return -1;  // unreachable for a validated policy
+        slot_pos[victim] = -1;
+        free_slots[n_free++] = victim;
+        --resident;
+      }
+      int32_t kept = 0;
+      for (int32_t i = 0; i < before; ++i) {
+        if (slot_pos[order[i]] >= 0) order[kept++] = order[i];
+      }
+    }
+    if (LineStart(p, t)) {
+      // The scores are per line: the next line's attention starts from zero.
+      for (int32_t i = 0; i < l.n_slots; ++i) s.floats[i] = 0.0f;
+    }
+    if (n_free < 1) return -1;  // unreachable: LineKeep leaves room for the line
+    const int32_t slot = free_slots[--n_free];
+    slot_pos[slot] = t;
+    order[resident++] = slot;
+    s.ints[kStateResident] = resident;
+    s.ints[kStateAux] = n_free;
+    *write_slot = slot;
+    return resident;  // order[0..resident): oldest first, t last
   }
 
   const int32_t slot = RingSlot(p, t);
@@ -439,6 +505,7 @@ ARGEN_SPARSE_HD int32_t AttendedSlot(const ResolvedPolicy& p, const PolicyLayout
                                      int32_t i) {
   using namespace policy_detail;
   if (IsScoreBased(p.kind) || SsdSemanticState(p, s)) return i;  // slots 0..resident-1
+  if (p.kind == PolicyKind::kLineEvict) return s.ints[l.off_order + i];
   const int32_t sinks = Min(t + 1, p.n_sink);
   if (i < sinks) return RingSlot(p, i);
   const int32_t k = i - sinks;
@@ -555,6 +622,7 @@ ARGEN_SPARSE_HD void ObserveStep(const ResolvedPolicy& p, const PolicyLayout& l,
   using namespace policy_detail;
   switch (p.kind) {
     case PolicyKind::kH2O:
+    case PolicyKind::kLineEvict:  // summed over the line's queries (reset at each line start)
       for (int32_t i = 0; i < count; ++i) s.floats[attended[i]] += probs[i];
       return;
     case PolicyKind::kSsd:

@@ -18,6 +18,7 @@ enum class PolicyKind : int32_t {
   kGridWindow = 8,    // the 2-D neighbourhood of the token being generated
   kDiagonalGrid = 9,  // Algorithm 1 started from, and windowed by, that neighbourhood
   kSsd = 10,          // head-classified: spatial heads a window, semantic heads top-M
+  kLineEvict = 11,    // LineAR: anchors + recent lines, older keys evicted a line at a time by cross-line attention
 };
 
 // How a row's K/V are stored (the request's kv_cache_dtype).
@@ -32,9 +33,10 @@ struct PolicyParams {
   double sparsity = 0.0;  // fraction of decode KV NOT attended per step, in [0, 1)
   int32_t n_att = 0;      // decode keys attended per step; 0: round((1 - sparsity) * L_dec)
   int32_t n_recent = 0;   // diagonal's recent window N_r; 0: round(0.5 * L_dec)
-                          // (grid_window: the current row's run; ssd: the spatial window W)
+                          // (grid_window: the current row's run; ssd: the spatial window W;
+                          // line_evict: the recent positions kept whole, default one line)
   int32_t n_sink = -1;    // sink tokens; -1: the policy's default (4 for streaming_llm / diagonal_sink4,
-                          // 0 for grid_window / diagonal_grid, 1 for ssd: its anchor)
+                          // 0 for grid_window / diagonal_grid / line_evict, 1 for ssd: its anchor)
   KvFormat kv_format = KvFormat::kAuto;
 };
 
@@ -63,8 +65,9 @@ struct ResolvedPolicy {
   int32_t n_recent = 0;  // diagonal*: recent window N_r (sinks included);
                          // h2o/alisa: most recent positions protected from eviction;
                          // grid_window: run a (tokens left of the target in its row);
-                         // diagonal_grid: window N_r (sinks included); ssd: spatial window W
-  // grid_window, diagonal_grid, ssd: the grid (GridGeometry) and the
+                         // diagonal_grid: window N_r (sinks included); ssd: spatial window W;
+                         // line_evict: most recent positions never evicted (the new one included)
+  // grid_window, diagonal_grid, ssd, line_evict: the grid (GridGeometry) and the
   // neighbourhood's shape: a run of grid_run tokens left of the target in its
   // row, and bands of grid_band columns around the target's column in the rows
   // above (docs/policies.md).

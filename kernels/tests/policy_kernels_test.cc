@@ -140,7 +140,8 @@ INSTANTIATE_TEST_SUITE_P(
                       KindCase{sparse::PolicyKind::kTova, 0.9}, KindCase{sparse::PolicyKind::kAlisa, 0.8},
                       KindCase{sparse::PolicyKind::kDiagonal, 0.9}, KindCase{sparse::PolicyKind::kDiagonalSink4, 0.85},
                       KindCase{sparse::PolicyKind::kGridWindow, 0.85},
-                      KindCase{sparse::PolicyKind::kDiagonalGrid, 0.85}, KindCase{sparse::PolicyKind::kSsd, 0.8}),
+                      KindCase{sparse::PolicyKind::kDiagonalGrid, 0.85}, KindCase{sparse::PolicyKind::kSsd, 0.8},
+                      KindCase{sparse::PolicyKind::kLineEvict, 0.7}),
     [](const ::testing::TestParamInfo<KindCase>& info) { return std::string(sparse::PolicyName(info.param.kind)); });
 
 // The same, on a grid with row breaks (Lumina-mGPT's): every policy.
@@ -152,7 +153,7 @@ INSTANTIATE_TEST_SUITE_P(
         KindCase{sparse::PolicyKind::kTova, 0.9, true}, KindCase{sparse::PolicyKind::kAlisa, 0.8, true},
         KindCase{sparse::PolicyKind::kDiagonal, 0.9, true}, KindCase{sparse::PolicyKind::kDiagonalSink4, 0.85, true},
         KindCase{sparse::PolicyKind::kGridWindow, 0.85, true}, KindCase{sparse::PolicyKind::kDiagonalGrid, 0.85, true},
-        KindCase{sparse::PolicyKind::kSsd, 0.8, true}),
+        KindCase{sparse::PolicyKind::kSsd, 0.8, true}, KindCase{sparse::PolicyKind::kLineEvict, 0.7, true}),
     [](const ::testing::TestParamInfo<KindCase>& info) { return std::string(sparse::PolicyName(info.param.kind)); });
 
 // The fused diagonal observe: the attention kernel's argmin (entries from

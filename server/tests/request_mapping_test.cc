@@ -236,10 +236,10 @@ TEST(RequestMappingTest, ModelInfoListsEveryPolicyAndRanges) {
   info.image_vocab = 16384;
   v1::ModelInfo out;
   FillModelInfo(info, DiagonalDefault(), &out);
-  ASSERT_EQ(out.policies_size(), 11);  // sparse::kAllPolicyKinds
+  ASSERT_EQ(out.policies_size(), 12);  // sparse::kAllPolicyKinds
   for (const v1::PolicyInfo& p : out.policies()) {
     EXPECT_TRUE(sparse::ParsePolicyName(p.name()).ok()) << p.name();
-    if (p.name() == "ssd" || p.name() == "grid_window") {
+    if (p.name() == "ssd" || p.name() == "grid_window" || p.name() == "line_evict") {
       EXPECT_EQ(p.parameters_size(), 4) << p.name();  // sparsity, n_att, n_recent, n_sink
     }
     if (p.name() == "tova") {

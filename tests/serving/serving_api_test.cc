@@ -228,7 +228,7 @@ TEST(ServingApiTest, HealthAndModelInfo) {
   EXPECT_EQ(info.model(), "fake");
   EXPECT_EQ(info.image_tokens(), 16);
   EXPECT_EQ(info.token_grid(), 4);
-  EXPECT_EQ(info.policies_size(), 11);
+  EXPECT_EQ(info.policies_size(), 12);  // sparse::kAllPolicyKinds
   EXPECT_EQ(info.kv_budget_bytes(), LoopbackConfig("x").kv_budget_bytes);
 }
 

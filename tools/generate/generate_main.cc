@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
   app.add_option(FlagNames("top_p"), args.top_p, "Top-p filter in (0, 1], 1: off (unset: the family's default)");
   app.add_option(FlagNames("policy"), args.policy,
                  "Sparse KV policy: dense, sliding_window, streaming_llm, h2o, tova, alisa, diagonal, "
-                 "diagonal_sink4, grid_window, diagonal_grid, ssd (a sparse one needs --sparsity)");
+                 "diagonal_sink4, grid_window, diagonal_grid, ssd, line_evict (a sparse one needs --sparsity)");
   app.add_option(FlagNames("sparsity"), args.sparsity, "Fraction of decode KV not attended per step, in [0, 1)");
   // --images last among the names: help shows "--images INT=1".
   app.add_option("-n," + FlagNames("count") + "," + FlagNames("num-images") + ",--images", args.images,

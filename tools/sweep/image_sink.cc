@@ -12,7 +12,8 @@ int32_t DefaultImageThreads() {
   return hw > 1 ? static_cast<int32_t>(hw) - 1 : 1;
 }
 
-ImageSink::ImageSink(ManifestWriter& manifest, image::PngOptions png) : manifest_(manifest), png_(png) {}
+ImageSink::ImageSink(ManifestWriter& manifest, image::PngOptions png, OutputFormat format)
+    : manifest_(manifest), png_(png), format_(format) {}
 
 int64_t ImageSink::images_written() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -49,19 +50,21 @@ absl::Status ImageSink::Write(const FinishedGroup& group) {
       !s.ok()) {
     return s;
   }
-  const std::filesystem::path folder(group.folder);
+  // Without a prompt (a caller of the default layout) the entry's index names the files.
+  BenchmarkPrompt named;
+  named.index = group.entry.prompt_index;
+  const BenchmarkPrompt& prompt = group.prompt != nullptr ? *group.prompt : named;
+  absl::StatusOr<std::vector<std::string>> paths = WriteRequestFiles(format_, group.folder, prompt, group.images, png_);
+  if (!paths.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (status_.ok()) status_ = paths.status();
+    return paths.status();
+  }
   std::vector<ManifestEntry> entries;
   for (size_t i = 0; i < group.images.size(); ++i) {
     ManifestEntry entry = group.entry;
     entry.image = static_cast<int32_t>(i);
-    const std::string name = ImageFileName(entry.prompt_index, entry.image);
-    entry.path = (std::filesystem::path(entry.config) / name).string();
-    const engine::RgbImage& img = group.images[i];
-    if (absl::Status s = image::WritePngFile((folder / name).string(), img.rgb, img.width, img.height, png_); !s.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (status_.ok()) status_ = s;
-      return s;
-    }
+    entry.path = (std::filesystem::path(entry.config) / (*paths)[i]).string();
     entries.push_back(std::move(entry));
   }
   std::lock_guard<std::mutex> lock(mu_);

@@ -19,14 +19,17 @@
 #include "engine/engine.h"
 #include "engine/image/png.h"
 #include "tools/sweep/manifest.h"
+#include "tools/sweep/output_format.h"
+#include "tools/sweep/prompt_set.h"
 
 namespace argen::sweep {
 
 struct FinishedGroup {
-  int64_t sequence = 0;                  // finishing order of the group in the run
-  std::vector<engine::RgbImage> images;  // [image]
-  ManifestEntry entry;                   // image and path are filled per image
-  std::string folder;                    // absolute-or-cwd-relative folder of the PNGs
+  int64_t sequence = 0;                     // finishing order of the group in the run
+  std::vector<engine::RgbImage> images;     // [image]
+  ManifestEntry entry;                      // image and path are filled per image
+  std::string folder;                       // absolute-or-cwd-relative folder of the configuration
+  const BenchmarkPrompt* prompt = nullptr;  // names the files (output_format.h)
 };
 
 struct SinkOptions {
@@ -34,6 +37,7 @@ struct SinkOptions {
   int32_t max_queued = 0;    // groups waiting for a worker before stepping blocks; 0: 4 x threads x decode_batch
   int32_t decode_batch = 8;  // groups decoded in one DecodeImages call (>= 1)
   image::PngOptions png;
+  OutputFormat format = OutputFormat::kDefault;  // the files' layout
 };
 
 // Writer threads for --image-threads 0: the hardware threads less one (the
@@ -42,7 +46,7 @@ int32_t DefaultImageThreads();
 
 class ImageSink {
  public:
-  ImageSink(ManifestWriter& manifest, image::PngOptions png = {});
+  ImageSink(ManifestWriter& manifest, image::PngOptions png = {}, OutputFormat format = OutputFormat::kDefault);
 
   // Writes the group's PNGs, then the manifest lines of every group whose
   // turn has come. The first error (PNG or manifest) is returned by this and
@@ -58,6 +62,7 @@ class ImageSink {
 
   ManifestWriter& manifest_;
   const image::PngOptions png_;
+  const OutputFormat format_;
   std::mutex mu_;
   int64_t next_manifest_ = 0;                            // sequence whose lines are written next
   std::map<int64_t, std::vector<ManifestEntry>> ready_;  // written PNGs waiting for their turn

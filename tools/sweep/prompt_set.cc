@@ -1,8 +1,10 @@
 #include "tools/sweep/prompt_set.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -29,6 +31,7 @@ absl::StatusOr<std::vector<BenchmarkPrompt>> LoadPrompts(const std::string& path
     }
     BenchmarkPrompt p;
     p.index = index;
+    p.metadata_line = line;
     for (auto [field, target] : {std::pair{"prompt", &p.prompt}, {"tag", &p.tag}}) {
       auto it = j.find(field);
       if (it == j.end() || !it->is_string() || it->get<std::string>().empty()) {
@@ -39,6 +42,55 @@ absl::StatusOr<std::vector<BenchmarkPrompt>> LoadPrompts(const std::string& path
     prompts.push_back(std::move(p));
   }
   if (prompts.empty()) return absl::InvalidArgumentError(absl::StrCat("prompts file \"", path, "\" has no prompts"));
+  return prompts;
+}
+
+namespace {
+
+// Name order, numbers by value: "2" before "10"; a number before a word.
+bool NameBefore(const std::string& a, const std::string& b) {
+  const bool a_number = !a.empty() && std::all_of(a.begin(), a.end(), absl::ascii_isdigit);
+  const bool b_number = !b.empty() && std::all_of(b.begin(), b.end(), absl::ascii_isdigit);
+  if (a_number != b_number) return a_number;
+  if (a_number && a.size() != b.size()) return a.size() < b.size();
+  return a < b;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<BenchmarkPrompt>> LoadDpgPrompts(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return absl::NotFoundError(
+        absl::StrCat("--dpg-prompts \"", dir, "\" is not a directory (DPG-Bench's dpg_bench/prompts folder)"));
+  }
+  std::vector<BenchmarkPrompt> prompts;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    if (!e.is_regular_file() || e.path().extension() != ".txt") continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) return absl::DataLossError(absl::StrCat("DPG prompt ", e.path().string(), " cannot be read"));
+    BenchmarkPrompt p;
+    p.prompt = std::string(absl::StripAsciiWhitespace(text.str()));
+    p.name = e.path().stem().string();
+    p.tag = "dpg";
+    if (p.prompt.empty())
+      return absl::InvalidArgumentError(absl::StrCat("DPG prompt ", e.path().string(), " is empty"));
+    // The evaluator keys an image by its name up to the first '.'.
+    if (p.name.find('.') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("DPG prompt ", e.path().string(), ": a name with a '.' before .txt cannot key its image"));
+    }
+    prompts.push_back(std::move(p));
+  }
+  if (ec) return absl::DataLossError(absl::StrCat("--dpg-prompts \"", dir, "\": ", ec.message()));
+  if (prompts.empty())
+    return absl::InvalidArgumentError(absl::StrCat("--dpg-prompts \"", dir, "\" has no .txt prompt"));
+  std::sort(prompts.begin(), prompts.end(),
+            [](const BenchmarkPrompt& a, const BenchmarkPrompt& b) { return NameBefore(a.name, b.name); });
+  for (size_t i = 0; i < prompts.size(); ++i) prompts[i].index = static_cast<int32_t>(i);
   return prompts;
 }
 

@@ -13,13 +13,21 @@
 namespace argen::sweep {
 
 struct BenchmarkPrompt {
-  int32_t index = 0;  // line number in the JSONL file, from 0 (blank lines count)
+  int32_t index = 0;  // line number in the JSONL file, from 0 (blank lines count); DPG: place in name order
   std::string prompt;
   std::string tag;
+  std::string metadata_line;  // the JSONL line as read (GenEval's metadata.jsonl copies it verbatim)
+  std::string name;           // DPG-Bench: the prompt file's name without ".txt" (the image's name)
 };
 
 // Errors name the file and the line at fault; an empty set is an error.
 absl::StatusOr<std::vector<BenchmarkPrompt>> LoadPrompts(const std::string& path);
+
+// DPG-Bench's prompt folder (ELLA's dpg_bench/prompts): one prompt a
+// `<name>.txt` file, its text with surrounding whitespace stripped; tag
+// "dpg". Ordered by name, numerically where the names are numbers (0, 1, 2,
+// ..., 10), the index being the place in that order. Errors name the file.
+absl::StatusOr<std::vector<BenchmarkPrompt>> LoadDpgPrompts(const std::string& dir);
 
 // Every `every`-th prompt (indices 0, every, 2*every, ...: the set is grouped
 // by category, so a stride keeps every category), then at most `limit` of

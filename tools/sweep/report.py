@@ -39,7 +39,7 @@ from tools.scorer.geneval import aggregate, evaluate  # noqa: E402
 DEFAULT_METADATA = os.path.join(ROOT, "tools", "sweep", "benchmark_prompts.jsonl")
 CATEGORY_ORDER = ["single_object", "two_object", "counting", "colors", "position", "color_attr"]
 POLICY_ORDER = ["dense", "sliding_window", "streaming_llm", "h2o", "tova", "alisa", "diagonal", "diagonal_sink4",
-                "grid_window", "diagonal_grid", "ssd"]
+                "grid_window", "diagonal_grid", "ssd", "line_evict"]
 
 
 def parallel_window(config: str) -> int:

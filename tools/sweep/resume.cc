@@ -19,6 +19,8 @@ nlohmann::json SettingsJson(const SweepArgs& args, const std::string& model_name
                       {"top_k", args.sampling.top_k},
                       {"top_p", args.sampling.top_p}};
   if (args.n_recent > 0) j["n_recent"] = args.n_recent;
+  if (args.format != OutputFormat::kDefault)
+    j["format"] = std::string(OutputFormatName(args.format));  // absent: default
   if (!args.negative_prompt.empty()) j["negative_prompt"] = args.negative_prompt;
   if (args.width > 0) j["size"] = absl::StrCat(args.width, "x", args.height);  // absent: the default size
   if (args.kv_format != sparse::KvFormat::kAuto) {  // absent: auto (a run from before the flag)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <tuple>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -56,11 +57,17 @@ const char* SweepUsage() {
          "  argen_sweep --model DIR --out DIR [options]\n"
          "Options (defaults in brackets):\n"
          "  --prompts FILE          benchmark JSONL [tools/sweep/benchmark_prompts.jsonl]\n"
+         "  --format F              the files' layout: default, geneval (GenEval's evaluate_images.py reads\n"
+         "                          OUT/<config>: <index:05d>/metadata.jsonl + samples/<image:04d>.png) or dpg\n"
+         "                          (DPG-Bench's compute_dpg_bench.py reads OUT/<config>: <prompt name>.png,\n"
+         "                          the images 2 x 2; at most 4 a prompt) [default]\n"
+         "  --geneval-prompts FILE  --format geneval: GenEval's prompts/evaluation_metadata.jsonl, as published\n"
+         "  --dpg-prompts DIR       --format dpg: DPG-Bench's dpg_bench/prompts folder (<name>.txt a prompt)\n"
          "  --backend cpu|cuda      [cpu]\n"
          "  --images-per-prompt N   [4]\n"
          "  --policies a,b,...      [dense,sliding_window,streaming_llm,h2o,tova,alisa,diagonal,"
          "diagonal_sink4]\n"
-         "                          also grid_window, diagonal_grid, ssd; name:N gives that entry its own\n"
+         "                          also grid_window, diagonal_grid, ssd, line_evict; name:N gives that entry its own\n"
          "                          n_recent (e.g. diagonal:64, folder diagonal_nr64_<sparsity>)\n"
          "  --sparsities p,q,...    percent [80,90,92.5,95,96]; dense always runs once, at 0\n"
          "  --parallel-windows a,b  every configuration at each parallel_window (ZipAR-style rows in\n"
@@ -93,18 +100,22 @@ const char* SweepUsage() {
          "  --skip-invalid          leave out (and name) configurations the model rejects, e.g. diagonal:64\n"
          "                          at 80% (N_att 115 > 64), instead of stopping with exit 2\n"
          "  --version               print the version (git describe, build type) and exit\n"
-         "Writes OUT/<policy>_<sparsity>/<prompt index:04d>_<image>.png and OUT/manifest.jsonl.\n"
+         "Writes OUT/<policy>_<sparsity>/<prompt index:04d>_<image>.png (or --format's layout) and\n"
+         "OUT/manifest.jsonl.\n"
          "Exit status: 0 done, 1 generation failed, 2 usage error.\n";
 }
 
 absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
   SweepArgs a;
   std::string policies(kDefaultPolicies), sparsities(kDefaultSparsities);
-  std::string seed_text, shard_text, size_text, kv_text, weight_text, windows_text = "0";
+  std::string seed_text, shard_text, size_text, kv_text, weight_text, format_text, windows_text = "0";
   const std::map<std::string, Setter> valued = {
       {"--model", Text("--model", &a.model)},
       {"--prompts", Text("--prompts", &a.prompts)},
       {"--out", Text("--out", &a.out)},
+      {"--format", Text("--format", &format_text)},
+      {"--geneval-prompts", Text("--geneval-prompts", &a.geneval_prompts)},
+      {"--dpg-prompts", Text("--dpg-prompts", &a.dpg_prompts)},
       {"--backend", Text("--backend", &a.backend)},
       {"--images-per-prompt", Int("--images-per-prompt", &a.images_per_prompt, 1)},
       {"--policies", Text("--policies", &policies)},
@@ -189,6 +200,34 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
   }
   if (!seed_text.empty() && !absl::SimpleAtoi(seed_text, &a.seed)) {
     return Bad("--seed", seed_text, "a non-negative integer");
+  }
+  if (!format_text.empty()) {
+    absl::StatusOr<OutputFormat> format = ParseOutputFormat(format_text);
+    if (!format.ok()) return format.status();
+    a.format = *format;
+  }
+  // The benchmarks' prompts come as published, each from its own flag.
+  const bool prompts_given = app.count("--prompts") > 0;
+  for (const auto& [flag, value, format] : {std::tuple{"--geneval-prompts", &a.geneval_prompts, OutputFormat::kGeneval},
+                                            std::tuple{"--dpg-prompts", &a.dpg_prompts, OutputFormat::kDpg}}) {
+    const bool given = !value->empty();
+    if (given && a.format != format) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " is read by --format ", std::string(OutputFormatName(format)), " only"));
+    }
+    if (!given && a.format == format) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--format ", std::string(OutputFormatName(format)), " needs ", flag));
+    }
+    if (given && prompts_given) {
+      return absl::InvalidArgumentError(absl::StrCat("--prompts and ", flag, ": give one of them"));
+    }
+    if (given) a.prompts = *value;
+  }
+  if (a.format == OutputFormat::kDpg && a.images_per_prompt > kDpgMaxImages) {
+    return absl::InvalidArgumentError(absl::StrCat("--format dpg tiles at most ", kDpgMaxImages,
+                                                   " images a prompt (2 x 2), got --images-per-prompt ",
+                                                   a.images_per_prompt));
   }
   if (a.png_level > 9) return absl::InvalidArgumentError(absl::StrCat("--png-level must be 0..9, got ", a.png_level));
   if (!size_text.empty() && size_text != "auto") {

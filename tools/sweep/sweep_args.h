@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
+#include "tools/sweep/output_format.h"
 #include "tools/sweep/sweep_grid.h"
 
 namespace argen::sweep {
@@ -17,6 +18,9 @@ struct SweepArgs {
   std::string model;
   std::string prompts = "tools/sweep/benchmark_prompts.jsonl";
   std::string out;
+  OutputFormat format = OutputFormat::kDefault;  // --format: the files' layout (output_format.h)
+  std::string geneval_prompts;                   // --format geneval: GenEval's evaluation_metadata.jsonl
+  std::string dpg_prompts;                       // --format dpg: DPG-Bench's prompts folder
   std::string backend = "cpu";
   int32_t images_per_prompt = 4;
   std::vector<sparse::PolicyKind> policies;  // the kinds of policy_specs, in order

@@ -1,7 +1,8 @@
 // argen_sweep: the quality sweep. Runs the benchmark prompts through the
 // engine for every sparsity policy x sparsity of a grid, with the same seeds
 // for every configuration (a paired comparison), and writes
-//   OUT/<policy>_<sparsity>/<prompt index:04d>_<image>.png
+//   OUT/<policy>_<sparsity>/<prompt index:04d>_<image>.png (--format geneval,
+//                             dpg: the official evaluators' layouts, output_format.h)
 //   OUT/manifest.jsonl        one line per image (prompt, tag, policy, sparsity, seed, path, time)
 //   OUT/sweep_settings.json   what --resume checks
 // tools/sweep/report.py scores them. See SweepUsage() (--help) for options.
@@ -87,7 +88,9 @@ int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point star
   if (!fs::is_directory(args.model, ec)) {
     return Fail(kUsage, absl::NotFoundError(absl::StrCat("--model \"", args.model, "\" is not a directory")));
   }
-  absl::StatusOr<std::vector<sweep::BenchmarkPrompt>> all = sweep::LoadPrompts(args.prompts);
+  absl::StatusOr<std::vector<sweep::BenchmarkPrompt>> all = args.format == sweep::OutputFormat::kDpg
+                                                                ? sweep::LoadDpgPrompts(args.dpg_prompts)
+                                                                : sweep::LoadPrompts(args.prompts);
   if (!all.ok()) return Fail(kUsage, all.status());
   // Stride, then per category, then the first N.
   std::vector<sweep::BenchmarkPrompt> prompts = sweep::Subsample(
@@ -206,6 +209,7 @@ int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point star
   sink_options.threads = args.image_threads > 0 ? args.image_threads : sweep::DefaultImageThreads();
   sink_options.decode_batch = args.decode_batch;
   sink_options.png.compression_level = args.png_level;
+  sink_options.format = args.format;
   absl::StatusOr<sweep::SweepOutcome> outcome = sweep::RunSweep(**engine, items, settings, sink_options, **manifest);
   if (!outcome.ok()) return Fail(kFailed, outcome.status());
   std::fprintf(stderr, "argen_sweep: wrote %s\n", manifest_path.string().c_str());

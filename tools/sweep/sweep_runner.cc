@@ -71,7 +71,7 @@ absl::StatusOr<SweepOutcome> RunSweep(engine::Engine& engine, const std::vector<
   size_t admitted = 0;
   bool deadline_announced = false;
   std::atomic<int64_t> done{0};
-  ImageSink sink(manifest, output.png);
+  ImageSink sink(manifest, output.png, output.format);
 
   runner::RunOptions run;
   run.max_rows = settings.max_batch_rows;
@@ -121,6 +121,7 @@ absl::StatusOr<SweepOutcome> RunSweep(engine::Engine& engine, const std::vector<
     g.sequence = job.sequence;
     g.images = std::move(job.images);
     g.folder = (std::filesystem::path(settings.out_dir) / item.config->label).string();
+    g.prompt = item.prompt;
     g.entry.prompt_index = item.prompt->index;
     g.entry.tag = item.prompt->tag;
     g.entry.prompt = item.prompt->prompt;

@@ -90,7 +90,7 @@ TEST_F(CpuStepPlanTest, TeacherForcedStepsAreExactWithRowInvariantGemms) {
     }
     for (model::RowId r : want_rows) kv().FreeRow(r);
   }
-  EXPECT_EQ(cases, 13 * static_cast<int>(std::size(kFeeds)));  // 11 kinds + 2 fp8 cases, every feed
+  EXPECT_EQ(cases, 14 * static_cast<int>(std::size(kFeeds)));  // 12 kinds + 2 fp8 cases, every feed
   EXPECT_EQ(kv().BytesInUse(), 0);
 }
 

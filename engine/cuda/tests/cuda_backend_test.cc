@@ -182,6 +182,9 @@ TEST_P(CudaBackendTest, LogitsAndTokensMatchCpuBackend) {
     case sparse::PolicyKind::kSsd:
       strict_until = 2;
       break;  // semantic heads evict by score early
+    case sparse::PolicyKind::kLineEvict:
+      strict_until = policy->n_slots - policy->grid_period + 1;  // no eviction before a line start past the keep
+      break;
     default:
       break;
   }
@@ -305,6 +308,7 @@ INSTANTIATE_TEST_SUITE_P(
         PolicyCase{"tests/goldens/tiny/tiny-mha", sparse::PolicyKind::kGridWindow, 0.7},
         PolicyCase{"tests/goldens/tiny/tiny-gqa-sharded", sparse::PolicyKind::kDiagonalGrid, 0.7},
         PolicyCase{"tests/goldens/tiny/tiny-gqa-sharded", sparse::PolicyKind::kSsd, 0.7},
+        PolicyCase{"tests/goldens/tiny/tiny-gqa-sharded", sparse::PolicyKind::kLineEvict, 0.5},  // >= 2 lines + 1
         PolicyCase{"tests/goldens/tiny/tiny-mha", sparse::PolicyKind::kDense, 0.0, PolicyCase::kAllFp8},
         PolicyCase{"tests/goldens/tiny/tiny-gqa-sharded", sparse::PolicyKind::kDense, 0.0, PolicyCase::kMixedFp8},
         PolicyCase{"tests/goldens/tiny/tiny-mha", sparse::PolicyKind::kDiagonal, 0.8, PolicyCase::kAllFp8},

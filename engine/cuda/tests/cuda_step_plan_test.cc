@@ -77,7 +77,7 @@ TEST(CudaStepPlanTest, TeacherForcedStepsMatchOneTokenSteps) {
       ++cases;
     }
   }
-  EXPECT_EQ(cases, 13 * 3);
+  EXPECT_EQ(cases, 14 * 3);  // 12 kinds + 2 fp8 cases
   EXPECT_EQ(gpu_kv.BytesInUse(), 0);
 }
 
@@ -113,7 +113,7 @@ TEST(CudaStepPlanTest, ChunkedPrefillMatchesWholePrompts) {
     ASSERT_TRUE(RunForced(*gpu, gpu_kv, c.policy, tokens, 4, 3, &both).ok()) << c.name;
     EXPECT_LT(model::testing::Difference(both, reference, compared).worst, kCpuTolerance) << c.name;
   }
-  EXPECT_EQ(cases, 13 * 3);
+  EXPECT_EQ(cases, 14 * 3);  // 12 kinds + 2 fp8 cases
   EXPECT_EQ(gpu_kv.BytesInUse(), 0);
 }
 

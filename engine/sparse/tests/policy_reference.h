@@ -2,7 +2,8 @@
 // position space with std containers, written from the policy definitions
 // (docs/policies.md, Algorithm 1 of the paper) and independent of policy.h's
 // slot/lag representation. The grid policies are written as sets of grid
-// cells (row, column) chosen nearest-first, ssd as a position -> score map.
+// cells (row, column) chosen nearest-first, ssd and line_evict as a
+// position -> score map.
 #pragma once
 
 #include <algorithm>
@@ -64,6 +65,9 @@ class ReferencePolicy {
       case PolicyKind::kSsd:
         att = semantic_ ? SsdSemanticPlan(t) : Recent(t, p_.n_recent);
         break;
+      case PolicyKind::kLineEvict:
+        att = LineEvictPlan(t);
+        break;
     }
     last_ = att;
     return att;
@@ -73,6 +77,7 @@ class ReferencePolicy {
   void Observe(int32_t t, const std::vector<float>& probs) {
     switch (p_.kind) {
       case PolicyKind::kH2O:
+      case PolicyKind::kLineEvict:
         for (size_t i = 0; i < last_.size(); ++i) score_[last_[i]] += probs[i];
         break;
       case PolicyKind::kTova:
@@ -239,6 +244,30 @@ class ReferencePolicy {
     return att;
   }
 
+  // line_evict: when the target t + 1 opens a grid line, the cache is cut to
+  // the budget less the keys that line will add (its length, or what is left
+  // of the image), evicting the key with the least attention from the line
+  // just generated among the positions after the sinks and at least n_recent
+  // older than t; every score then restarts from zero.
+  std::vector<int32_t> LineEvictPlan(int32_t t) {
+    if ((t + 1) % p_.grid_period == 0) {
+      const int32_t keep = p_.n_att - std::min(p_.grid_period, p_.l_dec - t);
+      while (static_cast<int32_t>(score_.size()) > keep) {
+        int32_t victim = -1;
+        for (const auto& [pos, s] : score_) {  // ascending: ties -> oldest
+          if (pos < p_.n_sink || pos > t - p_.n_recent) continue;
+          if (victim < 0 || s < score_[victim]) victim = pos;
+        }
+        score_.erase(victim);
+      }
+      for (auto& [pos, s] : score_) s = 0.0f;
+    }
+    score_[t] = 0.0f;
+    std::vector<int32_t> att;
+    for (const auto& [pos, s] : score_) att.push_back(pos);
+    return att;
+  }
+
   // Algorithm 1 literally, on the positions after the sinks (u = t - n_sink),
   // with N_r' = n_recent - n_sink and N_att' = n_att - n_sink: skip_idx holds
   // positions and shifts by +1 every step of phases 2 and 3.
@@ -278,7 +307,7 @@ class ReferencePolicy {
   bool semantic_ = false;
   std::vector<int32_t> grid_lags_;     // diagonal_grid: attended lags (grid phase)
   std::vector<int32_t> skipped_lags_;  // diagonal_grid: skipped lags
-  std::map<int32_t, float> score_;     // score policies: resident position -> score
+  std::map<int32_t, float> score_;     // score policies, line_evict: resident position -> score
   std::vector<int32_t> skip_;          // diagonal: skip_idx (positions after the sinks)
   std::vector<int32_t> last_;
   bool select_ = false;

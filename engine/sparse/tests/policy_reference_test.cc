@@ -23,7 +23,7 @@ using test_util::ReferencePolicy;
 constexpr PolicyKind kAllKinds[] = {
     PolicyKind::kDense,      PolicyKind::kSlidingWindow, PolicyKind::kStreamingLlm, PolicyKind::kH2O,
     PolicyKind::kTova,       PolicyKind::kAlisa,         PolicyKind::kDiagonal,     PolicyKind::kDiagonalSink4,
-    PolicyKind::kGridWindow, PolicyKind::kDiagonalGrid,  PolicyKind::kSsd,
+    PolicyKind::kGridWindow, PolicyKind::kDiagonalGrid,  PolicyKind::kSsd,          PolicyKind::kLineEvict,
 };
 
 // A deterministic pseudo-random attention weight for (step, position), so two
@@ -66,9 +66,9 @@ std::vector<std::vector<int32_t>> RunAndCheck(const ResolvedPolicy& p, uint64_t 
     const std::vector<int32_t> att = run.Plan(t);
     const int32_t n = run.count();
     // Attended count: exactly min(t + 1, n_att) for every policy but ssd's
-    // semantic heads (AttendedCount: the exact per-step cost).
+    // semantic heads and line_evict (AttendedCount: the exact per-step cost).
     EXPECT_EQ(n, AttendedCount(p, semantic, t));
-    if (!semantic) {
+    if (!semantic && p.kind != PolicyKind::kLineEvict) {
       EXPECT_EQ(n, std::min(t + 1, p.kind == PolicyKind::kSsd ? p.n_sink + p.n_recent : p.n_att));
     }
     EXPECT_LE(n, l.max_attended);
@@ -88,7 +88,12 @@ std::vector<std::vector<int32_t>> RunAndCheck(const ResolvedPolicy& p, uint64_t 
       EXPECT_GE(pos, 0);
       EXPECT_LE(pos, t);
     }
-    for (int32_t s = 0; s < l.n_slots; ++s) EXPECT_EQ(SlotPosition(l, run.state(), s), run.shadow()[s]);
+    // (line_evict frees the slots it evicts: -1 until a new key takes them.)
+    for (int32_t s = 0; s < l.n_slots; ++s) {
+      const int32_t held = SlotPosition(l, run.state(), s);
+      if (p.kind == PolicyKind::kLineEvict && held == -1) continue;
+      EXPECT_EQ(held, run.shadow()[s]);
+    }
     if (p.kind != PolicyKind::kDiagonal && p.kind != PolicyKind::kDiagonalSink4 &&
         p.kind != PolicyKind::kDiagonalGrid && p.kind != PolicyKind::kGridWindow) {
       EXPECT_NE(std::find(att.begin(), att.end(), t), att.end()) << "new token not attended";
@@ -115,19 +120,22 @@ std::string ExpectedRefusal(PolicyKind kind, int32_t l_dec, double sparsity) {
   const int32_t n_att = static_cast<int32_t>(std::lround((1.0 - sparsity) * l_dec));
   if (n_att < 1) return "leaves no decode key";
   const bool grid = kind == PolicyKind::kGridWindow || kind == PolicyKind::kDiagonalGrid;
+  const bool line = kind == PolicyKind::kLineEvict;
   int32_t sinks = -1;  // no sinks
   if (kind == PolicyKind::kStreamingLlm || kind == PolicyKind::kDiagonalSink4) sinks = 4;
   if (kind == PolicyKind::kSsd) sinks = 1;
-  if (grid) sinks = 0;
+  if (grid || line) sinks = 0;
   if (sinks >= n_att) return "at least one recent slot is needed";
   const int32_t width = static_cast<int32_t>(std::lround(std::sqrt(static_cast<double>(l_dec))));
-  if ((grid || kind == PolicyKind::kSsd) && width * width != l_dec) return "is not a square grid";
+  if ((grid || line || kind == PolicyKind::kSsd) && width * width != l_dec) return "is not a square grid";
+  // line_evict: a line, a recent key and one scored key, unless it never evicts.
+  if (line && n_att < width + 2 && n_att < l_dec) return "the budget must be >= one line";
   return "";
 }
 
-// The cases of AllPoliciesMatchReferenceAndStayInBounds that run (of 426:
+// The cases of AllPoliciesMatchReferenceAndStayInBounds that run (of 468:
 // the others are refused, each for its ExpectedRefusal reason).
-constexpr int32_t kExpectedRuns = 245;
+constexpr int32_t kExpectedRuns = 245 + 16;  // line_evict: 16
 
 TEST(PolicyReference, AllPoliciesMatchReferenceAndStayInBounds) {
   const int32_t l_decs[] = {1, 2, 5, 9, 64, 576};
@@ -163,7 +171,7 @@ TEST(PolicyReference, AllPoliciesMatchReferenceAndStayInBounds) {
     }
   }
   EXPECT_EQ(ran + refused, configured);
-  EXPECT_EQ(configured, 10 * 6 * 7 + 6);  // dense at sparsity 0 only
+  EXPECT_EQ(configured, 11 * 6 * 7 + 6);  // dense at sparsity 0 only
   EXPECT_EQ(ran, kExpectedRuns);
   for (PolicyKind kind : kAllKinds) EXPECT_GT(ran_of[kind], 0) << PolicyName(kind) << " never ran";
 }

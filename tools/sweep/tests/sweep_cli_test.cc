@@ -3,10 +3,12 @@
 // model's size, the manifest (counts, the same seeds for every
 // configuration), determinism (dense == diagonal at 0%, and the same bytes
 // whatever the batch size), --resume, --n-recent, --size (on a Lumina-format
-// model with two sizes), and exit status 2 for bad arguments.
+// model with two sizes), exit status 2 for bad arguments, and --format
+// geneval / dpg (the official evaluators' layouts).
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -423,3 +425,180 @@ TEST_F(SweepCliTest, WeightDtypeFp8ChangesEveryImageAndIsASetting) {
 }
 
 }  // namespace
+
+namespace {
+
+argen::image::Rgb8Image DecodeFile(const fs::path& p) {
+  const std::string bytes = ReadBytes(p);
+  absl::StatusOr<argen::image::Rgb8Image> img =
+      argen::image::DecodePng(absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  return img.ok() ? *img : argen::image::Rgb8Image{};
+}
+
+// GenEval's documented layout, as its evaluate_images.py finds images (a
+// format check written from its README and reader, not its code): every
+// subfolder of the image folder whose name is all digits is a prompt; its
+// metadata.jsonl is one JSON document (read whole, not line by line); its
+// images are the files of samples/ named <digits>.png.
+struct GenevalPrompt {
+  nlohmann::json metadata;
+  std::string metadata_text;
+  std::vector<std::string> samples;  // sorted
+};
+std::map<std::string, GenevalPrompt> ReadGenevalFolder(const fs::path& imagedir) {
+  std::map<std::string, GenevalPrompt> prompts;
+  for (const fs::directory_entry& e : fs::directory_iterator(imagedir)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory() || name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    GenevalPrompt p;
+    p.metadata_text = ReadBytes(e.path() / "metadata.jsonl");
+    p.metadata = nlohmann::json::parse(p.metadata_text, nullptr, /*allow_exceptions=*/false);
+    for (const fs::directory_entry& s : fs::directory_iterator(e.path() / "samples")) {
+      const std::string file = s.path().filename().string();
+      const std::string stem = s.path().stem().string();
+      if (s.is_regular_file() && s.path().extension() == ".png" && !stem.empty() &&
+          std::all_of(stem.begin(), stem.end(), ::isdigit)) {
+        p.samples.push_back(file);
+      }
+    }
+    std::sort(p.samples.begin(), p.samples.end());
+    prompts[name] = std::move(p);
+  }
+  return prompts;
+}
+
+}  // namespace
+
+// --format geneval: per configuration, the folder GenEval's evaluator reads:
+// a <index:05d> folder a prompt with its line of the prompt file copied
+// verbatim and samples/<image:04d>.png; nothing else it would pick up.
+TEST_F(SweepCliTest, GenevalFormatIsTheOfficialEvaluatorsLayout) {
+  // GenEval's evaluation_metadata.jsonl shape (tag, include, prompt; exclude
+  // for the position prompts), key order and spacing as in a hand-edited file.
+  const std::vector<std::string> lines = {
+      R"({"tag": "single_object", "include": [{"class": "bench", "count": 1}], "prompt": "a photo of a bench"})",
+      R"({"tag":"color_attr","include":[{"class":"cup","count":1,"color":"red"}],"prompt":"a photo of a red cup"})",
+      R"({"tag": "position", "include": [{"class": "cat", "count": 1}, {"class": "dog", "count": 1, "position": ["left of", 0]}], "prompt": "a photo of a dog left of a cat"})",
+  };
+  const fs::path meta = dir_ / "evaluation_metadata.jsonl";
+  {
+    std::ofstream f(meta);
+    for (const std::string& l : lines) f << l << "\n";
+  }
+  const fs::path out = dir_ / "geneval";
+  const std::string args = "--model " + TinyModel() + " --out " + out.string() +
+                           " --format geneval --geneval-prompts " + meta.string() +
+                           " --images-per-prompt 2 --policies dense,line_evict --sparsities 50 --threads 1 --seed 5";
+  const RunResult r = RunSweep(args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* config : {"dense_0", "line_evict_50"}) {
+    SCOPED_TRACE(config);
+    const std::map<std::string, GenevalPrompt> found = ReadGenevalFolder(out / config);
+    ASSERT_EQ(found.size(), 3u) << r.output;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      char folder[24];
+      std::snprintf(folder, sizeof(folder), "%05zu", i);
+      ASSERT_TRUE(found.contains(folder)) << folder;
+      const GenevalPrompt& p = found.at(folder);
+      EXPECT_EQ(p.metadata_text, lines[i] + "\n");  // verbatim
+      EXPECT_EQ(p.metadata, nlohmann::json::parse(lines[i]));
+      EXPECT_EQ(p.samples, (std::vector<std::string>{"0000.png", "0001.png"}));
+      for (const std::string& s : p.samples) {
+        const argen::image::Rgb8Image img = DecodeFile(out / config / folder / "samples" / s);
+        EXPECT_EQ(img.width, 32);
+        EXPECT_EQ(img.height, 32);
+      }
+    }
+    // Only the prompt folders (the evaluator would skip others; none are left for it to skip).
+    EXPECT_EQ(std::distance(fs::directory_iterator(out / config), fs::directory_iterator{}), 3);
+  }
+  // The manifest points at the same files; --resume finds them all done.
+  const std::vector<nlohmann::json> manifest = ReadManifest(out / "manifest.jsonl");
+  ASSERT_EQ(manifest.size(), 12u);
+  for (const nlohmann::json& e : manifest) EXPECT_TRUE(fs::is_regular_file(out / e.at("path").get<std::string>()));
+  for (const nlohmann::json& e : manifest) {
+    char expect[96];
+    std::snprintf(expect, sizeof(expect), "%s/%05d/samples/%04d.png", e.at("config").get<std::string>().c_str(),
+                  e.at("prompt_index").get<int>(), e.at("image").get<int>());
+    EXPECT_EQ(e.at("path").get<std::string>(), expect);
+  }
+  const RunResult again = RunSweep(args + " --resume");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("0 requests to run"), std::string::npos) << again.output;
+  // Paired with the default layout: the same images under other names.
+  const fs::path plain = dir_ / "plain";
+  ASSERT_EQ(RunSweep("--model " + TinyModel() + " --out " + plain.string() + " --prompts " + meta.string() +
+                     " --images-per-prompt 2 --policies dense --threads 1 --seed 5")
+                .exit_code,
+            0);
+  EXPECT_EQ(DecodeFile(plain / "dense_0" / "0002_1.png").rgb, DecodeFile(out / "dense_0/00002/samples/0001.png").rgb);
+}
+
+// --format dpg: per configuration, the folder DPG-Bench's evaluator reads:
+// one <prompt file name>.png a prompt (it keys an image by its name up to the
+// first '.'), the 4 images in a 2 x 2 grid whose cells are the crops it takes
+// at --resolution 32 (image i at column i % 2, row i / 2).
+TEST_F(SweepCliTest, DpgFormatIsTheOfficialEvaluatorsLayout) {
+  const fs::path prompts = dir_ / "dpg_prompts";
+  fs::create_directories(prompts);
+  // Published names are numbers; the order is numeric (2 before 10), then words.
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"2", "A red circle on a white table, seen from above."},
+      {"10", "Two blue squares.\n"},
+      {"0", "  A green triangle beside a yellow star.\n\n"},
+      {"partiprompts7", "A small orange circle."},
+  };
+  for (const auto& [name, text] : files) std::ofstream(prompts / (name + ".txt")) << text;
+  std::ofstream(prompts / "README.md") << "not a prompt";
+  const fs::path out = dir_ / "dpg";
+  const RunResult r = RunSweep("--model " + TinyModel() + " --out " + out.string() + " --format dpg --dpg-prompts " +
+                               prompts.string() + " --images-per-prompt 4 --policies dense --threads 1 --seed 5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> names;
+  for (const fs::directory_entry& e : fs::directory_iterator(out / "dense_0")) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"0.png", "10.png", "2.png", "partiprompts7.png"}));
+
+  // The same prompts in the default layout, in the dpg order (0, 2, 10, partiprompts7: indices 0..3, seeds 5..8).
+  const fs::path jsonl = dir_ / "dpg_order.jsonl";
+  {
+    std::ofstream f(jsonl);
+    for (const char* text :
+         {"A green triangle beside a yellow star.", "A red circle on a white table, seen from above.",
+          "Two blue squares.", "A small orange circle."}) {
+      f << nlohmann::json{{"tag", "dpg"}, {"prompt", text}}.dump() << "\n";
+    }
+  }
+  const fs::path plain = dir_ / "dpg_plain";
+  ASSERT_EQ(RunSweep("--model " + TinyModel() + " --out " + plain.string() + " --prompts " + jsonl.string() +
+                     " --images-per-prompt 4 --policies dense --threads 1 --seed 5")
+                .exit_code,
+            0);
+  const std::vector<std::string> order = {"0", "2", "10", "partiprompts7"};
+  const int res = 32;
+  for (size_t p = 0; p < order.size(); ++p) {
+    SCOPED_TRACE(order[p]);
+    const argen::image::Rgb8Image grid = DecodeFile(out / "dense_0" / (order[p] + ".png"));
+    ASSERT_EQ(grid.width, 2 * res);
+    ASSERT_EQ(grid.height, 2 * res);
+    for (int i = 0; i < 4; ++i) {
+      // The evaluator's crop boxes (left, top, right, bottom) for --pic-num 4.
+      const int left = (i % 2) * res, top = (i / 2) * res;
+      std::vector<uint8_t> cell;
+      for (int y = top; y < top + res; ++y) {
+        const auto row = grid.rgb.begin() + (static_cast<size_t>(y) * grid.width + left) * 3;
+        cell.insert(cell.end(), row, row + res * 3);
+      }
+      char name[32];
+      std::snprintf(name, sizeof(name), "%04zu_%d.png", p, i);
+      EXPECT_EQ(cell, DecodeFile(plain / "dense_0" / name).rgb) << "cell " << i;
+    }
+  }
+  // More than 4 images do not fit the grid.
+  const RunResult five = RunSweep("--model " + TinyModel() + " --out " + (dir_ / "dpg5").string() +
+                                  " --format dpg --dpg-prompts " + prompts.string() + " --images-per-prompt 5");
+  EXPECT_EQ(five.exit_code, 2) << five.output;
+  EXPECT_NE(five.output.find("--format dpg tiles at most 4"), std::string::npos) << five.output;
+}

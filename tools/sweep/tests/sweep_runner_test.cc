@@ -140,7 +140,7 @@ class SweepRunnerTest : public ::testing::Test {
   void SetUp() override {
     out_ = fs::temp_directory_path() / ("sweep_runner_test_" + std::to_string(getpid()));
     fs::remove_all(out_);
-    for (int i = 0; i < 5; ++i) prompts_.push_back({10 * i, absl::StrCat("prompt ", i), "tag"});
+    for (int i = 0; i < 5; ++i) prompts_.push_back({10 * i, absl::StrCat("prompt ", i), "tag", "", ""});
     grid_ = BuildGrid({sparse::PolicyKind::kDense, sparse::PolicyKind::kDiagonal}, {90});
     for (const SweepConfig& c : grid_) {
       fs::create_directories(out_ / c.label);

@@ -433,7 +433,10 @@ TEST(SweepArgsTest, WeightDtypeIsAutoByDefaultAndParsed) {
 TEST(SweepRunnerRequestTest, MakeRequestCarriesTheKvFormat) {
   RunSettings settings;
   settings.kv_format = sparse::KvFormat::kFp8E4m3;
-  const BenchmarkPrompt prompt{3, "a cube", "tag"};
+  BenchmarkPrompt prompt;
+  prompt.index = 3;
+  prompt.prompt = "a cube";
+  prompt.tag = "tag";
   for (const SweepConfig& c :
        BuildGrid({sparse::PolicyKind::kDense, sparse::PolicyKind::kDiagonal, sparse::PolicyKind::kH2O}, {90})) {
     EXPECT_EQ(MakeRequest({&c, &prompt}, settings).policy.kv_format, sparse::KvFormat::kFp8E4m3) << c.label;
@@ -492,6 +495,93 @@ TEST(SweepGridTest, ParallelWindowsMultiplyTheGrid) {
     EXPECT_FALSE(b.ok()) << bad;
     EXPECT_NE(std::string(b.status().message()).find("--parallel-windows"), std::string::npos) << b.status();
   }
+}
+
+}  // namespace
+}  // namespace argen::sweep
+
+namespace argen::sweep {
+namespace {
+
+// --format and the benchmarks' prompt flags: each format reads its own
+// prompts, the default layout stays the default and is no setting.
+TEST(SweepArgsTest, FormatAndItsPromptFlags) {
+  absl::StatusOr<SweepArgs> a = ParseSweepArgs({"--model", "m", "--out", "o"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->format, OutputFormat::kDefault);
+  EXPECT_FALSE(SettingsJson(*a, "m").contains("format"));  // a default run's settings file is as before
+  a = ParseSweepArgs({"--model", "m", "--out", "o", "--format", "geneval", "--geneval-prompts", "g/meta.jsonl"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->format, OutputFormat::kGeneval);
+  EXPECT_EQ(a->prompts, "g/meta.jsonl");
+  EXPECT_EQ(SettingsJson(*a, "m").at("format"), "geneval");
+  a = ParseSweepArgs({"--model", "m", "--out", "o", "--format=dpg", "--dpg-prompts", "d/prompts"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->format, OutputFormat::kDpg);
+  EXPECT_EQ(a->dpg_prompts, "d/prompts");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> errors = {
+      {{"--format", "coco"}, "--format \"coco\" is not known; expected default, geneval or dpg"},
+      {{"--format", "geneval"}, "--format geneval needs --geneval-prompts"},
+      {{"--format", "dpg"}, "--format dpg needs --dpg-prompts"},
+      {{"--geneval-prompts", "g.jsonl"}, "--geneval-prompts is read by --format geneval only"},
+      {{"--format", "geneval", "--geneval-prompts", "g", "--dpg-prompts", "d"},
+       "--dpg-prompts is read by --format dpg only"},
+      {{"--format", "geneval", "--geneval-prompts", "g", "--prompts", "p"}, "--prompts and --geneval-prompts"},
+      {{"--format", "dpg", "--dpg-prompts", "d", "--images-per-prompt", "5"}, "--format dpg tiles at most 4"},
+  };
+  for (const auto& [extra, message] : errors) {
+    std::vector<std::string> args = {"--model", "m", "--out", "o"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    absl::StatusOr<SweepArgs> bad = ParseSweepArgs(args);
+    ASSERT_FALSE(bad.ok()) << message;
+    EXPECT_NE(bad.status().message().find(message), std::string::npos) << bad.status();
+  }
+}
+
+TEST(SweepPromptSetTest, DpgPromptsAreTheFolderInNameOrder) {
+  const fs::path dir = TempDir("argen_dpg_prompts");
+  std::ofstream(dir / "10.txt") << "ten\n";
+  std::ofstream(dir / "9.txt") << "  nine  ";
+  std::ofstream(dir / "b.txt") << "bee";
+  std::ofstream(dir / "a.txt") << "ay";
+  std::ofstream(dir / "notes.md") << "not a prompt";
+  absl::StatusOr<std::vector<BenchmarkPrompt>> p = LoadDpgPrompts(dir.string());
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->size(), 4u);
+  const std::vector<std::pair<std::string, std::string>> expect = {
+      {"9", "nine"}, {"10", "ten"}, {"a", "ay"}, {"b", "bee"}};
+  for (size_t i = 0; i < expect.size(); ++i) {
+    EXPECT_EQ((*p)[i].index, static_cast<int32_t>(i));
+    EXPECT_EQ((*p)[i].name, expect[i].first);
+    EXPECT_EQ((*p)[i].prompt, expect[i].second);
+    EXPECT_EQ((*p)[i].tag, "dpg");
+  }
+  std::ofstream(dir / "empty.txt") << " \n";
+  p = LoadDpgPrompts(dir.string());
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("empty.txt is empty"), std::string::npos) << p.status();
+  EXPECT_FALSE(LoadDpgPrompts((dir / "missing").string()).ok());
+  fs::remove_all(dir);
+}
+
+TEST(SweepOutputFormatTest, TwoByTwoGridPlacesImageIAtColumnIMod2RowIDiv2) {
+  std::vector<engine::RgbImage> images(3);
+  for (size_t i = 0; i < images.size(); ++i) {
+    images[i].width = 2;
+    images[i].height = 1;
+    images[i].rgb.assign(6, static_cast<uint8_t>(10 * (i + 1)));
+  }
+  absl::StatusOr<engine::RgbImage> grid = TileTwoByTwo(images);
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  EXPECT_EQ(grid->width, 4);
+  EXPECT_EQ(grid->height, 2);
+  // Row 0: image 0 then image 1; row 1: image 2 then black.
+  const std::vector<uint8_t> expect = {10, 10, 10, 10, 10, 10, 20, 20, 20, 20, 20, 20,
+                                       30, 30, 30, 30, 30, 30, 0,  0,  0,  0,  0,  0};
+  EXPECT_EQ(grid->rgb, expect);
+  images.resize(5, images[0]);
+  EXPECT_FALSE(TileTwoByTwo(images).ok());
+  EXPECT_FALSE(TileTwoByTwo({}).ok());
 }
 
 }  // namespace
