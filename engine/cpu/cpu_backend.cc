@@ -36,12 +36,19 @@ struct CpuBackend::Activations {
   std::vector<int32_t> row_steps;  // per output point: the token index it samples
   std::vector<model::SamplingSpec> output_sampling;
   model::PlannedStep step;  // what the step's plan means for its rows
-  // The prompt queries: computed entries, their offsets into tokens, the tokens.
+  // The prompt queries: computed entries, their offsets into tokens, the
+  // tokens (ids, or rows of the plan's prompt embeddings: prompt_sources).
   std::vector<int32_t> prompt_entries, prompt_offsets, prompt_tokens, entry_index;
+  std::vector<model::InputSource> prompt_sources;
+  std::vector<KvRow*> output_rows;  // per output point: its pair's cond row (keeps made vectors)
   std::vector<DecodeEntry> decode_entries;
-  // Per pair query (decode input embeddings).
-  std::vector<int32_t> pair_inputs;
-  std::vector<float> input_embed, input_mid, input_out;
+  // Per pair query (decode input embeddings): its query and its cond row.
+  std::vector<const model::Query*> pair_inputs;
+  std::vector<const KvRow*> pair_rows;
+  std::vector<int32_t> input_ids, input_at;
+  std::vector<float> input_embed, input_mid, input_out, input_vectors, input_all;
+  // A vector model's output stage: the conditions of the cond and uncond rows.
+  std::vector<float> head_cond, head_uncond, drawn;
   const float* input = nullptr;  // the input stage's output
   // Attention scratch, one set per thread-pool participant.
   std::vector<RowScratch> per_thread;
@@ -64,7 +71,8 @@ void CpuBackend::ReserveRowScratch(int32_t max_prompt, int32_t max_stride) {
 
 CpuBackend::CpuBackend(const model::ModelSpec& spec, CpuWeights weights, const model::BackendOptions& options)
     : spec_(spec),
-      limits_{options.max_batch_rows, spec.text_vocab(), spec.input_rows()},
+      limits_{options.max_batch_rows, spec.text_vocab(), spec.input_rows(), spec.stack.hidden_size,
+              spec.output.token_dim},
       w_(std::move(weights)),
       options_(options),
       kv_(spec.stack),
@@ -163,6 +171,7 @@ void CpuBackend::RunLayers(int64_t first, int64_t n, AttendFn&& attend) {
     // Attention: pre-norm attends norm(x); swin attends x and norms the output.
     if (!d.swin_norm) Norm(x, lw.input_norm.weight.data(), BiasOf(lw.input_norm), n, H, eps, xn);
     MatMulWT(in(d.swin_norm ? x : xn, H), lw.qkv.data(), n, H, qkv_dim, qkv);
+    if (!lw.qkv_bias.empty()) AddBias(qkv, lw.qkv_bias.data(), n, qkv_dim);
     if (d.qk_norm) {
       HeadLayerNorm(qkv, n, qkv_dim, d.num_heads, d.head_dim, lw.q_norm.weight.data(), lw.q_norm.bias.data(),
                     d.qk_norm_eps);
@@ -192,6 +201,7 @@ void CpuBackend::RunLayers(int64_t first, int64_t n, AttendFn&& attend) {
 absl::Status CpuBackend::HeadAndSample(const float* hidden, int64_t n_rows,
                                        std::span<const model::SamplingSpec> sampling, const int32_t* steps,
                                        const model::StepOutputs& out) {
+  if (spec_.vector_tokens()) return HeadAndDraw(hidden, n_rows, sampling, steps, out);
   const model::StackConfig& d = spec_.stack;
   Activations& a = *act_;
   const int32_t H = d.hidden_size, V = spec_.logits(), E = spec_.head_in();
@@ -223,6 +233,73 @@ absl::Status CpuBackend::HeadAndSample(const float* hidden, int64_t n_rows,
   return absl::OkStatus();
 }
 
+absl::Status CpuBackend::HeadAndDraw(const float* hidden, int64_t n_rows, std::span<const model::SamplingSpec> sampling,
+                                     const int32_t* steps, const model::StepOutputs& out) {
+  const model::StackConfig& d = spec_.stack;
+  Activations& a = *act_;
+  const int32_t H = d.hidden_size, W = spec_.vector_head_in(), D = spec_.output.token_dim;
+  const int64_t n = n_rows / 2;
+  float* normed = Grow(a.head_in, n_rows * H);
+  Norm(hidden, w_.final_norm.weight.data(), BiasOf(w_.final_norm), n_rows, H, d.norm_eps, normed);
+  const float* conditions = normed;
+  if (!w_.vector_out.weight.empty()) {
+    float* mid = Grow(a.head_mid, n_rows * W);
+    MatMulWT(normed, w_.vector_out.weight.data(), n_rows, H, W, mid);
+    if (!w_.vector_out.bias.empty()) AddBias(mid, w_.vector_out.bias.data(), n_rows, W);
+    conditions = mid;
+  }
+  if (const int64_t bad = model::FirstNonFinite({conditions, static_cast<size_t>(n_rows * W)}); bad >= 0) {
+    return absl::InternalError(absl::StrCat("output-stage conditions are NaN or Inf (row ", bad / W,
+                                            " of this step): the model produced non-finite values"));
+  }
+  // Output point i's rows are 2i (cond) and 2i + 1 (uncond).
+  float* cond = Grow(a.head_cond, n * W);
+  float* uncond = Grow(a.head_uncond, n * W);
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(cond + i * W, conditions + (2 * i) * W, sizeof(float) * W);
+    std::memcpy(uncond + i * W, conditions + (2 * i + 1) * W, sizeof(float) * W);
+  }
+  float* drawn = Grow(a.drawn, n * D);
+  if (absl::Status s =
+          options_.token_head->Draw({cond, static_cast<size_t>(n * W)}, {uncond, static_cast<size_t>(n * W)}, sampling,
+                                    {steps, static_cast<size_t>(n)}, {drawn, static_cast<size_t>(n * D)});
+      !s.ok()) {
+    return s;
+  }
+  if (const int64_t bad = model::FirstNonFinite({drawn, static_cast<size_t>(n * D)}); bad >= 0) {
+    return absl::InternalError(
+        absl::StrCat("the token head drew a NaN or Inf (output point ", bad / D, " of this step)"));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    KvRow& row = *a.output_rows[i];
+    const int32_t t = steps[i];
+    if (static_cast<int32_t>(row.made.size()) <= t) {
+      row.made.resize(t + 1, 0);
+      row.made_vectors.resize(static_cast<size_t>(t + 1) * D);
+    }
+    std::memcpy(row.made_vectors.data() + int64_t{t} * D, drawn + i * D, sizeof(float) * D);
+    row.made[t] = 1;
+    out.sampled[i] = 0;
+    if (out.token_vectors != nullptr) std::memcpy(out.token_vectors + i * D, drawn + i * D, sizeof(float) * D);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::CheckMadeVectors(const model::StepPlan& plan, const model::PlannedStep& step) const {
+  for (size_t e = 0; e < plan.rows.size(); e += 2) {
+    const KvRow* row = static_cast<const KvRow*>(step.rows[e]);
+    for (int32_t q = plan.query_offsets[e]; q < plan.query_offsets[e + 1]; ++q) {
+      const model::Query& query = plan.queries[q];
+      if (query.source != model::InputSource::kMadeVector || row->Made(query.index)) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Step: rows[", e, "] = ", plan.rows[e], " query ", q - plan.query_offsets[e], ": token ", query.index,
+          "'s vector has not been made (an earlier step's output point makes it; feed it as a token vector "
+          "otherwise)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CpuBackend::Forward(const model::StepPlan& plan, const model::StepOutputs& out) {
   Activations& a = *act_;
   model::PlannedStep& step = a.step;
@@ -232,17 +309,22 @@ absl::Status CpuBackend::Forward(const model::StepPlan& plan, const model::StepO
       !s.ok()) {
     return s;
   }
+  if (spec_.vector_tokens()) {
+    if (absl::Status s = CheckMadeVectors(plan, step); !s.ok()) return s;
+  }
   const int32_t H = spec_.stack.hidden_size;
   const int32_t n_outputs = step.outputs;
   // The hidden state of each output point's two rows, in output order, and
   // its token index and sampling.
   float* head_hidden = Grow(a.last_hidden, int64_t{2} * n_outputs * H);
   a.output_sampling.resize(n_outputs);
+  a.output_rows.resize(n_outputs);
   int32_t* token_index = Grow(a.row_steps, n_outputs);
   const int32_t n_pairs = static_cast<int32_t>(plan.rows.size()) / 2;
   for (int32_t i = 0; i < n_pairs; ++i) {
     for (int32_t o = step.output_offsets[i]; o < step.output_offsets[i + 1]; ++o) {
       a.output_sampling[o] = plan.sampling[i];
+      a.output_rows[o] = static_cast<KvRow*>(step.rows[2 * i]);
     }
   }
   if (absl::Status s = RunPromptQueries(plan, step, head_hidden, token_index); !s.ok()) return s;
@@ -264,6 +346,7 @@ absl::Status CpuBackend::RunPromptQueries(const model::StepPlan& plan, const mod
   std::vector<int32_t>& tokens = a.prompt_tokens;
   computed.clear();
   tokens.clear();
+  a.prompt_sources.clear();
   offsets.assign(1, 0);
   std::vector<int32_t>& computed_index = a.entry_index;
   computed_index.assign(n_all, -1);
@@ -272,7 +355,10 @@ absl::Status CpuBackend::RunPromptQueries(const model::StepPlan& plan, const mod
     if (!step.computes_prompt[e]) continue;
     computed_index[e] = static_cast<int32_t>(computed.size());
     computed.push_back(e);
-    for (int32_t q = plan.query_offsets[e]; q < plan.query_offsets[e + 1]; ++q) tokens.push_back(plan.queries[q].input);
+    for (int32_t q = plan.query_offsets[e]; q < plan.query_offsets[e + 1]; ++q) {
+      tokens.push_back(plan.queries[q].input);
+      a.prompt_sources.push_back(plan.queries[q].source);
+    }
     offsets.push_back(static_cast<int32_t>(tokens.size()));
     max_len = std::max(max_len, step.rows[e]->prompt_len);
   }
@@ -291,7 +377,19 @@ absl::Status CpuBackend::RunPromptQueries(const model::StepPlan& plan, const mod
     Grow(a.rope, n * hd);
     if (d.swin_norm) Grow(a.sub, n * H);
     ReserveRowScratch(max_len, 0);
-    if (absl::Status s = w_.source->ReadRows(spec_.text_embed, tokens.data(), n, a.x.data()); !s.ok()) return s;
+    if (std::ranges::find(a.prompt_sources, model::InputSource::kEmbedding) == a.prompt_sources.end()) {
+      if (absl::Status s = w_.source->ReadRows(spec_.text_embed, tokens.data(), n, a.x.data()); !s.ok()) return s;
+    } else {
+      // Prompts given (in part) as embeddings: each position from its source.
+      for (int64_t i = 0; i < n; ++i) {
+        float* x = a.x.data() + i * H;
+        if (a.prompt_sources[i] == model::InputSource::kEmbedding) {
+          std::memcpy(x, plan.prompt_embeddings.data() + int64_t{tokens[i]} * H, sizeof(float) * H);
+        } else if (absl::Status s = w_.source->ReadRows(spec_.text_embed, &tokens[i], 1, x); !s.ok()) {
+          return s;
+        }
+      }
+    }
     for (int64_t c = 0; c < n_computed; ++c) {
       const int32_t first = step.rows[computed[c]]->prompt_filled;
       for (int32_t i = offsets[c]; i < offsets[c + 1]; ++i) {
@@ -469,7 +567,53 @@ void CpuBackend::ReportAttention(int32_t layer, KvRow& row, model::RowId row_id,
   }
 }
 
-void CpuBackend::InputStage(std::span<const int32_t> ids) {
+void CpuBackend::InputStage(const model::StepPlan& plan) {
+  Activations& a = *act_;
+  const int32_t H = spec_.stack.hidden_size;
+  const int64_t n = static_cast<int64_t>(a.pair_inputs.size());
+  a.input_ids.clear();
+  a.input_at.clear();
+  for (int64_t i = 0; i < n; ++i) {
+    if (a.pair_inputs[i]->source != model::InputSource::kId) continue;
+    a.input_ids.push_back(a.pair_inputs[i]->input);
+    a.input_at.push_back(static_cast<int32_t>(i));
+  }
+  if (static_cast<int64_t>(a.input_ids.size()) == n) {  // ids only: as every code model's step
+    IdInputStage(a.input_ids);
+    return;
+  }
+  // Token vectors (given, or made by an earlier step) through vector_in; ids
+  // (forced tokens of a vector model) through the table; each into its place.
+  float* all = Grow(a.input_all, n * H);
+  if (!a.input_ids.empty()) {
+    IdInputStage(a.input_ids);
+    for (size_t j = 0; j < a.input_at.size(); ++j) {
+      std::memcpy(all + int64_t{a.input_at[j]} * H, a.input + j * H, sizeof(float) * H);
+    }
+  }
+  const int32_t D = spec_.output.token_dim;
+  const int64_t n_vectors = n - static_cast<int64_t>(a.input_ids.size());
+  float* vectors = Grow(a.input_vectors, n_vectors * D);
+  float* projected = Grow(a.input_out, n_vectors * H);
+  a.input_at.clear();
+  for (int64_t i = 0; i < n; ++i) {
+    const model::Query& q = *a.pair_inputs[i];
+    if (q.source == model::InputSource::kId) continue;
+    const float* v = q.source == model::InputSource::kTokenVector
+                         ? plan.token_vectors.data() + int64_t{q.input} * D
+                         : a.pair_rows[i]->made_vectors.data() + int64_t{q.index} * D;
+    std::memcpy(vectors + int64_t{a.input_at.size()} * D, v, sizeof(float) * D);
+    a.input_at.push_back(static_cast<int32_t>(i));
+  }
+  MatMulWT(vectors, w_.vector_in.weight.data(), n_vectors, D, H, projected);
+  if (!w_.vector_in.bias.empty()) AddBias(projected, w_.vector_in.bias.data(), n_vectors, H);
+  for (size_t j = 0; j < a.input_at.size(); ++j) {
+    std::memcpy(all + int64_t{a.input_at[j]} * H, projected + j * H, sizeof(float) * H);
+  }
+  a.input = all;
+}
+
+void CpuBackend::IdInputStage(std::span<const int32_t> ids) {
   Activations& a = *act_;
   const int32_t H = spec_.stack.hidden_size, E = spec_.input_width();
   const int64_t n = static_cast<int64_t>(ids.size());
@@ -501,8 +645,8 @@ void CpuBackend::RunDecodeQueries(const model::StepPlan& plan, const model::Plan
   // queries in order (one query per row: x row r is batch row r).
   std::vector<DecodeEntry>& entries = a.decode_entries;
   entries.clear();
-  std::vector<int32_t>& pair_ids = a.pair_inputs;
-  pair_ids.clear();
+  a.pair_inputs.clear();
+  a.pair_rows.clear();
   int32_t n_x = 0, max_stride = 0, max_prompt = 0;
   for (int32_t e = 0; e < n_rows; ++e) {
     if (!step.has_queries[e] || step.kind[e] != model::QueryKind::kDecode) continue;
@@ -510,7 +654,10 @@ void CpuBackend::RunDecodeQueries(const model::StepPlan& plan, const model::Plan
     const int32_t first = plan.query_offsets[e], count = plan.query_offsets[e + 1] - first;
     entries.push_back({row, plan.rows[e], e, n_x, count, &plan.queries[first], step.in_order[e] != 0});
     if (e % 2 == 0) {
-      for (int32_t q = first; q < first + count; ++q) pair_ids.push_back(plan.queries[q].input);
+      for (int32_t q = first; q < first + count; ++q) {
+        a.pair_inputs.push_back(&plan.queries[q]);
+        a.pair_rows.push_back(row);
+      }
     }
     n_x += count;
     max_stride = std::max(max_stride, row->layout.max_attended);
@@ -530,7 +677,7 @@ void CpuBackend::RunDecodeQueries(const model::StepPlan& plan, const model::Plan
 
   // Pair queries in the order of the cond rows' queries; the uncond row of a
   // pair follows its cond row with the same queries.
-  InputStage(pair_ids);
+  InputStage(plan);
   int32_t pair_query = 0;
   for (size_t k = 0; k < entries.size(); k += 2) {
     for (int32_t j = 0; j < entries[k].queries; ++j, ++pair_query) {

@@ -89,8 +89,12 @@ class CpuBackend final : public model::Backend {
   // applied there).
   template <typename AttendFn>
   void RunLayers(int64_t first, int64_t n, AttendFn&& attend);
-  // The input stage of each pair query's input id, into Activations::input.
-  void InputStage(std::span<const int32_t> ids);
+  // The input stage of each pair query (Activations::pair_inputs: an id
+  // through the table, a token vector through vector_in), into
+  // Activations::input.
+  void InputStage(const model::StepPlan& plan);
+  // Ids alone: the table rows, then the input MLP (if any).
+  void IdInputStage(std::span<const int32_t> ids);
   // A step's prompt queries (each row holding its prompt, one row at a time),
   // then the hidden states the step's token-0 output points sample from.
   absl::Status RunPromptQueries(const model::StepPlan& plan, const model::PlannedStep& step, float* head_hidden,
@@ -103,6 +107,12 @@ class CpuBackend final : public model::Backend {
   // INTERNAL when the logits hold NaN/Inf.
   absl::Status HeadAndSample(const float* hidden, int64_t n_rows, std::span<const model::SamplingSpec> sampling,
                              const int32_t* steps, const model::StepOutputs& out);
+  // A vector model's output stage: final norm, vector_out, the token head;
+  // keeps each drawn vector on its pair's cond row (Activations::output_rows).
+  absl::Status HeadAndDraw(const float* hidden, int64_t n_rows, std::span<const model::SamplingSpec> sampling,
+                           const int32_t* steps, const model::StepOutputs& out);
+  // Every kMadeVector query's vector was made by an earlier step (else InvalidArgument).
+  absl::Status CheckMadeVectors(const model::StepPlan& plan, const model::PlannedStep& step) const;
   // Per row (in parallel over rows), each of its queries in order: RoPE, K/V
   // write into the policy's slot, attention over prompt + attended slots,
   // policy observation.

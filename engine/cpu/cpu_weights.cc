@@ -63,6 +63,11 @@ absl::StatusOr<CpuWeights> LoadCpuWeights(const model::ModelSpec& spec,
           Append(src, r.up.weight, &lw.gate_up), Load(src, r.down.weight, &lw.down)}) {
       if (!s.ok()) return s;
     }
+    if (spec.stack.qkv_bias) {
+      for (const model::LinearRef* p : {&r.q, &r.k, &r.v}) {
+        if (absl::Status s = Append(src, p->bias, &lw.qkv_bias); !s.ok()) return s;
+      }
+    }
     if (format == model::WeightFormat::kFp8) {
       const int32_t H = spec.stack.hidden_size, q_dim = spec.stack.num_heads * spec.stack.head_dim;
       const int32_t I = spec.stack.intermediate_size;
@@ -75,7 +80,8 @@ absl::StatusOr<CpuWeights> LoadCpuWeights(const model::ModelSpec& spec,
   for (absl::Status s :
        {LoadNorm(src, spec.output.final_norm, &w.final_norm), Load(src, spec.input.table, &w.input_table),
         LoadLinear(src, spec.input.fc1, &w.input_fc1), LoadLinear(src, spec.input.fc2, &w.input_fc2),
-        LoadLinear(src, spec.output.projector, &w.projector), LoadLinear(src, spec.output.head, &w.head)}) {
+        LoadLinear(src, spec.output.projector, &w.projector), LoadLinear(src, spec.output.head, &w.head),
+        LoadLinear(src, spec.input.vector_in, &w.vector_in), LoadLinear(src, spec.output.vector_out, &w.vector_out)}) {
     if (!s.ok()) return s;
   }
   w.source = std::move(source);

@@ -23,10 +23,11 @@ struct NormWeights {
 
 struct LayerWeights {
   NormWeights input_norm;
-  std::vector<float> qkv;  // [(heads + 2 kv_heads) * head_dim, hidden]
-  std::vector<float> o;    // [hidden, heads * head_dim]
-  NormWeights q_norm;      // [heads * head_dim] each (qk_norm only)
-  NormWeights k_norm;      // [kv_heads * head_dim] each
+  std::vector<float> qkv;       // [(heads + 2 kv_heads) * head_dim, hidden]
+  std::vector<float> qkv_bias;  // [(heads + 2 kv_heads) * head_dim] (stack.qkv_bias), else empty
+  std::vector<float> o;         // [hidden, heads * head_dim]
+  NormWeights q_norm;           // [heads * head_dim] each (qk_norm only)
+  NormWeights k_norm;           // [kv_heads * head_dim] each
   NormWeights post_norm;
   std::vector<float> gate_up;  // [2 * intermediate, hidden]
   std::vector<float> down;     // [hidden, intermediate]
@@ -44,7 +45,8 @@ struct CpuWeights {
   std::vector<float> input_table;                     // [input rows, input width]
   LinearWeights input_fc1, input_fc2;                 // empty: the table row is the input
   LinearWeights projector;                            // empty: none
-  LinearWeights head;                                 // [logits, head_in]
+  LinearWeights head;                                 // [logits, head_in]; empty: a vector model's
+  LinearWeights vector_in, vector_out;                // vector models (model_spec.h); empty: none
   std::shared_ptr<const model::WeightSource> source;  // text embedding rows
 };
 

@@ -28,6 +28,12 @@ struct KvRow : model::RowState {
   const KvRow* prompt_source = nullptr;
   // A prompt row's hidden state of its last prompt position, once filled.
   std::vector<float> last_hidden;
+  // A vector model's pair (kept on its cond row): the token vectors its
+  // output stage made, [token index][token_dim], and which are made
+  // (step_plan.h, kMadeVector inputs). Grown as tokens are made.
+  std::vector<float> made_vectors;
+  std::vector<uint8_t> made;
+  bool Made(int32_t t) const { return t >= 0 && t < static_cast<int32_t>(made.size()) && made[t] != 0; }
 
   int64_t positions() const { return int64_t{stored_prompt} + layout.n_slots; }
   sparse::PolicyState State(int32_t layer_head) {

@@ -25,7 +25,8 @@ constexpr int32_t kMaxDecodePositions = 16384;  // rotary table covers prompt + 
 CudaBackend::CudaBackend(const model::ModelSpec& spec, DeviceWeights weights,
                          std::shared_ptr<const model::WeightSource> source, const model::BackendOptions& options)
     : spec_(spec),
-      limits_{options.max_batch_rows, spec.text_vocab(), spec.input_rows()},
+      limits_{options.max_batch_rows, spec.text_vocab(), spec.input_rows(), spec.stack.hidden_size,
+              spec.output.token_dim},
       weights_(std::move(weights)),
       source_(std::move(source)),
       options_(options),

@@ -222,6 +222,7 @@ class CudaBackend final : public model::Backend {
   // scattered to the step's output points.
   std::vector<DecodeQuery> decode_queries_, pass_queries_;
   std::vector<int32_t> prompt_entries_, prompt_tokens_, prompt_offsets_, completing_;
+  std::vector<model::InputSource> prompt_sources_;  // per prompt token: id or embedding row
   std::vector<int32_t> pass_outputs_, pass_sampled_;
   // Out-of-order queries' slot lists (DecodeQuery::list): built per step,
   // uploaded once; the device buffer grows (once per size) when a step needs more.

@@ -29,15 +29,20 @@ absl::Status CudaBackend::RunPromptPass(const model::StepPlan& plan, const model
   std::vector<int32_t>& tokens = prompt_tokens_;
   std::vector<int32_t>& offsets = prompt_offsets_;
   std::vector<int32_t>& completing = completing_;
+  std::vector<model::InputSource>& sources = prompt_sources_;
   entries.clear();
   tokens.clear();
+  sources.clear();
   offsets.assign(1, 0);
   completing.assign(n_all, -1);
   int32_t n_completing = 0;
   for (int32_t e = 0; e < n_all; ++e) {
     if (!step.computes_prompt[e]) continue;
     entries.push_back(e);
-    for (int32_t q = plan.query_offsets[e]; q < plan.query_offsets[e + 1]; ++q) tokens.push_back(plan.queries[q].input);
+    for (int32_t q = plan.query_offsets[e]; q < plan.query_offsets[e + 1]; ++q) {
+      tokens.push_back(plan.queries[q].input);
+      sources.push_back(plan.queries[q].source);
+    }
     offsets.push_back(static_cast<int32_t>(tokens.size()));
     if (step.completes_prompt[e]) completing[e] = n_completing++;
   }
@@ -47,11 +52,25 @@ absl::Status CudaBackend::RunPromptPass(const model::StepPlan& plan, const model
   auto* meta = reinterpret_cast<kernels::TokenMeta*>(host + layout.meta);
   auto* gather = reinterpret_cast<int32_t*>(host + layout.gather);
   const int64_t n = static_cast<int64_t>(tokens.size());
+  const bool any_embedding = std::ranges::find(sources, model::InputSource::kEmbedding) != sources.end();
   int64_t c = 0;  // the computed entry of the pass's first token
   for (int64_t c0 = 0; c0 < n; c0 += max_tokens_) {
     const int64_t c1 = std::min<int64_t>(n, c0 + max_tokens_);
     const int32_t count = static_cast<int32_t>(c1 - c0);
-    ARGEN_STATUS_RETURN(source_->ReadRows(spec_.text_embed, tokens.data() + c0, count, host_x_pinned_.as<float>()));
+    float* host_x = host_x_pinned_.as<float>();
+    if (!any_embedding) {
+      ARGEN_STATUS_RETURN(source_->ReadRows(spec_.text_embed, tokens.data() + c0, count, host_x));
+    } else {
+      // Prompts given (in part) as embeddings (step_plan.h): each position from its source.
+      for (int64_t i = c0; i < c1; ++i) {
+        float* x = host_x + (i - c0) * H;
+        if (sources[i] == model::InputSource::kEmbedding) {
+          std::memcpy(x, plan.prompt_embeddings.data() + int64_t{tokens[i]} * H, sizeof(float) * H);
+        } else {
+          ARGEN_STATUS_RETURN(source_->ReadRows(spec_.text_embed, &tokens[i], 1, x));
+        }
+      }
+    }
     int32_t max_keys = 1, n_last = 0, kv_formats = 0, first_ordinal = -1;
     while (offsets[c + 1] <= c0) ++c;
     for (int64_t i = c0, k = c; i < c1; ++i) {

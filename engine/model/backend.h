@@ -87,6 +87,7 @@
 #include "engine/model/model_spec.h"
 #include "engine/model/sampler.h"
 #include "engine/model/step_plan.h"
+#include "engine/model/token_head.h"
 #include "engine/model/weight_format.h"
 #include "engine/sparse/policy_params.h"
 
@@ -109,6 +110,11 @@ struct BackendOptions {
   bool reference_guidance_shared = false;
   // The decoder layers' projection matrices (engine/model/weight_format.h).
   WeightFormat weight_format = WeightFormat::kAuto;
+  // A vector model's output stage (spec.output.token_dim > 0), from its
+  // family: required by such a model, refused by any other. The CPU backend
+  // runs it on the host; the CUDA backend has no device token head yet and
+  // refuses vector models (UNIMPLEMENTED).
+  std::shared_ptr<const TokenHead> token_head;
 };
 
 using RowId = int32_t;
@@ -133,8 +139,11 @@ struct DecodeBatch {
 };
 
 struct StepOutputs {
-  std::span<int32_t> sampled;   // n_pairs: the logit index drawn for each pair
-  float* row_logits = nullptr;  // optional [n_rows x spec.logits()] logits
+  std::span<int32_t> sampled;   // one per output point: the logit index drawn (0 for a vector model)
+  float* row_logits = nullptr;  // optional [n_rows x spec.logits()] logits (code models only)
+  // Optional, vector models (spec.output.token_dim > 0): [output points x
+  // token_dim], the token vectors the output stage made (step_plan.h).
+  float* token_vectors = nullptr;
 };
 
 // A device's pool sizes of the three kinds of row (engine/kv/kv_manager.h
@@ -213,5 +222,9 @@ class Backend : public RowSizer {
   virtual RowState* FindLiveRow(RowId id) = 0;
   virtual BatchLimits Limits() const = 0;
 };
+
+// A vector model (spec.output.token_dim > 0) comes with a token head whose
+// widths match the spec; a code model with none (InvalidArgument otherwise).
+absl::Status CheckTokenHead(const ModelSpec& spec, const TokenHead* head);
 
 }  // namespace argen::model

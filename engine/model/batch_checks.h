@@ -78,8 +78,10 @@ using RowLookup = std::function<RowState*(RowId)>;
 
 struct BatchLimits {
   int32_t max_batch_rows = 0;
-  int32_t text_vocab = 0;  // prefill token ids in [0, text_vocab)
-  int32_t input_rows = 0;  // decode input ids in [0, input_rows)
+  int32_t text_vocab = 0;   // prefill token ids in [0, text_vocab)
+  int32_t input_rows = 0;   // decode input ids in [0, input_rows)
+  int32_t hidden_size = 0;  // a prompt embedding's width
+  int32_t token_dim = 0;    // a token vector's width (vector models), else 0
 };
 
 // A row's arguments (KvManager::AllocateRow): prompt_len in [1, max_prompt_tokens], a resolved

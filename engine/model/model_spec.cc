@@ -116,6 +116,8 @@ std::vector<const TensorRef*> AllTensors(const ModelSpec& spec) {
   // The head may be the text embedding table (tied weights).
   if (spec.output.head.weight.name != spec.text_embed.name) Add(out, spec.output.head.weight);
   Add(out, spec.output.head.bias);
+  Add(out, spec.input.vector_in);
+  Add(out, spec.output.vector_out);
   for (const TensorRef& t : spec.decoder_tensors) Add(out, t);
   return out;
 }
@@ -166,8 +168,8 @@ absl::Status CheckSpec(const ModelSpec& spec) {
   }
   for (const LayerRefs& l : spec.layers) {
     for (absl::Status s :
-         {ExpectNorm(l.input_norm, "input norm", c.norm, {H}), ExpectLinear(l.q, "q_proj", q_dim, H, false),
-          ExpectLinear(l.k, "k_proj", kv_dim, H, false), ExpectLinear(l.v, "v_proj", kv_dim, H, false),
+         {ExpectNorm(l.input_norm, "input norm", c.norm, {H}), ExpectLinear(l.q, "q_proj", q_dim, H, c.qkv_bias),
+          ExpectLinear(l.k, "k_proj", kv_dim, H, c.qkv_bias), ExpectLinear(l.v, "v_proj", kv_dim, H, c.qkv_bias),
           ExpectLinear(l.o, "o_proj", H, q_dim, false), ExpectNorm(l.post_norm, "post norm", c.norm, {H}),
           ExpectLinear(l.gate, "gate_proj", I, H, false), ExpectLinear(l.up, "up_proj", I, H, false),
           ExpectLinear(l.down, "down_proj", H, I, false)}) {
@@ -185,6 +187,35 @@ absl::Status CheckSpec(const ModelSpec& spec) {
   if (absl::Status s = ExpectNorm(spec.output.final_norm, "final norm", c.norm, {H}); !s.ok()) return s;
 
   const InputStage& in = spec.input;
+  const OutputStage& out = spec.output;
+  if (out.token_dim < 0) return positive(out.token_dim, "output.token_dim");
+  if (spec.vector_tokens()) {
+    // A vector model: tokens in through vector_in, out through the token head;
+    // an input table and a logits head are optional (text ids, if any).
+    if (!in.vector_in.present()) {
+      return absl::InvalidArgumentError("model spec: a vector model (output.token_dim > 0) needs input.vector_in");
+    }
+    if (absl::Status s = ExpectLinear(in.vector_in, "input vector_in", H, out.token_dim, in.vector_in.bias.present());
+        !s.ok()) {
+      return s;
+    }
+    if (out.vector_out.present()) {
+      if (out.vector_out.weight.shape.size() != 2) return Bad(out.vector_out.weight, "vector_out must be 2-D");
+      if (absl::Status s = ExpectLinear(out.vector_out, "output vector_out", out.vector_out.weight.shape[0], H,
+                                        out.vector_out.bias.present());
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (!out.head.present()) {  // no logits: the table, if any, holds the forced ids' rows
+      if (in.table.present() && (in.table.shape.size() != 2 || in.table.shape[1] != H || in.fc1.present())) {
+        return Bad(in.table, absl::StrCat("a vector model's input table must be [rows, hidden_size ", H, "]"));
+      }
+      return absl::OkStatus();
+    }
+  } else if (in.vector_in.present() || out.vector_out.present()) {
+    return absl::InvalidArgumentError("model spec: vector_in/vector_out listed but output.token_dim is 0");
+  }
   if (!in.table.present() || in.table.shape.size() != 2 || in.table.rows >= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("model spec: the input table '", in.table.name, "' must be a whole 2-D tensor"));
@@ -200,7 +231,6 @@ absl::Status CheckSpec(const ModelSpec& spec) {
     return Bad(in.table, absl::StrCat("without an input MLP the table's rows must be hidden_size (", H, ") wide"));
   }
 
-  const OutputStage& out = spec.output;
   int64_t head_in = H;
   if (out.projector.present()) {
     if (out.projector.weight.shape.size() != 2) return Bad(out.projector.weight, "the projector must be 2-D");

@@ -90,6 +90,7 @@ struct StackConfig {
   int32_t intermediate_size = 0;
   NormKind norm = NormKind::kRms;  // the layers' two norms and the final norm
   float norm_eps = 1e-6f;
+  bool qkv_bias = false;      // q, k and v projections with biases (Qwen2: NextStep-1)
   bool qk_norm = false;       // LayerNorm over head_dim per head on q and k, before RoPE
   float qk_norm_eps = 1e-5f;  // HF ChameleonLayerNorm fixes 1e-5
   bool swin_norm = false;     // post-norm placement (see the top of this file)
@@ -107,15 +108,24 @@ struct LayerRefs {
 };
 
 struct InputStage {
-  TensorRef table;             // [rows, width]
+  TensorRef table;             // [rows, width]; absent: a vector model without input ids
   LinearRef fc1, fc2;          // both or neither; neither: width == hidden_size
   int32_t sampled_offset = 0;  // table row of sampled logit 0
+  // Vector models (OutputStage::token_dim > 0): a token vector's input,
+  // Linear [hidden_size, token_dim] (NextStep-1's image_in_projector).
+  LinearRef vector_in;
 };
 
 struct OutputStage {
   NormRef final_norm;
   LinearRef projector;  // absent: none (else Linear then GELU)
-  LinearRef head;       // its weight's used rows are the logits
+  LinearRef head;       // its weight's used rows are the logits; absent in a vector model
+  // Vector models: tokens are vectors of token_dim floats drawn by the
+  // family's token head (engine/model/token_head.h) from the final-normed
+  // hidden state, through vector_out when present (a Linear, no activation:
+  // NextStep-1's image_out_projector). 0: tokens are codes (the head's logits).
+  int32_t token_dim = 0;
+  LinearRef vector_out;
 };
 
 struct ModelSpec {
@@ -130,7 +140,12 @@ struct ModelSpec {
   int32_t text_vocab() const { return static_cast<int32_t>(text_embed.used_rows()); }
   int32_t input_rows() const { return static_cast<int32_t>(input.table.used_rows()); }
   int32_t input_width() const { return static_cast<int32_t>(input.table.row_elements()); }
-  int32_t logits() const { return static_cast<int32_t>(output.head.out()); }
+  int32_t logits() const { return output.head.present() ? static_cast<int32_t>(output.head.out()) : 0; }
+  bool vector_tokens() const { return output.token_dim > 0; }
+  // The width of what the token head takes (vector models).
+  int32_t vector_head_in() const {
+    return output.vector_out.present() ? static_cast<int32_t>(output.vector_out.out()) : stack.hidden_size;
+  }
   int32_t head_in() const { return static_cast<int32_t>(output.head.in()); }
   int32_t projector_out() const {
     return output.projector.present() ? static_cast<int32_t>(output.projector.out()) : 0;

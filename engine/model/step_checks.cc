@@ -42,6 +42,26 @@ absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const B
     }
   }
   if (absl::Status s = CheckSampling("Step", plan.sampling); !s.ok()) return s;
+  if (limits.hidden_size <= 0 || plan.prompt_embeddings.size() % limits.hidden_size != 0) {
+    return InvalidArgumentError(StrCat("Step: prompt_embeddings has ", plan.prompt_embeddings.size(),
+                                       " floats, not rows of hidden_size ", limits.hidden_size));
+  }
+  if (!plan.token_vectors.empty() && (limits.token_dim <= 0 || plan.token_vectors.size() % limits.token_dim != 0)) {
+    return InvalidArgumentError(
+        limits.token_dim <= 0
+            ? std::string("Step: token_vectors given but the model's tokens are codes (output.token_dim 0)")
+            : StrCat("Step: token_vectors has ", plan.token_vectors.size(), " floats, not rows of token_dim ",
+                     limits.token_dim));
+  }
+  const int64_t n_embeddings = static_cast<int64_t>(plan.prompt_embeddings.size()) / limits.hidden_size;
+  const int64_t n_token_vectors =
+      limits.token_dim > 0 ? static_cast<int64_t>(plan.token_vectors.size()) / limits.token_dim : 0;
+  if (limits.token_dim > 0 && out.row_logits != nullptr) {
+    return InvalidArgumentError("Step: row_logits asked of a vector model (it has no logits; see token_vectors)");
+  }
+  if (limits.token_dim <= 0 && out.token_vectors != nullptr) {
+    return InvalidArgumentError("Step: token_vectors asked of a model whose tokens are codes");
+  }
 
   // Rows: known, listed once, prompt rows where they belong.
   const auto id_of = [&](int32_t e) { return e < n_rows ? plan.rows[e] : plan.prompt_rows[e - n_rows]; };
@@ -106,7 +126,18 @@ absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const B
           return InvalidArgumentError(StrCat(at(), ": prompt position ", q.index, " but the row expects ", expected,
                                              " (of prompt_len ", row.prompt_len, ")"));
         }
-        if (q.input < 0 || q.input >= limits.text_vocab) {
+        if (q.source == InputSource::kEmbedding) {
+          if (q.input < 0 || q.input >= n_embeddings) {
+            return InvalidArgumentError(
+                StrCat(at(), ": embedding row ", q.input, " is outside prompt_embeddings [0, ", n_embeddings, ")"));
+          }
+          if (row.prompt_row) {
+            return InvalidArgumentError(
+                StrCat(at(), ": a prompt row holds token ids; a prompt of embeddings cannot be shared through one"));
+          }
+        } else if (q.source != InputSource::kId) {
+          return InvalidArgumentError(StrCat(at(), ": a prompt query's input is a token id or an embedding"));
+        } else if (q.input < 0 || q.input >= limits.text_vocab) {
           return InvalidArgumentError(
               StrCat(at(), ": token ", q.input, " is outside the text vocabulary [0, ", limits.text_vocab, ")"));
         }
@@ -134,13 +165,48 @@ absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const B
                                              row.policy.l_dec,
                                              "), above the step's previous query of the row and not yet written"));
         }
-        if (q.input < 0 || q.input >= limits.input_rows) {
+        if (q.source == InputSource::kTokenVector) {
+          if (limits.token_dim <= 0) {
+            return InvalidArgumentError(StrCat(at(), ": a token vector input, but the model's tokens are codes"));
+          }
+          if (q.input < 0 || q.input >= n_token_vectors) {
+            return InvalidArgumentError(
+                StrCat(at(), ": token vector row ", q.input, " is outside token_vectors [0, ", n_token_vectors, ")"));
+          }
+        } else if (q.source == InputSource::kMadeVector) {
+          // Whether the vector was made is the backend's to check: it keeps them.
+          if (limits.token_dim <= 0 || q.input != 0) {
+            return InvalidArgumentError(StrCat(at(), limits.token_dim <= 0
+                                                         ? ": a made-vector input, but the model's tokens are codes"
+                                                         : ": a made-vector query's input must be 0"));
+          }
+        } else if (q.source != InputSource::kId) {
+          return InvalidArgumentError(StrCat(at(), ": a decode query's input is an id or a token vector"));
+        } else if (q.input < 0 || q.input >= limits.input_rows) {
           return InvalidArgumentError(
               StrCat(at(), ": input id ", q.input, " is outside the input table [0, ", limits.input_rows, ")"));
         }
       }
     }
   }
+
+  // Two queries feed the same input: the same fields, and for inputs given
+  // as vectors the same floats (the rows of a pair or of a shared prompt each
+  // list their own copy).
+  const auto same_input = [&](const Query& a, const Query& b) {
+    if (a.kind != b.kind || a.index != b.index || a.provisional != b.provisional || a.source != b.source) return false;
+    if (a.input == b.input) return true;
+    std::span<const float> rows = plan.prompt_embeddings;
+    int32_t width = limits.hidden_size;
+    if (a.source == InputSource::kTokenVector) {
+      rows = plan.token_vectors;
+      width = limits.token_dim;
+    } else if (a.source != InputSource::kEmbedding) {
+      return false;
+    }
+    return std::ranges::equal(rows.subspan(static_cast<size_t>(a.input) * width, width),
+                              rows.subspan(static_cast<size_t>(b.input) * width, width));
+  };
 
   // Prompts: who completes, and where each completing row's logits come from.
   // Entries by row id, made only when a sharing row completes here (rare: a new request's rows).
@@ -179,7 +245,7 @@ absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const B
         return InvalidArgumentError(StrCat("Step: ", entry_name(e), " shares the prompt KV of row ", row.prompt_owner,
                                            ", whose prompt does not complete in this step"));
       }
-      if (!qs.empty() && (step->rows[o]->prompt_filled != 0 || !std::ranges::equal(qs, queries(o)))) {
+      if (!qs.empty() && (step->rows[o]->prompt_filled != 0 || !std::ranges::equal(qs, queries(o), same_input))) {
         return InvalidArgumentError(StrCat("Step: ", entry_name(e), " shares the prompt KV of row ", row.prompt_owner,
                                            " but its prompt tokens differ from the owner's"));
       }
@@ -195,7 +261,7 @@ absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const B
     }
     if (!qs.empty()) {
       for (size_t j = 0; j < qs.size(); ++j) {
-        if (qs[j].input != owner->prompt_tokens[j]) {
+        if (qs[j].source != InputSource::kId || qs[j].input != owner->prompt_tokens[j]) {
           return InvalidArgumentError(StrCat("Step: ", entry_name(e), " shares the prompt KV of prompt row ",
                                              row.prompt_owner, " but its prompt tokens differ from the prompt row's"));
         }
@@ -217,7 +283,7 @@ absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const B
     }
     const bool decode_c = step->has_queries[c] && step->kind[c] == QueryKind::kDecode;
     const bool decode_u = step->has_queries[u] && step->kind[u] == QueryKind::kDecode;
-    if (decode_c != decode_u || (decode_c && !std::ranges::equal(queries(c), queries(u)))) {
+    if (decode_c != decode_u || (decode_c && !std::ranges::equal(queries(c), queries(u), same_input))) {
       return InvalidArgumentError(StrCat("Step: the rows of pair ", i, " (", plan.rows[c], ", ", plan.rows[u],
                                          ") must carry the same decode queries"));
     }

@@ -54,6 +54,27 @@
 //
 // Prompt rows (prompt-KV sharing across requests) take prompt queries like
 // any row and sample nothing; they follow the pair rows in the plan.
+//
+// Vector inputs and outputs. A query's input need not be an id
+// (Query::source):
+//   * kEmbedding (prompt queries): row `input` of StepPlan::prompt_embeddings
+//     ([n x hidden_size], from the host) is the query's input vector as it
+//     is, instead of a row of spec.text_embed: prompts that arrive as
+//     embeddings (LlamaGen t2i's caption features). Such a prompt has no
+//     token ids, so a prompt row (sharing across requests) cannot hold it.
+//   * kTokenVector (decode queries; models whose output stage makes vectors,
+//     spec.output.token_dim > 0): row `input` of StepPlan::token_vectors
+//     ([n x token_dim], from the host: teacher forcing, tests) is token t's
+//     vector, fed through the input stage's vector_in.
+//   * kMadeVector (decode queries; token_dim > 0): token t's vector as the
+//     pair's output stage made it in an earlier step, kept by the backend
+//     (on its device): nothing crosses to or from the host. `input` is 0.
+// A vector model's output stage hands each output point's final-normed
+// hidden states (cond and uncond row; through spec.output.vector_out when
+// present) to the family's token head (engine/model/token_head.h), which
+// draws the token vector (keyed like sampling); the backend keeps it for
+// kMadeVector queries and copies it to StepOutputs::token_vectors when that
+// is set. StepOutputs::sampled is 0 for every output point of such a model.
 #pragma once
 
 #include <cstdint>
@@ -71,11 +92,20 @@ enum class QueryKind : uint8_t {
   kDecode = 1,  // input: input-table id; index: decode index t
 };
 
+// Where a query's input comes from (see "Vector inputs and outputs" above).
+enum class InputSource : uint8_t {
+  kId = 0,           // prompt: text token id; decode: input-table id
+  kEmbedding = 1,    // prompt: row `input` of StepPlan::prompt_embeddings
+  kTokenVector = 2,  // decode: row `input` of StepPlan::token_vectors
+  kMadeVector = 3,   // decode: the pair's kept vector of token t (input 0)
+};
+
 struct Query {
   QueryKind kind = QueryKind::kDecode;
   int32_t input = 0;
   int32_t index = 0;
   bool provisional = false;  // decode only: attends, samples, writes no K/V (see above)
+  InputSource source = InputSource::kId;
   bool operator==(const Query&) const = default;
 };
 
@@ -87,6 +117,8 @@ struct StepPlan {
   std::span<const SamplingSpec> sampling;  // n_pairs
   // Whether decode queries may come out of order or provisional (see above).
   bool out_of_order = false;
+  std::span<const float> prompt_embeddings = {};  // [n x hidden_size]: kEmbedding inputs
+  std::span<const float> token_vectors = {};      // [n x spec.output.token_dim]: kTokenVector inputs
 };
 
 // A StepPlan that owns its arrays (the engine and tests build plans with it).
@@ -99,6 +131,13 @@ class StepPlanBuilder {
   void AddQuery(QueryKind kind, int32_t input, int32_t index, bool provisional = false);
   // Convenience: the prompt tokens [first, first + n) of `ids` as prompt queries.
   void AddPromptQueries(std::span<const int32_t> ids, int32_t first, int32_t n);
+  // Prompt positions [first, first + n) given as embeddings: rows of
+  // `embeddings` ([prompt_len x width], width = hidden_size), copied into the plan.
+  void AddPromptEmbeddings(std::span<const float> embeddings, int32_t width, int32_t first, int32_t n);
+  // A decode query at index t whose input is `vector` (token_dim floats, copied).
+  void AddTokenVectorQuery(std::span<const float> vector, int32_t index);
+  // A decode query at index t whose input is the pair's kept vector of token t.
+  void AddMadeVectorQuery(int32_t index, bool provisional = false);
   void AddSampling(const SamplingSpec& s) { sampling_.push_back(s); }
   void AllowOutOfOrder() { out_of_order_ = true; }  // until Clear
   void Clear();
@@ -128,6 +167,7 @@ class StepPlanBuilder {
   std::vector<Query> joined_;
   std::vector<SamplingSpec> sampling_;
   bool out_of_order_ = false;
+  std::vector<float> prompt_embeddings_, token_vectors_;
 };
 
 }  // namespace argen::model

@@ -18,11 +18,12 @@ absl::StatusOr<PolicyParams> ApplyPolicyDefaults(const PolicyRequest& request, c
     }
   }
   if (out.kind == PolicyKind::kDense) out.sparsity = 0;
-  // A sparse policy named alone (no parameter at all) that would inherit no
-  // sparsity (the default is dense) would silently attend everything: ask for
-  // one instead. A request that sets any parameter has chosen its policy.
-  if (!request.name.empty() && out.kind != defaults.kind && out.kind != PolicyKind::kDense && !request.sparsity &&
-      !request.n_att && !request.n_recent && !request.n_sink && out.sparsity == 0) {
+  // A sparse policy named without its budget (neither sparsity nor n_att)
+  // that would inherit none (the default is dense, or lends no sparsity) would
+  // attend every decode key: ask for one instead. A window or sink size alone
+  // (--n_recent 64) does not set the budget: N_att would be all of L_dec.
+  if (!request.name.empty() && out.kind != PolicyKind::kDense && !request.sparsity && !request.n_att &&
+      out.sparsity == 0 && out.n_att == 0) {
     const std::string name(PolicyName(out.kind));
     return absl::InvalidArgumentError(absl::StrCat(
         "policy.sparsity: ", name, " is a sparse policy and the request names no sparsity (the default policy, ",

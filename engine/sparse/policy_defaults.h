@@ -27,11 +27,11 @@ struct PolicyRequest {
 // the request's N_att falls back to the policy's own default window (0.5 x
 // L_dec, at least N_att; judged on the model's `grid`) rather than failing the request; a window the
 // request sets itself is kept as given. An unknown name fails here
-// (INVALID_ARGUMENT naming policy.name), and so does a sparse policy other
-// than the default named alone (none of sparsity, n_att, n_recent, n_sink)
-// when the default lends no sparsity (a dense default), which would run dense
-// under a sparse name (INVALID_ARGUMENT naming policy.sparsity). Ranges are
-// ResolvePolicy's.
+// (INVALID_ARGUMENT naming policy.name), and so does a sparse policy
+// named without its budget (neither sparsity nor n_att; n_recent or n_sink
+// alone do not count) when the default lends none (a dense default, or one
+// with sparsity 0 and no n_att), which would run dense under a sparse name
+// (INVALID_ARGUMENT naming policy.sparsity). Ranges are ResolvePolicy's.
 absl::StatusOr<PolicyParams> ApplyPolicyDefaults(const PolicyRequest& request, const PolicyParams& defaults,
                                                  const GridGeometry& grid);
 

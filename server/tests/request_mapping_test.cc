@@ -111,6 +111,22 @@ TEST(RequestMappingTest, SparsePolicyWithoutSparsityUnderADenseDefaultIsRefused)
     r.mutable_policy()->set_n_att(16);
     EXPECT_TRUE(ToGenerationRequest(r, dense, Info(), 1).ok()) << name;
   }
+  // A window or sink size alone sets no budget either (N_att would be every
+  // key): `--policy diagonal --n_recent 64` and `--policy streaming_llm
+  // --n_sink 4` ran dense.
+  for (const auto& [name, field] : {std::pair{"diagonal", "n_recent"}, std::pair{"streaming_llm", "n_sink"}}) {
+    v1::GenerateRequest r = Basic();
+    r.mutable_policy()->set_name(name);
+    if (std::string(field) == "n_recent")
+      r.mutable_policy()->set_n_recent(32);
+    else
+      r.mutable_policy()->set_n_sink(4);
+    absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(r, dense, Info(), 1);
+    ASSERT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << name << " with " << field;
+    EXPECT_EQ(g.status().message().rfind("policy.sparsity: ", 0), 0u) << g.status();
+    r.mutable_policy()->set_sparsity(0.75);
+    EXPECT_TRUE(ToGenerationRequest(r, dense, Info(), 1).ok()) << name << " with " << field;
+  }
   v1::GenerateRequest r = Basic();
   r.mutable_policy()->set_name("diagonal");
   r.mutable_policy()->set_sparsity(0);  // said explicitly: kept

@@ -166,6 +166,7 @@ TEST(LimitsTest, EveryAdvertisedRangeIsTheEnforcedOne) {
        {"policy.n_recent",
         [&](auto& r, double v) {
           policy("diagonal")(r);
+          r.mutable_policy()->set_n_att(1);  // a window alone sets no budget (refused)
           r.mutable_policy()->set_n_recent(static_cast<int>(v));
         },
         1}},
@@ -173,6 +174,8 @@ TEST(LimitsTest, EveryAdvertisedRangeIsTheEnforcedOne) {
        {"policy.n_sink",
         [&](auto& r, double v) {
           policy("streaming_llm")(r);
+          // A sink alone sets no budget (refused); every key leaves room for the widest sink.
+          r.mutable_policy()->set_n_att(model.image_tokens);
           r.mutable_policy()->set_n_sink(static_cast<int>(v));
         },
         1}},

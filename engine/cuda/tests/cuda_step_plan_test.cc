@@ -117,6 +117,34 @@ TEST(CudaStepPlanTest, ChunkedPrefillMatchesWholePrompts) {
   EXPECT_EQ(gpu_kv.BytesInUse(), 0);
 }
 
+// Prompts given as embeddings (step_plan.h kEmbedding; LlamaGen t2i's
+// caption features) run as their token ids do when the embeddings are the
+// text_embed rows of those ids: the same upload, so bitwise, whole or chunked.
+TEST(CudaStepPlanTest, PromptEmbeddingsMatchTheirTokenIds) {
+  model::ModelSpec spec;
+  std::unique_ptr<model::Backend> gpu = Tiny(true, &spec);
+  ASSERT_NE(gpu, nullptr);
+  const char* src = std::getenv("ARGEN_SOURCE_DIR");
+  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = checkpoint::Checkpoint::Open(
+      std::string(src ? src : ".") + "/tests/goldens/tiny/" + testing::TinyOptions{}.checkpoint);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  const model::testing::ForcedEmbeddings embeddings =
+      model::testing::ForcedPromptEmbeddings(*model::CheckpointWeights(std::move(*ckpt)), spec);
+  kv::KvManager gpu_kv(*gpu);
+  const std::vector<int32_t> tokens = model::testing::ForcedTokens(kLDec - 1, spec.input_rows());
+  absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy({}, sparse::SquareGrid(kLDec), nullptr);
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  for (int32_t chunk : {0, 3}) {
+    ForcedRun ids, vectors;
+    ASSERT_TRUE(RunForced(*gpu, gpu_kv, *dense, tokens, chunk, 1, &ids).ok());
+    ASSERT_TRUE(RunForced(*gpu, gpu_kv, *dense, tokens, chunk, 1, &vectors, nullptr, &embeddings).ok());
+    const model::testing::RunDifference d = model::testing::Difference(vectors, ids);
+    EXPECT_TRUE(d.bitwise) << "chunk " << chunk << ": worst " << d.worst;
+    EXPECT_EQ(d.differing_samples, 0);
+  }
+  EXPECT_EQ(gpu_kv.BytesInUse(), 0);
+}
+
 // More decode queries than one pass holds (max_batch_rows / 2 pairs) are
 // split into passes in order.
 TEST(CudaStepPlanTest, QueriesBeyondOnePassAreSplitInOrder) {
@@ -205,8 +233,7 @@ TEST(CudaStepPlanTest, OutOfOrderQueriesMatchTheCpu) {
       for (int i = 0; i < 2; ++i) {
         b.AddRow(rows[i]);
         for (auto [index, provisional] : step) {
-          b.AddQuery(model::QueryKind::kDecode, provisional ? tokens[index - 1] : tokens[index], index,
-                     provisional);
+          b.AddQuery(model::QueryKind::kDecode, provisional ? tokens[index - 1] : tokens[index], index, provisional);
         }
       }
       b.AddSampling(sampling);

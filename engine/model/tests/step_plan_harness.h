@@ -13,6 +13,7 @@
 
 #include "engine/kv/kv_manager.h"
 #include "engine/model/backend.h"
+#include "engine/model/weight_source.h"
 #include "engine/sparse/policy_params.h"
 #include "gtest/gtest.h"
 
@@ -72,12 +73,20 @@ struct ForcedRun {
   std::vector<int32_t> sampled;            // [output point]
 };
 
+// The two prompts as embeddings instead of ids (step_plan.h kEmbedding):
+// [prompt_len x hidden] each, e.g. the text_embed rows of their ids.
+struct ForcedEmbeddings {
+  std::vector<float> rows[2];  // cond, uncond
+  int32_t width = 0;
+};
+
 // Feeds the prompts in chunks of `prompt_chunk` positions (0: whole) and
-// the tokens `k` per step, through Backend::Forward.
+// the tokens `k` per step, through Backend::Forward; the prompts as
+// `embeddings` when given.
 // `kv` manages `be`'s rows; the rows are freed at the end unless `rows_out` takes them.
 inline absl::Status RunForced(Backend& be, kv::KvManager& kv, const sparse::ResolvedPolicy& policy,
                               const std::vector<int32_t>& tokens, int32_t prompt_chunk, int32_t k, ForcedRun* run,
-                              std::vector<RowId>* rows_out = nullptr) {
+                              std::vector<RowId>* rows_out = nullptr, const ForcedEmbeddings* embeddings = nullptr) {
   const int32_t vocab = be.spec().logits();
   const std::vector<int32_t>* prompts[2] = {&kForcedCond, &kForcedUncond};
   RowId rows[2];
@@ -117,7 +126,11 @@ inline absl::Status RunForced(Backend& be, kv::KvManager& kv, const sparse::Reso
     for (int i = 0; i < 2; ++i) {
       const int32_t n = s < prompt_steps - row_steps[i] ? 0 : std::min(chunk, lens[i] - filled[i]);
       builder.AddRow(rows[i]);
-      builder.AddPromptQueries(*prompts[i], filled[i], n);
+      if (embeddings != nullptr) {
+        builder.AddPromptEmbeddings(embeddings->rows[i], embeddings->width, filled[i], n);
+      } else {
+        builder.AddPromptQueries(*prompts[i], filled[i], n);
+      }
       filled[i] += n;
     }
     builder.AddSampling(sampling);
@@ -163,6 +176,20 @@ inline RunDifference Difference(const ForcedRun& got, const ForcedRun& want, siz
     d.differing_samples += got.sampled[o] != want.sampled[o];
   }
   return d;
+}
+
+// The forced prompts' rows of the text embedding table, read from `source`.
+inline ForcedEmbeddings ForcedPromptEmbeddings(const WeightSource& source, const ModelSpec& spec) {
+  ForcedEmbeddings e;
+  e.width = spec.stack.hidden_size;
+  const std::vector<int32_t>* prompts[2] = {&kForcedCond, &kForcedUncond};
+  for (int i = 0; i < 2; ++i) {
+    e.rows[i].resize(prompts[i]->size() * e.width);
+    EXPECT_TRUE(
+        source.ReadRows(spec.text_embed, prompts[i]->data(), static_cast<int64_t>(prompts[i]->size()), e.rows[i].data())
+            .ok());
+  }
+  return e;
 }
 
 }  // namespace argen::model::testing

@@ -1,0 +1,37 @@
+# Concurrent lone 7B images through the server, sequential against parallel decoding (issue #28), same server.
+# Random-weight Janus-Pro-7B in the published layout, dense, rows and KV auto: argen_client load with
+# PARALLEL_CONCURRENCY (default "16 64") requests in flight (3 x that many requests), parallel_window 0 then each of
+# PARALLEL_WINDOWS (default "8"); then diagonal 95% N_r 64 sequential at the same loads (the sparse baseline).
+# Sourced by bench/gpu/lab.sh, which reads BASELINE and NEEDS and provides BIN, AB_DIRS, OUT, stamp, guarded.
+# shellcheck shell=bash disable=SC2034,SC2154
+BASELINE="parallel_window 0 (sequential) on the same server, same loads, same call"
+NEEDS="argen_server argen_client"
+run_scenario() {
+  local ckpt=$LAB_WORK/Janus-Pro-7B log conc w policy
+  checkpoint_start "$ckpt"
+  checkpoint_wait "$ckpt" >/dev/null || { echo "no checkpoint"; cat "$ckpt.log"; return 1; }
+  for policy in dense diagonal; do
+    local extra=("--default_policy.name=$policy") windows="0 ${PARALLEL_WINDOWS:-8}"
+    [ $policy = diagonal ] && { extra+=(--default_policy.sparsity=0.95 --default_policy.n_recent=64); windows=0; }
+    log=$OUT/parallel-load_server_$policy.log
+    stamp "server $policy"
+    server_start "$log" 50097 --model_dir="$ckpt" --queue_limit=1024 "${extra[@]}" ||
+      { echo "server $policy: not healthy"; continue; }
+    for conc in ${PARALLEL_CONCURRENCY:-16 64}; do
+      for w in $windows; do
+        echo "load $policy concurrency $conc parallel_window $w: $(
+          guarded 120 "$BIN/argen_client" --server localhost:50097 load --requests $((3 * conc)) \
+            --concurrency "$conc" --parallel_window "$w" --prompt "a red circle above a blue square" 2>&1 |
+            grep -E "^wall|^failed by|^ok " | tr '\n' ' ')"
+      done
+    done
+    server_stop
+  done
+}
+# img/s per load, and each window's ratio to sequential at the same concurrency.
+summarize() {
+  grep -h -E "^== |^load |not healthy|no checkpoint|server rc" "$1" | cut -c1-240
+  awk '/^load dense concurrency/ { for (i = 1; i <= NF; ++i) if ($i == "images/s") r = $(i + 1); sub(",", "", r)
+         c = $4; w = $6; sub(":", "", w); if (w == 0) base[c] = r; else if (base[c] > 0)
+         printf "concurrency %s parallel_window %s: %.2fx sequential (%s / %s img/s)\n", c, w, r / base[c], r, base[c] }' "$1"
+}
