@@ -475,9 +475,8 @@ namespace {
 // --speculative-windows: every configuration at each speculative window > 0
 // too, without parallel decoding (the two do not combine); "_sw<N>" folders.
 TEST(SweepGridTest, SpeculativeWindowsAddConfigurations) {
-  absl::StatusOr<SweepArgs> a =
-      ParseSweepArgs({"--model", "m", "--out", "o", "--policies", "dense", "--parallel-windows", "0,4",
-                      "--speculative-windows", "0,8,8"});
+  absl::StatusOr<SweepArgs> a = ParseSweepArgs({"--model", "m", "--out", "o", "--policies", "dense",
+                                                "--parallel-windows", "0,4", "--speculative-windows", "0,8,8"});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->speculative_windows, (std::vector<int32_t>{0, 8}));
   const std::vector<SweepConfig> grid =
