@@ -259,8 +259,9 @@ void GenericEngine::RecordParallel(engine::GroupId id, Group& g, const int32_t* 
 
 void GenericEngine::RecordSpeculative(engine::GroupId id, Group& g, const float* logits, engine::StepReport* report) {
   if (logits != nullptr) {
-    if (speculative_sampler_ == nullptr)
+    if (speculative_sampler_ == nullptr) {
       speculative_sampler_ = std::make_unique<HostSampler>(backend_->spec().logits());
+    }
     const int64_t point = int64_t{2} * backend_->spec().logits();  // one output point's rows
     for (SpeculativeImage& image : g.speculative) {
       if (image.done()) continue;  // fed nothing
