@@ -63,6 +63,10 @@ void AddRequestFlags(CLI::App& sub, RequestFlags& f) {
                  "Parallel decoding (dense policy): image row r+1 starts once row r has this many tokens; 0: off "
                  "(unset: the server default; argen_client info shows the range)")
       ->check(CLI::Range(0, 1 << 16));
+  sub.add_option(FlagNames("speculative_window"), f.speculative_window,
+                 "Speculative Jacobi decoding (dense policy, exact): tokens verified per step; 0: off "
+                 "(unset: the server default; argen_client info shows the range)")
+      ->check(CLI::Range(0, 1 << 16));
   sub.add_option(FlagNames("size"), f.size,
                  "Image size WxH, one of the model's (argen_client info lists them); unset: its default");
   sub.add_option(FlagNames("kv-cache-dtype"), f.kv_cache_dtype,
@@ -211,6 +215,7 @@ absl::StatusOr<v1::GenerateRequest> RequestFromFlags(const RequestFlags& f) {
   if (f.top_p) r.set_top_p(static_cast<float>(*f.top_p));
   if (f.top_k) r.set_top_k(*f.top_k);
   if (f.parallel_window) r.set_parallel_window(*f.parallel_window);
+  if (f.speculative_window) r.set_speculative_window(*f.speculative_window);
   v1::SparsityPolicy* policy = r.mutable_policy();
   if (!f.policy.empty()) {
     absl::StatusOr<v1::SparsityPolicy> spec = ParsePolicySpec(f.policy);
@@ -243,6 +248,13 @@ void PrintMetrics(const v1::RequestMetrics& m, std::ostream& out) {
       << "peak KV        " << HumanBytes(m.peak_kv_bytes()) << "\n"
       << "mean batch     " << batch << " rows (own " << m.rows() << ")\n"
       << "engine steps   " << m.steps() << "\n";
+  if (m.drafts_proposed() > 0) {
+    char accepted[96];
+    std::snprintf(accepted, sizeof(accepted), "%lld of %lld (%.1f%%)", static_cast<long long>(m.drafts_accepted()),
+                  static_cast<long long>(m.drafts_proposed()),
+                  100.0 * static_cast<double>(m.drafts_accepted()) / static_cast<double>(m.drafts_proposed()));
+    out << "drafts taken   " << accepted << "\n";
+  }
 }
 
 int RunClient(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, bool interactive) {

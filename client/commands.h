@@ -46,7 +46,8 @@ struct RequestFlags {
   std::string kv_cache_dtype;  // auto | fp8 (SparsityPolicy.kv_cache_dtype); "": the server's default
   // Class-conditional models (GenerateRequest.class_id), instead of a prompt.
   std::optional<int32_t> class_id;
-  std::optional<int32_t> parallel_window;  // GenerateRequest.parallel_window; unset: the server's default
+  std::optional<int32_t> parallel_window;     // GenerateRequest.parallel_window; unset: the server's default
+  std::optional<int32_t> speculative_window;  // GenerateRequest.speculative_window; unset: the server's default
 };
 
 struct GenerateOptions {

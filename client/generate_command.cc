@@ -35,17 +35,22 @@ struct Job {
 };
 
 json MetricsJson(const v1::RequestMetrics& m) {
-  return {{"queue_wait_seconds", m.queue_wait_seconds()},
-          {"prefill_seconds", m.prefill_seconds()},
-          {"decode_seconds", m.decode_seconds()},
-          {"vq_decode_seconds", m.vq_decode_seconds()},
-          {"total_seconds", m.total_seconds()},
-          {"tokens_per_second", m.tokens_per_second()},
-          {"images_per_second", m.images_per_second()},
-          {"peak_kv_bytes", m.peak_kv_bytes()},
-          {"mean_batch_rows", m.mean_batch_rows()},
-          {"steps", m.steps()},
-          {"rows", m.rows()}};
+  json j = {{"queue_wait_seconds", m.queue_wait_seconds()},
+            {"prefill_seconds", m.prefill_seconds()},
+            {"decode_seconds", m.decode_seconds()},
+            {"vq_decode_seconds", m.vq_decode_seconds()},
+            {"total_seconds", m.total_seconds()},
+            {"tokens_per_second", m.tokens_per_second()},
+            {"images_per_second", m.images_per_second()},
+            {"peak_kv_bytes", m.peak_kv_bytes()},
+            {"mean_batch_rows", m.mean_batch_rows()},
+            {"steps", m.steps()},
+            {"rows", m.rows()}};
+  if (m.drafts_proposed() > 0) {  // speculative decoding
+    j["drafts_proposed"] = m.drafts_proposed();
+    j["drafts_accepted"] = m.drafts_accepted();
+  }
+  return j;
 }
 
 json JobJson(const Job& job) {

@@ -123,6 +123,12 @@ struct GenerationRequest {
   // once row r has this many tokens, every started row then advances one
   // token per step; 0: off, one token per step in raster order. Dense only.
   int32_t parallel_window = 0;
+  // Speculative Jacobi decoding (SJD, docs/serving.md): each step feeds the
+  // last made token and speculative_window - 1 draft tokens, keeps the drafts
+  // the model's distribution accepts and resamples the first rejected one, so
+  // the images are distributed exactly as sequential decoding's; 0: off.
+  // Dense only, not with parallel_window.
+  int32_t speculative_window = 0;
 };
 
 // A validated request: token ids for both CFG rows and its exact KV need.
@@ -154,7 +160,9 @@ struct RequestProgress {
   // Tokens made per image so far, the leading run in decode order (parallel
   // decoding makes later ones early: they join when the run reaches them).
   int32_t tokens_done = 0;
-  int32_t steps = 0;      // engine steps taken part in (== tokens_done without parallel decoding)
+  int32_t steps = 0;  // engine steps taken part in (== tokens_done without parallel decoding)
+  // Speculative decoding: draft tokens verified and accepted, all images.
+  int64_t drafts_proposed = 0, drafts_accepted = 0;
   bool finished = false;  // its last token is made; the engine never writes it again
   // [image][token]: the model's token ids in decode order (Janus: the VQ
   // codes in raster order); DecodeImages() takes them as they are.

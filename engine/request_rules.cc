@@ -119,6 +119,9 @@ std::vector<ParameterRange> RequestParameterRanges(const ModelInfo& info) {
       {"top_p", 0, 1, true, false, "nucleus sampling mass; 1: off"},
       {"parallel_window", 0, static_cast<double>(MaxParallelWindow(info)), false, false,
        "parallel decoding (dense policy): image row r+1 starts once row r has this many tokens; 0: off"},
+      {"speculative_window", 0, static_cast<double>(kMaxSpeculativeWindow), false, false,
+       "speculative Jacobi decoding (dense policy, exact): tokens verified per step, the last made one and "
+       "window - 1 drafts; 0: off"},
   };
 }
 
@@ -166,7 +169,27 @@ absl::Status ValidateRequest(const GenerationRequest& r, const ModelInfo& info) 
   // The policy's fields and cross-field rules: messages name policy.<field>.
   absl::StatusOr<sparse::ResolvedPolicy> p = sparse::ResolvePolicy(r.policy, PolicyGrid(*layout));
   if (!p.ok()) return p.status();
-  return CheckParallelWindow(r.parallel_window, *layout, *p);
+  if (absl::Status s = CheckParallelWindow(r.parallel_window, *layout, *p); !s.ok()) return s;
+  return CheckSpeculativeWindow(r.speculative_window, r.parallel_window, *p);
+}
+
+absl::Status CheckSpeculativeWindow(int32_t window, int32_t parallel_window, const sparse::ResolvedPolicy& policy) {
+  if (window < 0 || window > kMaxSpeculativeWindow) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("speculative_window: must be in [0, ", kMaxSpeculativeWindow, "] (0: off), got ", window));
+  }
+  if (window > 0 && parallel_window > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("speculative_window: speculative decoding does not combine with parallel decoding (",
+                     "parallel_window ", parallel_window, "); set one of them to 0"));
+  }
+  if (window > 0 && !sparse::PlansOutOfOrder(policy)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "speculative_window: speculative decoding needs the dense policy (a rejected draft's K/V is rewritten; the ",
+        "sparse policies keep a ring or per-step state that cannot step back), got policy ",
+        std::string(sparse::PolicyName(policy.kind))));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckParallelWindow(int32_t window, const ImageLayout& layout, const sparse::ResolvedPolicy& policy) {

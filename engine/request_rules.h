@@ -71,6 +71,12 @@ absl::Status CheckParallelWindow(int32_t window, const ImageLayout& layout, cons
 int32_t MaxParallelWindow(const ImageLayout& layout);
 int32_t MaxParallelWindow(const ModelInfo& info);
 
+// speculative_window: in [0, kMaxSpeculativeWindow], and > 0 only with a
+// policy whose rows may rewrite their last decode indices (dense) and
+// without parallel_window. INVALID_ARGUMENT naming speculative_window.
+inline constexpr int32_t kMaxSpeculativeWindow = 32;
+absl::Status CheckSpeculativeWindow(int32_t window, int32_t parallel_window, const sparse::ResolvedPolicy& policy);
+
 // FAILED_PRECONDITION naming kv_budget_bytes when a request needing
 // `kv_bytes` for `rows` rows could not run even on an idle server.
 absl::Status CheckKvFits(int64_t kv_bytes, int32_t rows, const std::string& policy_name, const ModelInfo& info);

@@ -28,6 +28,8 @@ RequestMetrics MeasureRequest(const Job& job, absl::Time now) {
   m.rows = job.batch_rows;
   m.steps = job.progress().steps;  // fewer than its tokens with parallel decoding
   m.images = job.images_sent;
+  m.drafts_proposed = job.progress().drafts_proposed;
+  m.drafts_accepted = job.progress().drafts_accepted;
   m.prompt_tokens = static_cast<int32_t>(job.prepared().cond_ids.size());
   m.peak_kv_bytes = was_admitted ? job.admitted_kv_bytes : 0;
   const double gen_seconds = absl::ToDoubleSeconds(m.prefill + m.decode);

@@ -20,6 +20,8 @@ struct RequestMetrics {
   double mean_batch_rows = 0;    // mean decode-batch rows (batch rows, 2 per image) over the steps it decoded in
   int32_t steps = 0;             // engine steps it took part in (prefill included)
   int32_t rows = 0;              // its own batch rows (2 per image)
+  int64_t drafts_proposed = 0;   // speculative decoding: draft tokens verified (all images)
+  int64_t drafts_accepted = 0;   // and accepted
   int32_t images = 0;            // images delivered
   int32_t prompt_tokens = 0;     // its caption row's prompt tokens (one row)
 };

@@ -161,6 +161,11 @@ absl::StatusOr<std::unique_ptr<ArgenServer>> ArgenServer::Start(const ServerConf
                                                    engine::MaxParallelWindow(info), "] for model ", info.name,
                                                    " (its tokens per image row), got ", w));
   }
+  if (config.default_parallel_window > 0 && config.default_speculative_window > 0) {
+    return absl::InvalidArgumentError(
+        "key 'default_decoding.speculative_window': speculative decoding does not combine with parallel decoding "
+        "(default_decoding.parallel_window > 0); set one of them to 0");
+  }
   if (encoder == nullptr) {
     encoder = [](const engine::RgbImage& rgb) { return image::EncodePng(rgb.rgb, rgb.width, rgb.height); };
   }

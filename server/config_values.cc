@@ -104,6 +104,7 @@ const std::map<std::string, Reader, std::less<>>& Readers() {
       {"default_policy.kv_cache_dtype",
        [](const ServerConfig& c) { return std::string(sparse::KvFormatName(c.default_policy.kv_format)); }},
       {"default_decoding.parallel_window", [](const ServerConfig& c) { return Text(c.default_parallel_window); }},
+      {"default_decoding.speculative_window", [](const ServerConfig& c) { return Text(c.default_speculative_window); }},
       {"default_sampling.cfg_weight", [](const ServerConfig& c) { return Text(c.default_sampling.cfg_weight); }},
       {"default_sampling.temperature", [](const ServerConfig& c) { return Text(c.default_sampling.temperature); }},
       {"default_sampling.top_k", [](const ServerConfig& c) { return Text(c.default_sampling.top_k); }},

@@ -280,6 +280,9 @@ std::variant<ImagesRequest, HttpApiError> Parse(const json& body, const ImagesAp
     } else if (key == "parallel_window") {  // argen extension; its range is checked with the gRPC path's
       ARGEN_TAKE(w, Int32(value, key));
       g.set_parallel_window(w);
+    } else if (key == "speculative_window") {  // argen extension; its range is checked with the gRPC path's
+      ARGEN_TAKE(w, Int32(value, key));
+      g.set_speculative_window(w);
     } else if (key == "priority") {
       ARGEN_TAKE(p, OneOf(value, key, {"low", "normal", "high"}));
       g.set_priority(p == "low" ? v1::PRIORITY_LOW : p == "high" ? v1::PRIORITY_HIGH : v1::PRIORITY_NORMAL);

@@ -62,6 +62,7 @@ void FillModelInfo(const engine::ModelInfo& info, const ServerConfig& config, v1
       {"top_k", ds.top_k},
       {"top_p", ds.top_p},
       {"parallel_window", config.default_parallel_window},
+      {"speculative_window", config.default_speculative_window},
   };
   for (const engine::ParameterRange& range : engine::RequestParameterRanges(info)) {
     v1::ParameterRange* r = out->add_ranges();

@@ -78,10 +78,16 @@ absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::Generate
   if (!kv_format.ok()) return kv_format.status();
   out.policy = *policy;
   out.policy.kv_format = *kv_format;
-  // The server's default applies where it can (a dense request); a request's own value is checked as given.
-  out.parallel_window = request.has_parallel_window()                   ? request.parallel_window()
-                        : out.policy.kind == sparse::PolicyKind::kDense ? config.default_parallel_window
-                                                                        : 0;
+  // The server's defaults apply where they can (a dense request, not the
+  // other mode's); a request's own value is checked as given.
+  const bool dense = out.policy.kind == sparse::PolicyKind::kDense;
+  const bool own_speculative = request.has_speculative_window() && request.speculative_window() > 0;
+  out.parallel_window = request.has_parallel_window() ? request.parallel_window()
+                        : dense && !own_speculative   ? config.default_parallel_window
+                                                      : 0;
+  out.speculative_window = request.has_speculative_window()    ? request.speculative_window()
+                           : dense && out.parallel_window == 0 ? config.default_speculative_window
+                                                               : 0;
   if (absl::Status s = engine::ValidateRequest(out, info); !s.ok()) return s;
   return out;
 }
@@ -100,6 +106,8 @@ void FillMetrics(const scheduler::RequestMetrics& m, v1::RequestMetrics* out) {
   out->set_mean_batch_rows(m.mean_batch_rows);
   out->set_steps(m.steps);
   out->set_rows(m.rows);
+  out->set_drafts_proposed(m.drafts_proposed);
+  out->set_drafts_accepted(m.drafts_accepted);
 }
 
 v1::GenerateEvent ToProtoEvent(scheduler::RequestEvent& event, const std::string& request_id) {

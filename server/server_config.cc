@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "engine/model/sampler.h"
 #include "engine/model/weight_format.h"
+#include "engine/request_rules.h"
 #include "engine/sparse/policy_params.h"
 #include "engine/vq/vq_precision.h"
 #include "server/byte_size.h"
@@ -324,6 +325,11 @@ const std::vector<KeyDef>& Keys() {
         "parallel decoding of requests that set none: image row r+1 starts once row r has this many tokens "
         "(dense policy only); 0: off"},
        IntAt([](ServerConfig& c) -> int32_t& { return c.default_parallel_window; }, 0, 1 << 16)},
+      {{"default_decoding.speculative_window",
+        "speculative Jacobi decoding of requests that set none (exact): tokens verified per step, in [0, 32] "
+        "(dense policy, not with parallel decoding); 0: off"},
+       IntAt([](ServerConfig& c) -> int32_t& { return c.default_speculative_window; }, 0,
+             engine::kMaxSpeculativeWindow)},
       {{"default_sampling.cfg_weight", "classifier-free guidance weight, [0, 100]"},
        SamplingValue([](ServerConfig& c) -> float& { return c.default_sampling.cfg_weight; }, model::CheckCfgWeight)},
       {{"default_sampling.temperature", "sampling temperature, [0, 100]; 0: greedy"},

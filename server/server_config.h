@@ -67,6 +67,9 @@ struct ServerConfig {
   engine::SamplingParams default_sampling;
   // default_decoding.parallel_window: a request's parallel_window when it sets none (0: off).
   int32_t default_parallel_window = 0;
+  // default_decoding.speculative_window: a request's speculative_window when
+  // it sets none and decodes dense, without parallel decoding (0: off).
+  int32_t default_speculative_window = 0;
   // The OpenAI-compatible HTTP API (server/http_images_api.h).
   std::string http_address = "0.0.0.0";
   int32_t http_port = -1;     // 0: any free port; -1: off

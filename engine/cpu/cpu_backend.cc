@@ -13,6 +13,7 @@
 #include "engine/cpu/sparse_attention.h"
 #include "engine/model/finite_values.h"
 #include "kernels/sampling_rng.h"
+#include "kernels/sparse/policy_rewind.h"
 
 namespace argen::cpu {
 namespace {
@@ -311,6 +312,14 @@ absl::Status CpuBackend::Forward(const model::StepPlan& plan, const model::StepO
   }
   if (spec_.vector_tokens()) {
     if (absl::Status s = CheckMadeVectors(plan, step); !s.ok()) return s;
+  }
+  // Rewinding rows (speculative decoding): their policy state forgets the
+  // indices the step writes again (dense: checked).
+  for (size_t e = 0; e < step.rewind_to.size(); ++e) {
+    if (step.rewind_to[e] < 0) continue;
+    KvRow& row = *static_cast<KvRow*>(step.rows[e]);
+    const int32_t heads = spec_.stack.num_layers * spec_.stack.num_kv_heads;
+    for (int32_t h = 0; h < heads; ++h) sparse::RewindTo(row.policy, row.layout, row.State(h), step.rewind_to[e]);
   }
   const int32_t H = spec_.stack.hidden_size;
   const int32_t n_outputs = step.outputs;

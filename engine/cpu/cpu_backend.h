@@ -49,6 +49,7 @@ class CpuBackend final : public model::Backend {
   void RowFreed(model::RowState& /*row*/) override {}  // every call has returned
 
   absl::Status Forward(const model::StepPlan& plan, const model::StepOutputs& out) override;
+  bool SupportsRewind() const override { return true; }
 
   // Characterization hook (nullptr: off). While set, Decode reports every
   // query head's attention weights.

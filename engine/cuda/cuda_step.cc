@@ -29,6 +29,11 @@ absl::Status CudaBackend::Forward(const model::StepPlan& plan, const model::Step
 }
 
 absl::Status CudaBackend::ForwardStep(const model::StepPlan& plan, const model::StepOutputs& out) {
+  if (plan.rewinds) {
+    return absl::UnimplementedError(
+        "Step: rewinding plans (StepPlan::rewinds: speculative decoding, speculative_window) are not supported by the "
+        "cuda backend yet");
+  }
   model::PlannedStep& step = planned_;
   ARGEN_STATUS_RETURN(model::CheckStepPlan(
       plan, out, limits_, lookup_,

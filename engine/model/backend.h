@@ -38,7 +38,10 @@
 //   policy) may give a row non-consecutive, not yet written indices and
 //   provisional queries that write nothing (step_plan.h); a backend that
 //   cannot run such a plan refuses it with UNIMPLEMENTED, before any state
-//   changes (PlannedStep::all_in_order). The
+//   changes (PlannedStep::all_in_order). A plan may also rewind an in-order
+//   row (StepPlan::rewinds, speculative decoding; dense policy): start it
+//   below its next step, rewriting those indices; a backend that cannot
+//   (SupportsRewind() false: cuda for now) refuses it with UNIMPLEMENTED. The
 //   output stage runs at each pair's output points and samples: token 0 from
 //   the last prompt positions in the step that completes the pair's prompts,
 //   token t + 1 after decode query t. Prefill and Decode below are that step
@@ -211,6 +214,10 @@ class Backend : public RowSizer {
   // InvalidArgument naming the plan's field (engine/model/step_checks.h),
   // with no state changed.
   virtual absl::Status Forward(const StepPlan& plan, const StepOutputs& out) = 0;
+  // Whether Forward runs rewinding plans (StepPlan::rewinds: speculative
+  // decoding) and returns every output point's row logits with them; a
+  // backend that does not refuses such a plan with UNIMPLEMENTED.
+  virtual bool SupportsRewind() const { return false; }
 
   // Forward for whole prompts of newly allocated rows / one decode token per
   // row; their batch errors name PrefillBatch / DecodeBatch fields.

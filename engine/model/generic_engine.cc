@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "engine/request_rules.h"
@@ -117,6 +118,16 @@ absl::StatusOr<sparse::ResolvedPolicy> GenericEngine::Resolve(const sparse::Poli
 
 absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(const engine::GenerationRequest& request) const {
   if (absl::Status s = engine::ValidateRequest(request, config_.info); !s.ok()) return s;
+  if (request.speculative_window > 0 && backend_->spec().vector_tokens()) {
+    return absl::InvalidArgumentError(
+        "speculative_window: this model draws continuous token vectors; speculative decoding verifies discrete "
+        "tokens against their distribution");
+  }
+  if (request.speculative_window > 0 && !backend_->SupportsRewind()) {
+    return absl::UnimplementedError(absl::StrCat("speculative_window: the ", backend_->name(),
+                                                 " backend does not run speculative decoding yet (the cpu backend "
+                                                 "does; docs/serving.md); send speculative_window 0"));
+  }
   absl::StatusOr<engine::ImageLayout> layout = engine::RequestLayout(request, config_.info);
   if (!layout.ok()) return layout.status();
   absl::StatusOr<sparse::ResolvedPolicy> policy = Resolve(request.policy, *layout);
@@ -212,6 +223,12 @@ absl::StatusOr<engine::GroupId> GenericEngine::Add(engine::RequestPtr request) {
     for (size_t t = 0; t < forced.size() && t < made.size(); ++t) made[t] = forced[t];
     g.made.assign(images, made);
   }
+  if (p.request.speculative_window > 0) {
+    for (int32_t i = 0; i < images; ++i) {
+      g.speculative.emplace_back(p.layout.image_tokens, p.request.speculative_window, backend_->spec().logits(),
+                                 sampled_offset_, g.recipe->forced_tokens, g.sampling[i]);
+    }
+  }
   g.request = std::move(request);
   const engine::GroupId id = next_id_++;
   groups_.emplace(id, std::move(g));
@@ -234,6 +251,14 @@ void GenericEngine::Record(engine::GroupId id, Group& g, const int32_t* sampled,
   const int32_t t = g.tokens_done();
   const std::vector<int32_t>& forced_tokens = g.recipe->forced_tokens;
   const int32_t forced = t < static_cast<int32_t>(forced_tokens.size()) ? forced_tokens[t] : -1;
+  if (!g.speculative.empty()) {
+    // Token 0 (the prefill's), as sequential decoding makes it; then the drafts.
+    for (size_t i = 0; i < g.speculative.size(); ++i) {
+      g.speculative[i].Start(forced >= 0 ? forced : sampled_offset_ + sampled[i]);
+    }
+    RecordSpeculative(id, g, nullptr, report);
+    return;
+  }
   engine::RequestProgress& progress = g.progress();
   for (size_t i = 0; i < progress.tokens.size(); ++i) {
     progress.tokens[i].push_back(forced >= 0 ? forced : sampled_offset_ + sampled[i]);
@@ -274,7 +299,46 @@ void GenericEngine::RecordParallel(engine::GroupId id, Group& g, const int32_t* 
   }
 }
 
+void GenericEngine::RecordSpeculative(engine::GroupId id, Group& g, const float* logits, engine::StepReport* report) {
+  if (logits != nullptr) {
+    if (speculative_sampler_ == nullptr) {
+      speculative_sampler_ = std::make_unique<HostSampler>(backend_->spec().logits());
+    }
+    const int64_t point = int64_t{2} * backend_->spec().logits();  // one output point's rows
+    for (SpeculativeImage& image : g.speculative) {
+      if (image.done()) continue;  // fed nothing
+      const int32_t n = image.queries();
+      image.Verify(logits, *speculative_sampler_);
+      logits += n * point;
+    }
+  }
+  engine::RequestProgress& progress = g.progress();
+  int32_t common = std::numeric_limits<int32_t>::max();
+  progress.drafts_proposed = progress.drafts_accepted = 0;
+  for (const SpeculativeImage& image : g.speculative) {
+    common = std::min(common, image.made());
+    progress.drafts_proposed += image.drafts_proposed();
+    progress.drafts_accepted += image.drafts_accepted();
+  }
+  for (size_t i = 0; i < progress.tokens.size(); ++i) {
+    const std::vector<int32_t>& tokens = g.speculative[i].tokens();
+    progress.tokens[i].insert(progress.tokens[i].end(), tokens.begin() + progress.tokens_done, tokens.begin() + common);
+  }
+  progress.tokens_done = common;
+  ++progress.steps;
+  if (common >= g.prepared().layout.image_tokens) {
+    progress.finished = true;
+    FreeRows(g);
+    report->finished.push_back(id);
+  }
+}
+
 int32_t GenericEngine::DecodeQueriesOf(Group& g) const {
+  if (!g.speculative.empty()) {
+    int32_t queries = 0;
+    for (const SpeculativeImage& image : g.speculative) queries += image.done() ? 0 : 2 * image.queries();
+    return queries;
+  }
   const int32_t per_row = g.parallel != nullptr ? static_cast<int32_t>(g.parallel->Next().size()) : 1;
   return static_cast<int32_t>(g.rows.size()) * per_row;
 }
@@ -364,13 +428,31 @@ absl::Status GenericEngine::DecodeRunning(const std::vector<engine::GroupId>& id
     batch_groups_.clear();
     step_plan_.Clear();
     int32_t call_queries = 0, call_outputs = 0;
+    bool call_logits = false;  // a speculative group verifies from the row logits
     while (next < ids.size()) {
       Group& g = groups_.at(ids[next]);
       // The call's budget counts every query (a row per query without parallel decoding).
       const int32_t queries = DecodeQueriesOf(g);
       if (call_queries > 0 && call_queries + queries > config_.info.max_batch_rows) break;
       call_queries += queries;
-      if (g.parallel != nullptr) {
+      if (!g.speculative.empty()) {
+        // Each unfinished image: its last token and drafts, at consecutive
+        // indices from the first token not made (again, after a rejection).
+        step_plan_.AllowRewind();
+        call_logits = true;
+        for (size_t i = 0; i < g.speculative.size(); ++i) {
+          const SpeculativeImage& image = g.speculative[i];
+          if (image.done()) continue;
+          for (int k = 0; k < 2; ++k) {
+            step_plan_.AddRow(g.rows[2 * i + k]);
+            for (int32_t j = 0; j < image.queries(); ++j) {
+              step_plan_.AddQuery(QueryKind::kDecode, image.input(j), image.first_index() + j);
+            }
+          }
+          step_plan_.AddSampling(g.sampling[i]);
+          call_outputs += image.queries();
+        }
+      } else if (g.parallel != nullptr) {
         // The schedule's queries, the same for every image and both rows of its pair.
         step_plan_.AllowOutOfOrder();
         const std::vector<ParallelSchedule::Query>& plan = g.parallel->Next();
@@ -399,13 +481,22 @@ absl::Status GenericEngine::DecodeRunning(const std::vector<engine::GroupId>& id
       ++next;
     }
     batch_sampled_.assign(call_outputs, -1);
-    absl::Status s = backend_->Forward(step_plan_.Plan(), {batch_sampled_, nullptr});
+    if (call_logits) batch_logits_.resize(int64_t{2} * call_outputs * backend_->spec().logits());
+    absl::Status s =
+        backend_->Forward(step_plan_.Plan(), {batch_sampled_, call_logits ? batch_logits_.data() : nullptr});
     if (!s.ok()) return s;
     report->rows_decoded += static_cast<int32_t>(step_plan_.rows());
     const int32_t* sampled = batch_sampled_.data();
     for (auto [id, images] : batch_groups_) {
       Group& g = groups_.at(id);
-      if (g.parallel != nullptr) {
+      if (!g.speculative.empty()) {
+        int32_t outputs = 0;
+        for (const SpeculativeImage& image : g.speculative) outputs += image.done() ? 0 : image.queries();
+        RecordSpeculative(
+            id, g, batch_logits_.data() + (sampled - batch_sampled_.data()) * int64_t{2} * backend_->spec().logits(),
+            report);
+        sampled += outputs;
+      } else if (g.parallel != nullptr) {
         const int32_t outputs = images * static_cast<int32_t>(g.parallel->Next().size());
         RecordParallel(id, g, sampled, report);
         sampled += outputs;

@@ -30,8 +30,13 @@
 // parallel_window > 0 (engine/model/parallel_schedule.h) instead feeds one
 // query per image row in flight, making several tokens per step, later ones
 // early (its progress shows the leading run; RequestProgress::steps counts
-// its steps). A backend call holds at most max_batch_rows queries (rows
-// without parallel decoding), a request's at least.
+// its steps). A request with speculative_window > 0 (engine/model/
+// speculative.h) feeds each image's last token and its drafts, asks for the
+// call's row logits, keeps what the acceptance rule takes (1 .. window tokens
+// per image per step, images apart) and feeds the rest again next step
+// (StepPlan::rewinds); its progress shows the tokens every image has. A
+// backend call holds at most max_batch_rows queries (rows without parallel
+// or speculative decoding), a request's at least.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +53,7 @@
 #include "engine/model/backend.h"
 #include "engine/model/batch_checks.h"
 #include "engine/model/parallel_schedule.h"
+#include "engine/model/speculative.h"
 #include "engine/sparse/policy_params.h"
 #include "kernels/sparse/policy_types.h"
 
@@ -164,6 +170,8 @@ class GenericEngine final : public engine::Engine {
     // by index (-1 where not made yet; forced ones from the start).
     std::unique_ptr<ParallelSchedule> parallel;
     std::vector<std::vector<int32_t>> made;
+    // speculative_window > 0: every image's drafts and verified tokens.
+    std::vector<SpeculativeImage> speculative;
     const engine::PreparedRequest& prepared() const { return request->prepared; }
     engine::RequestProgress& progress() { return request->progress; }
     const engine::RequestProgress& progress() const { return request->progress; }
@@ -192,6 +200,10 @@ class GenericEngine final : public engine::Engine {
   // Parallel decoding: the step's queries of `g` and their samples
   // ([image][query]) made, its progress moved to the leading run.
   void RecordParallel(engine::GroupId id, Group& g, const int32_t* sampled, engine::StepReport* report);
+  // Speculative decoding: verifies the step's outputs of `g` (`logits`: its
+  // unfinished images' output points' rows, in order), its progress moved
+  // to the tokens every image has.
+  void RecordSpeculative(engine::GroupId id, Group& g, const float* logits, engine::StepReport* report);
   // The group's queries in this step's decode call (one per row without parallel decoding).
   int32_t DecodeQueriesOf(Group& g) const;
   void FreeRows(Group& g);
@@ -211,7 +223,9 @@ class GenericEngine final : public engine::Engine {
   // Per-step batch arrays, reused (cleared, never shrunk) across steps.
   std::vector<SharedPrompts::iterator> batch_filled_;  // the shared prompts the call fills (its prompt rows)
   std::vector<int32_t> batch_sampled_;
-  StepPlanBuilder step_plan_;                                      // the backend call's plan of query tokens
+  std::vector<float> batch_logits_;                   // the call's row logits, when a speculative group is in it
+  std::unique_ptr<HostSampler> speculative_sampler_;  // made on first use
+  StepPlanBuilder step_plan_;                         // the backend call's plan of query tokens
   std::vector<std::pair<engine::GroupId, int32_t>> batch_groups_;  // group, images in the batch
   std::vector<engine::GroupId> decode_ids_;
 };

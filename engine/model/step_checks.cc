@@ -12,6 +12,7 @@ using absl::InvalidArgumentError;
 using absl::StrCat;
 
 bool SupportsOutOfOrder(const sparse::ResolvedPolicy& policy) { return sparse::PlansOutOfOrder(policy); }
+bool SupportsRewind(const sparse::ResolvedPolicy& policy) { return sparse::PlansOutOfOrder(policy); }
 
 absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const BatchLimits& limits,
                            const RowLookup& lookup, const std::function<const RowState*(RowId)>& any_row,
@@ -98,15 +99,25 @@ absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const B
   step->decode_queries = 0;
   step->in_order.assign(n_all, 1);
   step->all_in_order = true;
+  step->rewind_to.assign(n_all, -1);
   for (int32_t e = 0; e < n_all; ++e) {
     const RowState& row = *step->rows[e];
     const std::span<const Query> qs = queries(e);
     if (qs.empty()) continue;
+    // Where the row's decode queries start: its next step, or below it when
+    // the plan rewinds (an in-order row of a policy that can step back).
+    int32_t first = row.next_step;
+    if (qs[0].kind == QueryKind::kDecode && plan.rewinds && row.prefilled && !row.prompt_row &&
+        SupportsRewind(row.policy) && qs[0].index >= 0 && qs[0].index < row.next_step &&
+        std::ranges::find(row.written, uint8_t{1}) == row.written.end()) {
+      first = qs[0].index;
+      step->rewind_to[e] = first;
+    }
     if (qs[0].kind == QueryKind::kDecode) {
-      // In order: consecutive from next_step, none provisional, nothing written beyond.
+      // In order: consecutive from first, none provisional, nothing written beyond.
       bool in_order = std::ranges::find(row.written, uint8_t{1}) == row.written.end();
       for (size_t j = 0; j < qs.size() && in_order; ++j) {
-        in_order = qs[j].index == row.next_step + static_cast<int32_t>(j) && !qs[j].provisional;
+        in_order = qs[j].index == first + static_cast<int32_t>(j) && !qs[j].provisional;
       }
       step->in_order[e] = in_order ? 1 : 0;
       step->all_in_order = step->all_in_order && in_order;
@@ -144,7 +155,7 @@ absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const B
       } else {
         if (row.prompt_row) return InvalidArgumentError(StrCat(at(), ": a prompt row takes no decode queries"));
         if (!row.prefilled) return InvalidArgumentError(StrCat(at(), ": the row has not been prefilled"));
-        const int32_t expected = row.next_step + static_cast<int32_t>(j);
+        const int32_t expected = first + static_cast<int32_t>(j);
         if (step->in_order[e] || !plan.out_of_order || !SupportsOutOfOrder(row.policy)) {
           // In order: consecutive from next_step, none provisional (a row that
           // wrote out of order must go on so: its plans must allow it).
@@ -156,7 +167,8 @@ absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const B
                 at(), ": decode index ", q.index, q.provisional ? " (provisional)" : "", " but the row expects ",
                 expected, " (of l_dec ", row.policy.l_dec, ")",
                 out_of_order ? "; out-of-order and provisional decode queries (parallel decoding) need a plan that "
-                               "allows them and the dense policy"
+                               "allows them and the dense policy, as do indices below it (rewinding: speculative "
+                               "decoding)"
                              : ""));
           }
         } else if (q.index < 0 || q.index >= row.policy.l_dec || row.Written(q.index) ||
@@ -309,7 +321,7 @@ void CommitStep(const StepPlan& plan, const PlannedStep& step) {
     const int32_t n = plan.query_offsets[e + 1] - plan.query_offsets[e];
     if (step.has_queries[e] && step.kind[e] == QueryKind::kDecode) {
       if (step.in_order[e]) {
-        row.next_step += n;
+        row.next_step = plan.queries[plan.query_offsets[e]].index + n;  // from where it started (rewinding: below)
         continue;
       }
       if (row.written.empty()) row.written.assign(row.policy.l_dec, 0);

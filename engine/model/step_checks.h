@@ -41,12 +41,18 @@ struct PlannedStep {
   // policy's sequential PlanStep applies. all_in_order: every entry's are.
   std::vector<uint8_t> in_order;
   bool all_in_order = true;
+  // Per entry: the decode index a rewinding row starts at (StepPlan::rewinds;
+  // below its next step: the backend drops its K/V from there before the
+  // step), or -1.
+  std::vector<int32_t> rewind_to;
   int32_t outputs = 0;
   int32_t prompt_queries = 0, decode_queries = 0;  // computed ones
 };
 
 // Whether a row of this policy may decode out of order (step_plan.h): dense only.
 bool SupportsOutOfOrder(const sparse::ResolvedPolicy& policy);
+// Whether it may rewind (StepPlan::rewinds): the same policies.
+bool SupportsRewind(const sparse::ResolvedPolicy& policy);
 
 // `any_row` finds a row by id, hidden (freed with sharers left) ones included.
 absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const BatchLimits& limits,

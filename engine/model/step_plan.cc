@@ -50,6 +50,7 @@ void StepPlanBuilder::Clear() {
   prompts_.Clear();
   sampling_.clear();
   out_of_order_ = false;
+  rewinds_ = false;
   prompt_embeddings_.clear();
   token_vectors_.clear();
   last_ = &pairs_;
@@ -57,8 +58,8 @@ void StepPlanBuilder::Clear() {
 
 StepPlan StepPlanBuilder::Plan() {
   if (prompts_.rows.empty()) {
-    return {pairs_.rows, prompts_.rows, pairs_.offsets,     pairs_.queries,
-            sampling_,   out_of_order_, prompt_embeddings_, token_vectors_};
+    return {pairs_.rows,   prompts_.rows,      pairs_.offsets, pairs_.queries, sampling_,
+            out_of_order_, prompt_embeddings_, token_vectors_, rewinds_};
   }
   // The prompt rows' entries follow the pair rows' (a prefill's: copied once).
   const int32_t base = pairs_.offsets.back();
@@ -66,7 +67,8 @@ StepPlan StepPlanBuilder::Plan() {
   for (size_t i = 1; i < prompts_.offsets.size(); ++i) offsets_.push_back(base + prompts_.offsets[i]);
   joined_ = pairs_.queries;
   joined_.insert(joined_.end(), prompts_.queries.begin(), prompts_.queries.end());
-  return {pairs_.rows, prompts_.rows, offsets_, joined_, sampling_, out_of_order_, prompt_embeddings_, token_vectors_};
+  return {pairs_.rows,   prompts_.rows,      offsets_,       joined_, sampling_,
+          out_of_order_, prompt_embeddings_, token_vectors_, rewinds_};
 }
 
 }  // namespace argen::model

@@ -39,6 +39,14 @@
 // prompt_len + t. It attends as above (itself included) but writes nothing:
 // no later query sees its K/V and t stays unwritten, so a later query at t
 // with the real token writes it. It samples token t + 1 like any decode query.
+//   Rewinding (speculative decoding, engine/model/speculative.h; dense
+// policy only; the plan says so: StepPlan::rewinds): a row decoding in order
+// may start its step's decode queries at any index first <= its next step,
+// not only at it. Its K/V at decode indices >= first is dropped before the
+// step (as if never written: the step writes first, first + 1, ... again in
+// order, and no query attends an index above its own), so drafts rejected
+// after an earlier step are overwritten. The step goes on in order from
+// first; afterwards the row's next step is first + its queries.
 //
 // Outputs. A pair samples one token per *output point*, in pair order and,
 // within a pair, in this order:
@@ -119,6 +127,8 @@ struct StepPlan {
   bool out_of_order = false;
   std::span<const float> prompt_embeddings = {};  // [n x hidden_size]: kEmbedding inputs
   std::span<const float> token_vectors = {};      // [n x spec.output.token_dim]: kTokenVector inputs
+  // Whether an in-order row may start below its next step (rewinding, see above).
+  bool rewinds = false;
 };
 
 // A StepPlan that owns its arrays (the engine and tests build plans with it).
@@ -140,6 +150,7 @@ class StepPlanBuilder {
   void AddMadeVectorQuery(int32_t index, bool provisional = false);
   void AddSampling(const SamplingSpec& s) { sampling_.push_back(s); }
   void AllowOutOfOrder() { out_of_order_ = true; }  // until Clear
+  void AllowRewind() { rewinds_ = true; }           // until Clear
   void Clear();
   bool empty() const { return pairs_.rows.empty() && prompts_.rows.empty(); }
   size_t rows() const { return pairs_.rows.size(); }  // pair rows added
@@ -167,6 +178,7 @@ class StepPlanBuilder {
   std::vector<Query> joined_;
   std::vector<SamplingSpec> sampling_;
   bool out_of_order_ = false;
+  bool rewinds_ = false;
   std::vector<float> prompt_embeddings_, token_vectors_;
 };
 

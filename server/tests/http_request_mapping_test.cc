@@ -186,6 +186,22 @@ TEST(HttpRequestMappingTest, ParallelWindowMapsAndBadValuesNameIt) {
   EXPECT_EQ(range.param, "parallel_window");
 }
 
+// speculative_window, the same way.
+TEST(HttpRequestMappingTest, SpeculativeWindowMapsAndBadValuesNameIt) {
+  EXPECT_EQ(ParseOk(R"({"prompt": "x", "speculative_window": 4})").generate.speculative_window(), 4);
+  EXPECT_FALSE(ParseOk(R"({"prompt": "x"})").generate.has_speculative_window());
+  for (const char* body :
+       {R"({"prompt": "x", "speculative_window": 1.5})", R"({"prompt": "x", "speculative_window": "4"})"}) {
+    const HttpApiError e = ParseBad(body);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.param, "speculative_window") << body;
+  }
+  const HttpApiError range =
+      ToHttpError(absl::InvalidArgumentError("speculative_window: must be in [0, 32] (0: off), got 99"));
+  EXPECT_EQ(range.status, 400);
+  EXPECT_EQ(range.param, "speculative_window");
+}
+
 // A model of several sizes: `size` "WxH" maps onto width and height, "auto"
 // (or none) leaves both unset, and a malformed or unsupported size is a 400
 // naming `size` with the sizes.

@@ -379,5 +379,61 @@ TEST(RequestMappingTest, ParallelWindowTakesTheDefaultWhereItAppliesAndIsChecked
       << b.status();
 }
 
+// speculative_window: the request's value (checked: range, dense only, not
+// with parallel_window), else the server's default where the request is
+// dense and decodes in order; INVALID_ARGUMENT names the field.
+TEST(RequestMappingTest, SpeculativeWindowTakesTheDefaultWhereItAppliesAndIsChecked) {
+  ServerConfig dense;
+  dense.default_speculative_window = 4;
+  absl::StatusOr<engine::GenerationRequest> g = ToGenerationRequest(Basic(), dense, Info(), 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->speculative_window, 4);
+  v1::GenerateRequest own = Basic();
+  own.set_speculative_window(0);
+  g = ToGenerationRequest(own, dense, Info(), 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->speculative_window, 0);  // set: wins over the default
+  // A request with parallel decoding does not take it, nor a sparse one.
+  v1::GenerateRequest parallel = Basic();
+  parallel.set_parallel_window(2);
+  g = ToGenerationRequest(parallel, dense, Info(), 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->speculative_window, 0);
+  ServerConfig diagonal = DiagonalDefault();
+  diagonal.default_speculative_window = 4;
+  g = ToGenerationRequest(Basic(), diagonal, Info(), 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->speculative_window, 0);
+  // Nor does a speculative request take the default parallel window.
+  ServerConfig parallel_default;
+  parallel_default.default_parallel_window = 4;
+  v1::GenerateRequest speculative = Basic();
+  speculative.set_speculative_window(3);
+  g = ToGenerationRequest(speculative, parallel_default, Info(), 1);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->parallel_window, 0);
+  EXPECT_EQ(g->speculative_window, 3);
+  for (int32_t bad : {-1, 33}) {
+    v1::GenerateRequest r = Basic();
+    r.set_speculative_window(bad);
+    absl::StatusOr<engine::GenerationRequest> b = ToGenerationRequest(r, ServerConfig{}, Info(), 1);
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(b.status().message().rfind("speculative_window: must be in [0, 32]", 0), 0u) << b.status();
+  }
+  v1::GenerateRequest both = Basic();
+  both.set_speculative_window(4);
+  both.set_parallel_window(2);
+  absl::StatusOr<engine::GenerationRequest> b = ToGenerationRequest(both, ServerConfig{}, Info(), 1);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(b.status().message().rfind("speculative_window: speculative decoding does not combine", 0), 0u)
+      << b.status();
+  v1::GenerateRequest sparse_window = Basic();
+  sparse_window.set_speculative_window(2);
+  b = ToGenerationRequest(sparse_window, diagonal, Info(), 1);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(b.status().message().rfind("speculative_window: speculative decoding needs the dense policy", 0), 0u)
+      << b.status();
+}
+
 }  // namespace
 }  // namespace argen::server

@@ -190,6 +190,13 @@ TEST(LimitsTest, EveryAdvertisedRangeIsTheEnforcedOne) {
           r.set_parallel_window(static_cast<int>(v));
         },
         1}},
+      {"speculative_window",
+       {"speculative_window",
+        [&](auto& r, double v) {
+          policy("dense")(r);
+          r.set_speculative_window(static_cast<int>(v));
+        },
+        1}},
   };
   ASSERT_EQ(info.ranges_size(), static_cast<int>(probes.size()));
   for (const v1::ParameterRange& range : info.ranges()) {

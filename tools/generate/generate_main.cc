@@ -58,6 +58,7 @@ struct Args {
   std::string kv_cache_dtype = "auto";  // auto | fp8 (e4m3 KV with per-vector scales)
   std::string weight_dtype = "auto";    // auto | fp8 (the layers' projections in e4m3, W8A8)
   int32_t parallel_window = 0;          // GenerationRequest::parallel_window; 0: off
+  int32_t speculative_window = 0;       // GenerationRequest::speculative_window; 0: off
 };
 
 std::string OutputPath(const std::string& out, int32_t index, int32_t count) {
@@ -112,6 +113,7 @@ absl::Status Generate(const Args& args) {
   if (!kv_format.ok()) return kv_format.status();
   request.policy.kv_format = *kv_format;
   request.parallel_window = args.parallel_window;
+  request.speculative_window = args.speculative_window;
   // The engine's own checks (an unsupported size is refused listing the model's
   // sizes) and the policy as it resolves it for the request's size.
   absl::StatusOr<argen::engine::PreparedRequest> prepared = (*engine)->Prepare(request);
@@ -133,8 +135,12 @@ absl::Status Generate(const Args& args) {
   run.decode_images = true;
   argen::runner::RunHooks hooks;
   double gen_s = 0;
+  argen::runner::FinishedJob counts;  // its steps and drafts (no tokens)
   hooks.on_finished = [&](argen::runner::FinishedJob job) -> absl::Status {
     gen_s = job.seconds;
+    counts.steps = job.steps;
+    counts.drafts_proposed = job.drafts_proposed;
+    counts.drafts_accepted = job.drafts_accepted;
     const int32_t count = static_cast<int32_t>(job.images.size());
     for (int32_t i = 0; i < count; ++i) {
       const std::string path = OutputPath(args.out, i, count);
@@ -159,6 +165,12 @@ absl::Status Generate(const Args& args) {
                load_s, gen_s, tokens, request.num_images, tokens * request.num_images / gen_s,
                std::string(argen::sparse::KvFormatName(prepared->policy.kv_format)).c_str(),
                static_cast<long long>(prepared->kv_bytes), args.weight_dtype.c_str());
+  if (counts.drafts_proposed > 0) {
+    std::fprintf(stderr, "speculative decoding: %d steps for %d tokens, %lld of %lld drafts accepted (%.1f%%)\n",
+                 counts.steps, tokens, static_cast<long long>(counts.drafts_accepted),
+                 static_cast<long long>(counts.drafts_proposed),
+                 100.0 * static_cast<double>(counts.drafts_accepted) / static_cast<double>(counts.drafts_proposed));
+  }
   return absl::OkStatus();
 }
 
@@ -219,6 +231,9 @@ int main(int argc, char** argv) {
   app.add_option(FlagNames("parallel_window"), args.parallel_window,
                  "parallel decoding (dense policy; docs/serving.md): image row r+1 starts once row r has this many "
                  "tokens; 0: off (one token per step); at most the image's tokens per row");
+  app.add_option(FlagNames("speculative_window"), args.speculative_window,
+                 "speculative Jacobi decoding (dense policy, exact; docs/serving.md): tokens verified per step, the "
+                 "last made one and window - 1 drafts; 0: off; at most 32");
   app.add_option(FlagNames("kv-cache-dtype"), args.kv_cache_dtype,
                  "KV cache storage: auto (bf16 on cuda, f32 on cpu) or fp8 (e4m3 with per-vector scales: about half "
                  "the KV memory on cuda; the cpu rounds through e4m3 without saving memory)")

@@ -247,6 +247,10 @@ RunResult RunJobs(engine::Engine& engine, const std::vector<Job>& jobs, const Ru
       job.tag = it->second.tag;
       job.sequence = sequence++;
       // The request object's tokens (the engine writes them no more).
+      const engine::RequestProgress& progress = it->second.request->progress;
+      job.steps = progress.steps;
+      job.drafts_proposed = progress.drafts_proposed;
+      job.drafts_accepted = progress.drafts_accepted;
       job.tokens = std::move(it->second.request->progress.tokens);
       job.seconds = std::chrono::duration<double>(Clock::now() - it->second.added).count();
       engine.Remove(id);

@@ -33,10 +33,12 @@ struct Job {
 
 struct FinishedJob {
   int64_t tag = 0;
-  int64_t sequence = 0;                      // 0, 1, 2, ... in the order jobs finished stepping
-  std::vector<std::vector<int32_t>> tokens;  // [image][token], raster order
-  std::vector<engine::RgbImage> images;      // [image] with RunOptions::decode_images; else empty
-  double seconds = 0;                        // from its Add to its last token
+  int64_t sequence = 0;                              // 0, 1, 2, ... in the order jobs finished stepping
+  std::vector<std::vector<int32_t>> tokens;          // [image][token], raster order
+  std::vector<engine::RgbImage> images;              // [image] with RunOptions::decode_images; else empty
+  double seconds = 0;                                // from its Add to its last token
+  int32_t steps = 0;                                 // engine steps it took part in (engine::RequestProgress)
+  int64_t drafts_proposed = 0, drafts_accepted = 0;  // speculative decoding's (engine::RequestProgress)
 };
 
 struct RunOptions {

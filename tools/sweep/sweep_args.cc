@@ -72,6 +72,8 @@ const char* SweepUsage() {
          "  --sparsities p,q,...    percent [80,90,92.5,95,96]; dense always runs once, at 0\n"
          "  --parallel-windows a,b  every configuration at each parallel_window (ZipAR-style rows in\n"
          "                          flight, dense only; folder <config>_pw<N>; 0: in order) [0]\n"
+         "  --speculative-windows a,b  and every configuration at each speculative_window > 0\n"
+         "                          (speculative Jacobi decoding, exact, dense only; folder <config>_sw<N>) []\n"
          "  --n-recent N            diagonal policies' recent window N_r (diagonal, diagonal_sink4; N_att\n"
          "                          still comes from the sparsity, and must be <= N); default 0.5 x image\n"
          "                          tokens, widened to N_att where that is larger [0: the default]\n"
@@ -108,7 +110,7 @@ const char* SweepUsage() {
 absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
   SweepArgs a;
   std::string policies(kDefaultPolicies), sparsities(kDefaultSparsities);
-  std::string seed_text, shard_text, size_text, kv_text, weight_text, format_text, windows_text = "0";
+  std::string seed_text, shard_text, size_text, kv_text, weight_text, format_text, windows_text = "0", speculative_text;
   const std::map<std::string, Setter> valued = {
       {"--model", Text("--model", &a.model)},
       {"--prompts", Text("--prompts", &a.prompts)},
@@ -121,6 +123,7 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
       {"--policies", Text("--policies", &policies)},
       {"--sparsities", Text("--sparsities", &sparsities)},
       {"--parallel-windows", Text("--parallel-windows", &windows_text)},
+      {"--speculative-windows", Text("--speculative-windows", &speculative_text)},
       {"--n-recent", Int("--n-recent", &a.n_recent, 0)},
       {"--subsample", Int("--subsample", &a.subsample, 1)},
       {"--per-category", Int("--per-category", &a.per_category, 0)},
@@ -270,6 +273,11 @@ absl::StatusOr<SweepArgs> ParseSweepArgs(const std::vector<std::string>& args) {
   absl::StatusOr<std::vector<int32_t>> windows = ParseParallelWindows(windows_text);
   if (!windows.ok()) return windows.status();
   a.parallel_windows = *std::move(windows);
+  if (!speculative_text.empty()) {
+    absl::StatusOr<std::vector<int32_t>> speculative = ParseParallelWindows(speculative_text, "--speculative-windows");
+    if (!speculative.ok()) return speculative.status();
+    a.speculative_windows = *std::move(speculative);
+  }
   absl::StatusOr<std::vector<double>> percents = ParseSparsities(sparsities);
   if (!percents.ok()) return percents.status();
   a.sparsities = *std::move(percents);

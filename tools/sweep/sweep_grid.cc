@@ -138,12 +138,35 @@ std::vector<SweepConfig> BuildGrid(const std::vector<PolicySpec>& policies, cons
   return grid;
 }
 
-absl::StatusOr<std::vector<int32_t>> ParseParallelWindows(std::string_view csv) {
+std::vector<SweepConfig> BuildGrid(const std::vector<PolicySpec>& policies, const std::vector<double>& sparsities,
+                                   const std::vector<int32_t>& parallel_windows,
+                                   const std::vector<int32_t>& speculative_windows) {
+  std::vector<SweepConfig> grid;
+  for (const SweepConfig& base : BuildGrid(policies, sparsities)) {
+    for (int32_t w : parallel_windows) {
+      SweepConfig c = base;
+      c.parallel_window = w;
+      if (w > 0) absl::StrAppend(&c.label, "_pw", w);
+      grid.push_back(std::move(c));
+    }
+    for (int32_t w : speculative_windows) {
+      if (w == 0) continue;  // the in-order run, above when parallel_windows has 0
+      SweepConfig c = base;
+      c.speculative_window = w;
+      absl::StrAppend(&c.label, "_sw", w);
+      grid.push_back(std::move(c));
+    }
+  }
+  return grid;
+}
+
+absl::StatusOr<std::vector<int32_t>> ParseParallelWindows(std::string_view csv, std::string_view flag) {
   std::vector<int32_t> windows;
   for (absl::string_view part : absl::StrSplit(absl::string_view(csv.data(), csv.size()), ',')) {
     int32_t w = 0;
     if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &w) || w < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("--parallel-windows: \"", std::string(part).substr(0, 32),
+      return absl::InvalidArgumentError(absl::StrCat(absl::string_view(flag.data(), flag.size()), ": \"",
+                                                     std::string(part).substr(0, 32),
                                                      "\" is not an integer >= 0 (0: off)"));
     }
     if (std::find(windows.begin(), windows.end(), w) == windows.end()) windows.push_back(w);

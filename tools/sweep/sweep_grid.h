@@ -26,6 +26,8 @@ struct SweepConfig {
   sparse::KvFormat kv_format = sparse::KvFormat::kAuto;
   // --parallel-windows entry (GenerationRequest::parallel_window); > 0: "_pw<N>" ends the label.
   int32_t parallel_window = 0;
+  // --speculative-windows entry (GenerationRequest::speculative_window); > 0: "_sw<N>" ends the label.
+  int32_t speculative_window = 0;
 };
 
 // One --policies entry: "name" or "name:N" (N: that entry's n_recent, for the
@@ -65,7 +67,14 @@ std::vector<SweepConfig> BuildGrid(const std::vector<PolicySpec>& policies, cons
 std::vector<SweepConfig> BuildGrid(const std::vector<PolicySpec>& policies, const std::vector<double>& sparsities,
                                    const std::vector<int32_t>& parallel_windows);
 
-// "0,4,8" -> windows >= 0, in order, without duplicates.
-absl::StatusOr<std::vector<int32_t>> ParseParallelWindows(std::string_view csv);
+// Every configuration above at every parallel window, then at every
+// speculative window > 0 (without parallel decoding: the two do not combine).
+std::vector<SweepConfig> BuildGrid(const std::vector<PolicySpec>& policies, const std::vector<double>& sparsities,
+                                   const std::vector<int32_t>& parallel_windows,
+                                   const std::vector<int32_t>& speculative_windows);
+
+// "0,4,8" -> windows >= 0, in order, without duplicates; errors name `flag`.
+absl::StatusOr<std::vector<int32_t>> ParseParallelWindows(std::string_view csv,
+                                                          std::string_view flag = "--parallel-windows");
 
 }  // namespace argen::sweep

@@ -109,7 +109,8 @@ int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point star
     if (!e.ok()) return Fail(kUsage, e.status());
     excluded = *std::move(e);
   }
-  std::vector<sweep::SweepConfig> grid = sweep::BuildGrid(args.policy_specs, args.sparsities, args.parallel_windows);
+  std::vector<sweep::SweepConfig> grid =
+      sweep::BuildGrid(args.policy_specs, args.sparsities, args.parallel_windows, args.speculative_windows);
 
   engine::EngineOptions options;
   options.model_dir = args.model;

@@ -50,6 +50,7 @@ engine::GenerationRequest MakeRequest(const WorkItem& item, const RunSettings& s
   if (item.config->n_recent > 0) r.policy.n_recent = item.config->n_recent;  // e.g. diagonal:64
   r.policy.kv_format = KvFormatOf(item, settings);
   r.parallel_window = item.config->parallel_window;
+  r.speculative_window = item.config->speculative_window;
   return r;
 }
 

@@ -293,4 +293,27 @@ TEST(GenerateCliTest, ParallelWindowReachesTheEngine) {
   }
 }
 
+// --speculative_window reaches the engine: a window runs and reports its
+// steps and drafts; bad windows are refused naming speculative_window (exit 1),
+// as are a sparse policy and parallel decoding with it.
+TEST(GenerateCliTest, SpeculativeWindowReachesTheEngine) {
+  const std::string model = "--model " + SourceDir() + "/tests/goldens/tiny/tiny-mha";
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("argen_generate_sw_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const RunResult ok =
+      RunCommand(model + " --prompt 'a red cube' --seed 3 --speculative_window 4 --out " + (dir / "img.png").string());
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "img.png"));
+  EXPECT_NE(ok.output.find("speculative decoding: "), std::string::npos) << ok.output;
+  std::filesystem::remove_all(dir);
+  for (const char* bad :
+       {" --speculative_window 33", " --speculative_window -1",
+        " --policy diagonal --sparsity 0.5 --speculative_window 2", " --parallel_window 2 --speculative_window 2"}) {
+    const RunResult r = RunCommand(model + " --prompt 'x'" + bad + " --out " + NeverWrittenPath());
+    EXPECT_EQ(r.exit_code, 1) << bad << ": " << r.output;
+    EXPECT_NE(r.output.find("speculative_window: "), std::string::npos) << r.output;
+  }
+}
+
 }  // namespace

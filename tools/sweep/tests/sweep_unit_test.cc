@@ -475,6 +475,29 @@ namespace {
 
 // --parallel-windows: every configuration at each window, window 0 keeping
 // its folder; bad entries name the flag.
+// --speculative-windows: every configuration at each speculative window > 0
+// too, without parallel decoding (the two do not combine); "_sw<N>" folders.
+TEST(SweepGridTest, SpeculativeWindowsAddConfigurations) {
+  absl::StatusOr<SweepArgs> a = ParseSweepArgs({"--model", "m", "--out", "o", "--policies", "dense",
+                                                "--parallel-windows", "0,4", "--speculative-windows", "0,8,8"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->speculative_windows, (std::vector<int32_t>{0, 8}));
+  const std::vector<SweepConfig> grid =
+      BuildGrid(a->policy_specs, a->sparsities, a->parallel_windows, a->speculative_windows);
+  ASSERT_EQ(grid.size(), 3u);
+  EXPECT_EQ(grid[0].label, "dense_0");
+  EXPECT_EQ(grid[1].label, "dense_0_pw4");
+  EXPECT_EQ(grid[2].label, "dense_0_sw8");
+  EXPECT_EQ(grid[2].speculative_window, 8);
+  EXPECT_EQ(grid[2].parallel_window, 0);
+  absl::StatusOr<SweepArgs> plain = ParseSweepArgs({"--model", "m", "--out", "o"});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->speculative_windows.empty());
+  absl::StatusOr<SweepArgs> b = ParseSweepArgs({"--model", "m", "--out", "o", "--speculative-windows", "4,-2"});
+  EXPECT_FALSE(b.ok());
+  EXPECT_NE(std::string(b.status().message()).find("--speculative-windows"), std::string::npos) << b.status();
+}
+
 TEST(SweepGridTest, ParallelWindowsMultiplyTheGrid) {
   absl::StatusOr<SweepArgs> a = ParseSweepArgs({"--model", "m", "--out", "o", "--policies", "dense,diagonal",
                                                 "--sparsities", "95", "--parallel-windows", "0,4,8,4"});
