@@ -1,7 +1,7 @@
 // argen_server serving the tiny NextStep-1 checkpoint (tests/goldens/tiny/
 // tiny-nextstep: continuous image tokens) as a process on the CPU: over
 // gRPC `info` reports the nextstep family with its cfg 7.5 default and its
-// 12 x 12 size; `generate --seed 5` writes a 12 x 12 PNG, the same bytes
+// 12 x 12 size and no previews; `generate --seed 5` writes a 12 x 12 PNG, the same bytes
 // twice, and another seed other bytes; a code-sampling knob (top_k) is
 // INVALID_ARGUMENT saying the model makes continuous tokens; over HTTP a
 // request gives a 12 x 12 PNG.
@@ -66,6 +66,7 @@ TEST(NextStepServerTest, ServesTheSamePngForASeedOverGrpcAndAPngOverHttp) {
   const nlohmann::json info = nlohmann::json::parse(info_text);
   EXPECT_EQ(info["default_size"]["width"], 12);
   EXPECT_EQ(info["default_size"]["height"], 12);
+  EXPECT_EQ(info["max_previews"], 0) << info_text;  // continuous tokens: no previews yet
 
   const std::string dir = ::testing::TempDir() + "/nextstep_images";
   fs::remove_all(dir);
