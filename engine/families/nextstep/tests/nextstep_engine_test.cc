@@ -3,8 +3,9 @@
 // are exactly what the family's pieces make when driven by hand (the CPU
 // backend with the family's token head, each token fed back as the kept
 // vector, then the VAE decoder); a seed reproduces its bytes, image i of a
-// request is image i's whatever else runs beside it, and the code-sampling
-// knobs and parallel decoding are refused naming the field.
+// request is image i's whatever else runs beside it, every sparsity policy
+// runs and prompt sharing across requests changes no token, and the
+// code-sampling knobs and parallel decoding are refused naming the field.
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,10 +36,11 @@ std::string Dir() { return SourceDir() + "/tests/goldens/tiny/tiny-nextstep"; }
 const char kCaption[] = "a photo of a red circle";
 constexpr float kCfg = 3.0f;
 
-std::unique_ptr<model::GenericEngine> MakeEngine() {
+std::unique_ptr<model::GenericEngine> MakeEngine(bool share_across_requests = false) {
   engine::EngineOptions options;
   options.model_dir = Dir();
   options.threads = 2;
+  options.share_prompt_kv_across_requests = share_across_requests;
   absl::StatusOr<std::unique_ptr<model::GenericEngine>> e = model::CreateGenericEngine(options);
   EXPECT_TRUE(e.ok()) << e.status();
   return e.ok() ? std::move(*e) : nullptr;
@@ -176,6 +178,25 @@ TEST(NextStepEngineTest, ASeedReproducesItsBytesAndImagesAreKeyedByIndex) {
   absl::StatusOr<std::vector<engine::RgbImage>> bad = e->DecodeImages({{1, 2, 3}});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("token grid 0"), std::string::npos) << bad.status();
+}
+
+TEST(NextStepEngineTest, EverySparsityPolicyRunsAndPromptSharingAcrossRequestsChangesNothing) {
+  std::unique_ptr<model::GenericEngine> e = MakeEngine();
+  ASSERT_NE(e, nullptr);
+  const int32_t words = e->info().image_tokens * e->backend().spec().output.token_dim;
+  for (sparse::PolicyKind kind : sparse::kAllPolicyKinds) {
+    if (kind == sparse::PolicyKind::kSsd) continue;  // needs the model's ssd_heads.json
+    engine::GenerationRequest r = Request(3);
+    r.policy.kind = kind;
+    r.policy.sparsity = kind == sparse::PolicyKind::kDense ? 0.0 : 0.5;
+    const std::vector<std::vector<int32_t>> out = RunToEnd(*e, r);
+    ASSERT_EQ(out.size(), 1u) << sparse::PolicyName(kind);
+    EXPECT_EQ(static_cast<int32_t>(out[0].size()), words) << sparse::PolicyName(kind);
+    EXPECT_TRUE(e->DecodeImages(out).ok()) << sparse::PolicyName(kind);
+  }
+  std::unique_ptr<model::GenericEngine> shared = MakeEngine(/*share_across_requests=*/true);
+  ASSERT_NE(shared, nullptr);
+  EXPECT_EQ(RunToEnd(*shared, Request(3, 2)), RunToEnd(*e, Request(3, 2)));
 }
 
 TEST(NextStepEngineTest, CodeSamplingKnobsAndParallelDecodingAreRefused) {
