@@ -115,6 +115,19 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
     return absl::Status(decode.status().code(), absl::StrCat("vq_backend \"cuda\": ", decode.status().message()));
   }
 
+  // A continuous-token model's output stage, which its backend runs; its
+  // decode loop feeds vectors, so nothing can be forced.
+  std::shared_ptr<const TokenHead> token_head;
+  if (family->spec.vector_tokens()) {
+    if (!family->make_token_head || !family->forced_tokens.empty()) {
+      return absl::InternalError(absl::StrCat("family ", family->family,
+                                              ": a continuous-token model needs a token head and forces no tokens"));
+    }
+    absl::StatusOr<std::shared_ptr<const TokenHead>> head = family->make_token_head(*FiniteWeightsView(ckpt));
+    if (!head.ok()) return head.status();
+    token_head = *std::move(head);
+  }
+
   GenericEngineConfig engine_config;
   engine_config.forced_tokens = family->forced_tokens;
   engine_config.share_prompt_kv = options.share_prompt_kv;
@@ -183,6 +196,7 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   backend_options.reference_kv_format = options.default_kv_format;
   backend_options.reference_guidance_shared = options.share_prompt_kv && options.share_prompt_kv_across_requests;
   backend_options.weight_format = options.weight_format;
+  backend_options.token_head = std::move(token_head);
   absl::StatusOr<std::unique_ptr<Backend>> backend =
       MakeBackend(options, family->spec, CheckpointWeights(ckpt), backend_options);
   if (!backend.ok()) return backend.status();

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/model/sampler.h"
 #include "engine/sparse/policy_params.h"
+#include "engine/token_vectors.h"
 #include "kernels/sparse/policy.h"
 
 namespace argen::engine {
@@ -81,10 +82,9 @@ absl::StatusOr<ImageLayout> RequestLayout(const GenerationRequest& r, const Mode
   for (const ImageLayout& l : ImageLayouts(info)) {
     if (l.width == r.width && l.height == r.height) return l;
   }
-  return absl::InvalidArgumentError(absl::StrCat("width: image size ", r.width, "x", r.height,
-                                                 " (width x height) is not supported by model ", info.name,
-                                                 "; supported (WxH): ", SupportedSizesText(info),
-                                                 info.size_rule.empty() ? "" : "; the rule: ", info.size_rule));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "width: image size ", r.width, "x", r.height, " (width x height) is not supported by model ", info.name,
+      "; supported (WxH): ", SupportedSizesText(info), info.size_rule.empty() ? "" : "; the rule: ", info.size_rule));
 }
 
 int32_t MaxImagesPerRequest(const ModelInfo& info) {
@@ -160,6 +160,19 @@ absl::Status ValidateRequest(const GenerationRequest& r, const ModelInfo& info) 
                      "; at most ", MaxImagesPerRequest(info), " images per request"));
   }
   const SamplingParams& s = r.sampling;
+  if (MakesContinuousTokens(info)) {
+    // A continuous-token model draws each token with its flow-matching head:
+    // there are no codes to truncate or reweigh, and no input ids to feed early.
+    const auto no_codes = [&](const char* field, const char* off) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": this model (", info.family,
+                                                     ") makes continuous image tokens, not codes; leave it ", off,
+                                                     " (only VQ models take it)"));
+    };
+    if (s.top_k != 0) return no_codes("top_k", "0");
+    if (s.top_p != 1.0f) return no_codes("top_p", "1");
+    if (s.temperature != 1.0f) return no_codes("temperature", "1");
+    if (r.parallel_window != 0) return no_codes("parallel_window", "0");
+  }
   if (absl::Status st = model::CheckTemperature(s.temperature); !st.ok()) return Field("temperature", st);
   if (absl::Status st = model::CheckCfgWeight(s.cfg_weight); !st.ok()) return Field("cfg_weight", st);
   if (absl::Status st = model::CheckTopK(s.top_k, info.image_vocab); !st.ok()) return Field("top_k", st);

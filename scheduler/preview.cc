@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/request_rules.h"
+#include "engine/token_vectors.h"
 
 namespace argen::scheduler {
 
@@ -21,7 +22,11 @@ int32_t MaxPreviews(const engine::ImageLayout& layout) {
   return std::max(0, std::min(kMaxPreviews, TokenRows(layout) - 1));
 }
 
-int32_t MaxPreviews(const engine::ModelInfo& info) { return MaxPreviews(engine::DefaultLayout(info)); }
+int32_t MaxPreviews(const engine::ModelInfo& info) {
+  // Continuous tokens: no preview decode yet (Scheduler::Submit refuses them).
+  if (engine::MakesContinuousTokens(info)) return 0;
+  return MaxPreviews(engine::DefaultLayout(info));
+}
 
 std::vector<int32_t> PreviewRows(int32_t previews, int32_t token_grid) {
   std::vector<int32_t> token_rows;

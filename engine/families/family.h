@@ -13,7 +13,11 @@
 //   * its prompt recipe (model::PromptEncoder): caption and negative prompt ->
 //     the cond ids and the guidance row's ids; an empty negative prompt gets
 //     the family's own unconditional prompt (a new family decides its default);
-//   * the binding of its image decoder (token ids -> RGB) on the CPU or GPU.
+//   * the binding of its image decoder (token ids -> RGB) on the CPU or GPU;
+//   * a continuous-token model (spec.vector_tokens(): NextStep-1): its token
+//     head (make_token_head), which the backend runs as its output stage;
+//     its image decoder then takes token vectors as the engine records them
+//     (engine/token_vectors.h: token_dim words a token).
 #pragma once
 
 #include <algorithm>
@@ -21,6 +25,7 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +36,7 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/model/generic_engine.h"
 #include "engine/model/model_spec.h"
+#include "engine/model/token_head.h"
 #include "engine/vq/vq_precision.h"
 #include "kernels/sparse/policy_types.h"
 
@@ -75,6 +81,10 @@ struct FamilyModel {
   std::function<absl::StatusOr<model::ImageDecoder>(const checkpoint::Checkpoint& checkpoint,
                                                     const DecoderOptions& options)>
       make_decoder;
+  // A continuous-token model's (spec.vector_tokens()) output stage over
+  // `checkpoint` (BackendOptions::token_head); null for a code model.
+  std::function<absl::StatusOr<std::shared_ptr<const model::TokenHead>>(const checkpoint::Checkpoint& checkpoint)>
+      make_token_head;
   // Non-empty: the stack's weights are this one file of any name (LlamaGen's
   // c2i_L_384.pt), not the directory's hub layout (checkpoint::Checkpoint::Open).
   std::string weights_file;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/request_rules.h"
 #include "engine/sparse/policy_params.h"
+#include "engine/token_vectors.h"
 #include "kernels/sparse/policy.h"
 
 namespace argen::model {
@@ -18,7 +19,8 @@ GenericEngine::GenericEngine(std::unique_ptr<Backend> backend, PromptEncoder enc
       encoder_(std::move(encoder)),
       decoder_(std::move(decoder)),
       config_(std::move(config)),
-      sampled_offset_(backend_->spec().input.sampled_offset) {
+      sampled_offset_(backend_->spec().input.sampled_offset),
+      token_dim_(backend_->spec().output.token_dim) {
   engine::ModelInfo& info = config_.info;
   info.image_vocab = backend_->spec().logits();
   info.kv_budget_bytes = backend_->PoolBytes();
@@ -44,7 +46,7 @@ absl::StatusOr<std::shared_ptr<const ImageRecipe>> GenericEngine::Recipe(const e
   if (!made.ok()) return made.status();
   if (!(made->layout == layout) ||
       (!made->forced_tokens.empty() && static_cast<int32_t>(made->forced_tokens.size()) != layout.image_tokens) ||
-      !made->encoder) {
+      (token_dim_ > 0 && !made->forced_tokens.empty()) || !made->encoder) {
     return absl::InternalError(
         absl::StrCat("the family's recipe for ", layout.width, "x", layout.height, " does not match its layout"));
   }
@@ -238,7 +240,8 @@ absl::StatusOr<engine::GroupId> GenericEngine::Add(engine::RequestPtr request) {
 
 void GenericEngine::FreeRows(Group& g) { kv_.Free(&g); }
 
-void GenericEngine::Record(engine::GroupId id, Group& g, const int32_t* sampled, engine::StepReport* report) {
+void GenericEngine::Record(engine::GroupId id, Group& g, const int32_t* sampled, const float* vectors,
+                           engine::StepReport* report) {
   if (g.parallel != nullptr) {
     // Token 0 (the prefill's): one output per image, as a query that records it.
     g.parallel->Made(0);
@@ -261,7 +264,11 @@ void GenericEngine::Record(engine::GroupId id, Group& g, const int32_t* sampled,
   }
   engine::RequestProgress& progress = g.progress();
   for (size_t i = 0; i < progress.tokens.size(); ++i) {
-    progress.tokens[i].push_back(forced >= 0 ? forced : sampled_offset_ + sampled[i]);
+    if (vectors != nullptr) {
+      engine::AppendTokenVector({vectors + i * token_dim_, static_cast<size_t>(token_dim_)}, &progress.tokens[i]);
+    } else {
+      progress.tokens[i].push_back(forced >= 0 ? forced : sampled_offset_ + sampled[i]);
+    }
   }
   ++progress.tokens_done;
   ++progress.steps;
@@ -407,14 +414,17 @@ absl::Status GenericEngine::PrefillPending(engine::StepReport* report) {
       step_plan_.AddPromptQueries(ids, 0, static_cast<int32_t>(ids.size()));
     }
     batch_sampled_.assign(step_plan_.pairs(), -1);
-    absl::Status s = backend_->Forward(step_plan_.Plan(), {batch_sampled_, nullptr});
+    batch_vectors_.assign(step_plan_.pairs() * token_dim_, 0.0f);
+    absl::Status s = backend_->Forward(step_plan_.Plan(), {batch_sampled_, nullptr, VectorsOut()});
     if (!s.ok()) return s;
     for (SharedPrompts::iterator p : batch_filled_) p->second.filled = true;
     const int32_t* sampled = batch_sampled_.data();
+    const float* vectors = VectorsOut();
     for (auto [id, images] : batch_groups_) {
       Group& g = groups_.at(id);
-      Record(id, g, sampled, report);
+      Record(id, g, sampled, vectors, report);
       sampled += images;
+      if (vectors != nullptr) vectors += static_cast<size_t>(images) * token_dim_;
       report->groups_prefilled += 1;
     }
   }
@@ -471,7 +481,11 @@ absl::Status GenericEngine::DecodeRunning(const std::vector<engine::GroupId>& id
         for (size_t i = 0; i < g.sampling.size(); ++i) {
           for (int k = 0; k < 2; ++k) {
             step_plan_.AddRow(g.rows[2 * i + k]);
-            step_plan_.AddQuery(QueryKind::kDecode, g.progress().tokens[i].back(), g.tokens_done() - 1);
+            if (token_dim_ > 0) {
+              step_plan_.AddMadeVectorQuery(g.tokens_done() - 1);  // the backend kept the pair's vector
+            } else {
+              step_plan_.AddQuery(QueryKind::kDecode, g.progress().tokens[i].back(), g.tokens_done() - 1);
+            }
           }
           step_plan_.AddSampling(g.sampling[i]);
           ++call_outputs;
@@ -482,11 +496,13 @@ absl::Status GenericEngine::DecodeRunning(const std::vector<engine::GroupId>& id
     }
     batch_sampled_.assign(call_outputs, -1);
     if (call_logits) batch_logits_.resize(int64_t{2} * call_outputs * backend_->spec().logits());
-    absl::Status s =
-        backend_->Forward(step_plan_.Plan(), {batch_sampled_, call_logits ? batch_logits_.data() : nullptr});
+    batch_vectors_.assign(static_cast<size_t>(call_outputs) * token_dim_, 0.0f);
+    absl::Status s = backend_->Forward(step_plan_.Plan(),
+                                       {batch_sampled_, call_logits ? batch_logits_.data() : nullptr, VectorsOut()});
     if (!s.ok()) return s;
     report->rows_decoded += static_cast<int32_t>(step_plan_.rows());
     const int32_t* sampled = batch_sampled_.data();
+    const float* vectors = VectorsOut();
     for (auto [id, images] : batch_groups_) {
       Group& g = groups_.at(id);
       if (!g.speculative.empty()) {
@@ -501,8 +517,9 @@ absl::Status GenericEngine::DecodeRunning(const std::vector<engine::GroupId>& id
         RecordParallel(id, g, sampled, report);
         sampled += outputs;
       } else {
-        Record(id, g, sampled, report);
+        Record(id, g, sampled, vectors, report);
         sampled += images;
+        if (vectors != nullptr) vectors += static_cast<size_t>(images) * token_dim_;
       }
     }
   }

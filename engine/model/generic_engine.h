@@ -25,6 +25,15 @@
 // kept. Rows of different sizes decode in one batch: every row carries its
 // own policy (l_dec) and steps, the backends nothing per batch.
 //
+// Continuous-token models (the backend's spec().vector_tokens(): NextStep-1):
+// the backend's token head draws each token as token_dim floats
+// (StepOutputs::token_vectors) and keeps it; the engine feeds token t back as
+// the pair's kept vector (StepPlanBuilder::AddMadeVectorQuery) and records
+// its floats' bits, token_dim words a token (engine/token_vectors.h), which
+// DecodeImages hands the family's decoder as they are. Such a model forces
+// no tokens (it has no input ids) and takes no parallel decoding
+// (engine::ValidateRequest refuses it); progress counts tokens as for codes.
+//
 // Each Step() adds exactly one token to every group: newly added groups get
 // token 0 from their prefill, the others one decode token; a request with
 // parallel_window > 0 (engine/model/parallel_schedule.h) instead feeds one
@@ -196,7 +205,8 @@ class GenericEngine final : public engine::Engine {
   absl::Status PrefillPending(engine::StepReport* report);
   absl::Status DecodeRunning(const std::vector<engine::GroupId>& ids, engine::StepReport* report);
   // Records token `t` of every image of `g`, finishing (and freeing) it at the end.
-  void Record(engine::GroupId id, Group& g, const int32_t* sampled, engine::StepReport* report);
+  // A vector model's: `vectors` holds token_dim floats per image (else null).
+  void Record(engine::GroupId id, Group& g, const int32_t* sampled, const float* vectors, engine::StepReport* report);
   // Parallel decoding: the step's queries of `g` and their samples
   // ([image][query]) made, its progress moved to the leading run.
   void RecordParallel(engine::GroupId id, Group& g, const int32_t* sampled, engine::StepReport* report);
@@ -207,6 +217,8 @@ class GenericEngine final : public engine::Engine {
   // The group's queries in this step's decode call (one per row without parallel decoding).
   int32_t DecodeQueriesOf(Group& g) const;
   void FreeRows(Group& g);
+  // StepOutputs::token_vectors: the step's vector buffer for a vector model, else null.
+  float* VectorsOut() { return token_dim_ > 0 ? batch_vectors_.data() : nullptr; }
 
   std::unique_ptr<Backend> backend_;
   kv::KvManager kv_;  // after backend_: freed before it
@@ -214,6 +226,7 @@ class GenericEngine final : public engine::Engine {
   ImageDecoder decoder_;
   GenericEngineConfig config_;
   int32_t sampled_offset_ = 0;
+  int32_t token_dim_ = 0;          // > 0: a vector model (floats per token)
   mutable std::mutex recipes_mu_;  // Prepare() is thread-safe
   mutable std::map<std::pair<int32_t, int32_t>, std::shared_ptr<const ImageRecipe>> recipes_;  // by (width, height)
   std::map<engine::GroupId, Group> groups_;  // ordered: batches are built in Add order
@@ -225,6 +238,7 @@ class GenericEngine final : public engine::Engine {
   std::vector<int32_t> batch_sampled_;
   std::vector<float> batch_logits_;                   // the call's row logits, when a speculative group is in it
   std::unique_ptr<HostSampler> speculative_sampler_;  // made on first use
+  std::vector<float> batch_vectors_;                  // vector models: [output points x token_dim]
   StepPlanBuilder step_plan_;                         // the backend call's plan of query tokens
   std::vector<std::pair<engine::GroupId, int32_t>> batch_groups_;  // group, images in the batch
   std::vector<engine::GroupId> decode_ids_;

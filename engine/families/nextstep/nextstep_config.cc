@@ -124,7 +124,8 @@ absl::StatusOr<NextStepConfig> ParseNextStepConfig(const std::string& json_text,
        {std::pair{"num_key_value_heads", &c.num_key_value_heads}, std::pair{"head_dim", &c.head_dim},
         std::pair{"max_position_embeddings", &c.max_position_embeddings},
         std::pair{"latent_channels", &c.latent_channels}, std::pair{"latent_patch_size", &c.latent_patch_size},
-        std::pair{"fm_head_dim", &c.fm_head_dim}, std::pair{"fm_head_layers", &c.fm_head_layers}}) {
+        std::pair{"latent_size", &c.latent_size}, std::pair{"fm_head_dim", &c.fm_head_dim},
+        std::pair{"fm_head_layers", &c.fm_head_layers}}) {
     if (absl::Status s = f.Int(key, out, /*required=*/false); !s.ok()) return s;
   }
   if (absl::Status s = f.Real("rms_norm_eps", &c.rms_norm_eps); !s.ok()) return s;
@@ -165,6 +166,7 @@ absl::StatusOr<NextStepConfig> ParseNextStepConfig(const std::string& json_text,
                                        {"vocab_size", c.vocab_size},
                                        {"latent_channels", c.latent_channels},
                                        {"latent_patch_size", c.latent_patch_size},
+                                       {"latent_size", c.latent_size},
                                        {"fm_head_dim", c.fm_head_dim},
                                        {"fm_head_layers", c.fm_head_layers}});
       !s.ok()) {

@@ -35,6 +35,7 @@ struct NextStepConfig {
   int32_t boi = -1, eoi = -1, image_placeholder_id = -1;
   int32_t latent_channels = 16;
   int32_t latent_patch_size = 2;
+  int32_t latent_size = 32;  // the image side in tokens (configuration_nextstep.py's default: 512 px)
   int32_t fm_head_dim = 1536;
   int32_t fm_head_layers = 12;
   std::string vae_name_or_path;  // "" when absent

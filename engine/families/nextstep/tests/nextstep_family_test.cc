@@ -1,9 +1,11 @@
-// The registry recognises a NextStep-1 checkpoint, checks its whole published
-// layout, and refuses to serve it with UNIMPLEMENTED (no vector-token decode
-// loop in the engine yet) rather than calling it unknown.
+// The registry recognises a NextStep-1 checkpoint and loads it as a
+// continuous-token model (its size from config.json's latent_size, a token
+// head, the VAE decoder on the CPU), checking its whole published layout
+// first; the GPU VAE decoder is refused with UNIMPLEMENTED.
 #include <filesystem>
 #include <fstream>
 
+#include "engine/checkpoint/checkpoint.h"
 #include "engine/families/registry.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -17,11 +19,24 @@ using test_support::SourceDir;
 
 const std::string kDir = SourceDir() + "/tests/goldens/tiny/tiny-nextstep";
 
-TEST(NextStepFamilyTest, TinyCheckpointIsRecognisedAndRefusedAsNotYetServable) {
+TEST(NextStepFamilyTest, TinyCheckpointLoadsAsAContinuousTokenModel) {
   absl::StatusOr<families::FamilyModel> m = families::LoadFamilyModel(kDir, {});
-  ASSERT_FALSE(m.ok());
-  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented) << m.status();
-  EXPECT_NE(m.status().message().find("NextStep-1"), std::string::npos) << m.status();
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->family, "nextstep");
+  EXPECT_TRUE(m->spec.vector_tokens());
+  EXPECT_EQ(m->token_grid, 3);  // config.json's latent_size
+  EXPECT_EQ(m->image_tokens, 9);
+  EXPECT_EQ(m->image_size, 12);  // 3 tokens of patch 2 through a 2x VAE
+  EXPECT_TRUE(m->forced_tokens.empty());
+  ASSERT_TRUE(m->make_token_head);
+  ASSERT_TRUE(m->make_decoder);
+  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = checkpoint::Checkpoint::Open(kDir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  absl::StatusOr<std::shared_ptr<const model::TokenHead>> head = m->make_token_head(**ckpt);
+  ASSERT_TRUE(head.ok()) << head.status();
+  EXPECT_EQ((*head)->token_dim(), m->spec.output.token_dim);
+  absl::StatusOr<model::ImageDecoder> gpu = m->make_decoder(**ckpt, {.gpu = true});
+  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnimplemented) << gpu.status();
 }
 
 TEST(NextStepFamilyTest, UnknownFamilyOptionIsNamed) {
@@ -31,7 +46,7 @@ TEST(NextStepFamilyTest, UnknownFamilyOptionIsNamed) {
   EXPECT_NE(m.status().message().find("vqgan_dir"), std::string::npos) << m.status();
 }
 
-TEST(NextStepFamilyTest, ABrokenLayoutIsNamedBeforeTheRefusal) {
+TEST(NextStepFamilyTest, ABrokenLayoutIsNamed) {
   const fs::path dir = fs::temp_directory_path() / "argen-nextstep-family-test";
   fs::remove_all(dir);
   fs::create_directories(dir);

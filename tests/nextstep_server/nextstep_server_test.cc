@@ -1,0 +1,112 @@
+// argen_server serving the tiny NextStep-1 checkpoint (tests/goldens/tiny/
+// tiny-nextstep: continuous image tokens) as a process on the CPU: over
+// gRPC `info` reports the nextstep family with its cfg 7.5 default and its
+// 12 x 12 size and no previews; `generate --seed 5` writes a 12 x 12 PNG, the same bytes
+// twice, and another seed other bytes; a code-sampling knob (top_k) is
+// INVALID_ARGUMENT saying the model makes continuous tokens; over HTTP a
+// request gives a 12 x 12 PNG.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "client/commands.h"
+#include "engine/image/png.h"
+#include "nlohmann/json.hpp"
+#include "tests/reliability/process_util.h"
+#include "tests/serving/http_test_util.h"
+#include "tests/support/golden_files.h"
+
+namespace argen {
+namespace {
+
+namespace fs = std::filesystem;
+using reliability_test::ReadFile;
+using reliability_test::ServerProcess;
+using reliability_test::SpawnProcess;
+using reliability_test::WaitExit;
+using reliability_test::WaitServing;
+using test_support::SourceDir;
+
+std::vector<std::string> ServerArgs() {
+  // No sampling flags: the family's defaults apply.
+  return {ARGEN_SERVER_BIN,
+          "--model_dir",
+          SourceDir() + "/tests/goldens/tiny/tiny-nextstep",
+          "--listen_address=127.0.0.1",
+          "--port=0",
+          "--metrics_port=-1",
+          "--threads=2",
+          "--http_address=127.0.0.1",
+          "--http_port=0"};
+}
+
+TEST(NextStepServerTest, ServesTheSamePngForASeedOverGrpcAndAPngOverHttp) {
+  const std::string log = ::testing::TempDir() + "/argen_nextstep_server.log";
+  ServerProcess p = SpawnProcess(ServerArgs(), log);
+  ASSERT_TRUE(WaitServing(p, 60)) << ReadFile(log);
+  const std::string server = "--server=127.0.0.1:" + std::to_string(p.port);
+  std::smatch http_port;
+  const std::string serving_log = ReadFile(log);
+  ASSERT_TRUE(std::regex_search(serving_log, http_port, std::regex("HTTP API on [^ ]*:([0-9]+)"))) << serving_log;
+
+  std::ostringstream out, err;
+  ASSERT_EQ(client::RunClient({server, "info", "--json"}, out, err), 0) << err.str();
+  const std::string info_text = out.str();
+  EXPECT_NE(info_text.find("\"nextstep\""), std::string::npos) << info_text;
+  EXPECT_TRUE(std::regex_search(info_text, std::regex(R"("name": "cfg_weight",[^}]*"default_value": 7.5\b)")))
+      << info_text;
+  const nlohmann::json info = nlohmann::json::parse(info_text);
+  EXPECT_EQ(info["default_size"]["width"], 12);
+  EXPECT_EQ(info["default_size"]["height"], 12);
+  EXPECT_EQ(info["max_previews"], 0) << info_text;  // continuous tokens: no previews yet
+
+  const std::string dir = ::testing::TempDir() + "/nextstep_images";
+  fs::remove_all(dir);
+  const auto generate = [&](const std::string& seed, const std::string& id) {
+    std::ostringstream gen_out, gen_err;
+    EXPECT_EQ(client::RunClient({server, "generate", "--prompt", "a photo of a red circle", "--seed", seed, "--out",
+                                 dir, "--request_id", id, "--quiet"},
+                                gen_out, gen_err),
+              0)
+        << gen_err.str() << gen_out.str();
+    return ReadFile(dir + "/" + id + "_0.png");
+  };
+  const std::string png = generate("5", "first");
+  absl::StatusOr<image::Rgb8Image> decoded =
+      image::DecodePng({reinterpret_cast<const uint8_t*>(png.data()), png.size()});
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->width, 12);
+  EXPECT_EQ(decoded->height, 12);
+  EXPECT_EQ(generate("5", "again"), png);
+  EXPECT_NE(generate("6", "other"), png);
+
+  std::ostringstream bad_out, bad_err;
+  EXPECT_EQ(client::RunClient({server, "generate", "--prompt", "a red circle", "--top_k", "5", "--out", dir, "--quiet"},
+                              bad_out, bad_err),
+            1);
+  EXPECT_NE(bad_err.str().find("INVALID_ARGUMENT"), std::string::npos) << bad_err.str();
+  EXPECT_NE(bad_err.str().find("continuous image tokens"), std::string::npos) << bad_err.str();
+
+  auto http = serving_test::HttpClient(std::stoi(http_port[1]));
+  httplib::Result ok = serving_test::PostImages(*http, {{"prompt", "a red circle"}, {"seed", 2}});
+  ASSERT_TRUE(ok) << httplib::to_string(ok.error());
+  ASSERT_EQ(ok->status, 200) << ok->body;
+  const nlohmann::json body = nlohmann::json::parse(ok->body);
+  EXPECT_EQ(serving_test::PngSize(serving_test::Base64Decode(body["data"][0]["b64_json"].get<std::string>())),
+            (std::pair<int, int>{12, 12}));
+
+  kill(p.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(p.pid, 120), 0) << ReadFile(log);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace argen
