@@ -247,6 +247,10 @@ std::string Reason(const google::rpc::Status& rich) {
 
 TEST(OperationsTest, ErrorsCarryGoogleRpcStatusDetails) {
   FakeEngineOptions o = SlowEngine();
+  // 1,024 steps of 2 ms an image: the first "busy" request runs long enough for
+  // the second to be seen queued behind it on a loaded machine (at 256 steps it
+  // could finish first under load, and "shed" was then admitted).
+  o.token_grid = 32;
   o.max_batch_rows = 2;  // one image at a time: the engine owns the batch cap, not the config
   server::ServerConfig c = LoopbackConfig("fake");
   c.queue_limit = 1;
@@ -275,9 +279,9 @@ TEST(OperationsTest, ErrorsCarryGoogleRpcStatusDetails) {
   // The second call goes once the first runs: sent together, both could reach
   // the queue (limit 1) before the loop admits the first, and one is shed.
   std::vector<std::thread> calls;
-  calls.emplace_back([&] { client::CallGenerate(*t.stub, Request("busy"), 2); });
+  calls.emplace_back([&] { client::CallGenerate(*t.stub, Request("busy"), 10); });
   ASSERT_TRUE(WaitFor([&] { return t.server->scheduler().snapshot().running_rows > 0; }));
-  calls.emplace_back([&] { client::CallGenerate(*t.stub, Request("busy"), 2); });
+  calls.emplace_back([&] { client::CallGenerate(*t.stub, Request("busy"), 10); });
   ASSERT_TRUE(WaitFor([&] {
     const auto s = t.server->scheduler().snapshot();
     return s.running_rows > 0 && s.queue_depth > 0;
