@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/tokenizer/utf8.h"
+
 namespace argen::llamagen {
 namespace {
 
@@ -26,24 +28,6 @@ uint32_t NextCodePoint(const std::string& s, size_t& i) {
   }
   i += len;
   return cp;
-}
-
-void AppendUtf8(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
 }
 
 // urllib.parse.unquote_plus: '+' is a space, %XX a byte.
@@ -102,7 +86,7 @@ std::string CodePointSteps(const std::string& s, bool cjk_and_quotes, bool bad_p
       const bool bad = IsBadPunct(cp);
       if (bad && !in_run) out.push_back(' ');
       in_run = bad;
-      if (!bad) AppendUtf8(cp, out);
+      if (!bad) tokenizer::AppendUtf8(cp, out);
       continue;
     }
     if (cp >= 0x31C0 && cp <= 0x9FFF) continue;  // the seven CJK ranges, contiguous
@@ -123,7 +107,7 @@ std::string CodePointSteps(const std::string& s, bool cjk_and_quotes, bool bad_p
         continue;
       }
     }
-    AppendUtf8(cp, out);
+    tokenizer::AppendUtf8(cp, out);
   }
   return out;
 }
