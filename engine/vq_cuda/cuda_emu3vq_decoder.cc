@@ -14,6 +14,7 @@
 #include "engine/cuda/device_buffer.h"
 #include "engine/vq/group_norm.h"
 #include "engine/vq_cuda/fp32_vq_ops.h"
+#include "engine/vq_cuda/weight_blob.h"
 #include "kernels/emu3vq_kernels.h"
 #include "kernels/vq_kernels.h"
 
@@ -29,13 +30,9 @@ using emu3vq::Emu3VqWeights;
 
 constexpr size_t kCublasWorkspace = size_t{32} << 20;
 constexpr int32_t kMaxChunkImages = 4096;
-constexpr size_t kAlignFloats = 64;  // every tensor on a 256-byte boundary of the weight blob
 
 // Device weights as offsets (floats) into the one uploaded blob.
-struct DConv {
-  int32_t cin = 0, cout = 0, kernel = 0;
-  size_t w = 0, b = 0;
-};
+using DConv = BlobConv;
 struct DAffine {
   int32_t channels = 0;
   size_t scale = 0, shift = 0;
@@ -68,15 +65,8 @@ struct DLevel {
   DConv upsample;
 };
 
-class Blob {
+class Blob : public WeightBlob {
  public:
-  size_t Add(const std::vector<float>& v) {
-    const size_t off = data_.size();
-    data_.insert(data_.end(), v.begin(), v.end());
-    data_.resize((data_.size() + kAlignFloats - 1) / kAlignFloats * kAlignFloats, 0.0f);
-    return off;
-  }
-  DConv Conv(const Conv2dWeights& c) { return {c.cin, c.cout, c.kernel, Add(c.weight), Add(c.bias)}; }
   DAffine Affine(const emu3vq::ChannelAffine& a) {
     return {static_cast<int32_t>(a.scale.size()), Add(a.scale), Add(a.shift)};
   }
@@ -98,10 +88,6 @@ class Blob {
   DSpatialAttn Attn(const emu3vq::SpatialAttnWeights& a) {
     return {SpatialNorm(a.norm), Conv(a.q), Conv(a.k), Conv(a.v), Conv(a.proj_out)};
   }
-  const std::vector<float>& data() const { return data_; }
-
- private:
-  std::vector<float> data_;
 };
 
 // Per-image float counts of the decode's buffers for a grid of `cells` codes.

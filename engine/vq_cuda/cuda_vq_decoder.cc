@@ -16,6 +16,7 @@
 #include "engine/vq/group_norm.h"
 #include "engine/vq_cuda/bf16_vq_network.h"
 #include "engine/vq_cuda/fp32_vq_ops.h"
+#include "engine/vq_cuda/weight_blob.h"
 #include "kernels/vq_kernels.h"
 
 namespace argen::vq {
@@ -28,14 +29,9 @@ using cuda::PinnedBuffer;
 
 constexpr size_t kCublasWorkspace = size_t{32} << 20;
 constexpr int32_t kMaxChunkImages = 4096;
-// Every tensor starts on a 256-byte boundary of the weight blob.
-constexpr size_t kAlignFloats = 64;
 
 // Device weights as offsets (floats) into the one uploaded blob.
-struct DConv {
-  int32_t cin = 0, cout = 0, kernel = 0;
-  size_t w = 0, b = 0;
-};
+using DConv = BlobConv;
 struct DNorm {
   int32_t channels = 0;
   size_t gamma = 0, beta = 0;
@@ -56,15 +52,8 @@ struct DBlock {
   DConv upsample;
 };
 
-class Blob {
+class Blob : public WeightBlob {
  public:
-  size_t Add(const std::vector<float>& v) {
-    const size_t off = data_.size();
-    data_.insert(data_.end(), v.begin(), v.end());
-    data_.resize((data_.size() + kAlignFloats - 1) / kAlignFloats * kAlignFloats, 0.0f);
-    return off;
-  }
-  DConv Conv(const Conv2dWeights& c) { return {c.cin, c.cout, c.kernel, Add(c.weight), Add(c.bias)}; }
   DNorm Norm(const GroupNormWeights& n) { return {n.channels, Add(n.gamma), Add(n.beta)}; }
   DRes Res(const ResnetBlockWeights& r) {
     DRes d;
@@ -79,10 +68,6 @@ class Blob {
     return d;
   }
   DAttn Attn(const AttnBlockWeights& a) { return {Norm(a.norm), Conv(a.q), Conv(a.k), Conv(a.v), Conv(a.proj_out)}; }
-  const std::vector<float>& data() const { return data_; }
-
- private:
-  std::vector<float> data_;
 };
 
 // Per-image float counts of the decode's buffers, walked like the CPU decoder's ScratchPlan.
