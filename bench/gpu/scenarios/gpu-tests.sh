@@ -11,7 +11,8 @@ run_scenario() {
     [ -x "$t" ] || continue
     stamp "$(basename "$t")"
     guarded 120 "$t" --gtest_brief=1
-    echo "rc($(basename "$t"))=$?"
+    local rc=$?  # before the echo: its $(basename) would reset $? to 0
+    echo "rc($(basename "$t"))=$rc"
   done
 }
 summarize() { grep -h -E "^note:|PASSED|FAILED|^rc\(|SKIPPED" "$1" | cut -c1-200; }
