@@ -102,15 +102,22 @@ int32_t MaxParallelWindow(const ModelInfo& info) {
 std::vector<ParameterRange> RequestParameterRanges(const ModelInfo& info) {
   // Bounds over every size (a request's own L_dec bounds it further).
   const double l_dec = MaxImageTokens(info);
+  const sparse::GridGeometry grid = PolicyGrid(info);
+  const std::string diagonal_window =
+      grid.default_n_recent > 0
+          ? absl::StrCat("0: this model's ", grid.default_n_recent, " at its default size, widened to n_att")
+          : std::string("0: image_tokens / 2");
   return {
       {"num_images", 1, static_cast<double>(MaxImagesPerRequest(info)), false, false,
        "images per request; each is a CFG pair of KV rows (0 in a request means 1)"},
       {"sparsity", 0, 1, false, true, "fraction of the decode KV not attended per step"},
       {"n_att", 0, l_dec, false, false, "decode keys attended per step; 0: (1 - sparsity) x image_tokens"},
       {"n_recent", 0, l_dec, false, false,
-       "diagonal*: recent window N_r (0: image_tokens / 2); diagonal_grid: its window; h2o, alisa: protected "
-       "recent keys; grid_window: the row's run; ssd: spatial window W; line_evict: recent positions kept whole "
-       "(default one image row); 0: the policy's default"},
+       absl::StrCat(
+           "diagonal*: recent window N_r (", diagonal_window,
+           "); diagonal_grid: its window; h2o, alisa: protected "
+           "recent keys; grid_window: the row's run; ssd: spatial window W; line_evict: recent positions kept whole "
+           "(default one image row); 0: the policy's default")},
       {"n_sink", -1, l_dec - 1, false, false,
        "sink tokens; -1: the policy's default (4; grid_window, diagonal_grid, line_evict 0; ssd 1, its anchor)"},
       {"cfg_weight", 0, model::kMaxCfgWeight, false, false, "classifier-free guidance weight"},

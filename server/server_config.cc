@@ -308,7 +308,7 @@ const std::vector<KeyDef>& Keys() {
        }},
       {{"default_policy.n_att", "decode keys attended per step; 0: from sparsity"},
        IntAt([](ServerConfig& c) -> int32_t& { return c.default_policy.n_att; }, 0, 1 << 24)},
-      {{"default_policy.n_recent", "diagonal recent window N_r; 0: half the image tokens"},
+      {{"default_policy.n_recent", "diagonal recent window N_r; 0: the model family's default (docs/policies.md)"},
        IntAt([](ServerConfig& c) -> int32_t& { return c.default_policy.n_recent; }, 0, 1 << 24)},
       {{"default_policy.n_sink", "sink tokens; -1: the policy's default"},
        IntAt([](ServerConfig& c) -> int32_t& { return c.default_policy.n_sink; }, -1, 1 << 24)},

@@ -279,9 +279,11 @@ absl::StatusOr<ResolvedPolicy> ResolvePolicy(const PolicyParams& params, const G
                                       "): the attended keys come from the recent window"));
         }
       } else {
-        // N_r = 0.5 x L_dec, widened to n_att when the budget is larger
-        // (so sparsity 0 is exactly dense).
-        r.n_recent = std::max(static_cast<int32_t>(std::lround(0.5 * l_dec)), r.n_att);
+        // The family's N_r (else the paper's 0.5 x L_dec), widened to n_att
+        // when the budget is larger (so sparsity 0 is exactly dense).
+        const int32_t base = grid.default_n_recent > 0 ? std::min(grid.default_n_recent, l_dec)
+                                                       : static_cast<int32_t>(std::lround(0.5 * l_dec));
+        r.n_recent = std::max(base, r.n_att);
       }
       if (r.n_recent <= r.n_sink) {
         return Invalid(kind, "n_recent", absl::StrCat("(", r.n_recent, ") must be > n_sink (", r.n_sink, ")"));

@@ -48,7 +48,17 @@ struct GridGeometry {
   int32_t width = 0;             // image tokens per row; 0: unknown
   int32_t row_break_tokens = 0;  // extra tokens closing each row
   int32_t l_dec = 0;             // decode tokens (image tokens, row breaks included)
+  // The family's diagonal recent window N_r for requests that name none
+  // (docs/policies.md "Per-family N_r"); 0: the paper's round(0.5 L_dec).
+  int32_t default_n_recent = 0;
 };
+
+// A recent window of `rows_num / rows_den` image rows of this grid (row
+// breaks included), rounded up: the families' default N_r.
+inline int32_t RecentRowsWindow(const GridGeometry& grid, int32_t rows_num, int32_t rows_den) {
+  const int64_t row = grid.width + grid.row_break_tokens;
+  return static_cast<int32_t>((row * rows_num + rows_den - 1) / rows_den);
+}
 
 // ssd: the most (layer, kv head) pairs a classification may hold (a bit each
 // in ResolvedPolicy, so the policy stays a plain value the device copies).

@@ -28,7 +28,7 @@ struct SweepArgs {
   std::vector<double> sparsities;            // percent
   std::vector<int32_t> parallel_windows{0};  // --parallel-windows: every configuration at each
   std::vector<int32_t> speculative_windows;  // --speculative-windows: and at each of these > 0
-  int32_t n_recent = 0;                      // diagonal policies' recent window N_r (0: the default, 0.5 x L_dec)
+  int32_t n_recent = 0;                      // diagonal policies' recent window N_r (0: the family's default)
   int32_t subsample = 1;                     // every K-th prompt
   int32_t per_category = 0;                  // then at most N of each tag, evenly spread (0: all)
   int32_t max_prompts = 0;                   // then the first N of those (0: all)

@@ -1,5 +1,6 @@
 # The quality sweep on the GPU (tools/sweep/device_sweep.sh, shipped model models/argen-scenes-v1, which must be
-# carried): score and PSNR of fp8 KV and fp8 weights beside bf16, dense and diagonal. SWEEP_ARGS overrides the grid.
+# carried): score and PSNR of fp8 KV and fp8 weights beside bf16, dense and diagonal. SWEEP_ARGS overrides the grid,
+# SWEEP_MODEL the model folder (e.g. models/argen-lumina-scenes-v1, which must then be carried).
 # Sourced by bench/gpu/lab.sh, which reads BASELINE and NEEDS and provides BIN, AB_DIRS, OUT, stamp, guarded.
 # shellcheck shell=bash disable=SC2034,SC2154
 BASELINE="dense bf16 in the same sweep (scores side by side; PSNR against it)"
@@ -10,7 +11,7 @@ run_scenario() {
   stamp "quality sweep, $left s"
   mkdir -p "$OUT/quality-sweep"
   # shellcheck disable=SC2086
-  OUT="$OUT/quality-sweep" ARGEN_BIN=$BIN ARGEN_PYTHON=$PYTHON tools/sweep/device_sweep.sh --time-limit "$left" \
+  OUT="$OUT/quality-sweep" ARGEN_BIN=$BIN ARGEN_PYTHON=$PYTHON tools/sweep/device_sweep.sh ${SWEEP_MODEL:+--model "$SWEEP_MODEL"} --time-limit "$left" \
     --report-reserve "$reserve" \
     --work "$LAB_WORK/sweep" -- ${SWEEP_ARGS:---policies dense,dense@fp8,diagonal,diagonal@fp8,diagonal:64,diagonal:64@fp8 --sparsities 90,95 --cfg 3 --skip-invalid}
   echo "device_sweep rc=$?"

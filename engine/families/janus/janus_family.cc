@@ -53,8 +53,12 @@ absl::StatusOr<families::FamilyModel> LoadJanus(const std::string& model_dir) {
   m.token_grid = config->gen_vision.token_grid();
   m.image_tokens = config->gen_vision.image_tokens();
   m.grid = sparse::GridGeometry{m.token_grid, 0, m.image_tokens};  // a square grid without row breaks
+  // N_r: the window measured best on the shipped Janus-layout model, 64 keys = 2 2/3 rows of its
+  // 24-wide grid (docs/quality.md "N_r study"), in rows of this grid.
+  m.grid.default_n_recent = sparse::RecentRowsWindow(m.grid, 8, 3);
   // Its one size (a request for another is refused, listing it).
-  m.image_layouts = {engine::ImageLayout{m.image_size, m.image_size, m.token_grid, m.token_grid, m.image_tokens, m.grid}};
+  m.image_layouts = {
+      engine::ImageLayout{m.image_size, m.image_size, m.token_grid, m.token_grid, m.image_tokens, m.grid}};
   m.max_position_embeddings = config->language.max_position_embeddings;
   m.default_sampling = engine::SamplingParams{};  // Janus-Pro's generation script: cfg 5, temperature 1
   m.make_prompt = [model_dir] { return TokenizerPromptEncoder(model_dir); };

@@ -73,6 +73,8 @@ absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir,
   m.token_grid = config->grid();
   m.image_tokens = config->image_tokens();
   m.grid = sparse::GridGeometry{m.token_grid, 0, m.image_tokens};  // square, raster order, no row breaks
+  // N_r: Janus-Pro's measured best window in rows (2 2/3; docs/policies.md "Per-family N_r").
+  m.grid.default_n_recent = sparse::RecentRowsWindow(m.grid, 8, 3);
   m.image_layouts = {
       engine::ImageLayout{m.image_size, m.image_size, m.token_grid, m.token_grid, m.image_tokens, m.grid}};
   // The class token or the caption slots, then the image tokens (gpt.py: block_size + cls_token_num positions).

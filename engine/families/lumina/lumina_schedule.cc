@@ -49,6 +49,9 @@ absl::StatusOr<LuminaSchedule> MakeSchedule(const std::vector<std::pair<int32_t,
     if (s.IsRowBreak(t)) s.forced[t] = new_line_id;
   }
   s.grid = sparse::GridGeometry{s.grid_w, 1, s.l_dec};
+  // N_r: 2 2/3 rows (row ends included), measured best on the shipped Janus-layout and Lumina-format
+  // models (docs/policies.md "Per-family N_r").
+  s.grid.default_n_recent = sparse::RecentRowsWindow(s.grid, 8, 3);
   return s;
 }
 

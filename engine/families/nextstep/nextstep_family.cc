@@ -68,6 +68,8 @@ absl::StatusOr<families::FamilyModel> LoadNextStep(const std::string& model_dir,
   m.image_tokens = grid * grid;
   m.image_size = grid * config->latent_patch_size * vae->downsample();
   m.grid = sparse::GridGeometry{grid, 0, m.image_tokens};  // square, raster order, no row breaks
+  // N_r: Janus-Pro's measured best window in rows (2 2/3; docs/policies.md "Per-family N_r").
+  m.grid.default_n_recent = sparse::RecentRowsWindow(m.grid, 8, 3);
   m.image_layouts = {engine::ImageLayout{m.image_size, m.image_size, grid, grid, m.image_tokens, m.grid}};
   m.max_position_embeddings = config->max_position_embeddings;
   // example.py: cfg 7.5 on the velocity; the code-sampling knobs stay off

@@ -88,6 +88,38 @@ TEST(PolicyParams, PaperDefaultsForJanusPro) {
   EXPECT_EQ(explicit_att->n_slots, 20);
 }
 
+TEST(PolicyParams, TheFamilysRecentWindowReplacesHalfTheDecodeLength) {
+  // 2 2/3 rows, rounded up: Janus-Pro's 24-wide grid 64, Lumina-mGPT's 24 + 1 row end 67,
+  // Emu3's 720 px rows of 90 + 1 243.
+  EXPECT_EQ(RecentRowsWindow(GridGeometry{24, 0, 576}, 8, 3), 64);
+  EXPECT_EQ(RecentRowsWindow(GridGeometry{24, 1, 599}, 8, 3), 67);
+  EXPECT_EQ(RecentRowsWindow(GridGeometry{90, 1, 8189}, 8, 3), 243);
+  GridGeometry grid{24, 0, 576};
+  grid.default_n_recent = 64;
+  for (PolicyKind kind : {PolicyKind::kDiagonal, PolicyKind::kDiagonalSink4}) {
+    absl::StatusOr<ResolvedPolicy> r = ResolvePolicy(Make(kind, 0.95), grid);  // N_att 29
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->n_recent, 64);
+    EXPECT_EQ(r->n_slots, 64);
+    // A budget wider than the family's window widens it (sparsity 0.8: N_att 115), as before.
+    r = ResolvePolicy(Make(kind, 0.8), grid);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->n_recent, 115);
+    // The request's own window wins; without a family default the paper's 0.5 L_dec stays.
+    r = ResolvePolicy(Make(kind, 0.95, 0, 100), grid);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->n_recent, 100);
+    r = ResolvePolicy(Make(kind, 0.95), GridGeometry{24, 0, 576});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->n_recent, 288);
+  }
+  // A family window longer than the decode length is clamped to it.
+  grid.default_n_recent = 1000;
+  absl::StatusOr<ResolvedPolicy> r = ResolvePolicy(Make(PolicyKind::kDiagonal, 0.95), grid);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->n_recent, 576);
+}
+
 TEST(PolicyParams, InvalidParametersAreRejectedWithTheirName) {
   ExpectRejected(Make(PolicyKind::kDiagonal, 1.0), 576, "sparsity");
   ExpectRejected(Make(PolicyKind::kDiagonal, -0.1), 576, "sparsity");

@@ -153,7 +153,8 @@ TEST(LuminaCudaTest, GenerationLoopOnTheCudaEngine) {
     r.policy.sparsity = kind == sparse::PolicyKind::kDense ? 0.0 : 0.95;
     absl::StatusOr<engine::PreparedRequest> p = (*e)->Prepare(r);
     ASSERT_TRUE(p.ok()) << p.status();
-    if (kind == sparse::PolicyKind::kDiagonal) EXPECT_EQ(p->policy.n_recent, (l_dec + 1) / 2);  // N_r = 0.5 L_dec
+    if (kind == sparse::PolicyKind::kDiagonal)
+      EXPECT_EQ(p->policy.n_recent, 67);  // the family's N_r: 8/3 of 25-token rows
     absl::StatusOr<engine::GroupId> id = (*e)->Add(*p);
     ASSERT_TRUE(id.ok()) << id.status();
     EXPECT_EQ((*e)->KvBytesInUse(), p->kv_bytes);
