@@ -94,6 +94,12 @@ class CudaBackend final : public model::Backend {
   // as `kind` says, with a real CUDA error where there is one.
   absl::Status InjectFault(model::FaultKind kind);
 
+  // Testing only: row `id`'s own K/V region as the device holds it (bf16
+  // [K, V][layer][kv_head][capacity][head_dim], or fp8 codes then scales:
+  // kernels/kv_fp8.h; capacity = its own prompt positions + policy.n_slots),
+  // after the queued work.
+  absl::StatusOr<std::vector<uint8_t>> CopyRowKv(model::RowId id);
+
   StageTimes TakeStageTimes() { return timer_.Take(); }
   int64_t KvPoolBytes() const { return PoolBytes(); }
   int64_t WeightBytes() const { return weights_.bytes; }
