@@ -73,6 +73,8 @@ class CudaBackend final : public model::Backend {
   // An error after which the device no longer works (a sticky CUDA error)
   // comes back as engine::FatalDeviceError (engine/device_errors.h).
   absl::Status Forward(const model::StepPlan& plan, const model::StepOutputs& out) override;
+  // Rewinding plans (speculative decoding) of dense rows: cuda_step.cc, CheckRewinds.
+  bool SupportsRewind() const override { return true; }
 
   // Benchmarks: per-stage GPU times of Decode steps (events at stage boundaries).
   // Stage timing runs steps eagerly (no graph), so its times include launch gaps.
@@ -91,6 +93,12 @@ class CudaBackend final : public model::Backend {
   // Testing only (engine/model/fault_guard.h): makes the coming step fail
   // as `kind` says, with a real CUDA error where there is one.
   absl::Status InjectFault(model::FaultKind kind);
+
+  // Testing only: row `id`'s own K/V region as the device holds it (bf16
+  // [K, V][layer][kv_head][capacity][head_dim], or fp8 codes then scales:
+  // kernels/kv_fp8.h; capacity = its own prompt positions + policy.n_slots),
+  // after the queued work.
+  absl::StatusOr<std::vector<uint8_t>> CopyRowKv(model::RowId id);
 
   StageTimes TakeStageTimes() { return timer_.Take(); }
   int64_t KvPoolBytes() const { return PoolBytes(); }
@@ -145,6 +153,8 @@ class CudaBackend final : public model::Backend {
   // prompt queries as one prefill pass, then its decode queries in as few
   // decode passes as their policies allow.
   absl::Status ForwardStep(const model::StepPlan& plan, const model::StepOutputs& out);
+  // Refuses a rewinding row this backend cannot step back (one with device policy state).
+  absl::Status CheckRewinds(const model::StepPlan& plan, const model::PlannedStep& step) const;
   // The validated step's prompt queries (whole prompts or chunks) and the
   // token 0 of the pairs completing their prompts (cuda_prefill.cc).
   absl::Status RunPromptPass(const model::StepPlan& plan, const model::StepOutputs& out);

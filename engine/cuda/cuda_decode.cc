@@ -4,7 +4,11 @@
 // row run in one pass: query t writes slot t and attends slots [0, t], never
 // the later queries' slots that the same pass writes. A sparse row takes at
 // most one query a pass (its policy state advances once per pass). Repeated
-// shapes replay a captured CUDA graph.
+// shapes replay a captured CUDA graph: its key is the pass's shape alone, and
+// every per-query value (decode index, slot, rotary position, input,
+// sampling) is read from the inputs uploaded before the launch, so a
+// rewinding step (speculative decoding: indices below the row's last ones)
+// replays the graph of its shape as any step does; nothing is re-captured.
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -93,7 +97,9 @@ absl::Status CudaBackend::RunDecodePass(std::span<const DecodeQuery> queries, co
   }
   ARGEN_STATUS_RETURN(Upload(layout.total));
   const int32_t R = static_cast<int32_t>(n_rows);
-  if (!use_graphs_ || timer_.enabled() || out.row_logits != nullptr || inject_nan_logits_) {
+  // Steps asking for the logits replay graphs too (FinishStep downloads them
+  // after the launch): speculative decoding asks at every step.
+  if (!use_graphs_ || timer_.enabled() || inject_nan_logits_) {
     timer_.BeginStep();
     ARGEN_STATUS_RETURN(
         EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats));  // same split as the graphs

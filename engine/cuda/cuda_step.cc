@@ -11,6 +11,8 @@
 //     of order (parallel decoding) attends its own slot list: the indices
 //     written before the query (before the step or by the step's earlier
 //     real queries) and the query's own index.
+// A rewinding plan (speculative decoding) runs like an in-order one from the
+// row's first index (CheckRewinds says why a dense row needs nothing more).
 // Passes hold at most max_batch_rows / 2 pairs' queries; more are split in
 // plan order, which keeps a row's queries in order. The common step (one
 // decode query per row) is one pass: one captured graph.
@@ -21,6 +23,7 @@
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/device_memory.h"
 #include "engine/model/fault_guard.h"
+#include "engine/sparse/policy_params.h"
 
 namespace argen::cuda {
 
@@ -29,16 +32,12 @@ absl::Status CudaBackend::Forward(const model::StepPlan& plan, const model::Step
 }
 
 absl::Status CudaBackend::ForwardStep(const model::StepPlan& plan, const model::StepOutputs& out) {
-  if (plan.rewinds) {
-    return absl::UnimplementedError(
-        "Step: rewinding plans (StepPlan::rewinds: speculative decoding, speculative_window) are not supported by the "
-        "cuda backend yet");
-  }
   model::PlannedStep& step = planned_;
   ARGEN_STATUS_RETURN(model::CheckStepPlan(
       plan, out, limits_, lookup_,
       [this](model::RowId id) -> const model::RowState* { return table_ == nullptr ? nullptr : table_->FindAny(id); },
       &step));
+  ARGEN_STATUS_RETURN(CheckRewinds(plan, step));
   const int32_t n_all = static_cast<int32_t>(step.rows.size());
   const int32_t n_rows = static_cast<int32_t>(plan.rows.size());
   bool any_prompt = false;
@@ -88,6 +87,28 @@ absl::Status CudaBackend::ForwardStep(const model::StepPlan& plan, const model::
     }
   }
   model::CommitStep(plan, step);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::CheckRewinds(const model::StepPlan& plan, const model::PlannedStep& step) const {
+  // A dense row keeps nothing on the device but its K/V: decode index t has
+  // its own slot (L_p + t), a query at t attends slots [0, t] and nothing
+  // records which were written. Rewinding it to `first` (the CPU backend's
+  // sparse::RewindTo on the dense policy's slot map) is therefore the shared
+  // RowState alone (CommitStep: next_step from first): the step writes first,
+  // first + 1, ... again, K/V and fp8 scales alike, and no query reads a slot
+  // above its own index, so the dropped drafts' K/V is never attended. A row
+  // with device policy state (a sparse policy: ring, scores, selections)
+  // would need that state stepped back on the device too, which this backend
+  // does not do: refused before any state changes, whatever policies
+  // model::SupportsRewind admits.
+  for (size_t e = 0; e < step.rewind_to.size(); ++e) {
+    if (step.rewind_to[e] < 0 || !static_cast<const Row*>(step.rows[e])->sparse) continue;
+    return absl::UnimplementedError(absl::StrCat(
+        "Step: rows[", e, "] = ", plan.rows[e],
+        " rewinds (StepPlan::rewinds: speculative decoding) under sparsity policy ",
+        std::string(sparse::PolicyName(step.rows[e]->policy.kind)), "; the cuda backend rewinds dense rows only"));
+  }
   return absl::OkStatus();
 }
 

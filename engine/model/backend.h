@@ -41,7 +41,7 @@
 //   changes (PlannedStep::all_in_order). A plan may also rewind an in-order
 //   row (StepPlan::rewinds, speculative decoding; dense policy): start it
 //   below its next step, rewriting those indices; a backend that cannot
-//   (SupportsRewind() false: cuda for now) refuses it with UNIMPLEMENTED. The
+//   (SupportsRewind() false) refuses it with UNIMPLEMENTED. The
 //   output stage runs at each pair's output points and samples: token 0 from
 //   the last prompt positions in the step that completes the pair's prompts,
 //   token t + 1 after decode query t. Prefill and Decode below are that step

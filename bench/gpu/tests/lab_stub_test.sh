@@ -55,16 +55,20 @@ while :; do sleep 0.1; done
 STUB
 cat >"$stub/argen_client" <<'STUB'
 #!/usr/bin/env bash
+sw=0
 while [ $# -gt 0 ]; do
   case $1 in
     health) exit 0 ;;
     load) echo "ok 2400, failed by status: none; wall 90.0 s, images/s 26.00, p50 40 s"; exit 0 ;;
     generate) ;;
+    --speculative_window) sw=$2; shift ;;
     --out) mkdir -p "$2"; touch "$2/0.png"; shift ;;
   esac
   shift
 done
-echo '{"images": 1, "seconds": 3.0, "wall_seconds": 3.0, "metrics": {"decode_seconds": 2.5, "vq_decode_seconds": 0.25}}'
+drafts="\"steps\": 576"
+[ "$sw" -gt 0 ] && drafts="\"steps\": 288, \"drafts_proposed\": 400, \"drafts_accepted\": 100"
+echo "{\"images\": 1, \"seconds\": 3.0, \"status\": \"OK\", \"wall_seconds\": 3.0, \"metrics\": {\"decode_seconds\": 2.5, \"vq_decode_seconds\": 0.25, $drafts}}"
 STUB
 cat >"$stub/python3" <<'STUB'
 #!/usr/bin/env bash
@@ -135,6 +139,8 @@ check "versus-torch ratio" "against the loop, dense: 16 images 2.00x" "$sum"
 check "server-load ratio" "server / engine \(weight_dtype auto\): " "$sum"
 check "single-image wall times" "client wall diagonal run 5" "$sum"
 check "parallel-load ratios" "concurrency 64 parallel_window 8: 1.00x sequential" "$sum"
+check "speculative per window" "speculative_window 8 \(runs 2-5\): wall .* 288 steps per image, drafts taken 25.0%, .*x sequential speed" "$sum"
+check "speculative baseline" "speculative_window 0 \(runs 2-5\): .* 576 steps per image, drafts taken -, the baseline" "$sum"
 check "lumina ratios" "attention 10.00x" "$sum"
 check "family-engine ratios" "emu3, 1,16 images @16: diagonal:0.95:455: last-steps attention 10.00x" "$sum"
 check "family-engine max batch" "llamagen-xl-512, 48 GB card, max batch: diagonal:0.95:160: .*img/s / dense 2.00x" "$sum"
