@@ -1,5 +1,5 @@
-// Device kernels of the T5 text encoder on the GPU (engine/families/llamagen/
-// t5_encoder_cuda.h), fp32 throughout, on row-major activations [tokens][dim].
+// Device kernels of the T5 encoder stack on the GPU (engine/vq_cuda/
+// cuda_t5_stack.h), fp32 throughout, on row-major activations [tokens][dim].
 // The GEMMs are cuBLAS's; these are the small kernels between them. Every
 // launcher returns the launch error (cudaSuccess when queued).
 #pragma once

@@ -1,194 +1,10 @@
 #include "engine/families/llamagen/t5_encoder_cuda.h"
 
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
-
-#include <cstring>
-#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cuda/cuda_status.h"
-#include "engine/cuda/device_buffer.h"
-#include "kernels/t5_kernels.h"
 
 namespace argen::llamagen {
-namespace {
-
-using cuda::CublasStatus;
-using cuda::CudaStatus;
-using cuda::DeviceBuffer;
-using cuda::PinnedBuffer;
-
-constexpr size_t kCublasWorkspace = size_t{32} << 20;
-constexpr size_t kAlignFloats = 64;  // each tensor at a 256-byte boundary
-
-// One block's weights as float offsets into the device weight buffer.
-struct DBlock {
-  size_t ln0 = 0, qkv = 0, o = 0, ln1 = 0, wi = 0, wo = 0;
-};
-
-absl::Status Alloc(DeviceBuffer& buf, size_t bytes, const std::string& what) {
-  auto b = DeviceBuffer::Allocate(bytes, absl::StrCat("CudaT5Encoder: ", what));
-  if (!b.ok()) return b.status();
-  buf = std::move(*b);
-  return absl::OkStatus();
-}
-
-absl::Status Pin(PinnedBuffer& buf, size_t bytes, const std::string& what) {
-  auto b = PinnedBuffer::Allocate(bytes, absl::StrCat("CudaT5Encoder: ", what));
-  if (!b.ok()) return b.status();
-  buf = std::move(*b);
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-struct CudaT5Encoder::State {
-  T5EncoderConfig config;
-  std::shared_ptr<const checkpoint::Checkpoint> ckpt;
-  std::string embed_name;
-  int32_t max_tokens = 0;
-  int device = 0;
-  cudaStream_t stream = nullptr;
-  cublasHandle_t cublas = nullptr;
-
-  std::vector<DBlock> blocks;
-  size_t rel_bias = 0, final_norm = 0;
-  DeviceBuffer weights, cublas_ws, buckets, x, normed, qkv, ctx, scores, gate_up, act;
-  PinnedBuffer in_host, out_host;
-  mutable std::mutex mu;  // guards the buffers and the stream's work
-
-  ~State() {
-    if (stream) cudaStreamSynchronize(stream);
-    if (cublas) cublasDestroy(cublas);
-    if (stream) cudaStreamDestroy(stream);
-  }
-
-  const float* P(size_t off) const { return weights.as<float>() + off; }
-
-  // y[rows][out] = x[rows][in] W^T (+ y with accumulate); W row-major [out][in] (torch Linear).
-  absl::Status Linear(const float* in_rows, int32_t rows, size_t w, int32_t in, int32_t out, float* y, bool accumulate,
-                      const char* what) const {
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    return CublasStatus(
-        cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &alpha, P(w), in, in_rows, in, &beta, y, out),
-        what);
-  }
-
-  // Uploads every tensor into one buffer (offsets first, one allocation), then the bucket table.
-  absl::Status Setup() {
-    const checkpoint::Checkpoint& c = *ckpt;
-    const T5EncoderConfig& cf = config;
-    const int64_t d = cf.d_model, inner = cf.inner_dim(), ff = cf.d_ff;
-    size_t total = 0;
-    auto reserve = [&total](int64_t floats) {
-      const size_t off = total;
-      total += (static_cast<size_t>(floats) + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
-      return off;
-    };
-    rel_bias = reserve(static_cast<int64_t>(cf.relative_attention_num_buckets) * cf.num_heads);
-    blocks.resize(cf.num_layers);
-    for (DBlock& b : blocks) {
-      b.ln0 = reserve(d);
-      b.qkv = reserve(3 * inner * d);
-      b.o = reserve(d * inner);
-      b.ln1 = reserve(d);
-      b.wi = reserve(2 * ff * d);
-      b.wo = reserve(d * ff);
-    }
-    final_norm = reserve(d);
-    ARGEN_STATUS_RETURN(
-        Alloc(weights, total * sizeof(float), absl::StrCat("weights of ", c.dir(), " (", cf.num_layers, " blocks)")));
-    // Tensor by tensor: only one is on the host at a time.
-    auto upload = [&](const std::string& name, std::vector<int64_t> shape, size_t off) -> absl::Status {
-      absl::StatusOr<std::vector<float>> v = c.LoadF32(name, shape);
-      if (!v.ok()) return v.status();
-      return CudaStatus(
-          cudaMemcpy(weights.as<float>() + off, v->data(), v->size() * sizeof(float), cudaMemcpyHostToDevice),
-          absl::StrCat("CudaT5Encoder: upload ", name));
-    };
-    ARGEN_STATUS_RETURN(upload("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
-                               {cf.relative_attention_num_buckets, cf.num_heads}, rel_bias));
-    for (int32_t i = 0; i < cf.num_layers; ++i) {
-      const std::string attn = absl::StrCat("encoder.block.", i, ".layer.0.");
-      const std::string ffn = absl::StrCat("encoder.block.", i, ".layer.1.");
-      const DBlock& b = blocks[i];
-      ARGEN_STATUS_RETURN(upload(attn + "layer_norm.weight", {d}, b.ln0));
-      // q | k | v stacked: one GEMM gives each token's [q, k, v] row.
-      ARGEN_STATUS_RETURN(upload(attn + "SelfAttention.q.weight", {inner, d}, b.qkv));
-      ARGEN_STATUS_RETURN(upload(attn + "SelfAttention.k.weight", {inner, d}, b.qkv + inner * d));
-      ARGEN_STATUS_RETURN(upload(attn + "SelfAttention.v.weight", {inner, d}, b.qkv + 2 * inner * d));
-      ARGEN_STATUS_RETURN(upload(attn + "SelfAttention.o.weight", {d, inner}, b.o));
-      ARGEN_STATUS_RETURN(upload(ffn + "layer_norm.weight", {d}, b.ln1));
-      // wi_0 | wi_1 stacked: one GEMM gives each token's [gate, up] row.
-      ARGEN_STATUS_RETURN(upload(ffn + "DenseReluDense.wi_0.weight", {ff, d}, b.wi));
-      ARGEN_STATUS_RETURN(upload(ffn + "DenseReluDense.wi_1.weight", {ff, d}, b.wi + ff * d));
-      ARGEN_STATUS_RETURN(upload(ffn + "DenseReluDense.wo.weight", {d, ff}, b.wo));
-    }
-    ARGEN_STATUS_RETURN(upload("encoder.final_layer_norm.weight", {d}, final_norm));
-
-    // bucket(r) for r = j - i in [-(max_tokens - 1), max_tokens - 1], by the CPU's T5RelativeBucket.
-    std::vector<int32_t> table(2 * static_cast<size_t>(max_tokens) - 1);
-    for (int32_t r = -(max_tokens - 1); r <= max_tokens - 1; ++r) {
-      table[r + max_tokens - 1] =
-          T5RelativeBucket(r, cf.relative_attention_num_buckets, cf.relative_attention_max_distance);
-    }
-    ARGEN_STATUS_RETURN(Alloc(buckets, table.size() * sizeof(int32_t), "bucket table"));
-    ARGEN_CUDA_RETURN(cudaMemcpy(buckets.as(), table.data(), table.size() * sizeof(int32_t), cudaMemcpyHostToDevice),
-                      "CudaT5Encoder: upload the bucket table");
-
-    const size_t t = static_cast<size_t>(max_tokens);
-    ARGEN_STATUS_RETURN(Alloc(x, t * d * sizeof(float), "residual stream"));
-    ARGEN_STATUS_RETURN(Alloc(normed, t * d * sizeof(float), "normed"));
-    ARGEN_STATUS_RETURN(Alloc(qkv, t * 3 * inner * sizeof(float), "q|k|v"));
-    ARGEN_STATUS_RETURN(Alloc(ctx, t * inner * sizeof(float), "attention output"));
-    ARGEN_STATUS_RETURN(Alloc(scores, static_cast<size_t>(cf.num_heads) * t * t * sizeof(float), "scores"));
-    ARGEN_STATUS_RETURN(Alloc(gate_up, t * 2 * ff * sizeof(float), "gate|up"));
-    ARGEN_STATUS_RETURN(Alloc(act, t * ff * sizeof(float), "gated activation"));
-    ARGEN_STATUS_RETURN(Pin(in_host, t * d * sizeof(float), "token rows"));
-    ARGEN_STATUS_RETURN(Pin(out_host, t * d * sizeof(float), "features"));
-    return absl::OkStatus();
-  }
-
-  // The encoder on n token rows already in x; leaves the features in normed.
-  absl::Status Network(int32_t n) const {
-    const T5EncoderConfig& cf = config;
-    const int32_t d = cf.d_model, inner = cf.inner_dim(), heads = cf.num_heads, dk = cf.d_kv, ff = cf.d_ff;
-    const float eps = cf.layer_norm_epsilon;
-    float* xs = x.as<float>();
-    float* nm = normed.as<float>();
-    float* qkvp = qkv.as<float>();
-    float* ctxp = ctx.as<float>();
-    float* sc = scores.as<float>();
-    const float one = 1.0f, zero = 0.0f;
-    const int32_t qkv_ld = 3 * inner;
-    for (const DBlock& b : blocks) {
-      ARGEN_CUDA_RETURN(kernels::T5RmsNorm(xs, P(b.ln0), n, d, eps, nm, stream), "T5 layer_norm (attention)");
-      ARGEN_STATUS_RETURN(Linear(nm, n, b.qkv, d, 3 * inner, qkvp, false, "T5 q|k|v"));
-      // Per head h (column-major views of the row-major buffers):
-      // scores_h[i][j] = q_h[i] . k_h[j]   (C [n x n] = K_h^T-op x Q_h, ldc n)
-      ARGEN_STATUS_RETURN(CublasStatus(
-          cublasSgemmStridedBatched(cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, n, dk, &one, qkvp + inner, qkv_ld, dk, qkvp,
-                                    qkv_ld, dk, &zero, sc, n, static_cast<int64_t>(n) * n, heads),
-          "T5 attention scores"));
-      ARGEN_CUDA_RETURN(kernels::T5BiasSoftmax(sc, P(rel_bias), buckets.as<int32_t>(), max_tokens, heads, n, stream),
-                        "T5 bias + softmax");
-      // ctx_h[i][c] = sum_j p_h[i][j] v_h[j][c]   (C [dk x n] = V_h x P_h, ldc inner)
-      ARGEN_STATUS_RETURN(CublasStatus(
-          cublasSgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_N, dk, n, n, &one, qkvp + 2 * inner, qkv_ld, dk, sc,
-                                    n, static_cast<int64_t>(n) * n, &zero, ctxp, inner, dk, heads),
-          "T5 attention output"));
-      ARGEN_STATUS_RETURN(Linear(ctxp, n, b.o, inner, d, xs, /*accumulate=*/true, "T5 o"));  // x += o(ctx)
-      ARGEN_CUDA_RETURN(kernels::T5RmsNorm(xs, P(b.ln1), n, d, eps, nm, stream), "T5 layer_norm (feed-forward)");
-      ARGEN_STATUS_RETURN(Linear(nm, n, b.wi, d, 2 * ff, gate_up.as<float>(), false, "T5 wi_0|wi_1"));
-      ARGEN_CUDA_RETURN(kernels::T5GatedGelu(gate_up.as<float>(), n, ff, act.as<float>(), stream), "T5 gated gelu");
-      ARGEN_STATUS_RETURN(Linear(act.as<float>(), n, b.wo, ff, d, xs, /*accumulate=*/true, "T5 wo"));  // x += wo(...)
-    }
-    ARGEN_CUDA_RETURN(kernels::T5RmsNorm(xs, P(final_norm), n, d, eps, nm, stream), "T5 final_layer_norm");
-    return absl::OkStatus();
-  }
-};
 
 absl::StatusOr<std::unique_ptr<CudaT5Encoder>> CudaT5Encoder::Open(const std::string& t5_dir, int32_t max_tokens) {
   absl::StatusOr<T5EncoderConfig> config = LoadT5EncoderConfig(t5_dir);
@@ -201,84 +17,50 @@ absl::StatusOr<std::unique_ptr<CudaT5Encoder>> CudaT5Encoder::Open(const std::st
 absl::StatusOr<std::unique_ptr<CudaT5Encoder>> CudaT5Encoder::Create(const T5EncoderConfig& config,
                                                                      std::shared_ptr<const checkpoint::Checkpoint> ckpt,
                                                                      int32_t max_tokens) {
-  if (max_tokens <= 0 || max_tokens > 4096) {
-    return absl::InvalidArgumentError(absl::StrCat("CudaT5Encoder: max_tokens must be in [1, 4096], got ", max_tokens));
+  if (max_tokens <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("CudaT5Encoder: max_tokens must be positive, got ", max_tokens));
   }
-  if (config.d_model <= 0 || config.d_kv <= 0 || config.num_heads <= 0 || config.d_ff <= 0 || config.num_layers < 0 ||
-      config.relative_attention_num_buckets <= 0) {
-    return absl::InvalidArgumentError("CudaT5Encoder: the T5 config's sizes must be positive");
-  }
-  auto s = std::make_unique<State>();
-  s->config = config;
-  s->ckpt = std::move(ckpt);
-  s->max_tokens = max_tokens;
-  absl::StatusOr<std::string> embed = T5EmbeddingName(*s->ckpt, config);
+  absl::StatusOr<std::string> embed = T5EmbeddingName(*ckpt, config);
   if (!embed.ok()) return embed.status();
-  s->embed_name = *std::move(embed);
-  int devices = 0;
-  if (cudaError_t err = cudaGetDeviceCount(&devices); err != cudaSuccess || devices == 0) {
-    cudaGetLastError();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "CudaT5Encoder: no CUDA device (", err == cudaSuccess ? "none found" : cudaGetErrorString(err), ")"));
+  // bucket(r) for r = key - query in [-(max_tokens - 1), max_tokens - 1]: the CPU encoder's.
+  std::vector<int32_t> buckets(2 * static_cast<size_t>(max_tokens) - 1);
+  for (int32_t r = -(max_tokens - 1); r <= max_tokens - 1; ++r) {
+    buckets[r + max_tokens - 1] =
+        T5RelativeBucket(r, config.relative_attention_num_buckets, config.relative_attention_max_distance);
   }
-  ARGEN_CUDA_RETURN(cudaGetDevice(&s->device), "CudaT5Encoder: get device");
-  int least_priority = 0, greatest_priority = 0;
-  ARGEN_CUDA_RETURN(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority),
-                    "CudaT5Encoder: stream priorities");
-  ARGEN_CUDA_RETURN(cudaStreamCreateWithPriority(&s->stream, cudaStreamNonBlocking, least_priority),
-                    "CudaT5Encoder: stream");
-  ARGEN_STATUS_RETURN(CublasStatus(cublasCreate(&s->cublas), "CudaT5Encoder: create handle"));
-  ARGEN_STATUS_RETURN(CublasStatus(cublasSetStream(s->cublas, s->stream), "CudaT5Encoder: set stream"));
-  ARGEN_STATUS_RETURN(CublasStatus(cublasSetMathMode(s->cublas, CUBLAS_DEFAULT_MATH), "CudaT5Encoder: math mode"));
-  ARGEN_STATUS_RETURN(Alloc(s->cublas_ws, kCublasWorkspace, "cublas workspace"));
-  ARGEN_STATUS_RETURN(CublasStatus(cublasSetWorkspace(s->cublas, s->cublas_ws.as(), kCublasWorkspace),
-                                   "CudaT5Encoder: cublas workspace"));
-  ARGEN_STATUS_RETURN(s->Setup());
-  return std::unique_ptr<CudaT5Encoder>(new CudaT5Encoder(std::move(s)));
+  vq::T5StackShape shape;
+  shape.d_model = config.d_model;
+  shape.d_kv = config.d_kv;
+  shape.num_heads = config.num_heads;
+  shape.d_ff = config.d_ff;
+  shape.num_layers = config.num_layers;
+  shape.num_buckets = config.relative_attention_num_buckets;
+  shape.eps = config.layer_norm_epsilon;
+  const checkpoint::Checkpoint& c = *ckpt;
+  absl::StatusOr<std::unique_ptr<vq::CudaT5Stack>> stack = vq::CudaT5Stack::Create(
+      shape, [&c](const std::string& name, const std::vector<int64_t>& dims) { return c.LoadF32(name, dims); }, buckets,
+      max_tokens);
+  if (!stack.ok()) return stack.status();
+  return std::unique_ptr<CudaT5Encoder>(
+      new CudaT5Encoder(config, std::move(ckpt), *std::move(embed), *std::move(stack)));
 }
 
-CudaT5Encoder::CudaT5Encoder(std::unique_ptr<State> state) : s_(std::move(state)) {}
-CudaT5Encoder::~CudaT5Encoder() = default;
-
-const T5EncoderConfig& CudaT5Encoder::config() const { return s_->config; }
-size_t CudaT5Encoder::weight_bytes() const { return s_->weights.bytes(); }
-
 absl::StatusOr<std::vector<float>> CudaT5Encoder::Encode(const std::vector<int32_t>& ids) const {
-  const State& s = *s_;
-  const T5EncoderConfig& c = s.config;
+  const T5EncoderConfig& c = config_;
   for (const int32_t id : ids) {
     if (id < 0 || id >= c.vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat("T5 token id ", id, " is outside [0, ", c.vocab_size, ")"));
     }
   }
-  if (ids.size() > static_cast<size_t>(s.max_tokens)) {
+  if (ids.size() > static_cast<size_t>(stack_->max_tokens())) {
     return absl::InvalidArgumentError(
-        absl::StrCat(ids.size(), " T5 tokens: the GPU encoder takes at most ", s.max_tokens));
+        absl::StrCat(ids.size(), " T5 tokens: the GPU encoder takes at most ", stack_->max_tokens()));
   }
   const int32_t n = static_cast<int32_t>(ids.size());
-  const size_t floats = static_cast<size_t>(n) * c.d_model;
-  std::vector<float> hidden(floats);
+  std::vector<float> rows(static_cast<size_t>(n) * c.d_model), hidden(rows.size());
   if (n == 0) return hidden;
-  std::lock_guard<std::mutex> lock(s.mu);
-  if (absl::Status st = s.ckpt->ReadRowsF32(s.embed_name, ids.data(), n, s.in_host.as<float>()); !st.ok()) return st;
-  auto run = [&]() -> absl::Status {
-    ARGEN_CUDA_RETURN(cudaSetDevice(s.device), "T5 encode: set device");
-    ARGEN_CUDA_RETURN(
-        cudaMemcpyAsync(s.x.as(), s.in_host.as(), floats * sizeof(float), cudaMemcpyHostToDevice, s.stream),
-        "T5 encode: upload token rows");
-    ARGEN_STATUS_RETURN(s.Network(n));
-    ARGEN_CUDA_RETURN(
-        cudaMemcpyAsync(s.out_host.as(), s.normed.as(), floats * sizeof(float), cudaMemcpyDeviceToHost, s.stream),
-        "T5 encode: download features");
-    ARGEN_CUDA_RETURN(cudaStreamSynchronize(s.stream), "T5 encode: synchronize");
-    return absl::OkStatus();
-  };
-  absl::Status st = run();
-  if (!st.ok()) {
-    cudaStreamSynchronize(s.stream);  // whatever was queued finishes before the staging is reused
-    return st;
-  }
-  std::memcpy(hidden.data(), s.out_host.as<float>(), floats * sizeof(float));
+  if (absl::Status s = ckpt_->ReadRowsF32(embed_name_, ids.data(), n, rows.data()); !s.ok()) return s;
+  if (absl::Status s = stack_->Run(rows.data(), n, hidden.data()); !s.ok()) return s;
   return hidden;
 }
 
