@@ -2,8 +2,9 @@
 // against the CPU T5Encoder and against transformers' T5EncoderModel (the
 // committed golden tests/goldens/tiny/tiny-llamagen-t2i/t5_features.f32, made
 // by tools/goldens/make_llamagen_t2i_goldens.py) on the tiny FLAN-T5, over
-// sequences of several lengths (the relative-position buckets of each); bad
-// ids and too long a sequence refused; then the tiny t2i model served end to
+// sequences of several lengths (the relative-position buckets of each), and
+// random weights at FLAN-T5-XL's width (2 blocks) and at a narrow-attention
+// width; bad ids and too long a sequence refused; then the tiny t2i model served end to
 // end on the CUDA backend with t5_backend cuda: the prompt's prefix
 // embeddings against the golden, the greedy (cfg 7.5, argmax) tokens against
 // the CPU run's (which are the official generate()'s), and the decoded
@@ -19,10 +20,13 @@
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/tests/test_files.h"
 #include "engine/engine.h"
 #include "engine/families/llamagen/t5_config.h"
 #include "engine/families/llamagen/t5_encoder.h"
@@ -41,6 +45,7 @@ using test_support::SourceDir;
 
 constexpr double kT5Tol = 1e-5;      // GPU against the CPU encoder, L2-relative
 constexpr double kGoldenTol = 2e-5;  // GPU against transformers (the CPU's own bound is 1e-5)
+constexpr double kShapeTol = 1e-4;   // GPU against the CPU at the published width (2048-long sums)
 
 const char kRel[] = "tests/goldens/tiny/tiny-llamagen-t2i";
 std::string Dir() { return SourceDir() + "/" + kRel; }
@@ -101,6 +106,81 @@ TEST(CudaT5EncoderTest, BadIdsAndTooLongASequenceAreRefused) {
   EXPECT_NE(bad.status().message().find("at most 8"), std::string::npos) << bad.status();
   EXPECT_EQ(CudaT5Encoder::Open(T5Dir(), 0).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(CudaT5Encoder::Open(Dir() + "/no-such-t5", 8).ok());
+}
+
+// A random T5 encoder of the given width (2 blocks) written as a hub
+// directory (config.json, model.safetensors) under `dir`.
+void WriteRandomT5(const std::string& dir, int32_t d, int32_t d_kv, int32_t heads, int32_t ff, int32_t vocab) {
+  const int32_t layers = 2, buckets = 32, inner = d_kv * heads;
+  nlohmann::json config = {{"d_model", d},
+                           {"d_kv", d_kv},
+                           {"num_heads", heads},
+                           {"d_ff", ff},
+                           {"num_layers", layers},
+                           {"vocab_size", vocab},
+                           {"eos_token_id", 1},
+                           {"pad_token_id", 0},
+                           {"layer_norm_epsilon", 1e-6},
+                           {"feed_forward_proj", "gated-gelu"},
+                           {"relative_attention_num_buckets", buckets},
+                           {"relative_attention_max_distance", 128}};
+  checkpoint::testing::WriteBytes(dir + "/config.json", config.dump());
+  std::mt19937 rng(30);
+  std::vector<checkpoint::testing::RawTensor> tensors;
+  // Fan-in scaled matrices keep the residual stream O(1) through the blocks; norms near 1.
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, float mean, float stddev) {
+    size_t n = 1;
+    for (int64_t s : shape) n *= static_cast<size_t>(s);
+    std::normal_distribution<float> dist(mean, stddev);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    tensors.push_back({name, "F32", shape, std::string(reinterpret_cast<const char*>(v.data()), n * sizeof(float))});
+  };
+  add("shared.weight", {vocab, d}, 0.0f, 1.0f);
+  add("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", {buckets, heads}, 0.0f, 1.0f);
+  for (int32_t i = 0; i < layers; ++i) {
+    const std::string a = absl::StrCat("encoder.block.", i, ".layer.0."),
+                      f = absl::StrCat("encoder.block.", i, ".layer.1.");
+    add(a + "layer_norm.weight", {d}, 1.0f, 0.1f);
+    for (const char* w : {"q", "k", "v"}) {
+      add(a + "SelfAttention." + w + ".weight", {inner, d}, 0.0f, 1.0f / std::sqrt(static_cast<float>(d)));
+    }
+    add(a + "SelfAttention.o.weight", {d, inner}, 0.0f, 1.0f / std::sqrt(static_cast<float>(inner)));
+    add(f + "layer_norm.weight", {d}, 1.0f, 0.1f);
+    add(f + "DenseReluDense.wi_0.weight", {ff, d}, 0.0f, 1.0f / std::sqrt(static_cast<float>(d)));
+    add(f + "DenseReluDense.wi_1.weight", {ff, d}, 0.0f, 1.0f / std::sqrt(static_cast<float>(d)));
+    add(f + "DenseReluDense.wo.weight", {d, ff}, 0.0f, 1.0f / std::sqrt(static_cast<float>(ff)));
+  }
+  add("encoder.final_layer_norm.weight", {d}, 1.0f, 0.1f);
+  checkpoint::testing::WriteBytes(dir + "/model.safetensors", checkpoint::testing::SafetensorsBytes(tensors));
+}
+
+// Random weights at FLAN-T5-XL's width (d 2048, 32 heads of 64, d_ff 5120; 2
+// of its 24 blocks) and at a width whose attention is narrower than the
+// model (inner 64 < d 96), over the 120 caption slots.
+TEST(CudaT5EncoderTest, PublishedWidthAndANarrowAttentionMatchTheCpu) {
+  struct Width {
+    int32_t d, d_kv, heads, ff;
+  };
+  for (const Width w : {Width{2048, 64, 32, 5120}, Width{96, 16, 4, 80}}) {
+    checkpoint::testing::ScratchDir dir;
+    WriteRandomT5(dir.path(), w.d, w.d_kv, w.heads, w.ff, /*vocab=*/256);
+    absl::StatusOr<std::unique_ptr<T5Encoder>> cpu = T5Encoder::Open(dir.path());
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    absl::StatusOr<std::unique_ptr<CudaT5Encoder>> gpu = CudaT5Encoder::Open(dir.path(), /*max_tokens=*/120);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    std::vector<int32_t> ids(120);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 37 + 5) % 256);
+    absl::StatusOr<std::vector<float>> on_gpu = (*gpu)->Encode(ids);
+    absl::StatusOr<std::vector<float>> on_cpu = (*cpu)->Encode(ids);
+    ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
+    ASSERT_TRUE(on_cpu.ok()) << on_cpu.status();
+    ASSERT_EQ(on_gpu->size(), on_cpu->size());
+    const double err = RelativeError(on_gpu->data(), *on_cpu);
+    std::cout << "measured GPU T5 against the CPU, d " << w.d << " (" << w.heads << " heads of " << w.d_kv
+              << "): " << err << " (bound " << kShapeTol << ")\n";
+    EXPECT_LT(err, kShapeTol) << "d " << w.d;
+  }
 }
 
 engine::GenerationRequest CaptionRequest(const std::string& prompt) {
