@@ -56,12 +56,19 @@ absl::StatusOr<model::ImageDecoder> MakeDecoder(const std::string& vq_path, cons
 
 }  // namespace
 
-absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir, const std::string& t5_dir) {
+absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir, const std::string& t5_dir,
+                                                   const std::string& t5_backend) {
+  if (!t5_backend.empty() && t5_backend != "cpu" && t5_backend != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("family option 't5_backend' must be \"cpu\" or \"cuda\", got \"", t5_backend, "\""));
+  }
   absl::StatusOr<LlamaGenConfig> config = LoadLlamaGenConfig(model_dir, t5_dir);
   if (!config.ok()) return config.status();
-  if (!config->text_conditional && !t5_dir.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("family option 't5_dir': ", config->gpt_file, " is class-conditional and has no text encoder"));
+  for (const auto& [key, value] : {std::pair{"t5_dir", &t5_dir}, std::pair{"t5_backend", &t5_backend}}) {
+    if (!config->text_conditional && !value->empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("family option '", key, "': ", config->gpt_file,
+                                                     " is class-conditional and has no text encoder"));
+    }
   }
   absl::StatusOr<model::ModelSpec> spec = LlamaGenSpec(*config);
   if (!spec.ok()) return spec.status();
@@ -80,7 +87,7 @@ absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir,
   // The class token or the caption slots, then the image tokens (gpt.py: block_size + cls_token_num positions).
   m.max_position_embeddings = config->cls_token_num + m.image_tokens;
   if (config->text_conditional) {
-    SetTextConditioning(*config, m.weights_file, m);
+    SetTextConditioning(*config, m.weights_file, t5_backend == "cuda", m);
   } else {
     // sample_c2i.py's defaults: cfg 4.0 on every token (cfg_interval -1), top-k 2000, temperature 1, top-p 1.
     m.default_sampling = engine::SamplingParams{};
@@ -128,9 +135,12 @@ families::Family LlamaGenFamily() {
   };
   f.load = [name = f.name](const std::string& model_dir,
                            const families::FamilyOptions& options) -> absl::StatusOr<families::FamilyModel> {
-    if (absl::Status s = families::CheckFamilyOptions(name, options, {"t5_dir"}); !s.ok()) return s;
-    const auto t5 = options.find("t5_dir");
-    return LoadLlamaGen(model_dir, t5 == options.end() ? "" : t5->second);
+    if (absl::Status s = families::CheckFamilyOptions(name, options, {"t5_dir", "t5_backend"}); !s.ok()) return s;
+    auto value = [&options](const char* key) {
+      const auto it = options.find(key);
+      return it == options.end() ? std::string() : it->second;
+    };
+    return LoadLlamaGen(model_dir, value("t5_dir"), value("t5_backend"));
   };
   return f;
 }

@@ -11,8 +11,10 @@
 namespace argen::llamagen {
 
 // `t5_dir` (family option t5_dir; empty: config.json's, else the published
-// places): a t2i model's T5 encoder directory.
-absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir, const std::string& t5_dir = "");
+// places): a t2i model's T5 encoder directory. `t5_backend` (family option
+// t5_backend): "cpu" (or empty) runs T5 on the host, "cuda" on the GPU.
+absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir, const std::string& t5_dir = "",
+                                                   const std::string& t5_backend = "");
 
 // Recognises config.json's model_type "llamagen", or a directory without
 // config.json holding a c2i_<size>_<px>.pt or t2i_<size>_stage<k>_<px>.pt.

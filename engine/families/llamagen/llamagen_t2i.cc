@@ -6,10 +6,38 @@
 #include "absl/strings/str_cat.h"
 #include "engine/checkpoint/weights_file.h"
 #include "engine/families/llamagen/t2i_prompt.h"
+#if defined(ARGEN_WITH_CUDA)
+#include "engine/families/llamagen/t5_encoder_cuda.h"
+#endif
 
 namespace argen::llamagen {
 
-void SetTextConditioning(const LlamaGenConfig& config, const std::string& gpt_path, families::FamilyModel& m) {
+namespace {
+
+// The T5 encoder on the chosen device (the CPU one is the reference).
+absl::StatusOr<std::unique_ptr<T5TextEncoder>> OpenT5(const std::string& t5_dir, bool on_gpu, int32_t slots) {
+  if (!on_gpu) {
+    absl::StatusOr<std::unique_ptr<T5Encoder>> cpu = T5Encoder::Open(t5_dir);
+    if (!cpu.ok()) return cpu.status();
+    return std::unique_ptr<T5TextEncoder>(*std::move(cpu));
+  }
+#if defined(ARGEN_WITH_CUDA)
+  absl::StatusOr<std::unique_ptr<CudaT5Encoder>> gpu = CudaT5Encoder::Open(t5_dir, slots);
+  if (!gpu.ok()) {
+    return absl::Status(gpu.status().code(), absl::StrCat("t5_backend \"cuda\": ", gpu.status().message()));
+  }
+  return std::unique_ptr<T5TextEncoder>(*std::move(gpu));
+#else
+  (void)slots;
+  return absl::UnimplementedError(
+      "family option 't5_backend' \"cuda\": this build has no CUDA (configure with ARGEN_CUDA=ON); use \"cpu\"");
+#endif
+}
+
+}  // namespace
+
+void SetTextConditioning(const LlamaGenConfig& config, const std::string& gpt_path, bool t5_on_gpu,
+                         families::FamilyModel& m) {
   // sample_t2i.py's defaults: cfg 7.5 on every token, top-k 1000, temperature 1, top-p 1.
   m.default_sampling = engine::SamplingParams{};
   m.default_sampling.cfg_weight = 7.5f;
@@ -23,11 +51,13 @@ void SetTextConditioning(const LlamaGenConfig& config, const std::string& gpt_pa
           return absl::InternalError("LlamaGen t2i prompts are embeddings, not token ids");
         });
   };
-  m.make_prompt_embedder = [config, gpt_path]() -> absl::StatusOr<model::PromptEmbedder> {
+  m.make_prompt_embedder = [config, gpt_path, t5_on_gpu]() -> absl::StatusOr<model::PromptEmbedder> {
     absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> gpt = checkpoint::OpenCheckpointFile(gpt_path);
     if (!gpt.ok()) return gpt.status();
+    absl::StatusOr<std::unique_ptr<T5TextEncoder>> t5 = OpenT5(config.t5_dir, t5_on_gpu, config.cls_token_num);
+    if (!t5.ok()) return t5.status();
     absl::StatusOr<std::shared_ptr<const T2iPrompt>> prompt =
-        T2iPrompt::Load(config.t5_dir, **gpt, config.caption_dim, config.dim, config.cls_token_num);
+        T2iPrompt::Load(*std::move(t5), config.t5_dir, **gpt, config.caption_dim, config.dim, config.cls_token_num);
     if (!prompt.ok()) return prompt.status();
     return model::PromptEmbedder(
         [prompt = *std::move(prompt)](const model::PromptText& text) -> absl::StatusOr<model::PromptEmbeddings> {

@@ -12,6 +12,10 @@
 namespace argen::llamagen {
 
 // `gpt_path`: the GPT weights file (its caption MLP and uncond_embedding).
-void SetTextConditioning(const LlamaGenConfig& config, const std::string& gpt_path, families::FamilyModel& m);
+// t5_on_gpu: the T5 encoder runs on CUDA (CudaT5Encoder; family option
+// t5_backend cuda), else on the CPU; a build without CUDA refuses it when the
+// prompt recipe is made.
+void SetTextConditioning(const LlamaGenConfig& config, const std::string& gpt_path, bool t5_on_gpu,
+                         families::FamilyModel& m);
 
 }  // namespace argen::llamagen

@@ -13,7 +13,15 @@ absl::StatusOr<std::shared_ptr<const T2iPrompt>> T2iPrompt::Load(const std::stri
                                                                  int32_t dim, int32_t slots) {
   absl::StatusOr<std::unique_ptr<T5Encoder>> encoder = T5Encoder::Open(t5_dir);
   if (!encoder.ok()) return encoder.status();
-  const T5EncoderConfig& t5 = (*encoder)->config();
+  return Load(*std::move(encoder), t5_dir, gpt, caption_dim, dim, slots);
+}
+
+absl::StatusOr<std::shared_ptr<const T2iPrompt>> T2iPrompt::Load(std::unique_ptr<T5TextEncoder> encoder,
+                                                                 const std::string& t5_dir,
+                                                                 const checkpoint::Checkpoint& gpt, int32_t caption_dim,
+                                                                 int32_t dim, int32_t slots) {
+  if (encoder == nullptr) return absl::InvalidArgumentError("T2iPrompt: no T5 encoder");
+  const T5EncoderConfig& t5 = encoder->config();
   if (t5.d_model != caption_dim) {
     return absl::InvalidArgumentError(
         absl::StrCat(t5_dir, ": the T5 encoder's d_model ", t5.d_model, " is not the GPT's caption_dim ", caption_dim));
@@ -28,7 +36,7 @@ absl::StatusOr<std::shared_ptr<const T2iPrompt>> T2iPrompt::Load(const std::stri
   absl::StatusOr<CaptionEmbedder> embedder = CaptionEmbedder::Load(gpt, caption_dim, dim, slots);
   if (!embedder.ok()) return embedder.status();
   return std::shared_ptr<const T2iPrompt>(
-      new T2iPrompt(*std::move(tokenizer), *std::move(encoder), *std::move(embedder)));
+      new T2iPrompt(*std::move(tokenizer), std::move(encoder), *std::move(embedder)));
 }
 
 absl::StatusOr<PrefixEmbeddings> T2iPrompt::Embed(const std::string& caption) const {

@@ -2,7 +2,8 @@
 // language/t5.py's cleaning -> T5 tokens (with </s>, at most the caption
 // slots) -> the T5 encoder's features -> the caption MLP -> the CFG pair's
 // prefix embeddings (caption_embedder.h), which the engine feeds as prompt
-// vectors. The T5 encoder never runs on the GPU.
+// vectors. The T5 encoder is the CPU one or, given, the GPU one
+// (t5_encoder_cuda.h); the rest runs on the host.
 #pragma once
 
 #include <memory>
@@ -24,6 +25,11 @@ class T2iPrompt {
   static absl::StatusOr<std::shared_ptr<const T2iPrompt>> Load(const std::string& t5_dir,
                                                                const checkpoint::Checkpoint& gpt, int32_t caption_dim,
                                                                int32_t dim, int32_t slots);
+  // With an encoder already opened over `t5_dir` (the GPU one, say).
+  static absl::StatusOr<std::shared_ptr<const T2iPrompt>> Load(std::unique_ptr<T5TextEncoder> encoder,
+                                                               const std::string& t5_dir,
+                                                               const checkpoint::Checkpoint& gpt, int32_t caption_dim,
+                                                               int32_t dim, int32_t slots);
 
   // The CFG pair's prefix embeddings of `caption`; one that cleans to nothing
   // is </s> alone, as in the official code. Thread-safe.
@@ -32,10 +38,10 @@ class T2iPrompt {
   int32_t slots() const { return embedder_.slots(); }
 
  private:
-  T2iPrompt(std::unique_ptr<T5Tokenizer> tokenizer, std::unique_ptr<T5Encoder> encoder, CaptionEmbedder embedder)
+  T2iPrompt(std::unique_ptr<T5Tokenizer> tokenizer, std::unique_ptr<T5TextEncoder> encoder, CaptionEmbedder embedder)
       : tokenizer_(std::move(tokenizer)), encoder_(std::move(encoder)), embedder_(std::move(embedder)) {}
   std::unique_ptr<T5Tokenizer> tokenizer_;
-  std::unique_ptr<T5Encoder> encoder_;
+  std::unique_ptr<T5TextEncoder> encoder_;
   CaptionEmbedder embedder_;
 };
 

@@ -40,6 +40,20 @@ int32_t T5RelativeBucket(int32_t relative_position, int32_t num_buckets, int32_t
   return bucket + std::min(large, half - 1);
 }
 
+absl::StatusOr<std::string> T5EmbeddingName(const checkpoint::Checkpoint& c, const T5EncoderConfig& config) {
+  const std::string name = c.Has("shared.weight") ? "shared.weight" : "encoder.embed_tokens.weight";
+  absl::StatusOr<const checkpoint::TensorInfo*> table = c.Find(name);
+  if (!table.ok()) {
+    return absl::NotFoundError(
+        absl::StrCat(c.dir(), ": the T5 token embeddings (shared.weight or encoder.embed_tokens.weight) are missing"));
+  }
+  if ((*table)->shape != std::vector<int64_t>{config.vocab_size, config.d_model}) {
+    return absl::InvalidArgumentError(absl::StrCat(c.dir(), ": ", name, " is not [vocab_size ", config.vocab_size,
+                                                   ", d_model ", config.d_model, "]"));
+  }
+  return name;
+}
+
 absl::StatusOr<std::unique_ptr<T5Encoder>> T5Encoder::Open(const std::string& t5_dir) {
   absl::StatusOr<T5EncoderConfig> config = LoadT5EncoderConfig(t5_dir);
   if (!config.ok()) return config.status();
@@ -53,17 +67,9 @@ absl::StatusOr<std::unique_ptr<T5Encoder>> T5Encoder::Create(const T5EncoderConf
   std::unique_ptr<T5Encoder> e(new T5Encoder(config, std::move(ckpt)));
   const checkpoint::Checkpoint& c = *e->ckpt_;
   const int64_t d = config.d_model, inner = config.inner_dim(), ff = config.d_ff;
-  // T5EncoderModel ties encoder.embed_tokens to shared; a checkpoint may keep either name.
-  e->embed_name_ = c.Has("shared.weight") ? "shared.weight" : "encoder.embed_tokens.weight";
-  absl::StatusOr<const checkpoint::TensorInfo*> table = c.Find(e->embed_name_);
-  if (!table.ok()) {
-    return absl::NotFoundError(
-        absl::StrCat(c.dir(), ": the T5 token embeddings (shared.weight or encoder.embed_tokens.weight) are missing"));
-  }
-  if ((*table)->shape != std::vector<int64_t>{config.vocab_size, d}) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(c.dir(), ": ", e->embed_name_, " is not [vocab_size ", config.vocab_size, ", d_model ", d, "]"));
-  }
+  absl::StatusOr<std::string> embed = T5EmbeddingName(c, config);
+  if (!embed.ok()) return embed.status();
+  e->embed_name_ = *std::move(embed);
   auto load = [&c](const std::string& name, std::vector<int64_t> shape, std::vector<float>& out) -> absl::Status {
     absl::StatusOr<std::vector<float>> v = c.LoadF32(name, shape);
     if (!v.ok()) return v.status();

@@ -28,7 +28,22 @@ namespace argen::llamagen {
 // it in float32.
 int32_t T5RelativeBucket(int32_t relative_position, int32_t num_buckets, int32_t max_distance);
 
-class T5Encoder {
+// What LlamaGen t2i's prompt recipe runs: the CPU encoder below or the GPU
+// one (t5_encoder_cuda.h, CUDA builds). Encode is thread-safe in both.
+class T5TextEncoder {
+ public:
+  virtual ~T5TextEncoder() = default;
+  virtual const T5EncoderConfig& config() const = 0;
+  // The last hidden state [ids.size() x d_model], row-major.
+  virtual absl::StatusOr<std::vector<float>> Encode(const std::vector<int32_t>& ids) const = 0;
+};
+
+// The name of the token table in `ckpt` (T5EncoderModel ties
+// encoder.embed_tokens to shared: a checkpoint may keep either), checked to
+// be [vocab_size, d_model]; errors name the directory.
+absl::StatusOr<std::string> T5EmbeddingName(const checkpoint::Checkpoint& ckpt, const T5EncoderConfig& config);
+
+class T5Encoder : public T5TextEncoder {
  public:
   // Opens the hub directory (config.json, model.safetensors or shards,
   // pytorch_model*.bin) and loads the encoder's tensors: the decoder and
@@ -39,11 +54,11 @@ class T5Encoder {
   static absl::StatusOr<std::unique_ptr<T5Encoder>> Create(const T5EncoderConfig& config,
                                                            std::shared_ptr<const checkpoint::Checkpoint> ckpt);
 
-  const T5EncoderConfig& config() const { return config_; }
+  const T5EncoderConfig& config() const override { return config_; }
 
   // The last hidden state [ids.size() x d_model], row-major. Ids must lie in
   // [0, vocab_size) (InvalidArgument otherwise); thread-safe.
-  absl::StatusOr<std::vector<float>> Encode(const std::vector<int32_t>& ids) const;
+  absl::StatusOr<std::vector<float>> Encode(const std::vector<int32_t>& ids) const override;
 
  private:
   struct Block {

@@ -26,6 +26,14 @@ vqgan::VqganConfig FluxDecoderConfig(const NextStepVaeConfig& config) {
   return c;
 }
 
+absl::StatusOr<vqgan::VqganDecoderWeights> LoadNextStepVaeWeights(const std::string& vae_dir,
+                                                                  const NextStepVaeConfig& config) {
+  const std::string path = (std::filesystem::path(vae_dir) / "checkpoint.pt").string();
+  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> file = checkpoint::OpenCheckpointFile(path);
+  if (!file.ok()) return file.status();
+  return vqgan::LoadVqganDecoderWeights(vqgan::CheckpointTensorSource(**file), FluxDecoderConfig(config));
+}
+
 absl::StatusOr<std::unique_ptr<NextStepVaeDecoder>> NextStepVaeDecoder::Create(const std::string& vae_dir,
                                                                                const NextStepVaeConfig& config,
                                                                                int32_t latent_patch_size,
@@ -33,13 +41,9 @@ absl::StatusOr<std::unique_ptr<NextStepVaeDecoder>> NextStepVaeDecoder::Create(c
   if (latent_patch_size <= 0 || max_grid <= 0) {
     return absl::InvalidArgumentError("NextStep VAE: latent_patch_size and the largest grid must be positive");
   }
-  const std::string path = (std::filesystem::path(vae_dir) / "checkpoint.pt").string();
-  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> file = checkpoint::OpenCheckpointFile(path);
-  if (!file.ok()) return file.status();
-  const vqgan::VqganConfig flux = FluxDecoderConfig(config);
-  absl::StatusOr<vqgan::VqganDecoderWeights> weights =
-      vqgan::LoadVqganDecoderWeights(vqgan::CheckpointTensorSource(**file), flux);
+  absl::StatusOr<vqgan::VqganDecoderWeights> weights = LoadNextStepVaeWeights(vae_dir, config);
   if (!weights.ok()) return weights.status();
+  const vqgan::VqganConfig flux = FluxDecoderConfig(config);
   const int32_t side = max_grid * latent_patch_size;
   absl::StatusOr<std::unique_ptr<vqgan::VqganDecoder>> decoder =
       vqgan::VqganDecoder::Create(*std::move(weights), flux, vqgan::DecodeLimits{side * side, side}, threads);
@@ -47,8 +51,9 @@ absl::StatusOr<std::unique_ptr<NextStepVaeDecoder>> NextStepVaeDecoder::Create(c
   return std::unique_ptr<NextStepVaeDecoder>(new NextStepVaeDecoder(*std::move(decoder), config, latent_patch_size));
 }
 
-absl::StatusOr<vqgan::LatentGrid> NextStepVaeDecoder::Latent(const TokenGrid& grid, size_t index) const {
-  const int32_t p = patch_, C = config_.z_channels, D = token_dim();
+absl::StatusOr<vqgan::LatentGrid> NextStepLatent(const TokenGrid& grid, size_t index, const NextStepVaeConfig& config,
+                                                 int32_t latent_patch_size) {
+  const int32_t p = latent_patch_size, C = config.z_channels, D = C * p * p;
   if (grid.grid_h <= 0 || grid.grid_w <= 0 ||
       grid.tokens.size() != static_cast<size_t>(grid.grid_h) * grid.grid_w * D) {
     return absl::InvalidArgumentError(absl::StrCat("token_grids[", index, "]: ", grid.tokens.size(), " values for a ",
@@ -58,8 +63,8 @@ absl::StatusOr<vqgan::LatentGrid> NextStepVaeDecoder::Latent(const TokenGrid& gr
   latent.height = grid.grid_h * p;
   latent.width = grid.grid_w * p;
   latent.chw.resize(static_cast<size_t>(C) * latent.height * latent.width);
-  const float inv_scale = static_cast<float>(1.0 / config_.scaling_factor);
-  const float shift = static_cast<float>(config_.shift_factor);
+  const float inv_scale = static_cast<float>(1.0 / config.scaling_factor);
+  const float shift = static_cast<float>(config.shift_factor);
   for (int32_t i = 0; i < grid.grid_h; ++i) {
     for (int32_t j = 0; j < grid.grid_w; ++j) {
       const float* token = grid.tokens.data() + (static_cast<size_t>(i) * grid.grid_w + j) * D;
@@ -77,7 +82,7 @@ absl::StatusOr<vqgan::LatentGrid> NextStepVaeDecoder::Latent(const TokenGrid& gr
 }
 
 absl::Status NextStepVaeDecoder::DecodeToFloat(const TokenGrid& grid, std::vector<float>* chw) {
-  absl::StatusOr<vqgan::LatentGrid> latent = Latent(grid, 0);
+  absl::StatusOr<vqgan::LatentGrid> latent = NextStepLatent(grid, 0, config_, patch_);
   if (!latent.ok()) return latent.status();
   return decoder_->DecodeLatentToFloat(*latent, chw);
 }
@@ -86,7 +91,7 @@ absl::StatusOr<std::vector<engine::RgbImage>> NextStepVaeDecoder::Decode(const s
   std::vector<vqgan::LatentGrid> latents;
   latents.reserve(grids.size());
   for (size_t i = 0; i < grids.size(); ++i) {
-    absl::StatusOr<vqgan::LatentGrid> latent = Latent(grids[i], i);
+    absl::StatusOr<vqgan::LatentGrid> latent = NextStepLatent(grids[i], i, config_, patch_);
     if (!latent.ok()) return latent.status();
     latents.push_back(*std::move(latent));
   }
@@ -96,20 +101,26 @@ absl::StatusOr<std::vector<engine::RgbImage>> NextStepVaeDecoder::Decode(const s
     if (absl::Status s = decoder_->DecodeLatentToFloat(latents[i], &chw); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("token_grids[", i, "]: ", s.message()));
     }
-    engine::RgbImage& image = images[i];
-    image.height = grids[i].grid_h * pixels_per_token();
-    image.width = grids[i].grid_w * pixels_per_token();
-    const size_t hw = static_cast<size_t>(image.height) * image.width;
-    image.rgb.resize(3 * hw);
-    for (size_t c = 0; c < 3; ++c) {
-      for (size_t q = 0; q < hw; ++q) {
-        // to_pil: (x / 2 + 0.5).clamp(0, 1) * 255, rounded half to even; NaN becomes 0.
-        const float v = std::clamp(chw[c * hw + q] / 2.0f + 0.5f, 0.0f, 1.0f) * 255.0f;
-        image.rgb[3 * q + c] = std::isnan(v) ? 0 : static_cast<uint8_t>(std::nearbyint(v));
-      }
-    }
+    images[i] =
+        NextStepPixelsToRgb(chw.data(), grids[i].grid_h * pixels_per_token(), grids[i].grid_w * pixels_per_token());
   }
   return images;
+}
+
+engine::RgbImage NextStepPixelsToRgb(const float* chw, int32_t height, int32_t width) {
+  engine::RgbImage image;
+  image.height = height;
+  image.width = width;
+  const size_t hw = static_cast<size_t>(height) * width;
+  image.rgb.resize(3 * hw);
+  for (size_t c = 0; c < 3; ++c) {
+    for (size_t q = 0; q < hw; ++q) {
+      // to_pil: (x / 2 + 0.5).clamp(0, 1) * 255, rounded half to even; NaN becomes 0.
+      const float v = std::clamp(chw[c * hw + q] / 2.0f + 0.5f, 0.0f, 1.0f) * 255.0f;
+      image.rgb[3 * q + c] = std::isnan(v) ? 0 : static_cast<uint8_t>(std::nearbyint(v));
+    }
+  }
+  return image;
 }
 
 }  // namespace argen::nextstep

@@ -54,7 +54,6 @@ class NextStepVaeDecoder {
  private:
   NextStepVaeDecoder(std::unique_ptr<vqgan::VqganDecoder> decoder, const NextStepVaeConfig& config, int32_t patch)
       : decoder_(std::move(decoder)), config_(config), patch_(patch) {}
-  absl::StatusOr<vqgan::LatentGrid> Latent(const TokenGrid& grid, size_t index) const;
 
   std::unique_ptr<vqgan::VqganDecoder> decoder_;
   NextStepVaeConfig config_;
@@ -64,5 +63,17 @@ class NextStepVaeDecoder {
 // The Flux decoder as engine/vqgan's configuration (no quantizer, attention
 // only in the middle block).
 vqgan::VqganConfig FluxDecoderConfig(const NextStepVaeConfig& config);
+
+// The decoder's weights from <vae_dir>/checkpoint.pt (errors name the file or tensor).
+absl::StatusOr<vqgan::VqganDecoderWeights> LoadNextStepVaeWeights(const std::string& vae_dir,
+                                                                  const NextStepVaeConfig& config);
+
+// Grid `index`'s decoder input: unpatchify, / scaling_factor + shift_factor.
+// InvalidArgument naming token_grids[index] for a wrong size or token count.
+absl::StatusOr<vqgan::LatentGrid> NextStepLatent(const TokenGrid& grid, size_t index, const NextStepVaeConfig& config,
+                                                 int32_t latent_patch_size);
+
+// to_pil's conversion of the decoder's [3, height, width] CHW floats (what the CPU and GPU paths share).
+engine::RgbImage NextStepPixelsToRgb(const float* chw, int32_t height, int32_t width);
 
 }  // namespace argen::nextstep

@@ -124,6 +124,31 @@ TEST(LlamaGenT2iConfigTest, TheT5DirOptionIsForTextModelsOnly) {
   EXPECT_NE(m.status().message().find("family option 't5dir'"), std::string::npos) << m.status();
 }
 
+// Family option t5_backend: "cpu" or "cuda" only, for text models only;
+// "cpu" serves as before. ("cuda" itself: llamagen_t2i_cuda_test, label gpu.)
+TEST(LlamaGenT2iConfigTest, TheT5BackendOptionIsCheckedByName) {
+  absl::StatusOr<families::FamilyModel> m = families::LoadFamilyModel(Dir(), {{"t5_backend", "tpu"}});
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("family option 't5_backend' must be \"cpu\" or \"cuda\""), std::string::npos)
+      << m.status();
+  m = families::LoadFamilyModel(SourceDir() + "/tests/goldens/tiny/tiny-llamagen-c2i", {{"t5_backend", "cuda"}});
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("family option 't5_backend': c2i_tiny.pt is class-conditional"),
+            std::string::npos)
+      << m.status();
+  m = families::LoadFamilyModel(Dir(), {{"t5_backend", "cpu"}});
+  ASSERT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<model::PromptEmbedder> embedder = m->make_prompt_embedder();
+  ASSERT_TRUE(embedder.ok()) << embedder.status();
+  const nlohmann::json golden = ReadJson(std::string(kRel) + "/goldens.json");
+  model::PromptText text;
+  text.caption = golden["prompt"].get<std::string>();
+  absl::StatusOr<model::PromptEmbeddings> e = (*embedder)(text);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_LE(RelativeError(e->cond.data(), ReadF32(Dir() + "/prefix_cond.f32")), 1e-5);
+}
+
 // The official prefill (120 left-padded slots under the caption mask) and
 // decode calls against the CPU backend fed the n real slots' prefix
 // embeddings (cond: cap_proj(features); uncond: cap_proj of
