@@ -16,9 +16,6 @@ absl::Status CheckCudaSupports(const ModelSpec& spec) {
         "the CUDA backend has no device token head yet: a model whose image tokens are vectors (NextStep-1) runs "
         "on the CPU backend");
   }
-  if (spec.stack.qkv_bias) {
-    return absl::UnimplementedError("the CUDA backend does not run q/k/v projections with biases yet (Qwen2-style)");
-  }
   return absl::OkStatus();
 }
 

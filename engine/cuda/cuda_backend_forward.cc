@@ -56,6 +56,9 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
     const DeviceLayer& w = weights_.layers[l];
     if (!swin) ARGEN_STATUS_RETURN(EnqueueNorm(x_.as<float>(), w.input_norm, tokens, xn_.as<bf16>(), "input norm"));
     ARGEN_STATUS_RETURN(gemm_.Linear(xn_.as<bf16>(), w.qkv, tokens, H, qkv_dim, qkv_.as<float>(), 0.f, "qkv"));
+    if (w.qkv_bias != nullptr) {  // before QK-norm and RoPE, as the CPU backend adds it
+      ARGEN_CUDA_RETURN(kernels::AddBias(qkv_.as<float>(), w.qkv_bias, tokens, qkv_dim, stream_), "qkv bias");
+    }
     if (d.qk_norm) {
       kernels::HeadLayerNormArgs hn;
       hn.qkv = qkv_.as<float>();

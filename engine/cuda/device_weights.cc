@@ -95,6 +95,9 @@ void Describe(const model::ModelSpec& spec, model::WeightFormat format, DeviceWe
     DeviceLayer& L = w.layers[i];
     Norm(l, r.input_norm, L.input_norm);
     Projection(l, format, L.qkv, {&r.q.weight, &r.k.weight, &r.v.weight});
+    // f32 and after the GEMM in either weight format (no random draw: the
+    // bf16 matrices' random streams stay those of a spec without biases).
+    if (spec.stack.qkv_bias) l.Add(Layout::kF32, Slot(&L.qkv_bias), {&r.q.bias, &r.k.bias, &r.v.bias});
     Projection(l, format, L.o, {&r.o.weight});
     if (spec.stack.qk_norm) {
       Norm(l, r.q_norm, L.q_norm);

@@ -31,6 +31,7 @@ struct DeviceNorm {
 struct DeviceLayer {
   DeviceNorm input_norm;
   LinearWeight qkv;           // [(heads + 2 kv_heads) * head_dim, hidden]
+  const float* qkv_bias = nullptr;  // [(heads + 2 kv_heads) * head_dim] (stack.qkv_bias); null: none
   LinearWeight o;             // [hidden, heads * head_dim]
   DeviceNorm q_norm, k_norm;  // [heads (kv_heads) * head_dim]; qk_norm only
   DeviceNorm post_norm;
