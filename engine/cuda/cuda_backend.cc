@@ -30,7 +30,7 @@ CudaBackend::CudaBackend(const model::ModelSpec& spec, DeviceWeights weights,
       weights_(std::move(weights)),
       source_(std::move(source)),
       options_(options),
-      sizer_(spec.stack) {
+      sizer_(spec.stack, spec.output.token_dim) {
   lookup_ = [this](model::RowId id) -> model::RowState* { return table_ == nullptr ? nullptr : table_->Find(id); };
 }
 
@@ -43,8 +43,19 @@ CudaBackend::~CudaBackend() {
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::ModelSpec& spec, DeviceWeights weights,
                                                                  std::shared_ptr<const model::WeightSource> source,
-                                                                 const model::BackendOptions& options) {
+                                                                 const model::BackendOptions& options,
+                                                                 std::unique_ptr<DeviceFlowHead> head) {
   const model::StackConfig& dims = spec.stack;
+  if (spec.vector_tokens() != (head != nullptr)) {
+    return absl::InvalidArgumentError(
+        spec.vector_tokens() ? "cuda backend: a vector model (output.token_dim > 0) needs its device token head"
+                             : "cuda backend: a device token head was given for a model whose tokens are codes");
+  }
+  if (head != nullptr && (head->cond_dim() != spec.vector_head_in() || head->token_dim() != spec.output.token_dim)) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda backend: the device token head takes ", head->cond_dim(),
+                                                   " floats and draws ", head->token_dim(), "; the model gives ",
+                                                   spec.vector_head_in(), " and feeds back ", spec.output.token_dim));
+  }
   if (!kernels::AttentionShapeSupported(dims.num_heads, dims.num_kv_heads, dims.head_dim)) {
     return absl::InvalidArgumentError(
         absl::StrCat("cuda backend: head_dim ", dims.head_dim, " with ", dims.num_heads, " heads / ", dims.num_kv_heads,
@@ -90,6 +101,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::Mo
   }
   std::unique_ptr<CudaBackend> b(new CudaBackend(spec, std::move(weights), std::move(source), sized));
   b->sizing_ = std::move(sizing);
+  b->flow_head_ = std::move(head);
   ARGEN_STATUS_RETURN(b->Init());
   return b;
 }
@@ -196,6 +208,25 @@ absl::Status CudaBackend::Init() {
     host_nonfinite_flag_ = *std::move(nf);
   }
   ARGEN_STATUS_RETURN(alloc(nonfinite_flag_, sizeof(int32_t), "non-finite flag"));
+  if (spec_.vector_tokens()) {
+    // Sources and kept places per pair, then the given vectors (vector_io_ and its pinned twin).
+    const int64_t D = spec_.output.token_dim, W = spec_.vector_head_in();
+    const size_t per_pair = AlignStaging(sizeof(int64_t) * P);
+    const size_t io_bytes = 2 * per_pair + sizeof(float) * P * D;
+    ARGEN_STATUS_RETURN(alloc(vector_io_, io_bytes, "token vector inputs"));
+    vector_sources_ = vector_io_.as<int64_t>();
+    vector_kept_ = reinterpret_cast<int64_t*>(vector_io_.as<char>() + per_pair);
+    vectors_given_ = reinterpret_cast<float*>(vector_io_.as<char>() + 2 * per_pair);
+    ARGEN_STATUS_RETURN(alloc(conditions_, sizeof(float) * R * W, "token head conditions"));
+    ARGEN_STATUS_RETURN(alloc(vector_in_bf16_, sizeof(bf16) * P * D, "token vector inputs bf16"));
+    ARGEN_STATUS_RETURN(alloc(drawn_, sizeof(float) * P * D, "drawn token vectors"));
+    absl::StatusOr<PinnedBuffer> hv = PinnedBuffer::Allocate(io_bytes, "token vector inputs");
+    if (!hv.ok()) return hv.status();
+    host_vectors_ = *std::move(hv);
+    absl::StatusOr<PinnedBuffer> hd = PinnedBuffer::Allocate(sizeof(float) * P * D, "drawn token vectors");
+    if (!hd.ok()) return hd.status();
+    host_drawn_ = *std::move(hd);
+  }
   char* dev = step_in_.as<char>();
   inputs_.meta = reinterpret_cast<kernels::TokenMeta*>(dev + layout.meta);
   inputs_.plans = reinterpret_cast<RowPlan*>(dev + layout.plans);
@@ -287,9 +318,10 @@ absl::Status CudaBackend::RowPlaced(model::RowState& state, const model::RowStat
   Row& row = static_cast<Row&>(state);
   const sparse::ResolvedPolicy& policy = row.policy;
   row.sparse = policy.kind != sparse::PolicyKind::kDense;
-  const RowLayout layout = row.prompt_row             ? CudaPromptRowLayout(d, row.prompt_len, policy.kv_format)
-                           : prompt_source != nullptr ? CudaRowLayout(d, 0, policy)
-                                                      : CudaRowLayout(d, row.prompt_len, policy);
+  const RowLayout layout = row.prompt_row ? CudaPromptRowLayout(d, row.prompt_len, policy.kv_format)
+                           : prompt_source != nullptr
+                               ? CudaRowLayout(d, 0, policy, spec_.output.token_dim)
+                               : CudaRowLayout(d, row.prompt_len, policy, spec_.output.token_dim);
   // A sharing row's prompt positions: all prompt_len of them, in the owner's region.
   if (prompt_source != nullptr) {
     const Row& owner = static_cast<const Row&>(*prompt_source);
@@ -305,6 +337,8 @@ absl::Status CudaBackend::RowPlaced(model::RowState& state, const model::RowStat
   row.ints_offset = (row.pool_offset + layout.kv_bytes) / 4;
   row.floats_offset = (row.pool_offset + layout.kv_bytes + layout.ints_bytes) / 4;
   row.hidden_offset = (row.pool_offset + layout.kv_bytes + layout.ints_bytes + layout.floats_bytes) / 4;
+  row.vectors_offset = row.hidden_offset + layout.hidden_bytes / 4;
+  row.made.clear();
   if (row.sparse) {
     const int64_t heads = int64_t{d.num_layers} * d.num_kv_heads;
     ARGEN_CUDA_RETURN(

@@ -3,7 +3,12 @@
 // GEMMs and the kernels of kernels/. One device KV pool sized from the budget
 // holds every row's bounded region [layer][kv_head][L_p + n_slots][head_dim];
 // the sparse policies run on the device (kernels/policy_kernels.h); CFG and
-// sampling run on the device, so a step returns one token per pair.
+// sampling run on the device, so a step returns one token per pair. A vector
+// model (spec.output.token_dim > 0, NextStep-1) takes its decode inputs as
+// token vectors through vector_in, and its output stage hands the conditions
+// (vector_out of the final-normed rows) to the device flow head
+// (device_flow_head.h), which draws every pair's token in the same launch
+// sequence; the drawn vectors stay in the pair's cond row (kMadeVector).
 // Nothing is allocated on the device inside a step, except the slot lists
 // of out-of-order (parallel) decoding when a step first needs more of them.
 #pragma once
@@ -19,6 +24,7 @@
 #include <vector>
 
 #include "engine/cuda/device_buffer.h"
+#include "engine/cuda/device_flow_head.h"
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/row_layout.h"
@@ -40,10 +46,12 @@ using kernels::RowPlan;
 
 class CudaBackend final : public model::Backend {
  public:
-  // `source` gives the f32 rows of spec.text_embed (prefill inputs).
+  // `source` gives the f32 rows of spec.text_embed (prefill inputs);
+  // `head`: a vector model's token head on the device (required by one, refused otherwise).
   static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const model::ModelSpec& spec, DeviceWeights weights,
                                                              std::shared_ptr<const model::WeightSource> source,
-                                                             const model::BackendOptions& options);
+                                                             const model::BackendOptions& options,
+                                                             std::unique_ptr<DeviceFlowHead> head = nullptr);
   ~CudaBackend() override;
 
   const model::ModelSpec& spec() const override { return spec_; }
@@ -119,6 +127,11 @@ class CudaBackend final : public model::Backend {
     int64_t prompt_kv_offset = 0;
     int32_t prompt_capacity = 0;
     int64_t hidden_offset = 0;  // a prompt row's last hidden state, in float elements
+    // A vector model's made token vectors ([l_dec][token_dim], float
+    // elements; used in a pair's cond row) and which of them were made.
+    int64_t vectors_offset = 0;
+    std::vector<uint8_t> made;
+    bool Made(int32_t t) const { return t >= 0 && t < static_cast<int32_t>(made.size()) && made[t] != 0; }
   };
   // Device views of the per-step inputs, uploaded in one copy.
   struct StepInputs {
@@ -148,6 +161,8 @@ class CudaBackend final : public model::Backend {
     // Out of order (parallel decoding): its slot list in token_lists_ (the
     // written indices below t, then t), or -1: in order.
     int32_t list = -1, list_len = 0;
+    model::InputSource source = model::InputSource::kId;  // a vector model's: kTokenVector or kMadeVector
+    const float* vector = nullptr;                        // kTokenVector: its row of StepPlan::token_vectors
   };
   // Forward before the device check of its errors (cuda_step.cc): the plan's
   // prompt queries as one prefill pass, then its decode queries in as few
@@ -183,6 +198,26 @@ class CudaBackend final : public model::Backend {
   // Copies logits when asked (`logits` not null, [rows x logits()]), waits for
   // the step, hands out the sampled tokens (`sampled`, rows / 2 of them).
   absl::Status FinishStep(int32_t rows, int32_t* sampled, float* logits);
+  // Vector models (cuda_vectors.cc). The decode queries' inputs are token
+  // vectors, and every kMadeVector query's vector was made by an earlier step.
+  absl::Status CheckVectorInputs(const model::StepPlan& plan) const;
+  // Stages pair i's token-vector input (`queries[i]`: a row of the plan's
+  // vectors or the cond row's kept vector) and its drawn token's kept place,
+  // then uploads them.
+  absl::Status StageVectorInputs(std::span<const DecodeQuery> queries);
+  // Stages where pair i's drawn token is kept (its cond row, token index
+  // tokens[i]) for a pass without vector inputs (token 0), and uploads them.
+  absl::Status StageVectorOutputs(std::span<Row* const> conds, std::span<const int32_t> tokens);
+  // x_ of `rows` rows (pairs broadcast) from the staged token vectors through vector_in.
+  absl::Status EnqueueVectorInput(int32_t rows);
+  // The vector output stage: conditions of `rows` rows of `hidden`, the
+  // device head's draw into drawn_ and the cond rows' kept vectors, and its
+  // copy to pinned memory (capturable).
+  absl::Status EnqueueVectorHead(const float* hidden, int32_t rows);
+  // After FinishStep: pair i's drawn vector to out.token_vectors row outputs[i]
+  // and marks token tokens[i] made in conds[i].
+  void HandOutVectors(std::span<Row* const> conds, std::span<const int32_t> tokens, std::span<const int32_t> outputs,
+                      const model::StepOutputs& out);
   // Everything a decode step runs on the device after its inputs are uploaded.
   absl::Status EnqueueDecode(int32_t rows, bool any_sparse, int32_t max_keys, int32_t observe_flags,
                              int32_t kv_formats);
@@ -198,7 +233,8 @@ class CudaBackend final : public model::Backend {
   int32_t max_pos_ = 0;     // rotary table length
   int32_t sm_count_ = 0;
   cudaStream_t stream_ = nullptr;
-  Gemm gemm_;  // the cuBLAS handle and its workspace
+  Gemm gemm_;                                  // the cuBLAS handle and its workspace
+  std::unique_ptr<DeviceFlowHead> flow_head_;  // vector models only
 
   // The pool (bytes): every row's KV and policy state (row_layout.h), placed
   // by the KV manager (engine/kv/kv_manager.h), whose table holds the rows.
@@ -225,6 +261,17 @@ class CudaBackend final : public model::Backend {
   bool inject_nan_logits_ = false;  // fault injection: the next head writes NaN logits
   StepInputs inputs_;
   PinnedBuffer host_x_pinned_;  // prefill embeddings of one chunk
+  // Vector models: per pair the kept-vector source (float offset into the
+  // pool, or -1 - k: row k of the given vectors) and the kept place of its
+  // drawn token (-1: not kept), then the given vectors [pairs x token_dim];
+  // the conditions [rows x vector_head_in], the inputs in bf16, the drawn tokens.
+  PinnedBuffer host_vectors_, host_drawn_;
+  DeviceBuffer vector_io_, conditions_, vector_in_bf16_, drawn_;
+  int64_t* vector_sources_ = nullptr;
+  int64_t* vector_kept_ = nullptr;
+  float* vectors_given_ = nullptr;
+  std::vector<Row*> pass_conds_;
+  std::vector<int32_t> pass_tokens_;
   model::PlannedStep planned_;  // reused per step
   // A step's scratch, reused: its decode queries; a prompt pass's computed
   // entries, their tokens and offsets, each entry's completing ordinal (its

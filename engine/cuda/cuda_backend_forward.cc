@@ -2,6 +2,7 @@
 // input stage, the output stage + sampling, and the whole decode step as one
 // enqueue (what the CUDA graphs capture). With the switches off (RMSNorm,
 // pre-norm, no QK-norm) the launches are exactly the Janus-Pro path's.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -56,6 +57,9 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
     const DeviceLayer& w = weights_.layers[l];
     if (!swin) ARGEN_STATUS_RETURN(EnqueueNorm(x_.as<float>(), w.input_norm, tokens, xn_.as<bf16>(), "input norm"));
     ARGEN_STATUS_RETURN(gemm_.Linear(xn_.as<bf16>(), w.qkv, tokens, H, qkv_dim, qkv_.as<float>(), 0.f, "qkv"));
+    if (w.qkv_bias != nullptr) {  // before QK-norm and RoPE, as the CPU backend adds it
+      ARGEN_CUDA_RETURN(kernels::AddBias(qkv_.as<float>(), w.qkv_bias, tokens, qkv_dim, stream_), "qkv bias");
+    }
     if (d.qk_norm) {
       kernels::HeadLayerNormArgs hn;
       hn.qkv = qkv_.as<float>();
@@ -157,6 +161,7 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
 }
 
 absl::Status CudaBackend::EnqueueHead(const float* hidden, int32_t rows) {
+  if (spec_.vector_tokens()) return EnqueueVectorHead(hidden, rows);  // cuda_vectors.cc
   const model::StackConfig& d = spec_.stack;
   const int32_t H = d.hidden_size, HE = spec_.head_in(), V = spec_.logits(), pairs = rows / 2;
   ARGEN_STATUS_RETURN(EnqueueNorm(hidden, weights_.final_norm, rows, head_in_.as<bf16>(), "final norm"));
@@ -204,13 +209,21 @@ absl::Status CudaBackend::FinishStep(int32_t rows, int32_t* sampled, float* logi
   }
   ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream_), "step");
   if (*host_nonfinite_flag_.as<int32_t>() != 0) {
-    return absl::InternalError("output-stage logits are NaN or Inf in this step: the model produced non-finite values");
+    return absl::InternalError(spec_.vector_tokens() ? "output-stage conditions or drawn token vectors are NaN or Inf "
+                                                       "in this step: the model produced non-finite values"
+                                                     : "output-stage logits are NaN or Inf in this step: the model "
+                                                       "produced non-finite values");
   }
-  std::memcpy(sampled, host_sampled_.as(), sizeof(int32_t) * pairs);
+  if (spec_.vector_tokens()) {
+    std::fill(sampled, sampled + pairs, 0);  // a vector model's tokens are its vectors (HandOutVectors)
+  } else {
+    std::memcpy(sampled, host_sampled_.as(), sizeof(int32_t) * pairs);
+  }
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::EnqueueInput(int32_t R) {
+  if (spec_.vector_tokens()) return EnqueueVectorInput(R);  // cuda_vectors.cc
   const int32_t P = R / 2, H = spec_.stack.hidden_size, E = spec_.input_width(), rows = spec_.input_rows();
   if (weights_.fc1_w != nullptr) {
     // Table row -> Linear, GELU, Linear (Janus: gen_embed -> gen_aligner), once per pair.

@@ -96,6 +96,7 @@ absl::Status CudaBackend::RunDecodePass(std::span<const DecodeQuery> queries, co
     sampling[i] = ToDevice(*queries[i].sampling, queries[i].t + 1);
   }
   ARGEN_STATUS_RETURN(Upload(layout.total));
+  if (spec_.vector_tokens()) ARGEN_STATUS_RETURN(StageVectorInputs(queries));
   const int32_t R = static_cast<int32_t>(n_rows);
   // Steps asking for the logits replay graphs too (FinishStep downloads them
   // after the launch): speculative decoding asks at every step.
@@ -148,6 +149,17 @@ absl::Status CudaBackend::RunDecodePass(std::span<const DecodeQuery> queries, co
       std::memcpy(out.row_logits + int64_t{2} * o * vocab, pass_logits_.data() + 2 * i * vocab,
                   sizeof(float) * 2 * vocab);
     }
+  }
+  if (spec_.vector_tokens()) {
+    pass_conds_.clear();
+    pass_tokens_.clear();
+    pass_outputs_.clear();
+    for (const DecodeQuery& q : queries) {
+      pass_conds_.push_back(q.cond);
+      pass_tokens_.push_back(q.t + 1);
+      pass_outputs_.push_back(q.output);
+    }
+    HandOutVectors(pass_conds_, pass_tokens_, pass_outputs_, out);
   }
   timer_.EndStep();
   return absl::OkStatus();

@@ -127,6 +127,8 @@ absl::Status CudaBackend::RunPromptPass(const model::StepPlan& plan, const model
   // The pairs completing their prompts: their rows' last positions, in pair order, into x_.
   std::vector<int32_t>& outputs = pass_outputs_;
   outputs.clear();
+  pass_conds_.clear();
+  pass_tokens_.clear();
   auto* sampling = reinterpret_cast<kernels::PairSampling*>(host + layout.sampling);
   int32_t head_rows = 0;
   for (int32_t i = 0; i < n_rows / 2; ++i) {
@@ -139,6 +141,8 @@ absl::Status CudaBackend::RunPromptPass(const model::StepPlan& plan, const model
     }
     sampling[outputs.size()] = ToDevice(plan.sampling[i], 0);
     outputs.push_back(step.output_offsets[i]);
+    pass_conds_.push_back(static_cast<Row*>(step.rows[2 * i]));  // a vector model keeps token 0 there
+    pass_tokens_.push_back(0);
   }
   if (head_rows == 0) {  // prompt rows or unfinished chunks alone: nothing to sample
     ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream_), "prefill");
@@ -148,6 +152,7 @@ absl::Status CudaBackend::RunPromptPass(const model::StepPlan& plan, const model
   ARGEN_CUDA_RETURN(cudaMemcpyAsync(inputs_.sampling, sampling, sizeof(kernels::PairSampling) * pairs,
                                     cudaMemcpyHostToDevice, stream_),
                     "upload sampling");
+  if (spec_.vector_tokens()) ARGEN_STATUS_RETURN(StageVectorOutputs(pass_conds_, pass_tokens_));
   const int32_t vocab = spec_.logits();
   pass_sampled_.assign(pairs, -1);
   if (out.row_logits != nullptr) pass_logits_.resize(static_cast<size_t>(head_rows) * vocab);
@@ -159,6 +164,7 @@ absl::Status CudaBackend::RunPromptPass(const model::StepPlan& plan, const model
   }
   timer_.Enable(timing, stream_);
   ARGEN_STATUS_RETURN(s);
+  if (spec_.vector_tokens()) HandOutVectors(pass_conds_, pass_tokens_, outputs, out);
   for (int32_t k = 0; k < pairs; ++k) {
     out.sampled[outputs[k]] = pass_sampled_[k];
     if (out.row_logits == nullptr) continue;

@@ -38,6 +38,7 @@ absl::Status CudaBackend::ForwardStep(const model::StepPlan& plan, const model::
       [this](model::RowId id) -> const model::RowState* { return table_ == nullptr ? nullptr : table_->FindAny(id); },
       &step));
   ARGEN_STATUS_RETURN(CheckRewinds(plan, step));
+  if (spec_.vector_tokens()) ARGEN_STATUS_RETURN(CheckVectorInputs(plan));  // cuda_vectors.cc
   const int32_t n_all = static_cast<int32_t>(step.rows.size());
   const int32_t n_rows = static_cast<int32_t>(plan.rows.size());
   bool any_prompt = false;
@@ -64,6 +65,10 @@ absl::Status CudaBackend::ForwardStep(const model::StepPlan& plan, const model::
     for (int32_t j = 0; j < count; ++j) {
       const model::Query& q = plan.queries[plan.query_offsets[c] + j];
       queries.push_back({cond, uncond, q.input, q.index, j, &plan.sampling[i], step.output_offsets[i + 1] - count + j});
+      queries.back().source = q.source;
+      if (q.source == model::InputSource::kTokenVector) {
+        queries.back().vector = plan.token_vectors.data() + int64_t{q.input} * limits_.token_dim;
+      }
     }
     if (!step.in_order[c]) AddSlotLists(plan, c, std::span(queries).subspan(first));
   }

@@ -95,6 +95,9 @@ void Describe(const model::ModelSpec& spec, model::WeightFormat format, DeviceWe
     DeviceLayer& L = w.layers[i];
     Norm(l, r.input_norm, L.input_norm);
     Projection(l, format, L.qkv, {&r.q.weight, &r.k.weight, &r.v.weight});
+    // f32 and after the GEMM in either weight format (no random draw: the
+    // bf16 matrices' random streams stay those of a spec without biases).
+    if (spec.stack.qkv_bias) l.Add(Layout::kF32, Slot(&L.qkv_bias), {&r.q.bias, &r.k.bias, &r.v.bias});
     Projection(l, format, L.o, {&r.o.weight});
     if (spec.stack.qk_norm) {
       Norm(l, r.q_norm, L.q_norm);
@@ -105,7 +108,7 @@ void Describe(const model::ModelSpec& spec, model::WeightFormat format, DeviceWe
     Projection(l, format, L.down, {&r.down.weight});
   }
   Norm(l, spec.output.final_norm, w.final_norm);
-  Matrix(l, &w.input_table, {&spec.input.table});
+  if (spec.input.table.present()) Matrix(l, &w.input_table, {&spec.input.table});
   if (spec.input.fc1.present()) {
     Matrix(l, &w.fc1_w, {&spec.input.fc1.weight});
     Bias(l, &w.fc1_b, spec.input.fc1.bias);
@@ -116,8 +119,19 @@ void Describe(const model::ModelSpec& spec, model::WeightFormat format, DeviceWe
     Matrix(l, &w.projector_w, {&spec.output.projector.weight});
     Bias(l, &w.projector_b, spec.output.projector.bias);
   }
-  Matrix(l, &w.head_w, {&spec.output.head.weight});
-  Bias(l, &w.head_b, spec.output.head.bias);
+  if (spec.output.head.present()) {
+    Matrix(l, &w.head_w, {&spec.output.head.weight});
+    Bias(l, &w.head_b, spec.output.head.bias);
+  }
+  // After every code model's tensors: their random streams stay as they were.
+  if (spec.input.vector_in.present()) {
+    Matrix(l, &w.vector_in_w, {&spec.input.vector_in.weight});
+    Bias(l, &w.vector_in_b, spec.input.vector_in.bias);
+  }
+  if (spec.output.vector_out.present()) {
+    Matrix(l, &w.vector_out_w, {&spec.output.vector_out.weight});
+    Bias(l, &w.vector_out_b, spec.output.vector_out.bias);
+  }
 }
 
 // Where fp8 entries are quantized from: one bf16 matrix at a time.

@@ -30,9 +30,10 @@ struct DeviceNorm {
 
 struct DeviceLayer {
   DeviceNorm input_norm;
-  LinearWeight qkv;           // [(heads + 2 kv_heads) * head_dim, hidden]
-  LinearWeight o;             // [hidden, heads * head_dim]
-  DeviceNorm q_norm, k_norm;  // [heads (kv_heads) * head_dim]; qk_norm only
+  LinearWeight qkv;                 // [(heads + 2 kv_heads) * head_dim, hidden]
+  const float* qkv_bias = nullptr;  // [(heads + 2 kv_heads) * head_dim] (stack.qkv_bias); null: none
+  LinearWeight o;                   // [hidden, heads * head_dim]
+  DeviceNorm q_norm, k_norm;        // [heads (kv_heads) * head_dim]; qk_norm only
   DeviceNorm post_norm;
   LinearWeight gate_up;  // [2 * intermediate, hidden]
   LinearWeight down;     // [hidden, intermediate]
@@ -51,6 +52,11 @@ struct DeviceWeights {
   const float* projector_b = nullptr;  // null: no projector
   const bf16* head_w = nullptr;
   const float* head_b = nullptr;  // head_b null: no bias
+  // Vector models (spec.output.token_dim > 0; no table or head when absent).
+  const bf16* vector_in_w = nullptr;  // [hidden, token_dim]
+  const float* vector_in_b = nullptr;
+  const bf16* vector_out_w = nullptr;  // [vector_head_in, hidden] (the CUDA backend requires it)
+  const float* vector_out_b = nullptr;
   model::WeightFormat format = model::WeightFormat::kAuto;
   int64_t bytes = 0;
 };

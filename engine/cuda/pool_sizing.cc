@@ -52,6 +52,10 @@ int64_t WorkspaceBytes(const model::ModelSpec& spec, int32_t rows, int32_t plan_
   if (input_mlp) b += P * E * 2 + P * H * 4 + P * H * 2;
   b += P * H * 4;                                                    // input stage out
   b += R * H * 4 + R * H * 2 + R * HE * 4 + R * HE * 2 + R * V * 4;  // the head's rows and logits
+  if (spec.vector_tokens()) {  // token vector inputs and kept places, conditions, bf16 inputs, drawn tokens
+    const int64_t D = spec.output.token_dim, W = spec.vector_head_in();
+    b += 2 * static_cast<int64_t>(AlignStaging(sizeof(int64_t) * P)) + P * D * 4 + R * W * 4 + P * D * 2 + P * D * 4;
+  }
   b += static_cast<int64_t>(StagingLayout(static_cast<int32_t>(T), rows).total + AlignStaging(sizeof(int32_t) * P));
   b += 4LL * d.num_layers * R * d.num_kv_heads;  // argmin
   const int64_t heads = int64_t{d.num_layers} * R * d.num_kv_heads;

@@ -31,8 +31,9 @@ inline constexpr int32_t kMaxAutoBatchRows = 16384;
 // Device bytes of the backend's fixed workspaces for `rows` rows per call and
 // policies attending up to `plan_stride` decode keys (the rotary table, the
 // activations of max(rows, 512) tokens, the head's rows, the step inputs, the
-// policy plan buffers, the attention split-K workspace and, with fp8
-// weights, the fp8 GEMM inputs).
+// policy plan buffers, the attention split-K workspace, with fp8 weights
+// the fp8 GEMM inputs, and a vector model's token-vector buffers; its device
+// flow head is placed before sizing, like the weights).
 int64_t WorkspaceBytes(const model::ModelSpec& spec, int32_t rows, int32_t plan_stride, int32_t max_prompt_tokens,
                        int32_t sm_count, bool fp8_weights = false);
 

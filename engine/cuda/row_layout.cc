@@ -9,7 +9,8 @@ int64_t Aligned(int64_t bytes) { return (bytes + kPoolAlignment - 1) / kPoolAlig
 
 }  // namespace
 
-RowLayout CudaRowLayout(const model::StackConfig& d, int32_t prompt_len, const sparse::ResolvedPolicy& policy) {
+RowLayout CudaRowLayout(const model::StackConfig& d, int32_t prompt_len, const sparse::ResolvedPolicy& policy,
+                        int32_t token_dim) {
   const int64_t heads = int64_t{d.num_layers} * d.num_kv_heads;
   RowLayout l;
   const int32_t capacity = prompt_len + policy.n_slots;
@@ -21,6 +22,8 @@ RowLayout CudaRowLayout(const model::StackConfig& d, int32_t prompt_len, const s
     l.ints_bytes = Aligned(heads * layout.ints_per_head * 4);
     l.floats_bytes = Aligned(heads * layout.floats_per_head * 4);
   }
+  // Both rows of a pair take the room (the sizer cannot tell them apart); the cond row's is used.
+  if (token_dim > 0) l.vectors_bytes = Aligned(int64_t{policy.l_dec} * token_dim * 4);
   return l;
 }
 

@@ -2,7 +2,9 @@
 // one contiguous range holding its K/V region
 // [K, V][layer][kv_head][prompt_len + n_slots][head_dim] in bf16 (kv_cache_dtype
 // fp8: e4m3 codes and their scales, kernels/kv_fp8.h), then its
-// sparsity policy state (ints, then floats; dense rows have none), each part
+// sparsity policy state (ints, then floats; dense rows have none), then for
+// a vector model (spec.output.token_dim > 0) the token vectors its pair's
+// output stage made ([l_dec][token_dim] f32: kMadeVector inputs), each part
 // 256-byte aligned. The KV manager (engine/kv/kv_manager.h) carves the pool in
 // bytes, so the bytes a row takes (RowLayout::total) are exactly what the
 // ledger counts.
@@ -20,14 +22,17 @@ namespace argen::cuda {
 inline constexpr int64_t kPoolAlignment = 256;
 
 struct RowLayout {
-  int64_t kv_bytes = 0;      // aligned
-  int64_t ints_bytes = 0;    // aligned; 0 for dense rows
-  int64_t floats_bytes = 0;  // aligned; 0 when the policy keeps no floats
-  int64_t hidden_bytes = 0;  // aligned; a prompt row's last hidden state (f32), 0 otherwise
-  int64_t total() const { return kv_bytes + ints_bytes + floats_bytes + hidden_bytes; }
+  int64_t kv_bytes = 0;       // aligned
+  int64_t ints_bytes = 0;     // aligned; 0 for dense rows
+  int64_t floats_bytes = 0;   // aligned; 0 when the policy keeps no floats
+  int64_t hidden_bytes = 0;   // aligned; a prompt row's last hidden state (f32), 0 otherwise
+  int64_t vectors_bytes = 0;  // aligned; a vector model's made token vectors (f32), 0 otherwise
+  int64_t total() const { return kv_bytes + ints_bytes + floats_bytes + hidden_bytes + vectors_bytes; }
 };
 
-RowLayout CudaRowLayout(const model::StackConfig& stack, int32_t prompt_len, const sparse::ResolvedPolicy& policy);
+// token_dim: spec.output.token_dim (0: a code model, no vectors).
+RowLayout CudaRowLayout(const model::StackConfig& stack, int32_t prompt_len, const sparse::ResolvedPolicy& policy,
+                        int32_t token_dim = 0);
 // A prompt row (engine/model/backend.h): the prompt's K/V in `format`, then
 // its last position's hidden state.
 RowLayout CudaPromptRowLayout(const model::StackConfig& stack, int32_t prompt_len, sparse::KvFormat format);
@@ -36,12 +41,13 @@ RowLayout CudaPromptRowLayout(const model::StackConfig& stack, int32_t prompt_le
 // a row sharing another's prompt KV holds its decode slots only.
 class CudaRowSizer final : public model::RowSizer {
  public:
-  explicit CudaRowSizer(const model::StackConfig& stack) : stack_(stack) {}
+  explicit CudaRowSizer(const model::StackConfig& stack, int32_t token_dim = 0)
+      : stack_(stack), token_dim_(token_dim) {}
   int64_t RowBytes(int32_t prompt_len, const sparse::ResolvedPolicy& policy) const override {
-    return CudaRowLayout(stack_, prompt_len, policy).total();
+    return CudaRowLayout(stack_, prompt_len, policy, token_dim_).total();
   }
   int64_t SharingRowBytes(int32_t /*prompt_len*/, const sparse::ResolvedPolicy& policy) const override {
-    return CudaRowLayout(stack_, 0, policy).total();
+    return CudaRowLayout(stack_, 0, policy, token_dim_).total();
   }
   int64_t PromptRowBytes(int32_t prompt_len, sparse::KvFormat format) const override {
     return CudaPromptRowLayout(stack_, prompt_len, format).total();
@@ -49,6 +55,7 @@ class CudaRowSizer final : public model::RowSizer {
 
  private:
   model::StackConfig stack_;
+  int32_t token_dim_ = 0;
 };
 
 }  // namespace argen::cuda

@@ -115,8 +115,9 @@ struct BackendOptions {
   WeightFormat weight_format = WeightFormat::kAuto;
   // A vector model's output stage (spec.output.token_dim > 0), from its
   // family: required by such a model, refused by any other. The CPU backend
-  // runs it on the host; the CUDA backend has no device token head yet and
-  // refuses vector models (UNIMPLEMENTED).
+  // runs it on the host (Draw); the CUDA backend builds its own device head
+  // from the head's flow_matching() description and refuses a head without
+  // one (UNIMPLEMENTED).
   std::shared_ptr<const TokenHead> token_head;
 };
 

@@ -8,6 +8,7 @@
 #include <span>
 
 #include "absl/status/status.h"
+#include "engine/model/flow_matching_head.h"
 #include "engine/model/sampler.h"
 
 namespace argen::model {
@@ -29,6 +30,10 @@ class TokenHead {
   virtual absl::Status Draw(std::span<const float> cond, std::span<const float> uncond,
                             std::span<const SamplingSpec> sampling, std::span<const int32_t> token_index,
                             std::span<float> out) const = 0;
+  // A flow-matching head a device backend can run itself (the CUDA
+  // backend's device head draws the same tokens within its tolerance);
+  // null: the head runs only as Draw, on the host.
+  virtual const FlowMatchingHeadDesc* flow_matching() const { return nullptr; }
 };
 
 }  // namespace argen::model

@@ -36,5 +36,32 @@ TEST(KvManagerCudaSizerTest, RandomAdmissionCancelSharingInTheDevicePool) {
   }
 }
 
+// A vector model's rows also hold the token vectors their pair drew
+// ([l_dec][token_dim] f32, aligned, after the other parts); prompt rows draw
+// none, and a code model's rows are unchanged.
+TEST(KvManagerCudaSizerTest, AVectorModelsRowsHoldTheirDrawnVectors) {
+  model::StackConfig stack;
+  stack.num_layers = 2;
+  stack.num_kv_heads = 2;
+  stack.head_dim = 16;
+  stack.hidden_size = 64;
+  constexpr int32_t kTokenDim = 16;
+  for (sparse::PolicyKind kind : {sparse::PolicyKind::kDense, sparse::PolicyKind::kDiagonal}) {
+    const sparse::ResolvedPolicy policy =
+        kv::testing::WalkPolicy(kind, kind == sparse::PolicyKind::kDense ? 0.0 : 0.75, sparse::KvFormat::kAuto);
+    ASSERT_GT(policy.l_dec, 0);
+    const RowLayout code = CudaRowLayout(stack, 8, policy), vector = CudaRowLayout(stack, 8, policy, kTokenDim);
+    const int64_t drawn =
+        (int64_t{policy.l_dec} * kTokenDim * 4 + kPoolAlignment - 1) / kPoolAlignment * kPoolAlignment;
+    EXPECT_EQ(code.vectors_bytes, 0);
+    EXPECT_EQ(vector.vectors_bytes, drawn);
+    EXPECT_EQ(vector.total(), code.total() + drawn);
+    const CudaRowSizer code_sizer(stack), vector_sizer(stack, kTokenDim);
+    EXPECT_EQ(vector_sizer.RowBytes(8, policy), code_sizer.RowBytes(8, policy) + drawn);
+    EXPECT_EQ(vector_sizer.SharingRowBytes(8, policy), code_sizer.SharingRowBytes(8, policy) + drawn);
+    EXPECT_EQ(vector_sizer.PromptRowBytes(8, policy.kv_format), code_sizer.PromptRowBytes(8, policy.kv_format));
+  }
+}
+
 }  // namespace
 }  // namespace argen::cuda

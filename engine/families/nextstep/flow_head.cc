@@ -144,11 +144,9 @@ void FlowHead::Velocity(const float* x, float t, const float* c, int32_t n, floa
   VelocityEmbedded(x, t, c_emb.data(), n, v);
 }
 
-void FlowHead::VelocityEmbedded(const float* x, float t, const float* c_emb, int32_t n, float* v) const {
+void FlowHead::TimeEmbedding(float t, float* out) const {
   const int32_t W = dims_.width, F = dims_.frequencies, half = F / 2;
-  const size_t rows = static_cast<size_t>(n);
-  // TimestepEmbedder: the same t for every row.
-  std::vector<float> freq(F), t1(W), temb(W);
+  std::vector<float> freq(F), t1(W);
   const float neg_log_period = -std::log(10000.0f);
   for (int32_t i = 0; i < half; ++i) {
     const float arg = t * std::exp(neg_log_period * static_cast<float>(i) / static_cast<float>(half));
@@ -157,7 +155,35 @@ void FlowHead::VelocityEmbedded(const float* x, float t, const float* c_emb, int
   }
   Apply(time_fc1, freq.data(), 1, t1.data());
   for (float& e : t1) e = Silu(e);
-  Apply(time_fc2, t1.data(), 1, temb.data());
+  Apply(time_fc2, t1.data(), 1, out);
+}
+
+model::FlowMatchingHeadDesc FlowHead::Describe(const FlowSampling& s) const {
+  model::FlowMatchingHeadDesc d;
+  const auto view = [](const Linear& l) { return model::FlowMatchingHeadDesc::Linear{l.weight, l.bias, l.out, l.in}; };
+  d.token_dim = dims_.token_dim;
+  d.cond_dim = dims_.cond_dim;
+  d.width = dims_.width;
+  d.cond_embed = view(cond_embed);
+  d.input_proj = view(input_proj);
+  for (const Block& b : blocks_) d.blocks.push_back({b.ln_weight, b.ln_bias, view(b.fc1), view(b.fc2), view(b.ada)});
+  d.final_ada = view(final_ada);
+  d.final_linear = view(final_linear);
+  if (s.steps >= 2) d.times = TimeGrid(s.steps, 1.0f - s.last_step_size, s.timesteps_shift);
+  d.time_embeddings.resize(d.times.size() * dims_.width);
+  for (size_t k = 0; k < d.times.size(); ++k) TimeEmbedding(d.times[k], d.time_embeddings.data() + k * dims_.width);
+  d.last_step_size = s.last_step_size;
+  d.normalize = s.normalize;
+  d.time_embedding = [this](float t, float* out) { TimeEmbedding(t, out); };
+  return d;
+}
+
+void FlowHead::VelocityEmbedded(const float* x, float t, const float* c_emb, int32_t n, float* v) const {
+  const int32_t W = dims_.width;
+  const size_t rows = static_cast<size_t>(n);
+  // TimestepEmbedder: the same t for every row.
+  std::vector<float> temb(W);
+  TimeEmbedding(t, temb.data());
   // silu(y), y = temb + cond_embed(c): what every adaLN_modulation reads.
   std::vector<float> sy(rows * W);
   for (size_t r = 0; r < rows; ++r) {

@@ -31,6 +31,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "engine/model/flow_matching_head.h"
 #include "engine/model/model_spec.h"
 
 namespace argen::nextstep {
@@ -83,6 +84,14 @@ class FlowHead {
                       const NoiseFn& noise, float* tokens) const;
 
   const FlowHeadDims& dims() const { return dims_; }
+
+  // TimestepEmbedder(t): out [width].
+  void TimeEmbedding(float t, float* out) const;
+  // The head and `sampling` (its cfg aside: each pair's) for a device
+  // backend (engine/model/flow_matching_head.h): views of this head's
+  // weights (valid while it lives), the time grid and its embeddings as
+  // Sample computes them. No times when sampling.steps < 2 (Sample refuses those).
+  model::FlowMatchingHeadDesc Describe(const FlowSampling& sampling) const;
 
  private:
   struct Linear {

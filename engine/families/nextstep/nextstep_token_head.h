@@ -29,13 +29,16 @@ class NextStepTokenHead final : public model::TokenHead {
   absl::Status Draw(std::span<const float> cond, std::span<const float> uncond,
                     std::span<const model::SamplingSpec> sampling, std::span<const int32_t> token_index,
                     std::span<float> out) const override;
+  // The flow head and the family's sampler settings for a device backend.
+  const model::FlowMatchingHeadDesc* flow_matching() const override { return &device_; }
 
  private:
   NextStepTokenHead(std::unique_ptr<FlowHead> head, const FlowSampling& sampling)
-      : head_(std::move(head)), sampling_(sampling) {}
+      : head_(std::move(head)), sampling_(sampling), device_(head_->Describe(sampling)) {}
 
   std::unique_ptr<FlowHead> head_;
   FlowSampling sampling_;
+  model::FlowMatchingHeadDesc device_;  // views of head_'s weights
 };
 
 }  // namespace argen::nextstep

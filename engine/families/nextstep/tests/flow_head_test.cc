@@ -1,11 +1,16 @@
 // The CPU flow-matching head against the official FlowMatchingHead
 // (tests/goldens/tiny/tiny-nextstep, tools/goldens/make_nextstep_goldens.py):
 // the velocity net, and a whole sampled token with the official sampler's
-// recorded noise injected.
+// recorded noise injected. Also: the device description (Describe, what the
+// CUDA backend builds its head from) alone, interpreted on the host, samples
+// the head's tokens.
 #include "engine/families/nextstep/flow_head.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
+#include <span>
+#include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
 #include "gtest/gtest.h"
@@ -154,6 +159,113 @@ TEST_F(FlowHeadTest, MissingTensorIsNamed) {
   ASSERT_FALSE(head.ok());
   EXPECT_NE(head.status().message().find(absl::StrCat("res_blocks.", dims_.blocks)), std::string::npos)
       << head.status();
+}
+
+// The sampler as engine/model/flow_matching_head.h states it, from the
+// description alone (double accumulation; one pair): what the CUDA backend's
+// DeviceFlowHead computes.
+std::vector<float> SampleFromDescription(const model::FlowMatchingHeadDesc& d, const float* cond, const float* uncond,
+                                         float cfg, const NoiseFn& noise) {
+  using Linear = model::FlowMatchingHeadDesc::Linear;
+  const int32_t W = d.width, D = d.token_dim;
+  const auto apply = [](const Linear& l, const float* x, float* out) {
+    for (int32_t o = 0; o < l.out; ++o) {
+      double acc = l.bias[o];
+      for (int32_t i = 0; i < l.in; ++i) acc += double{l.weight[static_cast<size_t>(o) * l.in + i]} * x[i];
+      out[o] = static_cast<float>(acc);
+    }
+  };
+  const auto layer_norm = [](const float* x, int32_t n, std::span<const float> w, std::span<const float> b,
+                             float* out) {
+    double mean = 0, var = 0;
+    for (int32_t i = 0; i < n; ++i) mean += x[i];
+    mean /= n;
+    for (int32_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+    const double inv = 1.0 / std::sqrt(var / n + 1e-6);
+    for (int32_t i = 0; i < n; ++i) {
+      const double y = (x[i] - mean) * inv;
+      out[i] = static_cast<float>(w.empty() ? y : y * w[i] + b[i]);
+    }
+  };
+  const auto silu = [](float v) { return v / (1.0f + std::exp(-v)); };
+  std::vector<float> c_emb[2] = {std::vector<float>(W), std::vector<float>(W)};
+  apply(d.cond_embed, cond, c_emb[0].data());
+  apply(d.cond_embed, uncond, c_emb[1].data());
+  const auto velocity = [&](const std::vector<float>& x, int32_t k, const std::vector<float>& ce) {
+    std::vector<float> sy(W), h(W), hn(W), a(W), b(W), mod(3 * W), v(D);
+    for (int32_t i = 0; i < W; ++i) sy[i] = silu(d.time_embeddings[static_cast<size_t>(k) * W + i] + ce[i]);
+    apply(d.input_proj, x.data(), h.data());
+    for (const model::FlowMatchingHeadDesc::Block& blk : d.blocks) {
+      apply(blk.ada, sy.data(), mod.data());
+      layer_norm(h.data(), W, blk.ln_weight, blk.ln_bias, hn.data());
+      for (int32_t i = 0; i < W; ++i) hn[i] = hn[i] * (1.0f + mod[W + i]) + mod[i];
+      apply(blk.fc1, hn.data(), a.data());
+      for (float& e : a) e = silu(e);
+      apply(blk.fc2, a.data(), b.data());
+      for (int32_t i = 0; i < W; ++i) h[i] += mod[2 * W + i] * b[i];
+    }
+    apply(d.final_ada, sy.data(), mod.data());
+    layer_norm(h.data(), W, {}, {}, hn.data());
+    for (int32_t i = 0; i < W; ++i) hn[i] = hn[i] * (1.0f + mod[W + i]) + mod[i];
+    apply(d.final_linear, hn.data(), v.data());
+    return v;
+  };
+  const auto guided = [&](const std::vector<float>& x, int32_t k) {
+    std::vector<float> v = velocity(x, k, c_emb[0]);
+    if (cfg > 1.0f) {
+      const std::vector<float> u = velocity(x, k, c_emb[1]);
+      for (int32_t i = 0; i < D; ++i) v[i] = u[i] + cfg * (v[i] - u[i]);
+    }
+    return v;
+  };
+  const int32_t S = static_cast<int32_t>(d.times.size());
+  std::vector<float> x(D), w(D);
+  noise(0, 0, x.data());
+  for (int32_t k = 0; k + 1 < S; ++k) {
+    const float t = d.times[k], dt = d.times[k + 1] - d.times[k], sigma = 1.0f - t;
+    const float var = sigma * sigma + t * sigma;
+    const std::vector<float> v = guided(x, k);
+    noise(0, k + 1, w.data());
+    for (int32_t i = 0; i < D; ++i) {
+      const float drift = v[i] + sigma * ((t * v[i] - x[i]) / var);
+      x[i] = (x[i] + drift * dt) + std::sqrt(2.0f * sigma) * (w[i] * std::sqrt(dt));
+    }
+  }
+  const std::vector<float> v = guided(x, S - 1);
+  for (int32_t i = 0; i < D; ++i) x[i] += v[i] * d.last_step_size;
+  std::vector<float> token(D);
+  if (d.normalize) {
+    layer_norm(x.data(), D, {}, {}, token.data());
+  } else {
+    token = x;
+  }
+  return token;
+}
+
+TEST_F(FlowHeadTest, TheDeviceDescriptionAloneSamplesTheHeadsTokens) {
+  FlowSampling s;  // the family's: 50 steps
+  const model::FlowMatchingHeadDesc d = head_->Describe(s);
+  ASSERT_EQ(d.times.size(), 50u);
+  ASSERT_EQ(d.blocks.size(), static_cast<size_t>(dims_.blocks));
+  EXPECT_EQ(d.times.front(), 0.0f);
+  // The table is TimestepEmbedder at the grid times.
+  std::vector<float> temb(dims_.width);
+  d.time_embedding(d.times[17], temb.data());
+  EXPECT_TRUE(std::equal(temb.begin(), temb.end(), d.time_embeddings.begin() + 17 * dims_.width));
+  std::vector<float> cond(dims_.cond_dim), uncond(dims_.cond_dim);
+  for (size_t i = 0; i < cond.size(); ++i) {
+    cond[i] = std::sin(0.7f * i + 0.2f);
+    uncond[i] = std::cos(0.4f * i);
+  }
+  for (float cfg : {7.5f, 1.0f}) {
+    s.cfg = cfg;
+    const NoiseFn noise = KeyedNoise(21, {3}, 5, dims_.token_dim);
+    std::vector<float> want(dims_.token_dim);
+    ASSERT_TRUE(head_->Sample(cond.data(), uncond.data(), 1, s, noise, want.data()).ok());
+    const std::vector<float> got = SampleFromDescription(d, cond.data(), uncond.data(), cfg, noise);
+    // f32 (cblas) against double accumulation through 50 steps.
+    EXPECT_LT(RelativeError(got.data(), want), 1e-4) << "cfg " << cfg;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,104 @@
+// A flow-matching token head on the device (engine/model/flow_matching_head.h:
+// NextStep-1's SimpleMLPAdaLN and its SDE sampler; the CPU reference is
+// engine/families/nextstep/flow_head.cc): bf16 weight matrices, f32 biases,
+// norms and activations, cuBLAS GEMMs with fp32 accumulation and the kernels
+// of kernels/flow_head_kernels.h. Every pair of a call runs together, in
+// chunks of at most kChunkPairs pairs (fixed workspaces, whatever the batch):
+// per chunk one cond_embed GEMM, then per sampler step the net (its blocks'
+// and the final layer's adaLN modulations as one GEMM) over the pair's cond
+// and uncond rows and one step kernel. The time embeddings of the grid are
+// the host's (made once by the family). Everything is enqueued on the
+// caller's stream without a sync or an allocation, so a step that contains
+// it can be captured in a CUDA graph.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/device_weights.h"
+#include "engine/cuda/gemm.h"
+#include "engine/model/flow_matching_head.h"
+#include "kernels/flow_head_kernels.h"
+#include "kernels/sampling.h"
+
+namespace argen::cuda {
+
+class DeviceFlowHead {
+ public:
+  static constexpr int32_t kChunkPairs = 128;
+
+  // Checks the description's shapes (InvalidArgument naming the tensor),
+  // uploads its weights and makes the workspaces.
+  static absl::StatusOr<std::unique_ptr<DeviceFlowHead>> Create(const model::FlowMatchingHeadDesc& desc);
+
+  int32_t token_dim() const { return dims_.token_dim; }
+  int32_t cond_dim() const { return dims_.cond_dim; }
+  int32_t steps() const { return static_cast<int32_t>(steps_.size()) + 1; }
+  int64_t bytes() const { return static_cast<int64_t>(weights_.bytes() + workspace_.bytes()); }
+
+  // One token per pair: conditions [2 pairs x cond_dim] f32 (row 2p pair p's
+  // cond row, 2p + 1 its uncond row), sampling[p] its guidance weight and
+  // noise key (seed, image_index, step = the token index) -> tokens [pairs x
+  // token_dim]; each token also to kept + kept_offsets[p] where that is >= 0
+  // (kept null: nothing kept). *nonfinite = 1 when a token is not finite.
+  // All device pointers, enqueued on `stream` through `gemm` (bound to it).
+  absl::Status EnqueueSample(Gemm& gemm, cudaStream_t stream, const float* conditions,
+                             const kernels::PairSampling* sampling, int32_t pairs, float* tokens, float* kept,
+                             const int64_t* kept_offsets, int32_t* nonfinite);
+
+  // The net's velocity for n rows at time t (tests; host memory, synchronous):
+  // x [n x token_dim], c [n x cond_dim] -> v [n x token_dim].
+  absl::Status Velocity(Gemm& gemm, cudaStream_t stream, const float* x, float t, const float* c, int32_t n, float* v);
+
+ private:
+  struct Dims {
+    int32_t token_dim = 0, cond_dim = 0, width = 0, blocks = 0;
+    int64_t mod_width = 0;  // (3 blocks + 2) width: every adaLN modulation of one row
+  };
+  struct Block {
+    const float* ln_weight = nullptr;
+    const float* ln_bias = nullptr;
+    const bf16* fc1_w = nullptr;
+    const float* fc1_b = nullptr;
+    const bf16* fc2_w = nullptr;
+    const float* fc2_b = nullptr;
+  };
+
+  DeviceFlowHead() = default;
+  // c_emb_ of `rows` rows from bf16 conditions already in cond_bf16_.
+  absl::Status EnqueueCondEmbed(Gemm& gemm, cudaStream_t stream, int32_t rows);
+  // v_ of `rows` rows (bias added) from x_in_ (bf16) and c_emb_ at time embedding `temb` [width].
+  absl::Status EnqueueNet(Gemm& gemm, cudaStream_t stream, int32_t rows, const float* temb);
+
+  Dims dims_;
+  std::vector<kernels::FlowStep> steps_;  // the Euler-Maruyama steps; the last grid time follows
+  float last_step_size_ = 0;
+  bool normalize_ = true;
+  std::function<void(float, float*)> time_embedding_;
+
+  DeviceBuffer weights_;
+  const bf16* cond_embed_w_ = nullptr;
+  const float* cond_embed_b_ = nullptr;
+  const bf16* input_proj_w_ = nullptr;
+  const float* input_proj_b_ = nullptr;
+  const bf16* ada_w_ = nullptr;  // [mod_width x width]: block 0's shift, scale, gate, ..., the final shift, scale
+  const float* ada_b_ = nullptr;
+  std::vector<Block> blocks_;
+  const bf16* final_w_ = nullptr;
+  const float* final_b_ = nullptr;
+  const float* time_table_ = nullptr;  // [steps x width]
+
+  // Workspaces for 2 kChunkPairs rows.
+  DeviceBuffer workspace_;
+  bf16 *cond_bf16_ = nullptr, *silu_y_ = nullptr, *x_in_ = nullptr, *hn_ = nullptr, *act_bf16_ = nullptr;
+  float *c_emb_ = nullptr, *x_ = nullptr, *h_ = nullptr, *act_ = nullptr, *mod_ = nullptr, *v_ = nullptr;
+  float* temb_ = nullptr;  // [width]: Velocity's time embedding
+};
+
+}  // namespace argen::cuda

@@ -1,0 +1,69 @@
+// The small kernels of the device flow-matching head (engine/cuda/
+// device_flow_head.h; the math of engine/model/flow_matching_head.h, the CPU
+// reference engine/families/nextstep/flow_head.cc): the AdaLN pieces between
+// its cuBLAS GEMMs and the sampler's steps. Rows are pair-interleaved: row 2p
+// is pair p's cond row, 2p + 1 its uncond row. All on `stream`, no
+// allocation, no sync (capturable).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/sampling.h"
+
+namespace argen::kernels {
+
+using bf16 = __nv_bfloat16;
+
+// out[r][i] = bf16(SiLU(temb[i] + c_emb[r][i])): what every adaLN_modulation reads.
+cudaError_t FlowSiluCondition(const float* temb, const float* c_emb, int rows, int width, bf16* out,
+                              cudaStream_t stream);
+
+// out rows 2p and 2p + 1 = bf16(x[p]) (both branches at the same x), x [pairs x dim].
+cudaError_t FlowPairRows(const float* x, int pairs, int dim, bf16* out, cudaStream_t stream);
+
+// out[r] = bf16(LN(h[r]) * (1 + scale[r]) + shift[r]): LN over `width` with
+// eps 1e-6 (biased variance), affine when ln_weight is set (ln_bias too);
+// shift = mod[r * mod_stride + i], scale = mod[r * mod_stride + width + i].
+cudaError_t FlowAdaLayerNorm(const float* h, int rows, int width, const float* ln_weight, const float* ln_bias,
+                             const float* mod, int64_t mod_stride, bf16* out, cudaStream_t stream);
+
+// out = bf16(SiLU(x + bias)), x [rows x n].
+cudaError_t FlowBiasSilu(const float* x, const float* bias, int rows, int n, bf16* out, cudaStream_t stream);
+
+// h[r][i] += gate[r][i] * (y[r][i] + bias[i]), gate = mod[r * mod_stride + i].
+cudaError_t FlowGatedResidual(float* h, const float* y, const float* bias, const float* gate, int64_t mod_stride,
+                              int rows, int width, cudaStream_t stream);
+
+// x[p] = draw 0 of pair p's noise (SampleNormal4 keyed seed, image_index,
+// token index = sampling[p].step): the sampler's start.
+cudaError_t FlowStartNoise(const PairSampling* sampling, int pairs, int dim, float* x, cudaStream_t stream);
+
+// One Euler-Maruyama step at time t (the CPU's float coefficients).
+struct FlowStep {
+  float t = 0, dt = 0, sigma = 0, var = 0, sqrt_dt = 0, diffusion = 0;
+  uint32_t draw = 0;  // the noise draw of this step (k + 1)
+};
+// Per pair: v = cfg > 1 ? v_u + cfg (v_c - v_u) : v_c from v_rows [2 pairs x
+// dim]; score = (t v - x) / var; drift = v + sigma score; x = (x + drift dt) +
+// diffusion (w sqrt_dt), w the step's draw.
+cudaError_t FlowEulerStep(float* x, const float* v_rows, const PairSampling* sampling, int pairs, int dim,
+                          const FlowStep& step, cudaStream_t stream);
+
+// The last step: x += v last_step_size (v guided as above), then a
+// non-affine LayerNorm (eps 1e-6) of each pair's token when `normalize`,
+// into tokens [pairs x dim]; pair p's token also to kept + kept_offsets[p]
+// when kept_offsets[p] >= 0 (kept may be null: nothing kept); *nonfinite = 1
+// when a token holds a NaN or Inf.
+cudaError_t FlowFinish(const float* x, const float* v_rows, const PairSampling* sampling, int pairs, int dim,
+                       float last_step_size, bool normalize, float* tokens, float* kept, const int64_t* kept_offsets,
+                       int32_t* nonfinite, cudaStream_t stream);
+
+// out[p] (bf16 [pairs x dim]) = the token vector of pair p: from `kept` at
+// sources[p] >= 0 (floats into kept), else row -1 - sources[p] of `given` [n x dim].
+cudaError_t GatherTokenVectors(const float* kept, const float* given, const int64_t* sources, int pairs, int dim,
+                               bf16* out, cudaStream_t stream);
+
+}  // namespace argen::kernels
