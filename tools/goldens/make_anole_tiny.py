@@ -29,6 +29,8 @@ Goldens (goldens.json in both folders, logits.f32 in the -hf folder):
   unconditioned row is [bos, begin_image]); prefill then KV-cache decode steps.
   prompts: the cond ids of a few captions as Anole's TokenManager.tokens_from_ui builds them
   ([bos] + tokenizer.encode(text).ids + [eot]) plus <racm3:break>.
+  greedy: Anole's image loop at temperature 0 (CFG 3 against [<s>, <racm3:break>], 1,024 tokens) in
+  transformers, and its image through tools/lumina_torch/vqgan.py (tiny-anole-meta/greedy_rgb8, 64 x 64 x 3).
 
 Run: .venv/bin/python tools/goldens/make_anole_tiny.py
 """
@@ -49,7 +51,7 @@ from transformers.cache_utils import DynamicCache
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from tools.lumina_torch.chameleon_vocab import image_token_name  # noqa: E402
-from tools.lumina_torch.vqgan import VQModel, chameleon_params, write_yaml  # noqa: E402
+from tools.lumina_torch.vqgan import VQModel, chameleon_params, to_uint8, write_yaml  # noqa: E402
 
 TOKENIZER = ROOT / "tests" / "goldens" / "tokenizer" / "chameleon" / "tokenizer.json"
 HF_DIR = ROOT / "tests" / "goldens" / "tiny" / "tiny-anole-hf"
@@ -175,6 +177,29 @@ def tiny_vqgan(gen: torch.Generator) -> VQModel:
     return model
 
 
+CFG = 3.0  # Anole's guidance_scale_text; with a text-only prompt its instruct-CFG is plain CFG (docs/anole.md)
+
+
+@torch.no_grad()
+def greedy_image(model, vq: VQModel, cond: list, uncond: list, image_ids: list):
+    """Anole's image loop at temperature 0: the CFG pair (cond, [<s>, <racm3:break>]) with KV caches,
+    1,024 steps, the argmax of the guided image-token logits fed back to both rows; then the VQGAN."""
+    first, count = image_ids[0], len(image_ids)
+    caches = [DynamicCache(config=model.config), DynamicCache(config=model.config)]
+    last = [hidden_logits(model, torch.tensor([ids]), cache)[0, -1] for ids, cache in zip((cond, uncond), caches)]
+    tokens = []
+    for _ in range(1024):
+        c, u = (x[first:first + count] for x in last)
+        token = first + int(torch.argmax(u + CFG * (c - u)))  # torch.argmax: the first maximum
+        tokens.append(token)
+        last = [hidden_logits(model, torch.tensor([[token]]), cache)[0, -1] for cache in caches]
+    codes = torch.tensor([t - first for t in tokens]).view(1, 32, 32)  # the tiny vocabulary's codes are in id order
+    vq_f32 = VQModel(**vq.params).eval()
+    vq_f32.load_state_dict({k: v.to(torch.bfloat16).float() for k, v in vq.state_dict().items()})
+    rgb = to_uint8(vq_f32.decode_code(codes))[0]
+    return tokens, rgb
+
+
 @torch.no_grad()
 def hidden_logits(model, ids: torch.Tensor, cache=None) -> torch.Tensor:
     out = model.model(input_ids=ids, past_key_values=cache, use_cache=cache is not None)
@@ -271,6 +296,8 @@ def main() -> None:
             rows.append(decoded.float())
     logits = torch.cat(rows)
     (HF_DIR / "logits.f32").write_bytes(logits.numpy().astype("<f4").tobytes())
+    greedy_tokens, greedy_rgb = greedy_image(model, vq, cond[:len(cond) - len(codes)], uncond[:2], image_ids)
+    (META_DIR / "greedy_rgb8").write_bytes(greedy_rgb.numpy().tobytes())
     prompts = [{"caption": c, "ids": [ids["<s>"]] + tok.encode(c).ids + [ids["<reserved08706>"]],
                 "uncond_ids": [ids["<s>"], ids["<racm3:break>"]]} for c in CAPTIONS]
     for p in prompts:
@@ -285,6 +312,10 @@ def main() -> None:
                 "first_row + prefill + s is decode step s (input ids[prefill + s], KV cache)",
         "sequences": entries, "prompts": prompts,
         "image": {"grid": [32, 32], "pixels": [64, 64]},
+        "greedy": {"caption": CAPTIONS[0], "cfg_weight": CFG, "tokens": greedy_tokens, "rgb8_file": "../tiny-anole-meta/greedy_rgb8",
+                   "note": "argmax of uncond + cfg (cond - uncond) over the image-token logits (temperature 0), "
+                           "1,024 tokens fed back to both rows; the codes decoded by tools/lumina_torch/vqgan.py "
+                           "(Chameleon's VQGAN) and converted as Chameleon's _pil_from_chw_tensor"},
     }
     (HF_DIR / "goldens.json").write_text(json.dumps(golden, indent=1) + "\n")
     for d in (HF_DIR, META_DIR):

@@ -3,13 +3,16 @@
 // as the anole family (Meta's by its files, the -hf conversion by its folder's
 // name, while the Lumina-mGPT goldens stay lumina), the info is Anole's (32 x
 // 32 codes without row breaks, 1,024 tokens, cfg 3 / temperature 0.7 /
-// top-p 0.9), every sparsity policy runs on that grid, the two layouts give
-// the same tokens for the same seed, and a broken checkpoint is a load error
-// naming the file and the tensor or field.
+// top-p 0.9), every sparsity policy runs on that grid, a greedy request gives
+// transformers' greedy loop's 1,024 tokens in both layouts and its VQGAN image
+// (tools/goldens/make_anole_tiny.py) within one level, and a broken
+// checkpoint is a load error naming the file and the tensor or field.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "engine/families/anole/anole_family.h"
@@ -104,7 +107,7 @@ TEST(AnoleEngineTest, InfoIsAnolesGridAndSampling) {
   EXPECT_EQ(info.default_sampling.top_k, 0);
 }
 
-TEST(AnoleEngineTest, BothLayoutsGiveTheSameImageTokensAndAnImage) {
+TEST(AnoleEngineTest, GreedyImageIsTransformersLoopsInBothLayouts) {
   std::unique_ptr<model::GenericEngine> meta = MakeEngine(MetaDir());
   std::unique_ptr<model::GenericEngine> hf = MakeEngine(HfDir(), {{"vqgan_dir", "../tiny-anole-meta/tokenizer"}});
   ASSERT_NE(meta, nullptr);
@@ -115,12 +118,26 @@ TEST(AnoleEngineTest, BothLayoutsGiveTheSameImageTokensAndAnImage) {
   const auto b = Generate(*hf, r);
   ASSERT_EQ(a.size(), 1u);
   ASSERT_EQ(a, b);
-  ASSERT_EQ(a[0].size(), 1024u);
-  for (int32_t v : a[0]) EXPECT_TRUE(v >= kFirstImage && v < kFirstImage + kCodes) << v;
+  // transformers' loop: the argmax of the guided logits fed back for 1,024 steps.
+  const nlohmann::json greedy = test_support::ReadJson("tests/goldens/tiny/tiny-anole-hf/goldens.json")["greedy"];
+  ASSERT_EQ(greedy["caption"], r.prompt);
+  EXPECT_EQ(a[0], greedy["tokens"].get<std::vector<int32_t>>());
   absl::StatusOr<std::vector<engine::RgbImage>> images = meta->DecodeImages(a);
   ASSERT_TRUE(images.ok()) << images.status();
-  EXPECT_EQ((*images)[0].width, 64);
-  EXPECT_EQ((*images)[0].height, 64);
+  const engine::RgbImage& image = (*images)[0];
+  EXPECT_EQ(image.width, 64);
+  EXPECT_EQ(image.height, 64);
+  // Chameleon's VQGAN (tools/lumina_torch/vqgan.py) on the same codes: within one level (truncation ties).
+  std::ifstream in(MetaDir() + "/greedy_rgb8", std::ios::binary);
+  const std::string rgb8((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(image.rgb.size(), rgb8.size());
+  int off = 0;
+  for (size_t i = 0; i < rgb8.size(); ++i) {
+    const int d = std::abs(static_cast<int>(image.rgb[i]) - static_cast<uint8_t>(rgb8[i]));
+    EXPECT_LE(d, 1) << "byte " << i;
+    off += d != 0;
+  }
+  EXPECT_LE(off, static_cast<int>(rgb8.size() / 100));
 }
 
 TEST(AnoleEngineTest, EveryPolicyRunsOnTheGrid) {
@@ -191,6 +208,26 @@ TEST(AnoleLoadTest, MismatchedOrCorruptCheckpointsNameTheFileAndTensor) {
   EXPECT_NE(error.find("vqgan.yaml"), std::string::npos) << error;
   EXPECT_NE(error.find("vqgan_dir"), std::string::npos) << error;
   for (const fs::path& d : {more_layers, wider, no_dim, truncated, no_vqgan}) fs::remove_all(d.parent_path());
+}
+
+TEST(AnoleLoadTest, HfConfigThatDoesNotMatchItsWeightsNamesTheTensor) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("anole_hf_" + std::to_string(::getpid())) / "tiny-anole-hf";
+  fs::remove_all(dir.parent_path());
+  fs::create_directories(dir);
+  fs::copy(HfDir(), dir, fs::copy_options::recursive);
+  const fs::path config_path = dir / "config.json";
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(config_path));
+  config["intermediate_size"] = 64;
+  std::ofstream(config_path) << config.dump();
+  engine::EngineOptions options;
+  options.model_dir = dir.string();
+  options.family_options = {{"vqgan_dir", MetaDir() + "/tokenizer"}};
+  absl::StatusOr<std::unique_ptr<model::GenericEngine>> e = model::CreateGenericEngine(options);
+  ASSERT_FALSE(e.ok());
+  const std::string error(e.status().message());
+  EXPECT_NE(error.find("model.safetensors"), std::string::npos) << error;
+  EXPECT_NE(error.find("mlp.gate_proj.weight"), std::string::npos) << error;
+  fs::remove_all(dir.parent_path());
 }
 
 TEST(AnoleLoadTest, HfLayoutWithoutTheVqganOrWithAForeignOptionIsRefused) {
