@@ -70,7 +70,7 @@ std::string ReadText(const fs::path& path, absl::Status* status) {
   return text.str();
 }
 
-// text_tokenizer.json's vocabulary: model.vocab and added_tokens (as VocabInfo reads model.vocab).
+// text_tokenizer.json's vocabulary: model.vocab, as Anole's VocabInfo reads it.
 absl::StatusOr<std::vector<std::pair<std::string, int32_t>>> TokenizerVocab(const std::string& path) {
   absl::Status status;
   const std::string text = ReadText(path, &status);
@@ -93,7 +93,8 @@ absl::StatusOr<std::vector<std::pair<std::string, int32_t>>> TokenizerVocab(cons
   return out;
 }
 
-std::string DefaultOr(const families::FamilyOptions& options, const fs::path& base, const fs::path& fallback) {
+// The vqgan_dir option (relative to the served directory `base`, or absolute), else `fallback`.
+std::string VqganDir(const families::FamilyOptions& options, const fs::path& base, const fs::path& fallback) {
   auto it = options.find(kVqganDirOption);
   if (it == options.end() || it->second.empty()) return fallback.string();
   const fs::path p(it->second);
@@ -107,7 +108,7 @@ absl::StatusOr<Layout> HfLayout(const std::string& model_dir, const families::Fa
   l.config = *std::move(config);
   l.vocab = l.config.vocabulary_map;
   l.tokenizer_file = (fs::path(model_dir) / "tokenizer.json").string();
-  l.vqgan_dir = DefaultOr(options, model_dir, fs::path(model_dir) / "tokenizer");
+  l.vqgan_dir = VqganDir(options, model_dir, fs::path(model_dir) / "tokenizer");
   return l;
 }
 
@@ -144,7 +145,7 @@ absl::StatusOr<Layout> MetaLayout(const std::string& model_dir, const families::
   absl::StatusOr<LuminaConfig> config = LoadMetaParams((weights_dir / "params.json").string());
   if (!config.ok()) return config.status();
   l.config = *std::move(config);
-  l.vqgan_dir = DefaultOr(options, root, root / "tokenizer");
+  l.vqgan_dir = VqganDir(options, dir, root / "tokenizer");
   l.tokenizer_file = (fs::path(l.vqgan_dir) / "text_tokenizer.json").string();
   if (absl::Status s = RequireFile(l.tokenizer_file, "text tokenizer"); !s.ok()) return s;
   absl::StatusOr<std::vector<std::pair<std::string, int32_t>>> vocab = TokenizerVocab(l.tokenizer_file);
