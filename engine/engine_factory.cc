@@ -91,8 +91,9 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   absl::StatusOr<families::FamilyModel> family = families::LoadFamilyModel(options.model_dir, options.family_options);
   if (!family.ok()) return family.status();
   absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> opened =
-      family->weights_file.empty() ? checkpoint::Checkpoint::Open(options.model_dir)
-                                   : checkpoint::OpenCheckpointFile(family->weights_file);
+      family->open_checkpoint        ? family->open_checkpoint()
+      : family->weights_file.empty() ? checkpoint::Checkpoint::Open(options.model_dir)
+                                     : checkpoint::OpenCheckpointFile(family->weights_file);
   if (!opened.ok()) return opened.status();
   std::shared_ptr<const checkpoint::Checkpoint> ckpt(std::move(*opened));
   // The family's one tensor map, checked in full before anything loads.

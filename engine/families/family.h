@@ -88,6 +88,9 @@ struct FamilyModel {
   // Non-empty: the stack's weights are this one file of any name (LlamaGen's
   // c2i_L_384.pt), not the directory's hub layout (checkpoint::Checkpoint::Open).
   std::string weights_file;
+  // Non-null: opens the stack's weights instead (a layout whose tensors need
+  // renaming or reordering to the spec's names: Anole's Meta consolidated.pth).
+  std::function<absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>>()> open_checkpoint;
   // Class-conditional models: the number of classes (engine::ModelInfo::
   // num_classes) and class id -> prompt ids; 0 and null for text models.
   int32_t num_classes = 0;
@@ -125,6 +128,7 @@ inline absl::Status CheckFamilyOptions(const std::string& family, const FamilyOp
 struct ConfigIdentity {
   std::string model_type;                  // "" when absent
   std::vector<std::string> architectures;  // empty when absent
+  std::string dir_name;                    // the model directory's own name (Anole's -hf conversion is told by it)
 };
 
 struct Family {

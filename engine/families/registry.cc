@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/families/anole/anole_family.h"
 #include "engine/families/emu3/emu3_family.h"
 #include "engine/families/janus/janus_family.h"
 #include "engine/families/llamagen/llamagen_family.h"
@@ -18,8 +19,9 @@ namespace argen::families {
 
 const std::vector<Family>& Families() {
   static const auto* families = new std::vector<Family>{
-      janus::JanusFamily(),       lumina::LuminaFamily(),     emu3::Emu3Family(),
-      llamagen::LlamaGenFamily(), nextstep::NextStepFamily(),
+      // Anole before Lumina-mGPT: both are model_type chameleon; Anole's -hf folder is told by its name.
+      janus::JanusFamily(), anole::AnoleFamily(),       lumina::LuminaFamily(),
+      emu3::Emu3Family(),   llamagen::LlamaGenFamily(), nextstep::NextStepFamily(),
   };
   return *families;
 }
@@ -34,6 +36,8 @@ absl::StatusOr<ConfigIdentity> ReadConfigIdentity(const std::string& model_dir) 
   if (root.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": malformed JSON"));
   if (!root.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": top level is not a JSON object"));
   ConfigIdentity id;
+  const std::filesystem::path dir = std::filesystem::path(model_dir).lexically_normal();
+  id.dir_name = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
   if (auto it = root.find("model_type"); it != root.end() && !it->is_null()) {
     if (!it->is_string())
       return absl::InvalidArgumentError(absl::StrCat(path, ": field 'model_type' must be a string"));

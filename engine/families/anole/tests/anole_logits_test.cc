@@ -1,0 +1,137 @@
+// The Anole family against transformers (tests/goldens/tiny/tiny-anole-*,
+// made by tools/goldens/make_anole_tiny.py): one tiny random model in both
+// published layouts. Through the family's own load (LoadAnole: the -hf
+// conversion read as stored, Meta's consolidated.pth through the converter's
+// q/k permutation) the CPU backend's prefill and KV-decode logits of Anole's
+// CFG pair (<s> caption <reserved08706> <racm3:break> codes..., and
+// <s> <racm3:break> codes...) match ChameleonForConditionalGeneration's over
+// the image tokens (relative error 1e-4 in fp32), and the prompt recipe gives
+// Anole's TokenManager ids for each layout's tokenizer.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/families/anole/anole_family.h"
+#include "engine/families/anole/meta_checkpoint.h"
+#include "engine/kv/kv_manager.h"
+#include "engine/model/backend_registry.h"
+#include "engine/model/weight_source.h"
+#include "engine/sparse/policy_params.h"
+#include "gtest/gtest.h"
+#include "tests/support/golden_files.h"
+
+namespace argen::anole {
+namespace {
+
+using test_support::ReadF32;
+using test_support::ReadJson;
+using test_support::RelativeError;
+using test_support::SourceDir;
+
+constexpr double kTolerance = 1e-4;
+const char kHf[] = "tests/goldens/tiny/tiny-anole-hf";
+const char kMeta[] = "tests/goldens/tiny/tiny-anole-meta";
+
+// Each layout's directory and family options (the -hf folder reads the VQGAN from Meta's tokenizer folder).
+std::pair<std::string, families::FamilyOptions> Layout(const std::string& which) {
+  if (which == "hf") return {SourceDir() + "/" + kHf, {{"vqgan_dir", "../tiny-anole-meta/tokenizer"}}};
+  return {SourceDir() + "/" + kMeta, {}};
+}
+
+absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> Open(const families::FamilyModel& m, const std::string& dir) {
+  return m.open_checkpoint ? m.open_checkpoint() : checkpoint::Checkpoint::Open(dir);
+}
+
+class AnoleLayoutTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AnoleLayoutTest, CfgPairLogitsMatchTransformers) {
+  const auto [dir, options] = Layout(GetParam());
+  const nlohmann::json golden = ReadJson(std::string(kHf) + "/goldens.json");
+  absl::StatusOr<families::FamilyModel> m = LoadAnole(dir, options);
+  ASSERT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = Open(*m, dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  ASSERT_TRUE(model::ValidateTensors(**ckpt, m->spec).ok()) << model::ValidateTensors(**ckpt, m->spec);
+  const int32_t first = golden["image_token_ids"][0].get<int32_t>();
+  const int32_t count = golden["image_token_ids"][1].get<int32_t>() - first;
+  ASSERT_EQ(m->spec.input.sampled_offset, first);
+  ASSERT_EQ(m->spec.output.head.weight.rows, count);
+
+  model::BackendOptions backend_options;
+  backend_options.max_prompt_tokens = 64;
+  absl::StatusOr<std::unique_ptr<model::Backend>> backend =
+      model::CreateCpuBackend(m->spec, model::CheckpointWeights(std::move(*ckpt)), backend_options);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  model::Backend& be = **backend;
+  kv::KvManager kv(be);
+
+  const int32_t vocab = golden["vocab_size"].get<int32_t>();
+  const std::vector<float> all = ReadF32(SourceDir() + "/" + kHf + "/" + golden["logits_file"].get<std::string>());
+  auto expected = [&](int32_t row) {
+    return std::vector<float>(all.begin() + int64_t{row} * vocab + first,
+                              all.begin() + int64_t{row} * vocab + first + count);
+  };
+  const nlohmann::json& cond = golden["sequences"]["cond"];
+  const nlohmann::json& uncond = golden["sequences"]["uncond"];
+  const auto cond_ids = cond["ids"].get<std::vector<int32_t>>();
+  const auto uncond_ids = uncond["ids"].get<std::vector<int32_t>>();
+  const int32_t cp = cond["prefill"].get<int32_t>(), up = uncond["prefill"].get<int32_t>();
+  const int32_t steps = static_cast<int32_t>(cond_ids.size()) - cp;
+  ASSERT_EQ(steps, static_cast<int32_t>(uncond_ids.size()) - up);
+  absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy({}, steps + 1);
+  ASSERT_TRUE(dense.ok());
+  std::vector<model::RowId> rows = {*kv.AllocateRow(cp, *dense), *kv.AllocateRow(up, *dense)};
+
+  std::vector<int32_t> tokens(cond_ids.begin(), cond_ids.begin() + cp);
+  tokens.insert(tokens.end(), uncond_ids.begin(), uncond_ids.begin() + up);
+  const std::vector<int32_t> offsets = {0, cp, cp + up};
+  const std::vector<model::SamplingSpec> sampling(1);
+  std::vector<int32_t> sampled(1, -1);
+  std::vector<float> logits(2 * count);
+  ASSERT_TRUE(be.Prefill({rows, offsets, tokens, sampling}, {sampled, logits.data()}).ok());
+  const int32_t c0 = cond["first_row"].get<int32_t>(), u0 = uncond["first_row"].get<int32_t>();
+  EXPECT_LE(RelativeError(logits.data(), expected(c0 + cp - 1)), kTolerance) << "prefill cond";
+  EXPECT_LE(RelativeError(logits.data() + count, expected(u0 + up - 1)), kTolerance) << "prefill uncond";
+  for (int32_t s = 0; s < steps; ++s) {
+    ASSERT_EQ(cond_ids[cp + s], uncond_ids[up + s]);  // both rows are fed the same image token
+    const std::vector<int32_t> input = {cond_ids[cp + s]}, step = {s};
+    ASSERT_TRUE(be.Decode({rows, input, step, sampling}, {sampled, logits.data()}).ok());
+    EXPECT_LE(RelativeError(logits.data(), expected(c0 + cp + s)), kTolerance) << "decode cond " << s;
+    EXPECT_LE(RelativeError(logits.data() + count, expected(u0 + up + s)), kTolerance) << "decode uncond " << s;
+  }
+  for (model::RowId r : rows) kv.FreeRow(r);
+}
+
+TEST_P(AnoleLayoutTest, PromptIdsAreAnolesTokenManagers) {
+  const auto [dir, options] = Layout(GetParam());
+  const nlohmann::json golden = ReadJson(std::string(kHf) + "/goldens.json");
+  absl::StatusOr<families::FamilyModel> m = LoadAnole(dir, options);
+  ASSERT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<model::PromptEncoder> encoder = m->make_prompt();
+  ASSERT_TRUE(encoder.ok()) << encoder.status();
+  for (const nlohmann::json& p : golden["prompts"]) {
+    auto ids = (*encoder)({p["caption"].get<std::string>(), ""});
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    EXPECT_EQ(ids->first, p["ids"].get<std::vector<int32_t>>()) << p["caption"];
+    EXPECT_EQ(ids->second, p["uncond_ids"].get<std::vector<int32_t>>()) << p["caption"];
+  }
+  // A negative prompt is guided against as its own turn, built as the caption's.
+  auto with_negative = (*encoder)({"a red cube", "a red cube"});
+  ASSERT_TRUE(with_negative.ok()) << with_negative.status();
+  EXPECT_EQ(with_negative->first, with_negative->second);
+  auto empty = (*encoder)({"", ""});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("prompt"), std::string::npos) << empty.status();
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, AnoleLayoutTest, ::testing::Values("hf", "meta"));
+
+TEST(AnoleMetaCheckpointTest, RotaryRowsFollowTheConvertersPermute) {
+  // head_dim 8: HF rows (first half, second half) = Meta's even, odd rows.
+  const std::vector<int64_t> want = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
+  for (int64_t r = 0; r < 16; ++r) EXPECT_EQ(MetaRowOfHfRow(r, 8), want[r]) << r;
+}
+
+}  // namespace
+}  // namespace argen::anole
