@@ -326,6 +326,8 @@ absl::StatusOr<families::FamilyModel> LoadAnole(const std::string& model_dir, co
   m.token_grid = kGridSide;
   m.image_tokens = kImageTokens;
   m.grid = sparse::GridGeometry{kGridSide, 0, kImageTokens};  // 32 x 32, no row breaks
+  // N_r: 2 2/3 rows, the window measured best on the shipped models (docs/policies.md "Per-family N_r").
+  m.grid.default_n_recent = sparse::RecentRowsWindow(m.grid, 8, 3);
   m.image_layouts = {engine::ImageLayout{pixels, pixels, kGridSide, kGridSide, kImageTokens, m.grid}};
   m.max_position_embeddings = layout->config.max_position_embeddings;
   m.default_sampling.cfg_weight = kDefaultCfgWeight;
