@@ -61,15 +61,19 @@ struct PolicyState {
 
 // Header of the int state.
 enum PolicyStateHeader : int32_t {
-  kStateNextStep = 0,    // the t PlanStep expects next
-  kStateResident = 1,    // score policies: slots filled so far (line_evict: slots holding a key)
-  kStateLagCount = 2,    // diagonal*: attended lags in the window
-  kStateSkipCount = 3,   // diagonal*: skipped lags
-  kStateAux = 4,         // ssd: 1 for a semantic head; diagonal_grid: the step its grid phase starts;
-                         // line_evict: free slots on its stack
-  kStateOutOfOrder = 5,  // 1 once a sparse (non-dense) state planned an out-of-order query (see PlanOutOfOrderQuery)
-  kStateFrontier = 6,    // diagonal* out of order: window lags entered so far (each in the lags or the skips)
-  kStateHeaderInts = 7,
+  kStateNextStep = 0,   // the t PlanStep expects next
+  kStateResident = 1,   // score policies: slots filled so far (line_evict: slots holding a key)
+  kStateLagCount = 2,   // diagonal*: attended lags in the window
+  kStateSkipCount = 3,  // diagonal*: skipped lags
+  kStateAux = 4,        // ssd: 1 for a semantic head; diagonal_grid: the step its grid phase starts;
+                        // line_evict: free slots on its stack
+  kStateHeaderInts = 5,
+  // Parallel decoding (PlanOutOfOrderQuery) reuses two ints the policies that
+  // plan it otherwise leave unused, so their state (and a row's memory) keeps
+  // its size: 1 once a non-dense state planned an out-of-order query, and
+  // diagonal*'s window lags entered so far (each in the lags or the skips).
+  kStateOutOfOrder = kStateAux,
+  kStateFrontier = kStateResident,
 };
 
 namespace policy_detail {
@@ -340,10 +344,28 @@ ARGEN_SPARSE_HD bool DiagonalGridCanSelect(const ResolvedPolicy& p, const Policy
   return policy_detail::GridLag(p, p.n_att - p.n_sink + skips) <= t + 1 - p.n_sink;
 }
 
+// Whether a row of this policy may decode out of order (PlanOutOfOrderQuery below).
+ARGEN_SPARSE_HD bool PlansOutOfOrder(const ResolvedPolicy& p) {
+  switch (p.kind) {
+    case PolicyKind::kDense:
+      return p.n_slots >= p.l_dec;
+    case PolicyKind::kSlidingWindow:
+    case PolicyKind::kStreamingLlm:
+    case PolicyKind::kDiagonal:
+    case PolicyKind::kDiagonalSink4:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Whether the state planned an out-of-order query (parallel decoding): from
 // then on every query of the row is planned by PlanOutOfOrderQuery, in order
-// or not. Never set for dense, whose two plans agree.
-ARGEN_SPARSE_HD bool PlannedOutOfOrder(const PolicyState& s) { return s.ints[kStateOutOfOrder] != 0; }
+// or not. Never for dense, whose two plans agree (kStateOutOfOrder is another
+// policy's kStateAux: only the kinds that plan out of order read it).
+ARGEN_SPARSE_HD bool PlannedOutOfOrder(const ResolvedPolicy& p, const PolicyState& s) {
+  return p.kind != PolicyKind::kDense && PlansOutOfOrder(p) && s.ints[kStateOutOfOrder] != 0;
+}
 
 // Diagonal* out of order: whether the query at t, once planned, selects (its
 // window lags reach the budget N_att' within [0, t - n_sink] and the skip set
@@ -360,7 +382,7 @@ ARGEN_SPARSE_HD bool OutOfOrderSelects(const ResolvedPolicy& p, const PolicyLayo
 // producing the probabilities). Call after PlanStep(t).
 ARGEN_SPARSE_HD bool ObserveNeeded(const ResolvedPolicy& p, const PolicyLayout& l, const PolicyState& s, int32_t t) {
   using namespace policy_detail;
-  if (PlannedOutOfOrder(s)) return OutOfOrderSelects(p, l, s, t);
+  if (PlannedOutOfOrder(p, s)) return OutOfOrderSelects(p, l, s, t);
   if (IsScoreBased(p.kind) || p.kind == PolicyKind::kLineEvict) return true;
   if (p.kind == PolicyKind::kSsd) return SsdSemanticState(p, s);
   if (p.kind == PolicyKind::kDiagonalGrid) return DiagonalGridCanSelect(p, l, s, t);
@@ -570,19 +592,6 @@ ARGEN_SPARSE_HD int32_t PlanStep(const ResolvedPolicy& p, const PolicyLayout& l,
 // attends at most N_att'. In order from a sequential state each list holds
 // exactly PlanStep's keys (oldest first), and in-order steps of a state that
 // went out of order stay on this plan (PlannedOutOfOrder).
-ARGEN_SPARSE_HD bool PlansOutOfOrder(const ResolvedPolicy& p) {
-  switch (p.kind) {
-    case PolicyKind::kDense:
-      return p.n_slots >= p.l_dec;
-    case PolicyKind::kSlidingWindow:
-    case PolicyKind::kStreamingLlm:
-    case PolicyKind::kDiagonal:
-    case PolicyKind::kDiagonalSink4:
-      return true;
-    default:
-      return false;
-  }
-}
 
 // The state update of the query at t: marks the state out of order, enters
 // diagonal's window lags up to t's, and puts the query's K/V in
@@ -667,7 +676,7 @@ ARGEN_SPARSE_HD int32_t PlanOutOfOrderQuery(const ResolvedPolicy& p, const Polic
 // and its state never went out of order, else PlanOutOfOrderQuery.
 ARGEN_SPARSE_HD int32_t PlanQuery(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s, int32_t t,
                                   bool in_order, bool writes, int32_t* write_slot, int32_t* attended) {
-  if (in_order && !PlannedOutOfOrder(s)) return PlanStep(p, l, s, t, write_slot, attended);
+  if (in_order && !PlannedOutOfOrder(p, s)) return PlanStep(p, l, s, t, write_slot, attended);
   return PlanOutOfOrderQuery(p, l, s, t, writes, write_slot, attended);
 }
 
@@ -715,7 +724,7 @@ ARGEN_SPARSE_HD void ApplyDiagonalSelection(const ResolvedPolicy& p, const Polic
   if (!SelectsByArgmin(p.kind) || !ObserveNeeded(p, l, s, t)) return;
   int32_t* lags = s.ints + l.off_lags;
   const int32_t n_lags = s.ints[kStateLagCount];
-  if (PlannedOutOfOrder(s)) {
+  if (PlannedOutOfOrder(p, s)) {
     if (attended == nullptr || entry < 0 || entry >= count) return;
     const int32_t slot = attended[entry];
     if (slot < p.n_sink) return;
@@ -774,7 +783,7 @@ ARGEN_SPARSE_HD void ObserveStep(const ResolvedPolicy& p, const PolicyLayout& l,
     case PolicyKind::kDiagonalSink4:
     case PolicyKind::kDiagonalGrid: {
       if (!ObserveNeeded(p, l, s, t)) return;
-      if (PlannedOutOfOrder(s)) {
+      if (PlannedOutOfOrder(p, s)) {
         const int32_t first = OutOfOrderSinkEntries(p, attended, count);
         ApplyDiagonalSelection(p, l, s, t, count, ArgminFrom(probs, first, count), attended);
         return;

@@ -101,7 +101,7 @@ class Planned {
   // the lowest unwritten index, none provisional, nothing written beyond).
   std::vector<int32_t> Query(int32_t t, bool writes, bool in_order, int32_t query_number) {
     int32_t slot = -1;
-    const bool sequential = in_order && !PlannedOutOfOrder(State());
+    const bool sequential = in_order && !PlannedOutOfOrder(p_, State());
     const int32_t n = PlanQuery(p_, l_, State(), t, in_order, writes, &slot, list_.data());
     EXPECT_GE(n, 0) << "t " << t;
     EXPECT_LE(n, l_.max_attended) << "t " << t;
@@ -174,7 +174,7 @@ int32_t RunSchedule(const ResolvedPolicy& p, int32_t period, int32_t window, con
   // rows in flight evict most of a 64-slot ring: some queries then attend no
   // decode key and select nothing, so it need not fill).
   const bool rows_in_flight = window < period - 1 || (window < period && !forced.empty());
-  if (p.kind != PolicyKind::kDense) EXPECT_EQ(PlannedOutOfOrder(got.State()), rows_in_flight) << "window " << window;
+  if (p.kind != PolicyKind::kDense) EXPECT_EQ(PlannedOutOfOrder(p, got.State()), rows_in_flight) << "window " << window;
   if (p.kind == PolicyKind::kDiagonal || p.kind == PolicyKind::kDiagonalSink4) {
     if (window > 1) {
       EXPECT_EQ(SkipCount(got.State()), LayoutFor(p).skip_capacity) << PolicyName(p.kind) << " window " << window;
