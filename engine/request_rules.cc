@@ -9,6 +9,7 @@
 #include "engine/sparse/policy_params.h"
 #include "engine/token_vectors.h"
 #include "kernels/sparse/policy.h"
+#include "kernels/sparse/policy_rewind.h"
 
 namespace argen::engine {
 namespace {
@@ -203,7 +204,7 @@ absl::Status CheckSpeculativeWindow(int32_t window, int32_t parallel_window, con
         absl::StrCat("speculative_window: speculative decoding does not combine with parallel decoding (",
                      "parallel_window ", parallel_window, "); set one of them to 0"));
   }
-  if (window > 0 && !sparse::PlansOutOfOrder(policy)) {
+  if (window > 0 && !sparse::PlansRewind(policy)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "speculative_window: speculative decoding needs the dense policy (a rejected draft's K/V is rewritten; the ",
         "sparse policies keep a ring or per-step state that cannot step back), got policy ",
@@ -221,9 +222,10 @@ absl::Status CheckParallelWindow(int32_t window, const ImageLayout& layout, cons
   }
   if (window > 0 && !sparse::PlansOutOfOrder(policy)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "parallel_window: parallel decoding needs the dense policy (its rows write out of order; the sparse ",
-        "policies keep a ring or per-step state that assumes one token per step), got policy ",
-        std::string(sparse::PolicyName(policy.kind))));
+        "parallel_window: parallel decoding runs with the dense, sliding_window, streaming_llm, diagonal and ",
+        "diagonal_sink4 policies (docs/policies.md); policy ", std::string(sparse::PolicyName(policy.kind)),
+        " keeps scores, a grid phase or per-line state that assumes one token per step; use one of those or "
+        "parallel_window 0"));
   }
   return absl::OkStatus();
 }

@@ -24,6 +24,10 @@ __global__ void InitKernel(sparse::ResolvedPolicy policy, sparse::PolicyLayout l
 // One warp per (row, layer, kv_head): lane 0 advances the state
 // (sparse::PlanStepState), then the lanes write the attended list together
 // (sparse::AttendedSlot, coalesced), the same list sparse::PlanStep writes.
+// Out of order (sparse::PlanQuery's choice): lane 0 runs
+// sparse::PlanOutOfOrderState, then the lanes test 32 candidates at a time
+// (sparse::OutOfOrderCandidate) and write the attended ones in candidate
+// order (a ballot's prefix count): sparse::PlanOutOfOrderQuery's list.
 __global__ void PlanKernel(const RowPlan* rows, int n_rows, int layers, int kv_heads, int32_t* ints, float* floats,
                            PlanBuffers out) {
   const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -35,12 +39,29 @@ __global__ void PlanKernel(const RowPlan* rows, int n_rows, int layers, int kv_h
   if (!r.sparse) return;
   const int64_t at = (static_cast<int64_t>(layer) * n_rows + row) * kv_heads + g;
   const sparse::PolicyState s = StateOf(r, layer * kv_heads + g, ints, floats);
-  int32_t slot = -1, n = 0;
-  if (lane == 0) n = sparse::PlanStepState(r.policy, r.layout, s, r.step, &slot);
+  int32_t slot = -1, n = 0, out_of_order = 0;
+  if (lane == 0) {
+    out_of_order = r.out_of_order || sparse::PlannedOutOfOrder(r.policy, s) ? 1 : 0;
+    n = out_of_order ? sparse::PlanOutOfOrderState(r.policy, r.layout, s, r.step, r.writes != 0, &slot)
+                     : sparse::PlanStepState(r.policy, r.layout, s, r.step, &slot);
+  }
   n = __shfl_sync(0xffffffffu, n, 0);
+  out_of_order = __shfl_sync(0xffffffffu, out_of_order, 0);
   __syncwarp();  // lane 0's state writes are visible to the warp
   int32_t* attended = out.attended + at * out.stride;
-  for (int k = lane; k < n; k += 32) attended[k] = sparse::AttendedSlot(r.policy, r.layout, s, r.step, k);
+  if (!out_of_order) {
+    for (int k = lane; k < n; k += 32) attended[k] = sparse::AttendedSlot(r.policy, r.layout, s, r.step, k);
+  } else if (n >= 0) {
+    const int32_t candidates = sparse::OutOfOrderCandidates(r.policy, s);
+    n = 0;
+    for (int32_t base = 0; base < candidates; base += 32) {  // uniform per warp
+      const int32_t k = base + lane;
+      const int32_t kept = k < candidates ? sparse::OutOfOrderCandidate(r.policy, r.layout, s, r.step, k) : -1;
+      const unsigned taken = __ballot_sync(0xffffffffu, kept >= 0);
+      if (kept >= 0) attended[n + __popc(taken & ((1u << lane) - 1u))] = kept;
+      n += __popc(taken);
+    }
+  }
   if (lane == 0) {
     out.counts[at] = n < 0 ? 0 : n;
     out.write_slots[at] = n < 0 ? -1 : slot;
@@ -58,8 +79,9 @@ __global__ void ApplyKernel(const RowPlan* rows, int n_rows, int layers, int kv_
   const RowPlan& r = rows[row];
   if (!r.sparse || !sparse::SelectsByArgmin(r.policy.kind)) return;
   const int64_t at = (static_cast<int64_t>(layer) * n_rows + row) * kv_heads + g;
+  // The list maps an out-of-order query's entry to its lag (sparse::ApplyDiagonalSelection).
   sparse::ApplyDiagonalSelection(r.policy, r.layout, StateOf(r, layer * kv_heads + g, ints, floats), r.step,
-                                 plan.counts[at], argmin[at]);
+                                 plan.counts[at], argmin[at], plan.attended + at * plan.stride);
 }
 
 __global__ void ObserveKernel(const RowPlan* rows, int n_rows, int layers, int kv_heads, int layer, int32_t* ints,

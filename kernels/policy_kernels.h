@@ -20,6 +20,11 @@ struct RowPlan {
   int64_t floats_offset = 0;  // first float: [layer][kv_head][floats_per_head]
   int32_t step = 0;           // decode step t
   int32_t sparse = 0;         // 0: dense row (no plan: writes slot t, attends [0, t])
+  // Parallel decoding (sparse::PlanQuery): the row's queries of the step are
+  // out of order (a state that went out of order stays so on its own), and
+  // whether this query writes its K/V (0: provisional).
+  int32_t out_of_order = 0;
+  int32_t writes = 1;
 };
 
 // Plan outputs, all [layer][row][kv_head](...):
@@ -35,7 +40,8 @@ struct PlanBuffers {
 cudaError_t InitPolicyState(const sparse::ResolvedPolicy& policy, const sparse::PolicyLayout& layout,
                             int32_t heads_per_row, int32_t* ints, float* floats, cudaStream_t stream);
 
-// PlanStep for every (sparse row, layer, kv_head). A plan that fails (-1) gives count 0.
+// sparse::PlanQuery for every (sparse row, layer, kv_head): PlanStep, or the
+// out-of-order plan (its list compacted by the warp). A plan that fails (-1) gives count 0.
 cudaError_t PlanDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads, int32_t* state_ints,
                            float* state_floats, const PlanBuffers& out, cudaStream_t stream);
 

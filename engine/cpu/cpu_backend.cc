@@ -509,15 +509,15 @@ void CpuBackend::DecodeAttendRow(int32_t layer, KvRow& row, int64_t r, model::Ro
   for (int32_t g = 0; g < d.num_kv_heads; ++g) {
     int32_t slot = 0;
     const sparse::PolicyState state = row.State(layer * d.num_kv_heads + g);
-    // Out of order (parallel decoding): the written indices before t and t;
-    // a provisional query's K/V lands in t's slot, which stays unwritten (no
-    // other query reads it) until the real token's query overwrites it.
-    const int32_t count =
-        in_order ? sparse::PlanStep(row.policy, row.layout, state, t, &slot, attended + int64_t{g} * stride)
-                 : sparse::PlanOutOfOrderQuery(row.policy, row.layout, state, t, !query.provisional, &slot,
-                                               attended + int64_t{g} * stride);
+    // Out of order (parallel decoding; or in order once the row's sparse
+    // state went out of order): the policy's keys before t that are written
+    // and resident, and t; a provisional query's K/V lands in t's slot as
+    // scratch (the key there is evicted; no other query reads the slot until
+    // the real token's query writes it).
+    const int32_t count = sparse::PlanQuery(row.policy, row.layout, state, t, in_order, !query.provisional, &slot,
+                                            attended + int64_t{g} * stride);
     // Validated before the step (in order: t == next_step < l_dec; out of
-    // order: dense, t unwritten), so count >= 0.
+    // order: a policy that plans it, t unwritten), so count >= 0.
     s.counts[g] = std::max(count, 0);
     const int64_t at = (g * row.positions() + row.stored_prompt + slot) * hd;
     StoreKv(row, k + g * hd, v + g * hd, hd, k_block + at, v_block + at);

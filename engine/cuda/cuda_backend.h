@@ -163,6 +163,12 @@ class CudaBackend final : public model::Backend {
     int32_t list = -1, list_len = 0;
     model::InputSource source = model::InputSource::kId;  // a vector model's: kTokenVector or kMadeVector
     const float* vector = nullptr;                        // kTokenVector: its row of StepPlan::token_vectors
+    // A sparse row out of order (the device plans it, sparse::PlanQuery):
+    // whether the query writes its K/V (false: provisional), and the sinks
+    // written before it (its list's leading entries: where a diagonal
+    // selection's argmin starts); -1: in order.
+    bool writes = true;
+    int32_t sinks_written = -1;
   };
   // Forward before the device check of its errors (cuda_step.cc): the plan's
   // prompt queries as one prefill pass, then its decode queries in as few
@@ -179,6 +185,8 @@ class CudaBackend final : public model::Backend {
   absl::Status RunDecodePass(std::span<const DecodeQuery> queries, const model::StepOutputs& out);
   // Appends the slot lists of plan entry `entry`'s out-of-order queries to lists_.
   void AddSlotLists(const model::StepPlan& plan, int32_t entry, std::span<DecodeQuery> queries);
+  // A sparse entry's out-of-order queries: their writes and sinks_written.
+  void MarkOutOfOrder(const model::StepPlan& plan, int32_t entry, std::span<DecodeQuery> queries) const;
   // The slot lists of a step's out-of-order queries (lists_) to the device.
   absl::Status UploadLists();
   absl::Status EnsurePlanCapacity(int32_t stride);

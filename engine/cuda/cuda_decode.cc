@@ -3,7 +3,8 @@
 // query's decode index and rotary position), so several queries of a dense
 // row run in one pass: query t writes slot t and attends slots [0, t], never
 // the later queries' slots that the same pass writes. A sparse row takes at
-// most one query a pass (its policy state advances once per pass). Repeated
+// most one query a pass (its policy state advances once per pass; out of
+// order, the device plans it as sparse::PlanQuery). Repeated
 // shapes replay a captured CUDA graph: its key is the pass's shape alone, and
 // every per-query value (decode index, slot, rotary position, input,
 // sampling) is read from the inputs uploaded before the launch, so a
@@ -74,6 +75,8 @@ absl::Status CudaBackend::RunDecodePass(std::span<const DecodeQuery> queries, co
     p.floats_offset = rw.floats_offset;
     p.step = t;
     p.sparse = rw.sparse ? 1 : 0;
+    p.out_of_order = q.sinks_written >= 0 ? 1 : 0;
+    p.writes = q.writes ? 1 : 0;
     plans[r] = p;
     gather[r] = static_cast<int32_t>(r / 2);
     any_sparse = any_sparse || rw.sparse;
@@ -82,7 +85,8 @@ absl::Status CudaBackend::RunDecodePass(std::span<const DecodeQuery> queries, co
     const bool diagonal = sparse::SelectsByArgmin(rw.policy.kind);  // diagonal, diagonal_sink4, diagonal_grid
     const bool scores = sparse::ObservesScores(rw.policy.kind);     // h2o, tova, alisa, ssd
     if (diagonal && fused_argmin_) {
-      observe[r] = sparse::DiagonalSelectionFirst(rw.policy);
+      // Out of order: the list starts with the sinks written so far.
+      observe[r] = q.sinks_written >= 0 ? q.sinks_written : sparse::DiagonalSelectionFirst(rw.policy);
       observe_flags |= kObserveArgmin;
     } else if (scores || diagonal) {
       observe[r] = kernels::kObserveProbs;

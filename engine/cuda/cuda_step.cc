@@ -10,7 +10,8 @@
 //     sparse policy's state advances once per pass. A dense row decoding out
 //     of order (parallel decoding) attends its own slot list: the indices
 //     written before the query (before the step or by the step's earlier
-//     real queries) and the query's own index.
+//     real queries) and the query's own index. A sparse row decoding out of
+//     order is planned on the device (sparse::PlanQuery, kernels/policy_kernels.h).
 // A rewinding plan (speculative decoding) runs like an in-order one from the
 // row's first index (CheckRewinds says why a dense row needs nothing more).
 // Passes hold at most max_batch_rows / 2 pairs' queries; more are split in
@@ -70,7 +71,12 @@ absl::Status CudaBackend::ForwardStep(const model::StepPlan& plan, const model::
         queries.back().vector = plan.token_vectors.data() + int64_t{q.input} * limits_.token_dim;
       }
     }
-    if (!step.in_order[c]) AddSlotLists(plan, c, std::span(queries).subspan(first));
+    if (step.in_order[c]) continue;
+    if (cond->sparse || uncond->sparse) {
+      MarkOutOfOrder(plan, c, std::span(queries).subspan(first));  // planned on the device
+    } else {
+      AddSlotLists(plan, c, std::span(queries).subspan(first));
+    }
   }
   if (!lists_.empty()) ARGEN_STATUS_RETURN(UploadLists());
   const size_t per_pass = static_cast<size_t>(options_.max_batch_rows / 2);
@@ -135,6 +141,23 @@ void CudaBackend::AddSlotLists(const model::StepPlan& plan, int32_t entry, std::
     }
     lists_.push_back(t);
     queries[j].list_len = static_cast<int32_t>(lists_.size()) - queries[j].list;
+  }
+}
+
+void CudaBackend::MarkOutOfOrder(const model::StepPlan& plan, int32_t entry, std::span<DecodeQuery> queries) const {
+  const model::RowState& row = *planned_.rows[entry];
+  const std::span<const model::Query> step_queries =
+      plan.queries.subspan(plan.query_offsets[entry], plan.query_offsets[entry + 1] - plan.query_offsets[entry]);
+  for (size_t j = 0; j < queries.size(); ++j) {
+    queries[j].writes = !step_queries[j].provisional;
+    // Sinks are never evicted: those written before the step or by its earlier real queries.
+    int32_t sinks = 0;
+    for (int32_t i = 0; i < std::min(queries[j].t, row.policy.n_sink); ++i) {
+      bool by_step = false;
+      for (size_t k = 0; k < j; ++k) by_step = by_step || (step_queries[k].index == i && !step_queries[k].provisional);
+      sinks += by_step || row.Written(i) ? 1 : 0;
+    }
+    queries[j].sinks_written = sinks;
   }
 }
 

@@ -34,8 +34,8 @@
 //   query stores its K/V (a prompt position, or the slot the row's policy
 //   chooses for t) and attends the prompt KV plus the policy's attended
 //   slots, causal in raster order among the row's queries of the step. A
-//   plan that allows it (StepPlan::out_of_order, parallel decoding; dense
-//   policy) may give a row non-consecutive, not yet written indices and
+//   plan that allows it (StepPlan::out_of_order, parallel decoding; a policy
+//   that plans it, sparse::PlansOutOfOrder) may give a row non-consecutive, not yet written indices and
 //   provisional queries that write nothing (step_plan.h); a backend that
 //   cannot run such a plan refuses it with UNIMPLEMENTED, before any state
 //   changes (PlannedStep::all_in_order). A plan may also rewind an in-order

@@ -6,13 +6,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/sparse/policy.h"
+#include "kernels/sparse/policy_rewind.h"
 
 namespace argen::model {
 using absl::InvalidArgumentError;
 using absl::StrCat;
 
 bool SupportsOutOfOrder(const sparse::ResolvedPolicy& policy) { return sparse::PlansOutOfOrder(policy); }
-bool SupportsRewind(const sparse::ResolvedPolicy& policy) { return sparse::PlansOutOfOrder(policy); }
+bool SupportsRewind(const sparse::ResolvedPolicy& policy) { return sparse::PlansRewind(policy); }
 
 absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const BatchLimits& limits,
                            const RowLookup& lookup, const std::function<const RowState*(RowId)>& any_row,
@@ -167,8 +168,9 @@ absl::Status CheckStepPlan(const StepPlan& plan, const StepOutputs& out, const B
                 at(), ": decode index ", q.index, q.provisional ? " (provisional)" : "", " but the row expects ",
                 expected, " (of l_dec ", row.policy.l_dec, ")",
                 out_of_order ? "; out-of-order and provisional decode queries (parallel decoding) need a plan that "
-                               "allows them and the dense policy, as do indices below it (rewinding: speculative "
-                               "decoding)"
+                               "allows them and a policy that plans them (dense, sliding_window, streaming_llm, "
+                               "diagonal, diagonal_sink4); indices below it (rewinding: speculative decoding) need "
+                               "a rewinding plan and the dense policy"
                              : ""));
           }
         } else if (q.index < 0 || q.index >= row.policy.l_dec || row.Written(q.index) ||

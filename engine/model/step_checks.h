@@ -49,9 +49,10 @@ struct PlannedStep {
   int32_t prompt_queries = 0, decode_queries = 0;  // computed ones
 };
 
-// Whether a row of this policy may decode out of order (step_plan.h): dense only.
+// Whether a row of this policy may decode out of order (step_plan.h): dense,
+// sliding_window, streaming_llm, diagonal, diagonal_sink4 (sparse::PlansOutOfOrder).
 bool SupportsOutOfOrder(const sparse::ResolvedPolicy& policy);
-// Whether it may rewind (StepPlan::rewinds): the same policies.
+// Whether it may rewind (StepPlan::rewinds): dense only.
 bool SupportsRewind(const sparse::ResolvedPolicy& policy);
 
 // `any_row` finds a row by id, hidden (freed with sharers left) ones included.

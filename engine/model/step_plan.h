@@ -26,13 +26,16 @@
 // (RowState::next_step and RowState::written, engine/model/batch_checks.h).
 // In order (today's decoding, parallel_window 0): a step's decode indices are
 // consecutive from the row's next step, as above. Out of order (parallel
-// decoding, ZipAR-style image rows in flight; dense policy only; the plan
-// says so: StepPlan::out_of_order, else every decode query must be in order): a step's
-// decode indices are increasing but need not be consecutive, each one not yet
-// written. A query at index t then attends the prompt KV plus every decode
-// index t' < t written before this step or by an earlier query of the step,
-// plus itself: raster-causal, and never an index not yet written (an unfilled
-// slot). Its K/V goes to index t's slot and marks t written.
+// decoding, ZipAR-style image rows in flight; the policies that plan it,
+// sparse::PlansOutOfOrder: dense, sliding_window, streaming_llm, diagonal,
+// diagonal_sink4; the plan says so: StepPlan::out_of_order, else every decode
+// query must be in order): a step's decode indices are increasing but need
+// not be consecutive, each one not yet written. A query at index t then
+// attends the prompt KV plus the decode indices t' < t written before this
+// step or by an earlier query of the step that its policy attends at t and
+// still holds (dense: all of them; docs/policies.md), plus itself:
+// raster-causal, and never an index not yet written (an unfilled slot). Its
+// K/V goes to index t's slot and marks t written.
 //   A *provisional* decode query (Query::provisional, out of order only)
 // stands in for a token not generated yet: its input is a stand-in id (ZipAR
 // feeds the newest token of the image row above), at index t's true position

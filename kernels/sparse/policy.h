@@ -68,6 +68,12 @@ enum PolicyStateHeader : int32_t {
   kStateAux = 4,        // ssd: 1 for a semantic head; diagonal_grid: the step its grid phase starts;
                         // line_evict: free slots on its stack
   kStateHeaderInts = 5,
+  // Parallel decoding (PlanOutOfOrderQuery) reuses two ints the policies that
+  // plan it otherwise leave unused, so their state (and a row's memory) keeps
+  // its size: 1 once a non-dense state planned an out-of-order query, and
+  // diagonal*'s window lags entered so far (each in the lags or the skips).
+  kStateOutOfOrder = kStateAux,
+  kStateFrontier = kStateResident,
 };
 
 namespace policy_detail {
@@ -338,10 +344,45 @@ ARGEN_SPARSE_HD bool DiagonalGridCanSelect(const ResolvedPolicy& p, const Policy
   return policy_detail::GridLag(p, p.n_att - p.n_sink + skips) <= t + 1 - p.n_sink;
 }
 
+// Whether a row of this policy may decode out of order (PlanOutOfOrderQuery below).
+ARGEN_SPARSE_HD bool PlansOutOfOrder(const ResolvedPolicy& p) {
+  switch (p.kind) {
+    case PolicyKind::kDense:
+      return p.n_slots >= p.l_dec;
+    case PolicyKind::kSlidingWindow:
+    case PolicyKind::kStreamingLlm:
+    case PolicyKind::kDiagonal:
+    case PolicyKind::kDiagonalSink4:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Whether the state planned an out-of-order query (parallel decoding): from
+// then on every query of the row is planned by PlanOutOfOrderQuery, in order
+// or not. Never for dense, whose two plans agree (kStateOutOfOrder is another
+// policy's kStateAux: only the kinds that plan out of order read it).
+ARGEN_SPARSE_HD bool PlannedOutOfOrder(const ResolvedPolicy& p, const PolicyState& s) {
+  return p.kind != PolicyKind::kDense && PlansOutOfOrder(p) && s.ints[kStateOutOfOrder] != 0;
+}
+
+// Diagonal* out of order: whether the query at t, once planned, selects (its
+// window lags reach the budget N_att' within [0, t - n_sink] and the skip set
+// has room). In order this is exactly the sequential rule below (phase 2).
+ARGEN_SPARSE_HD bool OutOfOrderSelects(const ResolvedPolicy& p, const PolicyLayout& l, const PolicyState& s,
+                                       int32_t t) {
+  if (!policy_detail::IsDiagonal(p.kind) || t < p.n_sink) return false;
+  const int32_t n_lags = s.ints[kStateLagCount];
+  if (s.ints[kStateSkipCount] >= l.skip_capacity || n_lags < l.lag_capacity || n_lags <= 0) return false;
+  return s.ints[l.off_lags + n_lags - 1] <= t - p.n_sink;
+}
+
 // Whether ObserveStep does anything at step t (so a backend can skip
 // producing the probabilities). Call after PlanStep(t).
 ARGEN_SPARSE_HD bool ObserveNeeded(const ResolvedPolicy& p, const PolicyLayout& l, const PolicyState& s, int32_t t) {
   using namespace policy_detail;
+  if (PlannedOutOfOrder(p, s)) return OutOfOrderSelects(p, l, s, t);
   if (IsScoreBased(p.kind) || p.kind == PolicyKind::kLineEvict) return true;
   if (p.kind == PolicyKind::kSsd) return SsdSemanticState(p, s);
   if (p.kind == PolicyKind::kDiagonalGrid) return DiagonalGridCanSelect(p, l, s, t);
@@ -538,36 +579,113 @@ ARGEN_SPARSE_HD int32_t PlanStep(const ResolvedPolicy& p, const PolicyLayout& l,
 }
 
 // Out-of-order decoding (parallel decoding, engine/model/step_plan.h): the
-// query at decode index t when indices are written in any order. Defined for
-// policies with a slot per index and no per-step state (dense: slot =
-// position); the others keep a ring or state that assumes t = 0, 1, ... and
-// return -1 (the step checks refuse such plans first). The list is every
-// written index t' < t in slot order, then t itself: raster-causal and never
-// an unwritten slot. writes: t's slot is marked written (it holds t from now
-// on); a provisional query's (false) K/V stays the query's own scratch. The
-// sequential state stays consistent: kStateNextStep is the lowest unwritten
-// index, so in-order steps may follow. Returns the attended count.
-ARGEN_SPARSE_HD bool PlansOutOfOrder(const ResolvedPolicy& p) {
-  return p.kind == PolicyKind::kDense && p.n_slots >= p.l_dec;
-}
-ARGEN_SPARSE_HD int32_t PlanOutOfOrderQuery(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s, int32_t t,
-                                            bool writes, int32_t* write_slot, int32_t* attended) {
+// query at decode index t when indices are written in any order, for dense,
+// sliding_window, streaming_llm, diagonal and diagonal_sink4
+// (docs/policies.md, "Several queries per row"). The policy's set for t in
+// raster terms (its sinks and window lags, diagonal's skipped lags removed)
+// restricted to the keys resident and written: never an unwritten or
+// evicted slot. Slots stay position-based (RingSlot), so the KV bound is
+// unchanged: each query's own K/V goes to RingSlot(t), evicting the key
+// there; a provisional query's (it writes nothing) leaves that slot empty.
+// Diagonal's window lags are the nearest N_att' lags not skipped, entered in
+// order (kStateFrontier), so a window that outruns the skip set still
+// attends at most N_att'. In order from a sequential state each list holds
+// exactly PlanStep's keys (oldest first), and in-order steps of a state that
+// went out of order stay on this plan (PlannedOutOfOrder).
+
+// The state update of the query at t: marks the state out of order, enters
+// diagonal's window lags up to t's, and puts the query's K/V in
+// RingSlot(t) (*write_slot): written (`writes`), or scratch that evicts the
+// key there (provisional). Returns 0, or -1 for another policy, t outside
+// [0, l_dec) or t's slot holding t already.
+ARGEN_SPARSE_HD int32_t PlanOutOfOrderState(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s, int32_t t,
+                                            bool writes, int32_t* write_slot) {
+  using namespace policy_detail;
   if (!PlansOutOfOrder(p) || t < 0 || t >= p.l_dec) return -1;
   int32_t* slot_pos = s.ints + l.off_slot_pos;
-  if (slot_pos[t] >= 0) return -1;  // written already
-  int32_t n = 0;
-  for (int32_t i = 0; i < t; ++i) {
-    if (slot_pos[i] >= 0) attended[n++] = i;
+  const int32_t slot = RingSlot(p, t);
+  if (slot_pos[slot] == t) return -1;  // written already
+  const int32_t window = p.n_slots - p.n_sink;
+  if (p.kind != PolicyKind::kDense && s.ints[kStateOutOfOrder] == 0) {
+    // From a sequential state: every lag below its window was entered.
+    s.ints[kStateOutOfOrder] = 1;
+    s.ints[kStateFrontier] = Clamp(s.ints[kStateNextStep] - p.n_sink, 0, window);
   }
-  attended[n++] = t;
-  *write_slot = t;
-  if (writes) {
-    slot_pos[t] = t;
+  if (IsDiagonal(p.kind) && t >= p.n_sink) {
+    // The nearest not-skipped lags of t's window, at most N_att' of them.
+    int32_t* lags = s.ints + l.off_lags;
+    int32_t n_lags = s.ints[kStateLagCount], frontier = s.ints[kStateFrontier];
+    const int32_t reach = Min(t - p.n_sink + 1, window);
+    while (n_lags < l.lag_capacity && frontier < reach) lags[n_lags++] = frontier++;
+    s.ints[kStateLagCount] = n_lags;
+    s.ints[kStateFrontier] = frontier;
+  }
+  slot_pos[slot] = writes ? t : -1;
+  if (writes && p.kind == PolicyKind::kDense) {
+    // Dense keeps the lowest unwritten index, so its in-order steps may follow.
     int32_t next = s.ints[kStateNextStep];
     while (next < p.l_dec && slot_pos[next] >= 0) ++next;
     s.ints[kStateNextStep] = next;
   }
+  *write_slot = slot;
+  return 0;
+}
+
+// Candidates of an out-of-order list, in list order: the sinks by position,
+// then the window lags from the largest (oldest key) to the smallest (the
+// query itself, lag 0). Candidate k is attended when it is the query itself
+// or its key is resident and written.
+ARGEN_SPARSE_HD int32_t OutOfOrderCandidates(const ResolvedPolicy& p, const PolicyState& s) {
+  return p.n_sink + (policy_detail::IsDiagonal(p.kind) ? s.ints[kStateLagCount] : p.n_slots - p.n_sink);
+}
+// Slot of candidate k for the query at t (after PlanOutOfOrderState(t)), or -1: not attended.
+ARGEN_SPARSE_HD int32_t OutOfOrderCandidate(const ResolvedPolicy& p, const PolicyLayout& l, const PolicyState& s,
+                                            int32_t t, int32_t k) {
+  using namespace policy_detail;
+  const int32_t* slot_pos = s.ints + l.off_slot_pos;
+  if (k < p.n_sink) {
+    if (k > t) return -1;
+    return k == t || slot_pos[k] == k ? k : -1;
+  }
+  const int32_t j = k - p.n_sink;
+  const int32_t lag =
+      IsDiagonal(p.kind) ? s.ints[l.off_lags + s.ints[kStateLagCount] - 1 - j] : (p.n_slots - p.n_sink) - 1 - j;
+  const int32_t pos = t - lag;
+  if (pos < p.n_sink) return -1;
+  const int32_t slot = RingSlot(p, pos);
+  return lag == 0 || slot_pos[slot] == pos ? slot : -1;
+}
+
+// The whole plan of the query at t: the state update, then the attended
+// list (the attended candidates in candidate order). Returns the count, or
+// -1 as PlanOutOfOrderState. Dense: the written indices below t, then t.
+ARGEN_SPARSE_HD int32_t PlanOutOfOrderQuery(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s, int32_t t,
+                                            bool writes, int32_t* write_slot, int32_t* attended) {
+  if (PlanOutOfOrderState(p, l, s, t, writes, write_slot) < 0) return -1;
+  int32_t n = 0;
+  const int32_t candidates = OutOfOrderCandidates(p, s);
+  for (int32_t k = 0; k < candidates; ++k) {
+    const int32_t slot = OutOfOrderCandidate(p, l, s, t, k);
+    if (slot >= 0) attended[n++] = slot;
+  }
   return n;
+}
+
+// A decode query of a backend: the sequential PlanStep while the row decodes
+// in order (in_order: its step's queries are consecutive from its next step)
+// and its state never went out of order, else PlanOutOfOrderQuery.
+ARGEN_SPARSE_HD int32_t PlanQuery(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s, int32_t t,
+                                  bool in_order, bool writes, int32_t* write_slot, int32_t* attended) {
+  if (in_order && !PlannedOutOfOrder(p, s)) return PlanStep(p, l, s, t, write_slot, attended);
+  return PlanOutOfOrderQuery(p, l, s, t, writes, write_slot, attended);
+}
+
+// Out-of-order lists hold the sinks first: the number of leading entries
+// that are sinks (slots below n_sink), where a selection's argmin starts.
+ARGEN_SPARSE_HD int32_t OutOfOrderSinkEntries(const ResolvedPolicy& p, const int32_t* attended, int32_t count) {
+  int32_t i = 0;
+  while (i < count && attended[i] < p.n_sink) ++i;
+  return i;
 }
 
 // Diagonal*: a selection step chooses among the attended entries [first, count)
@@ -596,12 +714,30 @@ ARGEN_SPARSE_HD int32_t ArgminFrom(const float* probs, int32_t first, int32_t co
 // replaces it). No-op unless ObserveNeeded(t) holds and `entry` is one of
 // the non-sink entries. ObserveStep calls it; a backend that computes the
 // argmin elsewhere (the CUDA attention kernel) calls it directly.
+//   Out of order (PlannedOutOfOrder): `attended` (the query's list) maps the
+// entry to its key's lag t - position (the query's own slot: lag 0); a sink
+// entry or no list selects nothing. The lag leaves the window lags for the
+// skip set; the next query enters the next lag (kStateFrontier).
 ARGEN_SPARSE_HD void ApplyDiagonalSelection(const ResolvedPolicy& p, const PolicyLayout& l, PolicyState s, int32_t t,
-                                            int32_t count, int32_t entry) {
+                                            int32_t count, int32_t entry, const int32_t* attended = nullptr) {
   using namespace policy_detail;
   if (!SelectsByArgmin(p.kind) || !ObserveNeeded(p, l, s, t)) return;
   int32_t* lags = s.ints + l.off_lags;
   const int32_t n_lags = s.ints[kStateLagCount];
+  if (PlannedOutOfOrder(p, s)) {
+    if (attended == nullptr || entry < 0 || entry >= count) return;
+    const int32_t slot = attended[entry];
+    if (slot < p.n_sink) return;
+    const int32_t lag = slot == RingSlot(p, t) ? 0 : t - s.ints[l.off_slot_pos + slot];
+    int32_t i = 0;
+    while (i < n_lags && lags[i] != lag) ++i;
+    if (i == n_lags) return;  // unreachable: every listed key's lag is a window lag
+    for (; i + 1 < n_lags; ++i) lags[i] = lags[i + 1];
+    s.ints[kStateLagCount] = n_lags - 1;
+    s.ints[l.off_skips + s.ints[kStateSkipCount]] = lag;
+    s.ints[kStateSkipCount] += 1;
+    return;
+  }
   const int32_t first = count - n_lags;  // sinks come first
   if (n_lags <= 0 || first < 0 || entry < first || entry >= count) return;
   const int32_t lag_index = n_lags - 1 - (entry - first);
@@ -647,6 +783,11 @@ ARGEN_SPARSE_HD void ObserveStep(const ResolvedPolicy& p, const PolicyLayout& l,
     case PolicyKind::kDiagonalSink4:
     case PolicyKind::kDiagonalGrid: {
       if (!ObserveNeeded(p, l, s, t)) return;
+      if (PlannedOutOfOrder(p, s)) {
+        const int32_t first = OutOfOrderSinkEntries(p, attended, count);
+        ApplyDiagonalSelection(p, l, s, t, count, ArgminFrom(probs, first, count), attended);
+        return;
+      }
       // Newly skipped key: argmin over the non-sink attended keys (ties: the
       // oldest). Its lag is skipped from step t + 1 on.
       const int32_t n_lags = s.ints[kStateLagCount];

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -279,6 +280,103 @@ INSTANTIATE_TEST_SUITE_P(Diagonal, FusedArgminTest,
                            return std::string(sparse::PolicyName(info.param.kind)) + "_" +
                                   std::to_string(static_cast<int>(info.param.sparsity * 100 + 0.5));
                          });
+
+// Parallel decoding (sparse::PlanQuery out of order): image rows of a 9 x 9
+// grid in flight, row r starting once row r - 1 has 3 tokens with a
+// provisional query at r * 9 - 1; each query planned on the device (the warp's
+// compacted candidate list) gives the host's write slot, list and state, and a
+// diagonal selection applied from the host's argmin (ApplyDiagonalSelections
+// with the list) the host's ObserveStep state.
+TEST(PolicyKernelsOutOfOrderTest, DeviceMatchesHostAlongAParallelSchedule) {
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  ASSERT_GT(devices, 0);
+  constexpr int kWidth = 9, kWindow = 3;
+  std::vector<std::vector<std::pair<int32_t, bool>>> steps;  // (index, provisional), increasing
+  {
+    std::vector<int32_t> made(kGridLdec / kWidth, 0);
+    std::vector<uint8_t> started(made.size(), 0);
+    started[0] = 1;
+    for (bool more = true; more;) {
+      std::vector<std::pair<int32_t, bool>> step;
+      for (size_t r = 0; r < made.size(); ++r) {
+        if (!started[r] && made[r - 1] >= kWindow) {
+          started[r] = 1;
+          step.push_back({static_cast<int32_t>(r) * kWidth - 1, true});
+        }
+        if (started[r] && made[r] < kWidth) step.push_back({static_cast<int32_t>(r) * kWidth + made[r]++, false});
+      }
+      std::sort(step.begin(), step.end());
+      more = !step.empty();
+      if (more) steps.push_back(std::move(step));
+    }
+  }
+  for (const KindCase& c :
+       {KindCase{sparse::PolicyKind::kDiagonal, 0.9}, KindCase{sparse::PolicyKind::kDiagonal, 0.75},
+        KindCase{sparse::PolicyKind::kDiagonalSink4, 0.8}, KindCase{sparse::PolicyKind::kStreamingLlm, 0.85},
+        KindCase{sparse::PolicyKind::kSlidingWindow, 0.9}}) {
+    const int layers = 2, kvh = 3, heads = layers * kvh;
+    sparse::PolicyParams params;
+    params.kind = c.kind;
+    params.sparsity = c.sparsity;
+    absl::StatusOr<sparse::ResolvedPolicy> policy = sparse::ResolvePolicy(params, sparse::SquareGrid(kGridLdec));
+    ASSERT_TRUE(policy.ok()) << policy.status();
+    const sparse::PolicyLayout layout = sparse::LayoutFor(*policy);
+    const int stride = layout.max_attended;
+    std::vector<int32_t> ints(static_cast<size_t>(heads) * layout.ints_per_head);
+    std::vector<float> floats(static_cast<size_t>(heads) * std::max(layout.floats_per_head, 1));
+    Dev<int32_t> d_ints(ints.size());
+    Dev<float> d_floats(floats.size());
+    RowPlan plan;
+    plan.policy = *policy;
+    plan.layout = layout;
+    plan.sparse = 1;
+    plan.out_of_order = 1;
+    ASSERT_EQ(InitPolicyState(*policy, layout, heads, d_ints.p, d_floats.p, 0), cudaSuccess);
+    for (int h = 0; h < heads; ++h) {
+      sparse::InitState(
+          *policy, layout,
+          {ints.data() + int64_t{h} * layout.ints_per_head, floats.data() + int64_t{h} * layout.floats_per_head}, h);
+    }
+    Dev<int32_t> d_slots(heads), d_counts(heads), d_att(static_cast<size_t>(heads) * stride), d_argmin(heads);
+    Dev<RowPlan> d_plan(1);
+    PlanBuffers buf{d_slots.p, d_counts.p, d_att.p, stride};
+    std::mt19937 rng(static_cast<uint32_t>(c.kind) * 17 + 3);
+    std::uniform_int_distribution<int> level(1, 6);  // coarse weights: many exact ties
+    std::vector<int32_t> att(stride), argmin(heads, -1);
+    for (const auto& step : steps) {
+      for (auto [t, provisional] : step) {
+        plan.step = t;
+        plan.writes = provisional ? 0 : 1;
+        d_plan.Put({plan});
+        ASSERT_EQ(PlanDecodeStep(d_plan.p, 1, layers, kvh, d_ints.p, d_floats.p, buf, 0), cudaSuccess);
+        const auto slots = d_slots.Get(heads);
+        const auto counts = d_counts.Get(heads);
+        const auto attended = d_att.Get(static_cast<size_t>(heads) * stride);
+        for (int h = 0; h < heads; ++h) {  // layer-major, one row: at == h
+          sparse::PolicyState s{ints.data() + int64_t{h} * layout.ints_per_head,
+                                floats.data() + int64_t{h} * layout.floats_per_head};
+          int32_t slot = -1;
+          const int32_t n = sparse::PlanQuery(*policy, layout, s, t, false, !provisional, &slot, att.data());
+          ASSERT_GE(n, 0) << sparse::PolicyName(c.kind) << " t " << t;
+          ASSERT_EQ(counts[h], n) << sparse::PolicyName(c.kind) << " t " << t << " head " << h;
+          ASSERT_EQ(slots[h], slot) << "t " << t;
+          for (int i = 0; i < n; ++i) ASSERT_EQ(attended[h * stride + i], att[i]) << "t " << t << " entry " << i;
+          std::vector<float> probs(n);
+          for (int i = 0; i < n; ++i) probs[i] = static_cast<float>(level(rng)) / 8.0f;
+          argmin[h] = sparse::ArgminFrom(probs.data(), sparse::OutOfOrderSinkEntries(*policy, att.data(), n), n);
+          if (sparse::ObserveNeeded(*policy, layout, s, t))
+            sparse::ObserveStep(*policy, layout, s, t, att.data(), probs.data(), n);
+        }
+        d_argmin.Put(argmin);
+        ASSERT_EQ(ApplyDiagonalSelections(d_plan.p, 1, layers, kvh, d_ints.p, d_floats.p, buf, d_argmin.p, 0),
+                  cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        ASSERT_EQ(d_ints.Get(ints.size()), ints) << sparse::PolicyName(c.kind) << ": state differs after t " << t;
+      }
+    }
+  }
+}
 
 }  // namespace
 }  // namespace argen::kernels

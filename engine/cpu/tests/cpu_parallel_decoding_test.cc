@@ -8,8 +8,12 @@
 //   with NaN before the prefill, the run stays finite (a read would make the
 //   logits NaN, which fails the step);
 // * a window of a whole row is today's order: the same tokens as window 0;
+// * the same three for the sparse policies that plan out of order (diagonal
+//   90%, the server's main one, and streaming_llm; docs/policies.md): the
+//   engine equals the reference loop, poisoned slots stay unread, a whole-row
+//   window is window 0's image;
 // * windows the engine cannot run are refused naming parallel_window, and
-//   out-of-order plans are refused for the sparse policies;
+//   out-of-order plans are refused for the policies without a definition;
 // * Lumina-mGPT's sequence (new lines: no stand-ins) equals the reference too.
 #include <unistd.h>
 
@@ -63,6 +67,12 @@ class CpuParallelDecodingTest : public ::testing::Test {
     engine_ = *std::move(e);
   }
   void TearDown() override { SetGemmRowTile(0); }
+
+  static engine::GenerationRequest Sparse(engine::GenerationRequest r, sparse::PolicyKind kind, double sparsity) {
+    r.policy.kind = kind;
+    r.policy.sparsity = sparsity;
+    return r;
+  }
 
   engine::GenerationRequest Request(int32_t window, uint64_t seed = 7, int32_t images = 1) {
     engine::GenerationRequest r;
@@ -136,6 +146,53 @@ TEST_F(CpuParallelDecodingTest, WindowRunsEqualAnIndependentReferenceLoop) {
   }
 }
 
+// Diagonal at 90% (N_att 6, N_r 32 on the 64-token grid: the window wraps and
+// the skip set fills while rows are in flight) and streaming_llm at 75%.
+TEST_F(CpuParallelDecodingTest, SparseWindowRunsEqualTheReferenceLoop) {
+  for (const auto& [kind, sparsity] :
+       {std::pair{sparse::PolicyKind::kDiagonal, 0.9}, std::pair{sparse::PolicyKind::kStreamingLlm, 0.75}}) {
+    for (int32_t window : {2, 4}) {
+      const engine::GenerationRequest r = Sparse(Request(window), kind, sparsity);
+      const EngineRun got = Run(r);
+      absl::StatusOr<model::testing::ReferenceImage> want =
+          model::testing::RunParallelReference(engine_->backend(), engine_->kv(), Setup(r));
+      ASSERT_TRUE(want.ok()) << want.status();
+      ASSERT_EQ(got.tokens.size(), 1u);
+      EXPECT_EQ(got.tokens[0], want->tokens) << sparse::PolicyName(kind) << " window " << window;
+      EXPECT_EQ(got.leading_runs, want->leading_runs) << "window " << window;
+      EXPECT_EQ(got.steps, 2 * 8 + 6 * window) << "window " << window;
+    }
+  }
+  // The context differs from the dense run's, so the tokens do.
+  EXPECT_NE(Run(Sparse(Request(2), sparse::PolicyKind::kDiagonal, 0.9)).tokens, Run(Request(2)).tokens);
+}
+
+TEST_F(CpuParallelDecodingTest, SparseQueriesReadNoUnwrittenOrEvictedSlot) {
+  CpuBackend& cpu = static_cast<CpuBackend&>(engine_->backend());
+  for (const auto& [kind, sparsity] :
+       {std::pair{sparse::PolicyKind::kDiagonal, 0.9}, std::pair{sparse::PolicyKind::kStreamingLlm, 0.75}}) {
+    model::testing::ReferenceSetup s = Setup(Sparse(Request(2), kind, sparsity));
+    int32_t poisoned = 0;
+    s.on_placed = [&](model::RowId id) {
+      KvRow& row = const_cast<KvRow&>(*cpu.InspectRow(id));
+      std::fill(row.k.begin(), row.k.end(), std::numeric_limits<float>::quiet_NaN());
+      std::fill(row.v.begin(), row.v.end(), std::numeric_limits<float>::quiet_NaN());
+      ++poisoned;
+    };
+    absl::StatusOr<model::testing::ReferenceImage> got = model::testing::RunParallelReference(cpu, engine_->kv(), s);
+    ASSERT_TRUE(got.ok()) << sparse::PolicyName(kind) << ": " << got.status();  // NaN logits would fail a step
+    EXPECT_EQ(poisoned, 2);
+    for (int32_t t : got->tokens) EXPECT_GE(t, 0);
+  }
+}
+
+TEST_F(CpuParallelDecodingTest, ASparseWholeRowWindowIsTodaysOrder) {
+  const EngineRun sequential = Run(Sparse(Request(0), sparse::PolicyKind::kDiagonal, 0.9));
+  const EngineRun whole_row = Run(Sparse(Request(8), sparse::PolicyKind::kDiagonal, 0.9));
+  EXPECT_EQ(whole_row.tokens, sequential.tokens);
+  EXPECT_EQ(whole_row.steps, 64);
+}
+
 TEST_F(CpuParallelDecodingTest, ImagesOfARequestAndTheirSeedsAreIndependentOfTheWindowRun) {
   // Two images of one request decode as two lone requests with their image index's stream.
   const EngineRun both = Run(Request(2, 11, 2));
@@ -178,15 +235,28 @@ TEST_F(CpuParallelDecodingTest, BadWindowsAreRefusedNamingTheField) {
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << window;
     EXPECT_EQ(p.status().message().rfind("parallel_window: must be in [0, 8]", 0), 0u) << p.status();
   }
-  engine::GenerationRequest sparse = Request(2);
-  sparse.policy.kind = sparse::PolicyKind::kDiagonal;
-  sparse.policy.sparsity = 0.5;
-  absl::StatusOr<engine::PreparedRequest> p = engine_->Prepare(sparse);
-  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(p.status().message().find("parallel_window: parallel decoding needs the dense policy"), std::string::npos)
-      << p.status();
-  sparse.parallel_window = 0;
-  EXPECT_TRUE(engine_->Prepare(sparse).ok());
+  // The policies without an out-of-order definition are refused naming the policy.
+  for (sparse::PolicyKind kind :
+       {sparse::PolicyKind::kH2O, sparse::PolicyKind::kTova, sparse::PolicyKind::kAlisa,
+        sparse::PolicyKind::kGridWindow, sparse::PolicyKind::kDiagonalGrid, sparse::PolicyKind::kLineEvict}) {
+    engine::GenerationRequest refused = Sparse(Request(2), kind, 0.5);
+    absl::StatusOr<engine::PreparedRequest> p = engine_->Prepare(refused);
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << sparse::PolicyName(kind);
+    EXPECT_EQ(p.status().message().rfind("parallel_window: parallel decoding runs with the dense, sliding_window, "
+                                         "streaming_llm, diagonal and diagonal_sink4 policies",
+                                         0),
+              0u)
+        << p.status();
+    EXPECT_NE(p.status().message().find("policy " + std::string(sparse::PolicyName(kind)) + " keeps"),
+              std::string::npos)
+        << p.status();
+    refused.parallel_window = 0;
+    EXPECT_TRUE(engine_->Prepare(refused).ok()) << sparse::PolicyName(kind);
+  }
+  for (sparse::PolicyKind kind : {sparse::PolicyKind::kSlidingWindow, sparse::PolicyKind::kStreamingLlm,
+                                  sparse::PolicyKind::kDiagonal, sparse::PolicyKind::kDiagonalSink4}) {
+    EXPECT_TRUE(engine_->Prepare(Sparse(Request(2), kind, 0.5)).ok()) << sparse::PolicyName(kind);
+  }
 }
 
 TEST_F(CpuParallelDecodingTest, OutOfOrderPlansAreCheckedAndChangeNothing) {
@@ -242,9 +312,9 @@ TEST_F(CpuParallelDecodingTest, OutOfOrderPlansAreCheckedAndChangeNothing) {
   for (model::RowId r : rows) engine_->kv().FreeRow(r);
 }
 
-TEST_F(CpuParallelDecodingTest, SparsePoliciesRefuseOutOfOrderPlans) {
+TEST_F(CpuParallelDecodingTest, PoliciesWithoutADefinitionRefuseOutOfOrderPlans) {
   sparse::PolicyParams params;
-  params.kind = sparse::PolicyKind::kSlidingWindow;
+  params.kind = sparse::PolicyKind::kH2O;
   params.sparsity = 0.5;
   const sparse::ResolvedPolicy policy = *sparse::ResolvePolicy(params, sparse::SquareGrid(64));
   model::testing::ReferenceSetup sliding = Setup(Request(2));
@@ -253,7 +323,7 @@ TEST_F(CpuParallelDecodingTest, SparsePoliciesRefuseOutOfOrderPlans) {
   absl::StatusOr<model::testing::ReferenceImage> run =
       model::testing::RunParallelReference(engine_->backend(), engine_->kv(), sliding);
   EXPECT_EQ(run.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(run.status().message().find("need a plan that allows them and the dense policy"), std::string::npos)
+  EXPECT_NE(run.status().message().find("need a plan that allows them and a policy that plans them"), std::string::npos)
       << run.status();
 }
 

@@ -19,6 +19,8 @@
 #include "engine/cuda/tests/tiny_backend.h"
 #include "engine/kv/kv_manager.h"
 #include "engine/model/tests/step_plan_harness.h"
+#include "engine/sparse/policy_params.h"
+#include "kernels/sparse/policy.h"
 
 namespace argen::cuda {
 namespace {
@@ -169,7 +171,8 @@ TEST(CudaStepPlanTest, QueriesBeyondOnePassAreSplitInOrder) {
 // queries): image rows of a 6 x 6 grid in flight, each starting once the row
 // above has 2 tokens, with a provisional query standing in for the row
 // above's last token; the device's slot lists must attend exactly what the
-// CPU reference attends (the written indices below t, and t).
+// CPU reference attends (the written indices below t, and t); and the same
+// for the sparse policies that plan out of order (planned on the device).
 TEST(CudaStepPlanTest, OutOfOrderQueriesMatchTheCpu) {
   model::ModelSpec spec;
   std::unique_ptr<model::Backend> gpu = Tiny(true, &spec);
@@ -205,11 +208,12 @@ TEST(CudaStepPlanTest, OutOfOrderQueriesMatchTheCpu) {
     }
   }
   ASSERT_LT(steps.size(), static_cast<size_t>(kLDec - 1));  // fewer passes than one token each
-  const auto run = [&](model::Backend& be, kv::KvManager& kv, std::vector<std::vector<float>>* logits) {
+  const auto run = [&](model::Backend& be, kv::KvManager& kv, const sparse::ResolvedPolicy& policy,
+                       std::vector<std::vector<float>>* logits) {
     std::vector<model::RowId> rows;
     const std::vector<int32_t>* prompts[2] = {&model::testing::kForcedCond, &model::testing::kForcedUncond};
     for (const std::vector<int32_t>* p : prompts) {
-      absl::StatusOr<model::RowId> r = kv.AllocateRow(static_cast<int32_t>(p->size()), dense);
+      absl::StatusOr<model::RowId> r = kv.AllocateRow(static_cast<int32_t>(p->size()), policy);
       ASSERT_TRUE(r.ok()) << r.status();
       rows.push_back(*r);
     }
@@ -247,20 +251,70 @@ TEST(CudaStepPlanTest, OutOfOrderQueriesMatchTheCpu) {
     }
     for (model::RowId r : rows) kv.FreeRow(r);
   };
-  std::vector<std::vector<float>> got, want;
-  run(*gpu, gpu_kv, &got);
-  run(*cpu, cpu_kv, &want);
-  ASSERT_EQ(got.size(), want.size());
-  double worst = 0;
-  for (size_t o = 0; o < want.size(); ++o) {
-    for (size_t v = 0; v < want[o].size(); ++v) {
-      const double a = got[o][v], w = want[o][v];
-      worst = std::max(worst, std::isfinite(a) ? std::abs(a - w) / std::max(1.0, std::abs(w)) : INFINITY);
-    }
+  // The output points of the schedule's queries in order, with their decode index.
+  std::vector<int32_t> output_index = {-1};  // token 0: the prefill
+  for (const auto& step : steps) {
+    for (auto [index, provisional] : step) output_index.push_back(index);
   }
+  // Worst relative logit difference over the output points whose query index is below `below`.
+  const auto worst_below = [&](const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& want,
+                               int32_t below) {
+    double worst = 0;
+    for (size_t o = 0; o < want.size() && o < output_index.size(); ++o) {
+      if (output_index[o] >= below) continue;
+      for (size_t v = 0; v < want[o].size(); ++v) {
+        const double a = got[o][v], w = want[o][v];
+        worst = std::max(worst, std::isfinite(a) ? std::abs(a - w) / std::max(1.0, std::abs(w)) : INFINITY);
+      }
+    }
+    return worst;
+  };
+  std::vector<std::vector<float>> got, want;
+  run(*gpu, gpu_kv, dense, &got);
+  run(*cpu, cpu_kv, dense, &want);
+  ASSERT_EQ(got.size(), want.size());
+  const double worst = worst_below(got, want, kLDec);
   std::cout << "out of order: " << steps.size() << " steps, " << want.size() << " queries, worst " << worst << "\n";
   EXPECT_LT(worst, kCpuTolerance);
   EXPECT_EQ(gpu_kv.BytesInUse(), 0);
+
+  // The sparse policies that plan out of order (sparse::PlanQuery: the device
+  // plans each query, the CPU the same definition): positional ones (no
+  // choice to flip on a bf16 near-tie) at every output point; diagonal with
+  // selections until its first selection can happen (t = N_att - 1: a
+  // near-tie may pick another key from there), every point finite.
+  struct SparseCase {
+    sparse::PolicyKind kind;
+    double sparsity;
+    int32_t n_recent;
+  };
+  for (const SparseCase& c :
+       {SparseCase{sparse::PolicyKind::kStreamingLlm, 0.75, 0},
+        SparseCase{sparse::PolicyKind::kDiagonal, 0.5, 0},  // N_r = N_att: a ring of 18
+        SparseCase{sparse::PolicyKind::kDiagonal, 0.75, 24}, SparseCase{sparse::PolicyKind::kDiagonalSink4, 0.5, 30}}) {
+    sparse::PolicyParams params;
+    params.kind = c.kind;
+    params.sparsity = c.sparsity;
+    params.n_recent = c.n_recent;
+    absl::StatusOr<sparse::ResolvedPolicy> policy =
+        sparse::ResolvePolicy(params, sparse::GridGeometry{kWidth, 0, kLDec});
+    ASSERT_TRUE(policy.ok()) << policy.status();
+    const sparse::PolicyLayout layout = sparse::LayoutFor(*policy);
+    const int32_t exact_below = layout.skip_capacity == 0 ? kLDec : policy->n_att - 1;
+    got.clear();
+    want.clear();
+    run(*gpu, gpu_kv, *policy, &got);
+    run(*cpu, cpu_kv, *policy, &want);
+    ASSERT_EQ(got.size(), want.size());
+    const double sparse_worst = worst_below(got, want, exact_below);
+    std::cout << sparse::PolicyName(c.kind) << " out of order: worst " << sparse_worst << " below t " << exact_below
+              << "\n";
+    EXPECT_LT(sparse_worst, kCpuTolerance) << sparse::PolicyName(c.kind);
+    for (const std::vector<float>& l : got) {
+      for (float v : l) ASSERT_TRUE(std::isfinite(v)) << sparse::PolicyName(c.kind);
+    }
+    EXPECT_EQ(gpu_kv.BytesInUse(), 0);
+  }
 }
 
 }  // namespace

@@ -181,8 +181,7 @@ TEST(GenerateCliTest, SeedPolicyAndSamplingDefaultsAsTheServer) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("argen_generate_defaults_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
-  r = RunCommand(model + " -p 'a red cube' --negative-prompt 'a blue cube' --seed 3 -o " +
-                 (dir / "img.png").string());
+  r = RunCommand(model + " -p 'a red cube' --negative-prompt 'a blue cube' --seed 3 -o " + (dir / "img.png").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::ifstream in(dir / "img.png", std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), {});
@@ -286,7 +285,7 @@ TEST(GenerateCliTest, ParallelWindowReachesTheEngine) {
   EXPECT_TRUE(std::filesystem::exists(dir / "img.png"));
   std::filesystem::remove_all(dir);
   for (const char* bad :
-       {" --parallel_window 9", " --parallel_window -1", " --policy diagonal --sparsity 0.5 --parallel_window 2"}) {
+       {" --parallel_window 9", " --parallel_window -1", " --policy h2o --sparsity 0.5 --parallel_window 2"}) {
     const RunResult r = RunCommand(model + " --prompt 'x'" + bad + " --out " + NeverWrittenPath());
     EXPECT_EQ(r.exit_code, 1) << bad << ": " << r.output;
     EXPECT_NE(r.output.find("parallel_window: "), std::string::npos) << r.output;
