@@ -33,6 +33,10 @@ for t in $targets; do
   f=$(find "$build" -type f -perm -u+x -name "$t" -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2-)
   [ -n "$f" ] && bins+=("$f")
 done
+# The SentencePiece module (LlamaGen t2i's tokenizer, loaded at run time, not linked): beside the binaries,
+# where the loader looks first, with its own libraries in lib/.
+module=$(find "$build" -type f -name libargen_sentencepiece.so | head -1)
+[ -n "$module" ] && bins+=("$module")
 tmp=$(mktemp -d)
 bundler=${GPU_BUNDLE:-$root/../shared/tools/gpu-bundle.sh}
 bash "$bundler" "$tmp" "${bins[@]}" >/dev/null

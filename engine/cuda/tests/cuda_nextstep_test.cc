@@ -167,7 +167,7 @@ class CudaNextStepBackendTest : public ::testing::Test {
   std::unique_ptr<model::Backend> Make() {
     model::BackendOptions options;
     options.max_batch_rows = 8;
-    options.max_prompt_tokens = 64;
+    options.max_prompt_tokens = 256;  // the tiny checkpoint's prompt is 165 tokens
     options.kv_budget_bytes = int64_t{64} << 20;
     options.token_head = head_;
     absl::StatusOr<std::unique_ptr<model::Backend>> b =

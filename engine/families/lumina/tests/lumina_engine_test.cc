@@ -162,17 +162,17 @@ TEST(LuminaEngineTest, EachRequestRunsOnItsSizesLayoutAloneOrBatchedWithAnother)
   const int64_t per_token = e->info().kv_bytes_per_token_row;
   EXPECT_EQ(p->kv_bytes, per_token * (static_cast<int64_t>(p->cond_ids.size()) + tall_l_dec) +
                              per_token * (static_cast<int64_t>(p->uncond_ids.size()) + tall_l_dec));
-  // The diagonal policy's default N_r is half of the request's own L_dec.
+  // The diagonal policy's default N_r is 2 2/3 of the request's own rows (row ends included).
   engine::GenerationRequest diagonal = tall;
   diagonal.policy.kind = sparse::PolicyKind::kDiagonal;
   diagonal.policy.sparsity = 0.9;
   absl::StatusOr<engine::PreparedRequest> pd = e->Prepare(diagonal);
   ASSERT_TRUE(pd.ok()) << pd.status();
-  EXPECT_EQ(pd->policy.n_recent, 20);  // lround(0.5 x 39)
+  EXPECT_EQ(pd->policy.n_recent, 14);  // ceil(8/3 x 5): rows of 4 codes + 1 row end
   absl::StatusOr<engine::PreparedRequest> pw = e->Prepare(Sized(diagonal, 0, 0));
   ASSERT_TRUE(pw.ok()) << pw.status();
   EXPECT_EQ(pw->policy.l_dec, wide_l_dec);
-  EXPECT_EQ(pw->policy.n_recent, 18);  // lround(0.5 x 35)
+  EXPECT_EQ(pw->policy.n_recent, 24);  // ceil(8/3 x 9): rows of 8 codes + 1 row end
 
   const auto alone = RunToEnd(*e, {tall});
   ASSERT_EQ(alone.size(), 1u);
