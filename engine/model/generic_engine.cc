@@ -127,8 +127,8 @@ absl::StatusOr<engine::PreparedRequest> GenericEngine::Prepare(const engine::Gen
   }
   if (request.speculative_window > 0 && !backend_->SupportsRewind()) {
     return absl::UnimplementedError(absl::StrCat("speculative_window: the ", backend_->name(),
-                                                 " backend does not run speculative decoding yet (the cpu backend "
-                                                 "does; docs/serving.md); send speculative_window 0"));
+                                                 " backend does not run speculative decoding (the cpu and cuda "
+                                                 "backends do; docs/serving.md); send speculative_window 0"));
   }
   absl::StatusOr<engine::ImageLayout> layout = engine::RequestLayout(request, config_.info);
   if (!layout.ok()) return layout.status();
