@@ -1,10 +1,9 @@
 #include "engine/families/emu3/emu3_config.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "engine/families/json_fields.h"
 #include "nlohmann/json.hpp"
 
 namespace argen::emu3 {
@@ -12,59 +11,10 @@ namespace {
 
 using nlohmann::json;
 
-absl::StatusOr<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-absl::StatusOr<json> ParseJson(const std::string& text, const std::string& file) {
-  json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(file, ": malformed JSON"));
-  if (!root.is_object()) return absl::InvalidArgumentError(absl::StrCat(file, ": top level is not a JSON object"));
-  return root;
-}
-
-class Fields {
- public:
-  Fields(const json& o, std::string where) : o_(o), where_(std::move(where)) {}
-
-  absl::Status Int(const char* key, int32_t* out, bool required) const {
-    auto it = o_.find(key);
-    if (it == o_.end() || it->is_null()) {
-      return required ? absl::InvalidArgumentError(absl::StrCat(where_, ": missing field '", key, "'"))
-                      : absl::OkStatus();
-    }
-    if (!it->is_number_integer()) {
-      return absl::InvalidArgumentError(absl::StrCat(where_, ": field '", key, "' must be an integer"));
-    }
-    *out = it->get<int32_t>();
-    return absl::OkStatus();
-  }
-  absl::Status Real(const char* key, double* out) const {
-    auto it = o_.find(key);
-    if (it == o_.end() || it->is_null()) return absl::OkStatus();
-    if (!it->is_number())
-      return absl::InvalidArgumentError(absl::StrCat(where_, ": field '", key, "' must be a number"));
-    *out = it->get<double>();
-    return absl::OkStatus();
-  }
-  // A key that must be absent, null or `expected` (Llama has no such switch on).
-  absl::Status Is(const char* key, const json& expected, const char* why) const {
-    auto it = o_.find(key);
-    if (it == o_.end() || it->is_null() || *it == expected) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(where_, ": field '", key, "' is ", it->dump(), "; ", why));
-  }
-
- private:
-  const json& o_;
-  std::string where_;
-};
+using families::JsonFields;
 
 absl::Status ReadDecoder(const json& o, const std::string& where, Emu3Config& c) {
-  Fields f(o, where);
+  JsonFields f(o, where);
   for (auto [key, out] :
        {std::pair{"hidden_size", &c.hidden_size}, std::pair{"intermediate_size", &c.intermediate_size},
         std::pair{"num_hidden_layers", &c.num_hidden_layers}, std::pair{"num_attention_heads", &c.num_attention_heads},
@@ -80,12 +30,12 @@ absl::Status ReadDecoder(const json& o, const std::string& where, Emu3Config& c)
   if (absl::Status s = f.Real("rms_norm_eps", &c.rms_norm_eps); !s.ok()) return s;
   if (absl::Status s = f.Real("rope_theta", &c.rope_theta); !s.ok()) return s;
   if (auto it = o.find("rope_parameters"); it != o.end() && it->is_object()) {
-    Fields rp(*it, where + " rope_parameters");
+    JsonFields rp(*it, where + " rope_parameters");
     if (absl::Status s = rp.Real("rope_theta", &c.rope_theta); !s.ok()) return s;
     if (absl::Status s = rp.Is("rope_type", "default", "argen runs Emu3's plain RoPE only"); !s.ok()) return s;
   }
   if (auto it = o.find("rope_scaling"); it != o.end() && it->is_object()) {
-    Fields rs(*it, where + " rope_scaling");
+    JsonFields rs(*it, where + " rope_scaling");
     const char* key = it->contains("rope_type") ? "rope_type" : "type";
     if (absl::Status s = rs.Is(key, "default", "argen runs Emu3's plain RoPE only (no scaling)"); !s.ok()) return s;
   } else if (it != o.end() && !it->is_null()) {
@@ -120,14 +70,14 @@ absl::Status ReadDecoder(const json& o, const std::string& where, Emu3Config& c)
 }  // namespace
 
 absl::StatusOr<Emu3Config> ParseEmu3Config(const std::string& text, const std::string& file) {
-  absl::StatusOr<json> root = ParseJson(text, file);
+  absl::StatusOr<json> root = families::ParseJsonObject(text, file);
   if (!root.ok()) return root.status();
   Emu3Config c;
   const std::string model_type = root->value("model_type", std::string());
   if (model_type == "Emu3") {
     c.layout = Emu3Layout::kBaai;
     if (absl::Status s = ReadDecoder(*root, file, c); !s.ok()) return s;
-    Fields f(*root, file);
+    JsonFields f(*root, file);
     for (auto [key, out] : {std::pair{"img_token_id", &c.img_token_id}, std::pair{"boi_token_id", &c.boi_token_id},
                             std::pair{"eoi_token_id", &c.eoi_token_id}, std::pair{"eol_token_id", &c.eol_token_id},
                             std::pair{"eof_token_id", &c.eof_token_id}, std::pair{"image_area", &c.image_area}}) {
@@ -147,8 +97,8 @@ absl::StatusOr<Emu3Config> ParseEmu3Config(const std::string& text, const std::s
     absl::StatusOr<emu3vq::Emu3VqConfig> vq_config = emu3vq::ParseHfVqConfig(*vq, file + " vq_config");
     if (!vq_config.ok()) return vq_config.status();
     c.vq = *vq_config;
-    if (absl::Status s = Fields(*root, file).Int("image_area", &c.image_area, false); !s.ok()) return s;
-    if (absl::Status s = Fields(*root, file).Is("tie_word_embeddings", false, "Emu3's lm_head is its own tensor");
+    if (absl::Status s = JsonFields(*root, file).Int("image_area", &c.image_area, false); !s.ok()) return s;
+    if (absl::Status s = JsonFields(*root, file).Is("tie_word_embeddings", false, "Emu3's lm_head is its own tensor");
         !s.ok()) {
       return s;
     }
@@ -162,20 +112,20 @@ absl::StatusOr<Emu3Config> ParseEmu3Config(const std::string& text, const std::s
 
 absl::StatusOr<Emu3Config> LoadEmu3Config(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
-  absl::StatusOr<std::string> text = ReadText(path);
+  absl::StatusOr<std::string> text = families::ReadTextFile(path);
   if (!text.ok()) return text.status();
   return ParseEmu3Config(*text, path);
 }
 
 absl::StatusOr<emu3vq::Emu3VqConfig> LoadBaaiVisionConfig(const std::string& vision_dir) {
   const std::string path = (std::filesystem::path(vision_dir) / "config.json").string();
-  absl::StatusOr<std::string> text = ReadText(path);
+  absl::StatusOr<std::string> text = families::ReadTextFile(path);
   if (!text.ok()) {
     return absl::NotFoundError(absl::StrCat(text.status().message(),
                                             " (the Emu3 vision tokenizer, BAAI/Emu3-VisionTokenizer: set the family "
                                             "option vision_tokenizer_dir to its directory)"));
   }
-  absl::StatusOr<json> root = ParseJson(*text, path);
+  absl::StatusOr<json> root = families::ParseJsonObject(*text, path);
   if (!root.ok()) return root.status();
   const std::string model_type = root->value("model_type", std::string());
   if (model_type != "Emu3VisionVQ") {

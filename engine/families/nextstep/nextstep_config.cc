@@ -1,10 +1,9 @@
 #include "engine/families/nextstep/nextstep_config.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "engine/families/json_fields.h"
 #include "nlohmann/json.hpp"
 
 namespace argen::nextstep {
@@ -13,91 +12,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-absl::StatusOr<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-absl::StatusOr<json> ParseObject(const std::string& text, const std::string& file) {
-  json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(file, ": malformed JSON"));
-  if (!root.is_object()) return absl::InvalidArgumentError(absl::StrCat(file, ": top level is not a JSON object"));
-  return root;
-}
-
-// Typed reads of one JSON object's fields; errors name the file and the key.
-class Fields {
- public:
-  Fields(const json& o, const std::string& where) : o_(o), where_(where) {}
-
-  absl::Status Int(const char* key, int32_t* out, bool required) const {
-    auto it = o_.find(key);
-    if (it == o_.end() || it->is_null()) {
-      return required ? absl::InvalidArgumentError(absl::StrCat(where_, ": missing field '", key, "'"))
-                      : absl::OkStatus();
-    }
-    if (!it->is_number_integer()) {
-      return absl::InvalidArgumentError(absl::StrCat(where_, ": field '", key, "' must be an integer"));
-    }
-    *out = it->get<int32_t>();
-    return absl::OkStatus();
-  }
-  absl::Status Real(const char* key, double* out) const {
-    auto it = o_.find(key);
-    if (it == o_.end() || it->is_null()) return absl::OkStatus();
-    if (!it->is_number()) {
-      return absl::InvalidArgumentError(absl::StrCat(where_, ": field '", key, "' must be a number"));
-    }
-    *out = it->get<double>();
-    return absl::OkStatus();
-  }
-  absl::Status Bool(const char* key, bool* out) const {
-    auto it = o_.find(key);
-    if (it == o_.end() || it->is_null()) return absl::OkStatus();
-    if (!it->is_boolean()) {
-      return absl::InvalidArgumentError(absl::StrCat(where_, ": field '", key, "' must be true or false"));
-    }
-    *out = it->get<bool>();
-    return absl::OkStatus();
-  }
-  absl::Status String(const char* key, std::string* out) const {
-    auto it = o_.find(key);
-    if (it == o_.end() || it->is_null()) return absl::OkStatus();
-    if (!it->is_string()) {
-      return absl::InvalidArgumentError(absl::StrCat(where_, ": field '", key, "' must be a string"));
-    }
-    *out = it->get<std::string>();
-    return absl::OkStatus();
-  }
-  absl::Status IntList(const char* key, std::vector<int32_t>* out) const {
-    auto it = o_.find(key);
-    if (it == o_.end() || it->is_null()) return absl::OkStatus();
-    if (!it->is_array() || it->empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(where_, ": field '", key, "' must be a non-empty integer list"));
-    }
-    out->clear();
-    for (const json& v : *it) {
-      if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
-        return absl::InvalidArgumentError(absl::StrCat(where_, ": field '", key, "' must list positive integers"));
-      }
-      out->push_back(v.get<int32_t>());
-    }
-    return absl::OkStatus();
-  }
-  // A key that must be absent, null or `expected`.
-  absl::Status Is(const char* key, const json& expected, const char* why) const {
-    auto it = o_.find(key);
-    if (it == o_.end() || it->is_null() || *it == expected) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(where_, ": field '", key, "' is ", it->dump(), "; ", why));
-  }
-
- private:
-  const json& o_;
-  const std::string& where_;
-};
+using families::JsonFields;
 
 absl::Status Positive(const std::string& where, std::initializer_list<std::pair<const char*, int32_t>> fields) {
   for (auto [key, v] : fields) {
@@ -109,9 +24,9 @@ absl::Status Positive(const std::string& where, std::initializer_list<std::pair<
 }  // namespace
 
 absl::StatusOr<NextStepConfig> ParseNextStepConfig(const std::string& json_text, const std::string& file) {
-  absl::StatusOr<json> root = ParseObject(json_text, file);
+  absl::StatusOr<json> root = families::ParseJsonObject(json_text, file);
   if (!root.ok()) return root.status();
-  const Fields f(*root, file);
+  const JsonFields f(*root, file);
   NextStepConfig c;
   for (auto [key, out] :
        {std::pair{"hidden_size", &c.hidden_size}, std::pair{"intermediate_size", &c.intermediate_size},
@@ -200,15 +115,15 @@ absl::StatusOr<NextStepConfig> ParseNextStepConfig(const std::string& json_text,
 
 absl::StatusOr<NextStepConfig> LoadNextStepConfig(const std::string& model_dir) {
   const std::string path = (fs::path(model_dir) / "config.json").string();
-  absl::StatusOr<std::string> text = ReadText(path);
+  absl::StatusOr<std::string> text = families::ReadTextFile(path);
   if (!text.ok()) return text.status();
   return ParseNextStepConfig(*text, path);
 }
 
 absl::StatusOr<NextStepVaeConfig> ParseNextStepVaeConfig(const std::string& json_text, const std::string& file) {
-  absl::StatusOr<json> root = ParseObject(json_text, file);
+  absl::StatusOr<json> root = families::ParseJsonObject(json_text, file);
   if (!root.ok()) return root.status();
-  const Fields f(*root, file);
+  const JsonFields f(*root, file);
   NextStepVaeConfig c;
   for (auto [key, out] : {std::pair{"ch", &c.ch}, std::pair{"out_ch", &c.out_ch},
                           std::pair{"num_res_blocks", &c.num_res_blocks}, std::pair{"z_channels", &c.z_channels}}) {
@@ -237,7 +152,7 @@ absl::StatusOr<NextStepVaeConfig> ParseNextStepVaeConfig(const std::string& json
 
 absl::StatusOr<NextStepVaeConfig> LoadNextStepVaeConfig(const std::string& vae_dir) {
   const std::string path = (fs::path(vae_dir) / "config.json").string();
-  absl::StatusOr<std::string> text = ReadText(path);
+  absl::StatusOr<std::string> text = families::ReadTextFile(path);
   if (!text.ok()) return text.status();
   return ParseNextStepVaeConfig(*text, path);
 }
