@@ -42,16 +42,30 @@ POLICY_ORDER = ["dense", "sliding_window", "streaming_llm", "h2o", "tova", "alis
                 "grid_window", "diagonal_grid", "ssd", "line_evict"]
 
 
+def decoding_mode(config: str) -> tuple[str, int]:
+    """How a configuration decoded: argen_sweep names it "<policy>_<sparsity>_pw<N>" (parallel
+    decoding, window N) or "_sw<N>" (speculative Jacobi decoding, window N); no suffix: ("", 0),
+    one token at a time in raster order."""
+    m = re.search(r"_(pw|sw)(\d+)$", config)
+    return (m.group(1), int(m.group(2))) if m else ("", 0)
+
+
 def parallel_window(config: str) -> int:
-    """The parallel_window a configuration ran at: argen_sweep names it "<policy>_<sparsity>_pw<N>"
-    (no suffix: 0, sequential order)."""
-    m = re.search(r"_pw(\d+)$", config)
-    return int(m.group(1)) if m else 0
+    """The parallel_window a configuration ran at (0: sequential or speculative)."""
+    kind, window = decoding_mode(config)
+    return window if kind == "pw" else 0
 
 
-def row_label(policy: str, window: int) -> str:
-    """A table row: the policy, and the parallel window when it is not sequential."""
-    return policy if window == 0 else f"{policy} pw{window}"
+def speculative_window(config: str) -> int:
+    """The speculative_window a configuration ran at (0: off)."""
+    kind, window = decoding_mode(config)
+    return window if kind == "sw" else 0
+
+
+def row_label(policy: str, config: str) -> str:
+    """A table row: the policy, and its parallel or speculative window when it has one."""
+    kind, window = decoding_mode(config)
+    return policy if not kind else f"{policy} {kind}{window}"
 
 
 def load_jsonl(path: str) -> list[dict]:
@@ -127,7 +141,7 @@ def score_manifest(sweep_dir: str, entries: list[dict], metas: list[dict | None]
             raise SystemExit(f"report: {path} is in the manifest but missing")
         key = (index, e["seed"], e["image"])
         groups.setdefault(key, []).append((pos, path, index))
-        if e["policy"] == "dense" and parallel_window(e["config"]) == 0:  # the sequential dense twin
+        if e["policy"] == "dense" and decoding_mode(e["config"])[0] == "":  # the sequential dense twin
             dense[key] = path
     jobs = [(members, dense.get(key)) for key, members in groups.items()]
     verdicts: list = [None] * len(entries)
@@ -159,8 +173,8 @@ def summarize(results: list[dict]) -> dict:
     out = {}
     for config, rows in by_config.items():
         s = aggregate([(r["tag"], r["passed"]) for r in rows])
-        window = parallel_window(config)
-        out[config] = {"policy": row_label(rows[0]["policy"], window), "parallel_window": window,
+        out[config] = {"policy": row_label(rows[0]["policy"], config), "parallel_window": parallel_window(config),
+                       "speculative_window": speculative_window(config),
                        "sparsity": rows[0]["sparsity"], "images": len(rows),
                        "overall": s["overall"],
                        "per_category": {t: {"accuracy": a, "images": n} for t, (a, n) in s["per_category"].items()},
@@ -172,12 +186,13 @@ def summarize(results: list[dict]) -> dict:
 
 
 def _policies(summary: dict) -> list[str]:
-    """Row labels: the known policies in their order, then the others; each policy's parallel
-    windows after it, in increasing order."""
+    """Row labels: the known policies in their order, then the others; after each policy its
+    parallel windows, then its speculative windows, each in increasing order."""
     def order(label: str) -> tuple:
-        base, _, window = label.partition(" pw")
+        base, _, mode = label.partition(" ")
         known = POLICY_ORDER.index(base) if base in POLICY_ORDER else len(POLICY_ORDER)
-        return (known, base, int(window) if window else 0)
+        kind, window = decoding_mode("_" + mode) if mode else ("", 0)
+        return (known, base, ["", "pw", "sw"].index(kind), window)
     return sorted({c["policy"] for c in summary.values()}, key=order)
 
 

@@ -88,8 +88,23 @@ def check_parallel_windows():
     check("| dense pw2 | 0.0 |" in table and "| dense | 1.0 |" in table, table)
 
 
+def check_speculative_windows():
+    """Speculative configurations ("<config>_sw<N>") are rows of their own after the parallel
+    ones, never pooled with the sequential run nor taken as its PSNR twin."""
+    results = [{"config": c, "policy": p, "sparsity": 0.0, "tag": "colors", "passed": ok, "decode_s": 1.0}
+               for c, p, ok in [("dense_0_sw8", "dense", False), ("dense_0", "dense", True),
+                                ("dense_0_sw4", "dense", False), ("dense_0_pw4", "dense", True)]]
+    summary = report.summarize(results)
+    check(report._policies(summary) == ["dense", "dense pw4", "dense sw4", "dense sw8"], report._policies(summary))
+    check(summary["dense_0_sw4"]["speculative_window"] == 4 and summary["dense_0_sw4"]["parallel_window"] == 0,
+          summary)
+    table = report._table(summary, lambda c: f"{c['overall']:.1f}")
+    check("| dense | 1.0 |" in table and "| dense sw8 | 0.0 |" in table, table)
+
+
 def main():
     check_parallel_windows()
+    check_speculative_windows()
     metas = report.load_metadata(METADATA)
     picks = one_prompt_per_category(metas)
     check(len(picks) >= 4, f"the benchmark has categories {list(picks)}")
