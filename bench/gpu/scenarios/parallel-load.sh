@@ -1,7 +1,9 @@
 # Concurrent lone 7B images through the server, sequential against parallel decoding (issue #28), same server.
 # Random-weight Janus-Pro-7B in the published layout, dense, rows and KV auto: argen_client load with
 # PARALLEL_CONCURRENCY (default "16 64") requests in flight (3 x that many requests), parallel_window 0 then each of
-# PARALLEL_WINDOWS (default "8"); then diagonal 95% N_r 64 sequential at the same loads (the sparse baseline).
+# PARALLEL_WINDOWS (default "8"); then diagonal 95% N_r 64 at the same loads, sequential and at PARALLEL_DIAGONAL_WINDOWS
+# (default: PARALLEL_WINDOWS; "" for sequential only). Ratios: each window against its policy's sequential run, and
+# every run against dense sequential (the issue's "today").
 # Sourced by bench/gpu/lab.sh, which reads BASELINE and NEEDS and provides BIN, AB_DIRS, OUT, stamp, guarded.
 # shellcheck shell=bash disable=SC2034,SC2154
 BASELINE="parallel_window 0 (sequential) on the same server, same loads, same call"
@@ -12,7 +14,10 @@ run_scenario() {
   checkpoint_wait "$ckpt" >/dev/null || { echo "no checkpoint"; cat "$ckpt.log"; return 1; }
   for policy in dense diagonal; do
     local extra=("--default_policy.name=$policy") windows="0 ${PARALLEL_WINDOWS:-8}"
-    [ $policy = diagonal ] && { extra+=(--default_policy.sparsity=0.95 --default_policy.n_recent=64); windows=0; }
+    if [ $policy = diagonal ]; then
+      extra+=(--default_policy.sparsity=0.95 --default_policy.n_recent=64)
+      windows="0 ${PARALLEL_DIAGONAL_WINDOWS-${PARALLEL_WINDOWS:-8}}"
+    fi
     log=$OUT/parallel-load_server_$policy.log
     stamp "server $policy"
     server_start "$log" 50097 --model_dir="$ckpt" --queue_limit=1024 "${extra[@]}" ||
@@ -28,10 +33,13 @@ run_scenario() {
     server_stop
   done
 }
-# img/s per load, and each window's ratio to sequential at the same concurrency.
+# img/s per load, each window's ratio to its policy's sequential run and every run's to dense sequential.
 summarize() {
   grep -h -E "^== |^load |not healthy|no checkpoint|server rc" "$1" | cut -c1-240
-  awk '/^load dense concurrency/ { for (i = 1; i <= NF; ++i) if ($i == "images/s") r = $(i + 1); sub(",", "", r)
-         c = $4; w = $6; sub(":", "", w); if (w == 0) base[c] = r; else if (base[c] > 0)
-         printf "concurrency %s parallel_window %s: %.2fx sequential (%s / %s img/s)\n", c, w, r / base[c], r, base[c] }' "$1"
+  awk '/^load (dense|diagonal) concurrency/ { for (i = 1; i <= NF; ++i) if ($i == "images/s") r = $(i + 1); sub(",", "", r)
+         p = $2; c = $4; w = $6; sub(":", "", w)
+         if (w == 0) base[p, c] = r
+         else if (base[p, c] > 0) printf "%s concurrency %s parallel_window %s: %.2fx sequential (%s / %s img/s)\n", p, c, w, r / base[p, c], r, base[p, c]
+         if (p != "dense" || w != 0) if (base["dense", c] > 0)
+           printf "%s concurrency %s parallel_window %s: %.2fx dense sequential\n", p, c, w, r / base["dense", c] }' "$1"
 }
