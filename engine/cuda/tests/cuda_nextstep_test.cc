@@ -21,9 +21,10 @@
 //   tf    the CUDA backend with graphs (the engine's path), teacher forced;
 //   tf vs head  the same against the device head on the CPU's conditions:
 //         what the device decoder's conditions change (same head, same noise);
-//   eager the same with graphs off, against tf (a value baked in at capture,
-//         a stale pointer or a wrong replay shows from token 3, the first
-//         replayed step, as an O(0.1) error; identical launches give ~0);
+//   eager the same with graphs off, against tf (token 1 is drawn eagerly by
+//         both; a value baked in at capture, a stale pointer or a wrong
+//         replay shows from token 2, the first step a graph runs, as an
+//         O(0.1) error; identical launches give ~0);
 //   share image 1 reading image 0's prompt KV (the engine's layout) against
 //         its own prompt rows (another prefill row count: bf16-level only);
 //   cpu16 the CPU with the decoder's matrices and fed-back tokens rounded to
