@@ -245,6 +245,7 @@ TEST_F(CudaNextStepTest, TeacherForcedStepsMatchTheCpu) {
   Feed forced16 = Forced(ref);
   forced16.round_to_bf16 = true;
   const ImageTokens emulated = Run(cpu16.get(), forced16);
+  for (const ImageTokens* run : {&tf, &eager, &shared, &emulated}) ASSERT_EQ(run->size(), ref.size());
 
   const auto e_head = TokenErrors(head, ref, D), e_tf = TokenErrors(tf, ref, D), e_eager = TokenErrors(eager, tf, D),
              e_share = TokenErrors(shared, tf, D), e_cpu16 = TokenErrors(emulated, ref, D),
@@ -291,6 +292,7 @@ TEST_F(CudaNextStepTest, KeptAndHostFedVectorsAndGraphsDrawTheSameTokens) {
   cuda->SetGraphs(false);
   const ImageTokens eager = Run(gpu.get(), {});
   cuda->SetGraphs(true);
+  ASSERT_EQ(host.size(), kept.size());
   const auto e_host = TokenErrors(host, kept, D), e_first = TokenErrors(first, kept, D),
              e_eager = TokenErrors(eager, kept, D);
   for (int32_t i = 0; i < kImages; ++i) {
