@@ -81,7 +81,15 @@ case ${1:-} in
   tools/convert/make_emu3_gen_random.py)
     while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
     mkdir -p "$out"; echo "random tensors on cuda"; touch "$out/model.safetensors" ;;
-  bench/gpu/torch_janus_loop.py) for b in 16 64 128; do echo "7b    torch-loop $b 0.1 10.0 8.0 2.00 | 0.1 20"; done ;;
+  bench/gpu/torch_janus_loop.py)
+    model=7b batches=16,64,128
+    while [ $# -gt 0 ]; do
+      case $1 in --model) model=$2; shift ;; --batches) batches=$2; shift ;; esac
+      shift
+    done
+    for m in ${model//,/ }; do
+      for b in ${batches//,/ }; do echo "$m    torch-loop $b 0.1 10.0 8.0 2.00 | 0.1 20"; done
+    done ;;
   tools/sweep/report.py)
     while [ $# -gt 0 ]; do
       case $1 in --json) echo '{}' >"$2" ;; --md) printf '## Overall\nstub 0.80\n## Next\n' >"$2" ;; esac
@@ -145,6 +153,10 @@ check "speculative baseline" "speculative_window 0 \(runs 2-5\): .* 576 steps pe
 check "lumina ratios" "attention 10.00x" "$sum"
 check "family-engine ratios" "emu3, 1,16 images @16: diagonal:0.95:455: last-steps attention 10.00x" "$sum"
 check "family-engine max batch" "llamagen-xl-512, 48 GB card, max batch: diagonal:0.95:160: .*img/s / dense 2.00x" "$sum"
+check "family-torch LlamaGen ratios" "^llamagen-xl-256, 64 images: loop 10.10 s a batch \(2.00 img/s\); dense 10.10 s \(4.00 img/s, 1.00x the loop\), diagonal:0.95:80 10.10 s" "$sum"
+check "family-torch published figures" "^published \(A100, not this GPU\): LlamaGen c2i GPT-XL \(775M\) 384 px, 8 images: .* 19.76 s, .* 4.84 s a batch \(4.08x\)" "$sum"
+check "family-torch authors' batch beside" "^llamagen-xl-384, 8 images: loop .*diagonal:0.95:120" "$sum"
+check "family-torch emu3" "^emu3, 1 images: loop 10.10 s a batch .* diagonal:0.95:455 " "$sum"
 check "emu3 lone image" "candidate dense 512px lone run 2: .*vision decode \+ PNG 0.250 s" "$sum"
 check "emu3 ratios" "candidate 512px 16 concurrent: mean request wall dense / diagonal 1.00x" "$sum"
 check "micro lines" "^gemm qkv" "$sum"
