@@ -27,17 +27,14 @@ namespace argen {
 namespace {
 
 namespace fs = std::filesystem;
+using reliability_test::AnnouncedHttpPort;
+using reliability_test::ModelServerArgs;
 using reliability_test::ReadFile;
 using reliability_test::ServerProcess;
 using reliability_test::SpawnProcess;
-using reliability_test::WaitExit;
+using reliability_test::StopServer;
 using reliability_test::WaitServing;
 using test_support::SourceDir;
-
-std::vector<std::string> ServerArgs(const std::string& model_dir) {
-  return {ARGEN_SERVER_BIN, "--model_dir",       model_dir,    "--listen_address=127.0.0.1",
-          "--port=0",       "--metrics_port=-1", "--threads=2"};
-}
 
 // Greedy generation of "a red cube" through the client; returns the image's RGB bytes (the
 // PNG's text chunks name the model, so the files differ between layouts).
@@ -57,10 +54,7 @@ std::vector<uint8_t> GreedyPixels(const std::string& server, const std::string& 
 
 TEST(AnoleServerTest, MetaLayoutOverGrpcAndHttp) {
   const std::string log = ::testing::TempDir() + "/argen_anole_server.log";
-  std::vector<std::string> args = ServerArgs(SourceDir() + "/tests/goldens/tiny/tiny-anole-meta");
-  args.push_back("--http_address=127.0.0.1");
-  args.push_back("--http_port=0");
-  ServerProcess p = SpawnProcess(args, log);
+  ServerProcess p = SpawnProcess(ModelServerArgs(SourceDir() + "/tests/goldens/tiny/tiny-anole-meta", true), log);
   ASSERT_TRUE(WaitServing(p, 60)) << ReadFile(log);
   const std::string server = "--server=127.0.0.1:" + std::to_string(p.port);
 
@@ -91,10 +85,9 @@ TEST(AnoleServerTest, MetaLayoutOverGrpcAndHttp) {
   EXPECT_EQ(decoded->width, 64);
   EXPECT_EQ(decoded->height, 64);
 
-  std::smatch http_port;
-  const std::string serving_log = ReadFile(log);
-  ASSERT_TRUE(std::regex_search(serving_log, http_port, std::regex("HTTP API on [^ ]*:([0-9]+)"))) << serving_log;
-  std::unique_ptr<httplib::Client> http = serving_test::HttpClient(std::stoi(http_port[1].str()));
+  const int http_port = AnnouncedHttpPort(p);
+  ASSERT_GT(http_port, 0) << ReadFile(log);
+  std::unique_ptr<httplib::Client> http = serving_test::HttpClient(http_port);
   httplib::Result ok =
       serving_test::PostImages(*http, {{"prompt", "a red car"}, {"seed", 1}, {"response_format", "b64_json"}});
   ASSERT_TRUE(ok) << "no HTTP response";
@@ -104,20 +97,19 @@ TEST(AnoleServerTest, MetaLayoutOverGrpcAndHttp) {
             std::make_pair(64, 64));
 
   const std::vector<uint8_t> greedy = GreedyPixels(server, dir, "meta_greedy");
-  kill(p.pid, SIGTERM);
-  EXPECT_EQ(WaitExit(p.pid, 120), 0) << ReadFile(log);
+  EXPECT_EQ(StopServer(p), 0) << ReadFile(log);
 
   // The -hf conversion of the same model: the same image for the same greedy request.
-  std::vector<std::string> hf_args = ServerArgs(SourceDir() + "/tests/goldens/tiny/tiny-anole-hf");
-  hf_args.push_back("--vqgan_dir=" + SourceDir() + "/tests/goldens/tiny/tiny-anole-meta/tokenizer");
+  const std::vector<std::string> hf_args =
+      ModelServerArgs(SourceDir() + "/tests/goldens/tiny/tiny-anole-hf", false,
+                      {"--vqgan_dir=" + SourceDir() + "/tests/goldens/tiny/tiny-anole-meta/tokenizer"});
   const std::string hf_log = ::testing::TempDir() + "/argen_anole_hf_server.log";
   ServerProcess hf = SpawnProcess(hf_args, hf_log);
   ASSERT_TRUE(WaitServing(hf, 60)) << ReadFile(hf_log);
   const std::string hf_server = "--server=127.0.0.1:" + std::to_string(hf.port);
   EXPECT_FALSE(greedy.empty());
   EXPECT_EQ(GreedyPixels(hf_server, dir, "hf_greedy"), greedy);
-  kill(hf.pid, SIGTERM);
-  EXPECT_EQ(WaitExit(hf.pid, 120), 0) << ReadFile(hf_log);
+  EXPECT_EQ(StopServer(hf), 0) << ReadFile(hf_log);
   fs::remove_all(dir);
 }
 

@@ -26,20 +26,18 @@ namespace argen {
 namespace {
 
 namespace fs = std::filesystem;
+using reliability_test::AnnouncedHttpPort;
+using reliability_test::ModelServerArgs;
 using reliability_test::ReadFile;
 using reliability_test::ServerProcess;
 using reliability_test::SpawnProcess;
-using reliability_test::WaitExit;
+using reliability_test::StopServer;
 using reliability_test::WaitServing;
 using test_support::SourceDir;
 
 TEST(LlamaGenServerTest, ClassConditionalImagesOverGrpcAndHttp) {
   const std::string log = ::testing::TempDir() + "/argen_llamagen_server.log";
-  ServerProcess p =
-      SpawnProcess({ARGEN_SERVER_BIN, "--model_dir", SourceDir() + "/tests/goldens/tiny/tiny-llamagen-c2i",
-                    "--listen_address=127.0.0.1", "--port=0", "--metrics_port=-1", "--threads=2",
-                    "--http_address=127.0.0.1", "--http_port=0"},
-                   log);
+  ServerProcess p = SpawnProcess(ModelServerArgs(SourceDir() + "/tests/goldens/tiny/tiny-llamagen-c2i", true), log);
   ASSERT_TRUE(WaitServing(p, 60)) << ReadFile(log);
   const std::string server = "--server=127.0.0.1:" + std::to_string(p.port);
 
@@ -78,10 +76,9 @@ TEST(LlamaGenServerTest, ClassConditionalImagesOverGrpcAndHttp) {
             0);
   EXPECT_NE(range_err.str().find("class_id: must be in [0, 10)"), std::string::npos) << range_err.str();
 
-  std::smatch http_port;
-  const std::string serving_log = ReadFile(log);
-  ASSERT_TRUE(std::regex_search(serving_log, http_port, std::regex("HTTP API on [^ ]*:([0-9]+)"))) << serving_log;
-  std::unique_ptr<httplib::Client> http = serving_test::HttpClient(std::stoi(http_port[1].str()));
+  const int http_port = AnnouncedHttpPort(p);
+  ASSERT_GT(http_port, 0) << ReadFile(log);
+  std::unique_ptr<httplib::Client> http = serving_test::HttpClient(http_port);
   httplib::Result ok = serving_test::PostImages(*http, {{"class_id", 2}, {"seed", 1}, {"response_format", "b64_json"}});
   ASSERT_TRUE(ok) << "no HTTP response";
   ASSERT_EQ(ok->status, 200) << ok->body;
@@ -93,8 +90,7 @@ TEST(LlamaGenServerTest, ClassConditionalImagesOverGrpcAndHttp) {
   EXPECT_EQ(caption->status, 400) << caption->body;
   EXPECT_NE(caption->body.find("prompt"), std::string::npos) << caption->body;
 
-  kill(p.pid, SIGTERM);
-  EXPECT_EQ(WaitExit(p.pid, 120), 0) << ReadFile(log);
+  EXPECT_EQ(StopServer(p), 0) << ReadFile(log);
   fs::remove_all(dir);
 }
 

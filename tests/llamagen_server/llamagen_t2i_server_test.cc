@@ -29,10 +29,12 @@ namespace argen {
 namespace {
 
 namespace fs = std::filesystem;
+using reliability_test::AnnouncedHttpPort;
+using reliability_test::ModelServerArgs;
 using reliability_test::ReadFile;
 using reliability_test::ServerProcess;
 using reliability_test::SpawnProcess;
-using reliability_test::WaitExit;
+using reliability_test::StopServer;
 using reliability_test::WaitServing;
 using test_support::ReadJson;
 using test_support::SourceDir;
@@ -47,10 +49,7 @@ TEST(LlamaGenT2iServerTest, CaptionImagesOverGrpcAndHttp) {
 #endif
   const nlohmann::json golden = ReadJson(std::string(kRel) + "/goldens.json");
   const std::string log = ::testing::TempDir() + "/argen_llamagen_t2i_server.log";
-  ServerProcess p =
-      SpawnProcess({ARGEN_SERVER_BIN, "--model_dir", SourceDir() + "/" + kRel, "--listen_address=127.0.0.1", "--port=0",
-                    "--metrics_port=-1", "--threads=2", "--http_address=127.0.0.1", "--http_port=0"},
-                   log);
+  ServerProcess p = SpawnProcess(ModelServerArgs(SourceDir() + "/" + kRel, true), log);
   ASSERT_TRUE(WaitServing(p, 60)) << ReadFile(log);
   const std::string server = "--server=127.0.0.1:" + std::to_string(p.port);
 
@@ -95,10 +94,9 @@ TEST(LlamaGenT2iServerTest, CaptionImagesOverGrpcAndHttp) {
   EXPECT_NE(class_err.str().find("INVALID_ARGUMENT"), std::string::npos) << class_err.str();
   EXPECT_NE(class_err.str().find("class_id:"), std::string::npos) << class_err.str();
 
-  std::smatch http_port;
-  const std::string serving_log = ReadFile(log);
-  ASSERT_TRUE(std::regex_search(serving_log, http_port, std::regex("HTTP API on [^ ]*:([0-9]+)"))) << serving_log;
-  std::unique_ptr<httplib::Client> http = serving_test::HttpClient(std::stoi(http_port[1].str()));
+  const int http_port = AnnouncedHttpPort(p);
+  ASSERT_GT(http_port, 0) << ReadFile(log);
+  std::unique_ptr<httplib::Client> http = serving_test::HttpClient(http_port);
   httplib::Result ok =
       serving_test::PostImages(*http, {{"prompt", "a red car"}, {"seed", 1}, {"response_format", "b64_json"}});
   ASSERT_TRUE(ok) << "no HTTP response";
@@ -107,8 +105,7 @@ TEST(LlamaGenT2iServerTest, CaptionImagesOverGrpcAndHttp) {
   EXPECT_EQ(serving_test::PngSize(serving_test::Base64Decode(body["data"][0]["b64_json"].get<std::string>())),
             std::make_pair(10, 10));
 
-  kill(p.pid, SIGTERM);
-  EXPECT_EQ(WaitExit(p.pid, 120), 0) << ReadFile(log);
+  EXPECT_EQ(StopServer(p), 0) << ReadFile(log);
   fs::remove_all(dir);
 }
 

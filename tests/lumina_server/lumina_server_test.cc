@@ -25,38 +25,34 @@
 #include "client/commands.h"
 #include "engine/image/png.h"
 #include "nlohmann/json.hpp"
-#include "tests/serving/http_test_util.h"
 #include "tests/reliability/process_util.h"
+#include "tests/serving/http_test_util.h"
 #include "tests/support/golden_files.h"
 
 namespace argen {
 namespace {
 
 namespace fs = std::filesystem;
+using reliability_test::AnnouncedHttpPort;
+using reliability_test::ModelServerArgs;
 using reliability_test::ReadFile;
 using reliability_test::ServerProcess;
 using reliability_test::SpawnProcess;
+using reliability_test::StopServer;
 using reliability_test::WaitExit;
 using reliability_test::WaitServing;
 using test_support::SourceDir;
 
-std::vector<std::string> ServerArgs() {
-  // No config file and no sampling flags: the family's defaults apply (cfg 4, top-k 2000
-  // capped by the small model's 1,024 codes).
-  return {ARGEN_SERVER_BIN,
-          "--model_dir",
-          SourceDir() + "/models/argen-lumina-scenes-v1",
-          "--listen_address=127.0.0.1",
-          "--port=0",
-          "--metrics_port=-1",
-          "--threads=2"};
+// No config file and no sampling flags: the family's defaults apply (cfg 4, top-k 2000
+// capped by the small model's 1,024 codes).
+std::vector<std::string> ServerArgs(bool http = false, const std::vector<std::string>& extra = {}) {
+  return ModelServerArgs(SourceDir() + "/models/argen-lumina-scenes-v1", http, extra);
 }
 
 TEST(LuminaServerTest, InfoAndGenerateOverGrpc) {
   const std::string log = ::testing::TempDir() + "/argen_lumina_server.log";
   ServerProcess p = SpawnProcess(ServerArgs(), log);
   ASSERT_TRUE(WaitServing(p, 60)) << ReadFile(log);
-  const pid_t pid = p.pid;
   const std::string port = std::to_string(p.port);
   const std::string server = "--server=127.0.0.1:" + port;
 
@@ -83,15 +79,14 @@ TEST(LuminaServerTest, InfoAndGenerateOverGrpc) {
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->width, 384);
   EXPECT_EQ(decoded->height, 384);
-  kill(pid, SIGTERM);
-  EXPECT_EQ(WaitExit(pid, 120), 0) << ReadFile(log);
+  EXPECT_EQ(StopServer(p), 0) << ReadFile(log);
   fs::remove_all(dir);
 }
 
 // The shipped model's files, its config allowing 384 x 384 (the default) and 128 x 64.
 std::string TwoSizeModelDir() {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("lumina_sizes_" + std::to_string(::getpid())) /
-                       "argen-lumina-scenes-v1";
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("lumina_sizes_" + std::to_string(::getpid())) / "argen-lumina-scenes-v1";
   fs::remove_all(dir);
   fs::create_directories(dir);
   const fs::path shipped = fs::absolute(SourceDir() + "/models/argen-lumina-scenes-v1");
@@ -108,17 +103,13 @@ std::string TwoSizeModelDir() {
 
 TEST(LuminaServerTest, GenerateAtARequestedSize) {
   const std::string model_dir = TwoSizeModelDir();
-  std::vector<std::string> args = ServerArgs();
-  args[2] = model_dir;
-  args.push_back("--http_address=127.0.0.1");
-  args.push_back("--http_port=0");
+  const std::vector<std::string> args = ModelServerArgs(model_dir, true);
   const std::string log = ::testing::TempDir() + "/argen_lumina_sizes.log";
   ServerProcess p = SpawnProcess(args, log);
   ASSERT_TRUE(WaitServing(p, 60)) << ReadFile(log);
   const std::string server = "--server=127.0.0.1:" + std::to_string(p.port);
-  std::smatch http_port;
-  const std::string serving_log = ReadFile(log);
-  ASSERT_TRUE(std::regex_search(serving_log, http_port, std::regex("HTTP API on [^ ]*:([0-9]+)"))) << serving_log;
+  const int http_port = AnnouncedHttpPort(p);
+  ASSERT_GT(http_port, 0) << ReadFile(log);
 
   std::ostringstream out, err;
   ASSERT_EQ(client::RunClient({server, "info", "--json"}, out, err), 0) << err.str();
@@ -147,14 +138,14 @@ TEST(LuminaServerTest, GenerateAtARequestedSize) {
   EXPECT_EQ(decoded->height, 64);
 
   std::ostringstream bad_out, bad_err;
-  EXPECT_EQ(client::RunClient({server, "generate", "--prompt", "a red circle", "--size", "96x96", "--out", dir,
-                               "--quiet"},
-                              bad_out, bad_err),
-            1);
+  EXPECT_EQ(
+      client::RunClient({server, "generate", "--prompt", "a red circle", "--size", "96x96", "--out", dir, "--quiet"},
+                        bad_out, bad_err),
+      1);
   EXPECT_NE(bad_err.str().find("INVALID_ARGUMENT"), std::string::npos) << bad_err.str();
   EXPECT_NE(bad_err.str().find("384x384, 128x64"), std::string::npos) << bad_err.str();
   // HTTP: size "WxH" is the same choice; an unsupported one a 400 naming size.
-  auto http = serving_test::HttpClient(std::stoi(http_port[1]));
+  auto http = serving_test::HttpClient(http_port);
   httplib::Result ok = serving_test::PostImages(*http, {{"prompt", "a red circle"}, {"size", "128x64"}, {"seed", 2}});
   ASSERT_TRUE(ok) << httplib::to_string(ok.error());
   ASSERT_EQ(ok->status, 200) << ok->body;
@@ -174,21 +165,18 @@ TEST(LuminaServerTest, GenerateAtARequestedSize) {
   EXPECT_EQ(listed["data"][0]["argen"]["sizes"], nlohmann::json::array({"384x384", "128x64"})) << models->body;
 
   std::ostringstream usage_out, usage_err;
-  EXPECT_EQ(client::RunClient({server, "generate", "--prompt", "x", "--size", "wide", "--out", dir}, usage_out,
-                              usage_err),
-            2);
+  EXPECT_EQ(
+      client::RunClient({server, "generate", "--prompt", "x", "--size", "wide", "--out", dir}, usage_out, usage_err),
+      2);
   EXPECT_NE(usage_err.str().find("size"), std::string::npos) << usage_err.str();
-  kill(p.pid, SIGTERM);
-  EXPECT_EQ(WaitExit(p.pid, 120), 0) << ReadFile(log);
+  EXPECT_EQ(StopServer(p), 0) << ReadFile(log);
   fs::remove_all(dir);
   fs::remove_all(fs::path(model_dir).parent_path());
 }
 
 TEST(LuminaServerTest, MissingVqganIsAStartUpErrorNamingIt) {
   const std::string log = ::testing::TempDir() + "/argen_lumina_novq.log";
-  std::vector<std::string> args = ServerArgs();
-  args.push_back("--vqgan_dir=no_such_dir");
-  const pid_t pid = SpawnProcess(args, log).pid;
+  const pid_t pid = SpawnProcess(ServerArgs(false, {"--vqgan_dir=no_such_dir"}), log).pid;
   EXPECT_EQ(WaitExit(pid, 60), 1);
   const std::string text = ReadFile(log);
   EXPECT_NE(text.find("no_such_dir/vqgan.yaml"), std::string::npos) << text;

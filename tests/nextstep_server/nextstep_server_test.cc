@@ -28,34 +28,23 @@ namespace argen {
 namespace {
 
 namespace fs = std::filesystem;
+using reliability_test::AnnouncedHttpPort;
+using reliability_test::ModelServerArgs;
 using reliability_test::ReadFile;
 using reliability_test::ServerProcess;
 using reliability_test::SpawnProcess;
-using reliability_test::WaitExit;
+using reliability_test::StopServer;
 using reliability_test::WaitServing;
 using test_support::SourceDir;
 
-std::vector<std::string> ServerArgs() {
-  // No sampling flags: the family's defaults apply.
-  return {ARGEN_SERVER_BIN,
-          "--model_dir",
-          SourceDir() + "/tests/goldens/tiny/tiny-nextstep",
-          "--listen_address=127.0.0.1",
-          "--port=0",
-          "--metrics_port=-1",
-          "--threads=2",
-          "--http_address=127.0.0.1",
-          "--http_port=0"};
-}
-
 TEST(NextStepServerTest, ServesTheSamePngForASeedOverGrpcAndAPngOverHttp) {
   const std::string log = ::testing::TempDir() + "/argen_nextstep_server.log";
-  ServerProcess p = SpawnProcess(ServerArgs(), log);
+  ServerProcess p = SpawnProcess(ModelServerArgs(SourceDir() + "/tests/goldens/tiny/tiny-nextstep", true),
+                                 log);  // the family's defaults
   ASSERT_TRUE(WaitServing(p, 60)) << ReadFile(log);
   const std::string server = "--server=127.0.0.1:" + std::to_string(p.port);
-  std::smatch http_port;
-  const std::string serving_log = ReadFile(log);
-  ASSERT_TRUE(std::regex_search(serving_log, http_port, std::regex("HTTP API on [^ ]*:([0-9]+)"))) << serving_log;
+  const int http_port = AnnouncedHttpPort(p);
+  ASSERT_GT(http_port, 0) << ReadFile(log);
 
   std::ostringstream out, err;
   ASSERT_EQ(client::RunClient({server, "info", "--json"}, out, err), 0) << err.str();
@@ -95,7 +84,7 @@ TEST(NextStepServerTest, ServesTheSamePngForASeedOverGrpcAndAPngOverHttp) {
   EXPECT_NE(bad_err.str().find("INVALID_ARGUMENT"), std::string::npos) << bad_err.str();
   EXPECT_NE(bad_err.str().find("continuous image tokens"), std::string::npos) << bad_err.str();
 
-  auto http = serving_test::HttpClient(std::stoi(http_port[1]));
+  auto http = serving_test::HttpClient(http_port);
   httplib::Result ok = serving_test::PostImages(*http, {{"prompt", "a red circle"}, {"seed", 2}});
   ASSERT_TRUE(ok) << httplib::to_string(ok.error());
   ASSERT_EQ(ok->status, 200) << ok->body;
@@ -103,8 +92,7 @@ TEST(NextStepServerTest, ServesTheSamePngForASeedOverGrpcAndAPngOverHttp) {
   EXPECT_EQ(serving_test::PngSize(serving_test::Base64Decode(body["data"][0]["b64_json"].get<std::string>())),
             (std::pair<int, int>{12, 12}));
 
-  kill(p.pid, SIGTERM);
-  EXPECT_EQ(WaitExit(p.pid, 120), 0) << ReadFile(log);
+  EXPECT_EQ(StopServer(p), 0) << ReadFile(log);
   fs::remove_all(dir);
 }
 

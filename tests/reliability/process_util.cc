@@ -86,10 +86,18 @@ std::vector<int> ThreadsNotBlockingStopSignals(pid_t pid) {
   return out;
 }
 
+namespace {
+
+std::string ServerBinary() {
+  const char* bin = std::getenv("ARGEN_SERVER_BIN");  // the device runs carry their own build
+  return bin != nullptr ? bin : ARGEN_SERVER_BIN;
+}
+
+}  // namespace
+
 std::vector<std::string> TinyServerArgs(const std::vector<std::string>& extra) {
   const std::string src = serving_test::SourceDir();
-  const char* bin = std::getenv("ARGEN_SERVER_BIN");  // the device runs carry their own build
-  std::vector<std::string> args = {bin != nullptr ? bin : ARGEN_SERVER_BIN,
+  std::vector<std::string> args = {ServerBinary(),
                                    "--config",
                                    src + "/configs/argen.yaml",
                                    "--model_dir",
@@ -100,6 +108,29 @@ std::vector<std::string> TinyServerArgs(const std::vector<std::string>& extra) {
                                    "--threads=1"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
+}
+
+std::vector<std::string> ModelServerArgs(const std::string& model_dir, bool http,
+                                         const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {ServerBinary(), "--model_dir",       model_dir,    "--listen_address=127.0.0.1",
+                                   "--port=0",     "--metrics_port=-1", "--threads=2"};
+  if (http) {
+    args.push_back("--http_address=127.0.0.1");
+    args.push_back("--http_port=0");
+  }
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+int AnnouncedHttpPort(const ServerProcess& p) {
+  std::smatch m;
+  const std::string log = ReadFile(p.log_path);
+  return std::regex_search(log, m, std::regex("HTTP API on [^ ]*:([0-9]+)")) ? std::stoi(m[1].str()) : 0;
+}
+
+int StopServer(const ServerProcess& p, int timeout_s) {
+  kill(p.pid, SIGTERM);
+  return WaitExit(p.pid, timeout_s);
 }
 
 }  // namespace argen::reliability_test

@@ -36,4 +36,18 @@ std::vector<int> ThreadsNotBlockingStopSignals(pid_t pid);
 // flags (later flags override earlier ones).
 std::vector<std::string> TinyServerArgs(const std::vector<std::string>& extra = {});
 
+// argen_server (as above) serving `model_dir` with the family's own defaults (no
+// --config): 127.0.0.1, ephemeral gRPC port, no metrics, 2 threads; with `http`
+// the HTTP API too, on an ephemeral port; then `extra`. The family server tests'
+// common start.
+std::vector<std::string> ModelServerArgs(const std::string& model_dir, bool http,
+                                         const std::vector<std::string>& extra = {});
+
+// The HTTP port the server announced in its log ("HTTP API on <addr>:<port>");
+// 0 when it announced none.
+int AnnouncedHttpPort(const ServerProcess& p);
+
+// SIGTERM, then its exit code as WaitExit gives it.
+int StopServer(const ServerProcess& p, int timeout_s = 120);
+
 }  // namespace argen::reliability_test
