@@ -423,7 +423,8 @@ TEST_P(AnoleCudaTest, EnginesGreedyAndSampledImagesAgree) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, AnoleCudaTest, ::testing::Values("hf", "meta"));
+INSTANTIATE_TEST_SUITE_P(Layouts, AnoleCudaTest, ::testing::Values("hf", "meta"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace
 }  // namespace argen::anole
