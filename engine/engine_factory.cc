@@ -157,7 +157,7 @@ absl::StatusOr<std::unique_ptr<GenericEngine>> CreateGenericEngine(const engine:
   info.num_classes = family->num_classes;
   engine_config.class_encoder = family->class_encoder;
   if (family->make_prompt_embedder) {
-    absl::StatusOr<PromptEmbedder> embedder = family->make_prompt_embedder();
+    absl::StatusOr<PromptEmbedder> embedder = family->make_prompt_embedder({options.backend == "cuda"});
     if (!embedder.ok()) return embedder.status();
     engine_config.prompt_embedder = *std::move(embedder);
   }

@@ -362,7 +362,7 @@ RunResult RunBatch(cuda::CudaBackend& be, kv::KvManager& kv, const sparse::Resol
 
 constexpr char kBenchUsage[] =
     "argen_bench: GPU end-to-end and micro benchmarks of the CUDA backend (bench/gpu/*.sh run it).\n"
-    "  argen_bench [--model 1b,7b,lumina-512,lumina-768,emu3,llamagen-xl-384 (with --prompt-len 1)] [--batches "
+    "  argen_bench [--model 1b,7b,lumina-512,lumina-768,anole-512,emu3,llamagen-xl-384 (with --prompt-len 1)] [--batches "
     "1,8,...] "
     "[--policies "
     "dense,diagonal:0.9[:N_r][@fp8],...]\n"

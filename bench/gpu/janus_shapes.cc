@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "engine/families/anole/anole_shapes.h"
 #include "engine/families/emu3/emu3_shapes.h"
 #include "engine/families/janus/janus_shapes.h"
 #include "engine/families/janus/janus_spec.h"
@@ -28,6 +29,15 @@ absl::StatusOr<BenchModel> BenchModelFor(const std::string& name) {
     m.spec = std::move(p->spec);
     m.grid = p->schedule.grid;
     m.uncond_len = 3;  // <racm3:break>, height, width
+    return m;
+  }
+  // Anole-7b (Chameleon-7B) at 512 px: 32 x 32 codes without row breaks; the guidance row is [<s>, <racm3:break>].
+  if (name == "anole-512") {
+    absl::StatusOr<anole::PublishedAnole> p = anole::PublishedAnole7B();
+    if (!p.ok()) return p.status();
+    m.spec = std::move(p->spec);
+    m.grid = p->grid;
+    m.uncond_len = anole::kPublishedUncondTokens;
     return m;
   }
   if (name == "emu3") {
@@ -58,7 +68,8 @@ absl::StatusOr<BenchModel> BenchModelFor(const std::string& name) {
   absl::StatusOr<model::ModelSpec> spec = JanusSpec(name);
   if (!spec.ok()) {
     return absl::InvalidArgumentError(
-        "--model: expected 1b, 7b, lumina-512, lumina-768, lumina-1024, emu3 or llamagen-<size>-<px>, got " + name);
+        "--model: expected 1b, 7b, lumina-512, lumina-768, lumina-1024, anole-512, emu3 or llamagen-<size>-<px>, got " +
+        name);
   }
   m.spec = *std::move(spec);
   m.grid = sparse::SquareGrid(kJanusImageTokens);

@@ -17,7 +17,9 @@ absl::StatusOr<model::ModelSpec> JanusSpec(const std::string& name);  // "1b" or
 // A benchmark model: Janus-Pro "1b" / "7b" (24 x 24 codes, guidance rows as
 // long as the prompt) or Lumina-mGPT-7B "lumina-512" / "lumina-768" /
 // "lumina-1024" (h rows of w codes and a new line each, L_dec = h(w + 1) - 1;
-// the guidance row is the 3-token image header) or Emu3-Gen "emu3" (720 x 720:
+// the guidance row is the 3-token image header) or Anole-7b "anole-512" (32 x
+// 32 codes, no row breaks; the guidance row is [<s>, <racm3:break>]) or
+// Emu3-Gen "emu3" (720 x 720:
 // 90 rows of 90 codes and a row end each; the guidance row is the negative
 // prompt with the image header).
 struct BenchModel {

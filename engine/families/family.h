@@ -47,6 +47,11 @@ struct DecoderOptions {
   vq::DecoderPrecision precision = vq::DecoderPrecision::kAuto;  // GPU: auto (bf16, fp32 fallback), bf16, tf32, fp32
 };
 
+// What the engine tells a family's text encoder (FamilyModel::make_prompt_embedder).
+struct EmbedderOptions {
+  bool engine_on_gpu = false;  // the engine's backend is "cuda" (a family may run its encoder there too)
+};
+
 struct FamilyModel {
   std::string family;  // the registry name, e.g. "janus"
   model::ModelSpec spec;
@@ -97,8 +102,9 @@ struct FamilyModel {
   model::ClassEncoder class_encoder;
   // Text models whose prompts arrive as embeddings (LlamaGen t2i): makes the
   // caption -> prompt vectors recipe (loads its text encoder when called, so
-  // a caller after the spec alone pays nothing); null for id prompts.
-  std::function<absl::StatusOr<model::PromptEmbedder>()> make_prompt_embedder;
+  // a caller after the spec alone pays nothing; `options` say where the
+  // engine runs); null for id prompts.
+  std::function<absl::StatusOr<model::PromptEmbedder>(const EmbedderOptions& options)> make_prompt_embedder;
 };
 
 // Options only some family understands, by name (engine::EngineOptions::

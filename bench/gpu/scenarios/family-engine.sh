@@ -1,6 +1,6 @@
 # The wave-3 families' engine figures (random weights, published shapes): last-step attention at 16 images, one
 # image and 16 images end to end, and the 48 GB card's max batch, dense against diagonal 95% at the family's N_r.
-# FAMILY_MODELS: argen_bench --model names (default "emu3 llamagen-xl-512"); FAMILY_STEPS: which of
+# FAMILY_MODELS: argen_bench --model names (default "emu3 llamagen-xl-512"; also anole-512); FAMILY_STEPS: which of
 # "micro lone 48g full" (default "micro lone 48g"; full: the whole H200, auto sizing: long for emu3's 8,193 steps);
 # FAMILY_BATCHES: lone's batches (default 1,16); FAMILY_GUARD: seconds a lone or 48g run may take (default 240).
 # FAMILY_POLICY_<model, dashes as _>: the sparse policies, comma-separated (default diagonal:0.95:<five image rows>).
@@ -9,13 +9,15 @@
 BASELINE="dense in the same argen_bench process, same shape and weights (the ratios of issues #29 and #30)"
 NEEDS="argen_bench"
 # The family's default sparse policy at 95%: N_r of five image rows (emu3 720 px: 91 a row; LlamaGen: 32 at 512 px,
-# 16 at 256 px), the prompt length its requests have (emu3: argen_bench's own; LlamaGen t2i: 120 caption slots).
+# 16 at 256 px; Anole 512 px: 32, no row breaks), the prompt length its requests have (emu3: argen_bench's own;
+# LlamaGen t2i: 120 caption slots; Anole: <s>, a one-sentence caption of ~29 BPE tokens, <reserved08706>,
+# <racm3:break>: 32).
 family_policy() {  # MODEL
   local var="FAMILY_POLICY_${1//-/_}"
   if [ -n "${!var:-}" ]; then echo "${!var}"; return; fi
   case $1 in
     emu3) echo diagonal:0.95:455 ;;
-    llamagen-*-512) echo diagonal:0.95:160 ;;
+    llamagen-*-512 | anole-512) echo diagonal:0.95:160 ;;
     llamagen-*-384) echo diagonal:0.95:120 ;;
     llamagen-*-256) echo diagonal:0.95:80 ;;
     *) echo diagonal:0.95 ;;
@@ -24,6 +26,7 @@ family_policy() {  # MODEL
 family_prompt_len() {  # MODEL
   case $1 in
     llamagen-*-512 | llamagen-*-256) echo "${FAMILY_PROMPT_LEN:-120}" ;;
+    anole-512) echo "${FAMILY_PROMPT_LEN:-32}" ;;
     *) echo "${FAMILY_PROMPT_LEN:-50}" ;;
   esac
 }

@@ -20,6 +20,7 @@ check() {  # DESCRIPTION PATTERN FILE
 # argen_bench: one line per model, policy (and weight dtype) and batch, in argen_bench's columns.
 cat >"$stub/argen_bench" <<'STUB'
 #!/usr/bin/env bash
+[ -n "${STUB_ARGS_LOG:-}" ] && echo "argen_bench $*" >>"$STUB_ARGS_LOG"
 model=7b batches=16 policies=dense dtypes=auto
 while [ $# -gt 0 ]; do
   case $1 in
@@ -166,6 +167,21 @@ check "quality-sweep ran" "device_sweep rc=0" "$sum"
 check "soak ran" "soak rc=" "$sum"
 check "memcheck ran the kernel tests" "rc\(memcheck kernels_attention_test\)=0" "$sum"
 check "torch-checkpoint served both forms" "served safetensors: healthy" "$sum"
+
+# family-engine on Anole-7b at 512 px: its policy (five 32-token rows) and prompt length reach argen_bench.
+out2=$tmp/out-anole
+FAMILY_MODELS=anole-512 STUB_ARGS_LOG=$tmp/anole-args.txt OUT=$out2 LAB_BIN=$stub LAB_BASE_BIN=$stub PYTHON=$stub/python3 \
+  LAB_WORK=$tmp/work DEADLINE=60 bash "$root/bench/gpu/lab.sh" family-engine >"$tmp/lab-anole.log" 2>&1
+echo "lab.sh family-engine (anole-512) rc=$?"
+check "anole-512 micro" "--attention-micro --model anole-512 --batches 16 --policies diagonal:0.95:160 --prompt-len 32" \
+  "$tmp/anole-args.txt"
+check "anole-512 lone" "--model anole-512 --batches 1,16 --policies dense,diagonal:0.95:160 --prompt-len 32" \
+  "$tmp/anole-args.txt"
+check "anole-512 48g" "--model anole-512 --card-memory 48G --max-batch .*--policies dense,diagonal:0.95:160 --prompt-len 32" \
+  "$tmp/anole-args.txt"
+check "anole-512 ratios" "anole-512, 1,16 images @16: diagonal:0.95:160: last-steps attention 10.00x" "$out2/summary.txt"
+check "anole-512 max batch" "anole-512, 48 GB card, max batch: diagonal:0.95:160: .*img/s / dense 2.00x" "$out2/summary.txt"
+
 if [ $fail != 0 ]; then
   echo "--- summary.txt"; cat "$sum"; echo "--- lab.log"; tail -40 "$tmp/lab.log"
   exit 1

@@ -276,6 +276,13 @@ bool NameSaysAnole(const std::string& dir_name) {
 
 }  // namespace
 
+sparse::GridGeometry AnoleGrid() {
+  sparse::GridGeometry grid{kGridSide, 0, kImageTokens};  // 32 x 32, no row breaks
+  // N_r: 2 2/3 rows, the window measured best on the shipped models (docs/policies.md "Per-family N_r").
+  grid.default_n_recent = sparse::RecentRowsWindow(grid, 8, 3);
+  return grid;
+}
+
 bool IsMetaLayout(const std::string& model_dir) {
   const fs::path dir(model_dir);
   return IsFile(dir / "models" / "7b" / "params.json") || IsFile(dir / "models" / "30b" / "params.json") ||
@@ -325,9 +332,7 @@ absl::StatusOr<families::FamilyModel> LoadAnole(const std::string& model_dir, co
   m.image_size = m.image_width = m.image_height = pixels;
   m.token_grid = kGridSide;
   m.image_tokens = kImageTokens;
-  m.grid = sparse::GridGeometry{kGridSide, 0, kImageTokens};  // 32 x 32, no row breaks
-  // N_r: 2 2/3 rows, the window measured best on the shipped models (docs/policies.md "Per-family N_r").
-  m.grid.default_n_recent = sparse::RecentRowsWindow(m.grid, 8, 3);
+  m.grid = AnoleGrid();
   m.image_layouts = {engine::ImageLayout{pixels, pixels, kGridSide, kGridSide, kImageTokens, m.grid}};
   m.max_position_embeddings = layout->config.max_position_embeddings;
   m.default_sampling.cfg_weight = kDefaultCfgWeight;

@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/families/family.h"
+#include "kernels/sparse/policy_types.h"
 
 namespace argen::anole {
 
@@ -32,6 +33,10 @@ inline constexpr int32_t kGridSide = 32;  // 1,024 image tokens (chameleon.py: g
 inline constexpr float kDefaultCfgWeight = 3.0f;
 inline constexpr float kDefaultTemperature = 0.7f;
 inline constexpr float kDefaultTopP = 0.9f;
+
+// Anole's decode grid: 32 rows of 32 codes, no row breaks, L_dec 1,024, with
+// the family's default diagonal window N_r (2 2/3 rows, docs/policies.md).
+sparse::GridGeometry AnoleGrid();
 
 families::Family AnoleFamily();
 

@@ -8,6 +8,7 @@
 #include "engine/families/llamagen/llamagen_config.h"
 #include "engine/families/llamagen/llamagen_spec.h"
 #include "engine/families/llamagen/llamagen_t2i.h"
+#include "engine/families/llamagen/t5_backend.h"
 #include "engine/model/finite_values.h"
 #include "engine/vq/vq_decoder.h"
 #include "engine/vq/vq_weights.h"
@@ -58,10 +59,8 @@ absl::StatusOr<model::ImageDecoder> MakeDecoder(const std::string& vq_path, cons
 
 absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir, const std::string& t5_dir,
                                                    const std::string& t5_backend) {
-  if (!t5_backend.empty() && t5_backend != "cpu" && t5_backend != "cuda") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("family option 't5_backend' must be \"cpu\" or \"cuda\", got \"", t5_backend, "\""));
-  }
+  absl::StatusOr<T5Backend> t5_device = ParseT5Backend(t5_backend);
+  if (!t5_device.ok()) return t5_device.status();
   absl::StatusOr<LlamaGenConfig> config = LoadLlamaGenConfig(model_dir, t5_dir);
   if (!config.ok()) return config.status();
   for (const auto& [key, value] : {std::pair{"t5_dir", &t5_dir}, std::pair{"t5_backend", &t5_backend}}) {
@@ -87,7 +86,7 @@ absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir,
   // The class token or the caption slots, then the image tokens (gpt.py: block_size + cls_token_num positions).
   m.max_position_embeddings = config->cls_token_num + m.image_tokens;
   if (config->text_conditional) {
-    SetTextConditioning(*config, m.weights_file, t5_backend == "cuda", m);
+    SetTextConditioning(*config, m.weights_file, *t5_device, m);
   } else {
     // sample_c2i.py's defaults: cfg 4.0 on every token (cfg_interval -1), top-k 2000, temperature 1, top-p 1.
     m.default_sampling = engine::SamplingParams{};

@@ -12,7 +12,8 @@ namespace argen::llamagen {
 
 // `t5_dir` (family option t5_dir; empty: config.json's, else the published
 // places): a t2i model's T5 encoder directory. `t5_backend` (family option
-// t5_backend): "cpu" (or empty) runs T5 on the host, "cuda" on the GPU.
+// t5_backend): "cpu" runs T5 on the host, "cuda" on the GPU, empty where the
+// engine runs (backend cuda: the GPU; t5_backend.h).
 absl::StatusOr<families::FamilyModel> LoadLlamaGen(const std::string& model_dir, const std::string& t5_dir = "",
                                                    const std::string& t5_backend = "");
 

@@ -14,6 +14,11 @@ namespace argen::llamagen {
 
 namespace {
 
+// Why T5 is on the GPU and how to move it, for errors opening it there.
+constexpr char kOnGpu[] =
+    "the T5 encoder on cuda (family option t5_backend \"cuda\", or unset with backend cuda; t5_backend \"cpu\" "
+    "runs it on the host)";
+
 // The T5 encoder on the chosen device (the CPU one is the reference).
 absl::StatusOr<std::unique_ptr<T5TextEncoder>> OpenT5(const std::string& t5_dir, bool on_gpu, int32_t slots) {
   if (!on_gpu) {
@@ -24,19 +29,18 @@ absl::StatusOr<std::unique_ptr<T5TextEncoder>> OpenT5(const std::string& t5_dir,
 #if defined(ARGEN_WITH_CUDA)
   absl::StatusOr<std::unique_ptr<CudaT5Encoder>> gpu = CudaT5Encoder::Open(t5_dir, slots);
   if (!gpu.ok()) {
-    return absl::Status(gpu.status().code(), absl::StrCat("t5_backend \"cuda\": ", gpu.status().message()));
+    return absl::Status(gpu.status().code(), absl::StrCat(kOnGpu, ": ", gpu.status().message()));
   }
   return std::unique_ptr<T5TextEncoder>(*std::move(gpu));
 #else
   (void)slots;
-  return absl::UnimplementedError(
-      "family option 't5_backend' \"cuda\": this build has no CUDA (configure with ARGEN_CUDA=ON); use \"cpu\"");
+  return absl::UnimplementedError(absl::StrCat(kOnGpu, ": this build has no CUDA (configure with ARGEN_CUDA=ON)"));
 #endif
 }
 
 }  // namespace
 
-void SetTextConditioning(const LlamaGenConfig& config, const std::string& gpt_path, bool t5_on_gpu,
+void SetTextConditioning(const LlamaGenConfig& config, const std::string& gpt_path, T5Backend t5_backend,
                          families::FamilyModel& m) {
   // sample_t2i.py's defaults: cfg 7.5 on every token, top-k 1000, temperature 1, top-p 1.
   m.default_sampling = engine::SamplingParams{};
@@ -51,7 +55,9 @@ void SetTextConditioning(const LlamaGenConfig& config, const std::string& gpt_pa
           return absl::InternalError("LlamaGen t2i prompts are embeddings, not token ids");
         });
   };
-  m.make_prompt_embedder = [config, gpt_path, t5_on_gpu]() -> absl::StatusOr<model::PromptEmbedder> {
+  m.make_prompt_embedder = [config, gpt_path, t5_backend](
+                               const families::EmbedderOptions& options) -> absl::StatusOr<model::PromptEmbedder> {
+    const bool t5_on_gpu = T5RunsOnGpu(t5_backend, options.engine_on_gpu);
     absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> gpt = checkpoint::OpenCheckpointFile(gpt_path);
     if (!gpt.ok()) return gpt.status();
     absl::StatusOr<std::unique_ptr<T5TextEncoder>> t5 = OpenT5(config.t5_dir, t5_on_gpu, config.cls_token_num);

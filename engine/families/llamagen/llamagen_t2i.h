@@ -8,14 +8,16 @@
 
 #include "engine/families/family.h"
 #include "engine/families/llamagen/llamagen_config.h"
+#include "engine/families/llamagen/t5_backend.h"
 
 namespace argen::llamagen {
 
 // `gpt_path`: the GPT weights file (its caption MLP and uncond_embedding).
-// t5_on_gpu: the T5 encoder runs on CUDA (CudaT5Encoder; family option
-// t5_backend cuda), else on the CPU; a build without CUDA refuses it when the
-// prompt recipe is made.
-void SetTextConditioning(const LlamaGenConfig& config, const std::string& gpt_path, bool t5_on_gpu,
+// `t5_backend` (family option t5_backend): where the T5 encoder runs, CUDA
+// (CudaT5Encoder) or the CPU, resolved against the engine's backend when the
+// prompt recipe is made (T5RunsOnGpu); a build without CUDA refuses the GPU
+// then.
+void SetTextConditioning(const LlamaGenConfig& config, const std::string& gpt_path, T5Backend t5_backend,
                          families::FamilyModel& m);
 
 }  // namespace argen::llamagen

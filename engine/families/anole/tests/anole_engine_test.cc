@@ -15,10 +15,14 @@
 #include <iterator>
 #include <string>
 
+#include "engine/checkpoint/weights_file.h"
 #include "engine/families/anole/anole_family.h"
+#include "engine/families/lumina/lumina_vq16.h"
 #include "engine/families/registry.h"
 #include "engine/model/create_engine.h"
 #include "engine/sparse/policy_params.h"
+#include "engine/vqgan/vqgan_config.h"
+#include "engine/vqgan/vqgan_weights.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/golden_files.h"
@@ -138,6 +142,42 @@ TEST(AnoleEngineTest, GreedyImageIsTransformersLoopsInBothLayouts) {
     off += d != 0;
   }
   EXPECT_LE(off, static_cast<int>(rgb8.size() / 100));
+}
+
+// The head_dim 16 model (tiny-anole-cuda-*, the CUDA test's; tools/goldens/make_anole_tiny_cuda.py) in both
+// layouts: the CPU engine's greedy image is transformers' loop's too, so the CUDA test's reference is checked.
+TEST(AnoleEngineTest, GreedyImageOfTheHeadDim16ModelIsTransformersLoops) {
+  const families::FamilyOptions shared_vqgan = {{"vqgan_dir", "../tiny-anole-meta/tokenizer"}};
+  const std::string root = SourceDir() + "/tests/goldens/tiny/";
+  const nlohmann::json greedy = test_support::ReadJson("tests/goldens/tiny/tiny-anole-cuda-hf/goldens.json")["greedy"];
+  for (const char* dir : {"tiny-anole-cuda-hf", "tiny-anole-cuda-meta"}) {
+    std::unique_ptr<model::GenericEngine> e = MakeEngine(root + dir, shared_vqgan);
+    ASSERT_NE(e, nullptr) << dir;
+    EXPECT_EQ(e->info().head_dim, 16) << dir;
+    engine::GenerationRequest r = Request(7);
+    r.prompt = greedy["caption"].get<std::string>();
+    r.sampling.temperature = 0.0f;
+    const auto tokens = Generate(*e, r);
+    ASSERT_EQ(tokens.size(), 1u) << dir;
+    EXPECT_EQ(tokens[0], greedy["tokens"].get<std::vector<int32_t>>()) << dir;
+  }
+}
+
+// The CUDA engine's default image decoder (vq_backend auto with backend cuda) is the GPU VQ-16 decoder over
+// Chameleon's VQGAN (lumina_vq16.h): the tiny VQGAN the tests serve must convert, at Anole's 32 x 32 grid.
+TEST(AnoleEngineTest, TheGpuDecoderBindingTakesTheVqgan) {
+  const std::string dir = MetaDir() + "/tokenizer";
+  absl::StatusOr<vqgan::VqganConfig> config = vqgan::LoadVqganYaml(dir + "/vqgan.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = checkpoint::OpenCheckpointFile(dir + "/vqgan.ckpt");
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  absl::StatusOr<vqgan::VqganDecoderWeights> weights =
+      vqgan::LoadVqganDecoderWeights(vqgan::CheckpointTensorSource(**ckpt), *config);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  absl::StatusOr<std::pair<vq::VqDecoderWeights, vq::Vq16Config>> vq16 = lumina::AsVq16(*weights, *config, kGridSide);
+  ASSERT_TRUE(vq16.ok()) << vq16.status();
+  EXPECT_EQ(vq16->second.image_size, 64);
+  EXPECT_EQ(vq16->second.codebook_size, kCodes);
 }
 
 TEST(AnoleEngineTest, EveryPolicyRunsOnTheGrid) {

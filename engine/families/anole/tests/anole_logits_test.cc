@@ -7,6 +7,7 @@
 // <s> <racm3:break> codes...) match ChameleonForConditionalGeneration's over
 // the image tokens (relative error 1e-4 in fp32), and the prompt recipe gives
 // Anole's TokenManager ids for each layout's tokenizer.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,10 +33,23 @@ using test_support::SourceDir;
 constexpr double kTolerance = 1e-4;
 const char kHf[] = "tests/goldens/tiny/tiny-anole-hf";
 const char kMeta[] = "tests/goldens/tiny/tiny-anole-meta";
+// The same model at head_dim 16 (the CUDA backend's shapes; tools/goldens/make_anole_tiny_cuda.py), reading
+// the tokenizer and VQGAN of tiny-anole-meta.
+const char kCudaHf[] = "tests/goldens/tiny/tiny-anole-cuda-hf";
+const char kCudaMeta[] = "tests/goldens/tiny/tiny-anole-cuda-meta";
 
-// Each layout's directory and family options (the -hf folder reads the VQGAN from Meta's tokenizer folder).
+bool CudaShape(const std::string& which) { return which.rfind("cuda-", 0) == 0; }
+
+// The folder of `which` layout's goldens (goldens.json, logits.f32): the -hf one of its shape.
+std::string GoldenDir(const std::string& which) { return CudaShape(which) ? kCudaHf : kHf; }
+
+// Each layout's directory and family options (the -hf folders, and the head_dim 16 ones, read the VQGAN from
+// Meta's tokenizer folder).
 std::pair<std::string, families::FamilyOptions> Layout(const std::string& which) {
-  if (which == "hf") return {SourceDir() + "/" + kHf, {{"vqgan_dir", "../tiny-anole-meta/tokenizer"}}};
+  const families::FamilyOptions shared = {{"vqgan_dir", "../tiny-anole-meta/tokenizer"}};
+  if (which == "hf") return {SourceDir() + "/" + kHf, shared};
+  if (which == "cuda-hf") return {SourceDir() + "/" + kCudaHf, shared};
+  if (which == "cuda-meta") return {SourceDir() + "/" + kCudaMeta, shared};
   return {SourceDir() + "/" + kMeta, {}};
 }
 
@@ -47,7 +61,7 @@ class AnoleLayoutTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(AnoleLayoutTest, CfgPairLogitsMatchTransformers) {
   const auto [dir, options] = Layout(GetParam());
-  const nlohmann::json golden = ReadJson(std::string(kHf) + "/goldens.json");
+  const nlohmann::json golden = ReadJson(GoldenDir(GetParam()) + "/goldens.json");
   absl::StatusOr<families::FamilyModel> m = LoadAnole(dir, options);
   ASSERT_TRUE(m.ok()) << m.status();
   absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = Open(*m, dir);
@@ -67,7 +81,8 @@ TEST_P(AnoleLayoutTest, CfgPairLogitsMatchTransformers) {
   kv::KvManager kv(be);
 
   const int32_t vocab = golden["vocab_size"].get<int32_t>();
-  const std::vector<float> all = ReadF32(SourceDir() + "/" + kHf + "/" + golden["logits_file"].get<std::string>());
+  const std::vector<float> all =
+      ReadF32(SourceDir() + "/" + GoldenDir(GetParam()) + "/" + golden["logits_file"].get<std::string>());
   auto expected = [&](int32_t row) {
     return std::vector<float>(all.begin() + int64_t{row} * vocab + first,
                               all.begin() + int64_t{row} * vocab + first + count);
@@ -105,7 +120,7 @@ TEST_P(AnoleLayoutTest, CfgPairLogitsMatchTransformers) {
 
 TEST_P(AnoleLayoutTest, PromptIdsAreAnolesTokenManagers) {
   const auto [dir, options] = Layout(GetParam());
-  const nlohmann::json golden = ReadJson(std::string(kHf) + "/goldens.json");
+  const nlohmann::json golden = ReadJson(GoldenDir(GetParam()) + "/goldens.json");
   absl::StatusOr<families::FamilyModel> m = LoadAnole(dir, options);
   ASSERT_TRUE(m.ok()) << m.status();
   absl::StatusOr<model::PromptEncoder> encoder = m->make_prompt();
@@ -125,7 +140,12 @@ TEST_P(AnoleLayoutTest, PromptIdsAreAnolesTokenManagers) {
   EXPECT_NE(empty.status().message().find("prompt"), std::string::npos) << empty.status();
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, AnoleLayoutTest, ::testing::Values("hf", "meta"));
+INSTANTIATE_TEST_SUITE_P(Layouts, AnoleLayoutTest, ::testing::Values("hf", "meta", "cuda-hf", "cuda-meta"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 TEST(AnoleMetaCheckpointTest, RotaryRowsFollowTheConvertersPermute) {
   // head_dim 8: HF rows (first half, second half) = Meta's even, odd rows.

@@ -5,7 +5,7 @@
 // sequences of several lengths (the relative-position buckets of each), and
 // random weights at FLAN-T5-XL's width (2 blocks) and at a narrow-attention
 // width; bad ids and too long a sequence refused; then the tiny t2i model served end to
-// end on the CUDA backend with t5_backend cuda: the prompt's prefix
+// end on the CUDA backend with T5 on CUDA (t5_backend cuda, and unset: it follows backend cuda): the prompt's prefix
 // embeddings against the golden, the greedy (cfg 7.5, argmax) tokens against
 // the CPU run's (which are the official generate()'s), and the decoded
 // image. Needs a GPU (label gpu).
@@ -200,7 +200,7 @@ struct Served {
   std::vector<engine::RgbImage> images;
 };
 
-// The tiny t2i model served through the engine on `backend`, T5 on `t5_backend`.
+// The tiny t2i model served through the engine on `backend`, T5 on `t5_backend` (empty: unset, T5 follows backend).
 Served Serve(const std::string& backend, const std::string& t5_backend, const std::string& prompt) {
   Served out;
   engine::EngineOptions options;
@@ -209,7 +209,7 @@ Served Serve(const std::string& backend, const std::string& t5_backend, const st
   options.threads = 2;
   options.max_batch_rows = 8;
   options.kv_budget_bytes = 64 << 20;
-  options.family_options["t5_backend"] = t5_backend;
+  if (!t5_backend.empty()) options.family_options["t5_backend"] = t5_backend;
   absl::StatusOr<std::unique_ptr<model::GenericEngine>> e = model::CreateGenericEngine(options);
   EXPECT_TRUE(e.ok()) << e.status();
   if (!e.ok()) return out;
@@ -233,11 +233,15 @@ Served Serve(const std::string& backend, const std::string& t5_backend, const st
   return out;
 }
 
-TEST(LlamaGenT2iCudaEngineTest, ServedOnCudaWithT5OnCudaMatchesTheCpuRun) {
+// T5 on CUDA set explicitly ("cuda") and by following backend cuda (unset).
+class LlamaGenT2iCudaEngineTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LlamaGenT2iCudaEngineTest, ServedOnCudaWithT5OnCudaMatchesTheCpuRun) {
   const nlohmann::json golden = ReadJson(std::string(kRel) + "/goldens.json");
   const std::string prompt = golden["prompt"].get<std::string>();
-  const Served cpu = Serve("cpu", "cpu", prompt);
-  const Served gpu = Serve("cuda", "cuda", prompt);
+  const Served cpu = Serve("cpu", "", prompt);
+  const Served gpu = Serve("cuda", GetParam(), prompt);
+  std::cout << "t5_backend \"" << GetParam() << "\" with backend cuda:\n";
   ASSERT_FALSE(gpu.cond.empty());
   ASSERT_EQ(gpu.cond.size(), cpu.cond.size());
   const double cond_err = RelativeError(gpu.cond.data(), ReadF32(Dir() + "/prefix_cond.f32"));
@@ -263,6 +267,11 @@ TEST(LlamaGenT2iCudaEngineTest, ServedOnCudaWithT5OnCudaMatchesTheCpuRun) {
   EXPECT_EQ(gpu.images[0].width, 10);
   EXPECT_EQ(gpu.images[0].height, 10);
 }
+
+INSTANTIATE_TEST_SUITE_P(T5Backend, LlamaGenT2iCudaEngineTest, ::testing::Values("cuda", ""),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param.empty() ? std::string("FollowsBackend") : info.param;
+                         });
 
 }  // namespace
 }  // namespace argen::llamagen

@@ -17,11 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/checkpoint/weights_file.h"
 #include "engine/engine.h"
 #include "engine/families/llamagen/llamagen_config.h"
 #include "engine/families/llamagen/llamagen_spec.h"
 #include "engine/families/llamagen/t2i_prompt.h"
+#include "engine/families/llamagen/t5_backend.h"
 #include "engine/families/registry.h"
 #include "engine/kv/kv_manager.h"
 #include "engine/model/backend_registry.h"
@@ -124,8 +126,46 @@ TEST(LlamaGenT2iConfigTest, TheT5DirOptionIsForTextModelsOnly) {
   EXPECT_NE(m.status().message().find("family option 't5dir'"), std::string::npos) << m.status();
 }
 
+// Where T5 runs: unset follows the engine's backend; an explicit "cpu" or
+// "cuda" wins over it; anything else names the option.
+TEST(LlamaGenT2iConfigTest, TheT5BackendFollowsTheEngineUnlessSet) {
+  absl::StatusOr<T5Backend> unset = ParseT5Backend("");
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_EQ(*unset, T5Backend::kFollowEngine);
+  EXPECT_FALSE(T5RunsOnGpu(*unset, /*engine_on_gpu=*/false));
+  EXPECT_TRUE(T5RunsOnGpu(*unset, /*engine_on_gpu=*/true));
+  absl::StatusOr<T5Backend> cpu = ParseT5Backend("cpu");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_FALSE(T5RunsOnGpu(*cpu, false));
+  EXPECT_FALSE(T5RunsOnGpu(*cpu, true));
+  absl::StatusOr<T5Backend> cuda = ParseT5Backend("cuda");
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  EXPECT_TRUE(T5RunsOnGpu(*cuda, false));
+  EXPECT_TRUE(T5RunsOnGpu(*cuda, true));
+  for (const char* bad : {"CUDA", "gpu", " cpu", "auto"}) {
+    absl::StatusOr<T5Backend> b = ParseT5Backend(bad);
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(b.status().message().find(
+                  absl::StrCat("family option 't5_backend' must be \"cpu\" or \"cuda\", got \"", bad, "\"")),
+              std::string::npos)
+        << b.status();
+  }
+  // Unset on a CPU engine: the host encoder, the golden prefix as before.
+  absl::StatusOr<families::FamilyModel> m = families::LoadFamilyModel(Dir(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<model::PromptEmbedder> embedder = m->make_prompt_embedder({/*engine_on_gpu=*/false});
+  ASSERT_TRUE(embedder.ok()) << embedder.status();
+  model::PromptText text;
+  text.caption = ReadJson(std::string(kRel) + "/goldens.json")["prompt"].get<std::string>();
+  absl::StatusOr<model::PromptEmbeddings> e = (*embedder)(text);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_LE(RelativeError(e->cond.data(), ReadF32(Dir() + "/prefix_cond.f32")), 1e-5);
+}
+
 // Family option t5_backend: "cpu" or "cuda" only, for text models only;
-// "cpu" serves as before. ("cuda" itself: llamagen_t2i_cuda_test, label gpu.)
+// "cpu" serves as before, on a CUDA engine too. ("cuda" itself:
+// llamagen_t2i_cuda_test, label gpu.)
 TEST(LlamaGenT2iConfigTest, TheT5BackendOptionIsCheckedByName) {
   absl::StatusOr<families::FamilyModel> m = families::LoadFamilyModel(Dir(), {{"t5_backend", "tpu"}});
   ASSERT_FALSE(m.ok());
@@ -139,7 +179,7 @@ TEST(LlamaGenT2iConfigTest, TheT5BackendOptionIsCheckedByName) {
       << m.status();
   m = families::LoadFamilyModel(Dir(), {{"t5_backend", "cpu"}});
   ASSERT_TRUE(m.ok()) << m.status();
-  absl::StatusOr<model::PromptEmbedder> embedder = m->make_prompt_embedder();
+  absl::StatusOr<model::PromptEmbedder> embedder = m->make_prompt_embedder({/*engine_on_gpu=*/true});
   ASSERT_TRUE(embedder.ok()) << embedder.status();
   const nlohmann::json golden = ReadJson(std::string(kRel) + "/goldens.json");
   model::PromptText text;
