@@ -2,9 +2,11 @@
 // as the Janus family's ModelSpec, for random-weight benchmarks.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "engine/families/nextstep/nextstep_config.h"
 #include "engine/model/model_spec.h"
 #include "kernels/sparse/policy_types.h"
 
@@ -19,11 +21,14 @@ absl::StatusOr<model::ModelSpec> JanusSpec(const std::string& name);  // "1b" or
 // "lumina-1024" (h rows of w codes and a new line each, L_dec = h(w + 1) - 1;
 // the guidance row is the 3-token image header) or Emu3-Gen "emu3" (720 x 720:
 // 90 rows of 90 codes and a row end each; the guidance row is the negative
-// prompt with the image header).
+// prompt with the image header) or NextStep-1 "nextstep-14b" (512 px: 32 x
+// 32 continuous tokens of 64 floats, raster order; a vector model whose
+// flow-matching head the caller makes from `nextstep`, nextstep_shapes.h).
 struct BenchModel {
   model::ModelSpec spec;
   sparse::GridGeometry grid;
-  int uncond_len = 0;  // 0: the prompt length
+  int uncond_len = 0;                                // 0: the prompt length
+  std::optional<nextstep::NextStepConfig> nextstep;  // the published config of a NextStep model
 };
 absl::StatusOr<BenchModel> BenchModelFor(const std::string& name);
 
