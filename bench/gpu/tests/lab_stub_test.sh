@@ -30,6 +30,7 @@ while [ $# -gt 0 ]; do
     --max-batch) batches=100 ;;
     --gemm-micro) echo "gemm qkv 2 rows bf16 41.0 us fp8 42.1 us"; exit 0 ;;
     --attention-micro) echo "attention diagonal:0.95 64 images two-pass 1.0 ms staged 1.1 ms"; exit 0 ;;
+    --vae-micro) echo "vae $model fp32 images=1 (512 px, 1 a chunk): 30.0 ms, 30.00 ms/image, 33.3 img/s"; exit 0 ;;
   esac
   shift
 done
@@ -41,6 +42,7 @@ for d in ${dtypes//,/ }; do
       ips=$([ "${p%%:*}" = dense ] && echo 4.00 || echo 8.00)
       att=$([ "${p%%:*}" = dense ] && echo 2.0 || echo 0.2)
       echo "$model $p $b 0.1 10.0 5.0 5.0 $ips | 0.1 0.1 1.0 $att 0 0 0.5 2.0 0.1 0.1 100.0 30.0"
+      [ "${model#nextstep}" != "$model" ] && echo "split $model $p images=$b: step 5.000 ms (graphs), head alone 1.250 ms (graph; eager 2.000 ms) = 25.0% of the step, decoder 3.750 ms; stage timer (eager, 4 steps): decoder 4.000 ms, head 2.000 ms = 33.3%; tokens finite"
     done
   done
 done
@@ -144,6 +146,11 @@ check "speculative baseline" "speculative_window 0 \(runs 2-5\): .* 576 steps pe
 check "lumina ratios" "attention 10.00x" "$sum"
 check "family-engine ratios" "emu3, 1,16 images @16: diagonal:0.95:455: last-steps attention 10.00x" "$sum"
 check "family-engine max batch" "llamagen-xl-512, 48 GB card, max batch: diagonal:0.95:160: .*img/s / dense 2.00x" "$sum"
+check "nextstep head share" "head share dense 64 images: 25.0% of the step \(target < 30%\): met" "$sum"
+check "nextstep ratios" "nextstep-14b, 1,16,64 images, step split @64: diagonal:0.95: .*img/s / dense 2.00x" "$sum"
+check "nextstep max batch" "nextstep-14b, whole card \([0-9]+G\), max batch: diagonal:0.95: .*img/s / dense 2.00x" "$sum"
+check "nextstep one image" "one image dense: latency 10.10 s" "$sum"
+check "nextstep vae" "^vae nextstep-14b fp32 images=1" "$sum"
 check "emu3 lone image" "candidate dense 512px lone run 2: .*vision decode \+ PNG 0.250 s" "$sum"
 check "emu3 ratios" "candidate 512px 16 concurrent: mean request wall dense / diagonal 1.00x" "$sum"
 check "micro lines" "^gemm qkv" "$sum"
