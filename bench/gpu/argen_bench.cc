@@ -20,6 +20,12 @@
 //   --gemm-micro [--gemm-rows 2,16,...]   one layer's four projections alone, bf16 against fp8 (gemm_micro.h)
 //   --ssd-semantic-share S   ssd: the share of the random model's (layer, kv head) pairs classified
 //     semantic (default 0.5); every line ends with the image's exact KV MB and the mean keys a head attends
+//   --model nextstep-14b   NextStep-1 (continuous tokens): random decoder weights on the device and a random
+//     flow-matching head of the published shape (nextstep_shapes.h); each batch's line is followed by a
+//     "split" line: the head alone in a CUDA graph against the graphed step (flow_head_micro.h), and the
+//     stage timer's eager decoder / head split of the last --stage-steps steps (none with --stage-steps 0)
+//   --vae-micro   (nextstep-14b) the CUDA VAE decoder alone, random weights of the published shape, on
+//     --batches images of 512 px, fp32 and TF32 (vae_micro.h)
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -33,11 +39,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/gpu/attention_micro.h"
+#include "bench/gpu/flow_head_micro.h"
 #include "bench/gpu/gemm_micro.h"
 #include "bench/gpu/janus_shapes.h"
+#include "bench/gpu/nextstep_shapes.h"
+#include "bench/gpu/vae_micro.h"
 #include "common/cli.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/kv/kv_manager.h"
+#include "engine/model/step_plan.h"
 #include "engine/sparse/policy_params.h"
 
 namespace argen::bench {
@@ -67,6 +77,7 @@ struct Flags {
   std::vector<SharingMode> sharing = {SharingMode::kWithin};  // prompt-KV sharing (A/B: several)
   std::vector<model::WeightFormat> weight_formats = {model::WeightFormat::kAuto};
   bool gemm_micro = false;
+  bool vae_micro = false;
   std::vector<int> gemm_rows = {2, 16, 64, 256, 1024, 2816};
   std::string out;
 };
@@ -158,6 +169,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       }
     } else if (a == "--gemm-micro") {
       f->gemm_micro = true;
+    } else if (a == "--vae-micro") {
+      f->vae_micro = true;
     } else if (a == "--gemm-rows") {
       f->gemm_rows.clear();
       for (absl::string_view m : absl::StrSplit(value(), ',')) {
@@ -278,8 +291,22 @@ int MaxImages(kv::KvManager& kv, const sparse::ResolvedPolicy& policy, int promp
   return images;
 }
 
+// One decode step of a vector model (NextStep-1): every pair's query t fed the
+// token vector its previous step drew and the device kept (kMadeVector).
+absl::Status DecodeVectors(cuda::CudaBackend& be, const std::vector<model::RowId>& rows, int t,
+                           const std::vector<model::SamplingSpec>& sampling, std::vector<int32_t>& sampled,
+                           model::StepPlanBuilder& builder) {
+  builder.Clear();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    builder.AddRow(rows[r]);
+    builder.AddMadeVectorQuery(t);
+    if (r % 2 == 1) builder.AddSampling(sampling[r / 2]);
+  }
+  return be.Forward(builder.Plan(), {sampled, nullptr});
+}
+
 RunResult RunBatch(cuda::CudaBackend& be, kv::KvManager& kv, const sparse::ResolvedPolicy& policy, int images,
-                   int prompt_len, int uncond_len, int stage_steps, const PromptGroups& groups) {
+                   int prompt_len, int uncond_len, int stage_steps, const PromptGroups& groups, float cfg_weight) {
   RunResult res;
   const int n_rows = 2 * images;
   std::mt19937 rng(11);
@@ -327,6 +354,7 @@ RunResult RunBatch(cuda::CudaBackend& be, kv::KvManager& kv, const sparse::Resol
   for (int i = 0; i < images; ++i) {
     sampling[i].seed = 1234;
     sampling[i].image_index = i;
+    sampling[i].cfg_weight = cfg_weight;
   }
   std::vector<int32_t> sampled(images), steps(images);
   cudaDeviceSynchronize();
@@ -336,12 +364,15 @@ RunResult RunBatch(cuda::CudaBackend& be, kv::KvManager& kv, const sparse::Resol
   if (s.ok()) s = be.Prefill({rows, offsets, tokens, sampling}, {sampled, nullptr});
   const auto t1 = Clock::now();
   std::vector<int32_t> next(images);
+  const bool vectors = be.spec().vector_tokens();
+  model::StepPlanBuilder builder;
   for (int t = 0; s.ok() && t < policy.l_dec - 1; ++t) {
     if (t == policy.l_dec - 1 - stage_steps) be.SetStageTiming(true);
     next = sampled;
     std::fill(steps.begin(), steps.end(), t);
     const auto a = Clock::now();
-    s = be.Decode({rows, next, steps, sampling}, {sampled, nullptr});
+    s = vectors ? DecodeVectors(be, rows, t, sampling, sampled, builder)
+                : be.Decode({rows, next, steps, sampling}, {sampled, nullptr});
     if (t >= policy.l_dec - 1 - stage_steps) res.last_steps_ms += Seconds(a, Clock::now()) * 1e3;
   }
   const auto t2 = Clock::now();
@@ -360,10 +391,76 @@ RunResult RunBatch(cuda::CudaBackend& be, kv::KvManager& kv, const sparse::Resol
   return res;
 }
 
+// A vector model's step split after a batch's line: the head alone in a CUDA
+// graph (all of the batch's pairs, one call) against the graphed step, and
+// the stage timer's eager split (decoder: every stage but "head", which is
+// the final norm, vector_out, the flow head and the tokens' copy back).
+void PrintSplit(const std::string& name, const std::string& policy, int images, const RunResult& r,
+                FlowHeadMicro& head_micro, float cfg_weight, FILE* out) {
+  absl::StatusOr<FlowHeadTiming> t = head_micro.Time(images, cfg_weight);
+  if (!t.ok()) {
+    std::printf("split %s %s images=%d: head micro failed: %s\n", name.c_str(), policy.c_str(), images,
+                std::string(t.status().message()).c_str());
+    return;
+  }
+  const int steps = std::max(1, r.stages.steps);
+  double eager_total = 0;
+  for (double ms : r.stages.ms) eager_total += ms / steps;
+  const double eager_head = r.stages.ms[static_cast<int>(cuda::Stage::kHead)] / steps;
+  const double head_share = r.step_ms > 0 ? 100.0 * t->graph_ms / r.step_ms : 0.0;
+  std::printf(
+      "split %s %s images=%d: step %.3f ms (graphs), head alone %.3f ms (graph; eager %.3f ms) = %.1f%% of the step, "
+      "decoder %.3f ms; stage timer (eager, %d steps): decoder %.3f ms, head %.3f ms = %.1f%%; tokens %s\n",
+      name.c_str(), policy.c_str(), images, r.step_ms, t->graph_ms, t->eager_ms, head_share, r.step_ms - t->graph_ms,
+      r.stages.steps, eager_total - eager_head, eager_head, eager_total > 0 ? 100.0 * eager_head / eager_total : 0.0,
+      t->finite ? "finite" : "NOT FINITE");
+  std::fflush(stdout);
+  if (out) {
+    std::fprintf(out,
+                 "{\"kind\":\"split\",\"model\":\"%s\",\"policy\":\"%s\",\"images\":%d,\"step_ms\":%.4f,"
+                 "\"head_graph_ms\":%.4f,\"head_eager_ms\":%.4f,\"head_share\":%.4f,\"stage_decoder_ms\":%.4f,"
+                 "\"stage_head_ms\":%.4f,\"finite\":%s}\n",
+                 name.c_str(), policy.c_str(), images, r.step_ms, t->graph_ms, t->eager_ms, head_share / 100.0,
+                 eager_total - eager_head, eager_head, t->finite ? "true" : "false");
+  }
+}
+
+// --vae-micro: the published VAE with random weights, 512 px images (a 64 x 64 latent), fp32 then TF32.
+bool RunVaeBatches(const std::string& name, const nextstep::NextStepConfig& config, const std::vector<int>& batches,
+                   FILE* out) {
+  absl::StatusOr<RandomVae> vae = RandomNextStepVae(7);
+  if (!vae.ok()) {
+    std::fprintf(stderr, "vae micro: %s\n", std::string(vae.status().message()).c_str());
+    return false;
+  }
+  const int32_t side = config.latent_size * config.latent_patch_size;
+  const int32_t px = side * vae->config.downsample();
+  for (bool tf32 : {false, true}) {
+    std::vector<VaeMicroRow> rows;
+    std::string err;
+    if (!RunVaeMicro(vae->weights, vae->config, side, batches, tf32, &rows, &err)) {
+      std::fprintf(stderr, "vae micro: %s\n", err.c_str());
+      return false;
+    }
+    for (const VaeMicroRow& r : rows) {
+      std::printf("vae %s %s images=%d (%d px, %d a chunk): %.1f ms, %.2f ms/image, %.1f img/s\n", name.c_str(),
+                  tf32 ? "tf32" : "fp32", r.images, px, r.chunk_images, r.ms, r.ms / r.images, 1e3 * r.images / r.ms);
+      if (out)
+        std::fprintf(out,
+                     "{\"kind\":\"vae\",\"model\":\"%s\",\"precision\":\"%s\",\"images\":%d,\"px\":%d,"
+                     "\"ms\":%.3f}\n",
+                     name.c_str(), tf32 ? "tf32" : "fp32", r.images, px, r.ms);
+    }
+    std::fflush(stdout);
+  }
+  return true;
+}
+
 constexpr char kBenchUsage[] =
     "argen_bench: GPU end-to-end and micro benchmarks of the CUDA backend (bench/gpu/*.sh run it).\n"
-    "  argen_bench [--model 1b,7b,lumina-512,lumina-768,anole-512,emu3,llamagen-xl-384 (with --prompt-len 1)] [--batches "
-    "1,8,...] "
+    "  argen_bench [--model 1b,7b,lumina-512,lumina-768,anole-512,emu3,llamagen-xl-384 (with --prompt-len "
+    "1),nextstep-14b] "
+    "[--batches 1,8,...] "
     "[--policies "
     "dense,diagonal:0.9[:N_r][@fp8],...]\n"
     "              [--prompt-len N] [--kv-budget 40G] [--card-memory 48G] [--max-batch] [--max-rows R] "
@@ -372,6 +469,7 @@ constexpr char kBenchUsage[] =
     "              [--attention-kernel auto|two-pass|staged|warp] [--gemm cublas|lt-heuristic|lt-tuned]\n"
     "              [--stage-steps N] [--images-per-prompt N] [--prompt-sharing on|off|both|across|all]\n"
     "              [--weight-dtype auto|fp8[,...]] [--gemm-micro [--gemm-rows 2,16,...]]\n"
+    "              [--vae-micro] (nextstep-14b: the CUDA VAE decoder alone on --batches images)\n"
     "              [--out FILE.jsonl] [--help] [--version]\n";
 
 int Main(int argc, char** argv) {
@@ -379,7 +477,8 @@ int Main(int argc, char** argv) {
   Flags f;
   if (!ParseFlags(argc, argv, &f)) {
     std::fprintf(stderr,
-                 "usage: argen_bench [--model 1b,7b] [--batches 16,64] [--policies dense,diagonal:0.95]\n"
+                 "usage: argen_bench [--model 1b,7b,...,nextstep-14b] [--batches 16,64] [--policies "
+                 "dense,diagonal:0.95]\n"
                  "  [--prompt-len 50] [--kv-budget BYTES | --card-memory 48G [--max-batch [--max-rows 512]]]\n"
                  "  (a policy is name[:sparsity[:n_recent]][@kv_cache_dtype], e.g. diagonal:0.95:64, "
                  "diagonal:0.95@fp8, ssd:0.9)\n"
@@ -387,7 +486,7 @@ int Main(int argc, char** argv) {
                  "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n"
                  "  [--attention-kernel auto|two-pass|staged|warp] [--no-fused-argmin]\n"
                  "  [--images-per-prompt N] [--prompt-sharing on|off|both|across|all]\n"
-                 "  [--weight-dtype auto|fp8[,...]] [--gemm-micro [--gemm-rows 2,16,...]]\n");
+                 "  [--weight-dtype auto|fp8[,...]] [--gemm-micro [--gemm-rows 2,16,...]] [--vae-micro]\n");
     return 2;
   }
   FILE* out = f.out.empty() ? nullptr : std::fopen(f.out.c_str(), "a");
@@ -401,6 +500,14 @@ int Main(int argc, char** argv) {
     const sparse::GridGeometry grid = bench_model->grid;
     const int uncond_len = bench_model->uncond_len > 0 ? bench_model->uncond_len : f.prompt_len;
     const model::StackConfig* dims = &spec->stack;
+    if (f.vae_micro) {
+      if (!bench_model->nextstep) {
+        std::fprintf(stderr, "--vae-micro: %s has no VAE (nextstep-14b has)\n", name.c_str());
+        return 2;
+      }
+      if (!RunVaeBatches(name, *bench_model->nextstep, f.batches, out)) return 1;
+      continue;
+    }
     if (f.gemm_micro) {
       std::vector<GemmMicroRow> rows;
       std::string err;
@@ -457,6 +564,21 @@ int Main(int argc, char** argv) {
     }
     int max_images = 0;
     for (int b : f.batches) max_images = std::max(max_images, b);
+    // A vector model's token head: random weights of the published shape, made once (host), uploaded
+    // by each backend; its own copy times the head alone (FlowHeadMicro).
+    std::unique_ptr<RandomFlowHead> flow_head;
+    std::unique_ptr<FlowHeadMicro> head_micro;
+    std::string head_micro_error;
+    const float cfg_weight = bench_model->nextstep ? kNextStepCfgWeight : model::SamplingSpec{}.cfg_weight;
+    if (bench_model->nextstep) {
+      absl::StatusOr<std::unique_ptr<RandomFlowHead>> made = RandomNextStepFlowHead(*bench_model->nextstep, 42);
+      if (!made.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(made.status().message()).c_str());
+        return 1;
+      }
+      flow_head = *std::move(made);
+    }
+    const model::FlowMatchingHeadDesc* head_desc = flow_head ? &flow_head->desc : nullptr;
     for (model::WeightFormat weight_format : f.weight_formats) {
       const bool fp8w = weight_format == model::WeightFormat::kFp8;
       model::BackendOptions options;
@@ -476,7 +598,7 @@ int Main(int argc, char** argv) {
         options.kv_budget_bytes = int64_t{1} << 30;
         int64_t other = 0;
         {
-          auto probe = cuda::CreateRandomCudaBackend(*spec, options, 1);
+          auto probe = cuda::CreateRandomCudaBackend(*spec, options, 1, head_desc);
           if (!probe.ok()) {
             std::fprintf(stderr, "%s\n", std::string(probe.status().message()).c_str());
             return 1;
@@ -490,7 +612,7 @@ int Main(int argc, char** argv) {
                     options.kv_budget_bytes / 1e9);
       }
       const auto c0 = Clock::now();
-      auto backend = cuda::CreateRandomCudaBackend(*spec, options, 42);
+      auto backend = cuda::CreateRandomCudaBackend(*spec, options, 42, head_desc);
       if (!backend.ok()) {
         std::fprintf(stderr, "%s\n", std::string(backend.status().message()).c_str());
         return 1;
@@ -529,7 +651,8 @@ int Main(int argc, char** argv) {
           std::vector<int> batches = f.batches;
           if (f.max_batch) batches = {MaxImages(kv, *policy, f.prompt_len, uncond_len, be.MaxBatchRows() / 2, groups)};
           for (int images : batches) {
-            RunResult r = RunBatch(be, kv, *policy, images, f.prompt_len, uncond_len, f.stage_steps, groups);
+            RunResult r =
+                RunBatch(be, kv, *policy, images, f.prompt_len, uncond_len, f.stage_steps, groups, cfg_weight);
             if (!r.ok) {
               std::printf("%-5s %-20s %6d  %s\n", name.c_str(), spec.c_str(), images, r.note.c_str());
               continue;
@@ -568,6 +691,25 @@ int Main(int argc, char** argv) {
                            : groups.share ? "within"
                                           : "off",
                            fp8w ? "fp8" : "auto");
+            }
+            if (flow_head && f.stage_steps > 0) {
+              // The head's own copy, made after the first backend (its weights are on the card first).
+              // Without room for it (a pool sized to the whole card) the line says so and the run goes on.
+              if (!head_micro && head_micro_error.empty()) {
+                absl::StatusOr<std::unique_ptr<FlowHeadMicro>> m =
+                    FlowHeadMicro::Create(flow_head->desc, be.MaxBatchRows() / 2);
+                if (m.ok()) {
+                  head_micro = *std::move(m);
+                } else {
+                  head_micro_error = std::string(m.status().message());
+                }
+              }
+              if (head_micro) {
+                PrintSplit(name, spec, images, r, *head_micro, cfg_weight, out);
+              } else {
+                std::printf("split %s %s images=%d: no head micro (%s)\n", name.c_str(), spec.c_str(), images,
+                            head_micro_error.c_str());
+              }
             }
           }
         }

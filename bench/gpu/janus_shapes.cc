@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "bench/gpu/nextstep_shapes.h"
 #include "engine/families/anole/anole_shapes.h"
 #include "engine/families/emu3/emu3_shapes.h"
 #include "engine/families/janus/janus_shapes.h"
@@ -10,6 +11,7 @@
 #include "engine/families/llamagen/llamagen_config.h"
 #include "engine/families/llamagen/llamagen_spec.h"
 #include "engine/families/lumina/lumina_shapes.h"
+#include "engine/families/nextstep/nextstep_spec.h"
 #include "engine/sparse/policy_params.h"
 
 namespace argen::bench {
@@ -48,6 +50,20 @@ absl::StatusOr<BenchModel> BenchModelFor(const std::string& name) {
     m.uncond_len = emu3::kPublishedUncondTokens;  // BOS, the default negative prompt, the 720 px header
     return m;
   }
+  if (name == "nextstep-14b") {
+    absl::StatusOr<nextstep::NextStepConfig> config = PublishedNextStepConfig();
+    if (!config.ok()) return config.status();
+    absl::StatusOr<model::ModelSpec> spec = nextstep::NextStepSpec(*config);
+    if (!spec.ok()) return spec.status();
+    m.spec = *std::move(spec);
+    // As the family lays out its one size (nextstep_family.cc): a square grid of latent_size
+    // tokens a side, raster order, no row breaks; N_r 2 2/3 rows.
+    const int32_t side = config->latent_size;
+    m.grid = sparse::GridGeometry{side, 0, side * side};
+    m.grid.default_n_recent = sparse::RecentRowsWindow(m.grid, 8, 3);
+    m.nextstep = *config;
+    return m;
+  }
   // LlamaGen c2i: llamagen-<size>-<px> (llamagen-xl-384, llamagen-l-256, ...); one class token
   // (run with --prompt-len 1), the unconditional class as the guidance row, a square grid.
   if (name.rfind("llamagen-", 0) == 0) {
@@ -68,7 +84,8 @@ absl::StatusOr<BenchModel> BenchModelFor(const std::string& name) {
   absl::StatusOr<model::ModelSpec> spec = JanusSpec(name);
   if (!spec.ok()) {
     return absl::InvalidArgumentError(
-        "--model: expected 1b, 7b, lumina-512, lumina-768, lumina-1024, anole-512, emu3 or llamagen-<size>-<px>, got " +
+        "--model: expected 1b, 7b, lumina-512, lumina-768, lumina-1024, anole-512, emu3, llamagen-<size>-<px> or "
+        "nextstep-14b, got " +
         name);
   }
   m.spec = *std::move(spec);

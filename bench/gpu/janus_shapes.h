@@ -2,9 +2,11 @@
 // as the Janus family's ModelSpec, for random-weight benchmarks.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "engine/families/nextstep/nextstep_config.h"
 #include "engine/model/model_spec.h"
 #include "kernels/sparse/policy_types.h"
 
@@ -21,11 +23,14 @@ absl::StatusOr<model::ModelSpec> JanusSpec(const std::string& name);  // "1b" or
 // 32 codes, no row breaks; the guidance row is [<s>, <racm3:break>]) or
 // Emu3-Gen "emu3" (720 x 720:
 // 90 rows of 90 codes and a row end each; the guidance row is the negative
-// prompt with the image header).
+// prompt with the image header) or NextStep-1 "nextstep-14b" (512 px: 32 x
+// 32 continuous tokens of 64 floats, raster order; a vector model whose
+// flow-matching head the caller makes from `nextstep`, nextstep_shapes.h).
 struct BenchModel {
   model::ModelSpec spec;
   sparse::GridGeometry grid;
-  int uncond_len = 0;  // 0: the prompt length
+  int uncond_len = 0;                                // 0: the prompt length
+  std::optional<nextstep::NextStepConfig> nextstep;  // the published config of a NextStep model
 };
 absl::StatusOr<BenchModel> BenchModelFor(const std::string& name);
 

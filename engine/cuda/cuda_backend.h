@@ -304,9 +304,12 @@ class CudaBackend final : public model::Backend {
   bool fused_argmin_ = true;
 };
 
-// Random-weight backend for benchmarks (no checkpoint): weights made on the device.
-absl::StatusOr<std::unique_ptr<CudaBackend>> CreateRandomCudaBackend(const model::ModelSpec& spec,
-                                                                     const model::BackendOptions& options,
-                                                                     uint64_t seed);
+// Random-weight backend for benchmarks (no checkpoint): weights made on the
+// device. A vector model (spec.output.token_dim > 0) needs `flow_head`, the
+// description of its token head (weights included, e.g. random ones made by
+// the caller), uploaded as the backend's device flow head; a code model takes none.
+absl::StatusOr<std::unique_ptr<CudaBackend>> CreateRandomCudaBackend(
+    const model::ModelSpec& spec, const model::BackendOptions& options, uint64_t seed,
+    const model::FlowMatchingHeadDesc* flow_head = nullptr);
 
 }  // namespace argen::cuda

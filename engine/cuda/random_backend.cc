@@ -1,4 +1,5 @@
-// Random-weight CUDA backend for benchmarks: no checkpoint, weights made on the device.
+// Random-weight CUDA backend for benchmarks: no checkpoint, weights made on the device
+// (a vector model's flow head from the caller's description).
 #include "engine/cuda/cuda_backend.h"
 
 namespace argen::cuda {
@@ -28,11 +29,25 @@ class HashedEmbeddings final : public model::WeightSource {
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CreateRandomCudaBackend(const model::ModelSpec& spec,
                                                                      const model::BackendOptions& options,
-                                                                     uint64_t seed) {
+                                                                     uint64_t seed,
+                                                                     const model::FlowMatchingHeadDesc* flow_head) {
   if (absl::Status s = model::CheckSpec(spec); !s.ok()) return s;
+  if (spec.vector_tokens() != (flow_head != nullptr)) {
+    return absl::InvalidArgumentError(
+        spec.vector_tokens()
+            ? "random cuda backend: a vector model (output.token_dim > 0) needs its flow head's description"
+            : "random cuda backend: a flow head was given for a model whose tokens are codes");
+  }
+  // The head before the stack, as CreateCudaBackend does: auto sizing then sees its memory as taken.
+  std::unique_ptr<DeviceFlowHead> head;
+  if (flow_head != nullptr) {
+    absl::StatusOr<std::unique_ptr<DeviceFlowHead>> made = DeviceFlowHead::Create(*flow_head);
+    if (!made.ok()) return made.status();
+    head = *std::move(made);
+  }
   absl::StatusOr<DeviceWeights> w = RandomDeviceWeights(spec, seed, 0.02f, options.weight_format);
   if (!w.ok()) return w.status();
-  return CudaBackend::Create(spec, *std::move(w), std::make_shared<HashedEmbeddings>(), options);
+  return CudaBackend::Create(spec, *std::move(w), std::make_shared<HashedEmbeddings>(), options, std::move(head));
 }
 
 }  // namespace argen::cuda

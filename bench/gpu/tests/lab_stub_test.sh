@@ -31,6 +31,7 @@ while [ $# -gt 0 ]; do
     --max-batch) batches=100 ;;
     --gemm-micro) echo "gemm qkv 2 rows bf16 41.0 us fp8 42.1 us"; exit 0 ;;
     --attention-micro) echo "attention diagonal:0.95 64 images two-pass 1.0 ms staged 1.1 ms"; exit 0 ;;
+    --vae-micro) echo "vae $model fp32 images=1 (512 px, 1 a chunk): 30.0 ms, 30.00 ms/image, 33.3 img/s"; exit 0 ;;
   esac
   shift
 done
@@ -42,6 +43,7 @@ for d in ${dtypes//,/ }; do
       ips=$([ "${p%%:*}" = dense ] && echo 4.00 || echo 8.00)
       att=$([ "${p%%:*}" = dense ] && echo 2.0 || echo 0.2)
       echo "$model $p $b 0.1 10.0 5.0 5.0 $ips | 0.1 0.1 1.0 $att 0 0 0.5 2.0 0.1 0.1 100.0 30.0"
+      [ "${model#nextstep}" != "$model" ] && echo "split $model $p images=$b: step 5.000 ms (graphs), head alone 1.250 ms (graph; eager 2.000 ms) = 25.0% of the step, decoder 3.750 ms; stage timer (eager, 4 steps): decoder 4.000 ms, head 2.000 ms = 33.3%; tokens finite"
     done
   done
 done
@@ -158,6 +160,11 @@ check "family-torch LlamaGen ratios" "^llamagen-xl-256, 64 images: loop 10.10 s 
 check "family-torch published figures" "^published \(A100, not this GPU\): LlamaGen c2i GPT-XL \(775M\) 384 px, 8 images: .* 19.76 s, .* 4.84 s a batch \(4.08x\)" "$sum"
 check "family-torch authors' batch beside" "^llamagen-xl-384, 8 images: loop .*diagonal:0.95:120" "$sum"
 check "family-torch emu3" "^emu3, 1 images: loop 10.10 s a batch .* diagonal:0.95:455 " "$sum"
+check "nextstep head share" "head share dense 64 images: 25.0% of the step \(target < 30%\): met" "$sum"
+check "nextstep ratios" "nextstep-14b, 1,16,64 images, step split @64: diagonal:0.95: .*img/s / dense 2.00x" "$sum"
+check "nextstep max batch" "nextstep-14b, whole card \([0-9]+G\), max batch: diagonal:0.95: .*img/s / dense 2.00x" "$sum"
+check "nextstep one image" "one image dense: latency 10.10 s" "$sum"
+check "nextstep vae" "^vae nextstep-14b fp32 images=1" "$sum"
 check "emu3 lone image" "candidate dense 512px lone run 2: .*vision decode \+ PNG 0.250 s" "$sum"
 check "emu3 ratios" "candidate 512px 16 concurrent: mean request wall dense / diagonal 1.00x" "$sum"
 check "micro lines" "^gemm qkv" "$sum"
