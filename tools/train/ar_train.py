@@ -37,15 +37,15 @@ def apply_cfg_dropout(batch: torch.Tensor, lengths: torch.Tensor, pad_id: int, p
 
 
 def train_ar(model: JanusGen, seqs: torch.Tensor, lengths: torch.Tensor, pad_id: int, seconds: float,
-             batch: int = 128, lr: float = 1e-3, cfg_dropout: float = 0.1, max_steps: int | None = None,
-             log=print, seed: int = 0) -> dict:
+             batch: int = 128, lr: float = 1e-3, cfg_dropout: float = 0.1, weight_decay: float = 0.05,
+             max_steps: int | None = None, log=print, seed: int = 0) -> dict:
     device = seqs.device
     torch.manual_seed(seed)
     model.train()
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embed" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=lr, betas=(0.9, 0.95), fused=device.type == "cuda")
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), fused=device.type == "cuda")
     n = seqs.shape[0]
     use_amp = device.type == "cuda"
     t0 = time.time()

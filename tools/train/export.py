@@ -50,8 +50,10 @@ def build_config(model: JanusGen, vq_cfg: dict) -> dict:
     }
 
 
-def export(out_dir: str, model: JanusGen, vq: VQModel, vq_cfg: dict, tokenizer_json: str) -> dict:
-    """Writes the checkpoint; returns {"files": [...], "bytes": total}."""
+def export(out_dir: str, model: JanusGen, vq: VQModel, vq_cfg: dict, tokenizer_json: str,
+           extra_config: dict | None = None) -> dict:
+    """Writes the checkpoint; returns {"files": [...], "bytes": total}. extra_config: top-level
+    extension keys for config.json (argen_system_prompt, argen_sampling_defaults)."""
     os.makedirs(out_dir, exist_ok=True)
     tensors = {k: v for k, v in model.state_dict().items()}
     tensors.update({"gen_vision_model." + k: v for k, v in vq.state_dict().items()})
@@ -75,7 +77,7 @@ def export(out_dir: str, model: JanusGen, vq: VQModel, vq_cfg: dict, tokenizer_j
     with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2, sort_keys=True)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(build_config(model, vq_cfg), f, indent=2)
+        json.dump(dict(build_config(model, vq_cfg), **(extra_config or {})), f, indent=2)
     with open(tokenizer_json, encoding="utf-8") as src, \
             open(os.path.join(out_dir, "tokenizer.json"), "w", encoding="utf-8") as dst:
         dst.write(src.read())
@@ -89,26 +91,63 @@ VQ_KEYS = ("codebook_size", "codebook_embed_dim", "codebook_l2_norm", "ch", "ch_
            "num_res_blocks")
 
 
-def load(ckpt_dir: str, device: str = "cpu"):
-    """Reads an exported directory back -> (JanusGen, VQModel, config dict), float32, strict names."""
+def _read_state(ckpt_dir: str, keep=lambda name: True) -> tuple[dict, dict]:
+    """(config.json, {name: tensor} of the shards' tensors that `keep` accepts)."""
     with open(os.path.join(ckpt_dir, "config.json")) as f:
         cfg = json.load(f)
     with open(os.path.join(ckpt_dir, "model.safetensors.index.json")) as f:
-        files = sorted(set(json.load(f)["weight_map"].values()))
+        weight_map = json.load(f)["weight_map"]
     state = {}
-    for fname in files:
-        state.update(load_file(os.path.join(ckpt_dir, fname)))
-    lc, vp = cfg["language_config"], cfg["gen_vision_config"]["params"]
-    model = JanusGen(text_vocab=lc["vocab_size"], codebook_size=vp["image_token_size"], code_dim=vp["n_embed"],
-                     hidden=lc["hidden_size"], layers=lc["num_hidden_layers"], heads=lc["num_attention_heads"],
-                     intermediate=lc["intermediate_size"], rope_theta=lc["rope_theta"],
-                     max_positions=lc["max_position_embeddings"])
+    for fname in sorted({f for name, f in weight_map.items() if keep(name)}):
+        state.update({k: v for k, v in load_file(os.path.join(ckpt_dir, fname)).items() if keep(k)})
+    return cfg, state
+
+
+def _vq_from_state(ckpt_dir: str, cfg: dict, state: dict) -> VQModel:
+    vp = cfg["gen_vision_config"]["params"]
     vq = VQModel(**{k: vp[k] for k in VQ_KEYS})
-    gen = {k: v.float() for k, v in state.items() if not k.startswith("gen_vision_model.")}
-    model.load_state_dict(gen, strict=True)
     vq_state = {k[len("gen_vision_model."):]: v.float() for k, v in state.items()
                 if k.startswith("gen_vision_model.")}
     missing, unexpected = vq.load_state_dict(vq_state, strict=False)
     if unexpected or [m for m in missing if m != "quantize.codebook_used"]:
         raise RuntimeError(f"load {ckpt_dir}: VQ tensors missing {missing} unexpected {unexpected}")
+    return vq
+
+
+def load_vq(ckpt_dir: str, device: str = "cpu"):
+    """Only the VQ of a checkpoint (a whole one, or a `tools.train.vq_only` extract) ->
+    (VQModel float32, config dict)."""
+    cfg, state = _read_state(ckpt_dir, lambda name: name.startswith("gen_vision_model."))
+    return _vq_from_state(ckpt_dir, cfg, state).to(device).eval(), cfg
+
+
+def write_vq_only(src_dir: str, dst_dir: str) -> int:
+    """Copies a checkpoint's VQ tensors (bf16 as stored) and config.json to dst_dir, with an index
+    naming only them, so `load_vq` reads it like the whole checkpoint. Returns the bytes written."""
+    cfg, state = _read_state(src_dir, lambda name: name.startswith("gen_vision_model."))
+    if not state:
+        raise RuntimeError(f"{src_dir}: no gen_vision_model.* tensors")
+    os.makedirs(dst_dir, exist_ok=True)
+    fname = "vq.safetensors"
+    save_file(state, os.path.join(dst_dir, fname), metadata={"format": "pt"})
+    total = sum(t.numel() * t.element_size() for t in state.values())
+    with open(os.path.join(dst_dir, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": {k: fname for k in state}}, f, indent=2,
+                  sort_keys=True)
+    with open(os.path.join(dst_dir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    return os.path.getsize(os.path.join(dst_dir, fname))
+
+
+def load(ckpt_dir: str, device: str = "cpu"):
+    """Reads an exported directory back -> (JanusGen, VQModel, config dict), float32, strict names."""
+    cfg, state = _read_state(ckpt_dir)
+    lc, vp = cfg["language_config"], cfg["gen_vision_config"]["params"]
+    model = JanusGen(text_vocab=lc["vocab_size"], codebook_size=vp["image_token_size"], code_dim=vp["n_embed"],
+                     hidden=lc["hidden_size"], layers=lc["num_hidden_layers"], heads=lc["num_attention_heads"],
+                     intermediate=lc["intermediate_size"], rope_theta=lc["rope_theta"],
+                     max_positions=lc["max_position_embeddings"])
+    gen = {k: v.float() for k, v in state.items() if not k.startswith("gen_vision_model.")}
+    model.load_state_dict(gen, strict=True)
+    vq = _vq_from_state(ckpt_dir, cfg, state)
     return model.to(device).eval(), vq.to(device).eval(), cfg

@@ -32,9 +32,9 @@ from tools.scorer.geneval import format_table
 from tools.scorer.validate import BENCHMARK, load_metadata
 from tools.train.ar_model import JanusGen
 from tools.train.ar_train import build_sequences, train_ar
-from tools.train.export import export, load
+from tools.train.export import export, load, load_vq
 from tools.train.sample import grid_png, sample_prompts, score_images, spread
-from tools.train.text_tokenizer import PromptEncoder, train_tokenizer
+from tools.train.text_tokenizer import JANUS_SYSTEM_PROMPT, SYSTEM_PROMPT_KEY, PromptEncoder, train_tokenizer
 from tools.train.vq_train import codebook_usage, decode_codes, encode_all, train_vq
 
 T0 = time.time()
@@ -91,11 +91,24 @@ def main():
     ap.add_argument("--init-from", default=None,
                     help="continue from an exported model: reuse its tokenizer.json and VQ (token ids unchanged), "
                          "start the AR model from its weights, skip VQ training")
+    ap.add_argument("--vq-from", default=None,
+                    help="reuse the VQ of an exported model (or a tools.train.vq_only extract): image token ids "
+                         "unchanged, no VQ training; the tokenizer and the AR model are trained anew")
+    ap.add_argument("--janus-system-prompt", action="store_true",
+                    help="train and export with Janus' VLChatProcessor system prompt in the template "
+                         "(config.json argen_system_prompt; the engine prompts with it)")
+    ap.add_argument("--rich-captions", type=float, default=0.0,
+                    help="fraction of captions that specify every object (tools/scenes/rich_caption.py)")
+    ap.add_argument("--weight-decay", type=float, default=0.05, help="AdamW weight decay on the AR matrices")
+    ap.add_argument("--default-cfg", type=float, default=None,
+                    help="write argen_sampling_defaults.cfg_weight into config.json")
     ap.add_argument("--scene-seed", type=int, default=1, help="base seed of the scenes (a new one = new data)")
     ap.add_argument("--pack-to", default=None,
                     help="right after export, write the model as a tar split in 15 MiB parts here")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()
+    if args.init_from and args.vq_from:
+        ap.error("--init-from already reuses its VQ; give --vq-from only to train a new AR model")
     os.makedirs(args.work, exist_ok=True)
     device = torch.device(args.device)
     if device.type == "cuda":
@@ -105,20 +118,27 @@ def main():
 
     # 1. Scenes.
     images, scenes = generate(args.scenes, base_seed=args.scene_seed, workers=args.workers,
-                              images_path=os.path.join(args.work, "images.u8"))
+                              images_path=os.path.join(args.work, "images.u8"), rich_fraction=args.rich_captions)
     captions = [s["caption"] for s in scenes]
-    log(f"scenes: {len(scenes)}; e.g. {captions[:3]}")
+    log(f"scenes: {len(scenes)} ({sum(1 for s in scenes if s.get('rich'))} rich captions); e.g. {captions[:3]}")
     images_t = torch.from_numpy(np.array(images)).to(device)
 
     # 2. Caption tokenizer.
     tok_path = os.path.join(args.work, "tokenizer.json")
     init = load(args.init_from, args.device) if args.init_from else None
+    system_prompt = JANUS_SYSTEM_PROMPT if args.janus_system_prompt else ""
     if init:
+        # A continued model keeps its template (its token positions are what it learned).
+        inherited = init[2].get(SYSTEM_PROMPT_KEY, "")
+        if args.janus_system_prompt and inherited != system_prompt:
+            raise SystemExit(f"--janus-system-prompt: {args.init_from} was trained with system prompt "
+                             f"'{inherited}'; a continued model keeps its own")
+        system_prompt = inherited
         tok = Tokenizer.from_file(os.path.join(args.init_from, "tokenizer.json"))
     else:
-        tok = train_tokenizer(captions, vocab_size=args.text_vocab)
+        tok = train_tokenizer(captions, vocab_size=args.text_vocab, system_prompt=system_prompt)
     tok.save(tok_path)
-    enc = PromptEncoder(Tokenizer.from_file(tok_path))
+    enc = PromptEncoder(Tokenizer.from_file(tok_path), system_prompt)
     text_vocab = (tok.get_vocab_size() + 63) // 64 * 64
     if init:
         text_vocab = init[2]["language_config"]["vocab_size"]
@@ -135,6 +155,12 @@ def main():
         vq_cfg = {k: vp[k] for k in vq_cfg}
         ch_mult = vq_cfg["ch_mult"]
         log(f"VQ and tokenizer from {args.init_from}")
+    elif args.vq_from:
+        vq, vq_src_cfg = load_vq(args.vq_from, args.device)
+        vp = vq_src_cfg["gen_vision_config"]["params"]
+        vq_cfg = {k: vp[k] for k in vq_cfg}
+        ch_mult = vq_cfg["ch_mult"]
+        log(f"VQ from {args.vq_from} (no VQ training)")
     else:
         vq = train_vq(images_t, vq_cfg, args.vq_seconds, batch=args.vq_batch, max_steps=args.vq_steps, log=log)
     image_size = images.shape[1]
@@ -159,13 +185,18 @@ def main():
     ar_seconds = args.deadline - (time.time() - T0) - args.reserve
     log(f"AR budget {ar_seconds:.0f}s")
     stats = train_ar(model, seqs.to(device), lengths.to(device), enc.pad_id, ar_seconds, batch=args.batch,
-                     lr=args.lr, max_steps=args.ar_steps, log=log)
+                     lr=args.lr, weight_decay=args.weight_decay, max_steps=args.ar_steps, log=log)
     with open(os.path.join(args.work, "ar_history.json"), "w") as f:
         json.dump(stats, f)
 
     # 5. Export and reload (the evaluation below uses the reloaded bf16 weights).
     vq_cfg_out = dict(vq_cfg, image_size=image_size)
-    info = export(args.model_dir, model, vq, vq_cfg_out, tok_path)
+    extra = {SYSTEM_PROMPT_KEY: system_prompt} if system_prompt else {}
+    if args.default_cfg is not None:
+        extra["argen_sampling_defaults"] = {"cfg_weight": args.default_cfg}
+    elif init and "argen_sampling_defaults" in init[2]:
+        extra["argen_sampling_defaults"] = init[2]["argen_sampling_defaults"]
+    info = export(args.model_dir, model, vq, vq_cfg_out, tok_path, extra_config=extra)
     log(f"exported {info['files']} ({info['bytes'] / 1e6:.1f} MB of tensors) -> {args.model_dir}")
     if args.pack_to:
         parts = pack(args.model_dir, args.pack_to)
@@ -179,7 +210,9 @@ def main():
     gt_rt = decode_codes(vq, gt_codes, grid).cpu().numpy()
     summary, _ = score_images(metas, gt_rt, 1)
     log("scorer on VQ round trips of ground-truth scenes:\n" + format_table(summary))
-    results = {"vq_roundtrip": summary, "samples": {}}
+    results = {"vq_roundtrip": summary, "samples": {}, "ar": {k: stats[k] for k in ("steps", "seconds")},
+               "prompt_lengths": [int(lengths.min()), int(lengths.max())], "system_prompt": system_prompt,
+               "rich_captions": sum(1 for s in scenes if s.get("rich")), "scenes": len(scenes)}
     last = 0.0
     for variant in args.sampling.split(","):
         cfg, temp, top_k = variant.split(":")

@@ -16,13 +16,12 @@ from collections import defaultdict
 import numpy as np
 import torch
 from PIL import Image
-from tokenizers import Tokenizer
 
 from tools.scorer.detect import detect
 from tools.scorer.geneval import aggregate, evaluate, format_table
 from tools.scorer.validate import BENCHMARK, load_metadata
 from tools.train.fast_sampler import FastSampler
-from tools.train.text_tokenizer import PromptEncoder
+from tools.train.text_tokenizer import PromptEncoder, load_prompt_encoder
 from tools.train.vq_train import decode_codes
 
 
@@ -100,7 +99,7 @@ def main():
     ap.add_argument("--save-images", action="store_true", help="also write {index:04d}_{k}.png (first variant)")
     args = ap.parse_args()
     model, vq, cfg = load(args.model, args.device)
-    enc = PromptEncoder(Tokenizer.from_file(os.path.join(args.model, "tokenizer.json")))
+    enc = load_prompt_encoder(args.model)  # the model's own template (config.json argen_system_prompt)
     vp = cfg["gen_vision_config"]["params"]
     grid = vp["image_size"] // 2 ** (len(vp["ch_mult"]) - 1)
     metas = load_metadata(BENCHMARK)[::args.every]

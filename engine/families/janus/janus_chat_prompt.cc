@@ -39,15 +39,17 @@ absl::StatusOr<int32_t> RequireToken(const Tokenizer& tokenizer, std::string_vie
 
 }  // namespace
 
-std::string GenerationPromptText(std::string_view caption) {
-  // Conversation.get_prompt() for the "deepseek" style with an empty system
-  // prompt: "<role>: <message><sep>" for the user turn (sep "\n\n"), "<role>:"
-  // for the empty assistant turn; the caller strips, then appends the tag.
-  return absl::StrCat(kUserRole, ": ", PythonStrip(caption), "\n\n", kAssistantRole, ":", kImageStartToken);
+std::string GenerationPromptText(std::string_view caption, std::string_view system_prompt) {
+  // Conversation.get_prompt() for the "deepseek" style: a non-empty system
+  // prompt followed by sep "\n\n", "<role>: <message><sep>" for the user turn,
+  // "<role>:" for the empty assistant turn; the caller strips, then appends the tag.
+  const std::string system =
+      system_prompt.empty() ? "" : absl::StrCat(absl::string_view(system_prompt.data(), system_prompt.size()), "\n\n");
+  return absl::StrCat(system, kUserRole, ": ", PythonStrip(caption), "\n\n", kAssistantRole, ":", kImageStartToken);
 }
 
 absl::StatusOr<PromptIds> BuildGenerationPrompt(const Tokenizer& tokenizer, std::string_view caption,
-                                                int32_t max_prompt_tokens) {
+                                                int32_t max_prompt_tokens, std::string_view system_prompt) {
   if (PythonStrip(caption).empty()) return absl::InvalidArgumentError("prompt: caption is empty");
   auto bos = RequireToken(tokenizer, kBosToken);
   if (!bos.ok()) return bos.status();
@@ -58,7 +60,7 @@ absl::StatusOr<PromptIds> BuildGenerationPrompt(const Tokenizer& tokenizer, std:
   // The official script's tokenizer (LlamaTokenizerFast, add_bos_token) puts
   // exactly BOS in front; we add it explicitly so the result never depends on
   // how a tokenizer.json spells its post-processor.
-  auto text_ids = tokenizer.Encode(GenerationPromptText(caption), /*add_special_tokens=*/false);
+  auto text_ids = tokenizer.Encode(GenerationPromptText(caption, system_prompt), /*add_special_tokens=*/false);
   if (!text_ids.ok()) return absl::InvalidArgumentError(absl::StrCat("prompt: ", text_ids.status().message()));
   PromptIds out;
   out.cond.reserve(text_ids->size() + 1);
@@ -74,8 +76,8 @@ absl::StatusOr<PromptIds> BuildGenerationPrompt(const Tokenizer& tokenizer, std:
 }
 
 absl::StatusOr<std::vector<int32_t>> BuildNegativePrompt(const Tokenizer& tokenizer, std::string_view negative_prompt,
-                                                         int32_t max_prompt_tokens) {
-  absl::StatusOr<PromptIds> ids = BuildGenerationPrompt(tokenizer, negative_prompt, max_prompt_tokens);
+                                                         int32_t max_prompt_tokens, std::string_view system_prompt) {
+  absl::StatusOr<PromptIds> ids = BuildGenerationPrompt(tokenizer, negative_prompt, max_prompt_tokens, system_prompt);
   if (ids.ok()) return std::move(ids->cond);
   if (ids.status().code() != absl::StatusCode::kInvalidArgument) return ids.status();
   absl::string_view message = ids.status().message();

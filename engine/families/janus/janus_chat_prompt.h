@@ -6,6 +6,11 @@
 // the first and the last replaced by the pad token; with a negative prompt
 // (argen's extension: the official code has none) it is the negative prompt's
 // own generation prompt, built the same way as the caption's.
+//
+// A model trained with a system prompt (config.json extension key
+// "argen_system_prompt", docs/checkpoint-format.md) is prompted with the same
+// template's non-empty case: "{system_prompt}\n\n" before the user turn. The
+// default, an empty system prompt, is the official generation prompt.
 #pragma once
 
 #include <cstdint>
@@ -31,17 +36,18 @@ struct PromptIds {
 };
 
 // The prompt text before tokenization (without BOS).
-std::string GenerationPromptText(std::string_view caption);
+std::string GenerationPromptText(std::string_view caption, std::string_view system_prompt = {});
 
 // Errors: empty (or all-whitespace) caption; prompt longer than
 // max_prompt_tokens ids (BOS included; <= 0 means no limit); invalid UTF-8;
 // a required special token missing from the tokenizer.
 absl::StatusOr<PromptIds> BuildGenerationPrompt(const tokenizer::Tokenizer& tokenizer, std::string_view caption,
-                                                int32_t max_prompt_tokens);
+                                                int32_t max_prompt_tokens, std::string_view system_prompt = {});
 
 // The guidance row for `negative_prompt`: BuildGenerationPrompt's cond ids of
 // it. Errors as BuildGenerationPrompt's, naming negative_prompt.
 absl::StatusOr<std::vector<int32_t>> BuildNegativePrompt(const tokenizer::Tokenizer& tokenizer,
-                                                         std::string_view negative_prompt, int32_t max_prompt_tokens);
+                                                         std::string_view negative_prompt, int32_t max_prompt_tokens,
+                                                         std::string_view system_prompt = {});
 
 }  // namespace argen::janus

@@ -260,6 +260,7 @@ absl::StatusOr<JanusConfig> ParseJanusConfig(const std::string& json_text, const
   ARGEN_RETURN_IF_ERROR(top.Expect("model_type", "multi_modality", model_type));
 
   JanusConfig config;
+  ARGEN_RETURN_IF_ERROR(top.String("argen_system_prompt", config.system_prompt, /*required=*/false));
   auto language = top.Object("language_config");
   if (!language.ok()) return language.status();
   ARGEN_RETURN_IF_ERROR(ParseLanguage(*language, config.language));

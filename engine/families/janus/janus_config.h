@@ -51,6 +51,9 @@ struct GenHeadConfig {
 };
 
 struct JanusConfig {
+  // argen extension "argen_system_prompt": the system prompt the model was
+  // trained with (janus_chat_prompt.h); absent or "" = the official prompt.
+  std::string system_prompt;
   LanguageConfig language;
   vq::Vq16Config gen_vision;  // gen_vision_config: cls "VQ-16" and its params
   GenAlignerConfig gen_aligner;

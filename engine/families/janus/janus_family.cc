@@ -61,7 +61,9 @@ absl::StatusOr<families::FamilyModel> LoadJanus(const std::string& model_dir) {
       engine::ImageLayout{m.image_size, m.image_size, m.token_grid, m.token_grid, m.image_tokens, m.grid}};
   m.max_position_embeddings = config->language.max_position_embeddings;
   m.default_sampling = engine::SamplingParams{};  // Janus-Pro's generation script: cfg 5, temperature 1
-  m.make_prompt = [model_dir] { return TokenizerPromptEncoder(model_dir); };
+  m.make_prompt = [model_dir, system_prompt = config->system_prompt] {
+    return TokenizerPromptEncoder(model_dir, system_prompt);
+  };
   const vq::Vq16Config vq = config->gen_vision;
   m.make_decoder = [vq](const checkpoint::Checkpoint& ckpt, const families::DecoderOptions& options) {
     return MakeDecoder(ckpt, vq, options);

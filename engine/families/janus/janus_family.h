@@ -20,7 +20,9 @@ families::Family JanusFamily();
 absl::StatusOr<families::FamilyModel> LoadJanus(const std::string& model_dir);
 
 // The official Janus chat-format generation prompt (cond) and its CFG
-// unconditional twin from <model_dir>/tokenizer.json.
-absl::StatusOr<model::PromptEncoder> TokenizerPromptEncoder(const std::string& model_dir);
+// unconditional twin from <model_dir>/tokenizer.json; `system_prompt` is the
+// model's config.json argen_system_prompt ("" for the official prompt).
+absl::StatusOr<model::PromptEncoder> TokenizerPromptEncoder(const std::string& model_dir,
+                                                            const std::string& system_prompt = "");
 
 }  // namespace argen::janus

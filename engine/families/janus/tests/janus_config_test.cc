@@ -119,6 +119,21 @@ TEST(JanusConfig, TinyCheckpointsUseExtensionKeys) {
   }
 }
 
+// argen_system_prompt (extension key): absent in the official configs (the
+// official prompt), a string when a model was trained with one.
+TEST(JanusConfig, SystemPromptExtensionKey) {
+  auto official = Parse(JanusPro1B());
+  ASSERT_TRUE(official.ok()) << official.status();
+  EXPECT_EQ(official->system_prompt, "");
+  json j = JanusPro1B();
+  j["argen_system_prompt"] = "You are a helpful assistant.";
+  auto with = Parse(j);
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_EQ(with->system_prompt, "You are a helpful assistant.");
+  j["argen_system_prompt"] = 7;
+  EXPECT_THAT(ErrorOf(j), AllOf(HasSubstr("'argen_system_prompt'"), HasSubstr("string")));
+}
+
 TEST(JanusConfig, MalformedJsonNamesFile) {
   auto c = ParseJanusConfig("{\"model_type\": \"multi_modality\",", "/models/x/config.json");
   ASSERT_FALSE(c.ok());
