@@ -899,6 +899,8 @@ cudaError_t LaunchGroup(const AttentionArgs& a, int group, cudaStream_t stream) 
       return Launch<HD, 2>(a, stream);
     case 4:
       return Launch<HD, 4>(a, stream);
+    case 5:  // Qwen2.5-14B's 40 / 8 (NextStep-1)
+      return Launch<HD, 5>(a, stream);
     case 8:
       return Launch<HD, 8>(a, stream);
     default:
@@ -912,7 +914,7 @@ bool AttentionShapeSupported(int32_t heads, int32_t kv_heads, int32_t head_dim) 
   if (kv_heads <= 0 || heads % kv_heads != 0) return false;
   const int group = heads / kv_heads;
   return (head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128) &&
-         (group == 1 || group == 2 || group == 4 || group == 8);
+         (group == 1 || group == 2 || group == 4 || group == 5 || group == 8);
 }
 
 void ChooseAttentionSplits(int32_t tokens, int32_t kv_heads, int32_t max_keys, int32_t sm_count, int32_t* splits,

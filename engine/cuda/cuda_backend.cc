@@ -59,7 +59,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::Mo
   if (!kernels::AttentionShapeSupported(dims.num_heads, dims.num_kv_heads, dims.head_dim)) {
     return absl::InvalidArgumentError(
         absl::StrCat("cuda backend: head_dim ", dims.head_dim, " with ", dims.num_heads, " heads / ", dims.num_kv_heads,
-                     " kv heads is not supported (head_dim 16, 32, 64 or 128; heads/kv_heads 1, 2, 4 or 8)"));
+                     " kv heads is not supported (head_dim 16, 32, 64 or 128; heads/kv_heads 1, 2, 4, 5 or 8)"));
   }
   if (spec.logits() > kernels::kMaxSampleVocab) {
     return absl::InvalidArgumentError(

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 
@@ -25,13 +25,14 @@ struct Fp8Case {
   int head_dim, heads, kv_heads;
   bool sparse;
   int splits;
-  bool mixed;  // odd tokens bf16, even tokens fp8
+  bool mixed;         // odd tokens bf16, even tokens fp8
   bool warp = false;  // the warp kernel (splits 1); else the two-pass kernel
 };
 
 std::string Name(const Fp8Case& c) {
   return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) +
-         (c.sparse ? "_sparse" : "_dense") + "_s" + std::to_string(c.splits) + (c.mixed ? "_mixed" : "_fp8") + (c.warp ? "_warp" : "");
+         (c.sparse ? "_sparse" : "_dense") + "_s" + std::to_string(c.splits) + (c.mixed ? "_mixed" : "_fp8") +
+         (c.warp ? "_warp" : "");
 }
 
 class AttentionFp8Test : public ::testing::TestWithParam<Fp8Case> {};
@@ -53,8 +54,15 @@ TEST_P(AttentionFp8Test, MatchesFloat64ReferenceOverTheDecodedKv) {
   for (int t = 0; t < T; ++t) {
     const int cap = rows[t].lp + rows[t].n_slots;
     fp8[t] = !c.mixed || t % 2 == 0;
-    meta[t] = {offset, cap, 0, -1, rows[t].lp, rows[t].lp, rows[t].count,
-               (c.sparse ? kTokenSparse : 0) | (fp8[t] ? kTokenKvFp8 : 0), 0};
+    meta[t] = {offset,
+               cap,
+               0,
+               -1,
+               rows[t].lp,
+               rows[t].lp,
+               rows[t].count,
+               (c.sparse ? kTokenSparse : 0) | (fp8[t] ? kTokenKvFp8 : 0),
+               0};
     const int64_t bytes = fp8[t] ? Fp8Region(layers, KVH, cap, hd).total : 2LL * 2 * layers * KVH * cap * hd;
     offset += (bytes + 255) / 256 * 128;
     max_keys = std::max(max_keys, rows[t].lp + rows[t].count);
@@ -125,14 +133,16 @@ TEST_P(AttentionFp8Test, MatchesFloat64ReferenceOverTheDecodedKv) {
         const TokenMeta& m = meta[t];
         std::vector<int> pos;
         for (int j = 0; j < m.prefix_len; ++j) pos.push_back(j);
-        for (int e = 0; e < counts[t * KVH + kvh]; ++e) pos.push_back(m.decode_base + idx[(t * KVH + kvh) * stride + e]);
+        for (int e = 0; e < counts[t * KVH + kvh]; ++e)
+          pos.push_back(m.decode_base + idx[(t * KVH + kvh) * stride + e]);
         for (int g = 0; g < G; ++g) {
           const int h = kvh * G + g;
           std::vector<double> s(pos.size());
           double mx = -INFINITY;
           for (size_t j = 0; j < pos.size(); ++j) {
             double d = 0;
-            for (int i = 0; i < hd; ++i) d += double{q[(t * H + h) * hd + i]} * K[t][(int64_t{kvh} * m.capacity + pos[j]) * hd + i];
+            for (int i = 0; i < hd; ++i)
+              d += double{q[(t * H + h) * hd + i]} * K[t][(int64_t{kvh} * m.capacity + pos[j]) * hd + i];
             s[j] = d * scale;
             mx = std::max(mx, s[j]);
           }
@@ -140,7 +150,8 @@ TEST_P(AttentionFp8Test, MatchesFloat64ReferenceOverTheDecodedKv) {
           for (auto& x : s) l += (x = std::exp(x - mx));
           for (size_t j = 0; j < pos.size(); ++j) {
             const double p = s[j] / l;
-            for (int i = 0; i < hd; ++i) (*out)[(t * H + h) * hd + i] += p * V[t][(int64_t{kvh} * m.capacity + pos[j]) * hd + i];
+            for (int i = 0; i < hd; ++i)
+              (*out)[(t * H + h) * hd + i] += p * V[t][(int64_t{kvh} * m.capacity + pos[j]) * hd + i];
             if (static_cast<int>(j) >= m.prefix_len) (*probs)[(t * KVH + kvh) * stride + (j - m.prefix_len)] += p / G;
           }
         }
@@ -211,17 +222,18 @@ TEST_P(AttentionFp8Test, MatchesFloat64ReferenceOverTheDecodedKv) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionFp8Test,
-                         ::testing::Values(Fp8Case{128, 4, 4, false, 1, false}, Fp8Case{128, 4, 4, true, 1, false},
-                                           Fp8Case{128, 4, 4, true, 3, true}, Fp8Case{128, 4, 4, false, 4, true},
-                                           Fp8Case{64, 8, 2, true, 1, true}, Fp8Case{64, 8, 2, true, 5, false},
-                                           Fp8Case{32, 8, 1, false, 2, true}, Fp8Case{16, 4, 4, true, 1, true},
-                                           Fp8Case{128, 16, 2, true, 2, true},
-                                           Fp8Case{128, 4, 4, true, 1, true, true}, Fp8Case{128, 4, 4, false, 1, false, true},
-                                           Fp8Case{64, 8, 2, true, 1, true, true}, Fp8Case{32, 8, 1, false, 1, true, true},
-                                           Fp8Case{16, 4, 4, true, 1, false, true},
-                                           Fp8Case{128, 16, 2, true, 1, true, true}),
-                         [](const ::testing::TestParamInfo<Fp8Case>& info) { return Name(info.param); });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionFp8Test,
+    ::testing::Values(Fp8Case{128, 4, 4, false, 1, false}, Fp8Case{128, 4, 4, true, 1, false},
+                      Fp8Case{128, 4, 4, true, 3, true}, Fp8Case{128, 4, 4, false, 4, true},
+                      Fp8Case{64, 8, 2, true, 1, true}, Fp8Case{64, 8, 2, true, 5, false},
+                      Fp8Case{32, 8, 1, false, 2, true}, Fp8Case{16, 4, 4, true, 1, true},
+                      Fp8Case{128, 16, 2, true, 2, true}, Fp8Case{128, 10, 2, true, 2, true},
+                      Fp8Case{128, 10, 2, false, 1, false, true}, Fp8Case{128, 4, 4, true, 1, true, true},
+                      Fp8Case{128, 4, 4, false, 1, false, true}, Fp8Case{64, 8, 2, true, 1, true, true},
+                      Fp8Case{32, 8, 1, false, 1, true, true}, Fp8Case{16, 4, 4, true, 1, false, true},
+                      Fp8Case{128, 16, 2, true, 1, true, true}),
+    [](const ::testing::TestParamInfo<Fp8Case>& info) { return Name(info.param); });
 
 }  // namespace
 }  // namespace argen::kernels

@@ -30,7 +30,9 @@ struct Case {
 std::string Name(const Case& c) {
   return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) +
          (c.sparse ? "_sparse" : "_dense") + "_s" + std::to_string(c.splits) +
-         (c.variant == AttentionVariant::kStaged ? "_staged" : c.variant == AttentionVariant::kWarp ? "_warp" : "") +
+         (c.variant == AttentionVariant::kStaged ? "_staged"
+          : c.variant == AttentionVariant::kWarp ? "_warp"
+                                                 : "") +
          (c.short_rows ? "_short" : "");
 }
 
@@ -197,6 +199,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                                            Case{128, 4, 4, false, 4}, Case{128, 4, 4, true, 3}, Case{64, 8, 2, true, 1},
                                            Case{64, 8, 2, true, 5}, Case{32, 8, 1, false, 2}, Case{32, 2, 1, true, 1},
                                            Case{128, 16, 2, true, 2}, Case{16, 4, 4, true, 1}, Case{16, 4, 2, false, 3},
+                                           // Group 5 (NextStep-1's 40 / 8 heads), every kernel.
+                                           Case{128, 10, 2, false, 3}, Case{128, 10, 2, true, 1},
+                                           Case{128, 10, 2, true, 1, AttentionVariant::kStaged, true},
+                                           Case{128, 10, 2, true, 1, AttentionVariant::kWarp, false},
                                            // The staged kernel (splits 1, short key sets), dense and sparse tokens.
                                            Case{128, 4, 4, true, 1, AttentionVariant::kStaged, true},
                                            Case{128, 4, 4, false, 1, AttentionVariant::kStaged, true},
@@ -373,26 +379,24 @@ TEST_P(AttentionArgminTest, ArgminIsThatOfTheKernelsOwnProbs) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionArgminTest,
-                         ::testing::Values(ArgminCase{128, 4, 4, 1, AttentionVariant::kTwoPass},
-                                           ArgminCase{128, 4, 4, 1, AttentionVariant::kStaged},
-                                           ArgminCase{128, 4, 4, 2, AttentionVariant::kTwoPass},
-                                           ArgminCase{64, 8, 2, 1, AttentionVariant::kTwoPass},
-                                           ArgminCase{64, 8, 2, 1, AttentionVariant::kStaged},
-                                           ArgminCase{64, 8, 2, 4, AttentionVariant::kTwoPass},
-                                           ArgminCase{32, 8, 1, 1, AttentionVariant::kStaged},
-                                           ArgminCase{16, 2, 1, 2, AttentionVariant::kTwoPass},
-                                           ArgminCase{128, 4, 4, 1, AttentionVariant::kWarp},
-                                           ArgminCase{64, 8, 2, 1, AttentionVariant::kWarp},
-                                           ArgminCase{32, 8, 1, 1, AttentionVariant::kWarp}),
-                         [](const ::testing::TestParamInfo<ArgminCase>& info) {
-                           const ArgminCase& c = info.param;
-                           return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" +
-                                  std::to_string(c.kv_heads) + "_s" + std::to_string(c.splits) +
-                                  (c.variant == AttentionVariant::kStaged ? "_staged"
-                                   : c.variant == AttentionVariant::kWarp ? "_warp"
-                                                                          : "_twopass");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionArgminTest,
+    ::testing::Values(
+        ArgminCase{128, 4, 4, 1, AttentionVariant::kTwoPass}, ArgminCase{128, 4, 4, 1, AttentionVariant::kStaged},
+        ArgminCase{128, 4, 4, 2, AttentionVariant::kTwoPass}, ArgminCase{64, 8, 2, 1, AttentionVariant::kTwoPass},
+        ArgminCase{64, 8, 2, 1, AttentionVariant::kStaged}, ArgminCase{64, 8, 2, 4, AttentionVariant::kTwoPass},
+        ArgminCase{128, 10, 2, 2, AttentionVariant::kTwoPass}, ArgminCase{128, 10, 2, 1, AttentionVariant::kWarp},
+        ArgminCase{32, 8, 1, 1, AttentionVariant::kStaged}, ArgminCase{16, 2, 1, 2, AttentionVariant::kTwoPass},
+        ArgminCase{128, 4, 4, 1, AttentionVariant::kWarp}, ArgminCase{64, 8, 2, 1, AttentionVariant::kWarp},
+        ArgminCase{32, 8, 1, 1, AttentionVariant::kWarp}),
+    [](const ::testing::TestParamInfo<ArgminCase>& info) {
+      const ArgminCase& c = info.param;
+      return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) +
+             "_s" + std::to_string(c.splits) +
+             (c.variant == AttentionVariant::kStaged ? "_staged"
+              : c.variant == AttentionVariant::kWarp ? "_warp"
+                                                     : "_twopass");
+    });
 
 TEST(AttentionSplits, ChosenSplitsCoverEveryKey) {
   for (int tokens : {1, 2, 32, 256})
