@@ -21,9 +21,11 @@
 //    differ only where bf16 moves a choice; once one differs the rest follow
 //    other prompts, so the engines' token lists are compared for the print
 //    only and the assertion is a replay: the CUDA engine's 1,024 tokens fed
-//    to the CPU backend (same policy, seed and draws). Greedy: every choice
-//    that differs is within GreedyGapBound on the CPU's logits. Sampled: at
-//    most kMaxSampledReplayShare of the choices differ. The tiny random model
+//    to the CPU backend (same policy, seed and draws). Greedy dense: every
+//    choice that differs is within GreedyGapBound on the CPU's logits. Sampled,
+//    and greedy diagonal (whose argmin skip set follows bf16 near-ties, so the
+//    replay attends other keys after one): at most kMaxSampledReplayShare of
+//    the choices differ. The tiny random model
 //    is far flatter than a trained one (64 codes, near ties everywhere): in a
 //    transformers simulation of this model (a 1e-2 relative logit error per
 //    row, the same uniforms), 66 of 1,024 greedy and 208 of 1,024 top-p
@@ -399,10 +401,15 @@ TEST_P(AnoleCudaTest, EnginesGreedyAndSampledImagesAgree) {
         "measured %s, %s: CUDA engine vs CPU engine: %d of 1024 tokens differ (first at %d); CUDA tokens replayed "
         "on the CPU: %d choices differ, largest differing greedy choice's gap %.3g of its bound\n",
         GetParam().c_str(), c.name, differ, first_diff, mismatches, gap_share);
-    if (c.temperature == 0.0f) {
+    if (c.temperature == 0.0f && c.policy == sparse::PolicyKind::kDense) {
       EXPECT_LE(gap_share, 1.0);
       EXPECT_LE(mismatches, 1024 * (1 - kMinGreedyAgreement));
     } else {
+      // Sampled draws, and the diagonal policy: its skip set is a per-step argmin over the
+      // scores, so a near-tie that bf16 decides the other way changes the keys the CPU replay
+      // attends from then on, and its logits leave any bf16 bound (H200: 279 of 1,024 choices,
+      // gap 2.4x the bound). The planner itself is held bitwise to the host's by
+      // kernels_policy_test and cuda_step_plan_test; here only the share of choices is bounded.
       EXPECT_LE(mismatches, 1024 * kMaxSampledReplayShare);
     }
     for (int32_t v : on_cuda.tokens) {
