@@ -336,6 +336,10 @@ absl::Status Run(Args args) {
   for (int32_t d : distances) {
     if (d > args.max_distance) break;
     const SimilarityAt s = aggregate.Similarity(-1, d);
+    if (!std::isfinite(s.vertical) || !std::isfinite(s.diagonal)) {  // a small grid has no queries d apart
+      std::printf("d=%-3d -: no two decode queries this far apart\n", d);
+      continue;
+    }
     std::printf("d=%-3d vertical %.4f diagonal %.4f%s\n", d, s.vertical, s.diagonal, d == row_lag ? "  (row lag)" : "");
   }
   std::printf("wrote %s/{mass,similarity,locality}.csv and heatmaps\n", args.out.c_str());
