@@ -1,12 +1,10 @@
 #include "engine/families/janus/janus_config.h"
 
 #include <filesystem>
-#include <fstream>
-#include <limits>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/families/json_fields.h"
 #include "nlohmann/json.hpp"
 
 namespace argen::janus {
@@ -14,97 +12,10 @@ namespace {
 
 using nlohmann::json;
 
-// Reads typed fields of one JSON object; every error names the file and the
-// dotted path of the field.
-class Fields {
- public:
-  Fields(const json& obj, std::string file, std::string prefix)
-      : obj_(obj), file_(std::move(file)), prefix_(std::move(prefix)) {}
+// Errors name the file and the dotted path of the field.
+using Fields = families::JsonFields;
 
-  std::string Path(const std::string& key) const { return prefix_.empty() ? key : prefix_ + "." + key; }
-
-  absl::Status Error(const std::string& key, const std::string& what) const {
-    return absl::InvalidArgumentError(absl::StrCat(file_, ": field '", Path(key), "' ", what));
-  }
-
-  const json* Get(const std::string& key) const {
-    const auto it = obj_.find(key);
-    return it == obj_.end() || it->is_null() ? nullptr : &*it;
-  }
-
-  absl::StatusOr<Fields> Object(const std::string& key) const {
-    const json* v = Get(key);
-    if (v == nullptr) return Error(key, "is missing");
-    if (!v->is_object()) return Error(key, "must be an object");
-    return Fields(*v, file_, Path(key));
-  }
-
-  // Reads an integer in [min_value, INT32_MAX]; `required` decides whether absence is an error.
-  absl::Status Int(const std::string& key, int32_t& out, bool required, int32_t min_value = 1) const {
-    const json* v = Get(key);
-    if (v == nullptr) return required ? Error(key, "is missing") : absl::OkStatus();
-    if (!v->is_number_integer()) return Error(key, "must be an integer");
-    const int64_t x = v->get<int64_t>();
-    if (x < min_value || x > std::numeric_limits<int32_t>::max()) {
-      return Error(key, absl::StrCat("is ", x, ", must be at least ", min_value));
-    }
-    out = static_cast<int32_t>(x);
-    return absl::OkStatus();
-  }
-
-  absl::Status PositiveDouble(const std::string& key, double& out) const {
-    const json* v = Get(key);
-    if (v == nullptr) return absl::OkStatus();
-    if (!v->is_number()) return Error(key, "must be a number");
-    const double x = v->get<double>();
-    if (!(x > 0)) return Error(key, absl::StrCat("is ", x, ", must be positive"));
-    out = x;
-    return absl::OkStatus();
-  }
-
-  absl::Status Bool(const std::string& key, bool& out) const {
-    const json* v = Get(key);
-    if (v == nullptr) return absl::OkStatus();
-    if (!v->is_boolean()) return Error(key, "must be true or false");
-    out = v->get<bool>();
-    return absl::OkStatus();
-  }
-
-  absl::Status String(const std::string& key, std::string& out, bool required) const {
-    const json* v = Get(key);
-    if (v == nullptr) return required ? Error(key, "is missing") : absl::OkStatus();
-    if (!v->is_string()) return Error(key, "must be a string");
-    out = v->get<std::string>();
-    return absl::OkStatus();
-  }
-
-  // A required string that must have one value (a class name we implement).
-  absl::Status Expect(const std::string& key, const std::string& want, std::string& out) const {
-    if (auto s = String(key, out, /*required=*/true); !s.ok()) return s;
-    if (out != want) return Error(key, absl::StrCat("is '", out, "', only '", want, "' is supported"));
-    return absl::OkStatus();
-  }
-
-  absl::Status IntList(const std::string& key, std::vector<int32_t>& out) const {
-    const json* v = Get(key);
-    if (v == nullptr) return absl::OkStatus();
-    if (!v->is_array() || v->empty()) return Error(key, "must be a non-empty array of positive integers");
-    std::vector<int32_t> list;
-    for (const json& e : *v) {
-      if (!e.is_number_integer() || e.get<int64_t>() < 1 || e.get<int64_t>() > 1024) {
-        return Error(key, "must be a non-empty array of positive integers");
-      }
-      list.push_back(static_cast<int32_t>(e.get<int64_t>()));
-    }
-    out = std::move(list);
-    return absl::OkStatus();
-  }
-
- private:
-  const json& obj_;
-  std::string file_;
-  std::string prefix_;
-};
+constexpr char kPositiveList[] = "must be a non-empty array of positive integers";
 
 #define ARGEN_RETURN_IF_ERROR(expr)           \
   do {                                        \
@@ -114,21 +25,21 @@ class Fields {
   } while (0)
 
 absl::Status ParseLanguage(const Fields& f, LanguageConfig& c) {
-  ARGEN_RETURN_IF_ERROR(f.Int("hidden_size", c.hidden_size, true));
-  ARGEN_RETURN_IF_ERROR(f.Int("intermediate_size", c.intermediate_size, true));
-  ARGEN_RETURN_IF_ERROR(f.Int("num_hidden_layers", c.num_hidden_layers, true));
-  ARGEN_RETURN_IF_ERROR(f.Int("num_attention_heads", c.num_attention_heads, true));
-  ARGEN_RETURN_IF_ERROR(f.Int("vocab_size", c.vocab_size, true));
+  ARGEN_RETURN_IF_ERROR(f.PositiveInt("hidden_size", &c.hidden_size, true));
+  ARGEN_RETURN_IF_ERROR(f.PositiveInt("intermediate_size", &c.intermediate_size, true));
+  ARGEN_RETURN_IF_ERROR(f.PositiveInt("num_hidden_layers", &c.num_hidden_layers, true));
+  ARGEN_RETURN_IF_ERROR(f.PositiveInt("num_attention_heads", &c.num_attention_heads, true));
+  ARGEN_RETURN_IF_ERROR(f.PositiveInt("vocab_size", &c.vocab_size, true));
   c.num_key_value_heads = c.num_attention_heads;
-  ARGEN_RETURN_IF_ERROR(f.Int("num_key_value_heads", c.num_key_value_heads, false));
-  ARGEN_RETURN_IF_ERROR(f.Int("max_position_embeddings", c.max_position_embeddings, false));
-  ARGEN_RETURN_IF_ERROR(f.PositiveDouble("rms_norm_eps", c.rms_norm_eps));
-  ARGEN_RETURN_IF_ERROR(f.PositiveDouble("rope_theta", c.rope_theta));
-  ARGEN_RETURN_IF_ERROR(f.String("dtype", c.torch_dtype, false));  // newer transformers
-  ARGEN_RETURN_IF_ERROR(f.String("torch_dtype", c.torch_dtype, false));
+  ARGEN_RETURN_IF_ERROR(f.PositiveInt("num_key_value_heads", &c.num_key_value_heads, false));
+  ARGEN_RETURN_IF_ERROR(f.PositiveInt("max_position_embeddings", &c.max_position_embeddings, false));
+  ARGEN_RETURN_IF_ERROR(f.Positive("rms_norm_eps", &c.rms_norm_eps));
+  ARGEN_RETURN_IF_ERROR(f.Positive("rope_theta", &c.rope_theta));
+  ARGEN_RETURN_IF_ERROR(f.String("dtype", &c.torch_dtype));  // newer transformers
+  ARGEN_RETURN_IF_ERROR(f.String("torch_dtype", &c.torch_dtype));
 
   if (f.Get("head_dim") != nullptr) {
-    ARGEN_RETURN_IF_ERROR(f.Int("head_dim", c.head_dim, true));
+    ARGEN_RETURN_IF_ERROR(f.PositiveInt("head_dim", &c.head_dim, true));
   } else if (c.hidden_size % c.num_attention_heads != 0) {
     return f.Error("num_attention_heads",
                    absl::StrCat("(", c.num_attention_heads, ") must divide hidden_size (", c.hidden_size, ")"));
@@ -145,38 +56,38 @@ absl::Status ParseLanguage(const Fields& f, LanguageConfig& c) {
   // Variants of the Llama family this engine does not implement: refuse them
   // rather than compute something else.
   std::string text;
-  ARGEN_RETURN_IF_ERROR(f.String("model_type", text, false));
+  ARGEN_RETURN_IF_ERROR(f.String("model_type", &text));
   if (!text.empty() && text != "llama") return f.Error("model_type", absl::StrCat("is '", text, "', expected 'llama'"));
   text.clear();
-  ARGEN_RETURN_IF_ERROR(f.String("hidden_act", text, false));
+  ARGEN_RETURN_IF_ERROR(f.String("hidden_act", &text));
   if (!text.empty() && text != "silu")
     return f.Error("hidden_act", absl::StrCat("is '", text, "', only 'silu' is supported"));
   bool flag = false;
-  ARGEN_RETURN_IF_ERROR(f.Bool("attention_bias", flag));
+  ARGEN_RETURN_IF_ERROR(f.Bool("attention_bias", &flag));
   if (flag) return f.Error("attention_bias", "is true, which is not supported");
-  ARGEN_RETURN_IF_ERROR(f.Bool("mlp_bias", flag));
+  ARGEN_RETURN_IF_ERROR(f.Bool("mlp_bias", &flag));
   if (flag) return f.Error("mlp_bias", "is true, which is not supported");
   if (f.Get("rope_scaling") != nullptr) return f.Error("rope_scaling", "is set, which is not supported");
   return absl::OkStatus();
 }
 
 absl::Status ParseGenVision(const Fields& f, vq::Vq16Config& c) {
-  ARGEN_RETURN_IF_ERROR(f.Expect("cls", "VQ-16", c.cls));
+  ARGEN_RETURN_IF_ERROR(f.Expect("cls", "VQ-16", &c.cls));
   auto p = f.Object("params");
   if (!p.ok()) return p.status();
-  ARGEN_RETURN_IF_ERROR(p->Int("image_token_size", c.image_token_size, true));
-  ARGEN_RETURN_IF_ERROR(p->Int("n_embed", c.n_embed, true));
+  ARGEN_RETURN_IF_ERROR(p->PositiveInt("image_token_size", &c.image_token_size, true));
+  ARGEN_RETURN_IF_ERROR(p->PositiveInt("n_embed", &c.n_embed, true));
   // Extension keys (absent from official checkpoints): the VQ-16 architecture.
   c.codebook_size = c.image_token_size;
-  ARGEN_RETURN_IF_ERROR(p->Int("codebook_size", c.codebook_size, false));
-  ARGEN_RETURN_IF_ERROR(p->Int("codebook_embed_dim", c.codebook_embed_dim, false));
-  ARGEN_RETURN_IF_ERROR(p->Bool("codebook_l2_norm", c.codebook_l2_norm));
-  ARGEN_RETURN_IF_ERROR(p->Int("ch", c.ch, false));
-  ARGEN_RETURN_IF_ERROR(p->IntList("decoder_ch_mult", c.ch_mult));
-  ARGEN_RETURN_IF_ERROR(p->IntList("ch_mult", c.ch_mult));
-  ARGEN_RETURN_IF_ERROR(p->Int("z_channels", c.z_channels, false));
-  ARGEN_RETURN_IF_ERROR(p->Int("num_res_blocks", c.num_res_blocks, false));
-  ARGEN_RETURN_IF_ERROR(p->Int("image_size", c.image_size, false));
+  ARGEN_RETURN_IF_ERROR(p->PositiveInt("codebook_size", &c.codebook_size, false));
+  ARGEN_RETURN_IF_ERROR(p->PositiveInt("codebook_embed_dim", &c.codebook_embed_dim, false));
+  ARGEN_RETURN_IF_ERROR(p->Bool("codebook_l2_norm", &c.codebook_l2_norm));
+  ARGEN_RETURN_IF_ERROR(p->PositiveInt("ch", &c.ch, false));
+  ARGEN_RETURN_IF_ERROR(p->SmallIntList("decoder_ch_mult", kPositiveList, &c.ch_mult));
+  ARGEN_RETURN_IF_ERROR(p->SmallIntList("ch_mult", kPositiveList, &c.ch_mult));
+  ARGEN_RETURN_IF_ERROR(p->PositiveInt("z_channels", &c.z_channels, false));
+  ARGEN_RETURN_IF_ERROR(p->PositiveInt("num_res_blocks", &c.num_res_blocks, false));
+  ARGEN_RETURN_IF_ERROR(p->PositiveInt("image_size", &c.image_size, false));
 
   if (c.codebook_size != c.image_token_size) {
     return p->Error("codebook_size", absl::StrCat("(", c.codebook_size, ") must equal image_token_size (",
@@ -197,23 +108,23 @@ absl::Status ParseGenVision(const Fields& f, vq::Vq16Config& c) {
 }
 
 absl::Status ParseGenAligner(const Fields& f, GenAlignerConfig& c) {
-  ARGEN_RETURN_IF_ERROR(f.Expect("cls", "MlpProjector", c.cls));
+  ARGEN_RETURN_IF_ERROR(f.Expect("cls", "MlpProjector", &c.cls));
   auto p = f.Object("params");
   if (!p.ok()) return p.status();
-  ARGEN_RETURN_IF_ERROR(p->Expect("projector_type", "mlp_gelu", c.projector_type));
-  ARGEN_RETURN_IF_ERROR(p->Int("depth", c.depth, true));
-  ARGEN_RETURN_IF_ERROR(p->Int("input_dim", c.input_dim, true));
-  ARGEN_RETURN_IF_ERROR(p->Int("n_embed", c.n_embed, true));
+  ARGEN_RETURN_IF_ERROR(p->Expect("projector_type", "mlp_gelu", &c.projector_type));
+  ARGEN_RETURN_IF_ERROR(p->PositiveInt("depth", &c.depth, true));
+  ARGEN_RETURN_IF_ERROR(p->PositiveInt("input_dim", &c.input_dim, true));
+  ARGEN_RETURN_IF_ERROR(p->PositiveInt("n_embed", &c.n_embed, true));
   return absl::OkStatus();
 }
 
 absl::Status ParseGenHead(const Fields& f, GenHeadConfig& c) {
-  ARGEN_RETURN_IF_ERROR(f.Expect("cls", "vision_head", c.cls));
+  ARGEN_RETURN_IF_ERROR(f.Expect("cls", "vision_head", &c.cls));
   auto p = f.Object("params");
   if (!p.ok()) return p.status();
-  ARGEN_RETURN_IF_ERROR(p->Int("n_embed", c.n_embed, true));
-  ARGEN_RETURN_IF_ERROR(p->Int("image_token_embed", c.image_token_embed, true));
-  ARGEN_RETURN_IF_ERROR(p->Int("image_token_size", c.image_token_size, true));
+  ARGEN_RETURN_IF_ERROR(p->PositiveInt("n_embed", &c.n_embed, true));
+  ARGEN_RETURN_IF_ERROR(p->PositiveInt("image_token_embed", &c.image_token_embed, true));
+  ARGEN_RETURN_IF_ERROR(p->PositiveInt("image_token_size", &c.image_token_size, true));
   return absl::OkStatus();
 }
 
@@ -244,10 +155,10 @@ absl::Status CrossCheck(const JanusConfig& c, const std::string& file) {
 }  // namespace
 
 absl::StatusOr<JanusConfig> ParseJanusConfig(const std::string& json_text, const std::string& file) {
-  json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(file, ": malformed JSON"));
-  if (!root.is_object()) return absl::InvalidArgumentError(absl::StrCat(file, ": top level is not a JSON object"));
-  const Fields top(root, file, "");
+  absl::StatusOr<json> parsed = families::ParseJsonObject(json_text, file);
+  if (!parsed.ok()) return parsed.status();
+  const json& root = *parsed;
+  const Fields top(root, file);
   std::string model_type;
   // transformers' own Janus port renames every tensor (convert_janus_weights_to_hf.py); say so.
   if (const auto t = root.find("model_type"); t != root.end() && *t == "janus") {
@@ -257,10 +168,10 @@ absl::StatusOr<JanusConfig> ParseJanusConfig(const std::string& json_text, const
         "model.language_model.*, model.vqmodel.*, model.generation_*), whose names argen does not map; use "
         "the original deepseek-ai/Janus-Pro-* repository (model_type 'multi_modality')"));
   }
-  ARGEN_RETURN_IF_ERROR(top.Expect("model_type", "multi_modality", model_type));
+  ARGEN_RETURN_IF_ERROR(top.Expect("model_type", "multi_modality", &model_type));
 
   JanusConfig config;
-  ARGEN_RETURN_IF_ERROR(top.String("argen_system_prompt", config.system_prompt, /*required=*/false));
+  ARGEN_RETURN_IF_ERROR(top.String("argen_system_prompt", &config.system_prompt));
   auto language = top.Object("language_config");
   if (!language.ok()) return language.status();
   ARGEN_RETURN_IF_ERROR(ParseLanguage(*language, config.language));
@@ -279,11 +190,9 @@ absl::StatusOr<JanusConfig> ParseJanusConfig(const std::string& json_text, const
 
 absl::StatusOr<JanusConfig> LoadJanusConfig(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseJanusConfig(text.str(), path);
+  absl::StatusOr<std::string> text = families::ReadTextFile(path);
+  if (!text.ok()) return text.status();
+  return ParseJanusConfig(*text, path);
 }
 
 }  // namespace argen::janus

@@ -2,15 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <limits>
 #include <map>
 #include <regex>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/families/json_fields.h"
 #include "nlohmann/json.hpp"
 
 namespace argen::llamagen {
@@ -57,75 +55,19 @@ absl::Status SetShape(LlamaGenConfig& c, const std::string& gpt_model, const std
   return absl::OkStatus();
 }
 
-class Fields {
- public:
-  Fields(const json& obj, std::string file) : obj_(obj), file_(std::move(file)) {}
-  absl::Status Error(const std::string& key, const std::string& what) const {
-    return absl::InvalidArgumentError(absl::StrCat(file_, ": field '", key, "' ", what));
-  }
-  const json* Get(const std::string& key) const {
-    const auto it = obj_.find(key);
-    return it == obj_.end() || it->is_null() ? nullptr : &*it;
-  }
-  absl::Status Int(const std::string& key, int32_t& out, int32_t min_value = 1) const {
-    const json* v = Get(key);
-    if (v == nullptr) return absl::OkStatus();
-    if (!v->is_number_integer()) return Error(key, "must be an integer");
-    const int64_t x = v->get<int64_t>();
-    if (x < min_value || x > std::numeric_limits<int32_t>::max()) {
-      return Error(key, absl::StrCat("is ", x, ", must be at least ", min_value));
-    }
-    out = static_cast<int32_t>(x);
-    return absl::OkStatus();
-  }
-  absl::Status Positive(const std::string& key, double& out) const {
-    const json* v = Get(key);
-    if (v == nullptr) return absl::OkStatus();
-    if (!v->is_number()) return Error(key, "must be a number");
-    const double x = v->get<double>();
-    if (!(x > 0)) return Error(key, absl::StrCat("is ", x, ", must be positive"));
-    out = x;
-    return absl::OkStatus();
-  }
-  absl::Status String(const std::string& key, std::string& out) const {
-    const json* v = Get(key);
-    if (v == nullptr) return absl::OkStatus();
-    if (!v->is_string()) return Error(key, "must be a string");
-    out = v->get<std::string>();
-    return absl::OkStatus();
-  }
-  absl::Status IntList(const std::string& key, std::vector<int32_t>& out) const {
-    const json* v = Get(key);
-    if (v == nullptr) return absl::OkStatus();
-    if (!v->is_array() || v->empty()) return Error(key, "must be a non-empty list of positive integers");
-    std::vector<int32_t> list;
-    for (const json& x : *v) {
-      if (!x.is_number_integer() || x.get<int64_t>() < 1 || x.get<int64_t>() > 1024) {
-        return Error(key, "must be a non-empty list of positive integers");
-      }
-      list.push_back(static_cast<int32_t>(x.get<int64_t>()));
-    }
-    out = std::move(list);
-    return absl::OkStatus();
-  }
-
- private:
-  const json& obj_;
-  std::string file_;
-};
+using Fields = families::JsonFields;
 
 absl::Status ReadConfigJson(const std::string& path, LlamaGenConfig& c, double& ffn_multiplier, int32_t& multiple_of,
                             int32_t& class_dropout_row) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  const json root = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  absl::StatusOr<std::string> text = families::ReadTextFile(path);
+  if (!text.ok()) return text.status();
+  // Not ParseJsonObject: this reader has always said "not a JSON object" for both faults.
+  const json root = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object())
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
   const Fields f(root, path);
   std::string gpt_type = "c2i";
-  if (absl::Status s = f.String("gpt_type", gpt_type); !s.ok()) return s;
+  if (absl::Status s = f.String("gpt_type", &gpt_type); !s.ok()) return s;
   if (gpt_type != "c2i" && gpt_type != "t2i") {
     return f.Error("gpt_type", absl::StrCat("is '", gpt_type, "': must be c2i (class) or t2i (text)"));
   }
@@ -134,7 +76,7 @@ absl::Status ReadConfigJson(const std::string& path, LlamaGenConfig& c, double& 
     c.cls_token_num = 120;
   }
   std::string gpt_model;
-  if (absl::Status s = f.String("gpt_model", gpt_model); !s.ok()) return s;
+  if (absl::Status s = f.String("gpt_model", &gpt_model); !s.ok()) return s;
   if (!gpt_model.empty()) {
     if (absl::Status s = SetShape(c, gpt_model, path); !s.ok()) return s;
   }
@@ -154,19 +96,21 @@ absl::Status ReadConfigJson(const std::string& path, LlamaGenConfig& c, double& 
                                                      {"vq_ch", &c.vq.ch},
                                                      {"vq_z_channels", &c.vq.z_channels},
                                                      {"vq_num_res_blocks", &c.vq.num_res_blocks}}) {
-    if (absl::Status s = f.Int(key, *out); !s.ok()) return s;
+    if (absl::Status s = f.PositiveInt(key, out, /*required=*/false); !s.ok()) return s;
   }
   if (f.Get("dim") != nullptr && gpt_model.empty()) c.gpt_model = "custom";
-  if (absl::Status s = f.IntList("vq_ch_mult", c.vq.ch_mult); !s.ok()) return s;
+  if (absl::Status s = f.SmallIntList("vq_ch_mult", "must be a non-empty list of positive integers", &c.vq.ch_mult);
+      !s.ok())
+    return s;
   double rope = c.rope_base, eps = c.norm_eps;
-  if (absl::Status s = f.Positive("rope_base", rope); !s.ok()) return s;
-  if (absl::Status s = f.Positive("norm_eps", eps); !s.ok()) return s;
-  if (absl::Status s = f.Positive("ffn_dim_multiplier", ffn_multiplier); !s.ok()) return s;
+  if (absl::Status s = f.Positive("rope_base", &rope); !s.ok()) return s;
+  if (absl::Status s = f.Positive("norm_eps", &eps); !s.ok()) return s;
+  if (absl::Status s = f.Positive("ffn_dim_multiplier", &ffn_multiplier); !s.ok()) return s;
   c.rope_base = static_cast<float>(rope);
   c.norm_eps = static_cast<float>(eps);
-  if (absl::Status s = f.String("gpt_ckpt", c.gpt_file); !s.ok()) return s;
-  if (absl::Status s = f.String("vq_ckpt", c.vq_file); !s.ok()) return s;
-  if (absl::Status s = f.String("t5_dir", c.t5_dir); !s.ok()) return s;
+  if (absl::Status s = f.String("gpt_ckpt", &c.gpt_file); !s.ok()) return s;
+  if (absl::Status s = f.String("vq_ckpt", &c.vq_file); !s.ok()) return s;
+  if (absl::Status s = f.String("t5_dir", &c.t5_dir); !s.ok()) return s;
   double dropout = 0.1;
   if (const json* v = f.Get("class_dropout_prob"); v != nullptr) {
     if (!v->is_number() || v->get<double>() < 0) return f.Error("class_dropout_prob", "must be a number >= 0");

@@ -18,16 +18,16 @@
 #include "engine/kv/kv_manager.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/weight_source.h"
-#include "engine/sparse/policy_params.h"
 #include "gtest/gtest.h"
+#include "tests/support/cfg_pair_logits.h"
 #include "tests/support/golden_files.h"
 
 namespace argen::anole {
 namespace {
 
-using test_support::ReadF32;
+using test_support::ExpectCfgPairLogitsMatchGolden;
+using test_support::ImageTokenColumnsOf;
 using test_support::ReadJson;
-using test_support::RelativeError;
 using test_support::SourceDir;
 
 constexpr double kTolerance = 1e-4;
@@ -67,8 +67,7 @@ TEST_P(AnoleLayoutTest, CfgPairLogitsMatchTransformers) {
   absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = Open(*m, dir);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   ASSERT_TRUE(model::ValidateTensors(**ckpt, m->spec).ok()) << model::ValidateTensors(**ckpt, m->spec);
-  const int32_t first = golden["image_token_ids"][0].get<int32_t>();
-  const int32_t count = golden["image_token_ids"][1].get<int32_t>() - first;
+  const auto [first, count] = ImageTokenColumnsOf(golden);
   ASSERT_EQ(m->spec.input.sampled_offset, first);
   ASSERT_EQ(m->spec.output.head.weight.rows, count);
 
@@ -80,42 +79,9 @@ TEST_P(AnoleLayoutTest, CfgPairLogitsMatchTransformers) {
   model::Backend& be = **backend;
   kv::KvManager kv(be);
 
-  const int32_t vocab = golden["vocab_size"].get<int32_t>();
-  const std::vector<float> all =
-      ReadF32(SourceDir() + "/" + GoldenDir(GetParam()) + "/" + golden["logits_file"].get<std::string>());
-  auto expected = [&](int32_t row) {
-    return std::vector<float>(all.begin() + int64_t{row} * vocab + first,
-                              all.begin() + int64_t{row} * vocab + first + count);
-  };
-  const nlohmann::json& cond = golden["sequences"]["cond"];
-  const nlohmann::json& uncond = golden["sequences"]["uncond"];
-  const auto cond_ids = cond["ids"].get<std::vector<int32_t>>();
-  const auto uncond_ids = uncond["ids"].get<std::vector<int32_t>>();
-  const int32_t cp = cond["prefill"].get<int32_t>(), up = uncond["prefill"].get<int32_t>();
-  const int32_t steps = static_cast<int32_t>(cond_ids.size()) - cp;
-  ASSERT_EQ(steps, static_cast<int32_t>(uncond_ids.size()) - up);
-  absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy({}, steps + 1);
-  ASSERT_TRUE(dense.ok());
-  std::vector<model::RowId> rows = {*kv.AllocateRow(cp, *dense), *kv.AllocateRow(up, *dense)};
-
-  std::vector<int32_t> tokens(cond_ids.begin(), cond_ids.begin() + cp);
-  tokens.insert(tokens.end(), uncond_ids.begin(), uncond_ids.begin() + up);
-  const std::vector<int32_t> offsets = {0, cp, cp + up};
-  const std::vector<model::SamplingSpec> sampling(1);
-  std::vector<int32_t> sampled(1, -1);
-  std::vector<float> logits(2 * count);
-  ASSERT_TRUE(be.Prefill({rows, offsets, tokens, sampling}, {sampled, logits.data()}).ok());
-  const int32_t c0 = cond["first_row"].get<int32_t>(), u0 = uncond["first_row"].get<int32_t>();
-  EXPECT_LE(RelativeError(logits.data(), expected(c0 + cp - 1)), kTolerance) << "prefill cond";
-  EXPECT_LE(RelativeError(logits.data() + count, expected(u0 + up - 1)), kTolerance) << "prefill uncond";
-  for (int32_t s = 0; s < steps; ++s) {
-    ASSERT_EQ(cond_ids[cp + s], uncond_ids[up + s]);  // both rows are fed the same image token
-    const std::vector<int32_t> input = {cond_ids[cp + s]}, step = {s};
-    ASSERT_TRUE(be.Decode({rows, input, step, sampling}, {sampled, logits.data()}).ok());
-    EXPECT_LE(RelativeError(logits.data(), expected(c0 + cp + s)), kTolerance) << "decode cond " << s;
-    EXPECT_LE(RelativeError(logits.data() + count, expected(u0 + up + s)), kTolerance) << "decode uncond " << s;
-  }
-  for (model::RowId r : rows) kv.FreeRow(r);
+  ASSERT_NO_FATAL_FAILURE(ExpectCfgPairLogitsMatchGolden(
+      be, kv, golden, SourceDir() + "/" + GoldenDir(GetParam()) + "/" + golden["logits_file"].get<std::string>(),
+      kTolerance));
 }
 
 TEST_P(AnoleLayoutTest, PromptIdsAreAnolesTokenManagers) {

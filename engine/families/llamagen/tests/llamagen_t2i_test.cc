@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +23,7 @@
 #include "engine/families/llamagen/llamagen_spec.h"
 #include "engine/families/llamagen/t2i_prompt.h"
 #include "engine/families/llamagen/t5_backend.h"
+#include "engine/families/llamagen/tests/llamagen_test_util.h"
 #include "engine/families/registry.h"
 #include "engine/kv/kv_manager.h"
 #include "engine/model/backend_registry.h"
@@ -42,6 +42,10 @@ using test_support::ReadF32;
 using test_support::ReadJson;
 using test_support::RelativeError;
 using test_support::SourceDir;
+using test_util::ExpectImageMatchesRgb8;
+using test_util::GreedyLogits;
+using test_util::GreedyRequest;
+using test_util::ReadGreedyLogits;
 
 const char kRel[] = "tests/goldens/tiny/tiny-llamagen-t2i";
 std::string Dir() { return SourceDir() + "/" + kRel; }
@@ -216,16 +220,12 @@ TEST(LlamaGenT2iLogitsTest, PrefixEmbeddingsAndDecodeMatchTheOfficialGpt) {
   model::Backend& be = **backend;
   kv::KvManager kv(be);
 
-  const int32_t vocab = golden["vocab"].get<int32_t>();
+  GreedyLogits golden_logits;
+  ASSERT_NO_FATAL_FAILURE(ReadGreedyLogits(Dir(), golden, &golden_logits));
+  const int32_t vocab = golden_logits.vocab, steps = golden_logits.steps;
   ASSERT_EQ(vocab, spec->logits());
-  const auto greedy = golden["greedy_tokens"].get<std::vector<int32_t>>();
-  const int32_t steps = static_cast<int32_t>(greedy.size());
-  const std::vector<float> all = ReadF32(Dir() + "/logits.f32");
-  ASSERT_EQ(all.size(), size_t(steps) * 2 * vocab);
-  auto expected = [&](int32_t step, int32_t side) {
-    const float* at = all.data() + (int64_t{step} * 2 + side) * vocab;
-    return std::vector<float>(at, at + vocab);
-  };
+  const std::vector<int32_t>& greedy = golden_logits.greedy;
+  auto expected = [&](int32_t step, int32_t side) { return golden_logits.Row(step, side); };
 
   absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy({}, steps);
   ASSERT_TRUE(dense.ok());
@@ -259,30 +259,14 @@ TEST(LlamaGenT2iLogitsTest, PrefixEmbeddingsAndDecodeMatchTheOfficialGpt) {
 }
 
 std::unique_ptr<model::GenericEngine> TinyEngine(bool share_across_requests = false) {
-  engine::EngineOptions options;
-  options.model_dir = Dir();
-  options.threads = 2;
-  options.share_prompt_kv_across_requests = share_across_requests;
-  absl::StatusOr<std::unique_ptr<model::GenericEngine>> e = model::CreateGenericEngine(options);
-  EXPECT_TRUE(e.ok()) << e.status();
-  return e.ok() ? std::move(*e) : nullptr;
+  return test_util::TinyEngine(Dir(), share_across_requests);
 }
 
 engine::GenerationRequest CaptionRequest(const std::string& prompt, int32_t images = 1) {
-  engine::GenerationRequest r;
+  engine::GenerationRequest r = GreedyRequest(7.5f);
   r.prompt = prompt;
   r.num_images = images;
-  r.sampling.cfg_weight = 7.5f;
-  r.sampling.temperature = 0.0f;  // argmax of the guided logits: generate.py with top_k 1
-  r.sampling.top_k = 0;
-  r.sampling.seed = 1;
   return r;
-}
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << path;
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 TEST(LlamaGenT2iEngineTest, GreedyTokensAndImageMatchTheOfficialGenerate) {
@@ -322,15 +306,7 @@ TEST(LlamaGenT2iEngineTest, GreedyTokensAndImageMatchTheOfficialGenerate) {
     ASSERT_EQ(images->size(), 1u);
     EXPECT_EQ((*images)[0].width, 10);
     EXPECT_EQ((*images)[0].height, 10);
-    const std::string rgb8 = ReadBytes(Dir() + "/rgb8");
-    ASSERT_EQ((*images)[0].rgb.size(), rgb8.size());
-    int off = 0;
-    for (size_t i = 0; i < rgb8.size(); ++i) {
-      const int diff = std::abs(int{(*images)[0].rgb[i]} - int{static_cast<uint8_t>(rgb8[i])});
-      EXPECT_LE(diff, 1) << "byte " << i;
-      off += diff;
-    }
-    EXPECT_LE(off, static_cast<int>(rgb8.size() / 100));  // truncation ties only
+    ASSERT_NO_FATAL_FAILURE(ExpectImageMatchesRgb8((*images)[0], Dir() + "/rgb8"));
     e->Remove(*id);
     e->Remove(*other);
   }

@@ -8,7 +8,6 @@
 // one level of uint8. And the published-layout rules: the class/caption
 // conditions, the missing VQ file, the c2i_<size>_<px>.pt names.
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +17,7 @@
 #include "engine/families/llamagen/llamagen_config.h"
 #include "engine/families/llamagen/llamagen_family.h"
 #include "engine/families/llamagen/llamagen_spec.h"
+#include "engine/families/llamagen/tests/llamagen_test_util.h"
 #include "engine/families/registry.h"
 #include "engine/kv/kv_manager.h"
 #include "engine/model/backend_registry.h"
@@ -37,17 +37,15 @@ using test_support::ReadF32;
 using test_support::ReadJson;
 using test_support::RelativeError;
 using test_support::SourceDir;
+using test_util::ExpectImageMatchesRgb8;
+using test_util::GreedyLogits;
+using test_util::GreedyRequest;
+using test_util::ReadGreedyLogits;
 
 constexpr double kTolerance = 1e-4;
 const char kRel[] = "tests/goldens/tiny/tiny-llamagen-c2i";
 
 std::string Dir() { return SourceDir() + "/" + kRel; }
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << path;
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 TEST(LlamaGenConfigTest, TinyConfigAndTheFileNameTable) {
   absl::StatusOr<LlamaGenConfig> c = LoadLlamaGenConfig(Dir());
@@ -144,13 +142,11 @@ TEST(LlamaGenLogitsTest, PrefillAndDecodeMatchTheOfficialGpt) {
   model::Backend& be = **backend;
   kv::KvManager kv(be);
 
-  const int32_t vocab = golden["vocab"].get<int32_t>();
+  GreedyLogits golden_logits;
+  ASSERT_NO_FATAL_FAILURE(ReadGreedyLogits(Dir(), golden, &golden_logits));
+  const int32_t vocab = golden_logits.vocab, steps = golden_logits.steps;
   ASSERT_EQ(vocab, spec->logits());
-  const auto greedy = golden["greedy_tokens"].get<std::vector<int32_t>>();
-  const int32_t steps = static_cast<int32_t>(greedy.size());
-  const std::vector<float> all = ReadF32(Dir() + "/logits.f32");
-  ASSERT_EQ(all.size(), size_t(steps) * 2 * vocab);
-  auto expected = [&](int32_t step, int32_t side) { return all.data() + (int64_t{step} * 2 + side) * vocab; };
+  const std::vector<int32_t>& greedy = golden_logits.greedy;
 
   absl::StatusOr<sparse::ResolvedPolicy> dense = sparse::ResolvePolicy({}, steps);
   ASSERT_TRUE(dense.ok());
@@ -161,16 +157,13 @@ TEST(LlamaGenLogitsTest, PrefillAndDecodeMatchTheOfficialGpt) {
   std::vector<int32_t> sampled(1, -1);
   std::vector<float> logits(2 * vocab);
   ASSERT_TRUE(be.Prefill({rows, offsets, tokens, sampling}, {sampled, logits.data()}).ok());
-  EXPECT_LE(RelativeError(logits.data(), std::vector<float>(expected(0, 0), expected(0, 0) + vocab)), kTolerance);
-  EXPECT_LE(RelativeError(logits.data() + vocab, std::vector<float>(expected(0, 1), expected(0, 1) + vocab)),
-            kTolerance);
+  EXPECT_LE(RelativeError(logits.data(), golden_logits.Row(0, 0)), kTolerance);
+  EXPECT_LE(RelativeError(logits.data() + vocab, golden_logits.Row(0, 1)), kTolerance);
   for (int32_t t = 0; t + 1 < steps; ++t) {
     const std::vector<int32_t> input = {greedy[t]}, step = {t};
     ASSERT_TRUE(be.Decode({rows, input, step, sampling}, {sampled, logits.data()}).ok());
     for (int32_t side = 0; side < 2; ++side) {
-      EXPECT_LE(RelativeError(logits.data() + side * vocab,
-                              std::vector<float>(expected(t + 1, side), expected(t + 1, side) + vocab)),
-                kTolerance)
+      EXPECT_LE(RelativeError(logits.data() + side * vocab, golden_logits.Row(t + 1, side)), kTolerance)
           << "decode " << t << (side == 0 ? " cond" : " uncond");
     }
   }
@@ -199,22 +192,11 @@ TEST(LlamaGenVqTest, DecodeCodeMatchesTheOfficialVqModel) {
   }
 }
 
-std::unique_ptr<model::GenericEngine> TinyEngine() {
-  engine::EngineOptions options;
-  options.model_dir = Dir();
-  options.threads = 2;
-  absl::StatusOr<std::unique_ptr<model::GenericEngine>> e = model::CreateGenericEngine(options);
-  EXPECT_TRUE(e.ok()) << e.status();
-  return e.ok() ? std::move(*e) : nullptr;
-}
+std::unique_ptr<model::GenericEngine> TinyEngine() { return test_util::TinyEngine(Dir()); }
 
 engine::GenerationRequest ClassRequest(int32_t class_id) {
-  engine::GenerationRequest r;
+  engine::GenerationRequest r = GreedyRequest(4.0f);
   r.class_id = class_id;
-  r.sampling.cfg_weight = 4.0f;
-  r.sampling.temperature = 0.0f;  // argmax of the guided logits: generate.py with top_k 1
-  r.sampling.top_k = 0;
-  r.sampling.seed = 1;
   return r;
 }
 
@@ -244,15 +226,7 @@ TEST(LlamaGenEngineTest, GreedyTokensAndImageMatchTheOfficialGenerate) {
   ASSERT_EQ(images->size(), 1u);
   EXPECT_EQ((*images)[0].width, 20);
   EXPECT_EQ((*images)[0].height, 20);
-  const std::string rgb8 = ReadBytes(Dir() + "/rgb8");
-  ASSERT_EQ((*images)[0].rgb.size(), rgb8.size());
-  int off = 0;
-  for (size_t i = 0; i < rgb8.size(); ++i) {
-    const int diff = std::abs(int{(*images)[0].rgb[i]} - int{static_cast<uint8_t>(rgb8[i])});
-    EXPECT_LE(diff, 1) << "byte " << i;
-    off += diff;
-  }
-  EXPECT_LE(off, static_cast<int>(rgb8.size() / 100));  // truncation ties only
+  ASSERT_NO_FATAL_FAILURE(ExpectImageMatchesRgb8((*images)[0], Dir() + "/rgb8"));
   e->Remove(*id);
 }
 
