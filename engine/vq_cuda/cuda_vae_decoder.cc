@@ -14,6 +14,7 @@
 #include "engine/cuda/device_buffer.h"
 #include "engine/vq/group_norm.h"
 #include "engine/vq_cuda/fp32_vq_ops.h"
+#include "engine/vq_cuda/fp32_vqgan_blocks.h"
 #include "engine/vq_cuda/side_cublas_stream.h"
 #include "engine/vq_cuda/weight_blob.h"
 #include "kernels/vq_kernels.h"
@@ -31,19 +32,9 @@ using vqgan::VqganDecoderWeights;
 constexpr int32_t kMaxChunkImages = 4096;
 
 // Device weights as offsets (floats) into the one uploaded blob.
-struct DGroupNorm {
-  int32_t channels = 0;
-  size_t gamma = 0, beta = 0;
-};
-struct DRes {
-  DGroupNorm norm1, norm2;
-  BlobConv conv1, conv2, nin;
-  bool has_nin = false;
-};
-struct DAttn {
-  DGroupNorm norm;
-  BlobConv q, k, v, proj_out;
-};
+using DGroupNorm = BlobGroupNorm;
+using DRes = BlobResnet;
+using DAttn = BlobAttn;
 struct DLevel {
   std::vector<DRes> block;
   std::vector<DAttn> attn;  // one per block, or empty
@@ -53,23 +44,7 @@ struct DLevel {
   int32_t channels = 0;  // the level's output channels (what the upsample doubles)
 };
 
-class Blob : public WeightBlob {
- public:
-  DGroupNorm Norm(const GroupNormWeights& n) { return {n.channels, Add(n.gamma), Add(n.beta)}; }
-  DRes Res(const ResnetBlockWeights& r) {
-    DRes d;
-    d.norm1 = Norm(r.norm1);
-    d.conv1 = Conv(r.conv1);
-    d.norm2 = Norm(r.norm2);
-    d.conv2 = Conv(r.conv2);
-    if (r.nin_shortcut) {
-      d.has_nin = true;
-      d.nin = Conv(*r.nin_shortcut);
-    }
-    return d;
-  }
-  DAttn Attn(const AttnBlockWeights& a) { return {Norm(a.norm), Conv(a.q), Conv(a.k), Conv(a.v), Conv(a.proj_out)}; }
-};
+using Blob = VqganWeightBlob;
 
 // Per-image float counts of the decode's buffers for the largest latent.
 struct Plan {
@@ -138,50 +113,30 @@ struct CudaVaeDecoder::State {
   // before the buffers above are freed (the order before the fold).
   SideCublasStream gpu;
 
-  const float* P(size_t off) const { return weights.as<float>() + off; }
-  Fp32VqContext Ctx() const { return {gpu.stream(), gpu.cublas(), col.as<float>(), col_floats}; }
+  Fp32BlockContext Blocks() const {
+    return {{gpu.stream(), gpu.cublas(), col.as<float>(), col_floats},
+            weights.as<float>(),
+            vqgan::kGroupNormGroups,
+            q.as<float>(),
+            k.as<float>(),
+            v.as<float>(),
+            scores.as<float>()};
+  }
 
   absl::Status Conv(const BlobConv& c, const float* in, int32_t n, int32_t h, int32_t w, float* out, bool accumulate,
                     const char* what) {
-    return Fp32Conv2d(Ctx(), {c.cin, c.cout, c.kernel, P(c.w), P(c.b)}, in, n, h, w, out, accumulate, what);
+    return Fp32BlobConv(Blocks(), c, in, n, h, w, out, accumulate, what);
   }
-
   absl::Status Norm(const DGroupNorm& g, const float* in, float* out, int32_t n, int64_t hw, bool swish,
                     const char* what) {
-    return CudaStatus(kernels::VqGroupNorm(in, P(g.gamma), P(g.beta), g.channels, vqgan::kGroupNormGroups, n, hw,
-                                           kGroupNormEps, swish, out, gpu.stream()),
-                      what);
+    return Fp32GroupNorm(Blocks(), g, in, n, hw, out, swish, what);
   }
-
-  // As VqganDecoder::ResnetBlock: x = x (or nin(x)) + conv2(swish(norm2(conv1(swish(norm1(x)))))).
+  // As VqganDecoder::ResnetBlock and AttnBlock.
   absl::Status Resnet(const DRes& r, int32_t n, int32_t h, int32_t w) {
-    const int64_t hw = static_cast<int64_t>(h) * w;
-    ARGEN_STATUS_RETURN(Norm(r.norm1, x, a, n, hw, true, "resblock norm1"));
-    ARGEN_STATUS_RETURN(Conv(r.conv1, a, n, h, w, b, false, "resblock conv1"));
-    ARGEN_STATUS_RETURN(Norm(r.norm2, b, b, n, hw, true, "resblock norm2"));
-    ARGEN_STATUS_RETURN(Conv(r.conv2, b, n, h, w, a, false, "resblock conv2"));
-    if (r.has_nin) {
-      ARGEN_STATUS_RETURN(Conv(r.nin, x, n, h, w, a, true, "resblock nin_shortcut"));
-    } else {
-      ARGEN_STATUS_RETURN(CudaStatus(
-          kernels::VqAddInPlace(a, x, static_cast<int64_t>(r.conv2.cout) * n * hw, gpu.stream()), "residual"));
-    }
-    std::swap(x, a);
-    return absl::OkStatus();
+    return Fp32ResnetBlock(Blocks(), r, x, a, b, n, h, w);
   }
-
-  // As VqganDecoder::AttnBlock: x += proj_out(attention(q, k, v of norm(x))).
   absl::Status Attn(const DAttn& at, int32_t n, int32_t h, int32_t w) {
-    const int64_t hw = static_cast<int64_t>(h) * w;
-    ARGEN_STATUS_RETURN(Norm(at.norm, x, a, n, hw, false, "attn norm"));
-    float* qp = q.as<float>();
-    float* kp = k.as<float>();
-    float* vp = v.as<float>();
-    ARGEN_STATUS_RETURN(Conv(at.q, a, n, h, w, qp, false, "attn q"));
-    ARGEN_STATUS_RETURN(Conv(at.k, a, n, h, w, kp, false, "attn k"));
-    ARGEN_STATUS_RETURN(Conv(at.v, a, n, h, w, vp, false, "attn v"));
-    ARGEN_STATUS_RETURN(Fp32SpatialAttention(Ctx(), qp, kp, vp, at.q.cout, n, hw, scores.as<float>(), a));
-    return Conv(at.proj_out, a, n, h, w, x, true, "attn proj_out");
+    return Fp32AttnBlock(Blocks(), at, x, a, n, h, w);
   }
 
   // The network on n latents of h x w already in a ([z][n*h*w]); leaves [out_ch][n*H*W] in b.

@@ -16,6 +16,7 @@
 #include "engine/vq/group_norm.h"
 #include "engine/vq_cuda/bf16_vq_network.h"
 #include "engine/vq_cuda/fp32_vq_ops.h"
+#include "engine/vq_cuda/fp32_vqgan_blocks.h"
 #include "engine/vq_cuda/side_cublas_stream.h"
 #include "engine/vq_cuda/weight_blob.h"
 #include "kernels/vq_kernels.h"
@@ -31,19 +32,9 @@ constexpr int32_t kMaxChunkImages = 4096;
 
 // Device weights as offsets (floats) into the one uploaded blob.
 using DConv = BlobConv;
-struct DNorm {
-  int32_t channels = 0;
-  size_t gamma = 0, beta = 0;
-};
-struct DRes {
-  DNorm norm1, norm2;
-  DConv conv1, conv2, nin;
-  bool has_nin = false;
-};
-struct DAttn {
-  DNorm norm;
-  DConv q, k, v, proj_out;
-};
+using DNorm = BlobGroupNorm;
+using DRes = BlobResnet;
+using DAttn = BlobAttn;
 struct DBlock {
   std::vector<DRes> res;
   std::vector<DAttn> attn;
@@ -51,23 +42,7 @@ struct DBlock {
   DConv upsample;
 };
 
-class Blob : public WeightBlob {
- public:
-  DNorm Norm(const GroupNormWeights& n) { return {n.channels, Add(n.gamma), Add(n.beta)}; }
-  DRes Res(const ResnetBlockWeights& r) {
-    DRes d;
-    d.norm1 = Norm(r.norm1);
-    d.conv1 = Conv(r.conv1);
-    d.norm2 = Norm(r.norm2);
-    d.conv2 = Conv(r.conv2);
-    if (r.nin_shortcut) {
-      d.has_nin = true;
-      d.nin = Conv(*r.nin_shortcut);
-    }
-    return d;
-  }
-  DAttn Attn(const AttnBlockWeights& a) { return {Norm(a.norm), Conv(a.q), Conv(a.k), Conv(a.v), Conv(a.proj_out)}; }
-};
+using Blob = VqganWeightBlob;
 
 // Per-image float counts of the decode's buffers, walked like the CPU decoder's ScratchPlan.
 struct Plan {
@@ -160,49 +135,28 @@ struct CudaVqDecoder::State {
 
   absl::Status Check(cudaError_t err, const char* what) const { return CudaStatus(err, what); }
 
-  Fp32VqContext Ctx() const { return {gpu.stream(), gpu.cublas(), col.as<float>(), col_floats}; }
+  Fp32BlockContext Blocks() const {
+    return {{gpu.stream(), gpu.cublas(), col.as<float>(), col_floats},
+            weights.as<float>(),
+            config.num_groups,
+            q.as<float>(),
+            k.as<float>(),
+            v.as<float>(),
+            scores.as<float>()};
+  }
 
-  // out[cout][n*h*w] (=|+=) conv(in[cin][n*h*w]) + bias: one GEMM per im2col band.
   absl::Status Conv(const DConv& c, const float* in, int32_t n, int32_t h, int32_t w, float* out, bool accumulate,
                     const char* what) {
-    return Fp32Conv2d(Ctx(), {c.cin, c.cout, c.kernel, P(c.w), P(c.b)}, in, n, h, w, out, accumulate, what);
+    return Fp32BlobConv(Blocks(), c, in, n, h, w, out, accumulate, what);
   }
-
   absl::Status Norm(const DNorm& nw, const float* in, int32_t n, int64_t hw, float* out, bool swish, const char* what) {
-    return Check(kernels::VqGroupNorm(in, P(nw.gamma), P(nw.beta), nw.channels, config.num_groups, n, hw, kGroupNormEps,
-                                      swish, out, gpu.stream()),
-                 what);
+    return Fp32GroupNorm(Blocks(), nw, in, n, hw, out, swish, what);
   }
-
   absl::Status Resnet(const DRes& r, int32_t n, int32_t h, int32_t w) {
-    const int64_t hw = static_cast<int64_t>(h) * w;
-    ARGEN_STATUS_RETURN(Norm(r.norm1, x, n, hw, a, true, "resblock norm1"));
-    ARGEN_STATUS_RETURN(Conv(r.conv1, a, n, h, w, b, false, "resblock conv1"));
-    ARGEN_STATUS_RETURN(Norm(r.norm2, b, n, hw, b, true, "resblock norm2"));
-    ARGEN_STATUS_RETURN(Conv(r.conv2, b, n, h, w, a, false, "resblock conv2"));
-    if (r.has_nin) {
-      ARGEN_STATUS_RETURN(Conv(r.nin, x, n, h, w, a, true, "resblock nin_shortcut"));
-    } else {
-      ARGEN_STATUS_RETURN(
-          Check(kernels::VqAddInPlace(a, x, static_cast<int64_t>(r.conv2.cout) * n * hw, gpu.stream()), "residual"));
-    }
-    std::swap(x, a);
-    return absl::OkStatus();
+    return Fp32ResnetBlock(Blocks(), r, x, a, b, n, h, w);
   }
-
   absl::Status Attn(const DAttn& at, int32_t n, int32_t h, int32_t w) {
-    const int64_t hw = static_cast<int64_t>(h) * w;
-    const int32_t c = at.q.cout;
-    ARGEN_STATUS_RETURN(Norm(at.norm, x, n, hw, a, false, "attn norm"));
-    float* qp = q.as<float>();
-    float* kp = k.as<float>();
-    float* vp = v.as<float>();
-    float* sp = scores.as<float>();
-    ARGEN_STATUS_RETURN(Conv(at.q, a, n, h, w, qp, false, "attn q"));
-    ARGEN_STATUS_RETURN(Conv(at.k, a, n, h, w, kp, false, "attn k"));
-    ARGEN_STATUS_RETURN(Conv(at.v, a, n, h, w, vp, false, "attn v"));
-    ARGEN_STATUS_RETURN(Fp32SpatialAttention(Ctx(), qp, kp, vp, c, n, hw, sp, a));
-    return Conv(at.proj_out, a, n, h, w, x, true, "attn proj_out");
+    return Fp32AttnBlock(Blocks(), at, x, a, n, h, w);
   }
 
   // The network on n validated grids already in tokens_dev; leaves [3][n*S*S] in b.
