@@ -14,6 +14,7 @@
 #include "engine/cuda/device_buffer.h"
 #include "engine/vq/group_norm.h"
 #include "engine/vq_cuda/fp32_vq_ops.h"
+#include "engine/vq_cuda/side_cublas_stream.h"
 #include "engine/vq_cuda/weight_blob.h"
 #include "kernels/emu3vq_kernels.h"
 #include "kernels/vq_kernels.h"
@@ -21,14 +22,12 @@
 namespace argen::vq {
 namespace {
 
-using cuda::CublasStatus;
 using cuda::CudaStatus;
 using cuda::DeviceBuffer;
 using cuda::PinnedBuffer;
 using emu3vq::Emu3VqConfig;
 using emu3vq::Emu3VqWeights;
 
-constexpr size_t kCublasWorkspace = size_t{32} << 20;
 constexpr int32_t kMaxChunkImages = 4096;
 
 // Device weights as offsets (floats) into the one uploaded blob.
@@ -143,9 +142,6 @@ struct CudaEmu3VqDecoder::State {
   Emu3VqConfig config;
   CudaEmu3VqOptions options;
   int32_t max_cells = 0;
-  int device = 0;
-  cudaStream_t stream = nullptr;
-  cublasHandle_t cublas = nullptr;
 
   size_t codebook = 0;
   DConv post_quant_conv, conv_in, conv_out;
@@ -158,19 +154,15 @@ struct CudaEmu3VqDecoder::State {
 
   int32_t chunk = 1;
   size_t act_floats = 0, col_floats = 0, cond_floats = 0, norm_floats = 0, attn_floats = 0, score_floats = 0;
-  DeviceBuffer weights, cublas_ws, buf_x, buf_a, buf_b, col, zq, norm_scale, norm_shift, q, k, v, scores, codes_dev,
-      rgb_dev;
+  DeviceBuffer weights, buf_x, buf_a, buf_b, col, zq, norm_scale, norm_shift, q, k, v, scores, codes_dev, rgb_dev;
   PinnedBuffer codes_host, rgb_host, float_host;
   float *x = nullptr, *a = nullptr, *b = nullptr;  // the three activations (x the running one)
-
-  ~State() {
-    if (stream) cudaStreamSynchronize(stream);
-    if (cublas) cublasDestroy(cublas);
-    if (stream) cudaStreamDestroy(stream);
-  }
+  // Last, so it is destroyed first: the stream is drained and the handle gone
+  // before the buffers above are freed (the order before the fold).
+  SideCublasStream gpu;
 
   const float* P(size_t off) const { return weights.as<float>() + off; }
-  Fp32VqContext Ctx() const { return {stream, cublas, col.as<float>(), col_floats}; }
+  Fp32VqContext Ctx() const { return {gpu.stream(), gpu.cublas(), col.as<float>(), col_floats}; }
 
   absl::Status Conv(const DConv& c, const float* in, int32_t n, int32_t h, int32_t w, float* out, bool accumulate,
                     const char* what) {
@@ -184,21 +176,22 @@ struct CudaEmu3VqDecoder::State {
     const int64_t m = static_cast<int64_t>(n) * zh * zw;
     const size_t bytes = static_cast<size_t>(m) * config.z_channels * sizeof(float);
     for (const DTemporalRes& r : time_res) {
-      ARGEN_STATUS_RETURN(CudaStatus(
-          kernels::Emu3ChannelAffineSwish(io, P(r.norm1.scale), P(r.norm1.shift), r.norm1.channels, m, t1, stream),
-          "temporal norm1"));
+      ARGEN_STATUS_RETURN(CudaStatus(kernels::Emu3ChannelAffineSwish(io, P(r.norm1.scale), P(r.norm1.shift),
+                                                                     r.norm1.channels, m, t1, gpu.stream()),
+                                     "temporal norm1"));
       ARGEN_STATUS_RETURN(Conv(r.conv1, t1, n, zh, zw, t2, false, "temporal conv1"));
-      ARGEN_STATUS_RETURN(CudaStatus(
-          kernels::Emu3ChannelAffineSwish(t2, P(r.norm2.scale), P(r.norm2.shift), r.norm2.channels, m, t2, stream),
-          "temporal norm2"));
+      ARGEN_STATUS_RETURN(CudaStatus(kernels::Emu3ChannelAffineSwish(t2, P(r.norm2.scale), P(r.norm2.shift),
+                                                                     r.norm2.channels, m, t2, gpu.stream()),
+                                     "temporal norm2"));
       ARGEN_STATUS_RETURN(Conv(r.conv2, t2, n, zh, zw, t1, false, "temporal conv2"));
-      ARGEN_STATUS_RETURN(CudaStatus(kernels::VqAddInPlace(io, t1, m * r.conv2.cout, stream), "temporal residual"));
+      ARGEN_STATUS_RETURN(
+          CudaStatus(kernels::VqAddInPlace(io, t1, m * r.conv2.cout, gpu.stream()), "temporal residual"));
     }
     for (const DConv& c : time_conv) {
       ARGEN_STATUS_RETURN(Conv(c, io, n, zh, zw, t1, false, "temporal upsample conv"));
-      ARGEN_STATUS_RETURN(CudaStatus(kernels::Emu3SwishInPlace(t1, m * c.cout, stream), "temporal swish"));
+      ARGEN_STATUS_RETURN(CudaStatus(kernels::Emu3SwishInPlace(t1, m * c.cout, gpu.stream()), "temporal swish"));
       ARGEN_STATUS_RETURN(
-          CudaStatus(cudaMemcpyAsync(io, t1, bytes, cudaMemcpyDeviceToDevice, stream), "temporal copy"));
+          CudaStatus(cudaMemcpyAsync(io, t1, bytes, cudaMemcpyDeviceToDevice, gpu.stream()), "temporal copy"));
     }
     return absl::OkStatus();
   }
@@ -209,14 +202,14 @@ struct CudaEmu3VqDecoder::State {
     const int64_t hw = static_cast<int64_t>(h) * w;
     ARGEN_STATUS_RETURN(CudaStatus(kernels::VqGroupNorm(in, P(sn.norm.gamma), P(sn.norm.beta), sn.norm.channels,
                                                         emu3vq::kGroupNormGroups, n, hw, kGroupNormEps,
-                                                        /*swish=*/false, out, stream),
+                                                        /*swish=*/false, out, gpu.stream()),
                                    what));
     float* scale = norm_scale.as<float>();
     float* shift = norm_shift.as<float>();
     ARGEN_STATUS_RETURN(Conv(sn.y, zq.as<float>(), n, zh, zw, scale, false, what));
     ARGEN_STATUS_RETURN(Conv(sn.b, zq.as<float>(), n, zh, zw, shift, false, what));
-    return CudaStatus(kernels::Emu3SpatialModulate(out, scale, shift, sn.norm.channels, n, h, w, zh, zw, swish, stream),
-                      what);
+    return CudaStatus(
+        kernels::Emu3SpatialModulate(out, scale, shift, sn.norm.channels, n, h, w, zh, zw, swish, gpu.stream()), what);
   }
 
   absl::Status Resnet(const DSpatialRes& r, int32_t n, int32_t h, int32_t w, int32_t zh, int32_t zw) {
@@ -228,8 +221,8 @@ struct CudaEmu3VqDecoder::State {
     if (r.has_nin) {
       ARGEN_STATUS_RETURN(Conv(r.nin, x, n, h, w, a, true, "resblock nin_shortcut"));
     } else {
-      ARGEN_STATUS_RETURN(
-          CudaStatus(kernels::VqAddInPlace(a, x, static_cast<int64_t>(r.conv2.cout) * n * hw, stream), "residual"));
+      ARGEN_STATUS_RETURN(CudaStatus(
+          kernels::VqAddInPlace(a, x, static_cast<int64_t>(r.conv2.cout) * n * hw, gpu.stream()), "residual"));
     }
     std::swap(x, a);
     return absl::OkStatus();
@@ -253,7 +246,7 @@ struct CudaEmu3VqDecoder::State {
     const int64_t m = static_cast<int64_t>(n) * zh * zw;
     float* z = zq.as<float>();
     ARGEN_STATUS_RETURN(CudaStatus(kernels::VqCodebookLookup(P(codebook), config.codebook_size, config.embed_dim,
-                                                             codes_dev.as<int32_t>(), m, z, stream),
+                                                             codes_dev.as<int32_t>(), m, z, gpu.stream()),
                                    "codebook lookup"));
     // The latents (in b) and the condition (zq, from the codebook vectors) through the temporal stack.
     ARGEN_STATUS_RETURN(Conv(post_quant_conv, z, n, zh, zw, b, false, "post_quant_conv"));
@@ -272,7 +265,7 @@ struct CudaEmu3VqDecoder::State {
       }
       if (l.has_upsample) {
         ARGEN_STATUS_RETURN(
-            CudaStatus(kernels::VqUpsampleNearest2x(x, l.upsample.cin, n, h, w, a, stream), "upsample"));
+            CudaStatus(kernels::VqUpsampleNearest2x(x, l.upsample.cin, n, h, w, a, gpu.stream()), "upsample"));
         h *= 2;
         w *= 2;
         ARGEN_STATUS_RETURN(Conv(l.upsample, a, n, h, w, x, false, "upsample conv"));
@@ -369,9 +362,9 @@ struct CudaEmu3VqDecoder::State {
     ARGEN_STATUS_RETURN(Pin(rgb_host, pixels * 3, "rgb8"));
     ARGEN_STATUS_RETURN(Pin(float_host, pixels * 3 * sizeof(float), "float pixels"));
     ARGEN_CUDA_RETURN(cudaMemcpyAsync(this->weights.as(), blob.data().data(), blob.data().size() * sizeof(float),
-                                      cudaMemcpyHostToDevice, stream),
+                                      cudaMemcpyHostToDevice, gpu.stream()),
                       "CudaEmu3VqDecoder: upload weights");
-    ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream), "CudaEmu3VqDecoder: upload weights");
+    ARGEN_CUDA_RETURN(cudaStreamSynchronize(gpu.stream()), "CudaEmu3VqDecoder: upload weights");
     x = buf_x.as<float>();
     a = buf_a.as<float>();
     b = buf_b.as<float>();
@@ -402,27 +395,7 @@ absl::StatusOr<std::unique_ptr<CudaEmu3VqDecoder>> CudaEmu3VqDecoder::Create(con
   s->config = config;
   s->options = options;
   s->max_cells = max_cells;
-  int devices = 0;
-  if (cudaError_t err = cudaGetDeviceCount(&devices); err != cudaSuccess || devices == 0) {
-    cudaGetLastError();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "CudaEmu3VqDecoder: no CUDA device (", err == cudaSuccess ? "none found" : cudaGetErrorString(err), ")"));
-  }
-  ARGEN_CUDA_RETURN(cudaGetDevice(&s->device), "CudaEmu3VqDecoder: get device");
-  // The lowest priority: the engine's decode stream (highest priority) is scheduled first.
-  int least_priority = 0, greatest_priority = 0;
-  ARGEN_CUDA_RETURN(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority),
-                    "CudaEmu3VqDecoder: stream priorities");
-  ARGEN_CUDA_RETURN(cudaStreamCreateWithPriority(&s->stream, cudaStreamNonBlocking, least_priority),
-                    "CudaEmu3VqDecoder: stream");
-  ARGEN_STATUS_RETURN(CublasStatus(cublasCreate(&s->cublas), "CudaEmu3VqDecoder: create handle"));
-  ARGEN_STATUS_RETURN(CublasStatus(cublasSetStream(s->cublas, s->stream), "CudaEmu3VqDecoder: set stream"));
-  ARGEN_STATUS_RETURN(
-      CublasStatus(cublasSetMathMode(s->cublas, options.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
-                   "CudaEmu3VqDecoder: math mode"));
-  ARGEN_STATUS_RETURN(Alloc(s->cublas_ws, kCublasWorkspace, "cublas workspace"));
-  ARGEN_STATUS_RETURN(CublasStatus(cublasSetWorkspace(s->cublas, s->cublas_ws.as(), kCublasWorkspace),
-                                   "CudaEmu3VqDecoder: cublas workspace"));
+  ARGEN_STATUS_RETURN(s->gpu.Init("CudaEmu3VqDecoder", /*tf32=*/options.tf32));
   ARGEN_STATUS_RETURN(s->Setup(weights));
   return std::unique_ptr<CudaEmu3VqDecoder>(new CudaEmu3VqDecoder(std::move(s)));
 }
@@ -468,29 +441,30 @@ absl::Status CudaEmu3VqDecoder::RunChunk(const std::vector<const emu3vq::CodeGri
   const size_t cells = static_cast<size_t>(zh) * zw;
   const size_t hw = cells * f * f;
   auto run = [&]() -> absl::Status {
-    ARGEN_CUDA_RETURN(cudaSetDevice(s.device), "Emu3 vision decode: set device");
+    ARGEN_CUDA_RETURN(cudaSetDevice(s.gpu.device()), "Emu3 vision decode: set device");
     int32_t* staged = s.codes_host.as<int32_t>();
     for (int32_t i = 0; i < n; ++i) std::memcpy(staged + i * cells, grids[i]->codes.data(), cells * sizeof(int32_t));
     ARGEN_CUDA_RETURN(
-        cudaMemcpyAsync(s.codes_dev.as(), staged, n * cells * sizeof(int32_t), cudaMemcpyHostToDevice, s.stream),
+        cudaMemcpyAsync(s.codes_dev.as(), staged, n * cells * sizeof(int32_t), cudaMemcpyHostToDevice, s.gpu.stream()),
         "Emu3 vision decode: upload codes");
     ARGEN_STATUS_RETURN(s.Network(n, zh, zw));
     if (rgb) {
-      ARGEN_CUDA_RETURN(kernels::VqToRgb8(s.b, n, static_cast<int64_t>(hw), s.rgb_dev.as<uint8_t>(), s.stream),
+      ARGEN_CUDA_RETURN(kernels::VqToRgb8(s.b, n, static_cast<int64_t>(hw), s.rgb_dev.as<uint8_t>(), s.gpu.stream()),
                         "Emu3 vision decode: rgb8");
-      ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.rgb_host.as(), s.rgb_dev.as(), n * hw * 3, cudaMemcpyDeviceToHost, s.stream),
-                        "Emu3 vision decode: download rgb8");
+      ARGEN_CUDA_RETURN(
+          cudaMemcpyAsync(s.rgb_host.as(), s.rgb_dev.as(), n * hw * 3, cudaMemcpyDeviceToHost, s.gpu.stream()),
+          "Emu3 vision decode: download rgb8");
     } else {
       ARGEN_CUDA_RETURN(
-          cudaMemcpyAsync(s.float_host.as(), s.b, n * hw * 3 * sizeof(float), cudaMemcpyDeviceToHost, s.stream),
+          cudaMemcpyAsync(s.float_host.as(), s.b, n * hw * 3 * sizeof(float), cudaMemcpyDeviceToHost, s.gpu.stream()),
           "Emu3 vision decode: download floats");
     }
-    ARGEN_CUDA_RETURN(cudaStreamSynchronize(s.stream), "Emu3 vision decode: synchronize");
+    ARGEN_CUDA_RETURN(cudaStreamSynchronize(s.gpu.stream()), "Emu3 vision decode: synchronize");
     return absl::OkStatus();
   };
   absl::Status st = run();
   // Whatever was queued finishes before the staging buffers are reused.
-  if (!st.ok()) cudaStreamSynchronize(s.stream);
+  if (!st.ok()) cudaStreamSynchronize(s.gpu.stream());
   return st;
 }
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/device_buffer.h"
+#include "engine/vq_cuda/side_cublas_stream.h"
 #include "kernels/t5_kernels.h"
 
 namespace argen::vq {
@@ -20,7 +21,6 @@ using cuda::CudaStatus;
 using cuda::DeviceBuffer;
 using cuda::PinnedBuffer;
 
-constexpr size_t kCublasWorkspace = size_t{32} << 20;
 constexpr size_t kAlignFloats = 64;  // each tensor at a 256-byte boundary
 constexpr int32_t kMaxTokens = 4096;
 
@@ -48,21 +48,15 @@ absl::Status Pin(PinnedBuffer& buf, size_t bytes, const std::string& what) {
 struct CudaT5Stack::State {
   T5StackShape shape;
   int32_t max_tokens = 0;
-  int device = 0;
-  cudaStream_t stream = nullptr;
-  cublasHandle_t cublas = nullptr;
 
   std::vector<DBlock> blocks;
   size_t rel_bias = 0, final_norm = 0;
-  DeviceBuffer weights, cublas_ws, buckets, x, normed, qkv, ctx, scores, gate_up, act;
+  DeviceBuffer weights, buckets, x, normed, qkv, ctx, scores, gate_up, act;
   PinnedBuffer in_host, out_host;
   std::mutex mu;  // guards the buffers and the stream's work
-
-  ~State() {
-    if (stream) cudaStreamSynchronize(stream);
-    if (cublas) cublasDestroy(cublas);
-    if (stream) cudaStreamDestroy(stream);
-  }
+  // Last, so it is destroyed first: the stream is drained and the handle gone
+  // before the buffers above are freed (the order before the fold).
+  SideCublasStream gpu;
 
   const float* P(size_t off) const { return weights.as<float>() + off; }
 
@@ -71,9 +65,9 @@ struct CudaT5Stack::State {
   absl::Status Linear(const float* in_rows, int32_t rows, size_t w, int32_t in, int32_t out, float* y, bool accumulate,
                       const char* what) const {
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    return CublasStatus(
-        cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &alpha, P(w), in, in_rows, in, &beta, y, out),
-        what);
+    return CublasStatus(cublasSgemm(gpu.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &alpha, P(w), in, in_rows,
+                                    in, &beta, y, out),
+                        what);
   }
 
   // Uploads every tensor into one buffer (offsets first, one allocation), then the bucket table.
@@ -163,29 +157,32 @@ struct CudaT5Stack::State {
     const int32_t qkv_ld = 3 * inner;
     const long long score_stride = static_cast<long long>(n) * n;
     for (const DBlock& b : blocks) {
-      ARGEN_CUDA_RETURN(kernels::T5RmsNorm(xs, P(b.ln0), n, d, sh.eps, nm, stream), "T5 layer_norm (attention)");
+      ARGEN_CUDA_RETURN(kernels::T5RmsNorm(xs, P(b.ln0), n, d, sh.eps, nm, gpu.stream()), "T5 layer_norm (attention)");
       ARGEN_STATUS_RETURN(Linear(nm, n, b.qkv, d, 3 * inner, qkvp, false, "T5 q|k|v"));
       // Per head h, column-major views of the row-major buffers (q_h at column h*dk,
       // k_h at inner + h*dk, v_h at 2*inner + h*dk, row stride 3*inner):
       // scores_h[i][j] = q_h[i] . k_h[j]: C [n x n] (ldc n, C(j, i) = scores_h[i][j]) = K_h^T-op x Q_h.
       ARGEN_STATUS_RETURN(
-          CublasStatus(cublasSgemmStridedBatched(cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, n, dk, &one, qkvp + inner, qkv_ld,
-                                                 dk, qkvp, qkv_ld, dk, &zero, sc, n, score_stride, heads),
+          CublasStatus(cublasSgemmStridedBatched(gpu.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, n, n, dk, &one, qkvp + inner,
+                                                 qkv_ld, dk, qkvp, qkv_ld, dk, &zero, sc, n, score_stride, heads),
                        "T5 attention scores"));
-      ARGEN_CUDA_RETURN(kernels::T5BiasSoftmax(sc, P(rel_bias), buckets.as<int32_t>(), max_tokens, heads, n, stream),
-                        "T5 bias + softmax");
+      ARGEN_CUDA_RETURN(
+          kernels::T5BiasSoftmax(sc, P(rel_bias), buckets.as<int32_t>(), max_tokens, heads, n, gpu.stream()),
+          "T5 bias + softmax");
       // ctx_h[i][c] = sum_j p_h[i][j] v_h[j][c]: C [dk x n] (ldc inner) = V_h x P_h.
-      ARGEN_STATUS_RETURN(
-          CublasStatus(cublasSgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_N, dk, n, n, &one, qkvp + 2 * inner,
-                                                 qkv_ld, dk, sc, n, score_stride, &zero, ctxp, inner, dk, heads),
-                       "T5 attention output"));
+      ARGEN_STATUS_RETURN(CublasStatus(
+          cublasSgemmStridedBatched(gpu.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, dk, n, n, &one, qkvp + 2 * inner, qkv_ld,
+                                    dk, sc, n, score_stride, &zero, ctxp, inner, dk, heads),
+          "T5 attention output"));
       ARGEN_STATUS_RETURN(Linear(ctxp, n, b.o, inner, d, xs, /*accumulate=*/true, "T5 o"));  // x += o(ctx)
-      ARGEN_CUDA_RETURN(kernels::T5RmsNorm(xs, P(b.ln1), n, d, sh.eps, nm, stream), "T5 layer_norm (feed-forward)");
+      ARGEN_CUDA_RETURN(kernels::T5RmsNorm(xs, P(b.ln1), n, d, sh.eps, nm, gpu.stream()),
+                        "T5 layer_norm (feed-forward)");
       ARGEN_STATUS_RETURN(Linear(nm, n, b.wi, d, 2 * ff, gate_up.as<float>(), false, "T5 wi_0|wi_1"));
-      ARGEN_CUDA_RETURN(kernels::T5GatedGelu(gate_up.as<float>(), n, ff, act.as<float>(), stream), "T5 gated gelu");
+      ARGEN_CUDA_RETURN(kernels::T5GatedGelu(gate_up.as<float>(), n, ff, act.as<float>(), gpu.stream()),
+                        "T5 gated gelu");
       ARGEN_STATUS_RETURN(Linear(act.as<float>(), n, b.wo, ff, d, xs, /*accumulate=*/true, "T5 wo"));  // x += wo(...)
     }
-    ARGEN_CUDA_RETURN(kernels::T5RmsNorm(xs, P(final_norm), n, d, sh.eps, nm, stream), "T5 final_layer_norm");
+    ARGEN_CUDA_RETURN(kernels::T5RmsNorm(xs, P(final_norm), n, d, sh.eps, nm, gpu.stream()), "T5 final_layer_norm");
     return absl::OkStatus();
   }
 };
@@ -215,24 +212,7 @@ absl::StatusOr<std::unique_ptr<CudaT5Stack>> CudaT5Stack::Create(const T5StackSh
   auto s = std::make_unique<State>();
   s->shape = shape;
   s->max_tokens = max_tokens;
-  int devices = 0;
-  if (cudaError_t err = cudaGetDeviceCount(&devices); err != cudaSuccess || devices == 0) {
-    cudaGetLastError();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "CudaT5Stack: no CUDA device (", err == cudaSuccess ? "none found" : cudaGetErrorString(err), ")"));
-  }
-  ARGEN_CUDA_RETURN(cudaGetDevice(&s->device), "CudaT5Stack: get device");
-  int least_priority = 0, greatest_priority = 0;
-  ARGEN_CUDA_RETURN(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority),
-                    "CudaT5Stack: stream priorities");
-  ARGEN_CUDA_RETURN(cudaStreamCreateWithPriority(&s->stream, cudaStreamNonBlocking, least_priority),
-                    "CudaT5Stack: stream");
-  ARGEN_STATUS_RETURN(CublasStatus(cublasCreate(&s->cublas), "CudaT5Stack: create handle"));
-  ARGEN_STATUS_RETURN(CublasStatus(cublasSetStream(s->cublas, s->stream), "CudaT5Stack: set stream"));
-  ARGEN_STATUS_RETURN(CublasStatus(cublasSetMathMode(s->cublas, CUBLAS_DEFAULT_MATH), "CudaT5Stack: math mode"));
-  ARGEN_STATUS_RETURN(Alloc(s->cublas_ws, kCublasWorkspace, "cublas workspace"));
-  ARGEN_STATUS_RETURN(CublasStatus(cublasSetWorkspace(s->cublas, s->cublas_ws.as(), kCublasWorkspace),
-                                   "CudaT5Stack: cublas workspace"));
+  ARGEN_STATUS_RETURN(s->gpu.Init("CudaT5Stack", /*tf32=*/false));
   ARGEN_STATUS_RETURN(s->Setup(source, buckets));
   return std::unique_ptr<CudaT5Stack>(new CudaT5Stack(std::move(s)));
 }
@@ -252,18 +232,18 @@ absl::Status CudaT5Stack::Run(const float* rows, int32_t n, float* out) {
   std::lock_guard<std::mutex> lock(s.mu);
   std::memcpy(s.in_host.as(), rows, bytes);
   auto run = [&]() -> absl::Status {
-    ARGEN_CUDA_RETURN(cudaSetDevice(s.device), "T5 encode: set device");
-    ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.x.as(), s.in_host.as(), bytes, cudaMemcpyHostToDevice, s.stream),
+    ARGEN_CUDA_RETURN(cudaSetDevice(s.gpu.device()), "T5 encode: set device");
+    ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.x.as(), s.in_host.as(), bytes, cudaMemcpyHostToDevice, s.gpu.stream()),
                       "T5 encode: upload token rows");
     ARGEN_STATUS_RETURN(s.Network(n));
-    ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.out_host.as(), s.normed.as(), bytes, cudaMemcpyDeviceToHost, s.stream),
+    ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.out_host.as(), s.normed.as(), bytes, cudaMemcpyDeviceToHost, s.gpu.stream()),
                       "T5 encode: download features");
-    ARGEN_CUDA_RETURN(cudaStreamSynchronize(s.stream), "T5 encode: synchronize");
+    ARGEN_CUDA_RETURN(cudaStreamSynchronize(s.gpu.stream()), "T5 encode: synchronize");
     return absl::OkStatus();
   };
   absl::Status st = run();
   if (!st.ok()) {
-    cudaStreamSynchronize(s.stream);  // whatever was queued finishes before the staging is reused
+    cudaStreamSynchronize(s.gpu.stream());  // whatever was queued finishes before the staging is reused
     return st;
   }
   std::memcpy(out, s.out_host.as(), bytes);

@@ -14,13 +14,14 @@
 #include "engine/cuda/device_buffer.h"
 #include "engine/vq/group_norm.h"
 #include "engine/vq_cuda/fp32_vq_ops.h"
+#include "engine/vq_cuda/fp32_vqgan_blocks.h"
+#include "engine/vq_cuda/side_cublas_stream.h"
 #include "engine/vq_cuda/weight_blob.h"
 #include "kernels/vq_kernels.h"
 
 namespace argen::vq {
 namespace {
 
-using cuda::CublasStatus;
 using cuda::CudaStatus;
 using cuda::DeviceBuffer;
 using cuda::PinnedBuffer;
@@ -28,23 +29,12 @@ using vqgan::LatentGrid;
 using vqgan::VqganConfig;
 using vqgan::VqganDecoderWeights;
 
-constexpr size_t kCublasWorkspace = size_t{32} << 20;
 constexpr int32_t kMaxChunkImages = 4096;
 
 // Device weights as offsets (floats) into the one uploaded blob.
-struct DGroupNorm {
-  int32_t channels = 0;
-  size_t gamma = 0, beta = 0;
-};
-struct DRes {
-  DGroupNorm norm1, norm2;
-  BlobConv conv1, conv2, nin;
-  bool has_nin = false;
-};
-struct DAttn {
-  DGroupNorm norm;
-  BlobConv q, k, v, proj_out;
-};
+using DGroupNorm = BlobGroupNorm;
+using DRes = BlobResnet;
+using DAttn = BlobAttn;
 struct DLevel {
   std::vector<DRes> block;
   std::vector<DAttn> attn;  // one per block, or empty
@@ -54,23 +44,7 @@ struct DLevel {
   int32_t channels = 0;  // the level's output channels (what the upsample doubles)
 };
 
-class Blob : public WeightBlob {
- public:
-  DGroupNorm Norm(const GroupNormWeights& n) { return {n.channels, Add(n.gamma), Add(n.beta)}; }
-  DRes Res(const ResnetBlockWeights& r) {
-    DRes d;
-    d.norm1 = Norm(r.norm1);
-    d.conv1 = Conv(r.conv1);
-    d.norm2 = Norm(r.norm2);
-    d.conv2 = Conv(r.conv2);
-    if (r.nin_shortcut) {
-      d.has_nin = true;
-      d.nin = Conv(*r.nin_shortcut);
-    }
-    return d;
-  }
-  DAttn Attn(const AttnBlockWeights& a) { return {Norm(a.norm), Conv(a.q), Conv(a.k), Conv(a.v), Conv(a.proj_out)}; }
-};
+using Blob = VqganWeightBlob;
 
 // Per-image float counts of the decode's buffers for the largest latent.
 struct Plan {
@@ -122,9 +96,6 @@ struct CudaVaeDecoder::State {
   VqganConfig config;
   vqgan::DecodeLimits limits;
   CudaVaeOptions options;
-  int device = 0;
-  cudaStream_t stream = nullptr;
-  cublasHandle_t cublas = nullptr;
 
   BlobConv conv_in, conv_out;
   DRes mid_block_1, mid_block_2;
@@ -135,60 +106,37 @@ struct CudaVaeDecoder::State {
 
   int32_t chunk = 1;
   size_t act_floats = 0, col_floats = 0, attn_floats = 0, score_floats = 0, latent_floats = 0, out_floats = 0;
-  DeviceBuffer weights, cublas_ws, buf_x, buf_a, buf_b, col, q, k, v, scores;
+  DeviceBuffer weights, buf_x, buf_a, buf_b, col, q, k, v, scores;
   PinnedBuffer latent_host, out_host;
   float *x = nullptr, *a = nullptr, *b = nullptr;  // the three activations (x the running one)
+  // Last, so it is destroyed first: the stream is drained and the handle gone
+  // before the buffers above are freed (the order before the fold).
+  SideCublasStream gpu;
 
-  ~State() {
-    if (stream) cudaStreamSynchronize(stream);
-    if (cublas) cublasDestroy(cublas);
-    if (stream) cudaStreamDestroy(stream);
+  Fp32BlockContext Blocks() const {
+    return {{gpu.stream(), gpu.cublas(), col.as<float>(), col_floats},
+            weights.as<float>(),
+            vqgan::kGroupNormGroups,
+            q.as<float>(),
+            k.as<float>(),
+            v.as<float>(),
+            scores.as<float>()};
   }
-
-  const float* P(size_t off) const { return weights.as<float>() + off; }
-  Fp32VqContext Ctx() const { return {stream, cublas, col.as<float>(), col_floats}; }
 
   absl::Status Conv(const BlobConv& c, const float* in, int32_t n, int32_t h, int32_t w, float* out, bool accumulate,
                     const char* what) {
-    return Fp32Conv2d(Ctx(), {c.cin, c.cout, c.kernel, P(c.w), P(c.b)}, in, n, h, w, out, accumulate, what);
+    return Fp32BlobConv(Blocks(), c, in, n, h, w, out, accumulate, what);
   }
-
   absl::Status Norm(const DGroupNorm& g, const float* in, float* out, int32_t n, int64_t hw, bool swish,
                     const char* what) {
-    return CudaStatus(kernels::VqGroupNorm(in, P(g.gamma), P(g.beta), g.channels, vqgan::kGroupNormGroups, n, hw,
-                                           kGroupNormEps, swish, out, stream),
-                      what);
+    return Fp32GroupNorm(Blocks(), g, in, n, hw, out, swish, what);
   }
-
-  // As VqganDecoder::ResnetBlock: x = x (or nin(x)) + conv2(swish(norm2(conv1(swish(norm1(x)))))).
+  // As VqganDecoder::ResnetBlock and AttnBlock.
   absl::Status Resnet(const DRes& r, int32_t n, int32_t h, int32_t w) {
-    const int64_t hw = static_cast<int64_t>(h) * w;
-    ARGEN_STATUS_RETURN(Norm(r.norm1, x, a, n, hw, true, "resblock norm1"));
-    ARGEN_STATUS_RETURN(Conv(r.conv1, a, n, h, w, b, false, "resblock conv1"));
-    ARGEN_STATUS_RETURN(Norm(r.norm2, b, b, n, hw, true, "resblock norm2"));
-    ARGEN_STATUS_RETURN(Conv(r.conv2, b, n, h, w, a, false, "resblock conv2"));
-    if (r.has_nin) {
-      ARGEN_STATUS_RETURN(Conv(r.nin, x, n, h, w, a, true, "resblock nin_shortcut"));
-    } else {
-      ARGEN_STATUS_RETURN(
-          CudaStatus(kernels::VqAddInPlace(a, x, static_cast<int64_t>(r.conv2.cout) * n * hw, stream), "residual"));
-    }
-    std::swap(x, a);
-    return absl::OkStatus();
+    return Fp32ResnetBlock(Blocks(), r, x, a, b, n, h, w);
   }
-
-  // As VqganDecoder::AttnBlock: x += proj_out(attention(q, k, v of norm(x))).
   absl::Status Attn(const DAttn& at, int32_t n, int32_t h, int32_t w) {
-    const int64_t hw = static_cast<int64_t>(h) * w;
-    ARGEN_STATUS_RETURN(Norm(at.norm, x, a, n, hw, false, "attn norm"));
-    float* qp = q.as<float>();
-    float* kp = k.as<float>();
-    float* vp = v.as<float>();
-    ARGEN_STATUS_RETURN(Conv(at.q, a, n, h, w, qp, false, "attn q"));
-    ARGEN_STATUS_RETURN(Conv(at.k, a, n, h, w, kp, false, "attn k"));
-    ARGEN_STATUS_RETURN(Conv(at.v, a, n, h, w, vp, false, "attn v"));
-    ARGEN_STATUS_RETURN(Fp32SpatialAttention(Ctx(), qp, kp, vp, at.q.cout, n, hw, scores.as<float>(), a));
-    return Conv(at.proj_out, a, n, h, w, x, true, "attn proj_out");
+    return Fp32AttnBlock(Blocks(), at, x, a, n, h, w);
   }
 
   // The network on n latents of h x w already in a ([z][n*h*w]); leaves [out_ch][n*H*W] in b.
@@ -206,7 +154,7 @@ struct CudaVaeDecoder::State {
       if (l.upsample_2x) {
         float* up_out = l.has_upsample_conv ? a : b;
         ARGEN_STATUS_RETURN(
-            CudaStatus(kernels::VqUpsampleNearest2x(x, l.channels, n, h, w, up_out, stream), "upsample"));
+            CudaStatus(kernels::VqUpsampleNearest2x(x, l.channels, n, h, w, up_out, gpu.stream()), "upsample"));
         h *= 2;
         w *= 2;
         if (l.has_upsample_conv) {
@@ -299,9 +247,9 @@ struct CudaVaeDecoder::State {
     ARGEN_STATUS_RETURN(Pin(latent_host, latent_floats * sizeof(float), "latents"));
     ARGEN_STATUS_RETURN(Pin(out_host, out_floats * sizeof(float), "float pixels"));
     ARGEN_CUDA_RETURN(cudaMemcpyAsync(weights.as(), blob.data().data(), blob.data().size() * sizeof(float),
-                                      cudaMemcpyHostToDevice, stream),
+                                      cudaMemcpyHostToDevice, gpu.stream()),
                       "CudaVaeDecoder: upload weights");
-    ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream), "CudaVaeDecoder: upload weights");
+    ARGEN_CUDA_RETURN(cudaStreamSynchronize(gpu.stream()), "CudaVaeDecoder: upload weights");
     x = buf_x.as<float>();
     a = buf_a.as<float>();
     b = buf_b.as<float>();
@@ -337,27 +285,7 @@ absl::StatusOr<std::unique_ptr<CudaVaeDecoder>> CudaVaeDecoder::Create(const Vqg
   s->config = config;
   s->limits = limits;
   s->options = options;
-  int devices = 0;
-  if (cudaError_t err = cudaGetDeviceCount(&devices); err != cudaSuccess || devices == 0) {
-    cudaGetLastError();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "CudaVaeDecoder: no CUDA device (", err == cudaSuccess ? "none found" : cudaGetErrorString(err), ")"));
-  }
-  ARGEN_CUDA_RETURN(cudaGetDevice(&s->device), "CudaVaeDecoder: get device");
-  // The lowest priority: the engine's decode stream (highest priority) is scheduled first.
-  int least_priority = 0, greatest_priority = 0;
-  ARGEN_CUDA_RETURN(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority),
-                    "CudaVaeDecoder: stream priorities");
-  ARGEN_CUDA_RETURN(cudaStreamCreateWithPriority(&s->stream, cudaStreamNonBlocking, least_priority),
-                    "CudaVaeDecoder: stream");
-  ARGEN_STATUS_RETURN(CublasStatus(cublasCreate(&s->cublas), "CudaVaeDecoder: create handle"));
-  ARGEN_STATUS_RETURN(CublasStatus(cublasSetStream(s->cublas, s->stream), "CudaVaeDecoder: set stream"));
-  ARGEN_STATUS_RETURN(
-      CublasStatus(cublasSetMathMode(s->cublas, options.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
-                   "CudaVaeDecoder: math mode"));
-  ARGEN_STATUS_RETURN(Alloc(s->cublas_ws, kCublasWorkspace, "cublas workspace"));
-  ARGEN_STATUS_RETURN(CublasStatus(cublasSetWorkspace(s->cublas, s->cublas_ws.as(), kCublasWorkspace),
-                                   "CudaVaeDecoder: cublas workspace"));
+  ARGEN_STATUS_RETURN(s->gpu.Init("CudaVaeDecoder", /*tf32=*/options.tf32));
   ARGEN_STATUS_RETURN(s->Setup(weights));
   return std::unique_ptr<CudaVaeDecoder>(new CudaVaeDecoder(std::move(s)));
 }
@@ -400,7 +328,7 @@ absl::Status CudaVaeDecoder::RunChunk(const std::vector<const LatentGrid*>& late
   const size_t d = static_cast<size_t>(s.config.downsample());
   const size_t out_floats = static_cast<size_t>(s.conv_out.cout) * n * cells * d * d;
   auto run = [&]() -> absl::Status {
-    ARGEN_CUDA_RETURN(cudaSetDevice(s.device), "VAE decode: set device");
+    ARGEN_CUDA_RETURN(cudaSetDevice(s.gpu.device()), "VAE decode: set device");
     // CHW per latent -> channel-major [z][n*cells].
     float* staged = s.latent_host.as<float>();
     for (int32_t c = 0; c < z; ++c) {
@@ -409,18 +337,19 @@ absl::Status CudaVaeDecoder::RunChunk(const std::vector<const LatentGrid*>& late
                     cells * sizeof(float));
       }
     }
-    ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.a, staged, z * n * cells * sizeof(float), cudaMemcpyHostToDevice, s.stream),
-                      "VAE decode: upload latents");
+    ARGEN_CUDA_RETURN(
+        cudaMemcpyAsync(s.a, staged, z * n * cells * sizeof(float), cudaMemcpyHostToDevice, s.gpu.stream()),
+        "VAE decode: upload latents");
     ARGEN_STATUS_RETURN(s.Network(n, h, w));
     ARGEN_CUDA_RETURN(
-        cudaMemcpyAsync(s.out_host.as(), s.b, out_floats * sizeof(float), cudaMemcpyDeviceToHost, s.stream),
+        cudaMemcpyAsync(s.out_host.as(), s.b, out_floats * sizeof(float), cudaMemcpyDeviceToHost, s.gpu.stream()),
         "VAE decode: download floats");
-    ARGEN_CUDA_RETURN(cudaStreamSynchronize(s.stream), "VAE decode: synchronize");
+    ARGEN_CUDA_RETURN(cudaStreamSynchronize(s.gpu.stream()), "VAE decode: synchronize");
     return absl::OkStatus();
   };
   absl::Status st = run();
   // Whatever was queued finishes before the staging buffers are reused.
-  if (!st.ok()) cudaStreamSynchronize(s.stream);
+  if (!st.ok()) cudaStreamSynchronize(s.gpu.stream());
   return st;
 }
 

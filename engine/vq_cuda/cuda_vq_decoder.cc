@@ -16,35 +16,25 @@
 #include "engine/vq/group_norm.h"
 #include "engine/vq_cuda/bf16_vq_network.h"
 #include "engine/vq_cuda/fp32_vq_ops.h"
+#include "engine/vq_cuda/fp32_vqgan_blocks.h"
+#include "engine/vq_cuda/side_cublas_stream.h"
 #include "engine/vq_cuda/weight_blob.h"
 #include "kernels/vq_kernels.h"
 
 namespace argen::vq {
 namespace {
 
-using cuda::CublasStatus;
 using cuda::CudaStatus;
 using cuda::DeviceBuffer;
 using cuda::PinnedBuffer;
 
-constexpr size_t kCublasWorkspace = size_t{32} << 20;
 constexpr int32_t kMaxChunkImages = 4096;
 
 // Device weights as offsets (floats) into the one uploaded blob.
 using DConv = BlobConv;
-struct DNorm {
-  int32_t channels = 0;
-  size_t gamma = 0, beta = 0;
-};
-struct DRes {
-  DNorm norm1, norm2;
-  DConv conv1, conv2, nin;
-  bool has_nin = false;
-};
-struct DAttn {
-  DNorm norm;
-  DConv q, k, v, proj_out;
-};
+using DNorm = BlobGroupNorm;
+using DRes = BlobResnet;
+using DAttn = BlobAttn;
 struct DBlock {
   std::vector<DRes> res;
   std::vector<DAttn> attn;
@@ -52,23 +42,7 @@ struct DBlock {
   DConv upsample;
 };
 
-class Blob : public WeightBlob {
- public:
-  DNorm Norm(const GroupNormWeights& n) { return {n.channels, Add(n.gamma), Add(n.beta)}; }
-  DRes Res(const ResnetBlockWeights& r) {
-    DRes d;
-    d.norm1 = Norm(r.norm1);
-    d.conv1 = Conv(r.conv1);
-    d.norm2 = Norm(r.norm2);
-    d.conv2 = Conv(r.conv2);
-    if (r.nin_shortcut) {
-      d.has_nin = true;
-      d.nin = Conv(*r.nin_shortcut);
-    }
-    return d;
-  }
-  DAttn Attn(const AttnBlockWeights& a) { return {Norm(a.norm), Conv(a.q), Conv(a.k), Conv(a.v), Conv(a.proj_out)}; }
-};
+using Blob = VqganWeightBlob;
 
 // Per-image float counts of the decode's buffers, walked like the CPU decoder's ScratchPlan.
 struct Plan {
@@ -123,9 +97,6 @@ const char* VqPrecisionName(VqPrecision p) {
 struct CudaVqDecoder::State {
   vq::Vq16Config config;
   CudaVqOptions options;
-  int device = 0;
-  cudaStream_t stream = nullptr;
-  cublasHandle_t cublas = nullptr;
 
   int32_t codebook_size = 0, embed_dim = 0;
   size_t codebook = 0;
@@ -140,21 +111,22 @@ struct CudaVqDecoder::State {
   size_t col_floats = 0;    // im2col band
   size_t attn_floats = 0;   // q, k, v each, whole chunk
   size_t score_floats = 0;  // whole chunk
-  DeviceBuffer weights, cublas_ws, buf_x, buf_a, buf_b, col, q, k, v, scores, tokens_dev, rgb_dev;
+  DeviceBuffer weights, buf_x, buf_a, buf_b, col, q, k, v, scores, tokens_dev, rgb_dev;
   PinnedBuffer tokens_host, rgb_host, float_host;
   float *x = nullptr, *a = nullptr, *b = nullptr;  // the three activations (x the running one)
   VqPrecision precision = VqPrecision::kFp32;      // the path that runs
   std::string fallback_reason;
   std::unique_ptr<Bf16VqNetwork> bf16;  // the bf16 path, when it runs
+  // Last, so it is destroyed first: the stream is drained and the handle gone
+  // before the buffers above are freed (the order before the fold).
+  SideCublasStream gpu;
 
   // fp32 planar [3][n*S*S] output of the last network run.
   const float* output() const { return bf16 ? bf16->output() : b; }
 
   ~State() {
-    if (stream) cudaStreamSynchronize(stream);
-    bf16.reset();  // its cuDNN handle and buffers go before the stream
-    if (cublas) cublasDestroy(cublas);
-    if (stream) cudaStreamDestroy(stream);
+    if (gpu.stream()) cudaStreamSynchronize(gpu.stream());
+    bf16.reset();  // its cuDNN handle and buffers go before the stream (gpu, destroyed next)
   }
 
   const float* P(size_t off) const { return weights.as<float>() + off; }
@@ -163,58 +135,37 @@ struct CudaVqDecoder::State {
 
   absl::Status Check(cudaError_t err, const char* what) const { return CudaStatus(err, what); }
 
-  Fp32VqContext Ctx() const { return {stream, cublas, col.as<float>(), col_floats}; }
+  Fp32BlockContext Blocks() const {
+    return {{gpu.stream(), gpu.cublas(), col.as<float>(), col_floats},
+            weights.as<float>(),
+            config.num_groups,
+            q.as<float>(),
+            k.as<float>(),
+            v.as<float>(),
+            scores.as<float>()};
+  }
 
-  // out[cout][n*h*w] (=|+=) conv(in[cin][n*h*w]) + bias: one GEMM per im2col band.
   absl::Status Conv(const DConv& c, const float* in, int32_t n, int32_t h, int32_t w, float* out, bool accumulate,
                     const char* what) {
-    return Fp32Conv2d(Ctx(), {c.cin, c.cout, c.kernel, P(c.w), P(c.b)}, in, n, h, w, out, accumulate, what);
+    return Fp32BlobConv(Blocks(), c, in, n, h, w, out, accumulate, what);
   }
-
   absl::Status Norm(const DNorm& nw, const float* in, int32_t n, int64_t hw, float* out, bool swish, const char* what) {
-    return Check(kernels::VqGroupNorm(in, P(nw.gamma), P(nw.beta), nw.channels, config.num_groups, n, hw, kGroupNormEps,
-                                      swish, out, stream),
-                 what);
+    return Fp32GroupNorm(Blocks(), nw, in, n, hw, out, swish, what);
   }
-
   absl::Status Resnet(const DRes& r, int32_t n, int32_t h, int32_t w) {
-    const int64_t hw = static_cast<int64_t>(h) * w;
-    ARGEN_STATUS_RETURN(Norm(r.norm1, x, n, hw, a, true, "resblock norm1"));
-    ARGEN_STATUS_RETURN(Conv(r.conv1, a, n, h, w, b, false, "resblock conv1"));
-    ARGEN_STATUS_RETURN(Norm(r.norm2, b, n, hw, b, true, "resblock norm2"));
-    ARGEN_STATUS_RETURN(Conv(r.conv2, b, n, h, w, a, false, "resblock conv2"));
-    if (r.has_nin) {
-      ARGEN_STATUS_RETURN(Conv(r.nin, x, n, h, w, a, true, "resblock nin_shortcut"));
-    } else {
-      ARGEN_STATUS_RETURN(
-          Check(kernels::VqAddInPlace(a, x, static_cast<int64_t>(r.conv2.cout) * n * hw, stream), "residual"));
-    }
-    std::swap(x, a);
-    return absl::OkStatus();
+    return Fp32ResnetBlock(Blocks(), r, x, a, b, n, h, w);
   }
-
   absl::Status Attn(const DAttn& at, int32_t n, int32_t h, int32_t w) {
-    const int64_t hw = static_cast<int64_t>(h) * w;
-    const int32_t c = at.q.cout;
-    ARGEN_STATUS_RETURN(Norm(at.norm, x, n, hw, a, false, "attn norm"));
-    float* qp = q.as<float>();
-    float* kp = k.as<float>();
-    float* vp = v.as<float>();
-    float* sp = scores.as<float>();
-    ARGEN_STATUS_RETURN(Conv(at.q, a, n, h, w, qp, false, "attn q"));
-    ARGEN_STATUS_RETURN(Conv(at.k, a, n, h, w, kp, false, "attn k"));
-    ARGEN_STATUS_RETURN(Conv(at.v, a, n, h, w, vp, false, "attn v"));
-    ARGEN_STATUS_RETURN(Fp32SpatialAttention(Ctx(), qp, kp, vp, c, n, hw, sp, a));
-    return Conv(at.proj_out, a, n, h, w, x, true, "attn proj_out");
+    return Fp32AttnBlock(Blocks(), at, x, a, n, h, w);
   }
 
   // The network on n validated grids already in tokens_dev; leaves [3][n*S*S] in b.
   absl::Status Network(int32_t n) {
     const int32_t g = grid();
     const int64_t cells = static_cast<int64_t>(g) * g * n;
-    ARGEN_STATUS_RETURN(Check(
-        kernels::VqCodebookLookup(P(codebook), codebook_size, embed_dim, tokens_dev.as<int32_t>(), cells, b, stream),
-        "codebook lookup"));
+    ARGEN_STATUS_RETURN(Check(kernels::VqCodebookLookup(P(codebook), codebook_size, embed_dim, tokens_dev.as<int32_t>(),
+                                                        cells, b, gpu.stream()),
+                              "codebook lookup"));
     ARGEN_STATUS_RETURN(Conv(post_quant_conv, b, n, g, g, a, false, "post_quant_conv"));
     ARGEN_STATUS_RETURN(Conv(conv_in, a, n, g, g, x, false, "conv_in"));
     ARGEN_STATUS_RETURN(Resnet(mid_res0, n, g, g));
@@ -227,7 +178,8 @@ struct CudaVqDecoder::State {
         if (!block.attn.empty()) ARGEN_STATUS_RETURN(Attn(block.attn[j], n, s, s));
       }
       if (block.has_upsample) {
-        ARGEN_STATUS_RETURN(Check(kernels::VqUpsampleNearest2x(x, block.upsample.cin, n, s, s, a, stream), "upsample"));
+        ARGEN_STATUS_RETURN(
+            Check(kernels::VqUpsampleNearest2x(x, block.upsample.cin, n, s, s, a, gpu.stream()), "upsample"));
         s *= 2;
         ARGEN_STATUS_RETURN(Conv(block.upsample, a, n, s, s, x, false, "upsample conv"));
       }
@@ -322,9 +274,9 @@ absl::Status CudaVqDecoder::SetupFp32(State& st, const VqDecoderWeights& weights
   ARGEN_STATUS_RETURN(Alloc(s->v, s->attn_floats * sizeof(float), "attention v"));
   ARGEN_STATUS_RETURN(Alloc(s->scores, s->score_floats * sizeof(float), "attention scores"));
   ARGEN_CUDA_RETURN(cudaMemcpyAsync(s->weights.as(), blob.data().data(), blob.data().size() * sizeof(float),
-                                    cudaMemcpyHostToDevice, s->stream),
+                                    cudaMemcpyHostToDevice, s->gpu.stream()),
                     "CudaVqDecoder: upload weights");
-  ARGEN_CUDA_RETURN(cudaStreamSynchronize(s->stream), "CudaVqDecoder: upload weights");
+  ARGEN_CUDA_RETURN(cudaStreamSynchronize(s->gpu.stream()), "CudaVqDecoder: upload weights");
   s->x = s->buf_x.as<float>();
   s->a = s->buf_a.as<float>();
   s->b = s->buf_b.as<float>();
@@ -364,28 +316,7 @@ absl::StatusOr<std::unique_ptr<CudaVqDecoder>> CudaVqDecoder::Create(VqDecoderWe
   s->codebook_size = weights.codebook_size;
   s->embed_dim = weights.embed_dim;
 
-  int devices = 0;
-  if (cudaError_t err = cudaGetDeviceCount(&devices); err != cudaSuccess || devices == 0) {
-    cudaGetLastError();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "CudaVqDecoder: no CUDA device (", err == cudaSuccess ? "none found" : cudaGetErrorString(err), ")"));
-  }
-  ARGEN_CUDA_RETURN(cudaGetDevice(&s->device), "CudaVqDecoder: get device");
-  // The lowest priority: the engine's decode stream (highest priority) is scheduled first.
-  int least_priority = 0, greatest_priority = 0;
-  ARGEN_CUDA_RETURN(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority),
-                    "CudaVqDecoder: stream priorities");
-  ARGEN_CUDA_RETURN(cudaStreamCreateWithPriority(&s->stream, cudaStreamNonBlocking, least_priority),
-                    "CudaVqDecoder: stream");
-  ARGEN_STATUS_RETURN(CublasStatus(cublasCreate(&s->cublas), "CudaVqDecoder: create handle"));
-  ARGEN_STATUS_RETURN(CublasStatus(cublasSetStream(s->cublas, s->stream), "CudaVqDecoder: set stream"));
-  ARGEN_STATUS_RETURN(
-      CublasStatus(cublasSetMathMode(s->cublas, options.precision == VqPrecision::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                                                        : CUBLAS_DEFAULT_MATH),
-                   "CudaVqDecoder: math mode"));
-  ARGEN_STATUS_RETURN(Alloc(s->cublas_ws, kCublasWorkspace, "cublas workspace"));
-  ARGEN_STATUS_RETURN(CublasStatus(cublasSetWorkspace(s->cublas, s->cublas_ws.as(), kCublasWorkspace),
-                                   "CudaVqDecoder: cublas workspace"));
+  ARGEN_STATUS_RETURN(s->gpu.Init("CudaVqDecoder", /*tf32=*/options.precision == VqPrecision::kTf32));
 
   if (options.precision == VqPrecision::kBf16) {
     Bf16VqOptions bo;
@@ -394,7 +325,7 @@ absl::StatusOr<std::unique_ptr<CudaVqDecoder>> CudaVqDecoder::Create(VqDecoderWe
     bo.cudnn_workspace_bytes = options.cudnn_workspace_bytes;
     bo.benchmark_algorithms = options.benchmark_algorithms;
     absl::StatusOr<std::unique_ptr<Bf16VqNetwork>> net =
-        Bf16VqNetwork::Create(weights, config, bo, s->stream, s->cublas);
+        Bf16VqNetwork::Create(weights, config, bo, s->gpu.stream(), s->gpu.cublas());
     if (net.ok()) {
       s->bf16 = std::move(*net);
       s->precision = VqPrecision::kBf16;
@@ -468,11 +399,11 @@ absl::Status CudaVqDecoder::RunChunk(const std::vector<std::span<const int32_t>>
   const size_t cells = static_cast<size_t>(s.grid()) * s.grid();
   const size_t hw = static_cast<size_t>(s.side()) * s.side();
   auto run = [&]() -> absl::Status {
-    ARGEN_CUDA_RETURN(cudaSetDevice(s.device), "VQ decode: set device");
+    ARGEN_CUDA_RETURN(cudaSetDevice(s.gpu.device()), "VQ decode: set device");
     int32_t* staged = s.tokens_host.as<int32_t>();
     for (int32_t i = 0; i < n; ++i) std::memcpy(staged + i * cells, grids[i].data(), cells * sizeof(int32_t));
     ARGEN_CUDA_RETURN(
-        cudaMemcpyAsync(s.tokens_dev.as(), staged, n * cells * sizeof(int32_t), cudaMemcpyHostToDevice, s.stream),
+        cudaMemcpyAsync(s.tokens_dev.as(), staged, n * cells * sizeof(int32_t), cudaMemcpyHostToDevice, s.gpu.stream()),
         "VQ decode: upload tokens");
     if (s.bf16) {
       ARGEN_STATUS_RETURN(s.bf16->Run(s.tokens_dev.as<int32_t>(), n));
@@ -480,21 +411,23 @@ absl::Status CudaVqDecoder::RunChunk(const std::vector<std::span<const int32_t>>
       ARGEN_STATUS_RETURN(s.Network(n));
     }
     if (rgb) {
-      ARGEN_CUDA_RETURN(kernels::VqToRgb8(s.output(), n, static_cast<int64_t>(hw), s.rgb_dev.as<uint8_t>(), s.stream),
-                        "VQ decode: rgb8");
-      ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.rgb_host.as(), s.rgb_dev.as(), n * hw * 3, cudaMemcpyDeviceToHost, s.stream),
-                        "VQ decode: download rgb8");
-    } else {
       ARGEN_CUDA_RETURN(
-          cudaMemcpyAsync(s.float_host.as(), s.output(), n * hw * 3 * sizeof(float), cudaMemcpyDeviceToHost, s.stream),
-          "VQ decode: download floats");
+          kernels::VqToRgb8(s.output(), n, static_cast<int64_t>(hw), s.rgb_dev.as<uint8_t>(), s.gpu.stream()),
+          "VQ decode: rgb8");
+      ARGEN_CUDA_RETURN(
+          cudaMemcpyAsync(s.rgb_host.as(), s.rgb_dev.as(), n * hw * 3, cudaMemcpyDeviceToHost, s.gpu.stream()),
+          "VQ decode: download rgb8");
+    } else {
+      ARGEN_CUDA_RETURN(cudaMemcpyAsync(s.float_host.as(), s.output(), n * hw * 3 * sizeof(float),
+                                        cudaMemcpyDeviceToHost, s.gpu.stream()),
+                        "VQ decode: download floats");
     }
-    ARGEN_CUDA_RETURN(cudaStreamSynchronize(s.stream), "VQ decode: synchronize");
+    ARGEN_CUDA_RETURN(cudaStreamSynchronize(s.gpu.stream()), "VQ decode: synchronize");
     return absl::OkStatus();
   };
   absl::Status st = run();
   // Whatever was queued finishes before the staging buffers are reused.
-  if (!st.ok()) cudaStreamSynchronize(s.stream);
+  if (!st.ok()) cudaStreamSynchronize(s.gpu.stream());
   return st;
 }
 
