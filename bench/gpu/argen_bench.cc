@@ -26,6 +26,8 @@
 //     stage timer's eager decoder / head split of the last --stage-steps steps (none with --stage-steps 0)
 //   --vae-micro   (nextstep-14b) the CUDA VAE decoder alone, random weights of the published shape, on
 //     --batches images of 512 px, fp32 and TF32 (vae_micro.h)
+//   --head-micro  (nextstep-14b) the flow-matching head alone (flow_head_micro.h): one token for each of
+//     --batches images, graphed and eager, without making the decoder
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -78,6 +80,7 @@ struct Flags {
   std::vector<model::WeightFormat> weight_formats = {model::WeightFormat::kAuto};
   bool gemm_micro = false;
   bool vae_micro = false;
+  bool head_micro = false;
   std::vector<int> gemm_rows = {2, 16, 64, 256, 1024, 2816};
   std::string out;
 };
@@ -171,6 +174,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->gemm_micro = true;
     } else if (a == "--vae-micro") {
       f->vae_micro = true;
+    } else if (a == "--head-micro") {
+      f->head_micro = true;
     } else if (a == "--gemm-rows") {
       f->gemm_rows.clear();
       for (absl::string_view m : absl::StrSplit(value(), ',')) {
@@ -425,6 +430,42 @@ void PrintSplit(const std::string& name, const std::string& policy, int images, 
   }
 }
 
+// --head-micro: the flow head alone (random weights of the published shape), one token for each of
+// --batches images, in a CUDA graph and eager; no decoder is made (seconds, not minutes).
+bool RunHeadBatches(const std::string& name, const nextstep::NextStepConfig& config, const std::vector<int>& batches,
+                    FILE* out) {
+  absl::StatusOr<std::unique_ptr<RandomFlowHead>> head = RandomNextStepFlowHead(config, 42);
+  if (!head.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(head.status().message()).c_str());
+    return false;
+  }
+  const int max_images = *std::max_element(batches.begin(), batches.end());
+  absl::StatusOr<std::unique_ptr<FlowHeadMicro>> micro = FlowHeadMicro::Create((*head)->desc, max_images);
+  if (!micro.ok()) {
+    std::fprintf(stderr, "head micro: %s\n", std::string(micro.status().message()).c_str());
+    return false;
+  }
+  const int evaluations = static_cast<int>((*head)->desc.times.size());  // the net's runs a token
+  for (int images : batches) {
+    absl::StatusOr<FlowHeadTiming> t = (*micro)->Time(images, kNextStepCfgWeight);
+    if (!t.ok()) {
+      std::fprintf(stderr, "head micro: %s\n", std::string(t.status().message()).c_str());
+      return false;
+    }
+    std::printf("head %s images=%d: graph %.3f ms (%.1f us a net evaluation of %d), eager %.3f ms; tokens %s\n",
+                name.c_str(), images, t->graph_ms, 1e3 * t->graph_ms / evaluations, evaluations, t->eager_ms,
+                t->finite ? "finite" : "NOT FINITE");
+    std::fflush(stdout);
+    if (out) {
+      std::fprintf(out,
+                   "{\"kind\":\"head\",\"model\":\"%s\",\"images\":%d,\"graph_ms\":%.4f,\"eager_ms\":%.4f,"
+                   "\"finite\":%s}\n",
+                   name.c_str(), images, t->graph_ms, t->eager_ms, t->finite ? "true" : "false");
+    }
+  }
+  return true;
+}
+
 // --vae-micro: the published VAE with random weights, 512 px images (a 64 x 64 latent), fp32 then TF32.
 bool RunVaeBatches(const std::string& name, const nextstep::NextStepConfig& config, const std::vector<int>& batches,
                    FILE* out) {
@@ -470,6 +511,7 @@ constexpr char kBenchUsage[] =
     "              [--stage-steps N] [--images-per-prompt N] [--prompt-sharing on|off|both|across|all]\n"
     "              [--weight-dtype auto|fp8[,...]] [--gemm-micro [--gemm-rows 2,16,...]]\n"
     "              [--vae-micro] (nextstep-14b: the CUDA VAE decoder alone on --batches images)\n"
+    "              [--head-micro] (nextstep-14b: the flow head alone, one token for --batches images)\n"
     "              [--out FILE.jsonl] [--help] [--version]\n";
 
 int Main(int argc, char** argv) {
@@ -486,7 +528,8 @@ int Main(int argc, char** argv) {
                  "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n"
                  "  [--attention-kernel auto|two-pass|staged|warp] [--no-fused-argmin]\n"
                  "  [--images-per-prompt N] [--prompt-sharing on|off|both|across|all]\n"
-                 "  [--weight-dtype auto|fp8[,...]] [--gemm-micro [--gemm-rows 2,16,...]] [--vae-micro]\n");
+                 "  [--weight-dtype auto|fp8[,...]] [--gemm-micro [--gemm-rows 2,16,...]] [--vae-micro]\n"
+                 "  [--head-micro]\n");
     return 2;
   }
   FILE* out = f.out.empty() ? nullptr : std::fopen(f.out.c_str(), "a");
@@ -506,6 +549,14 @@ int Main(int argc, char** argv) {
         return 2;
       }
       if (!RunVaeBatches(name, *bench_model->nextstep, f.batches, out)) return 1;
+      continue;
+    }
+    if (f.head_micro) {
+      if (!bench_model->nextstep) {
+        std::fprintf(stderr, "--head-micro: %s has no flow head (nextstep-14b has)\n", name.c_str());
+        return 2;
+      }
+      if (!RunHeadBatches(name, *bench_model->nextstep, f.batches, out)) return 1;
       continue;
     }
     if (f.gemm_micro) {
