@@ -2,6 +2,7 @@
 // CPU reference's order of operations (engine/families/nextstep/flow_head.cc):
 // LayerNorm statistics accumulate in double, as the CPU's do.
 #include "kernels/flow_head_kernels.h"
+#include "kernels/pdl.cuh"
 #include "kernels/sampling_rng.h"
 
 namespace argen::kernels {
@@ -52,34 +53,35 @@ __global__ void PairRowsKernel(const float* x, int64_t total, int dim, bf16* out
   out[(2 * p + 1) * dim + j] = v;
 }
 
-__global__ void AdaLayerNormKernel(const float* h, int width, const float* ln_weight, const float* ln_bias,
-                                   const float* mod, int64_t mod_stride, bf16* out) {
+__global__ void ResidualNormKernel(FlowResidualNormArgs a) {
   __shared__ double scratch[32];
+  extern __shared__ float row[];  // width floats: h after the residual
+  pdl::AllowDependents();
+  pdl::WaitForPrerequisites();
   const int64_t r = blockIdx.x;
-  const float* in = h + r * width;
-  float mean, inv;
-  RowStats(in, width, scratch, &mean, &inv);
-  const float* shift = mod + r * mod_stride;
-  const float* scale = shift + width;
-  bf16* o = out + r * width;
-  for (int i = threadIdx.x; i < width; i += blockDim.x) {
-    float y = (in[i] - mean) * inv;
-    if (ln_weight != nullptr) y = y * ln_weight[i] + ln_bias[i];
-    o[i] = __float2bfloat16(y * (1.0f + scale[i]) + shift[i]);
+  float* h = a.h + r * a.width;
+  const float* mod = a.mod + r * a.mod_stride;
+  for (int i = threadIdx.x; i < a.width; i += blockDim.x) {
+    float v = h[i];
+    if (a.y != nullptr) {
+      const float gate = mod[a.gate_at + i] + a.mod_bias[a.gate_at + i];
+      v += gate * (a.y[r * a.width + i] + a.y_bias[i]);
+      h[i] = v;
+    }
+    row[i] = v;
   }
-}
-
-__global__ void BiasSiluKernel(const float* x, const float* bias, int64_t total, int n, bf16* out) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < total) out[i] = __float2bfloat16(Silu(x[i] + bias[i % n]));
-}
-
-__global__ void GatedResidualKernel(float* h, const float* y, const float* bias, const float* gate, int64_t mod_stride,
-                                    int64_t total, int width) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= total) return;
-  const int64_t r = i / width, c = i % width;
-  h[i] += gate[r * mod_stride + c] * (y[i] + bias[c]);
+  __syncthreads();
+  if (a.hn == nullptr) return;
+  float mean, inv;
+  RowStats(row, a.width, scratch, &mean, &inv);
+  bf16* o = a.hn + r * a.width;
+  for (int i = threadIdx.x; i < a.width; i += blockDim.x) {
+    float y = (row[i] - mean) * inv;
+    if (a.ln_weight != nullptr) y = y * a.ln_weight[i] + a.ln_bias[i];
+    const float scale = mod[a.scale_at + i] + a.mod_bias[a.scale_at + i];
+    const float shift = mod[a.shift_at + i] + a.mod_bias[a.shift_at + i];
+    o[i] = __float2bfloat16(y * (1.0f + scale) + shift);
+  }
 }
 
 // Four standard normals of quad q of pair p's draw `draw`: elements 4q .. 4q + 3.
@@ -106,7 +108,9 @@ __device__ __forceinline__ float GuidedVelocity(const float* v_rows, int p, int 
 }
 
 __global__ void EulerStepKernel(float* x, const float* v_rows, const PairSampling* sampling, int pairs, int dim,
-                                FlowStep s) {
+                                FlowStep s, bf16* x_in) {
+  pdl::AllowDependents();
+  pdl::WaitForPrerequisites();
   const int quads = (dim + 3) / 4;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<int64_t>(pairs) * quads) return;
@@ -121,6 +125,11 @@ __global__ void EulerStepKernel(float* x, const float* v_rows, const PairSamplin
     const float score = (s.t * v - *xe) / s.var;
     const float drift = v + s.sigma * score;
     *xe = (*xe + drift * s.dt) + s.diffusion * (w[j] * s.sqrt_dt);
+    if (x_in != nullptr) {
+      const bf16 in = __float2bfloat16(*xe);
+      x_in[(2 * static_cast<int64_t>(p)) * dim + e] = in;
+      x_in[(2 * static_cast<int64_t>(p) + 1) * dim + e] = in;
+    }
   }
 }
 
@@ -172,27 +181,13 @@ cudaError_t FlowPairRows(const float* x, int pairs, int dim, bf16* out, cudaStre
   return cudaGetLastError();
 }
 
-cudaError_t FlowAdaLayerNorm(const float* h, int rows, int width, const float* ln_weight, const float* ln_bias,
-                             const float* mod, int64_t mod_stride, bf16* out, cudaStream_t stream) {
-  if (rows <= 0) return cudaSuccess;
-  if ((ln_weight == nullptr) != (ln_bias == nullptr)) return cudaErrorInvalidValue;
-  AdaLayerNormKernel<<<rows, kThreads, 0, stream>>>(h, width, ln_weight, ln_bias, mod, mod_stride, out);
-  return cudaGetLastError();
-}
-
-cudaError_t FlowBiasSilu(const float* x, const float* bias, int rows, int n, bf16* out, cudaStream_t stream) {
-  const int64_t total = static_cast<int64_t>(rows) * n;
-  if (total <= 0) return cudaSuccess;
-  BiasSiluKernel<<<Blocks(total), kThreads, 0, stream>>>(x, bias, total, n, out);
-  return cudaGetLastError();
-}
-
-cudaError_t FlowGatedResidual(float* h, const float* y, const float* bias, const float* gate, int64_t mod_stride,
-                              int rows, int width, cudaStream_t stream) {
-  const int64_t total = static_cast<int64_t>(rows) * width;
-  if (total <= 0) return cudaSuccess;
-  GatedResidualKernel<<<Blocks(total), kThreads, 0, stream>>>(h, y, bias, gate, mod_stride, total, width);
-  return cudaGetLastError();
+cudaError_t FlowResidualNorm(const FlowResidualNormArgs& args, cudaStream_t stream) {
+  if (args.rows <= 0) return cudaSuccess;
+  if (args.width <= 0 || args.width > 8192 || args.h == nullptr || args.mod == nullptr || args.mod_bias == nullptr ||
+      (args.y != nullptr && args.y_bias == nullptr) || (args.ln_weight == nullptr) != (args.ln_bias == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
+  return pdl::Launch(ResidualNormKernel, dim3(args.rows), dim3(kThreads), sizeof(float) * args.width, stream, args);
 }
 
 cudaError_t FlowStartNoise(const PairSampling* sampling, int pairs, int dim, float* x, cudaStream_t stream) {
@@ -203,11 +198,11 @@ cudaError_t FlowStartNoise(const PairSampling* sampling, int pairs, int dim, flo
 }
 
 cudaError_t FlowEulerStep(float* x, const float* v_rows, const PairSampling* sampling, int pairs, int dim,
-                          const FlowStep& step, cudaStream_t stream) {
+                          const FlowStep& step, bf16* x_in, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(pairs) * ((dim + 3) / 4);
   if (total <= 0) return cudaSuccess;
-  EulerStepKernel<<<Blocks(total), kThreads, 0, stream>>>(x, v_rows, sampling, pairs, dim, step);
-  return cudaGetLastError();
+  return pdl::Launch(EulerStepKernel, dim3(Blocks(total)), dim3(kThreads), 0, stream, x, v_rows, sampling, pairs, dim,
+                     step, x_in);
 }
 
 cudaError_t FlowFinish(const float* x, const float* v_rows, const PairSampling* sampling, int pairs, int dim,

@@ -1,7 +1,7 @@
 // The small kernels of the device flow-matching head (engine/cuda/
 // device_flow_head.h; the math of engine/model/flow_matching_head.h, the CPU
 // reference engine/families/nextstep/flow_head.cc): the AdaLN pieces between
-// its cuBLAS GEMMs and the sampler's steps. Rows are pair-interleaved: row 2p
+// its GEMMs (kernels/flow_head_gemm.h) and the sampler's steps. Rows are pair-interleaved: row 2p
 // is pair p's cond row, 2p + 1 its uncond row. All on `stream`, no
 // allocation, no sync (capturable).
 #pragma once
@@ -24,18 +24,27 @@ cudaError_t FlowSiluCondition(const float* temb, const float* c_emb, int rows, i
 // out rows 2p and 2p + 1 = bf16(x[p]) (both branches at the same x), x [pairs x dim].
 cudaError_t FlowPairRows(const float* x, int pairs, int dim, bf16* out, cudaStream_t stream);
 
-// out[r] = bf16(LN(h[r]) * (1 + scale[r]) + shift[r]): LN over `width` with
-// eps 1e-6 (biased variance), affine when ln_weight is set (ln_bias too);
-// shift = mod[r * mod_stride + i], scale = mod[r * mod_stride + width + i].
-cudaError_t FlowAdaLayerNorm(const float* h, int rows, int width, const float* ln_weight, const float* ln_bias,
-                             const float* mod, int64_t mod_stride, bf16* out, cudaStream_t stream);
-
-// out = bf16(SiLU(x + bias)), x [rows x n].
-cudaError_t FlowBiasSilu(const float* x, const float* bias, int rows, int n, bf16* out, cudaStream_t stream);
-
-// h[r][i] += gate[r][i] * (y[r][i] + bias[i]), gate = mod[r * mod_stride + i].
-cudaError_t FlowGatedResidual(float* h, const float* y, const float* bias, const float* gate, int64_t mod_stride,
-                              int rows, int width, cudaStream_t stream);
+// What runs between two GEMMs of the net, one CUDA block per row: the
+// residual of the block just run, h += gate (y + y_bias) (skipped when y is
+// null), then the next block's (or the final layer's) input: hn =
+// bf16(LN(h) * (1 + scale) + shift), LN over `width` with eps 1e-6 (biased
+// variance), affine when ln_weight is set (ln_bias too). gate, shift and scale
+// of row r are mod[r * mod_stride + at + i] + mod_bias[at + i] at gate_at,
+// shift_at, scale_at: the adaLN modulations, whose GEMM adds no bias.
+// Launched as a programmatic dependent (kernels/pdl.cuh).
+struct FlowResidualNormArgs {
+  float* h = nullptr;  // [rows x width]
+  int rows = 0, width = 0;
+  const float* y = nullptr;       // [rows x width]: the block's fc2 output, or null
+  const float* y_bias = nullptr;  // [width]
+  const float* mod = nullptr;     // [rows x mod_stride]
+  const float* mod_bias = nullptr;
+  int64_t mod_stride = 0, gate_at = 0, shift_at = 0, scale_at = 0;
+  const float* ln_weight = nullptr;  // [width], with ln_bias, or both null
+  const float* ln_bias = nullptr;
+  bf16* hn = nullptr;  // [rows x width]
+};
+cudaError_t FlowResidualNorm(const FlowResidualNormArgs& args, cudaStream_t stream);
 
 // x[p] = draw 0 of pair p's noise (SampleNormal4 keyed seed, image_index,
 // token index = sampling[p].step): the sampler's start.
@@ -48,9 +57,10 @@ struct FlowStep {
 };
 // Per pair: v = cfg > 1 ? v_u + cfg (v_c - v_u) : v_c from v_rows [2 pairs x
 // dim]; score = (t v - x) / var; drift = v + sigma score; x = (x + drift dt) +
-// diffusion (w sqrt_dt), w the step's draw.
+// diffusion (w sqrt_dt), w the step's draw; x_in (when set) = the new x as
+// FlowPairRows writes it, the next step's input. A programmatic dependent.
 cudaError_t FlowEulerStep(float* x, const float* v_rows, const PairSampling* sampling, int pairs, int dim,
-                          const FlowStep& step, cudaStream_t stream);
+                          const FlowStep& step, bf16* x_in, cudaStream_t stream);
 
 // The last step: x += v last_step_size (v guided as above), then a
 // non-affine LayerNorm (eps 1e-6) of each pair's token when `normalize`,

@@ -9,6 +9,7 @@
 #include "common/bf16.h"
 #include "engine/cuda/cuda_status.h"
 #include "kernels/elementwise.h"
+#include "kernels/flow_head_gemm.h"
 #include "kernels/flow_head_kernels.h"
 
 namespace argen::cuda {
@@ -110,6 +111,11 @@ absl::StatusOr<std::unique_ptr<DeviceFlowHead>> DeviceFlowHead::Create(const mod
                                                    desc.time_embeddings.size(), " time-embedding values (", W,
                                                    " a time)"));
   }
+  if (!kernels::FlowGemmShapeSupported(D, W) || !kernels::FlowGemmShapeSupported(W, W) || W > 8192) {
+    return absl::InvalidArgumentError(absl::StrCat("device flow head: token_dim ", D, " and width ", W,
+                                                   " must be multiples of 8 of at most ", kernels::kFlowGemmMaxK,
+                                                   " (the fused GEMM holds a whole weight row in shared memory)"));
+  }
   if (!(desc.last_step_size > 0 && desc.last_step_size < 1)) {
     return absl::InvalidArgumentError("device flow head: last_step_size must lie in (0, 1)");
   }
@@ -175,8 +181,8 @@ absl::StatusOr<std::unique_ptr<DeviceFlowHead>> DeviceFlowHead::Create(const mod
   };
   const size_t cond_bf16 = carve(R * C * 2), silu_y = carve(R * W * 2), x_in = carve(R * D * 2), hn = carve(R * W * 2),
                act_bf16 = carve(R * W * 2), c_emb = carve(R * W * 4), x = carve(int64_t{kChunkPairs} * D * 4),
-               hs = carve(R * W * 4), act = carve(R * W * 4), mod = carve(R * M * 4), v = carve(R * D * 4),
-               temb = carve(int64_t{W} * 4);
+               hs = carve(R * W * 4), act = carve(R * W * 4), mod0 = carve(R * M * 4), mod1 = carve(R * M * 4),
+               v = carve(R * D * 4), temb = carve(int64_t{W} * 4);
   absl::StatusOr<DeviceBuffer> ws = DeviceBuffer::Allocate(total, "flow head workspaces");
   if (!ws.ok()) return ws.status();
   h->workspace_ = *std::move(ws);
@@ -190,9 +196,20 @@ absl::StatusOr<std::unique_ptr<DeviceFlowHead>> DeviceFlowHead::Create(const mod
   h->x_ = reinterpret_cast<float*>(base + x);
   h->h_ = reinterpret_cast<float*>(base + hs);
   h->act_ = reinterpret_cast<float*>(base + act);
-  h->mod_ = reinterpret_cast<float*>(base + mod);
+  h->mod_[0] = reinterpret_cast<float*>(base + mod0);
+  h->mod_[1] = reinterpret_cast<float*>(base + mod1);
   h->v_ = reinterpret_cast<float*>(base + v);
   h->temb_ = reinterpret_cast<float*>(base + temb);
+
+  // The highest priority, like the engine's decode stream: the chain waits on what it makes.
+  int least = 0, greatest = 0;
+  ARGEN_CUDA_RETURN(cudaDeviceGetStreamPriorityRange(&least, &greatest), "flow head stream priorities");
+  ARGEN_CUDA_RETURN(cudaStreamCreateWithPriority(&h->side_stream_, cudaStreamNonBlocking, greatest),
+                    "flow head side stream");
+  ARGEN_STATUS_RETURN(h->side_gemm_.Init(h->side_stream_));
+  for (cudaEvent_t* e : {&h->c_emb_ready_, &h->mod_ready_[0], &h->mod_ready_[1], &h->mod_free_[0], &h->mod_free_[1]}) {
+    ARGEN_CUDA_RETURN(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "flow head event");
+  }
   return h;
 }
 
@@ -204,31 +221,88 @@ absl::Status DeviceFlowHead::EnqueueCondEmbed(Gemm& gemm, cudaStream_t stream, i
   return absl::OkStatus();
 }
 
-absl::Status DeviceFlowHead::EnqueueNet(Gemm& gemm, cudaStream_t stream, int32_t rows, const float* temb) {
+DeviceFlowHead::~DeviceFlowHead() {
+  if (side_stream_ != nullptr) cudaStreamSynchronize(side_stream_);
+  side_gemm_.Reset();
+  for (cudaEvent_t e : {c_emb_ready_, mod_ready_[0], mod_ready_[1], mod_free_[0], mod_free_[1]}) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
+  if (side_stream_ != nullptr) cudaStreamDestroy(side_stream_);
+}
+
+absl::Status DeviceFlowHead::EnqueueModulations(Gemm& gemm, cudaStream_t stream, int32_t rows, const float* temb,
+                                                float* mod) {
+  const int32_t W = dims_.width;
+  ARGEN_CUDA_RETURN(kernels::FlowSiluCondition(temb, c_emb_, rows, W, silu_y_, stream), "flow silu(y)");
+  return gemm.Linear(silu_y_, ada_w_, rows, W, static_cast<int>(dims_.mod_width), mod, 0.f, "flow adaLN modulations");
+}
+
+absl::Status DeviceFlowHead::EnqueueNet(cudaStream_t stream, int32_t rows, const float* mod) {
   const Dims& d = dims_;
   const int32_t W = d.width, D = d.token_dim;
-  const int64_t M = d.mod_width;
-  ARGEN_CUDA_RETURN(kernels::FlowSiluCondition(temb, c_emb_, rows, W, silu_y_, stream), "flow silu(y)");
-  ARGEN_STATUS_RETURN(gemm.Linear(x_in_, input_proj_w_, rows, D, W, h_, 0.f, "flow input_proj"));
-  ARGEN_CUDA_RETURN(kernels::AddBias(h_, input_proj_b_, rows, W, stream), "flow input_proj bias");
-  ARGEN_STATUS_RETURN(gemm.Linear(silu_y_, ada_w_, rows, W, static_cast<int>(M), mod_, 0.f, "flow adaLN modulations"));
-  ARGEN_CUDA_RETURN(kernels::AddBias(mod_, ada_b_, rows, static_cast<int>(M), stream), "flow adaLN bias");
+  kernels::FlowGemmArgs g;
+  g.rows = rows;
+  g.x = x_in_;
+  g.w = input_proj_w_;
+  g.k = D;
+  g.n = W;
+  g.bias = input_proj_b_;
+  g.out_f32 = h_;
+  ARGEN_CUDA_RETURN(kernels::FlowGemm(g, stream), "flow input_proj");
+  // Block b's modulations: shift at 3bW, scale at 3bW + W, gate at 3bW + 2W; the final layer's after them.
+  kernels::FlowResidualNormArgs n;
+  n.h = h_;
+  n.rows = rows;
+  n.width = W;
+  n.mod = mod;
+  n.mod_bias = ada_b_;
+  n.mod_stride = d.mod_width;
+  n.shift_at = 0;
+  n.scale_at = W;
+  n.ln_weight = blocks_[0].ln_weight;
+  n.ln_bias = blocks_[0].ln_bias;
+  n.hn = hn_;
+  ARGEN_CUDA_RETURN(kernels::FlowResidualNorm(n, stream), "flow block 0 norm");
   for (int32_t b = 0; b < d.blocks; ++b) {
     const Block& blk = blocks_[b];
-    const float* mod = mod_ + int64_t{b} * 3 * W;  // shift, scale, gate of block b
-    ARGEN_CUDA_RETURN(kernels::FlowAdaLayerNorm(h_, rows, W, blk.ln_weight, blk.ln_bias, mod, M, hn_, stream),
-                      "flow block norm");
-    ARGEN_STATUS_RETURN(gemm.Linear(hn_, blk.fc1_w, rows, W, W, act_, 0.f, "flow block fc1"));
-    ARGEN_CUDA_RETURN(kernels::FlowBiasSilu(act_, blk.fc1_b, rows, W, act_bf16_, stream), "flow block silu");
-    ARGEN_STATUS_RETURN(gemm.Linear(act_bf16_, blk.fc2_w, rows, W, W, act_, 0.f, "flow block fc2"));
-    ARGEN_CUDA_RETURN(kernels::FlowGatedResidual(h_, act_, blk.fc2_b, mod + 2 * W, M, rows, W, stream),
-                      "flow block residual");
+    g = kernels::FlowGemmArgs();
+    g.rows = rows;
+    g.x = hn_;
+    g.w = blk.fc1_w;
+    g.k = W;
+    g.n = W;
+    g.bias = blk.fc1_b;
+    g.epilogue = kernels::FlowGemmEpilogue::kBiasSiluBf16;
+    g.out_bf16 = act_bf16_;
+    ARGEN_CUDA_RETURN(kernels::FlowGemm(g, stream), "flow block fc1");
+    g = kernels::FlowGemmArgs();
+    g.rows = rows;
+    g.x = act_bf16_;
+    g.w = blk.fc2_w;
+    g.k = W;
+    g.n = W;
+    g.out_f32 = act_;
+    ARGEN_CUDA_RETURN(kernels::FlowGemm(g, stream), "flow block fc2");
+    const int64_t next = int64_t{b + 1} * 3 * W;  // the next block's (or the final layer's) shift
+    n.y = act_;
+    n.y_bias = blk.fc2_b;
+    n.gate_at = int64_t{b} * 3 * W + 2 * W;
+    n.shift_at = next;
+    n.scale_at = next + W;
+    const bool last = b + 1 == d.blocks;
+    n.ln_weight = last ? nullptr : blocks_[b + 1].ln_weight;
+    n.ln_bias = last ? nullptr : blocks_[b + 1].ln_bias;
+    ARGEN_CUDA_RETURN(kernels::FlowResidualNorm(n, stream), "flow block residual and norm");
   }
-  ARGEN_CUDA_RETURN(
-      kernels::FlowAdaLayerNorm(h_, rows, W, nullptr, nullptr, mod_ + int64_t{d.blocks} * 3 * W, M, hn_, stream),
-      "flow final norm");
-  ARGEN_STATUS_RETURN(gemm.Linear(hn_, final_w_, rows, W, D, v_, 0.f, "flow final linear"));
-  ARGEN_CUDA_RETURN(kernels::AddBias(v_, final_b_, rows, D, stream), "flow final bias");
+  g = kernels::FlowGemmArgs();
+  g.rows = rows;
+  g.x = hn_;
+  g.w = final_w_;
+  g.k = W;
+  g.n = D;
+  g.bias = final_b_;
+  g.out_f32 = v_;
+  ARGEN_CUDA_RETURN(kernels::FlowGemm(g, stream), "flow final linear");
   return absl::OkStatus();
 }
 
@@ -236,6 +310,7 @@ absl::Status DeviceFlowHead::EnqueueSample(Gemm& gemm, cudaStream_t stream, cons
                                            const kernels::PairSampling* sampling, int32_t pairs, float* tokens,
                                            float* kept, const int64_t* kept_offsets, int32_t* nonfinite) {
   const int32_t C = dims_.cond_dim, D = dims_.token_dim, W = dims_.width;
+  const int32_t evaluations = static_cast<int32_t>(steps_.size()) + 1;  // the net runs once more for the last step
   for (int32_t p0 = 0; p0 < pairs; p0 += kChunkPairs) {
     const int32_t np = std::min(kChunkPairs, pairs - p0), rows = 2 * np;
     const kernels::PairSampling* s = sampling + p0;
@@ -243,13 +318,28 @@ absl::Status DeviceFlowHead::EnqueueSample(Gemm& gemm, cudaStream_t stream, cons
                       "flow conditions bf16");
     ARGEN_STATUS_RETURN(EnqueueCondEmbed(gemm, stream, rows));
     ARGEN_CUDA_RETURN(kernels::FlowStartNoise(s, np, D, x_, stream), "flow start noise");
-    for (size_t k = 0; k < steps_.size(); ++k) {
-      ARGEN_CUDA_RETURN(kernels::FlowPairRows(x_, np, D, x_in_, stream), "flow pair rows");
-      ARGEN_STATUS_RETURN(EnqueueNet(gemm, stream, rows, time_table_ + static_cast<int64_t>(k) * W));
-      ARGEN_CUDA_RETURN(kernels::FlowEulerStep(x_, v_, s, np, D, steps_[k], stream), "flow sampler step");
-    }
     ARGEN_CUDA_RETURN(kernels::FlowPairRows(x_, np, D, x_in_, stream), "flow pair rows");
-    ARGEN_STATUS_RETURN(EnqueueNet(gemm, stream, rows, time_table_ + static_cast<int64_t>(steps_.size()) * W));
+    // Fork: the side stream makes step k's modulations into mod_[k % 2] once the chain has read step k - 2's.
+    ARGEN_CUDA_RETURN(cudaEventRecord(c_emb_ready_, stream), "flow fork");
+    ARGEN_CUDA_RETURN(cudaStreamWaitEvent(side_stream_, c_emb_ready_, 0), "flow fork");
+    const auto prepare = [&](int32_t k) -> absl::Status {
+      if (k >= 2) ARGEN_CUDA_RETURN(cudaStreamWaitEvent(side_stream_, mod_free_[k % 2], 0), "flow mod free");
+      ARGEN_STATUS_RETURN(
+          EnqueueModulations(side_gemm_, side_stream_, rows, time_table_ + static_cast<int64_t>(k) * W, mod_[k % 2]));
+      ARGEN_CUDA_RETURN(cudaEventRecord(mod_ready_[k % 2], side_stream_), "flow mod ready");
+      return absl::OkStatus();
+    };
+    for (int32_t k = 0; k < std::min(2, evaluations); ++k) ARGEN_STATUS_RETURN(prepare(k));
+    for (int32_t k = 0; k < evaluations; ++k) {
+      ARGEN_CUDA_RETURN(cudaStreamWaitEvent(stream, mod_ready_[k % 2], 0), "flow mod wait");
+      ARGEN_STATUS_RETURN(EnqueueNet(stream, rows, mod_[k % 2]));
+      ARGEN_CUDA_RETURN(cudaEventRecord(mod_free_[k % 2], stream), "flow mod done");
+      if (k + 2 < evaluations) ARGEN_STATUS_RETURN(prepare(k + 2));
+      if (k + 1 < evaluations) {
+        ARGEN_CUDA_RETURN(kernels::FlowEulerStep(x_, v_, s, np, D, steps_[k], x_in_, stream), "flow sampler step");
+      }
+    }
+    // Every side-stream step was waited for above: the fork is joined.
     ARGEN_CUDA_RETURN(kernels::FlowFinish(x_, v_, s, np, D, last_step_size_, normalize_, tokens + int64_t{p0} * D, kept,
                                           kept != nullptr ? kept_offsets + p0 : nullptr, nonfinite, stream),
                       "flow last step");
@@ -280,7 +370,8 @@ absl::Status DeviceFlowHead::Velocity(Gemm& gemm, cudaStream_t stream, const flo
     ARGEN_STATUS_RETURN(EnqueueCondEmbed(gemm, stream, rows));
     ARGEN_CUDA_RETURN(kernels::ConvertToBf16(xs->as<float>() + int64_t{r0} * D, int64_t{rows} * D, x_in_, stream),
                       "velocity x bf16");
-    ARGEN_STATUS_RETURN(EnqueueNet(gemm, stream, rows, temb_));
+    ARGEN_STATUS_RETURN(EnqueueModulations(gemm, stream, rows, temb_, mod_[0]));
+    ARGEN_STATUS_RETURN(EnqueueNet(stream, rows, mod_[0]));
     ARGEN_CUDA_RETURN(cudaMemcpyAsync(vs->as<float>() + int64_t{r0} * D, v_, sizeof(float) * rows * D,
                                       cudaMemcpyDeviceToDevice, stream),
                       "velocity out");

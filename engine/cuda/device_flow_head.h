@@ -1,15 +1,25 @@
 // A flow-matching token head on the device (engine/model/flow_matching_head.h:
 // NextStep-1's SimpleMLPAdaLN and its SDE sampler; the CPU reference is
 // engine/families/nextstep/flow_head.cc): bf16 weight matrices, f32 biases,
-// norms and activations, cuBLAS GEMMs with fp32 accumulation and the kernels
-// of kernels/flow_head_kernels.h. Every pair of a call runs together, in
-// chunks of at most kChunkPairs pairs (fixed workspaces, whatever the batch):
-// per chunk one cond_embed GEMM, then per sampler step the net (its blocks'
-// and the final layer's adaLN modulations as one GEMM) over the pair's cond
-// and uncond rows and one step kernel. The time embeddings of the grid are
-// the host's (made once by the family). Everything is enqueued on the
-// caller's stream without a sync or an allocation, so a step that contains
-// it can be captured in a CUDA graph.
+// norms and activations, fp32 accumulation. Every pair of a call runs
+// together, in chunks of at most kChunkPairs pairs (fixed workspaces,
+// whatever the batch): per chunk one cond_embed GEMM, then per sampler step
+// the net over the pairs' cond and uncond rows and one step kernel.
+//
+// The net is a chain 12 blocks deep that runs 51 times a token, on a few
+// rows: its time is launches and latency, not arithmetic. So the chain is
+// the fused GEMMs of kernels/flow_head_gemm.h (bias and SiLU in the
+// epilogue) and one residual-and-norm kernel between blocks, each a
+// programmatic dependent of the one before (its launch and weight prefetch
+// overlap it): 3 kernels a block. The adaLN modulations of every block
+// depend on the time and the condition only, not on x, so a side stream
+// computes step k + 1's (one cuBLAS GEMM, no bias: the consumers add it)
+// while the chain runs step k, into two alternating buffers.
+//
+// The time embeddings of the grid are the host's (made once by the family).
+// Everything is enqueued on the caller's stream (forking to the side stream
+// and joining back through events) without a sync or an allocation, so a
+// step that contains it can be captured in a CUDA graph.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -36,11 +46,15 @@ class DeviceFlowHead {
   // Checks the description's shapes (InvalidArgument naming the tensor),
   // uploads its weights and makes the workspaces.
   static absl::StatusOr<std::unique_ptr<DeviceFlowHead>> Create(const model::FlowMatchingHeadDesc& desc);
+  ~DeviceFlowHead();
+  DeviceFlowHead(const DeviceFlowHead&) = delete;
+  DeviceFlowHead& operator=(const DeviceFlowHead&) = delete;
 
   int32_t token_dim() const { return dims_.token_dim; }
   int32_t cond_dim() const { return dims_.cond_dim; }
   int32_t steps() const { return static_cast<int32_t>(steps_.size()) + 1; }
-  int64_t bytes() const { return static_cast<int64_t>(weights_.bytes() + workspace_.bytes()); }
+  // Device memory held: weights, workspaces and the side stream's cuBLAS workspace.
+  int64_t bytes() const { return static_cast<int64_t>(weights_.bytes() + workspace_.bytes() + Gemm::kWorkspaceBytes); }
 
   // One token per pair: conditions [2 pairs x cond_dim] f32 (row 2p pair p's
   // cond row, 2p + 1 its uncond row), sampling[p] its guidance weight and
@@ -73,8 +87,10 @@ class DeviceFlowHead {
   DeviceFlowHead() = default;
   // c_emb_ of `rows` rows from bf16 conditions already in cond_bf16_.
   absl::Status EnqueueCondEmbed(Gemm& gemm, cudaStream_t stream, int32_t rows);
-  // v_ of `rows` rows (bias added) from x_in_ (bf16) and c_emb_ at time embedding `temb` [width].
-  absl::Status EnqueueNet(Gemm& gemm, cudaStream_t stream, int32_t rows, const float* temb);
+  // mod [rows x mod_width] = every adaLN modulation (no bias) of c_emb_ at time embedding `temb` [width].
+  absl::Status EnqueueModulations(Gemm& gemm, cudaStream_t stream, int32_t rows, const float* temb, float* mod);
+  // v_ of `rows` rows (bias added) from x_in_ (bf16) and the modulations `mod`.
+  absl::Status EnqueueNet(cudaStream_t stream, int32_t rows, const float* mod);
 
   Dims dims_;
   std::vector<kernels::FlowStep> steps_;  // the Euler-Maruyama steps; the last grid time follows
@@ -94,11 +110,19 @@ class DeviceFlowHead {
   const float* final_b_ = nullptr;
   const float* time_table_ = nullptr;  // [steps x width]
 
-  // Workspaces for 2 kChunkPairs rows.
+  // Workspaces for 2 kChunkPairs rows; mod_[k % 2] holds sampler step k's modulations.
   DeviceBuffer workspace_;
   bf16 *cond_bf16_ = nullptr, *silu_y_ = nullptr, *x_in_ = nullptr, *hn_ = nullptr, *act_bf16_ = nullptr;
-  float *c_emb_ = nullptr, *x_ = nullptr, *h_ = nullptr, *act_ = nullptr, *mod_ = nullptr, *v_ = nullptr;
+  float *c_emb_ = nullptr, *x_ = nullptr, *h_ = nullptr, *act_ = nullptr, *v_ = nullptr;
+  float* mod_[2] = {nullptr, nullptr};
   float* temb_ = nullptr;  // [width]: Velocity's time embedding
+
+  // The modulations' stream, its cuBLAS and the events between it and the caller's stream.
+  cudaStream_t side_stream_ = nullptr;
+  Gemm side_gemm_;
+  cudaEvent_t c_emb_ready_ = nullptr;
+  cudaEvent_t mod_ready_[2] = {nullptr, nullptr};
+  cudaEvent_t mod_free_[2] = {nullptr, nullptr};
 };
 
 }  // namespace argen::cuda

@@ -1,15 +1,16 @@
 # NextStep-1-14B (random weights, published shape, device flow head): the step's decoder / head split at 1, 16, 64
 # images, end-to-end img/s and one image's latency, the CUDA VAE decoder alone, max batch on 80 GB and the whole card,
 # dense against diagonal 95% at the family's N_r (86: 2 2/3 rows of 32). Issue #31's Speed figures; <= 420 s.
-# NEXTSTEP_STEPS: which of "lone vae 80g full" (default all, in that order); NEXTSTEP_BATCHES: lone's and vae's
-# batches (default 1,16,64); NEXTSTEP_MAX_ROWS: the max-batch runs' row cap (default 768: 384 images; a line at
+# NEXTSTEP_STEPS: which of "head lone vae 80g full" (default all, in that order); "head" times the flow head alone
+# (--head-micro, no decoder: seconds) at NEXTSTEP_HEAD_BATCHES (default 1,16,64,124), BASE_BUNDLE's binary first
+# when set; NEXTSTEP_BATCHES: lone's and vae's batches (default 1,16,64); NEXTSTEP_MAX_ROWS: the max-batch runs' row cap (default 768: 384 images; a line at
 # 384 images means the cap bound, not the memory); NEXTSTEP_CARD: "the whole card" as a budget (default: the card's
 # free memory less 5 GB, about the server's auto-sizing margin of 3%; 140G without nvidia-smi); NEXTSTEP_POLICY: the
 # sparse policy (default diagonal:0.95). The lone runs' pool is 40 GB (64 dense images take ~27 GB), so that the
 # head's own copy for the split (argen_bench's FlowHeadMicro) has room.
 # Sourced by bench/gpu/lab.sh, which reads BASELINE and NEEDS and provides BIN, OUT, stamp, guarded.
 # shellcheck shell=bash disable=SC2034,SC2154
-BASELINE="dense in the same argen_bench process, same shape and weights; the head's share against the issue's 30% target"
+BASELINE="dense in the same argen_bench process, same shape and weights; the head's share against the issue's 30% target; head: BASE_BUNDLE's head, same call"
 NEEDS="argen_bench"
 whole_card() {  # the free memory in decimal GB, less 5
   local mib
@@ -18,9 +19,14 @@ whole_card() {  # the free memory in decimal GB, less 5
 }
 run_scenario() {
   local m=nextstep-14b p=${NEXTSTEP_POLICY:-diagonal:0.95} b=${NEXTSTEP_BATCHES:-1,16,64} rows=${NEXTSTEP_MAX_ROWS:-768}
-  local step card
-  for step in ${NEXTSTEP_STEPS:-lone vae 80g full}; do
+  local step card i
+  for step in ${NEXTSTEP_STEPS:-head lone vae 80g full}; do
     case $step in
+      head)
+        for i in "${!AB_DIRS[@]}"; do
+          stamp "${AB_NAMES[$i]}: $m, the flow head alone"
+          guarded 60 "${AB_DIRS[$i]}/argen_bench" --model "$m" --head-micro --batches "${NEXTSTEP_HEAD_BATCHES:-1,16,64,124}"
+        done ;;
       lone)
         stamp "candidate: $m, $b images, step split"
         guarded 150 "$BIN/argen_bench" --model "$m" --batches "$b" --policies "dense,$p" --prompt-len 50 --stage-steps 4 \
@@ -37,7 +43,7 @@ run_scenario() {
         stamp "candidate: $m, whole card ($card), max batch"
         guarded 120 "$BIN/argen_bench" --model "$m" --card-memory "$card" --max-batch --max-rows "$rows" \
           --policies "dense,$p" --prompt-len 50 --stage-steps 4 ;;
-      *) echo "nextstep: no step $step (lone vae 80g full)" ;;
+      *) echo "nextstep: no step $step (head lone vae 80g full)" ;;
     esac
   done
 }
@@ -45,7 +51,12 @@ run_scenario() {
 # observe apply o_proj ffn head indexing kv_MB/img keys; "split" lines: the head alone (graph) against the graphed
 # step; "vae" lines: the decoder alone. Ratios are diagonal / dense of the same block and batch.
 summarize() {
-  grep -h -E "^== |^card |^model [^ ]+:|^vae |SKIPPED|rror" "$1" | cut -c1-220
+  grep -h -E "^== |^card |^model [^ ]+:|^vae |^head |SKIPPED|rror" "$1" | cut -c1-220
+  awk '/^== / { who = ($0 ~ /baseline:/) ? "baseline" : "candidate" }
+       /^head / { n = $3; sub(/images=/, "", n); sub(/:/, "", n); ms[who, n] = $5; if (who == "candidate") order[++k] = n }
+       END { for (i = 1; i <= k; i++) { n = order[i]
+               if (ms["baseline", n] > 0) printf "head alone %s images: %.3f ms against the baseline %.3f ms: %.2fx\n", n,
+                 ms["candidate", n], ms["baseline", n], ms["baseline", n] / ms["candidate", n] } }' "$1"
   awk '$9 == "|" && $3 ~ /^[0-9]+$/ { print }' "$1" | cut -c1-200
   grep -h "^split " "$1" | cut -c1-260
   awk '/^== / { blk = $0 }

@@ -1,0 +1,132 @@
+// The flow head's fused GEMM (kernels/flow_head_gemm.h). One block computes a
+// 32 x 32 tile of outputs: it copies its 32 weight rows (all of k) into
+// shared memory before waiting for the previous kernel, then its 32 input
+// rows, and its eight warps each multiply one 16 x 16 quarter over one half
+// of k with bf16 tensor cores (fp32 accumulators); the halves are summed in
+// a fixed order, so results do not vary between runs.
+#include <mma.h>
+
+#include <cstdint>
+
+#include "kernels/flow_head_gemm.h"
+#include "kernels/pdl.cuh"
+
+namespace argen::kernels {
+namespace {
+
+namespace wmma = nvcuda::wmma;
+using bf16 = __nv_bfloat16;
+
+constexpr int kTile = 32;  // outputs per block: rows and columns
+constexpr int kWarps = 8;  // 2 row quarters x 2 column quarters x 2 halves of k
+constexpr int kThreads = kWarps * 32;
+constexpr int kPad = 8;            // bf16 after each shared row: rows start on different banks
+constexpr int kAccLd = kTile + 4;  // floats per row of the accumulator tiles
+
+__host__ __device__ constexpr int PaddedK(int k) { return (k + 31) / 32 * 32; }
+
+__host__ __device__ constexpr size_t SharedBytes(int k) {
+  return static_cast<size_t>(2) * kTile * (PaddedK(k) + kPad) * sizeof(bf16) +
+         static_cast<size_t>(2) * kTile * kAccLd * sizeof(float);
+}
+
+__device__ __forceinline__ void CopyAsync16(void* shared, const void* global) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(global));
+}
+
+// Rows [row0, row0 + kTile) of a [rows x k] matrix into dst [kTile x ld]
+// (asynchronously), zeros past its rows and past k up to kp.
+__device__ void LoadRows(bf16* dst, int ld, const bf16* src, int row0, int rows, int k, int kp) {
+  const int chunks = kp / 8;  // 16-byte pieces of a padded row
+  for (int i = threadIdx.x; i < kTile * chunks; i += kThreads) {
+    const int r = i / chunks, c = i % chunks;
+    bf16* d = dst + r * ld + c * 8;
+    if (row0 + r < rows && c * 8 < k) {
+      CopyAsync16(d, src + static_cast<int64_t>(row0 + r) * k + c * 8);
+    } else {
+      *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+__device__ __forceinline__ float Silu(float x) { return x / (1.0f + expf(-x)); }
+
+template <FlowGemmEpilogue kEpilogue>
+__global__ void __launch_bounds__(kThreads) FlowGemmKernel(FlowGemmArgs a) {
+  extern __shared__ __align__(128) unsigned char shared[];
+  const int kp = PaddedK(a.k), ld = kp + kPad;
+  bf16* w_tile = reinterpret_cast<bf16*>(shared);
+  bf16* x_tile = w_tile + kTile * ld;
+  float* acc_tiles = reinterpret_cast<float*>(x_tile + kTile * ld);  // [2 halves][kTile][kAccLd]
+  const int n0 = blockIdx.x * kTile, r0 = blockIdx.y * kTile;
+
+  pdl::AllowDependents();
+  LoadRows(w_tile, ld, a.w, n0, a.n, a.k, kp);  // weights: no kernel writes them
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  pdl::WaitForPrerequisites();
+  LoadRows(x_tile, ld, a.x, r0, a.rows, a.k, kp);
+  asm volatile("cp.async.commit_group;\ncp.async.wait_all;\n" ::: "memory");
+  __syncthreads();
+
+  const int warp = threadIdx.x / 32;
+  const int row_q = warp & 1, col_q = (warp >> 1) & 1, half = warp >> 2;
+  const int k_half = kp / 2;  // a multiple of 16
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 0.0f);
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> xf;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> wf;  // W^T: W's rows are B's columns
+  const bf16* xs = x_tile + row_q * 16 * ld;
+  const bf16* ws = w_tile + col_q * 16 * ld;
+  for (int kk = half * k_half; kk < (half + 1) * k_half; kk += 16) {
+    wmma::load_matrix_sync(xf, xs + kk, ld);
+    wmma::load_matrix_sync(wf, ws + kk, ld);
+    wmma::mma_sync(acc, xf, wf, acc);
+  }
+  wmma::store_matrix_sync(acc_tiles + (half * kTile + row_q * 16) * kAccLd + col_q * 16, acc, kAccLd,
+                          wmma::mem_row_major);
+  __syncthreads();
+
+  for (int i = threadIdx.x; i < kTile * kTile; i += kThreads) {
+    const int r = i / kTile, c = i % kTile, row = r0 + r, col = n0 + c;
+    if (row >= a.rows || col >= a.n) continue;
+    const float y = acc_tiles[r * kAccLd + c] + acc_tiles[(kTile + r) * kAccLd + c];
+    const int64_t at = static_cast<int64_t>(row) * a.n + col;
+    if constexpr (kEpilogue == FlowGemmEpilogue::kBiasSiluBf16) {
+      a.out_bf16[at] = __float2bfloat16(Silu(y + a.bias[col]));
+    } else {
+      a.out_f32[at] = a.bias != nullptr ? y + a.bias[col] : y;
+    }
+  }
+}
+
+template <FlowGemmEpilogue kEpilogue>
+cudaError_t Launch(const FlowGemmArgs& a, cudaStream_t stream) {
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(FlowGemmKernel<kEpilogue>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(SharedBytes(kFlowGemmMaxK)));
+  if (attr != cudaSuccess) return attr;
+  const dim3 grid((a.n + kTile - 1) / kTile, (a.rows + kTile - 1) / kTile);
+  return pdl::Launch(FlowGemmKernel<kEpilogue>, grid, dim3(kThreads), SharedBytes(a.k), stream, a);
+}
+
+bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+bool FlowGemmShapeSupported(int k, int n) { return k >= 8 && k <= kFlowGemmMaxK && k % 8 == 0 && n >= 1; }
+
+cudaError_t FlowGemm(const FlowGemmArgs& a, cudaStream_t stream) {
+  if (a.rows <= 0) return cudaSuccess;
+  if (!FlowGemmShapeSupported(a.k, a.n) || a.x == nullptr || a.w == nullptr || !Aligned16(a.x) || !Aligned16(a.w)) {
+    return cudaErrorInvalidValue;
+  }
+  if (a.epilogue == FlowGemmEpilogue::kBiasSiluBf16) {
+    if (a.out_bf16 == nullptr || a.bias == nullptr) return cudaErrorInvalidValue;
+    return Launch<FlowGemmEpilogue::kBiasSiluBf16>(a, stream);
+  }
+  if (a.out_f32 == nullptr) return cudaErrorInvalidValue;
+  return Launch<FlowGemmEpilogue::kStoreF32>(a, stream);
+}
+
+}  // namespace argen::kernels

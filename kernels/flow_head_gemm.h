@@ -1,0 +1,43 @@
+// The flow head's GEMMs (engine/cuda/device_flow_head.h): y = x W^T for a
+// torch Linear weight W [n x k], bf16 inputs, fp32 accumulation, with the
+// head's epilogues fused. Built for its shapes: few rows (2 per image), k and
+// n up to ~1.7k, run 51 times per token 12 blocks deep. cuBLAS spends a few
+// microseconds of launch and setup on each such GEMM and needs a separate
+// kernel for each bias and activation; here each block of 32 x 32 outputs
+// holds its whole weight slice and input rows in shared memory, prefetches
+// the weights before waiting for the kernel before it (programmatic dependent
+// launch, kernels/pdl.cuh) and applies the epilogue itself. All on `stream`,
+// no allocation, no sync (capturable).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+namespace argen::kernels {
+
+// k above this does not fit one block's shared memory (weights and inputs, k padded to 32).
+constexpr int kFlowGemmMaxK = 1728;
+
+enum class FlowGemmEpilogue {
+  kStoreF32,      // out_f32 = y (+ bias when set)
+  kBiasSiluBf16,  // out_bf16 = bf16(SiLU(y + bias)); bias required
+};
+
+struct FlowGemmArgs {
+  const __nv_bfloat16* x = nullptr;  // [rows x k], 16-byte aligned
+  const __nv_bfloat16* w = nullptr;  // [n x k], 16-byte aligned
+  int rows = 0, k = 0, n = 0;
+  const float* bias = nullptr;  // [n]
+  FlowGemmEpilogue epilogue = FlowGemmEpilogue::kStoreF32;
+  float* out_f32 = nullptr;           // [rows x n]
+  __nv_bfloat16* out_bf16 = nullptr;  // [rows x n]
+};
+
+// k a multiple of 8 in [8, kFlowGemmMaxK], n >= 1.
+bool FlowGemmShapeSupported(int k, int n);
+
+// cudaErrorInvalidValue for an unsupported shape, a misaligned input or a
+// missing output or bias.
+cudaError_t FlowGemm(const FlowGemmArgs& args, cudaStream_t stream);
+
+}  // namespace argen::kernels
