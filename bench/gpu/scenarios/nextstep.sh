@@ -6,7 +6,7 @@
 # when set; NEXTSTEP_BATCHES: lone's and vae's batches (default 1,16,64); NEXTSTEP_MAX_ROWS: the max-batch runs' row cap (default 768: 384 images; a line at
 # 384 images means the cap bound, not the memory); NEXTSTEP_CARD: "the whole card" as a budget (default: the card's
 # free memory less 5 GB, about the server's auto-sizing margin of 3%; 140G without nvidia-smi); NEXTSTEP_POLICY: the
-# sparse policy (default diagonal:0.95). The lone runs' pool is 40 GB (64 dense images take ~27 GB), so that the
+# sparse policy (default diagonal:0.95; "dense": dense alone). The lone runs' pool is 40 GB (64 dense images take ~27 GB), so that the
 # head's own copy for the split (argen_bench's FlowHeadMicro) has room.
 # Sourced by bench/gpu/lab.sh, which reads BASELINE and NEEDS and provides BIN, OUT, stamp, guarded.
 # shellcheck shell=bash disable=SC2034,SC2154
@@ -19,6 +19,8 @@ whole_card() {  # the free memory in decimal GB, less 5
 }
 run_scenario() {
   local m=nextstep-14b p=${NEXTSTEP_POLICY:-diagonal:0.95} b=${NEXTSTEP_BATCHES:-1,16,64} rows=${NEXTSTEP_MAX_ROWS:-768}
+  local policies="dense,$p"
+  [ "$p" = dense ] && policies=dense
   local step card i
   for step in ${NEXTSTEP_STEPS:-head lone vae 80g full}; do
     case $step in
@@ -29,7 +31,7 @@ run_scenario() {
         done ;;
       lone)
         stamp "candidate: $m, $b images, step split"
-        guarded 150 "$BIN/argen_bench" --model "$m" --batches "$b" --policies "dense,$p" --prompt-len 50 --stage-steps 4 \
+        guarded 150 "$BIN/argen_bench" --model "$m" --batches "$b" --policies "$policies" --prompt-len 50 --stage-steps 4 \
           --kv-budget 40G ;;
       vae)
         stamp "candidate: $m, VAE decoder alone, $b images"
@@ -37,12 +39,12 @@ run_scenario() {
       80g)
         stamp "candidate: $m, 80 GB card, max batch"
         guarded 110 "$BIN/argen_bench" --model "$m" --card-memory 80G --max-batch --max-rows "$rows" \
-          --policies "dense,$p" --prompt-len 50 --stage-steps 4 ;;
+          --policies "$policies" --prompt-len 50 --stage-steps 4 ;;
       full)
         card=${NEXTSTEP_CARD:-$(whole_card)}
         stamp "candidate: $m, whole card ($card), max batch"
         guarded 120 "$BIN/argen_bench" --model "$m" --card-memory "$card" --max-batch --max-rows "$rows" \
-          --policies "dense,$p" --prompt-len 50 --stage-steps 4 ;;
+          --policies "$policies" --prompt-len 50 --stage-steps 4 ;;
       *) echo "nextstep: no step $step (head lone vae 80g full)" ;;
     esac
   done
