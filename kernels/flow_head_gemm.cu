@@ -53,6 +53,16 @@ __device__ void LoadRows(bf16* dst, int ld, const bf16* src, int row0, int rows,
 __device__ __forceinline__ float Silu(float x) { return x / (1.0f + expf(-x)); }
 
 template <FlowGemmEpilogue kEpilogue>
+__device__ __forceinline__ void Store(const FlowGemmArgs& a, int row, int col, float y) {
+  const int64_t at = static_cast<int64_t>(row) * a.n + col;
+  if constexpr (kEpilogue == FlowGemmEpilogue::kBiasSiluBf16) {
+    a.out_bf16[at] = __float2bfloat16(Silu(y + a.bias[col]));
+  } else {
+    a.out_f32[at] = a.bias != nullptr ? y + a.bias[col] : y;
+  }
+}
+
+template <FlowGemmEpilogue kEpilogue>
 __global__ void __launch_bounds__(kThreads) FlowGemmKernel(FlowGemmArgs a) {
   extern __shared__ __align__(128) unsigned char shared[];
   const int kp = PaddedK(a.k), ld = kp + kPad;
@@ -90,18 +100,87 @@ __global__ void __launch_bounds__(kThreads) FlowGemmKernel(FlowGemmArgs a) {
   for (int i = threadIdx.x; i < kTile * kTile; i += kThreads) {
     const int r = i / kTile, c = i % kTile, row = r0 + r, col = n0 + c;
     if (row >= a.rows || col >= a.n) continue;
-    const float y = acc_tiles[r * kAccLd + c] + acc_tiles[(kTile + r) * kAccLd + c];
-    const int64_t at = static_cast<int64_t>(row) * a.n + col;
-    if constexpr (kEpilogue == FlowGemmEpilogue::kBiasSiluBf16) {
-      a.out_bf16[at] = __float2bfloat16(Silu(y + a.bias[col]));
-    } else {
-      a.out_f32[at] = a.bias != nullptr ? y + a.bias[col] : y;
+    Store<kEpilogue>(a, row, col, acc_tiles[r * kAccLd + c] + acc_tiles[(kTile + r) * kAccLd + c]);
+  }
+}
+
+// Few rows (kGemvMaxRows): a warp per kGemvCols output columns. Each lane
+// loads its share of those columns' weights into registers before the wait
+// (so the weight read overlaps the kernel before), then the rows into shared
+// memory, and dots every row with them; lanes are summed in a fixed tree.
+constexpr int kGemvWarps = 8;
+constexpr int kGemvCols = 2;
+constexpr int kGemvChunks = (kFlowGemmMaxK / 8 + 31) / 32;  // 16-byte weight pieces a lane holds per column
+
+__device__ __forceinline__ float Dot8(uint4 x, uint4 w) {
+  const __nv_bfloat162* xp = reinterpret_cast<const __nv_bfloat162*>(&x);
+  const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&w);
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 xf = __bfloat1622float2(xp[i]), wf = __bfloat1622float2(wp[i]);
+    s = fmaf(xf.x, wf.x, s);
+    s = fmaf(xf.y, wf.y, s);
+  }
+  return s;
+}
+
+template <FlowGemmEpilogue kEpilogue>
+__global__ void __launch_bounds__(kGemvWarps * 32) FlowGemvKernel(FlowGemmArgs a) {
+  extern __shared__ __align__(16) unsigned char gemv_shared[];
+  uint4* xs = reinterpret_cast<uint4*>(gemv_shared);  // [rows][k / 8]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int col0 = (blockIdx.x * kGemvWarps + warp) * kGemvCols;
+  const int chunks = a.k / 8;
+  pdl::AllowDependents();
+  uint4 w[kGemvCols][kGemvChunks];
+#pragma unroll
+  for (int c = 0; c < kGemvCols; ++c) {
+#pragma unroll
+    for (int j = 0; j < kGemvChunks; ++j) {
+      const int piece = lane + 32 * j;
+      w[c][j] = (col0 + c < a.n && piece < chunks)
+                    ? __ldg(reinterpret_cast<const uint4*>(a.w + static_cast<int64_t>(col0 + c) * a.k) + piece)
+                    : make_uint4(0, 0, 0, 0);
+    }
+  }
+  pdl::WaitForPrerequisites();
+  const uint4* x = reinterpret_cast<const uint4*>(a.x);
+  for (int i = threadIdx.x; i < a.rows * chunks; i += blockDim.x) xs[i] = x[i];
+  __syncthreads();
+  for (int r = 0; r < a.rows; ++r) {
+    float acc[kGemvCols] = {};
+#pragma unroll
+    for (int j = 0; j < kGemvChunks; ++j) {
+      const int piece = lane + 32 * j;
+      if (piece < chunks) {
+        const uint4 xv = xs[r * chunks + piece];
+#pragma unroll
+        for (int c = 0; c < kGemvCols; ++c) acc[c] += Dot8(xv, w[c][j]);
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kGemvCols; ++c) {
+      for (int o = 16; o > 0; o >>= 1) acc[c] += __shfl_xor_sync(0xffffffffu, acc[c], o);
+    }
+    if (lane < kGemvCols && col0 + lane < a.n) {
+      float y = acc[0];
+#pragma unroll
+      for (int c = 1; c < kGemvCols; ++c) y = lane == c ? acc[c] : y;
+      Store<kEpilogue>(a, r, col0 + lane, y);
     }
   }
 }
 
+size_t GemvSharedBytes(const FlowGemmArgs& a) { return static_cast<size_t>(a.rows) * a.k * sizeof(bf16); }
+
 template <FlowGemmEpilogue kEpilogue>
 cudaError_t Launch(const FlowGemmArgs& a, cudaStream_t stream) {
+  if (a.rows <= kFlowGemvMaxRows) {
+    const int cols_per_block = kGemvWarps * kGemvCols;
+    return pdl::Launch(FlowGemvKernel<kEpilogue>, dim3((a.n + cols_per_block - 1) / cols_per_block),
+                       dim3(kGemvWarps * 32), GemvSharedBytes(a), stream, a);
+  }
   static const cudaError_t attr =
       cudaFuncSetAttribute(FlowGemmKernel<kEpilogue>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(SharedBytes(kFlowGemmMaxK)));
@@ -114,7 +193,10 @@ bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 
 }  // namespace
 
-bool FlowGemmShapeSupported(int k, int n) { return k >= 8 && k <= kFlowGemmMaxK && k % 8 == 0 && n >= 1; }
+bool FlowGemmShapeSupported(int k, int n) {
+  static_assert(kFlowGemvMaxRows * kFlowGemmMaxK * sizeof(bf16) <= 48 * 1024, "gemv rows past default shared memory");
+  return k >= 8 && k <= kFlowGemmMaxK && k % 8 == 0 && n >= 1;
+}
 
 cudaError_t FlowGemm(const FlowGemmArgs& a, cudaStream_t stream) {
   if (a.rows <= 0) return cudaSuccess;

@@ -16,7 +16,11 @@
 namespace argen::kernels {
 
 // k above this does not fit one block's shared memory (weights and inputs, k padded to 32).
-constexpr int kFlowGemmMaxK = 1728;
+constexpr int kFlowGemmMaxK = 1536;
+// Up to this many rows a warp-per-column kernel runs (weights prefetched into
+// registers, rows in shared memory: rows x k x 2 bytes of it, at most 48 KiB);
+// above, 32 x 32 tensor-core tiles.
+constexpr int kFlowGemvMaxRows = 16;
 
 enum class FlowGemmEpilogue {
   kStoreF32,      // out_f32 = y (+ bias when set)
@@ -33,7 +37,8 @@ struct FlowGemmArgs {
   __nv_bfloat16* out_bf16 = nullptr;  // [rows x n]
 };
 
-// k a multiple of 8 in [8, kFlowGemmMaxK], n >= 1.
+// k a multiple of 8 in [8, kFlowGemmMaxK] (kFlowGemvMaxRows rows of it fit 48 KiB),
+// n >= 1.
 bool FlowGemmShapeSupported(int k, int n);
 
 // cudaErrorInvalidValue for an unsupported shape, a misaligned input or a

@@ -53,6 +53,13 @@ __global__ void PairRowsKernel(const float* x, int64_t total, int dim, bf16* out
   out[(2 * p + 1) * dim + j] = v;
 }
 
+__global__ void BiasSiluKernel(const float* x, const float* bias, int64_t total, int n, bf16* out) {
+  pdl::AllowDependents();
+  pdl::WaitForPrerequisites();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < total) out[i] = __float2bfloat16(Silu(x[i] + bias[i % n]));
+}
+
 __global__ void ResidualNormKernel(FlowResidualNormArgs a) {
   __shared__ double scratch[32];
   extern __shared__ float row[];  // width floats: h after the residual
@@ -179,6 +186,12 @@ cudaError_t FlowPairRows(const float* x, int pairs, int dim, bf16* out, cudaStre
   if (total <= 0) return cudaSuccess;
   PairRowsKernel<<<Blocks(total), kThreads, 0, stream>>>(x, total, dim, out);
   return cudaGetLastError();
+}
+
+cudaError_t FlowBiasSilu(const float* x, const float* bias, int rows, int n, bf16* out, cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(rows) * n;
+  if (total <= 0) return cudaSuccess;
+  return pdl::Launch(BiasSiluKernel, dim3(Blocks(total)), dim3(kThreads), 0, stream, x, bias, total, n, out);
 }
 
 cudaError_t FlowResidualNorm(const FlowResidualNormArgs& args, cudaStream_t stream) {

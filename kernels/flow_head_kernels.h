@@ -24,6 +24,10 @@ cudaError_t FlowSiluCondition(const float* temb, const float* c_emb, int rows, i
 // out rows 2p and 2p + 1 = bf16(x[p]) (both branches at the same x), x [pairs x dim].
 cudaError_t FlowPairRows(const float* x, int pairs, int dim, bf16* out, cudaStream_t stream);
 
+// out = bf16(SiLU(x + bias)), x [rows x n]: fc1's epilogue when a cuBLAS
+// GEMM made x. A programmatic dependent.
+cudaError_t FlowBiasSilu(const float* x, const float* bias, int rows, int n, bf16* out, cudaStream_t stream);
+
 // What runs between two GEMMs of the net, one CUDA block per row: the
 // residual of the block just run, h += gate (y + y_bias) (skipped when y is
 // null), then the next block's (or the final layer's) input: hn =

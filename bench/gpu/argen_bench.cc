@@ -446,21 +446,32 @@ bool RunHeadBatches(const std::string& name, const nextstep::NextStepConfig& con
     return false;
   }
   const int evaluations = static_cast<int>((*head)->desc.times.size());  // the net's runs a token
-  for (int images : batches) {
-    absl::StatusOr<FlowHeadTiming> t = (*micro)->Time(images, kNextStepCfgWeight);
-    if (!t.ok()) {
-      std::fprintf(stderr, "head micro: %s\n", std::string(t.status().message()).c_str());
-      return false;
-    }
-    std::printf("head %s images=%d: graph %.3f ms (%.1f us a net evaluation of %d), eager %.3f ms; tokens %s\n",
-                name.c_str(), images, t->graph_ms, 1e3 * t->graph_ms / evaluations, evaluations, t->eager_ms,
-                t->finite ? "finite" : "NOT FINITE");
-    std::fflush(stdout);
-    if (out) {
-      std::fprintf(out,
-                   "{\"kind\":\"head\",\"model\":\"%s\",\"images\":%d,\"graph_ms\":%.4f,\"eager_ms\":%.4f,"
-                   "\"finite\":%s}\n",
-                   name.c_str(), images, t->graph_ms, t->eager_ms, t->finite ? "true" : "false");
+  // The default first; then each lever off in turn (device_flow_head.h's FlowHeadTuning).
+  using Gemms = cuda::FlowHeadTuning::Gemms;
+  const std::vector<std::pair<const char*, cuda::FlowHeadTuning>> variants = {
+      {"default", {Gemms::kAuto, true}},
+      {"serial-modulations", {Gemms::kAuto, false}},
+      {"fused-gemms", {Gemms::kFused, true}},
+      {"cublas-gemms", {Gemms::kCublas, true}},
+  };
+  for (const auto& [variant, tuning] : variants) {
+    (*micro)->SetTuning(tuning);
+    for (int images : batches) {
+      absl::StatusOr<FlowHeadTiming> t = (*micro)->Time(images, kNextStepCfgWeight);
+      if (!t.ok()) {
+        std::fprintf(stderr, "head micro: %s\n", std::string(t.status().message()).c_str());
+        return false;
+      }
+      std::printf("head %s images=%d: graph %.3f ms (%.1f us a net evaluation of %d), eager %.3f ms; tokens %s; %s\n",
+                  name.c_str(), images, t->graph_ms, 1e3 * t->graph_ms / evaluations, evaluations, t->eager_ms,
+                  t->finite ? "finite" : "NOT FINITE", variant);
+      std::fflush(stdout);
+      if (out) {
+        std::fprintf(out,
+                     "{\"kind\":\"head\",\"model\":\"%s\",\"variant\":\"%s\",\"images\":%d,\"graph_ms\":%.4f,"
+                     "\"eager_ms\":%.4f,\"finite\":%s}\n",
+                     name.c_str(), variant, images, t->graph_ms, t->eager_ms, t->finite ? "true" : "false");
+      }
     }
   }
   return true;

@@ -31,6 +31,9 @@ class FlowHeadMicro {
                                                                int32_t max_pairs);
   ~FlowHeadMicro();
 
+  // How the head runs its GEMMs and modulations (default: the head's default).
+  void SetTuning(const cuda::FlowHeadTuning& tuning) { head_->set_tuning(tuning); }
+
   // Random conditions of the scale a random decoder gives (~1.4), guidance cfg_weight.
   absl::StatusOr<FlowHeadTiming> Time(int32_t pairs, float cfg_weight);
 

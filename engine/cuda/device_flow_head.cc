@@ -237,7 +237,26 @@ absl::Status DeviceFlowHead::EnqueueModulations(Gemm& gemm, cudaStream_t stream,
   return gemm.Linear(silu_y_, ada_w_, rows, W, static_cast<int>(dims_.mod_width), mod, 0.f, "flow adaLN modulations");
 }
 
-absl::Status DeviceFlowHead::EnqueueNet(cudaStream_t stream, int32_t rows, const float* mod) {
+absl::Status DeviceFlowHead::EnqueueLinear(Gemm& gemm, cudaStream_t stream, const kernels::FlowGemmArgs& g,
+                                           bool big_fused, const char* what) {
+  using Gemms = FlowHeadTuning::Gemms;
+  const bool fused = tuning_.gemms == Gemms::kFused ||
+                     (tuning_.gemms == Gemms::kAuto && (g.rows <= kernels::kFlowGemvMaxRows || big_fused));
+  if (fused) {
+    ARGEN_CUDA_RETURN(kernels::FlowGemm(g, stream), what);
+    return absl::OkStatus();
+  }
+  if (g.epilogue == kernels::FlowGemmEpilogue::kBiasSiluBf16) {
+    ARGEN_STATUS_RETURN(gemm.Linear(g.x, g.w, g.rows, g.k, g.n, act_, 0.f, what));
+    ARGEN_CUDA_RETURN(kernels::FlowBiasSilu(act_, g.bias, g.rows, g.n, g.out_bf16, stream), what);
+    return absl::OkStatus();
+  }
+  ARGEN_STATUS_RETURN(gemm.Linear(g.x, g.w, g.rows, g.k, g.n, g.out_f32, 0.f, what));
+  if (g.bias != nullptr) ARGEN_CUDA_RETURN(kernels::AddBias(g.out_f32, g.bias, g.rows, g.n, stream), what);
+  return absl::OkStatus();
+}
+
+absl::Status DeviceFlowHead::EnqueueNet(Gemm& gemm, cudaStream_t stream, int32_t rows, const float* mod) {
   const Dims& d = dims_;
   const int32_t W = d.width, D = d.token_dim;
   kernels::FlowGemmArgs g;
@@ -248,7 +267,7 @@ absl::Status DeviceFlowHead::EnqueueNet(cudaStream_t stream, int32_t rows, const
   g.n = W;
   g.bias = input_proj_b_;
   g.out_f32 = h_;
-  ARGEN_CUDA_RETURN(kernels::FlowGemm(g, stream), "flow input_proj");
+  ARGEN_STATUS_RETURN(EnqueueLinear(gemm, stream, g, /*big_fused=*/true, "flow input_proj"));
   // Block b's modulations: shift at 3bW, scale at 3bW + W, gate at 3bW + 2W; the final layer's after them.
   kernels::FlowResidualNormArgs n;
   n.h = h_;
@@ -274,7 +293,7 @@ absl::Status DeviceFlowHead::EnqueueNet(cudaStream_t stream, int32_t rows, const
     g.bias = blk.fc1_b;
     g.epilogue = kernels::FlowGemmEpilogue::kBiasSiluBf16;
     g.out_bf16 = act_bf16_;
-    ARGEN_CUDA_RETURN(kernels::FlowGemm(g, stream), "flow block fc1");
+    ARGEN_STATUS_RETURN(EnqueueLinear(gemm, stream, g, false, "flow block fc1"));
     g = kernels::FlowGemmArgs();
     g.rows = rows;
     g.x = act_bf16_;
@@ -282,7 +301,7 @@ absl::Status DeviceFlowHead::EnqueueNet(cudaStream_t stream, int32_t rows, const
     g.k = W;
     g.n = W;
     g.out_f32 = act_;
-    ARGEN_CUDA_RETURN(kernels::FlowGemm(g, stream), "flow block fc2");
+    ARGEN_STATUS_RETURN(EnqueueLinear(gemm, stream, g, false, "flow block fc2"));
     const int64_t next = int64_t{b + 1} * 3 * W;  // the next block's (or the final layer's) shift
     n.y = act_;
     n.y_bias = blk.fc2_b;
@@ -302,7 +321,7 @@ absl::Status DeviceFlowHead::EnqueueNet(cudaStream_t stream, int32_t rows, const
   g.n = D;
   g.bias = final_b_;
   g.out_f32 = v_;
-  ARGEN_CUDA_RETURN(kernels::FlowGemm(g, stream), "flow final linear");
+  ARGEN_STATUS_RETURN(EnqueueLinear(gemm, stream, g, false, "flow final linear"));
   return absl::OkStatus();
 }
 
@@ -319,24 +338,34 @@ absl::Status DeviceFlowHead::EnqueueSample(Gemm& gemm, cudaStream_t stream, cons
     ARGEN_STATUS_RETURN(EnqueueCondEmbed(gemm, stream, rows));
     ARGEN_CUDA_RETURN(kernels::FlowStartNoise(s, np, D, x_, stream), "flow start noise");
     ARGEN_CUDA_RETURN(kernels::FlowPairRows(x_, np, D, x_in_, stream), "flow pair rows");
-    // Fork: the side stream makes step k's modulations into mod_[k % 2] once the chain has read step k - 2's.
-    ARGEN_CUDA_RETURN(cudaEventRecord(c_emb_ready_, stream), "flow fork");
-    ARGEN_CUDA_RETURN(cudaStreamWaitEvent(side_stream_, c_emb_ready_, 0), "flow fork");
-    const auto prepare = [&](int32_t k) -> absl::Status {
-      if (k >= 2) ARGEN_CUDA_RETURN(cudaStreamWaitEvent(side_stream_, mod_free_[k % 2], 0), "flow mod free");
-      ARGEN_STATUS_RETURN(
-          EnqueueModulations(side_gemm_, side_stream_, rows, time_table_ + static_cast<int64_t>(k) * W, mod_[k % 2]));
-      ARGEN_CUDA_RETURN(cudaEventRecord(mod_ready_[k % 2], side_stream_), "flow mod ready");
-      return absl::OkStatus();
-    };
-    for (int32_t k = 0; k < std::min(2, evaluations); ++k) ARGEN_STATUS_RETURN(prepare(k));
-    for (int32_t k = 0; k < evaluations; ++k) {
-      ARGEN_CUDA_RETURN(cudaStreamWaitEvent(stream, mod_ready_[k % 2], 0), "flow mod wait");
-      ARGEN_STATUS_RETURN(EnqueueNet(stream, rows, mod_[k % 2]));
-      ARGEN_CUDA_RETURN(cudaEventRecord(mod_free_[k % 2], stream), "flow mod done");
-      if (k + 2 < evaluations) ARGEN_STATUS_RETURN(prepare(k + 2));
-      if (k + 1 < evaluations) {
-        ARGEN_CUDA_RETURN(kernels::FlowEulerStep(x_, v_, s, np, D, steps_[k], x_in_, stream), "flow sampler step");
+    if (!tuning_.side_modulations) {
+      for (int32_t k = 0; k < evaluations; ++k) {
+        ARGEN_STATUS_RETURN(EnqueueModulations(gemm, stream, rows, time_table_ + static_cast<int64_t>(k) * W, mod_[0]));
+        ARGEN_STATUS_RETURN(EnqueueNet(gemm, stream, rows, mod_[0]));
+        if (k + 1 < evaluations) {
+          ARGEN_CUDA_RETURN(kernels::FlowEulerStep(x_, v_, s, np, D, steps_[k], x_in_, stream), "flow sampler step");
+        }
+      }
+    } else {
+      // Fork: the side stream makes step k's modulations into mod_[k % 2] once the chain has read step k - 2's.
+      ARGEN_CUDA_RETURN(cudaEventRecord(c_emb_ready_, stream), "flow fork");
+      ARGEN_CUDA_RETURN(cudaStreamWaitEvent(side_stream_, c_emb_ready_, 0), "flow fork");
+      const auto prepare = [&](int32_t k) -> absl::Status {
+        if (k >= 2) ARGEN_CUDA_RETURN(cudaStreamWaitEvent(side_stream_, mod_free_[k % 2], 0), "flow mod free");
+        ARGEN_STATUS_RETURN(
+            EnqueueModulations(side_gemm_, side_stream_, rows, time_table_ + static_cast<int64_t>(k) * W, mod_[k % 2]));
+        ARGEN_CUDA_RETURN(cudaEventRecord(mod_ready_[k % 2], side_stream_), "flow mod ready");
+        return absl::OkStatus();
+      };
+      for (int32_t k = 0; k < std::min(2, evaluations); ++k) ARGEN_STATUS_RETURN(prepare(k));
+      for (int32_t k = 0; k < evaluations; ++k) {
+        ARGEN_CUDA_RETURN(cudaStreamWaitEvent(stream, mod_ready_[k % 2], 0), "flow mod wait");
+        ARGEN_STATUS_RETURN(EnqueueNet(gemm, stream, rows, mod_[k % 2]));
+        ARGEN_CUDA_RETURN(cudaEventRecord(mod_free_[k % 2], stream), "flow mod done");
+        if (k + 2 < evaluations) ARGEN_STATUS_RETURN(prepare(k + 2));
+        if (k + 1 < evaluations) {
+          ARGEN_CUDA_RETURN(kernels::FlowEulerStep(x_, v_, s, np, D, steps_[k], x_in_, stream), "flow sampler step");
+        }
       }
     }
     // Every side-stream step was waited for above: the fork is joined.
@@ -371,7 +400,7 @@ absl::Status DeviceFlowHead::Velocity(Gemm& gemm, cudaStream_t stream, const flo
     ARGEN_CUDA_RETURN(kernels::ConvertToBf16(xs->as<float>() + int64_t{r0} * D, int64_t{rows} * D, x_in_, stream),
                       "velocity x bf16");
     ARGEN_STATUS_RETURN(EnqueueModulations(gemm, stream, rows, temb_, mod_[0]));
-    ARGEN_STATUS_RETURN(EnqueueNet(stream, rows, mod_[0]));
+    ARGEN_STATUS_RETURN(EnqueueNet(gemm, stream, rows, mod_[0]));
     ARGEN_CUDA_RETURN(cudaMemcpyAsync(vs->as<float>() + int64_t{r0} * D, v_, sizeof(float) * rows * D,
                                       cudaMemcpyDeviceToDevice, stream),
                       "velocity out");

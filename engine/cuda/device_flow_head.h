@@ -34,10 +34,23 @@
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/gemm.h"
 #include "engine/model/flow_matching_head.h"
+#include "kernels/flow_head_gemm.h"
 #include "kernels/flow_head_kernels.h"
 #include "kernels/sampling.h"
 
 namespace argen::cuda {
+
+// How the net's GEMMs and modulations run (the defaults are the measured
+// best; the others stay for the benchmark's A/B, argen_bench --head-micro).
+struct FlowHeadTuning {
+  enum class Gemms {
+    kAuto,    // few rows (kernels::kFlowGemvMaxRows): the fused kernels; more: cuBLAS for fc1, fc2, final
+    kFused,   // the fused kernels at any row count
+    kCublas,  // cuBLAS everywhere, bias and SiLU as kernels of their own
+  };
+  Gemms gemms = Gemms::kAuto;
+  bool side_modulations = true;  // step k + 1's modulations on the side stream while step k runs
+};
 
 class DeviceFlowHead {
  public:
@@ -54,6 +67,8 @@ class DeviceFlowHead {
   int32_t cond_dim() const { return dims_.cond_dim; }
   int32_t steps() const { return static_cast<int32_t>(steps_.size()) + 1; }
   // Device memory held: weights, workspaces and the side stream's cuBLAS workspace.
+  void set_tuning(const FlowHeadTuning& tuning) { tuning_ = tuning; }
+
   int64_t bytes() const { return static_cast<int64_t>(weights_.bytes() + workspace_.bytes() + Gemm::kWorkspaceBytes); }
 
   // One token per pair: conditions [2 pairs x cond_dim] f32 (row 2p pair p's
@@ -90,9 +105,14 @@ class DeviceFlowHead {
   // mod [rows x mod_width] = every adaLN modulation (no bias) of c_emb_ at time embedding `temb` [width].
   absl::Status EnqueueModulations(Gemm& gemm, cudaStream_t stream, int32_t rows, const float* temb, float* mod);
   // v_ of `rows` rows (bias added) from x_in_ (bf16) and the modulations `mod`.
-  absl::Status EnqueueNet(cudaStream_t stream, int32_t rows, const float* mod);
+  absl::Status EnqueueNet(Gemm& gemm, cudaStream_t stream, int32_t rows, const float* mod);
+  // One of the net's Linears, g.x -> g's output and epilogue, fused or through cuBLAS (act_ as its f32 scratch
+  // when the epilogue is SiLU) as the tuning says for g.rows rows; `big_fused`: fused above kFlowGemvMaxRows in kAuto.
+  absl::Status EnqueueLinear(Gemm& gemm, cudaStream_t stream, const kernels::FlowGemmArgs& g, bool big_fused,
+                             const char* what);
 
   Dims dims_;
+  FlowHeadTuning tuning_;
   std::vector<kernels::FlowStep> steps_;  // the Euler-Maruyama steps; the last grid time follows
   float last_step_size_ = 0;
   bool normalize_ = true;

@@ -133,7 +133,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlowGemmTest,
                                            Shape{6, 16, 32},        // the tiny checkpoint's input_proj
                                            Shape{6, 32, 16},        // and its final linear
                                            Shape{33, 40, 50},       // k and n off the tile
-                                           Shape{256, 1728, 96}),   // the largest k, a full chunk of rows
+                                           Shape{16, 1536, 1536},   // the most rows of the warp-per-column kernel
+                                           Shape{17, 64, 1536},     // the fewest of the tiles
+                                           Shape{256, 1536, 96}),   // a full chunk of rows
                          [](const ::testing::TestParamInfo<Shape>& p) {
                            char name[64];
                            std::snprintf(name, sizeof(name), "r%d_k%d_n%d", p.param.rows, p.param.k, p.param.n);
