@@ -7,7 +7,8 @@
 //   argen_bench --model 7b --batches 16,64 --policies dense,diagonal:0.95
 //   argen_bench --model 7b --card-memory 48G --max-batch --policies dense,diagonal:0.95
 //   argen_bench --attention-micro --model 7b --batches 32,64 --policies diagonal:0.95,diagonal:0.9
-//     (sparse: the two-pass and the staged kernel, A/B in one process)
+//     (sparse: the two-pass and the staged kernel, A/B in one process; dense and sparse: the warp kernel where it
+//     applies and what kAuto picks; grouped-query models, e.g. nextstep-14b's 40 heads over 8, laid out per KV head)
 //   --attention-kernel auto|two-pass|staged|warp   the engine's decode attention kernel (default auto)
 //   --no-fused-argmin   diagonal rows select through probs + ObserveKernel (the earlier path)
 //   --images-per-prompt N   images share a prompt N at a time (one request of N images)
@@ -590,36 +591,61 @@ int Main(int argc, char** argv) {
         for (const std::string& spec : f.policies) {
           absl::StatusOr<sparse::ResolvedPolicy> p = PolicyFromSpec(spec, *dims, grid, f.ssd_semantic_share);
           if (!p.ok() || p->kind == sparse::PolicyKind::kDense) continue;
+          AttentionMicroShape shape;
+          shape.rows = 2 * images;
+          shape.heads = dims->num_heads;
+          shape.kv_heads = dims->num_kv_heads;
+          shape.head_dim = dims->head_dim;
+          shape.prompt_len = f.prompt_len;
+          shape.l_dec = grid.l_dec;
+          shape.n_att = p->n_att;
+          shape.n_slots = p->n_slots;
           AttentionMicroResult r;
           std::string err;
-          if (!RunAttentionMicro(2 * images, dims->num_heads, dims->head_dim, f.prompt_len, grid.l_dec, p->n_att,
-                                 p->n_slots, &r, &err)) {
+          if (!RunAttentionMicro(shape, &r, &err)) {
             std::fprintf(stderr, "attention micro: %s\n", err.c_str());
             return 1;
           }
+          const char* auto_dense = AttentionVariantName(r.auto_dense);
+          const char* auto_sparse = AttentionVariantName(r.auto_sparse);
+          // The columns before "; kv heads" are the parsers' (scenarios/micro.sh); new fields go after them.
           std::printf(
               "attention %s images=%d n_att=%d: dense %.1f us (%.0f GB/s), sparse two-pass %.1f us (%.0f GB/s, %.0f%% "
-              "of copy %.0f GB/s), speedup %.2fx\n",
+              "of copy %.0f GB/s), speedup %.2fx; kv heads %d/%d, auto: dense %s, sparse %s\n",
               name.c_str(), images, p->n_att, r.dense_us, r.dense_gbs, r.sparse_us, r.sparse_gbs,
-              100.0 * r.sparse_gbs / r.copy_gbs, r.copy_gbs, r.dense_us / r.sparse_us);
+              100.0 * r.sparse_gbs / r.copy_gbs, r.copy_gbs, r.dense_us / r.sparse_us, shape.kv_heads, shape.heads,
+              auto_dense, auto_sparse);
           if (r.staged_ran) {
             std::printf(
                 "attention %s images=%d n_att=%d: sparse staged   %.1f us (%.0f GB/s, %.0f%% of copy), speedup %.2fx, "
                 "staged/two-pass %.2f; auto picks %s\n",
                 name.c_str(), images, p->n_att, r.staged_us, r.staged_gbs, 100.0 * r.staged_gbs / r.copy_gbs,
-                r.dense_us / r.staged_us, r.staged_us / r.sparse_us, r.auto_staged ? "staged" : "two-pass");
+                r.dense_us / r.staged_us, r.staged_us / r.sparse_us, auto_sparse);
           } else {
             std::printf("attention %s images=%d n_att=%d: staged kernel does not fit (two-pass runs)\n", name.c_str(),
                         images, p->n_att);
           }
+          // The warp kernel where it applies (one split of at most 1024 keys), against the two-pass one.
+          auto warp = [&](bool ran, double us, double gbs, double two_pass_us) {
+            if (!ran) return std::string("does not apply (split or over 1024 keys)");
+            char text[128];
+            std::snprintf(text, sizeof(text), "%.1f us (%.0f GB/s, %.0f%% of copy), warp/two-pass %.2f", us, gbs,
+                          100.0 * gbs / r.copy_gbs, us / two_pass_us);
+            return std::string(text);
+          };
+          std::printf("attention %s images=%d n_att=%d: warp dense %s; warp sparse %s\n", name.c_str(), images,
+                      p->n_att, warp(r.dense_warp_ran, r.dense_warp_us, r.dense_warp_gbs, r.dense_us).c_str(),
+                      warp(r.sparse_warp_ran, r.sparse_warp_us, r.sparse_warp_gbs, r.sparse_us).c_str());
           std::fflush(stdout);
           if (out)
             std::fprintf(out,
                          "{\"kind\":\"attention\",\"model\":\"%s\",\"images\":%d,\"n_att\":%d,\"dense_us\":%.2f,"
                          "\"sparse_us\":%.2f,\"dense_gbs\":%.1f,\"sparse_gbs\":%.1f,\"staged_us\":%.2f,\"staged_gbs\":%"
-                         ".1f,\"auto_staged\":%s,\"copy_gbs\":%.1f}\n",
+                         ".1f,\"auto_staged\":%s,\"copy_gbs\":%.1f,\"heads\":%d,\"kv_heads\":%d,\"dense_warp_us\":%.2f,"
+                         "\"sparse_warp_us\":%.2f,\"auto_dense\":\"%s\",\"auto_sparse\":\"%s\"}\n",
                          name.c_str(), images, p->n_att, r.dense_us, r.sparse_us, r.dense_gbs, r.sparse_gbs,
-                         r.staged_us, r.staged_gbs, r.auto_staged ? "true" : "false", r.copy_gbs);
+                         r.staged_us, r.staged_gbs, r.auto_staged ? "true" : "false", r.copy_gbs, shape.heads,
+                         shape.kv_heads, r.dense_warp_us, r.sparse_warp_us, auto_dense, auto_sparse);
         }
       }
       continue;
@@ -685,12 +711,11 @@ int Main(int argc, char** argv) {
       be.SetGraphs(f.graphs);
       be.SetAttentionVariant(f.variant);
       be.SetFusedArgmin(f.fused_argmin);
-      static const char* kVariantNames[] = {"auto", "two-pass", "staged", "warp"};
       std::printf(
           "model %s: weights %.2f GB (%s), KV pool %.2f GB, setup %.1f s, graphs %s, attention kernel %s, fused argmin "
           "%s, gemm %s\n",
           name.c_str(), be.WeightBytes() / 1e9, fp8w ? "fp8 layers" : "bf16", be.KvPoolBytes() / 1e9,
-          Seconds(c0, Clock::now()), f.graphs ? "on" : "off", kVariantNames[static_cast<int>(f.variant)],
+          Seconds(c0, Clock::now()), f.graphs ? "on" : "off", AttentionVariantName(f.variant),
           f.fused_argmin ? "on" : "off", fp8w ? "cublasLt fp8 (per-channel x per-row scales)" : "cublas bf16");
       std::printf("%-5s %-20s %6s %9s %9s %9s %9s %8s |", "model", "policy", "images", "prefill_s", "decode_s",
                   "step_ms", "last_ms", "img/s");

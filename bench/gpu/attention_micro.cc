@@ -7,12 +7,11 @@
 #include <random>
 #include <vector>
 
-#include "kernels/attention.h"
-
 namespace argen::bench {
 namespace {
 
-constexpr int kLayers = 4;  // rotate over layers so repeated calls do not hit in L2
+using kernels::AttentionVariant;
+
 constexpr int kIters = 60;
 
 struct Freer {
@@ -29,151 +28,224 @@ struct Freer {
   }
 };
 
+struct Events {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  Events() {
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+  }
+  ~Events() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+};
+
 double Median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
 
+// One mode's (dense or sparse) buffers and launch arguments, as the CUDA
+// backend's RunLayers fills them; decode_idx and counts are set per layer.
+struct Launch {
+  AttentionMicroLayout layout;
+  kernels::AttentionArgs args;
+  const int32_t* lists = nullptr;   // [layers][rows][kv_heads][stride] (sparse)
+  const int32_t* counts = nullptr;  // [layers][rows][kv_heads] (sparse)
+};
+
+bool Prepare(const AttentionMicroShape& s, bool sparse, int sms, Freer& f, Launch* launch, std::string* error) {
+  absl::StatusOr<AttentionMicroLayout> laid_out = LayOutAttentionMicro(s, sparse);
+  if (!laid_out.ok()) {
+    *error = std::string(laid_out.status().message());
+    return false;
+  }
+  const AttentionMicroLayout& l = *laid_out;
+  const size_t rows = s.rows, q_elems = rows * s.heads * s.head_dim;
+  const size_t lists = static_cast<size_t>(s.layers) * l.lists_per_layer;  // every layer's (row, kv head) lists
+  __nv_bfloat16* pool = f.Alloc<__nv_bfloat16>(l.region * rows);
+  float* q = f.Alloc<float>(q_elems);
+  __nv_bfloat16* o = f.Alloc<__nv_bfloat16>(q_elems);
+  kernels::TokenMeta* meta = f.Alloc<kernels::TokenMeta>(rows);
+  int32_t* idx = sparse ? f.Alloc<int32_t>(lists * l.stride) : nullptr;
+  int32_t* counts = sparse ? f.Alloc<int32_t>(lists) : nullptr;
+  float* probs = sparse ? f.Alloc<float>(static_cast<size_t>(l.lists_per_layer) * l.stride) : nullptr;
+  if (!pool || !q || !o || !meta || (sparse && (!idx || !counts || !probs))) {
+    *error = "attention buffers";
+    return false;
+  }
+  // Never zeros: a byte pattern giving finite bf16 values.
+  cudaMemset(pool, 0x3c, l.region * rows * 2);
+  cudaMemset(q, 0x3c, q_elems * 4);
+  std::vector<kernels::TokenMeta> m(rows);
+  for (size_t r = 0; r < rows; ++r) {
+    m[r].kv_offset = static_cast<int64_t>(r) * l.region;
+    m[r].capacity = l.capacity;
+    m[r].prefix_len = s.prompt_len;
+    m[r].decode_base = s.prompt_len;
+    m[r].decode_count = sparse ? s.n_att : s.l_dec;
+    m[r].flags = sparse ? kernels::kTokenSparse : 0;
+  }
+  cudaMemcpy(meta, m.data(), rows * sizeof(kernels::TokenMeta), cudaMemcpyHostToDevice);
+  if (sparse) {
+    // Each (layer, row, kv head) attends its own n_att of the n_slots resident slots, ascending.
+    std::mt19937 rng(3);
+    std::vector<int32_t> slots(s.n_slots), host_lists(lists * l.stride);
+    std::iota(slots.begin(), slots.end(), 0);
+    for (size_t h = 0; h < lists; ++h) {
+      std::shuffle(slots.begin(), slots.end(), rng);
+      std::sort(slots.begin(), slots.begin() + s.n_att);
+      std::copy(slots.begin(), slots.begin() + s.n_att, host_lists.begin() + h * l.stride);
+    }
+    cudaMemcpy(idx, host_lists.data(), host_lists.size() * 4, cudaMemcpyHostToDevice);
+    std::vector<int32_t> c(lists, s.n_att);
+    cudaMemcpy(counts, c.data(), c.size() * 4, cudaMemcpyHostToDevice);
+  }
+  // The engine's choices: splits over (token, kv head) pairs, the workspace
+  // for the query heads' partials (and their logits when probs are asked for).
+  int splits = 1, chunk = 0;
+  kernels::ChooseAttentionSplits(s.rows, s.kv_heads, l.keys, sms, &splits, &chunk);
+  const int probs_stride = sparse ? l.stride : 0;
+  void* ws = f.Alloc<char>(
+      std::max<size_t>(1, kernels::AttentionWorkspaceBytes(s.rows, s.heads, s.head_dim, splits, probs_stride)));
+  if (!ws) {
+    *error = "attention workspace";
+    return false;
+  }
+  kernels::AttentionArgs& a = launch->args;
+  a.q = q;
+  a.kv_pool = pool;
+  a.meta = meta;
+  a.tokens = s.rows;
+  a.heads = s.heads;
+  a.kv_heads = s.kv_heads;
+  a.head_dim = s.head_dim;
+  a.num_layers = s.layers;
+  a.scale = 0.088f;
+  if (sparse) {
+    a.idx_stride = l.stride;
+    a.probs = probs;
+    a.probs_stride = probs_stride;
+  }
+  a.out = o;
+  a.splits = splits;
+  a.chunk = chunk;
+  a.workspace = ws;
+  a.max_keys = l.keys;
+  a.sm_count = sms;
+  launch->layout = l;
+  launch->lists = idx;
+  launch->counts = counts;
+  return true;
+}
+
+// kAuto's kernel for these arguments.
+AttentionVariant AutoPick(kernels::AttentionArgs a) {
+  a.variant = AttentionVariant::kAuto;
+  return kernels::ChosenAttentionVariant(a);
+}
+
+// The median of kIters launches with `variant` forced, rotating over the
+// layers; *ran is false (nothing timed) where the kernel would run another.
+bool Time(Launch& launch, AttentionVariant variant, const Events& e, bool* ran, double* us, double* gbs,
+          std::string* error) {
+  kernels::AttentionArgs a = launch.args;
+  a.variant = variant;
+  *ran = variant == AttentionVariant::kTwoPass || kernels::ChosenAttentionVariant(a) == variant;
+  if (!*ran) return true;
+  const AttentionMicroLayout& l = launch.layout;
+  std::vector<float> t;
+  for (int i = 0; i < kIters + 5; ++i) {
+    a.layer = i % a.num_layers;
+    if (launch.lists != nullptr) {
+      a.decode_idx = launch.lists + a.layer * l.lists_per_layer * l.stride;
+      a.counts = launch.counts + a.layer * l.lists_per_layer;
+    }
+    cudaEventRecord(e.start);
+    if (kernels::DecodeAttention(a, nullptr) != cudaSuccess) {
+      *error = "attention launch";
+      return false;
+    }
+    cudaEventRecord(e.stop);
+    cudaEventSynchronize(e.stop);
+    float ms;
+    cudaEventElapsedTime(&ms, e.start, e.stop);
+    if (i >= 5) t.push_back(ms);
+  }
+  if (cudaGetLastError() != cudaSuccess) {
+    *error = "attention";
+    return false;
+  }
+  *us = Median(t) * 1e3;
+  *gbs = l.bytes / (*us * 1e-6) / 1e9;
+  return true;
+}
+
 }  // namespace
 
-bool RunAttentionMicro(int rows, int heads, int head_dim, int prompt_len, int l_dec, int n_att, int n_slots,
-                       AttentionMicroResult* out, std::string* error) {
+const char* AttentionVariantName(AttentionVariant variant) {
+  switch (variant) {
+    case AttentionVariant::kAuto:
+      return "auto";
+    case AttentionVariant::kTwoPass:
+      return "two-pass";
+    case AttentionVariant::kStaged:
+      return "staged";
+    case AttentionVariant::kWarp:
+      return "warp";
+  }
+  return "?";
+}
+
+bool RunAttentionMicro(const AttentionMicroShape& shape, AttentionMicroResult* out, std::string* error) {
+  if (!kernels::AttentionShapeSupported(shape.heads, shape.kv_heads, shape.head_dim)) {
+    *error = "the kernel does not support " + std::to_string(shape.heads) + " heads over " +
+             std::to_string(shape.kv_heads) + " kv heads of " + std::to_string(shape.head_dim);
+    return false;
+  }
   Freer f;
+  Events e;
   int device = 0, sms = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  // Copy bandwidth: 2 GiB device to device.
-  const size_t copy_bytes = size_t{1} << 31;
-  char* a = f.Alloc<char>(copy_bytes);
-  char* b = f.Alloc<char>(copy_bytes);
-  if (!a || !b) {
-    *error = "copy buffers";
-    return false;
-  }
-  cudaMemset(a, 1, copy_bytes);
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  std::vector<float> times;
-  for (int i = 0; i < 12; ++i) {
-    cudaEventRecord(e0);
-    cudaMemcpyAsync(b, a, copy_bytes, cudaMemcpyDeviceToDevice);
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    if (i >= 2) times.push_back(ms);
-  }
-  out->copy_gbs = 2.0 * copy_bytes / (Median(times) * 1e-3) / 1e9;
-
-  // One KV region per row: dense rows hold L_p + L_dec positions, sparse rows L_p + n_slots.
-  auto run = [&](bool sparse, kernels::AttentionVariant variant, double* us, double* gbs) -> bool {
-    const int cap = prompt_len + (sparse ? n_slots : l_dec);
-    const int64_t region = 2LL * kLayers * heads * cap * head_dim;
-    __nv_bfloat16* pool = f.Alloc<__nv_bfloat16>(region * rows);
-    float* q = f.Alloc<float>(static_cast<size_t>(rows) * heads * head_dim);
-    __nv_bfloat16* o = f.Alloc<__nv_bfloat16>(static_cast<size_t>(rows) * heads * head_dim);
-    kernels::TokenMeta* meta = f.Alloc<kernels::TokenMeta>(rows);
-    const int stride = std::max(n_att, 1);
-    int32_t* idx = f.Alloc<int32_t>(static_cast<size_t>(kLayers) * rows * heads * stride);
-    int32_t* counts = f.Alloc<int32_t>(static_cast<size_t>(rows) * heads);
-    float* probs = f.Alloc<float>(static_cast<size_t>(rows) * heads * stride);
-    if (!pool || !q || !o || !meta || !idx || !counts || !probs) {
-      *error = "attention buffers";
+  {
+    // Copy bandwidth: 2 GiB device to device (freed before the attention buffers).
+    Freer copy;
+    const size_t copy_bytes = size_t{1} << 31;
+    char* a = copy.Alloc<char>(copy_bytes);
+    char* b = copy.Alloc<char>(copy_bytes);
+    if (!a || !b) {
+      *error = "copy buffers";
       return false;
     }
-    // Random contents (never zeros): a byte pattern giving finite bf16 values.
-    cudaMemset(pool, 0x3c, region * rows * 2);
-    cudaMemset(q, 0x3c, static_cast<size_t>(rows) * heads * head_dim * 4);
-    std::vector<kernels::TokenMeta> m(rows);
-    for (int r = 0; r < rows; ++r) {
-      m[r].kv_offset = r * region;
-      m[r].capacity = cap;
-      m[r].prefix_len = prompt_len;
-      m[r].decode_base = prompt_len;
-      m[r].decode_count = sparse ? n_att : l_dec;
-      m[r].flags = sparse ? kernels::kTokenSparse : 0;
-    }
-    cudaMemcpy(meta, m.data(), rows * sizeof(kernels::TokenMeta), cudaMemcpyHostToDevice);
-    std::mt19937 rng(3);
-    std::vector<int32_t> slots(n_slots), lists(static_cast<size_t>(kLayers) * rows * heads * stride);
-    std::iota(slots.begin(), slots.end(), 0);
-    for (size_t h = 0; h < lists.size() / stride; ++h) {
-      std::shuffle(slots.begin(), slots.end(), rng);
-      std::sort(slots.begin(), slots.begin() + n_att);
-      std::copy(slots.begin(), slots.begin() + n_att, lists.begin() + h * stride);
-    }
-    cudaMemcpy(idx, lists.data(), lists.size() * 4, cudaMemcpyHostToDevice);
-    std::vector<int32_t> c(static_cast<size_t>(rows) * heads, n_att);
-    cudaMemcpy(counts, c.data(), c.size() * 4, cudaMemcpyHostToDevice);
-    const int keys = prompt_len + (sparse ? n_att : l_dec);
-    int splits = 1, chunk = 0;
-    kernels::ChooseAttentionSplits(rows, heads, keys, sms, &splits, &chunk);
-    void* ws =
-        f.Alloc<char>(std::max<size_t>(1, kernels::AttentionWorkspaceBytes(rows, heads, head_dim, splits, stride)));
-    kernels::AttentionArgs args;
-    args.q = q;
-    args.kv_pool = pool;
-    args.meta = meta;
-    args.tokens = rows;
-    args.heads = heads;
-    args.kv_heads = heads;
-    args.head_dim = head_dim;
-    args.num_layers = kLayers;
-    args.scale = 0.088f;
-    args.idx_stride = stride;
-    args.counts = counts;
-    if (sparse) {
-      args.probs = probs;
-      args.probs_stride = stride;
-    }
-    args.out = o;
-    args.splits = splits;
-    args.chunk = chunk;
-    args.workspace = ws;
-    args.max_keys = keys;
-    args.variant = variant;
-    if (sparse && variant == kernels::AttentionVariant::kStaged) {
-      out->staged_ran = kernels::ChosenAttentionVariant(args) == kernels::AttentionVariant::kStaged;
-      if (!out->staged_ran) return true;
-    }
-    if (sparse && variant == kernels::AttentionVariant::kTwoPass) {
-      kernels::AttentionArgs probe = args;
-      probe.variant = kernels::AttentionVariant::kAuto;
-      out->auto_staged = kernels::ChosenAttentionVariant(probe) == kernels::AttentionVariant::kStaged;
-    }
-    std::vector<float> t;
-    for (int i = 0; i < kIters + 5; ++i) {
-      args.layer = i % kLayers;
-      args.decode_idx = idx + static_cast<size_t>(args.layer) * rows * heads * stride;
-      cudaEventRecord(e0);
-      if (kernels::DecodeAttention(args, nullptr) != cudaSuccess) {
-        *error = "attention launch";
-        return false;
-      }
-      cudaEventRecord(e1);
-      cudaEventSynchronize(e1);
+    cudaMemset(a, 1, copy_bytes);
+    std::vector<float> times;
+    for (int i = 0; i < 12; ++i) {
+      cudaEventRecord(e.start);
+      cudaMemcpyAsync(b, a, copy_bytes, cudaMemcpyDeviceToDevice);
+      cudaEventRecord(e.stop);
+      cudaEventSynchronize(e.stop);
       float ms;
-      cudaEventElapsedTime(&ms, e0, e1);
-      if (i >= 5) t.push_back(ms);
+      cudaEventElapsedTime(&ms, e.start, e.stop);
+      if (i >= 2) times.push_back(ms);
     }
-    if (cudaGetLastError() != cudaSuccess) {
-      *error = "attention";
-      return false;
-    }
-    *us = Median(t) * 1e3;
-    const double bytes = static_cast<double>(rows) * heads * keys * head_dim * 2 * 2 +
-                         (sparse ? static_cast<double>(rows) * heads * n_att * 4 * 2 : 0.0);
-    *gbs = bytes / (*us * 1e-6) / 1e9;
-    return true;
-  };
-  using kernels::AttentionVariant;
-  if (!run(false, AttentionVariant::kTwoPass, &out->dense_us, &out->dense_gbs)) return false;
-  if (!run(true, AttentionVariant::kTwoPass, &out->sparse_us, &out->sparse_gbs)) return false;
-  if (!run(true, AttentionVariant::kStaged, &out->staged_us, &out->staged_gbs)) return false;
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return true;
+    out->copy_gbs = 2.0 * copy_bytes / (Median(times) * 1e-3) / 1e9;
+  }
+
+  Launch dense, sparse;
+  if (!Prepare(shape, false, sms, f, &dense, error) || !Prepare(shape, true, sms, f, &sparse, error)) return false;
+  out->auto_dense = AutoPick(dense.args);
+  out->auto_sparse = AutoPick(sparse.args);
+  out->auto_staged = out->auto_sparse == AttentionVariant::kStaged;
+  bool ran = false;
+  if (!Time(dense, AttentionVariant::kTwoPass, e, &ran, &out->dense_us, &out->dense_gbs, error)) return false;
+  if (!Time(dense, AttentionVariant::kWarp, e, &out->dense_warp_ran, &out->dense_warp_us, &out->dense_warp_gbs, error))
+    return false;
+  if (!Time(sparse, AttentionVariant::kTwoPass, e, &ran, &out->sparse_us, &out->sparse_gbs, error)) return false;
+  if (!Time(sparse, AttentionVariant::kStaged, e, &out->staged_ran, &out->staged_us, &out->staged_gbs, error))
+    return false;
+  return Time(sparse, AttentionVariant::kWarp, e, &out->sparse_warp_ran, &out->sparse_warp_us, &out->sparse_warp_gbs,
+              error);
 }
 
 }  // namespace argen::bench

@@ -1,10 +1,14 @@
 // Decode attention alone, at the last decode step: dense (L_p + L_dec keys)
 // against a sparse slot list (L_p + n_att keys), with bytes moved compared to
-// a device-to-device copy measured in the same run.
+// a device-to-device copy measured in the same run. The buffers are laid out
+// as the CUDA backend's (attention_micro_layout.h), grouped-query models
+// included: K and V, the slot lists, counts and probabilities per KV head.
 #pragma once
 
-#include <cstdint>
 #include <string>
+
+#include "bench/gpu/attention_micro_layout.h"
+#include "kernels/attention.h"
 
 namespace argen::bench {
 
@@ -16,12 +20,20 @@ struct AttentionMicroResult {
   // staged_ran is false (and these 0) when it does not fit and the two-pass kernel would run.
   bool staged_ran = false;
   double staged_us = 0, staged_gbs = 0;
-  // What kAuto picks for the sparse launch (true: staged).
-  bool auto_staged = false;
+  // The warp kernel forced (kWarp) on the dense and the sparse launch; *_warp_ran
+  // is false (and these 0) where it does not apply (split keys or over 1024 keys).
+  bool dense_warp_ran = false, sparse_warp_ran = false;
+  double dense_warp_us = 0, dense_warp_gbs = 0, sparse_warp_us = 0, sparse_warp_gbs = 0;
+  // What kAuto picks for each launch, as the engine calls it (with the device's SM count).
+  kernels::AttentionVariant auto_dense = kernels::AttentionVariant::kTwoPass;
+  kernels::AttentionVariant auto_sparse = kernels::AttentionVariant::kTwoPass;
+  bool auto_staged = false;  // auto_sparse == kStaged
 };
 
-// rows: CFG rows; heads/head_dim: the model's; n_att: attended decode keys.
-bool RunAttentionMicro(int rows, int heads, int head_dim, int prompt_len, int l_dec, int n_att, int n_slots,
-                       AttentionMicroResult* out, std::string* error);
+// "auto", "two-pass", "staged" or "warp".
+const char* AttentionVariantName(kernels::AttentionVariant variant);
+
+// `shape.rows`: CFG rows; heads / kv_heads / head_dim: the model's; n_att: attended decode keys.
+bool RunAttentionMicro(const AttentionMicroShape& shape, AttentionMicroResult* out, std::string* error);
 
 }  // namespace argen::bench

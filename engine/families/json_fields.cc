@@ -109,12 +109,16 @@ absl::Status JsonFields::Is(const char* key, const json& expected, const char* w
 }
 
 absl::Status JsonFields::PositiveInt(const char* key, int32_t* out, bool required) const {
+  return IntAtLeast(key, 1, out, required);
+}
+
+absl::Status JsonFields::IntAtLeast(const char* key, int32_t min_value, int32_t* out, bool required) const {
   const json* v = Get(key);
   if (v == nullptr) return required ? Error(key, "is missing") : absl::OkStatus();
   if (!v->is_number_integer()) return Error(key, "must be an integer");
   const int64_t x = v->get<int64_t>();
-  if (x < 1 || x > std::numeric_limits<int32_t>::max())
-    return Error(key, absl::StrCat("is ", x, ", must be at least 1"));
+  if (x < min_value || x > std::numeric_limits<int32_t>::max())
+    return Error(key, absl::StrCat("is ", x, ", must be at least ", min_value));
   *out = static_cast<int32_t>(x);
   return absl::OkStatus();
 }

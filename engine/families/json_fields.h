@@ -48,6 +48,8 @@ class JsonFields {
   // LlamaGen's wording, which their tests and users rely on).
   // An integer in [1, INT32_MAX].
   absl::Status PositiveInt(const char* key, int32_t* out, bool required) const;
+  // An integer in [min_value, INT32_MAX] (PositiveInt is min_value 1).
+  absl::Status IntAtLeast(const char* key, int32_t min_value, int32_t* out, bool required) const;
   // A number > 0.
   absl::Status Positive(const char* key, double* out) const;
   // A required string that must be `want` (a class name we implement).

@@ -129,7 +129,7 @@ for s in $scenarios; do check "--list names $s" "^$s " "$tmp/list.txt"; done
 
 out=$tmp/out
 # shellcheck disable=SC2086
-OUT=$out SOAK_SCRIPT=$stub/soak.sh COMPUTE_SANITIZER=$stub/compute-sanitizer LAB_BIN=$stub LAB_BASE_BIN=$stub PYTHON=$stub/python3 LAB_WORK=$tmp/work DEADLINE=120 \
+STUB_ARGS_LOG=$tmp/args.txt OUT=$out SOAK_SCRIPT=$stub/soak.sh COMPUTE_SANITIZER=$stub/compute-sanitizer LAB_BIN=$stub LAB_BASE_BIN=$stub PYTHON=$stub/python3 LAB_WORK=$tmp/work DEADLINE=120 \
   bash "$root/bench/gpu/lab.sh" $scenarios nonexistent >"$tmp/lab.log" 2>&1
 echo "lab.sh rc=$?"
 sum=$out/summary.txt
@@ -168,6 +168,8 @@ check "nextstep vae" "^vae nextstep-14b fp32 images=1" "$sum"
 check "emu3 lone image" "candidate dense 512px lone run 2: .*vision decode \+ PNG 0.250 s" "$sum"
 check "emu3 ratios" "candidate 512px 16 concurrent: mean request wall dense / diagonal 1.00x" "$sum"
 check "micro lines" "^gemm qkv" "$sum"
+check "micro runs NextStep's grouped-query attention" \
+  "--attention-micro --model nextstep-14b --batches 1,16,64 --policies diagonal:0.95 --prompt-len 50" "$tmp/args.txt"
 check "vq-decode lines" "^cuda-bf16: " "$sum"
 check "gpu-tests ran the tests" "rc\(gpu_faults_test\)=0" "$sum"
 check "quality-sweep ran" "device_sweep rc=0" "$sum"

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/checkpoint/weights_file.h"
@@ -110,6 +111,47 @@ TEST(T5EncoderTest, AConfigMissingAFieldOrWithAnotherFeedForwardIsNamed) {
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("'feed_forward_proj' is 'relu'"), std::string::npos) << c.status();
   fs::remove_all(dir);
+}
+
+// A field of the wrong type (or out of range) is INVALID_ARGUMENT naming the
+// file, the field and what it must be; the unchanged config reads.
+TEST(T5EncoderTest, AFieldOfTheWrongTypeIsNamedWithWhatItMustBe) {
+  const nlohmann::json good = ReadJson(std::string(kRel) + "/flan-t5-tiny/config.json");
+  const fs::path dir = fs::temp_directory_path() / ("t5_types_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "config.json").string();
+  const std::vector<std::tuple<std::string, nlohmann::json, std::string>> cases = {
+      {"d_model", "512", "field 'd_model' must be an integer"},
+      {"num_layers", 2.5, "field 'num_layers' must be an integer"},
+      {"d_kv", 0, "field 'd_kv' is 0, must be at least 1"},
+      {"relative_attention_num_buckets", true, "field 'relative_attention_num_buckets' must be an integer"},
+      {"eos_token_id", -1, "field 'eos_token_id' is -1, must be at least 0"},
+      {"layer_norm_epsilon", "1e-6", "field 'layer_norm_epsilon' must be a number"},
+      {"layer_norm_epsilon", 0, "field 'layer_norm_epsilon' is 0, must be positive"},
+      {"feed_forward_proj", 5, "field 'feed_forward_proj' must be a string"},
+  };
+  for (const auto& [key, value, message] : cases) {
+    nlohmann::json config = good;
+    config[key] = value;
+    std::ofstream(path) << config.dump();
+    absl::StatusOr<T5EncoderConfig> c = LoadT5EncoderConfig(dir.string());
+    ASSERT_FALSE(c.ok()) << key << " = " << value.dump();
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << c.status();
+    EXPECT_NE(c.status().message().find(path + ": " + message), std::string::npos) << c.status();
+  }
+  std::ofstream(path) << "[1, 2]";
+  absl::StatusOr<T5EncoderConfig> c = LoadT5EncoderConfig(dir.string());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("not a JSON object"), std::string::npos) << c.status();
+  std::ofstream(path) << good.dump();
+  c = LoadT5EncoderConfig(dir.string());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->d_model, good["d_model"].get<int32_t>());
+  fs::remove_all(dir);
+  c = LoadT5EncoderConfig(dir.string());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(c.status().message().find("T5 text encoder's config"), std::string::npos) << c.status();
 }
 
 TEST(CaptionEmbedderTest, PrefixEmbeddingsOfBothRowsMatchCapProj) {
