@@ -93,6 +93,19 @@ case ${1:-} in
     for m in ${model//,/ }; do
       for b in ${batches//,/ }; do echo "$m    torch-loop $b 0.1 10.0 8.0 2.00 | 0.1 20"; done
     done ;;
+  bench/gpu/torch_nextstep_loop.py)
+    [ -n "${STUB_ARGS_LOG:-}" ] && echo "python3 $*" >>"$STUB_ARGS_LOG"
+    batches=1,16,64 tokens=1024
+    while [ $# -gt 0 ]; do
+      case $1 in --batches) batches=$2; shift ;; --tokens) tokens=$2; shift ;; esac
+      shift
+    done
+    kind=measured
+    [ "$tokens" -lt 1024 ] && kind=extrapolated
+    for b in ${batches//,/ }; do
+      echo "nextstep-14b torch-loop $b 0.1 20.1 19.6 7.8 2.00 | 39.8 3.00 60.0 $((tokens - 1))/1023 $kind"
+      echo "split nextstep-14b torch-loop images=$b: step 19.600 ms = decoder 11.800 ms + head 7.800 ms (39.8% of the step; CUDA events around each graph, 1023 steps); one batch 20.20 s ($kind)"
+    done ;;
   tools/sweep/report.py)
     while [ $# -gt 0 ]; do
       case $1 in --json) echo '{}' >"$2" ;; --md) printf '## Overall\nstub 0.80\n## Next\n' >"$2" ;; esac
@@ -190,6 +203,24 @@ check "anole-512 48g" "--model anole-512 --card-memory 48G --max-batch .*--polic
   "$tmp/anole-args.txt"
 check "anole-512 ratios" "anole-512, 1,16 images @16: diagonal:0.95:160: last-steps attention 10.00x" "$out2/summary.txt"
 check "anole-512 max batch" "anole-512, 48 GB card, max batch: diagonal:0.95:160: .*img/s / dense 2.00x" "$out2/summary.txt"
+
+# family-torch on NextStep-1-14B: its 40 GB pool and prompt reach argen_bench, the loop gets the batches and
+# tokens, and the summary pairs the loop with both policies (an extrapolated loop says so).
+out3=$tmp/out-nextstep
+TORCH_FAMILY_MODELS=nextstep-14b TORCH_FAMILY_NEXTSTEP_TOKENS=128 STUB_ARGS_LOG=$tmp/nextstep-args.txt OUT=$out3 \
+  LAB_BIN=$stub LAB_BASE_BIN=$stub PYTHON=$stub/python3 LAB_WORK=$tmp/work DEADLINE=60 \
+  bash "$root/bench/gpu/lab.sh" family-torch >"$tmp/lab-nextstep.log" 2>&1
+echo "lab.sh family-torch (nextstep-14b) rc=$?"
+check "nextstep argen_bench" "--model nextstep-14b --batches 1,16,64 --policies dense,diagonal:0.95 --prompt-len 50 --kv-budget 40G" \
+  "$tmp/nextstep-args.txt"
+check "nextstep loop" "^python3 bench/gpu/torch_nextstep_loop.py --batches 1,16,64 --prompt-len 50 --tokens 128" \
+  "$tmp/nextstep-args.txt"
+check "nextstep ratios" "^nextstep-14b, 64 images: loop 20.20 s a batch \(2.00 img/s, extrapolated from its timed steps\); dense 10.10 s \(4.00 img/s, 2.00x the loop\), diagonal:0.95 10.10 s" \
+  "$out3/summary.txt"
+check "nextstep one image" "^nextstep-14b, 1 images: loop 20.20 s" "$out3/summary.txt"
+check "nextstep loop split" "^split nextstep-14b torch-loop images=64: step 19.600 ms = decoder 11.800 ms \+ head 7.800 ms" \
+  "$out3/summary.txt"
+check "nextstep argen split" "^split nextstep-14b dense images=64: " "$out3/summary.txt"
 
 if [ $fail != 0 ]; then
   echo "--- summary.txt"; cat "$sum"; echo "--- lab.log"; tail -40 "$tmp/lab.log"
