@@ -1,7 +1,8 @@
 # NextStep-1-14B (random weights, published shape, device flow head): the step's decoder / head split at 1, 16, 64
 # images, end-to-end img/s and one image's latency, the CUDA VAE decoder alone, max batch on 80 GB and the whole card,
 # dense against diagonal 95% at the family's N_r (86: 2 2/3 rows of 32). Issue #31's Speed figures; <= 420 s.
-# NEXTSTEP_STEPS: which of "head lone vae 80g full" (default all, in that order); "head" times the flow head alone
+# NEXTSTEP_STEPS: which of "head attention lone vae 80g full" (default all, in that order; "attention": the
+# kernel alone at the last step, --attention-micro, at NEXTSTEP_BATCHES and NEXTSTEP_POLICY); "head" times the flow head alone
 # (--head-micro, no decoder: seconds) at NEXTSTEP_HEAD_BATCHES (default 1,16,64,124), BASE_BUNDLE's binary first
 # when set; NEXTSTEP_BATCHES: lone's and vae's batches (default 1,16,64); NEXTSTEP_MAX_ROWS: the max-batch runs' row cap (default 768: 384 images; a line at
 # 384 images means the cap bound, not the memory); NEXTSTEP_CARD: "the whole card" as a budget (default: the card's
@@ -22,13 +23,16 @@ run_scenario() {
   local policies="dense,$p"
   [ "$p" = dense ] && policies=dense
   local step card i
-  for step in ${NEXTSTEP_STEPS:-head lone vae 80g full}; do
+  for step in ${NEXTSTEP_STEPS:-head attention lone vae 80g full}; do
     case $step in
       head)
         for i in "${!AB_DIRS[@]}"; do
           stamp "${AB_NAMES[$i]}: $m, the flow head alone"
           guarded 60 "${AB_DIRS[$i]}/argen_bench" --model "$m" --head-micro --batches "${NEXTSTEP_HEAD_BATCHES:-1,16,64,124}"
         done ;;
+      attention)
+        stamp "candidate: $m, the attention kernel alone at the last step (40 / 8 heads)"
+        guarded 60 "$BIN/argen_bench" --attention-micro --model "$m" --batches "$b" --policies "$p" --prompt-len 50 ;;
       lone)
         stamp "candidate: $m, $b images, step split"
         guarded 150 "$BIN/argen_bench" --model "$m" --batches "$b" --policies "$policies" --prompt-len 50 --stage-steps 4 \
@@ -45,7 +49,7 @@ run_scenario() {
         stamp "candidate: $m, whole card ($card), max batch"
         guarded 120 "$BIN/argen_bench" --model "$m" --card-memory "$card" --max-batch --max-rows "$rows" \
           --policies "$policies" --prompt-len 50 --stage-steps 4 ;;
-      *) echo "nextstep: no step $step (head lone vae 80g full)" ;;
+      *) echo "nextstep: no step $step (head attention lone vae 80g full)" ;;
     esac
   done
 }
@@ -53,7 +57,7 @@ run_scenario() {
 # observe apply o_proj ffn head indexing kv_MB/img keys; "split" lines: the head alone (graph) against the graphed
 # step; "vae" lines: the decoder alone. Ratios are diagonal / dense of the same block and batch.
 summarize() {
-  grep -h -E "^== |^card |^model [^ ]+:|^vae |^head |SKIPPED|rror" "$1" | cut -c1-220
+  grep -h -E "^== |^card |^model [^ ]+:|^vae |^head |^attention |SKIPPED|rror" "$1" | cut -c1-240
   awk '/^== / { who = ($0 ~ /baseline:/) ? "baseline" : "candidate" }
        /^head / { if (who == "candidate" && $NF != "default") next  # the A/B variants print as they are
                   n = $3; sub(/images=/, "", n); sub(/:/, "", n); ms[who, n] = $5; if (who == "candidate") order[++k] = n }
