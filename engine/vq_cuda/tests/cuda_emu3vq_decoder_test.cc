@@ -13,11 +13,25 @@
 // level, at most 0.5% of them off by one (a float within rounding of an
 // integer boundary truncates to its neighbour; 2% at the published shape);
 // the PyTorch golden of the tiny tokenizer within the CPU test's 1e-4
-// (L2-relative). TF32: kTf32FloatTol. Measured on the H200 (2026-12-02):
-// fp32 tiny 1.69e-4 (4 of 32,448 bytes one level off), published shape
-// 8.5e-7; TF32 on the tiny tokenizer 0.164, over its bound: that case fails
-// and stays failing until TF32's error there is understood (fp32 is the
-// default).
+// (L2-relative). Measured on the H200 (2026-12-02): fp32 tiny 1.69e-4 (4 of
+// 32,448 bytes one level off), published shape 8.5e-7; TF32 on the tiny
+// tokenizer 0.164 (max).
+//
+// TF32 bounds come from tools/goldens/emu3_tf32_sensitivity.py, which decodes
+// the TF32 case's grids on the CPU in fp32 and with both operands of every
+// conv and matmul rounded to TF32 (what the decoder's TF32 mode changes: the
+// cuBLAS math mode, nothing else). The tiny random tokenizer amplifies that
+// rounding: its activations grow to ~2,800 and its output to ~114 (median
+// 1.5), so an error proportional to the image's scale lands on pixels near 0
+// where the metric divides by 1, and its attention logits reach 86 (sum
+// |q k| / sqrt(c) ~ 330), where a TF32 logit error moves the softmax ~10x more
+// than its input (emulated L2-relative error 1.7e-3 before, 1.8e-2 after the
+// last attention). Emulated on these grids (nearest / truncating rounding):
+// max 0.21 / 0.54, mean 4.3e-3 / 9.6e-3, rms 9.5e-3 / 2.1e-2; the bounds are
+// about twice the truncating numbers. bf16 operands (3 bits fewer, as a
+// precision bug would be) emulate max 2.1, mean 3.9e-2, rms 9.7e-2: over all
+// three. The max alone swings with the grid (0.02 ... 1.7 over 100 random
+// grids, nearest), so the mean and rms carry the precision check.
 #include "engine/vq_cuda/cuda_emu3vq_decoder.h"
 
 #include <algorithm>
@@ -51,9 +65,12 @@ using test_support::ReadJson;
 using test_support::RelativeError;
 using test_support::SourceDir;
 
-constexpr double kFloatTol = 5e-4;            // fp32, relative to max(1, |cpu|) (measured 1.69e-4)
-constexpr double kShapeFloatTol = 5e-4;       // fp32 through the published shape's ~40 layers
-constexpr double kTf32FloatTol = 5e-2;        // TF32 GEMMs (10-bit mantissa inputs)
+constexpr double kFloatTol = 5e-4;       // fp32, relative to max(1, |cpu|) (measured 1.69e-4)
+constexpr double kShapeFloatTol = 5e-4;  // fp32 through the published shape's ~40 layers
+// TF32 GEMMs on the tiny tokenizer, the per-pixel error as kFloatTol's (header: why so large).
+constexpr double kTf32MaxTol = 1.0;           // emulated 0.21 (nearest) / 0.54 (truncating); measured 0.164
+constexpr double kTf32MeanTol = 2e-2;         // emulated 4.3e-3 / 9.6e-3
+constexpr double kTf32RmsTol = 4e-2;          // emulated 9.5e-3 / 2.1e-2
 constexpr double kOffByOneShare = 0.005;      // fp32: RGB8 bytes one level off
 constexpr double kShapeOffByOneShare = 0.02;  // the same through the published shape's depth
 constexpr double kGoldenTol = 1e-4;           // L2-relative against PyTorch, as the CPU test
@@ -207,17 +224,28 @@ TEST_P(CudaEmu3VqTinyTest, Tf32StaysWithinItsBound) {
                                        RandomGrid(4, 6, t.config.codebook_size, 8)};
   std::vector<std::vector<float>> got;
   ASSERT_TRUE((*gpu)->DecodeToFloat(grids, &got).ok());
-  double max_rel = 0;
+  ASSERT_EQ(got.size(), grids.size());
+  double max_rel = 0, sum = 0, sum_squares = 0;
+  size_t count = 0;
   std::vector<float> want;
   for (size_t i = 0; i < grids.size(); ++i) {
     ASSERT_TRUE((*cpu)->DecodeToFloat(grids[i], &want).ok());
     ASSERT_EQ(got[i].size(), want.size());
     for (size_t p = 0; p < want.size(); ++p) {
-      max_rel = std::max(max_rel, std::abs(double{got[i][p]} - want[p]) / std::max(1.0, std::abs(double{want[p]})));
+      const double err = std::abs(double{got[i][p]} - want[p]) / std::max(1.0, std::abs(double{want[p]}));
+      max_rel = std::isnan(err) ? INFINITY : std::max(max_rel, err);
+      sum += err;
+      sum_squares += err * err;
     }
+    count += want.size();
   }
-  std::cout << "tf32: max relative float error " << max_rel << "\n";
-  EXPECT_LE(max_rel, kTf32FloatTol);
+  ASSERT_GT(count, 0u);
+  const double mean = sum / static_cast<double>(count);
+  const double rms = std::sqrt(sum_squares / static_cast<double>(count));
+  std::cout << "tf32: max relative float error " << max_rel << ", mean " << mean << ", rms " << rms << "\n";
+  EXPECT_LE(max_rel, kTf32MaxTol);
+  EXPECT_LE(mean, kTf32MeanTol);
+  EXPECT_LE(rms, kTf32RmsTol);
 }
 
 INSTANTIATE_TEST_SUITE_P(Namings, CudaEmu3VqTinyTest,
