@@ -191,7 +191,112 @@ cudaError_t Launch(const FlowGemmArgs& a, cudaStream_t stream) {
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// Split-K tiles: 64 x 64 outputs, 8 warps as 4 row quarters x 2 column halves (two 16 x 16 accumulators each).
+constexpr int kSplitTile = 64;
+
+__host__ __device__ constexpr size_t SplitSharedBytes(int part) {
+  return static_cast<size_t>(2) * kSplitTile * (part + kPad) * sizeof(bf16);
+}
+
+// Rows [row0, row0 + kSplitTile) of a [rows x k] matrix, columns [k0, k0 + part), into dst [kSplitTile x ld].
+__device__ void LoadSplitRows(bf16* dst, int ld, const bf16* src, int row0, int rows, int k, int k0, int part) {
+  const int chunks = part / 8;
+  for (int i = threadIdx.x; i < kSplitTile * chunks; i += kThreads) {
+    const int r = i / chunks, c = i % chunks;
+    bf16* d = dst + r * ld + c * 8;
+    if (row0 + r < rows) {
+      CopyAsync16(d, src + static_cast<int64_t>(row0 + r) * k + k0 + c * 8);
+    } else {
+      *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) FlowGemmSplitKernel(FlowGemmSplitArgs a) {
+  extern __shared__ __align__(128) unsigned char split_shared[];
+  const int part = a.k / a.splits, ld = part + kPad;
+  bf16* w_tile = reinterpret_cast<bf16*>(split_shared);
+  bf16* x_tile = w_tile + kSplitTile * ld;
+  const int n0 = blockIdx.x * kSplitTile, r0 = blockIdx.y * kSplitTile, s = blockIdx.z, k0 = s * part;
+
+  pdl::AllowDependents();
+  LoadSplitRows(w_tile, ld, a.w, n0, a.n, a.k, k0, part);  // weights: no kernel writes them
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  pdl::WaitForPrerequisites();
+  LoadSplitRows(x_tile, ld, a.x, r0, a.rows, a.k, k0, part);
+  asm volatile("cp.async.commit_group;\ncp.async.wait_all;\n" ::: "memory");
+  __syncthreads();
+
+  const int warp = threadIdx.x / 32, row_q = warp & 3, col_h = warp >> 2;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2];
+  wmma::fill_fragment(acc[0], 0.0f);
+  wmma::fill_fragment(acc[1], 0.0f);
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> xf;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> wf;
+  const bf16* xs = x_tile + row_q * 16 * ld;
+  const bf16* ws = w_tile + col_h * 32 * ld;
+  for (int kk = 0; kk < part; kk += 16) {
+    wmma::load_matrix_sync(xf, xs + kk, ld);
+#pragma unroll
+    for (int f = 0; f < 2; ++f) {
+      wmma::load_matrix_sync(wf, ws + f * 16 * ld + kk, ld);
+      wmma::mma_sync(acc[f], xf, wf, acc[f]);
+    }
+  }
+  float* out = a.partials + static_cast<int64_t>(s) * a.rows_padded * a.n +
+               static_cast<int64_t>(r0 + row_q * 16) * a.n + n0 + col_h * 32;
+#pragma unroll
+  for (int f = 0; f < 2; ++f) wmma::store_matrix_sync(out + f * 16, acc[f], a.n, wmma::mem_row_major);
+}
+
+__global__ void SumBiasSiluKernel(const float* partials, int splits, int64_t split_stride, const float* bias,
+                                  int64_t total, int n, bf16* out) {
+  pdl::AllowDependents();
+  pdl::WaitForPrerequisites();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  float y = partials[i];
+  for (int s = 1; s < splits; ++s) y += partials[s * split_stride + i];
+  out[i] = __float2bfloat16(Silu(y + bias[i % n]));
+}
+
 }  // namespace
+
+bool FlowGemmSplitSupported(int k, int n, int splits) {
+  return splits >= 1 && n >= kSplitTile && n % kSplitTile == 0 && k % (16 * splits) == 0 &&
+         k / splits <= kFlowGemmSplitMaxPart && k / splits >= 16;
+}
+
+int FlowGemmSplitsFor(int k, int n) {
+  for (int s = 1; s <= 16; ++s) {
+    if (FlowGemmSplitSupported(k, n, s)) return s;
+  }
+  return 0;
+}
+
+cudaError_t FlowGemmSplitK(const FlowGemmSplitArgs& a, cudaStream_t stream) {
+  if (a.rows <= 0) return cudaSuccess;
+  if (!FlowGemmSplitSupported(a.k, a.n, a.splits) || a.x == nullptr || a.w == nullptr || a.partials == nullptr ||
+      !Aligned16(a.x) || !Aligned16(a.w) || (reinterpret_cast<uintptr_t>(a.partials) & 31u) != 0 ||
+      a.rows_padded < (a.rows + kSplitTile - 1) / kSplitTile * kSplitTile) {
+    return cudaErrorInvalidValue;
+  }
+  static const cudaError_t attr = cudaFuncSetAttribute(FlowGemmSplitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(SplitSharedBytes(kFlowGemmSplitMaxPart)));
+  if (attr != cudaSuccess) return attr;
+  const dim3 grid(a.n / kSplitTile, (a.rows + kSplitTile - 1) / kSplitTile, a.splits);
+  return pdl::Launch(FlowGemmSplitKernel, grid, dim3(kThreads), SplitSharedBytes(a.k / a.splits), stream, a);
+}
+
+cudaError_t FlowSumBiasSilu(const float* partials, int splits, int64_t split_stride, const float* bias, int rows, int n,
+                            bf16* out, cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(rows) * n;
+  if (total <= 0) return cudaSuccess;
+  if (splits < 1 || partials == nullptr || bias == nullptr || out == nullptr) return cudaErrorInvalidValue;
+  constexpr int kBlock = 256;
+  return pdl::Launch(SumBiasSiluKernel, dim3(static_cast<unsigned>((total + kBlock - 1) / kBlock)), dim3(kBlock), 0,
+                     stream, partials, splits, split_stride, bias, total, n, out);
+}
 
 bool FlowGemmShapeSupported(int k, int n) {
   static_assert(kFlowGemvMaxRows * kFlowGemmMaxK * sizeof(bf16) <= 48 * 1024, "gemv rows past default shared memory");

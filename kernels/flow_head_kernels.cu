@@ -72,7 +72,9 @@ __global__ void ResidualNormKernel(FlowResidualNormArgs a) {
     float v = h[i];
     if (a.y != nullptr) {
       const float gate = mod[a.gate_at + i] + a.mod_bias[a.gate_at + i];
-      v += gate * (a.y[r * a.width + i] + a.y_bias[i]);
+      float y = a.y[r * a.width + i];
+      for (int s = 1; s < a.y_splits; ++s) y += a.y[s * a.y_split_stride + r * a.width + i];
+      v += gate * (y + a.y_bias[i]);
       h[i] = v;
     }
     row[i] = v;
@@ -197,7 +199,8 @@ cudaError_t FlowBiasSilu(const float* x, const float* bias, int rows, int n, bf1
 cudaError_t FlowResidualNorm(const FlowResidualNormArgs& args, cudaStream_t stream) {
   if (args.rows <= 0) return cudaSuccess;
   if (args.width <= 0 || args.width > 8192 || args.h == nullptr || args.mod == nullptr || args.mod_bias == nullptr ||
-      (args.y != nullptr && args.y_bias == nullptr) || (args.ln_weight == nullptr) != (args.ln_bias == nullptr)) {
+      (args.y != nullptr && (args.y_bias == nullptr || args.y_splits < 1)) ||
+      (args.ln_weight == nullptr) != (args.ln_bias == nullptr)) {
     return cudaErrorInvalidValue;
   }
   return pdl::Launch(ResidualNormKernel, dim3(args.rows), dim3(kThreads), sizeof(float) * args.width, stream, args);

@@ -454,6 +454,7 @@ bool RunHeadBatches(const std::string& name, const nextstep::NextStepConfig& con
       {"serial-modulations", {Gemms::kAuto, false}},
       {"fused-gemms", {Gemms::kFused, true}},
       {"cublas-gemms", {Gemms::kCublas, true}},
+      {"split-k-gemms", {Gemms::kSplitK, true}},
   };
   for (const auto& [variant, tuning] : variants) {
     (*micro)->SetTuning(tuning);

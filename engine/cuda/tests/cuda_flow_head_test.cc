@@ -263,7 +263,7 @@ TEST_F(CudaFlowHeadTest, EveryTuningDrawsTheCpuTokens) {
                              uncond = Values(static_cast<size_t>(pairs) * C, 8, 1.0f);
     std::vector<float> want(static_cast<size_t>(pairs) * D);
     ASSERT_TRUE(cpu_->Draw(cond, uncond, sampling, tokens, want).ok());
-    for (const Gemms gemms : {Gemms::kAuto, Gemms::kFused, Gemms::kCublas}) {
+    for (const Gemms gemms : {Gemms::kAuto, Gemms::kFused, Gemms::kCublas, Gemms::kSplitK}) {
       std::vector<float> side;
       for (const bool side_modulations : {true, false}) {
         device_->set_tuning({gemms, side_modulations});
