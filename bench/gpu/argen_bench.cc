@@ -43,6 +43,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/gpu/attention_micro.h"
 #include "bench/gpu/flow_head_micro.h"
+#include "bench/gpu/flow_kernels_micro.h"
 #include "bench/gpu/gemm_micro.h"
 #include "bench/gpu/janus_shapes.h"
 #include "bench/gpu/nextstep_shapes.h"
@@ -450,10 +451,8 @@ bool RunHeadBatches(const std::string& name, const nextstep::NextStepConfig& con
   // The default first; then each lever off in turn (device_flow_head.h's FlowHeadTuning).
   using Gemms = cuda::FlowHeadTuning::Gemms;
   const std::vector<std::pair<const char*, cuda::FlowHeadTuning>> variants = {
-      {"default", {Gemms::kAuto, true}},
-      {"serial-modulations", {Gemms::kAuto, false}},
-      {"fused-gemms", {Gemms::kFused, true}},
-      {"cublas-gemms", {Gemms::kCublas, true}},
+      {"default", {Gemms::kAuto, true}},         {"serial-modulations", {Gemms::kAuto, false}},
+      {"fused-gemms", {Gemms::kFused, true}},    {"cublas-gemms", {Gemms::kCublas, true}},
       {"split-k-gemms", {Gemms::kSplitK, true}},
   };
   for (const auto& [variant, tuning] : variants) {
@@ -476,6 +475,15 @@ bool RunHeadBatches(const std::string& name, const nextstep::NextStepConfig& con
       }
     }
   }
+  // Each kernel alone in a chain: where the per-evaluation time goes.
+  std::vector<FlowKernelChainTime> chains;
+  const absl::Status chained = TimeFlowKernelChains((*head)->desc.width, {2, 32, 128, 256}, &chains);
+  for (const FlowKernelChainTime& c : chains) {
+    std::printf("kernel %s rows=%d: %.2f us a launch (a chain of them in one graph): %s\n", name.c_str(), c.rows, c.us,
+                c.kernel.c_str());
+  }
+  if (!chained.ok()) std::fprintf(stderr, "kernel chains: %s\n", std::string(chained.message()).c_str());
+  std::fflush(stdout);
   return true;
 }
 

@@ -32,7 +32,9 @@ run_scenario() {
         done ;;
       attention)
         stamp "candidate: $m, the attention kernel alone at the last step (40 / 8 heads)"
-        guarded 60 "$BIN/argen_bench" --attention-micro --model "$m" --batches "$b" --policies "$p" --prompt-len 50 ;;
+        local ap=$p
+        [ "$ap" = dense ] && ap=diagonal:0.95  # the micro times dense against a sparse policy
+        guarded 60 "$BIN/argen_bench" --attention-micro --model "$m" --batches "$b" --policies "$ap" --prompt-len 50 ;;
       lone)
         stamp "candidate: $m, $b images, step split"
         guarded 150 "$BIN/argen_bench" --model "$m" --batches "$b" --policies "$policies" --prompt-len 50 --stage-steps 4 \
@@ -57,7 +59,7 @@ run_scenario() {
 # observe apply o_proj ffn head indexing kv_MB/img keys; "split" lines: the head alone (graph) against the graphed
 # step; "vae" lines: the decoder alone. Ratios are diagonal / dense of the same block and batch.
 summarize() {
-  grep -h -E "^== |^card |^model [^ ]+:|^vae |^head |^attention |SKIPPED|rror" "$1" | cut -c1-240
+  grep -h -E "^== |^card |^model [^ ]+:|^vae |^head |^kernel |^attention |SKIPPED|rror" "$1" | cut -c1-240
   awk '/^== / { who = ($0 ~ /baseline:/) ? "baseline" : "candidate" }
        /^head / { if (who == "candidate" && $NF != "default") next  # the A/B variants print as they are
                   n = $3; sub(/images=/, "", n); sub(/:/, "", n); ms[who, n] = $5; if (who == "candidate") order[++k] = n }

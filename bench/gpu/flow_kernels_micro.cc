@@ -1,0 +1,162 @@
+#include "bench/gpu/flow_kernels_micro.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/cuda_status.h"
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/gemm.h"
+#include "kernels/flow_head_gemm.h"
+#include "kernels/flow_head_kernels.h"
+
+namespace argen::bench {
+namespace {
+
+constexpr int kChain = 96;     // launches in one graph
+constexpr int kReplays = 5;    // timed replays (after two warm ones)
+constexpr int kMaxRows = 256;  // the head's chunk: 2 x 128 pairs
+
+using Enqueue = std::function<absl::Status(cudaStream_t)>;
+
+// One launch's time in a chain of kChain captured in a graph.
+absl::StatusOr<double> ChainMicroseconds(cudaStream_t stream, const Enqueue& enqueue) {
+  ARGEN_STATUS_RETURN(enqueue(stream));  // warm-up outside the graph (cuBLAS picks its kernel)
+  ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream), "kernel chain warm-up");
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ARGEN_CUDA_RETURN(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "kernel chain capture");
+  absl::Status captured = absl::OkStatus();
+  for (int i = 0; captured.ok() && i < kChain; ++i) captured = enqueue(stream);
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  ARGEN_STATUS_RETURN(captured);
+  ARGEN_CUDA_RETURN(ended, "kernel chain capture");
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  ARGEN_CUDA_RETURN(made, "kernel chain graph");
+  cudaEvent_t a = nullptr, b = nullptr;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (int i = 0; i < 2; ++i) cudaGraphLaunch(exec, stream);
+  cudaEventRecord(a, stream);
+  for (int i = 0; i < kReplays; ++i) cudaGraphLaunch(exec, stream);
+  cudaEventRecord(b, stream);
+  const cudaError_t synced = cudaEventSynchronize(b);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, b);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  ARGEN_CUDA_RETURN(synced, "kernel chain replay");
+  return 1e3 * ms / (kReplays * kChain);
+}
+
+}  // namespace
+
+absl::Status TimeFlowKernelChains(int width, const std::vector<int>& rows_list, std::vector<FlowKernelChainTime>* out) {
+  const int W = width;
+  const int64_t mod_width = 3 * int64_t{W};
+  std::vector<cuda::DeviceBuffer> buffers;
+  auto alloc = [&buffers](size_t bytes, const char* what) -> absl::StatusOr<char*> {
+    absl::StatusOr<cuda::DeviceBuffer> b = cuda::DeviceBuffer::Allocate(bytes, what);
+    if (!b.ok()) return b.status();
+    ARGEN_CUDA_RETURN(cudaMemset(b->as(), 0x3c, bytes), what);  // finite bf16 and f32 values, never zeros
+    buffers.push_back(*std::move(b));
+    return buffers.back().as<char>();
+  };
+  absl::StatusOr<char*> x = alloc(size_t{2} * kMaxRows * W, "chain x"), w = alloc(size_t{2} * W * W, "chain w"),
+                        y = alloc(size_t{4} * kMaxRows * W, "chain y"), h = alloc(size_t{4} * kMaxRows * W, "chain h"),
+                        bias = alloc(size_t{4} * mod_width, "chain bias"),
+                        mod = alloc(size_t{4} * kMaxRows * mod_width, "chain mod"),
+                        parts = alloc(size_t{4} * 8 * kMaxRows * W, "chain partials");
+  for (const absl::StatusOr<char*>* p : {&x, &w, &y, &h, &bias, &mod, &parts}) {
+    if (!p->ok()) return p->status();
+  }
+  const auto* xb = reinterpret_cast<const __nv_bfloat16*>(*x);
+  const auto* wb = reinterpret_cast<const __nv_bfloat16*>(*w);
+  auto* act = reinterpret_cast<__nv_bfloat16*>(*x);  // bf16 outputs overwrite the input: timing only
+  float *yf = reinterpret_cast<float*>(*y), *hf = reinterpret_cast<float*>(*h), *bf = reinterpret_cast<float*>(*bias),
+        *mf = reinterpret_cast<float*>(*mod), *pf = reinterpret_cast<float*>(*parts);
+  cudaStream_t stream = nullptr;
+  ARGEN_CUDA_RETURN(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "chain stream");
+  cuda::Gemm gemm;
+  absl::Status status = gemm.Init(stream);
+  const int splits = kernels::FlowGemmSplitsFor(W, W);
+  for (int rows : rows_list) {
+    if (!status.ok()) break;
+    if (rows < 1 || rows > kMaxRows) {
+      status = absl::InvalidArgumentError(absl::StrCat("kernel chains: ", rows, " rows, 1 to ", kMaxRows));
+      break;
+    }
+    kernels::FlowGemmArgs g;
+    g.x = xb;
+    g.w = wb;
+    g.rows = rows;
+    g.k = W;
+    g.n = W;
+    g.bias = bf;
+    g.out_f32 = yf;
+    kernels::FlowGemmArgs silu = g;
+    silu.epilogue = kernels::FlowGemmEpilogue::kBiasSiluBf16;
+    silu.out_bf16 = act;
+    kernels::FlowGemmSplitArgs sg;
+    sg.x = xb;
+    sg.w = wb;
+    sg.rows = rows;
+    sg.k = W;
+    sg.n = W;
+    sg.splits = splits;
+    sg.partials = pf;
+    sg.rows_padded = kMaxRows;
+    kernels::FlowResidualNormArgs rn;
+    rn.h = hf;
+    rn.rows = rows;
+    rn.width = W;
+    rn.y = yf;
+    rn.y_bias = bf;
+    rn.mod = mf;
+    rn.mod_bias = bf;
+    rn.mod_stride = mod_width;
+    rn.gate_at = 2 * W;
+    rn.shift_at = 0;
+    rn.scale_at = W;
+    rn.ln_weight = bf;
+    rn.ln_bias = bf;
+    rn.hn = act;
+    const std::vector<std::pair<std::string, Enqueue>> kernels_to_time = {
+        {rows <= kernels::kFlowGemvMaxRows ? "fc (fused: warp per column)" : "fc (fused: 32 x 32 tiles)",
+         [&](cudaStream_t s) { return cuda::CudaStatus(kernels::FlowGemm(g, s), "fc"); }},
+        {"fc + bias + SiLU (fused)",
+         [&](cudaStream_t s) { return cuda::CudaStatus(kernels::FlowGemm(silu, s), "fc1"); }},
+        {"fc (cuBLAS)", [&](cudaStream_t) { return gemm.Linear(xb, wb, rows, W, W, yf, 0.f, "fc cublas"); }},
+        {"fc (split-K tiles)",
+         [&](cudaStream_t s) {
+           return splits > 0 ? cuda::CudaStatus(kernels::FlowGemmSplitK(sg, s), "split-K") : absl::OkStatus();
+         }},
+        {"sum of parts + bias + SiLU",
+         [&](cudaStream_t s) {
+           return cuda::CudaStatus(
+               kernels::FlowSumBiasSilu(pf, std::max(splits, 1), int64_t{kMaxRows} * W, bf, rows, W, act, s), "sum");
+         }},
+        {"bias + SiLU",
+         [&](cudaStream_t s) { return cuda::CudaStatus(kernels::FlowBiasSilu(yf, bf, rows, W, act, s), "silu"); }},
+        {"residual + norm", [&](cudaStream_t s) { return cuda::CudaStatus(kernels::FlowResidualNorm(rn, s), "norm"); }},
+    };
+    for (const auto& [what, enqueue] : kernels_to_time) {
+      absl::StatusOr<double> us = ChainMicroseconds(stream, enqueue);
+      if (!us.ok()) {
+        status = us.status();
+        break;
+      }
+      out->push_back({what, rows, *us});
+    }
+  }
+  cudaStreamSynchronize(stream);
+  gemm.Reset();
+  cudaStreamDestroy(stream);
+  return status;
+}
+
+}  // namespace argen::bench
