@@ -60,7 +60,85 @@ __global__ void BiasSiluKernel(const float* x, const float* bias, int64_t total,
   if (i < total) out[i] = __float2bfloat16(Silu(x[i] + bias[i % n]));
 }
 
-__global__ void ResidualNormKernel(FlowResidualNormArgs a) {
+// Up to kResidualNormPerThread * kThreads wide: each thread holds its elements in registers, and everything
+// that does not come from the kernels just before is read before the wait. The modulations come from the
+// side stream's GEMM, a full (event) dependency of the chain's first kernel, so they are complete whenever a
+// kernel of the chain runs; the biases and norm weights are constants. Loads are issued together, not one
+// element at a time behind each store (the stores to h could alias every input).
+constexpr int kResidualNormPerThread = 8;
+
+__global__ void __launch_bounds__(kThreads) ResidualNormKernel(FlowResidualNormArgs a) {
+  __shared__ double scratch[32];
+  extern __shared__ float row[];  // width floats: h after the residual
+  pdl::AllowDependents();
+  constexpr int kPer = kResidualNormPerThread;
+  const int64_t r = blockIdx.x;
+  const float* mod = a.mod + r * a.mod_stride;
+  const bool residual = a.y != nullptr, norm = a.hn != nullptr, affine = a.ln_weight != nullptr;
+  float gate[kPer] = {}, y_bias[kPer] = {}, scale[kPer] = {}, shift[kPer] = {}, lw[kPer] = {}, lb[kPer] = {};
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int i = threadIdx.x + j * kThreads;
+    if (i >= a.width) continue;
+    if (residual) {
+      gate[j] = mod[a.gate_at + i] + a.mod_bias[a.gate_at + i];
+      y_bias[j] = a.y_bias[i];
+    }
+    if (norm) {
+      scale[j] = mod[a.scale_at + i] + a.mod_bias[a.scale_at + i];
+      shift[j] = mod[a.shift_at + i] + a.mod_bias[a.shift_at + i];
+      if (affine) {
+        lw[j] = a.ln_weight[i];
+        lb[j] = a.ln_bias[i];
+      }
+    }
+  }
+  pdl::WaitForPrerequisites();
+  float* h = a.h + r * a.width;
+  float v[kPer] = {}, y[kPer] = {};
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int i = threadIdx.x + j * kThreads;
+    if (i >= a.width) continue;
+    v[j] = h[i];
+    if (residual) y[j] = a.y[r * a.width + i];
+  }
+  if (residual) {
+    for (int s = 1; s < a.y_splits; ++s) {
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const int i = threadIdx.x + j * kThreads;
+        if (i < a.width) y[j] += a.y[s * a.y_split_stride + r * a.width + i];
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int i = threadIdx.x + j * kThreads;
+    if (i >= a.width) continue;
+    if (residual) {
+      v[j] += gate[j] * (y[j] + y_bias[j]);
+      h[i] = v[j];
+    }
+    row[i] = v[j];
+  }
+  __syncthreads();
+  if (!norm) return;
+  float mean, inv;
+  RowStats(row, a.width, scratch, &mean, &inv);
+  bf16* o = a.hn + r * a.width;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int i = threadIdx.x + j * kThreads;
+    if (i >= a.width) continue;
+    float n = (v[j] - mean) * inv;
+    if (affine) n = n * lw[j] + lb[j];
+    o[i] = __float2bfloat16(n * (1.0f + scale[j]) + shift[j]);
+  }
+}
+
+// Wider rows: the same in a loop over the row.
+__global__ void ResidualNormLoopKernel(FlowResidualNormArgs a) {
   __shared__ double scratch[32];
   extern __shared__ float row[];  // width floats: h after the residual
   pdl::AllowDependents();
@@ -203,7 +281,8 @@ cudaError_t FlowResidualNorm(const FlowResidualNormArgs& args, cudaStream_t stre
       (args.ln_weight == nullptr) != (args.ln_bias == nullptr)) {
     return cudaErrorInvalidValue;
   }
-  return pdl::Launch(ResidualNormKernel, dim3(args.rows), dim3(kThreads), sizeof(float) * args.width, stream, args);
+  const auto kernel = args.width <= kResidualNormPerThread * kThreads ? ResidualNormKernel : ResidualNormLoopKernel;
+  return pdl::Launch(kernel, dim3(args.rows), dim3(kThreads), sizeof(float) * args.width, stream, args);
 }
 
 cudaError_t FlowStartNoise(const PairSampling* sampling, int pairs, int dim, float* x, cudaStream_t stream) {

@@ -228,70 +228,72 @@ TEST(FlowGemmSplitTest, PartsSumToTheProduct) {
 
 // h += (mod_gate + bias) (y + y_bias), then bf16(LN(h) w + b) (1 + scale) + shift, against double.
 TEST(FlowResidualNormTest, MatchesTheHost) {
-  for (const bool affine : {true, false}) {
-    for (const bool residual : {true, false}) {
-      const int rows = 5, width = 1536;
-      const int64_t stride = 5 * width;
-      std::mt19937 rng(affine * 2 + residual);
-      std::vector<float> h = RandomFloats(rng, static_cast<size_t>(rows) * width, 3.0f);
-      for (int i = 0; i < width; ++i) h[i] += 40.0f;  // a row far from zero mean
-      // y in two parts (a split-K GEMM's), summed by the kernel in order: y = p0 + p1 in float.
-      const std::vector<float> p0 = RandomFloats(rng, h.size()), p1 = RandomFloats(rng, h.size(), 0.5f);
-      std::vector<float> y(h.size()), parts(p0);
-      parts.insert(parts.end(), p1.begin(), p1.end());
-      for (size_t i = 0; i < y.size(); ++i) y[i] = p0[i] + p1[i];
-      const std::vector<float> yb = RandomFloats(rng, width, 0.2f);
-      const std::vector<float> mod = RandomFloats(rng, static_cast<size_t>(rows) * stride, 0.5f);
-      const std::vector<float> mb = RandomFloats(rng, stride, 0.1f);
-      const std::vector<float> lw = RandomFloats(rng, width, 1.0f), lb = RandomFloats(rng, width, 0.1f);
-      DeviceArray<float> dh(h), dy(parts), dyb(yb), dmod(mod), dmb(mb), dlw(lw), dlb(lb);
-      DeviceArray<uint16_t> dhn(h.size());
-      FlowResidualNormArgs a;
-      a.h = dh.get();
-      a.rows = rows;
-      a.width = width;
-      if (residual) {
-        a.y = dy.get();
-        a.y_splits = 2;
-        a.y_split_stride = static_cast<int64_t>(h.size());
-        a.y_bias = dyb.get();
-      }
-      a.mod = dmod.get();
-      a.mod_bias = dmb.get();
-      a.mod_stride = stride;
-      a.gate_at = 2 * width;
-      a.shift_at = 3 * width;
-      a.scale_at = 4 * width;
-      if (affine) {
-        a.ln_weight = dlw.get();
-        a.ln_bias = dlb.get();
-      }
-      a.hn = reinterpret_cast<__nv_bfloat16*>(dhn.get());
-      ARGEN_CUDA_OK(FlowResidualNorm(a, nullptr));
-      ARGEN_CUDA_OK(cudaDeviceSynchronize());
-      const std::vector<float> got_h = dh.Download();
-      const std::vector<uint16_t> got_hn = dhn.Download();
-      for (int r = 0; r < rows; ++r) {
-        std::vector<double> hr(width);
-        for (int i = 0; i < width; ++i) {
-          const size_t at = static_cast<size_t>(r) * width + i;
-          const double gate = double{mod[r * stride + 2 * width + i]} + mb[2 * width + i];
-          hr[i] = h[at] + (residual ? gate * (double{y[at]} + yb[i]) : 0.0);
-          ASSERT_NEAR(got_h[at], hr[i], 1e-5 * (std::abs(hr[i]) + 1)) << "h row " << r << " at " << i;
+  for (const int width : {1536, 3000}) {  // registers per thread, and the loop past 2048
+    for (const bool affine : {true, false}) {
+      for (const bool residual : {true, false}) {
+        const int rows = 5;
+        const int64_t stride = 5 * width;
+        std::mt19937 rng(width + affine * 2 + residual);
+        std::vector<float> h = RandomFloats(rng, static_cast<size_t>(rows) * width, 3.0f);
+        for (int i = 0; i < width; ++i) h[i] += 40.0f;  // a row far from zero mean
+        // y in two parts (a split-K GEMM's), summed by the kernel in order: y = p0 + p1 in float.
+        const std::vector<float> p0 = RandomFloats(rng, h.size()), p1 = RandomFloats(rng, h.size(), 0.5f);
+        std::vector<float> y(h.size()), parts(p0);
+        parts.insert(parts.end(), p1.begin(), p1.end());
+        for (size_t i = 0; i < y.size(); ++i) y[i] = p0[i] + p1[i];
+        const std::vector<float> yb = RandomFloats(rng, width, 0.2f);
+        const std::vector<float> mod = RandomFloats(rng, static_cast<size_t>(rows) * stride, 0.5f);
+        const std::vector<float> mb = RandomFloats(rng, stride, 0.1f);
+        const std::vector<float> lw = RandomFloats(rng, width, 1.0f), lb = RandomFloats(rng, width, 0.1f);
+        DeviceArray<float> dh(h), dy(parts), dyb(yb), dmod(mod), dmb(mb), dlw(lw), dlb(lb);
+        DeviceArray<uint16_t> dhn(h.size());
+        FlowResidualNormArgs a;
+        a.h = dh.get();
+        a.rows = rows;
+        a.width = width;
+        if (residual) {
+          a.y = dy.get();
+          a.y_splits = 2;
+          a.y_split_stride = static_cast<int64_t>(h.size());
+          a.y_bias = dyb.get();
         }
-        double mean = 0, var = 0;
-        for (double v : hr) mean += v;
-        mean /= width;
-        for (double v : hr) var += (v - mean) * (v - mean);
-        const double inv = 1.0 / std::sqrt(var / width + 1e-6);
-        for (int i = 0; i < width; ++i) {
-          double n = (hr[i] - mean) * inv;
-          if (affine) n = n * lw[i] + lb[i];
-          const double scale = double{mod[r * stride + 4 * width + i]} + mb[4 * width + i];
-          const double shift = double{mod[r * stride + 3 * width + i]} + mb[3 * width + i];
-          const double want = n * (1 + scale) + shift;
-          EXPECT_NEAR(FromBf16Bits(got_hn[static_cast<size_t>(r) * width + i]), want, std::abs(want) * 0.0079 + 1e-4)
-              << "hn row " << r << " at " << i << (affine ? " affine" : "") << (residual ? " residual" : "");
+        a.mod = dmod.get();
+        a.mod_bias = dmb.get();
+        a.mod_stride = stride;
+        a.gate_at = 2 * width;
+        a.shift_at = 3 * width;
+        a.scale_at = 4 * width;
+        if (affine) {
+          a.ln_weight = dlw.get();
+          a.ln_bias = dlb.get();
+        }
+        a.hn = reinterpret_cast<__nv_bfloat16*>(dhn.get());
+        ARGEN_CUDA_OK(FlowResidualNorm(a, nullptr));
+        ARGEN_CUDA_OK(cudaDeviceSynchronize());
+        const std::vector<float> got_h = dh.Download();
+        const std::vector<uint16_t> got_hn = dhn.Download();
+        for (int r = 0; r < rows; ++r) {
+          std::vector<double> hr(width);
+          for (int i = 0; i < width; ++i) {
+            const size_t at = static_cast<size_t>(r) * width + i;
+            const double gate = double{mod[r * stride + 2 * width + i]} + mb[2 * width + i];
+            hr[i] = h[at] + (residual ? gate * (double{y[at]} + yb[i]) : 0.0);
+            ASSERT_NEAR(got_h[at], hr[i], 1e-5 * (std::abs(hr[i]) + 1)) << "h row " << r << " at " << i;
+          }
+          double mean = 0, var = 0;
+          for (double v : hr) mean += v;
+          mean /= width;
+          for (double v : hr) var += (v - mean) * (v - mean);
+          const double inv = 1.0 / std::sqrt(var / width + 1e-6);
+          for (int i = 0; i < width; ++i) {
+            double n = (hr[i] - mean) * inv;
+            if (affine) n = n * lw[i] + lb[i];
+            const double scale = double{mod[r * stride + 4 * width + i]} + mb[4 * width + i];
+            const double shift = double{mod[r * stride + 3 * width + i]} + mb[3 * width + i];
+            const double want = n * (1 + scale) + shift;
+            EXPECT_NEAR(FromBf16Bits(got_hn[static_cast<size_t>(r) * width + i]), want, std::abs(want) * 0.0079 + 1e-4)
+                << "hn row " << r << " at " << i << (affine ? " affine" : "") << (residual ? " residual" : "");
+          }
         }
       }
     }
