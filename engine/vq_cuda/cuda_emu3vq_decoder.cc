@@ -167,6 +167,11 @@ struct CudaEmu3VqDecoder::State {
   // before the buffers above are freed (the order before the fold).
   SideCublasStream gpu;
 
+  ~State() {
+    if (gpu.stream()) cudaStreamSynchronize(gpu.stream());
+    bf16.reset();  // its cuDNN handle and buffers go before the stream (gpu, destroyed next)
+  }
+
   const float* P(size_t off) const { return weights.as<float>() + off; }
   Fp32VqContext Ctx() const { return {gpu.stream(), gpu.cublas(), col.as<float>(), col_floats}; }
 
