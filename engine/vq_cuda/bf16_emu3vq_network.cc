@@ -15,19 +15,12 @@
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/vq/group_norm.h"
+#include "engine/vq_cuda/bf16_emu3vq_layout.h"
 #include "engine/vq_cuda/vq_program.h"
 #include "kernels/vq_nhwc_kernels.h"
 #if defined(ARGEN_WITH_CUDNN)
 #include "engine/vq_cuda/cudnn_convs.h"
 #endif
-
-// lhs = the value of a StatusOr, or return its status.
-#define ARGEN_ASSIGN(lhs, expr)                   \
-  do {                                            \
-    auto argen_v_ = (expr);                       \
-    if (!argen_v_.ok()) return argen_v_.status(); \
-    lhs = *std::move(argen_v_);                   \
-  } while (0)
 
 namespace argen::vq {
 
@@ -42,112 +35,11 @@ using cuda::DeviceBuffer;
 using emu3vq::Emu3VqConfig;
 using emu3vq::Emu3VqWeights;
 
-int32_t RoundUp8(int32_t c) { return (c + 7) / 8 * 8; }
-
-absl::Status Unsupported(const std::string& layer, const std::string& why) {
-  return absl::FailedPreconditionError(absl::StrCat("bf16 Emu3 path: ", layer, " ", why));
-}
-
 absl::Status Alloc(DeviceBuffer& buf, size_t bytes, const char* what) {
   auto b = DeviceBuffer::Allocate(std::max<size_t>(bytes, 256), absl::StrCat("bf16 Emu3 vision decoder: ", what));
   if (!b.ok()) return b.status();
   buf = std::move(*b);
   return absl::OkStatus();
-}
-
-// Device weights as blob offsets: bf16 filters (3x3 KRSC [cout][3][3][cin],
-// 1x1 [cout][cin]) in the half blob, biases and affines in the float blob;
-// channel counts as stored (the latent's padded to 8).
-struct HConv {
-  int32_t cin = 0, cout = 0, kernel = 0;
-  int64_t w = -1, b = -1;
-};
-struct HAffine {
-  int64_t scale = -1, shift = -1;
-};
-struct HSpatialNorm {
-  int32_t channels = 0;
-  int64_t gamma = -1, beta = -1;
-  int64_t cond_w = -1;  // conv_y | conv_b fused: [2c][zp]
-  int64_t cond_b = -1;  // [2c]
-};
-struct HSpatialRes {
-  HSpatialNorm norm1, norm2;
-  HConv conv1, conv2, nin;
-  bool has_nin = false;
-  int64_t out_bias = -1;  // conv2's bias (+ nin's with a shortcut)
-};
-struct HSpatialAttn {
-  HSpatialNorm norm;
-  int32_t channels = 0;
-  int64_t wqkv = -1, bqkv = -1, wproj = -1, bproj = -1;
-};
-struct HTemporalRes {
-  HAffine norm1;
-  HConv conv1;
-  HAffine norm2;  // conv1's bias folded into the shift
-  HConv conv2;
-};
-struct HLevel {
-  std::vector<HSpatialRes> block;
-  std::vector<HSpatialAttn> attn;
-  bool has_upsample = false;
-  HConv upsample;
-};
-
-// Host blobs with 256-byte aligned tensors (as VqProgram's).
-struct HostBlobs {
-  std::vector<uint16_t> half;
-  std::vector<float> flt;
-  int64_t Half(const std::vector<float>& v) {
-    const int64_t off = static_cast<int64_t>(half.size());
-    for (float x : v) half.push_back(FloatToBf16Bits(x));
-    half.resize((half.size() + 127) / 128 * 128, 0);
-    return off;
-  }
-  int64_t Float(const std::vector<float>& v) {
-    const int64_t off = static_cast<int64_t>(flt.size());
-    flt.insert(flt.end(), v.begin(), v.end());
-    flt.resize((flt.size() + 63) / 64 * 64, 0.0f);
-    return off;
-  }
-};
-
-// A channel count the NHWC kernels take.
-absl::Status Channels(int32_t c, const std::string& layer) {
-  if (c > 0 && c % 8 == 0) return absl::OkStatus();
-  return Unsupported(layer, absl::StrCat("has ", c, " channels, not a multiple of 8 (16-byte bf16 vectors)"));
-}
-
-// A conv's weights padded with zeros to cin_p inputs and cout_p outputs.
-absl::StatusOr<HConv> UploadConv(HostBlobs& blobs, const Conv2dWeights& c, int32_t cin_p, int32_t cout_p,
-                                 const std::string& what) {
-  if (c.kernel != 1 && c.kernel != 3) return Unsupported(what, "is neither a 1x1 nor a 3x3 conv");
-  if (cin_p < c.cin || cout_p < c.cout) return absl::InternalError(absl::StrCat(what, ": padding below the size"));
-  if (absl::Status s = Channels(cin_p, what + " input"); !s.ok()) return s;
-  if (absl::Status s = Channels(cout_p, what + " output"); !s.ok()) return s;
-  const int32_t taps = c.kernel * c.kernel;
-  std::vector<float> w(static_cast<size_t>(cout_p) * taps * cin_p, 0.0f);
-  for (int32_t o = 0; o < c.cout; ++o)
-    for (int32_t i = 0; i < c.cin; ++i)
-      for (int32_t tap = 0; tap < taps; ++tap)
-        w[(static_cast<size_t>(o) * taps + tap) * cin_p + i] =
-            c.weight[(static_cast<size_t>(o) * c.cin + i) * taps + tap];
-  std::vector<float> b(cout_p, 0.0f);
-  std::copy(c.bias.begin(), c.bias.end(), b.begin());
-  HConv h;
-  h.cin = cin_p;
-  h.cout = cout_p;
-  h.kernel = c.kernel;
-  h.w = blobs.Half(w);
-  h.b = blobs.Float(b);
-  return h;
-}
-
-std::vector<float> Padded(const std::vector<float>& v, int32_t n) {
-  std::vector<float> out(n, 0.0f);
-  std::copy(v.begin(), v.end(), out.begin());
-  return out;
 }
 
 // What a walk of the network does: size the buffers (per image, one grid of
@@ -156,25 +48,14 @@ enum class Mode { kMeasure, kCollect, kRun };
 
 }  // namespace
 
-struct Bf16Emu3VqNetwork::Impl {
+// The weights' layout (offsets into the uploaded blobs) and the device state.
+struct Bf16Emu3VqNetwork::Impl : Bf16Emu3VqLayout {
   Emu3VqConfig config;
   Bf16Emu3VqOptions options;
-  int32_t max_cells = 0, zp = 8, chunk = 1;
+  int32_t max_cells = 0, chunk = 1;
   std::vector<int32_t> ladder;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
-
-  // Weights.
-  int64_t cond_table = -1, latent_table = -1;  // [codebook][zp]: codebook; post_quant_conv of it
-  std::vector<HTemporalRes> time_res;
-  std::vector<HConv> time_conv;
-  HConv conv_in;
-  HSpatialRes mid_block_1, mid_block_2;
-  HSpatialAttn mid_attn;
-  std::vector<HLevel> up;
-  HSpatialNorm norm_out;
-  int32_t conv_out_cin = 0;
-  int64_t conv_out_w = -1, conv_out_b = -1;  // [9][3][cin] floats, [3]
 
   // Buffer needs per image (elements), from the measuring walk.
   int64_t act_elems = 0, cond_elems = 0, cond_ss_elems = 0, qkv_elems = 0, score_elems = 0, out_elems = 0;
@@ -207,7 +88,8 @@ struct Bf16Emu3VqNetwork::Impl {
   void NeedAct(int64_t elems) { act_elems = std::max(act_elems, elems); }
 
   // out = conv3x3(in) + beta * out over n images of h x w (no bias).
-  absl::Status Conv3(const HConv& c, int32_t n, int32_t h, int32_t w, int in, int o, float beta, const char* what) {
+  absl::Status Conv3(const Bf16Emu3Conv& c, int32_t n, int32_t h, int32_t w, int in, int o, float beta,
+                     const char* what) {
     const int64_t hw = int64_t{h} * w;
     switch (mode) {
       case Mode::kMeasure:
@@ -250,8 +132,8 @@ struct Bf16Emu3VqNetwork::Impl {
   }
 
   // out = GroupNorm(in + in_bias) * (conv_y(zq') + b_y) + conv_b(zq') + b_b, swish when asked; in == out allowed.
-  absl::Status SpatialNorm(const HSpatialNorm& sn, int32_t n, int32_t h, int32_t w, int in, int64_t in_bias, int o,
-                           bool swish, const char* what) {
+  absl::Status SpatialNorm(const Bf16Emu3SpatialNorm& sn, int32_t n, int32_t h, int32_t w, int in, int64_t in_bias,
+                           int o, bool swish, const char* what) {
     const int64_t hw = int64_t{h} * w;
     const int32_t c = sn.channels;
     if (mode == Mode::kMeasure) {
@@ -273,7 +155,7 @@ struct Bf16Emu3VqNetwork::Impl {
         what);
   }
 
-  absl::Status Resnet(const HSpatialRes& r, int32_t n, int32_t h, int32_t w) {
+  absl::Status Resnet(const Bf16Emu3Res& r, int32_t n, int32_t h, int32_t w) {
     const int64_t rows = int64_t{n} * h * w;
     ARGEN_STATUS_RETURN(SpatialNorm(r.norm1, n, h, w, xi, -1, ai, true, "resblock norm1"));
     ARGEN_STATUS_RETURN(Conv3(r.conv1, n, h, w, ai, bi, 0.0f, "resblock conv1"));
@@ -294,7 +176,7 @@ struct Bf16Emu3VqNetwork::Impl {
     return absl::OkStatus();
   }
 
-  absl::Status Attn(const HSpatialAttn& at, int32_t n, int32_t h, int32_t w) {
+  absl::Status Attn(const Bf16Emu3Attn& at, int32_t n, int32_t h, int32_t w) {
     const int32_t c = at.channels;
     const int64_t cells = int64_t{h} * w;
     const int64_t rows = n * cells;
@@ -335,7 +217,7 @@ struct Bf16Emu3VqNetwork::Impl {
   // The temporal stack in place on buffer io [n][zh][zw][zp] (t1, t2 scratch).
   absl::Status Temporal(int io, int t1, int t2, int32_t n) {
     const int64_t rows = int64_t{n} * zh * zw;
-    for (const HTemporalRes& r : time_res) {
+    for (const Bf16Emu3TemporalRes& r : time_res) {
       if (run()) {
         ARGEN_STATUS_RETURN(
             CudaStatus(kernels::VqNhwcAffineSwish(A(io), Fw(r.norm1.scale), Fw(r.norm1.shift), rows, zp, A(t1), stream),
@@ -350,7 +232,7 @@ struct Bf16Emu3VqNetwork::Impl {
       ARGEN_STATUS_RETURN(Conv3(r.conv2, n, zh, zw, t1, io, 1.0f, "temporal conv2"));  // io += conv2(t1)
       ARGEN_STATUS_RETURN(AddBias(io, r.conv2.b, rows, zp, "temporal conv2 bias"));
     }
-    for (const HConv& c : time_conv) {
+    for (const Bf16Emu3Conv& c : time_conv) {
       ARGEN_STATUS_RETURN(Conv3(c, n, zh, zw, io, t1, 0.0f, "temporal upsample conv"));
       if (run()) {  // io = swish(t1 + bias)
         ARGEN_STATUS_RETURN(
@@ -389,7 +271,7 @@ struct Bf16Emu3VqNetwork::Impl {
     ARGEN_STATUS_RETURN(Resnet(mid_block_2, n, zh, zw));
     int32_t h = zh, w = zw;
     for (int32_t level = config.levels() - 1; level >= 0; --level) {
-      const HLevel& l = up[level];
+      const Bf16Emu3Level& l = up[level];
       for (size_t i = 0; i < l.block.size(); ++i) {
         ARGEN_STATUS_RETURN(Resnet(l.block[i], n, h, w));
         if (!l.attn.empty()) ARGEN_STATUS_RETURN(Attn(l.attn[i], n, h, w));
@@ -419,176 +301,6 @@ struct Bf16Emu3VqNetwork::Impl {
   static constexpr int kCond = 3;  // A(kCond): the condition buffer
 };
 
-namespace {
-
-// Uploads every weight of the network into `m`'s host blobs (the checks name the layer).
-class Uploader {
- public:
-  Uploader(Bf16Emu3VqNetwork::Impl& m, HostBlobs& blobs) : m_(m), b_(blobs) {}
-
-  absl::StatusOr<HSpatialNorm> Norm(const emu3vq::SpatialNormWeights& n, const std::string& what) {
-    const int32_t c = n.norm.channels;
-    if (absl::Status s = Channels(c, what); !s.ok()) return s;
-    if (c > kVqNhwcMaxGroupNormChannels) {
-      return Unsupported(
-          what, absl::StrCat("has ", c, " channels, the GroupNorm kernel takes at most ", kVqNhwcMaxGroupNormChannels));
-    }
-    if (c % emu3vq::kGroupNormGroups != 0) return Unsupported(what, "channels are not a multiple of 32 groups");
-    for (const Conv2dWeights* cw : {&n.conv_y, &n.conv_b}) {
-      if (cw->kernel != 1 || cw->cout != c || cw->cin != m_.config.embed_dim)
-        return Unsupported(what, "conv_y / conv_b are not 1x1 embed_dim -> channels convs");
-    }
-    HSpatialNorm h;
-    h.channels = c;
-    h.gamma = b_.Float(n.norm.gamma);
-    h.beta = b_.Float(n.norm.beta);
-    std::vector<float> w(static_cast<size_t>(2) * c * m_.zp, 0.0f), bias(2 * c);
-    for (int32_t half = 0; half < 2; ++half) {
-      const Conv2dWeights& cw = half == 0 ? n.conv_y : n.conv_b;
-      for (int32_t o = 0; o < c; ++o) {
-        for (int32_t i = 0; i < cw.cin; ++i)
-          w[(static_cast<size_t>(half) * c + o) * m_.zp + i] = cw.weight[static_cast<size_t>(o) * cw.cin + i];
-        bias[half * c + o] = cw.bias[o];
-      }
-    }
-    h.cond_w = b_.Half(w);
-    h.cond_b = b_.Float(bias);
-    return h;
-  }
-
-  absl::StatusOr<HSpatialRes> Res(const emu3vq::SpatialResnetWeights& r, const std::string& what) {
-    HSpatialRes h;
-    ARGEN_ASSIGN(h.norm1, Norm(r.norm1, what + " norm1"));
-    ARGEN_ASSIGN(h.conv1, UploadConv(b_, r.conv1, r.conv1.cin, r.conv1.cout, what + " conv1"));
-    ARGEN_ASSIGN(h.norm2, Norm(r.norm2, what + " norm2"));
-    ARGEN_ASSIGN(h.conv2, UploadConv(b_, r.conv2, r.conv2.cin, r.conv2.cout, what + " conv2"));
-    if (r.conv1.kernel != 3 || r.conv2.kernel != 3) return Unsupported(what, "convs are not 3x3");
-    std::vector<float> out_bias(r.conv2.bias);
-    if (r.nin_shortcut) {
-      h.has_nin = true;
-      ARGEN_ASSIGN(h.nin,
-                   UploadConv(b_, *r.nin_shortcut, r.nin_shortcut->cin, r.nin_shortcut->cout, what + " nin_shortcut"));
-      if (r.nin_shortcut->kernel != 1) return Unsupported(what, "nin_shortcut is not a 1x1 conv");
-      for (size_t o = 0; o < out_bias.size(); ++o) out_bias[o] += r.nin_shortcut->bias[o];
-    }
-    h.out_bias = b_.Float(out_bias);
-    return h;
-  }
-
-  absl::StatusOr<HSpatialAttn> Attn(const emu3vq::SpatialAttnWeights& a, const std::string& what) {
-    HSpatialAttn h;
-    const int32_t c = a.q.cout;
-    for (const Conv2dWeights* w : {&a.q, &a.k, &a.v, &a.proj_out}) {
-      if (w->kernel != 1 || w->cin != c || w->cout != c)
-        return Unsupported(what, "q/k/v/proj_out are not c x c 1x1 convs");
-    }
-    if (absl::Status s = Channels(c, what); !s.ok()) return s;
-    ARGEN_ASSIGN(h.norm, Norm(a.norm, what + " norm"));
-    h.channels = c;
-    std::vector<float> wqkv, bqkv;
-    for (const Conv2dWeights* w : {&a.q, &a.k, &a.v}) {
-      wqkv.insert(wqkv.end(), w->weight.begin(), w->weight.end());
-      bqkv.insert(bqkv.end(), w->bias.begin(), w->bias.end());
-    }
-    h.wqkv = b_.Half(wqkv);
-    h.bqkv = b_.Float(bqkv);
-    h.wproj = b_.Half(a.proj_out.weight);
-    h.bproj = b_.Float(a.proj_out.bias);
-    return h;
-  }
-
-  absl::Status All(const Emu3VqWeights& w) {
-    const Emu3VqConfig& cfg = m_.config;
-    const int32_t zp = m_.zp;
-    // The condition's table (the codebook) and the latents' (post_quant_conv of it, in double), padded to zp.
-    const Conv2dWeights& pq = w.post_quant_conv;
-    if (pq.kernel != 1 || pq.cin != cfg.embed_dim || pq.cout != cfg.z_channels)
-      return Unsupported("post_quant_conv", "is not a 1x1 embed_dim -> z_channels conv");
-    std::vector<float> cond(static_cast<size_t>(cfg.codebook_size) * zp, 0.0f), latent(cond.size(), 0.0f);
-    for (int32_t id = 0; id < cfg.codebook_size; ++id) {
-      const float* row = w.codebook.data() + static_cast<size_t>(id) * cfg.embed_dim;
-      for (int32_t e = 0; e < cfg.embed_dim; ++e) cond[static_cast<size_t>(id) * zp + e] = row[e];
-      for (int32_t o = 0; o < pq.cout; ++o) {
-        double acc = pq.bias[o];
-        for (int32_t e = 0; e < pq.cin; ++e) acc += double{pq.weight[static_cast<size_t>(o) * pq.cin + e]} * row[e];
-        latent[static_cast<size_t>(id) * zp + o] = static_cast<float>(acc);
-      }
-    }
-    m_.cond_table = b_.Half(cond);
-    m_.latent_table = b_.Half(latent);
-    for (const emu3vq::TemporalResnetWeights& t : w.time_res_stack) {
-      HTemporalRes h;
-      h.norm1 = {b_.Float(Padded(t.norm1.scale, zp)), b_.Float(Padded(t.norm1.shift, zp))};
-      ARGEN_ASSIGN(h.conv1, UploadConv(b_, t.conv1, zp, zp, "temporal conv1"));
-      // norm2(conv1 + b1) = scale * conv1 + (shift + scale * b1): conv1's bias folded.
-      std::vector<float> shift2 = Padded(t.norm2.shift, zp);
-      for (size_t c = 0; c < t.norm2.shift.size() && c < t.conv1.bias.size(); ++c)
-        shift2[c] = static_cast<float>(double{t.norm2.shift[c]} + double{t.norm2.scale[c]} * t.conv1.bias[c]);
-      h.norm2 = {b_.Float(Padded(t.norm2.scale, zp)), b_.Float(shift2)};
-      ARGEN_ASSIGN(h.conv2, UploadConv(b_, t.conv2, zp, zp, "temporal conv2"));
-      if (t.conv1.kernel != 3 || t.conv2.kernel != 3) return Unsupported("temporal stack", "convs are not 3x3");
-      m_.time_res.push_back(h);
-    }
-    for (const Conv2dWeights& c : w.time_conv) {
-      HConv h;
-      ARGEN_ASSIGN(h, UploadConv(b_, c, zp, zp, "temporal upsample conv"));
-      if (c.kernel != 3) return Unsupported("temporal upsample conv", "is not 3x3");
-      m_.time_conv.push_back(h);
-    }
-    ARGEN_ASSIGN(m_.conv_in, UploadConv(b_, w.conv_in, zp, w.conv_in.cout, "conv_in"));
-    if (w.conv_in.kernel != 3) return Unsupported("conv_in", "is not 3x3");
-    ARGEN_ASSIGN(m_.mid_block_1, Res(w.mid_block_1, "mid.block_1"));
-    ARGEN_ASSIGN(m_.mid_attn, Attn(w.mid_attn_1, "mid.attn_1"));
-    ARGEN_ASSIGN(m_.mid_block_2, Res(w.mid_block_2, "mid.block_2"));
-    for (size_t level = 0; level < w.up.size(); ++level) {
-      const emu3vq::UpLevelWeights& l = w.up[level];
-      const std::string where = absl::StrCat("up.", level);
-      HLevel h;
-      for (const emu3vq::SpatialResnetWeights& r : l.block) {
-        HSpatialRes res;
-        ARGEN_ASSIGN(res, Res(r, where + " block"));
-        h.block.push_back(res);
-      }
-      for (const emu3vq::SpatialAttnWeights& a : l.attn) {
-        HSpatialAttn at;
-        ARGEN_ASSIGN(at, Attn(a, where + " attn"));
-        h.attn.push_back(at);
-      }
-      if (l.upsample) {
-        h.has_upsample = true;
-        ARGEN_ASSIGN(h.upsample, UploadConv(b_, *l.upsample, l.upsample->cin, l.upsample->cout, where + " upsample"));
-        if (l.upsample->kernel != 3 || l.upsample->cin != l.upsample->cout)
-          return Unsupported(where + " upsample", "is not a c -> c 3x3 conv");
-      }
-      m_.up.push_back(std::move(h));
-    }
-    ARGEN_ASSIGN(m_.norm_out, Norm(w.norm_out, "norm_out"));
-    const Conv2dWeights& co = w.conv_out;
-    if (co.kernel != 3 || co.cout != 3) return Unsupported("conv_out", "is not a 3x3 conv to 3 channels");
-    if (absl::Status s = Channels(co.cin, "conv_out input"); !s.ok()) return s;
-    if (co.cin > kVqNhwcMaxConvOutChannels) {
-      return Unsupported("conv_out", absl::StrCat("has ", co.cin, " input channels, the kernel takes at most ",
-                                                  kVqNhwcMaxConvOutChannels));
-    }
-    std::vector<float> wt(static_cast<size_t>(27) * co.cin);
-    for (int32_t o = 0; o < 3; ++o)
-      for (int32_t i = 0; i < co.cin; ++i)
-        for (int32_t tap = 0; tap < 9; ++tap)
-          wt[(static_cast<size_t>(tap) * 3 + o) * co.cin + i] =
-              co.weight[(static_cast<size_t>(o) * co.cin + i) * 9 + tap];
-    m_.conv_out_cin = co.cin;
-    m_.conv_out_w = b_.Float(wt);
-    m_.conv_out_b = b_.Float(co.bias);
-    return absl::OkStatus();
-  }
-
- private:
-  Bf16Emu3VqNetwork::Impl& m_;
-  HostBlobs& b_;
-};
-
-}  // namespace
-
 Bf16Emu3VqNetwork::Bf16Emu3VqNetwork(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Bf16Emu3VqNetwork::~Bf16Emu3VqNetwork() = default;
 
@@ -599,15 +311,15 @@ absl::StatusOr<std::unique_ptr<Bf16Emu3VqNetwork>> Bf16Emu3VqNetwork::Create(
   if (max_cells <= 0) return absl::InvalidArgumentError("bf16 Emu3 path: max_cells must be positive");
   if (options.max_images_per_chunk < 1 || options.workspace_bytes <= 0 || options.cudnn_workspace_bytes < 0)
     return absl::InvalidArgumentError("bf16 Emu3 path: bad options (chunk, workspace_bytes, cudnn_workspace_bytes)");
+  absl::StatusOr<Bf16Emu3VqLayout> layout = LayOutBf16Emu3Vq(weights, config);
+  if (!layout.ok()) return layout.status();
   auto m = std::make_unique<Impl>();
+  static_cast<Bf16Emu3VqLayout&>(*m) = *std::move(layout);
   m->config = config;
   m->options = options;
   m->max_cells = max_cells;
-  m->zp = RoundUp8(config.z_channels);
   m->stream = stream;
   m->cublas = cublas;
-  HostBlobs blobs;
-  ARGEN_STATUS_RETURN(Uploader(*m, blobs).All(weights));
 
   // Per-image needs at the largest grid (only products of the sides matter).
   m->mode = Mode::kMeasure;
@@ -632,8 +344,8 @@ absl::StatusOr<std::unique_ptr<Bf16Emu3VqNetwork>> Bf16Emu3VqNetwork::Create(
   m->chunk = static_cast<int32_t>(chunk);
   m->ladder = VqLadder(m->chunk);
   const size_t n = static_cast<size_t>(chunk);
-  ARGEN_STATUS_RETURN(Alloc(m->half, blobs.half.size() * 2, "half weights"));
-  ARGEN_STATUS_RETURN(Alloc(m->flt, blobs.flt.size() * 4, "float weights"));
+  ARGEN_STATUS_RETURN(Alloc(m->half, m->half_blob.size() * 2, "half weights"));
+  ARGEN_STATUS_RETURN(Alloc(m->flt, m->float_blob.size() * 4, "float weights"));
   for (int i = 0; i < 3; ++i) ARGEN_STATUS_RETURN(Alloc(m->act[i], n * m->act_elems * 2, "activation"));
   ARGEN_STATUS_RETURN(Alloc(m->cond, n * m->cond_elems * 2, "condition"));
   ARGEN_STATUS_RETURN(Alloc(m->cond_ss, n * m->cond_ss_elems * 4, "spatial norm scale|shift"));
@@ -645,15 +357,17 @@ absl::StatusOr<std::unique_ptr<Bf16Emu3VqNetwork>> Bf16Emu3VqNetwork::Create(
   ARGEN_STATUS_RETURN(Alloc(m->gn_ss, n * m->gn_channels * 8, "group norm scale/shift"));
   ARGEN_STATUS_RETURN(Alloc(m->cudnn_ws, static_cast<size_t>(cudnn_limit), "cuDNN workspace"));
   ARGEN_CUDA_RETURN(
-      cudaMemcpyAsync(m->half.as(), blobs.half.data(), blobs.half.size() * 2, cudaMemcpyHostToDevice, stream),
+      cudaMemcpyAsync(m->half.as(), m->half_blob.data(), m->half_blob.size() * 2, cudaMemcpyHostToDevice, stream),
       "bf16 Emu3 path: upload weights");
   ARGEN_CUDA_RETURN(
-      cudaMemcpyAsync(m->flt.as(), blobs.flt.data(), blobs.flt.size() * 4, cudaMemcpyHostToDevice, stream),
+      cudaMemcpyAsync(m->flt.as(), m->float_blob.data(), m->float_blob.size() * 4, cudaMemcpyHostToDevice, stream),
       "bf16 Emu3 path: upload weights");
   // Finite data for cuDNN's algorithm search.
   for (int i = 0; i < 3; ++i)
     ARGEN_CUDA_RETURN(cudaMemsetAsync(m->act[i].as(), 0, m->act[i].bytes(), stream), "bf16 Emu3 path: clear");
   ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream), "bf16 Emu3 path: upload weights");
+  std::vector<uint16_t>().swap(m->half_blob);  // uploaded: the host copies go
+  std::vector<float>().swap(m->float_blob);
   m->scratch = 3 * m->act[0].bytes() + m->cond.bytes() + m->cond_ss.bytes() + m->qkv.bytes() + m->scores.bytes() +
                m->probs.bytes() + m->out.bytes() + m->gn_partial.bytes() + m->gn_ss.bytes() + m->cudnn_ws.bytes();
   auto convs = CudnnConvs::Create(stream);

@@ -9,12 +9,13 @@
 // condition at the code resolution, nearest-resized on the fly).
 //
 // The network is the fp32 path's (frame 0; causal 3-D convs as their last
-// tap; BatchNorm3d as an affine: emu3vq_weights.h). The latent and condition
-// channels (z_channels = embed_dim, 4 in the published tokenizer) are padded
-// with zero channels to a multiple of 8 (zero weights and biases keep the pad
-// zero through the temporal stack), so every tensor is 16-byte vectors.
-// The codebook goes up twice: as the condition's table and folded through
-// post_quant_conv (a 1x1 conv: table[id] = W codebook[id] + b, in double).
+// tap; BatchNorm3d as an affine: emu3vq_weights.h) on weights laid out by
+// bf16_emu3vq_layout.h (host code, tested in CI): the latent and condition
+// channels (z_channels = embed_dim, 4 in the published tokenizer) padded with
+// zeros to a multiple of 8, so every tensor is 16-byte vectors; the codebook
+// twice, as the condition's table and folded through post_quant_conv; biases
+// folded where a consumer can take them (GroupNorm's input bias, norm2's
+// shift, one output bias per ResNet).
 //
 // Grids of any size up to max_cells: every buffer is sized at Create for a
 // chunk of the largest grid; cuDNN's descriptors and algorithms are planned
