@@ -1,6 +1,7 @@
 // The VQ-16 decoder's bf16 NHWC kernels: codebook lookup, GroupNorm(+swish)
 // with an input bias, nearest 2x upsample with an input bias, row bias add,
-// softmax to bf16, and conv_out in fp32. Semantics: kernels/vq_nhwc_kernels.h.
+// softmax to bf16, and conv_out in fp32; and Emu3's additions (affine +
+// swish of the temporal stack, SpatialNorm's modulation). Semantics: kernels/vq_nhwc_kernels.h.
 #include <cmath>
 #include <cstdint>
 
@@ -211,6 +212,49 @@ __global__ void AddBiasKernel(bf16* x, const float* __restrict__ bias, int64_t t
   }
 }
 
+__global__ void AffineSwishKernel(const bf16* in, const float* __restrict__ scale, const float* __restrict__ shift,
+                                  int64_t total_vecs, int32_t slots, bf16* out) {
+  for (int64_t i = GlobalIndex(); i < total_vecs; i += GlobalStride()) {
+    const int32_t slot = static_cast<int32_t>(i % slots);
+    float v[8];
+    Unpack8(Load8(in + i * 8), v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float y = v[j] * (scale ? __ldg(scale + slot * 8 + j) : 1.0f) + __ldg(shift + slot * 8 + j);
+      v[j] = y / (1.0f + __expf(-y));
+    }
+    Store8(out + i * 8, v);
+  }
+}
+
+// grid (x, images): the vectors of one image.
+__global__ void SpatialModulateKernel(bf16* x, const float* __restrict__ cond, const float* __restrict__ cond_bias,
+                                      int32_t h, int32_t w, int32_t zh, int32_t zw, int32_t slots,
+                                      int64_t per_image_vecs, bool swish) {
+  const int32_t n = blockIdx.y;
+  bf16* img = x + static_cast<int64_t>(n) * per_image_vecs * 8;
+  const int64_t cond_row = int64_t{2} * slots * 8;  // floats per code cell: scale | shift
+  const float* cimg = cond + static_cast<int64_t>(n) * zh * zw * cond_row;
+  for (int64_t i = GlobalIndex(); i < per_image_vecs; i += GlobalStride()) {
+    const int32_t slot = static_cast<int32_t>(i % slots);
+    const int64_t pix = i / slots;
+    const int64_t yy = pix / w, xx = pix - yy * w;
+    const float* c = cimg + ((yy * zh / h) * zw + xx * zw / w) * cond_row + slot * 8;
+    const float* cb = cond_bias + slot * 8;
+    float v[8];
+    Unpack8(Load8(img + i * 8), v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float scale = c[j] + __ldg(cb + j);
+      const float shift = c[slots * 8 + j] + __ldg(cb + slots * 8 + j);
+      float y = v[j] * scale + shift;
+      if (swish) y = y / (1.0f + __expf(-y));
+      v[j] = y;
+    }
+    Store8(img + i * 8, v);
+  }
+}
+
 // One warp per row.
 __global__ void SoftmaxToBf16Kernel(const float* __restrict__ scores, int64_t rows, int32_t n,
                                     bf16* __restrict__ probs) {
@@ -393,6 +437,30 @@ cudaError_t VqNhwcAddBias(bf16* x, const float* bias, int64_t rows, int32_t chan
   if (channels <= 0 || channels % 8 != 0 || !Aligned16(x)) return cudaErrorInvalidValue;
   const int64_t total = rows * (channels / 8);
   AddBiasKernel<<<Blocks(total), kThreads, 0, stream>>>(x, bias, total, channels / 8);
+  return cudaGetLastError();
+}
+
+cudaError_t VqNhwcAffineSwish(const bf16* in, const float* scale, const float* shift, int64_t rows, int32_t channels,
+                              bf16* out, cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  if (channels <= 0 || channels % 8 != 0 || shift == nullptr || !Aligned16(in) || !Aligned16(out))
+    return cudaErrorInvalidValue;
+  const int64_t total = rows * (channels / 8);
+  AffineSwishKernel<<<Blocks(total), kThreads, 0, stream>>>(in, scale, shift, total, channels / 8, out);
+  return cudaGetLastError();
+}
+
+cudaError_t VqNhwcSpatialModulate(bf16* x, const float* cond, const float* cond_bias, int32_t images, int32_t h,
+                                  int32_t w, int32_t zh, int32_t zw, int32_t channels, bool swish,
+                                  cudaStream_t stream) {
+  if (images <= 0 || h <= 0 || w <= 0) return cudaSuccess;
+  if (channels <= 0 || channels % 8 != 0 || images > 65535 || zh <= 0 || zw <= 0 || zh > h || zw > w ||
+      cond == nullptr || cond_bias == nullptr || !Aligned16(x))
+    return cudaErrorInvalidValue;
+  const int64_t per_image_vecs = int64_t{h} * w * (channels / 8);
+  const dim3 grid(PerImageBlocks(per_image_vecs, images), static_cast<unsigned>(images));
+  SpatialModulateKernel<<<grid, kThreads, 0, stream>>>(x, cond, cond_bias, h, w, zh, zw, channels / 8, per_image_vecs,
+                                                       swish);
   return cudaGetLastError();
 }
 

@@ -49,6 +49,22 @@ cudaError_t VqNhwcUpsample2x(const __nv_bfloat16* in, const float* bias, int32_t
 // x[r][c] = bf16(x[r][c] + bias[c]) for r < rows.
 cudaError_t VqNhwcAddBias(__nv_bfloat16* x, const float* bias, int64_t rows, int32_t channels, cudaStream_t stream);
 
+// Emu3's temporal stack (BatchNorm folded to an affine, then swish; a conv
+// bias then swish with scale null): out[r][c] = swish(in[r][c] * scale[c] +
+// shift[c]), scale null meaning 1. in == out allowed.
+cudaError_t VqNhwcAffineSwish(const __nv_bfloat16* in, const float* scale, const float* shift, int64_t rows,
+                              int32_t channels, __nv_bfloat16* out, cudaStream_t stream);
+
+// Emu3's SpatialNorm modulation, in place on a GroupNorm output x [images][h][w][channels]:
+//   x = x * (cond[n][sy][sx][c] + cond_bias[c]) + cond[n][sy][sx][channels + c] + cond_bias[channels + c]
+// then swish when asked, in fp32. cond [images][zh][zw][2 * channels] fp32 is
+// conv_y | conv_b of the condition at the code resolution (biases not added);
+// (sy, sx) = (y * zh / h, x * zw / w) floored: the nearest resize, which
+// commutes with those 1x1 convolutions (kernels/emu3vq_kernels.h, fp32 twin).
+cudaError_t VqNhwcSpatialModulate(__nv_bfloat16* x, const float* cond, const float* cond_bias, int32_t images,
+                                  int32_t h, int32_t w, int32_t zh, int32_t zw, int32_t channels, bool swish,
+                                  cudaStream_t stream);
+
 // probs[r][j] = softmax(scores[r][:])[j] as bf16, rows of n floats: float max
 // and exp, the sum in double, scaled by float(1 / sum) (VqSoftmaxRows' math).
 cudaError_t VqSoftmaxRowsToBf16(const float* scores, int64_t rows, int32_t n, __nv_bfloat16* probs,

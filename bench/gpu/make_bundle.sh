@@ -2,7 +2,7 @@
 # Builds (here) what the device scenarios run and packs it for the device:
 #   bench/gpu/make_bundle.sh NAME [REV]
 # builds what the lab's scenarios run (argen_bench, argen_server,
-# argen_client, argen_vq_bench, argen_sweep, argen_soak, argen_convert) and
+# argen_client, argen_vq_bench, argen_emu3vq_bench, argen_sweep, argen_soak, argen_convert) and
 # every gpu-labelled test of REV (default: the work tree; a commit is built in
 # a temporary worktree, ccache shared) and writes .gpubundle/NAME.tar.xz
 # (bin/, their non-CUDA libraries in lib/ (/work/shared/tools/gpu-bundle.sh,
@@ -24,7 +24,7 @@ cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 # The gpu-labelled tests' executables (ctest lists test cases; their commands name the binaries).
 gpu_tests=$(cd "$build" && ctest -N -V -L gpu 2>/dev/null | awk '/Test command:/{print $4}' | xargs -r -n1 basename |
   sort -u | tr '\n' ' ')
-targets=${BUNDLE_TARGETS:-argen_bench argen_server argen_client argen_vq_bench argen_sweep argen_soak argen_convert $gpu_tests}
+targets=${BUNDLE_TARGETS:-argen_bench argen_server argen_client argen_vq_bench argen_emu3vq_bench argen_sweep argen_soak argen_convert $gpu_tests}
 # shellcheck disable=SC2086
 cmake --build "$build" -j "${JOBS:-$(nproc)}" --target $targets
 bins=()

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/vq/group_norm.h"
+#include "engine/vq_cuda/bf16_emu3vq_network.h"
 #include "engine/vq_cuda/fp32_vq_ops.h"
 #include "engine/vq_cuda/side_cublas_stream.h"
 #include "engine/vq_cuda/weight_blob.h"
@@ -152,6 +154,10 @@ struct CudaEmu3VqDecoder::State {
   std::vector<DLevel> up;  // by level, run from the last
   DSpatialNorm norm_out;
 
+  VqPrecision precision = VqPrecision::kFp32;  // the path that runs
+  std::string fallback_reason;
+  std::unique_ptr<Bf16Emu3VqNetwork> bf16;  // the bf16 path, when it runs
+
   int32_t chunk = 1;
   size_t act_floats = 0, col_floats = 0, cond_floats = 0, norm_floats = 0, attn_floats = 0, score_floats = 0;
   DeviceBuffer weights, buf_x, buf_a, buf_b, col, zq, norm_scale, norm_shift, q, k, v, scores, codes_dev, rgb_dev;
@@ -160,6 +166,11 @@ struct CudaEmu3VqDecoder::State {
   // Last, so it is destroyed first: the stream is drained and the handle gone
   // before the buffers above are freed (the order before the fold).
   SideCublasStream gpu;
+
+  ~State() {
+    if (gpu.stream()) cudaStreamSynchronize(gpu.stream());
+    bf16.reset();  // its cuDNN handle and buffers go before the stream (gpu, destroyed next)
+  }
 
   const float* P(size_t off) const { return weights.as<float>() + off; }
   Fp32VqContext Ctx() const { return {gpu.stream(), gpu.cublas(), col.as<float>(), col_floats}; }
@@ -275,6 +286,34 @@ struct CudaEmu3VqDecoder::State {
     return Conv(conv_out, a, n, h, w, b, false, "conv_out");
   }
 
+  // The codes and result staging of a chunk (either path).
+  absl::Status SetupIo() {
+    const size_t cells = static_cast<size_t>(max_cells), n = static_cast<size_t>(chunk);
+    const size_t f = static_cast<size_t>(config.spatial_factor());
+    const size_t pixels = cells * f * f * n;
+    ARGEN_STATUS_RETURN(Alloc(codes_dev, cells * n * sizeof(int32_t), "codes"));
+    ARGEN_STATUS_RETURN(Alloc(rgb_dev, pixels * 3, "rgb8"));
+    ARGEN_STATUS_RETURN(Pin(codes_host, cells * n * sizeof(int32_t), "codes"));
+    ARGEN_STATUS_RETURN(Pin(rgb_host, pixels * 3, "rgb8"));
+    return Pin(float_host, pixels * 3 * sizeof(float), "float pixels");
+  }
+
+  // The bf16 path; its Status when it cannot run.
+  absl::Status SetupBf16(const Emu3VqWeights& weights) {
+    Bf16Emu3VqOptions bo;
+    bo.max_images_per_chunk = options.max_images_per_chunk;
+    bo.workspace_bytes = options.workspace_bytes;
+    bo.cudnn_workspace_bytes = options.cudnn_workspace_bytes;
+    bo.benchmark_algorithms = options.benchmark_algorithms;
+    absl::StatusOr<std::unique_ptr<Bf16Emu3VqNetwork>> net =
+        Bf16Emu3VqNetwork::Create(weights, config, max_cells, bo, gpu.stream(), gpu.cublas());
+    if (!net.ok()) return net.status();
+    for (const auto& [rows, cols] : options.plan_grids) ARGEN_STATUS_RETURN((*net)->PlanGrid(rows, cols));
+    bf16 = std::move(*net);
+    chunk = bf16->chunk();
+    return absl::OkStatus();
+  }
+
   absl::Status Setup(const Emu3VqWeights& weights) {
     Blob blob;
     codebook = blob.Add(weights.codebook);
@@ -355,12 +394,6 @@ struct CudaEmu3VqDecoder::State {
     ARGEN_STATUS_RETURN(Alloc(k, attn_floats * sizeof(float), "attention k"));
     ARGEN_STATUS_RETURN(Alloc(v, attn_floats * sizeof(float), "attention v"));
     ARGEN_STATUS_RETURN(Alloc(scores, score_floats * sizeof(float), "attention scores"));
-    const size_t pixels = hw * n;
-    ARGEN_STATUS_RETURN(Alloc(codes_dev, cells * n * sizeof(int32_t), "codes"));
-    ARGEN_STATUS_RETURN(Alloc(rgb_dev, pixels * 3, "rgb8"));
-    ARGEN_STATUS_RETURN(Pin(codes_host, cells * n * sizeof(int32_t), "codes"));
-    ARGEN_STATUS_RETURN(Pin(rgb_host, pixels * 3, "rgb8"));
-    ARGEN_STATUS_RETURN(Pin(float_host, pixels * 3 * sizeof(float), "float pixels"));
     ARGEN_CUDA_RETURN(cudaMemcpyAsync(this->weights.as(), blob.data().data(), blob.data().size() * sizeof(float),
                                       cudaMemcpyHostToDevice, gpu.stream()),
                       "CudaEmu3VqDecoder: upload weights");
@@ -386,6 +419,20 @@ absl::StatusOr<std::unique_ptr<CudaEmu3VqDecoder>> CudaEmu3VqDecoder::Create(con
         absl::StrCat("CudaEmu3VqDecoder: workspace_bytes must be > 0, got ", options.workspace_bytes));
   }
   if (max_cells <= 0) return absl::InvalidArgumentError("CudaEmu3VqDecoder: max_cells must be positive");
+  if (options.precision != VqPrecision::kFp32 && options.precision != VqPrecision::kTf32 &&
+      options.precision != VqPrecision::kBf16) {
+    return absl::InvalidArgumentError("CudaEmu3VqDecoder: precision must be fp32, tf32 or bf16");
+  }
+  if (options.cudnn_workspace_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CudaEmu3VqDecoder: cudnn_workspace_bytes must be >= 0, got ", options.cudnn_workspace_bytes));
+  }
+  for (const auto& [rows, cols] : options.plan_grids) {
+    if (rows <= 0 || cols <= 0 || int64_t{rows} * cols > max_cells) {
+      return absl::InvalidArgumentError(absl::StrCat("CudaEmu3VqDecoder: plan_grids has ", rows, "x", cols,
+                                                     ", not a grid of 1 ... max_cells (", max_cells, ") codes"));
+    }
+  }
   if (weights.codebook.size() != static_cast<size_t>(config.codebook_size) * config.embed_dim ||
       weights.up.size() != static_cast<size_t>(config.levels())) {
     return absl::InvalidArgumentError("CudaEmu3VqDecoder: weights do not match the config");
@@ -395,8 +442,27 @@ absl::StatusOr<std::unique_ptr<CudaEmu3VqDecoder>> CudaEmu3VqDecoder::Create(con
   s->config = config;
   s->options = options;
   s->max_cells = max_cells;
-  ARGEN_STATUS_RETURN(s->gpu.Init("CudaEmu3VqDecoder", /*tf32=*/options.tf32));
-  ARGEN_STATUS_RETURN(s->Setup(weights));
+  ARGEN_STATUS_RETURN(s->gpu.Init("CudaEmu3VqDecoder", /*tf32=*/options.precision == VqPrecision::kTf32));
+  if (options.precision == VqPrecision::kBf16) {
+    absl::Status bf16 = s->SetupBf16(weights);
+    if (bf16.ok()) {
+      s->precision = VqPrecision::kBf16;
+    } else if (!options.fallback_to_fp32 || bf16.code() == absl::StatusCode::kResourceExhausted ||
+               bf16.code() == absl::StatusCode::kInvalidArgument) {
+      return absl::Status(bf16.code(), absl::StrCat("CudaEmu3VqDecoder: bf16 path: ", bf16.message()));
+    } else {
+      cudaGetLastError();  // a launch error of the failed path must not surface later
+      s->bf16.reset();
+      s->fallback_reason = absl::StrCat(absl::StatusCodeToString(bf16.code()), ": ", bf16.message());
+      std::fprintf(stderr, "argen: Emu3 vision decoder: the bf16 path cannot run here (%s); decoding in fp32\n",
+                   s->fallback_reason.c_str());
+    }
+  }
+  if (s->bf16 == nullptr) {
+    s->precision = options.precision == VqPrecision::kTf32 ? VqPrecision::kTf32 : VqPrecision::kFp32;
+    ARGEN_STATUS_RETURN(s->Setup(weights));
+  }
+  ARGEN_STATUS_RETURN(s->SetupIo());
   return std::unique_ptr<CudaEmu3VqDecoder>(new CudaEmu3VqDecoder(std::move(s)));
 }
 
@@ -405,13 +471,20 @@ CudaEmu3VqDecoder::~CudaEmu3VqDecoder() = default;
 
 int32_t CudaEmu3VqDecoder::chunk_images() const { return s_->chunk; }
 size_t CudaEmu3VqDecoder::scratch_bytes() const {
+  if (s_->bf16) return s_->bf16->scratch_bytes();
   return sizeof(float) * (3 * s_->act_floats + s_->col_floats + s_->cond_floats + 2 * s_->norm_floats +
                           3 * s_->attn_floats + s_->score_floats);
 }
-size_t CudaEmu3VqDecoder::weight_bytes() const { return s_->weights.bytes(); }
+size_t CudaEmu3VqDecoder::weight_bytes() const { return s_->bf16 ? s_->bf16->weight_bytes() : s_->weights.bytes(); }
+VqPrecision CudaEmu3VqDecoder::precision() const { return s_->precision; }
+const std::string& CudaEmu3VqDecoder::fallback_reason() const { return s_->fallback_reason; }
 std::string CudaEmu3VqDecoder::description() const {
-  return absl::StrCat(s_->options.tf32 ? "tf32" : "fp32", " [C][N*H*W]: chunk ", s_->chunk, " of up to ", s_->max_cells,
-                      " codes, scratch ", scratch_bytes() >> 20, " MiB, weights ", weight_bytes() >> 20, " MiB");
+  if (s_->bf16) return s_->bf16->description();
+  std::string d =
+      absl::StrCat(VqPrecisionName(s_->precision), " [C][N*H*W]: chunk ", s_->chunk, " of up to ", s_->max_cells,
+                   " codes, scratch ", scratch_bytes() >> 20, " MiB, weights ", weight_bytes() >> 20, " MiB");
+  if (!s_->fallback_reason.empty()) absl::StrAppend(&d, " (bf16 fell back: ", s_->fallback_reason, ")");
+  return d;
 }
 
 std::vector<std::vector<size_t>> CudaEmu3VqDecoder::Chunks(const std::vector<emu3vq::CodeGrid>& grids) const {
@@ -447,16 +520,23 @@ absl::Status CudaEmu3VqDecoder::RunChunk(const std::vector<const emu3vq::CodeGri
     ARGEN_CUDA_RETURN(
         cudaMemcpyAsync(s.codes_dev.as(), staged, n * cells * sizeof(int32_t), cudaMemcpyHostToDevice, s.gpu.stream()),
         "Emu3 vision decode: upload codes");
-    ARGEN_STATUS_RETURN(s.Network(n, zh, zw));
+    // [3][n*hw] fp32 planar from either path.
+    const float* out = s.b;
+    if (s.bf16) {
+      ARGEN_STATUS_RETURN(s.bf16->Run(s.codes_dev.as<int32_t>(), n, zh, zw));
+      out = s.bf16->output();
+    } else {
+      ARGEN_STATUS_RETURN(s.Network(n, zh, zw));
+    }
     if (rgb) {
-      ARGEN_CUDA_RETURN(kernels::VqToRgb8(s.b, n, static_cast<int64_t>(hw), s.rgb_dev.as<uint8_t>(), s.gpu.stream()),
+      ARGEN_CUDA_RETURN(kernels::VqToRgb8(out, n, static_cast<int64_t>(hw), s.rgb_dev.as<uint8_t>(), s.gpu.stream()),
                         "Emu3 vision decode: rgb8");
       ARGEN_CUDA_RETURN(
           cudaMemcpyAsync(s.rgb_host.as(), s.rgb_dev.as(), n * hw * 3, cudaMemcpyDeviceToHost, s.gpu.stream()),
           "Emu3 vision decode: download rgb8");
     } else {
       ARGEN_CUDA_RETURN(
-          cudaMemcpyAsync(s.float_host.as(), s.b, n * hw * 3 * sizeof(float), cudaMemcpyDeviceToHost, s.gpu.stream()),
+          cudaMemcpyAsync(s.float_host.as(), out, n * hw * 3 * sizeof(float), cudaMemcpyDeviceToHost, s.gpu.stream()),
           "Emu3 vision decode: download floats");
     }
     ARGEN_CUDA_RETURN(cudaStreamSynchronize(s.gpu.stream()), "Emu3 vision decode: synchronize");

@@ -12,11 +12,18 @@
 // convs of the condition zq at the code resolution (they commute with the
 // nearest resize) applied while modulating the GroupNorm output.
 //
-// Precision: fp32 (the reference; default) or TF32 GEMMs. No bf16 path yet.
+// Precision (CudaEmu3VqOptions::precision, VqPrecision as CudaVqDecoder's):
+// fp32 (the reference; default), TF32 GEMMs on the same path, or bf16: the
+// NHWC tensor-core path of bf16_emu3vq_network.h (cuDNN + cuBLAS bf16, the
+// VQ-16 bf16 path's kernels). Where bf16 cannot run (no cuDNN, a layout its
+// kernels do not take) Create falls back to fp32 and logs why, or fails with
+// FailedPrecondition when fallback_to_fp32 is false; precision() says which
+// path runs.
 //
 // Memory: weights uploaded once; every device and pinned buffer is sized at
 // Create for a chunk of the largest grid (max_cells); Decode allocates only
-// its result images. Grids of one size decode together, chunk by chunk;
+// its result images. (bf16 plans cuDNN per grid size: at Create for
+// plan_grids, otherwise on a size's first decode.) Grids of one size decode together, chunk by chunk;
 // sizes in one call decode group by group, the images back in call order.
 //
 // Streams and thread-safety as CudaVqDecoder: its own lowest-priority
@@ -29,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,6 +45,7 @@
 #include "engine/emu3vq/emu3vq_decoder.h"
 #include "engine/emu3vq/emu3vq_weights.h"
 #include "engine/engine.h"
+#include "engine/vq_cuda/cuda_vq_decoder.h"
 
 namespace argen::vq {
 
@@ -47,7 +56,15 @@ struct CudaEmu3VqOptions {
   // on top): activations take at most half, the im2col band the rest. One
   // 720x720 image of the published tokenizer needs about 3.6 GB.
   int64_t workspace_bytes = int64_t{4} << 30;
-  bool tf32 = false;  // TF32 tensor-core GEMMs instead of fp32
+  VqPrecision precision = VqPrecision::kFp32;
+  // bf16 where it cannot run here: decode in fp32 and log why (true), or fail Create (false).
+  bool fallback_to_fp32 = true;
+  // bf16: time cuDNN's algorithm candidates when a grid size is planned (true) or take its heuristics' first.
+  bool benchmark_algorithms = true;
+  // bf16: the most workspace cuDNN may use (within workspace_bytes).
+  int64_t cudnn_workspace_bytes = int64_t{256} << 20;
+  // bf16: grid sizes (rows, columns of codes) whose cuDNN plans are made at Create.
+  std::vector<std::pair<int32_t, int32_t>> plan_grids;
 };
 
 class CudaEmu3VqDecoder {
@@ -69,8 +86,10 @@ class CudaEmu3VqDecoder {
   absl::Status DecodeToFloat(const std::vector<emu3vq::CodeGrid>& grids, std::vector<std::vector<float>>* chw);
 
   int32_t chunk_images() const;  // grids per chunk after the workspace limit
-  size_t scratch_bytes() const;  // device activations, condition, attention, im2col band
+  size_t scratch_bytes() const;  // device activations, condition, attention, im2col band / cuDNN
   size_t weight_bytes() const;
+  VqPrecision precision() const;               // the path that runs (fp32 after a bf16 fallback)
+  const std::string& fallback_reason() const;  // why bf16 fell back to fp32; empty otherwise
   std::string description() const;
 
   struct State;

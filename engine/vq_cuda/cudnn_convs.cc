@@ -101,7 +101,9 @@ absl::Status CudnnConvs::Plan(const std::vector<CudnnConvShape>& shapes, const s
                               size_t workspace_limit) {
   Impl& m = *impl_;
   if (weights.size() != shapes.size()) return absl::InvalidArgumentError("cudnn plan: one filter per shape");
-  m.shapes = shapes;
+  // Appended: this call's shape i is shape first + i (Forward's numbering).
+  const size_t first = m.shapes.size();
+  m.shapes.insert(m.shapes.end(), shapes.begin(), shapes.end());
   m.benchmarked = benchmark;
   for (const CudnnConvShape& s : shapes) {
     if (s.cin % 8 != 0 || s.cout % 8 != 0)
@@ -113,8 +115,8 @@ absl::Status CudnnConvs::Plan(const std::vector<CudnnConvShape>& shapes, const s
     ARGEN_CUDNN_RETURN(cudnnSetFilter4dDescriptor(f, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC, s.cout, s.cin, 3, 3),
                        absl::StrCat("filter ", ShapeName(s, 1)));
   }
-  for (size_t si = 0; si < shapes.size(); ++si) {
-    const CudnnConvShape& s = shapes[si];
+  for (size_t si = first; si < m.shapes.size(); ++si) {
+    const CudnnConvShape& s = m.shapes[si];
     for (int32_t batch : batches) {
       m.largest_batch = std::max(m.largest_batch, batch);
       const std::string name = ShapeName(s, batch);
@@ -143,9 +145,9 @@ absl::Status CudnnConvs::Plan(const std::vector<CudnnConvShape>& shapes, const s
       cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
       int returned = 0;
       if (benchmark) {
-        ARGEN_CUDNN_RETURN(cudnnFindConvolutionForwardAlgorithmEx(m.handle, p.x, x, m.filters[si], weights[si], p.conv,
-                                                                  p.y, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned,
-                                                                  perf, find_ws, workspace_limit),
+        ARGEN_CUDNN_RETURN(cudnnFindConvolutionForwardAlgorithmEx(m.handle, p.x, x, m.filters[si], weights[si - first],
+                                                                  p.conv, p.y, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                                  &returned, perf, find_ws, workspace_limit),
                            absl::StrCat("find algorithm ", name));
       } else {
         ARGEN_CUDNN_RETURN(cudnnGetConvolutionForwardAlgorithm_v7(m.handle, p.x, m.filters[si], p.conv, p.y,
@@ -171,6 +173,8 @@ absl::Status CudnnConvs::Plan(const std::vector<CudnnConvShape>& shapes, const s
   }
   return absl::OkStatus();
 }
+
+int32_t CudnnConvs::shape_count() const { return static_cast<int32_t>(impl_->shapes.size()); }
 
 size_t CudnnConvs::workspace_bytes() const {
   size_t most = 0;

@@ -35,7 +35,9 @@ class CudnnConvs {
   CudnnConvs(const CudnnConvs&) = delete;
   CudnnConvs& operator=(const CudnnConvs&) = delete;
 
-  // Descriptors and an algorithm for every shape at every batch size.
+  // Descriptors and an algorithm for every shape at every batch size. Calls
+  // add up: a later call's shapes are numbered after the earlier ones' (the
+  // first call's shape i is i), so a decoder may plan its shapes size by size.
   // benchmark: cudnnFindConvolutionForwardAlgorithmEx times the candidates on
   // the given buffers (synchronous; x and y hold at least the largest batch of
   // any shape's input and output, weights[s] a filter of shape s, find_ws
@@ -44,6 +46,9 @@ class CudnnConvs {
   absl::Status Plan(const std::vector<CudnnConvShape>& shapes, const std::vector<const void*>& weights,
                     const std::vector<int32_t>& batches, bool benchmark, void* x, void* y, void* find_ws,
                     size_t workspace_limit);
+
+  // Shapes planned so far (the next Plan's first shape gets this number).
+  int32_t shape_count() const;
 
   // The most workspace any chosen algorithm needs.
   size_t workspace_bytes() const;

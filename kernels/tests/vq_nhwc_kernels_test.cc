@@ -1,12 +1,14 @@
 // The VQ decoder's bf16 NHWC kernels against float64 host references on
-// random inputs: lookup and the bias adds bit for bit, GroupNorm and softmax
-// within their bf16 output rounding, conv_out within fp32 accumulation.
+// random inputs: lookup and the bias adds bit for bit, GroupNorm, softmax and
+// Emu3's affine + swish and SpatialNorm modulation within their bf16 output
+// rounding, conv_out within fp32 accumulation.
 #include "kernels/vq_nhwc_kernels.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "kernels/tests/cuda_test_util.h"
@@ -180,6 +182,72 @@ TEST_F(VqNhwcKernelsTest, UpsampleAndAddBiasAreExact) {
   for (int64_t r = 0; r < rows; ++r)
     for (int ch = 0; ch < ch3; ++ch)
       ASSERT_EQ(FromBf16Bits(xs[r * ch3 + ch]), RoundBf16(FromBf16Bits(x_h[r * ch3 + ch]) + b_h[ch]));
+}
+
+double Swish(double y) { return y / (1.0 + std::exp(-y)); }
+
+// Within the bf16 output's rounding (and __expf's few ulps).
+void ExpectBf16Close(float got, double want, const std::string& where) {
+  ASSERT_LE(std::abs(got - want), std::ldexp(1.0, -8) * std::abs(want) + 1e-5) << where;
+}
+
+TEST_F(VqNhwcKernelsTest, Emu3AffineSwishMatchesFloat64) {
+  const int64_t rows = 91;
+  const int c = 24;
+  const auto x_h = ToBf16(RandomFloats(rng_, rows * c, 2.0f));
+  const auto scale_h = RandomFloats(rng_, c), shift_h = RandomFloats(rng_, c);
+  DeviceArray<Bf16Bits> x(x_h), out(x_h.size()), in_place(x_h);
+  DeviceArray<float> scale(scale_h), shift(shift_h);
+  ARGEN_CUDA_OK(VqNhwcAffineSwish(AsBf16(x), scale.get(), shift.get(), rows, c, AsBf16(out), 0));
+  ARGEN_CUDA_OK(VqNhwcAffineSwish(AsBf16(in_place), nullptr, shift.get(), rows, c, AsBf16(in_place), 0));
+  ARGEN_CUDA_OK(cudaDeviceSynchronize());
+  const auto got = Bf16ToFloat(out.Download());
+  const auto got_unit = Bf16ToFloat(in_place.Download());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int ch = 0; ch < c; ++ch) {
+      const double v = FromBf16Bits(x_h[r * c + ch]);
+      ExpectBf16Close(got[r * c + ch], Swish(v * scale_h[ch] + shift_h[ch]), "affine");
+      ExpectBf16Close(got_unit[r * c + ch], Swish(v + shift_h[ch]), "scale null, in place");
+    }
+  EXPECT_EQ(VqNhwcAffineSwish(AsBf16(x), scale.get(), shift.get(), rows, 12, AsBf16(out), 0), cudaErrorInvalidValue);
+  EXPECT_EQ(VqNhwcAffineSwish(AsBf16(x), scale.get(), nullptr, rows, c, AsBf16(out), 0), cudaErrorInvalidValue);
+}
+
+TEST_F(VqNhwcKernelsTest, Emu3SpatialModulateMatchesFloat64) {
+  // A 3 x 2 code grid at 12 x 8 px (each code 4 x 4 px) and at its own resolution.
+  const int images = 2, zh = 3, zw = 2, c = 16;
+  for (const int f : {4, 1}) {
+    const int h = zh * f, w = zw * f;
+    for (const bool swish : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "factor " << f << " swish " << swish);
+      const auto x_h = ToBf16(RandomFloats(rng_, static_cast<size_t>(images) * h * w * c, 2.0f));
+      const auto cond_h = RandomFloats(rng_, static_cast<size_t>(images) * zh * zw * 2 * c);
+      const auto bias_h = RandomFloats(rng_, 2 * c, 0.5f);
+      DeviceArray<Bf16Bits> x(x_h);
+      DeviceArray<float> cond(cond_h), bias(bias_h);
+      ARGEN_CUDA_OK(VqNhwcSpatialModulate(AsBf16(x), cond.get(), bias.get(), images, h, w, zh, zw, c, swish, 0));
+      ARGEN_CUDA_OK(cudaDeviceSynchronize());
+      const auto got = Bf16ToFloat(x.Download());
+      for (int n = 0; n < images; ++n)
+        for (int y = 0; y < h; ++y)
+          for (int xx = 0; xx < w; ++xx) {
+            const size_t cell = (static_cast<size_t>(n) * zh + y / f) * zw + xx / f;
+            for (int ch = 0; ch < c; ++ch) {
+              const size_t p = ((static_cast<size_t>(n) * h + y) * w + xx) * c + ch;
+              const double scale = double{cond_h[cell * 2 * c + ch]} + bias_h[ch];
+              const double shift = double{cond_h[cell * 2 * c + c + ch]} + bias_h[c + ch];
+              const double v = FromBf16Bits(x_h[p]) * scale + shift;
+              ExpectBf16Close(got[p], swish ? Swish(v) : v, "modulate");
+            }
+          }
+    }
+  }
+  DeviceArray<Bf16Bits> x(64);
+  DeviceArray<float> cond(64), bias(64);
+  EXPECT_EQ(VqNhwcSpatialModulate(AsBf16(x), cond.get(), bias.get(), 1, 2, 2, 1, 1, 12, false, 0),
+            cudaErrorInvalidValue);  // channels not a multiple of 8
+  EXPECT_EQ(VqNhwcSpatialModulate(AsBf16(x), cond.get(), bias.get(), 1, 2, 2, 3, 1, 8, false, 0),
+            cudaErrorInvalidValue);  // a code grid larger than the image
 }
 
 TEST_F(VqNhwcKernelsTest, SoftmaxToBf16) {

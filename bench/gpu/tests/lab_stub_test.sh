@@ -129,7 +129,7 @@ cat >"$stub/argen_sweep" <<'STUB'
 #!/usr/bin/env bash
 while [ $# -gt 0 ]; do [ "$1" = --out ] && { mkdir -p "$2"; echo '{"image": "0.png"}' >"$2/manifest.jsonl"; }; shift; done
 STUB
-for t in argen_vq_bench argen_soak argen_convert; do
+for t in argen_vq_bench argen_emu3vq_bench argen_soak argen_convert; do
   printf '#!/usr/bin/env bash\necho "cuda-bf16: stub %s"\n' "$t" >"$stub/$t"
 done
 printf '#!/usr/bin/env bash\necho "argen_soak: 2000 requests, 0 unexpected outcomes"\n' >"$stub/soak.sh"

@@ -68,6 +68,7 @@ engine::ImageLayout LayoutOf(const Emu3Schedule& s) {
 // What the image decoder needs of the model.
 struct DecodeModel {
   std::vector<std::pair<int32_t, int32_t>> sizes;
+  std::pair<int32_t, int32_t> served{0, 0};  // the default (width, height)
   int32_t pixels_per_code = 8;
   Emu3TokenIds ids;
   int32_t codebook_size = 0;
@@ -82,10 +83,6 @@ absl::StatusOr<model::ImageDecoder> MakeDecoder(const checkpoint::Checkpoint& lm
     return absl::UnimplementedError("this build has no GPU vision decoder for Emu3 (no CUDA); set vq_backend cpu");
   }
 #endif
-  if (options.gpu && options.precision == vq::DecoderPrecision::kBf16) {
-    return absl::UnimplementedError(
-        "Emu3's GPU vision decoder runs fp32 or tf32 (no bf16 path yet); set vq_precision auto, fp32 or tf32");
-  }
   absl::StatusOr<emu3vq::Emu3VqWeights> weights;
   if (config.layout == Emu3Layout::kBaai) {
     absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = checkpoint::Checkpoint::Open(vision_dir);
@@ -114,8 +111,18 @@ absl::StatusOr<model::ImageDecoder> MakeDecoder(const checkpoint::Checkpoint& lm
   };
 #if defined(ARGEN_WITH_CUDA)
   if (options.gpu) {
+    // As the VQ-16 families: auto is bf16 with an fp32 fallback (logged), bf16 is bf16 or an error.
     vq::CudaEmu3VqOptions gpu_options;
-    gpu_options.tf32 = options.precision == vq::DecoderPrecision::kTf32;
+    gpu_options.precision = options.precision == vq::DecoderPrecision::kFp32   ? vq::VqPrecision::kFp32
+                            : options.precision == vq::DecoderPrecision::kTf32 ? vq::VqPrecision::kTf32
+                                                                               : vq::VqPrecision::kBf16;
+    gpu_options.fallback_to_fp32 = options.precision == vq::DecoderPrecision::kAuto;
+    // cuDNN's plans for the default size now rather than in the first request's decode (others on first use).
+    const auto [served_w, served_h] = model.served;
+    if (served_w > 0 && served_h > 0 &&
+        (served_w / model.pixels_per_code) * (served_h / model.pixels_per_code) <= max_cells) {
+      gpu_options.plan_grids.emplace_back(served_h / model.pixels_per_code, served_w / model.pixels_per_code);
+    }
     absl::StatusOr<std::unique_ptr<vq::CudaEmu3VqDecoder>> gpu =
         vq::CudaEmu3VqDecoder::Create(*weights, vq, max_cells, gpu_options);
     if (!gpu.ok()) return gpu.status();
@@ -288,7 +295,7 @@ absl::StatusOr<families::FamilyModel> LoadEmu3(const std::string& model_dir, con
                                 Emu3PromptEncoder(shared_tok, token_ids, s->grid_w, s->grid_h)};
     });
   };
-  DecodeModel decode_model{sizes, f, token_ids, vq.codebook_size};
+  DecodeModel decode_model{sizes, served, f, token_ids, vq.codebook_size};
   const Emu3Config cfg = *config;
   const std::string vq_prefix = names->vq;
   m.make_decoder = [cfg, vq, vision_dir, vq_prefix, decode_model](const checkpoint::Checkpoint& checkpoint,

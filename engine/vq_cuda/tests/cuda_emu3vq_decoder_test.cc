@@ -48,6 +48,7 @@
 #include "engine/emu3vq/emu3vq_decoder.h"
 #include "engine/emu3vq/emu3vq_weights.h"
 #include "engine/vq/pixels.h"
+#include "engine/vq_cuda/tests/emu3vq_test_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/golden_files.h"
@@ -64,6 +65,10 @@ using test_support::ReadF32;
 using test_support::ReadJson;
 using test_support::RelativeError;
 using test_support::SourceDir;
+using testing::LoadTiny;
+using testing::RandomGrid;
+using testing::RandomSource;
+using testing::Tiny;
 
 constexpr double kFloatTol = 5e-4;       // fp32, relative to max(1, |cpu|) (measured 1.69e-4)
 constexpr double kShapeFloatTol = 5e-4;  // fp32 through the published shape's ~40 layers
@@ -74,39 +79,6 @@ constexpr double kTf32RmsTol = 4e-2;          // emulated 9.5e-3 / 2.1e-2
 constexpr double kOffByOneShare = 0.005;      // fp32: RGB8 bytes one level off
 constexpr double kShapeOffByOneShare = 0.02;  // the same through the published shape's depth
 constexpr double kGoldenTol = 1e-4;           // L2-relative against PyTorch, as the CPU test
-
-struct Tiny {
-  Emu3VqConfig config;
-  Emu3VqWeights weights;
-};
-
-Tiny LoadTiny(Emu3VqNaming naming) {
-  Tiny t;
-  const std::string rel = naming == Emu3VqNaming::kBaai ? "tests/goldens/tiny/tiny-emu3-gen/vision_tokenizer"
-                                                        : "tests/goldens/tiny/tiny-emu3-gen-hf";
-  const nlohmann::json config = ReadJson(rel + "/config.json");
-  absl::StatusOr<Emu3VqConfig> c = naming == Emu3VqNaming::kBaai ? emu3vq::ParseBaaiVqConfig(config, rel)
-                                                                 : emu3vq::ParseHfVqConfig(config["vq_config"], rel);
-  EXPECT_TRUE(c.ok()) << c.status();
-  if (!c.ok()) return t;
-  t.config = *c;
-  absl::StatusOr<std::unique_ptr<checkpoint::Checkpoint>> ckpt = checkpoint::Checkpoint::Open(SourceDir() + "/" + rel);
-  EXPECT_TRUE(ckpt.ok()) << ckpt.status();
-  if (!ckpt.ok()) return t;
-  absl::StatusOr<Emu3VqWeights> w = emu3vq::LoadEmu3VqWeights(emu3vq::CheckpointTensorSource(**ckpt), t.config, naming,
-                                                              naming == Emu3VqNaming::kBaai ? "" : "vqmodel.");
-  EXPECT_TRUE(w.ok()) << w.status();
-  if (w.ok()) t.weights = *std::move(w);
-  return t;
-}
-
-CodeGrid RandomGrid(int32_t h, int32_t w, int32_t codebook_size, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> code(0, codebook_size - 1);
-  CodeGrid g{h, w, std::vector<int32_t>(static_cast<size_t>(h) * w)};
-  for (int32_t& c : g.codes) c = code(rng);
-  return g;
-}
 
 struct Diff {
   double max_rel = 0;  // floats: max |gpu - cpu| / max(1, |cpu|)
@@ -215,7 +187,7 @@ TEST_P(CudaEmu3VqTinyTest, Tf32StaysWithinItsBound) {
   Tiny t = LoadTiny(GetParam());
   ASSERT_FALSE(t.weights.codebook.empty());
   CudaEmu3VqOptions tf32;
-  tf32.tf32 = true;
+  tf32.precision = VqPrecision::kTf32;
   absl::StatusOr<std::unique_ptr<CudaEmu3VqDecoder>> gpu = CudaEmu3VqDecoder::Create(t.weights, t.config, 64, tf32);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   absl::StatusOr<std::unique_ptr<Emu3VqDecoder>> cpu = Emu3VqDecoder::Create(t.weights, t.config, 64, 1);
@@ -253,42 +225,6 @@ INSTANTIATE_TEST_SUITE_P(Namings, CudaEmu3VqTinyTest,
                          [](const ::testing::TestParamInfo<Emu3VqNaming>& p) {
                            return p.param == Emu3VqNaming::kBaai ? std::string("Baai") : std::string("Transformers");
                          });
-
-// Random weights in the published tokenizer's shape (BAAI/Emu3-VisionTokenizer's
-// decoder: the Emu3VqConfig defaults), scaled so activations stay O(1): conv
-// weights uniform with variance 1 / fan_in, norms' gammas near 1, BatchNorm
-// variances in [0.5, 1.5].
-emu3vq::TensorSource RandomSource(uint32_t seed) {
-  auto rng = std::make_shared<std::mt19937>(seed);
-  return [rng](const std::string& name, const std::vector<int64_t>& shape) -> absl::StatusOr<std::vector<float>> {
-    int64_t count = 1, fan_in = 1;
-    for (size_t i = 0; i < shape.size(); ++i) {
-      count *= shape[i];
-      if (i > 0) fan_in *= shape[i];
-    }
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    std::vector<float> v(count);
-    const bool vector = shape.size() == 1;
-    const bool norm = name.find("norm") != std::string::npos;
-    const bool codebook = name.find("embedding") != std::string::npos;
-    const float limit = std::sqrt(3.0f / static_cast<float>(fan_in));
-    for (float& x : v) {
-      const float r = u(*rng);
-      if (name.ends_with("running_var")) {
-        x = 1.0f + 0.5f * r;
-      } else if (vector && norm && name.ends_with(".weight")) {
-        x = 1.0f + 0.1f * r;  // GroupNorm / BatchNorm gamma
-      } else if (vector) {
-        x = 0.05f * r;  // biases, betas, running means
-      } else if (codebook) {
-        x = r;
-      } else {
-        x = limit * r;
-      }
-    }
-    return v;
-  };
-}
 
 TEST(CudaEmu3VqShapeTest, PublishedShapeWithRandomWeightsMatchesTheCpuDecoder) {
   const Emu3VqConfig config;  // the published tokenizer's decoder

@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -78,15 +79,18 @@ struct PixelError {
   }
 };
 
-// got/want: CHW floats per image of `side` x `side` images.
+// got/want: CHW floats per image; image i is sizes[i] = (height, width).
 inline PixelError ComparePixels(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& want,
-                                int32_t side) {
+                                const std::vector<std::pair<int32_t, int32_t>>& sizes) {
   PixelError e;
   double sq_float = 0, sq_level = 0, sum_level = 0;
   size_t floats = 0;
-  std::vector<uint8_t> a(3 * static_cast<size_t>(side) * side), b(a.size());
+  std::vector<uint8_t> a, b;
   for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
-    if (got[i].size() != a.size() || want[i].size() != a.size()) {
+    const auto [h, w] = i < sizes.size() ? sizes[i] : std::pair<int32_t, int32_t>{0, 0};
+    a.assign(3 * static_cast<size_t>(h) * w, 0);
+    b.assign(a.size(), 0);
+    if (a.empty() || got[i].size() != a.size() || want[i].size() != a.size()) {
       e.max_float = INFINITY;
       continue;
     }
@@ -96,8 +100,8 @@ inline PixelError ComparePixels(const std::vector<std::vector<float>>& got, cons
       sq_float += d * d;
     }
     floats += a.size();
-    ChwToRgb8(got[i].data(), side, side, a.data());
-    ChwToRgb8(want[i].data(), side, side, b.data());
+    ChwToRgb8(got[i].data(), h, w, a.data());
+    ChwToRgb8(want[i].data(), h, w, b.data());
     for (size_t p = 0; p < a.size(); ++p) {
       const int d = std::abs(int{a[p]} - int{b[p]});
       e.max_level = std::max(e.max_level, d);
@@ -113,6 +117,12 @@ inline PixelError ComparePixels(const std::vector<std::vector<float>>& got, cons
     e.psnr_db = mse > 0 ? 10.0 * std::log10(255.0 * 255.0 / mse) : INFINITY;
   }
   return e;
+}
+
+// got/want: CHW floats per image of `side` x `side` images.
+inline PixelError ComparePixels(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& want,
+                                int32_t side) {
+  return ComparePixels(got, want, std::vector<std::pair<int32_t, int32_t>>(got.size(), {side, side}));
 }
 
 }  // namespace argen::vq::testing
