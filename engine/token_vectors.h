@@ -27,10 +27,10 @@ inline bool MakesContinuousTokens(const ModelInfo& info) { return info.image_voc
 // latent in normalized form (NextStep-1: latent = unpatchify(token) /
 // scaling_factor + shift_factor, each token LayerNormed without affine: mean
 // 0, unit variance), so the zero token is the tokens' mean, the latent
-// shift_factor everywhere: the VAE's mean latent. It decodes to a flat region
-// and, the decoder being convolutional, pulls the made rows' border pixels
-// toward no content (a repeated last row, the code models' fill, would
-// invent a continuation). Its bits are the int32 word 0.
+// shift_factor everywhere: the VAE's mean latent, with no content of its own.
+// The decoder being convolutional, it pulls the made rows' border pixels
+// toward no continuation (a repeated last row, the code models' fill, would
+// invent one). Its bits are the int32 word 0.
 inline constexpr float kNeutralTokenValue = 0.0f;
 
 // Appends `vector`'s floats to `words`, one word each.
