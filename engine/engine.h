@@ -77,6 +77,9 @@ struct ModelInfo {
   int32_t token_grid = 0;    // visual tokens per side (the longer side)
   int32_t image_tokens = 0;  // decode tokens per image: the decode length L_dec
   int32_t image_vocab = 0;   // logits sampled per token (image codes)
+  // Words per token in RequestProgress::tokens: a continuous-token model's
+  // token_dim (engine/token_vectors.h); 0 for code ids (one word a token).
+  int32_t token_dim = 0;
   // The decode tokens' layout (the family's: rows, row breaks), which the grid
   // policies and ssd read; width 0: a square grid of image_tokens.
   sparse::GridGeometry grid;

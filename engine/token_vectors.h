@@ -19,9 +19,19 @@ namespace argen::engine {
 // Whether `info`'s model makes continuous tokens: it has no codes to sample
 // (image_vocab 0: the generic engine takes it from the backend's spec, where
 // a vector model has no logits). Its progress then holds token vectors
-// (below), and the code-sampling knobs, parallel decoding and previews do not
-// apply.
+// (below), and the code-sampling knobs and parallel decoding do not apply.
 inline bool MakesContinuousTokens(const ModelInfo& info) { return info.image_vocab == 0; }
+
+// What stands for a continuous token not made yet (a preview's rows still to
+// come, scheduler/preview.h): every float 0. A continuous token is its VAE's
+// latent in normalized form (NextStep-1: latent = unpatchify(token) /
+// scaling_factor + shift_factor, each token LayerNormed without affine: mean
+// 0, unit variance), so the zero token is the tokens' mean, the latent
+// shift_factor everywhere: the VAE's mean latent, with no content of its own.
+// The decoder being convolutional, it pulls the made rows' border pixels
+// toward no continuation (a repeated last row, the code models' fill, would
+// invent one). Its bits are the int32 word 0.
+inline constexpr float kNeutralTokenValue = 0.0f;
 
 // Appends `vector`'s floats to `words`, one word each.
 inline void AppendTokenVector(std::span<const float> vector, std::vector<int32_t>* words) {

@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "engine/token_vectors.h"
 #include "scheduler/preview.h"
 #include "scheduler/request_events.h"
 
@@ -82,9 +83,14 @@ void ImagePipeline::DecodePreview(const JobPtr& job, int32_t index, int32_t toke
     job->preview_in_flight.store(false, std::memory_order_release);
   };
   if (!ends_.stop_reason(*job).ok()) return drop_all("request_ended");
+  // A continuous-token model's tokens are token_dim words each (engine/token_vectors.h).
+  const int32_t token_dim = engine_->info().token_dim;
+  const bool vectors = engine::MakesContinuousTokens(engine_->info());
   std::vector<std::vector<int32_t>> grids;
   for (const std::vector<int32_t>& tokens : sampled) {
-    absl::StatusOr<std::vector<int32_t>> g = PreviewTokens(tokens, token_rows, width, row_break, grid_token_rows);
+    absl::StatusOr<std::vector<int32_t>> g =
+        vectors ? PreviewTokenVectors(tokens, token_rows, width, grid_token_rows, token_dim)
+                : PreviewTokens(tokens, token_rows, width, row_break, grid_token_rows);
     if (!g.ok()) return drop_all("failed");
     grids.push_back(*std::move(g));
   }

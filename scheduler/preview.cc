@@ -1,6 +1,7 @@
 #include "scheduler/preview.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "absl/strings/str_cat.h"
 #include "engine/request_rules.h"
@@ -22,11 +23,7 @@ int32_t MaxPreviews(const engine::ImageLayout& layout) {
   return std::max(0, std::min(kMaxPreviews, TokenRows(layout) - 1));
 }
 
-int32_t MaxPreviews(const engine::ModelInfo& info) {
-  // Continuous tokens: no preview decode yet (Scheduler::Submit refuses them).
-  if (engine::MakesContinuousTokens(info)) return 0;
-  return MaxPreviews(engine::DefaultLayout(info));
-}
+int32_t MaxPreviews(const engine::ModelInfo& info) { return MaxPreviews(engine::DefaultLayout(info)); }
 
 std::vector<int32_t> PreviewRows(int32_t previews, int32_t token_grid) {
   std::vector<int32_t> token_rows;
@@ -76,6 +73,23 @@ absl::StatusOr<std::vector<int32_t>> PreviewTokens(const std::vector<int32_t>& s
     const size_t take = std::min(static_cast<size_t>(stride), total - out.size());
     out.insert(out.end(), last_token_row, last_token_row + static_cast<std::ptrdiff_t>(take));
   }
+  return out;
+}
+
+absl::StatusOr<std::vector<int32_t>> PreviewTokenVectors(const std::vector<int32_t>& sampled, int32_t token_rows,
+                                                         int32_t width, int32_t total_token_rows, int32_t token_dim) {
+  if (width < 1 || token_dim < 1 || token_rows < 1 || token_rows > total_token_rows) {
+    return absl::InvalidArgumentError(absl::StrCat("preview of ", token_rows, " rows on ", total_token_rows,
+                                                   " rows of ", width, " tokens of ", token_dim, " words"));
+  }
+  const size_t words_per_row = static_cast<size_t>(width) * token_dim;
+  const size_t shown = static_cast<size_t>(token_rows) * words_per_row;
+  if (sampled.size() < shown) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("preview of ", token_rows, " rows needs ", shown, " words, have ", sampled.size()));
+  }
+  std::vector<int32_t> out(sampled.begin(), sampled.begin() + static_cast<std::ptrdiff_t>(shown));
+  out.resize(static_cast<size_t>(total_token_rows) * words_per_row, std::bit_cast<int32_t>(engine::kNeutralTokenValue));
   return out;
 }
 

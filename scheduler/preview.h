@@ -8,7 +8,11 @@
 // tokens and whose remaining rows repeat row r_j - 1 (the decoder is
 // convolutional, so pixels near the edge depend on what follows), then paints
 // every pixel row at or below floor(r_j * H / G) mid-gray (128, 128, 128):
-// only pixel rows of sampled token rows are shown. Previews are encoded like
+// only pixel rows of sampled token rows are shown. A continuous-token model
+// (NextStep-1: each token token_dim floats) decodes its first r_j rows of
+// token vectors as sampled and every later token as the neutral token
+// (engine::kNeutralTokenValue: all zeros, the normalized latent's mean), then
+// paints the same pixel rows gray. Previews are encoded like
 // the final images (PNG). They are produced on the image workers, never on the
 // decode loop, and dropped, not queued, when the image path or the client is
 // behind (see Scheduler).
@@ -55,6 +59,13 @@ absl::StatusOr<std::vector<int32_t>> PreviewGrid(const std::vector<int32_t>& sam
 // row_break 0, width = total_token_rows = G: PreviewGrid.
 absl::StatusOr<std::vector<int32_t>> PreviewTokens(const std::vector<int32_t>& sampled, int32_t token_rows,
                                                    int32_t width, int32_t row_break, int32_t total_token_rows);
+
+// The same for a continuous-token model: `sampled` holds token_dim words a
+// token (engine/token_vectors.h), rows of `width` tokens in raster order, at
+// least token_rows rows; the first `token_rows` rows as sampled, then neutral
+// tokens (engine::kNeutralTokenValue) up to `total_token_rows` rows.
+absl::StatusOr<std::vector<int32_t>> PreviewTokenVectors(const std::vector<int32_t>& sampled, int32_t token_rows,
+                                                         int32_t width, int32_t total_token_rows, int32_t token_dim);
 
 // Paints the pixel rows not covered by `token_rows` sampled token rows mid-gray.
 void PaintUnsampledRows(engine::RgbImage& image, int32_t token_rows, int32_t token_grid);

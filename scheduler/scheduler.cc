@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "engine/request_rules.h"
 #include "engine/sparse/policy_params.h"
-#include "engine/token_vectors.h"
 #include "scheduler/admission.h"
 #include "scheduler/image_pipeline.h"
 #include "scheduler/job.h"
@@ -98,12 +97,6 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(const engine::G
   // The request's image size (resolved by Prepare): its token rows bound the previews.
   const int32_t token_grid = TokenRows(prepared->layout);
   const int32_t max_previews = MaxPreviews(prepared->layout);
-  // A continuous-token model's partial latent is not decoded (yet): no previews.
-  if (submit.previews > 0 && engine::MakesContinuousTokens(engine_->info())) {
-    return reject(absl::InvalidArgumentError(
-        absl::StrCat("previews: this model (", engine_->info().family,
-                     ") makes continuous image tokens and has no previews yet; send 0, got ", submit.previews)));
-  }
   if (submit.previews < 0 || submit.previews > max_previews) {
     return reject(
         absl::InvalidArgumentError(absl::StrCat("previews: must be in [0, ", max_previews, "] for this model (",

@@ -23,6 +23,7 @@ GenericEngine::GenericEngine(std::unique_ptr<Backend> backend, PromptEncoder enc
       token_dim_(backend_->spec().output.token_dim) {
   engine::ModelInfo& info = config_.info;
   info.image_vocab = backend_->spec().logits();
+  info.token_dim = token_dim_;
   info.kv_budget_bytes = backend_->PoolBytes();
   info.max_batch_rows = backend_->MaxBatchRows();
   info.memory_sizing = backend_->MemorySizing();

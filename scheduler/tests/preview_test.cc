@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <bit>
 #include <map>
 
+#include "engine/token_vectors.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/tests/fake_engine.h"
 #include "scheduler/tests/scheduler_test_util.h"
@@ -55,6 +57,36 @@ TEST(PreviewTokensTest, RowsWithRowBreaksKeepTheBreaks) {
   EXPECT_FALSE(PreviewTokens({1, 2}, 1, 2, 1, 3).ok());  // row 0's break not sampled yet
   // Without breaks it is PreviewGrid.
   EXPECT_EQ(*PreviewTokens({1, 2, 3, 4}, 1, 2, 0, 2), *PreviewGrid({1, 2, 3, 4}, 1, 2));
+}
+
+// A continuous-token model's tokens: 2 words each, rows of 2 tokens; the rows
+// made stay as sampled and every later word is 0.0f's bits (the neutral token).
+TEST(PreviewTokenVectorsTest, MadeRowsThenNeutralTokens) {
+  const std::vector<int32_t> sampled = {1, 2, 3, 4, 5, 6, 7, 8, 9};  // 2 rows and a word of the third
+  absl::StatusOr<std::vector<int32_t>> one = PreviewTokenVectors(sampled, 1, 2, 3, 2);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(*one, (std::vector<int32_t>{1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0}));
+  absl::StatusOr<std::vector<int32_t>> two = PreviewTokenVectors(sampled, 2, 2, 3, 2);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(*two, (std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0}));
+  EXPECT_EQ(std::bit_cast<int32_t>(engine::kNeutralTokenValue), 0);
+  EXPECT_FALSE(PreviewTokenVectors(sampled, 3, 2, 3, 2).ok());  // row 2 not made yet
+  EXPECT_FALSE(PreviewTokenVectors(sampled, 0, 2, 3, 2).ok());
+  EXPECT_FALSE(PreviewTokenVectors(sampled, 1, 2, 3, 0).ok());
+}
+
+// A continuous-token model (no codes: image_vocab 0) may ask as many previews as a code model of its grid.
+TEST(MaxPreviewsTest, ContinuousTokenModelsAsCodeModels) {
+  engine::ModelInfo info;
+  info.token_grid = 3;
+  info.image_tokens = 9;
+  info.image_size = 12;
+  info.image_vocab = 64;
+  const int32_t codes = MaxPreviews(info);
+  info.image_vocab = 0;
+  info.token_dim = 16;
+  EXPECT_EQ(MaxPreviews(info), codes);
+  EXPECT_EQ(codes, 2);
 }
 
 TEST(PaintUnsampledRowsTest, GraysPixelRowsBelowTheSampledTokenRows) {

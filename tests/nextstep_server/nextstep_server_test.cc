@@ -1,10 +1,13 @@
 // argen_server serving the tiny NextStep-1 checkpoint (tests/goldens/tiny/
 // tiny-nextstep: continuous image tokens) as a process on the CPU: over
 // gRPC `info` reports the nextstep family with its cfg 7.5 default and its
-// 12 x 12 size and no previews; `generate --seed 5` writes a 12 x 12 PNG, the same bytes
-// twice, and another seed other bytes; a code-sampling knob (top_k) is
-// INVALID_ARGUMENT saying the model makes continuous tokens; over HTTP a
-// request gives a 12 x 12 PNG.
+// 12 x 12 size and 2 previews at most (its 3 token rows, as a code model's);
+// `generate --seed 5` writes a 12 x 12 PNG, the same bytes twice, and another
+// seed other bytes; a code-sampling knob (top_k) is INVALID_ARGUMENT saying
+// the model makes continuous tokens; over HTTP a request gives a 12 x 12 PNG,
+// and the same request streamed with partial images the same PNG after its
+// partial images (12 x 12, in order; the tiny model may outrun its image path,
+// so some may be dropped: preview_cpu_test counts them on a slowed engine).
 #include <signal.h>
 
 #include <gtest/gtest.h>
@@ -55,7 +58,7 @@ TEST(NextStepServerTest, ServesTheSamePngForASeedOverGrpcAndAPngOverHttp) {
   const nlohmann::json info = nlohmann::json::parse(info_text);
   EXPECT_EQ(info["default_size"]["width"], 12);
   EXPECT_EQ(info["default_size"]["height"], 12);
-  EXPECT_EQ(info["max_previews"], 0) << info_text;  // continuous tokens: no previews yet
+  EXPECT_EQ(info["max_previews"], 2) << info_text;  // after token rows 1 and 2 of 3
 
   const std::string dir = ::testing::TempDir() + "/nextstep_images";
   fs::remove_all(dir);
@@ -89,8 +92,29 @@ TEST(NextStepServerTest, ServesTheSamePngForASeedOverGrpcAndAPngOverHttp) {
   ASSERT_TRUE(ok) << httplib::to_string(ok.error());
   ASSERT_EQ(ok->status, 200) << ok->body;
   const nlohmann::json body = nlohmann::json::parse(ok->body);
-  EXPECT_EQ(serving_test::PngSize(serving_test::Base64Decode(body["data"][0]["b64_json"].get<std::string>())),
-            (std::pair<int, int>{12, 12}));
+  const std::string http_png = serving_test::Base64Decode(body["data"][0]["b64_json"].get<std::string>());
+  EXPECT_EQ(serving_test::PngSize(http_png), (std::pair<int, int>{12, 12}));
+
+  httplib::Result streamed = serving_test::PostImages(
+      *http, {{"prompt", "a red circle"}, {"seed", 2}, {"stream", true}, {"partial_images", 2}});
+  ASSERT_TRUE(streamed) << httplib::to_string(streamed.error());
+  ASSERT_EQ(streamed->status, 200) << streamed->body;
+  const std::vector<serving_test::SseEvent> events = serving_test::ParseSse(streamed->body);
+  ASSERT_GE(events.size(), 1u) << streamed->body;
+  ASSERT_LE(events.size(), 3u) << streamed->body;
+  int last_partial = -1;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    ASSERT_EQ(events[i].event, "image_generation.partial_image") << streamed->body.substr(0, 300);
+    const nlohmann::json partial = nlohmann::json::parse(events[i].data);
+    EXPECT_GT(partial["partial_image_index"].get<int>(), last_partial);
+    last_partial = partial["partial_image_index"].get<int>();
+    EXPECT_EQ(serving_test::PngSize(serving_test::Base64Decode(partial["b64_json"].get<std::string>())),
+              (std::pair<int, int>{12, 12}));
+  }
+  EXPECT_EQ(events.back().event, "image_generation.completed");
+  EXPECT_EQ(serving_test::Base64Decode(nlohmann::json::parse(events.back().data)["b64_json"].get<std::string>()),
+            http_png)
+      << "partial images changed the image";
 
   EXPECT_EQ(StopServer(p), 0) << ReadFile(log);
   fs::remove_all(dir);

@@ -3,7 +3,9 @@
 // each is, byte for byte, the PNG this test builds itself from a prefix of
 // that image's final tokens (the rule of scheduler/preview.h: the first r
 // token rows, then row r-1 repeated, decoded, pixel rows below r painted
-// gray), with a fixed seed.
+// gray), with a fixed seed. NextStep-1 (continuous tokens) likewise, its
+// later tokens neutral (all zeros) instead of a repeated row, and its final
+// images unchanged by asking for previews.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -24,7 +26,8 @@ using nlohmann::json;
 // so no preview is dropped for lack of time on this shared machine.
 class RecordingEngine : public engine::Engine {
  public:
-  explicit RecordingEngine(std::unique_ptr<engine::Engine> inner) : inner_(std::move(inner)) {}
+  RecordingEngine(std::unique_ptr<engine::Engine> inner, absl::Duration step_delay)
+      : inner_(std::move(inner)), step_delay_(step_delay) {}
   const engine::ModelInfo& info() const override { return inner_->info(); }
   absl::StatusOr<engine::PreparedRequest> Prepare(const engine::GenerationRequest& r) const override {
     return inner_->Prepare(r);
@@ -33,7 +36,7 @@ class RecordingEngine : public engine::Engine {
   using engine::Engine::Add;
   absl::StatusOr<engine::GroupId> Add(engine::RequestPtr r) override { return inner_->Add(std::move(r)); }
   absl::StatusOr<engine::StepReport> Step() override {
-    absl::SleepFor(absl::Milliseconds(4));
+    absl::SleepFor(step_delay_);
     return inner_->Step();
   }
   void Remove(engine::GroupId id) override { inner_->Remove(id); }
@@ -56,20 +59,30 @@ class RecordingEngine : public engine::Engine {
 
  private:
   std::unique_ptr<engine::Engine> inner_;
+  const absl::Duration step_delay_;
   mutable absl::Mutex mu_;
   std::vector<std::vector<std::vector<int32_t>>> calls_;
 };
 
-std::unique_ptr<RecordingEngine> TinyRecording() {
+// tiny_model: a folder of tests/goldens/tiny.
+std::unique_ptr<RecordingEngine> TinyRecording(const std::string& tiny_model = "tiny-mha",
+                                               absl::Duration step_delay = absl::Milliseconds(4)) {
   engine::EngineOptions o;
-  o.model_dir = SourceDir() + "/tests/goldens/tiny/tiny-mha";
+  o.model_dir = SourceDir() + "/tests/goldens/tiny/" + tiny_model;
   o.threads = 1;
   absl::StatusOr<std::unique_ptr<engine::Engine>> e = engine::CreateEngine(o);
   EXPECT_TRUE(e.ok()) << e.status();
-  return e.ok() ? std::make_unique<RecordingEngine>(*std::move(e)) : nullptr;
+  return e.ok() ? std::make_unique<RecordingEngine>(*std::move(e), step_delay) : nullptr;
 }
 
 std::string Png(const engine::RgbImage& rgb) { return image::EncodePng(rgb.rgb, rgb.width, rgb.height).value(); }
+
+// Paints the pixel rows below `rows` of the `g` token rows mid-gray, as previews do.
+void PaintGrayBelow(engine::RgbImage& rgb, int32_t rows, int32_t g) {
+  for (int32_t y = rows * rgb.height / g; y < rgb.height; ++y) {
+    std::fill_n(rgb.rgb.begin() + static_cast<std::ptrdiff_t>(y) * rgb.width * 3, rgb.width * 3, 128);
+  }
+}
 
 // The preview of `final_tokens` after `rows` token rows, built here.
 std::string ExpectedPreview(engine::Engine& engine, const std::vector<int32_t>& final_tokens, int32_t rows) {
@@ -80,9 +93,21 @@ std::string ExpectedPreview(engine::Engine& engine, const std::vector<int32_t>& 
     grid.insert(grid.end(), final_tokens.begin() + from * g, final_tokens.begin() + (from + 1) * g);
   }
   engine::RgbImage rgb = engine.DecodeImages({grid}).value()[0];
-  for (int32_t y = rows * rgb.height / g; y < rgb.height; ++y) {
-    std::fill_n(rgb.rgb.begin() + static_cast<std::ptrdiff_t>(y) * rgb.width * 3, rgb.width * 3, 128);
-  }
+  PaintGrayBelow(rgb, rows, g);
+  return Png(rgb);
+}
+
+// A continuous-token model's preview of `final_tokens` (token_dim words a
+// token) after `rows` token rows, built here: those rows' token vectors, every
+// later float 0 (the neutral token), decoded, pixel rows below painted gray.
+std::string ExpectedVectorPreview(engine::Engine& engine, const std::vector<int32_t>& final_tokens, int32_t rows) {
+  const engine::ModelInfo& info = engine.info();
+  const int32_t g = info.token_grid;
+  std::vector<int32_t> tokens(final_tokens.begin(),
+                              final_tokens.begin() + static_cast<std::ptrdiff_t>(rows) * g * info.token_dim);
+  tokens.resize(final_tokens.size(), 0);  // 0.0f's bits
+  engine::RgbImage rgb = engine.DecodeImages({tokens}).value()[0];
+  PaintGrayBelow(rgb, rows, g);
   return Png(rgb);
 }
 
@@ -138,6 +163,67 @@ TEST(PreviewCpuTest, GrpcPreviewsArePrefixesOfTheFinalTokens) {
     const std::vector<int32_t> final_tokens = FinalTokens(*engine, 2, p.image(), result.images[p.image()].png());
     EXPECT_EQ(p.png(), ExpectedPreview(engine->inner(), final_tokens, p.rows_done())) << "preview " << i;
   }
+}
+
+// NextStep-1 over gRPC: as many previews as a code model of its grid gets
+// (k per image at the same rows), each the decode of the made rows' token
+// vectors and neutral tokens after them; the same seed without previews makes
+// the same tokens and the same image.
+TEST(PreviewCpuTest, NextStepPreviewsDecodeTheMadeRowsAndNeutralTokens) {
+  server::ServerConfig c = LoopbackConfig(SourceDir() + "/tests/goldens/tiny/tiny-nextstep");
+  // 9 tokens (3 rows) an image: a slower step leaves the workers time for each preview.
+  auto recording = TinyRecording("tiny-nextstep", absl::Milliseconds(25));
+  ASSERT_NE(recording, nullptr);
+  RecordingEngine* engine = recording.get();
+  ASSERT_STARTED(t, StartServer(c, std::move(recording)));
+  const engine::ModelInfo& info = t.server->engine().info();
+  ASSERT_EQ(info.family, "nextstep");
+  ASSERT_EQ(info.token_dim, 16);
+  const int32_t g = info.token_grid;  // 3: previews after rows 1 and 2
+  const auto generate = [&](int32_t previews, std::vector<v1::GenerateEvent>* events) {
+    v1::GenerateRequest r;
+    r.set_prompt("a red circle");
+    r.set_num_images(2);
+    r.set_seed(77);
+    r.set_previews(previews);
+    return client::CallGenerate(*t.stub, r, 120, [&](const v1::GenerateEvent& e) { events->push_back(e); });
+  };
+  std::vector<v1::GenerateEvent> events;
+  client::GenerateResult result = generate(2, &events);
+  ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+  ASSERT_EQ(result.images.size(), 2u);
+  const auto final_call = engine->calls().back();
+  std::vector<v1::Preview> previews;
+  bool image_seen = false;
+  for (const v1::GenerateEvent& e : events) {
+    if (e.has_image()) image_seen = true;
+    if (e.has_preview()) {
+      EXPECT_FALSE(image_seen) << "a preview after an image";
+      previews.push_back(e.preview());
+    }
+  }
+  ASSERT_EQ(previews.size(), 4u);  // 2 per image
+  for (size_t i = 0; i < previews.size(); ++i) {
+    const v1::Preview& p = previews[i];
+    EXPECT_EQ(p.index(), static_cast<int>(i / 2));
+    EXPECT_EQ(p.image(), static_cast<int>(i % 2));
+    EXPECT_EQ(p.rows_done(), (p.index() + 1) * g / 3);
+    EXPECT_EQ(p.tokens_done(), p.rows_done() * g);
+    EXPECT_EQ(PngSize(p.png()), std::make_pair(12, 12));
+    const std::vector<int32_t> final_tokens = FinalTokens(*engine, 2, p.image(), result.images[p.image()].png());
+    EXPECT_EQ(final_tokens.size(), static_cast<size_t>(g * g * info.token_dim));
+    EXPECT_EQ(p.png(), ExpectedVectorPreview(engine->inner(), final_tokens, p.rows_done())) << "preview " << i;
+  }
+
+  std::vector<v1::GenerateEvent> plain_events;
+  client::GenerateResult plain = generate(0, &plain_events);
+  ASSERT_TRUE(plain.status.ok()) << plain.status.error_message();
+  ASSERT_EQ(plain.images.size(), 2u);
+  EXPECT_EQ(engine->calls().back(), final_call) << "previews changed the tokens";
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(plain.images[i].png(), result.images[i].png()) << "image " << i;  // metadata included
+  }
+  for (const v1::GenerateEvent& e : plain_events) EXPECT_FALSE(e.has_preview());
 }
 
 TEST(PreviewCpuTest, HttpPartialImagesArePrefixesOfTheFinalTokens) {

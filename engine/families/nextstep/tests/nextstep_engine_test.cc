@@ -134,6 +134,7 @@ TEST(NextStepEngineTest, TheEnginesImageIsThePiecesDrivenByHand) {
   EXPECT_EQ(e->backend().spec().output.token_dim, 16);  // 4 latent channels, patch 2
   EXPECT_TRUE(engine::MakesContinuousTokens(e->info()));
   EXPECT_EQ(e->info().image_vocab, 0);
+  EXPECT_EQ(e->info().token_dim, 16);  // words a token in its progress (previews read it)
   EXPECT_EQ(e->info().image_tokens, 9);
   EXPECT_EQ(e->info().image_size, 12);
   EXPECT_EQ(e->info().default_sampling.cfg_weight, 7.5f);
