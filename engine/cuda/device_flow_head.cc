@@ -262,15 +262,23 @@ absl::Status DeviceFlowHead::EnqueueLinear(Gemm& gemm, cudaStream_t stream, cons
 absl::Status DeviceFlowHead::EnqueueNet(Gemm& gemm, cudaStream_t stream, int32_t rows, const float* mod) {
   const Dims& d = dims_;
   const int32_t W = d.width, D = d.token_dim;
-  kernels::FlowGemmArgs g;
-  g.rows = rows;
-  g.x = x_in_;
-  g.w = input_proj_w_;
-  g.k = D;
-  g.n = W;
-  g.bias = input_proj_b_;
-  g.out_f32 = h_;
-  ARGEN_STATUS_RETURN(EnqueueLinear(gemm, stream, g, /*big_fused=*/true, "flow input_proj"));
+  // One Linear of the net: an f32 output (y + bias when set), or bf16 SiLU(y + bias) into out_bf16.
+  const auto linear = [rows](const bf16* x, const bf16* w, int32_t k, int32_t n, const float* bias, float* out_f32,
+                             bf16* out_bf16) {
+    kernels::FlowGemmArgs g;
+    g.rows = rows;
+    g.x = x;
+    g.w = w;
+    g.k = k;
+    g.n = n;
+    g.bias = bias;
+    g.out_f32 = out_f32;
+    g.out_bf16 = out_bf16;
+    if (out_bf16 != nullptr) g.epilogue = kernels::FlowGemmEpilogue::kBiasSiluBf16;
+    return g;
+  };
+  ARGEN_STATUS_RETURN(EnqueueLinear(gemm, stream, linear(x_in_, input_proj_w_, D, W, input_proj_b_, h_, nullptr),
+                                    /*big_fused=*/true, "flow input_proj"));
   // Block b's modulations: shift at 3bW, scale at 3bW + W, gate at 3bW + 2W; the final layer's after them.
   kernels::FlowResidualNormArgs n;
   n.h = h_;
@@ -287,15 +295,6 @@ absl::Status DeviceFlowHead::EnqueueNet(Gemm& gemm, cudaStream_t stream, int32_t
   ARGEN_CUDA_RETURN(kernels::FlowResidualNorm(n, stream), "flow block 0 norm");
   for (int32_t b = 0; b < d.blocks; ++b) {
     const Block& blk = blocks_[b];
-    g = kernels::FlowGemmArgs();
-    g.rows = rows;
-    g.x = hn_;
-    g.w = blk.fc1_w;
-    g.k = W;
-    g.n = W;
-    g.bias = blk.fc1_b;
-    g.epilogue = kernels::FlowGemmEpilogue::kBiasSiluBf16;
-    g.out_bf16 = act_bf16_;
     const bool split =
         tuning_.gemms == FlowHeadTuning::Gemms::kSplitK && rows > kernels::kFlowGemvMaxRows && split_parts_ > 0;
     const int64_t split_stride = int64_t{2 * kChunkPairs} * W;
@@ -314,21 +313,16 @@ absl::Status DeviceFlowHead::EnqueueNet(Gemm& gemm, cudaStream_t stream, int32_t
           kernels::FlowSumBiasSilu(partials_, split_parts_, split_stride, blk.fc1_b, rows, W, act_bf16_, stream),
           "flow block fc1 bias and SiLU");
     } else {
-      ARGEN_STATUS_RETURN(EnqueueLinear(gemm, stream, g, false, "flow block fc1"));
+      ARGEN_STATUS_RETURN(EnqueueLinear(gemm, stream, linear(hn_, blk.fc1_w, W, W, blk.fc1_b, nullptr, act_bf16_),
+                                        false, "flow block fc1"));
     }
-    g = kernels::FlowGemmArgs();
-    g.rows = rows;
-    g.x = act_bf16_;
-    g.w = blk.fc2_w;
-    g.k = W;
-    g.n = W;
-    g.out_f32 = act_;
     if (split) {
       sg.x = act_bf16_;
       sg.w = blk.fc2_w;
       ARGEN_CUDA_RETURN(kernels::FlowGemmSplitK(sg, stream), "flow block fc2 (split-K)");
     } else {
-      ARGEN_STATUS_RETURN(EnqueueLinear(gemm, stream, g, false, "flow block fc2"));
+      ARGEN_STATUS_RETURN(EnqueueLinear(gemm, stream, linear(act_bf16_, blk.fc2_w, W, W, nullptr, act_, nullptr), false,
+                                        "flow block fc2"));
     }
     const int64_t next = int64_t{b + 1} * 3 * W;  // the next block's (or the final layer's) shift
     n.y = split ? partials_ : act_;
@@ -343,15 +337,8 @@ absl::Status DeviceFlowHead::EnqueueNet(Gemm& gemm, cudaStream_t stream, int32_t
     n.ln_bias = last ? nullptr : blocks_[b + 1].ln_bias;
     ARGEN_CUDA_RETURN(kernels::FlowResidualNorm(n, stream), "flow block residual and norm");
   }
-  g = kernels::FlowGemmArgs();
-  g.rows = rows;
-  g.x = hn_;
-  g.w = final_w_;
-  g.k = W;
-  g.n = D;
-  g.bias = final_b_;
-  g.out_f32 = v_;
-  ARGEN_STATUS_RETURN(EnqueueLinear(gemm, stream, g, false, "flow final linear"));
+  ARGEN_STATUS_RETURN(
+      EnqueueLinear(gemm, stream, linear(hn_, final_w_, W, D, final_b_, v_, nullptr), false, "flow final linear"));
   return absl::OkStatus();
 }
 
