@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "bench/vq/decode_timing.h"
 #include "common/cli.h"
 #include "engine/emu3vq/emu3vq_config.h"
 #include "engine/emu3vq/emu3vq_decoder.h"
@@ -32,6 +33,9 @@
 
 namespace {
 
+using argen::bench::IntFlag;
+using argen::bench::SplitCommas;
+using argen::bench::StrFlag;
 using argen::emu3vq::CodeGrid;
 using argen::emu3vq::Emu3VqConfig;
 
@@ -66,35 +70,6 @@ argen::emu3vq::TensorSource RandomWeights() {
     return v;
   };
 }
-
-int IntFlag(int argc, char** argv, const char* flag, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], flag) == 0) return std::atoi(argv[i + 1]);
-  return fallback;
-}
-
-std::string StrFlag(int argc, char** argv, const char* flag, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], flag) == 0) return argv[i + 1];
-  return fallback;
-}
-
-std::vector<std::string> SplitCommas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t end = std::min(s.find(',', start), s.size());
-    if (end > start) out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
-struct Row {
-  std::string label;
-  int batch = 0;
-  double median_s = 0;
-};
 
 }  // namespace
 
@@ -132,7 +107,7 @@ int main(int argc, char** argv) {
   std::printf("Emu3 vision decoder (random weights, published shape): %dx%d codes -> %dx%d px, ch %d\n", gh, gw, gh * f,
               gw * f, config.ch);
 
-  std::vector<Row> rows;
+  std::vector<argen::bench::DecodeRow> rows;
   bool failed = false;
   for (const std::string& name : SplitCommas(StrFlag(argc, argv, "--precision", "fp32,bf16"))) {
     argen::vq::CudaEmu3VqOptions options;
@@ -164,48 +139,25 @@ int main(int argc, char** argv) {
     }
     std::printf("%s: %s; created in %.2f s\n", label.c_str(), (*decoder)->description().c_str(),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    for (int batch : batches) {
-      std::mt19937 rng(1);
-      std::uniform_int_distribution<int32_t> id(0, config.codebook_size - 1);
-      std::vector<CodeGrid> grids(batch, CodeGrid{gh, gw, std::vector<int32_t>(static_cast<size_t>(gh) * gw)});
-      for (CodeGrid& g : grids)
-        for (int32_t& c : g.codes) c = id(rng);
-      if (absl::Status s = (*decoder)->Decode(grids).status(); !s.ok()) {  // warm-up
-        std::fprintf(stderr, "%s: %s\n", label.c_str(), std::string(s.message()).c_str());
-        failed = true;
-        break;
+    // The batch's random codes, made once a batch (the warm-up call makes them).
+    std::vector<CodeGrid> grids;
+    const auto decode = [&](int batch) -> absl::Status {
+      if (static_cast<int>(grids.size()) != batch) {
+        std::mt19937 rng(1);
+        std::uniform_int_distribution<int32_t> id(0, config.codebook_size - 1);
+        grids.assign(batch, CodeGrid{gh, gw, std::vector<int32_t>(static_cast<size_t>(gh) * gw)});
+        for (CodeGrid& g : grids)
+          for (int32_t& c : g.codes) c = id(rng);
       }
-      std::vector<double> secs;
-      for (int r = 0; r < runs; ++r) {
-        const auto s0 = std::chrono::steady_clock::now();
-        auto images = (*decoder)->Decode(grids);
-        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
-        if (!images.ok()) {
-          std::fprintf(stderr, "%s: %s\n", label.c_str(), std::string(images.status().message()).c_str());
-          failed = true;
-          break;
-        }
-        std::printf("%s run %d: batch %d in %.4f s (%.3f ms/image)\n", label.c_str(), r, batch, sec, 1e3 * sec / batch);
-        secs.push_back(sec);
-      }
-      if (secs.empty()) break;
-      std::sort(secs.begin(), secs.end());
-      rows.push_back({label, batch, secs[secs.size() / 2]});
-      std::fflush(stdout);
-    }
+      return (*decoder)->Decode(grids).status();
+    };
+    if (!argen::bench::TimeDecodes(label, decode, batches, runs, &rows)) failed = true;
   }
   // Speed against the first precision's row at the same batch (same run).
-  std::printf("\n%-10s %6s %12s %12s %12s %10s\n", "precision", "batch", "median s", "images/s", "ms/image",
-              "vs first");
-  for (const Row& r : rows) {
-    const Row* base = nullptr;
-    for (const Row& b : rows)
-      if (b.batch == r.batch) {
-        base = &b;
-        break;
-      }
-    std::printf("%-10s %6d %12.4f %12.2f %12.2f %9.2fx\n", r.label.c_str(), r.batch, r.median_s, r.batch / r.median_s,
-                1e3 * r.median_s / r.batch, base->median_s / r.median_s);
-  }
+  argen::bench::PrintDecodeTable("precision", rows, [&](const argen::bench::DecodeRow& r) {
+    for (const argen::bench::DecodeRow& b : rows)
+      if (b.batch == r.batch) return &b;
+    return static_cast<const argen::bench::DecodeRow*>(nullptr);
+  });
   return failed ? 1 : 0;
 }

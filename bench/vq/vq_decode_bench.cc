@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -39,6 +40,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "bench/vq/decode_timing.h"
 #include "common/cli.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/families/janus/janus_config.h"
@@ -50,6 +52,9 @@
 
 namespace {
 
+using argen::bench::IntFlag;
+using argen::bench::SplitCommas;
+using argen::bench::StrFlag;
 using argen::checkpoint::Checkpoint;
 using argen::checkpoint::TensorInfo;
 
@@ -85,81 +90,20 @@ class RandomCheckpoint final : public Checkpoint {
   std::string dir_ = "<random>";
 };
 
-// CPU seconds of all threads of the process: with one thread, a contention-free
-// measure of the work on a shared machine.
-double ProcessCpuSeconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-int IntFlag(int argc, char** argv, const char* flag, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], flag) == 0) return std::atoi(argv[i + 1]);
-  return fallback;
-}
-
-std::string StrFlag(int argc, char** argv, const char* flag, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], flag) == 0) return argv[i + 1];
-  return fallback;
-}
-
-std::vector<std::string> SplitCommas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t end = std::min(s.find(',', start), s.size());
-    if (end > start) out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-struct Row {
-  std::string backend;
-  int batch = 0;
-  double median_s = 0, min_s = 0;
-};
-
-// Times `decode` (one call per run, after one warm-up call) on `batch` random grids.
-template <typename Decode>
-bool TimeBatches(const std::string& backend, Decode&& decode, const argen::vq::Vq16Config& config,
-                 const std::vector<int>& batches, int runs, std::vector<Row>* rows) {
-  for (int batch : batches) {
-    std::mt19937 rng(1);
-    std::uniform_int_distribution<int32_t> id(0, config.codebook_size - 1);
-    std::vector<std::vector<int32_t>> grids(batch, std::vector<int32_t>(config.image_tokens()));
-    for (auto& g : grids)
-      for (int32_t& t : g) t = id(rng);
-    if (absl::Status s = decode(grids).status(); !s.ok()) {  // warm-up
-      std::fprintf(stderr, "%s: %s\n", backend.c_str(), std::string(s.message()).c_str());
-      return false;
+// Decode as TimeDecodes calls it: the batch's random tokens, made once a batch.
+template <typename Decoder>
+std::function<absl::Status(int)> RandomTokenDecode(Decoder& decoder, const argen::vq::Vq16Config& config) {
+  auto grids = std::make_shared<std::vector<std::vector<int32_t>>>();
+  return [&decoder, &config, grids](int batch) -> absl::Status {
+    if (static_cast<int>(grids->size()) != batch) {
+      std::mt19937 rng(1);
+      std::uniform_int_distribution<int32_t> id(0, config.codebook_size - 1);
+      grids->assign(batch, std::vector<int32_t>(config.image_tokens()));
+      for (auto& g : *grids)
+        for (int32_t& t : g) t = id(rng);
     }
-    std::vector<double> secs;
-    for (int r = 0; r < runs; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      const double cpu0 = ProcessCpuSeconds();
-      auto images = decode(grids);
-      const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double cpu = ProcessCpuSeconds() - cpu0;
-      if (!images.ok()) {
-        std::fprintf(stderr, "%s: %s\n", backend.c_str(), std::string(images.status().message()).c_str());
-        return false;
-      }
-      std::printf("%s run %d: batch %d in %.4f s (%.3f ms/image, %.3f CPU s/image)\n", backend.c_str(), r, batch, sec,
-                  1e3 * sec / batch, cpu / batch);
-      secs.push_back(sec);
-    }
-    rows->push_back({backend, batch, Median(secs), *std::min_element(secs.begin(), secs.end())});
-    std::fflush(stdout);
-  }
-  return true;
+    return decoder.Decode(*grids).status();
+  };
 }
 
 }  // namespace
@@ -208,7 +152,7 @@ int main(int argc, char** argv) {
   for (int32_t m : config.ch_mult) std::printf(" %d", m);
   std::printf(", z %d, codebook %d x %d\n", config.z_channels, config.codebook_size, config.codebook_embed_dim);
 
-  std::vector<Row> rows;
+  std::vector<argen::bench::DecodeRow> rows;
   bool failed = false;
   for (const std::string& backend : backends) {
     if (backend == "cpu") {
@@ -221,9 +165,7 @@ int main(int argc, char** argv) {
       std::printf("cpu: BLAS threads %d, pool %d; scratch %.1f MiB; created in %.2f s\n", openblas_get_num_threads(),
                   pool, (*decoder)->scratch_bytes() / 1048576.0,
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      if (!TimeBatches(
-              "cpu", [&](const auto& g) { return (*decoder)->Decode(g); }, config, batches, runs, &rows))
-        return 1;
+      if (!argen::bench::TimeDecodes("cpu", RandomTokenDecode(**decoder, config), batches, runs, &rows)) return 1;
     } else if (backend == "cuda") {
 #if defined(ARGEN_WITH_CUDA)
       std::vector<std::string> precisions =
@@ -262,9 +204,7 @@ int main(int argc, char** argv) {
         }
         std::printf("%s: %s; created in %.2f s\n", label.c_str(), (*decoder)->description().c_str(),
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        if (!TimeBatches(
-                label, [&](const auto& g) { return (*decoder)->Decode(g); }, config, batches, runs, &rows))
-          failed = true;
+        if (!argen::bench::TimeDecodes(label, RandomTokenDecode(**decoder, config), batches, runs, &rows)) failed = true;
         if (IntFlag(argc, argv, "--profile", 0) != 0 && (*decoder)->precision() == argen::vq::VqPrecision::kBf16) {
           // The largest ladder size (a power of two, or the chunk) not above the largest batch.
           const int most = *std::max_element(batches.begin(), batches.end());
@@ -285,18 +225,10 @@ int main(int argc, char** argv) {
     }
   }
   // Speed against the first GPU row of the same batch (same run).
-  std::printf("\n%-10s %6s %12s %12s %12s %10s\n", "backend", "batch", "median s", "images/s", "ms/image", "vs first");
-  for (const Row& r : rows) {
-    const Row* base = nullptr;
-    for (const Row& b : rows)
-      if (b.batch == r.batch && b.backend.rfind("cuda", 0) == 0 && r.backend.rfind("cuda", 0) == 0) {
-        base = &b;
-        break;
-      }
-    std::printf("%-10s %6d %12.4f %12.1f %12.3f", r.backend.c_str(), r.batch, r.median_s, r.batch / r.median_s,
-                1e3 * r.median_s / r.batch);
-    if (base) std::printf(" %9.2fx", base->median_s / r.median_s);
-    std::printf("\n");
-  }
+  argen::bench::PrintDecodeTable("backend", rows, [&](const argen::bench::DecodeRow& r) {
+    for (const argen::bench::DecodeRow& b : rows)
+      if (b.batch == r.batch && b.label.rfind("cuda", 0) == 0 && r.label.rfind("cuda", 0) == 0) return &b;
+    return static_cast<const argen::bench::DecodeRow*>(nullptr);
+  });
   return failed ? 1 : 0;
 }
