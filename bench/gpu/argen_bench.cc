@@ -18,7 +18,9 @@
 //     (engine/kv/kv_manager.h) as share_prompt_kv_across_requests places them; all: off, on, across
 //   --weight-dtype auto|fp8[,...]   the layers' projections (BackendOptions::weight_format); a list runs a
 //     backend of each in turn (the same random weights, fp8 quantizes them): the policy column gains "+fp8w"
-//   --gemm-micro [--gemm-rows 2,16,...]   one layer's four projections alone, bf16 against fp8 (gemm_micro.h)
+//   --gemm-micro [--gemm-rows 2,16,...]   one layer's four projections alone, bf16 (cuBLAS; and the skinny kernel at 1-4 rows) against fp8 (gemm_micro.h)
+//   --skinny-gemm on|off   bf16 Linears of 1-4 rows on kernels/skinny_linear.h or cuBLAS (off, the engine's
+//     default): run twice for the A/B of one image's step
 //   --ssd-semantic-share S   ssd: the share of the random model's (layer, kv head) pairs classified
 //     semantic (default 0.5); every line ends with the image's exact KV MB and the mean keys a head attends
 //   --model nextstep-14b   NextStep-1 (continuous tokens): random decoder weights on the device and a random
@@ -74,6 +76,7 @@ struct Flags {
   bool attention_micro = false;
   bool graphs = true;
   bool fused_argmin = true;
+  bool skinny_gemm = false;  // --skinny-gemm on|off: bf16 Linears of 1-4 rows on kernels/skinny_linear.h
   kernels::AttentionVariant variant = kernels::AttentionVariant::kAuto;
   int stage_steps = 4;
   double ssd_semantic_share = 0.5;  // ssd: share of the random model's heads classified semantic
@@ -172,6 +175,10 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
         if (!w.ok()) return false;
         f->weight_formats.push_back(*w);
       }
+    } else if (a == "--skinny-gemm") {
+      const std::string v = value();
+      if (v != "on" && v != "off") return false;
+      f->skinny_gemm = v == "on";
     } else if (a == "--gemm-micro") {
       f->gemm_micro = true;
     } else if (a == "--vae-micro") {
@@ -528,7 +535,7 @@ constexpr char kBenchUsage[] =
     "              [--prompt-len N] [--kv-budget 40G] [--card-memory 48G] [--max-batch] [--max-rows R] "
     "[--auto-sizing]\n"
     "              [--attention-micro] [--no-graphs] [--no-fused-argmin]\n"
-    "              [--attention-kernel auto|two-pass|staged|warp] [--gemm cublas|lt-heuristic|lt-tuned]\n"
+    "              [--attention-kernel auto|two-pass|staged|warp] [--skinny-gemm on|off]\n"
     "              [--stage-steps N] [--images-per-prompt N] [--prompt-sharing on|off|both|across|all]\n"
     "              [--weight-dtype auto|fp8[,...]] [--gemm-micro [--gemm-rows 2,16,...]]\n"
     "              [--vae-micro] (nextstep-14b: the CUDA VAE decoder alone on --batches images)\n"
@@ -591,8 +598,8 @@ int Main(int argc, char** argv) {
         for (const GemmMicroRow& r : rows)
           std::fprintf(out,
                        "{\"kind\":\"gemm\",\"model\":\"%s\",\"gemm\":\"%s\",\"out\":%d,\"in\":%d,\"rows\":%d,"
-                       "\"bf16_us\":%.2f,\"fp8_us\":%.2f}\n",
-                       name.c_str(), r.name.c_str(), r.out, r.in, r.rows, r.bf16_us, r.fp8_us);
+                       "\"bf16_us\":%.2f,\"skinny_us\":%.2f,\"fp8_us\":%.2f}\n",
+                       name.c_str(), r.name.c_str(), r.out, r.in, r.rows, r.bf16_us, r.skinny_us, r.fp8_us);
       continue;
     }
     if (f.attention_micro) {
@@ -720,12 +727,16 @@ int Main(int argc, char** argv) {
       be.SetGraphs(f.graphs);
       be.SetAttentionVariant(f.variant);
       be.SetFusedArgmin(f.fused_argmin);
+      be.SetSkinnyGemm(f.skinny_gemm);
       std::printf(
           "model %s: weights %.2f GB (%s), KV pool %.2f GB, setup %.1f s, graphs %s, attention kernel %s, fused argmin "
           "%s, gemm %s\n",
           name.c_str(), be.WeightBytes() / 1e9, fp8w ? "fp8 layers" : "bf16", be.KvPoolBytes() / 1e9,
           Seconds(c0, Clock::now()), f.graphs ? "on" : "off", AttentionVariantName(f.variant),
-          f.fused_argmin ? "on" : "off", fp8w ? "cublasLt fp8 (per-channel x per-row scales)" : "cublas bf16");
+          f.fused_argmin ? "on" : "off",
+          fp8w            ? "cublasLt fp8 (per-channel x per-row scales)"
+          : f.skinny_gemm ? "skinny kernel at 1-4 rows, cublas bf16 above"
+                          : "cublas bf16");
       std::printf("%-5s %-20s %6s %9s %9s %9s %9s %8s |", "model", "policy", "images", "prefill_s", "decode_s",
                   "step_ms", "last_ms", "img/s");
       for (const char* s : cuda::kStageNames) std::printf(" %8s", s);

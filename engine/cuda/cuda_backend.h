@@ -97,6 +97,11 @@ class CudaBackend final : public model::Backend {
   // Diagonal rows select from the attention kernel's argmin (default on); off:
   // from its probabilities through ObserveKernel, as the score policies.
   void SetFusedArgmin(bool on) { fused_argmin_ = on; }
+  // bf16 Linears of 1-4 rows on the skinny kernel or cuBLAS (default; engine/cuda/gemm.h).
+  void SetSkinnyGemm(bool on) {
+    gemm_.set_skinny(on);
+    ClearGraphs();
+  }
 
   // Testing only (engine/model/fault_guard.h): makes the coming step fail
   // as `kind` says, with a real CUDA error where there is one.

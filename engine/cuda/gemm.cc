@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_status.h"
 #include "kernels/fp8_linear.h"
+#include "kernels/skinny_linear.h"
 
 namespace argen::cuda {
 
@@ -16,9 +17,19 @@ absl::Status LinearBf16(cublasHandle_t handle, const __nv_bfloat16* x, const __n
                       what);
 }
 
+absl::Status Gemm::Linear(const __nv_bfloat16* x, const __nv_bfloat16* w, int rows, int in, int out, float* y,
+                          float beta, const char* what) {
+  if (skinny_ && kernels::SkinnyLinearSupported(x, w, rows, in, out)) {
+    ARGEN_CUDA_RETURN(kernels::SkinnyLinearBf16(x, w, rows, in, out, y, beta, stream_), what);
+    return absl::OkStatus();
+  }
+  return LinearBf16(cublas_, x, w, rows, in, out, y, beta, what);
+}
+
 absl::Status Gemm::Init(cudaStream_t stream) {
   Reset();
   stream_ = stream;
+  kernels::SkinnyLinearPrepare();  // not in a captured step later
   ARGEN_STATUS_RETURN(CublasStatus(cublasCreate(&cublas_), "create handle"));
   ARGEN_STATUS_RETURN(CublasStatus(cublasSetStream(cublas_, stream_), "set stream"));
   ARGEN_STATUS_RETURN(CublasStatus(cublasLtCreate(&lt_), "create cublasLt handle"));

@@ -10,6 +10,11 @@
 // tensor cores through cuBLASLt with both scale vectors applied in its
 // epilogue (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F).
 //
+// At 1-4 rows (one or two images) a bf16 product is a stream of its weights;
+// set_skinny(true) runs kernels/skinny_linear.h's kernel there instead of
+// cuBLAS. Off by default: on the H200 it was 0.85-0.97x cuBLAS's step in the
+// engine (docs/PERFORMANCE.md, "Skinny decode GEMV"); kept for the A/B.
+//
 // (A cuBLASLt path for bf16 with heuristic and per-shape tuned algorithms
 // measured no faster on the H200 at any 7B shape, bench/gpu/results/h200-2026-11-29-gemm,
 // docs/PERFORMANCE.md, and nothing selected it; it was removed.)
@@ -63,14 +68,15 @@ class Gemm {
   cublasHandle_t cublas() const { return cublas_; }
 
   absl::Status Linear(const __nv_bfloat16* x, const __nv_bfloat16* w, int rows, int in, int out, float* y, float beta,
-                      const char* what) {
-    return LinearBf16(cublas_, x, w, rows, in, out, y, beta, what);
-  }
+                      const char* what);
   absl::Status Linear(const __nv_bfloat16* x, const LinearWeight& w, int rows, int in, int out, float* y, float beta,
                       const char* what) {
     if (w.fp8 != nullptr) return LinearFp8(x, w.fp8, w.fp8_scales, rows, in, out, y, beta, what);
-    return LinearBf16(cublas_, x, w.bf16, rows, in, out, y, beta, what);
+    return Linear(x, w.bf16, rows, in, out, y, beta, what);
   }
+  // Whether bf16 products of few rows take the skinny kernel or cuBLAS (default).
+  void set_skinny(bool on) { skinny_ = on; }
+  bool skinny() const { return skinny_; }
   // x quantized per row (kernels::QuantizeRowsE4m3), then the fp8 product.
   absl::Status LinearFp8(const __nv_bfloat16* x, const uint8_t* w_codes, const float* w_scales, int rows, int in,
                          int out, float* y, float beta, const char* what);
@@ -86,6 +92,7 @@ class Gemm {
                        const char* what, const LtPlan** plan);
 
   cudaStream_t stream_ = nullptr;
+  bool skinny_ = false;
   cublasHandle_t cublas_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   DeviceBuffer workspace_;

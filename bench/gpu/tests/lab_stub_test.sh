@@ -181,6 +181,10 @@ check "nextstep vae" "^vae nextstep-14b fp32 images=1" "$sum"
 check "emu3 lone image" "candidate dense 512px lone run 2: .*vision decode \+ PNG 0.250 s" "$sum"
 check "emu3 ratios" "candidate 512px 16 concurrent: mean request wall dense / diagonal 1.00x" "$sum"
 check "micro lines" "^gemm qkv" "$sum"
+check "one-image ratio" "^7b @2: one batch 10.10 s \(cuBLAS\) -> 10.10 s \(skinny\): 1.00x; step 5.000 -> 5.000 ms" "$sum"
+check "one-image runs every family" "--model emu3 --batches 1 --policies dense --prompt-len 50 --skinny-gemm on" "$tmp/args.txt"
+check "one-image LlamaGen's prompt" "--model llamagen-xl-512 --batches 1,2 --policies dense --prompt-len 120 --skinny-gemm off" \
+  "$tmp/args.txt"
 check "micro runs NextStep's grouped-query attention" \
   "--attention-micro --model nextstep-14b --batches 1,16,64 --policies diagonal:0.95 --prompt-len 50" "$tmp/args.txt"
 check "vq-decode lines" "^cuda-bf16: " "$sum"

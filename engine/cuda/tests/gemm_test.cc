@@ -1,7 +1,8 @@
 // engine/cuda/gemm.h against a float64 host reference on random bf16
-// operands, beta 0 and 1 (the residual add), rows 1, 7 and 206 at a tiny and
-// a wide shape; repeated calls repeat bit for bit, and a Linear captured in a
-// CUDA graph replays the eager result exactly. The fp8 path (weight_dtype
+// operands, beta 0 and 1 (the residual add), rows 1, 2, 4, 7 and 206 at a
+// tiny and a wide shape (cuBLAS; the skinny kernel, the A/B option, at 1-2
+// rows of the wide ones); the skinny kernel and cuBLAS agree at 1-4 rows; repeated calls repeat bit for bit, and a Linear captured
+// in a CUDA graph replays the eager result exactly. The fp8 path (weight_dtype
 // fp8): the device quantizes rows to exactly the host's e4m3 codes and
 // scales (kernels/kv_fp8.h), and the cuBLASLt product matches a float64
 // product of the dequantized codes, with the residual, an outlier row and an
@@ -64,9 +65,10 @@ DeviceBuffer Upload(const std::vector<T>& h) {
 }
 
 TEST_F(GemmTest, MatchesFloat64WithAndWithoutTheResidual) {
-  for (const Case c : {Case{1, 64, 96}, Case{7, 64, 96}, Case{206, 64, 96}, Case{1, 4096, 11008}, Case{7, 1536, 512},
-                       Case{206, 1536, 512}}) {
+  for (const Case c : {Case{1, 64, 96}, Case{7, 64, 96}, Case{206, 64, 96}, Case{1, 4096, 11008}, Case{2, 4096, 1000},
+                       Case{4, 1544, 37}, Case{7, 1536, 512}, Case{206, 1536, 512}}) {
     SCOPED_TRACE(testing::Message() << c.rows << " x " << c.in << " -> " << c.out);
+    gemm_.set_skinny(c.rows <= 4 && c.in >= 4096);  // the skinny kernel at 1-4 rows of the wide shapes
     Lcg g{static_cast<uint64_t>(c.rows * 131 + c.in)};
     std::vector<bf16> x(static_cast<size_t>(c.rows) * c.in), w(static_cast<size_t>(c.out) * c.in);
     std::vector<float> y0(static_cast<size_t>(c.rows) * c.out);
@@ -95,8 +97,38 @@ TEST_F(GemmTest, MatchesFloat64WithAndWithoutTheResidual) {
   }
 }
 
+// At 1-4 rows the engine's default (the skinny kernel) and cuBLAS give the
+// same product up to fp32 summation order.
+TEST_F(GemmTest, SkinnyKernelAgreesWithCublasAtFewRows) {
+  for (int rows = 1; rows <= 4; ++rows) {
+    const Case c{rows, 5120, 640};
+    SCOPED_TRACE(testing::Message() << c.rows << " x " << c.in << " -> " << c.out);
+    Lcg g{static_cast<uint64_t>(rows * 7 + 1)};
+    std::vector<bf16> x(static_cast<size_t>(c.rows) * c.in), w(static_cast<size_t>(c.out) * c.in);
+    for (auto& v : x) v = __float2bfloat16(g.Next());
+    for (auto& v : w) v = __float2bfloat16(g.Next());
+    DeviceBuffer xd = Upload(x), wd = Upload(w);
+    DeviceBuffer yd = *DeviceBuffer::Allocate(static_cast<size_t>(c.rows) * c.out * 4, "y");
+    std::vector<float> y[2];
+    for (int skinny = 0; skinny < 2; ++skinny) {
+      gemm_.set_skinny(skinny == 1);
+      ASSERT_TRUE(gemm_.Linear(xd.as<bf16>(), wd.as<bf16>(), c.rows, c.in, c.out, yd.as<float>(), 0.f, "t").ok());
+      y[skinny].resize(static_cast<size_t>(c.rows) * c.out);
+      ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(y[skinny].data(), yd.as(), y[skinny].size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    }
+    double worst = 0;
+    for (size_t i = 0; i < y[0].size(); ++i) worst = std::max(worst, std::fabs(double{y[0][i]} - y[1][i]));
+    EXPECT_LT(worst / std::sqrt(static_cast<double>(c.in)), 1e-4);
+  }
+  gemm_.set_skinny(false);
+}
+
 TEST_F(GemmTest, RepeatsBitForBitAndReplaysFromAGraph) {
-  const Case c{206, 1536, 512};
+  // 3 rows on the skinny kernel; 206 on cuBLAS.
+  for (const Case c : {Case{3, 1536, 512}, Case{206, 1536, 512}}) {
+  SCOPED_TRACE(testing::Message() << c.rows << " rows");
+  gemm_.set_skinny(c.rows == 3);
   Lcg g{3};
   std::vector<bf16> x(static_cast<size_t>(c.rows) * c.in), w(static_cast<size_t>(c.out) * c.in);
   for (auto& v : x) v = __float2bfloat16(g.Next());
@@ -127,6 +159,7 @@ TEST_F(GemmTest, RepeatsBitForBitAndReplaysFromAGraph) {
   EXPECT_EQ(std::memcmp(first.data(), replay.data(), first.size() * 4), 0);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
+  }
 }
 
 // Host e4m3 codes and scale of one bf16 row (the rule the kernel follows).
