@@ -7,7 +7,8 @@
 # when set; NEXTSTEP_BATCHES: lone's and vae's batches (default 1,16,64); NEXTSTEP_MAX_ROWS: the max-batch runs' row cap (default 768: 384 images; a line at
 # 384 images means the cap bound, not the memory); NEXTSTEP_CARD: "the whole card" as a budget (default: the card's
 # free memory less 5 GB, about the server's auto-sizing margin of 3%; 140G without nvidia-smi); NEXTSTEP_GUARD: seconds
-# an 80g or full run may take (default 110 / 120; dense and diagonal together need ~250); NEXTSTEP_POLICY: the
+# an 80g or full run may take (default 110 / 120; dense and diagonal together need ~250); NEXTSTEP_MAX_BATCH_POLICIES:
+# the 80g and full runs' policies (default dense and NEXTSTEP_POLICY; one alone fits a call); NEXTSTEP_POLICY: the
 # sparse policy (default diagonal:0.95; "dense": dense alone). The lone runs' pool is 40 GB (64 dense images take ~27 GB), so that the
 # head's own copy for the split (argen_bench's FlowHeadMicro) has room.
 # Sourced by bench/gpu/lab.sh, which reads BASELINE and NEEDS and provides BIN, OUT, stamp, guarded.
@@ -46,12 +47,12 @@ run_scenario() {
       80g)
         stamp "candidate: $m, 80 GB card, max batch"
         guarded "${NEXTSTEP_GUARD:-110}" "$BIN/argen_bench" --model "$m" --card-memory 80G --max-batch --max-rows "$rows" \
-          --policies "$policies" --prompt-len 50 --stage-steps 4 ;;
+          --policies "${NEXTSTEP_MAX_BATCH_POLICIES:-$policies}" --prompt-len 50 --stage-steps 4 ;;
       full)
         card=${NEXTSTEP_CARD:-$(whole_card)}
         stamp "candidate: $m, whole card ($card), max batch"
         guarded "${NEXTSTEP_GUARD:-120}" "$BIN/argen_bench" --model "$m" --card-memory "$card" --max-batch --max-rows "$rows" \
-          --policies "$policies" --prompt-len 50 --stage-steps 4 ;;
+          --policies "${NEXTSTEP_MAX_BATCH_POLICIES:-$policies}" --prompt-len 50 --stage-steps 4 ;;
       *) echo "nextstep: no step $step (head attention lone vae 80g full)" ;;
     esac
   done
