@@ -3,7 +3,8 @@
 // each is, byte for byte, the PNG this test builds itself from a prefix of
 // that image's final tokens (the rule of scheduler/preview.h: the first r
 // token rows, then row r-1 repeated, decoded, pixel rows below r painted
-// gray), with a fixed seed. NextStep-1 (continuous tokens) likewise, its
+// gray), with a fixed seed; LlamaGen c2i and Anole the same. NextStep-1
+// (continuous tokens) likewise, its
 // later tokens neutral (all zeros) instead of a repeated row, and its final
 // images unchanged by asking for previews.
 #include <gtest/gtest.h>
@@ -162,6 +163,58 @@ TEST(PreviewCpuTest, GrpcPreviewsArePrefixesOfTheFinalTokens) {
     EXPECT_EQ(PngSize(p.png()), std::make_pair(p.width(), p.height()));
     const std::vector<int32_t> final_tokens = FinalTokens(*engine, 2, p.image(), result.images[p.image()].png());
     EXPECT_EQ(p.png(), ExpectedPreview(engine->inner(), final_tokens, p.rows_done())) << "preview " << i;
+  }
+}
+
+// The wave-3 code models (LlamaGen c2i, 5 x 5 codes behind a class id;
+// Anole in Meta's layout, 32 x 32 codes, no row breaks) preview by the same
+// rule over gRPC: k previews an image, in order, before the image, each the
+// decode of its made rows with the last one repeated and gray below.
+TEST(PreviewCpuTest, LlamaGenAndAnolePreviewsArePrefixesOfTheFinalTokens) {
+  struct Case {
+    std::string tiny_model;
+    bool class_conditional;
+  };
+  for (const Case& m : {Case{"tiny-llamagen-c2i", true}, Case{"tiny-anole-meta", false}}) {
+    SCOPED_TRACE(m.tiny_model);
+    server::ServerConfig c = LoopbackConfig(SourceDir() + "/tests/goldens/tiny/" + m.tiny_model);
+    auto recording = TinyRecording(m.tiny_model, absl::Milliseconds(m.class_conditional ? 25 : 2));
+    ASSERT_NE(recording, nullptr);
+    RecordingEngine* engine = recording.get();
+    ASSERT_STARTED(t, StartServer(c, std::move(recording)));
+    v1::GenerateRequest r;
+    if (m.class_conditional) {
+      r.set_class_id(3);
+    } else {
+      r.set_prompt("a red cube");
+    }
+    r.set_seed(99);
+    r.set_previews(2);
+    std::vector<v1::GenerateEvent> events;
+    client::GenerateResult result =
+        client::CallGenerate(*t.stub, r, 300, [&](const v1::GenerateEvent& e) { events.push_back(e); });
+    ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+    ASSERT_EQ(result.images.size(), 1u);
+    std::vector<v1::Preview> previews;
+    bool image_seen = false;
+    for (const v1::GenerateEvent& e : events) {
+      if (e.has_image()) image_seen = true;
+      if (e.has_preview()) {
+        EXPECT_FALSE(image_seen) << "a preview after the image";
+        previews.push_back(e.preview());
+      }
+    }
+    ASSERT_EQ(previews.size(), 2u);
+    const int32_t g = t.server->engine().info().token_grid;
+    const std::vector<int32_t> final_tokens = FinalTokens(*engine, 1, 0, result.images[0].png());
+    for (size_t i = 0; i < previews.size(); ++i) {
+      const v1::Preview& p = previews[i];
+      EXPECT_EQ(p.index(), static_cast<int>(i));
+      EXPECT_EQ(p.rows_done(), (p.index() + 1) * g / 3);
+      EXPECT_EQ(p.tokens_done(), p.rows_done() * g);
+      EXPECT_EQ(PngSize(p.png()), std::make_pair(p.width(), p.height()));
+      EXPECT_EQ(p.png(), ExpectedPreview(engine->inner(), final_tokens, p.rows_done())) << "preview " << i;
+    }
   }
 }
 

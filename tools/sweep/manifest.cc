@@ -17,7 +17,7 @@ std::string ImageFileName(int32_t prompt_index, int32_t image) {
 }
 
 std::string ToJsonLine(const ManifestEntry& e) {
-  const nlohmann::json j = {{"prompt_index", e.prompt_index},
+  nlohmann::json j = {{"prompt_index", e.prompt_index},
                             {"tag", e.tag},
                             {"prompt", e.prompt},
                             {"policy", e.policy},
@@ -27,6 +27,7 @@ std::string ToJsonLine(const ManifestEntry& e) {
                             {"image", e.image},
                             {"path", e.path},
                             {"decode_s", e.decode_s}};
+  if (e.class_id >= 0) j["class_id"] = e.class_id;
   return j.dump();
 }
 
@@ -45,6 +46,7 @@ absl::StatusOr<ManifestEntry> ParseManifestLine(const std::string& line) {
     e.image = j.at("image").get<int32_t>();
     e.path = j.at("path").get<std::string>();
     e.decode_s = j.at("decode_s").get<double>();
+    if (j.contains("class_id")) e.class_id = j.at("class_id").get<int32_t>();
   } catch (const nlohmann::json::exception& ex) {
     return absl::InvalidArgumentError(ex.what());
   }

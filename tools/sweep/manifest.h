@@ -18,6 +18,7 @@ struct ManifestEntry {
   int32_t prompt_index = 0;
   std::string tag;
   std::string prompt;
+  int32_t class_id = -1;  // a class-conditional model's class (the prompt is then a label only); -1: none
   std::string policy;
   double sparsity = 0;  // percent
   std::string config;   // "<policy>_<sparsity>", the folder

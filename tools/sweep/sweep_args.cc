@@ -64,6 +64,8 @@ const char* SweepUsage() {
          "  --geneval-prompts FILE  --format geneval: GenEval's prompts/evaluation_metadata.jsonl, as published\n"
          "  --dpg-prompts DIR       --format dpg: DPG-Bench's dpg_bench/prompts folder (<name>.txt a prompt)\n"
          "  --backend cpu|cuda      [cpu]\n"
+         "                          (a class-conditional model, LlamaGen c2i: prompt p asks for class p mod the\n"
+         "                          model's classes, recorded as class_id in the manifest; its text is a label)\n"
          "  --images-per-prompt N   [4]\n"
          "  --policies a,b,...      [dense,sliding_window,streaming_llm,h2o,tova,alisa,diagonal,"
          "diagonal_sink4]\n"

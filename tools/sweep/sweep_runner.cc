@@ -35,10 +35,18 @@ sparse::KvFormat KvFormatOf(const WorkItem& item, const RunSettings& settings) {
   return item.config->kv_format != sparse::KvFormat::kAuto ? item.config->kv_format : settings.kv_format;
 }
 
+int32_t ClassOf(int32_t prompt_index, const RunSettings& settings) {
+  return settings.num_classes > 0 ? prompt_index % settings.num_classes : -1;
+}
+
 engine::GenerationRequest MakeRequest(const WorkItem& item, const RunSettings& settings) {
   engine::GenerationRequest r;
-  r.prompt = item.prompt->prompt;
-  r.negative_prompt = settings.negative_prompt;
+  if (settings.num_classes > 0) {
+    r.class_id = ClassOf(item.prompt->index, settings);
+  } else {
+    r.prompt = item.prompt->prompt;
+    r.negative_prompt = settings.negative_prompt;
+  }
   r.num_images = settings.images_per_prompt;
   r.width = settings.width;
   r.height = settings.height;
@@ -126,6 +134,7 @@ absl::StatusOr<SweepOutcome> RunSweep(engine::Engine& engine, const std::vector<
     g.entry.prompt_index = item.prompt->index;
     g.entry.tag = item.prompt->tag;
     g.entry.prompt = item.prompt->prompt;
+    g.entry.class_id = ClassOf(item.prompt->index, settings);
     g.entry.policy = item.config->policy;
     g.entry.sparsity = item.config->sparsity_percent;
     g.entry.config = item.config->label;

@@ -38,6 +38,9 @@ struct RunSettings {
   int32_t n_recent = 0;                                  // diagonal policies' N_r (--n-recent); 0: the policy's default
   int32_t width = 0, height = 0;                         // the image size (--size); 0, 0: the model's default
   sparse::KvFormat kv_format = sparse::KvFormat::kAuto;  // every request's KV storage (--kv-cache-dtype)
+  // A class-conditional model's classes (LlamaGen c2i; ModelInfo::num_classes): prompt p asks for
+  // class p mod num_classes and sends no caption (its text stays in the manifest). 0: a text model.
+  int32_t num_classes = 0;
   // No request is admitted at or after this time; running ones finish and are
   // written (--deadline-seconds). Unset: no deadline.
   std::optional<std::chrono::steady_clock::time_point> deadline;
@@ -52,6 +55,10 @@ struct SweepOutcome {
 // A work item's KV storage: its entry's own ("dense@fp8"), else the sweep's
 // (--kv-cache-dtype).
 sparse::KvFormat KvFormatOf(const WorkItem& item, const RunSettings& settings);
+
+// The class a class-conditional sweep's prompt `prompt_index` asks for
+// (RunSettings::num_classes); -1 for a text model.
+int32_t ClassOf(int32_t prompt_index, const RunSettings& settings);
 
 // The request of one work item (also used to validate configurations).
 // RunSweep refuses to run a request the engine resolved to another KV format.

@@ -9,12 +9,15 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "engine/kv/kv_manager.h"
 #include "engine/model/backend.h"
+#include "engine/model/create_engine.h"
 #include "engine/model/step_plan.h"
+#include "engine/request_rules.h"
 
 namespace argen::model::testing {
 
@@ -135,6 +138,49 @@ inline absl::StatusOr<ReferenceImage> RunParallelReference(Backend& backend, kv:
   }
   for (RowId r : rows) kv.FreeRow(r);
   return out;
+}
+
+// The engine's side of a comparison: a prepared request (one image) run
+// alone to the end, its tokens, the leading run of made tokens after each
+// step and its step count.
+struct EngineImage {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> leading_runs;
+  int32_t steps = 0;
+};
+
+inline absl::StatusOr<EngineImage> RunEngineImage(GenericEngine& e, const engine::PreparedRequest& prepared) {
+  engine::RequestPtr request = engine::MakeRequest(prepared);
+  absl::StatusOr<engine::GroupId> id = e.Add(request);
+  if (!id.ok()) return id.status();
+  EngineImage out;
+  for (int i = 0; i < 100000 && !request->progress.finished; ++i) {
+    absl::StatusOr<engine::StepReport> s = e.Step();
+    if (!s.ok()) return s.status();
+    out.leading_runs.push_back(request->progress.tokens_done);
+  }
+  if (!request->progress.finished) return absl::InternalError("engine: the image did not finish");
+  out.tokens = request->progress.tokens.at(0);
+  out.steps = request->progress.steps;
+  e.Remove(*id);
+  return out;
+}
+
+// The reference's setup for a prepared request of a model without forced
+// tokens (no row breaks): its prompt ids, policy, sampling, the grid's period
+// and the request's window.
+inline ReferenceSetup SetupOf(GenericEngine& e, const engine::PreparedRequest& p) {
+  ReferenceSetup s;
+  s.cond = p.cond_ids;
+  s.uncond = p.uncond_ids;
+  s.policy = p.policy;
+  const engine::SamplingParams& sp = p.request.sampling;
+  s.sampling = {sp.temperature, sp.top_k, sp.top_p, sp.cfg_weight, sp.seed, 0};
+  const sparse::GridGeometry grid = engine::PolicyGrid(p.layout);
+  s.period = grid.width + grid.row_break_tokens;
+  s.window = p.request.parallel_window;
+  s.sampled_offset = e.backend().spec().input.sampled_offset;
+  return s;
 }
 
 }  // namespace argen::model::testing

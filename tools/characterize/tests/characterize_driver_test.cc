@@ -126,4 +126,31 @@ TEST(CharacterizeDriver, TinyCheckpointEndToEnd) {
             0);
 }
 
+// The wave-3 code models: Anole (Meta layout, 32 x 32 codes) and LlamaGen
+// c2i (a class model: prompt p draws class p) characterize end to end; each
+// head's attention mass splits over prompt, local and middle keys.
+TEST(CharacterizeDriver, AnoleAndLlamaGenClassModel) {
+  const char* src = std::getenv("ARGEN_SOURCE_DIR");
+  ASSERT_NE(src, nullptr);
+  const std::string prompts = ::testing::TempDir() + "/characterize_family_prompts.txt";
+  {
+    std::ofstream p(prompts);
+    p << "a red cube\nthree dogs\n";
+  }
+  for (const std::string model : {"tiny-anole-meta", "tiny-llamagen-c2i"}) {
+    const std::string dir = ::testing::TempDir() + "/characterize_" + model;
+    const std::string cmd = std::string(ARGEN_CHARACTERIZE_BIN) + " --model_dir=" + src + "/tests/goldens/tiny/" +
+                            model + " --prompts=" + prompts + " --out=" + dir + " --threads=1 > " + dir +
+                            ".log 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const auto mass = ReadCsv(dir + "/mass.csv");
+    ASSERT_GT(mass.size(), 1u) << model;
+    for (size_t i = 1; i < mass.size(); ++i) {
+      ASSERT_EQ(mass[i].size(), 6u) << model;
+      const double total = std::stod(mass[i][3]) + std::stod(mass[i][4]) + std::stod(mass[i][5]);
+      EXPECT_NEAR(total, 1.0, 1e-4) << model << " row " << i;
+    }
+  }
+}
+
 }  // namespace

@@ -145,6 +145,44 @@ TEST_F(SweepCliTest, WritesEveryConfigurationWithPairedSeeds) {
   }
 }
 
+// The wave-3 code models in their published layouts: LlamaGen c2i (class-
+// conditional: prompt p asks for class p mod 10, recorded in the manifest,
+// and a negative prompt is refused naming the flag) and Anole (Meta layout,
+// 32 x 32 codes) run every configuration of the grid.
+TEST_F(SweepCliTest, LlamaGenClassModelAndAnoleRunTheGrid) {
+  const char* src = std::getenv("ARGEN_SOURCE_DIR");
+  const std::string tiny = std::string(src ? src : ".") + "/tests/goldens/tiny/";
+  const std::string common = " --prompts " + (dir_ / "prompts.jsonl").string() +
+                             " --images-per-prompt 1 --policies dense,diagonal --sparsities 0,50 --threads 1 --seed 5";
+  const fs::path c2i = dir_ / "c2i";
+  const RunResult r = RunSweep("--model " + tiny + "tiny-llamagen-c2i --out " + c2i.string() + common);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<nlohmann::json> manifest = ReadManifest(c2i / "manifest.jsonl");
+  ASSERT_EQ(manifest.size(), 6u) << r.output;
+  for (const nlohmann::json& e : manifest) {
+    EXPECT_EQ(e.at("class_id").get<int>(), e.at("prompt_index").get<int>() % 10) << e.dump();
+    const std::string bytes = ReadBytes(c2i / e.at("path").get<std::string>());
+    absl::StatusOr<argen::image::Rgb8Image> img = argen::image::DecodePng(
+        absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+    ASSERT_TRUE(img.ok()) << e.dump() << ": " << img.status();
+    EXPECT_EQ(img->width, 20);
+  }
+  const RunResult negative = RunSweep("--model " + tiny + "tiny-llamagen-c2i --out " + (dir_ / "neg").string() +
+                                      common + " --negative-prompt blurry");
+  EXPECT_EQ(negative.exit_code, 2) << negative.output;
+  EXPECT_NE(negative.output.find("--negative-prompt: model"), std::string::npos) << negative.output;
+
+  const fs::path anole = dir_ / "anole";
+  const RunResult a = RunSweep("--model " + tiny + "tiny-anole-meta --out " + anole.string() + common);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const std::vector<nlohmann::json> anole_manifest = ReadManifest(anole / "manifest.jsonl");
+  ASSERT_EQ(anole_manifest.size(), 6u) << a.output;
+  for (const nlohmann::json& e : anole_manifest) {
+    EXPECT_FALSE(e.contains("class_id")) << e.dump();
+    EXPECT_TRUE(fs::is_regular_file(anole / e.at("path").get<std::string>())) << e.dump();
+  }
+}
+
 TEST_F(SweepCliTest, ResumeRunsOnlyWhatIsMissing) {
   const fs::path out = dir_ / "out";
   ASSERT_EQ(RunSweep(Args(out)).exit_code, 0);
