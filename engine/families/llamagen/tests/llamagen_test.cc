@@ -325,6 +325,46 @@ TEST(LlamaGenEngineTest, ParallelWindowEqualsTheReferenceLoop) {
   cpu::SetGemmRowTile(0);
 }
 
+// Prompt-KV sharing on LlamaGen's class prompts: two requests of one class
+// (two images each, so within a request too) give the same tokens whether
+// the rows of one class share one copy of its prompt KV across requests or not.
+TEST(LlamaGenEngineTest, PromptSharingAcrossRequestsChangesNoToken) {
+  std::vector<std::vector<std::vector<int32_t>>> runs;
+  std::vector<int64_t> kv_in_use;  // after the prefill, both requests running
+  for (const bool share : {false, true}) {
+    std::unique_ptr<model::GenericEngine> e = test_util::TinyEngine(Dir(), share);
+    ASSERT_NE(e, nullptr);
+    std::vector<engine::GroupId> ids;
+    for (const uint64_t seed : {21u, 22u}) {
+      engine::GenerationRequest r = ClassRequest(6);
+      r.num_images = 2;
+      r.sampling.temperature = 1.0f;
+      r.sampling.seed = seed;
+      absl::StatusOr<engine::PreparedRequest> p = e->Prepare(r);
+      ASSERT_TRUE(p.ok()) << p.status();
+      absl::StatusOr<engine::GroupId> id = e->Add(*p);
+      ASSERT_TRUE(id.ok()) << id.status();
+      ids.push_back(*id);
+    }
+    for (int32_t step = 0; step <= e->info().image_tokens; ++step) {
+      ASSERT_TRUE(e->Step().ok());
+      if (step == 0) kv_in_use.push_back(e->KvBytesInUse());
+    }
+    std::vector<std::vector<int32_t>> tokens;
+    for (engine::GroupId id : ids) {
+      absl::StatusOr<engine::GroupState> s = e->State(id);
+      ASSERT_TRUE(s.ok() && s->finished);
+      tokens.insert(tokens.end(), s->tokens.begin(), s->tokens.end());
+      e->Remove(id);
+    }
+    EXPECT_EQ(e->KvBytesInUse(), 0);
+    runs.push_back(tokens);
+  }
+  ASSERT_EQ(runs[0].size(), 4u);
+  EXPECT_EQ(runs[0], runs[1]);
+  EXPECT_LT(kv_in_use[1], kv_in_use[0]) << "the shared run holds one copy of the class prompt's KV";
+}
+
 TEST(LlamaGenEngineTest, ATextModelRefusesAClassId) {
   engine::EngineOptions options;
   options.model_dir = SourceDir() + "/tests/goldens/tiny/tiny-mha";
