@@ -114,17 +114,7 @@ class CpuParallelDecodingTest : public ::testing::Test {
   model::testing::ReferenceSetup Setup(const engine::GenerationRequest& r) {
     absl::StatusOr<engine::PreparedRequest> p = engine_->Prepare(r);
     EXPECT_TRUE(p.ok()) << p.status();
-    model::testing::ReferenceSetup s;
-    s.cond = p->cond_ids;
-    s.uncond = p->uncond_ids;
-    s.policy = p->policy;
-    const engine::SamplingParams& sp = r.sampling;
-    s.sampling = {sp.temperature, sp.top_k, sp.top_p, sp.cfg_weight, sp.seed, 0};
-    const sparse::GridGeometry grid = engine::PolicyGrid(p->layout);
-    s.period = grid.width + grid.row_break_tokens;
-    s.window = r.parallel_window;
-    s.sampled_offset = engine_->backend().spec().input.sampled_offset;
-    return s;
+    return p.ok() ? model::testing::SetupOf(*engine_, *p) : model::testing::ReferenceSetup{};
   }
 
   std::unique_ptr<model::GenericEngine> engine_;
