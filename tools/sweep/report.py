@@ -363,6 +363,10 @@ def main(argv=None) -> int:
             print(f"report: --metadata {args.metadata} not found", file=sys.stderr)
             return 2
         entries = load_jsonl(manifest)
+        if any("class_id" in e for e in entries):
+            print(f"report: {manifest} is a class-conditional model's sweep (class_id in its lines): its images "
+                  "answer class ids, not the prompts' captions, so the caption scorer does not apply", file=sys.stderr)
+            return 2
         settings_path = os.path.join(args.sweep_dir, "sweep_settings.json")
         settings = None
         if os.path.isfile(settings_path):

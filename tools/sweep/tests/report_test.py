@@ -3,7 +3,8 @@ ground-truth scenes (tools/scenes) in one configuration and blank images in part
 another. Checks the scores (blank images fail, the table's cells are the mean of the
 per-category accuracies the scorer gives image by image), PSNR against dense, the table
 layout, the plot, 2 workers == 1, --merge of two parts (one gzip) == the whole, --done-list,
-and the errors (missing manifest -> exit 2, manifest prompt not in the metadata).
+and the errors (missing manifest or a class-conditional sweep -> exit 2, manifest prompt not in
+the metadata).
 
   python tools/sweep/tests/report_test.py      (exit 77: numpy/PIL missing, skipped)
 """
@@ -178,9 +179,13 @@ def main():
             check(json.load(f)["configs"] == full["configs"], "a duplicated part changed the tables")
         check(report.main([merged, "--merge", os.path.join(tmp, "nothing.json")]) == 2, "missing merge input")
 
-        # Errors: no manifest -> 2; a manifest from another prompt set -> a message naming both prompts.
+        # Errors: no manifest -> 2; a class-conditional sweep (class_id) -> 2; a manifest from another
+        # prompt set -> a message naming both prompts.
         check(report.main([os.path.join(tmp, "nowhere"), "--no-plot"]) == 2, "missing manifest")
         lines = open(os.path.join(out, "manifest.jsonl"), encoding="utf-8").read().splitlines()
+        with open(os.path.join(out, "manifest.jsonl"), "w", encoding="utf-8") as f:
+            f.write(json.dumps(dict(json.loads(lines[0]), class_id=3)) + "\n")
+        check(report.main([out, "--no-plot", "--workers", "1"]) == 2, "a class-conditional sweep was scored")
         bad = json.loads(lines[0])
         bad["prompt"] = "a photo of a unicorn"
         with open(os.path.join(out, "manifest.jsonl"), "w", encoding="utf-8") as f:
