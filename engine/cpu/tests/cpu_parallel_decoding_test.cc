@@ -14,7 +14,11 @@
 //   window is window 0's image;
 // * windows the engine cannot run are refused naming parallel_window, and
 //   out-of-order plans are refused for the policies without a definition;
-// * Lumina-mGPT's sequence (new lines: no stand-ins) equals the reference too.
+// * Lumina-mGPT's sequence (new lines: no stand-ins) equals the reference too;
+// * so do LlamaGen c2i's 2-D RoPE grid (5 x 5 codes behind a class id: each
+//   query's row and column rotations from its true raster index) and Anole's
+//   32 x 32 grid (Meta's layout), dense and diagonal, with the tiny
+//   checkpoints of their published layouts.
 #include <unistd.h>
 
 #include <cmath>
@@ -376,6 +380,60 @@ TEST(CpuParallelLuminaTest, ParallelWindowEqualsTheReferenceLoop) {
     EXPECT_EQ(tokens, want->tokens) << window;
     EXPECT_EQ(leading_runs, want->leading_runs) << window;
     EXPECT_EQ(request->progress.steps, want->steps) << window;
+  }
+  SetGemmRowTile(0);
+}
+
+// The wave-3 code families' grids: the engine's window runs equal the
+// reference loop (tokens, leading runs, steps: 2 W + (H - 2) s), dense and
+// diagonal. LlamaGen c2i's tiny model: 5 x 5 codes, a class prompt; Anole's:
+// 32 x 32 codes, window 8 (304 steps instead of 1,024), diagonal 95% at N_r
+// 160 (five rows: the ring wraps while rows are in flight).
+TEST(CpuParallelFamiliesTest, LlamaGenAndAnoleWindowsEqualTheReferenceLoop) {
+  struct Case {
+    std::string tiny_model;
+    int32_t width, height, window;
+    bool class_conditional;
+  };
+  SetGemmRowTile(16);
+  const char* src = std::getenv("ARGEN_SOURCE_DIR");
+  for (const Case& m : {Case{"tiny-llamagen-c2i", 5, 5, 2, true}, Case{"tiny-anole-meta", 32, 32, 8, false}}) {
+    engine::EngineOptions options;
+    options.model_dir = std::string(src ? src : ".") + "/tests/goldens/tiny/" + m.tiny_model;
+    options.threads = 2;
+    absl::StatusOr<std::unique_ptr<model::GenericEngine>> made = model::CreateGenericEngine(options);
+    ASSERT_TRUE(made.ok()) << made.status();
+    model::GenericEngine& e = **made;
+    for (const bool diagonal : {false, true}) {
+      SCOPED_TRACE(testing::Message() << m.tiny_model << (diagonal ? ", diagonal" : ", dense"));
+      engine::GenerationRequest r;
+      if (m.class_conditional) {
+        r.class_id = 3;
+      } else {
+        r.prompt = "a red cube";
+      }
+      r.sampling = e.info().default_sampling;
+      r.sampling.temperature = 1.0f;
+      r.sampling.seed = 11;
+      r.parallel_window = m.window;
+      if (diagonal) {
+        r.policy.kind = sparse::PolicyKind::kDiagonal;
+        r.policy.sparsity = 0.95;
+        r.policy.n_recent = std::min(160, m.width * m.height / 2);
+      }
+      absl::StatusOr<engine::PreparedRequest> p = e.Prepare(r);
+      ASSERT_TRUE(p.ok()) << p.status();
+      absl::StatusOr<model::testing::EngineImage> got = model::testing::RunEngineImage(e, *p);
+      ASSERT_TRUE(got.ok()) << got.status();
+      absl::StatusOr<model::testing::ReferenceImage> want =
+          model::testing::RunParallelReference(e.backend(), e.kv(), model::testing::SetupOf(e, *p));
+      ASSERT_TRUE(want.ok()) << want.status();
+      EXPECT_EQ(got->tokens, want->tokens);
+      EXPECT_EQ(got->leading_runs, want->leading_runs);
+      EXPECT_EQ(got->steps, want->steps);
+      EXPECT_EQ(got->steps, 2 * m.width + (m.height - 2) * m.window);
+      EXPECT_EQ(e.KvBytesInUse(), 0);
+    }
   }
   SetGemmRowTile(0);
 }

@@ -16,12 +16,10 @@
 #include <string>
 
 #include "engine/checkpoint/weights_file.h"
-#include "engine/cpu/gemm.h"
 #include "engine/families/anole/anole_family.h"
 #include "engine/families/lumina/lumina_vq16.h"
 #include "engine/families/registry.h"
 #include "engine/model/create_engine.h"
-#include "engine/model/tests/parallel_reference.h"
 #include "engine/sparse/policy_params.h"
 #include "engine/vqgan/vqgan_config.h"
 #include "engine/vqgan/vqgan_weights.h"
@@ -195,40 +193,6 @@ TEST(AnoleEngineTest, EveryPolicyRunsOnTheGrid) {
     ASSERT_EQ(tokens[0].size(), 1024u) << sparse::PolicyName(kind);
     for (int32_t v : tokens[0]) ASSERT_TRUE(v >= kFirstImage && v < kFirstImage + kCodes) << v;
   }
-}
-
-// Parallel decoding on Anole's grid (32 x 32 codes, no row breaks, Meta
-// layout): a window-8 run equals the independent reference loop
-// (engine/model/tests/parallel_reference.h, each query alone), the same
-// tokens in the same 2 W + (H - 2) s = 304 steps instead of 1,024, dense and
-// diagonal 95% (N_r 160, five rows: the window wraps while rows are in flight).
-TEST(AnoleEngineTest, ParallelWindowEqualsTheReferenceLoop) {
-  cpu::SetGemmRowTile(16);  // row-invariant GEMMs: a query alone or batched computes the same bits
-  std::unique_ptr<model::GenericEngine> e = MakeEngine(MetaDir());
-  ASSERT_NE(e, nullptr);
-  for (const bool diagonal : {false, true}) {
-    SCOPED_TRACE(diagonal ? "diagonal" : "dense");
-    engine::GenerationRequest r = Request(5);
-    r.parallel_window = 8;
-    if (diagonal) {
-      r.policy.kind = sparse::PolicyKind::kDiagonal;
-      r.policy.sparsity = 0.95;
-      r.policy.n_recent = 160;
-    }
-    absl::StatusOr<engine::PreparedRequest> p = e->Prepare(r);
-    ASSERT_TRUE(p.ok()) << p.status();
-    absl::StatusOr<model::testing::EngineImage> got = model::testing::RunEngineImage(*e, *p);
-    ASSERT_TRUE(got.ok()) << got.status();
-    absl::StatusOr<model::testing::ReferenceImage> want =
-        model::testing::RunParallelReference(e->backend(), e->kv(), model::testing::SetupOf(*e, *p));
-    ASSERT_TRUE(want.ok()) << want.status();
-    EXPECT_EQ(got->tokens, want->tokens);
-    EXPECT_EQ(got->leading_runs, want->leading_runs);
-    EXPECT_EQ(got->steps, want->steps);
-    EXPECT_EQ(got->steps, 2 * 32 + 30 * 8);
-    for (int32_t v : got->tokens) ASSERT_TRUE(v >= kFirstImage && v < kFirstImage + kCodes) << v;
-  }
-  cpu::SetGemmRowTile(0);
 }
 
 // A copy of the Meta folder whose params.json or files are changed by `edit`.

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "engine/checkpoint/weights_file.h"
-#include "engine/cpu/gemm.h"
 #include "engine/engine.h"
 #include "engine/families/llamagen/llamagen_config.h"
 #include "engine/families/llamagen/llamagen_family.h"
@@ -23,7 +22,6 @@
 #include "engine/kv/kv_manager.h"
 #include "engine/model/backend_registry.h"
 #include "engine/model/create_engine.h"
-#include "engine/model/tests/parallel_reference.h"
 #include "engine/model/weight_source.h"
 #include "engine/sparse/policy_params.h"
 #include "engine/vq/vq_decoder.h"
@@ -286,43 +284,6 @@ TEST(LlamaGenEngineTest, EveryPolicyRunsOnTheGrid) {
       e->Remove(g);
     }
   }
-}
-
-// Parallel decoding on LlamaGen's 2-D RoPE grid (5 x 5 codes, no row breaks):
-// a window-s run of the engine equals the independent reference loop
-// (engine/model/tests/parallel_reference.h: each query alone at its true
-// raster index, so its row and column rotations), the same tokens made in the
-// same steps, 2 W + (H - 2) s of them, dense and diagonal.
-TEST(LlamaGenEngineTest, ParallelWindowEqualsTheReferenceLoop) {
-  cpu::SetGemmRowTile(16);  // row-invariant GEMMs: a query alone or batched computes the same bits
-  std::unique_ptr<model::GenericEngine> e = TinyEngine();
-  ASSERT_NE(e, nullptr);
-  for (const bool diagonal : {false, true}) {
-    for (const int32_t window : {1, 2, 4}) {
-      SCOPED_TRACE(testing::Message() << (diagonal ? "diagonal" : "dense") << ", window " << window);
-      engine::GenerationRequest r = ClassRequest(3);
-      r.sampling.temperature = 1.0f;
-      r.sampling.seed = 11;
-      r.parallel_window = window;
-      if (diagonal) {
-        r.policy.kind = sparse::PolicyKind::kDiagonal;
-        r.policy.sparsity = 0.6;
-      }
-      absl::StatusOr<engine::PreparedRequest> p = e->Prepare(r);
-      ASSERT_TRUE(p.ok()) << p.status();
-      absl::StatusOr<model::testing::EngineImage> got = model::testing::RunEngineImage(*e, *p);
-      ASSERT_TRUE(got.ok()) << got.status();
-      absl::StatusOr<model::testing::ReferenceImage> want =
-          model::testing::RunParallelReference(e->backend(), e->kv(), model::testing::SetupOf(*e, *p));
-      ASSERT_TRUE(want.ok()) << want.status();
-      EXPECT_EQ(got->tokens, want->tokens);
-      EXPECT_EQ(got->leading_runs, want->leading_runs);
-      EXPECT_EQ(got->steps, want->steps);
-      EXPECT_EQ(got->steps, 2 * 5 + 3 * window);
-      EXPECT_EQ(e->KvBytesInUse(), 0);
-    }
-  }
-  cpu::SetGemmRowTile(0);
 }
 
 // Prompt-KV sharing on LlamaGen's class prompts: two requests of one class
