@@ -207,6 +207,7 @@ check "anole-512 48g" "--model anole-512 --card-memory 48G --max-batch .*--polic
   "$tmp/anole-args.txt"
 check "anole-512 ratios" "anole-512, 1,16 images @16: diagonal:0.95:160: last-steps attention 10.00x" "$out2/summary.txt"
 check "anole-512 max batch" "anole-512, 48 GB card, max batch: diagonal:0.95:160: .*img/s / dense 2.00x" "$out2/summary.txt"
+check "cmd.txt records the scenario settings" "^settings: .*FAMILY_MODELS=anole-512" "$out2/cmd.txt"
 
 # family-torch on NextStep-1-14B: its 40 GB pool and prompt reach argen_bench, the loop gets the batches and
 # tokens, and the summary pairs the loop with both policies (an extrapolated loop says so).
