@@ -87,32 +87,15 @@ class CpuParallelDecodingTest : public ::testing::Test {
     return r;
   }
 
-  struct EngineRun {
-    std::vector<std::vector<int32_t>> tokens;
-    std::vector<int32_t> leading_runs;  // tokens_done after each step
-    int32_t steps = 0;
-  };
+  using EngineRun = model::testing::EngineRun;
   EngineRun Run(const engine::GenerationRequest& r) {
-    EngineRun run;
     absl::StatusOr<engine::PreparedRequest> p = engine_->Prepare(r);
     EXPECT_TRUE(p.ok()) << p.status();
-    if (!p.ok()) return run;
-    engine::RequestPtr request = engine::MakeRequest(*p);
-    absl::StatusOr<engine::GroupId> id = engine_->Add(request);
-    EXPECT_TRUE(id.ok()) << id.status();
-    if (!id.ok()) return run;
-    for (int i = 0; i < 1000 && !request->progress.finished; ++i) {
-      absl::StatusOr<engine::StepReport> s = engine_->Step();
-      EXPECT_TRUE(s.ok()) << s.status();
-      if (!s.ok()) break;
-      run.leading_runs.push_back(request->progress.tokens_done);
-    }
-    EXPECT_TRUE(request->progress.finished);
-    run.tokens = request->progress.tokens;
-    run.steps = request->progress.steps;
-    engine_->Remove(*id);
+    if (!p.ok()) return {};
+    absl::StatusOr<EngineRun> run = model::testing::RunEngineRequest(*engine_, *p);
+    EXPECT_TRUE(run.ok()) << run.status();
     EXPECT_EQ(engine_->KvBytesInUse(), 0);
-    return run;
+    return run.ok() ? *std::move(run) : EngineRun{};
   }
 
   model::testing::ReferenceSetup Setup(const engine::GenerationRequest& r) {
@@ -348,38 +331,24 @@ TEST(CpuParallelLuminaTest, ParallelWindowEqualsTheReferenceLoop) {
     r.parallel_window = window;
     absl::StatusOr<engine::PreparedRequest> p = e.Prepare(r);
     ASSERT_TRUE(p.ok()) << p.status();
-    engine::RequestPtr request = engine::MakeRequest(*p);
-    absl::StatusOr<engine::GroupId> id = e.Add(request);
-    ASSERT_TRUE(id.ok()) << id.status();
-    std::vector<int32_t> leading_runs;
-    for (int i = 0; i < 100 && !request->progress.finished; ++i) {
-      ASSERT_TRUE(e.Step().ok());
-      leading_runs.push_back(request->progress.tokens_done);
-    }
-    ASSERT_TRUE(request->progress.finished);
-    const std::vector<int32_t> tokens = request->progress.tokens[0];
-    e.Remove(*id);
+    absl::StatusOr<model::testing::EngineRun> run = model::testing::RunEngineRequest(e, *p);
+    ASSERT_TRUE(run.ok()) << run.status();
+    ASSERT_EQ(run->tokens.size(), 1u);
+    const std::vector<int32_t>& tokens = run->tokens[0];
     ASSERT_EQ(static_cast<int32_t>(tokens.size()), l_dec);
     for (int32_t t = kW; t < l_dec; t += kW + 1) EXPECT_EQ(tokens[t], kNewLine) << t;
-    EXPECT_EQ(request->progress.steps, (kH - 1) * window + kW) << window;
+    EXPECT_EQ(run->steps, (kH - 1) * window + kW) << window;
 
-    model::testing::ReferenceSetup setup;
-    setup.cond = p->cond_ids;
-    setup.uncond = p->uncond_ids;
-    setup.policy = p->policy;
-    const engine::SamplingParams& sp = p->request.sampling;
-    setup.sampling = {sp.temperature, sp.top_k, sp.top_p, sp.cfg_weight, sp.seed, 0};
-    setup.period = kW + 1;
-    setup.window = window;
+    model::testing::ReferenceSetup setup = model::testing::SetupOf(e, *p);  // period kW + 1: the new lines
+    ASSERT_EQ(setup.period, kW + 1);
     setup.forced.assign(l_dec, -1);
     for (int32_t t = kW; t < l_dec; t += kW + 1) setup.forced[t] = kNewLine;
-    setup.sampled_offset = e.backend().spec().input.sampled_offset;
     absl::StatusOr<model::testing::ReferenceImage> want =
         model::testing::RunParallelReference(e.backend(), e.kv(), setup);
     ASSERT_TRUE(want.ok()) << want.status();
     EXPECT_EQ(tokens, want->tokens) << window;
-    EXPECT_EQ(leading_runs, want->leading_runs) << window;
-    EXPECT_EQ(request->progress.steps, want->steps) << window;
+    EXPECT_EQ(run->leading_runs, want->leading_runs) << window;
+    EXPECT_EQ(run->steps, want->steps) << window;
   }
   SetGemmRowTile(0);
 }
@@ -423,12 +392,13 @@ TEST(CpuParallelFamiliesTest, LlamaGenAndAnoleWindowsEqualTheReferenceLoop) {
       }
       absl::StatusOr<engine::PreparedRequest> p = e.Prepare(r);
       ASSERT_TRUE(p.ok()) << p.status();
-      absl::StatusOr<model::testing::EngineImage> got = model::testing::RunEngineImage(e, *p);
+      absl::StatusOr<model::testing::EngineRun> got = model::testing::RunEngineRequest(e, *p);
       ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_EQ(got->tokens.size(), 1u);
       absl::StatusOr<model::testing::ReferenceImage> want =
           model::testing::RunParallelReference(e.backend(), e.kv(), model::testing::SetupOf(e, *p));
       ASSERT_TRUE(want.ok()) << want.status();
-      EXPECT_EQ(got->tokens, want->tokens);
+      EXPECT_EQ(got->tokens[0], want->tokens);
       EXPECT_EQ(got->leading_runs, want->leading_runs);
       EXPECT_EQ(got->steps, want->steps);
       EXPECT_EQ(got->steps, 2 * m.width + (m.height - 2) * m.window);

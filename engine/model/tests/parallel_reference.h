@@ -140,35 +140,35 @@ inline absl::StatusOr<ReferenceImage> RunParallelReference(Backend& backend, kv:
   return out;
 }
 
-// The engine's side of a comparison: a prepared request (one image) run
-// alone to the end, its tokens, the leading run of made tokens after each
-// step and its step count.
-struct EngineImage {
-  std::vector<int32_t> tokens;
+// The engine's side of a comparison: a prepared request run alone to the
+// end, its images' tokens, the leading run of made tokens after each step
+// (the prefill's first) and its step count.
+struct EngineRun {
+  std::vector<std::vector<int32_t>> tokens;  // [image][index]
   std::vector<int32_t> leading_runs;
   int32_t steps = 0;
 };
 
-inline absl::StatusOr<EngineImage> RunEngineImage(GenericEngine& e, const engine::PreparedRequest& prepared) {
+inline absl::StatusOr<EngineRun> RunEngineRequest(GenericEngine& e, const engine::PreparedRequest& prepared) {
   engine::RequestPtr request = engine::MakeRequest(prepared);
   absl::StatusOr<engine::GroupId> id = e.Add(request);
   if (!id.ok()) return id.status();
-  EngineImage out;
+  EngineRun out;
   for (int i = 0; i < 100000 && !request->progress.finished; ++i) {
     absl::StatusOr<engine::StepReport> s = e.Step();
     if (!s.ok()) return s.status();
     out.leading_runs.push_back(request->progress.tokens_done);
   }
-  if (!request->progress.finished) return absl::InternalError("engine: the image did not finish");
-  out.tokens = request->progress.tokens.at(0);
+  if (!request->progress.finished) return absl::InternalError("engine: the request did not finish");
+  out.tokens = request->progress.tokens;
   out.steps = request->progress.steps;
   e.Remove(*id);
   return out;
 }
 
-// The reference's setup for a prepared request of a model without forced
-// tokens (no row breaks): its prompt ids, policy, sampling, the grid's period
-// and the request's window.
+// The reference's setup for a prepared request: its prompt ids, policy,
+// sampling, the grid's period and the request's window (a family's forced
+// tokens, if any, are the caller's to add).
 inline ReferenceSetup SetupOf(GenericEngine& e, const engine::PreparedRequest& p) {
   ReferenceSetup s;
   s.cond = p.cond_ids;
