@@ -127,6 +127,39 @@ std::vector<int32_t> FinalTokens(RecordingEngine& engine, int images, int index,
   return tokens;
 }
 
+// The stream's previews in order; none may come after an image.
+std::vector<v1::Preview> PreviewsBeforeImages(const std::vector<v1::GenerateEvent>& events) {
+  std::vector<v1::Preview> previews;
+  bool image_seen = false;
+  for (const v1::GenerateEvent& e : events) {
+    if (e.has_image()) image_seen = true;
+    if (e.has_preview()) {
+      EXPECT_FALSE(image_seen) << "a preview after an image";
+      previews.push_back(e.preview());
+    }
+  }
+  return previews;
+}
+
+// A code model's previews of one request of `images` images, k of each:
+// image-minor order, after (index + 1) g / (k + 1) token rows, each the
+// preview this test builds from its image's final tokens.
+void ExpectCodePreviewsArePrefixes(RecordingEngine& engine, const client::GenerateResult& result,
+                                   const std::vector<v1::Preview>& previews, int images, int k) {
+  ASSERT_EQ(previews.size(), static_cast<size_t>(k * images));
+  const int32_t g = engine.info().token_grid;
+  for (size_t i = 0; i < previews.size(); ++i) {
+    const v1::Preview& p = previews[i];
+    EXPECT_EQ(p.index(), static_cast<int>(i) / images);
+    EXPECT_EQ(p.image(), static_cast<int>(i) % images);
+    EXPECT_EQ(p.rows_done(), (p.index() + 1) * g / (k + 1));
+    EXPECT_EQ(p.tokens_done(), p.rows_done() * g);
+    EXPECT_EQ(PngSize(p.png()), std::make_pair(p.width(), p.height()));
+    const std::vector<int32_t> final_tokens = FinalTokens(engine, images, p.image(), result.images[p.image()].png());
+    EXPECT_EQ(p.png(), ExpectedPreview(engine.inner(), final_tokens, p.rows_done())) << "preview " << i;
+  }
+}
+
 TEST(PreviewCpuTest, GrpcPreviewsArePrefixesOfTheFinalTokens) {
   server::ServerConfig c = LoopbackConfig(SourceDir() + "/tests/goldens/tiny/tiny-mha");
   auto recording = TinyRecording();
@@ -143,27 +176,8 @@ TEST(PreviewCpuTest, GrpcPreviewsArePrefixesOfTheFinalTokens) {
       client::CallGenerate(*t.stub, r, 120, [&](const v1::GenerateEvent& e) { events.push_back(e); });
   ASSERT_TRUE(result.status.ok()) << result.status.error_message();
   ASSERT_EQ(result.images.size(), 2u);
-  std::vector<v1::Preview> previews;
-  bool image_seen = false;
-  for (const v1::GenerateEvent& e : events) {
-    if (e.has_image()) image_seen = true;
-    if (e.has_preview()) {
-      EXPECT_FALSE(image_seen) << "a preview after an image";
-      previews.push_back(e.preview());
-    }
-  }
-  ASSERT_EQ(previews.size(), 4u);                          // 2 per image
-  const int32_t g = t.server->engine().info().token_grid;  // 8: previews after 2 and 5 rows
-  for (size_t i = 0; i < previews.size(); ++i) {
-    const v1::Preview& p = previews[i];
-    EXPECT_EQ(p.index(), static_cast<int>(i / 2));
-    EXPECT_EQ(p.image(), static_cast<int>(i % 2));
-    EXPECT_EQ(p.rows_done(), (p.index() + 1) * g / 3);
-    EXPECT_EQ(p.tokens_done(), p.rows_done() * g);
-    EXPECT_EQ(PngSize(p.png()), std::make_pair(p.width(), p.height()));
-    const std::vector<int32_t> final_tokens = FinalTokens(*engine, 2, p.image(), result.images[p.image()].png());
-    EXPECT_EQ(p.png(), ExpectedPreview(engine->inner(), final_tokens, p.rows_done())) << "preview " << i;
-  }
+  // 2 per image; the 8-row grid: previews after 2 and 5 rows.
+  ExpectCodePreviewsArePrefixes(*engine, result, PreviewsBeforeImages(events), 2, 2);
 }
 
 // The wave-3 code models (LlamaGen c2i, 5 x 5 codes behind a class id;
@@ -195,26 +209,7 @@ TEST(PreviewCpuTest, LlamaGenAndAnolePreviewsArePrefixesOfTheFinalTokens) {
         client::CallGenerate(*t.stub, r, 300, [&](const v1::GenerateEvent& e) { events.push_back(e); });
     ASSERT_TRUE(result.status.ok()) << result.status.error_message();
     ASSERT_EQ(result.images.size(), 1u);
-    std::vector<v1::Preview> previews;
-    bool image_seen = false;
-    for (const v1::GenerateEvent& e : events) {
-      if (e.has_image()) image_seen = true;
-      if (e.has_preview()) {
-        EXPECT_FALSE(image_seen) << "a preview after the image";
-        previews.push_back(e.preview());
-      }
-    }
-    ASSERT_EQ(previews.size(), 2u);
-    const int32_t g = t.server->engine().info().token_grid;
-    const std::vector<int32_t> final_tokens = FinalTokens(*engine, 1, 0, result.images[0].png());
-    for (size_t i = 0; i < previews.size(); ++i) {
-      const v1::Preview& p = previews[i];
-      EXPECT_EQ(p.index(), static_cast<int>(i));
-      EXPECT_EQ(p.rows_done(), (p.index() + 1) * g / 3);
-      EXPECT_EQ(p.tokens_done(), p.rows_done() * g);
-      EXPECT_EQ(PngSize(p.png()), std::make_pair(p.width(), p.height()));
-      EXPECT_EQ(p.png(), ExpectedPreview(engine->inner(), final_tokens, p.rows_done())) << "preview " << i;
-    }
+    ExpectCodePreviewsArePrefixes(*engine, result, PreviewsBeforeImages(events), 1, 2);
   }
 }
 
@@ -246,15 +241,7 @@ TEST(PreviewCpuTest, NextStepPreviewsDecodeTheMadeRowsAndNeutralTokens) {
   ASSERT_TRUE(result.status.ok()) << result.status.error_message();
   ASSERT_EQ(result.images.size(), 2u);
   const auto final_call = engine->calls().back();
-  std::vector<v1::Preview> previews;
-  bool image_seen = false;
-  for (const v1::GenerateEvent& e : events) {
-    if (e.has_image()) image_seen = true;
-    if (e.has_preview()) {
-      EXPECT_FALSE(image_seen) << "a preview after an image";
-      previews.push_back(e.preview());
-    }
-  }
+  const std::vector<v1::Preview> previews = PreviewsBeforeImages(events);
   ASSERT_EQ(previews.size(), 4u);  // 2 per image
   for (size_t i = 0; i < previews.size(); ++i) {
     const v1::Preview& p = previews[i];
