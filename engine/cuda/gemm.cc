@@ -26,10 +26,14 @@ absl::Status Gemm::Linear(const __nv_bfloat16* x, const __nv_bfloat16* w, int ro
   return LinearBf16(cublas_, x, w, rows, in, out, y, beta, what);
 }
 
+void Gemm::set_skinny(bool on) {
+  skinny_ = on;
+  if (on) kernels::SkinnyLinearPrepare();  // its occupancy queries now, not in a step being captured
+}
+
 absl::Status Gemm::Init(cudaStream_t stream) {
   Reset();
   stream_ = stream;
-  kernels::SkinnyLinearPrepare();  // not in a captured step later
   ARGEN_STATUS_RETURN(CublasStatus(cublasCreate(&cublas_), "create handle"));
   ARGEN_STATUS_RETURN(CublasStatus(cublasSetStream(cublas_, stream_), "set stream"));
   ARGEN_STATUS_RETURN(CublasStatus(cublasLtCreate(&lt_), "create cublasLt handle"));

@@ -75,7 +75,7 @@ class Gemm {
     return Linear(x, w.bf16, rows, in, out, y, beta, what);
   }
   // Whether bf16 products of few rows take the skinny kernel or cuBLAS (default).
-  void set_skinny(bool on) { skinny_ = on; }
+  void set_skinny(bool on);
   bool skinny() const { return skinny_; }
   // x quantized per row (kernels::QuantizeRowsE4m3), then the fp8 product.
   absl::Status LinearFp8(const __nv_bfloat16* x, const uint8_t* w_codes, const float* w_scales, int rows, int in,
