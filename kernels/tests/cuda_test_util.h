@@ -80,6 +80,28 @@ inline double RelativeError(const std::vector<double>& a, const std::vector<doub
   return std::sqrt(num / std::max(den, 1e-300));
 }
 
+// y = x W^T in double over the bf16 values of x [rows x k] and a torch Linear
+// weight w [n x k]; `scale` gets sum_j |x w| per output (the fp32
+// accumulation's error scales with it).
+inline void ReferenceLinear(const std::vector<float>& x, const std::vector<float>& w, int rows, int k, int n,
+                            std::vector<double>* y, std::vector<double>* scale) {
+  y->assign(static_cast<size_t>(rows) * n, 0.0);
+  scale->assign(y->size(), 0.0);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < n; ++c) {
+      double sum = 0, mag = 0;
+      for (int j = 0; j < k; ++j) {
+        const double t =
+            double{RoundBf16(x[static_cast<size_t>(r) * k + j])} * RoundBf16(w[static_cast<size_t>(c) * k + j]);
+        sum += t;
+        mag += std::abs(t);
+      }
+      (*y)[static_cast<size_t>(r) * n + c] = sum;
+      (*scale)[static_cast<size_t>(r) * n + c] = mag;
+    }
+  }
+}
+
 inline void RequireDevice() {
   int n = 0;
   ASSERT_EQ(cudaGetDeviceCount(&n), cudaSuccess) << "no CUDA device: this test is labelled gpu";

@@ -24,7 +24,7 @@ namespace {
 using testing::DeviceArray;
 using testing::FromBf16Bits;
 using testing::RandomFloats;
-using testing::RoundBf16;
+using testing::ReferenceLinear;
 using testing::ToBf16;
 
 struct Shape {
@@ -32,27 +32,6 @@ struct Shape {
 };
 
 class FlowGemmTest : public ::testing::TestWithParam<Shape> {};
-
-// y[r][c] = sum_j x[r][j] w[c][j] in double over the bf16 values; `scale`
-// gets sum_j |x w| (the fp32 accumulation's error scales with it).
-void Reference(const std::vector<float>& x, const std::vector<float>& w, const Shape& s, std::vector<double>* y,
-               std::vector<double>* scale) {
-  y->assign(static_cast<size_t>(s.rows) * s.n, 0.0);
-  scale->assign(y->size(), 0.0);
-  for (int r = 0; r < s.rows; ++r) {
-    for (int c = 0; c < s.n; ++c) {
-      double sum = 0, mag = 0;
-      for (int j = 0; j < s.k; ++j) {
-        const double t =
-            double{RoundBf16(x[static_cast<size_t>(r) * s.k + j])} * RoundBf16(w[static_cast<size_t>(c) * s.k + j]);
-        sum += t;
-        mag += std::abs(t);
-      }
-      (*y)[static_cast<size_t>(r) * s.n + c] = sum;
-      (*scale)[static_cast<size_t>(r) * s.n + c] = mag;
-    }
-  }
-}
 
 TEST_P(FlowGemmTest, StoreF32MatchesTheHostAndRepeatsBitwise) {
   const Shape s = GetParam();
@@ -75,7 +54,7 @@ TEST_P(FlowGemmTest, StoreF32MatchesTheHostAndRepeatsBitwise) {
   ARGEN_CUDA_OK(cudaDeviceSynchronize());
   const std::vector<float> got = dy.Download();
   std::vector<double> want, scale;
-  Reference(x, w, s, &want, &scale);
+  ReferenceLinear(x, w, s.rows, s.k, s.n, &want, &scale);
   double worst = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_TRUE(std::isfinite(got[i])) << "output " << i << " unwritten or not finite";
@@ -114,7 +93,7 @@ TEST_P(FlowGemmTest, BiasSiluEpilogueRoundsToBf16) {
   ARGEN_CUDA_OK(cudaDeviceSynchronize());
   const std::vector<uint16_t> got = dy.Download();
   std::vector<double> want, scale;
-  Reference(x, w, s, &want, &scale);
+  ReferenceLinear(x, w, s.rows, s.k, s.n, &want, &scale);
   for (size_t i = 0; i < got.size(); ++i) {
     const double z = want[i] + bias[i % s.n];
     const double silu = z / (1.0 + std::exp(-z));
@@ -204,7 +183,7 @@ TEST(FlowGemmSplitTest, PartsSumToTheProduct) {
     const std::vector<float> parts = dp.Download();
     const std::vector<uint16_t> act = dact.Download();
     std::vector<double> want, scale;
-    Reference(x, w, s, &want, &scale);
+    ReferenceLinear(x, w, s.rows, s.k, s.n, &want, &scale);
     double worst = 0;
     for (int r = 0; r < s.rows; ++r) {
       for (int c = 0; c < s.n; ++c) {

@@ -22,33 +22,12 @@ namespace {
 
 using testing::DeviceArray;
 using testing::RandomFloats;
-using testing::RoundBf16;
+using testing::ReferenceLinear;
 using testing::ToBf16;
 
 struct Shape {
   int rows, in, out;
 };
-
-// y[r][c] = sum_j x[r][j] w[c][j] in double over the bf16 values; `scale`
-// gets sum_j |x w| (the fp32 accumulation's error scales with it).
-void Reference(const std::vector<float>& x, const std::vector<float>& w, const Shape& s, std::vector<double>* y,
-               std::vector<double>* scale) {
-  y->assign(static_cast<size_t>(s.rows) * s.out, 0.0);
-  scale->assign(y->size(), 0.0);
-  for (int r = 0; r < s.rows; ++r) {
-    for (int c = 0; c < s.out; ++c) {
-      double sum = 0, mag = 0;
-      for (int j = 0; j < s.in; ++j) {
-        const double t =
-            double{RoundBf16(x[static_cast<size_t>(r) * s.in + j])} * RoundBf16(w[static_cast<size_t>(c) * s.in + j]);
-        sum += t;
-        mag += std::abs(t);
-      }
-      (*y)[static_cast<size_t>(r) * s.out + c] = sum;
-      (*scale)[static_cast<size_t>(r) * s.out + c] = mag;
-    }
-  }
-}
 
 class SkinnyLinearTest : public ::testing::TestWithParam<Shape> {};
 
@@ -59,7 +38,7 @@ TEST_P(SkinnyLinearTest, MatchesTheHostWithAndWithoutResidualAndRepeatsBitwise) 
   const std::vector<float> w = RandomFloats(rng, static_cast<size_t>(s.out) * s.in, 0.05f);
   const std::vector<float> y0 = RandomFloats(rng, static_cast<size_t>(s.rows) * s.out);
   std::vector<double> ref, scale;
-  Reference(x, w, s, &ref, &scale);
+  ReferenceLinear(x, w, s.rows, s.in, s.out, &ref, &scale);
   DeviceArray<uint16_t> dx(ToBf16(x)), dw(ToBf16(w));
   DeviceArray<float> dy(y0.size());
   const auto* xp = reinterpret_cast<const __nv_bfloat16*>(dx.get());
