@@ -42,9 +42,9 @@ __device__ __forceinline__ float Dot8(const uint4& w, const uint4& x, float acc)
 // 16-byte chunks part * 32 + lane + i * 32 * S: the S warps together sweep
 // the weight row front to back.
 template <int R, int S>
-__global__ void __launch_bounds__(kWarps * 32) SkinnyLinearKernel(const bf16* __restrict__ x,
-                                                                  const bf16* __restrict__ w, int in, int out,
-                                                                  float* __restrict__ y, float beta) {
+__global__ void __launch_bounds__(kWarps * 32)
+    SkinnyLinearKernel(const bf16* __restrict__ x, const bf16* __restrict__ w, int in, int out, float* __restrict__ y,
+                       float beta) {
   constexpr int kColumns = kWarps / S;
   __shared__ float partial[kWarps][R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -111,19 +111,27 @@ using KernelFn = void (*)(const bf16*, const bf16*, int, int, float*, float);
 template <int R>
 KernelFn KernelFor(int s) {
   switch (s) {
-    case 1: return SkinnyLinearKernel<R, 1>;
-    case 2: return SkinnyLinearKernel<R, 2>;
-    case 4: return SkinnyLinearKernel<R, 4>;
-    default: return SkinnyLinearKernel<R, 8>;
+    case 1:
+      return SkinnyLinearKernel<R, 1>;
+    case 2:
+      return SkinnyLinearKernel<R, 2>;
+    case 4:
+      return SkinnyLinearKernel<R, 4>;
+    default:
+      return SkinnyLinearKernel<R, 8>;
   }
 }
 
 KernelFn Kernel(int rows, int s) {
   switch (rows) {
-    case 1: return KernelFor<1>(s);
-    case 2: return KernelFor<2>(s);
-    case 3: return KernelFor<3>(s);
-    default: return KernelFor<4>(s);
+    case 1:
+      return KernelFor<1>(s);
+    case 2:
+      return KernelFor<2>(s);
+    case 3:
+      return KernelFor<3>(s);
+    default:
+      return KernelFor<4>(s);
   }
 }
 

@@ -18,7 +18,8 @@
 //     (engine/kv/kv_manager.h) as share_prompt_kv_across_requests places them; all: off, on, across
 //   --weight-dtype auto|fp8[,...]   the layers' projections (BackendOptions::weight_format); a list runs a
 //     backend of each in turn (the same random weights, fp8 quantizes them): the policy column gains "+fp8w"
-//   --gemm-micro [--gemm-rows 2,16,...]   one layer's four projections alone, bf16 (cuBLAS; and the skinny kernel at 1-4 rows) against fp8 (gemm_micro.h)
+//   --gemm-micro [--gemm-rows 2,16,...]   one layer's four projections alone, bf16 (cuBLAS; and the skinny kernel at
+//   1-4 rows) against fp8 (gemm_micro.h)
 //   --skinny-gemm on|off   bf16 Linears of 1-4 rows on kernels/skinny_linear.h or cuBLAS (off, the engine's
 //     default): run twice for the A/B of one image's step
 //   --ssd-semantic-share S   ssd: the share of the random model's (layer, kv head) pairs classified

@@ -204,7 +204,8 @@ int main(int argc, char** argv) {
         }
         std::printf("%s: %s; created in %.2f s\n", label.c_str(), (*decoder)->description().c_str(),
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        if (!argen::bench::TimeDecodes(label, RandomTokenDecode(**decoder, config), batches, runs, &rows)) failed = true;
+        if (!argen::bench::TimeDecodes(label, RandomTokenDecode(**decoder, config), batches, runs, &rows))
+          failed = true;
         if (IntFlag(argc, argv, "--profile", 0) != 0 && (*decoder)->precision() == argen::vq::VqPrecision::kBf16) {
           // The largest ladder size (a power of two, or the chunk) not above the largest batch.
           const int most = *std::max_element(batches.begin(), batches.end());

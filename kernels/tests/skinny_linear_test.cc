@@ -77,8 +77,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SkinnyLinearTest,
 TEST(SkinnyLinearSplitTest, PicksAKernelSplitAndWidensNarrowOutputs) {
   std::set<int> seen;
   for (int rows = 1; rows <= kSkinnyLinearMaxRows; ++rows) {
-    for (const auto& [in, out] : std::vector<std::pair<int, int>>{{8, 1}, {4096, 12288}, {4096, 4096}, {13824, 64},
-                                                                  {11008, 4096}, {1536, 58368}}) {
+    for (const auto& [in, out] : std::vector<std::pair<int, int>>{
+             {8, 1}, {4096, 12288}, {4096, 4096}, {13824, 64}, {11008, 4096}, {1536, 58368}}) {
       const int s = SkinnyLinearSplit(rows, in, out);
       EXPECT_TRUE(s == 1 || s == 2 || s == 4 || s == 8) << s;
       seen.insert(s);

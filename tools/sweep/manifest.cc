@@ -18,15 +18,15 @@ std::string ImageFileName(int32_t prompt_index, int32_t image) {
 
 std::string ToJsonLine(const ManifestEntry& e) {
   nlohmann::json j = {{"prompt_index", e.prompt_index},
-                            {"tag", e.tag},
-                            {"prompt", e.prompt},
-                            {"policy", e.policy},
-                            {"sparsity", e.sparsity},
-                            {"config", e.config},
-                            {"seed", e.seed},
-                            {"image", e.image},
-                            {"path", e.path},
-                            {"decode_s", e.decode_s}};
+                      {"tag", e.tag},
+                      {"prompt", e.prompt},
+                      {"policy", e.policy},
+                      {"sparsity", e.sparsity},
+                      {"config", e.config},
+                      {"seed", e.seed},
+                      {"image", e.image},
+                      {"path", e.path},
+                      {"decode_s", e.decode_s}};
   if (e.class_id >= 0) j["class_id"] = e.class_id;
   return j.dump();
 }

@@ -134,9 +134,10 @@ int Run(const sweep::SweepArgs& args, std::chrono::steady_clock::time_point star
   settings.kv_format = args.kv_format;
   settings.num_classes = (*engine)->info().num_classes;
   if (settings.num_classes > 0 && !args.negative_prompt.empty()) {
-    return Fail(kUsage, absl::InvalidArgumentError(absl::StrCat(
-        "--negative-prompt: model ", (*engine)->info().name, " is class-conditional (", settings.num_classes,
-        " classes; prompt p asks for class p mod ", settings.num_classes, "): it takes no caption")));
+    return Fail(kUsage, absl::InvalidArgumentError(absl::StrCat("--negative-prompt: model ", (*engine)->info().name,
+                                                                " is class-conditional (", settings.num_classes,
+                                                                " classes; prompt p asks for class p mod ",
+                                                                settings.num_classes, "): it takes no caption")));
   }
   if (args.deadline_seconds > 0) {
     settings.deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(

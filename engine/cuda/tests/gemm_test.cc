@@ -1,12 +1,11 @@
 // engine/cuda/gemm.h against a float64 host reference on random bf16
 // operands, beta 0 and 1 (the residual add), rows 1, 2, 4, 7 and 206 at a
 // tiny and a wide shape (cuBLAS; the skinny kernel, the A/B option, at 1-2
-// rows of the wide ones); the skinny kernel and cuBLAS agree at 1-4 rows; repeated calls repeat bit for bit, and a Linear captured
-// in a CUDA graph replays the eager result exactly. The fp8 path (weight_dtype
-// fp8): the device quantizes rows to exactly the host's e4m3 codes and
-// scales (kernels/kv_fp8.h), and the cuBLASLt product matches a float64
-// product of the dequantized codes, with the residual, an outlier row and an
-// all-zero row, and replays from a graph. Needs a GPU.
+// rows of the wide ones); the skinny kernel and cuBLAS agree at 1-4 rows; repeated calls repeat bit for bit, and a
+// Linear captured in a CUDA graph replays the eager result exactly. The fp8 path (weight_dtype fp8): the device
+// quantizes rows to exactly the host's e4m3 codes and scales (kernels/kv_fp8.h), and the cuBLASLt product matches a
+// float64 product of the dequantized codes, with the residual, an outlier row and an all-zero row, and replays from a
+// graph. Needs a GPU.
 #include "engine/cuda/gemm.h"
 
 #include <gtest/gtest.h>
@@ -127,38 +126,38 @@ TEST_F(GemmTest, SkinnyKernelAgreesWithCublasAtFewRows) {
 TEST_F(GemmTest, RepeatsBitForBitAndReplaysFromAGraph) {
   // 3 rows on the skinny kernel; 206 on cuBLAS.
   for (const Case c : {Case{3, 1536, 512}, Case{206, 1536, 512}}) {
-  SCOPED_TRACE(testing::Message() << c.rows << " rows");
-  gemm_.set_skinny(c.rows == 3);
-  Lcg g{3};
-  std::vector<bf16> x(static_cast<size_t>(c.rows) * c.in), w(static_cast<size_t>(c.out) * c.in);
-  for (auto& v : x) v = __float2bfloat16(g.Next());
-  for (auto& v : w) v = __float2bfloat16(g.Next());
-  DeviceBuffer xd = Upload(x), wd = Upload(w);
-  DeviceBuffer yd = *DeviceBuffer::Allocate(static_cast<size_t>(c.rows) * c.out * 4, "y");
-  auto read = [&] {
-    std::vector<float> y(static_cast<size_t>(c.rows) * c.out);
-    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(y.data(), yd.as(), y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-    return y;
-  };
-  ASSERT_TRUE(gemm_.Linear(xd.as<bf16>(), wd.as<bf16>(), c.rows, c.in, c.out, yd.as<float>(), 0.f, "t").ok());
-  const std::vector<float> first = read();
-  ASSERT_TRUE(gemm_.Linear(xd.as<bf16>(), wd.as<bf16>(), c.rows, c.in, c.out, yd.as<float>(), 0.f, "t").ok());
-  const std::vector<float> again = read();
-  EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * 4), 0);
-  ASSERT_EQ(cudaMemset(yd.as(), 0, first.size() * 4), cudaSuccess);
-  cudaGraph_t graph = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  const absl::Status s = gemm_.Linear(xd.as<bf16>(), wd.as<bf16>(), c.rows, c.in, c.out, yd.as<float>(), 0.f, "t");
-  ASSERT_EQ(cudaStreamEndCapture(stream_, &graph), cudaSuccess);
-  ASSERT_TRUE(s.ok()) << s;
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
-  const std::vector<float> replay = read();
-  EXPECT_EQ(std::memcmp(first.data(), replay.data(), first.size() * 4), 0);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
+    SCOPED_TRACE(testing::Message() << c.rows << " rows");
+    gemm_.set_skinny(c.rows == 3);
+    Lcg g{3};
+    std::vector<bf16> x(static_cast<size_t>(c.rows) * c.in), w(static_cast<size_t>(c.out) * c.in);
+    for (auto& v : x) v = __float2bfloat16(g.Next());
+    for (auto& v : w) v = __float2bfloat16(g.Next());
+    DeviceBuffer xd = Upload(x), wd = Upload(w);
+    DeviceBuffer yd = *DeviceBuffer::Allocate(static_cast<size_t>(c.rows) * c.out * 4, "y");
+    auto read = [&] {
+      std::vector<float> y(static_cast<size_t>(c.rows) * c.out);
+      EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+      EXPECT_EQ(cudaMemcpy(y.data(), yd.as(), y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      return y;
+    };
+    ASSERT_TRUE(gemm_.Linear(xd.as<bf16>(), wd.as<bf16>(), c.rows, c.in, c.out, yd.as<float>(), 0.f, "t").ok());
+    const std::vector<float> first = read();
+    ASSERT_TRUE(gemm_.Linear(xd.as<bf16>(), wd.as<bf16>(), c.rows, c.in, c.out, yd.as<float>(), 0.f, "t").ok());
+    const std::vector<float> again = read();
+    EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * 4), 0);
+    ASSERT_EQ(cudaMemset(yd.as(), 0, first.size() * 4), cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    const absl::Status s = gemm_.Linear(xd.as<bf16>(), wd.as<bf16>(), c.rows, c.in, c.out, yd.as<float>(), 0.f, "t");
+    ASSERT_EQ(cudaStreamEndCapture(stream_, &graph), cudaSuccess);
+    ASSERT_TRUE(s.ok()) << s;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
+    const std::vector<float> replay = read();
+    EXPECT_EQ(std::memcmp(first.data(), replay.data(), first.size() * 4), 0);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
   }
 }
 

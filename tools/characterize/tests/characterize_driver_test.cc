@@ -140,8 +140,7 @@ TEST(CharacterizeDriver, AnoleAndLlamaGenClassModel) {
   for (const std::string model : {"tiny-anole-meta", "tiny-llamagen-c2i"}) {
     const std::string dir = ::testing::TempDir() + "/characterize_" + model;
     const std::string cmd = std::string(ARGEN_CHARACTERIZE_BIN) + " --model_dir=" + src + "/tests/goldens/tiny/" +
-                            model + " --prompts=" + prompts + " --out=" + dir + " --threads=1 > " + dir +
-                            ".log 2>&1";
+                            model + " --prompts=" + prompts + " --out=" + dir + " --threads=1 > " + dir + ".log 2>&1";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     const auto mass = ReadCsv(dir + "/mass.csv");
     ASSERT_GT(mass.size(), 1u) << model;
