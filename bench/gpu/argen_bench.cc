@@ -528,7 +528,7 @@ bool RunVaeBatches(const std::string& name, const nextstep::NextStepConfig& conf
 
 constexpr char kBenchUsage[] =
     "argen_bench: GPU end-to-end and micro benchmarks of the CUDA backend (bench/gpu/*.sh run it).\n"
-    "  argen_bench [--model 1b,7b,lumina-512,lumina-768,anole-512,emu3,llamagen-xl-384 (with --prompt-len "
+    "  argen_bench [--model 1b,7b,lumina-512,lumina-768,anole-512,emu3,emu3-512,llamagen-xl-384 (with --prompt-len "
     "1),nextstep-14b] "
     "[--batches 1,8,...] "
     "[--policies "

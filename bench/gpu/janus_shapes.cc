@@ -42,8 +42,11 @@ absl::StatusOr<BenchModel> BenchModelFor(const std::string& name) {
     m.uncond_len = anole::kPublishedUncondTokens;
     return m;
   }
-  if (name == "emu3") {
-    absl::StatusOr<emu3::PublishedEmu3> p = emu3::PublishedEmu3Gen();
+  // Emu3-Gen as published (image_area 720^2: 90 x 90 codes) or "emu3-512" (image_area 512^2 in
+  // config.json: 64 x 64 codes, 4,163 tokens; the same header length).
+  if (name == "emu3" || name == "emu3-512") {
+    absl::StatusOr<emu3::PublishedEmu3> p =
+        name == "emu3" ? emu3::PublishedEmu3Gen() : emu3::PublishedEmu3Gen(0, 0, 512 * 512);
     if (!p.ok()) return p.status();
     m.spec = std::move(p->spec);
     m.grid = p->schedule.grid;
@@ -84,7 +87,7 @@ absl::StatusOr<BenchModel> BenchModelFor(const std::string& name) {
   absl::StatusOr<model::ModelSpec> spec = JanusSpec(name);
   if (!spec.ok()) {
     return absl::InvalidArgumentError(
-        "--model: expected 1b, 7b, lumina-512, lumina-768, lumina-1024, anole-512, emu3, llamagen-<size>-<px> or "
+        "--model: expected 1b, 7b, lumina-512, lumina-768, lumina-1024, anole-512, emu3, emu3-512, llamagen-<size>-<px> or "
         "nextstep-14b, got " +
         name);
   }

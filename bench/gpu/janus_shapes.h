@@ -23,7 +23,7 @@ absl::StatusOr<model::ModelSpec> JanusSpec(const std::string& name);  // "1b" or
 // 32 codes, no row breaks; the guidance row is [<s>, <racm3:break>]) or
 // Emu3-Gen "emu3" (720 x 720:
 // 90 rows of 90 codes and a row end each; the guidance row is the negative
-// prompt with the image header) or NextStep-1 "nextstep-14b" (512 px: 32 x
+// prompt with the image header; "emu3-512": image_area 512^2, 64 rows of 64) or NextStep-1 "nextstep-14b" (512 px: 32 x
 // 32 continuous tokens of 64 floats, raster order; a vector model whose
 // flow-matching head the caller makes from `nextstep`, nextstep_shapes.h).
 struct BenchModel {

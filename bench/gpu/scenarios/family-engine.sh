@@ -2,13 +2,14 @@
 # image and 16 images end to end, and the 48 GB card's max batch, dense against diagonal 95% at the family's N_r.
 # FAMILY_MODELS: argen_bench --model names (default "emu3 llamagen-xl-512"; also anole-512); FAMILY_STEPS: which of
 # "micro lone 48g full" (default "micro lone 48g"; full: the whole H200, auto sizing: long for emu3's 8,193 steps);
-# FAMILY_BATCHES: lone's batches (default 1,16); FAMILY_GUARD: seconds a lone or 48g run may take (default 240).
+# FAMILY_BATCHES: lone's batches (default 1,16); FAMILY_GUARD: seconds a lone or 48g run may take (default 240);
+# FAMILY_FULL_GUARD: seconds a full run (both policies) may take (default 300; emu3-512 wants ~480).
 # FAMILY_POLICY_<model, dashes as _>: the sparse policies, comma-separated (default diagonal:0.95:<five image rows>).
 # Sourced by bench/gpu/lab.sh, which reads BASELINE and NEEDS and provides BIN, AB_DIRS, OUT, stamp, guarded.
 # shellcheck shell=bash disable=SC2034,SC2154
 BASELINE="dense in the same argen_bench process, same shape and weights (the ratios of issues #29 and #30)"
 NEEDS="argen_bench"
-# The family's default sparse policy at 95%: N_r of five image rows (emu3 720 px: 91 a row; LlamaGen: 32 at 512 px,
+# The family's default sparse policy at 95%: N_r of five image rows (emu3 720 px: 91 a row, emu3-512 65; LlamaGen: 32 at 512 px,
 # 16 at 256 px; Anole 512 px: 32, no row breaks), the prompt length its requests have (emu3: argen_bench's own;
 # LlamaGen t2i: 120 caption slots; Anole: <s>, a one-sentence caption of ~29 BPE tokens, <reserved08706>,
 # <racm3:break>: 32).
@@ -17,6 +18,7 @@ family_policy() {  # MODEL
   if [ -n "${!var:-}" ]; then echo "${!var}"; return; fi
   case $1 in
     emu3) echo diagonal:0.95:455 ;;
+    emu3-512) echo diagonal:0.95:325 ;;
     llamagen-*-512 | anole-512) echo diagonal:0.95:160 ;;
     llamagen-*-384) echo diagonal:0.95:120 ;;
     llamagen-*-256) echo diagonal:0.95:80 ;;
@@ -49,7 +51,7 @@ run_scenario() {
             --policies "dense,$p" --prompt-len "$len" ;;
         full)
           stamp "candidate: $m, full H200, auto sizing, max batch"
-          guarded 300 "$BIN/argen_bench" --model "$m" --auto-sizing --max-batch --policies "dense,$p" \
+          guarded "${FAMILY_FULL_GUARD:-300}" "$BIN/argen_bench" --model "$m" --auto-sizing --max-batch --policies "dense,$p" \
             --prompt-len "$len" --stage-steps 0 ;;
         *) echo "family-engine: no step $step (micro lone 48g full)" ;;
       esac

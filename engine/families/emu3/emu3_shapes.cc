@@ -4,7 +4,7 @@
 
 namespace argen::emu3 {
 
-absl::StatusOr<PublishedEmu3> PublishedEmu3Gen(int32_t width, int32_t height) {
+absl::StatusOr<PublishedEmu3> PublishedEmu3Gen(int32_t width, int32_t height, int32_t image_area) {
   PublishedEmu3 p;
   Emu3Config& c = p.config;
   c.layout = Emu3Layout::kBaai;
@@ -18,7 +18,7 @@ absl::StatusOr<PublishedEmu3> PublishedEmu3Gen(int32_t width, int32_t height) {
   c.rope_theta = 1e6;
   c.vocab_size = 184622;
   c.max_position_embeddings = 9216;
-  c.image_area = kDefaultImageArea;
+  c.image_area = image_area;
   absl::StatusOr<model::ModelSpec> spec =
       Emu3Spec(c, Emu3TensorNames{"model.", "lm_head.weight", ""}, kPublishedFirstVisualId, kPublishedCodes);
   if (!spec.ok()) return spec.status();

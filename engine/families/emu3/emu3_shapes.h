@@ -28,7 +28,9 @@ struct PublishedEmu3 {
   Emu3Schedule schedule;
 };
 
-// width x height: one of Emu3's sizes at 720^2 (Emu3Sizes); 0 x 0: 720 x 720.
-absl::StatusOr<PublishedEmu3> PublishedEmu3Gen(int32_t width = 0, int32_t height = 0);
+// width x height: one of Emu3's sizes at image_area px^2 (Emu3Sizes; config.json's
+// image_area, 720^2 as published); 0 x 0: the square one (720 x 720 as published).
+absl::StatusOr<PublishedEmu3> PublishedEmu3Gen(int32_t width = 0, int32_t height = 0,
+                                               int32_t image_area = kDefaultImageArea);
 
 }  // namespace argen::emu3

@@ -161,6 +161,11 @@ TEST(Emu3SizesTest, ThePublishedShapesForBenchmarks) {
   ASSERT_TRUE(wide.ok()) << wide.status();
   EXPECT_EQ(wide->schedule.l_dec, 68 * 121 - 1);
   EXPECT_FALSE(PublishedEmu3Gen(1024, 1024).ok());
+  // config.json's image_area sets the sizes: 512^2 makes 64 rows of 64 codes and a row end each.
+  absl::StatusOr<PublishedEmu3> small = PublishedEmu3Gen(0, 0, 512 * 512);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(small->schedule.l_dec, 64 * 65 - 1);
+  EXPECT_FALSE(PublishedEmu3Gen(720, 720, 512 * 512).ok());
 }
 
 TEST(Emu3FamilyTest, BothLayoutsLoadThroughTheRegistryAsTheSameModel) {
