@@ -1,5 +1,6 @@
-# The kernels alone: decode attention at the last step (7B, Lumina 768 px, and NextStep-1-14B's 40 query heads over
-# 8 KV heads at its N_r) and one 7B layer's four GEMMs, bf16 and fp8.
+# The kernels alone: decode attention at the last step (7B, Lumina 768 px, NextStep-1-14B's 40 query heads over 8 KV
+# heads at its N_r, Emu3-Gen 720 px's 32 over 8 at five rows) and one 7B layer's four GEMMs, bf16 and fp8
+# (MICRO_GEMMS=0: attention only).
 # Sourced by bench/gpu/lab.sh, which reads BASELINE and NEEDS and provides BIN, AB_DIRS, OUT, stamp, guarded.
 # shellcheck shell=bash disable=SC2034,SC2154
 BASELINE="in-process: the two-pass against the staged and warp attention kernels, bf16 against fp8 GEMMs; BASE_BUNDLE's argen_bench first (when set)"
@@ -14,6 +15,8 @@ run_scenario() {
       --prompt-len 40
     guarded 40 "$b/argen_bench" --attention-micro --model nextstep-14b --batches 1,16,64 --policies diagonal:0.95 \
       --prompt-len 50
+    guarded 60 "$b/argen_bench" --attention-micro --model emu3 --batches 1,16,64 --policies diagonal:0.95:455
+    [ "${MICRO_GEMMS:-1}" = 0 ] && continue
     stamp "${AB_NAMES[$i]}: one 7B layer's GEMMs, bf16 / fp8"
     guarded 60 "$b/argen_bench" --model 7b --gemm-micro --gemm-rows 2,16,64,128,256,1024,2816
   done
