@@ -953,9 +953,9 @@ bool AttentionShapeSupported(int32_t heads, int32_t kv_heads, int32_t head_dim) 
 }
 
 void ChooseAttentionSplits(int32_t tokens, int32_t kv_heads, int32_t max_keys, int32_t sm_count, int32_t* splits,
-                           int32_t* chunk) {
+                           int32_t* chunk, int32_t blocks_per_sm) {
   const int64_t pairs = std::max<int64_t>(1, static_cast<int64_t>(tokens) * kv_heads);
-  const int64_t target = 2 * static_cast<int64_t>(std::max(sm_count, 1));
+  const int64_t target = std::max(blocks_per_sm, 1) * static_cast<int64_t>(std::max(sm_count, 1));
   const int32_t keys = std::max(max_keys, 1);
   int64_t s = std::max<int64_t>(1, (target + pairs - 1) / pairs);
   s = std::min<int64_t>(s, std::max(1, keys / 64));  // chunks of at least 64 keys

@@ -118,9 +118,11 @@ AttentionVariant ChosenAttentionVariant(const AttentionArgs& args);
 constexpr int32_t kMaxAttentionChunk = 1024;
 
 // Picks splits and chunk for `max_keys` (the longest key set of any token) so that
-// (tokens * kv_heads * splits) fills `sm_count` multiprocessors a few times over.
+// (tokens * kv_heads * splits) makes `blocks_per_sm` blocks for each of `sm_count`
+// multiprocessors (chunks of at least 64 keys). The engine's target is 2; the
+// attention micro times others against it.
 void ChooseAttentionSplits(int32_t tokens, int32_t kv_heads, int32_t max_keys, int32_t sm_count, int32_t* splits,
-                           int32_t* chunk);
+                           int32_t* chunk, int32_t blocks_per_sm = 2);
 
 // Workspace bytes for a launch with these sizes (0 when splits == 1 and no probs).
 size_t AttentionWorkspaceBytes(int32_t tokens, int32_t heads, int32_t head_dim, int32_t splits, int32_t probs_stride);

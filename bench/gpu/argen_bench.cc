@@ -650,6 +650,13 @@ int Main(int argc, char** argv) {
                           100.0 * gbs / r.copy_gbs, us / two_pass_us);
             return std::string(text);
           };
+          for (const AttentionMicroResult::SplitTarget& t : r.sparse_targets) {
+            std::printf(
+                "attention %s images=%d n_att=%d: sparse two-pass at %d blocks an SM: %d splits (engine %d), %.1f us "
+                "(%.0f GB/s, %.0f%% of copy), /engine's %.2f\n",
+                name.c_str(), images, p->n_att, t.blocks_per_sm, t.splits, r.sparse_splits, t.us, t.gbs,
+                100.0 * t.gbs / r.copy_gbs, t.us / r.sparse_us);
+          }
           std::printf("attention %s images=%d n_att=%d: warp dense %s; warp sparse %s\n", name.c_str(), images,
                       p->n_att, warp(r.dense_warp_ran, r.dense_warp_us, r.dense_warp_gbs, r.dense_us).c_str(),
                       warp(r.sparse_warp_ran, r.sparse_warp_us, r.sparse_warp_gbs, r.sparse_us).c_str());

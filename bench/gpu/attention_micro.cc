@@ -249,6 +249,25 @@ bool RunAttentionMicro(const AttentionMicroShape& shape, AttentionMicroResult* o
   if (!Time(sparse, AttentionVariant::kTwoPass, e, &ran, &out->sparse_us, &out->sparse_gbs, error)) return false;
   if (!Time(sparse, AttentionVariant::kStaged, e, &out->staged_ran, &out->staged_us, &out->staged_gbs, error))
     return false;
+  out->sparse_splits = sparse.args.splits;
+  for (int per_sm : {4, 8}) {
+    int splits = 1, chunk = 0;
+    kernels::ChooseAttentionSplits(shape.rows, shape.kv_heads, sparse.layout.keys, sms, &splits, &chunk, per_sm);
+    if (splits == sparse.args.splits) continue;
+    Launch more = sparse;
+    void* ws = f.Alloc<char>(std::max<size_t>(
+        1, kernels::AttentionWorkspaceBytes(shape.rows, shape.heads, shape.head_dim, splits, sparse.args.probs_stride)));
+    if (!ws) {
+      *error = "attention workspace";
+      return false;
+    }
+    more.args.splits = splits;
+    more.args.chunk = chunk;
+    more.args.workspace = ws;
+    AttentionMicroResult::SplitTarget t{per_sm, splits};
+    if (!Time(more, AttentionVariant::kTwoPass, e, &ran, &t.us, &t.gbs, error)) return false;
+    out->sparse_targets.push_back(t);
+  }
   return Time(sparse, AttentionVariant::kWarp, e, &out->sparse_warp_ran, &out->sparse_warp_us, &out->sparse_warp_gbs,
               error);
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "bench/gpu/attention_micro_layout.h"
 #include "kernels/attention.h"
@@ -24,6 +25,14 @@ struct AttentionMicroResult {
   // is false (and these 0) where it does not apply (split keys or over 1024 keys).
   bool dense_warp_ran = false, sparse_warp_ran = false;
   double dense_warp_us = 0, dense_warp_gbs = 0, sparse_warp_us = 0, sparse_warp_gbs = 0;
+  // The sparse two-pass launch with ChooseAttentionSplits aiming at more blocks an SM
+  // than the engine's 2 (4 and 8; only targets that change its splits are timed).
+  struct SplitTarget {
+    int blocks_per_sm = 0, splits = 0;
+    double us = 0, gbs = 0;
+  };
+  int sparse_splits = 1;  // the engine's choice
+  std::vector<SplitTarget> sparse_targets;
   // What kAuto picks for each launch, as the engine calls it (with the device's SM count).
   kernels::AttentionVariant auto_dense = kernels::AttentionVariant::kTwoPass;
   kernels::AttentionVariant auto_sparse = kernels::AttentionVariant::kTwoPass;
