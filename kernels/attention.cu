@@ -286,27 +286,34 @@ __device__ __forceinline__ void StagePositions(const TokenMeta& m, const int32_t
   for (int j = tid; j < len; j += threads) positions[j] = KeyPosition<kShared>(begin + j, m, idx);
 }
 
+// Whether a query group's key loops are pipelined (Pipelined below). With 4-8
+// query heads a key's dot products and shuffles take about as long as its
+// load, and without the overlap Emu3's group-4 dense launch ran at 46% of the
+// copy rate; pipelined it ran 1.19-1.30x faster (Emu3, NextStep-1 dense and
+// sparse, H200, 2026-12-03). With one head a key the loop is its loads, and
+// the pipelined form was 0.9x on Janus-Pro-7B's short sparse sets: those keep
+// the plain loop.
+template <int G>
+inline constexpr bool kPipelinedGroup = G >= 4;
+
 // The two key loops both kernels share. A key group of kLanesPerKey lanes
 // (kDims dims each) holds one key; `slot` numbers the groups of the threads
-// taking part, kKeysPerIter of them. Entries j in [0, len) are at
-// positions[j] (StagePositions). Each round of kUnroll keys a thread is
-// double-buffered: round r + 1's loads are issued before round r's dot
-// products and shuffles, so a thread's own arithmetic hides its memory
-// latency (with query groups of 4-8 heads that arithmetic is about as long
-// as the load: Emu3's group-4 dense launch ran at 46% of the copy rate
-// without the overlap, 2026-12-03).
-template <typename Rows, int kUnrollKeys, int kKeysPerIter, bool kFp8>
+// taking part, kKeysPerIter of them; a round is kUnroll keys of each group.
+//
+// Plain (kPipelined false): each round's positions (KeyPosition, the slot
+// list read in line) and loads, then its arithmetic; ScoreKeys writes
+// positions[j] for AccumulateValues. Pipelined: the positions were staged
+// (StagePositions) and round r + 1's loads are issued before round r's
+// arithmetic, two register buffers alternating.
+template <typename Rows, int kKeysPerIter, bool kFp8>
 struct KeyRound {
-  typename Rows::Raw raw[kUnrollKeys];
-  float scale[kUnrollKeys];
-  int pos[kUnrollKeys];
-  // Loads round `base`'s rows: K (values false) or V; entries at or past len get pos -1 and no load.
-  __device__ __forceinline__ void Load(const Rows& rows, const int* positions, int base, int len, int sub, int slot,
-                                       bool values) {
+  typename Rows::Raw raw[kUnroll];
+  float scale[kUnroll];
+  int pos[kUnroll];
+  // Round `base`'s rows at positions pos[] (-1: no row, zeros): K or (values) V.
+  __device__ __forceinline__ void LoadRows(const Rows& rows, int sub, bool values) {
 #pragma unroll
-    for (int u = 0; u < kUnrollKeys; ++u) {
-      const int j = base + u * kKeysPerIter + slot;
-      pos[u] = j < len ? positions[j] : -1;
+    for (int u = 0; u < kUnroll; ++u) {
       raw[u] = typename Rows::Raw{};
       scale[u] = 0.f;
       if (pos[u] >= 0) {
@@ -315,36 +322,67 @@ struct KeyRound {
       }
     }
   }
+  // Positions from staged positions[] (entries at or past len: -1).
+  __device__ __forceinline__ void Staged(const int* positions, int base, int len, int slot) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = base + u * kKeysPerIter + slot;
+      pos[u] = j < len ? positions[j] : -1;
+    }
+  }
 };
 
-// Runs compute(round, base) over the rounds base = 0, step, ... < len, each
-// round's load(round, base) issued before the previous round's compute; two
-// Round buffers alternate (unrolled by two: no register copies between them).
-template <typename Round, typename LoadFn, typename ComputeFn>
-__device__ __forceinline__ void DoubleBuffered(int len, int step, LoadFn load, ComputeFn compute) {
-  Round a, b;
-  load(a, 0);
-  for (int base = 0; base < len;) {
-    load(b, base + step);
-    compute(a, base);
-    base += step;
-    if (base >= len) break;
-    load(a, base + step);
-    compute(b, base);
-    base += step;
+// Runs compute(round, base) over the rounds base = 0, step, ... < len with
+// load(round, base) before: in line (plain) or a round ahead, two Round
+// buffers alternating (unrolled by two: no register copies between them).
+template <bool kPipelined, typename Round, typename LoadFn, typename ComputeFn>
+__device__ __forceinline__ void KeyRounds(int len, int step, LoadFn load, ComputeFn compute) {
+  if constexpr (!kPipelined) {
+    for (int base = 0; base < len; base += step) {
+      Round r;
+      load(r, base);
+      compute(r, base);
+    }
+  } else {
+    Round a, b;
+    load(a, 0);
+    for (int base = 0; base < len;) {
+      load(b, base + step);
+      compute(a, base);
+      base += step;
+      if (base >= len) break;
+      load(a, base + step);
+      compute(b, base);
+      base += step;
+    }
   }
 }
 
 // Scores: scores[g * stride + j] = q_g . k_j (scaled: -inf for a key outside the
 // region), written by the group's first lane; on_logit(g, j, logit) sees each
-// score there too.
-template <int G, int kDims, int kLanesPerKey, int kKeysPerIter, bool kFp8, typename Rows, typename OnLogit>
-__device__ __forceinline__ void ScoreKeys(const Rows& rows, int len, const int* positions, const float (&q)[G][kDims],
-                                          int sub, int slot, float* scores, int stride, OnLogit on_logit) {
-  using Round = KeyRound<Rows, kUnroll, kKeysPerIter, kFp8>;
-  DoubleBuffered<Round>(
+// score there too. Entries j in [0, len) are keys begin + j.
+template <int G, int kDims, int kLanesPerKey, int kKeysPerIter, bool kFp8, bool kShared, typename Rows,
+          typename OnLogit>
+__device__ __forceinline__ void ScoreKeys(const Rows& rows, const TokenMeta& m, const int32_t* idx, int begin, int len,
+                                          int* positions, const float (&q)[G][kDims], int sub, int slot, float* scores,
+                                          int stride, OnLogit on_logit) {
+  constexpr bool kPipelined = kPipelinedGroup<G>;
+  using Round = KeyRound<Rows, kKeysPerIter, kFp8>;
+  KeyRounds<kPipelined, Round>(
       len, kKeysPerIter * kUnroll,
-      [&](Round& r, int base) { r.Load(rows, positions, base, len, sub, slot, false); },
+      [&](Round& r, int base) {
+        if constexpr (kPipelined) {
+          r.Staged(positions, base, len, slot);
+        } else {
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) {
+            const int j = base + u * kKeysPerIter + slot;
+            r.pos[u] = j < len ? KeyPosition<kShared>(begin + j, m, idx) : -1;
+            if (sub == 0 && j < len) positions[j] = r.pos[u];
+          }
+        }
+        r.LoadRows(rows, sub, false);
+      },
       [&](const Round& r, int base) {
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
@@ -379,10 +417,13 @@ __device__ __forceinline__ void AccumulateValues(const Rows& rows, int len, cons
   for (int g = 0; g < G; ++g)
 #pragma unroll
     for (int i = 0; i < kDims; ++i) acc[g][i] = 0.f;
-  using Round = KeyRound<Rows, kUnroll, kKeysPerIter, kFp8>;
-  DoubleBuffered<Round>(
+  using Round = KeyRound<Rows, kKeysPerIter, kFp8>;
+  KeyRounds<kPipelinedGroup<G>, Round>(
       len, kKeysPerIter * kUnroll,
-      [&](Round& r, int base) { r.Load(rows, positions, base, len, sub, slot, true); },
+      [&](Round& r, int base) {
+        r.Staged(positions, base, len, slot);
+        r.LoadRows(rows, sub, true);
+      },
       [&](const Round& r, int base) {
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
@@ -447,11 +488,13 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
     for (int i = 0; i < kDims; ++i) q[g][i] = qp[i] * a.scale;
   }
 
-  // Pass 1: scores of every key of the chunk (its positions first).
-  StagePositions<kShared>(m, idx, begin, len, positions, tid, kThreads);
-  __syncthreads();
-  ScoreKeys<G, kDims, kLanesPerKey, kKeysPerIter, kFp8>(
-      rows, len, positions, q, sub, slot, scores, a.chunk, [&](int g, int j, float logit) {
+  // Pass 1: scores of every key of the chunk (pipelined: its positions first).
+  if constexpr (kPipelinedGroup<G>) {
+    StagePositions<kShared>(m, idx, begin, len, positions, tid, kThreads);
+    __syncthreads();
+  }
+  ScoreKeys<G, kDims, kLanesPerKey, kKeysPerIter, kFp8, kShared>(
+      rows, m, idx, begin, len, positions, q, sub, slot, scores, a.chunk, [&](int g, int j, float logit) {
         if (split_logits && begin + j >= m.prefix_len)
           ws.logits[(static_cast<int64_t>(t) * a.heads + kvh * G + g) * a.probs_stride + (begin + j - m.prefix_len)] =
               logit;
@@ -792,11 +835,13 @@ __global__ void __launch_bounds__(kThreads, (WarpMinBlocks<kShared, G, kFp8>()))
     for (int i = 0; i < kDims; ++i) q[g][i] = qp[i] * a.scale;
   }
 
-  // Scores of every key (its positions first).
-  StagePositions<kShared>(m, idx, 0, len, positions, lane, 32);
-  __syncwarp();
-  ScoreKeys<G, kDims, kLanesPerKey, kKeysPerIter, kFp8>(rows, len, positions, q, sub, slot, scores, cap,
-                                                        [](int, int, float) {});
+  // Scores of every key (pipelined: its positions first).
+  if constexpr (kPipelinedGroup<G>) {
+    StagePositions<kShared>(m, idx, 0, len, positions, lane, 32);
+    __syncwarp();
+  }
+  ScoreKeys<G, kDims, kLanesPerKey, kKeysPerIter, kFp8, kShared>(rows, m, idx, 0, len, positions, q, sub, slot, scores,
+                                                                 cap, [](int, int, float) {});
   __syncwarp();
 
   // Softmax per query head; scores become exp(s - max).
