@@ -3,7 +3,8 @@
 # FAMILY_MODELS: argen_bench --model names (default "emu3 llamagen-xl-512"; also anole-512); FAMILY_STEPS: which of
 # "micro lone 48g full" (default "micro lone 48g"; full: the whole H200, auto sizing: long for emu3's 8,193 steps);
 # FAMILY_BATCHES: lone's batches (default 1,16); FAMILY_GUARD: seconds a lone or 48g run may take (default 240);
-# FAMILY_FULL_GUARD: seconds a full run (both policies) may take (default 300; emu3-512 wants ~480).
+# FAMILY_FULL_GUARD: seconds a full run (both policies) may take (default 300; an emu3 or emu3-512 full run, ~850 or
+# ~1,200 diagonal images, is longer than one device call: emu3-512 at 48g fits, ~250 s).
 # FAMILY_POLICY_<model, dashes as _>: the sparse policies, comma-separated (default diagonal:0.95:<five image rows>).
 # Sourced by bench/gpu/lab.sh, which reads BASELINE and NEEDS and provides BIN, AB_DIRS, OUT, stamp, guarded.
 # shellcheck shell=bash disable=SC2034,SC2154
