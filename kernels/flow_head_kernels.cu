@@ -39,9 +39,12 @@ __device__ void RowStats(const float* in, int width, double* scratch, float* mea
   *mean_out = static_cast<float>(mean);
 }
 
-__global__ void SiluConditionKernel(const float* temb, const float* c_emb, int64_t total, int width, bf16* out) {
+__global__ void SiluConditionKernel(const float* temb, const float* c_emb, int64_t total, int64_t per_time, int width,
+                                    bf16* out) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < total) out[i] = __float2bfloat16(Silu(temb[i % width] + c_emb[i]));
+  if (i >= total) return;
+  const int64_t k = i / per_time, r = i % per_time;  // time k; element r of c_emb
+  out[i] = __float2bfloat16(Silu(temb[k * width + r % width] + c_emb[r]));
 }
 
 __global__ void PairRowsKernel(const float* x, int64_t total, int dim, bf16* out) {
@@ -253,11 +256,11 @@ __global__ void GatherTokenVectorsKernel(const float* kept, const float* given, 
 
 }  // namespace
 
-cudaError_t FlowSiluCondition(const float* temb, const float* c_emb, int rows, int width, bf16* out,
+cudaError_t FlowSiluCondition(const float* temb, int times, const float* c_emb, int rows, int width, bf16* out,
                               cudaStream_t stream) {
-  const int64_t total = static_cast<int64_t>(rows) * width;
+  const int64_t per_time = static_cast<int64_t>(rows) * width, total = per_time * times;
   if (total <= 0) return cudaSuccess;
-  SiluConditionKernel<<<Blocks(total), kThreads, 0, stream>>>(temb, c_emb, total, width, out);
+  SiluConditionKernel<<<Blocks(total), kThreads, 0, stream>>>(temb, c_emb, total, per_time, width, out);
   return cudaGetLastError();
 }
 

@@ -17,8 +17,9 @@ namespace argen::kernels {
 
 using bf16 = __nv_bfloat16;
 
-// out[r][i] = bf16(SiLU(temb[i] + c_emb[r][i])): what every adaLN_modulation reads.
-cudaError_t FlowSiluCondition(const float* temb, const float* c_emb, int rows, int width, bf16* out,
+// out[k][r][i] = bf16(SiLU(temb[k][i] + c_emb[r][i])) for `times` time embeddings
+// temb [times x width]: what every adaLN_modulation reads, for `times` sampler steps.
+cudaError_t FlowSiluCondition(const float* temb, int times, const float* c_emb, int rows, int width, bf16* out,
                               cudaStream_t stream);
 
 // out rows 2p and 2p + 1 = bf16(x[p]) (both branches at the same x), x [pairs x dim].

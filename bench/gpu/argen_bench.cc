@@ -458,10 +458,14 @@ bool RunHeadBatches(const std::string& name, const nextstep::NextStepConfig& con
   const int evaluations = static_cast<int>((*head)->desc.times.size());  // the net's runs a token
   // The default first; then each lever off in turn (device_flow_head.h's FlowHeadTuning).
   using Gemms = cuda::FlowHeadTuning::Gemms;
+  using Modulations = cuda::FlowHeadTuning::Modulations;
   const std::vector<std::pair<const char*, cuda::FlowHeadTuning>> variants = {
-      {"default", {Gemms::kAuto, true}},         {"serial-modulations", {Gemms::kAuto, false}},
-      {"fused-gemms", {Gemms::kFused, true}},    {"cublas-gemms", {Gemms::kCublas, true}},
-      {"split-k-gemms", {Gemms::kSplitK, true}},
+      {"default", {Gemms::kAuto, Modulations::kGrouped}},
+      {"side-stream-modulations", {Gemms::kAuto, Modulations::kSide}},
+      {"serial-modulations", {Gemms::kAuto, Modulations::kInline}},
+      {"fused-gemms", {Gemms::kFused, Modulations::kGrouped}},
+      {"cublas-gemms", {Gemms::kCublas, Modulations::kGrouped}},
+      {"split-k-gemms", {Gemms::kSplitK, Modulations::kGrouped}},
   };
   for (const auto& [variant, tuning] : variants) {
     (*micro)->SetTuning(tuning);

@@ -179,9 +179,11 @@ absl::StatusOr<std::unique_ptr<DeviceFlowHead>> DeviceFlowHead::Create(const mod
     total += (static_cast<size_t>(bytes) + 255) / 256 * 256;
     return at;
   };
-  const size_t cond_bf16 = carve(R * C * 2), silu_y = carve(R * W * 2), x_in = carve(R * D * 2), hn = carve(R * W * 2),
-               act_bf16 = carve(R * W * 2), c_emb = carve(R * W * 4), x = carve(int64_t{kChunkPairs} * D * 4),
-               hs = carve(R * W * 4), act = carve(R * W * 4), mod0 = carve(R * M * 4), mod1 = carve(R * M * 4),
+  static_assert(kGroupRows == 4 * kChunkPairs, "a group's modulations fill the side stream's two buffers");
+  const size_t cond_bf16 = carve(R * C * 2), silu_y = carve(int64_t{kGroupRows} * W * 2), x_in = carve(R * D * 2),
+               hn = carve(R * W * 2), act_bf16 = carve(R * W * 2), c_emb = carve(R * W * 4),
+               x = carve(int64_t{kChunkPairs} * D * 4), hs = carve(R * W * 4), act = carve(R * W * 4),
+               mods = carve(int64_t{kGroupRows} * M * 4),
                v = carve(R * D * 4), temb = carve(int64_t{W} * 4);
   h->split_parts_ = kernels::FlowGemmSplitsFor(W, W);
   const size_t partials = carve(int64_t{std::max(h->split_parts_, 1)} * R * W * 4);
@@ -198,8 +200,8 @@ absl::StatusOr<std::unique_ptr<DeviceFlowHead>> DeviceFlowHead::Create(const mod
   h->x_ = reinterpret_cast<float*>(base + x);
   h->h_ = reinterpret_cast<float*>(base + hs);
   h->act_ = reinterpret_cast<float*>(base + act);
-  h->mod_[0] = reinterpret_cast<float*>(base + mod0);
-  h->mod_[1] = reinterpret_cast<float*>(base + mod1);
+  h->mod_[0] = reinterpret_cast<float*>(base + mods);
+  h->mod_[1] = h->mod_[0] + R * M;
   h->v_ = reinterpret_cast<float*>(base + v);
   h->temb_ = reinterpret_cast<float*>(base + temb);
   h->partials_ = reinterpret_cast<float*>(base + partials);
@@ -236,7 +238,7 @@ DeviceFlowHead::~DeviceFlowHead() {
 absl::Status DeviceFlowHead::EnqueueModulations(Gemm& gemm, cudaStream_t stream, int32_t rows, const float* temb,
                                                 float* mod) {
   const int32_t W = dims_.width;
-  ARGEN_CUDA_RETURN(kernels::FlowSiluCondition(temb, c_emb_, rows, W, silu_y_, stream), "flow silu(y)");
+  ARGEN_CUDA_RETURN(kernels::FlowSiluCondition(temb, 1, c_emb_, rows, W, silu_y_, stream), "flow silu(y)");
   return gemm.Linear(silu_y_, ada_w_, rows, W, static_cast<int>(dims_.mod_width), mod, 0.f, "flow adaLN modulations");
 }
 
@@ -355,7 +357,27 @@ absl::Status DeviceFlowHead::EnqueueSample(Gemm& gemm, cudaStream_t stream, cons
     ARGEN_STATUS_RETURN(EnqueueCondEmbed(gemm, stream, rows));
     ARGEN_CUDA_RETURN(kernels::FlowStartNoise(s, np, D, x_, stream), "flow start noise");
     ARGEN_CUDA_RETURN(kernels::FlowPairRows(x_, np, D, x_in_, stream), "flow pair rows");
-    if (!tuning_.side_modulations) {
+    using Modulations = FlowHeadTuning::Modulations;
+    if (tuning_.modulations == Modulations::kGrouped) {
+      // As many steps a group as fill kGroupRows rows: their modulations in one GEMM ([steps x rows] rows,
+      // step-major), then their chains.
+      const int32_t group = std::max(1, std::min(evaluations, kGroupRows / rows));
+      const int64_t M = dims_.mod_width;
+      for (int32_t k0 = 0; k0 < evaluations; k0 += group) {
+        const int32_t n = std::min(group, evaluations - k0);
+        ARGEN_CUDA_RETURN(kernels::FlowSiluCondition(time_table_ + static_cast<int64_t>(k0) * W, n, c_emb_, rows, W,
+                                                     silu_y_, stream),
+                          "flow silu(y)");
+        ARGEN_STATUS_RETURN(gemm.Linear(silu_y_, ada_w_, n * rows, W, static_cast<int>(M), mod_[0], 0.f,
+                                        "flow adaLN modulations (grouped)"));
+        for (int32_t k = k0; k < k0 + n; ++k) {
+          ARGEN_STATUS_RETURN(EnqueueNet(gemm, stream, rows, mod_[0] + static_cast<int64_t>(k - k0) * rows * M));
+          if (k + 1 < evaluations) {
+            ARGEN_CUDA_RETURN(kernels::FlowEulerStep(x_, v_, s, np, D, steps_[k], x_in_, stream), "flow sampler step");
+          }
+        }
+      }
+    } else if (tuning_.modulations == Modulations::kInline) {
       for (int32_t k = 0; k < evaluations; ++k) {
         ARGEN_STATUS_RETURN(EnqueueModulations(gemm, stream, rows, time_table_ + static_cast<int64_t>(k) * W, mod_[0]));
         ARGEN_STATUS_RETURN(EnqueueNet(gemm, stream, rows, mod_[0]));

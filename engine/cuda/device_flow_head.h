@@ -12,9 +12,13 @@
 // epilogue) and one residual-and-norm kernel between blocks, each a
 // programmatic dependent of the one before (its launch and weight prefetch
 // overlap it): 3 kernels a block. The adaLN modulations of every block
-// depend on the time and the condition only, not on x, so a side stream
-// computes step k + 1's (one cuBLAS GEMM, no bias: the consumers add it)
-// while the chain runs step k, into two alternating buffers.
+// depend on the time and the condition only, not on x, so they are made
+// ahead of the chain: by default for as many sampler steps at once as fill
+// kGroupRows rows (all 51 for one image, 4 at 64 images), one cuBLAS GEMM
+// (no bias: the consumers add it) that reads the 170 MB of modulation
+// weights once for the group instead of once a step; or (the A/B options) a
+// side stream computes step k + 1's while the chain runs step k, or each
+// step's in line.
 //
 // The time embeddings of the grid are the host's (made once by the family).
 // Everything is enqueued on the caller's stream (forking to the side stream
@@ -49,13 +53,21 @@ struct FlowHeadTuning {
     kCublas,  // cuBLAS everywhere, bias and SiLU as kernels of their own
     kSplitK,  // few rows: the fused kernels; more: split-K tiles for fc1 and fc2 (summed by their consumers)
   };
+  enum class Modulations {
+    kGrouped,  // a group of sampler steps' modulations in one GEMM before their chains
+    kSide,     // step k + 1's on a side stream while step k's chain runs
+    kInline,   // each step's just before its chain
+  };
   Gemms gemms = Gemms::kAuto;
-  bool side_modulations = true;  // step k + 1's modulations on the side stream while step k runs
+  Modulations modulations = Modulations::kGrouped;
 };
 
 class DeviceFlowHead {
  public:
   static constexpr int32_t kChunkPairs = 128;
+  // Rows of one grouped modulation GEMM at most (sampler steps x rows; the side
+  // stream's two buffers of 2 kChunkPairs rows, the same memory).
+  static constexpr int32_t kGroupRows = 4 * kChunkPairs;
 
   // Checks the description's shapes (InvalidArgument naming the tensor),
   // uploads its weights and makes the workspaces.
@@ -131,7 +143,8 @@ class DeviceFlowHead {
   const float* final_b_ = nullptr;
   const float* time_table_ = nullptr;  // [steps x width]
 
-  // Workspaces for 2 kChunkPairs rows; mod_[k % 2] holds sampler step k's modulations.
+  // Workspaces for 2 kChunkPairs rows; mod_[k % 2] holds sampler step k's modulations (side stream),
+  // mod_[0] a group's (kGroupRows rows over both; silu_y_ kGroupRows rows too).
   DeviceBuffer workspace_;
   bf16 *cond_bf16_ = nullptr, *silu_y_ = nullptr, *x_in_ = nullptr, *hn_ = nullptr, *act_bf16_ = nullptr;
   float *c_emb_ = nullptr, *x_ = nullptr, *h_ = nullptr, *act_ = nullptr, *v_ = nullptr;
