@@ -255,8 +255,9 @@ bool RunAttentionMicro(const AttentionMicroShape& shape, AttentionMicroResult* o
     kernels::ChooseAttentionSplits(shape.rows, shape.kv_heads, sparse.layout.keys, sms, &splits, &chunk, per_sm);
     if (splits == sparse.args.splits) continue;
     Launch more = sparse;
-    void* ws = f.Alloc<char>(std::max<size_t>(
-        1, kernels::AttentionWorkspaceBytes(shape.rows, shape.heads, shape.head_dim, splits, sparse.args.probs_stride)));
+    void* ws =
+        f.Alloc<char>(std::max<size_t>(1, kernels::AttentionWorkspaceBytes(shape.rows, shape.heads, shape.head_dim,
+                                                                           splits, sparse.args.probs_stride)));
     if (!ws) {
       *error = "attention workspace";
       return false;

@@ -87,7 +87,8 @@ absl::StatusOr<BenchModel> BenchModelFor(const std::string& name) {
   absl::StatusOr<model::ModelSpec> spec = JanusSpec(name);
   if (!spec.ok()) {
     return absl::InvalidArgumentError(
-        "--model: expected 1b, 7b, lumina-512, lumina-768, lumina-1024, anole-512, emu3, emu3-512, llamagen-<size>-<px> or "
+        "--model: expected 1b, 7b, lumina-512, lumina-768, lumina-1024, anole-512, emu3, emu3-512, "
+        "llamagen-<size>-<px> or "
         "nextstep-14b, got " +
         name);
   }

@@ -183,8 +183,7 @@ absl::StatusOr<std::unique_ptr<DeviceFlowHead>> DeviceFlowHead::Create(const mod
   const size_t cond_bf16 = carve(R * C * 2), silu_y = carve(int64_t{kGroupRows} * W * 2), x_in = carve(R * D * 2),
                hn = carve(R * W * 2), act_bf16 = carve(R * W * 2), c_emb = carve(R * W * 4),
                x = carve(int64_t{kChunkPairs} * D * 4), hs = carve(R * W * 4), act = carve(R * W * 4),
-               mods = carve(int64_t{kGroupRows} * M * 4),
-               v = carve(R * D * 4), temb = carve(int64_t{W} * 4);
+               mods = carve(int64_t{kGroupRows} * M * 4), v = carve(R * D * 4), temb = carve(int64_t{W} * 4);
   h->split_parts_ = kernels::FlowGemmSplitsFor(W, W);
   const size_t partials = carve(int64_t{std::max(h->split_parts_, 1)} * R * W * 4);
   absl::StatusOr<DeviceBuffer> ws = DeviceBuffer::Allocate(total, "flow head workspaces");
@@ -365,9 +364,9 @@ absl::Status DeviceFlowHead::EnqueueSample(Gemm& gemm, cudaStream_t stream, cons
       const int64_t M = dims_.mod_width;
       for (int32_t k0 = 0; k0 < evaluations; k0 += group) {
         const int32_t n = std::min(group, evaluations - k0);
-        ARGEN_CUDA_RETURN(kernels::FlowSiluCondition(time_table_ + static_cast<int64_t>(k0) * W, n, c_emb_, rows, W,
-                                                     silu_y_, stream),
-                          "flow silu(y)");
+        ARGEN_CUDA_RETURN(
+            kernels::FlowSiluCondition(time_table_ + static_cast<int64_t>(k0) * W, n, c_emb_, rows, W, silu_y_, stream),
+            "flow silu(y)");
         ARGEN_STATUS_RETURN(gemm.Linear(silu_y_, ada_w_, n * rows, W, static_cast<int>(M), mod_[0], 0.f,
                                         "flow adaLN modulations (grouped)"));
         for (int32_t k = k0; k < k0 + n; ++k) {
