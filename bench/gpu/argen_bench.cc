@@ -45,6 +45,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/gpu/attention_micro.h"
+#include "bench/gpu/decode_projection.h"
 #include "bench/gpu/flow_head_micro.h"
 #include "bench/gpu/flow_kernels_micro.h"
 #include "bench/gpu/gemm_micro.h"
@@ -80,6 +81,10 @@ struct Flags {
   bool skinny_gemm = false;  // --skinny-gemm on|off: bf16 Linears of 1-4 rows on kernels/skinny_linear.h
   kernels::AttentionVariant variant = kernels::AttentionVariant::kAuto;
   int stage_steps = 4;
+  // --project-bounded S: a policy of bounded memory (n_slots < l_dec) decodes its first S steps and
+  // the rest is projected from its steady step (the mean of steps n_slots.. S: every step attends and
+  // holds the same number of keys once the slots are full); dense and unbounded policies run whole.
+  int project_steps = 0;
   double ssd_semantic_share = 0.5;  // ssd: share of the random model's heads classified semantic
   int images_per_prompt = 1;        // images of one request (one prompt)
   std::vector<SharingMode> sharing = {SharingMode::kWithin};  // prompt-KV sharing (A/B: several)
@@ -146,7 +151,9 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
         return false;
     } else if (a == "--stage-steps")
       f->stage_steps = std::atoi(value().c_str());
-    else if (a == "--ssd-semantic-share") {
+    else if (a == "--project-bounded") {
+      if (!absl::SimpleAtoi(value(), &f->project_steps) || f->project_steps < 0) return false;
+    } else if (a == "--ssd-semantic-share") {
       if (!absl::SimpleAtod(value(), &f->ssd_semantic_share) || !(f->ssd_semantic_share >= 0) ||
           !(f->ssd_semantic_share <= 1))
         return false;
@@ -240,6 +247,8 @@ struct RunResult {
   bool ok = false;
   std::string note;
   double prefill_s = 0, decode_s = 0, step_ms = 0, last_steps_ms = 0;
+  int projected_from = 0;  // > 0: decode steps run; decode_s adds the rest at steady_ms each
+  double steady_ms = 0;
   int64_t kv_bytes_per_image = 0;  // the pool bytes of the batch's rows per image
   cuda::StageTimes stages;
 };
@@ -321,8 +330,11 @@ absl::Status DecodeVectors(cuda::CudaBackend& be, const std::vector<model::RowId
 }
 
 RunResult RunBatch(cuda::CudaBackend& be, kv::KvManager& kv, const sparse::ResolvedPolicy& policy, int images,
-                   int prompt_len, int uncond_len, int stage_steps, const PromptGroups& groups, float cfg_weight) {
+                   int prompt_len, int uncond_len, int stage_steps, const PromptGroups& groups, float cfg_weight,
+                   int project_steps) {
   RunResult res;
+  const int steps_to_run = DecodeStepsToRun(policy, project_steps, &res.note);
+  if (steps_to_run == 0) return res;
   const int n_rows = 2 * images;
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> tok(0, be.spec().text_vocab() - 1);
@@ -381,14 +393,17 @@ RunResult RunBatch(cuda::CudaBackend& be, kv::KvManager& kv, const sparse::Resol
   std::vector<int32_t> next(images);
   const bool vectors = be.spec().vector_tokens();
   model::StepPlanBuilder builder;
-  for (int t = 0; s.ok() && t < policy.l_dec - 1; ++t) {
-    if (t == policy.l_dec - 1 - stage_steps) be.SetStageTiming(true);
+  const bool projected = steps_to_run < policy.l_dec - 1;
+  Clock::time_point steady0 = t1;  // projected: when step n_slots began (each Decode returns its tokens: synchronous)
+  for (int t = 0; s.ok() && t < steps_to_run; ++t) {
+    if (t == steps_to_run - stage_steps) be.SetStageTiming(true);
+    if (projected && t == policy.n_slots) steady0 = Clock::now();
     next = sampled;
     std::fill(steps.begin(), steps.end(), t);
     const auto a = Clock::now();
     s = vectors ? DecodeVectors(be, rows, t, sampling, sampled, builder)
                 : be.Decode({rows, next, steps, sampling}, {sampled, nullptr});
-    if (t >= policy.l_dec - 1 - stage_steps) res.last_steps_ms += Seconds(a, Clock::now()) * 1e3;
+    if (t >= steps_to_run - stage_steps) res.last_steps_ms += Seconds(a, Clock::now()) * 1e3;
   }
   const auto t2 = Clock::now();
   be.SetStageTiming(false);
@@ -401,6 +416,11 @@ RunResult RunBatch(cuda::CudaBackend& be, kv::KvManager& kv, const sparse::Resol
   res.ok = true;
   res.prefill_s = Seconds(t0, t1);
   res.decode_s = Seconds(t1, t2);
+  if (projected) {
+    res.projected_from = steps_to_run;
+    res.steady_ms = Seconds(steady0, t2) * 1e3 / (steps_to_run - policy.n_slots);
+    res.decode_s = ProjectedDecodeSeconds(res.decode_s, res.steady_ms, policy.l_dec, steps_to_run);
+  }
   res.step_ms = res.decode_s * 1e3 / (policy.l_dec - 1);
   res.last_steps_ms /= std::max(1, stage_steps);
   return res;
@@ -542,6 +562,8 @@ constexpr char kBenchUsage[] =
     "              [--attention-micro] [--no-graphs] [--no-fused-argmin]\n"
     "              [--attention-kernel auto|two-pass|staged|warp] [--skinny-gemm on|off]\n"
     "              [--stage-steps N] [--images-per-prompt N] [--prompt-sharing on|off|both|across|all]\n"
+    "              [--project-bounded S] (bounded-memory policies: S steps run, the rest projected from\n"
+    "               the steady step; the policy column says +projS; dense runs whole)\n"
     "              [--weight-dtype auto|fp8[,...]] [--gemm-micro [--gemm-rows 2,16,...]]\n"
     "              [--vae-micro] (nextstep-14b: the CUDA VAE decoder alone on --batches images)\n"
     "              [--head-micro] (nextstep-14b: the flow head alone, one token for --batches images)\n"
@@ -770,14 +792,23 @@ int Main(int argc, char** argv) {
           std::vector<int> batches = f.batches;
           if (f.max_batch) batches = {MaxImages(kv, *policy, f.prompt_len, uncond_len, be.MaxBatchRows() / 2, groups)};
           for (int images : batches) {
-            RunResult r =
-                RunBatch(be, kv, *policy, images, f.prompt_len, uncond_len, f.stage_steps, groups, cfg_weight);
+            RunResult r = RunBatch(be, kv, *policy, images, f.prompt_len, uncond_len, f.stage_steps, groups, cfg_weight,
+                                   f.project_steps);
             if (!r.ok) {
               std::printf("%-5s %-20s %6d  %s\n", name.c_str(), spec.c_str(), images, r.note.c_str());
               continue;
             }
             const double total = r.prefill_s + r.decode_s;
-            std::printf("%-5s %-20s %6d %9.3f %9.3f %9.3f %9.3f %8.2f |", name.c_str(), spec.c_str(), images,
+            // A projected run says so in its policy column and on a line of its own.
+            const std::string shown = r.projected_from > 0 ? absl::StrCat(spec, "+proj", r.projected_from) : spec;
+            if (r.projected_from > 0) {
+              std::printf(
+                  "projected %s %s images=%d: ran %d of %d decode steps; steady step %.3f ms (steps %d..%d), "
+                  "the other %d at that\n",
+                  name.c_str(), spec.c_str(), images, r.projected_from, policy->l_dec - 1, r.steady_ms, policy->n_slots,
+                  r.projected_from - 1, policy->l_dec - 1 - r.projected_from);
+            }
+            std::printf("%-5s %-20s %6d %9.3f %9.3f %9.3f %9.3f %8.2f |", name.c_str(), shown.c_str(), images,
                         r.prefill_s, r.decode_s, r.step_ms, r.last_steps_ms, images / total);
             for (double ms : r.stages.ms) std::printf(" %8.3f", r.stages.steps ? ms / r.stages.steps : 0.0);
             // indexing = plan + observe + apply (the policies' device work)
@@ -804,8 +835,10 @@ int Main(int argc, char** argv) {
               for (int i = 0; i < static_cast<int>(cuda::Stage::kCount); ++i)
                 std::fprintf(out, ",\"%s_ms\":%.4f", cuda::kStageNames[i],
                              r.stages.steps ? r.stages.ms[i] / r.stages.steps : 0.0);
-              std::fprintf(out, ",\"images_per_prompt\":%d,\"prompt_sharing\":\"%s\",\"weight_dtype\":\"%s\"}\n",
-                           f.images_per_prompt,
+              std::fprintf(out,
+                           ",\"projected_from\":%d,\"steady_step_ms\":%.4f,\"images_per_prompt\":%d,\"prompt_"
+                           "sharing\":\"%s\",\"weight_dtype\":\"%s\"}\n",
+                           r.projected_from, r.steady_ms, f.images_per_prompt,
                            groups.across  ? "across"
                            : groups.share ? "within"
                                           : "off",

@@ -4,7 +4,9 @@
 # "micro lone 48g full" (default "micro lone 48g"; full: the whole H200, auto sizing: long for emu3's 8,193 steps);
 # FAMILY_BATCHES: lone's batches (default 1,16); FAMILY_GUARD: seconds a lone or 48g run may take (default 240);
 # FAMILY_FULL_GUARD: seconds a full run (both policies) may take (default 300; an emu3 or emu3-512 full run, ~850 or
-# ~1,200 diagonal images, is longer than one device call: emu3-512 at 48g fits, ~250 s).
+# ~1,200 diagonal images, is longer than one device call unless projected: FAMILY_PROJECT).
+# FAMILY_PROJECT: a full run's bounded-memory policies decode that many steps and project the rest from their steady
+# step (argen_bench --project-bounded; the line says +projN; dense runs whole): emu3 at the whole card in one call.
 # FAMILY_POLICY_<model, dashes as _>: the sparse policies, comma-separated (default diagonal:0.95:<five image rows>).
 # Sourced by bench/gpu/lab.sh, which reads BASELINE and NEEDS and provides BIN, AB_DIRS, OUT, stamp, guarded.
 # shellcheck shell=bash disable=SC2034,SC2154
@@ -53,7 +55,7 @@ run_scenario() {
         full)
           stamp "candidate: $m, full H200, auto sizing, max batch"
           guarded "${FAMILY_FULL_GUARD:-300}" "$BIN/argen_bench" --model "$m" --auto-sizing --max-batch --policies "dense,$p" \
-            --prompt-len "$len" --stage-steps 0 ;;
+            --prompt-len "$len" --stage-steps 0 ${FAMILY_PROJECT:+--project-bounded "$FAMILY_PROJECT"} ;;
         *) echo "family-engine: no step $step (micro lone 48g full)" ;;
       esac
     done
@@ -62,7 +64,7 @@ run_scenario() {
 # argen_bench lines: model policy images prefill_s decode_s step_ms last_ms img/s | embed plan qkv attention
 # observe apply o_proj ffn head indexing kv_MB/img keys. Ratios are dense / diagonal of the same block and batch.
 summarize() {
-  grep -h -E "^== |^attention .*two-pass|sizing" "$1" | cut -c1-220
+  grep -h -E "^== |^attention .*two-pass|sizing|^projected" "$1" | cut -c1-220
   awk '/^== / { blk = $0 } $9 == "|" && $3 ~ /^[0-9]+$/ { print }' "$1" | cut -c1-200
   awk '/^== / { blk = $0 }
        $9 == "|" && $3 ~ /^[0-9]+$/ { p = $2
