@@ -45,35 +45,4 @@ bool FlowGemmShapeSupported(int k, int n);
 // missing output or bias.
 cudaError_t FlowGemm(const FlowGemmArgs& args, cudaStream_t stream);
 
-// Many rows: split-K tiles. y = x W^T with k cut into `splits` equal parts;
-// a block of 64 x 64 outputs and one part holds that part of its weight and
-// input rows in shared memory (the weights prefetched before the
-// programmatic-dependent wait) and writes its fp32 sums to partials[s]; the
-// consumer adds the parts in order (FlowSumBiasSilu, FlowResidualNorm's
-// y_splits), so results repeat bitwise. More blocks than a whole-k tile
-// (the wave fills the card at 128 rows) for the price of a sum the next
-// kernel makes anyway.
-struct FlowGemmSplitArgs {
-  const __nv_bfloat16* x = nullptr;  // [rows x k], 16-byte aligned
-  const __nv_bfloat16* w = nullptr;  // [n x k], 16-byte aligned
-  int rows = 0, k = 0, n = 0, splits = 1;
-  float* partials = nullptr;  // [splits][rows_padded x n], 32-byte aligned
-  int rows_padded = 0;        // >= rows rounded up to 64: blocks write whole 64-row tiles
-};
-
-// The part of k one block holds at most.
-constexpr int kFlowGemmSplitMaxPart = 384;
-
-// n a multiple of 64, k a multiple of 16 splits, k / splits <= kFlowGemmSplitMaxPart.
-bool FlowGemmSplitSupported(int k, int n, int splits);
-// The fewest splits that keep a part within kFlowGemmSplitMaxPart (0: none do).
-int FlowGemmSplitsFor(int k, int n);
-
-cudaError_t FlowGemmSplitK(const FlowGemmSplitArgs& args, cudaStream_t stream);
-
-// out = bf16(SiLU(sum over s < splits of partials[s * split_stride + r * n + i] + bias[i])), in split
-// order: fc1's epilogue after FlowGemmSplitK. A programmatic dependent.
-cudaError_t FlowSumBiasSilu(const float* partials, int splits, int64_t split_stride, const float* bias, int rows, int n,
-                            __nv_bfloat16* out, cudaStream_t stream);
-
 }  // namespace argen::kernels

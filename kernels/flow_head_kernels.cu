@@ -106,15 +106,6 @@ __global__ void __launch_bounds__(kThreads) ResidualNormKernel(FlowResidualNormA
     v[j] = h[i];
     if (residual) y[j] = a.y[r * a.width + i];
   }
-  if (residual) {
-    for (int s = 1; s < a.y_splits; ++s) {
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        const int i = threadIdx.x + j * kThreads;
-        if (i < a.width) y[j] += a.y[s * a.y_split_stride + r * a.width + i];
-      }
-    }
-  }
 #pragma unroll
   for (int j = 0; j < kPer; ++j) {
     const int i = threadIdx.x + j * kThreads;
@@ -153,9 +144,7 @@ __global__ void ResidualNormLoopKernel(FlowResidualNormArgs a) {
     float v = h[i];
     if (a.y != nullptr) {
       const float gate = mod[a.gate_at + i] + a.mod_bias[a.gate_at + i];
-      float y = a.y[r * a.width + i];
-      for (int s = 1; s < a.y_splits; ++s) y += a.y[s * a.y_split_stride + r * a.width + i];
-      v += gate * (y + a.y_bias[i]);
+      v += gate * (a.y[r * a.width + i] + a.y_bias[i]);
       h[i] = v;
     }
     row[i] = v;
@@ -280,8 +269,7 @@ cudaError_t FlowBiasSilu(const float* x, const float* bias, int rows, int n, bf1
 cudaError_t FlowResidualNorm(const FlowResidualNormArgs& args, cudaStream_t stream) {
   if (args.rows <= 0) return cudaSuccess;
   if (args.width <= 0 || args.width > 8192 || args.h == nullptr || args.mod == nullptr || args.mod_bias == nullptr ||
-      (args.y != nullptr && (args.y_bias == nullptr || args.y_splits < 1)) ||
-      (args.ln_weight == nullptr) != (args.ln_bias == nullptr)) {
+      (args.y != nullptr && args.y_bias == nullptr) || (args.ln_weight == nullptr) != (args.ln_bias == nullptr)) {
     return cudaErrorInvalidValue;
   }
   const auto kernel = args.width <= kResidualNormPerThread * kThreads ? ResidualNormKernel : ResidualNormLoopKernel;

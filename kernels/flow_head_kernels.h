@@ -41,8 +41,6 @@ struct FlowResidualNormArgs {
   float* h = nullptr;  // [rows x width]
   int rows = 0, width = 0;
   const float* y = nullptr;       // [rows x width]: the block's fc2 output, or null
-  int y_splits = 1;               // y is the sum of this many parts (kernels/flow_head_gemm.h's split-K), in order,
-  int64_t y_split_stride = 0;     // this far apart
   const float* y_bias = nullptr;  // [width]
   const float* mod = nullptr;     // [rows x mod_stride]
   const float* mod_bias = nullptr;

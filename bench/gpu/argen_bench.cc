@@ -485,7 +485,6 @@ bool RunHeadBatches(const std::string& name, const nextstep::NextStepConfig& con
       {"serial-modulations", {Gemms::kAuto, Modulations::kInline}},
       {"fused-gemms", {Gemms::kFused, Modulations::kGrouped}},
       {"cublas-gemms", {Gemms::kCublas, Modulations::kGrouped}},
-      {"split-k-gemms", {Gemms::kSplitK, Modulations::kGrouped}},
   };
   for (const auto& [variant, tuning] : variants) {
     (*micro)->SetTuning(tuning);

@@ -69,21 +69,19 @@ absl::Status TimeFlowKernelChains(int width, const std::vector<int>& rows_list, 
   absl::StatusOr<char*> x = alloc(size_t{2} * kMaxRows * W, "chain x"), w = alloc(size_t{2} * W * W, "chain w"),
                         y = alloc(size_t{4} * kMaxRows * W, "chain y"), h = alloc(size_t{4} * kMaxRows * W, "chain h"),
                         bias = alloc(size_t{4} * mod_width, "chain bias"),
-                        mod = alloc(size_t{4} * kMaxRows * mod_width, "chain mod"),
-                        parts = alloc(size_t{4} * 8 * kMaxRows * W, "chain partials");
-  for (const absl::StatusOr<char*>* p : {&x, &w, &y, &h, &bias, &mod, &parts}) {
+                        mod = alloc(size_t{4} * kMaxRows * mod_width, "chain mod");
+  for (const absl::StatusOr<char*>* p : {&x, &w, &y, &h, &bias, &mod}) {
     if (!p->ok()) return p->status();
   }
   const auto* xb = reinterpret_cast<const __nv_bfloat16*>(*x);
   const auto* wb = reinterpret_cast<const __nv_bfloat16*>(*w);
   auto* act = reinterpret_cast<__nv_bfloat16*>(*x);  // bf16 outputs overwrite the input: timing only
   float *yf = reinterpret_cast<float*>(*y), *hf = reinterpret_cast<float*>(*h), *bf = reinterpret_cast<float*>(*bias),
-        *mf = reinterpret_cast<float*>(*mod), *pf = reinterpret_cast<float*>(*parts);
+        *mf = reinterpret_cast<float*>(*mod);
   cudaStream_t stream = nullptr;
   ARGEN_CUDA_RETURN(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "chain stream");
   cuda::Gemm gemm;
   absl::Status status = gemm.Init(stream);
-  const int splits = kernels::FlowGemmSplitsFor(W, W);
   for (int rows : rows_list) {
     if (!status.ok()) break;
     if (rows < 1 || rows > kMaxRows) {
@@ -101,15 +99,6 @@ absl::Status TimeFlowKernelChains(int width, const std::vector<int>& rows_list, 
     kernels::FlowGemmArgs silu = g;
     silu.epilogue = kernels::FlowGemmEpilogue::kBiasSiluBf16;
     silu.out_bf16 = act;
-    kernels::FlowGemmSplitArgs sg;
-    sg.x = xb;
-    sg.w = wb;
-    sg.rows = rows;
-    sg.k = W;
-    sg.n = W;
-    sg.splits = splits;
-    sg.partials = pf;
-    sg.rows_padded = kMaxRows;
     kernels::FlowResidualNormArgs rn;
     rn.h = hf;
     rn.rows = rows;
@@ -131,15 +120,6 @@ absl::Status TimeFlowKernelChains(int width, const std::vector<int>& rows_list, 
         {"fc + bias + SiLU (fused)",
          [&](cudaStream_t s) { return cuda::CudaStatus(kernels::FlowGemm(silu, s), "fc1"); }},
         {"fc (cuBLAS)", [&](cudaStream_t) { return gemm.Linear(xb, wb, rows, W, W, yf, 0.f, "fc cublas"); }},
-        {"fc (split-K tiles)",
-         [&](cudaStream_t s) {
-           return splits > 0 ? cuda::CudaStatus(kernels::FlowGemmSplitK(sg, s), "split-K") : absl::OkStatus();
-         }},
-        {"sum of parts + bias + SiLU",
-         [&](cudaStream_t s) {
-           return cuda::CudaStatus(
-               kernels::FlowSumBiasSilu(pf, std::max(splits, 1), int64_t{kMaxRows} * W, bf, rows, W, act, s), "sum");
-         }},
         {"bias + SiLU",
          [&](cudaStream_t s) { return cuda::CudaStatus(kernels::FlowBiasSilu(yf, bf, rows, W, act, s), "silu"); }},
         {"residual + norm", [&](cudaStream_t s) { return cuda::CudaStatus(kernels::FlowResidualNorm(rn, s), "norm"); }},

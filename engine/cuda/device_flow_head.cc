@@ -184,8 +184,6 @@ absl::StatusOr<std::unique_ptr<DeviceFlowHead>> DeviceFlowHead::Create(const mod
                hn = carve(R * W * 2), act_bf16 = carve(R * W * 2), c_emb = carve(R * W * 4),
                x = carve(int64_t{kChunkPairs} * D * 4), hs = carve(R * W * 4), act = carve(R * W * 4),
                mods = carve(int64_t{kGroupRows} * M * 4), v = carve(R * D * 4), temb = carve(int64_t{W} * 4);
-  h->split_parts_ = kernels::FlowGemmSplitsFor(W, W);
-  const size_t partials = carve(int64_t{std::max(h->split_parts_, 1)} * R * W * 4);
   absl::StatusOr<DeviceBuffer> ws = DeviceBuffer::Allocate(total, "flow head workspaces");
   if (!ws.ok()) return ws.status();
   h->workspace_ = *std::move(ws);
@@ -203,7 +201,6 @@ absl::StatusOr<std::unique_ptr<DeviceFlowHead>> DeviceFlowHead::Create(const mod
   h->mod_[1] = h->mod_[0] + R * M;
   h->v_ = reinterpret_cast<float*>(base + v);
   h->temb_ = reinterpret_cast<float*>(base + temb);
-  h->partials_ = reinterpret_cast<float*>(base + partials);
 
   // The highest priority, like the engine's decode stream: the chain waits on what it makes.
   int least = 0, greatest = 0;
@@ -244,8 +241,8 @@ absl::Status DeviceFlowHead::EnqueueModulations(Gemm& gemm, cudaStream_t stream,
 absl::Status DeviceFlowHead::EnqueueLinear(Gemm& gemm, cudaStream_t stream, const kernels::FlowGemmArgs& g,
                                            bool big_fused, const char* what) {
   using Gemms = FlowHeadTuning::Gemms;
-  const bool by_rows = tuning_.gemms == Gemms::kAuto || tuning_.gemms == Gemms::kSplitK;
-  const bool fused = tuning_.gemms == Gemms::kFused || (by_rows && (g.rows <= kernels::kFlowGemvMaxRows || big_fused));
+  const bool fused = tuning_.gemms == Gemms::kFused ||
+                     (tuning_.gemms == Gemms::kAuto && (g.rows <= kernels::kFlowGemvMaxRows || big_fused));
   if (fused) {
     ARGEN_CUDA_RETURN(kernels::FlowGemm(g, stream), what);
     return absl::OkStatus();
@@ -296,39 +293,12 @@ absl::Status DeviceFlowHead::EnqueueNet(Gemm& gemm, cudaStream_t stream, int32_t
   ARGEN_CUDA_RETURN(kernels::FlowResidualNorm(n, stream), "flow block 0 norm");
   for (int32_t b = 0; b < d.blocks; ++b) {
     const Block& blk = blocks_[b];
-    const bool split =
-        tuning_.gemms == FlowHeadTuning::Gemms::kSplitK && rows > kernels::kFlowGemvMaxRows && split_parts_ > 0;
-    const int64_t split_stride = int64_t{2 * kChunkPairs} * W;
-    kernels::FlowGemmSplitArgs sg;
-    sg.rows = rows;
-    sg.k = W;
-    sg.n = W;
-    sg.splits = split_parts_;
-    sg.partials = partials_;
-    sg.rows_padded = 2 * kChunkPairs;
-    if (split) {
-      sg.x = hn_;
-      sg.w = blk.fc1_w;
-      ARGEN_CUDA_RETURN(kernels::FlowGemmSplitK(sg, stream), "flow block fc1 (split-K)");
-      ARGEN_CUDA_RETURN(
-          kernels::FlowSumBiasSilu(partials_, split_parts_, split_stride, blk.fc1_b, rows, W, act_bf16_, stream),
-          "flow block fc1 bias and SiLU");
-    } else {
-      ARGEN_STATUS_RETURN(EnqueueLinear(gemm, stream, linear(hn_, blk.fc1_w, W, W, blk.fc1_b, nullptr, act_bf16_),
-                                        false, "flow block fc1"));
-    }
-    if (split) {
-      sg.x = act_bf16_;
-      sg.w = blk.fc2_w;
-      ARGEN_CUDA_RETURN(kernels::FlowGemmSplitK(sg, stream), "flow block fc2 (split-K)");
-    } else {
-      ARGEN_STATUS_RETURN(EnqueueLinear(gemm, stream, linear(act_bf16_, blk.fc2_w, W, W, nullptr, act_, nullptr), false,
-                                        "flow block fc2"));
-    }
+    ARGEN_STATUS_RETURN(EnqueueLinear(gemm, stream, linear(hn_, blk.fc1_w, W, W, blk.fc1_b, nullptr, act_bf16_), false,
+                                      "flow block fc1"));
+    ARGEN_STATUS_RETURN(EnqueueLinear(gemm, stream, linear(act_bf16_, blk.fc2_w, W, W, nullptr, act_, nullptr), false,
+                                      "flow block fc2"));
     const int64_t next = int64_t{b + 1} * 3 * W;  // the next block's (or the final layer's) shift
-    n.y = split ? partials_ : act_;
-    n.y_splits = split ? split_parts_ : 1;
-    n.y_split_stride = split ? split_stride : 0;
+    n.y = act_;
     n.y_bias = blk.fc2_b;
     n.gate_at = int64_t{b} * 3 * W + 2 * W;
     n.shift_at = next;

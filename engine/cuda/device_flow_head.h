@@ -51,7 +51,6 @@ struct FlowHeadTuning {
     kAuto,    // few rows (kernels::kFlowGemvMaxRows): the fused kernels; more: cuBLAS for fc1, fc2, final
     kFused,   // the fused kernels at any row count
     kCublas,  // cuBLAS everywhere, bias and SiLU as kernels of their own
-    kSplitK,  // few rows: the fused kernels; more: split-K tiles for fc1 and fc2 (summed by their consumers)
   };
   enum class Modulations {
     kGrouped,  // a group of sampler steps' modulations in one GEMM before their chains
@@ -149,9 +148,7 @@ class DeviceFlowHead {
   bf16 *cond_bf16_ = nullptr, *silu_y_ = nullptr, *x_in_ = nullptr, *hn_ = nullptr, *act_bf16_ = nullptr;
   float *c_emb_ = nullptr, *x_ = nullptr, *h_ = nullptr, *act_ = nullptr, *v_ = nullptr;
   float* mod_[2] = {nullptr, nullptr};
-  float* partials_ = nullptr;  // [split_parts_][2 kChunkPairs x width]: split-K sums of fc1 or fc2
-  int32_t split_parts_ = 0;    // 0: the width has no split-K shape
-  float* temb_ = nullptr;      // [width]: Velocity's time embedding
+  float* temb_ = nullptr;  // [width]: Velocity's time embedding
 
   // The modulations' stream, its cuBLAS and the events between it and the caller's stream.
   cudaStream_t side_stream_ = nullptr;

@@ -152,59 +152,6 @@ TEST(FlowGemmArgsTest, RefusesShapesAndInputsItCannotRun) {
   ARGEN_CUDA_OK(cudaDeviceSynchronize());
 }
 
-// Split-K: the parts summed in order (as FlowSumBiasSilu and FlowResidualNorm do) give the product.
-TEST(FlowGemmSplitTest, PartsSumToTheProduct) {
-  for (const Shape s : {Shape{128, 1536, 1536}, Shape{37, 1536, 1536}, Shape{256, 1536, 64}, Shape{17, 64, 128}}) {
-    const int splits = FlowGemmSplitsFor(s.k, s.n);
-    ASSERT_GT(splits, 0) << s.k << " -> " << s.n;
-    EXPECT_LE(s.k / splits, kFlowGemmSplitMaxPart);
-    std::mt19937 rng(s.rows + s.k + s.n);
-    const std::vector<float> x = RandomFloats(rng, static_cast<size_t>(s.rows) * s.k);
-    const std::vector<float> w = RandomFloats(rng, static_cast<size_t>(s.n) * s.k, 0.05f);
-    const std::vector<float> bias = RandomFloats(rng, s.n, 0.3f);
-    const int rows_padded = (s.rows + 63) / 64 * 64;
-    const int64_t stride = static_cast<int64_t>(rows_padded) * s.n;
-    DeviceArray<uint16_t> dx(ToBf16(x)), dw(ToBf16(w)), dact(static_cast<size_t>(s.rows) * s.n);
-    DeviceArray<float> dp(static_cast<size_t>(splits) * stride), db(bias);
-    dp.Poison();
-    FlowGemmSplitArgs a;
-    a.x = reinterpret_cast<const __nv_bfloat16*>(dx.get());
-    a.w = reinterpret_cast<const __nv_bfloat16*>(dw.get());
-    a.rows = s.rows;
-    a.k = s.k;
-    a.n = s.n;
-    a.splits = splits;
-    a.partials = dp.get();
-    a.rows_padded = rows_padded;
-    ARGEN_CUDA_OK(FlowGemmSplitK(a, nullptr));
-    ARGEN_CUDA_OK(FlowSumBiasSilu(dp.get(), splits, stride, db.get(), s.rows, s.n,
-                                  reinterpret_cast<__nv_bfloat16*>(dact.get()), nullptr));
-    ARGEN_CUDA_OK(cudaDeviceSynchronize());
-    const std::vector<float> parts = dp.Download();
-    const std::vector<uint16_t> act = dact.Download();
-    std::vector<double> want, scale;
-    ReferenceLinear(x, w, s.rows, s.k, s.n, &want, &scale);
-    double worst = 0;
-    for (int r = 0; r < s.rows; ++r) {
-      for (int c = 0; c < s.n; ++c) {
-        float y = parts[static_cast<size_t>(r) * s.n + c];
-        for (int p = 1; p < splits; ++p) y += parts[p * stride + static_cast<size_t>(r) * s.n + c];
-        const size_t at = static_cast<size_t>(r) * s.n + c;
-        worst = std::max(worst, std::abs(y - want[at]) / (scale[at] + 1e-30));
-        const double z = want[at] + bias[c], silu = z / (1.0 + std::exp(-z));
-        ASSERT_NEAR(FromBf16Bits(act[at]), silu, std::abs(silu) * 0.0079 + 1.1e-5 * (scale[at] + 1.0))
-            << "row " << r << " column " << c;
-      }
-    }
-    EXPECT_LT(worst, 1e-5) << s.rows << " x " << s.k << " -> " << s.n << " in " << splits << " parts";
-    std::cout << s.rows << " x " << s.k << " -> " << s.n << " in " << splits << " parts: worst error / sum |terms| "
-              << worst << "\n";
-  }
-  EXPECT_FALSE(FlowGemmSplitSupported(1536, 1500, 4));  // n off the 64-column tile
-  EXPECT_FALSE(FlowGemmSplitSupported(1536, 1536, 2));  // a part past shared memory
-  EXPECT_EQ(FlowGemmSplitsFor(32, 32), 0);              // the tiny head: no split-K shape
-}
-
 // h += (mod_gate + bias) (y + y_bias), then bf16(LN(h) w + b) (1 + scale) + shift, against double.
 TEST(FlowResidualNormTest, MatchesTheHost) {
   for (const int width : {1536, 3000}) {  // registers per thread, and the loop past 2048
@@ -215,16 +162,12 @@ TEST(FlowResidualNormTest, MatchesTheHost) {
         std::mt19937 rng(width + affine * 2 + residual);
         std::vector<float> h = RandomFloats(rng, static_cast<size_t>(rows) * width, 3.0f);
         for (int i = 0; i < width; ++i) h[i] += 40.0f;  // a row far from zero mean
-        // y in two parts (a split-K GEMM's), summed by the kernel in order: y = p0 + p1 in float.
-        const std::vector<float> p0 = RandomFloats(rng, h.size()), p1 = RandomFloats(rng, h.size(), 0.5f);
-        std::vector<float> y(h.size()), parts(p0);
-        parts.insert(parts.end(), p1.begin(), p1.end());
-        for (size_t i = 0; i < y.size(); ++i) y[i] = p0[i] + p1[i];
+        const std::vector<float> y = RandomFloats(rng, h.size());
         const std::vector<float> yb = RandomFloats(rng, width, 0.2f);
         const std::vector<float> mod = RandomFloats(rng, static_cast<size_t>(rows) * stride, 0.5f);
         const std::vector<float> mb = RandomFloats(rng, stride, 0.1f);
         const std::vector<float> lw = RandomFloats(rng, width, 1.0f), lb = RandomFloats(rng, width, 0.1f);
-        DeviceArray<float> dh(h), dy(parts), dyb(yb), dmod(mod), dmb(mb), dlw(lw), dlb(lb);
+        DeviceArray<float> dh(h), dy(y), dyb(yb), dmod(mod), dmb(mb), dlw(lw), dlb(lb);
         DeviceArray<uint16_t> dhn(h.size());
         FlowResidualNormArgs a;
         a.h = dh.get();
@@ -232,8 +175,6 @@ TEST(FlowResidualNormTest, MatchesTheHost) {
         a.width = width;
         if (residual) {
           a.y = dy.get();
-          a.y_splits = 2;
-          a.y_split_stride = static_cast<int64_t>(h.size());
           a.y_bias = dyb.get();
         }
         a.mod = dmod.get();

@@ -266,7 +266,7 @@ TEST_F(CudaFlowHeadTest, EveryTuningDrawsTheCpuTokens) {
                              uncond = Values(static_cast<size_t>(pairs) * C, 8, 1.0f);
     std::vector<float> want(static_cast<size_t>(pairs) * D);
     ASSERT_TRUE(cpu_->Draw(cond, uncond, sampling, tokens, want).ok());
-    for (const Gemms gemms : {Gemms::kAuto, Gemms::kFused, Gemms::kCublas, Gemms::kSplitK}) {
+    for (const Gemms gemms : {Gemms::kAuto, Gemms::kFused, Gemms::kCublas}) {
       if (pairs > 20 && gemms != Gemms::kAuto) continue;  // the big batch: the default GEMMs only
       std::vector<float> side;
       for (const Modulations modulations : {Modulations::kGrouped, Modulations::kSide, Modulations::kInline}) {
