@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/gpu/captured_graph.h"
 #include "engine/cuda/cuda_status.h"
 #include "kernels/sampling.h"
 
@@ -12,25 +13,6 @@ namespace {
 
 constexpr int kWarmReplays = 2;
 constexpr int kTimedReplays = 10;
-
-// Elapsed ms of `n` calls of `enqueue` on `stream`, between two events.
-template <typename F>
-absl::StatusOr<double> TimeCalls(cudaStream_t stream, int n, F enqueue) {
-  cudaEvent_t a = nullptr, b = nullptr;
-  ARGEN_CUDA_RETURN(cudaEventCreate(&a), "event");
-  ARGEN_CUDA_RETURN(cudaEventCreate(&b), "event");
-  absl::Status s = absl::OkStatus();
-  float ms = 0;
-  if (cudaEventRecord(a, stream) != cudaSuccess) s = absl::InternalError("event record");
-  for (int i = 0; s.ok() && i < n; ++i) s = enqueue();
-  if (s.ok() && cudaEventRecord(b, stream) != cudaSuccess) s = absl::InternalError("event record");
-  if (s.ok() && cudaEventSynchronize(b) != cudaSuccess) s = absl::InternalError("event sync");
-  if (s.ok()) cudaEventElapsedTime(&ms, a, b);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  if (!s.ok()) return s;
-  return ms / n;
-}
 
 }  // namespace
 
@@ -94,24 +76,11 @@ absl::StatusOr<FlowHeadTiming> FlowHeadMicro::Time(int32_t pairs, float cfg_weig
   absl::StatusOr<double> eager = TimeCalls(stream_, kTimedReplays, enqueue);
   if (!eager.ok()) return eager.status();
   t.eager_ms = *eager;
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  ARGEN_CUDA_RETURN(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "head micro capture");
-  absl::Status captured = enqueue();
-  const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
-  ARGEN_STATUS_RETURN(captured);
-  ARGEN_CUDA_RETURN(ended, "head micro capture");
-  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphDestroy(graph);
-  ARGEN_CUDA_RETURN(made, "head micro graph");
-  auto replay = [&]() -> absl::Status {
-    if (cudaGraphLaunch(exec, stream_) != cudaSuccess) return absl::InternalError("head micro: graph launch");
-    return absl::OkStatus();
-  };
-  absl::Status warm = absl::OkStatus();
-  for (int i = 0; warm.ok() && i < kWarmReplays; ++i) warm = replay();
-  absl::StatusOr<double> graphed = warm.ok() ? TimeCalls(stream_, kTimedReplays, replay) : warm;
-  cudaGraphExecDestroy(exec);
+  absl::StatusOr<CapturedGraph> graph = CapturedGraph::Capture(stream_, enqueue, "head micro graph");
+  if (!graph.ok()) return graph.status();
+  const auto replay = [&] { return graph->Launch(stream_); };
+  for (int i = 0; i < kWarmReplays; ++i) ARGEN_STATUS_RETURN(replay());
+  absl::StatusOr<double> graphed = TimeCalls(stream_, kTimedReplays, replay);
   if (!graphed.ok()) return graphed.status();
   t.graph_ms = *graphed;
   int32_t flag = 1;

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "bench/gpu/captured_graph.h"
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/gemm.h"
@@ -25,32 +26,19 @@ using Enqueue = std::function<absl::Status(cudaStream_t)>;
 absl::StatusOr<double> ChainMicroseconds(cudaStream_t stream, const Enqueue& enqueue) {
   ARGEN_STATUS_RETURN(enqueue(stream));  // warm-up outside the graph (cuBLAS picks its kernel)
   ARGEN_CUDA_RETURN(cudaStreamSynchronize(stream), "kernel chain warm-up");
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  ARGEN_CUDA_RETURN(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "kernel chain capture");
-  absl::Status captured = absl::OkStatus();
-  for (int i = 0; captured.ok() && i < kChain; ++i) captured = enqueue(stream);
-  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
-  ARGEN_STATUS_RETURN(captured);
-  ARGEN_CUDA_RETURN(ended, "kernel chain capture");
-  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphDestroy(graph);
-  ARGEN_CUDA_RETURN(made, "kernel chain graph");
-  cudaEvent_t a = nullptr, b = nullptr;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  for (int i = 0; i < 2; ++i) cudaGraphLaunch(exec, stream);
-  cudaEventRecord(a, stream);
-  for (int i = 0; i < kReplays; ++i) cudaGraphLaunch(exec, stream);
-  cudaEventRecord(b, stream);
-  const cudaError_t synced = cudaEventSynchronize(b);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, a, b);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaGraphExecDestroy(exec);
-  ARGEN_CUDA_RETURN(synced, "kernel chain replay");
-  return 1e3 * ms / (kReplays * kChain);
+  absl::StatusOr<CapturedGraph> chain = CapturedGraph::Capture(
+      stream,
+      [&] {
+        for (int i = 0; i < kChain; ++i) ARGEN_STATUS_RETURN(enqueue(stream));
+        return absl::OkStatus();
+      },
+      "kernel chain graph");
+  if (!chain.ok()) return chain.status();
+  const auto replay = [&] { return chain->Launch(stream); };
+  for (int i = 0; i < 2; ++i) ARGEN_STATUS_RETURN(replay());
+  absl::StatusOr<double> ms = TimeCalls(stream, kReplays, replay);
+  if (!ms.ok()) return ms.status();
+  return 1e3 * *ms / kChain;
 }
 
 }  // namespace
