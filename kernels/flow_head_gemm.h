@@ -37,6 +37,23 @@ struct FlowGemmArgs {
   __nv_bfloat16* out_bf16 = nullptr;  // [rows x n]
 };
 
+// One Linear of the head: y = x W^T (+ bias) into out_f32, or, when out_bf16
+// is set, bf16(SiLU(y + bias)) into it (kBiasSiluBf16).
+inline FlowGemmArgs FlowLinearArgs(int rows, const __nv_bfloat16* x, const __nv_bfloat16* w, int k, int n,
+                                   const float* bias, float* out_f32, __nv_bfloat16* out_bf16) {
+  FlowGemmArgs g;
+  g.rows = rows;
+  g.x = x;
+  g.w = w;
+  g.k = k;
+  g.n = n;
+  g.bias = bias;
+  g.out_f32 = out_f32;
+  g.out_bf16 = out_bf16;
+  if (out_bf16 != nullptr) g.epilogue = FlowGemmEpilogue::kBiasSiluBf16;
+  return g;
+}
+
 // k a multiple of 8 in [8, kFlowGemmMaxK] (kFlowGemvMaxRows rows of it fit 48 KiB),
 // n >= 1.
 bool FlowGemmShapeSupported(int k, int n);

@@ -76,17 +76,8 @@ absl::Status TimeFlowKernelChains(int width, const std::vector<int>& rows_list, 
       status = absl::InvalidArgumentError(absl::StrCat("kernel chains: ", rows, " rows, 1 to ", kMaxRows));
       break;
     }
-    kernels::FlowGemmArgs g;
-    g.x = xb;
-    g.w = wb;
-    g.rows = rows;
-    g.k = W;
-    g.n = W;
-    g.bias = bf;
-    g.out_f32 = yf;
-    kernels::FlowGemmArgs silu = g;
-    silu.epilogue = kernels::FlowGemmEpilogue::kBiasSiluBf16;
-    silu.out_bf16 = act;
+    const kernels::FlowGemmArgs g = kernels::FlowLinearArgs(rows, xb, wb, W, W, bf, yf, nullptr);
+    const kernels::FlowGemmArgs silu = kernels::FlowLinearArgs(rows, xb, wb, W, W, bf, nullptr, act);
     kernels::FlowResidualNormArgs rn;
     rn.h = hf;
     rn.rows = rows;

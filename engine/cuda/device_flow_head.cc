@@ -260,20 +260,9 @@ absl::Status DeviceFlowHead::EnqueueLinear(Gemm& gemm, cudaStream_t stream, cons
 absl::Status DeviceFlowHead::EnqueueNet(Gemm& gemm, cudaStream_t stream, int32_t rows, const float* mod) {
   const Dims& d = dims_;
   const int32_t W = d.width, D = d.token_dim;
-  // One Linear of the net: an f32 output (y + bias when set), or bf16 SiLU(y + bias) into out_bf16.
   const auto linear = [rows](const bf16* x, const bf16* w, int32_t k, int32_t n, const float* bias, float* out_f32,
                              bf16* out_bf16) {
-    kernels::FlowGemmArgs g;
-    g.rows = rows;
-    g.x = x;
-    g.w = w;
-    g.k = k;
-    g.n = n;
-    g.bias = bias;
-    g.out_f32 = out_f32;
-    g.out_bf16 = out_bf16;
-    if (out_bf16 != nullptr) g.epilogue = kernels::FlowGemmEpilogue::kBiasSiluBf16;
-    return g;
+    return kernels::FlowLinearArgs(rows, x, w, k, n, bias, out_f32, out_bf16);
   };
   ARGEN_STATUS_RETURN(EnqueueLinear(gemm, stream, linear(x_in_, input_proj_w_, D, W, input_proj_b_, h_, nullptr),
                                     /*big_fused=*/true, "flow input_proj"));
