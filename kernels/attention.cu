@@ -286,13 +286,13 @@ __device__ __forceinline__ void StagePositions(const TokenMeta& m, const int32_t
   for (int j = tid; j < len; j += threads) positions[j] = KeyPosition<kShared>(begin + j, m, idx);
 }
 
-// Whether a query group's key loops are pipelined (Pipelined below). With 4-8
-// query heads a key's dot products and shuffles take about as long as its
-// load, and without the overlap Emu3's group-4 dense launch ran at 46% of the
-// copy rate; pipelined it ran 1.19-1.30x faster (Emu3, NextStep-1 dense and
-// sparse, H200, 2026-12-03). With one head a key the loop is its loads, and
-// the pipelined form was 0.9x on Janus-Pro-7B's short sparse sets: those keep
-// the plain loop.
+// Whether a query group's key loops are pipelined (see the loops below). With
+// 4-8 query heads a key's dot products and shuffles take about as long as its
+// load, and without the overlap Emu3's group-4 dense launch ran at about half
+// the copy rate; pipelined, Emu3 and NextStep-1 ran 1.05-1.40x faster dense
+// and 1.09-1.36x sparse (H200, 2026-12-03, docs/PERFORMANCE.md). With one head
+// a KV head the loop is its loads, and the pipelined form was 0.78-0.90x on
+// Janus-Pro-7B's short sparse sets: those keep the plain loop.
 template <int G>
 inline constexpr bool kPipelinedGroup = G >= 4;
 
