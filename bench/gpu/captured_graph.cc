@@ -1,27 +1,15 @@
 #include "bench/gpu/captured_graph.h"
 
-#include <string>
-
 #include "engine/cuda/cuda_status.h"
+#include "engine/cuda/graph_capture.h"
 
 namespace argen::bench {
 
 absl::StatusOr<CapturedGraph> CapturedGraph::Capture(cudaStream_t stream, const std::function<absl::Status()>& enqueue,
                                                      const char* what) {
-  ARGEN_CUDA_RETURN(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), what);
-  const absl::Status captured = enqueue();
-  cudaGraph_t graph = nullptr;
-  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);  // ends the capture whatever enqueue returned
-  if (!captured.ok()) {
-    if (graph != nullptr) cudaGraphDestroy(graph);
-    return captured;
-  }
-  ARGEN_CUDA_RETURN(ended, what);
-  cudaGraphExec_t exec = nullptr;
-  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphDestroy(graph);
-  ARGEN_CUDA_RETURN(made, what);
-  return CapturedGraph(exec);
+  absl::StatusOr<cudaGraphExec_t> exec = cuda::CaptureGraph(stream, enqueue, what);
+  if (!exec.ok()) return exec.status();
+  return CapturedGraph(*exec);
 }
 
 CapturedGraph& CapturedGraph::operator=(CapturedGraph&& other) noexcept {

@@ -14,8 +14,7 @@ namespace argen::bench {
 
 class CapturedGraph {
  public:
-  // Captures (thread-locally) what `enqueue` puts on `stream` and instantiates it;
-  // `what` names the graph in errors.
+  // engine/cuda/graph_capture.h's CaptureGraph, owned.
   static absl::StatusOr<CapturedGraph> Capture(cudaStream_t stream, const std::function<absl::Status()>& enqueue,
                                                const char* what);
   CapturedGraph(CapturedGraph&& other) noexcept : exec_(other.exec_) { other.exec_ = nullptr; }

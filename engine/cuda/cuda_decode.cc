@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_status.h"
+#include "engine/cuda/graph_capture.h"
 #include "engine/cuda/pool_sizing.h"
 #include "engine/cuda/step_staging.h"
 #include "engine/sparse/policy_params.h"
@@ -119,17 +120,11 @@ absl::Status CudaBackend::RunDecodePass(std::span<const DecodeQuery> queries, co
     } else {
       if (it == graphs_.end()) {
         if (graphs_.size() >= 32) ClearGraphs();
-        ARGEN_CUDA_RETURN(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture");
-        const absl::Status enq = EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats);
-        cudaGraph_t graph = nullptr;
-        const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
-        ARGEN_STATUS_RETURN(enq);
-        ARGEN_CUDA_RETURN(end, "end capture");
-        cudaGraphExec_t exec = nullptr;
-        const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-        cudaGraphDestroy(graph);
-        ARGEN_CUDA_RETURN(inst, "instantiate decode graph");
-        it = graphs_.emplace(key, exec).first;
+        absl::StatusOr<cudaGraphExec_t> exec = CaptureGraph(
+            stream_, [&] { return EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats); },
+            "decode graph");
+        if (!exec.ok()) return exec.status();
+        it = graphs_.emplace(key, *exec).first;
         seen_.insert(key);
       }
       ARGEN_CUDA_RETURN(cudaGraphLaunch(it->second, stream_), "launch decode graph");

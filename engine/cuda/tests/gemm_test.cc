@@ -14,10 +14,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "engine/cuda/device_buffer.h"
+#include "engine/cuda/graph_capture.h"
 #include "kernels/fp8_linear.h"
 #include "kernels/kv_fp8.h"
 
@@ -51,6 +53,15 @@ class GemmTest : public ::testing::Test {
     cudaStreamSynchronize(stream_);
     gemm_.Reset();
     cudaStreamDestroy(stream_);
+  }
+  // Captures run() into a CUDA graph (as the engine's decode step is) and
+  // launches it once on stream_, to completion.
+  void LaunchCaptured(const std::function<absl::Status()>& run) {
+    absl::StatusOr<cudaGraphExec_t> exec = CaptureGraph(stream_, run, "gemm test graph");
+    ASSERT_TRUE(exec.ok()) << exec.status();
+    EXPECT_EQ(cudaGraphLaunch(*exec, stream_), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    cudaGraphExecDestroy(*exec);
   }
   cudaStream_t stream_ = nullptr;
   Gemm gemm_;
@@ -146,18 +157,10 @@ TEST_F(GemmTest, RepeatsBitForBitAndReplaysFromAGraph) {
     const std::vector<float> again = read();
     EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * 4), 0);
     ASSERT_EQ(cudaMemset(yd.as(), 0, first.size() * 4), cudaSuccess);
-    cudaGraph_t graph = nullptr;
-    ASSERT_EQ(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    const absl::Status s = gemm_.Linear(xd.as<bf16>(), wd.as<bf16>(), c.rows, c.in, c.out, yd.as<float>(), 0.f, "t");
-    ASSERT_EQ(cudaStreamEndCapture(stream_, &graph), cudaSuccess);
-    ASSERT_TRUE(s.ok()) << s;
-    cudaGraphExec_t exec = nullptr;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
+    ASSERT_NO_FATAL_FAILURE(LaunchCaptured(
+        [&] { return gemm_.Linear(xd.as<bf16>(), wd.as<bf16>(), c.rows, c.in, c.out, yd.as<float>(), 0.f, "t"); }));
     const std::vector<float> replay = read();
     EXPECT_EQ(std::memcmp(first.data(), replay.data(), first.size() * 4), 0);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
   }
 }
 
@@ -265,18 +268,9 @@ TEST_F(GemmTest, Fp8RepeatsBitForBitAndReplaysFromAGraph) {
   const std::vector<float> again = read();
   EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * 4), 0);
   ASSERT_EQ(cudaMemset(yd.as(), 0, first.size() * 4), cudaSuccess);
-  cudaGraph_t graph = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  const absl::Status s = run();
-  ASSERT_EQ(cudaStreamEndCapture(stream_, &graph), cudaSuccess);
-  ASSERT_TRUE(s.ok()) << s;
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(LaunchCaptured(run));
   const std::vector<float> replay = read();
   EXPECT_EQ(std::memcmp(first.data(), replay.data(), first.size() * 4), 0);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   // Beyond the reserved inputs: a clear error, nothing launched.
   const absl::Status beyond = gemm_.LinearFp8(xd.as<bf16>(), codes.as<uint8_t>(), scales.as<float>(), c.rows + 1, c.in,
                                               c.out, yd.as<float>(), 0.f, "t");
