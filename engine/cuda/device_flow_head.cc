@@ -316,31 +316,24 @@ absl::Status DeviceFlowHead::EnqueueSample(Gemm& gemm, cudaStream_t stream, cons
     ARGEN_CUDA_RETURN(kernels::FlowStartNoise(s, np, D, x_, stream), "flow start noise");
     ARGEN_CUDA_RETURN(kernels::FlowPairRows(x_, np, D, x_in_, stream), "flow pair rows");
     using Modulations = FlowHeadTuning::Modulations;
-    if (tuning_.modulations == Modulations::kGrouped) {
-      // As many steps a group as fill kGroupRows rows: their modulations in one GEMM ([steps x rows] rows,
-      // step-major), then their chains.
-      const int32_t group = std::max(1, std::min(evaluations, kGroupRows / rows));
+    if (tuning_.modulations != Modulations::kSide) {
+      // As many steps a group as fill kGroupRows rows (in line: one a group): their modulations in one GEMM
+      // ([steps x rows] rows, step-major), then their chains.
+      const int32_t group =
+          tuning_.modulations == Modulations::kInline ? 1 : std::max(1, std::min(evaluations, kGroupRows / rows));
       const int64_t M = dims_.mod_width;
       for (int32_t k0 = 0; k0 < evaluations; k0 += group) {
         const int32_t n = std::min(group, evaluations - k0);
         ARGEN_CUDA_RETURN(
             kernels::FlowSiluCondition(time_table_ + static_cast<int64_t>(k0) * W, n, c_emb_, rows, W, silu_y_, stream),
             "flow silu(y)");
-        ARGEN_STATUS_RETURN(gemm.Linear(silu_y_, ada_w_, n * rows, W, static_cast<int>(M), mod_[0], 0.f,
-                                        "flow adaLN modulations (grouped)"));
+        ARGEN_STATUS_RETURN(
+            gemm.Linear(silu_y_, ada_w_, n * rows, W, static_cast<int>(M), mod_[0], 0.f, "flow adaLN modulations"));
         for (int32_t k = k0; k < k0 + n; ++k) {
           ARGEN_STATUS_RETURN(EnqueueNet(gemm, stream, rows, mod_[0] + static_cast<int64_t>(k - k0) * rows * M));
           if (k + 1 < evaluations) {
             ARGEN_CUDA_RETURN(kernels::FlowEulerStep(x_, v_, s, np, D, steps_[k], x_in_, stream), "flow sampler step");
           }
-        }
-      }
-    } else if (tuning_.modulations == Modulations::kInline) {
-      for (int32_t k = 0; k < evaluations; ++k) {
-        ARGEN_STATUS_RETURN(EnqueueModulations(gemm, stream, rows, time_table_ + static_cast<int64_t>(k) * W, mod_[0]));
-        ARGEN_STATUS_RETURN(EnqueueNet(gemm, stream, rows, mod_[0]));
-        if (k + 1 < evaluations) {
-          ARGEN_CUDA_RETURN(kernels::FlowEulerStep(x_, v_, s, np, D, steps_[k], x_in_, stream), "flow sampler step");
         }
       }
     } else {
