@@ -21,9 +21,8 @@ if [ -n "$rev" ]; then
 fi
 build=$src/build
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-# The gpu-labelled tests' executables (ctest lists test cases; their commands name the binaries).
-gpu_tests=$(cd "$build" && ctest -N -V -L gpu 2>/dev/null | awk '/Test command:/{print $4}' | xargs -r -n1 basename |
-  sort -u | tr '\n' ' ')
+# The gpu-labelled tests' executables, as configure wrote them (CMakeLists.txt's argen_test).
+gpu_tests=$(sort -u "$build/gpu_tests.txt" | tr '\n' ' ')
 targets=${BUNDLE_TARGETS:-argen_bench argen_server argen_client argen_vq_bench argen_emu3vq_bench argen_sweep argen_soak argen_convert $gpu_tests}
 # shellcheck disable=SC2086
 cmake --build "$build" -j "${JOBS:-$(nproc)}" --target $targets
