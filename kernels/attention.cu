@@ -335,8 +335,10 @@ struct KeyRound {
 // Runs compute(round, base) over the rounds base = 0, step, ... < len with
 // load(round, base) before: in line (plain) or a round ahead, two Round
 // buffers alternating (unrolled by two: no register copies between them).
+// Pipelined, `first` (when given) is round 0 already loaded by the caller.
 template <bool kPipelined, typename Round, typename LoadFn, typename ComputeFn>
-__device__ __forceinline__ void KeyRounds(int len, int step, LoadFn load, ComputeFn compute) {
+__device__ __forceinline__ void KeyRounds(int len, int step, LoadFn load, ComputeFn compute,
+                                          const Round* first = nullptr) {
   if constexpr (!kPipelined) {
     for (int base = 0; base < len; base += step) {
       Round r;
@@ -345,7 +347,11 @@ __device__ __forceinline__ void KeyRounds(int len, int step, LoadFn load, Comput
     }
   } else {
     Round a, b;
-    load(a, 0);
+    if (first != nullptr) {
+      a = *first;
+    } else {
+      load(a, 0);
+    }
     for (int base = 0; base < len;) {
       load(b, base + step);
       compute(a, base);
@@ -358,8 +364,50 @@ __device__ __forceinline__ void KeyRounds(int len, int step, LoadFn load, Comput
   }
 }
 
+// Sums v[] over the kLanes lanes of a key group (lane `sub` of it) and leaves
+// each lane a share of the totals: v[0, kN / kLanes) become the totals of
+// entries [sub * kN / kLanes, (sub + 1) * kN / kLanes). Recursive halving: a
+// step sends half of what a lane holds and keeps the other half, so kN
+// entries take kN - kN / kLanes shuffles, where a butterfly per entry takes
+// kN * log2(kLanes).
+template <int kN, int kLanes, int kOffset = kLanes / 2>
+__device__ __forceinline__ void ReduceScatter(float (&v)[kN], int sub) {
+  static_assert(kN % kLanes == 0, "the entries fill whole lane shares");
+  // Step kOffset acts on the first kHalf * 2 entries (what the steps before left).
+  constexpr int kHalf = kN / kLanes * kOffset;
+  const bool upper = (sub & kOffset) != 0;
+#pragma unroll
+  for (int i = 0; i < kHalf; ++i) {
+    const float send = upper ? v[i] : v[i + kHalf];
+    const float keep = upper ? v[i + kHalf] : v[i];
+    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, kOffset);
+  }
+  if constexpr (kOffset > 1) ReduceScatter<kN, kLanes, kOffset / 2>(v, sub);
+}
+
+// The value of arr[u] for a run-time u, without indexing a register array
+// with it (that would put the array in local memory).
+template <typename T, int N>
+__device__ __forceinline__ T Pick(const T (&arr)[N], int u) {
+  T x = arr[0];
+#pragma unroll
+  for (int k = 1; k < N; ++k)
+    if (u == k) x = arr[k];
+  return x;
+}
+
+// Whether a query group's scores are summed with ReduceScatter (all of a
+// round's kUnroll x G dot products at once) rather than one butterfly per dot
+// product: with 4+ query heads a round's butterflies were most of its
+// instructions (64 shuffles a round at G = 4 over 16 lanes, against 15).
+// With the softmax a warp a head and V's first round issued before it, Emu3's
+// and NextStep-1's launches ran 1.30-1.42x faster dense and 1.24-1.53x
+// sparse (H200, 2026-12-03, docs/PERFORMANCE.md).
+template <int G>
+inline constexpr bool kScatteredScores = kPipelinedGroup<G>;
+
 // Scores: scores[g * stride + j] = q_g . k_j (scaled: -inf for a key outside the
-// region), written by the group's first lane; on_logit(g, j, logit) sees each
+// region), written by one lane of the key group; on_logit(g, j, logit) sees each
 // score there too. Entries j in [0, len) are keys begin + j.
 template <int G, int kDims, int kLanesPerKey, int kKeysPerIter, bool kFp8, bool kShared, typename Rows,
           typename OnLogit>
@@ -384,23 +432,59 @@ __device__ __forceinline__ void ScoreKeys(const Rows& rows, const TokenMeta& m, 
         r.LoadRows(rows, sub, false);
       },
       [&](const Round& r, int base) {
+        if constexpr (kScatteredScores<G>) {
+          // Partial dot products of the round (entry u * G + g, zero padding
+          // to whole lane shares), summed and spread over the key group's lanes.
+          constexpr int kValues = kUnroll * G;
+          constexpr int kShare = (kValues + kLanesPerKey - 1) / kLanesPerKey;
+          float part[kShare * kLanesPerKey];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          float k[kDims];
-          Rows::Unpack(r.raw[u], k);  // zeros for an entry without a row
-          const int j = base + u * kKeysPerIter + slot;
+          for (int u = 0; u < kUnroll; ++u) {
+            float k[kDims];
+            Rows::Unpack(r.raw[u], k);  // zeros for an entry without a row
 #pragma unroll
-          for (int g = 0; g < G; ++g) {
-            float s = 0.f;
+            for (int g = 0; g < G; ++g) {
+              float s = 0.f;
 #pragma unroll
-            for (int i = 0; i < kDims; ++i) s += q[g][i] * k[i];
+              for (int i = 0; i < kDims; ++i) s += q[g][i] * k[i];
+              if constexpr (kFp8) s *= r.scale[u];  // the same for every lane of the key
+              part[u * G + g] = s;
+            }
+          }
 #pragma unroll
-            for (int o = kLanesPerKey / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-            if constexpr (kFp8) s *= r.scale[u];
-            if (sub == 0 && j < len) {
-              const float logit = r.pos[u] >= 0 ? s : -INFINITY;
+          for (int e = kValues; e < kShare * kLanesPerKey; ++e) part[e] = 0.f;
+          ReduceScatter<kShare * kLanesPerKey, kLanesPerKey>(part, sub);
+#pragma unroll
+          for (int i = 0; i < kShare; ++i) {
+            const int e = sub * kShare + i;
+            if (e >= kValues) continue;
+            const int u = e / G, g = e % G;
+            const int j = base + u * kKeysPerIter + slot;
+            if (j < len) {
+              const float logit = Pick(r.pos, u) >= 0 ? part[i] : -INFINITY;
               scores[g * stride + j] = logit;
               on_logit(g, j, logit);
+            }
+          }
+        } else {
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) {
+            float k[kDims];
+            Rows::Unpack(r.raw[u], k);  // zeros for an entry without a row
+            const int j = base + u * kKeysPerIter + slot;
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+              float s = 0.f;
+#pragma unroll
+              for (int i = 0; i < kDims; ++i) s += q[g][i] * k[i];
+#pragma unroll
+              for (int o = kLanesPerKey / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+              if constexpr (kFp8) s *= r.scale[u];
+              if (sub == 0 && j < len) {
+                const float logit = r.pos[u] >= 0 ? s : -INFINITY;
+                scores[g * stride + j] = logit;
+                on_logit(g, j, logit);
+              }
             }
           }
         }
@@ -412,7 +496,8 @@ __device__ __forceinline__ void ScoreKeys(const Rows& rows, const TokenMeta& m, 
 // scale), summed over the warp's key slots: every lane of a sub holds the total.
 template <int G, int kDims, int kLanesPerKey, int kKeysPerIter, bool kFp8, typename Rows>
 __device__ __forceinline__ void AccumulateValues(const Rows& rows, int len, const float* scores, int stride,
-                                                 const int* positions, int sub, int slot, float (&acc)[G][kDims]) {
+                                                 const int* positions, int sub, int slot, float (&acc)[G][kDims],
+                                                 const KeyRound<Rows, kKeysPerIter, kFp8>* first = nullptr) {
 #pragma unroll
   for (int g = 0; g < G; ++g)
 #pragma unroll
@@ -439,7 +524,8 @@ __device__ __forceinline__ void AccumulateValues(const Rows& rows, int len, cons
             for (int i = 0; i < kDims; ++i) acc[g][i] += p * v[i];
           }
         }
-      });
+      },
+      first);
 #pragma unroll
   for (int g = 0; g < G; ++g)
 #pragma unroll
@@ -501,30 +587,63 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
       });
   __syncthreads();
 
+  // Pipelined groups: pass 3's first round of V rows in flight across pass 2
+  // (the positions were staged before pass 1).
+  using Round = KeyRound<Rows, kKeysPerIter, kFp8>;
+  Round first_values;
+  if constexpr (kPipelinedGroup<G>) {
+    first_values.Staged(positions, 0, len, slot);
+    first_values.LoadRows(rows, sub, true);
+  }
+
   // Pass 2: softmax statistics per query head; scores become exp(s - max).
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    float mx = -INFINITY;
-    for (int j = tid; j < len; j += kThreads) mx = fmaxf(mx, scores[g * a.chunk + j]);
-    mx = detail::BlockMax(mx, scratch);
-    float sum = 0.f;
-    for (int j = tid; j < len; j += kThreads) {
-      const float s = scores[g * a.chunk + j];
-      const float p = (mx == -INFINITY) ? 0.f : __expf(s - mx);
-      scores[g * a.chunk + j] = p;
-      sum += p;
+  if constexpr (G >= kWarps) {
+    // A warp a query head: warp reductions and one barrier, where a block
+    // reduction per head costs four barriers (16 for Emu3's groups of four).
+    const int warp = tid >> 5, lane = tid & 31;
+    for (int g = warp; g < G; g += kWarps) {
+      float mx = -INFINITY;
+      for (int j = lane; j < len; j += 32) mx = fmaxf(mx, scores[g * a.chunk + j]);
+      mx = detail::WarpMax(mx);
+      float sum = 0.f;
+      for (int j = lane; j < len; j += 32) {
+        const float s = scores[g * a.chunk + j];
+        const float p = (mx == -INFINITY) ? 0.f : __expf(s - mx);
+        scores[g * a.chunk + j] = p;
+        sum += p;
+      }
+      sum = detail::WarpSum(sum);
+      if (lane == 0) {
+        s_m[g] = mx;
+        s_l[g] = sum;
+      }
     }
-    sum = detail::BlockSum(sum, scratch);
-    if (tid == 0) {
-      s_m[g] = mx;
-      s_l[g] = sum;
+  } else {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float mx = -INFINITY;
+      for (int j = tid; j < len; j += kThreads) mx = fmaxf(mx, scores[g * a.chunk + j]);
+      mx = detail::BlockMax(mx, scratch);
+      float sum = 0.f;
+      for (int j = tid; j < len; j += kThreads) {
+        const float s = scores[g * a.chunk + j];
+        const float p = (mx == -INFINITY) ? 0.f : __expf(s - mx);
+        scores[g * a.chunk + j] = p;
+        sum += p;
+      }
+      sum = detail::BlockSum(sum, scratch);
+      if (tid == 0) {
+        s_m[g] = mx;
+        s_l[g] = sum;
+      }
     }
   }
   __syncthreads();
 
   // Pass 3: probability-weighted values, summed over each warp's key slots, then over warps.
   float acc[G][kDims];
-  AccumulateValues<G, kDims, kLanesPerKey, kKeysPerIter, kFp8>(rows, len, scores, a.chunk, positions, sub, slot, acc);
+  AccumulateValues<G, kDims, kLanesPerKey, kKeysPerIter, kFp8>(rows, len, scores, a.chunk, positions, sub, slot, acc,
+                                                               kPipelinedGroup<G> ? &first_values : nullptr);
   const int warp = tid >> 5, lane = tid & 31;
   if (lane < kLanesPerKey) {
 #pragma unroll
