@@ -534,6 +534,54 @@ __device__ __forceinline__ void AccumulateValues(const Rows& rows, int len, cons
       for (int o = 16; o >= kLanesPerKey; o >>= 1) acc[g][i] += __shfl_xor_sync(0xffffffffu, acc[g][i], o);
 }
 
+// Merges the split partial softmaxes of one (token, kv_head): output, probs,
+// argmin. Every thread of the block calls it. The partials are read with
+// __ldcg (L2): in the fused form other blocks of the same launch wrote them.
+template <int HD, int G>
+__device__ __forceinline__ void CombineSplits(const AttentionArgs& a, int t, int kvh, float* s_m, float* s_l,
+                                              MinEntry* min_scratch) {
+  const int tid = threadIdx.x;
+  WorkspaceView ws = View(a.workspace, a.tokens, a.heads, HD, a.splits);
+  if (tid < G) {
+    const int64_t base = (static_cast<int64_t>(t) * a.heads + kvh * G + tid) * a.splits;
+    float mx = -INFINITY;
+    for (int s = 0; s < a.splits; ++s) mx = fmaxf(mx, __ldcg(ws.m + base + s));
+    float l = 0.f;
+    if (mx != -INFINITY)
+      for (int s = 0; s < a.splits; ++s) l += __ldcg(ws.l + base + s) * __expf(__ldcg(ws.m + base + s) - mx);
+    s_m[tid] = mx;
+    s_l[tid] = l;
+  }
+  __syncthreads();
+  for (int e = tid; e < G * HD; e += kThreads) {
+    const int g = e / HD, d = e % HD;
+    const int h = kvh * G + g;
+    const int64_t base = (static_cast<int64_t>(t) * a.heads + h) * a.splits;
+    float total = 0.f;
+    if (s_m[g] != -INFINITY)
+      for (int s = 0; s < a.splits; ++s)
+        total += __ldcg(ws.acc + (base + s) * HD + d) * __expf(__ldcg(ws.m + base + s) - s_m[g]);
+    a.out[(static_cast<int64_t>(t) * a.heads + h) * HD + d] = __float2bfloat16(s_l[g] > 0.f ? total / s_l[g] : 0.f);
+  }
+  TokenMeta m = a.meta[t];
+  const bool sparse = (m.flags & kTokenSparse) && a.decode_idx != nullptr;
+  if (sparse && a.counts != nullptr) m.decode_count = a.counts[static_cast<int64_t>(t) * a.kv_heads + kvh];
+  m.decode_count = max(m.decode_count, 0);
+  const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
+  WriteObserve(
+      a, t, kvh, m.decode_count, observe,
+      [&](int e) {
+        float p = 0.f;
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          const float logit = __ldcg(ws.logits + (static_cast<int64_t>(t) * a.heads + kvh * G + g) * a.probs_stride + e);
+          p += (s_l[g] > 0.f && logit != -INFINITY) ? __expf(logit - s_m[g]) / s_l[g] : 0.f;
+        }
+        return p * (1.f / G);
+      },
+      min_scratch);
+}
+
 // kFp8: the launch for the fp8 tokens (kTokenKvFp8), else for the bf16 ones;
 // each skips the other's tokens, so a batch of both takes two launches.
 template <int HD, int G, bool kFp8, bool kShared>
@@ -671,6 +719,26 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
     }
   }
 
+  // With split counters the last chunk of the (token, kv head) to finish
+  // merges the partials: each block's writes are made visible (fence) before
+  // it counts itself, and the last one resets the counter for the next launch.
+  if (a.splits > 1) {
+    if (a.split_counters == nullptr) return;
+    __shared__ bool s_last;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+      int* counter = a.split_counters + static_cast<int64_t>(t) * a.kv_heads + kvh;
+      s_last = atomicAdd(counter, 1) == a.splits - 1;
+      if (s_last) *counter = 0;
+    }
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    CombineSplits<HD, G>(a, t, kvh, s_m, s_l, min_scratch);
+    return;
+  }
+
   // Fused observe outputs when the whole key set is in this block.
   if (a.splits == 1) {
     WriteObserve(
@@ -685,50 +753,11 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   }
 }
 
-// Merges the split partial softmaxes of one (token, kv_head): output, probs, argmin.
 template <int HD, int G>
 __global__ void __launch_bounds__(kThreads) CombineKernel(AttentionArgs a) {
   __shared__ float s_m[G], s_l[G];
   __shared__ MinEntry min_scratch[kWarps];
-  const int t = blockIdx.x, kvh = blockIdx.y, tid = threadIdx.x;
-  WorkspaceView ws = View(a.workspace, a.tokens, a.heads, HD, a.splits);
-  if (tid < G) {
-    const int64_t base = (static_cast<int64_t>(t) * a.heads + kvh * G + tid) * a.splits;
-    float mx = -INFINITY;
-    for (int s = 0; s < a.splits; ++s) mx = fmaxf(mx, ws.m[base + s]);
-    float l = 0.f;
-    if (mx != -INFINITY)
-      for (int s = 0; s < a.splits; ++s) l += ws.l[base + s] * __expf(ws.m[base + s] - mx);
-    s_m[tid] = mx;
-    s_l[tid] = l;
-  }
-  __syncthreads();
-  for (int e = tid; e < G * HD; e += kThreads) {
-    const int g = e / HD, d = e % HD;
-    const int h = kvh * G + g;
-    const int64_t base = (static_cast<int64_t>(t) * a.heads + h) * a.splits;
-    float total = 0.f;
-    if (s_m[g] != -INFINITY)
-      for (int s = 0; s < a.splits; ++s) total += ws.acc[(base + s) * HD + d] * __expf(ws.m[base + s] - s_m[g]);
-    a.out[(static_cast<int64_t>(t) * a.heads + h) * HD + d] = __float2bfloat16(s_l[g] > 0.f ? total / s_l[g] : 0.f);
-  }
-  TokenMeta m = a.meta[t];
-  const bool sparse = (m.flags & kTokenSparse) && a.decode_idx != nullptr;
-  if (sparse && a.counts != nullptr) m.decode_count = a.counts[static_cast<int64_t>(t) * a.kv_heads + kvh];
-  m.decode_count = max(m.decode_count, 0);
-  const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
-  WriteObserve(
-      a, t, kvh, m.decode_count, observe,
-      [&](int e) {
-        float p = 0.f;
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-          const float logit = ws.logits[(static_cast<int64_t>(t) * a.heads + kvh * G + g) * a.probs_stride + e];
-          p += (s_l[g] > 0.f && logit != -INFINITY) ? __expf(logit - s_m[g]) / s_l[g] : 0.f;
-        }
-        return p * (1.f / G);
-      },
-      min_scratch);
+  CombineSplits<HD, G>(a, blockIdx.x, blockIdx.y, s_m, s_l, min_scratch);
 }
 
 // Staged kernel for short key sets (splits == 1): one block per (token,
@@ -1084,7 +1113,7 @@ cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
   const bool warp = variant == AttentionVariant::kWarp;
   const cudaError_t err = (a.kv_formats & kKvSharedPrompts) ? LaunchFormats<HD, G, true>(a, warp, stream)
                                                             : LaunchFormats<HD, G, false>(a, warp, stream);
-  if (err != cudaSuccess || warp || a.splits == 1) return err;
+  if (err != cudaSuccess || warp || a.splits == 1 || a.split_counters != nullptr) return err;
   CombineKernel<HD, G><<<dim3(a.tokens, a.kv_heads), kThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }

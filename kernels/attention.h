@@ -6,7 +6,8 @@
 // slot(e) = e (dense tokens), decode_idx[t][kv_head][e] (kTokenSparse tokens) or
 // token_lists[list_offset + e] (kTokenListed tokens: every layer and head alike).
 // Keys are split over `splits` chunks (flash-decoding) when there are few
-// (token, kv_head) pairs; a combine pass then merges the partial softmaxes.
+// (token, kv_head) pairs; a combine pass then merges the partial softmaxes (a
+// launch of its own, or with split_counters the last chunk's block).
 //
 // Sparse extras for the policies' observe step (optional; kTokenSparse tokens
 // whose count fits probs_stride, which must then be > 0; per kv head, the mean
@@ -92,6 +93,10 @@ struct AttentionArgs {
   int32_t splits = 1;
   int32_t chunk = 0;
   void* workspace = nullptr;
+  // Optional, [tokens][kv_heads], all zero before a launch and left zero by it:
+  // with splits > 1 the last chunk of a (token, kv head) to finish merges the
+  // partial softmaxes itself (no combine launch). nullptr: a combine launch.
+  int32_t* split_counters = nullptr;
   // Bound on every token's key count (prefix_len + count); sizes the staged
   // kernel's shared memory (0: chunk). Keys past it are not attended.
   int32_t max_keys = 0;

@@ -682,6 +682,17 @@ int Main(int argc, char** argv) {
                 name.c_str(), images, p->n_att, t.blocks_per_sm, t.splits, r.sparse_splits, t.us, t.gbs,
                 100.0 * t.gbs / r.copy_gbs, t.us / r.sparse_us);
           }
+          // The split launches against a separate combine launch (the kernels before split counters).
+          auto combine = [&](int splits, double us, double fused_us) {
+            if (us <= 0) return std::string("not split");
+            char text[128];
+            std::snprintf(text, sizeof(text), "%d splits, %.1f us, fused/combine launch %.2f", splits, us,
+                          fused_us / us);
+            return std::string(text);
+          };
+          std::printf("attention %s images=%d n_att=%d: with a combine launch: dense %s; sparse %s\n", name.c_str(),
+                      images, p->n_att, combine(r.dense_splits, r.dense_combine_us, r.dense_us).c_str(),
+                      combine(r.sparse_splits, r.sparse_combine_us, r.sparse_us).c_str());
           std::printf("attention %s images=%d n_att=%d: warp dense %s; warp sparse %s\n", name.c_str(), images,
                       p->n_att, warp(r.dense_warp_ran, r.dense_warp_us, r.dense_warp_gbs, r.dense_us).c_str(),
                       warp(r.sparse_warp_ran, r.sparse_warp_us, r.sparse_warp_gbs, r.sparse_us).c_str());

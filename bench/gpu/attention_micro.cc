@@ -111,7 +111,9 @@ bool Prepare(const AttentionMicroShape& s, bool sparse, int sms, Freer& f, Launc
   const int probs_stride = sparse ? l.stride : 0;
   void* ws = f.Alloc<char>(
       std::max<size_t>(1, kernels::AttentionWorkspaceBytes(s.rows, s.heads, s.head_dim, splits, probs_stride)));
-  if (!ws) {
+  // Zeroed split counters, as the engine passes them (the last chunk combines).
+  int32_t* counters = f.Alloc<int32_t>(static_cast<size_t>(s.rows) * s.kv_heads);
+  if (!ws || !counters || cudaMemset(counters, 0, static_cast<size_t>(s.rows) * s.kv_heads * 4) != cudaSuccess) {
     *error = "attention workspace";
     return false;
   }
@@ -134,6 +136,7 @@ bool Prepare(const AttentionMicroShape& s, bool sparse, int sms, Freer& f, Launc
   a.splits = splits;
   a.chunk = chunk;
   a.workspace = ws;
+  a.split_counters = counters;
   a.max_keys = l.keys;
   a.sm_count = sms;
   launch->layout = l;
@@ -250,6 +253,16 @@ bool RunAttentionMicro(const AttentionMicroShape& shape, AttentionMicroResult* o
   if (!Time(sparse, AttentionVariant::kStaged, e, &out->staged_ran, &out->staged_us, &out->staged_gbs, error))
     return false;
   out->sparse_splits = sparse.args.splits;
+  out->dense_splits = dense.args.splits;
+  // The split launches again with a combine launch of their own (no counters).
+  for (Launch* launch : {&dense, &sparse}) {
+    if (launch->args.splits <= 1) continue;
+    Launch separate = *launch;
+    separate.args.split_counters = nullptr;
+    double* us = launch == &dense ? &out->dense_combine_us : &out->sparse_combine_us;
+    double gbs = 0;
+    if (!Time(separate, AttentionVariant::kTwoPass, e, &ran, us, &gbs, error)) return false;
+  }
   for (int per_sm : {4, 8}) {
     int splits = 1, chunk = 0;
     kernels::ChooseAttentionSplits(shape.rows, shape.kv_heads, sparse.layout.keys, sms, &splits, &chunk, per_sm);

@@ -31,7 +31,10 @@ struct AttentionMicroResult {
     int blocks_per_sm = 0, splits = 0;
     double us = 0, gbs = 0;
   };
-  int sparse_splits = 1;  // the engine's choice
+  int sparse_splits = 1, dense_splits = 1;  // the engine's choices
+  // A split launch (splits > 1) with a combine launch of its own instead of the
+  // last chunk's block combining (AttentionArgs::split_counters); 0 when not split.
+  double dense_combine_us = 0, sparse_combine_us = 0;
   std::vector<SplitTarget> sparse_targets;
   // What kAuto picks for each launch, as the engine calls it (with the device's SM count).
   kernels::AttentionVariant auto_dense = kernels::AttentionVariant::kTwoPass;

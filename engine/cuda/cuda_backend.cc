@@ -303,6 +303,10 @@ absl::Status CudaBackend::EnsurePlanCapacity(int32_t stride) {
   const int64_t parts = (2LL * sm_count_ + int64_t{max_tokens_} * d.num_kv_heads) * group;
   attn_ws_bytes_ = parts * (d.head_dim + 2) * 4 + int64_t{max_tokens_} * d.num_heads * stride * 4;
   ARGEN_STATUS_RETURN(alloc(attn_ws_, attn_ws_bytes_, "attention workspace"));
+  // Zero once: each split launch leaves them zero (kernels/attention.h).
+  const size_t counter_bytes = size_t{4} * max_tokens_ * d.num_kv_heads;
+  ARGEN_STATUS_RETURN(alloc(attn_split_counters_, counter_bytes, "attention split counters"));
+  ARGEN_CUDA_RETURN(cudaMemset(attn_split_counters_.as(), 0, counter_bytes), "attention split counters");
   plan_stride_ = stride;
   return absl::OkStatus();
 }

@@ -117,6 +117,7 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
     aa.splits = splits;
     aa.chunk = chunk;
     aa.workspace = attn_ws_.as();
+    aa.split_counters = attn_split_counters_.as<int32_t>();
     aa.max_keys = max_keys;
     aa.variant = attention_variant_;
     aa.kv_formats = kv_formats;

@@ -192,6 +192,27 @@ TEST_P(AttentionTest, MatchesFloat64Reference) {
         EXPECT_EQ(argmin_h[t * KVH + kvh], -1);
       }
     }
+
+  // Split launches with split counters: the last chunk of each (token, kv head)
+  // merges the partials itself. The same bits as the combine launch, and the
+  // counters left zero, so a second launch on them gives the same again.
+  if (c.splits > 1) {
+    DeviceArray<int32_t> counters(std::vector<int32_t>(static_cast<size_t>(T) * KVH, 0));
+    a.split_counters = counters.get();
+    for (int run = 0; run < 2; ++run) {
+      out.Poison();
+      probs.Poison();
+      argmin.Poison();
+      ARGEN_CUDA_OK(DecodeAttention(a, 0));
+      ARGEN_CUDA_OK(cudaDeviceSynchronize());
+      EXPECT_EQ(out.Download(), out_h) << "fused combine, run " << run;
+      if (c.sparse) {
+        EXPECT_EQ(probs.Download(), probs_h) << "fused combine, run " << run;
+        EXPECT_EQ(argmin.Download(), argmin_h) << "fused combine, run " << run;
+      }
+      EXPECT_EQ(counters.Download(), std::vector<int32_t>(static_cast<size_t>(T) * KVH, 0)) << "run " << run;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
