@@ -27,8 +27,8 @@ void MatMulWT(const float* x, const float* w, int64_t rows, int32_t in, int32_t 
     return;
   }
   // Every row through a GEMM of exactly `tile` rows: OpenBLAS picks its
-  // kernel (and so the rounding of a row) by the product's shape, never by a
-  // row's place in it, so a row's result no longer depends on the batch.
+  // kernel by the product's shape, so with a tile of 1 a row's result no
+  // longer depends on the batch (larger tiles: see gemm.h).
   thread_local std::vector<float> x_tile, y_tile;
   x_tile.resize(static_cast<size_t>(tile) * in);
   y_tile.resize(static_cast<size_t>(tile) * out);

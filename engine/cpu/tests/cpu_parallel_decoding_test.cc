@@ -62,7 +62,7 @@ class CpuParallelDecodingTest : public ::testing::Test {
   void SetUp() override {
     // Row-invariant GEMMs: a query computes the same bits alone or batched
     // (the reference runs one query per call, the engine a step's at once).
-    SetGemmRowTile(16);
+    SetGemmRowTile(1);
     engine::EngineOptions options;
     options.model_dir = TinyDir();
     options.threads = 2;
@@ -312,7 +312,7 @@ TEST_F(CpuParallelDecodingTest, PoliciesWithoutADefinitionRefuseOutOfOrderPlans)
 // instead of L_dec.
 TEST(CpuParallelLuminaTest, ParallelWindowEqualsTheReferenceLoop) {
   constexpr int32_t kW = 8, kH = 4, kNewLine = 1035;  // <reserved08799> in the small model's vocabulary
-  SetGemmRowTile(16);
+  SetGemmRowTile(1);
   test_support::RemovedDir temp{std::filesystem::temp_directory_path() /
                                 ("parallel_lumina_" + std::to_string(::getpid()))};
   engine::EngineOptions options;
@@ -364,7 +364,7 @@ TEST(CpuParallelFamiliesTest, LlamaGenAndAnoleWindowsEqualTheReferenceLoop) {
     int32_t width, height, window;
     bool class_conditional;
   };
-  SetGemmRowTile(16);
+  SetGemmRowTile(1);
   const char* src = std::getenv("ARGEN_SOURCE_DIR");
   for (const Case& m : {Case{"tiny-llamagen-c2i", 5, 5, 2, true}, Case{"tiny-anole-meta", 32, 32, 8, false}}) {
     engine::EngineOptions options;

@@ -45,7 +45,7 @@ class CpuSpeculativeDecodingTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // Row-invariant GEMMs: a query computes the same bits alone or batched.
-    SetGemmRowTile(16);
+    SetGemmRowTile(1);
     engine::EngineOptions options;
     options.model_dir = TinyDir();
     options.threads = 2;

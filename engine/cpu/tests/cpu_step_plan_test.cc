@@ -65,7 +65,7 @@ struct Feed {
 const Feed kFeeds[] = {{0, 2}, {0, 5}, {0, 35}, {1, 1}, {5, 5}, {3, 2}};
 
 TEST_F(CpuStepPlanTest, TeacherForcedStepsAreExactWithRowInvariantGemms) {
-  SetGemmRowTile(16);
+  SetGemmRowTile(1);
   const std::vector<int32_t> tokens = Tokens();
   int cases = 0;
   for (const model::testing::PolicyCase& c : Cases()) {
@@ -113,7 +113,7 @@ TEST_F(CpuStepPlanTest, TeacherForcedStepsAgreeWithProductionGemms) {
 // The step that runs a row's tokens one at a time samples exactly what the
 // generic engine's steps sample: the RNG is keyed by token index.
 TEST_F(CpuStepPlanTest, SamplesAreKeyedByTokenIndex) {
-  SetGemmRowTile(16);
+  SetGemmRowTile(1);
   const sparse::ResolvedPolicy dense = Cases()[0].policy;
   const std::vector<int32_t> tokens = Tokens();
   ForcedRun one, all;

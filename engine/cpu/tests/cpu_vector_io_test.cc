@@ -226,7 +226,7 @@ absl::Status RunVectors(model::Backend& be, kv::KvManager& kv, int32_t tokens, i
 }
 
 TEST_F(CpuVectorIoTest, KeptVectorsAndGivenVectorsDrawTheSameTokens) {
-  SetGemmRowTile(16);
+  SetGemmRowTile(1);
   absl::StatusOr<std::unique_ptr<model::Backend>> be = Create(VectorSpec(tiny_), std::make_shared<TestTokenHead>());
   ASSERT_TRUE(be.ok()) << be.status();
   kv::KvManager kv(**be);

@@ -6,6 +6,8 @@
 // request is image i's whatever else runs beside it, every sparsity policy
 // runs and prompt sharing across requests changes no token, and the
 // code-sampling knobs and parallel decoding are refused naming the field.
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -169,8 +171,23 @@ TEST(NextStepEngineTest, ASeedReproducesItsBytesAndImagesAreKeyedByIndex) {
   ASSERT_EQ(one.size(), 1u);
   ASSERT_EQ(two.size(), 2u);
   EXPECT_EQ(one, again);
-  EXPECT_EQ(two[0], one[0]);  // image 0's noise is image 0's whatever shares the step
-  EXPECT_NE(two[1], one[0]);
+  // Image 0's noise is image 0's whatever shares the step: alone and beside
+  // image 1 it is the same image up to float rounding (OpenBLAS may round a
+  // row differently at a different row count, by CPU), where image 1's own
+  // noise makes another one.
+  const std::vector<float> alone = engine::TokenVectorFloats(one[0]);
+  const std::vector<float> beside = engine::TokenVectorFloats(two[0]);
+  const std::vector<float> other = engine::TokenVectorFloats(two[1]);
+  ASSERT_EQ(alone.size(), beside.size());
+  ASSERT_EQ(alone.size(), other.size());
+  double worst_same = 0, worst_other = 0;
+  for (size_t i = 0; i < alone.size(); ++i) {
+    worst_same = std::max(worst_same, std::fabs(static_cast<double>(beside[i]) - alone[i]));
+    worst_other = std::max(worst_other, std::fabs(static_cast<double>(other[i]) - alone[i]));
+  }
+  // (Measured: 0 on some CPUs, 1.6e-4 on an AMD EPYC after the 7.5x guidance; another noise: O(1).)
+  EXPECT_LT(worst_same, 2e-3) << "another image's noise differs by " << worst_other;
+  EXPECT_GT(worst_other, 0.1);
   absl::StatusOr<std::vector<engine::RgbImage>> a = e->DecodeImages(one);
   absl::StatusOr<std::vector<engine::RgbImage>> b = e->DecodeImages(again);
   ASSERT_TRUE(a.ok() && b.ok());
