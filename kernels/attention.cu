@@ -574,7 +574,8 @@ __device__ __forceinline__ void CombineSplits(const AttentionArgs& a, int t, int
         float p = 0.f;
 #pragma unroll
         for (int g = 0; g < G; ++g) {
-          const float logit = __ldcg(ws.logits + (static_cast<int64_t>(t) * a.heads + kvh * G + g) * a.probs_stride + e);
+          const float logit =
+              __ldcg(ws.logits + (static_cast<int64_t>(t) * a.heads + kvh * G + g) * a.probs_stride + e);
           p += (s_l[g] > 0.f && logit != -INFINITY) ? __expf(logit - s_m[g]) / s_l[g] : 0.f;
         }
         return p * (1.f / G);

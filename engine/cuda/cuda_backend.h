@@ -264,7 +264,7 @@ class CudaBackend final : public model::Backend {
   DeviceBuffer last_hidden_, head_in_, head_mid_, head_mid_bf16_, logits_;
   DeviceBuffer attn_ws_, plan_slots_, plan_counts_, plan_attended_, probs_;
   DeviceBuffer attn_split_counters_;  // [max_tokens][kv_heads], zero between launches
-  DeviceBuffer argmin_;  // [layer][max_batch_rows][kv_head]: the diagonal rows' selections of a step
+  DeviceBuffer argmin_;               // [layer][max_batch_rows][kv_head]: the diagonal rows' selections of a step
   size_t attn_ws_bytes_ = 0;
   int32_t plan_stride_ = 0;
   DeviceBuffer step_in_;
