@@ -62,7 +62,7 @@ class CpuParallelDecodingTest : public ::testing::Test {
   void SetUp() override {
     // Row-invariant GEMMs: a query computes the same bits alone or batched
     // (the reference runs one query per call, the engine a step's at once).
-    SetGemmRowTile(1);
+    SetRowInvariantGemms(true);
     engine::EngineOptions options;
     options.model_dir = TinyDir();
     options.threads = 2;
@@ -70,7 +70,7 @@ class CpuParallelDecodingTest : public ::testing::Test {
     ASSERT_TRUE(e.ok()) << e.status();
     engine_ = *std::move(e);
   }
-  void TearDown() override { SetGemmRowTile(0); }
+  void TearDown() override { SetRowInvariantGemms(false); }
 
   static engine::GenerationRequest Sparse(engine::GenerationRequest r, sparse::PolicyKind kind, double sparsity) {
     r.policy.kind = kind;
@@ -312,7 +312,7 @@ TEST_F(CpuParallelDecodingTest, PoliciesWithoutADefinitionRefuseOutOfOrderPlans)
 // instead of L_dec.
 TEST(CpuParallelLuminaTest, ParallelWindowEqualsTheReferenceLoop) {
   constexpr int32_t kW = 8, kH = 4, kNewLine = 1035;  // <reserved08799> in the small model's vocabulary
-  SetGemmRowTile(1);
+  SetRowInvariantGemms(true);
   test_support::RemovedDir temp{std::filesystem::temp_directory_path() /
                                 ("parallel_lumina_" + std::to_string(::getpid()))};
   engine::EngineOptions options;
@@ -350,7 +350,7 @@ TEST(CpuParallelLuminaTest, ParallelWindowEqualsTheReferenceLoop) {
     EXPECT_EQ(run->leading_runs, want->leading_runs) << window;
     EXPECT_EQ(run->steps, want->steps) << window;
   }
-  SetGemmRowTile(0);
+  SetRowInvariantGemms(false);
 }
 
 // The wave-3 code families' grids: the engine's window runs equal the
@@ -364,7 +364,7 @@ TEST(CpuParallelFamiliesTest, LlamaGenAndAnoleWindowsEqualTheReferenceLoop) {
     int32_t width, height, window;
     bool class_conditional;
   };
-  SetGemmRowTile(1);
+  SetRowInvariantGemms(true);
   const char* src = std::getenv("ARGEN_SOURCE_DIR");
   for (const Case& m : {Case{"tiny-llamagen-c2i", 5, 5, 2, true}, Case{"tiny-anole-meta", 32, 32, 8, false}}) {
     engine::EngineOptions options;
@@ -405,7 +405,7 @@ TEST(CpuParallelFamiliesTest, LlamaGenAndAnoleWindowsEqualTheReferenceLoop) {
       EXPECT_EQ(e.KvBytesInUse(), 0);
     }
   }
-  SetGemmRowTile(0);
+  SetRowInvariantGemms(false);
 }
 
 }  // namespace

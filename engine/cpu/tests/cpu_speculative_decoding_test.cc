@@ -45,7 +45,7 @@ class CpuSpeculativeDecodingTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // Row-invariant GEMMs: a query computes the same bits alone or batched.
-    SetGemmRowTile(1);
+    SetRowInvariantGemms(true);
     engine::EngineOptions options;
     options.model_dir = TinyDir();
     options.threads = 2;
@@ -53,7 +53,7 @@ class CpuSpeculativeDecodingTest : public ::testing::Test {
     ASSERT_TRUE(e.ok()) << e.status();
     engine_ = *std::move(e);
   }
-  void TearDown() override { SetGemmRowTile(0); }
+  void TearDown() override { SetRowInvariantGemms(false); }
 
   engine::GenerationRequest Request(int32_t window, uint64_t seed = 7, int32_t images = 1) {
     engine::GenerationRequest r;

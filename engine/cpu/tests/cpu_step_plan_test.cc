@@ -3,7 +3,7 @@
 //   a time in one step write the same KV and policy state and give the same
 //   logits and samples as a whole prompt and one token per step, for dense,
 //   every sparse policy and fp8 KV. Exact (bitwise) with row-invariant GEMMs
-//   (cpu::SetGemmRowTile: OpenBLAS rounds a row differently at different row
+//   (cpu::SetRowInvariantGemms: OpenBLAS rounds a row differently at different row
 //   counts, the only difference between the two feeds); with the production
 //   GEMMs within float rounding;
 // * the plan's validation: every malformed plan is InvalidArgument naming
@@ -36,7 +36,7 @@ class CpuStepPlanTest : public ::testing::Test {
     ASSERT_NE(loaded_.backend, nullptr);
     kv_ = std::make_unique<kv::KvManager>(backend());
   }
-  void TearDown() override { SetGemmRowTile(0); }
+  void TearDown() override { SetRowInvariantGemms(false); }
   CpuBackend& backend() { return static_cast<CpuBackend&>(*loaded_.backend); }
   kv::KvManager& kv() { return *kv_; }
   std::vector<model::testing::PolicyCase> Cases() {
@@ -65,7 +65,7 @@ struct Feed {
 const Feed kFeeds[] = {{0, 2}, {0, 5}, {0, 35}, {1, 1}, {5, 5}, {3, 2}};
 
 TEST_F(CpuStepPlanTest, TeacherForcedStepsAreExactWithRowInvariantGemms) {
-  SetGemmRowTile(1);
+  SetRowInvariantGemms(true);
   const std::vector<int32_t> tokens = Tokens();
   int cases = 0;
   for (const model::testing::PolicyCase& c : Cases()) {
@@ -113,7 +113,7 @@ TEST_F(CpuStepPlanTest, TeacherForcedStepsAgreeWithProductionGemms) {
 // The step that runs a row's tokens one at a time samples exactly what the
 // generic engine's steps sample: the RNG is keyed by token index.
 TEST_F(CpuStepPlanTest, SamplesAreKeyedByTokenIndex) {
-  SetGemmRowTile(1);
+  SetRowInvariantGemms(true);
   const sparse::ResolvedPolicy dense = Cases()[0].policy;
   const std::vector<int32_t> tokens = Tokens();
   ForcedRun one, all;

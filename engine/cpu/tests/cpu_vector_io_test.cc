@@ -83,7 +83,7 @@ class CpuVectorIoTest : public ::testing::Test {
     tiny_ = testing::LoadTinyBackend("tests/goldens/tiny/tiny-gqa-sharded").spec;
     ASSERT_GT(tiny_.stack.hidden_size, 0);
   }
-  void TearDown() override { SetGemmRowTile(0); }
+  void TearDown() override { SetRowInvariantGemms(false); }
 
   absl::StatusOr<std::unique_ptr<model::Backend>> Create(const model::ModelSpec& spec,
                                                          std::shared_ptr<const model::TokenHead> head) {
@@ -226,7 +226,7 @@ absl::Status RunVectors(model::Backend& be, kv::KvManager& kv, int32_t tokens, i
 }
 
 TEST_F(CpuVectorIoTest, KeptVectorsAndGivenVectorsDrawTheSameTokens) {
-  SetGemmRowTile(1);
+  SetRowInvariantGemms(true);
   absl::StatusOr<std::unique_ptr<model::Backend>> be = Create(VectorSpec(tiny_), std::make_shared<TestTokenHead>());
   ASSERT_TRUE(be.ok()) << be.status();
   kv::KvManager kv(**be);
