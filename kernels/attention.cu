@@ -42,6 +42,36 @@ __host__ __device__ inline WorkspaceView View(void* ws, int tokens, int heads, i
   return v;
 }
 
+// One query head's softmax over scores[0, len): scores become exp(s - max)
+// (0 everywhere when every score is -inf); returns (max, sum of exp). The
+// callers' threads first, first + step, ... cover the row; reduce_max and
+// reduce_sum combine over exactly those threads (a warp or the block).
+template <typename ReduceMax, typename ReduceSum>
+__device__ __forceinline__ float2 ExpScores(float* scores, int len, int first, int step, ReduceMax reduce_max,
+                                            ReduceSum reduce_sum) {
+  float mx = -INFINITY;
+  for (int j = first; j < len; j += step) mx = fmaxf(mx, scores[j]);
+  mx = reduce_max(mx);
+  float sum = 0.f;
+  for (int j = first; j < len; j += step) {
+    const float p = (mx == -INFINITY) ? 0.f : __expf(scores[j] - mx);
+    scores[j] = p;
+    sum += p;
+  }
+  return make_float2(mx, reduce_sum(sum));
+}
+
+// The same over one warp's lanes, and over a kThreads block (`scratch`: a float per warp).
+__device__ __forceinline__ float2 WarpExpScores(float* scores, int len, int lane) {
+  return ExpScores(
+      scores, len, lane, 32, [](float v) { return detail::WarpMax(v); }, [](float v) { return detail::WarpSum(v); });
+}
+__device__ __forceinline__ float2 BlockExpScores(float* scores, int len, float* scratch) {
+  return ExpScores(
+      scores, len, static_cast<int>(threadIdx.x), kThreads, [scratch](float v) { return detail::BlockMax(v, scratch); },
+      [scratch](float v) { return detail::BlockSum(v, scratch); });
+}
+
 // Virtual position (kernels/token_meta.h) of key j, or -1 when a slot index is
 // out of the row's region. Without kShared a row holds its whole prompt (the
 // launch has no sharing row) and virtual positions are region positions.
@@ -651,39 +681,19 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
     // reduction per head costs four barriers (16 for Emu3's groups of four).
     const int warp = tid >> 5, lane = tid & 31;
     for (int g = warp; g < G; g += kWarps) {
-      float mx = -INFINITY;
-      for (int j = lane; j < len; j += 32) mx = fmaxf(mx, scores[g * a.chunk + j]);
-      mx = detail::WarpMax(mx);
-      float sum = 0.f;
-      for (int j = lane; j < len; j += 32) {
-        const float s = scores[g * a.chunk + j];
-        const float p = (mx == -INFINITY) ? 0.f : __expf(s - mx);
-        scores[g * a.chunk + j] = p;
-        sum += p;
-      }
-      sum = detail::WarpSum(sum);
+      const float2 ml = WarpExpScores(scores + g * a.chunk, len, lane);
       if (lane == 0) {
-        s_m[g] = mx;
-        s_l[g] = sum;
+        s_m[g] = ml.x;
+        s_l[g] = ml.y;
       }
     }
   } else {
 #pragma unroll
     for (int g = 0; g < G; ++g) {
-      float mx = -INFINITY;
-      for (int j = tid; j < len; j += kThreads) mx = fmaxf(mx, scores[g * a.chunk + j]);
-      mx = detail::BlockMax(mx, scratch);
-      float sum = 0.f;
-      for (int j = tid; j < len; j += kThreads) {
-        const float s = scores[g * a.chunk + j];
-        const float p = (mx == -INFINITY) ? 0.f : __expf(s - mx);
-        scores[g * a.chunk + j] = p;
-        sum += p;
-      }
-      sum = detail::BlockSum(sum, scratch);
+      const float2 ml = BlockExpScores(scores + g * a.chunk, len, scratch);
       if (tid == 0) {
-        s_m[g] = mx;
-        s_l[g] = sum;
+        s_m[g] = ml.x;
+        s_l[g] = ml.y;
       }
     }
   }
@@ -740,18 +750,16 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
     return;
   }
 
-  // Fused observe outputs when the whole key set is in this block.
-  if (a.splits == 1) {
-    WriteObserve(
-        a, t, kvh, m.decode_count, observe,
-        [&](int e) {
-          float p = 0.f;
+  // Fused observe outputs: the whole key set is in this block (split launches returned above).
+  WriteObserve(
+      a, t, kvh, m.decode_count, observe,
+      [&](int e) {
+        float p = 0.f;
 #pragma unroll
-          for (int g = 0; g < G; ++g) p += s_l[g] > 0.f ? scores[g * a.chunk + m.prefix_len + e] / s_l[g] : 0.f;
-          return p * (1.f / G);
-        },
-        min_scratch);
-  }
+        for (int g = 0; g < G; ++g) p += s_l[g] > 0.f ? scores[g * a.chunk + m.prefix_len + e] / s_l[g] : 0.f;
+        return p * (1.f / G);
+      },
+      min_scratch);
 }
 
 template <int HD, int G>
@@ -860,17 +868,7 @@ __global__ void __launch_bounds__(kThreads) StagedAttentionKernel(AttentionArgs 
   // 5. Softmax per query head; scores become exp(s - max).
 #pragma unroll
   for (int g = 0; g < G; ++g) {
-    float mx = -INFINITY;
-    for (int j = tid; j < len; j += kThreads) mx = fmaxf(mx, scores[g * cap + j]);
-    mx = detail::BlockMax(mx, scratch);
-    float sum = 0.f;
-    for (int j = tid; j < len; j += kThreads) {
-      const float sc = scores[g * cap + j];
-      const float p = (mx == -INFINITY) ? 0.f : __expf(sc - mx);
-      scores[g * cap + j] = p;
-      sum += p;
-    }
-    sum = detail::BlockSum(sum, scratch);
+    const float sum = BlockExpScores(scores + g * cap, len, scratch).y;
     if (tid == 0) s_l[g] = sum;
   }
   detail::CpAsyncWait<0>();
@@ -996,19 +994,7 @@ __global__ void __launch_bounds__(kThreads, (WarpMinBlocks<kShared, G, kFp8>()))
   // Softmax per query head; scores become exp(s - max).
   float l_of[G];
 #pragma unroll
-  for (int g = 0; g < G; ++g) {
-    float mx = -INFINITY;
-    for (int j = lane; j < len; j += 32) mx = fmaxf(mx, scores[g * cap + j]);
-    mx = detail::WarpMax(mx);
-    float sum = 0.f;
-    for (int j = lane; j < len; j += 32) {
-      const float sc = scores[g * cap + j];
-      const float p = (mx == -INFINITY) ? 0.f : __expf(sc - mx);
-      scores[g * cap + j] = p;
-      sum += p;
-    }
-    l_of[g] = detail::WarpSum(sum);
-  }
+  for (int g = 0; g < G; ++g) l_of[g] = WarpExpScores(scores + g * cap, len, lane).y;
   __syncwarp();
 
   // Probability-weighted values, summed over the key slots; lanes [0, kLanesPerKey) write.
