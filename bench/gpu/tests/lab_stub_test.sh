@@ -21,13 +21,14 @@ check() {  # DESCRIPTION PATTERN FILE
 cat >"$stub/argen_bench" <<'STUB'
 #!/usr/bin/env bash
 [ -n "${STUB_ARGS_LOG:-}" ] && echo "argen_bench $*" >>"$STUB_ARGS_LOG"
-model=7b batches=16 policies=dense dtypes=auto
+model=7b batches=16 policies=dense dtypes=auto proj=""
 while [ $# -gt 0 ]; do
   case $1 in
     --model) model=$2; shift ;;
     --batches) batches=$2; shift ;;
     --policies) policies=$2; shift ;;
     --weight-dtype) dtypes=$2; shift ;;
+    --project-bounded) proj=$2; shift ;;
     --max-batch) batches=100 ;;
     --gemm-micro) echo "gemm qkv 2 rows bf16 41.0 us fp8 42.1 us"; exit 0 ;;
     --attention-micro) echo "attention diagonal:0.95 64 images two-pass 1.0 ms staged 1.1 ms"; exit 0 ;;
@@ -39,6 +40,7 @@ echo "model policy images prefill_s decode_s step_ms last_ms img/s | embed plan 
 for d in ${dtypes//,/ }; do
   for p in ${policies//,/ }; do
     [ "$d" = fp8 ] && p=$p+fp8w
+    [ -n "$proj" ] && [ "${p%%:*}" != dense ] && p=$p+proj$proj
     for b in ${batches//,/ }; do
       ips=$([ "${p%%:*}" = dense ] && echo 4.00 || echo 8.00)
       att=$([ "${p%%:*}" = dense ] && echo 2.0 || echo 0.2)
@@ -48,10 +50,12 @@ for d in ${dtypes//,/ }; do
   done
 done
 STUB
+# argen_server: up until SIGTERM; its step log has a busy step past step 60 and one past 600 (emu3's FROM).
 cat >"$stub/argen_server" <<'STUB'
 #!/usr/bin/env bash
+[ -n "${STUB_ARGS_LOG:-}" ] && echo "argen_server $*" >>"$STUB_ARGS_LOG"
 for a in "$@"; do
-  case $a in --step_log=*) printf 'step start_s interval_ms step_ms loop_ms rows_decoded rows_prefilled prefill_tokens groups_prefilled running_rows queue_depth\n70 1.0 50.0 49.0 0.1 2000 0 0 0 2000 10\n' >"${a#--step_log=}" ;; esac
+  case $a in --step_log=*) printf 'step start_s interval_ms step_ms loop_ms rows_decoded rows_prefilled prefill_tokens groups_prefilled running_rows queue_depth\n70 1.0 50.0 49.0 0.1 2000 0 0 0 2000 10\n700 35.0 50.0 49.0 0.1 2000 0 0 0 2000 10\n' >"${a#--step_log=}" ;; esac
 done
 trap 'exit 0' TERM
 while :; do sleep 0.1; done
@@ -62,7 +66,8 @@ sw=0
 while [ $# -gt 0 ]; do
   case $1 in
     health) exit 0 ;;
-    load) echo "ok 2400, failed by status: none; wall 90.0 s, images/s 26.00, p50 40 s"; exit 0 ;;
+    load) [ -n "${STUB_ARGS_LOG:-}" ] && echo "argen_client $*" >>"$STUB_ARGS_LOG"
+      echo "ok 2400, failed by status: none; wall 90.0 s, images/s 26.00, p50 40 s"; exit 0 ;;
     generate) ;;
     --speculative_window) sw=$2; shift ;;
     --out) mkdir -p "$2"; touch "$2/0.png"; shift ;;
@@ -226,6 +231,27 @@ check "nextstep one image" "^nextstep-14b, 1 images: loop 20.20 s" "$out3/summar
 check "nextstep loop split" "^split nextstep-14b torch-loop images=64: step 19.600 ms = decoder 11.800 ms \+ head 7.800 ms" \
   "$out3/summary.txt"
 check "nextstep argen split" "^split nextstep-14b dense images=64: " "$out3/summary.txt"
+
+# emu3's full card at 720 px: the engine baseline (diagonal only, same N_r) once per bundle, the server with
+# auto rows and KV under a load that outlasts the guard, its steady state at 8,193 tokens an image from step 600.
+out4=$tmp/out-emu3
+EMU3_STEPS="lone full" EMU3_PX=720 STUB_ARGS_LOG=$tmp/emu3-args.txt OUT=$out4 LAB_BIN=$stub LAB_BASE_BIN=$stub \
+  PYTHON=$stub/python3 LAB_WORK=$tmp/work DEADLINE=60 bash "$root/bench/gpu/lab.sh" emu3 >"$tmp/lab-emu3.log" 2>&1
+echo "lab.sh emu3 (full, 720 px) rc=$?"
+check "emu3 full engine" "^argen_bench --model emu3 --auto-sizing --max-batch --policies diagonal:0.95:455 --prompt-len 50 --stage-steps 0 --project-bounded 1000\$" \
+  "$tmp/emu3-args.txt"
+check "emu3 full server" "^argen_server .*--default_policy.n_recent=455 --step_log=$out4/emu3_steps_diagonal.txt --queue_limit=4096 --connections.max_concurrent_streams=2048 --connections.max_threads=4096 --drain_timeout_s=5\$" \
+  "$tmp/emu3-args.txt"
+check "emu3 full load" "^argen_client load --requests 1100 --concurrency 1100 --prompts-file " "$tmp/emu3-args.txt"
+if grep -E "^argen_server .*--step_log" "$tmp/emu3-args.txt" | grep -q -E -- "--(max_batch_rows|kv_budget_bytes)"; then
+  echo "FAIL: emu3 full sizes rows or KV (auto expected)"; fail=1
+fi
+check "emu3 full needs argen_bench" "^baseline: .*full: argen_bench" "$out4/summary.txt"
+check "emu3 still runs lone" "candidate dense 720px lone run 2: " "$out4/summary.txt"
+check "emu3 full steady state" "^candidate diagonal 720px full card steady state: 2.44 img/s over 1 busy steps" "$out4/summary.txt"
+check "emu3 full ratio" "^candidate 720px full card: server / engine \(diagonal\) 0.305 \(2.44 / 8.00 img/s\)" "$out4/summary.txt"
+check "emu3 full baseline bundle" "^baseline 720px full card: steady-state img/s diagonal / dense 1.00x" "$out4/summary.txt"
+check "emu3 full sizing lines" "^candidate dense 720px full card: (wall|ok)" "$out4/summary.txt"
 
 if [ $fail != 0 ]; then
   echo "--- summary.txt"; cat "$sum"; echo "--- lab.log"; tail -40 "$tmp/lab.log"
