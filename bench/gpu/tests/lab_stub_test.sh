@@ -86,7 +86,8 @@ case ${1:-} in
     while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; [ "$1" = --format ] && fmt=$2; shift; done
     mkdir -p "$out"; echo "random tensors on cuda"
     if [ "${fmt:-bin}" = safetensors ]; then touch "$out/model.safetensors"; else touch "$out/pytorch_model.bin.index.json"; fi ;;
-  tools/convert/make_emu3_gen_random.py)
+  tools/convert/make_emu3_gen_random.py | tools/convert/make_lumina_random.py)
+    [ -n "${STUB_ARGS_LOG:-}" ] && echo "python3 $*" >>"$STUB_ARGS_LOG"
     while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
     mkdir -p "$out"; echo "random tensors on cuda"; touch "$out/model.safetensors" ;;
   bench/gpu/torch_janus_loop.py)
@@ -252,6 +253,21 @@ check "emu3 full steady state" "^candidate diagonal 720px full card steady state
 check "emu3 full ratio" "^candidate 720px full card: server / engine \(diagonal\) 0.305 \(2.44 / 8.00 img/s\)" "$out4/summary.txt"
 check "emu3 full baseline bundle" "^baseline 720px full card: steady-state img/s diagonal / dense 1.00x" "$out4/summary.txt"
 check "emu3 full sizing lines" "^candidate dense 720px full card: (wall|ok)" "$out4/summary.txt"
+
+# single-image on the random Lumina-mGPT-7B-768 (issue #28): its checkpoint maker, the family's own diagonal
+# window (no n_recent), parallel windows on dense, SINGLE_RUNS runs.
+out5=$tmp/out-lumina-single
+SINGLE_MODEL=lumina-768 SINGLE_RUNS=3 SINGLE_WINDOWS="0 8" STUB_ARGS_LOG=$tmp/lumina-args.txt OUT=$out5 LAB_BIN=$stub \
+  LAB_BASE_BIN=$stub PYTHON=$stub/python3 LAB_WORK=$tmp/work DEADLINE=60 bash "$root/bench/gpu/lab.sh" single-image \
+  >"$tmp/lab-lumina-single.log" 2>&1
+echo "lab.sh single-image (lumina-768) rc=$?"
+check "lumina-768 checkpoint" "^python3 tools/convert/make_lumina_random.py --out $tmp/work/Lumina-mGPT-7B-768 --device cuda\$" \
+  "$tmp/lumina-args.txt"
+check "lumina-768 diagonal server" "^argen_server .*--model_dir=$tmp/work/Lumina-mGPT-7B-768 --default_policy.name=diagonal --default_policy.sparsity=0.95\$" \
+  "$tmp/lumina-args.txt"
+check "lumina-768 parallel runs" "client wall dense parallel_window 8 run 3" "$out5/summary.txt"
+check "lumina-768 diagonal runs" "client wall diagonal run 3" "$out5/summary.txt"
+if grep -q "client wall diagonal run 4" "$out5/summary.txt"; then echo "FAIL: SINGLE_RUNS=3 ran a fourth"; fail=1; fi
 
 if [ $fail != 0 ]; then
   echo "--- summary.txt"; cat "$sum"; echo "--- lab.log"; tail -40 "$tmp/lab.log"
