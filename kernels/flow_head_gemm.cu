@@ -191,7 +191,6 @@ cudaError_t Launch(const FlowGemmArgs& a, cudaStream_t stream) {
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// Split-K tiles: 64 x 64 outputs, 8 warps as 4 row quarters x 2 column halves (two 16 x 16 accumulators each).
 }  // namespace
 
 bool FlowGemmShapeSupported(int k, int n) {

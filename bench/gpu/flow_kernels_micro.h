@@ -2,7 +2,7 @@
 // kernels/flow_head_kernels.h, the cuBLAS GEMM it uses for many rows): a
 // chain of launches of one kernel captured in a CUDA graph, each launched as
 // the head launches it (programmatic dependents where it does), timed over
-// replays. The head runs ~40 such kernels 50 times a token one after
+// replays. The head runs ~40 such kernels 51 times a token one after
 // another, so a kernel's time in a chain, not its bandwidth, is what the
 // head's time is made of: these lines say which kernel the gap is in.
 #pragma once
