@@ -68,7 +68,9 @@ def special_ids() -> dict[str, int]:
     return {n: RANKS + i for i, n in enumerate(names)}
 
 
-def lm_shapes(c: dict, vocab: int) -> "collections.OrderedDict[str, tuple]":
+def lm_shapes(c: dict, vocab: int, qk_norm: tuple | None = None) -> "collections.OrderedDict[str, tuple]":
+    """A Llama-style decoder under HF's names (c: hidden, intermediate, layers, heads, kv_heads); qk_norm, when
+    given, is the shape of each layer's self_attn.{q,k}_norm.{weight,bias} (Chameleon / Lumina-mGPT)."""
     h, f, kv = c["hidden"], c["intermediate"], c["kv_heads"] * (c["hidden"] // c["heads"])
     s = collections.OrderedDict()
     s["model.embed_tokens.weight"] = (vocab, h)
@@ -79,6 +81,10 @@ def lm_shapes(c: dict, vocab: int) -> "collections.OrderedDict[str, tuple]":
         s[p + "self_attn.k_proj.weight"] = (kv, h)
         s[p + "self_attn.v_proj.weight"] = (kv, h)
         s[p + "self_attn.o_proj.weight"] = (h, h)
+        if qk_norm is not None:
+            for norm in ("q_norm", "k_norm"):
+                s[p + f"self_attn.{norm}.weight"] = qk_norm
+                s[p + f"self_attn.{norm}.bias"] = qk_norm
         s[p + "post_attention_layernorm.weight"] = (h,)
         s[p + "mlp.gate_proj.weight"] = (f, h)
         s[p + "mlp.up_proj.weight"] = (f, h)

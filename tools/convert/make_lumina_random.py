@@ -38,7 +38,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_emu3_gen_random import random_tensor  # noqa: E402
+from make_emu3_gen_random import lm_shapes, random_tensor  # noqa: E402
 from make_janus_pro_bin import save_safetensors  # noqa: E402
 from tools.lumina_torch.chameleon_vocab import PATCH_PIXELS, VocabLayout  # noqa: E402
 from tools.lumina_torch.vqgan import VQModel, save_lightning_ckpt, write_yaml  # noqa: E402
@@ -60,28 +60,6 @@ CAPTIONS = [
     "three yellow triangles in a row", "a bowl of fruit on a kitchen table", "a mountain lake at sunrise",
     "a small dog running across a field of grass",
 ]
-
-
-def lm_shapes(c: dict) -> "collections.OrderedDict[str, tuple]":
-    h, f = c["hidden"], c["intermediate"]
-    head_dim = h // c["heads"]
-    s = collections.OrderedDict()
-    s["model.embed_tokens.weight"] = (VOCAB, h)
-    for i in range(c["layers"]):
-        p = f"model.layers.{i}."
-        s[p + "input_layernorm.weight"] = (h,)
-        for proj in ("q", "k", "v", "o"):
-            s[p + f"self_attn.{proj}_proj.weight"] = (h, h)
-        for norm in ("q_norm", "k_norm"):
-            s[p + f"self_attn.{norm}.weight"] = (1, head_dim)
-            s[p + f"self_attn.{norm}.bias"] = (1, head_dim)
-        s[p + "post_attention_layernorm.weight"] = (h,)
-        s[p + "mlp.gate_proj.weight"] = (f, h)
-        s[p + "mlp.up_proj.weight"] = (f, h)
-        s[p + "mlp.down_proj.weight"] = (h, f)
-    s["model.norm.weight"] = (h,)
-    s["lm_head.weight"] = (VOCAB, h)
-    return s
 
 
 def target_of(out: Path) -> int:
@@ -138,7 +116,9 @@ def main() -> int:
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     gen = torch.Generator(device=device).manual_seed(args.seed)
-    lm = collections.OrderedDict((n, random_tensor(n, s, torch.bfloat16, device, gen)) for n, s in lm_shapes(c).items())
+    # MHA; q/k norms in Lumina-mGPT's [model_parallel_size, head_dim] form.
+    shapes = lm_shapes(dict(c, kv_heads=c["heads"]), VOCAB, qk_norm=(1, c["hidden"] // c["heads"]))
+    lm = collections.OrderedDict((n, random_tensor(n, s, torch.bfloat16, device, gen)) for n, s in shapes.items())
     print(f"  {len(lm)} random tensors on {device} in {time.time() - t0:.1f} s", flush=True)
     save_safetensors(lm, out / "model.safetensors")
     total = sum(t.numel() * t.element_size() for t in lm.values())
