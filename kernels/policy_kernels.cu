@@ -5,6 +5,26 @@ namespace {
 
 constexpr int kThreads = 128;
 
+// A launch's resolved scope: rows [first, first + count) of the step's n_rows
+// and layers [first_layer, first_layer + layer_count).
+struct Scope {
+  int first = 0, count = 0, first_layer = 0, layer_count = 0;
+};
+
+Scope Resolve(const PlanScope& s, int n_rows, int layers) {
+  Scope r;
+  r.first = s.first_row;
+  r.count = s.row_count < 0 ? n_rows - s.first_row : s.row_count;
+  r.first_layer = s.layer < 0 ? 0 : s.layer;
+  r.layer_count = s.layer < 0 ? layers : 1;
+  return r;
+}
+
+bool Valid(const PlanScope& s, int n_rows, int layers) {
+  const int count = s.row_count < 0 ? n_rows - s.first_row : s.row_count;
+  return s.first_row >= 0 && count >= 0 && s.first_row + count <= n_rows && s.layer < layers;
+}
+
 __device__ sparse::PolicyState StateOf(const RowPlan& r, int head, int32_t* ints, float* floats) {
   sparse::PolicyState s;
   s.ints = ints + r.ints_offset + static_cast<int64_t>(head) * r.layout.ints_per_head;
@@ -28,13 +48,14 @@ __global__ void InitKernel(sparse::ResolvedPolicy policy, sparse::PolicyLayout l
 // sparse::PlanOutOfOrderState, then the lanes test 32 candidates at a time
 // (sparse::OutOfOrderCandidate) and write the attended ones in candidate
 // order (a ballot's prefix count): sparse::PlanOutOfOrderQuery's list.
-__global__ void PlanKernel(const RowPlan* rows, int n_rows, int layers, int kv_heads, int32_t* ints, float* floats,
+__global__ void PlanKernel(const RowPlan* rows, int n_rows, Scope sc, int kv_heads, int32_t* ints, float* floats,
                            PlanBuffers out) {
   const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
-  if (i >= static_cast<int64_t>(n_rows) * layers * kv_heads) return;  // uniform per warp
-  const int g = static_cast<int>(i % kv_heads), layer = static_cast<int>((i / kv_heads) % layers);
-  const int row = static_cast<int>(i / (kv_heads * layers));
+  if (i >= static_cast<int64_t>(sc.count) * sc.layer_count * kv_heads) return;  // uniform per warp
+  const int g = static_cast<int>(i % kv_heads);
+  const int layer = sc.first_layer + static_cast<int>((i / kv_heads) % sc.layer_count);
+  const int row = sc.first + static_cast<int>(i / (kv_heads * sc.layer_count));
   const RowPlan& r = rows[row];
   if (!r.sparse) return;
   const int64_t at = (static_cast<int64_t>(layer) * n_rows + row) * kv_heads + g;
@@ -70,12 +91,13 @@ __global__ void PlanKernel(const RowPlan* rows, int n_rows, int layers, int kv_h
 
 // Diagonal / diagonal_grid rows whose selection the attention kernel's argmin made: one thread
 // per (row, layer, kv_head) applies it (sparse::ApplyDiagonalSelection).
-__global__ void ApplyKernel(const RowPlan* rows, int n_rows, int layers, int kv_heads, int32_t* ints, float* floats,
+__global__ void ApplyKernel(const RowPlan* rows, int n_rows, Scope sc, int kv_heads, int32_t* ints, float* floats,
                             PlanBuffers plan, const int32_t* argmin) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<int64_t>(n_rows) * layers * kv_heads) return;
-  const int g = static_cast<int>(i % kv_heads), layer = static_cast<int>((i / kv_heads) % layers);
-  const int row = static_cast<int>(i / (kv_heads * layers));
+  if (i >= static_cast<int64_t>(sc.count) * sc.layer_count * kv_heads) return;
+  const int g = static_cast<int>(i % kv_heads);
+  const int layer = sc.first_layer + static_cast<int>((i / kv_heads) % sc.layer_count);
+  const int row = sc.first + static_cast<int>(i / (kv_heads * sc.layer_count));
   const RowPlan& r = rows[row];
   if (!r.sparse || !sparse::SelectsByArgmin(r.policy.kind)) return;
   const int64_t at = (static_cast<int64_t>(layer) * n_rows + row) * kv_heads + g;
@@ -84,12 +106,12 @@ __global__ void ApplyKernel(const RowPlan* rows, int n_rows, int layers, int kv_
                                  plan.counts[at], argmin[at], plan.attended + at * plan.stride);
 }
 
-__global__ void ObserveKernel(const RowPlan* rows, int n_rows, int layers, int kv_heads, int layer, int32_t* ints,
+__global__ void ObserveKernel(const RowPlan* rows, int n_rows, Scope sc, int kv_heads, int layer, int32_t* ints,
                               float* floats, PlanBuffers plan, const float* probs, int probs_stride,
                               bool skip_diagonal) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n_rows * kv_heads) return;
-  const int g = i % kv_heads, row = i / kv_heads;
+  if (i >= sc.count * kv_heads) return;
+  const int g = i % kv_heads, row = sc.first + i / kv_heads;
   const RowPlan& r = rows[row];
   if (!r.sparse || (skip_diagonal && sparse::SelectsByArgmin(r.policy.kind))) return;
   sparse::PolicyState s = StateOf(r, layer * kv_heads + g, ints, floats);
@@ -111,30 +133,35 @@ cudaError_t InitPolicyState(const sparse::ResolvedPolicy& policy, const sparse::
 }
 
 cudaError_t PlanDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads, int32_t* state_ints,
-                           float* state_floats, const PlanBuffers& out, cudaStream_t stream) {
-  const int64_t n = static_cast<int64_t>(n_rows) * layers * kv_heads;
+                           float* state_floats, const PlanBuffers& out, cudaStream_t stream, const PlanScope& scope) {
+  if (!Valid(scope, n_rows, layers)) return cudaErrorInvalidValue;
+  const Scope sc = Resolve(scope, n_rows, layers);
+  const int64_t n = static_cast<int64_t>(sc.count) * sc.layer_count * kv_heads;
   if (n <= 0) return cudaSuccess;
-  PlanKernel<<<Blocks(n * 32), kThreads, 0, stream>>>(rows, n_rows, layers, kv_heads, state_ints, state_floats, out);
+  PlanKernel<<<Blocks(n * 32), kThreads, 0, stream>>>(rows, n_rows, sc, kv_heads, state_ints, state_floats, out);
   return cudaGetLastError();
 }
 
 cudaError_t ObserveDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads, int32_t layer,
                               int32_t* state_ints, float* state_floats, const PlanBuffers& plan, const float* probs,
-                              int32_t probs_stride, cudaStream_t stream, bool skip_diagonal) {
-  const int64_t n = static_cast<int64_t>(n_rows) * kv_heads;
+                              int32_t probs_stride, cudaStream_t stream, bool skip_diagonal, const PlanScope& scope) {
+  if (!Valid(scope, n_rows, layers) || layer < 0 || layer >= layers) return cudaErrorInvalidValue;
+  const Scope sc = Resolve(scope, n_rows, layers);
+  const int64_t n = static_cast<int64_t>(sc.count) * kv_heads;
   if (n <= 0) return cudaSuccess;
-  ObserveKernel<<<Blocks(n), kThreads, 0, stream>>>(rows, n_rows, layers, kv_heads, layer, state_ints, state_floats,
-                                                    plan, probs, probs_stride, skip_diagonal);
+  ObserveKernel<<<Blocks(n), kThreads, 0, stream>>>(rows, n_rows, sc, kv_heads, layer, state_ints, state_floats, plan,
+                                                    probs, probs_stride, skip_diagonal);
   return cudaGetLastError();
 }
 
 cudaError_t ApplyDiagonalSelections(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads,
                                     int32_t* state_ints, float* state_floats, const PlanBuffers& plan,
-                                    const int32_t* argmin, cudaStream_t stream) {
-  const int64_t n = static_cast<int64_t>(n_rows) * layers * kv_heads;
+                                    const int32_t* argmin, cudaStream_t stream, const PlanScope& scope) {
+  if (!Valid(scope, n_rows, layers)) return cudaErrorInvalidValue;
+  const Scope sc = Resolve(scope, n_rows, layers);
+  const int64_t n = static_cast<int64_t>(sc.count) * sc.layer_count * kv_heads;
   if (n <= 0) return cudaSuccess;
-  ApplyKernel<<<Blocks(n), kThreads, 0, stream>>>(rows, n_rows, layers, kv_heads, state_ints, state_floats, plan,
-                                                  argmin);
+  ApplyKernel<<<Blocks(n), kThreads, 0, stream>>>(rows, n_rows, sc, kv_heads, state_ints, state_floats, plan, argmin);
   return cudaGetLastError();
 }
 

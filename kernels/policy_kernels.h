@@ -36,6 +36,18 @@ struct PlanBuffers {
   int32_t stride = 0;
 };
 
+// The part of a step's plan buffers a plan / observe / apply launch covers:
+// rows [first_row, first_row + row_count) of the step's n_rows, and one layer
+// or all. A pass whose rows carry several queries of one sparse row (parallel
+// decoding) plans, attends and applies rank by rank inside each layer: a
+// head's state is its layer's alone, so that is the same sequence of state
+// updates as one pass per rank.
+struct PlanScope {
+  int32_t first_row = 0;
+  int32_t row_count = -1;  // -1: every row from first_row
+  int32_t layer = -1;      // -1: every layer (ObserveDecodeStep takes its layer apart)
+};
+
 // Initialises the state of `layers * kv_heads` heads of one row.
 cudaError_t InitPolicyState(const sparse::ResolvedPolicy& policy, const sparse::PolicyLayout& layout,
                             int32_t heads_per_row, int32_t* ints, float* floats, cudaStream_t stream);
@@ -43,14 +55,16 @@ cudaError_t InitPolicyState(const sparse::ResolvedPolicy& policy, const sparse::
 // sparse::PlanQuery for every (sparse row, layer, kv_head): PlanStep, or the
 // out-of-order plan (its list compacted by the warp). A plan that fails (-1) gives count 0.
 cudaError_t PlanDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads, int32_t* state_ints,
-                           float* state_floats, const PlanBuffers& out, cudaStream_t stream);
+                           float* state_floats, const PlanBuffers& out, cudaStream_t stream,
+                           const PlanScope& scope = {});
 
 // ObserveStep of layer `layer` for every (sparse row, kv_head) that needs it, with
 // the attention probabilities probs[row][kv_head][probs_stride] of that layer.
 // skip_diagonal: diagonal rows are left to ApplyDiagonalSelections.
 cudaError_t ObserveDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads, int32_t layer,
                               int32_t* state_ints, float* state_floats, const PlanBuffers& plan, const float* probs,
-                              int32_t probs_stride, cudaStream_t stream, bool skip_diagonal = false);
+                              int32_t probs_stride, cudaStream_t stream, bool skip_diagonal = false,
+                              const PlanScope& scope = {});
 
 // The diagonal rows' observe of a whole step (all layers) from the attention
 // kernel's argmin[layer][row][kv_head] (entries from sparse::DiagonalSelectionFirst,
@@ -58,6 +72,6 @@ cudaError_t ObserveDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layer
 // kv_head); other rows are untouched. Call after every layer's attention.
 cudaError_t ApplyDiagonalSelections(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads,
                                     int32_t* state_ints, float* state_floats, const PlanBuffers& plan,
-                                    const int32_t* argmin, cudaStream_t stream);
+                                    const int32_t* argmin, cudaStream_t stream, const PlanScope& scope = {});
 
 }  // namespace argen::kernels

@@ -185,9 +185,11 @@ class CudaBackend final : public model::Backend {
   // token 0 of the pairs completing their prompts (cuda_prefill.cc).
   absl::Status RunPromptPass(const model::StepPlan& plan, const model::StepOutputs& out);
   // Decode queries as one device pass (cuda_decode.cc): a row's queries in
-  // increasing index order; a sparse row has at most one (its policy state
-  // advances once per pass); at most max_batch_rows / 2 queries.
-  absl::Status RunDecodePass(std::span<const DecodeQuery> queries, const model::StepOutputs& out);
+  // increasing index order; at most max_batch_rows / 2 queries. by_rank: the
+  // queries are sorted by rank (a sparse row may hold several: its policy
+  // state advances rank by rank inside each layer); else a sparse row holds
+  // at most one.
+  absl::Status RunDecodePass(std::span<const DecodeQuery> queries, const model::StepOutputs& out, bool by_rank);
   // Appends the slot lists of plan entry `entry`'s out-of-order queries to lists_.
   void AddSlotLists(const model::StepPlan& plan, int32_t entry, std::span<DecodeQuery> queries);
   // A sparse entry's out-of-order queries: their writes and sinks_written.
@@ -198,9 +200,17 @@ class CudaBackend final : public model::Backend {
   // Packs the host staging area's used prefix to the device (one copy).
   absl::Status Upload(size_t bytes);
   // The decoder layers over `tokens` tokens of x_ (meta already on device).
-  // kv_formats: kernels::kKvFormats* of the tokens' rows.
+  // kv_formats: kernels::kKvFormats* of the tokens' rows. rank_ends (a
+  // decode pass holding several queries of a sparse row, sorted by rank: the
+  // row ends of its rank segments): each layer plans, attends and applies
+  // the policies segment by segment; empty: one segment, planned and applied
+  // by the caller for every layer at once.
   absl::Status RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan, int32_t observe_flags,
-                         int32_t kv_formats);
+                         int32_t kv_formats, std::span<const int32_t> rank_ends = {});
+  // Attention splits and chunk for `tokens` queries of at most `max_keys` keys
+  // that fit the attention workspace.
+  absl::Status AttentionSplits(int32_t tokens, int32_t max_keys, int32_t probs_stride, int32_t* splits,
+                               int32_t* chunk) const;
   // RMSNorm (no bias) or LayerNorm of `rows` rows of `x` into bf16 `out`.
   absl::Status EnqueueNorm(const float* x, const DeviceNorm& norm, int32_t rows, bf16* out, const char* what);
   // The input stage: x_ of `rows` rows (pairs broadcast) from inputs_.ids.
@@ -232,8 +242,8 @@ class CudaBackend final : public model::Backend {
   void HandOutVectors(std::span<Row* const> conds, std::span<const int32_t> tokens, std::span<const int32_t> outputs,
                       const model::StepOutputs& out);
   // Everything a decode step runs on the device after its inputs are uploaded.
-  absl::Status EnqueueDecode(int32_t rows, bool any_sparse, int32_t max_keys, int32_t observe_flags,
-                             int32_t kv_formats);
+  absl::Status EnqueueDecode(int32_t rows, bool any_sparse, int32_t max_keys, int32_t observe_flags, int32_t kv_formats,
+                             std::span<const int32_t> rank_ends);
   void ClearGraphs();
 
   model::ModelSpec spec_;
@@ -301,8 +311,8 @@ class CudaBackend final : public model::Backend {
   DeviceBuffer token_lists_;
   std::vector<float> pass_logits_;
   StageTimer timer_;
-  // Captured decode steps by (rows, any sparse, key bound, plan stride, observe flags, kv formats).
-  using GraphKey = std::tuple<int32_t, bool, int32_t, int32_t, int32_t, int32_t>;
+  // Captured decode steps by (rows, any sparse, key bound, plan stride, observe flags, kv formats, rank ends).
+  using GraphKey = std::tuple<int32_t, bool, int32_t, int32_t, int32_t, int32_t, std::vector<int32_t>>;
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   std::set<GraphKey> seen_;  // a shape runs eagerly once before it is captured
   bool use_graphs_ = true;

@@ -28,22 +28,44 @@ absl::Status CudaBackend::EnqueueNorm(const float* x, const DeviceNorm& norm, in
   return absl::OkStatus();
 }
 
+absl::Status CudaBackend::AttentionSplits(int32_t tokens, int32_t max_keys, int32_t probs_stride, int32_t* splits,
+                                          int32_t* chunk) const {
+  const model::StackConfig& d = spec_.stack;
+  kernels::ChooseAttentionSplits(tokens, d.num_kv_heads, max_keys, sm_count_, splits, chunk);
+  while (*splits > 1 &&
+         kernels::AttentionWorkspaceBytes(tokens, d.num_heads, d.head_dim, *splits, probs_stride) > attn_ws_bytes_) {
+    --*splits;
+    *chunk = ((max_keys + *splits - 1) / *splits + 31) / 32 * 32;
+  }
+  if (*chunk > kernels::kMaxAttentionChunk) {
+    return absl::InternalError(absl::StrCat("attention: ", max_keys, " keys do not fit the workspace"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan,
-                                    int32_t observe_flags, int32_t kv_formats) {
+                                    int32_t observe_flags, int32_t kv_formats, std::span<const int32_t> rank_ends) {
   const model::StackConfig& d = spec_.stack;
   const int32_t H = d.hidden_size, hd = d.head_dim, I = d.intermediate_size;
   const int32_t q_dim = d.num_heads * hd, qkv_dim = q_dim + 2 * d.num_kv_heads * hd;
   const int64_t heads_per_layer = int64_t{n_rows_plan} * d.num_kv_heads;
-  int32_t splits = 1, chunk = 0;
-  kernels::ChooseAttentionSplits(tokens, d.num_kv_heads, max_keys, sm_count_, &splits, &chunk);
   const int32_t probs_stride = any_sparse ? plan_stride_ : 0;
-  while (splits > 1 &&
-         kernels::AttentionWorkspaceBytes(tokens, d.num_heads, hd, splits, probs_stride) > attn_ws_bytes_) {
-    --splits;
-    chunk = ((max_keys + splits - 1) / splits + 31) / 32 * 32;
+  // The attention's segments: [begin, end) rows each, with their splits.
+  struct Segment {
+    int32_t begin = 0, end = 0, splits = 1, chunk = 0;
+  };
+  std::vector<Segment> segments;
+  const bool by_layer = !rank_ends.empty();  // plan and apply here, segment by segment
+  if (by_layer && (!any_sparse || rank_ends.back() != tokens || tokens != n_rows_plan)) {
+    return absl::InternalError("RunLayers: rank segments must cover a sparse decode pass's rows");
   }
-  if (chunk > kernels::kMaxAttentionChunk) {
-    return absl::InternalError(absl::StrCat("attention: ", max_keys, " keys do not fit the workspace"));
+  for (size_t k = 0, begin = 0; k < std::max<size_t>(rank_ends.size(), 1); ++k) {
+    Segment s;
+    s.begin = static_cast<int32_t>(begin);
+    s.end = by_layer ? rank_ends[k] : tokens;
+    ARGEN_STATUS_RETURN(AttentionSplits(s.end - s.begin, max_keys, probs_stride, &s.splits, &s.chunk));
+    segments.push_back(s);
+    begin = s.end;
   }
   PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};
   bf16* kv_pool = pool_.as<bf16>();
@@ -74,63 +96,83 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
       hn.eps = d.qk_norm_eps;
       ARGEN_CUDA_RETURN(kernels::HeadLayerNorm(hn, stream_), "qk norm");
     }
-    kernels::RopeAppendArgs ra;
-    ra.qkv = qkv_.as<float>();
-    ra.rope = rope_.as<float>();
-    ra.max_pos = max_pos_;
-    ra.meta = inputs_.meta;
-    ra.tokens = tokens;
-    ra.heads = d.num_heads;
-    ra.kv_heads = d.num_kv_heads;
-    ra.head_dim = hd;
-    ra.num_layers = d.num_layers;
-    ra.layer = l;
-    ra.write_slots = any_sparse ? plan.write_slots + l * heads_per_layer : nullptr;
-    ra.interleaved = d.rope == model::RopeKind::kGrid2d;
-    ra.q_out = q_.as<float>();
-    ra.kv_pool = kv_pool;
-    ARGEN_CUDA_RETURN(kernels::RopeAppend(ra, stream_), "rope + kv append");
-    timer_.Mark(Stage::kQkv);
+    for (const Segment& seg : segments) {
+      const int32_t first = seg.begin, count = seg.end - seg.begin;
+      const kernels::PlanScope scope{first, count, l};
+      if (by_layer) {
+        ARGEN_CUDA_RETURN(kernels::PlanDecodeStep(inputs_.plans, n_rows_plan, d.num_layers, d.num_kv_heads,
+                                                  pool_.as<int32_t>(), pool_.as<float>(), plan, stream_, scope),
+                          "policy plan");
+        timer_.Mark(Stage::kPlan);
+      }
+      // The segment's rows: every per-token array offset by its first row.
+      const int64_t head_at = int64_t{l} * heads_per_layer + int64_t{first} * d.num_kv_heads;
+      kernels::RopeAppendArgs ra;
+      ra.qkv = qkv_.as<float>() + int64_t{first} * qkv_dim;
+      ra.rope = rope_.as<float>();
+      ra.max_pos = max_pos_;
+      ra.meta = inputs_.meta + first;
+      ra.tokens = count;
+      ra.heads = d.num_heads;
+      ra.kv_heads = d.num_kv_heads;
+      ra.head_dim = hd;
+      ra.num_layers = d.num_layers;
+      ra.layer = l;
+      ra.write_slots = any_sparse ? plan.write_slots + head_at : nullptr;
+      ra.interleaved = d.rope == model::RopeKind::kGrid2d;
+      ra.q_out = q_.as<float>() + int64_t{first} * q_dim;
+      ra.kv_pool = kv_pool;
+      ARGEN_CUDA_RETURN(kernels::RopeAppend(ra, stream_), "rope + kv append");
+      timer_.Mark(Stage::kQkv);
 
-    kernels::AttentionArgs aa;
-    aa.q = q_.as<float>();
-    aa.kv_pool = kv_pool;
-    aa.meta = inputs_.meta;
-    aa.tokens = tokens;
-    aa.heads = d.num_heads;
-    aa.kv_heads = d.num_kv_heads;
-    aa.head_dim = hd;
-    aa.num_layers = d.num_layers;
-    aa.layer = l;
-    aa.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    if (any_sparse) {
-      aa.decode_idx = plan.attended + l * heads_per_layer * plan.stride;
-      aa.idx_stride = plan.stride;
-      aa.counts = plan.counts + l * heads_per_layer;
-      aa.probs_stride = plan.stride;
-      aa.observe = inputs_.observe;  // per row: probs, argmin from the sinks' end, or nothing
-      if (observe_flags & kObserveScores) aa.probs = probs_.as<float>();
-      if (observe_flags & kObserveArgmin) aa.argmin = argmin_.as<int32_t>() + l * heads_per_layer;
-    }
-    aa.token_lists = token_lists_.as<int32_t>();
-    aa.out = attn_.as<bf16>();
-    aa.splits = splits;
-    aa.chunk = chunk;
-    aa.workspace = attn_ws_.as();
-    aa.split_counters = attn_split_counters_.as<int32_t>();
-    aa.max_keys = max_keys;
-    aa.variant = attention_variant_;
-    aa.kv_formats = kv_formats;
-    aa.sm_count = sm_count_;
-    ARGEN_CUDA_RETURN(kernels::DecodeAttention(aa, stream_), "decode attention");
-    timer_.Mark(Stage::kAttention);
-    if (any_sparse && (observe_flags & kObserveScores)) {
-      ARGEN_CUDA_RETURN(
-          kernels::ObserveDecodeStep(inputs_.plans, n_rows_plan, d.num_layers, d.num_kv_heads, l, pool_.as<int32_t>(),
-                                     pool_.as<float>(), plan, probs_.as<float>(), plan.stride, stream_,
-                                     /*skip_diagonal=*/(observe_flags & kObserveArgmin) != 0),
-          "policy observe");
-      timer_.Mark(Stage::kObserve);
+      kernels::AttentionArgs aa;
+      aa.q = q_.as<float>() + int64_t{first} * q_dim;
+      aa.kv_pool = kv_pool;
+      aa.meta = inputs_.meta + first;
+      aa.tokens = count;
+      aa.heads = d.num_heads;
+      aa.kv_heads = d.num_kv_heads;
+      aa.head_dim = hd;
+      aa.num_layers = d.num_layers;
+      aa.layer = l;
+      aa.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      if (any_sparse) {
+        aa.decode_idx = plan.attended + head_at * plan.stride;
+        aa.idx_stride = plan.stride;
+        aa.counts = plan.counts + head_at;
+        aa.probs_stride = plan.stride;
+        aa.observe = inputs_.observe + first;  // per row: probs, argmin from the sinks' end, or nothing
+        if (observe_flags & kObserveScores)
+          aa.probs = probs_.as<float>() + int64_t{first} * d.num_kv_heads * plan.stride;
+        if (observe_flags & kObserveArgmin) aa.argmin = argmin_.as<int32_t>() + head_at;
+      }
+      aa.token_lists = token_lists_.as<int32_t>();
+      aa.out = attn_.as<bf16>() + int64_t{first} * q_dim;
+      aa.splits = seg.splits;
+      aa.chunk = seg.chunk;
+      aa.workspace = attn_ws_.as();
+      aa.split_counters = attn_split_counters_.as<int32_t>();
+      aa.max_keys = max_keys;
+      aa.variant = attention_variant_;
+      aa.kv_formats = kv_formats;
+      aa.sm_count = sm_count_;
+      ARGEN_CUDA_RETURN(kernels::DecodeAttention(aa, stream_), "decode attention");
+      timer_.Mark(Stage::kAttention);
+      if (any_sparse && (observe_flags & kObserveScores)) {
+        ARGEN_CUDA_RETURN(
+            kernels::ObserveDecodeStep(inputs_.plans, n_rows_plan, d.num_layers, d.num_kv_heads, l, pool_.as<int32_t>(),
+                                       pool_.as<float>(), plan, probs_.as<float>(), plan.stride, stream_,
+                                       /*skip_diagonal=*/(observe_flags & kObserveArgmin) != 0, scope),
+            "policy observe");
+        timer_.Mark(Stage::kObserve);
+      }
+      if (by_layer && (observe_flags & kObserveArgmin)) {
+        ARGEN_CUDA_RETURN(kernels::ApplyDiagonalSelections(inputs_.plans, n_rows_plan, d.num_layers, d.num_kv_heads,
+                                                           pool_.as<int32_t>(), pool_.as<float>(), plan,
+                                                           argmin_.as<int32_t>(), stream_, scope),
+                          "policy apply");
+        timer_.Mark(Stage::kApply);
+      }
     }
     if (!swin) {
       ARGEN_STATUS_RETURN(gemm_.Linear(attn_.as<bf16>(), w.o, tokens, q_dim, H, x_.as<float>(), 1.f, "o_proj"));
@@ -251,9 +293,10 @@ absl::Status CudaBackend::EnqueueInput(int32_t R) {
 }
 
 absl::Status CudaBackend::EnqueueDecode(int32_t R, bool any_sparse, int32_t max_keys, int32_t observe_flags,
-                                        int32_t kv_formats) {
+                                        int32_t kv_formats, std::span<const int32_t> rank_ends) {
   const model::StackConfig& d = spec_.stack;
-  if (any_sparse) {
+  const bool by_layer = !rank_ends.empty();  // RunLayers plans and applies rank by rank
+  if (any_sparse && !by_layer) {
     PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};
     ARGEN_CUDA_RETURN(kernels::PlanDecodeStep(inputs_.plans, R, d.num_layers, d.num_kv_heads, pool_.as<int32_t>(),
                                               pool_.as<float>(), plan, stream_),
@@ -262,8 +305,8 @@ absl::Status CudaBackend::EnqueueDecode(int32_t R, bool any_sparse, int32_t max_
   }
   ARGEN_STATUS_RETURN(EnqueueInput(R));
   timer_.Mark(Stage::kEmbed);
-  ARGEN_STATUS_RETURN(RunLayers(R, max_keys, any_sparse, R, observe_flags, kv_formats));
-  if (any_sparse && (observe_flags & kObserveArgmin)) {
+  ARGEN_STATUS_RETURN(RunLayers(R, max_keys, any_sparse, R, observe_flags, kv_formats, rank_ends));
+  if (any_sparse && !by_layer && (observe_flags & kObserveArgmin)) {
     // The diagonal rows' selections of every layer, from the attention kernel's argmin.
     PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};
     ARGEN_CUDA_RETURN(

@@ -2,9 +2,11 @@
 // is a CFG pair's two tokens with their own metadata (the row's region, the
 // query's decode index and rotary position), so several queries of a dense
 // row run in one pass: query t writes slot t and attends slots [0, t], never
-// the later queries' slots that the same pass writes. A sparse row takes at
-// most one query a pass (its policy state advances once per pass; out of
-// order, the device plans it as sparse::PlanQuery). Repeated
+// the later queries' slots that the same pass writes. A pass sorted by rank
+// (by_rank: a sparse row holds several queries) runs each layer's policy
+// plan, K/V append, attention and observe rank segment by rank segment, so a
+// sparse row's query k is planned from the state its query k - 1 left in
+// that layer (out of order, the device plans it as sparse::PlanQuery). Repeated
 // shapes replay a captured CUDA graph: its key is the pass's shape alone, and
 // every per-query value (decode index, slot, rotary position, input,
 // sampling) is read from the inputs uploaded before the launch, so a
@@ -22,7 +24,8 @@
 
 namespace argen::cuda {
 
-absl::Status CudaBackend::RunDecodePass(std::span<const DecodeQuery> queries, const model::StepOutputs& out) {
+absl::Status CudaBackend::RunDecodePass(std::span<const DecodeQuery> queries, const model::StepOutputs& out,
+                                        bool by_rank) {
   const int64_t n_pairs = static_cast<int64_t>(queries.size()), n_rows = 2 * n_pairs;
   const StagingLayout layout(max_tokens_, options_.max_batch_rows);
   char* host = host_in_.as<char>();
@@ -100,6 +103,14 @@ absl::Status CudaBackend::RunDecodePass(std::span<const DecodeQuery> queries, co
     ids[i] = queries[i].input;
     sampling[i] = ToDevice(*queries[i].sampling, queries[i].t + 1);
   }
+  // The row ends of the rank segments (none: one segment).
+  std::vector<int32_t> rank_ends;
+  if (by_rank) {
+    for (int64_t i = 1; i <= n_pairs; ++i) {
+      if (i == n_pairs || queries[i].rank != queries[i - 1].rank) rank_ends.push_back(static_cast<int32_t>(2 * i));
+    }
+    if (rank_ends.size() == 1) rank_ends.clear();
+  }
   ARGEN_STATUS_RETURN(Upload(layout.total));
   if (spec_.vector_tokens()) ARGEN_STATUS_RETURN(StageVectorInputs(queries));
   const int32_t R = static_cast<int32_t>(n_rows);
@@ -108,20 +119,23 @@ absl::Status CudaBackend::RunDecodePass(std::span<const DecodeQuery> queries, co
   if (!use_graphs_ || timer_.enabled() || inject_nan_logits_) {
     timer_.BeginStep();
     ARGEN_STATUS_RETURN(
-        EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats));  // same split as the graphs
+        EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats, rank_ends));  // same split as the graphs
   } else {
     // The key bound (not this step's count) sizes the attention split, so one
     // graph serves every step of a batch; chunks past a row's keys are empty.
-    const GraphKey key{R, any_sparse, key_bound, plan_stride_, observe_flags, kv_formats};
+    const GraphKey key{R, any_sparse, key_bound, plan_stride_, observe_flags, kv_formats, rank_ends};
     auto it = graphs_.find(key);
+    // Shapes seen once stay candidates for capture until many more have come
+    // (parallel decoding's rank segments make many shapes).
+    if (it == graphs_.end() && seen_.size() >= 4096) seen_.clear();
     if (it == graphs_.end() && seen_.insert(key).second) {
-      ARGEN_STATUS_RETURN(
-          EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats));  // first use: eager (lazy inits)
+      ARGEN_STATUS_RETURN(EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats,
+                                        rank_ends));  // first use: eager (lazy inits)
     } else {
       if (it == graphs_.end()) {
         if (graphs_.size() >= 32) ClearGraphs();
         absl::StatusOr<cudaGraphExec_t> exec = CaptureGraph(
-            stream_, [&] { return EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats); },
+            stream_, [&] { return EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats, rank_ends); },
             "decode graph");
         if (!exec.ok()) return exec.status();
         it = graphs_.emplace(key, *exec).first;

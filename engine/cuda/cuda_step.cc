@@ -3,11 +3,13 @@
 //   * one prefill pass over every prompt query of the step (whole prompts and
 //     chunks alike: cuda_prefill.cc), which samples token 0 of the pairs
 //     completing their prompts, then
-//   * its decode queries (cuda_decode.cc): all in one pass when no sparse
-//     row has more than one (a dense row's queries t, t+1, ... run together:
-//     causal in raster order through their slots), else one pass per query
-//     rank (each row's first queries, then its second ones, ...), because a
-//     sparse policy's state advances once per pass. A dense row decoding out
+//   * its decode queries (cuda_decode.cc) in one pass: a dense row's
+//     queries t, t+1, ... run together (causal in raster order through their
+//     slots); when a sparse row has more than one, the pass's queries are
+//     sorted by rank (each row's first queries, then its second ones, ...)
+//     and every layer plans, attends and applies the policies rank by rank
+//     (a sparse policy's state advances once per query, and a head's state
+//     is its layer's alone), while the GEMMs see every query at once. A dense row decoding out
 //     of order (parallel decoding) attends its own slot list: the indices
 //     written before the query (before the step or by the step's earlier
 //     real queries) and the query's own index. A sparse row decoding out of
@@ -15,8 +17,8 @@
 // A rewinding plan (speculative decoding) runs like an in-order one from the
 // row's first index (CheckRewinds says why a dense row needs nothing more).
 // Passes hold at most max_batch_rows / 2 pairs' queries; more are split in
-// plan order, which keeps a row's queries in order. The common step (one
-// decode query per row) is one pass: one captured graph.
+// order (plan order, or rank order), which keeps a row's queries in order.
+// The common step (one decode query per row) is one pass: one captured graph.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -52,16 +54,14 @@ absl::Status CudaBackend::ForwardStep(const model::StepPlan& plan, const model::
   std::vector<DecodeQuery>& queries = decode_queries_;
   queries.clear();
   lists_.clear();
-  int32_t max_rank = 0;
-  bool one_pass = true;
+  bool by_rank = false;  // a sparse row holds several queries
   for (int32_t i = 0; i < n_rows / 2; ++i) {
     const int32_t c = 2 * i;
     if (!step.has_queries[c] || step.kind[c] != model::QueryKind::kDecode) continue;
     const int32_t count = plan.query_offsets[c + 1] - plan.query_offsets[c];
     Row* cond = static_cast<Row*>(step.rows[c]);
     Row* uncond = static_cast<Row*>(step.rows[c + 1]);
-    if (count > 1 && (cond->sparse || uncond->sparse)) one_pass = false;
-    max_rank = std::max(max_rank, count);
+    if (count > 1 && (cond->sparse || uncond->sparse)) by_rank = true;
     const size_t first = queries.size();
     for (int32_t j = 0; j < count; ++j) {
       const model::Query& q = plan.queries[plan.query_offsets[c] + j];
@@ -79,23 +79,17 @@ absl::Status CudaBackend::ForwardStep(const model::StepPlan& plan, const model::
     }
   }
   if (!lists_.empty()) ARGEN_STATUS_RETURN(UploadLists());
+  std::span<const DecodeQuery> all = queries;
+  if (by_rank) {
+    pass_queries_.assign(queries.begin(), queries.end());
+    std::stable_sort(pass_queries_.begin(), pass_queries_.end(),
+                     [](const DecodeQuery& a, const DecodeQuery& b) { return a.rank < b.rank; });
+    all = pass_queries_;
+  }
+  // Split in order: a row's later queries land in the same pass or a later one.
   const size_t per_pass = static_cast<size_t>(options_.max_batch_rows / 2);
-  const auto run_in_passes = [&](std::span<const DecodeQuery> all) -> absl::Status {
-    for (size_t first = 0; first < all.size(); first += per_pass) {
-      ARGEN_STATUS_RETURN(RunDecodePass(all.subspan(first, std::min(per_pass, all.size() - first)), out));
-    }
-    return absl::OkStatus();
-  };
-  if (one_pass) {
-    ARGEN_STATUS_RETURN(run_in_passes(queries));
-  } else {
-    for (int32_t rank = 0; rank < max_rank; ++rank) {
-      pass_queries_.clear();
-      for (const DecodeQuery& q : queries) {
-        if (q.rank == rank) pass_queries_.push_back(q);
-      }
-      ARGEN_STATUS_RETURN(run_in_passes(pass_queries_));
-    }
+  for (size_t first = 0; first < all.size(); first += per_pass) {
+    ARGEN_STATUS_RETURN(RunDecodePass(all.subspan(first, std::min(per_pass, all.size() - first)), out, by_rank));
   }
   model::CommitStep(plan, step);
   return absl::OkStatus();

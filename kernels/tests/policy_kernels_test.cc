@@ -97,7 +97,22 @@ TEST_P(PolicyKernelsTest, DeviceMatchesHostStepByStep) {
   for (int t = 0; t < l_dec; ++t) {
     for (auto& p : plans) p.step = t;
     d_plans.Put(plans);
-    ASSERT_EQ(PlanDecodeStep(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, 0), cudaSuccess);
+    // Scoped steps: rows [0, 2) and [2, rows) of each layer apart.
+    const bool scoped = t % 2 == 1;
+    const std::vector<PlanScope> scopes = {{0, 2, 0}, {2, -1, 0}};
+    if (scoped) {
+      // Stale entries would hide a scope that plans nothing.
+      ASSERT_EQ(cudaMemset(d_slots.p, 0xff, layers * per_layer * sizeof(int32_t)), cudaSuccess);
+      ASSERT_EQ(cudaMemset(d_counts.p, 0xff, layers * per_layer * sizeof(int32_t)), cudaSuccess);
+      for (int l = 0; l < layers; ++l) {
+        for (PlanScope sc : scopes) {
+          sc.layer = l;
+          ASSERT_EQ(PlanDecodeStep(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, 0, sc), cudaSuccess);
+        }
+      }
+    } else {
+      ASSERT_EQ(PlanDecodeStep(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, 0), cudaSuccess);
+    }
     const auto slots = d_slots.Get(layers * per_layer);
     const auto counts = d_counts.Get(layers * per_layer);
     const auto attended = d_att.Get(layers * per_layer * stride);
@@ -163,7 +178,9 @@ INSTANTIATE_TEST_SUITE_P(
 // step by ApplyDiagonalSelections gives exactly the state of the host's
 // ObserveStep, step after step, with many exact ties; the warp-parallel plan
 // writes the host's lists; rows of other policies in the same batch (a
-// sliding window row, a dense row) are left alone by the apply.
+// sliding window row, a dense row) are left alone by the apply. Every other
+// step plans and applies by PlanScope (a layer and a row range at a time, as
+// a pass sorted by rank does) into the same buffers, with the same result.
 class FusedArgminTest : public ::testing::TestWithParam<KindCase> {};
 
 TEST_P(FusedArgminTest, ApplyFromArgminMatchesHostObserve) {
@@ -225,7 +242,22 @@ TEST_P(FusedArgminTest, ApplyFromArgminMatchesHostObserve) {
   for (int t = 0; t < l_dec; ++t) {
     for (auto& p : plans) p.step = t;
     d_plans.Put(plans);
-    ASSERT_EQ(PlanDecodeStep(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, 0), cudaSuccess);
+    // Scoped steps: rows [0, 2) and [2, rows) of each layer apart.
+    const bool scoped = t % 2 == 1;
+    const std::vector<PlanScope> scopes = {{0, 2, 0}, {2, -1, 0}};
+    if (scoped) {
+      // Stale entries would hide a scope that plans nothing.
+      ASSERT_EQ(cudaMemset(d_slots.p, 0xff, layers * per_layer * sizeof(int32_t)), cudaSuccess);
+      ASSERT_EQ(cudaMemset(d_counts.p, 0xff, layers * per_layer * sizeof(int32_t)), cudaSuccess);
+      for (int l = 0; l < layers; ++l) {
+        for (PlanScope sc : scopes) {
+          sc.layer = l;
+          ASSERT_EQ(PlanDecodeStep(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, 0, sc), cudaSuccess);
+        }
+      }
+    } else {
+      ASSERT_EQ(PlanDecodeStep(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, 0), cudaSuccess);
+    }
     const auto slots = d_slots.Get(layers * per_layer);
     const auto counts = d_counts.Get(layers * per_layer);
     const auto attended = d_att.Get(layers * per_layer * stride);
@@ -261,12 +293,28 @@ TEST_P(FusedArgminTest, ApplyFromArgminMatchesHostObserve) {
         }
       }
     d_argmin.Put(argmin);
-    ASSERT_EQ(ApplyDiagonalSelections(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, d_argmin.p, 0),
-              cudaSuccess);
+    if (scoped) {
+      for (int l = layers - 1; l >= 0; --l) {  // layers are independent: any order
+        for (PlanScope sc : scopes) {
+          sc.layer = l;
+          ASSERT_EQ(ApplyDiagonalSelections(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, d_argmin.p, 0, sc),
+                    cudaSuccess);
+        }
+      }
+    } else {
+      ASSERT_EQ(ApplyDiagonalSelections(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, d_argmin.p, 0),
+                cudaSuccess);
+    }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    ASSERT_EQ(d_ints.Get(ints.size()), ints) << "int state differs after step " << t;
+    ASSERT_EQ(d_ints.Get(ints.size()), ints) << "int state differs after step " << t << (scoped ? " (scoped)" : "");
   }
   EXPECT_GT(selections, 0);
+  // Scopes outside the step are refused.
+  EXPECT_EQ(PlanDecodeStep(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, 0, PlanScope{rows - 1, 2, 0}),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(ApplyDiagonalSelections(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, d_argmin.p, 0,
+                                    PlanScope{0, -1, layers}),
+            cudaErrorInvalidValue);
 }
 
 INSTANTIATE_TEST_SUITE_P(Diagonal, FusedArgminTest,

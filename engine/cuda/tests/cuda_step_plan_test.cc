@@ -1,10 +1,11 @@
 // The step plan on the CUDA backend (engine/model/step_plan.h), teacher
 // forced against one token per step and a whole prompt:
-//   * a sparse row's tokens fed k at a time give bitwise the logits and
-//     samples of one per step (the device runs each query rank as its own
-//     pass over the same rows);
-//   * a dense row's k tokens run in one pass (other GEMM shapes, so within
-//     the bf16 tolerance of one per step, not bitwise);
+//   * a row's k tokens run in one pass (other GEMM shapes, so within the
+//     bf16 tolerance of one per step, not bitwise); a sparse row's queries
+//     are planned, attended and applied rank by rank inside each layer, so
+//     up to its first possible selection it matches one per step and the CPU
+//     (a selection may flip on a near-tie later, as against the CPU), and
+//     every logit stays finite;
 //   * a prompt fed in chunks writes the KV a whole prompt does (within the
 //     tolerance: the prefill GEMMs see other row counts);
 //   * every run agrees with the CPU reference within the bf16 tolerance.
@@ -68,14 +69,11 @@ TEST(CudaStepPlanTest, TeacherForcedStepsMatchOneTokenSteps) {
     for (int32_t k : {2, 5, 35}) {
       ForcedRun got;
       ASSERT_TRUE(RunForced(*gpu, gpu_kv, c.policy, tokens, 0, k, &got).ok()) << c.name << " k " << k;
-      const model::testing::RunDifference d = model::testing::Difference(got, want);
-      if (dense) {
-        EXPECT_LT(d.worst, kShapeTolerance) << c.name << " k " << k;
-        EXPECT_LT(model::testing::Difference(got, reference).worst, kCpuTolerance) << c.name << " k " << k;
-      } else {
-        EXPECT_TRUE(d.bitwise) << c.name << " k " << k << ": worst " << d.worst;
-        EXPECT_EQ(d.differing_samples, 0) << c.name << " k " << k;
-      }
+      const size_t compared = dense ? SIZE_MAX : kSparseStrictOutputs;
+      const model::testing::RunDifference d = model::testing::Difference(got, want, compared);
+      EXPECT_LT(d.worst, kShapeTolerance) << c.name << " k " << k;
+      EXPECT_LT(model::testing::Difference(got, reference, compared).worst, kCpuTolerance) << c.name << " k " << k;
+      EXPECT_TRUE(std::isfinite(model::testing::Difference(got, want).worst)) << c.name << " k " << k;
       ++cases;
     }
   }
