@@ -665,6 +665,16 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
               logit;
       });
   __syncthreads();
+  if (a.key_limits != nullptr) {
+    // Query groups: each member's keys end at its own limit (its later keys are its group's later queries').
+    const int spans = G / a.key_limit_heads;
+    for (int e = tid; e < G * len; e += kThreads) {
+      const int g = e / len, j = e % len;
+      if (begin + j >= a.key_limits[static_cast<int64_t>(t) * spans + g / a.key_limit_heads])
+        scores[g * a.chunk + j] = -INFINITY;
+    }
+    __syncthreads();
+  }
 
   // Pipelined groups: pass 3's first round of V rows in flight across pass 2
   // (the positions were staged before pass 1).
@@ -1155,7 +1165,8 @@ size_t AttentionWorkspaceBytes(int32_t tokens, int32_t heads, int32_t head_dim, 
 }
 
 AttentionVariant ChosenAttentionVariant(const AttentionArgs& a) {
-  if (a.variant == AttentionVariant::kTwoPass || a.splits != 1 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
+  if (a.variant == AttentionVariant::kTwoPass || a.splits != 1 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0 ||
+      a.key_limits != nullptr)
     return AttentionVariant::kTwoPass;
   if (a.variant == AttentionVariant::kWarp || a.variant == AttentionVariant::kAuto) {
     const int cap = WarpCap(a);
@@ -1179,6 +1190,9 @@ cudaError_t DecodeAttention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.decode_idx != nullptr && a.idx_stride <= 0) return cudaErrorInvalidValue;
   if ((a.probs != nullptr || a.argmin != nullptr) && a.probs_stride <= 0) return cudaErrorInvalidValue;
   const int group = a.heads / a.kv_heads;
+  if (a.key_limits != nullptr &&
+      (a.key_limit_heads <= 0 || group % a.key_limit_heads != 0 || a.probs != nullptr || a.argmin != nullptr))
+    return cudaErrorInvalidValue;
   switch (a.head_dim) {
     case 16:
       return LaunchGroup<16>(a, group, stream);

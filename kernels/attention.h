@@ -108,6 +108,14 @@ struct AttentionArgs {
   int32_t kv_formats = 0;
   // The device's multiprocessors, for kAuto's choice of the warp kernel (0: not given).
   int32_t sm_count = 0;
+  // Optional per-head key limits (query groups, kernels/query_groups.h):
+  // query head h of token t attends only its first
+  // key_limits[t * (G / key_limit_heads) + (h % G) / key_limit_heads] keys
+  // (prompt keys first, then decode entries; G = heads / kv_heads), each
+  // limit covering key_limit_heads consecutive heads of a KV head's group.
+  // Dense tokens only (no observe outputs); the two-pass kernel runs them.
+  const int32_t* key_limits = nullptr;
+  int32_t key_limit_heads = 0;
 };
 
 // Largest shared memory (bytes per block) kAuto gives the staged kernel. 0: the

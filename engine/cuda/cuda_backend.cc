@@ -234,6 +234,9 @@ absl::Status CudaBackend::Init() {
   inputs_.gather = reinterpret_cast<int32_t*>(dev + layout.gather);
   inputs_.sampling = reinterpret_cast<kernels::PairSampling*>(dev + layout.sampling);
   inputs_.observe = reinterpret_cast<int32_t*>(dev + layout.observe);
+  inputs_.group_meta = reinterpret_cast<kernels::TokenMeta*>(dev + layout.group_meta);
+  inputs_.group_members = reinterpret_cast<int32_t*>(dev + layout.group_members);
+  inputs_.group_limits = reinterpret_cast<int32_t*>(dev + layout.group_limits);
   ARGEN_STATUS_RETURN(alloc(argmin_, sizeof(int32_t) * int64_t{d.num_layers} * R * d.num_kv_heads, "argmin"));
   inputs_.sampled = reinterpret_cast<int32_t*>(dev + layout.total);
 

@@ -147,6 +147,22 @@ class CudaBackend final : public model::Backend {
     kernels::PairSampling* sampling = nullptr;
     int32_t* sampled = nullptr;  // output
     int32_t* observe = nullptr;  // per row: kernels::kObserve* or the diagonal argmin start
+    // Query groups (kernels/query_groups.h): per group its leader's meta, per slot its row and key limit.
+    kernels::TokenMeta* group_meta = nullptr;
+    int32_t* group_members = nullptr;
+    int32_t* group_limits = nullptr;
+  };
+  // A decode pass's query groups: its rows [0, plain_rows) attend one by
+  // one, the rest in groups (one attention launch per group size): class k
+  // holds `groups` groups of `size` slots, its groups from first_group and
+  // its slots from first_slot (group i's slots at first_slot + i * size).
+  struct QueryGroupClass {
+    int32_t size = 0, first_group = 0, groups = 0, first_slot = 0;
+  };
+  struct QueryGroups {
+    int32_t plain_rows = 0;
+    std::vector<QueryGroupClass> classes;
+    bool empty() const { return classes.empty(); }
   };
   // Which observe work a decode step enqueues (part of the graph key).
   enum ObserveFlags : int32_t { kObserveScores = 1, kObserveArgmin = 2 };
@@ -205,12 +221,18 @@ class CudaBackend final : public model::Backend {
   // row ends of its rank segments): each layer plans, attends and applies
   // the policies segment by segment; empty: one segment, planned and applied
   // by the caller for every layer at once.
+  // groups (a dense pass's query groups): rows from groups->plain_rows attend as groups.
   absl::Status RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan, int32_t observe_flags,
-                         int32_t kv_formats, std::span<const int32_t> rank_ends = {});
+                         int32_t kv_formats, std::span<const int32_t> rank_ends = {},
+                         const QueryGroups* groups = nullptr);
   // Attention splits and chunk for `tokens` queries of at most `max_keys` keys
   // that fit the attention workspace.
-  absl::Status AttentionSplits(int32_t tokens, int32_t max_keys, int32_t probs_stride, int32_t* splits,
+  absl::Status AttentionSplits(int32_t tokens, int32_t heads, int32_t max_keys, int32_t probs_stride, int32_t* splits,
                                int32_t* chunk) const;
+  // Forms the query groups of a dense pass whose multi-query rows come last
+  // (ForwardStep orders them so) and stages them after the pass's metas
+  // (`meta`: the host copies); no classes when none can form.
+  QueryGroups StageQueryGroups(std::span<const DecodeQuery> queries, const kernels::TokenMeta* meta);
   // RMSNorm (no bias) or LayerNorm of `rows` rows of `x` into bf16 `out`.
   absl::Status EnqueueNorm(const float* x, const DeviceNorm& norm, int32_t rows, bf16* out, const char* what);
   // The input stage: x_ of `rows` rows (pairs broadcast) from inputs_.ids.
@@ -243,7 +265,7 @@ class CudaBackend final : public model::Backend {
                       const model::StepOutputs& out);
   // Everything a decode step runs on the device after its inputs are uploaded.
   absl::Status EnqueueDecode(int32_t rows, bool any_sparse, int32_t max_keys, int32_t observe_flags, int32_t kv_formats,
-                             std::span<const int32_t> rank_ends);
+                             std::span<const int32_t> rank_ends, const QueryGroups& groups);
   void ClearGraphs();
 
   model::ModelSpec spec_;
@@ -311,8 +333,10 @@ class CudaBackend final : public model::Backend {
   DeviceBuffer token_lists_;
   std::vector<float> pass_logits_;
   StageTimer timer_;
-  // Captured decode steps by (rows, any sparse, key bound, plan stride, observe flags, kv formats, rank ends).
-  using GraphKey = std::tuple<int32_t, bool, int32_t, int32_t, int32_t, int32_t, std::vector<int32_t>>;
+  // Captured decode steps by (rows, any sparse, key bound, plan stride, observe flags, kv formats, rank ends,
+  // query groups: plain rows, then size and groups of each class).
+  using GraphKey =
+      std::tuple<int32_t, bool, int32_t, int32_t, int32_t, int32_t, std::vector<int32_t>, std::vector<int32_t>>;
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   std::set<GraphKey> seen_;  // a shape runs eagerly once before it is captured
   bool use_graphs_ = true;

@@ -13,6 +13,7 @@
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
 #include "kernels/fault_kernels.h"
+#include "kernels/query_groups.h"
 
 namespace argen::cuda {
 
@@ -28,12 +29,12 @@ absl::Status CudaBackend::EnqueueNorm(const float* x, const DeviceNorm& norm, in
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::AttentionSplits(int32_t tokens, int32_t max_keys, int32_t probs_stride, int32_t* splits,
-                                          int32_t* chunk) const {
+absl::Status CudaBackend::AttentionSplits(int32_t tokens, int32_t heads, int32_t max_keys, int32_t probs_stride,
+                                          int32_t* splits, int32_t* chunk) const {
   const model::StackConfig& d = spec_.stack;
   kernels::ChooseAttentionSplits(tokens, d.num_kv_heads, max_keys, sm_count_, splits, chunk);
   while (*splits > 1 &&
-         kernels::AttentionWorkspaceBytes(tokens, d.num_heads, d.head_dim, *splits, probs_stride) > attn_ws_bytes_) {
+         kernels::AttentionWorkspaceBytes(tokens, heads, d.head_dim, *splits, probs_stride) > attn_ws_bytes_) {
     --*splits;
     *chunk = ((max_keys + *splits - 1) / *splits + 31) / 32 * 32;
   }
@@ -44,7 +45,8 @@ absl::Status CudaBackend::AttentionSplits(int32_t tokens, int32_t max_keys, int3
 }
 
 absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_sparse, int32_t n_rows_plan,
-                                    int32_t observe_flags, int32_t kv_formats, std::span<const int32_t> rank_ends) {
+                                    int32_t observe_flags, int32_t kv_formats, std::span<const int32_t> rank_ends,
+                                    const QueryGroups* groups) {
   const model::StackConfig& d = spec_.stack;
   const int32_t H = d.hidden_size, hd = d.head_dim, I = d.intermediate_size;
   const int32_t q_dim = d.num_heads * hd, qkv_dim = q_dim + 2 * d.num_kv_heads * hd;
@@ -59,13 +61,33 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
   if (by_layer && (!any_sparse || rank_ends.back() != tokens || tokens != n_rows_plan)) {
     return absl::InternalError("RunLayers: rank segments must cover a sparse decode pass's rows");
   }
+  // Query groups (one segment): its rows from plain_rows attend in groups.
+  const bool grouped = groups != nullptr && !groups->empty();
+  if (grouped && (by_layer || groups->plain_rows < 0 || groups->plain_rows > tokens)) {
+    return absl::InternalError("RunLayers: query groups need one segment and plain rows within it");
+  }
+  const int32_t plain_end = grouped ? groups->plain_rows : tokens;
   for (size_t k = 0, begin = 0; k < std::max<size_t>(rank_ends.size(), 1); ++k) {
     Segment s;
     s.begin = static_cast<int32_t>(begin);
     s.end = by_layer ? rank_ends[k] : tokens;
-    ARGEN_STATUS_RETURN(AttentionSplits(s.end - s.begin, max_keys, probs_stride, &s.splits, &s.chunk));
+    ARGEN_STATUS_RETURN(AttentionSplits(std::max(1, std::min(s.end, plain_end) - s.begin), d.num_heads, max_keys,
+                                        probs_stride, &s.splits, &s.chunk));
     segments.push_back(s);
     begin = s.end;
+  }
+  // Each class's launch shape: its grouped heads and splits.
+  struct GroupLaunch {
+    QueryGroupClass c;
+    int32_t heads = 0, splits = 1, chunk = 0;
+  };
+  std::vector<GroupLaunch> group_launches;
+  if (grouped) {
+    for (const QueryGroupClass& c : groups->classes) {
+      GroupLaunch g{c, d.num_heads * c.size};
+      ARGEN_STATUS_RETURN(AttentionSplits(c.groups, g.heads, max_keys, 0, &g.splits, &g.chunk));
+      group_launches.push_back(g);
+    }
   }
   PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};
   bf16* kv_pool = pool_.as<bf16>();
@@ -129,7 +151,7 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
       aa.q = q_.as<float>() + int64_t{first} * q_dim;
       aa.kv_pool = kv_pool;
       aa.meta = inputs_.meta + first;
-      aa.tokens = count;
+      aa.tokens = std::min(seg.end, plain_end) - first;  // the grouped rows attend below
       aa.heads = d.num_heads;
       aa.kv_heads = d.num_kv_heads;
       aa.head_dim = hd;
@@ -173,6 +195,41 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
                           "policy apply");
         timer_.Mark(Stage::kApply);
       }
+    }
+    for (const GroupLaunch& g : group_launches) {
+      // The groups' queries into qkv_ and their outputs through gate_up_ (both free until o_proj).
+      const int32_t* members = inputs_.group_members + g.c.first_slot;
+      ARGEN_CUDA_RETURN(kernels::GatherQueryGroups(q_.as<float>(), members, g.c.groups, g.c.size, d.num_heads,
+                                                   d.num_kv_heads, hd, qkv_.as<float>(), stream_),
+                        "query groups");
+      kernels::AttentionArgs ga;
+      ga.q = qkv_.as<float>();
+      ga.kv_pool = kv_pool;
+      ga.meta = inputs_.group_meta + g.c.first_group;
+      ga.tokens = g.c.groups;
+      ga.heads = g.heads;
+      ga.kv_heads = d.num_kv_heads;
+      ga.head_dim = hd;
+      ga.num_layers = d.num_layers;
+      ga.layer = l;
+      ga.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      ga.token_lists = token_lists_.as<int32_t>();
+      ga.out = gate_up_.as<bf16>();
+      ga.splits = g.splits;
+      ga.chunk = g.chunk;
+      ga.workspace = attn_ws_.as();
+      ga.split_counters = attn_split_counters_.as<int32_t>();
+      ga.max_keys = max_keys;
+      ga.variant = kernels::AttentionVariant::kTwoPass;
+      ga.kv_formats = kv_formats;
+      ga.sm_count = sm_count_;
+      ga.key_limits = inputs_.group_limits + g.c.first_slot;
+      ga.key_limit_heads = d.num_heads / d.num_kv_heads;
+      ARGEN_CUDA_RETURN(kernels::DecodeAttention(ga, stream_), "grouped decode attention");
+      ARGEN_CUDA_RETURN(kernels::ScatterQueryGroups(gate_up_.as<bf16>(), members, g.c.groups, g.c.size, d.num_heads,
+                                                    d.num_kv_heads, hd, attn_.as<bf16>(), stream_),
+                        "query groups out");
+      timer_.Mark(Stage::kAttention);
     }
     if (!swin) {
       ARGEN_STATUS_RETURN(gemm_.Linear(attn_.as<bf16>(), w.o, tokens, q_dim, H, x_.as<float>(), 1.f, "o_proj"));
@@ -293,7 +350,8 @@ absl::Status CudaBackend::EnqueueInput(int32_t R) {
 }
 
 absl::Status CudaBackend::EnqueueDecode(int32_t R, bool any_sparse, int32_t max_keys, int32_t observe_flags,
-                                        int32_t kv_formats, std::span<const int32_t> rank_ends) {
+                                        int32_t kv_formats, std::span<const int32_t> rank_ends,
+                                        const QueryGroups& groups) {
   const model::StackConfig& d = spec_.stack;
   const bool by_layer = !rank_ends.empty();  // RunLayers plans and applies rank by rank
   if (any_sparse && !by_layer) {
@@ -305,7 +363,7 @@ absl::Status CudaBackend::EnqueueDecode(int32_t R, bool any_sparse, int32_t max_
   }
   ARGEN_STATUS_RETURN(EnqueueInput(R));
   timer_.Mark(Stage::kEmbed);
-  ARGEN_STATUS_RETURN(RunLayers(R, max_keys, any_sparse, R, observe_flags, kv_formats, rank_ends));
+  ARGEN_STATUS_RETURN(RunLayers(R, max_keys, any_sparse, R, observe_flags, kv_formats, rank_ends, &groups));
   if (any_sparse && !by_layer && (observe_flags & kObserveArgmin)) {
     // The diagonal rows' selections of every layer, from the attention kernel's argmin.
     PlanBuffers plan{plan_slots_.as<int32_t>(), plan_counts_.as<int32_t>(), plan_attended_.as<int32_t>(), plan_stride_};

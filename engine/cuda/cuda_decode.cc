@@ -6,7 +6,9 @@
 // (by_rank: a sparse row holds several queries) runs each layer's policy
 // plan, K/V append, attention and observe rank segment by rank segment, so a
 // sparse row's query k is planned from the state its query k - 1 left in
-// that layer (out of order, the device plans it as sparse::PlanQuery). Repeated
+// that layer (out of order, the device plans it as sparse::PlanQuery). A
+// dense row's several queries attend as query groups (cuda_query_groups.cc):
+// one launch reads the row's K/V for all of them. Repeated
 // shapes replay a captured CUDA graph: its key is the pass's shape alone, and
 // every per-query value (decode index, slot, rotary position, input,
 // sampling) is read from the inputs uploaded before the launch, so a
@@ -111,31 +113,41 @@ absl::Status CudaBackend::RunDecodePass(std::span<const DecodeQuery> queries, co
     }
     if (rank_ends.size() == 1) rank_ends.clear();
   }
-  ARGEN_STATUS_RETURN(Upload(layout.total));
+  // A dense row's several queries attend as query groups (its K/V read once for them).
+  QueryGroups groups;
+  groups.plain_rows = static_cast<int32_t>(n_rows);
+  if (rank_ends.empty()) groups = StageQueryGroups(queries, meta);
+  std::vector<int32_t> group_shape;
+  if (!groups.empty()) {
+    group_shape.push_back(groups.plain_rows);
+    for (const QueryGroupClass& c : groups.classes) group_shape.insert(group_shape.end(), {c.size, c.groups});
+  }
+  ARGEN_STATUS_RETURN(Upload(groups.empty() ? layout.group_meta : layout.total));
   if (spec_.vector_tokens()) ARGEN_STATUS_RETURN(StageVectorInputs(queries));
   const int32_t R = static_cast<int32_t>(n_rows);
   // Steps asking for the logits replay graphs too (FinishStep downloads them
   // after the launch): speculative decoding asks at every step.
   if (!use_graphs_ || timer_.enabled() || inject_nan_logits_) {
     timer_.BeginStep();
-    ARGEN_STATUS_RETURN(
-        EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats, rank_ends));  // same split as the graphs
+    ARGEN_STATUS_RETURN(EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats, rank_ends,
+                                      groups));  // same split as the graphs
   } else {
     // The key bound (not this step's count) sizes the attention split, so one
     // graph serves every step of a batch; chunks past a row's keys are empty.
-    const GraphKey key{R, any_sparse, key_bound, plan_stride_, observe_flags, kv_formats, rank_ends};
+    const GraphKey key{R, any_sparse, key_bound, plan_stride_, observe_flags, kv_formats, rank_ends, group_shape};
     auto it = graphs_.find(key);
     // Shapes seen once stay candidates for capture until many more have come
     // (parallel decoding's rank segments make many shapes).
     if (it == graphs_.end() && seen_.size() >= 4096) seen_.clear();
     if (it == graphs_.end() && seen_.insert(key).second) {
-      ARGEN_STATUS_RETURN(EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats,
-                                        rank_ends));  // first use: eager (lazy inits)
+      ARGEN_STATUS_RETURN(EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats, rank_ends,
+                                        groups));  // first use: eager (lazy inits)
     } else {
       if (it == graphs_.end()) {
         if (graphs_.size() >= 32) ClearGraphs();
         absl::StatusOr<cudaGraphExec_t> exec = CaptureGraph(
-            stream_, [&] { return EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats, rank_ends); },
+            stream_,
+            [&] { return EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats, rank_ends, groups); },
             "decode graph");
         if (!exec.ok()) return exec.status();
         it = graphs_.emplace(key, *exec).first;

@@ -54,7 +54,8 @@ absl::Status CudaBackend::ForwardStep(const model::StepPlan& plan, const model::
   std::vector<DecodeQuery>& queries = decode_queries_;
   queries.clear();
   lists_.clear();
-  bool by_rank = false;  // a sparse row holds several queries
+  bool by_rank = false;      // a sparse row holds several queries
+  bool multi_query = false;  // a row holds several queries
   for (int32_t i = 0; i < n_rows / 2; ++i) {
     const int32_t c = 2 * i;
     if (!step.has_queries[c] || step.kind[c] != model::QueryKind::kDecode) continue;
@@ -62,6 +63,7 @@ absl::Status CudaBackend::ForwardStep(const model::StepPlan& plan, const model::
     Row* cond = static_cast<Row*>(step.rows[c]);
     Row* uncond = static_cast<Row*>(step.rows[c + 1]);
     if (count > 1 && (cond->sparse || uncond->sparse)) by_rank = true;
+    multi_query = multi_query || count > 1;
     const size_t first = queries.size();
     for (int32_t j = 0; j < count; ++j) {
       const model::Query& q = plan.queries[plan.query_offsets[c] + j];
@@ -84,6 +86,20 @@ absl::Status CudaBackend::ForwardStep(const model::StepPlan& plan, const model::
     pass_queries_.assign(queries.begin(), queries.end());
     std::stable_sort(pass_queries_.begin(), pass_queries_.end(),
                      [](const DecodeQuery& a, const DecodeQuery& b) { return a.rank < b.rank; });
+    all = pass_queries_;
+  } else if (multi_query) {
+    // The rows with one query first, then each row's several (in order):
+    // those attend as query groups (StageQueryGroups).
+    pass_queries_.clear();
+    for (int single = 1; single >= 0; --single) {
+      for (size_t i = 0; i < queries.size();) {
+        size_t j = i + 1;
+        while (j < queries.size() && queries[j].cond == queries[i].cond) ++j;
+        if ((j - i == 1) == (single == 1))
+          pass_queries_.insert(pass_queries_.end(), queries.begin() + i, queries.begin() + j);
+        i = j;
+      }
+    }
     all = pass_queries_;
   }
   // Split in order: a row's later queries land in the same pass or a later one.

@@ -29,7 +29,10 @@ StagingLayout::StagingLayout(int32_t tokens, int32_t rows) {
   gather = ids + AlignStaging(sizeof(int32_t) * tokens);
   sampling = gather + AlignStaging(sizeof(int32_t) * tokens);
   observe = sampling + AlignStaging(sizeof(kernels::PairSampling) * pairs);
-  total = observe + AlignStaging(sizeof(int32_t) * tokens);
+  group_meta = observe + AlignStaging(sizeof(int32_t) * tokens);
+  group_members = group_meta + AlignStaging(sizeof(kernels::TokenMeta) * tokens);
+  group_limits = group_members + AlignStaging(sizeof(int32_t) * tokens);
+  total = group_limits + AlignStaging(sizeof(int32_t) * tokens);
 }
 
 int32_t WidestProjectionInput(const model::StackConfig& d) {

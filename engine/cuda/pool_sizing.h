@@ -21,7 +21,10 @@ inline size_t AlignStaging(size_t n) { return (n + 255) / 256 * 256; }
 
 // Offsets of the per-step inputs inside the staging area (host pinned and device).
 struct StagingLayout {
-  size_t meta, plans, ids, gather, sampling, observe, total;
+  // Offsets; the query groups' (group_meta: [tokens] TokenMeta, group_members and
+  // group_limits: [tokens] int32, kernels/query_groups.h) come last, so that a pass
+  // without groups uploads only the bytes before group_meta.
+  size_t meta, plans, ids, gather, sampling, observe, group_meta, group_members, group_limits, total;
   StagingLayout(int32_t tokens, int32_t rows);
 };
 

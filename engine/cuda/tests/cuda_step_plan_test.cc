@@ -1,7 +1,8 @@
 // The step plan on the CUDA backend (engine/model/step_plan.h), teacher
 // forced against one token per step and a whole prompt:
 //   * a row's k tokens run in one pass (other GEMM shapes, so within the
-//     bf16 tolerance of one per step, not bitwise); a sparse row's queries
+//     bf16 tolerance of one per step, not bitwise; a dense row's attend as
+//     query groups, kernels/query_groups.h); a sparse row's queries
 //     are planned, attended and applied rank by rank inside each layer, so
 //     up to its first possible selection it matches one per step and the CPU
 //     (a selection may flip on a near-tie later, as against the CPU), and
