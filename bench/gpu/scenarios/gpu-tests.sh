@@ -1,4 +1,5 @@
 # Every gpu-labelled test binary in the bundle, each time-boxed (models/ must be carried for the shipped-model cases).
+# GPU_TESTS: only these executables (names, space-separated; default all).
 # Sourced by bench/gpu/lab.sh, which reads BASELINE and NEEDS and provides BIN, AB_DIRS, OUT, stamp, guarded.
 # shellcheck shell=bash disable=SC2034,SC2154
 BASELINE="none: pass / fail"
@@ -9,6 +10,7 @@ run_scenario() {
   [ -d models/argen-scenes-v1 ] || echo "note: models/argen-scenes-v1 not carried: the cases that read it fail (not found)"
   for t in "$BIN"/*_test; do
     [ -x "$t" ] || continue
+    if [ -n "${GPU_TESTS:-}" ] && [[ " $GPU_TESTS " != *" $(basename "$t") "* ]]; then continue; fi
     stamp "$(basename "$t")"
     guarded 120 "$t" --gtest_brief=1
     local rc=$?  # before the echo: its $(basename) would reset $? to 0

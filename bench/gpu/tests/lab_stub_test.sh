@@ -271,6 +271,15 @@ check "lumina-768 parallel runs" "client wall dense parallel_window 8 run 3" "$o
 check "lumina-768 diagonal runs" "client wall diagonal run 3" "$out5/summary.txt"
 if grep -q "client wall diagonal run 4" "$out5/summary.txt"; then echo "FAIL: SINGLE_RUNS=3 ran a fourth"; fail=1; fi
 
+# gpu-tests with GPU_TESTS runs the named executables alone.
+out6=$tmp/out-gpu-tests
+GPU_TESTS="kernels_policy_test gpu_faults_test" OUT=$out6 LAB_BIN=$stub LAB_WORK=$tmp/work DEADLINE=60 \
+  bash "$root/bench/gpu/lab.sh" gpu-tests >"$tmp/lab-gpu-tests.log" 2>&1
+echo "lab.sh gpu-tests (GPU_TESTS) rc=$?"
+check "GPU_TESTS ran the named tests" "rc\(kernels_policy_test\)=0" "$out6/summary.txt"
+if grep -q "rc(kernels_attention_test)" "$out6/summary.txt"; then echo "FAIL: GPU_TESTS ran an unnamed test"; fail=1; fi
+check "GPU_TESTS is recorded" "GPU_TESTS=kernels_policy_test gpu_faults_test" "$out6/cmd.txt"
+
 if [ $fail != 0 ]; then
   echo "--- summary.txt"; cat "$sum"; echo "--- lab.log"; tail -40 "$tmp/lab.log"
   exit 1
