@@ -7,6 +7,7 @@
 
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/pool_sizing.h"
+#include "engine/cuda/query_group_plan.h"
 #include "kernels/attention.h"
 
 namespace argen::cuda {
@@ -39,45 +40,20 @@ CudaBackend::QueryGroups CudaBackend::StageQueryGroups(std::span<const DecodeQue
     }
     return true;
   };
-  // The runs of a row's queries; plain: up to the end of the last run that cannot group.
-  struct Run {
-    int32_t first, last;
-  };
-  std::vector<Run> runs;
-  int32_t plain_pairs = 0;
+  // The runs of a row's queries, and which can group.
+  std::vector<QueryRun> runs;
   for (int32_t i = 0; i < n_pairs;) {
     int32_t j = i + 1;
     while (j < n_pairs && queries[j].cond == queries[i].cond) ++j;
     const DecodeQuery& q = queries[i];
-    const bool groups = j - i > 1 && !q.cond->sparse && !q.uncond->sparse && nested(i, j);
-    if (groups) {
-      runs.push_back({i, j});
-    } else {
-      runs.clear();
-      plain_pairs = j;
-    }
+    runs.push_back({i, j - i, j - i > 1 && !q.cond->sparse && !q.uncond->sparse && nested(i, j)});
     i = j;
   }
-  if (runs.empty()) return none;
-  // Each run in chunks of at most the largest size, as even as they come; a
-  // chunk takes the smallest size that holds it; one group per (chunk, CFG side).
-  struct Group {
-    int32_t size, first_pair, pairs, side;
-  };
-  std::vector<Group> groups;
-  const int32_t largest = sizes.back();
-  for (const Run& run : runs) {
-    const int32_t n = run.last - run.first, chunks = (n + largest - 1) / largest;
-    for (int32_t c = 0, at = run.first; c < chunks; ++c) {
-      const int32_t pairs = n / chunks + (c < n % chunks ? 1 : 0);
-      const int32_t size = *std::lower_bound(sizes.begin(), sizes.end(), pairs);
-      for (int32_t side = 0; side < 2; ++side) groups.push_back({size, at, pairs, side});
-      at += pairs;
-    }
-  }
-  std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) { return a.size < b.size; });
+  const QueryGroupPlan plan = PlanQueryGroups(runs, sizes);
+  const std::vector<PlannedGroup>& groups = plan.groups;
+  if (groups.empty()) return none;
   int64_t slots = 0;
-  for (const Group& g : groups) slots += g.size;
+  for (const PlannedGroup& g : groups) slots += g.size;
   // Room: the staging (slots, groups <= max_tokens_), the grouped queries in
   // qkv_ (f32) and their outputs in gate_up_ (bf16), both free at attention time.
   const int64_t q_dim = int64_t{d.num_heads} * d.head_dim;
@@ -91,10 +67,10 @@ CudaBackend::QueryGroups CudaBackend::StageQueryGroups(std::span<const DecodeQue
   auto* members = reinterpret_cast<int32_t*>(host + layout.group_members);
   auto* limits = reinterpret_cast<int32_t*>(host + layout.group_limits);
   QueryGroups out;
-  out.plain_rows = 2 * plain_pairs;
+  out.plain_rows = 2 * plan.plain_pairs;
   int32_t slot = 0;
   for (size_t i = 0; i < groups.size(); ++i) {
-    const Group& g = groups[i];
+    const PlannedGroup& g = groups[i];
     if (out.classes.empty() || out.classes.back().size != g.size) {
       out.classes.push_back({g.size, static_cast<int32_t>(i), 0, slot});
     }
