@@ -118,6 +118,20 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
       hn.eps = d.qk_norm_eps;
       ARGEN_CUDA_RETURN(kernels::HeadLayerNorm(hn, stream_), "qk norm");
     }
+    // What every attention launch of the layer shares.
+    kernels::AttentionArgs layer_args;
+    layer_args.kv_pool = kv_pool;
+    layer_args.kv_heads = d.num_kv_heads;
+    layer_args.head_dim = hd;
+    layer_args.num_layers = d.num_layers;
+    layer_args.layer = l;
+    layer_args.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    layer_args.token_lists = token_lists_.as<int32_t>();
+    layer_args.workspace = attn_ws_.as();
+    layer_args.split_counters = attn_split_counters_.as<int32_t>();
+    layer_args.max_keys = max_keys;
+    layer_args.kv_formats = kv_formats;
+    layer_args.sm_count = sm_count_;
     for (const Segment& seg : segments) {
       const int32_t first = seg.begin, count = seg.end - seg.begin;
       const kernels::PlanScope scope{first, count, l};
@@ -147,17 +161,11 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
       ARGEN_CUDA_RETURN(kernels::RopeAppend(ra, stream_), "rope + kv append");
       timer_.Mark(Stage::kQkv);
 
-      kernels::AttentionArgs aa;
+      kernels::AttentionArgs aa = layer_args;
       aa.q = q_.as<float>() + int64_t{first} * q_dim;
-      aa.kv_pool = kv_pool;
       aa.meta = inputs_.meta + first;
       aa.tokens = std::min(seg.end, plain_end) - first;  // the grouped rows attend below
       aa.heads = d.num_heads;
-      aa.kv_heads = d.num_kv_heads;
-      aa.head_dim = hd;
-      aa.num_layers = d.num_layers;
-      aa.layer = l;
-      aa.scale = 1.0f / std::sqrt(static_cast<float>(hd));
       if (any_sparse) {
         aa.decode_idx = plan.attended + head_at * plan.stride;
         aa.idx_stride = plan.stride;
@@ -168,16 +176,10 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
           aa.probs = probs_.as<float>() + int64_t{first} * d.num_kv_heads * plan.stride;
         if (observe_flags & kObserveArgmin) aa.argmin = argmin_.as<int32_t>() + head_at;
       }
-      aa.token_lists = token_lists_.as<int32_t>();
       aa.out = attn_.as<bf16>() + int64_t{first} * q_dim;
       aa.splits = seg.splits;
       aa.chunk = seg.chunk;
-      aa.workspace = attn_ws_.as();
-      aa.split_counters = attn_split_counters_.as<int32_t>();
-      aa.max_keys = max_keys;
       aa.variant = attention_variant_;
-      aa.kv_formats = kv_formats;
-      aa.sm_count = sm_count_;
       ARGEN_CUDA_RETURN(kernels::DecodeAttention(aa, stream_), "decode attention");
       timer_.Mark(Stage::kAttention);
       if (any_sparse && (observe_flags & kObserveScores)) {
@@ -202,27 +204,15 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
       ARGEN_CUDA_RETURN(kernels::GatherQueryGroups(q_.as<float>(), members, g.c.groups, g.c.size, d.num_heads,
                                                    d.num_kv_heads, hd, qkv_.as<float>(), stream_),
                         "query groups");
-      kernels::AttentionArgs ga;
+      kernels::AttentionArgs ga = layer_args;
       ga.q = qkv_.as<float>();
-      ga.kv_pool = kv_pool;
       ga.meta = inputs_.group_meta + g.c.first_group;
       ga.tokens = g.c.groups;
       ga.heads = g.heads;
-      ga.kv_heads = d.num_kv_heads;
-      ga.head_dim = hd;
-      ga.num_layers = d.num_layers;
-      ga.layer = l;
-      ga.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-      ga.token_lists = token_lists_.as<int32_t>();
       ga.out = gate_up_.as<bf16>();
       ga.splits = g.splits;
       ga.chunk = g.chunk;
-      ga.workspace = attn_ws_.as();
-      ga.split_counters = attn_split_counters_.as<int32_t>();
-      ga.max_keys = max_keys;
       ga.variant = kernels::AttentionVariant::kTwoPass;
-      ga.kv_formats = kv_formats;
-      ga.sm_count = sm_count_;
       ga.key_limits = inputs_.group_limits + g.c.first_slot;
       ga.key_limit_heads = d.num_heads / d.num_kv_heads;
       ARGEN_CUDA_RETURN(kernels::DecodeAttention(ga, stream_), "grouped decode attention");

@@ -1,6 +1,7 @@
 // Every sparse policy planned and observed on the device produces exactly the
 // CPU's write slots, attended lists and state, step after step, when both see
-// the same attention probabilities (kernels/sparse/policy.h run on both sides).
+// the same attention probabilities (kernels/sparse/policy.h run on both sides),
+// planned in one launch or by PlanScope (a layer and a row range at a time) alike.
 #include "kernels/policy_kernels.h"
 
 #include <gtest/gtest.h>
@@ -43,6 +44,30 @@ sparse::HeadClasses TestClasses(int layers, int kv_heads) {
   h.kv_heads = kv_heads;
   for (int i = 0; i < layers * kv_heads; ++i) h.semantic.push_back(i % 2 == 0 ? 1 : 0);
   return h;
+}
+
+// The scopes of PlanWholeOrScoped's scoped steps: rows [0, 2) and the rest, a layer at a time.
+const std::vector<PlanScope> kTestScopes = {{0, 2, 0}, {2, -1, 0}};
+
+// Plans a step for every row and layer: in one launch, or (scoped) by
+// PlanScope, each of kTestScopes of each layer apart, as a pass sorted by rank
+// does. A scoped step first clears the slots and counts: stale entries would
+// hide a scope that plans nothing.
+void PlanWholeOrScoped(bool scoped, const RowPlan* plans, int rows, int layers, int kvh, int32_t* ints, float* floats,
+                       const PlanBuffers& buf) {
+  if (!scoped) {
+    ASSERT_EQ(PlanDecodeStep(plans, rows, layers, kvh, ints, floats, buf, 0), cudaSuccess);
+    return;
+  }
+  const size_t entries = static_cast<size_t>(layers) * rows * kvh;
+  ASSERT_EQ(cudaMemset(buf.write_slots, 0xff, entries * sizeof(int32_t)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(buf.counts, 0xff, entries * sizeof(int32_t)), cudaSuccess);
+  for (int l = 0; l < layers; ++l) {
+    for (PlanScope sc : kTestScopes) {
+      sc.layer = l;
+      ASSERT_EQ(PlanDecodeStep(plans, rows, layers, kvh, ints, floats, buf, 0, sc), cudaSuccess);
+    }
+  }
 }
 
 class PolicyKernelsTest : public ::testing::TestWithParam<KindCase> {};
@@ -97,22 +122,8 @@ TEST_P(PolicyKernelsTest, DeviceMatchesHostStepByStep) {
   for (int t = 0; t < l_dec; ++t) {
     for (auto& p : plans) p.step = t;
     d_plans.Put(plans);
-    // Scoped steps: rows [0, 2) and [2, rows) of each layer apart.
     const bool scoped = t % 2 == 1;
-    const std::vector<PlanScope> scopes = {{0, 2, 0}, {2, -1, 0}};
-    if (scoped) {
-      // Stale entries would hide a scope that plans nothing.
-      ASSERT_EQ(cudaMemset(d_slots.p, 0xff, layers * per_layer * sizeof(int32_t)), cudaSuccess);
-      ASSERT_EQ(cudaMemset(d_counts.p, 0xff, layers * per_layer * sizeof(int32_t)), cudaSuccess);
-      for (int l = 0; l < layers; ++l) {
-        for (PlanScope sc : scopes) {
-          sc.layer = l;
-          ASSERT_EQ(PlanDecodeStep(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, 0, sc), cudaSuccess);
-        }
-      }
-    } else {
-      ASSERT_EQ(PlanDecodeStep(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, 0), cudaSuccess);
-    }
+    ASSERT_NO_FATAL_FAILURE(PlanWholeOrScoped(scoped, d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf));
     const auto slots = d_slots.Get(layers * per_layer);
     const auto counts = d_counts.Get(layers * per_layer);
     const auto attended = d_att.Get(layers * per_layer * stride);
@@ -242,22 +253,8 @@ TEST_P(FusedArgminTest, ApplyFromArgminMatchesHostObserve) {
   for (int t = 0; t < l_dec; ++t) {
     for (auto& p : plans) p.step = t;
     d_plans.Put(plans);
-    // Scoped steps: rows [0, 2) and [2, rows) of each layer apart.
     const bool scoped = t % 2 == 1;
-    const std::vector<PlanScope> scopes = {{0, 2, 0}, {2, -1, 0}};
-    if (scoped) {
-      // Stale entries would hide a scope that plans nothing.
-      ASSERT_EQ(cudaMemset(d_slots.p, 0xff, layers * per_layer * sizeof(int32_t)), cudaSuccess);
-      ASSERT_EQ(cudaMemset(d_counts.p, 0xff, layers * per_layer * sizeof(int32_t)), cudaSuccess);
-      for (int l = 0; l < layers; ++l) {
-        for (PlanScope sc : scopes) {
-          sc.layer = l;
-          ASSERT_EQ(PlanDecodeStep(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, 0, sc), cudaSuccess);
-        }
-      }
-    } else {
-      ASSERT_EQ(PlanDecodeStep(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, 0), cudaSuccess);
-    }
+    ASSERT_NO_FATAL_FAILURE(PlanWholeOrScoped(scoped, d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf));
     const auto slots = d_slots.Get(layers * per_layer);
     const auto counts = d_counts.Get(layers * per_layer);
     const auto attended = d_att.Get(layers * per_layer * stride);
@@ -295,7 +292,7 @@ TEST_P(FusedArgminTest, ApplyFromArgminMatchesHostObserve) {
     d_argmin.Put(argmin);
     if (scoped) {
       for (int l = layers - 1; l >= 0; --l) {  // layers are independent: any order
-        for (PlanScope sc : scopes) {
+        for (PlanScope sc : kTestScopes) {
           sc.layer = l;
           ASSERT_EQ(ApplyDiagonalSelections(d_plans.p, rows, layers, kvh, d_ints.p, d_floats.p, buf, d_argmin.p, 0, sc),
                     cudaSuccess);
