@@ -9,7 +9,8 @@
 # A/B, those of $BASE_BUNDLE. LAB_BIN / LAB_BASE_BIN name binary folders
 # instead (a local build; the CPU test's stubs). Writes $OUT/cmd.txt (this
 # command, the bundles' revisions), $OUT/device.txt, $OUT/SCENARIO.txt each,
-# and $OUT/summary.txt (the lines that matter). DEADLINE (seconds, default
+# and $OUT/summary.txt (the lines that matter); more than 8 files (the run
+# tool's limit; LAB_MAX_FILES) are packed into $OUT/all.tgz. DEADLINE (seconds, default
 # 570) bounds the whole call. PYTHON (default python3: on the device the one
 # with torch) runs the PyTorch baselines and the checkpoint writer.
 # shellcheck source-path=SCRIPTDIR/../..
@@ -77,4 +78,13 @@ for s in "$@"; do
   summarize "$OUT/$s.txt" >>"$OUT/summary.txt" 2>&1
 done
 echo "total $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
+# The run tool brings back at most LAB_MAX_FILES files (8): past that, the
+# rest goes into all.tgz beside cmd.txt and summary.txt (results/ keeps the unpacked folder).
+files=$(find "$OUT" -type f | wc -l)
+if [ "$files" -gt "${LAB_MAX_FILES:-8}" ]; then
+  tar czf "$LAB_WORK/all.tgz" -C "$OUT" --exclude=cmd.txt --exclude=summary.txt . &&
+    find "$OUT" -mindepth 1 ! -name cmd.txt ! -name summary.txt -delete &&
+    mv "$LAB_WORK/all.tgz" "$OUT/all.tgz" &&
+    echo "lab: $files files packed into all.tgz (tar xzf all.tgz)" >>"$OUT/summary.txt"
+fi
 cat "$OUT/summary.txt"

@@ -148,7 +148,7 @@ for s in $scenarios; do check "--list names $s" "^$s " "$tmp/list.txt"; done
 
 out=$tmp/out
 # shellcheck disable=SC2086
-STUB_ARGS_LOG=$tmp/args.txt OUT=$out SOAK_SCRIPT=$stub/soak.sh COMPUTE_SANITIZER=$stub/compute-sanitizer LAB_BIN=$stub LAB_BASE_BIN=$stub PYTHON=$stub/python3 LAB_WORK=$tmp/work DEADLINE=120 \
+STUB_ARGS_LOG=$tmp/args.txt OUT=$out LAB_MAX_FILES=1000 SOAK_SCRIPT=$stub/soak.sh COMPUTE_SANITIZER=$stub/compute-sanitizer LAB_BIN=$stub LAB_BASE_BIN=$stub PYTHON=$stub/python3 LAB_WORK=$tmp/work DEADLINE=120 \
   bash "$root/bench/gpu/lab.sh" $scenarios nonexistent >"$tmp/lab.log" 2>&1
 echo "lab.sh rc=$?"
 sum=$out/summary.txt
@@ -271,14 +271,19 @@ check "lumina-768 parallel runs" "client wall dense parallel_window 8 run 3" "$o
 check "lumina-768 diagonal runs" "client wall diagonal run 3" "$out5/summary.txt"
 if grep -q "client wall diagonal run 4" "$out5/summary.txt"; then echo "FAIL: SINGLE_RUNS=3 ran a fourth"; fail=1; fi
 
-# gpu-tests with GPU_TESTS runs the named executables alone.
+# gpu-tests with GPU_TESTS runs the named executables alone; with more files than LAB_MAX_FILES
+# (the run tool's 8) the lab packs all but cmd.txt and summary.txt into all.tgz.
 out6=$tmp/out-gpu-tests
-GPU_TESTS="kernels_policy_test gpu_faults_test" OUT=$out6 LAB_BIN=$stub LAB_WORK=$tmp/work DEADLINE=60 \
+GPU_TESTS="kernels_policy_test gpu_faults_test" LAB_MAX_FILES=2 OUT=$out6 LAB_BIN=$stub LAB_WORK=$tmp/work DEADLINE=60 \
   bash "$root/bench/gpu/lab.sh" gpu-tests >"$tmp/lab-gpu-tests.log" 2>&1
 echo "lab.sh gpu-tests (GPU_TESTS) rc=$?"
 check "GPU_TESTS ran the named tests" "rc\(kernels_policy_test\)=0" "$out6/summary.txt"
 if grep -q "rc(kernels_attention_test)" "$out6/summary.txt"; then echo "FAIL: GPU_TESTS ran an unnamed test"; fail=1; fi
 check "GPU_TESTS is recorded" "GPU_TESTS=kernels_policy_test gpu_faults_test" "$out6/cmd.txt"
+check "the files past LAB_MAX_FILES are packed" "files packed into all.tgz" "$out6/summary.txt"
+tar tzf "$out6/all.tgz" >"$tmp/packed.txt" 2>&1
+check "all.tgz holds the scenario's output" "gpu-tests.txt" "$tmp/packed.txt"
+if [ "$(find "$out6" -type f | wc -l)" != 3 ]; then echo "FAIL: packed folder holds $(ls "$out6")"; fail=1; fi
 
 if [ $fail != 0 ]; then
   echo "--- summary.txt"; cat "$sum"; echo "--- lab.log"; tail -40 "$tmp/lab.log"
