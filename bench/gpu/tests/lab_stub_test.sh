@@ -271,6 +271,15 @@ check "lumina-768 parallel runs" "client wall dense parallel_window 8 run 3" "$o
 check "lumina-768 diagonal runs" "client wall diagonal run 3" "$out5/summary.txt"
 if grep -q "client wall diagonal run 4" "$out5/summary.txt"; then echo "FAIL: SINGLE_RUNS=3 ran a fourth"; fail=1; fi
 
+# server-load with SERVER_PARALLEL_WINDOWS: a server a window, each against the sequential engine.
+out7=$tmp/out-server-pw
+SERVER_PARALLEL_WINDOWS="0 8" STUB_ARGS_LOG=$tmp/pw-args.txt OUT=$out7 LAB_BIN=$stub PYTHON=$stub/python3 \
+  LAB_WORK=$tmp/work DEADLINE=60 bash "$root/bench/gpu/lab.sh" server-load >"$tmp/lab-server-pw.log" 2>&1
+echo "lab.sh server-load (parallel windows) rc=$?"
+check "server-load window 8's load" "^argen_client .*load .*--parallel_window 8\$" "$tmp/pw-args.txt"
+check "server-load window 8 ratio" "server / engine \(weight_dtype auto\+pw8\): " "$out7/summary.txt"
+check "server-load window 0 ratio" "server / engine \(weight_dtype auto\): " "$out7/summary.txt"
+
 # gpu-tests with GPU_TESTS runs the named executables alone; with more files than LAB_MAX_FILES
 # (the run tool's 8) the lab packs all but cmd.txt and summary.txt into all.tgz.
 out6=$tmp/out-gpu-tests
