@@ -51,6 +51,7 @@
 #include "bench/gpu/gemm_micro.h"
 #include "bench/gpu/janus_shapes.h"
 #include "bench/gpu/nextstep_shapes.h"
+#include "bench/gpu/parallel_decode.h"
 #include "bench/gpu/vae_micro.h"
 #include "common/cli.h"
 #include "engine/cuda/cuda_backend.h"
@@ -85,6 +86,9 @@ struct Flags {
   // the rest is projected from its steady step (the mean of steps n_slots.. S: every step attends and
   // holds the same number of keys once the slots are full); dense and unbounded policies run whole.
   int project_steps = 0;
+  // --parallel-window W: decode with image rows in flight, row r + 1 starting once row r has W tokens
+  // (bench/gpu/parallel_decode.h); 0: one token an image a step.
+  int parallel_window = 0;
   double ssd_semantic_share = 0.5;  // ssd: share of the random model's heads classified semantic
   int images_per_prompt = 1;        // images of one request (one prompt)
   std::vector<SharingMode> sharing = {SharingMode::kWithin};  // prompt-KV sharing (A/B: several)
@@ -153,6 +157,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->stage_steps = std::atoi(value().c_str());
     else if (a == "--project-bounded") {
       if (!absl::SimpleAtoi(value(), &f->project_steps) || f->project_steps < 0) return false;
+    } else if (a == "--parallel-window") {
+      if (!absl::SimpleAtoi(value(), &f->parallel_window) || f->parallel_window < 0) return false;
     } else if (a == "--ssd-semantic-share") {
       if (!absl::SimpleAtod(value(), &f->ssd_semantic_share) || !(f->ssd_semantic_share >= 0) ||
           !(f->ssd_semantic_share <= 1))
@@ -248,6 +254,7 @@ struct RunResult {
   std::string note;
   double prefill_s = 0, decode_s = 0, step_ms = 0, last_steps_ms = 0;
   int projected_from = 0;  // > 0: decode steps run; decode_s adds the rest at steady_ms each
+  int parallel_steps = 0;  // > 0: decoded with rows in flight in that many steps
   double steady_ms = 0;
   int64_t kv_bytes_per_image = 0;  // the pool bytes of the batch's rows per image
   cuda::StageTimes stages;
@@ -331,8 +338,12 @@ absl::Status DecodeVectors(cuda::CudaBackend& be, const std::vector<model::RowId
 
 RunResult RunBatch(cuda::CudaBackend& be, kv::KvManager& kv, const sparse::ResolvedPolicy& policy, int images,
                    int prompt_len, int uncond_len, int stage_steps, const PromptGroups& groups, float cfg_weight,
-                   int project_steps) {
+                   int project_steps, int parallel_window, int grid_period) {
   RunResult res;
+  if (parallel_window > 0 && (be.spec().vector_tokens() || grid_period <= 0 || project_steps > 0)) {
+    res.note = "--parallel-window: token-id models with a known grid, without --project-bounded";
+    return res;
+  }
   const int steps_to_run = DecodeStepsToRun(policy, project_steps, &res.note);
   if (steps_to_run == 0) return res;
   const int n_rows = 2 * images;
@@ -395,7 +406,14 @@ RunResult RunBatch(cuda::CudaBackend& be, kv::KvManager& kv, const sparse::Resol
   model::StepPlanBuilder builder;
   const bool projected = steps_to_run < policy.l_dec - 1;
   Clock::time_point steady0 = t1;  // projected: when step n_slots began (each Decode returns its tokens: synchronous)
-  for (int t = 0; s.ok() && t < steps_to_run; ++t) {
+  ParallelDecodeResult parallel;
+  if (s.ok() && parallel_window > 0) {
+    s = DecodeInParallel(be, rows, sampling, sampled, policy.l_dec, grid_period, parallel_window, stage_steps,
+                         &parallel);
+    res.parallel_steps = parallel.steps;
+    res.last_steps_ms = parallel.last_steps_ms;
+  }
+  for (int t = 0; s.ok() && parallel_window == 0 && t < steps_to_run; ++t) {
     if (t == steps_to_run - stage_steps) be.SetStageTiming(true);
     if (projected && t == policy.n_slots) steady0 = Clock::now();
     next = sampled;
@@ -421,7 +439,7 @@ RunResult RunBatch(cuda::CudaBackend& be, kv::KvManager& kv, const sparse::Resol
     res.steady_ms = Seconds(steady0, t2) * 1e3 / (steps_to_run - policy.n_slots);
     res.decode_s = ProjectedDecodeSeconds(res.decode_s, res.steady_ms, policy.l_dec, steps_to_run);
   }
-  res.step_ms = res.decode_s * 1e3 / (policy.l_dec - 1);
+  res.step_ms = res.decode_s * 1e3 / (parallel_window > 0 ? std::max(1, res.parallel_steps) : policy.l_dec - 1);
   res.last_steps_ms /= std::max(1, stage_steps);
   return res;
 }
@@ -563,6 +581,8 @@ constexpr char kBenchUsage[] =
     "              [--stage-steps N] [--images-per-prompt N] [--prompt-sharing on|off|both|across|all]\n"
     "              [--project-bounded S] (bounded-memory policies: S steps run, the rest projected from\n"
     "               the steady step; the policy column says +projS; dense runs whole)\n"
+    "              [--parallel-window W] (image rows in flight, ZipAR-style, as the server's parallel_window;\n"
+    "               the policy column says +pwW, step_ms is a step of the schedule's)\n"
     "              [--weight-dtype auto|fp8[,...]] [--gemm-micro [--gemm-rows 2,16,...]]\n"
     "              [--vae-micro] (nextstep-14b: the CUDA VAE decoder alone on --batches images)\n"
     "              [--head-micro] (nextstep-14b: the flow head alone, one token for --batches images)\n"
@@ -803,14 +823,20 @@ int Main(int argc, char** argv) {
           if (f.max_batch) batches = {MaxImages(kv, *policy, f.prompt_len, uncond_len, be.MaxBatchRows() / 2, groups)};
           for (int images : batches) {
             RunResult r = RunBatch(be, kv, *policy, images, f.prompt_len, uncond_len, f.stage_steps, groups, cfg_weight,
-                                   f.project_steps);
+                                   f.project_steps, f.parallel_window, grid.width + grid.row_break_tokens);
             if (!r.ok) {
               std::printf("%-5s %-20s %6d  %s\n", name.c_str(), spec.c_str(), images, r.note.c_str());
               continue;
             }
             const double total = r.prefill_s + r.decode_s;
             // A projected run says so in its policy column and on a line of its own.
-            const std::string shown = r.projected_from > 0 ? absl::StrCat(spec, "+proj", r.projected_from) : spec;
+            const std::string shown = r.projected_from > 0   ? absl::StrCat(spec, "+proj", r.projected_from)
+                                      : r.parallel_steps > 0 ? absl::StrCat(spec, "+pw", f.parallel_window)
+                                                             : spec;
+            if (r.parallel_steps > 0) {
+              std::printf("parallel %s %s images=%d: window %d, %d decode steps (sequential: %d)\n", name.c_str(),
+                          spec.c_str(), images, f.parallel_window, r.parallel_steps, policy->l_dec - 1);
+            }
             if (r.projected_from > 0) {
               std::printf(
                   "projected %s %s images=%d: ran %d of %d decode steps; steady step %.3f ms (steps %d..%d), "

@@ -5,6 +5,8 @@
 # (default: PARALLEL_WINDOWS; "" for sequential only). Ratios: each window against its policy's sequential run, and
 # every run against dense sequential (the issue's "today"). Each load's steps from the server's step log: how many,
 # their mean time and rows (where a window's gain goes: fewer steps an image against slower, fuller steps).
+# PARALLEL_ENGINE=1 first runs argen_bench at the same batches, policies and windows (--parallel-window): the
+# engine's step with its stage columns (qkv, attention, plan, apply, ffn ...) for each window (~60 s).
 # Sourced by bench/gpu/lab.sh, which reads BASELINE and NEEDS and provides BIN, AB_DIRS, OUT, stamp, guarded.
 # shellcheck shell=bash disable=SC2034,SC2154
 BASELINE="parallel_window 0 (sequential) on the same server, same loads, same call"
@@ -12,6 +14,13 @@ NEEDS="argen_server argen_client"
 run_scenario() {
   local ckpt=$LAB_WORK/Janus-Pro-7B log conc w policy steps n0
   checkpoint_start "$ckpt"
+  if [ -n "${PARALLEL_ENGINE:-}" ]; then
+    for w in 0 ${PARALLEL_WINDOWS:-8}; do
+      stamp "engine: parallel window $w"
+      guarded 120 "$BIN/argen_bench" --model 7b --batches "$(echo "${PARALLEL_CONCURRENCY:-16 64}" | tr ' ' ',')" \
+        --policies dense,diagonal:0.95:64 --prompt-len 50 --parallel-window "$w"
+    done
+  fi
   checkpoint_wait "$ckpt" >/dev/null || { echo "no checkpoint"; cat "$ckpt.log"; return 1; }
   for policy in dense diagonal; do
     local extra=("--default_policy.name=$policy") windows="0 ${PARALLEL_WINDOWS:-8}"
@@ -46,7 +55,7 @@ load_steps() {  # STEP_LOG FROM
 }
 # img/s per load, each window's ratio to its policy's sequential run and every run's to dense sequential.
 summarize() {
-  grep -h -E "^== |^load |^steps |not healthy|no checkpoint|server rc" "$1" | cut -c1-240
+  grep -h -E "^== |^load |^steps |^parallel |^7b |not healthy|no checkpoint|server rc" "$1" | cut -c1-240
   awk '/^load (dense|diagonal) concurrency/ { for (i = 1; i <= NF; ++i) if ($i == "images/s") r = $(i + 1); sub(",", "", r)
          p = $2; c = $4; w = $6; sub(":", "", w)
          if (w == 0) base[p, c] = r

@@ -148,7 +148,7 @@ for s in $scenarios; do check "--list names $s" "^$s " "$tmp/list.txt"; done
 
 out=$tmp/out
 # shellcheck disable=SC2086
-STUB_ARGS_LOG=$tmp/args.txt OUT=$out LAB_MAX_FILES=1000 SOAK_SCRIPT=$stub/soak.sh COMPUTE_SANITIZER=$stub/compute-sanitizer LAB_BIN=$stub LAB_BASE_BIN=$stub PYTHON=$stub/python3 LAB_WORK=$tmp/work DEADLINE=120 \
+STUB_ARGS_LOG=$tmp/args.txt OUT=$out LAB_MAX_FILES=1000 PARALLEL_ENGINE=1 SOAK_SCRIPT=$stub/soak.sh COMPUTE_SANITIZER=$stub/compute-sanitizer LAB_BIN=$stub LAB_BASE_BIN=$stub PYTHON=$stub/python3 LAB_WORK=$tmp/work DEADLINE=120 \
   bash "$root/bench/gpu/lab.sh" $scenarios nonexistent >"$tmp/lab.log" 2>&1
 echo "lab.sh rc=$?"
 sum=$out/summary.txt
@@ -171,6 +171,8 @@ check "single-image wall times" "client wall diagonal run 5" "$sum"
 check "parallel-load ratios" "^dense concurrency 64 parallel_window 8: 1.00x sequential" "$sum"
 check "parallel-load step lines" "^steps dense concurrency 64 parallel_window 8: " "$sum"
 check "parallel-load server step log" "^argen_server .*--step_log=$out/parallel-load_steps_dense.txt" "$tmp/args.txt"
+check "parallel-load engine steps" "^argen_bench --model 7b --batches 16,64 --policies dense,diagonal:0.95:64 --prompt-len 50 --parallel-window 8\$" \
+  "$tmp/args.txt"
 check "parallel-load diagonal windows" "^diagonal concurrency 64 parallel_window 8: 1.00x dense sequential" "$sum"
 check "speculative per window" "speculative_window 8 \(runs 2-5\): wall .* 288 steps per image, drafts taken 25.0%, .*x sequential speed" "$sum"
 check "speculative baseline" "speculative_window 0 \(runs 2-5\): .* 576 steps per image, drafts taken -, the baseline" "$sum"
