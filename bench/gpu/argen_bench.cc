@@ -411,7 +411,7 @@ RunResult RunBatch(cuda::CudaBackend& be, kv::KvManager& kv, const sparse::Resol
     s = DecodeInParallel(be, rows, sampling, sampled, policy.l_dec, grid_period, parallel_window, stage_steps,
                          &parallel);
     res.parallel_steps = parallel.steps;
-    res.last_steps_ms = parallel.last_steps_ms;
+    res.last_steps_ms = parallel.timed_steps_ms;  // the middle steps: see parallel_decode.h
   }
   for (int t = 0; s.ok() && parallel_window == 0 && t < steps_to_run; ++t) {
     if (t == steps_to_run - stage_steps) be.SetStageTiming(true);
@@ -582,7 +582,8 @@ constexpr char kBenchUsage[] =
     "              [--project-bounded S] (bounded-memory policies: S steps run, the rest projected from\n"
     "               the steady step; the policy column says +projS; dense runs whole)\n"
     "              [--parallel-window W] (image rows in flight, ZipAR-style, as the server's parallel_window;\n"
-    "               the policy column says +pwW, step_ms is a step of the schedule's)\n"
+    "               the policy column says +pwW, step_ms is a step of the schedule's, last_ms and the\n"
+    "               stage columns its middle steps, where the most rows are in flight)\n"
     "              [--weight-dtype auto|fp8[,...]] [--gemm-micro [--gemm-rows 2,16,...]]\n"
     "              [--vae-micro] (nextstep-14b: the CUDA VAE decoder alone on --batches images)\n"
     "              [--head-micro] (nextstep-14b: the flow head alone, one token for --batches images)\n"

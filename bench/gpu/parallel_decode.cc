@@ -1,5 +1,6 @@
 #include "bench/gpu/parallel_decode.h"
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -28,7 +29,9 @@ absl::Status DecodeInParallel(cuda::CudaBackend& be, std::span<const model::RowI
   if (rows.size() != 2 * sampling.size() || token0.size() != sampling.size()) {
     return absl::InvalidArgumentError("DecodeInParallel: two rows and a token 0 a pair");
   }
+  // The timed steps: the middle ones, where the most rows are in flight (the last ones have one).
   const int total = ParallelSteps(l_dec, period, window);
+  const int timed_from = std::max(0, (total - stage_steps) / 2), timed_to = timed_from + stage_steps;
   model::ParallelSchedule schedule(l_dec, period, window, {});
   schedule.Made(0);
   // Every image's tokens by index (input ids), -1 where not made.
@@ -37,10 +40,11 @@ absl::Status DecodeInParallel(cuda::CudaBackend& be, std::span<const model::RowI
   model::StepPlanBuilder builder;
   std::vector<int32_t> sampled;
   out->steps = 0;
-  out->last_steps_ms = 0;
+  out->timed_steps_ms = 0;
   while (!schedule.done()) {
     const std::vector<model::ParallelSchedule::Query>& queries = schedule.Next();
-    if (out->steps == total - stage_steps) be.SetStageTiming(true);
+    if (out->steps == timed_from) be.SetStageTiming(true);
+    if (out->steps == timed_to) be.SetStageTiming(false);
     builder.Clear();
     builder.AllowOutOfOrder();
     for (int i = 0; i < images; ++i) {
@@ -56,8 +60,8 @@ absl::Status DecodeInParallel(cuda::CudaBackend& be, std::span<const model::RowI
     const auto a = Clock::now();
     const absl::Status s = be.Forward(builder.Plan(), {sampled, nullptr});
     if (!s.ok()) return s;
-    if (out->steps >= total - stage_steps) {
-      out->last_steps_ms += std::chrono::duration<double, std::milli>(Clock::now() - a).count();
+    if (out->steps >= timed_from && out->steps < timed_to) {
+      out->timed_steps_ms += std::chrono::duration<double, std::milli>(Clock::now() - a).count();
     }
     for (int i = 0; i < images; ++i) {
       for (size_t j = 0; j < queries.size(); ++j) {

@@ -16,15 +16,16 @@
 namespace argen::bench {
 
 struct ParallelDecodeResult {
-  int steps = 0;             // decode steps the schedule took (sequential: l_dec - 1)
-  double last_steps_ms = 0;  // wall time of the last `stage_steps` steps (the stage timer's)
+  int steps = 0;              // decode steps the schedule took (sequential: l_dec - 1)
+  double timed_steps_ms = 0;  // wall time of the `stage_steps` steps the stage timer timed (the middle ones)
 };
 
 // The number of steps a schedule of l_dec tokens in rows of `period` at `window` takes.
 int ParallelSteps(int l_dec, int period, int window);
 
 // Decodes tokens 1 .. l_dec - 1 of every pair (rows[2i], rows[2i + 1], sampling[i]) whose token 0
-// (token0[i]) the prefill made; the backend's stage timer runs for the last `stage_steps` steps.
+// (token0[i]) the prefill made; the backend's stage timer runs for `stage_steps` steps in the middle of
+// the schedule, where the most image rows are in flight (its last steps have one).
 absl::Status DecodeInParallel(cuda::CudaBackend& be, std::span<const model::RowId> rows,
                               std::span<const model::SamplingSpec> sampling, std::span<const int32_t> token0, int l_dec,
                               int period, int window, int stage_steps, ParallelDecodeResult* out);
