@@ -11,18 +11,13 @@ struct Scope {
   int first = 0, count = 0, first_layer = 0, layer_count = 0;
 };
 
-Scope Resolve(const PlanScope& s, int n_rows, int layers) {
-  Scope r;
-  r.first = s.first_row;
-  r.count = s.row_count < 0 ? n_rows - s.first_row : s.row_count;
-  r.first_layer = s.layer < 0 ? 0 : s.layer;
-  r.layer_count = s.layer < 0 ? layers : 1;
-  return r;
-}
-
-bool Valid(const PlanScope& s, int n_rows, int layers) {
-  const int count = s.row_count < 0 ? n_rows - s.first_row : s.row_count;
-  return s.first_row >= 0 && count >= 0 && s.first_row + count <= n_rows && s.layer < layers;
+// False for a scope outside the step (rows past n_rows, a layer past `layers`).
+bool Resolve(const PlanScope& s, int n_rows, int layers, Scope* r) {
+  r->first = s.first_row;
+  r->count = s.row_count < 0 ? n_rows - s.first_row : s.row_count;
+  r->first_layer = s.layer < 0 ? 0 : s.layer;
+  r->layer_count = s.layer < 0 ? layers : 1;
+  return r->first >= 0 && r->count >= 0 && r->first + r->count <= n_rows && s.layer < layers;
 }
 
 __device__ sparse::PolicyState StateOf(const RowPlan& r, int head, int32_t* ints, float* floats) {
@@ -134,8 +129,8 @@ cudaError_t InitPolicyState(const sparse::ResolvedPolicy& policy, const sparse::
 
 cudaError_t PlanDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads, int32_t* state_ints,
                            float* state_floats, const PlanBuffers& out, cudaStream_t stream, const PlanScope& scope) {
-  if (!Valid(scope, n_rows, layers)) return cudaErrorInvalidValue;
-  const Scope sc = Resolve(scope, n_rows, layers);
+  Scope sc;
+  if (!Resolve(scope, n_rows, layers, &sc)) return cudaErrorInvalidValue;
   const int64_t n = static_cast<int64_t>(sc.count) * sc.layer_count * kv_heads;
   if (n <= 0) return cudaSuccess;
   PlanKernel<<<Blocks(n * 32), kThreads, 0, stream>>>(rows, n_rows, sc, kv_heads, state_ints, state_floats, out);
@@ -145,8 +140,8 @@ cudaError_t PlanDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, 
 cudaError_t ObserveDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads, int32_t layer,
                               int32_t* state_ints, float* state_floats, const PlanBuffers& plan, const float* probs,
                               int32_t probs_stride, cudaStream_t stream, bool skip_diagonal, const PlanScope& scope) {
-  if (!Valid(scope, n_rows, layers) || layer < 0 || layer >= layers) return cudaErrorInvalidValue;
-  const Scope sc = Resolve(scope, n_rows, layers);
+  Scope sc;
+  if (!Resolve(scope, n_rows, layers, &sc) || layer < 0 || layer >= layers) return cudaErrorInvalidValue;
   const int64_t n = static_cast<int64_t>(sc.count) * kv_heads;
   if (n <= 0) return cudaSuccess;
   ObserveKernel<<<Blocks(n), kThreads, 0, stream>>>(rows, n_rows, sc, kv_heads, layer, state_ints, state_floats, plan,
@@ -157,8 +152,8 @@ cudaError_t ObserveDecodeStep(const RowPlan* rows, int32_t n_rows, int32_t layer
 cudaError_t ApplyDiagonalSelections(const RowPlan* rows, int32_t n_rows, int32_t layers, int32_t kv_heads,
                                     int32_t* state_ints, float* state_floats, const PlanBuffers& plan,
                                     const int32_t* argmin, cudaStream_t stream, const PlanScope& scope) {
-  if (!Valid(scope, n_rows, layers)) return cudaErrorInvalidValue;
-  const Scope sc = Resolve(scope, n_rows, layers);
+  Scope sc;
+  if (!Resolve(scope, n_rows, layers, &sc)) return cudaErrorInvalidValue;
   const int64_t n = static_cast<int64_t>(sc.count) * sc.layer_count * kv_heads;
   if (n <= 0) return cudaSuccess;
   ApplyKernel<<<Blocks(n), kThreads, 0, stream>>>(rows, n_rows, sc, kv_heads, state_ints, state_floats, plan, argmin);

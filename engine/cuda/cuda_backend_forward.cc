@@ -52,9 +52,10 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
   const int32_t q_dim = d.num_heads * hd, qkv_dim = q_dim + 2 * d.num_kv_heads * hd;
   const int64_t heads_per_layer = int64_t{n_rows_plan} * d.num_kv_heads;
   const int32_t probs_stride = any_sparse ? plan_stride_ : 0;
-  // The attention's segments: [begin, end) rows each, with their splits.
+  // The attention's segments: rows [begin, end) each, the first `attended` attending
+  // one by one (the rest as query groups), with their splits.
   struct Segment {
-    int32_t begin = 0, end = 0, splits = 1, chunk = 0;
+    int32_t begin = 0, end = 0, attended = 0, splits = 1, chunk = 0;
   };
   std::vector<Segment> segments;
   const bool by_layer = !rank_ends.empty();  // plan and apply here, segment by segment
@@ -71,8 +72,9 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
     Segment s;
     s.begin = static_cast<int32_t>(begin);
     s.end = by_layer ? rank_ends[k] : tokens;
-    ARGEN_STATUS_RETURN(AttentionSplits(std::max(1, std::min(s.end, plain_end) - s.begin), d.num_heads, max_keys,
-                                        probs_stride, &s.splits, &s.chunk));
+    s.attended = std::min(s.end, plain_end) - s.begin;
+    ARGEN_STATUS_RETURN(
+        AttentionSplits(std::max(1, s.attended), d.num_heads, max_keys, probs_stride, &s.splits, &s.chunk));
     segments.push_back(s);
     begin = s.end;
   }
@@ -164,7 +166,7 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
       kernels::AttentionArgs aa = layer_args;
       aa.q = q_.as<float>() + int64_t{first} * q_dim;
       aa.meta = inputs_.meta + first;
-      aa.tokens = std::min(seg.end, plain_end) - first;  // the grouped rows attend below
+      aa.tokens = seg.attended;  // the grouped rows attend below
       aa.heads = d.num_heads;
       if (any_sparse) {
         aa.decode_idx = plan.attended + head_at * plan.stride;

@@ -18,13 +18,16 @@ CudaBackend::QueryGroups CudaBackend::StageQueryGroups(std::span<const DecodeQue
   const int32_t n_pairs = static_cast<int32_t>(queries.size());
   QueryGroups none;
   none.plain_rows = 2 * n_pairs;
+  // The common pass (a query a row) stops here: every step takes this path.
+  bool several = false;
+  for (int32_t i = 1; i < n_pairs && !several; ++i) several = queries[i].cond == queries[i - 1].cond;
+  if (!several) return none;
   // Group sizes the attention kernels take (the grouped heads a KV head has: size * G).
   const int32_t G = d.num_heads / d.num_kv_heads;
   std::vector<int32_t> sizes;
   for (int32_t size : {1, 2, 4, 8}) {
     if (kernels::AttentionShapeSupported(d.num_kv_heads * size * G, d.num_kv_heads, d.head_dim)) sizes.push_back(size);
   }
-  if (sizes.size() < 2) return none;
   // Whether queries [first, last) (one row pair's, in increasing index order)
   // attend nested key sets: in order (slots [0, t]) alike, or out of order
   // with each list a prefix of the last one's.
