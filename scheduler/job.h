@@ -52,6 +52,7 @@ struct Job {
   absl::Duration vq_time;
   engine::GroupId group = -1;
   int32_t decode_steps = 0;           // steps after its prefill step
+  int32_t tokens_counted = 0;         // progress().tokens_done when the last step was counted
   int64_t decode_batch_rows_sum = 0;  // the engine's decode batch rows, summed over its decode steps
   int32_t images_sent = 0;
   Priority priority = Priority::kNormal;

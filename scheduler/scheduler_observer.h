@@ -27,7 +27,7 @@ struct StepStats {
   int64_t prefill_tokens = 0;     // their prompt tokens, all rows
   int32_t rows_decoded = 0;       // the engine's decode batch rows
   int32_t running_rows = 0;       // batch rows of admitted groups after this step's removals
-  int32_t tokens_sampled = 0;     // image tokens produced by this step, all images
+  int32_t tokens_sampled = 0;     // image tokens this step added to its requests' progress, all images
   int64_t kv_bytes_in_use = 0;    // engine->KvBytesInUse() after removals
   int64_t kv_bytes_reserved = 0;  // sum of admitted requests' exact needs
   int32_t queue_depth = 0;

@@ -158,7 +158,10 @@ void Scheduler::RunStep() {
 
   for (const JobPtr& job : running_) {
     CountStep(*job, end, stats.duration, report->rows_decoded);
-    stats.tokens_sampled += job->prepared().request.num_images;
+    // Tokens made this step, all images: several an image with parallel or speculative decoding.
+    const int32_t done = std::min(job->progress().tokens_done, job->layout().image_tokens);
+    stats.tokens_sampled += (done - job->tokens_counted) * job->prepared().request.num_images;
+    job->tokens_counted = done;
   }
 
   // Finished groups leave now; their KV is free before the next admission.

@@ -29,11 +29,11 @@ StepLog::~StepLog() {
 void StepLog::OnStep(const scheduler::StepStats& s) {
   inner_->OnStep(s);
   if (origin_ == absl::InfinitePast()) origin_ = s.start;
-  const std::string line =
-      absl::StrFormat("%d %.4f %.3f %.3f %.3f %d %d %d %d %d %d\n", s.step_index,
-                      absl::ToDoubleSeconds(s.start - origin_), absl::ToDoubleMilliseconds(s.interval),
-                      absl::ToDoubleMilliseconds(s.duration), absl::ToDoubleMilliseconds(s.loop_time), s.rows_decoded,
-                      s.rows_prefilled, s.prefill_tokens, s.groups_prefilled, s.running_rows, s.queue_depth);
+  const std::string line = absl::StrFormat(
+      "%d %.4f %.3f %.3f %.3f %d %d %d %d %d %d %d\n", s.step_index, absl::ToDoubleSeconds(s.start - origin_),
+      absl::ToDoubleMilliseconds(s.interval), absl::ToDoubleMilliseconds(s.duration),
+      absl::ToDoubleMilliseconds(s.loop_time), s.rows_decoded, s.rows_prefilled, s.prefill_tokens, s.groups_prefilled,
+      s.running_rows, s.queue_depth, s.tokens_sampled);
   absl::MutexLock lock(&mu_);
   pending_ += line;
 }

@@ -1,6 +1,7 @@
 // The decode loop's timeline as a file (config key step_log): one line per
 // engine step with its start, interval, Step() time, loop time, rows decoded
-// and prefilled and prefill tokens, for device runs that show the server
+// and prefilled, prefill tokens and image tokens made (several a row with
+// parallel or speculative decoding), for device runs that show the server
 // keeping the batch at the cap. The loop only appends to a buffer; a writer
 // thread writes it out, so a slow disk never lengthens a step. It wraps the
 // observer the server already has and forwards every call to it.
@@ -26,7 +27,7 @@ class StepLog final : public scheduler::SchedulerObserver {
 
   static constexpr const char* kHeader =
       "step start_s interval_ms step_ms loop_ms rows_decoded rows_prefilled prefill_tokens groups_prefilled "
-      "running_rows queue_depth";
+      "running_rows queue_depth tokens_sampled";
 
   void OnStep(const scheduler::StepStats& stats) override;
   void OnQueueDepth(int32_t depth) override { inner_->OnQueueDepth(depth); }

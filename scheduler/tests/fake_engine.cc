@@ -1,5 +1,7 @@
 #include "scheduler/tests/fake_engine.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/request_rules.h"
@@ -102,17 +104,24 @@ absl::StatusOr<engine::StepReport> FakeEngine::Step() {
     engine::RequestProgress& progress = g.request->progress;
     if (progress.tokens_done >= info_.image_tokens) continue;  // finished, awaiting Remove
     ++groups;
-    if (!g.prefilled) {
+    const bool decoding = g.prefilled;
+    if (!decoding) {
       g.prefilled = true;
       ++report.groups_prefilled;
     } else {
       report.rows_decoded += 2 * g.params().num_images;
     }
-    for (int32_t i = 0; i < g.params().num_images; ++i) {
-      progress.tokens[i].push_back(ExpectedToken(g.params().sampling.seed, i, progress.tokens_done));
+    // The prefill step samples one token; each later step tokens_per_step.
+    const int32_t made =
+        std::min(decoding ? std::max(options_.tokens_per_step, 1) : 1, info_.image_tokens - progress.tokens_done);
+    for (int32_t k = 0; k < made; ++k) {
+      for (int32_t i = 0; i < g.params().num_images; ++i) {
+        progress.tokens[i].push_back(ExpectedToken(g.params().sampling.seed, i, progress.tokens_done));
+      }
+      ++progress.tokens_done;
     }
     ++progress.steps;
-    if (++progress.tokens_done == info_.image_tokens) {
+    if (progress.tokens_done == info_.image_tokens) {
       progress.finished = true;
       report.finished.push_back(id);
     }

@@ -32,6 +32,9 @@ struct FakeEngineOptions {
   absl::Duration step_time = absl::ZeroDuration();    // sleep in every Step
   absl::Duration decode_time = absl::ZeroDuration();  // sleep in every DecodeImages
   int64_t fail_step = -1;                             // Step() with this index returns an error
+  // Tokens an image gains per decode step after its prefill step (parallel
+  // decoding's several a step; the last step makes what is left).
+  int32_t tokens_per_step = 1;
 };
 
 // Prompt tokens of the fake: 4 framing tokens plus one per byte.

@@ -123,6 +123,33 @@ TEST(SchedulerTest, KvNeverExceedsBudgetAndAllFinish) {
   }
 }
 
+// The observer's tokens_sampled is the tokens the step added to its requests,
+// however many an image makes a step (parallel or speculative decoding): over
+// a run they sum to every image's tokens.
+TEST(SchedulerTest, TokensSampledCountsEveryTokenMade) {
+  for (int32_t per_step : {1, 3}) {
+    FakeEngineOptions eo;
+    eo.tokens_per_step = per_step;
+    FakeEngine engine(eo);
+    engine.SetKvBudget(int64_t{1} << 40);
+    RecordingObserver observer;
+    auto s = Make(engine, SchedulerOptions{}, &observer);
+    std::vector<std::shared_ptr<RequestHandle>> handles;
+    for (int i = 0; i < 3; ++i) handles.push_back(s->Submit(MakeRequest("p" + std::to_string(i), 2)).value());
+    for (auto& h : handles) ASSERT_TRUE(FindFinished(CollectEvents(*h))->status.ok());
+    s.reset();  // the loop's last OnStep is recorded
+    int64_t sampled = 0, steps = 0;
+    for (const StepStats& st : observer.steps()) {
+      sampled += st.tokens_sampled;
+      steps += st.rows_decoded > 0 || st.groups_prefilled > 0;
+    }
+    const int32_t tokens = engine.info().image_tokens;  // 16
+    EXPECT_EQ(sampled, 3 * 2 * tokens) << "tokens_per_step " << per_step;
+    // One token at the prefill step, then per_step a step: fewer steps for more a step.
+    EXPECT_GE(steps, 1 + (tokens - 1 + per_step - 1) / per_step) << "tokens_per_step " << per_step;
+  }
+}
+
 TEST(SchedulerTest, RowCapLimitsTheBatch) {
   FakeEngineOptions eo;
   eo.step_time = absl::Microseconds(200);

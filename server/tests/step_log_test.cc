@@ -40,6 +40,7 @@ TEST(StepLogTest, WritesOneLinePerStepAndForwards) {
       s.groups_prefilled = i == 1 ? 2 : 0;
       s.running_rows = 64;
       s.queue_depth = 5;
+      s.tokens_sampled = 90;
       (*log)->OnStep(s);
     }
     (*log)->OnRunning(64, 32);
@@ -52,7 +53,7 @@ TEST(StepLogTest, WritesOneLinePerStepAndForwards) {
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(lines[0], StepLog::kHeader);
   const std::vector<std::string> second = absl::StrSplit(lines[2], ' ');
-  ASSERT_EQ(second.size(), 11u);
+  ASSERT_EQ(second.size(), 12u);
   EXPECT_EQ(second[0], "1");
   EXPECT_EQ(second[1], "0.0100");  // start, from the first step
   EXPECT_EQ(second[2], "10.000");  // interval ms
@@ -61,6 +62,7 @@ TEST(StepLogTest, WritesOneLinePerStepAndForwards) {
   EXPECT_EQ(second[5], "60");
   EXPECT_EQ(second[6], "4");
   EXPECT_EQ(second[7], "200");
+  EXPECT_EQ(second[11], "90");  // tokens made, all images
 }
 
 TEST(StepLogTest, UnwritablePathNamesTheKey) {

@@ -80,10 +80,13 @@ write_captions() {  # FILE N: N distinct captions of about 26 tokens
 
 # img/s of the server's busy steps (requests waiting) from step FROM on, from its --step_log
 # (columns: step start_s interval_ms step_ms loop_ms rows_decoded rows_prefilled prefill_tokens
-# groups_prefilled running_rows queue_depth): the images in flight (a CFG pair each) over the time
-# an image's TOKENS_PER_IMAGE steps take (default 576: Janus; Emu3 at P px: (P/8) * (P/8 + 1) + 3).
+# groups_prefilled running_rows queue_depth tokens_sampled): the tokens the steps made over their
+# time, TOKENS_PER_IMAGE an image (default 576: Janus; Emu3 at P px: (P/8) * (P/8 + 1) + 3). A log
+# without tokens_sampled (before 2026-12-03) counts a token a step for each image in flight (a CFG
+# pair each), which undercounts parallel decoding's several a step.
 steady_state() {  # STEP_LOG [FROM] [TOKENS_PER_IMAGE]
-  awk -v from="${2:-60}" -v tokens="${3:-576}" 'NR > 1 && $1 >= from && $11 > 0 { n++; iv += $3; rows += $6 + $7 }
-    END { if (n) printf "%.2f img/s over %d busy steps (%.0f rows, %.1f ms a step)\n", (rows / n / 2) / (tokens * iv / n / 1000), n, rows / n, iv / n
+  awk -v from="${2:-60}" -v tokens="${3:-576}" 'NR > 1 && $1 >= from && $11 > 0 {
+      n++; iv += $3; rows += $6 + $7; made += (NF >= 12) ? $12 : ($6 + $7) / 2 }
+    END { if (n) printf "%.2f img/s over %d busy steps (%.0f rows, %.1f ms a step)\n", (made / tokens) / (iv / 1000), n, rows / n, iv / n
           else print "- (no busy steps)" }' "$1" 2>/dev/null || echo "- (no step log)"
 }
