@@ -282,6 +282,14 @@ check "server-load window 8's load" "^argen_client .*load .*--parallel_window 8\
 check "server-load window 8 ratio" "server / engine \(weight_dtype auto\+pw8\): " "$out7/summary.txt"
 check "server-load window 0 ratio" "server / engine \(weight_dtype auto\): " "$out7/summary.txt"
 
+# engine-full-card with FULL_CARD_WINDOWS and FULL_CARD_WEIGHTS: a run a window, the named weights only.
+out8=$tmp/out-full-card-pw
+FULL_CARD_WINDOWS="0 8" FULL_CARD_WEIGHTS=auto STUB_ARGS_LOG=$tmp/fc-args.txt OUT=$out8 LAB_BIN=$stub LAB_WORK=$tmp/work \
+  DEADLINE=60 bash "$root/bench/gpu/lab.sh" engine-full-card >"$tmp/lab-full-card.log" 2>&1
+echo "lab.sh engine-full-card (parallel windows) rc=$?"
+check "engine-full-card window 8" "^argen_bench .*--max-batch .*--weight-dtype auto --parallel-window 8\$" "$tmp/fc-args.txt"
+check "engine-full-card window 0" "^argen_bench .*--max-batch .*--weight-dtype auto --parallel-window 0\$" "$tmp/fc-args.txt"
+
 # gpu-tests with GPU_TESTS runs the named executables alone; with more files than LAB_MAX_FILES
 # (the run tool's 8) the lab packs all but cmd.txt and summary.txt into all.tgz.
 out6=$tmp/out-gpu-tests
