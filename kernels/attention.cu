@@ -11,6 +11,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/attention.h"
 #include "kernels/common.cuh"
@@ -426,6 +427,53 @@ __device__ __forceinline__ T Pick(const T (&arr)[N], int u) {
   return x;
 }
 
+// A round's partial dot products, this lane's kDims dims of each: part[u * G +
+// g] = q_g . k_u (zeros for an entry without a row; fp8 rows scaled, the scale
+// being the same for every lane of the key).
+template <int G, int kDims, bool kFp8, typename Rows, typename Round, int N>
+__device__ __forceinline__ void RoundDots(const Round& r, const float (&q)[G][kDims], float (&part)[N]) {
+  static_assert(N >= kUnroll * G, "a value per (key, query head)");
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    float k[kDims];
+    Rows::Unpack(r.raw[u], k);
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float s = 0.f;
+#pragma unroll
+      for (int i = 0; i < kDims; ++i) s += q[g][i] * k[i];
+      if constexpr (kFp8) s *= r.scale[u];
+      part[u * G + g] = s;
+    }
+  }
+}
+
+// A round's whole dot products on every lane of each key group: s[u * G + g] =
+// q_g . k_u. With at least a value a lane, ReduceScatter then one shuffle a
+// value from its owner (31 shuffles at G = 4 over 16 lanes against a
+// butterfly's 64); with fewer, a butterfly per value.
+template <int G, int kDims, int kLanesPerKey, bool kFp8, typename Rows, typename Round>
+__device__ __forceinline__ void KeyGroupDots(const Round& r, const float (&q)[G][kDims], int sub,
+                                             float (&s)[kUnroll * G]) {
+  constexpr int kValues = kUnroll * G;
+  if constexpr (kValues >= kLanesPerKey) {
+    constexpr int kShare = (kValues + kLanesPerKey - 1) / kLanesPerKey;
+    float part[kShare * kLanesPerKey];
+    RoundDots<G, kDims, kFp8, Rows>(r, q, part);
+#pragma unroll
+    for (int e = kValues; e < kShare * kLanesPerKey; ++e) part[e] = 0.f;
+    ReduceScatter<kShare * kLanesPerKey, kLanesPerKey>(part, sub);
+#pragma unroll
+    for (int e = 0; e < kValues; ++e) s[e] = __shfl_sync(0xffffffffu, part[e % kShare], e / kShare, kLanesPerKey);
+  } else {
+    RoundDots<G, kDims, kFp8, Rows>(r, q, s);
+#pragma unroll
+    for (int e = 0; e < kValues; ++e)
+#pragma unroll
+      for (int o = kLanesPerKey / 2; o > 0; o >>= 1) s[e] += __shfl_xor_sync(0xffffffffu, s[e], o);
+  }
+}
+
 // Whether a query group's scores are summed with ReduceScatter (all of a
 // round's kUnroll x G dot products at once) rather than one butterfly per dot
 // product: with 4+ query heads a round's butterflies were most of its
@@ -468,19 +516,7 @@ __device__ __forceinline__ void ScoreKeys(const Rows& rows, const TokenMeta& m, 
           constexpr int kValues = kUnroll * G;
           constexpr int kShare = (kValues + kLanesPerKey - 1) / kLanesPerKey;
           float part[kShare * kLanesPerKey];
-#pragma unroll
-          for (int u = 0; u < kUnroll; ++u) {
-            float k[kDims];
-            Rows::Unpack(r.raw[u], k);  // zeros for an entry without a row
-#pragma unroll
-            for (int g = 0; g < G; ++g) {
-              float s = 0.f;
-#pragma unroll
-              for (int i = 0; i < kDims; ++i) s += q[g][i] * k[i];
-              if constexpr (kFp8) s *= r.scale[u];  // the same for every lane of the key
-              part[u * G + g] = s;
-            }
-          }
+          RoundDots<G, kDims, kFp8, Rows>(r, q, part);
 #pragma unroll
           for (int e = kValues; e < kShare * kLanesPerKey; ++e) part[e] = 0.f;
           ReduceScatter<kShare * kLanesPerKey, kLanesPerKey>(part, sub);
@@ -613,6 +649,86 @@ __device__ __forceinline__ void CombineSplits(const AttentionArgs& a, int t, int
       min_scratch);
 }
 
+// What a (token, kv head, split) block attends: the token's metadata with its
+// head's own count (sparse lists), whether its slots are a policy's list, and
+// its chunk: keys [begin, begin + len).
+struct ChunkKeys {
+  TokenMeta m;
+  bool sparse;
+  int begin, len;
+  __device__ ChunkKeys(const AttentionArgs& a, int t, int kvh, int split) : m(a.meta[t]) {
+    sparse = (m.flags & kTokenSparse) && a.decode_idx != nullptr;
+    if (sparse && a.counts != nullptr) m.decode_count = a.counts[static_cast<int64_t>(t) * a.kv_heads + kvh];
+    m.decode_count = max(m.decode_count, 0);
+    const int n = m.prefix_len + m.decode_count;
+    begin = split * a.chunk;
+    len = max(0, min(n, begin + a.chunk) - begin);
+  }
+};
+
+// This lane's kDims dims of the kv head's G query heads, scaled.
+template <int HD, int G, int kDims>
+__device__ __forceinline__ void LoadQuery(const AttentionArgs& a, int t, int kvh, int sub, float (&q)[G][kDims]) {
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const float* qp = a.q + (static_cast<int64_t>(t) * a.heads + kvh * G + g) * HD + sub * kDims;
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) q[g][i] = qp[i] * a.scale;
+  }
+}
+
+// A block's end: reduce[kWarps][G][HD] holds each warp's weighted values (on
+// the scale of s_m's maxima, whose sums are s_l): their total is the output
+// (splits == 1) or this chunk's partial softmax; with split counters the last
+// chunk of the (token, kv head) to finish merges the partials; then the
+// observe outputs from prob_of(e) (split launches: CombineSplits writes them).
+template <int HD, int G, typename ProbOf>
+__device__ __forceinline__ void FinishChunk(const AttentionArgs& a, int t, int kvh, int split, int count,
+                                            const ObserveMode& observe, const float* reduce, float* s_m, float* s_l,
+                                            MinEntry* min_scratch, ProbOf prob_of) {
+  const int tid = threadIdx.x;
+  WorkspaceView ws = View(a.workspace, a.tokens, a.heads, HD, a.splits);
+  for (int e = tid; e < G * HD; e += kThreads) {
+    float total = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) total += reduce[w * G * HD + e];
+    const int g = e / HD, d = e % HD;
+    const int h = kvh * G + g;
+    if (a.splits == 1) {
+      const float l = s_l[g];
+      a.out[(static_cast<int64_t>(t) * a.heads + h) * HD + d] = __float2bfloat16(l > 0.f ? total / l : 0.f);
+    } else {
+      const int64_t part = (static_cast<int64_t>(t) * a.heads + h) * a.splits + split;
+      ws.acc[part * HD + d] = total;
+      if (d == 0) {
+        ws.m[part] = s_m[g];
+        ws.l[part] = s_l[g];
+      }
+    }
+  }
+
+  // Each block's writes are made visible (fence) before it counts itself, and
+  // the last one resets the counter for the next launch.
+  if (a.splits > 1) {
+    if (a.split_counters == nullptr) return;
+    __shared__ bool s_last;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+      int* counter = a.split_counters + static_cast<int64_t>(t) * a.kv_heads + kvh;
+      s_last = atomicAdd(counter, 1) == a.splits - 1;
+      if (s_last) *counter = 0;
+    }
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    CombineSplits<HD, G>(a, t, kvh, s_m, s_l, min_scratch);
+    return;
+  }
+  // Fused observe outputs: the whole key set is in this block.
+  WriteObserve(a, t, kvh, count, observe, prob_of, min_scratch);
+}
+
 // kFp8: the launch for the fp8 tokens (kTokenKvFp8), else for the bf16 ones;
 // each skips the other's tokens, so a batch of both takes two launches.
 template <int HD, int G, bool kFp8, bool kShared>
@@ -629,29 +745,20 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   __shared__ float s_m[G], s_l[G];
 
   const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
-  TokenMeta m = a.meta[t];
+  const ChunkKeys keys(a, t, kvh, split);
+  const TokenMeta& m = keys.m;
   if (((m.flags & kTokenKvFp8) != 0) != kFp8) return;  // the other launch's token
-  const bool sparse = (m.flags & kTokenSparse) && a.decode_idx != nullptr;
-  if (sparse && a.counts != nullptr) m.decode_count = a.counts[static_cast<int64_t>(t) * a.kv_heads + kvh];
-  m.decode_count = max(m.decode_count, 0);
-  const int n = m.prefix_len + m.decode_count;
-  const int begin = split * a.chunk;
-  const int len = max(0, min(n, begin + a.chunk) - begin);
+  const int begin = keys.begin, len = keys.len;
   const int tid = threadIdx.x, sub = tid % kLanesPerKey, slot = tid / kLanesPerKey;
   using Rows = KvRows<HD, kFp8, kDims, kShared>;
   const Rows rows(a, m, kvh);
-  const int32_t* idx = DecodeSlots(a, m, sparse, t, kvh);
-  const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
+  const int32_t* idx = DecodeSlots(a, m, keys.sparse, t, kvh);
+  const ObserveMode observe = ModeFor(a, t, keys.sparse, m.decode_count);
   const bool split_logits = a.splits > 1 && observe.any();
   WorkspaceView ws = View(a.workspace, a.tokens, a.heads, HD, a.splits);
 
   float q[G][kDims];
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    const float* qp = a.q + (static_cast<int64_t>(t) * a.heads + kvh * G + g) * HD + sub * kDims;
-#pragma unroll
-    for (int i = 0; i < kDims; ++i) q[g][i] = qp[i] * a.scale;
-  }
+  LoadQuery<HD, G, kDims>(a, t, kvh, sub, q);
 
   // Pass 1: scores of every key of the chunk (pipelined: its positions first).
   if constexpr (kPipelinedGroup<G>) {
@@ -721,55 +828,204 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
       for (int i = 0; i < kDims; ++i) reduce[(warp * G + g) * HD + sub * kDims + i] = acc[g][i];
   }
   __syncthreads();
-  for (int e = tid; e < G * HD; e += kThreads) {
-    float total = 0.f;
+  FinishChunk<HD, G>(a, t, kvh, split, m.decode_count, observe, reduce, s_m, s_l, min_scratch, [&](int e) {
+    float p = 0.f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) total += reduce[w * G * HD + e];
-    const int g = e / HD, d = e % HD;
-    const int h = kvh * G + g;
-    if (a.splits == 1) {
-      const float l = s_l[g];
-      a.out[(static_cast<int64_t>(t) * a.heads + h) * HD + d] = __float2bfloat16(l > 0.f ? total / l : 0.f);
-    } else {
-      const int64_t part = (static_cast<int64_t>(t) * a.heads + h) * a.splits + split;
-      ws.acc[part * HD + d] = total;
-      if (d == 0) {
-        ws.m[part] = s_m[g];
-        ws.l[part] = s_l[g];
+    for (int g = 0; g < G; ++g) p += s_l[g] > 0.f ? scores[g * a.chunk + m.prefix_len + e] / s_l[g] : 0.f;
+    return p * (1.f / G);
+  });
+}
+
+// Merges two running softmax states (max, sum, weighted values) over other
+// keys into (m, l, acc): each is rescaled to the larger max (an empty state,
+// max -inf, weighs nothing).
+template <int kDims>
+__device__ __forceinline__ void MergeRunning(float& m, float& l, float (&acc)[kDims], float m2, float l2,
+                                             const float (&acc2)[kDims]) {
+  const float mx = fmaxf(m, m2);
+  const float c1 = m == -INFINITY ? 0.f : __expf(m - mx);
+  const float c2 = m2 == -INFINITY ? 0.f : __expf(m2 - mx);
+  l = l * c1 + l2 * c2;
+#pragma unroll
+  for (int i = 0; i < kDims; ++i) acc[i] = acc[i] * c1 + acc2[i] * c2;
+  m = mx;
+}
+
+// One-pass kernel (AttentionVariant::kOnePass): each key group keeps a running
+// softmax per query head (max, sum, weighted values) over the keys it takes,
+// so a round's K and V rows are loaded together and no barrier separates
+// scores from values; the key groups' states merge at the end, rescaled to the
+// block's max, and the block ends as the two-pass kernel's does. Logits are
+// kept only for the observe outputs (shared memory, or the split workspace).
+// Where a launch has few blocks (one head a KV head, 1-8 images) the two-pass
+// kernel's three passes run each block's memory latency three times over, and
+// this one was 0.65-0.87x its time (kOnePassAutoPairsPerSm); with 4-5 heads a
+// KV head the running states cost the registers of the two-pass kernel's
+// loads in flight, and it was 1.1-1.9x slower (H200, 2026-12-03).
+// Up to four heads a KV head the one-pass kernel is held to 128 registers,
+// four blocks an SM as the two-pass kernel's (unbounded it took 154-167 at
+// four: three blocks an SM, two waves for Emu3's 512 blocks at 16 images;
+// held, 4-56 bytes spill). At five (168 unbounded) the bound spilled ~200 bytes.
+template <int G>
+constexpr int OnePassMinBlocks() {
+  return G <= 4 ? 4 : 0;
+}
+
+template <int HD, int G, bool kFp8, bool kShared>
+__global__ void __launch_bounds__(kThreads, (OnePassMinBlocks<G>())) OnePassAttentionKernel(AttentionArgs a) {
+  constexpr int kDims = kFp8 && G <= 2 ? 16 : 8;
+  constexpr int kLanesPerKey = HD / kDims;
+  constexpr int kKeysPerIter = kThreads / kLanesPerKey;
+  constexpr int kValues = kUnroll * G;
+  extern __shared__ float smem[];
+  float* logits = smem;                                         // [G][chunk] (observe, splits == 1)
+  int* positions = reinterpret_cast<int*>(smem + G * a.chunk);  // [chunk]
+  float* reduce = smem + (G + 1) * a.chunk;                     // [kWarps][G][HD]
+  __shared__ float s_warp_m[kWarps][G], s_warp_l[kWarps][G];
+  __shared__ MinEntry min_scratch[kWarps];
+  __shared__ float s_m[G], s_l[G];
+
+  const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
+  const ChunkKeys keys(a, t, kvh, split);
+  const TokenMeta& m = keys.m;
+  if (((m.flags & kTokenKvFp8) != 0) != kFp8) return;  // the other launch's token
+  const int begin = keys.begin, len = keys.len;
+  const int tid = threadIdx.x, sub = tid % kLanesPerKey, slot = tid / kLanesPerKey;
+  const int warp = tid >> 5, lane = tid & 31;
+  using Rows = KvRows<HD, kFp8, kDims, kShared>;
+  const Rows rows(a, m, kvh);
+  const ObserveMode observe = ModeFor(a, t, keys.sparse, m.decode_count);
+  const bool keep_logits = observe.any() && a.splits == 1;
+  float* split_logits = a.splits > 1 && observe.any()
+                            ? View(a.workspace, a.tokens, a.heads, HD, a.splits).logits +
+                                  (static_cast<int64_t>(t) * a.heads + kvh * G) * a.probs_stride
+                            : nullptr;
+
+  float q[G][kDims];
+  LoadQuery<HD, G, kDims>(a, t, kvh, sub, q);
+  // Query groups: chunk entries at or past a member's limit are masked.
+  int limit[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g)
+    limit[g] = a.key_limits == nullptr
+                   ? len
+                   : a.key_limits[static_cast<int64_t>(t) * (G / a.key_limit_heads) + g / a.key_limit_heads] - begin;
+  StagePositions<kShared>(m, DecodeSlots(a, m, keys.sparse, t, kvh), begin, len, positions, tid, kThreads);
+  __syncthreads();
+
+  float run_m[G], run_l[G], acc[G][kDims];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    run_m[g] = -INFINITY;
+    run_l[g] = 0.f;
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) acc[g][i] = 0.f;
+  }
+  using Round = KeyRound<Rows, kKeysPerIter, kFp8>;
+  for (int base = 0; base < len; base += kKeysPerIter * kUnroll) {
+    Round keys_round, values_round;
+    keys_round.Staged(positions, base, len, slot);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) values_round.pos[u] = keys_round.pos[u];
+    keys_round.LoadRows(rows, sub, false);
+    values_round.LoadRows(rows, sub, true);
+    float s[kValues];
+    KeyGroupDots<G, kDims, kLanesPerKey, kFp8, Rows>(keys_round, q, sub, s);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = base + u * kKeysPerIter + slot;
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float& logit = s[u * G + g];
+        if (keys_round.pos[u] < 0 || j >= limit[g]) logit = -INFINITY;
+        if (sub == 0 && j < len) {
+          if (keep_logits) logits[g * a.chunk + j] = logit;
+          if (split_logits != nullptr && begin + j >= m.prefix_len)
+            split_logits[g * a.probs_stride + begin + j - m.prefix_len] = logit;
+        }
+      }
+    }
+    // The running states: rescaled to the round's new maxima, then its keys
+    // added (s becomes exp(s - max) in place: registers bound the blocks an SM).
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float mx = run_m[g];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) mx = fmaxf(mx, s[u * G + g]);
+      const float c = (run_m[g] == -INFINITY) ? 1.f : __expf(run_m[g] - mx);
+      run_l[g] *= c;
+#pragma unroll
+      for (int i = 0; i < kDims; ++i) acc[g][i] *= c;
+      run_m[g] = mx;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) s[u * G + g] = mx == -INFINITY ? 0.f : __expf(s[u * G + g] - mx);
+    }
+    const float(&p)[kValues] = s;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      float v[kDims];
+      Rows::Unpack(values_round.raw[u], v);  // zeros for an entry without a row
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        run_l[g] += p[u * G + g];
+        float w = p[u * G + g];
+        if constexpr (kFp8) w *= values_round.scale[u];
+#pragma unroll
+        for (int i = 0; i < kDims; ++i) acc[g][i] += w * v[i];
       }
     }
   }
 
-  // With split counters the last chunk of the (token, kv head) to finish
-  // merges the partials: each block's writes are made visible (fence) before
-  // it counts itself, and the last one resets the counter for the next launch.
-  if (a.splits > 1) {
-    if (a.split_counters == nullptr) return;
-    __shared__ bool s_last;
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) {
-      int* counter = a.split_counters + static_cast<int64_t>(t) * a.kv_heads + kvh;
-      s_last = atomicAdd(counter, 1) == a.splits - 1;
-      if (s_last) *counter = 0;
-    }
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-    CombineSplits<HD, G>(a, t, kvh, s_m, s_l, min_scratch);
-    return;
-  }
-
-  // Fused observe outputs: the whole key set is in this block (split launches returned above).
-  WriteObserve(
-      a, t, kvh, m.decode_count, observe,
-      [&](int e) {
-        float p = 0.f;
+  // The warp's key groups merged (lanes of a sub hold the same dims).
 #pragma unroll
-        for (int g = 0; g < G; ++g) p += s_l[g] > 0.f ? scores[g * a.chunk + m.prefix_len + e] / s_l[g] : 0.f;
-        return p * (1.f / G);
-      },
-      min_scratch);
+  for (int o = 16; o >= kLanesPerKey; o >>= 1) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float other[kDims];
+#pragma unroll
+      for (int i = 0; i < kDims; ++i) other[i] = __shfl_xor_sync(0xffffffffu, acc[g][i], o);
+      MergeRunning<kDims>(run_m[g], run_l[g], acc[g], __shfl_xor_sync(0xffffffffu, run_m[g], o),
+                          __shfl_xor_sync(0xffffffffu, run_l[g], o), other);
+    }
+  }
+  // Then the warps: each rescaled to the block's max per query head.
+  if (lane == 0) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) s_warp_m[warp][g] = run_m[g];
+  }
+  __syncthreads();
+  if (lane < kLanesPerKey) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_warp_m[w][g]);
+      const float c = run_m[g] == -INFINITY ? 0.f : __expf(run_m[g] - mx);
+#pragma unroll
+      for (int i = 0; i < kDims; ++i) reduce[(warp * G + g) * HD + sub * kDims + i] = acc[g][i] * c;
+      if (lane == 0) s_warp_l[warp][g] = run_l[g] * c;
+    }
+  }
+  __syncthreads();
+  if (tid < G) {
+    float mx = -INFINITY, l = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_warp_m[w][tid]);
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) l += s_warp_l[w][tid];
+    s_m[tid] = mx;
+    s_l[tid] = l;
+  }
+  __syncthreads();
+  FinishChunk<HD, G>(a, t, kvh, split, m.decode_count, observe, reduce, s_m, s_l, min_scratch, [&](int e) {
+    float p = 0.f;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const float logit = logits[g * a.chunk + m.prefix_len + e];
+      p += (s_l[g] > 0.f && logit != -INFINITY) ? __expf(logit - s_m[g]) / s_l[g] : 0.f;
+    }
+    return p * (1.f / G);
+  });
 }
 
 template <int HD, int G>
@@ -828,12 +1084,7 @@ __global__ void __launch_bounds__(kThreads) StagedAttentionKernel(AttentionArgs 
   for (int j = tid; j < len; j += kThreads) positions[j] = KeyPosition<true>(j, m, idx);
   // q (scaled) in registers while the copies fly.
   float q[G][8];
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    const float* qp = a.q + (static_cast<int64_t>(t) * a.heads + kvh * G + g) * HD + sub * 8;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) q[g][i] = qp[i] * a.scale;
-  }
+  LoadQuery<HD, G, 8>(a, t, kvh, sub, q);
   __syncthreads();
   // 3. The decode rows: K, then V, as two groups.
   const int decode_chunks = (len - prompt) * kLanesPerKey;
@@ -985,12 +1236,7 @@ __global__ void __launch_bounds__(kThreads, (WarpMinBlocks<kShared, G, kFp8>()))
   const ObserveMode observe = ModeFor(a, t, sparse, m.decode_count);
 
   float q[G][kDims];
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    const float* qp = a.q + (static_cast<int64_t>(t) * a.heads + kvh * G + g) * HD + sub * kDims;
-#pragma unroll
-    for (int i = 0; i < kDims; ++i) q[g][i] = qp[i] * a.scale;
-  }
+  LoadQuery<HD, G, kDims>(a, t, kvh, sub, q);
 
   // Scores of every key (pipelined: its positions first).
   if constexpr (kPipelinedGroup<G>) {
@@ -1069,30 +1315,36 @@ cudaError_t LaunchWarp(const AttentionArgs& a, int cap, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// The two-pass or the one-pass kernel: a block per (token, kv head, split), the same shared memory.
 template <int HD, int G, bool kFp8, bool kShared>
-cudaError_t LaunchTwoPass(const AttentionArgs& a, cudaStream_t stream) {
-  static const cudaError_t attr =
+cudaError_t LaunchChunked(const AttentionArgs& a, bool one_pass, cudaStream_t stream) {
+  auto kernel = one_pass ? OnePassAttentionKernel<HD, G, kFp8, kShared> : AttentionKernel<HD, G, kFp8, kShared>;
+  static const cudaError_t attr[2] = {
       cudaFuncSetAttribute(AttentionKernel<HD, G, kFp8, kShared>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk)));
-  if (attr != cudaSuccess) return attr;
-  AttentionKernel<HD, G, kFp8, kShared>
-      <<<dim3(a.tokens, a.kv_heads, a.splits), kThreads, SharedBytes(HD, G, a.chunk), stream>>>(a);
+                           static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk))),
+      cudaFuncSetAttribute(OnePassAttentionKernel<HD, G, kFp8, kShared>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk)))};
+  if (attr[one_pass] != cudaSuccess) return attr[one_pass];
+  kernel<<<dim3(a.tokens, a.kv_heads, a.splits), kThreads, SharedBytes(HD, G, a.chunk), stream>>>(a);
   return cudaGetLastError();
 }
 
 // One launch per KV format present (bf16, fp8), in the kernels that read
 // shared prompts only when some token does.
 template <int HD, int G, bool kShared>
-cudaError_t LaunchFormats(const AttentionArgs& a, bool warp, cudaStream_t stream) {
+cudaError_t LaunchFormats(const AttentionArgs& a, AttentionVariant variant, cudaStream_t stream) {
   const int cap = WarpCap(a);
+  auto launch = [&](auto fp8) {
+    constexpr bool kFp8 = decltype(fp8)::value;
+    return variant == AttentionVariant::kWarp
+               ? LaunchWarp<HD, G, kFp8, kShared>(a, cap, stream)
+               : LaunchChunked<HD, G, kFp8, kShared>(a, variant == AttentionVariant::kOnePass, stream);
+  };
   if (a.kv_formats == 0 || (a.kv_formats & kKvFormatsBf16)) {
-    const cudaError_t err =
-        warp ? LaunchWarp<HD, G, false, kShared>(a, cap, stream) : LaunchTwoPass<HD, G, false, kShared>(a, stream);
+    const cudaError_t err = launch(std::false_type{});
     if (err != cudaSuccess) return err;
   }
-  if (a.kv_formats & kKvFormatsFp8) {
-    return warp ? LaunchWarp<HD, G, true, kShared>(a, cap, stream) : LaunchTwoPass<HD, G, true, kShared>(a, stream);
-  }
+  if (a.kv_formats & kKvFormatsFp8) return launch(std::true_type{});
   return cudaSuccess;
 }
 
@@ -1108,8 +1360,8 @@ cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
     return cudaGetLastError();
   }
   const bool warp = variant == AttentionVariant::kWarp;
-  const cudaError_t err = (a.kv_formats & kKvSharedPrompts) ? LaunchFormats<HD, G, true>(a, warp, stream)
-                                                            : LaunchFormats<HD, G, false>(a, warp, stream);
+  const cudaError_t err = (a.kv_formats & kKvSharedPrompts) ? LaunchFormats<HD, G, true>(a, variant, stream)
+                                                            : LaunchFormats<HD, G, false>(a, variant, stream);
   if (err != cudaSuccess || warp || a.splits == 1 || a.split_counters != nullptr) return err;
   CombineKernel<HD, G><<<dim3(a.tokens, a.kv_heads), kThreads, 0, stream>>>(a);
   return cudaGetLastError();
@@ -1165,6 +1417,13 @@ size_t AttentionWorkspaceBytes(int32_t tokens, int32_t heads, int32_t head_dim, 
 }
 
 AttentionVariant ChosenAttentionVariant(const AttentionArgs& a) {
+  if (a.kv_heads > 0 && a.heads % a.kv_heads == 0) {
+    const bool few_pairs = a.sm_count > 0 && static_cast<int64_t>(a.tokens) * a.kv_heads <
+                                                 static_cast<int64_t>(kOnePassAutoPairsPerSm) * a.sm_count;
+    if (a.variant == AttentionVariant::kOnePass ||
+        (a.variant == AttentionVariant::kAuto && a.key_limits == nullptr && a.heads == a.kv_heads && few_pairs))
+      return AttentionVariant::kOnePass;
+  }
   if (a.variant == AttentionVariant::kTwoPass || a.splits != 1 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0 ||
       a.key_limits != nullptr)
     return AttentionVariant::kTwoPass;

@@ -20,7 +20,8 @@
 //                         (sparse::ArgminFrom over them gives the same entry)
 // `from` is AttentionArgs::argmin_from, or per token AttentionArgs::observe.
 //
-// Three kernels: the two-pass kernel (any key count, split-K); for key sets of
+// Four kernels: the two-pass kernel (any key count, split-K), the one-pass kernel (the same blocks, an online
+// softmax per key group: AttentionVariant::kOnePass); for key sets of
 // at most 1024 with splits == 1, the warp kernel (one warp per (token,
 // kv_head), four per block, warp reductions only: more pairs in flight per
 // SM when there are many pairs; kAuto's rule is kWarpAuto* below); and a staged kernel that first issues every K and V
@@ -40,15 +41,29 @@
 
 namespace argen::kernels {
 
-// Two passes per chunk: scores into shared memory, block softmax, then V.
-// (A one-pass online-softmax variant loading K and V together was measured
-// slower on the H200 at these shapes: docs/PERFORMANCE.md.)
+// The kernels (see the top of this file). The two-pass kernel: scores into
+// shared memory, block softmax, then V. The one-pass kernel: each key group
+// keeps a running (online) softmax, loading K and V together, merged at the
+// end: faster where a launch has few blocks, slower with many or with 4+
+// query heads a KV head (kOnePassAutoPairsPerSm; docs/PERFORMANCE.md).
 enum class AttentionVariant : int32_t {
-  kAuto = 0,     // the measured faster one: two-pass (kStagedAutoBytes is 0)
+  kAuto = 0,     // the measured faster one: kOnePassAuto*, kWarpAuto*, else two-pass (kStagedAutoBytes is 0)
   kTwoPass = 1,  // always the two-pass kernel
   kStaged = 2,   // staged when splits == 1 and it fits the shared memory at all
   kWarp = 3,     // one warp per (token, kv head) when splits == 1 and every key set fits 1024 keys
+  kOnePass = 4,  // always the one-pass kernel (any splits, formats, observe outputs, key limits)
 };
+
+// When kAuto takes the one-pass kernel: one query head a KV head (Janus-Pro,
+// Lumina-mGPT, LlamaGen, Anole), fewer than kOnePassAutoPairsPerSm (token, kv
+// head) pairs per multiprocessor (AttentionArgs::sm_count; 0: never), and no
+// key limits (query groups were measured with the two-pass kernel). Measured
+// on the H200 (2026-12-03, micro, docs/PERFORMANCE.md): 0.65-0.87x the
+// two-pass time at 1 and 8 images (64-512 pairs: a short block's three passes
+// run its memory latency three times over), 0.95-1.13x at 16 images (1,024
+// pairs), and 1.1-1.9x with 4-5 heads a KV head (Emu3-Gen, NextStep-1: the
+// group's running states take the registers that hold two blocks' loads).
+inline constexpr int32_t kOnePassAutoPairsPerSm = 4;
 
 // When kAuto takes the warp kernel (with splits == 1): every key set (rounded
 // up to 32) at most kWarpAutoMaxKeys and at least kWarpAutoPairsPerSm
@@ -124,7 +139,7 @@ struct AttentionArgs {
 // docs/PERFORMANCE.md), so kAuto always picks two-pass; kStaged still runs it.
 constexpr size_t kStagedAutoBytes = 0;
 
-// The kernel DecodeAttention runs for these arguments (kTwoPass or kStaged).
+// The kernel DecodeAttention runs for these arguments (never kAuto).
 AttentionVariant ChosenAttentionVariant(const AttentionArgs& args);
 
 // Longest key chunk one block holds in shared memory.

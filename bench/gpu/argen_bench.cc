@@ -9,7 +9,7 @@
 //   argen_bench --attention-micro --model 7b --batches 32,64 --policies diagonal:0.95,diagonal:0.9
 //     (sparse: the two-pass and the staged kernel, A/B in one process; dense and sparse: the warp kernel where it
 //     applies and what kAuto picks; grouped-query models, e.g. nextstep-14b's 40 heads over 8, laid out per KV head)
-//   --attention-kernel auto|two-pass|staged|warp   the engine's decode attention kernel (default auto)
+//   --attention-kernel auto|two-pass|staged|warp|one-pass   the engine's decode attention kernel (default auto)
 //   --no-fused-argmin   diagonal rows select through probs + ObserveKernel (the earlier path)
 //   --images-per-prompt N   images share a prompt N at a time (one request of N images)
 //   --prompt-sharing on|off|both|across|all[,...]   those images read one copy of each prompt's KV (default
@@ -151,6 +151,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
         f->variant = kernels::AttentionVariant::kStaged;
       else if (v == "warp")
         f->variant = kernels::AttentionVariant::kWarp;
+      else if (v == "one-pass")
+        f->variant = kernels::AttentionVariant::kOnePass;
       else
         return false;
     } else if (a == "--stage-steps")
@@ -577,7 +579,7 @@ constexpr char kBenchUsage[] =
     "              [--prompt-len N] [--kv-budget 40G] [--card-memory 48G] [--max-batch] [--max-rows R] "
     "[--auto-sizing]\n"
     "              [--attention-micro] [--no-graphs] [--no-fused-argmin]\n"
-    "              [--attention-kernel auto|two-pass|staged|warp] [--skinny-gemm on|off]\n"
+    "              [--attention-kernel auto|two-pass|staged|warp|one-pass] [--skinny-gemm on|off]\n"
     "              [--stage-steps N] [--images-per-prompt N] [--prompt-sharing on|off|both|across|all]\n"
     "              [--project-bounded S] (bounded-memory policies: S steps run, the rest projected from\n"
     "               the steady step; the policy column says +projS; dense runs whole)\n"
@@ -601,7 +603,7 @@ int Main(int argc, char** argv) {
                  "diagonal:0.95@fp8, ssd:0.9)\n"
                  "  [--ssd-semantic-share 0.5]  (ssd: share of the random model's heads classified semantic)\n"
                  "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n"
-                 "  [--attention-kernel auto|two-pass|staged|warp] [--no-fused-argmin]\n"
+                 "  [--attention-kernel auto|two-pass|staged|warp|one-pass] [--no-fused-argmin]\n"
                  "  [--images-per-prompt N] [--prompt-sharing on|off|both|across|all]\n"
                  "  [--weight-dtype auto|fp8[,...]] [--gemm-micro [--gemm-rows 2,16,...]] [--vae-micro]\n"
                  "  [--head-micro]\n");
@@ -717,16 +719,24 @@ int Main(int argc, char** argv) {
           std::printf("attention %s images=%d n_att=%d: warp dense %s; warp sparse %s\n", name.c_str(), images,
                       p->n_att, warp(r.dense_warp_ran, r.dense_warp_us, r.dense_warp_gbs, r.dense_us).c_str(),
                       warp(r.sparse_warp_ran, r.sparse_warp_us, r.sparse_warp_gbs, r.sparse_us).c_str());
+          std::printf(
+              "attention %s images=%d n_att=%d: one-pass dense %.1f us (%.0f%% of copy), /two-pass %.2f; one-pass "
+              "sparse %.1f us (%.0f%% of copy), /two-pass %.2f, speedup %.2fx (one-pass both)\n",
+              name.c_str(), images, p->n_att, r.dense_one_pass_us, 100.0 * r.dense_one_pass_gbs / r.copy_gbs,
+              r.dense_one_pass_us / r.dense_us, r.sparse_one_pass_us, 100.0 * r.sparse_one_pass_gbs / r.copy_gbs,
+              r.sparse_one_pass_us / r.sparse_us, r.dense_one_pass_us / r.sparse_one_pass_us);
           std::fflush(stdout);
           if (out)
-            std::fprintf(out,
-                         "{\"kind\":\"attention\",\"model\":\"%s\",\"images\":%d,\"n_att\":%d,\"dense_us\":%.2f,"
-                         "\"sparse_us\":%.2f,\"dense_gbs\":%.1f,\"sparse_gbs\":%.1f,\"staged_us\":%.2f,\"staged_gbs\":%"
-                         ".1f,\"auto_staged\":%s,\"copy_gbs\":%.1f,\"heads\":%d,\"kv_heads\":%d,\"dense_warp_us\":%.2f,"
-                         "\"sparse_warp_us\":%.2f,\"auto_dense\":\"%s\",\"auto_sparse\":\"%s\"}\n",
-                         name.c_str(), images, p->n_att, r.dense_us, r.sparse_us, r.dense_gbs, r.sparse_gbs,
-                         r.staged_us, r.staged_gbs, r.auto_staged ? "true" : "false", r.copy_gbs, shape.heads,
-                         shape.kv_heads, r.dense_warp_us, r.sparse_warp_us, auto_dense, auto_sparse);
+            std::fprintf(
+                out,
+                "{\"kind\":\"attention\",\"model\":\"%s\",\"images\":%d,\"n_att\":%d,\"dense_us\":%.2f,"
+                "\"sparse_us\":%.2f,\"dense_gbs\":%.1f,\"sparse_gbs\":%.1f,\"staged_us\":%.2f,\"staged_gbs\":%"
+                ".1f,\"auto_staged\":%s,\"copy_gbs\":%.1f,\"heads\":%d,\"kv_heads\":%d,\"dense_warp_us\":%.2f,"
+                "\"sparse_warp_us\":%.2f,\"auto_dense\":\"%s\",\"auto_sparse\":\"%s\",\"dense_one_pass_us\":%.2f,"
+                "\"sparse_one_pass_us\":%.2f}\n",
+                name.c_str(), images, p->n_att, r.dense_us, r.sparse_us, r.dense_gbs, r.sparse_gbs, r.staged_us,
+                r.staged_gbs, r.auto_staged ? "true" : "false", r.copy_gbs, shape.heads, shape.kv_heads,
+                r.dense_warp_us, r.sparse_warp_us, auto_dense, auto_sparse, r.dense_one_pass_us, r.sparse_one_pass_us);
         }
       }
       continue;

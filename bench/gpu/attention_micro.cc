@@ -201,6 +201,8 @@ const char* AttentionVariantName(AttentionVariant variant) {
       return "staged";
     case AttentionVariant::kWarp:
       return "warp";
+    case AttentionVariant::kOnePass:
+      return "one-pass";
   }
   return "?";
 }
@@ -251,6 +253,9 @@ bool RunAttentionMicro(const AttentionMicroShape& shape, AttentionMicroResult* o
     return false;
   if (!Time(sparse, AttentionVariant::kTwoPass, e, &ran, &out->sparse_us, &out->sparse_gbs, error)) return false;
   if (!Time(sparse, AttentionVariant::kStaged, e, &out->staged_ran, &out->staged_us, &out->staged_gbs, error))
+    return false;
+  if (!Time(dense, AttentionVariant::kOnePass, e, &ran, &out->dense_one_pass_us, &out->dense_one_pass_gbs, error) ||
+      !Time(sparse, AttentionVariant::kOnePass, e, &ran, &out->sparse_one_pass_us, &out->sparse_one_pass_gbs, error))
     return false;
   out->sparse_splits = sparse.args.splits;
   out->dense_splits = dense.args.splits;

@@ -25,6 +25,8 @@ struct AttentionMicroResult {
   // is false (and these 0) where it does not apply (split keys or over 1024 keys).
   bool dense_warp_ran = false, sparse_warp_ran = false;
   double dense_warp_us = 0, dense_warp_gbs = 0, sparse_warp_us = 0, sparse_warp_gbs = 0;
+  // The one-pass kernel forced (kOnePass) on the dense and the sparse launch, the engine's splits.
+  double dense_one_pass_us = 0, dense_one_pass_gbs = 0, sparse_one_pass_us = 0, sparse_one_pass_gbs = 0;
   // The sparse two-pass launch with ChooseAttentionSplits aiming at more blocks an SM
   // than the engine's 2 (4 and 8; only targets that change its splits are timed).
   struct SplitTarget {
@@ -42,7 +44,7 @@ struct AttentionMicroResult {
   bool auto_staged = false;  // auto_sparse == kStaged
 };
 
-// "auto", "two-pass", "staged" or "warp".
+// "auto", "two-pass", "staged", "warp" or "one-pass".
 const char* AttentionVariantName(kernels::AttentionVariant variant);
 
 // `shape.rows`: CFG rows; heads / kv_heads / head_dim: the model's; n_att: attended decode keys.

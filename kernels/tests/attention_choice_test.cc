@@ -1,7 +1,7 @@
 // Which decode-attention kernel a launch runs (host code only, no GPU needed):
-// kAuto's rule for the warp kernel (short key sets and many (token, kv head)
-// pairs per multiprocessor), explicit choices, and fp8's exclusion of the
-// staged kernel.
+// kAuto's rules for the warp kernel (short key sets and many (token, kv head)
+// pairs per multiprocessor) and the one-pass kernel (few pairs, one head a KV
+// head), explicit choices, and fp8's exclusion of the staged kernel.
 #include <gtest/gtest.h>
 
 #include "kernels/attention.h"
@@ -41,7 +41,38 @@ TEST(AttentionChoiceTest, AutoTakesTheWarpKernelForShortKeySetsWithManyPairsOnly
   EXPECT_EQ(ChosenAttentionVariant(split), AttentionVariant::kTwoPass);
 }
 
+TEST(AttentionChoiceTest, AutoTakesTheOnePassKernelForFewPairsOfOneHeadAKvHead) {
+  const int sms = 132;
+  // 7B (32 / 32 heads): one and eight images (64 and 512 pairs) take it, 16 images (1,024) do not.
+  EXPECT_EQ(ChosenAttentionVariant(Launch(2, 29, sms)), AttentionVariant::kOnePass);
+  EXPECT_EQ(ChosenAttentionVariant(Launch(16, 626, sms)), AttentionVariant::kOnePass);
+  EXPECT_EQ(ChosenAttentionVariant(Launch(32, 79, sms)), AttentionVariant::kTwoPass);
+  // The boundary: kOnePassAutoPairsPerSm pairs per SM (tokens of 32 kv heads).
+  const int boundary = (kOnePassAutoPairsPerSm * sms + 31) / 32;
+  EXPECT_EQ(ChosenAttentionVariant(Launch(boundary - 1, 79, sms)), AttentionVariant::kOnePass);
+  EXPECT_EQ(ChosenAttentionVariant(Launch(boundary, 79, sms)), AttentionVariant::kTwoPass);
+  // Split launches too (a lone image's dense keys).
+  AttentionArgs split = Launch(2, 626, sms);
+  split.splits = 3;
+  EXPECT_EQ(ChosenAttentionVariant(split), AttentionVariant::kOnePass);
+  // Not with several query heads a KV head (Emu3-Gen's 32 / 8), key limits, or no SM count.
+  AttentionArgs grouped = Launch(2, 409, sms);
+  grouped.kv_heads = 8;
+  EXPECT_EQ(ChosenAttentionVariant(grouped), AttentionVariant::kTwoPass);
+  AttentionArgs limited = Launch(2, 79, sms);
+  const int32_t limit = 40;
+  limited.key_limits = &limit;
+  limited.key_limit_heads = 1;
+  EXPECT_EQ(ChosenAttentionVariant(limited), AttentionVariant::kTwoPass);
+  EXPECT_EQ(ChosenAttentionVariant(Launch(2, 79, 0)), AttentionVariant::kTwoPass);
+}
+
 TEST(AttentionChoiceTest, ExplicitChoicesAndFp8) {
+  // Asked for, the one-pass kernel runs whatever the shape, format and key limits.
+  AttentionArgs one_pass = Launch(2238, 79, 132, AttentionVariant::kOnePass);
+  one_pass.kv_heads = 8;
+  one_pass.kv_formats = kKvFormatsFp8;
+  EXPECT_EQ(ChosenAttentionVariant(one_pass), AttentionVariant::kOnePass);
   // Asked for, the warp kernel runs whatever the pairs, up to 1024 keys.
   EXPECT_EQ(ChosenAttentionVariant(Launch(2, 1000, 132, AttentionVariant::kWarp)), AttentionVariant::kWarp);
   EXPECT_EQ(ChosenAttentionVariant(Launch(2, 1100, 132, AttentionVariant::kWarp)), AttentionVariant::kTwoPass);

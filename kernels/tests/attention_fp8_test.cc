@@ -25,14 +25,15 @@ struct Fp8Case {
   int head_dim, heads, kv_heads;
   bool sparse;
   int splits;
-  bool mixed;         // odd tokens bf16, even tokens fp8
-  bool warp = false;  // the warp kernel (splits 1); else the two-pass kernel
+  bool mixed;             // odd tokens bf16, even tokens fp8
+  bool warp = false;      // the warp kernel (splits 1); else the two-pass kernel
+  bool one_pass = false;  // the one-pass kernel
 };
 
 std::string Name(const Fp8Case& c) {
   return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) +
          (c.sparse ? "_sparse" : "_dense") + "_s" + std::to_string(c.splits) + (c.mixed ? "_mixed" : "_fp8") +
-         (c.warp ? "_warp" : "");
+         (c.warp ? "_warp" : "") + (c.one_pass ? "_onepass" : "");
 }
 
 class AttentionFp8Test : public ::testing::TestWithParam<Fp8Case> {};
@@ -196,8 +197,10 @@ TEST_P(AttentionFp8Test, MatchesFloat64ReferenceOverTheDecodedKv) {
   a.max_keys = max_keys;
   a.kv_formats = kKvFormatsFp8 | (c.mixed ? kKvFormatsBf16 : 0);
   // Asked for staged, fp8 must still take the two-pass kernel.
-  a.variant = c.warp ? AttentionVariant::kWarp : AttentionVariant::kStaged;
-  ASSERT_EQ(ChosenAttentionVariant(a), c.warp ? AttentionVariant::kWarp : AttentionVariant::kTwoPass);
+  a.variant = c.one_pass ? AttentionVariant::kOnePass : c.warp ? AttentionVariant::kWarp : AttentionVariant::kStaged;
+  ASSERT_EQ(ChosenAttentionVariant(a), c.one_pass ? AttentionVariant::kOnePass
+                                       : c.warp   ? AttentionVariant::kWarp
+                                                  : AttentionVariant::kTwoPass);
   ARGEN_CUDA_OK(DecodeAttention(a, 0));
   ARGEN_CUDA_OK(cudaDeviceSynchronize());
 
@@ -232,7 +235,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Fp8Case{128, 10, 2, false, 1, false, true}, Fp8Case{128, 4, 4, true, 1, true, true},
                       Fp8Case{128, 4, 4, false, 1, false, true}, Fp8Case{64, 8, 2, true, 1, true, true},
                       Fp8Case{32, 8, 1, false, 1, true, true}, Fp8Case{16, 4, 4, true, 1, false, true},
-                      Fp8Case{128, 16, 2, true, 1, true, true}),
+                      Fp8Case{128, 16, 2, true, 1, true, true}, Fp8Case{128, 4, 4, true, 3, true, false, true},
+                      Fp8Case{128, 16, 4, true, 1, false, false, true},
+                      Fp8Case{128, 16, 4, false, 2, true, false, true}, Fp8Case{64, 8, 2, true, 1, true, false, true},
+                      Fp8Case{128, 10, 2, true, 2, false, false, true}),
     [](const ::testing::TestParamInfo<Fp8Case>& info) { return Name(info.param); });
 
 }  // namespace

@@ -30,9 +30,10 @@ struct Case {
 std::string Name(const Case& c) {
   return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) +
          (c.sparse ? "_sparse" : "_dense") + "_s" + std::to_string(c.splits) +
-         (c.variant == AttentionVariant::kStaged ? "_staged"
-          : c.variant == AttentionVariant::kWarp ? "_warp"
-                                                 : "") +
+         (c.variant == AttentionVariant::kStaged    ? "_staged"
+          : c.variant == AttentionVariant::kWarp    ? "_warp"
+          : c.variant == AttentionVariant::kOnePass ? "_onepass"
+                                                    : "") +
          (c.short_rows ? "_short" : "");
 }
 
@@ -215,35 +216,44 @@ TEST_P(AttentionTest, MatchesFloat64Reference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
-                         ::testing::Values(Case{128, 4, 4, false, 1}, Case{128, 4, 4, true, 1},
-                                           Case{128, 4, 4, false, 4}, Case{128, 4, 4, true, 3}, Case{64, 8, 2, true, 1},
-                                           Case{64, 8, 2, true, 5}, Case{32, 8, 1, false, 2}, Case{32, 2, 1, true, 1},
-                                           Case{128, 16, 2, true, 2}, Case{16, 4, 4, true, 1}, Case{16, 4, 2, false, 3},
-                                           // Group 5 (NextStep-1's 40 / 8 heads), every kernel.
-                                           Case{128, 10, 2, false, 3}, Case{128, 10, 2, true, 1},
-                                           Case{128, 10, 2, true, 1, AttentionVariant::kStaged, true},
-                                           Case{128, 10, 2, true, 1, AttentionVariant::kWarp, false},
-                                           // The staged kernel (splits 1, short key sets), dense and sparse tokens.
-                                           Case{128, 4, 4, true, 1, AttentionVariant::kStaged, true},
-                                           Case{128, 4, 4, false, 1, AttentionVariant::kStaged, true},
-                                           Case{128, 16, 2, true, 1, AttentionVariant::kStaged, true},
-                                           Case{64, 8, 2, true, 1, AttentionVariant::kStaged, true},
-                                           Case{64, 8, 2, true, 1, AttentionVariant::kStaged, false},
-                                           Case{32, 8, 1, false, 1, AttentionVariant::kStaged, true},
-                                           Case{32, 2, 1, true, 1, AttentionVariant::kStaged, false},
-                                           Case{16, 4, 4, true, 1, AttentionVariant::kStaged, false},
-                                           Case{128, 4, 4, true, 1, AttentionVariant::kTwoPass, true},
-                                           // The warp kernel (splits 1, key sets up to 1024).
-                                           Case{128, 4, 4, true, 1, AttentionVariant::kWarp, false},
-                                           Case{128, 4, 4, false, 1, AttentionVariant::kWarp, false},
-                                           Case{128, 4, 4, true, 1, AttentionVariant::kWarp, true},
-                                           Case{128, 16, 2, true, 1, AttentionVariant::kWarp, false},
-                                           Case{64, 8, 2, true, 1, AttentionVariant::kWarp, true},
-                                           Case{32, 8, 1, false, 1, AttentionVariant::kWarp, false},
-                                           Case{32, 2, 1, true, 1, AttentionVariant::kWarp, true},
-                                           Case{16, 4, 4, true, 1, AttentionVariant::kWarp, false}),
-                         [](const ::testing::TestParamInfo<Case>& info) { return Name(info.param); });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionTest,
+    ::testing::Values(
+        Case{128, 4, 4, false, 1}, Case{128, 4, 4, true, 1}, Case{128, 4, 4, false, 4}, Case{128, 4, 4, true, 3},
+        Case{64, 8, 2, true, 1}, Case{64, 8, 2, true, 5}, Case{32, 8, 1, false, 2}, Case{32, 2, 1, true, 1},
+        Case{128, 16, 2, true, 2}, Case{16, 4, 4, true, 1}, Case{16, 4, 2, false, 3},
+        // Group 5 (NextStep-1's 40 / 8 heads), every kernel.
+        Case{128, 10, 2, false, 3}, Case{128, 10, 2, true, 1},
+        Case{128, 10, 2, true, 1, AttentionVariant::kStaged, true},
+        Case{128, 10, 2, true, 1, AttentionVariant::kWarp, false},
+        // The staged kernel (splits 1, short key sets), dense and sparse tokens.
+        Case{128, 4, 4, true, 1, AttentionVariant::kStaged, true},
+        Case{128, 4, 4, false, 1, AttentionVariant::kStaged, true},
+        Case{128, 16, 2, true, 1, AttentionVariant::kStaged, true},
+        Case{64, 8, 2, true, 1, AttentionVariant::kStaged, true},
+        Case{64, 8, 2, true, 1, AttentionVariant::kStaged, false},
+        Case{32, 8, 1, false, 1, AttentionVariant::kStaged, true},
+        Case{32, 2, 1, true, 1, AttentionVariant::kStaged, false},
+        Case{16, 4, 4, true, 1, AttentionVariant::kStaged, false},
+        Case{128, 4, 4, true, 1, AttentionVariant::kTwoPass, true},
+        // The warp kernel (splits 1, key sets up to 1024).
+        Case{128, 4, 4, true, 1, AttentionVariant::kWarp, false},
+        Case{128, 4, 4, false, 1, AttentionVariant::kWarp, false},
+        Case{128, 4, 4, true, 1, AttentionVariant::kWarp, true},
+        Case{128, 16, 2, true, 1, AttentionVariant::kWarp, false},
+        Case{64, 8, 2, true, 1, AttentionVariant::kWarp, true},
+        Case{32, 8, 1, false, 1, AttentionVariant::kWarp, false},
+        Case{32, 2, 1, true, 1, AttentionVariant::kWarp, true}, Case{16, 4, 4, true, 1, AttentionVariant::kWarp, false},
+        // The one-pass kernel: every group size, split and not, observe outputs.
+        Case{128, 4, 4, false, 1, AttentionVariant::kOnePass}, Case{128, 4, 4, true, 1, AttentionVariant::kOnePass},
+        Case{128, 4, 4, true, 3, AttentionVariant::kOnePass}, Case{64, 8, 2, true, 5, AttentionVariant::kOnePass},
+        Case{64, 8, 2, false, 1, AttentionVariant::kOnePass}, Case{32, 8, 1, false, 2, AttentionVariant::kOnePass},
+        Case{32, 2, 1, true, 1, AttentionVariant::kOnePass}, Case{128, 16, 2, true, 2, AttentionVariant::kOnePass},
+        Case{128, 16, 4, true, 1, AttentionVariant::kOnePass}, Case{128, 16, 4, true, 2, AttentionVariant::kOnePass},
+        Case{128, 16, 4, false, 3, AttentionVariant::kOnePass}, Case{128, 10, 2, true, 1, AttentionVariant::kOnePass},
+        Case{128, 10, 2, false, 3, AttentionVariant::kOnePass}, Case{16, 4, 4, true, 1, AttentionVariant::kOnePass},
+        Case{16, 4, 2, false, 3, AttentionVariant::kOnePass}),
+    [](const ::testing::TestParamInfo<Case>& info) { return Name(info.param); });
 
 // The argmin output is exactly sparse::ArgminFrom over the kernel's own probs
 // output (same entry, lowest index on ties), for a per-launch start and for the
@@ -409,14 +419,17 @@ INSTANTIATE_TEST_SUITE_P(
         ArgminCase{128, 10, 2, 2, AttentionVariant::kTwoPass}, ArgminCase{128, 10, 2, 1, AttentionVariant::kWarp},
         ArgminCase{32, 8, 1, 1, AttentionVariant::kStaged}, ArgminCase{16, 2, 1, 2, AttentionVariant::kTwoPass},
         ArgminCase{128, 4, 4, 1, AttentionVariant::kWarp}, ArgminCase{64, 8, 2, 1, AttentionVariant::kWarp},
-        ArgminCase{32, 8, 1, 1, AttentionVariant::kWarp}),
+        ArgminCase{32, 8, 1, 1, AttentionVariant::kWarp}, ArgminCase{128, 4, 4, 1, AttentionVariant::kOnePass},
+        ArgminCase{64, 8, 2, 4, AttentionVariant::kOnePass}, ArgminCase{128, 10, 2, 2, AttentionVariant::kOnePass},
+        ArgminCase{128, 16, 4, 1, AttentionVariant::kOnePass}),
     [](const ::testing::TestParamInfo<ArgminCase>& info) {
       const ArgminCase& c = info.param;
       return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) +
              "_s" + std::to_string(c.splits) +
-             (c.variant == AttentionVariant::kStaged ? "_staged"
-              : c.variant == AttentionVariant::kWarp ? "_warp"
-                                                     : "_twopass");
+             (c.variant == AttentionVariant::kStaged    ? "_staged"
+              : c.variant == AttentionVariant::kWarp    ? "_warp"
+              : c.variant == AttentionVariant::kOnePass ? "_onepass"
+                                                        : "_twopass");
     });
 
 TEST(AttentionSplits, ChosenSplitsCoverEveryKey) {

@@ -27,7 +27,8 @@ using testing::FromBf16Bits;
 struct GroupCase {
   int heads, kv_heads, size;  // size: slots a group (size * heads / kv_heads <= 8)
   int splits;
-  bool listed;  // out of order: nested slot lists
+  bool listed;                                            // out of order: nested slot lists
+  AttentionVariant grouped = AttentionVariant::kTwoPass;  // the grouped launch's kernel
 };
 
 class QueryGroupsTest : public ::testing::TestWithParam<GroupCase> {};
@@ -128,6 +129,8 @@ TEST_P(QueryGroupsTest, GroupedQueriesMatchEachQueryAlone) {
   g.out = reinterpret_cast<__nv_bfloat16*>(grouped_out.get());
   g.key_limits = d_limits.get();
   g.key_limit_heads = G;
+  g.variant = c.grouped;
+  ASSERT_EQ(ChosenAttentionVariant(g), c.grouped);
   ARGEN_CUDA_OK(DecodeAttention(g, nullptr));
   ARGEN_CUDA_OK(ScatterQueryGroups(reinterpret_cast<const __nv_bfloat16*>(grouped_out.get()), d_members.get(), groups,
                                    c.size, H, KVH, hd, reinterpret_cast<__nv_bfloat16*>(got.get()), nullptr));
@@ -146,14 +149,18 @@ TEST_P(QueryGroupsTest, GroupedQueriesMatchEachQueryAlone) {
 INSTANTIATE_TEST_SUITE_P(Shapes, QueryGroupsTest,
                          ::testing::Values(GroupCase{4, 4, 4, 1, false}, GroupCase{4, 4, 4, 3, false},
                                            GroupCase{4, 4, 2, 1, true}, GroupCase{4, 4, 8, 2, true},
-                                           GroupCase{8, 2, 2, 1, true}, GroupCase{8, 2, 2, 3, false}),
+                                           GroupCase{8, 2, 2, 1, true}, GroupCase{8, 2, 2, 3, false},
+                                           GroupCase{4, 4, 4, 1, false, AttentionVariant::kOnePass},
+                                           GroupCase{4, 4, 8, 3, true, AttentionVariant::kOnePass},
+                                           GroupCase{8, 2, 2, 2, true, AttentionVariant::kOnePass}),
                          [](const ::testing::TestParamInfo<GroupCase>& info) {
                            const GroupCase& c = info.param;
                            std::string name = "h";
                            for (const std::string& part :
                                 {std::to_string(c.heads), std::string("_kv"), std::to_string(c.kv_heads),
                                  std::string("_size"), std::to_string(c.size), std::string("_s"),
-                                 std::to_string(c.splits), std::string(c.listed ? "_listed" : "_dense")})
+                                 std::to_string(c.splits), std::string(c.listed ? "_listed" : "_dense"),
+                                 std::string(c.grouped == AttentionVariant::kOnePass ? "_onepass" : "")})
                              name += part;
                            return name;
                          });
