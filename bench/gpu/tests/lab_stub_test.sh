@@ -290,6 +290,14 @@ echo "lab.sh engine-full-card (parallel windows) rc=$?"
 check "engine-full-card window 8" "^argen_bench .*--max-batch .*--weight-dtype auto --parallel-window 8\$" "$tmp/fc-args.txt"
 check "engine-full-card window 0" "^argen_bench .*--max-batch .*--weight-dtype auto --parallel-window 0\$" "$tmp/fc-args.txt"
 
+# engine-batches with BENCH_KERNELS and BENCH_BATCHES: a run a kernel, the named batches.
+out9=$tmp/out-batches-kernels
+BENCH_KERNELS="two-pass auto" BENCH_BATCHES=1 STUB_ARGS_LOG=$tmp/bk-args.txt OUT=$out9 LAB_BIN=$stub LAB_WORK=$tmp/work \
+  DEADLINE=60 bash "$root/bench/gpu/lab.sh" engine-batches >"$tmp/lab-batches.log" 2>&1
+echo "lab.sh engine-batches (kernels) rc=$?"
+check "engine-batches two-pass run" "^argen_bench --attention-kernel two-pass --model 7b --batches 1 " "$tmp/bk-args.txt"
+check "engine-batches auto run" "^argen_bench --attention-kernel auto --model 7b --batches 1 " "$tmp/bk-args.txt"
+
 # gpu-tests with GPU_TESTS runs the named executables alone; with more files than LAB_MAX_FILES
 # (the run tool's 8) the lab packs all but cmd.txt and summary.txt into all.tgz.
 out6=$tmp/out-gpu-tests
