@@ -128,7 +128,7 @@ absl::Status CudaBackend::RunDecodePass(std::span<const DecodeQuery> queries, co
   // Steps asking for the logits replay graphs too (FinishStep downloads them
   // after the launch): speculative decoding asks at every step.
   if (!use_graphs_ || timer_.enabled() || inject_nan_logits_) {
-    timer_.BeginStep();
+    timer_.BeginPass();
     ARGEN_STATUS_RETURN(EnqueueDecode(R, any_sparse, key_bound, observe_flags, kv_formats, rank_ends,
                                       groups));  // same split as the graphs
   } else {
@@ -186,7 +186,7 @@ absl::Status CudaBackend::RunDecodePass(std::span<const DecodeQuery> queries, co
     }
     HandOutVectors(pass_conds_, pass_tokens_, pass_outputs_, out);
   }
-  timer_.EndStep();
+  timer_.EndPass();
   return absl::OkStatus();
 }
 

@@ -107,6 +107,7 @@ absl::Status CudaBackend::ForwardStep(const model::StepPlan& plan, const model::
   for (size_t first = 0; first < all.size(); first += per_pass) {
     ARGEN_STATUS_RETURN(RunDecodePass(all.subspan(first, std::min(per_pass, all.size() - first)), out, by_rank));
   }
+  if (!all.empty()) timer_.CountStep();  // its passes' stage times are one step's
   model::CommitStep(plan, step);
   return absl::OkStatus();
 }

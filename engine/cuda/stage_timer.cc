@@ -11,7 +11,7 @@ void StageTimer::Enable(bool on, cudaStream_t stream) {
   stream_ = stream;
 }
 
-void StageTimer::BeginStep() {
+void StageTimer::BeginPass() {
   if (!enabled_) return;
   used_ = 0;
   stages_.clear();
@@ -29,14 +29,17 @@ void StageTimer::Mark(Stage stage) {
   stages_.push_back(stage);
 }
 
-void StageTimer::EndStep() {
+void StageTimer::EndPass() {
   if (!enabled_ || used_ < 2) return;
   for (size_t i = 1; i < used_; ++i) {
     float ms = 0.f;
     if (cudaEventElapsedTime(&ms, events_[i - 1], events_[i]) == cudaSuccess && stages_[i] != Stage::kCount)
       totals_.ms[static_cast<int>(stages_[i])] += ms;
   }
-  totals_.steps += 1;
+}
+
+void StageTimer::CountStep() {
+  if (enabled_) totals_.steps += 1;
 }
 
 StageTimes StageTimer::Take() {

@@ -27,9 +27,13 @@ class StageTimer {
   bool enabled() const { return enabled_; }
   // Marks the end of `stage` (the time since the previous mark is charged to it).
   void Mark(Stage stage);
-  void BeginStep();
-  // Call after the stream is synchronised: adds the step's times to totals().
-  void EndStep();
+  // A decode pass's marks: a step of many queries may run as several passes
+  // (max_batch_rows / 2 pairs each), whose times all count to that step.
+  void BeginPass();
+  // Call after the stream is synchronised: adds the pass's times to totals().
+  void EndPass();
+  // Counts one step (totals() are per step when divided by steps).
+  void CountStep();
   StageTimes Take();
 
  private:
