@@ -664,6 +664,20 @@ struct ChunkKeys {
     begin = split * a.chunk;
     len = max(0, min(n, begin + a.chunk) - begin);
   }
+  // Whether the token is this launch's (a launch per KV format: fp8 or bf16).
+  __device__ bool InLaunch(bool fp8) const { return ((m.flags & kTokenKvFp8) != 0) == fp8; }
+};
+
+// The chunked kernels' dynamic shared memory (SharedBytes): [G][chunk] floats
+// (scores, or the one-pass kernel's logits), [chunk] key positions and the
+// cross-warp sums [kWarps][G][HD].
+template <int G>
+struct ChunkShared {
+  float* scores;
+  int* positions;
+  float* reduce;
+  __device__ ChunkShared(float* smem, int chunk)
+      : scores(smem), positions(reinterpret_cast<int*>(smem + G * chunk)), reduce(smem + (G + 1) * chunk) {}
 };
 
 // This lane's kDims dims of the kv head's G query heads, scaled.
@@ -737,17 +751,18 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   constexpr int kLanesPerKey = HD / kDims;
   constexpr int kKeysPerIter = kThreads / kLanesPerKey;
   extern __shared__ float smem[];
-  float* scores = smem;                                         // [G][chunk]
-  int* positions = reinterpret_cast<int*>(smem + G * a.chunk);  // [chunk]
-  float* reduce = smem + (G + 1) * a.chunk;                     // [kWarps][G][HD]
+  const ChunkShared<G> shared(smem, a.chunk);
+  float* scores = shared.scores;
+  int* positions = shared.positions;
+  float* reduce = shared.reduce;
   __shared__ float scratch[32];
   __shared__ MinEntry min_scratch[kWarps];
   __shared__ float s_m[G], s_l[G];
 
   const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
   const ChunkKeys keys(a, t, kvh, split);
+  if (!keys.InLaunch(kFp8)) return;  // the other launch's token
   const TokenMeta& m = keys.m;
-  if (((m.flags & kTokenKvFp8) != 0) != kFp8) return;  // the other launch's token
   const int begin = keys.begin, len = keys.len;
   const int tid = threadIdx.x, sub = tid % kLanesPerKey, slot = tid / kLanesPerKey;
   using Rows = KvRows<HD, kFp8, kDims, kShared>;
@@ -878,17 +893,18 @@ __global__ void __launch_bounds__(kThreads, (OnePassMinBlocks<G>())) OnePassAtte
   constexpr int kKeysPerIter = kThreads / kLanesPerKey;
   constexpr int kValues = kUnroll * G;
   extern __shared__ float smem[];
-  float* logits = smem;                                         // [G][chunk] (observe, splits == 1)
-  int* positions = reinterpret_cast<int*>(smem + G * a.chunk);  // [chunk]
-  float* reduce = smem + (G + 1) * a.chunk;                     // [kWarps][G][HD]
+  const ChunkShared<G> shared(smem, a.chunk);
+  float* logits = shared.scores;  // observe outputs with splits == 1
+  int* positions = shared.positions;
+  float* reduce = shared.reduce;
   __shared__ float s_warp_m[kWarps][G], s_warp_l[kWarps][G];
   __shared__ MinEntry min_scratch[kWarps];
   __shared__ float s_m[G], s_l[G];
 
   const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
   const ChunkKeys keys(a, t, kvh, split);
+  if (!keys.InLaunch(kFp8)) return;  // the other launch's token
   const TokenMeta& m = keys.m;
-  if (((m.flags & kTokenKvFp8) != 0) != kFp8) return;  // the other launch's token
   const int begin = keys.begin, len = keys.len;
   const int tid = threadIdx.x, sub = tid % kLanesPerKey, slot = tid / kLanesPerKey;
   const int warp = tid >> 5, lane = tid & 31;
