@@ -298,6 +298,20 @@ echo "lab.sh engine-batches (kernels) rc=$?"
 check "engine-batches two-pass run" "^argen_bench --attention-kernel two-pass --model 7b --batches 1 " "$tmp/bk-args.txt"
 check "engine-batches auto run" "^argen_bench --attention-kernel auto --model 7b --batches 1 " "$tmp/bk-args.txt"
 
+# steady_state (lib/serve.sh): tokens made a step (tokens_sampled) over the step time when the log has
+# them, else a token a step for each image in flight (rows / 2). 2 busy steps of 100 ms: 2,880 tokens
+# made at 576 an image is 5 images in 0.2 s (25 img/s); by rows (1,000 rows: 500 images a step) 8.68.
+printf 'step start_s interval_ms step_ms loop_ms rows_decoded rows_prefilled prefill_tokens groups_prefilled running_rows queue_depth tokens_sampled\n60 1.0 100.0 99.0 0.1 1000 0 0 0 1000 5 1440\n61 1.1 100.0 99.0 0.1 1000 0 0 0 1000 5 1440\n' >"$tmp/steps12.txt"
+cut -d' ' -f1-11 "$tmp/steps12.txt" >"$tmp/steps11.txt"
+(
+  # shellcheck source=bench/gpu/lib/serve.sh
+  . "$root/bench/gpu/lib/serve.sh"
+  echo "tokens: $(steady_state "$tmp/steps12.txt")"
+  echo "rows: $(steady_state "$tmp/steps11.txt")"
+) >"$tmp/steady.txt"
+check "steady state from tokens made" "^tokens: 25.00 img/s over 2 busy steps" "$tmp/steady.txt"
+check "steady state from rows (older logs)" "^rows: 8.68 img/s over 2 busy steps" "$tmp/steady.txt"
+
 # gpu-tests with GPU_TESTS runs the named executables alone; with more files than LAB_MAX_FILES
 # (the run tool's 8) the lab packs all but cmd.txt and summary.txt into all.tgz.
 out6=$tmp/out-gpu-tests
