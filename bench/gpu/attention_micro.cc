@@ -268,7 +268,7 @@ bool RunAttentionMicro(const AttentionMicroShape& shape, AttentionMicroResult* o
     double gbs = 0;
     if (!Time(separate, AttentionVariant::kTwoPass, e, &ran, us, &gbs, error)) return false;
   }
-  for (int per_sm : {4, 8}) {
+  for (int per_sm : {1, 4, 8}) {
     int splits = 1, chunk = 0;
     kernels::ChooseAttentionSplits(shape.rows, shape.kv_heads, sparse.layout.keys, sms, &splits, &chunk, per_sm);
     if (splits == sparse.args.splits) continue;

@@ -27,8 +27,9 @@ struct AttentionMicroResult {
   double dense_warp_us = 0, dense_warp_gbs = 0, sparse_warp_us = 0, sparse_warp_gbs = 0;
   // The one-pass kernel forced (kOnePass) on the dense and the sparse launch, the engine's splits.
   double dense_one_pass_us = 0, dense_one_pass_gbs = 0, sparse_one_pass_us = 0, sparse_one_pass_gbs = 0;
-  // The sparse two-pass launch with ChooseAttentionSplits aiming at more blocks an SM
-  // than the engine's 2 (4 and 8; only targets that change its splits are timed).
+  // The sparse two-pass launch with ChooseAttentionSplits aiming at other blocks an SM
+  // than the engine's 2 (1: fewer splits, no merge; 4 and 8; only targets that change
+  // its splits are timed).
   struct SplitTarget {
     int blocks_per_sm = 0, splits = 0;
     double us = 0, gbs = 0;
