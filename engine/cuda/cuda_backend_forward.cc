@@ -32,7 +32,7 @@ absl::Status CudaBackend::EnqueueNorm(const float* x, const DeviceNorm& norm, in
 absl::Status CudaBackend::AttentionSplits(int32_t tokens, int32_t heads, int32_t max_keys, int32_t probs_stride,
                                           int32_t* splits, int32_t* chunk) const {
   const model::StackConfig& d = spec_.stack;
-  kernels::ChooseAttentionSplits(tokens, d.num_kv_heads, max_keys, sm_count_, splits, chunk);
+  kernels::ChooseAttentionSplits(tokens, d.num_kv_heads, heads / d.num_kv_heads, max_keys, sm_count_, splits, chunk);
   while (*splits > 1 &&
          kernels::AttentionWorkspaceBytes(tokens, heads, d.head_dim, *splits, probs_stride) > attn_ws_bytes_) {
     --*splits;
@@ -120,6 +120,9 @@ absl::Status CudaBackend::RunLayers(int32_t tokens, int32_t max_keys, bool any_s
       hn.eps = d.qk_norm_eps;
       ARGEN_CUDA_RETURN(kernels::HeadLayerNorm(hn, stream_), "qk norm");
     }
+    // The norm and the q|k|v GEMM are the layer's qkv stage (each segment's RoPE + KV append below adds to it);
+    // by rank segments the next mark is a segment's plan, which would be charged them otherwise.
+    timer_.Mark(Stage::kQkv);
     // What every attention launch of the layer shares.
     kernels::AttentionArgs layer_args;
     layer_args.kv_pool = kv_pool;
