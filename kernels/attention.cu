@@ -62,14 +62,15 @@ __device__ __forceinline__ float2 ExpScores(float* scores, int len, int first, i
   return make_float2(mx, reduce_sum(sum));
 }
 
-// The same over one warp's lanes, and over a kThreads block (`scratch`: a float per warp).
+// The same over one warp's lanes, and over the block (`scratch`: a float per warp).
 __device__ __forceinline__ float2 WarpExpScores(float* scores, int len, int lane) {
   return ExpScores(
       scores, len, lane, 32, [](float v) { return detail::WarpMax(v); }, [](float v) { return detail::WarpSum(v); });
 }
 __device__ __forceinline__ float2 BlockExpScores(float* scores, int len, float* scratch) {
   return ExpScores(
-      scores, len, static_cast<int>(threadIdx.x), kThreads, [scratch](float v) { return detail::BlockMax(v, scratch); },
+      scores, len, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x),
+      [scratch](float v) { return detail::BlockMax(v, scratch); },
       [scratch](float v) { return detail::BlockSum(v, scratch); });
 }
 
@@ -247,14 +248,14 @@ __device__ __forceinline__ MinEntry WarpArgmin(MinEntry x) {
   return x;
 }
 
-// Block-wide argmin; returns the winning entry to every thread.
+// Block-wide argmin (`scratch`: an entry per warp); returns the winning entry to every thread.
 __device__ MinEntry BlockArgmin(MinEntry x, MinEntry* scratch) {
   x = WarpArgmin(x);
   __syncthreads();
   if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = x;
   __syncthreads();
   MinEntry best = scratch[0];
-  for (int w = 1; w < kWarps; ++w) best = Smaller(best, scratch[w]);
+  for (int w = 1; w < static_cast<int>(blockDim.x >> 5); ++w) best = Smaller(best, scratch[w]);
   return best;
 }
 
@@ -296,7 +297,7 @@ __device__ __forceinline__ void WriteObserve(const AttentionArgs& a, int t, int 
   const int from = o.argmin ? max(o.from, 0) : count;
   const int begin = probs != nullptr ? 0 : from;
   MinEntry best{INFINITY, -1};
-  for (int e = begin + static_cast<int>(threadIdx.x); e < count; e += kThreads) {
+  for (int e = begin + static_cast<int>(threadIdx.x); e < count; e += static_cast<int>(blockDim.x)) {
     const float p = prob_of(e);
     if (probs != nullptr) probs[e] = p;
     if (e >= from) best = Smaller(best, MinEntry{p, e});
@@ -619,7 +620,7 @@ __device__ __forceinline__ void CombineSplits(const AttentionArgs& a, int t, int
     s_l[tid] = l;
   }
   __syncthreads();
-  for (int e = tid; e < G * HD; e += kThreads) {
+  for (int e = tid; e < G * HD; e += static_cast<int>(blockDim.x)) {
     const int g = e / HD, d = e % HD;
     const int h = kvh * G + g;
     const int64_t base = (static_cast<int64_t>(t) * a.heads + h) * a.splits;
@@ -696,16 +697,16 @@ __device__ __forceinline__ void LoadQuery(const AttentionArgs& a, int t, int kvh
 // (splits == 1) or this chunk's partial softmax; with split counters the last
 // chunk of the (token, kv head) to finish merges the partials; then the
 // observe outputs from prob_of(e) (split launches: CombineSplits writes them).
-template <int HD, int G, typename ProbOf>
+template <int HD, int G, int kBlockWarps = kWarps, typename ProbOf>
 __device__ __forceinline__ void FinishChunk(const AttentionArgs& a, int t, int kvh, int split, int count,
                                             const ObserveMode& observe, const float* reduce, float* s_m, float* s_l,
                                             MinEntry* min_scratch, ProbOf prob_of) {
   const int tid = threadIdx.x;
   WorkspaceView ws = View(a.workspace, a.tokens, a.heads, HD, a.splits);
-  for (int e = tid; e < G * HD; e += kThreads) {
+  for (int e = tid; e < G * HD; e += kBlockWarps * 32) {
     float total = 0.f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) total += reduce[w * G * HD + e];
+    for (int w = 0; w < kBlockWarps; ++w) total += reduce[w * G * HD + e];
     const int g = e / HD, d = e % HD;
     const int h = kvh * G + g;
     if (a.splits == 1) {
@@ -743,20 +744,37 @@ __device__ __forceinline__ void FinishChunk(const AttentionArgs& a, int t, int k
   WriteObserve(a, t, kvh, count, observe, prob_of, min_scratch);
 }
 
+// Blocks of kWideThreads threads: a launch of at most kWideMaxPairsPerSm
+// unsplit (token, kv head) pairs an SM with 4+ query heads a KV head (Emu3's
+// 16-image sparse launch: 256 pairs of 459 keys) leaves each SM two blocks of
+// four warps, whose key rounds are chains of dot products and shuffles with
+// too few warps to hide them; twice the warps walk a block's keys in half the
+// rounds (Emu3: 0.79x the time of two splits of 128-thread blocks). Below
+// kWideMinKeys a block has too few rounds for it (NextStep-1's 101 keys at 16
+// images: 1.07x slower). Held to 128 registers so that two such blocks fit an SM.
+constexpr int kWideThreads = 256;
+constexpr int kWideMaxPairsPerSm = 2;
+constexpr int kWideMinKeys = 256;
+template <int kBlockThreads>
+constexpr int TwoPassMinBlocks() {
+  return kBlockThreads == kWideThreads ? 2 : 0;
+}
+
 // kFp8: the launch for the fp8 tokens (kTokenKvFp8), else for the bf16 ones;
 // each skips the other's tokens, so a batch of both takes two launches.
-template <int HD, int G, bool kFp8, bool kShared>
-__global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
+template <int HD, int G, bool kFp8, bool kShared, int kBlockThreads = kThreads>
+__global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads>())) AttentionKernel(AttentionArgs a) {
   constexpr int kDims = kFp8 && G <= 2 ? 16 : 8;  // dims a lane holds of each key
   constexpr int kLanesPerKey = HD / kDims;
-  constexpr int kKeysPerIter = kThreads / kLanesPerKey;
+  constexpr int kKeysPerIter = kBlockThreads / kLanesPerKey;
+  constexpr int kBlockWarps = kBlockThreads / 32;
   extern __shared__ float smem[];
   const ChunkShared<G> shared(smem, a.chunk);
   float* scores = shared.scores;
   int* positions = shared.positions;
   float* reduce = shared.reduce;
   __shared__ float scratch[32];
-  __shared__ MinEntry min_scratch[kWarps];
+  __shared__ MinEntry min_scratch[kBlockWarps];
   __shared__ float s_m[G], s_l[G];
 
   const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
@@ -777,7 +795,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
 
   // Pass 1: scores of every key of the chunk (pipelined: its positions first).
   if constexpr (kPipelinedGroup<G>) {
-    StagePositions<kShared>(m, idx, begin, len, positions, tid, kThreads);
+    StagePositions<kShared>(m, idx, begin, len, positions, tid, kBlockThreads);
     __syncthreads();
   }
   ScoreKeys<G, kDims, kLanesPerKey, kKeysPerIter, kFp8, kShared>(
@@ -790,7 +808,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   if (a.key_limits != nullptr) {
     // Query groups: each member's keys end at its own limit (its later keys are its group's later queries').
     const int spans = G / a.key_limit_heads;
-    for (int e = tid; e < G * len; e += kThreads) {
+    for (int e = tid; e < G * len; e += kBlockThreads) {
       const int g = e / len, j = e % len;
       if (begin + j >= a.key_limits[static_cast<int64_t>(t) * spans + g / a.key_limit_heads])
         scores[g * a.chunk + j] = -INFINITY;
@@ -808,11 +826,11 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   }
 
   // Pass 2: softmax statistics per query head; scores become exp(s - max).
-  if constexpr (G >= kWarps) {
+  if constexpr (G >= kBlockWarps) {
     // A warp a query head: warp reductions and one barrier, where a block
     // reduction per head costs four barriers (16 for Emu3's groups of four).
     const int warp = tid >> 5, lane = tid & 31;
-    for (int g = warp; g < G; g += kWarps) {
+    for (int g = warp; g < G; g += kBlockWarps) {
       const float2 ml = WarpExpScores(scores + g * a.chunk, len, lane);
       if (lane == 0) {
         s_m[g] = ml.x;
@@ -843,7 +861,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
       for (int i = 0; i < kDims; ++i) reduce[(warp * G + g) * HD + sub * kDims + i] = acc[g][i];
   }
   __syncthreads();
-  FinishChunk<HD, G>(a, t, kvh, split, m.decode_count, observe, reduce, s_m, s_l, min_scratch, [&](int e) {
+  FinishChunk<HD, G, kBlockWarps>(a, t, kvh, split, m.decode_count, observe, reduce, s_m, s_l, min_scratch, [&](int e) {
     float p = 0.f;
 #pragma unroll
     for (int g = 0; g < G; ++g) p += s_l[g] > 0.f ? scores[g * a.chunk + m.prefix_len + e] / s_l[g] : 0.f;
@@ -1302,8 +1320,8 @@ __global__ void __launch_bounds__(kThreads, (WarpMinBlocks<kShared, G, kFp8>()))
   if (lane == 0) a.argmin[head] = best.e;
 }
 
-size_t SharedBytes(int head_dim, int group, int chunk) {
-  return (static_cast<size_t>(group + 1) * chunk + static_cast<size_t>(kWarps) * group * head_dim) * sizeof(float);
+size_t SharedBytes(int head_dim, int group, int chunk, int warps = kWarps) {
+  return (static_cast<size_t>(group + 1) * chunk + static_cast<size_t>(warps) * group * head_dim) * sizeof(float);
 }
 
 // Shared memory the staged kernel may use (the H200's opt-in maximum per block).
@@ -1334,6 +1352,18 @@ cudaError_t LaunchWarp(const AttentionArgs& a, int cap, cudaStream_t stream) {
 // The two-pass or the one-pass kernel: a block per (token, kv head, split), the same shared memory.
 template <int HD, int G, bool kFp8, bool kShared>
 cudaError_t LaunchChunked(const AttentionArgs& a, bool one_pass, cudaStream_t stream) {
+  if constexpr (HD == 128 && kPipelinedGroup<G>) {
+    if (!one_pass && TwoPassBlockThreads(a) == kWideThreads) {
+      constexpr int kWideWarps = kWideThreads / 32;
+      auto wide = AttentionKernel<HD, G, kFp8, kShared, kWideThreads>;
+      static const cudaError_t wide_attr =
+          cudaFuncSetAttribute(wide, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk, kWideWarps)));
+      if (wide_attr != cudaSuccess) return wide_attr;
+      wide<<<dim3(a.tokens, a.kv_heads, a.splits), kWideThreads, SharedBytes(HD, G, a.chunk, kWideWarps), stream>>>(a);
+      return cudaGetLastError();
+    }
+  }
   auto kernel = one_pass ? OnePassAttentionKernel<HD, G, kFp8, kShared> : AttentionKernel<HD, G, kFp8, kShared>;
   static const cudaError_t attr[2] = {
       cudaFuncSetAttribute(AttentionKernel<HD, G, kFp8, kShared>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1410,10 +1440,12 @@ bool AttentionShapeSupported(int32_t heads, int32_t kv_heads, int32_t head_dim) 
          (group == 1 || group == 2 || group == 4 || group == 5 || group == 8);
 }
 
-void ChooseAttentionSplits(int32_t tokens, int32_t kv_heads, int32_t max_keys, int32_t sm_count, int32_t* splits,
-                           int32_t* chunk, int32_t blocks_per_sm) {
+void ChooseAttentionSplits(int32_t tokens, int32_t kv_heads, int32_t query_group, int32_t max_keys, int32_t sm_count,
+                           int32_t* splits, int32_t* chunk, int32_t blocks_per_sm) {
   const int64_t pairs = std::max<int64_t>(1, static_cast<int64_t>(tokens) * kv_heads);
-  const int64_t target = std::max(blocks_per_sm, 1) * static_cast<int64_t>(std::max(sm_count, 1));
+  const int64_t sms = std::max(sm_count, 1);
+  if (blocks_per_sm == kAutoBlocksPerSm) blocks_per_sm = query_group >= kUnsplitQueryGroup && pairs >= sms ? 1 : 2;
+  const int64_t target = std::max(blocks_per_sm, 1) * sms;
   const int32_t keys = std::max(max_keys, 1);
   int64_t s = std::max<int64_t>(1, (target + pairs - 1) / pairs);
   s = std::min<int64_t>(s, std::max(1, keys / 64));  // chunks of at least 64 keys
@@ -1430,6 +1462,14 @@ size_t AttentionWorkspaceBytes(int32_t tokens, int32_t heads, int32_t head_dim, 
   if (splits <= 1) return 0;
   const size_t part = static_cast<size_t>(tokens) * heads * splits;
   return (2 * part + part * head_dim + static_cast<size_t>(tokens) * heads * probs_stride) * sizeof(float);
+}
+
+int TwoPassBlockThreads(const AttentionArgs& a) {
+  const bool grouped = a.kv_heads > 0 && a.heads % a.kv_heads == 0 && a.heads / a.kv_heads >= 4;
+  const bool few_pairs = a.sm_count > 0 && static_cast<int64_t>(a.tokens) * a.kv_heads <=
+                                               static_cast<int64_t>(kWideMaxPairsPerSm) * a.sm_count;
+  return a.head_dim == 128 && grouped && a.splits == 1 && a.chunk >= kWideMinKeys && few_pairs ? kWideThreads
+                                                                                               : kThreads;
 }
 
 AttentionVariant ChosenAttentionVariant(const AttentionArgs& a) {

@@ -142,15 +142,29 @@ constexpr size_t kStagedAutoBytes = 0;
 // The kernel DecodeAttention runs for these arguments (never kAuto).
 AttentionVariant ChosenAttentionVariant(const AttentionArgs& args);
 
+// Threads a block of the two-pass kernel takes for these arguments: 256 for an
+// unsplit launch of head_dim 128 with 4+ query heads a KV head, a chunk of 256+
+// keys and at most 2 (token, kv head) pairs an SM (sm_count set), where blocks of
+// 128 leave each SM too few warps to hide a key round's arithmetic; else 128.
+int TwoPassBlockThreads(const AttentionArgs& args);
+
 // Longest key chunk one block holds in shared memory.
 constexpr int32_t kMaxAttentionChunk = 1024;
 
 // Picks splits and chunk for `max_keys` (the longest key set of any token) so that
 // (tokens * kv_heads * splits) makes `blocks_per_sm` blocks for each of `sm_count`
-// multiprocessors (chunks of at least 64 keys). The engine's target is 2; the
-// attention micro times others against it.
-void ChooseAttentionSplits(int32_t tokens, int32_t kv_heads, int32_t max_keys, int32_t sm_count, int32_t* splits,
-                           int32_t* chunk, int32_t blocks_per_sm = 2);
+// multiprocessors (chunks of at least 64 keys). The engine's target
+// (kAutoBlocksPerSm) is 2, except for groups of kUnsplitQueryGroup or more query
+// heads a KV head once the (token, kv head) pairs fill the multiprocessors: 1 there
+// (no split). Emu3's 16-image sparse launch (4 heads a KV head, 256 pairs) ran
+// 0.90-0.91x the time of 2 splits unsplit (3 splits 1.27x, 5 splits 1.33x), where
+// 7B's 4-image dense launch (one head a KV head, 256 pairs) ran 1.46x the time of 2
+// splits unsplit (H200, 2026-12-03, docs/PERFORMANCE.md). The attention micro times
+// other targets against it.
+constexpr int32_t kAutoBlocksPerSm = 0;
+constexpr int32_t kUnsplitQueryGroup = 4;
+void ChooseAttentionSplits(int32_t tokens, int32_t kv_heads, int32_t query_group, int32_t max_keys, int32_t sm_count,
+                           int32_t* splits, int32_t* chunk, int32_t blocks_per_sm = kAutoBlocksPerSm);
 
 // Workspace bytes for a launch with these sizes (0 when splits == 1 and no probs).
 size_t AttentionWorkspaceBytes(int32_t tokens, int32_t heads, int32_t head_dim, int32_t splits, int32_t probs_stride);

@@ -705,6 +705,13 @@ int Main(int argc, char** argv) {
                 name.c_str(), images, p->n_att, t.blocks_per_sm, t.splits, r.sparse_splits, t.us, t.gbs,
                 100.0 * t.gbs / r.copy_gbs, t.us / r.sparse_us);
           }
+          for (const AttentionMicroResult::SplitTarget& t : r.dense_targets) {
+            std::printf(
+                "attention %s images=%d n_att=%d: dense two-pass at %d blocks an SM: %d splits (engine %d), %.1f us "
+                "(%.0f GB/s), /engine's %.2f\n",
+                name.c_str(), images, p->n_att, t.blocks_per_sm, t.splits, r.dense_splits, t.us, t.gbs,
+                t.us / r.dense_us);
+          }
           // The split launches against a separate combine launch (the kernels before split counters).
           auto combine = [&](int splits, double us, double fused_us) {
             if (us <= 0) return std::string("not split");

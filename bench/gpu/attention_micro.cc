@@ -107,7 +107,7 @@ bool Prepare(const AttentionMicroShape& s, bool sparse, int sms, Freer& f, Launc
   // The engine's choices: splits over (token, kv head) pairs, the workspace
   // for the query heads' partials (and their logits when probs are asked for).
   int splits = 1, chunk = 0;
-  kernels::ChooseAttentionSplits(s.rows, s.kv_heads, l.keys, sms, &splits, &chunk);
+  kernels::ChooseAttentionSplits(s.rows, s.kv_heads, s.heads / s.kv_heads, l.keys, sms, &splits, &chunk);
   const int probs_stride = sparse ? l.stride : 0;
   void* ws = f.Alloc<char>(
       std::max<size_t>(1, kernels::AttentionWorkspaceBytes(s.rows, s.heads, s.head_dim, splits, probs_stride)));
@@ -186,6 +186,31 @@ bool Time(Launch& launch, AttentionVariant variant, const Events& e, bool* ran, 
   }
   *us = Median(t) * 1e3;
   *gbs = l.bytes / (*us * 1e-6) / 1e9;
+  return true;
+}
+
+// The two-pass `launch` again with the splits ChooseAttentionSplits picks for
+// `per_sm` blocks an SM, appended to *times; nothing when those are the launch's.
+bool TimeSplitTarget(const Launch& launch, const AttentionMicroShape& shape, int sms, int per_sm, Freer& f,
+                     const Events& e, std::vector<AttentionMicroResult::SplitTarget>* times, std::string* error) {
+  int splits = 1, chunk = 0;
+  kernels::ChooseAttentionSplits(shape.rows, shape.kv_heads, shape.heads / shape.kv_heads, launch.layout.keys, sms,
+                                 &splits, &chunk, per_sm);
+  if (splits == launch.args.splits) return true;
+  Launch other = launch;
+  void* ws = f.Alloc<char>(std::max<size_t>(
+      1, kernels::AttentionWorkspaceBytes(shape.rows, shape.heads, shape.head_dim, splits, launch.args.probs_stride)));
+  if (!ws) {
+    *error = "attention workspace";
+    return false;
+  }
+  other.args.splits = splits;
+  other.args.chunk = chunk;
+  other.args.workspace = ws;
+  AttentionMicroResult::SplitTarget t{per_sm, splits};
+  bool ran = false;
+  if (!Time(other, AttentionVariant::kTwoPass, e, &ran, &t.us, &t.gbs, error)) return false;
+  times->push_back(t);
   return true;
 }
 
@@ -268,25 +293,15 @@ bool RunAttentionMicro(const AttentionMicroShape& shape, AttentionMicroResult* o
     double gbs = 0;
     if (!Time(separate, AttentionVariant::kTwoPass, e, &ran, us, &gbs, error)) return false;
   }
-  for (int per_sm : {1, 4, 8}) {
-    int splits = 1, chunk = 0;
-    kernels::ChooseAttentionSplits(shape.rows, shape.kv_heads, sparse.layout.keys, sms, &splits, &chunk, per_sm);
-    if (splits == sparse.args.splits) continue;
-    Launch more = sparse;
-    void* ws =
-        f.Alloc<char>(std::max<size_t>(1, kernels::AttentionWorkspaceBytes(shape.rows, shape.heads, shape.head_dim,
-                                                                           splits, sparse.args.probs_stride)));
-    if (!ws) {
-      *error = "attention workspace";
-      return false;
+  const auto time_targets = [&](const Launch& launch, std::initializer_list<int> targets,
+                                std::vector<AttentionMicroResult::SplitTarget>* times) -> bool {
+    for (int per_sm : targets) {
+      if (!TimeSplitTarget(launch, shape, sms, per_sm, f, e, times, error)) return false;
     }
-    more.args.splits = splits;
-    more.args.chunk = chunk;
-    more.args.workspace = ws;
-    AttentionMicroResult::SplitTarget t{per_sm, splits};
-    if (!Time(more, AttentionVariant::kTwoPass, e, &ran, &t.us, &t.gbs, error)) return false;
-    out->sparse_targets.push_back(t);
-  }
+    return true;
+  };
+  if (!time_targets(sparse, {1, 2, 4, 8}, &out->sparse_targets) || !time_targets(dense, {1, 2}, &out->dense_targets))
+    return false;
   return Time(sparse, AttentionVariant::kWarp, e, &out->sparse_warp_ran, &out->sparse_warp_us, &out->sparse_warp_gbs,
               error);
 }

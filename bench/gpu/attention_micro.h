@@ -27,9 +27,9 @@ struct AttentionMicroResult {
   double dense_warp_us = 0, dense_warp_gbs = 0, sparse_warp_us = 0, sparse_warp_gbs = 0;
   // The one-pass kernel forced (kOnePass) on the dense and the sparse launch, the engine's splits.
   double dense_one_pass_us = 0, dense_one_pass_gbs = 0, sparse_one_pass_us = 0, sparse_one_pass_gbs = 0;
-  // The sparse two-pass launch with ChooseAttentionSplits aiming at other blocks an SM
-  // than the engine's 2 (1: fewer splits, no merge; 4 and 8; only targets that change
-  // its splits are timed).
+  // The two-pass launches with ChooseAttentionSplits aiming at fixed blocks an SM
+  // instead of the engine's kAutoBlocksPerSm (sparse: 1, 2, 4, 8; dense: 1, 2; only
+  // targets that change the launch's splits are timed).
   struct SplitTarget {
     int blocks_per_sm = 0, splits = 0;
     double us = 0, gbs = 0;
@@ -38,7 +38,7 @@ struct AttentionMicroResult {
   // A split launch (splits > 1) with a combine launch of its own instead of the
   // last chunk's block combining (AttentionArgs::split_counters); 0 when not split.
   double dense_combine_us = 0, sparse_combine_us = 0;
-  std::vector<SplitTarget> sparse_targets;
+  std::vector<SplitTarget> sparse_targets, dense_targets;
   // What kAuto picks for each launch, as the engine calls it (with the device's SM count).
   kernels::AttentionVariant auto_dense = kernels::AttentionVariant::kTwoPass;
   kernels::AttentionVariant auto_sparse = kernels::AttentionVariant::kTwoPass;

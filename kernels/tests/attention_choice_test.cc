@@ -85,5 +85,72 @@ TEST(AttentionChoiceTest, ExplicitChoicesAndFp8) {
   EXPECT_EQ(ChosenAttentionVariant(fp8), AttentionVariant::kWarp);
 }
 
+// The engine's split target: 2 blocks an SM, except for groups of 4+ query
+// heads a KV head once their (token, kv head) pairs fill the multiprocessors
+// (no split there); a key set past kMaxAttentionChunk still splits.
+TEST(AttentionChoiceTest, GroupedLaunchesGoUnsplitOnceThePairsFillTheMultiprocessors) {
+  const int sms = 132;
+  int splits = 0, chunk = 0;
+  // Emu3 720 px at 16 images, diagonal 95%: 32 rows x 8 KV heads = 256 pairs, 4 heads each, 459 keys.
+  ChooseAttentionSplits(32, 8, 4, 459, sms, &splits, &chunk);
+  EXPECT_EQ(splits, 1);
+  EXPECT_GE(chunk, 459);
+  ChooseAttentionSplits(32, 8, 4, 459, sms, &splits, &chunk, /*blocks_per_sm=*/2);  // the former target
+  EXPECT_EQ(splits, 2);
+  // Exactly one pair an SM: unsplit; NextStep-1's 5 heads a KV head too.
+  ChooseAttentionSplits(33, 4, 4, 459, sms, &splits, &chunk);
+  EXPECT_EQ(splits, 1);
+  ChooseAttentionSplits(32, 8, 5, 459, sms, &splits, &chunk);
+  EXPECT_EQ(splits, 1);
+  // One head a KV head (7B at 4 images, 256 pairs, 626 keys): still 2 blocks an SM's worth.
+  ChooseAttentionSplits(8, 32, 1, 626, sms, &splits, &chunk);
+  EXPECT_EQ(splits, 2);
+  // Fewer pairs than SMs: 2 blocks an SM's worth (Emu3 at 8 images: 128 pairs -> 3 splits of 160 keys).
+  ChooseAttentionSplits(16, 8, 4, 459, sms, &splits, &chunk);
+  EXPECT_EQ(splits, 3);
+  EXPECT_EQ(chunk, 160);
+  // Dense Emu3 at 16 images (8,243 keys): the chunk limit splits it all the same.
+  ChooseAttentionSplits(32, 8, 4, 8243, sms, &splits, &chunk);
+  EXPECT_EQ(splits, (8243 + kMaxAttentionChunk - 1) / kMaxAttentionChunk);
+  EXPECT_LE(chunk, kMaxAttentionChunk);
+}
+
+// The two-pass kernel's 256-thread blocks: Emu3's 16-image sparse launch
+// only among the measured shapes (unsplit, 4+ heads a KV head, head_dim 128,
+// 256+ keys, at most 2 pairs an SM).
+TEST(AttentionChoiceTest, WideTwoPassBlocksOnlyForFewLongGroupedPairs) {
+  AttentionArgs a = Launch(32, 459, 132);  // 16 images x 2 rows
+  a.heads = 32;
+  a.kv_heads = 8;
+  a.chunk = 480;
+  EXPECT_EQ(TwoPassBlockThreads(a), 256);
+  AttentionArgs nextstep = a;  // 40 / 8 heads at N_r 86: 101 keys
+  nextstep.heads = 40;
+  nextstep.chunk = 128;
+  EXPECT_EQ(TwoPassBlockThreads(nextstep), 128);
+  nextstep.chunk = 256;
+  EXPECT_EQ(TwoPassBlockThreads(nextstep), 256);
+  AttentionArgs split = a;
+  split.splits = 2;
+  EXPECT_EQ(TwoPassBlockThreads(split), 128);
+  AttentionArgs many = a;  // 64 images: 1,024 pairs
+  many.tokens = 128;
+  EXPECT_EQ(TwoPassBlockThreads(many), 128);
+  AttentionArgs two_sm = a;  // 264 pairs: 2 an SM exactly
+  two_sm.tokens = 33;
+  EXPECT_EQ(TwoPassBlockThreads(two_sm), 256);
+  two_sm.tokens = 34;
+  EXPECT_EQ(TwoPassBlockThreads(two_sm), 128);
+  AttentionArgs mha = a;  // one head a KV head
+  mha.heads = 8;
+  EXPECT_EQ(TwoPassBlockThreads(mha), 128);
+  AttentionArgs no_sms = a;  // sm_count unknown
+  no_sms.sm_count = 0;
+  EXPECT_EQ(TwoPassBlockThreads(no_sms), 128);
+  AttentionArgs hd64 = a;
+  hd64.head_dim = 64;
+  EXPECT_EQ(TwoPassBlockThreads(hd64), 128);
+}
+
 }  // namespace
 }  // namespace argen::kernels

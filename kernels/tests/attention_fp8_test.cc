@@ -28,12 +28,13 @@ struct Fp8Case {
   bool mixed;             // odd tokens bf16, even tokens fp8
   bool warp = false;      // the warp kernel (splits 1); else the two-pass kernel
   bool one_pass = false;  // the one-pass kernel
+  bool wide = false;      // sm_count set so that the two-pass kernel takes 256-thread blocks
 };
 
 std::string Name(const Fp8Case& c) {
   return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) +
          (c.sparse ? "_sparse" : "_dense") + "_s" + std::to_string(c.splits) + (c.mixed ? "_mixed" : "_fp8") +
-         (c.warp ? "_warp" : "") + (c.one_pass ? "_onepass" : "");
+         (c.warp ? "_warp" : "") + (c.one_pass ? "_onepass" : "") + (c.wide ? "_wide" : "");
 }
 
 class AttentionFp8Test : public ::testing::TestWithParam<Fp8Case> {};
@@ -201,6 +202,8 @@ TEST_P(AttentionFp8Test, MatchesFloat64ReferenceOverTheDecodedKv) {
   ASSERT_EQ(ChosenAttentionVariant(a), c.one_pass ? AttentionVariant::kOnePass
                                        : c.warp   ? AttentionVariant::kWarp
                                                   : AttentionVariant::kTwoPass);
+  a.sm_count = c.wide ? 132 : 0;
+  if (!c.one_pass && !c.warp) ASSERT_EQ(TwoPassBlockThreads(a), c.wide ? 256 : 128);
   ARGEN_CUDA_OK(DecodeAttention(a, 0));
   ARGEN_CUDA_OK(cudaDeviceSynchronize());
 
@@ -238,7 +241,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Fp8Case{128, 16, 2, true, 1, true, true}, Fp8Case{128, 4, 4, true, 3, true, false, true},
                       Fp8Case{128, 16, 4, true, 1, false, false, true},
                       Fp8Case{128, 16, 4, false, 2, true, false, true}, Fp8Case{64, 8, 2, true, 1, true, false, true},
-                      Fp8Case{128, 10, 2, true, 2, false, false, true}),
+                      Fp8Case{128, 10, 2, true, 2, false, false, true},
+                      // 256-thread two-pass blocks: mixed formats at 4 heads a KV head, fp8 at 5.
+                      Fp8Case{128, 16, 4, true, 1, true, false, false, true},
+                      Fp8Case{128, 10, 2, false, 1, false, false, false, true}),
     [](const ::testing::TestParamInfo<Fp8Case>& info) { return Name(info.param); });
 
 }  // namespace

@@ -25,6 +25,7 @@ struct Case {
   int splits;  // 1 or more
   AttentionVariant variant = AttentionVariant::kTwoPass;
   bool short_rows = false;  // key sets short enough for the staged kernel
+  bool wide = false;        // sm_count set so that the two-pass kernel takes 256-thread blocks
 };
 
 std::string Name(const Case& c) {
@@ -34,7 +35,7 @@ std::string Name(const Case& c) {
           : c.variant == AttentionVariant::kWarp    ? "_warp"
           : c.variant == AttentionVariant::kOnePass ? "_onepass"
                                                     : "") +
-         (c.short_rows ? "_short" : "");
+         (c.short_rows ? "_short" : "") + (c.wide ? "_wide" : "");
 }
 
 class AttentionTest : public ::testing::TestWithParam<Case> {};
@@ -159,7 +160,11 @@ TEST_P(AttentionTest, MatchesFloat64Reference) {
   a.workspace = ws.get();
   a.max_keys = max_keys;
   a.variant = c.variant;
+  a.sm_count = c.wide ? 132 : 0;  // 5 tokens x at most 8 KV heads: at most 2 pairs an SM
   ASSERT_EQ(ChosenAttentionVariant(a), c.variant) << "the case must run the kernel it names";
+  // Wide blocks where asked for, except over short key sets (a chunk below 256 keys).
+  if (c.variant == AttentionVariant::kTwoPass)
+    ASSERT_EQ(TwoPassBlockThreads(a), c.wide && a.chunk >= 256 ? 256 : 128) << "chunk " << a.chunk;
   ARGEN_CUDA_OK(DecodeAttention(a, 0));
   ARGEN_CUDA_OK(cudaDeviceSynchronize());
 
@@ -252,7 +257,14 @@ INSTANTIATE_TEST_SUITE_P(
         Case{128, 16, 4, true, 1, AttentionVariant::kOnePass}, Case{128, 16, 4, true, 2, AttentionVariant::kOnePass},
         Case{128, 16, 4, false, 3, AttentionVariant::kOnePass}, Case{128, 10, 2, true, 1, AttentionVariant::kOnePass},
         Case{128, 10, 2, false, 3, AttentionVariant::kOnePass}, Case{16, 4, 4, true, 1, AttentionVariant::kOnePass},
-        Case{16, 4, 2, false, 3, AttentionVariant::kOnePass}),
+        Case{16, 4, 2, false, 3, AttentionVariant::kOnePass},
+        // 256-thread two-pass blocks (unsplit, 4, 5 and 8 heads a KV head, head_dim 128); split: 128.
+        Case{128, 16, 4, true, 1, AttentionVariant::kTwoPass, false, true},
+        Case{128, 16, 4, false, 1, AttentionVariant::kTwoPass, false, true},
+        Case{128, 10, 2, true, 1, AttentionVariant::kTwoPass, false, true},
+        Case{128, 16, 2, true, 1, AttentionVariant::kTwoPass, false, true},
+        Case{128, 16, 4, true, 1, AttentionVariant::kTwoPass, true, true},  // too few keys: 128
+        Case{128, 16, 4, true, 2, AttentionVariant::kTwoPass, false, false}),
     [](const ::testing::TestParamInfo<Case>& info) { return Name(info.param); });
 
 // The argmin output is exactly sparse::ArgminFrom over the kernel's own probs
@@ -436,7 +448,7 @@ TEST(AttentionSplits, ChosenSplitsCoverEveryKey) {
   for (int tokens : {1, 2, 32, 256})
     for (int keys : {1, 50, 626, 1024, 3000}) {
       int splits = 0, chunk = 0;
-      ChooseAttentionSplits(tokens, 16, keys, 132, &splits, &chunk);
+      ChooseAttentionSplits(tokens, 16, 1, keys, 132, &splits, &chunk);
       EXPECT_GE(static_cast<int64_t>(splits) * chunk, keys);
       EXPECT_LE(chunk, kMaxAttentionChunk);
       EXPECT_GE(splits, 1);

@@ -10,7 +10,7 @@ run_scenario() {
   for i in "${!AB_DIRS[@]}"; do
     b=${AB_DIRS[$i]}
     stamp "${AB_NAMES[$i]}: attention alone"
-    guarded 40 "$b/argen_bench" --attention-micro --model 7b --batches 1,16,64 --policies diagonal:0.95
+    guarded 40 "$b/argen_bench" --attention-micro --model 7b --batches 1,4,16,64 --policies diagonal:0.95
     guarded 40 "$b/argen_bench" --attention-micro --model lumina-768 --batches 1,8,16,32 --policies diagonal:0.95 \
       --prompt-len 40
     guarded 40 "$b/argen_bench" --attention-micro --model nextstep-14b --batches 1,16,64 --policies diagonal:0.95 \
