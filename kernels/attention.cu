@@ -1465,7 +1465,7 @@ size_t AttentionWorkspaceBytes(int32_t tokens, int32_t heads, int32_t head_dim, 
 }
 
 int TwoPassBlockThreads(const AttentionArgs& a) {
-  const bool grouped = a.kv_heads > 0 && a.heads % a.kv_heads == 0 && a.heads / a.kv_heads >= 4;
+  const bool grouped = a.kv_heads > 0 && a.heads % a.kv_heads == 0 && a.heads / a.kv_heads >= kUnsplitQueryGroup;
   const bool few_pairs = a.sm_count > 0 && static_cast<int64_t>(a.tokens) * a.kv_heads <=
                                                static_cast<int64_t>(kWideMaxPairsPerSm) * a.sm_count;
   return a.head_dim == 128 && grouped && a.splits == 1 && a.chunk >= kWideMinKeys && few_pairs ? kWideThreads
