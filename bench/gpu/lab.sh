@@ -53,7 +53,7 @@ trap 'server_stop >/dev/null 2>&1; rm -rf "$LAB_WORK"' EXIT
 {
   echo "DEADLINE=$DEADLINE BUNDLE=${BUNDLE:-} BASE_BUNDLE=${BASE_BUNDLE:-} bash bench/gpu/lab.sh $*"
   # The scenarios' own settings (their upper-case prefixes), so that the folder says how to rerun it.
-  echo "settings: $(env | grep -E '^(FAMILY|NEXTSTEP|ONE_IMAGE|TORCH_FAMILY|VQ_DECODE|SINGLE|PARALLEL|SPECULATIVE|EMU3|LUMINA|SERVER|FULL_CARD|SWEEP|BENCH|MICRO)_[A-Z_]*=|^GPU_TESTS=' | sort | tr '\n' ' ')"
+  echo "settings: $(env | grep -E '^(FAMILY|NEXTSTEP|ONE_IMAGE|TORCH_FAMILY|VQ_DECODE|SINGLE|PARALLEL|SPECULATIVE|EMU3|LUMINA|SERVER|FULL_CARD|SWEEP|BENCH|MICRO|PROFILE)_[A-Z_]*=|^GPU_TESTS=' | sort | tr '\n' ' ')"
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "bundle: $(cat "$BIN/../rev.txt" 2>/dev/null || echo "$BIN (no rev.txt)")"
   [ -n "$BASE_BIN" ] && echo "baseline bundle: $(cat "$BASE_BIN/../rev.txt" 2>/dev/null || echo "$BASE_BIN (no rev.txt)")"
