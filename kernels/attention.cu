@@ -16,6 +16,7 @@
 #include "kernels/attention.h"
 #include "kernels/common.cuh"
 #include "kernels/kv_fp8.h"
+#include "kernels/pdl.cuh"
 
 namespace argen::kernels {
 namespace {
@@ -777,6 +778,11 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
   __shared__ MinEntry min_scratch[kBlockWarps];
   __shared__ float s_m[G], s_l[G];
 
+  // Launched as a programmatic dependent (LaunchChunked): the prologue below
+  // reads only what the step's inputs and policy plan wrote before the
+  // kernel just ahead of it (RopeAppend, which lets it start early), so it
+  // overlaps that kernel; q and the new K/V rows are read after the wait.
+  pdl::AllowDependents();
   const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
   const ChunkKeys keys(a, t, kvh, split);
   if (!keys.InLaunch(kFp8)) return;  // the other launch's token
@@ -790,14 +796,14 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
   const bool split_logits = a.splits > 1 && observe.any();
   WorkspaceView ws = View(a.workspace, a.tokens, a.heads, HD, a.splits);
 
-  float q[G][kDims];
-  LoadQuery<HD, G, kDims>(a, t, kvh, sub, q);
-
   // Pass 1: scores of every key of the chunk (pipelined: its positions first).
   if constexpr (kPipelinedGroup<G>) {
     StagePositions<kShared>(m, idx, begin, len, positions, tid, kBlockThreads);
     __syncthreads();
   }
+  pdl::WaitForPrerequisites();
+  float q[G][kDims];
+  LoadQuery<HD, G, kDims>(a, t, kvh, sub, q);
   ScoreKeys<G, kDims, kLanesPerKey, kKeysPerIter, kFp8, kShared>(
       rows, m, idx, begin, len, positions, q, sub, slot, scores, a.chunk, [&](int g, int j, float logit) {
         if (split_logits && begin + j >= m.prefix_len)
@@ -1360,8 +1366,8 @@ cudaError_t LaunchChunked(const AttentionArgs& a, bool one_pass, cudaStream_t st
           cudaFuncSetAttribute(wide, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk, kWideWarps)));
       if (wide_attr != cudaSuccess) return wide_attr;
-      wide<<<dim3(a.tokens, a.kv_heads, a.splits), kWideThreads, SharedBytes(HD, G, a.chunk, kWideWarps), stream>>>(a);
-      return cudaGetLastError();
+      return pdl::Launch(wide, dim3(a.tokens, a.kv_heads, a.splits), dim3(kWideThreads),
+                         SharedBytes(HD, G, a.chunk, kWideWarps), stream, a);
     }
   }
   auto kernel = one_pass ? OnePassAttentionKernel<HD, G, kFp8, kShared> : AttentionKernel<HD, G, kFp8, kShared>;
@@ -1371,6 +1377,11 @@ cudaError_t LaunchChunked(const AttentionArgs& a, bool one_pass, cudaStream_t st
       cudaFuncSetAttribute(OnePassAttentionKernel<HD, G, kFp8, kShared>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk)))};
   if (attr[one_pass] != cudaSuccess) return attr[one_pass];
+  if (!one_pass) {
+    // The two-pass kernel waits for the kernel before it after its prologue (AttentionKernel).
+    return pdl::Launch(kernel, dim3(a.tokens, a.kv_heads, a.splits), dim3(kThreads), SharedBytes(HD, G, a.chunk),
+                       stream, a);
+  }
   kernel<<<dim3(a.tokens, a.kv_heads, a.splits), kThreads, SharedBytes(HD, G, a.chunk), stream>>>(a);
   return cudaGetLastError();
 }

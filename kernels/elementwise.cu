@@ -3,6 +3,7 @@
 #include "kernels/common.cuh"
 #include "kernels/elementwise.h"
 #include "kernels/kv_fp8.h"
+#include "kernels/pdl.cuh"
 
 namespace argen::kernels {
 namespace {
@@ -199,6 +200,9 @@ __device__ void RopeAppendFp8(const RopeAppendArgs& a, const TokenMeta& m, const
 }
 
 __global__ void RopeAppendKernel(RopeAppendArgs a) {
+  // The decode attention after it (a programmatic dependent) may stage its
+  // key positions meanwhile; it waits for this kernel before reading q or K/V.
+  pdl::AllowDependents();
   const int t = blockIdx.x;
   const TokenMeta m = a.meta[t];
   const int half = a.head_dim / 2;
