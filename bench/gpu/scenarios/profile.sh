@@ -10,23 +10,30 @@
 BASELINE="none: counters of one launch each (BASE_BUNDLE's argen_bench first, when set)"
 NEEDS="argen_bench"
 run_scenario() {
-  local b i k ncu
+  local b i k n=0 ncu rep
   ncu=$(command -v ncu || find /opt/nvidia -maxdepth 3 -name ncu -type f 2>/dev/null | sort | tail -1)
   [ -n "$ncu" ] || { echo "profile: no ncu on this machine"; return 1; }
   local kernels=${PROFILE_KERNELS:-"AttentionKernelILi128ELi4ELb0ELb0ELi256E AttentionKernelILi128ELi4ELb0ELb0ELi128E"}
   for i in "${!AB_DIRS[@]}"; do
     b=${AB_DIRS[$i]}
     for k in $kernels; do
+      n=$((n + 1))
+      rep=$LAB_WORK/profile-$n
       stamp "${AB_NAMES[$i]}: ncu, kernel $k"
       guarded 120 "$ncu" --clock-control none --kernel-name-base mangled -k "regex:$k" -c "${PROFILE_COUNT:-1}" \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
-        --section Occupancy --section LaunchStats --section SourceCounters \
+        --section Occupancy --section LaunchStats --section SourceCounters -f -o "$rep" \
         "$b/argen_bench" --attention-micro --model "${PROFILE_MODEL:-emu3}" --batches "${PROFILE_BATCHES:-16}" \
-        --policies "${PROFILE_POLICY:-diagonal:0.95:455}"
+        --policies "${PROFILE_POLICY:-diagonal:0.95:455}" >/dev/null
+      [ -f "$rep.ncu-rep" ] || { echo "profile: no report for $k"; continue; }
+      # The sections with their tables (stall reasons by type), then the SASS lines with the most stall samples.
+      guarded 60 "$ncu" --import "$rep.ncu-rep" --print-details all
+      guarded 60 "$ncu" --import "$rep.ncu-rep" --page source --csv --print-source sass >"$rep.csv" &&
+        "$PYTHON" bench/gpu/lib/top_stalls.py "$rep.csv" 40
     done
   done
 }
 summarize() {
-  grep -h -E "^== |^attention |Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Issued Warp|No Eligible|One or More|Block Size|Grid Size" "$1" |
+  grep -h -E "^== |^attention |^top [0-9]+ of|^ *[0-9]+\.[0-9]%  |Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Issued Warp|No Eligible|One or More|Block Size|Grid Size" "$1" |
     cut -c1-200
 }
