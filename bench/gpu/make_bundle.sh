@@ -8,7 +8,10 @@
 # (bin/, their non-CUDA libraries in lib/ (/work/shared/tools/gpu-bundle.sh,
 # or GPU_BUNDLE), and rev.txt: the revision, which lab.sh records).
 # BUNDLE_TARGETS overrides the target list (e.g. argen_bench alone for a
-# small baseline bundle: a device call carries 64 MiB in all).
+# small baseline bundle: a device call carries 64 MiB in all). BUILD_DIR (default
+# build/) and CMAKE_ARGS configure another tree, e.g. for the profile scenario's
+# source lines: BUILD_DIR=build-lineinfo CMAKE_ARGS=-DARGEN_CUDA_LINEINFO=ON
+# BUNDLE_TARGETS=argen_bench.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -19,8 +22,9 @@ if [ -n "$rev" ]; then
   src=/tmp/argen-bundle-src-$name
   [ -d "$src" ] || git worktree add -q --detach "$src" "$rev"
 fi
-build=$src/build
-cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+build=${BUILD_DIR:-$src/build}
+# shellcheck disable=SC2086  # CMAKE_ARGS is a list of -D flags
+cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-} >/dev/null
 # The gpu-labelled tests' executables, as configure wrote them (CMakeLists.txt's argen_test).
 gpu_tests=$(sort -u "$build/gpu_tests.txt" | tr '\n' ' ')
 targets=${BUNDLE_TARGETS:-argen_bench argen_server argen_client argen_vq_bench argen_emu3vq_bench argen_sweep argen_soak argen_convert $gpu_tests}
