@@ -17,11 +17,10 @@ def main() -> int:
         return 1
     header = rows[header_at]
     source = header.index(next(c for c in header if c.strip() == "Source"))
-    samples = [i for i, c in enumerate(header) if "Stall Sampling (All" in c]
-    if not samples:
+    col = next((i for i, c in enumerate(header) if "Stall Sampling (All" in c), None)
+    if col is None:
         print(f"top_stalls: no stall-sampling column in {path}; columns: {header}")
         return 1
-    col = samples[0]
 
     def count(r):
         try:
@@ -33,8 +32,7 @@ def main() -> int:
     total = sum(count(r) for r in body) or 1.0
     print(f"top {top} of {len(body)} SASS lines by '{header[col]}' ({total:.0f} samples)")
     for r in sorted(body, key=count, reverse=True)[:top]:
-        extra = "  ".join(f"{header[i]}={r[i]}" for i in samples[1:2])
-        print(f"{100 * count(r) / total:5.1f}%  {r[source].strip()[:110]}  {extra}")
+        print(f"{100 * count(r) / total:5.1f}%  {r[source].strip()[:110]}")
     return 0
 
 
