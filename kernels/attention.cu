@@ -6,7 +6,9 @@
 // lane where G <= 2), so a block walks 128/(head_dim/8) keys at a time; the G
 // query heads sharing the kv head reuse each loaded key. Scores live in shared
 // memory between the two passes. The warp kernel runs the same key loops with
-// one warp per (token, kv_head).
+// one warp per (token, kv_head). With four query heads a KV head of 128 dims
+// and bf16 rows (Emu3-Gen) the two-pass kernel's key loops are tensor-core
+// MMAs instead (kernels/attention_mma.cuh).
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -14,6 +16,7 @@
 #include <type_traits>
 
 #include "kernels/attention.h"
+#include "kernels/attention_mma.cuh"
 #include "kernels/common.cuh"
 #include "kernels/kv_fp8.h"
 #include "kernels/pdl.cuh"
@@ -745,6 +748,52 @@ __device__ __forceinline__ void FinishChunk(const AttentionArgs& a, int t, int k
   WriteObserve(a, t, kvh, count, observe, prob_of, min_scratch);
 }
 
+// Whether the two-pass kernel's key loops run on tensor cores
+// (kernels/attention_mma.cuh): four query heads a KV head, head_dim 128, bf16 rows.
+template <int HD, int G, bool kFp8>
+inline constexpr bool kMmaKeys = HD == mma::kHeadDim&& G == mma::kHeads && !kFp8;
+static_assert(kPipelinedGroup<mma::kHeads>, "the tensor-core loops read the staged positions");
+
+// The tensor-core pass 1: warp `warp` of kBlockWarps scores tiles warp,
+// warp + kBlockWarps, ... of the chunk's staged positions, each tile's loads
+// issued a tile ahead; as ScoreKeys, scores[g * stride + j] and on_logit.
+template <int kBlockWarps, typename Rows, typename OnLogit>
+__device__ __forceinline__ void MmaScoreKeys(const Rows& rows, const int* positions, int len,
+                                             const mma::QueryOperand& q, int warp, int lane, float* scores, int stride,
+                                             OnLogit on_logit) {
+  const int tiles = (len + mma::kTileKeys - 1) / mma::kTileKeys;
+  KeyRounds<true, mma::KeyTile>(
+      max(0, tiles - warp), kBlockWarps,
+      [&](mma::KeyTile& tile, int base) { tile.Load(rows, positions, warp + base, len, lane); },
+      [&](const mma::KeyTile& tile, int base) {
+        mma::TileScores(tile, q, warp + base, len, lane, [&](int g, int j, float logit) {
+          scores[g * stride + j] = logit;
+          on_logit(g, j, logit);
+        });
+      });
+}
+
+// The tensor-core pass 3: the warp's tiles' probability-weighted values
+// (probs: exp(s - max), [4][stride]) into out[g * 128 + d]; `first` is the
+// warp's first tile, loaded by the caller.
+template <int kBlockWarps, typename Rows>
+__device__ __forceinline__ void MmaAccumulateValues(const Rows& rows, const int* positions, int len, const float* probs,
+                                                    int stride, int warp, int lane, const mma::ValueTile& first,
+                                                    float* out) {
+  const int tiles = (len + mma::kTileKeys - 1) / mma::kTileKeys;
+  float acc[8][4];
+#pragma unroll
+  for (int mt = 0; mt < 8; ++mt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[mt][e] = 0.f;
+  KeyRounds<true, mma::ValueTile>(
+      max(0, tiles - warp), kBlockWarps,
+      [&](mma::ValueTile& tile, int base) { tile.Load(rows, positions, warp + base, len, lane); },
+      [&](const mma::ValueTile& tile, int base) { mma::TileValues(tile, probs, stride, warp + base, len, lane, acc); },
+      &first);
+  mma::StoreValues(acc, lane, out);
+}
+
 // Blocks of kWideThreads threads: a launch of at most kWideMaxPairsPerSm
 // unsplit (token, kv head) pairs an SM with 4+ query heads a KV head (Emu3's
 // 16-image sparse launch: 256 pairs of 459 keys) leaves each SM two blocks of
@@ -802,14 +851,22 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
     __syncthreads();
   }
   pdl::WaitForPrerequisites();
-  float q[G][kDims];
-  LoadQuery<HD, G, kDims>(a, t, kvh, sub, q);
-  ScoreKeys<G, kDims, kLanesPerKey, kKeysPerIter, kFp8, kShared>(
-      rows, m, idx, begin, len, positions, q, sub, slot, scores, a.chunk, [&](int g, int j, float logit) {
-        if (split_logits && begin + j >= m.prefix_len)
-          ws.logits[(static_cast<int64_t>(t) * a.heads + kvh * G + g) * a.probs_stride + (begin + j - m.prefix_len)] =
-              logit;
-      });
+  const int warp = tid >> 5, lane = tid & 31;
+  const auto on_logit = [&](int g, int j, float logit) {
+    if (split_logits && begin + j >= m.prefix_len)
+      ws.logits[(static_cast<int64_t>(t) * a.heads + kvh * G + g) * a.probs_stride + (begin + j - m.prefix_len)] =
+          logit;
+  };
+  if constexpr (kMmaKeys<HD, G, kFp8>) {
+    mma::QueryOperand q;
+    q.Load(a.q + (static_cast<int64_t>(t) * a.heads + kvh * G) * HD, a.scale, lane);
+    MmaScoreKeys<kBlockWarps>(rows, positions, len, q, warp, lane, scores, a.chunk, on_logit);
+  } else {
+    float q[G][kDims];
+    LoadQuery<HD, G, kDims>(a, t, kvh, sub, q);
+    ScoreKeys<G, kDims, kLanesPerKey, kKeysPerIter, kFp8, kShared>(rows, m, idx, begin, len, positions, q, sub, slot,
+                                                                   scores, a.chunk, on_logit);
+  }
   __syncthreads();
   if (a.key_limits != nullptr) {
     // Query groups: each member's keys end at its own limit (its later keys are its group's later queries').
@@ -826,16 +883,19 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
   // (the positions were staged before pass 1).
   using Round = KeyRound<Rows, kKeysPerIter, kFp8>;
   Round first_values;
-  if constexpr (kPipelinedGroup<G>) {
+  mma::ValueTile first_tile;
+  if constexpr (kMmaKeys<HD, G, kFp8>) {
+    first_tile.Load(rows, positions, warp, len, lane);
+  } else if constexpr (kPipelinedGroup<G>) {
     first_values.Staged(positions, 0, len, slot);
     first_values.LoadRows(rows, sub, true);
   }
 
   // Pass 2: softmax statistics per query head; scores become exp(s - max).
-  if constexpr (G >= kBlockWarps) {
+  if constexpr (G >= kBlockWarps || kBlockThreads == kWideThreads) {
     // A warp a query head: warp reductions and one barrier, where a block
-    // reduction per head costs four barriers (16 for Emu3's groups of four).
-    const int warp = tid >> 5, lane = tid & 31;
+    // reduction per head costs four barriers (16 for Emu3's groups of four);
+    // 256-thread blocks (4+ heads) leave their other warps idle for it.
     for (int g = warp; g < G; g += kBlockWarps) {
       const float2 ml = WarpExpScores(scores + g * a.chunk, len, lane);
       if (lane == 0) {
@@ -856,15 +916,19 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
   __syncthreads();
 
   // Pass 3: probability-weighted values, summed over each warp's key slots, then over warps.
-  float acc[G][kDims];
-  AccumulateValues<G, kDims, kLanesPerKey, kKeysPerIter, kFp8>(rows, len, scores, a.chunk, positions, sub, slot, acc,
-                                                               kPipelinedGroup<G> ? &first_values : nullptr);
-  const int warp = tid >> 5, lane = tid & 31;
-  if (lane < kLanesPerKey) {
+  if constexpr (kMmaKeys<HD, G, kFp8>) {
+    MmaAccumulateValues<kBlockWarps>(rows, positions, len, scores, a.chunk, warp, lane, first_tile,
+                                     reduce + warp * G * HD);
+  } else {
+    float acc[G][kDims];
+    AccumulateValues<G, kDims, kLanesPerKey, kKeysPerIter, kFp8>(rows, len, scores, a.chunk, positions, sub, slot, acc,
+                                                                 kPipelinedGroup<G> ? &first_values : nullptr);
+    if (lane < kLanesPerKey) {
 #pragma unroll
-    for (int g = 0; g < G; ++g)
+      for (int g = 0; g < G; ++g)
 #pragma unroll
-      for (int i = 0; i < kDims; ++i) reduce[(warp * G + g) * HD + sub * kDims + i] = acc[g][i];
+        for (int i = 0; i < kDims; ++i) reduce[(warp * G + g) * HD + sub * kDims + i] = acc[g][i];
+    }
   }
   __syncthreads();
   FinishChunk<HD, G, kBlockWarps>(a, t, kvh, split, m.decode_count, observe, reduce, s_m, s_l, min_scratch, [&](int e) {
@@ -1355,33 +1419,34 @@ cudaError_t LaunchWarp(const AttentionArgs& a, int cap, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// The two-pass or the one-pass kernel: a block per (token, kv head, split), the same shared memory.
+// A two-pass kernel with kBlockThreads threads a block and the chunk's shared
+// memory (SharedBytes), as a programmatic dependent: it waits for the kernel
+// before it after its prologue (AttentionKernel).
+template <auto kKernel, int kBlockThreads>
+cudaError_t LaunchDependent(const AttentionArgs& a, int head_dim, int group, cudaStream_t stream) {
+  constexpr int kBlockWarps = kBlockThreads / 32;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(SharedBytes(head_dim, group, kMaxAttentionChunk, kBlockWarps)));
+  if (attr != cudaSuccess) return attr;
+  return pdl::Launch(kKernel, dim3(a.tokens, a.kv_heads, a.splits), dim3(kBlockThreads),
+                     SharedBytes(head_dim, group, a.chunk, kBlockWarps), stream, a);
+}
+
+// The two-pass or the one-pass kernel: a block per (token, kv head, split).
 template <int HD, int G, bool kFp8, bool kShared>
 cudaError_t LaunchChunked(const AttentionArgs& a, bool one_pass, cudaStream_t stream) {
-  if constexpr (HD == 128 && kPipelinedGroup<G>) {
-    if (!one_pass && TwoPassBlockThreads(a) == kWideThreads) {
-      constexpr int kWideWarps = kWideThreads / 32;
-      auto wide = AttentionKernel<HD, G, kFp8, kShared, kWideThreads>;
-      static const cudaError_t wide_attr =
-          cudaFuncSetAttribute(wide, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk, kWideWarps)));
-      if (wide_attr != cudaSuccess) return wide_attr;
-      return pdl::Launch(wide, dim3(a.tokens, a.kv_heads, a.splits), dim3(kWideThreads),
-                         SharedBytes(HD, G, a.chunk, kWideWarps), stream, a);
-    }
-  }
-  auto kernel = one_pass ? OnePassAttentionKernel<HD, G, kFp8, kShared> : AttentionKernel<HD, G, kFp8, kShared>;
-  static const cudaError_t attr[2] = {
-      cudaFuncSetAttribute(AttentionKernel<HD, G, kFp8, kShared>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk))),
-      cudaFuncSetAttribute(OnePassAttentionKernel<HD, G, kFp8, kShared>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk)))};
-  if (attr[one_pass] != cudaSuccess) return attr[one_pass];
   if (!one_pass) {
-    // The two-pass kernel waits for the kernel before it after its prologue (AttentionKernel).
-    return pdl::Launch(kernel, dim3(a.tokens, a.kv_heads, a.splits), dim3(kThreads), SharedBytes(HD, G, a.chunk),
-                       stream, a);
+    if constexpr (HD == 128 && kPipelinedGroup<G>) {
+      if (TwoPassBlockThreads(a) == kWideThreads)
+        return LaunchDependent<AttentionKernel<HD, G, kFp8, kShared, kWideThreads>, kWideThreads>(a, HD, G, stream);
+    }
+    return LaunchDependent<AttentionKernel<HD, G, kFp8, kShared, kThreads>, kThreads>(a, HD, G, stream);
   }
+  auto kernel = OnePassAttentionKernel<HD, G, kFp8, kShared>;
+  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(SharedBytes(HD, G, kMaxAttentionChunk)));
+  if (attr != cudaSuccess) return attr;
   kernel<<<dim3(a.tokens, a.kv_heads, a.splits), kThreads, SharedBytes(HD, G, a.chunk), stream>>>(a);
   return cudaGetLastError();
 }

@@ -163,8 +163,9 @@ TEST_P(AttentionTest, MatchesFloat64Reference) {
   a.sm_count = c.wide ? 132 : 0;  // 5 tokens x at most 8 KV heads: at most 2 pairs an SM
   ASSERT_EQ(ChosenAttentionVariant(a), c.variant) << "the case must run the kernel it names";
   // Wide blocks where asked for, except over short key sets (a chunk below 256 keys).
-  if (c.variant == AttentionVariant::kTwoPass)
+  if (c.variant == AttentionVariant::kTwoPass) {
     ASSERT_EQ(TwoPassBlockThreads(a), c.wide && a.chunk >= 256 ? 256 : 128) << "chunk " << a.chunk;
+  }
   ARGEN_CUDA_OK(DecodeAttention(a, 0));
   ARGEN_CUDA_OK(cudaDeviceSynchronize());
 
