@@ -8,6 +8,7 @@
 # FAMILY_PROJECT: a full run's bounded-memory policies decode that many steps and project the rest from their steady
 # step (argen_bench --project-bounded; the line says +projN; dense runs whole): emu3 at the whole card in one call.
 # FAMILY_POLICY_<model, dashes as _>: the sparse policies, comma-separated (default diagonal:0.95:<five image rows>).
+# FAMILY_BENCH_ARGS: more argen_bench flags for the lone, 48g and full steps (e.g. --attention-kernel one-pass).
 # Sourced by bench/gpu/lab.sh, which reads BASELINE and NEEDS and provides BIN, AB_DIRS, OUT, stamp, guarded.
 # shellcheck shell=bash disable=SC2034,SC2154
 BASELINE="dense in the same argen_bench process, same shape and weights (the ratios of issues #29 and #30)"
@@ -36,7 +37,8 @@ family_prompt_len() {  # MODEL
   esac
 }
 run_scenario() {
-  local m p len step
+  local m p len step extra
+  read -r -a extra <<<"${FAMILY_BENCH_ARGS:-}"
   for m in ${FAMILY_MODELS:-emu3 llamagen-xl-512}; do
     p=$(family_policy "$m")
     len=$(family_prompt_len "$m")
@@ -47,15 +49,16 @@ run_scenario() {
           guarded 60 "$BIN/argen_bench" --attention-micro --model "$m" --batches 16 --policies "$p" --prompt-len "$len" ;;
         lone)
           stamp "candidate: $m, ${FAMILY_BATCHES:-1,16} images"
-          guarded "${FAMILY_GUARD:-240}" "$BIN/argen_bench" --model "$m" --batches "${FAMILY_BATCHES:-1,16}" --policies "dense,$p" --prompt-len "$len" --stage-steps 4 ;;
+          guarded "${FAMILY_GUARD:-240}" "$BIN/argen_bench" --model "$m" --batches "${FAMILY_BATCHES:-1,16}" --policies "dense,$p" --prompt-len "$len" --stage-steps 4 \
+            "${extra[@]}" ;;
         48g)
           stamp "candidate: $m, 48 GB card, max batch"
           guarded "${FAMILY_GUARD:-240}" "$BIN/argen_bench" --model "$m" --card-memory 48G --max-batch --max-rows 1024 \
-            --policies "dense,$p" --prompt-len "$len" ;;
+            --policies "dense,$p" --prompt-len "$len" "${extra[@]}" ;;
         full)
           stamp "candidate: $m, full H200, auto sizing, max batch"
           guarded "${FAMILY_FULL_GUARD:-300}" "$BIN/argen_bench" --model "$m" --auto-sizing --max-batch --policies "dense,$p" \
-            --prompt-len "$len" --stage-steps 0 ${FAMILY_PROJECT:+--project-bounded "$FAMILY_PROJECT"} ;;
+            --prompt-len "$len" --stage-steps 0 ${FAMILY_PROJECT:+--project-bounded "$FAMILY_PROJECT"} "${extra[@]}" ;;
         *) echo "family-engine: no step $step (micro lone 48g full)" ;;
       esac
     done
