@@ -500,11 +500,12 @@ bool RunHeadBatches(const std::string& name, const nextstep::NextStepConfig& con
   using Gemms = cuda::FlowHeadTuning::Gemms;
   using Modulations = cuda::FlowHeadTuning::Modulations;
   const std::vector<std::pair<const char*, cuda::FlowHeadTuning>> variants = {
-      {"default", {Gemms::kAuto, Modulations::kGrouped}},
-      {"side-stream-modulations", {Gemms::kAuto, Modulations::kSide}},
-      {"serial-modulations", {Gemms::kAuto, Modulations::kInline}},
-      {"fused-gemms", {Gemms::kFused, Modulations::kGrouped}},
-      {"cublas-gemms", {Gemms::kCublas, Modulations::kGrouped}},
+      {"default", {Gemms::kAuto, Modulations::kGrouped, false}},
+      {"persistent-net", {Gemms::kAuto, Modulations::kGrouped, true}},
+      {"side-stream-modulations", {Gemms::kAuto, Modulations::kSide, false}},
+      {"serial-modulations", {Gemms::kAuto, Modulations::kInline, false}},
+      {"fused-gemms", {Gemms::kFused, Modulations::kGrouped, false}},
+      {"cublas-gemms", {Gemms::kCublas, Modulations::kGrouped, false}},
   };
   for (const auto& [variant, tuning] : variants) {
     (*micro)->SetTuning(tuning);
@@ -514,9 +515,10 @@ bool RunHeadBatches(const std::string& name, const nextstep::NextStepConfig& con
         std::fprintf(stderr, "head micro: %s\n", std::string(t.status().message()).c_str());
         return false;
       }
-      std::printf("head %s images=%d: graph %.3f ms (%.1f us a net evaluation of %d), eager %.3f ms; tokens %s; %s\n",
-                  name.c_str(), images, t->graph_ms, 1e3 * t->graph_ms / evaluations, evaluations, t->eager_ms,
-                  t->finite ? "finite" : "NOT FINITE", variant);
+      std::printf(
+          "head %s images=%d: graph %.3f ms (%.1f us a net evaluation of %d), eager %.3f ms; tokens %s; net %s; %s\n",
+          name.c_str(), images, t->graph_ms, 1e3 * t->graph_ms / evaluations, evaluations, t->eager_ms,
+          t->finite ? "finite" : "NOT FINITE", (*micro)->persistent_net() ? "persistent" : "chain", variant);
       std::fflush(stdout);
       if (out) {
         std::fprintf(out,

@@ -7,7 +7,11 @@
 // the net over the pairs' cond and uncond rows and one step kernel.
 //
 // The net is a chain 12 blocks deep that runs 51 times a token, on a few
-// rows: its time is launches and latency, not arithmetic. So the chain is
+// rows: its time is launches and latency, not arithmetic. It can run as one
+// persistent cooperative kernel an evaluation (kernels/flow_head_net.h: every
+// phase on every SM, a grid barrier between them; the A/B option, slower as
+// measured: 38 grid barriers cost more than the launches they replace). By
+// default the chain is
 // the fused GEMMs of kernels/flow_head_gemm.h (bias and SiLU in the
 // epilogue) and one residual-and-norm kernel between blocks, each a
 // programmatic dependent of the one before (its launch and weight prefetch
@@ -40,6 +44,7 @@
 #include "engine/model/flow_matching_head.h"
 #include "kernels/flow_head_gemm.h"
 #include "kernels/flow_head_kernels.h"
+#include "kernels/flow_head_net.h"
 #include "kernels/sampling.h"
 
 namespace argen::cuda {
@@ -59,6 +64,9 @@ struct FlowHeadTuning {
   };
   Gemms gemms = Gemms::kAuto;
   Modulations modulations = Modulations::kGrouped;
+  // The net as one persistent cooperative kernel (kernels/flow_head_net.h) where the device and shape allow;
+  // false (the default: measured faster, docs/PERFORMANCE.md): the chain of launches (its GEMMs as `gemms` says).
+  bool persistent_net = false;
 };
 
 class DeviceFlowHead {
@@ -80,6 +88,8 @@ class DeviceFlowHead {
   int32_t steps() const { return static_cast<int32_t>(steps_.size()) + 1; }
   // Device memory held: weights, workspaces and the side stream's cuBLAS workspace.
   void set_tuning(const FlowHeadTuning& tuning) { tuning_ = tuning; }
+  // Whether the net runs as one persistent kernel: the tuning asks for it, and the device and shape allow it.
+  bool persistent_net() const;
 
   int64_t bytes() const { return static_cast<int64_t>(weights_.bytes() + workspace_.bytes() + Gemm::kWorkspaceBytes); }
 

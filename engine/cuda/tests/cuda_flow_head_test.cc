@@ -8,11 +8,13 @@
 // and more pairs than one chunk. Prints every measured error. Needs a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -230,6 +232,80 @@ TEST_F(CudaFlowHeadTest, MoreThanOneChunkOfPairs) {
   std::cout << pairs << " pairs: worst token error " << worst << "\n";
 }
 
+// The published head's shape (width 1,536, 12 blocks, 64-dim tokens) with
+// random weights: the persistent net's velocity is the chain's (checked
+// against the CPU above; cuBLAS GEMMs above 16 rows) to within their bf16
+// roundings, at row counts that take each of its tilings: 2 (2-group tiles,
+// one row tile), 40 (two row tiles), 128 (6-group tiles, 128 tiles: one
+// wave), 300 (a 256-row chunk in two waves, then 44 rows). The tiny head
+// above is one k chunk wide; this one is 48.
+TEST(CudaFlowHeadPublishedShapeTest, PersistentNetMatchesTheChain) {
+  const int32_t W = 1536, D = 64, C = 128, B = 12;
+  std::vector<std::vector<float>> store;
+  store.reserve(128);  // the spans below point into these
+  uint32_t seed = 100;
+  const auto values = [&](size_t n, float center, float scale) -> std::span<const float> {
+    std::vector<float> v = Values(n, seed++, scale);
+    for (float& e : v) e += center;
+    store.push_back(std::move(v));
+    return store.back();
+  };
+  const float s_w = 1.0f / std::sqrt(static_cast<float>(W));
+  model::FlowMatchingHeadDesc desc;
+  desc.token_dim = D;
+  desc.cond_dim = C;
+  desc.width = W;
+  desc.cond_embed = {values(size_t{W} * C, 0, 1.0f / std::sqrt(static_cast<float>(C))), values(W, 0, 0.1f), W, C};
+  desc.input_proj = {values(size_t{W} * D, 0, 1.0f / std::sqrt(static_cast<float>(D))), values(W, 0, 0.1f), W, D};
+  desc.blocks.resize(B);
+  for (model::FlowMatchingHeadDesc::Block& blk : desc.blocks) {
+    blk.ln_weight = values(W, 1.0f, 0.2f);
+    blk.ln_bias = values(W, 0, 0.1f);
+    blk.fc1 = {values(size_t{W} * W, 0, s_w), values(W, 0, 0.1f), W, W};
+    blk.fc2 = {values(size_t{W} * W, 0, s_w), values(W, 0, 0.1f), W, W};
+    blk.ada = {values(size_t{3} * W * W, 0, 0.3f * s_w), values(size_t{3} * W, 0, 0.1f), 3 * W, W};
+  }
+  desc.final_ada = {values(size_t{2} * W * W, 0, 0.3f * s_w), values(size_t{2} * W, 0, 0.1f), 2 * W, W};
+  desc.final_linear = {values(size_t{D} * W, 0, s_w), values(D, 0, 0.1f), D, W};
+  desc.times = {0.0f, 0.5f};
+  std::vector<float> temb(size_t{2} * W);
+  for (size_t i = 0; i < temb.size(); ++i) temb[i] = std::sin(0.01f * static_cast<float>(i));
+  desc.time_embeddings = temb;
+  desc.last_step_size = 0.02f;
+  desc.time_embedding = [W](float t, float* out) {
+    for (int32_t i = 0; i < W; ++i) out[i] = std::sin(t * 0.013f * static_cast<float>(i + 1));
+  };
+  absl::StatusOr<std::unique_ptr<DeviceFlowHead>> head = DeviceFlowHead::Create(desc);
+  ASSERT_TRUE(head.ok()) << head.status();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  Gemm gemm;
+  ASSERT_TRUE(gemm.Init(stream).ok());
+  for (const int32_t n : {2, 40, 128, 300}) {
+    const std::vector<float> x = Values(static_cast<size_t>(n) * D, 11, 1.5f),
+                             c = Values(static_cast<size_t>(n) * C, 12, 1.0f);
+    std::vector<float> persistent(static_cast<size_t>(n) * D), chain(persistent.size());
+    for (const float t : {0.1f, 0.8f}) {
+      (*head)->set_tuning({FlowHeadTuning::Gemms::kAuto, FlowHeadTuning::Modulations::kGrouped, true});
+      ASSERT_TRUE((*head)->persistent_net()) << "the persistent net runs on sm_90";
+      ASSERT_TRUE((*head)->Velocity(gemm, stream, x.data(), t, c.data(), n, persistent.data()).ok());
+      (*head)->set_tuning({FlowHeadTuning::Gemms::kAuto, FlowHeadTuning::Modulations::kGrouped, false});
+      ASSERT_TRUE((*head)->Velocity(gemm, stream, x.data(), t, c.data(), n, chain.data()).ok());
+      double worst = 0, scale = 0;
+      for (int32_t r = 0; r < n; ++r) {
+        worst = std::max(worst, RowError(persistent.data() + r * D, chain.data() + r * D, D));
+        for (int32_t i = 0; i < D; ++i) scale = std::max(scale, double{std::fabs(chain[r * D + i])});
+      }
+      std::cout << n << " rows, t " << t << ": persistent against chain, worst relative row error " << worst
+                << " (largest |v| " << scale << ")\n";
+      EXPECT_LE(worst, kVelocityTolerance) << n << " rows, t " << t;
+      EXPECT_GT(scale, 0.1) << "a velocity of zeros would match anything";
+    }
+  }
+  gemm.Reset();
+  cudaStreamDestroy(stream);
+}
+
 TEST(CudaFlowHeadShapeTest, AMisshapenDescriptionIsRefusedNamingTheTensor) {
   std::vector<float> w(6, 0.f), b(3, 0.f);
   model::FlowMatchingHeadDesc desc;
@@ -244,9 +320,9 @@ TEST(CudaFlowHeadShapeTest, AMisshapenDescriptionIsRefusedNamingTheTensor) {
   EXPECT_NE(head.status().message().find("res_blocks.0.in_ln.weight"), std::string::npos) << head.status();
 }
 
-// Every way the head can run its GEMMs and its modulations (FlowHeadTuning)
-// draws the CPU's tokens, with few rows (the warp-per-column kernel) and many
-// (tiles or cuBLAS); the modulations made on the side stream or in line give
+// Every way the head can run its net (one persistent kernel, or the chain),
+// GEMMs and modulations (FlowHeadTuning) draws the CPU's tokens, with few rows
+// (the warp-per-column kernel) and many (tiles or cuBLAS); the modulations made on the side stream or in line give
 // bitwise the same tokens (the same GEMM each step); grouped ones come from a
 // GEMM of more rows (its own accumulation order): within the tolerance.
 TEST_F(CudaFlowHeadTest, EveryTuningDrawsTheCpuTokens) {
@@ -266,25 +342,30 @@ TEST_F(CudaFlowHeadTest, EveryTuningDrawsTheCpuTokens) {
                              uncond = Values(static_cast<size_t>(pairs) * C, 8, 1.0f);
     std::vector<float> want(static_cast<size_t>(pairs) * D);
     ASSERT_TRUE(cpu_->Draw(cond, uncond, sampling, tokens, want).ok());
-    for (const Gemms gemms : {Gemms::kAuto, Gemms::kFused, Gemms::kCublas}) {
-      if (pairs > 20 && gemms != Gemms::kAuto) continue;  // the big batch: the default GEMMs only
-      std::vector<float> side;
-      for (const Modulations modulations : {Modulations::kGrouped, Modulations::kSide, Modulations::kInline}) {
-        device_->set_tuning({gemms, modulations});
-        const std::vector<float> got = DeviceTokens(cond, uncond, sampling, tokens);
-        ASSERT_EQ(got.size(), want.size());
-        double worst = 0;
-        for (int32_t p = 0; p < pairs; ++p)
-          worst = std::max(worst, RowError(got.data() + p * D, want.data() + p * D, D));
-        std::cout << pairs << " pairs, gemms " << static_cast<int>(gemms) << ", modulations "
-                  << static_cast<int>(modulations) << ": worst token error " << worst << "\n";
-        EXPECT_LE(worst, kTokenTolerance) << pairs << " pairs, gemms " << static_cast<int>(gemms) << ", modulations "
-                                          << static_cast<int>(modulations);
-        if (modulations == Modulations::kSide) {
-          side = got;
-        } else if (modulations == Modulations::kInline) {
-          EXPECT_EQ(0, std::memcmp(side.data(), got.data(), got.size() * sizeof(float)))
-              << "side-stream modulations changed the tokens";
+    for (const bool persistent : {true, false}) {
+      for (const Gemms gemms : {Gemms::kAuto, Gemms::kFused, Gemms::kCublas}) {
+        if (persistent && gemms != Gemms::kAuto) continue;  // the persistent net has its own GEMMs
+        if (pairs > 20 && gemms != Gemms::kAuto) continue;  // the big batch: the default GEMMs only
+        std::vector<float> side;
+        for (const Modulations modulations : {Modulations::kGrouped, Modulations::kSide, Modulations::kInline}) {
+          device_->set_tuning({gemms, modulations, persistent});
+          ASSERT_EQ(device_->persistent_net(), persistent) << "the persistent net runs on sm_90";
+          const std::vector<float> got = DeviceTokens(cond, uncond, sampling, tokens);
+          ASSERT_EQ(got.size(), want.size());
+          double worst = 0;
+          for (int32_t p = 0; p < pairs; ++p)
+            worst = std::max(worst, RowError(got.data() + p * D, want.data() + p * D, D));
+          std::cout << pairs << " pairs, persistent " << persistent << ", gemms " << static_cast<int>(gemms)
+                    << ", modulations " << static_cast<int>(modulations) << ": worst token error " << worst << "\n";
+          EXPECT_LE(worst, kTokenTolerance)
+              << pairs << " pairs, persistent " << persistent << ", gemms " << static_cast<int>(gemms)
+              << ", modulations " << static_cast<int>(modulations);
+          if (modulations == Modulations::kSide) {
+            side = got;
+          } else if (modulations == Modulations::kInline) {
+            EXPECT_EQ(0, std::memcmp(side.data(), got.data(), got.size() * sizeof(float)))
+                << "side-stream modulations changed the tokens";
+          }
         }
       }
     }
