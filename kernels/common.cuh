@@ -75,19 +75,6 @@ __device__ __forceinline__ float BlockSum(float v, float* scratch) {
   return total;
 }
 
-// The same in double (the flow head's LayerNorm statistics, as the CPU's accumulate).
-__device__ __forceinline__ double BlockSumDouble(double v, double* scratch) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();  // scratch may still be read by a previous call
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  double total = 0;
-  for (int w = 0; w < warps; ++w) total += scratch[w];
-  return total;
-}
-
 __device__ __forceinline__ float BlockMax(float v, float* scratch) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
   v = WarpMax(v);

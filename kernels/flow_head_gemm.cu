@@ -176,7 +176,7 @@ size_t GemvSharedBytes(const FlowGemmArgs& a) { return static_cast<size_t>(a.row
 
 template <FlowGemmEpilogue kEpilogue>
 cudaError_t Launch(const FlowGemmArgs& a, cudaStream_t stream) {
-  if (a.rows <= kFlowGemvMaxRows) {
+  if (a.rows <= kFlowGemvMaxRows && a.rows <= a.gemv_max_rows) {
     const int cols_per_block = kGemvWarps * kGemvCols;
     return pdl::Launch(FlowGemvKernel<kEpilogue>, dim3((a.n + cols_per_block - 1) / cols_per_block),
                        dim3(kGemvWarps * 32), GemvSharedBytes(a), stream, a);

@@ -17,9 +17,12 @@ namespace argen::kernels {
 
 // k above this does not fit one block's shared memory (weights and inputs, k padded to 32).
 constexpr int kFlowGemmMaxK = 1536;
-// Up to this many rows a warp-per-column kernel runs (weights prefetched into
-// registers, rows in shared memory: rows x k x 2 bytes of it, at most 48 KiB);
-// above, 32 x 32 tensor-core tiles.
+// Up to this many rows a warp-per-column kernel can run (weights prefetched
+// into registers, rows in shared memory: rows x k x 2 bytes of it, at most 48
+// KiB; FlowGemmArgs::gemv_max_rows lowers it); above, 32 x 32 tensor-core
+// tiles. Its rows go one after another through each warp: measured at the
+// head's shape it beats the tiles at 2 and 4 rows and loses from 6 on (2.1x
+// slower at 16; docs/PERFORMANCE.md, 2026-12-04).
 constexpr int kFlowGemvMaxRows = 16;
 
 enum class FlowGemmEpilogue {
@@ -35,6 +38,8 @@ struct FlowGemmArgs {
   FlowGemmEpilogue epilogue = FlowGemmEpilogue::kStoreF32;
   float* out_f32 = nullptr;           // [rows x n]
   __nv_bfloat16* out_bf16 = nullptr;  // [rows x n]
+  // The warp-per-column kernel up to this many rows (capped at kFlowGemvMaxRows), the tiles above.
+  int gemv_max_rows = kFlowGemvMaxRows;
 };
 
 // One Linear of the head: y = x W^T (+ bias) into out_f32, or, when out_bf16

@@ -1,7 +1,6 @@
 // The device flow head's small kernels (kernels/flow_head_kernels.h), in the
 // CPU reference's order of operations (engine/families/nextstep/flow_head.cc):
 // LayerNorm statistics accumulate in double, as the CPU's do.
-#include "kernels/common.cuh"
 #include "kernels/flow_head_kernels.h"
 #include "kernels/pdl.cuh"
 #include "kernels/sampling_rng.h"
@@ -16,7 +15,17 @@ int Blocks(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); 
 
 __device__ __forceinline__ float Silu(float x) { return x / (1.0f + expf(-x)); }
 
-using detail::BlockSumDouble;
+// Block-wide double sum (blockDim.x a multiple of 32, at most 1024); every thread gets it.
+__device__ double BlockSumDouble(double v, double* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  double total = 0;
+  for (int w = 0; w < warps; ++w) total += scratch[w];
+  return total;
+}
 
 // Row r's LayerNorm mean and 1 / sqrt(var + eps) (biased variance), as the CPU's LayerNormRows.
 __device__ void RowStats(const float* in, int width, double* scratch, float* mean_out, float* inv_out) {

@@ -31,9 +31,12 @@
 //   --vae-micro   (nextstep-14b) the CUDA VAE decoder alone, random weights of the published shape, on
 //     --batches images of 512 px, fp32 and TF32 (vae_micro.h)
 //   --head-micro  (nextstep-14b) the flow-matching head alone (flow_head_micro.h): one token for each of
-//     --batches images, graphed and eager, without making the decoder
+//     --batches images, graphed and eager, without making the decoder; every FlowHeadTuning variant, or
+//     those named by --head-variants (comma-separated, e.g. default: one variant under a profiler), then
+//     each kernel alone in a chain (not with --head-variants)
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -96,6 +99,7 @@ struct Flags {
   bool gemm_micro = false;
   bool vae_micro = false;
   bool head_micro = false;
+  std::vector<std::string> head_variants;  // --head-micro's variants by name (empty: all)
   std::vector<int> gemm_rows = {2, 16, 64, 256, 1024, 2816};
   std::string out;
 };
@@ -201,6 +205,9 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->vae_micro = true;
     } else if (a == "--head-micro") {
       f->head_micro = true;
+    } else if (a == "--head-variants") {
+      f->head_variants = absl::StrSplit(value(), ',', absl::SkipEmpty());
+      if (f->head_variants.empty()) return false;
     } else if (a == "--gemm-rows") {
       f->gemm_rows.clear();
       for (absl::string_view m : absl::StrSplit(value(), ',')) {
@@ -483,7 +490,7 @@ void PrintSplit(const std::string& name, const std::string& policy, int images, 
 // --head-micro: the flow head alone (random weights of the published shape), one token for each of
 // --batches images, in a CUDA graph and eager; no decoder is made (seconds, not minutes).
 bool RunHeadBatches(const std::string& name, const nextstep::NextStepConfig& config, const std::vector<int>& batches,
-                    FILE* out) {
+                    const std::vector<std::string>& only, FILE* out) {
   absl::StatusOr<std::unique_ptr<RandomFlowHead>> head = RandomNextStepFlowHead(config, 42);
   if (!head.ok()) {
     std::fprintf(stderr, "%s\n", std::string(head.status().message()).c_str());
@@ -500,14 +507,22 @@ bool RunHeadBatches(const std::string& name, const nextstep::NextStepConfig& con
   using Gemms = cuda::FlowHeadTuning::Gemms;
   using Modulations = cuda::FlowHeadTuning::Modulations;
   const std::vector<std::pair<const char*, cuda::FlowHeadTuning>> variants = {
-      {"default", {Gemms::kAuto, Modulations::kGrouped, false}},
-      {"persistent-net", {Gemms::kAuto, Modulations::kGrouped, true}},
-      {"side-stream-modulations", {Gemms::kAuto, Modulations::kSide, false}},
-      {"serial-modulations", {Gemms::kAuto, Modulations::kInline, false}},
-      {"fused-gemms", {Gemms::kFused, Modulations::kGrouped, false}},
-      {"cublas-gemms", {Gemms::kCublas, Modulations::kGrouped, false}},
+      {"default", {Gemms::kAuto, Modulations::kGrouped}},
+      {"gemv-to-16-rows", {Gemms::kAuto, Modulations::kGrouped, 16}},
+      {"tiles-from-2-rows", {Gemms::kAuto, Modulations::kGrouped, 0}},
+      {"side-stream-modulations", {Gemms::kAuto, Modulations::kSide}},
+      {"serial-modulations", {Gemms::kAuto, Modulations::kInline}},
+      {"fused-gemms", {Gemms::kFused, Modulations::kGrouped}},
+      {"cublas-gemms", {Gemms::kCublas, Modulations::kGrouped}},
   };
+  for (const std::string& v : only) {
+    if (std::none_of(variants.begin(), variants.end(), [&v](const auto& e) { return v == e.first; })) {
+      std::fprintf(stderr, "head micro: no variant %s\n", v.c_str());
+      return false;
+    }
+  }
   for (const auto& [variant, tuning] : variants) {
+    if (!only.empty() && std::find(only.begin(), only.end(), variant) == only.end()) continue;
     (*micro)->SetTuning(tuning);
     for (int images : batches) {
       absl::StatusOr<FlowHeadTiming> t = (*micro)->Time(images, kNextStepCfgWeight);
@@ -515,10 +530,9 @@ bool RunHeadBatches(const std::string& name, const nextstep::NextStepConfig& con
         std::fprintf(stderr, "head micro: %s\n", std::string(t.status().message()).c_str());
         return false;
       }
-      std::printf(
-          "head %s images=%d: graph %.3f ms (%.1f us a net evaluation of %d), eager %.3f ms; tokens %s; net %s; %s\n",
-          name.c_str(), images, t->graph_ms, 1e3 * t->graph_ms / evaluations, evaluations, t->eager_ms,
-          t->finite ? "finite" : "NOT FINITE", (*micro)->persistent_net() ? "persistent" : "chain", variant);
+      std::printf("head %s images=%d: graph %.3f ms (%.1f us a net evaluation of %d), eager %.3f ms; tokens %s; %s\n",
+                  name.c_str(), images, t->graph_ms, 1e3 * t->graph_ms / evaluations, evaluations, t->eager_ms,
+                  t->finite ? "finite" : "NOT FINITE", variant);
       std::fflush(stdout);
       if (out) {
         std::fprintf(out,
@@ -528,6 +542,7 @@ bool RunHeadBatches(const std::string& name, const nextstep::NextStepConfig& con
       }
     }
   }
+  if (!only.empty()) return true;
   // Each kernel alone in a chain: where the per-evaluation time goes.
   std::vector<FlowKernelChainTime> chains;
   const absl::Status chained = TimeFlowKernelChains((*head)->desc.width, {2, 32, 128, 256}, &chains);
@@ -635,7 +650,7 @@ int Main(int argc, char** argv) {
         std::fprintf(stderr, "--head-micro: %s has no flow head (nextstep-14b has)\n", name.c_str());
         return 2;
       }
-      if (!RunHeadBatches(name, *bench_model->nextstep, f.batches, out)) return 1;
+      if (!RunHeadBatches(name, *bench_model->nextstep, f.batches, f.head_variants, out)) return 1;
       continue;
     }
     if (f.gemm_micro) {

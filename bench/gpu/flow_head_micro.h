@@ -33,7 +33,6 @@ class FlowHeadMicro {
 
   // How the head runs its GEMMs and modulations (default: the head's default).
   void SetTuning(const cuda::FlowHeadTuning& tuning) { head_->set_tuning(tuning); }
-  bool persistent_net() const { return head_->persistent_net(); }
 
   // Random conditions of the scale a random decoder gives (~1.4), guidance cfg_weight.
   absl::StatusOr<FlowHeadTiming> Time(int32_t pairs, float cfg_weight);

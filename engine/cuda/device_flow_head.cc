@@ -11,7 +11,6 @@
 #include "kernels/elementwise.h"
 #include "kernels/flow_head_gemm.h"
 #include "kernels/flow_head_kernels.h"
-#include "kernels/flow_head_net.h"
 
 namespace argen::cuda {
 namespace {
@@ -239,13 +238,17 @@ absl::Status DeviceFlowHead::EnqueueModulations(Gemm& gemm, cudaStream_t stream,
   return gemm.Linear(silu_y_, ada_w_, rows, W, static_cast<int>(dims_.mod_width), mod, 0.f, "flow adaLN modulations");
 }
 
+bool DeviceFlowHead::FusedLinear(int32_t rows, bool big_fused) const {
+  using Gemms = FlowHeadTuning::Gemms;
+  return tuning_.gemms == Gemms::kFused || (tuning_.gemms == Gemms::kAuto && (rows <= kFusedMaxRows || big_fused));
+}
+
 absl::Status DeviceFlowHead::EnqueueLinear(Gemm& gemm, cudaStream_t stream, const kernels::FlowGemmArgs& g,
                                            bool big_fused, const char* what) {
-  using Gemms = FlowHeadTuning::Gemms;
-  const bool fused = tuning_.gemms == Gemms::kFused ||
-                     (tuning_.gemms == Gemms::kAuto && (g.rows <= kernels::kFlowGemvMaxRows || big_fused));
-  if (fused) {
-    ARGEN_CUDA_RETURN(kernels::FlowGemm(g, stream), what);
+  if (FusedLinear(g.rows, big_fused)) {
+    kernels::FlowGemmArgs fused = g;
+    fused.gemv_max_rows = tuning_.gemv_max_rows;
+    ARGEN_CUDA_RETURN(kernels::FlowGemm(fused, stream), what);
     return absl::OkStatus();
   }
   if (g.epilogue == kernels::FlowGemmEpilogue::kBiasSiluBf16) {
@@ -258,39 +261,9 @@ absl::Status DeviceFlowHead::EnqueueLinear(Gemm& gemm, cudaStream_t stream, cons
   return absl::OkStatus();
 }
 
-bool DeviceFlowHead::persistent_net() const {
-  return tuning_.persistent_net && kernels::FlowNetShapeSupported(dims_.width, dims_.token_dim, dims_.blocks) &&
-         kernels::FlowNetGridBlocks() > 0;
-}
-
 absl::Status DeviceFlowHead::EnqueueNet(Gemm& gemm, cudaStream_t stream, int32_t rows, const float* mod) {
   const Dims& d = dims_;
   const int32_t W = d.width, D = d.token_dim;
-  if (persistent_net()) {
-    kernels::FlowNetArgs a;
-    a.rows = rows;
-    a.width = W;
-    a.token_dim = D;
-    a.blocks = d.blocks;
-    a.x_in = x_in_;
-    a.input_w = input_proj_w_;
-    a.input_b = input_proj_b_;
-    for (int32_t b = 0; b < d.blocks; ++b) {
-      const Block& blk = blocks_[b];
-      a.block[b] = {blk.ln_weight, blk.ln_bias, blk.fc1_w, blk.fc1_b, blk.fc2_w, blk.fc2_b};
-    }
-    a.mod = mod;
-    a.mod_bias = ada_b_;
-    a.mod_stride = d.mod_width;
-    a.final_w = final_w_;
-    a.final_b = final_b_;
-    a.h = h_;
-    a.hn = hn_;
-    a.act = act_bf16_;
-    a.v = v_;
-    ARGEN_CUDA_RETURN(kernels::FlowNet(a, stream), "flow net (persistent)");
-    return absl::OkStatus();
-  }
   const auto linear = [rows](const bf16* x, const bf16* w, int32_t k, int32_t n, const float* bias, float* out_f32,
                              bf16* out_bf16) {
     return kernels::FlowLinearArgs(rows, x, w, k, n, bias, out_f32, out_bf16);

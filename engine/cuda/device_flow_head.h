@@ -7,13 +7,10 @@
 // the net over the pairs' cond and uncond rows and one step kernel.
 //
 // The net is a chain 12 blocks deep that runs 51 times a token, on a few
-// rows: its time is launches and latency, not arithmetic. It can run as one
-// persistent cooperative kernel an evaluation (kernels/flow_head_net.h: every
-// phase on every SM, a grid barrier between them; the A/B option, slower as
-// measured: 38 grid barriers cost more than the launches they replace). By
-// default the chain is
+// rows: its time is launches and latency, not arithmetic. So the chain is
 // the fused GEMMs of kernels/flow_head_gemm.h (bias and SiLU in the
-// epilogue) and one residual-and-norm kernel between blocks, each a
+// epilogue; cuBLAS above kFusedMaxRows rows) and one residual-and-norm
+// kernel between blocks, each a
 // programmatic dependent of the one before (its launch and weight prefetch
 // overlap it): 3 kernels a block. The adaLN modulations of every block
 // depend on the time and the condition only, not on x, so they are made
@@ -44,7 +41,6 @@
 #include "engine/model/flow_matching_head.h"
 #include "kernels/flow_head_gemm.h"
 #include "kernels/flow_head_kernels.h"
-#include "kernels/flow_head_net.h"
 #include "kernels/sampling.h"
 
 namespace argen::cuda {
@@ -53,7 +49,7 @@ namespace argen::cuda {
 // best; the others stay for the benchmark's A/B, argen_bench --head-micro).
 struct FlowHeadTuning {
   enum class Gemms {
-    kAuto,    // few rows (kernels::kFlowGemvMaxRows): the fused kernels; more: cuBLAS for fc1, fc2, final
+    kAuto,    // up to DeviceFlowHead::kFusedMaxRows rows: the fused kernels; more: cuBLAS for fc1, fc2, final
     kFused,   // the fused kernels at any row count
     kCublas,  // cuBLAS everywhere, bias and SiLU as kernels of their own
   };
@@ -64,9 +60,11 @@ struct FlowHeadTuning {
   };
   Gemms gemms = Gemms::kAuto;
   Modulations modulations = Modulations::kGrouped;
-  // The net as one persistent cooperative kernel (kernels/flow_head_net.h) where the device and shape allow;
-  // false (the default: measured faster, docs/PERFORMANCE.md): the chain of launches (its GEMMs as `gemms` says).
-  bool persistent_net = false;
+  // The fused GEMMs' warp-per-column kernel up to this many rows, their 32 x 32 tiles above
+  // (kernels::FlowGemmArgs::gemv_max_rows): the kernel wins at 2 and 4 rows, the tiles from 6
+  // (argen_bench --head-micro, 2026-12-04: 2 / 4 / 6 / 16 rows 7.06 / 9.26 / 11.56 / 22.82 ms a token
+  // against the tiles' 10.01 / 10.09 / 10.20 / 10.97).
+  int32_t gemv_max_rows = 4;
 };
 
 class DeviceFlowHead {
@@ -75,6 +73,10 @@ class DeviceFlowHead {
   // Rows of one grouped modulation GEMM at most (sampler steps x rows; the side
   // stream's two buffers of 2 kChunkPairs rows, the same memory).
   static constexpr int32_t kGroupRows = 4 * kChunkPairs;
+  // kAuto's fused GEMMs up to this many rows (the warp-per-column kernel or one row of 32 x 32 tiles), cuBLAS
+  // above: at 12 / 16 images (24 / 32 rows) the tiles took a token's head 1.12x / 1.06x faster than cuBLAS,
+  // at 32 images (64 rows) 0.99x, at 64 images 0.60x (argen_bench --head-micro, 2026-12-04).
+  static constexpr int32_t kFusedMaxRows = 32;
 
   // Checks the description's shapes (InvalidArgument naming the tensor),
   // uploads its weights and makes the workspaces.
@@ -88,8 +90,6 @@ class DeviceFlowHead {
   int32_t steps() const { return static_cast<int32_t>(steps_.size()) + 1; }
   // Device memory held: weights, workspaces and the side stream's cuBLAS workspace.
   void set_tuning(const FlowHeadTuning& tuning) { tuning_ = tuning; }
-  // Whether the net runs as one persistent kernel: the tuning asks for it, and the device and shape allow it.
-  bool persistent_net() const;
 
   int64_t bytes() const { return static_cast<int64_t>(weights_.bytes() + workspace_.bytes() + Gemm::kWorkspaceBytes); }
 
@@ -129,9 +129,11 @@ class DeviceFlowHead {
   // v_ of `rows` rows (bias added) from x_in_ (bf16) and the modulations `mod`.
   absl::Status EnqueueNet(Gemm& gemm, cudaStream_t stream, int32_t rows, const float* mod);
   // One of the net's Linears, g.x -> g's output and epilogue, fused or through cuBLAS (act_ as its f32 scratch
-  // when the epilogue is SiLU) as the tuning says for g.rows rows; `big_fused`: fused above kFlowGemvMaxRows in kAuto.
+  // when the epilogue is SiLU) as the tuning says for g.rows rows; `big_fused`: fused above kFusedMaxRows in kAuto.
   absl::Status EnqueueLinear(Gemm& gemm, cudaStream_t stream, const kernels::FlowGemmArgs& g, bool big_fused,
                              const char* what);
+  // Whether a Linear of `rows` rows runs on the fused kernels (else cuBLAS), as EnqueueLinear decides.
+  bool FusedLinear(int32_t rows, bool big_fused) const;
 
   Dims dims_;
   FlowHeadTuning tuning_;
