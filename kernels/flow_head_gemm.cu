@@ -1,9 +1,10 @@
 // The flow head's fused GEMM (kernels/flow_head_gemm.h). One block computes a
-// 32 x 32 tile of outputs: it copies its 32 weight rows (all of k) into
-// shared memory before waiting for the previous kernel, then its 32 input
-// rows, and its eight warps each multiply one 16 x 16 quarter over one half
-// of k with bf16 tensor cores (fp32 accumulators); the halves are summed in
-// a fixed order, so results do not vary between runs.
+// 32- (or, for few rows, 16-) row x 32-column tile of outputs: it copies its
+// 32 weight rows (all of k) into shared memory before waiting for the
+// previous kernel, then its input rows, and its eight warps each multiply
+// one 16 x 16 piece over a half (a quarter) of k with bf16 tensor cores
+// (fp32 accumulators); the parts are summed in a fixed order, so results do
+// not vary between runs.
 #include <mma.h>
 
 #include <cstdint>
@@ -17,17 +18,24 @@ namespace {
 namespace wmma = nvcuda::wmma;
 using bf16 = __nv_bfloat16;
 
-constexpr int kTile = 32;  // outputs per block: rows and columns
-constexpr int kWarps = 8;  // 2 row quarters x 2 column quarters x 2 halves of k
+constexpr int kTile = 32;  // output columns per block; rows: kTileRows (32, or 16 for few rows)
+constexpr int kWarps = 8;  // (kTileRows / 16) row quarters x 2 column quarters x the parts of k
 constexpr int kThreads = kWarps * 32;
 constexpr int kPad = 8;            // bf16 after each shared row: rows start on different banks
 constexpr int kAccLd = kTile + 4;  // floats per row of the accumulator tiles
 
 __host__ __device__ constexpr int PaddedK(int k) { return (k + 31) / 32 * 32; }
 
+// The parts k is split into between a tile's warps: 2 for 32-row tiles, 4 for 16-row ones.
+template <int kTileRows>
+constexpr int KParts() {
+  return kWarps / (kTileRows / 16 * 2);
+}
+
+template <int kTileRows>
 __host__ __device__ constexpr size_t SharedBytes(int k) {
-  return static_cast<size_t>(2) * kTile * (PaddedK(k) + kPad) * sizeof(bf16) +
-         static_cast<size_t>(2) * kTile * kAccLd * sizeof(float);
+  return static_cast<size_t>(kTile + kTileRows) * (PaddedK(k) + kPad) * sizeof(bf16) +
+         static_cast<size_t>(KParts<kTileRows>()) * kTileRows * kAccLd * sizeof(float);
 }
 
 __device__ __forceinline__ void CopyAsync16(void* shared, const void* global) {
@@ -35,11 +43,11 @@ __device__ __forceinline__ void CopyAsync16(void* shared, const void* global) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(global));
 }
 
-// Rows [row0, row0 + kTile) of a [rows x k] matrix into dst [kTile x ld]
+// Rows [row0, row0 + count) of a [rows x k] matrix into dst [count x ld]
 // (asynchronously), zeros past its rows and past k up to kp.
-__device__ void LoadRows(bf16* dst, int ld, const bf16* src, int row0, int rows, int k, int kp) {
+__device__ void LoadRows(bf16* dst, int ld, const bf16* src, int row0, int count, int rows, int k, int kp) {
   const int chunks = kp / 8;  // 16-byte pieces of a padded row
-  for (int i = threadIdx.x; i < kTile * chunks; i += kThreads) {
+  for (int i = threadIdx.x; i < count * chunks; i += kThreads) {
     const int r = i / chunks, c = i % chunks;
     bf16* d = dst + r * ld + c * 8;
     if (row0 + r < rows && c * 8 < k) {
@@ -62,45 +70,49 @@ __device__ __forceinline__ void Store(const FlowGemmArgs& a, int row, int col, f
   }
 }
 
-template <FlowGemmEpilogue kEpilogue>
+template <FlowGemmEpilogue kEpilogue, int kTileRows>
 __global__ void __launch_bounds__(kThreads) FlowGemmKernel(FlowGemmArgs a) {
+  constexpr int kRowQuarters = kTileRows / 16, kParts = KParts<kTileRows>();
   extern __shared__ __align__(128) unsigned char shared[];
   const int kp = PaddedK(a.k), ld = kp + kPad;
   bf16* w_tile = reinterpret_cast<bf16*>(shared);
   bf16* x_tile = w_tile + kTile * ld;
-  float* acc_tiles = reinterpret_cast<float*>(x_tile + kTile * ld);  // [2 halves][kTile][kAccLd]
-  const int n0 = blockIdx.x * kTile, r0 = blockIdx.y * kTile;
+  float* acc_tiles = reinterpret_cast<float*>(x_tile + kTileRows * ld);  // [kParts][kTileRows][kAccLd]
+  const int n0 = blockIdx.x * kTile, r0 = blockIdx.y * kTileRows;
 
   pdl::AllowDependents();
-  LoadRows(w_tile, ld, a.w, n0, a.n, a.k, kp);  // weights: no kernel writes them
+  LoadRows(w_tile, ld, a.w, n0, kTile, a.n, a.k, kp);  // weights: no kernel writes them
   asm volatile("cp.async.commit_group;\n" ::: "memory");
   pdl::WaitForPrerequisites();
-  LoadRows(x_tile, ld, a.x, r0, a.rows, a.k, kp);
+  LoadRows(x_tile, ld, a.x, r0, kTileRows, a.rows, a.k, kp);
   asm volatile("cp.async.commit_group;\ncp.async.wait_all;\n" ::: "memory");
   __syncthreads();
 
   const int warp = threadIdx.x / 32;
-  const int row_q = warp & 1, col_q = (warp >> 1) & 1, half = warp >> 2;
-  const int k_half = kp / 2;  // a multiple of 16
+  const int row_q = warp % kRowQuarters, col_q = (warp / kRowQuarters) & 1, part = warp / (kRowQuarters * 2);
+  const int k_part = kp / kParts;  // a multiple of 16 (the launch checks)
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
   wmma::fill_fragment(acc, 0.0f);
   wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> xf;
   wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> wf;  // W^T: W's rows are B's columns
   const bf16* xs = x_tile + row_q * 16 * ld;
   const bf16* ws = w_tile + col_q * 16 * ld;
-  for (int kk = half * k_half; kk < (half + 1) * k_half; kk += 16) {
+  for (int kk = part * k_part; kk < (part + 1) * k_part; kk += 16) {
     wmma::load_matrix_sync(xf, xs + kk, ld);
     wmma::load_matrix_sync(wf, ws + kk, ld);
     wmma::mma_sync(acc, xf, wf, acc);
   }
-  wmma::store_matrix_sync(acc_tiles + (half * kTile + row_q * 16) * kAccLd + col_q * 16, acc, kAccLd,
+  wmma::store_matrix_sync(acc_tiles + (part * kTileRows + row_q * 16) * kAccLd + col_q * 16, acc, kAccLd,
                           wmma::mem_row_major);
   __syncthreads();
 
-  for (int i = threadIdx.x; i < kTile * kTile; i += kThreads) {
+  for (int i = threadIdx.x; i < kTileRows * kTile; i += kThreads) {
     const int r = i / kTile, c = i % kTile, row = r0 + r, col = n0 + c;
     if (row >= a.rows || col >= a.n) continue;
-    Store<kEpilogue>(a, row, col, acc_tiles[r * kAccLd + c] + acc_tiles[(kTile + r) * kAccLd + c]);
+    float y = 0.f;
+#pragma unroll
+    for (int q = 0; q < kParts; ++q) y += acc_tiles[(q * kTileRows + r) * kAccLd + c];
+    Store<kEpilogue>(a, row, col, y);
   }
 }
 
@@ -174,6 +186,17 @@ __global__ void __launch_bounds__(kGemvWarps * 32) FlowGemvKernel(FlowGemmArgs a
 
 size_t GemvSharedBytes(const FlowGemmArgs& a) { return static_cast<size_t>(a.rows) * a.k * sizeof(bf16); }
 
+template <FlowGemmEpilogue kEpilogue, int kTileRows>
+cudaError_t LaunchTiles(const FlowGemmArgs& a, cudaStream_t stream) {
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(FlowGemmKernel<kEpilogue, kTileRows>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(SharedBytes<kTileRows>(kFlowGemmMaxK)));
+  if (attr != cudaSuccess) return attr;
+  const dim3 grid((a.n + kTile - 1) / kTile, (a.rows + kTileRows - 1) / kTileRows);
+  return pdl::Launch(FlowGemmKernel<kEpilogue, kTileRows>, grid, dim3(kThreads), SharedBytes<kTileRows>(a.k), stream,
+                     a);
+}
+
 template <FlowGemmEpilogue kEpilogue>
 cudaError_t Launch(const FlowGemmArgs& a, cudaStream_t stream) {
   if (a.rows <= kFlowGemvMaxRows && a.rows <= a.gemv_max_rows) {
@@ -181,12 +204,10 @@ cudaError_t Launch(const FlowGemmArgs& a, cudaStream_t stream) {
     return pdl::Launch(FlowGemvKernel<kEpilogue>, dim3((a.n + cols_per_block - 1) / cols_per_block),
                        dim3(kGemvWarps * 32), GemvSharedBytes(a), stream, a);
   }
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(FlowGemmKernel<kEpilogue>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(SharedBytes(kFlowGemmMaxK)));
-  if (attr != cudaSuccess) return attr;
-  const dim3 grid((a.n + kTile - 1) / kTile, (a.rows + kTile - 1) / kTile);
-  return pdl::Launch(FlowGemmKernel<kEpilogue>, grid, dim3(kThreads), SharedBytes(a.k), stream, a);
+  if (a.small_tiles && a.rows <= kFlowGemmSmallTileMaxRows && PaddedK(a.k) % 64 == 0) {
+    return LaunchTiles<kEpilogue, 16>(a, stream);
+  }
+  return LaunchTiles<kEpilogue, 32>(a, stream);
 }
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }

@@ -24,6 +24,10 @@ constexpr int kFlowGemmMaxK = 1536;
 // head's shape it beats the tiles at 2 and 4 rows and loses from 6 on (2.1x
 // slower at 16; docs/PERFORMANCE.md, 2026-12-04).
 constexpr int kFlowGemvMaxRows = 16;
+// Up to this many rows the tiles are 16 rows x 32 columns (k a multiple of 64), so
+// that 17-32 rows take two rows of blocks, each loading half the inputs after its
+// wait; above, 32 x 32.
+constexpr int kFlowGemmSmallTileMaxRows = 32;
 
 enum class FlowGemmEpilogue {
   kStoreF32,      // out_f32 = y (+ bias when set)
@@ -40,6 +44,8 @@ struct FlowGemmArgs {
   __nv_bfloat16* out_bf16 = nullptr;  // [rows x n]
   // The warp-per-column kernel up to this many rows (capped at kFlowGemvMaxRows), the tiles above.
   int gemv_max_rows = kFlowGemvMaxRows;
+  // 16-row tiles up to kFlowGemmSmallTileMaxRows rows (false: 32-row tiles at every row count).
+  bool small_tiles = true;
 };
 
 // One Linear of the head: y = x W^T (+ bias) into out_f32, or, when out_bf16

@@ -508,8 +508,9 @@ bool RunHeadBatches(const std::string& name, const nextstep::NextStepConfig& con
   using Modulations = cuda::FlowHeadTuning::Modulations;
   const std::vector<std::pair<const char*, cuda::FlowHeadTuning>> variants = {
       {"default", {Gemms::kAuto, Modulations::kGrouped}},
+      {"gemv-to-4-rows", {Gemms::kAuto, Modulations::kGrouped, 4}},
       {"gemv-to-16-rows", {Gemms::kAuto, Modulations::kGrouped, 16}},
-      {"tiles-from-2-rows", {Gemms::kAuto, Modulations::kGrouped, 0}},
+      {"32-row-tiles-gemv-to-4", {Gemms::kAuto, Modulations::kGrouped, 4, false}},
       {"side-stream-modulations", {Gemms::kAuto, Modulations::kSide}},
       {"serial-modulations", {Gemms::kAuto, Modulations::kInline}},
       {"fused-gemms", {Gemms::kFused, Modulations::kGrouped}},

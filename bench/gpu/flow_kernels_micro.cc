@@ -94,7 +94,7 @@ absl::Status TimeFlowKernelChains(int width, const std::vector<int>& rows_list, 
     rn.ln_bias = bf;
     rn.hn = act;
     const std::vector<std::pair<std::string, Enqueue>> kernels_to_time = {
-        {rows <= kernels::kFlowGemvMaxRows ? "fc (fused: warp per column)" : "fc (fused: 32 x 32 tiles)",
+        {rows <= kernels::kFlowGemvMaxRows ? "fc (fused: warp per column)" : "fc (fused: tensor-core tiles)",
          [&](cudaStream_t s) { return cuda::CudaStatus(kernels::FlowGemm(g, s), "fc"); }},
         {"fc + bias + SiLU (fused)",
          [&](cudaStream_t s) { return cuda::CudaStatus(kernels::FlowGemm(silu, s), "fc1"); }},

@@ -248,6 +248,7 @@ absl::Status DeviceFlowHead::EnqueueLinear(Gemm& gemm, cudaStream_t stream, cons
   if (FusedLinear(g.rows, big_fused)) {
     kernels::FlowGemmArgs fused = g;
     fused.gemv_max_rows = tuning_.gemv_max_rows;
+    fused.small_tiles = tuning_.small_tiles;
     ARGEN_CUDA_RETURN(kernels::FlowGemm(fused, stream), what);
     return absl::OkStatus();
   }

@@ -60,11 +60,13 @@ struct FlowHeadTuning {
   };
   Gemms gemms = Gemms::kAuto;
   Modulations modulations = Modulations::kGrouped;
-  // The fused GEMMs' warp-per-column kernel up to this many rows, their 32 x 32 tiles above
-  // (kernels::FlowGemmArgs::gemv_max_rows): the kernel wins at 2 and 4 rows, the tiles from 6
-  // (argen_bench --head-micro, 2026-12-04: 2 / 4 / 6 / 16 rows 7.06 / 9.26 / 11.56 / 22.82 ms a token
-  // against the tiles' 10.01 / 10.09 / 10.20 / 10.97).
-  int32_t gemv_max_rows = 4;
+  // The fused GEMMs' warp-per-column kernel up to this many rows, their tiles above
+  // (kernels::FlowGemmArgs::gemv_max_rows). With 16-row tiles the tiles win from 2 rows (argen_bench
+  // --head-micro, 2026-12-04: 6.86 against 7.08 ms a token at one image, 7.84 against 13.77 at four images),
+  // so the kernel stays an A/B option (with 32-row tiles it had won at 2 and 4 rows).
+  int32_t gemv_max_rows = 0;
+  // The fused GEMMs' 16-row tiles up to 32 rows (kernels::FlowGemmArgs::small_tiles); false: 32-row tiles.
+  bool small_tiles = true;
 };
 
 class DeviceFlowHead {
@@ -73,9 +75,10 @@ class DeviceFlowHead {
   // Rows of one grouped modulation GEMM at most (sampler steps x rows; the side
   // stream's two buffers of 2 kChunkPairs rows, the same memory).
   static constexpr int32_t kGroupRows = 4 * kChunkPairs;
-  // kAuto's fused GEMMs up to this many rows (the warp-per-column kernel or one row of 32 x 32 tiles), cuBLAS
-  // above: at 12 / 16 images (24 / 32 rows) the tiles took a token's head 1.12x / 1.06x faster than cuBLAS,
-  // at 32 images (64 rows) 0.99x, at 64 images 0.60x (argen_bench --head-micro, 2026-12-04).
+  // kAuto's fused GEMMs up to this many rows (16-row tiles), cuBLAS above: at 12 / 16 images (24 / 32 rows)
+  // the 32-row tiles already took a token's head 1.12x / 1.06x faster than cuBLAS and the 16-row ones 1.34x /
+  // 1.30x; at 32 images (64 rows) the 32-row tiles were 0.99x, at 64 images 0.60x (argen_bench --head-micro,
+  // 2026-12-04).
   static constexpr int32_t kFusedMaxRows = 32;
 
   // Checks the description's shapes (InvalidArgument naming the tensor),

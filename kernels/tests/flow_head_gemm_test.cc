@@ -2,7 +2,7 @@
 // kernels/flow_head_kernels.h) against float64 host references on the same
 // bf16 inputs: the published head's shapes (width 1536, token 64), the tiny
 // checkpoint's (width 32, token 16), ragged ones (k and n not multiples of
-// the 32 x 32 tile, rows past one tile), both epilogues, run-to-run bitwise
+// the 32-column tile, rows past one tile, 16- and 32-row tiles), both epilogues, run-to-run bitwise
 // equality and the argument checks. Needs a GPU.
 #include <gtest/gtest.h>
 
@@ -113,7 +113,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlowGemmTest,
                                            Shape{6, 32, 16},        // and its final linear
                                            Shape{33, 40, 50},       // k and n off the tile
                                            Shape{16, 1536, 1536},   // the most rows of the warp-per-column kernel
-                                           Shape{17, 64, 1536},     // the fewest of the tiles
+                                           Shape{17, 64, 1536},     // the fewest of the tiles (16-row ones)
+                                           Shape{24, 1536, 1536},   // 16 images' fc1: two rows of 16-row tiles
+                                           Shape{32, 1536, 64},     // the most rows of the 16-row tiles
+                                           Shape{20, 40, 50},       // 16-row tiles, k and n off the tile
+                                           Shape{24, 32, 16},       // k not a multiple of 64: 32-row tiles
                                            Shape{256, 1536, 96}),   // a full chunk of rows
                          [](const ::testing::TestParamInfo<Shape>& p) {
                            char name[64];
