@@ -19,10 +19,10 @@ namespace argen::kernels {
 constexpr int kFlowGemmMaxK = 1536;
 // Up to this many rows a warp-per-column kernel can run (weights prefetched
 // into registers, rows in shared memory: rows x k x 2 bytes of it, at most 48
-// KiB; FlowGemmArgs::gemv_max_rows lowers it); above, 32 x 32 tensor-core
-// tiles. Its rows go one after another through each warp: measured at the
-// head's shape it beats the tiles at 2 and 4 rows and loses from 6 on (2.1x
-// slower at 16; docs/PERFORMANCE.md, 2026-12-04).
+// KiB; FlowGemmArgs::gemv_max_rows lowers it); above, tensor-core tiles. Its
+// rows go one after another through each warp: at the head's shape the
+// 16-row tiles beat it from 2 rows (docs/PERFORMANCE.md, 2026-12-04), so the
+// device head sets gemv_max_rows 0 and keeps the kernel as an A/B option.
 constexpr int kFlowGemvMaxRows = 16;
 // Up to this many rows the tiles are 16 rows x 32 columns (k a multiple of 64), so
 // that 17-32 rows take two rows of blocks, each loading half the inputs after its

@@ -238,14 +238,10 @@ absl::Status DeviceFlowHead::EnqueueModulations(Gemm& gemm, cudaStream_t stream,
   return gemm.Linear(silu_y_, ada_w_, rows, W, static_cast<int>(dims_.mod_width), mod, 0.f, "flow adaLN modulations");
 }
 
-bool DeviceFlowHead::FusedLinear(int32_t rows, bool big_fused) const {
-  using Gemms = FlowHeadTuning::Gemms;
-  return tuning_.gemms == Gemms::kFused || (tuning_.gemms == Gemms::kAuto && (rows <= kFusedMaxRows || big_fused));
-}
-
 absl::Status DeviceFlowHead::EnqueueLinear(Gemm& gemm, cudaStream_t stream, const kernels::FlowGemmArgs& g,
                                            bool big_fused, const char* what) {
-  if (FusedLinear(g.rows, big_fused)) {
+  using Gemms = FlowHeadTuning::Gemms;
+  if (tuning_.gemms == Gemms::kFused || (tuning_.gemms == Gemms::kAuto && (g.rows <= kFusedMaxRows || big_fused))) {
     kernels::FlowGemmArgs fused = g;
     fused.gemv_max_rows = tuning_.gemv_max_rows;
     fused.small_tiles = tuning_.small_tiles;

@@ -135,8 +135,6 @@ class DeviceFlowHead {
   // when the epilogue is SiLU) as the tuning says for g.rows rows; `big_fused`: fused above kFusedMaxRows in kAuto.
   absl::Status EnqueueLinear(Gemm& gemm, cudaStream_t stream, const kernels::FlowGemmArgs& g, bool big_fused,
                              const char* what);
-  // Whether a Linear of `rows` rows runs on the fused kernels (else cuBLAS), as EnqueueLinear decides.
-  bool FusedLinear(int32_t rows, bool big_fused) const;
 
   Dims dims_;
   FlowHeadTuning tuning_;

@@ -236,8 +236,8 @@ TEST_F(CudaFlowHeadTest, MoreThanOneChunkOfPairs) {
 // random weights, where the tiny head above (32 wide) cannot reach: the
 // default's GEMMs (the fused kernels up to kFusedMaxRows rows, cuBLAS above)
 // and the fused kernels at every row count give cuBLAS's velocity to within
-// their bf16 roundings, at 2 (the warp-per-column kernel), 24 (one row of
-// 32 x 32 tiles), 40, 128 and 300 rows (a 256-row chunk, then 44).
+// their bf16 roundings, at 2 (one row of 16-row tiles), 24 (two rows of
+// them), 40, 128 and 300 rows (a 256-row chunk, then 44).
 TEST(CudaFlowHeadPublishedShapeTest, EveryGemmTuningAgrees) {
   const int32_t W = 1536, D = 64, C = 128, B = 12;
   std::vector<std::vector<float>> store;
