@@ -810,64 +810,10 @@ constexpr int TwoPassMinBlocks() {
   return kBlockThreads == kWideThreads ? 2 : 0;
 }
 
-// The ring form of the tensor-core passes (AttentionVariant::kRing): each warp
-// streams its K tiles and then its V tiles through kRingStages 4 KB stages of
-// its own in shared memory (cp.async; the stages overlay `reduce`, which is
-// written only once every warp is done with them), so kRingStages tiles are in
-// flight where the register form has one, and V's first tiles load while the
-// last K tiles are scored and across the softmax. Two stages a warp for
-// 128-thread blocks, three for 256-thread ones (two such blocks an SM: 2 x
-// ~106 KB of shared memory for Emu3's 459 keys).
-template <int kBlockThreads>
-constexpr int RingStages() {
-  return kBlockThreads == kWideThreads ? 3 : 2;
-}
-
-// One warp's ring: its tiles are warp, warp + kBlockWarps, ... (n_tiles of
-// them); item n < n_tiles is tile n's K rows, item n_tiles + n its V rows,
-// each copied into stage item % kStages.
-template <int kBlockWarps, int kRingStages, typename Rows>
-struct WarpRing {
-  static constexpr int kStages = kRingStages;
-  const Rows& rows;
-  const int* positions;
-  int len, warp, lane, n_tiles;
-  uint4* stages;
-  __device__ WarpRing(const Rows& r, const int* pos, int keys, int w, int l, float* reduce)
-      : rows(r),
-        positions(pos),
-        len(keys),
-        warp(w),
-        lane(l),
-        n_tiles(max(0, ((keys + mma::kTileKeys - 1) / mma::kTileKeys - w + kBlockWarps - 1) / kBlockWarps)),
-        stages(reinterpret_cast<uint4*>(reduce) + w * kStages * mma::kStageWords) {}
-  __device__ int Tile(int n) const { return warp + n * kBlockWarps; }
-  __device__ const uint4* Stage(int item) const { return stages + (item % kStages) * mma::kStageWords; }
-  // Copies item `item` (nothing past the last) and commits it as a group, so
-  // that every Wait counts the same groups.
-  __device__ void Issue(int item) {
-    uint4* stage = stages + (item % kStages) * mma::kStageWords;
-    if (item < n_tiles) {
-      mma::KeyTile::Issue(rows, positions, Tile(item), len, lane, stage);
-    } else if (item < 2 * n_tiles) {
-      mma::ValueTile::Issue(rows, positions, Tile(item - n_tiles), len, lane, stage);
-    }
-    detail::CpAsyncCommit();
-  }
-  __device__ void Start() {
-#pragma unroll
-    for (int item = 0; item < kStages; ++item) Issue(item);
-  }
-  // The oldest item not yet waited for has landed (kStages - 1 newer ones may be in flight).
-  __device__ void Wait() const { detail::CpAsyncWait<kStages - 1>(); }
-};
-
 // kFp8: the launch for the fp8 tokens (kTokenKvFp8), else for the bf16 ones;
 // each skips the other's tokens, so a batch of both takes two launches.
-// kRing (tensor-core key loops only): the passes 1 and 3 fed from the ring above.
-template <int HD, int G, bool kFp8, bool kShared, int kBlockThreads = kThreads, bool kRing = false>
+template <int HD, int G, bool kFp8, bool kShared, int kBlockThreads = kThreads>
 __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads>())) AttentionKernel(AttentionArgs a) {
-  static_assert(!kRing || kMmaKeys<HD, G, kFp8>, "the ring feeds the tensor-core key loops");
   constexpr int kDims = kFp8 && G <= 2 ? 16 : 8;  // dims a lane holds of each key
   constexpr int kLanesPerKey = HD / kDims;
   constexpr int kKeysPerIter = kBlockThreads / kLanesPerKey;
@@ -911,22 +857,7 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
       ws.logits[(static_cast<int64_t>(t) * a.heads + kvh * G + g) * a.probs_stride + (begin + j - m.prefix_len)] =
           logit;
   };
-  WarpRing<kBlockWarps, RingStages<kBlockThreads>(), Rows> ring(rows, positions, len, warp, lane, reduce);
-  if constexpr (kRing) {
-    mma::QueryOperand q;
-    q.Load(a.q + (static_cast<int64_t>(t) * a.heads + kvh * G) * HD, a.scale, lane);
-    ring.Start();
-    for (int n = 0; n < ring.n_tiles; ++n) {
-      ring.Wait();  // item n has landed
-      mma::KeyTile k;
-      k.FromStage(ring.Stage(n), positions, ring.Tile(n), len, lane);
-      mma::TileScores(k, q, ring.Tile(n), len, lane, [&](int g, int j, float logit) {
-        scores[g * a.chunk + j] = logit;
-        on_logit(g, j, logit);
-      });
-      ring.Issue(n + ring.kStages);  // into the stage just read (its registers used above)
-    }
-  } else if constexpr (kMmaKeys<HD, G, kFp8>) {
+  if constexpr (kMmaKeys<HD, G, kFp8>) {
     mma::QueryOperand q;
     q.Load(a.q + (static_cast<int64_t>(t) * a.heads + kvh * G) * HD, a.scale, lane);
     MmaScoreKeys<kBlockWarps>(rows, positions, len, q, warp, lane, scores, a.chunk, on_logit);
@@ -953,9 +884,7 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
   using Round = KeyRound<Rows, kKeysPerIter, kFp8>;
   Round first_values;
   mma::ValueTile first_tile;
-  if constexpr (kRing) {
-    // V's first tiles are in the ring already.
-  } else if constexpr (kMmaKeys<HD, G, kFp8>) {
+  if constexpr (kMmaKeys<HD, G, kFp8>) {
     first_tile.Load(rows, positions, warp, len, lane);
   } else if constexpr (kPipelinedGroup<G>) {
     first_values.Staged(positions, 0, len, slot);
@@ -987,23 +916,7 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
   __syncthreads();
 
   // Pass 3: probability-weighted values, summed over each warp's key slots, then over warps.
-  if constexpr (kRing) {
-    float acc[8][4];
-#pragma unroll
-    for (int mt = 0; mt < 8; ++mt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[mt][e] = 0.f;
-    for (int n = 0; n < ring.n_tiles; ++n) {
-      ring.Wait();  // item n_tiles + n has landed
-      mma::ValueTile v;
-      v.FromStage(ring.Stage(ring.n_tiles + n), lane);
-      mma::TileValues(v, scores, a.chunk, ring.Tile(n), len, lane, acc);
-      ring.Issue(ring.n_tiles + n + ring.kStages);
-    }
-    detail::CpAsyncWait<0>();
-    __syncthreads();  // every warp is done with its stages: `reduce` overlays them
-    mma::StoreValues(acc, lane, reduce + warp * G * HD);
-  } else if constexpr (kMmaKeys<HD, G, kFp8>) {
+  if constexpr (kMmaKeys<HD, G, kFp8>) {
     MmaAccumulateValues<kBlockWarps>(rows, positions, len, scores, a.chunk, warp, lane, first_tile,
                                      reduce + warp * G * HD);
   } else {
@@ -1477,12 +1390,8 @@ __global__ void __launch_bounds__(kThreads, (WarpMinBlocks<kShared, G, kFp8>()))
   if (lane == 0) a.argmin[head] = best.e;
 }
 
-// The chunked kernels' dynamic shared memory (ChunkShared); with ring_stages
-// the ring's stages (a warp's ring_stages x 4 KB) overlay `reduce`.
-size_t SharedBytes(int head_dim, int group, int chunk, int warps = kWarps, int ring_stages = 0) {
-  const size_t reduce = static_cast<size_t>(warps) * group * head_dim * sizeof(float);
-  const size_t ring = static_cast<size_t>(warps) * ring_stages * mma::kStageWords * sizeof(uint4);
-  return static_cast<size_t>(group + 1) * chunk * sizeof(float) + std::max(reduce, ring);
+size_t SharedBytes(int head_dim, int group, int chunk, int warps = kWarps) {
+  return (static_cast<size_t>(group + 1) * chunk + static_cast<size_t>(warps) * group * head_dim) * sizeof(float);
 }
 
 // Shared memory the staged kernel may use (the H200's opt-in maximum per block).
@@ -1513,46 +1422,26 @@ cudaError_t LaunchWarp(const AttentionArgs& a, int cap, cudaStream_t stream) {
 // A two-pass kernel with kBlockThreads threads a block and the chunk's shared
 // memory (SharedBytes), as a programmatic dependent: it waits for the kernel
 // before it after its prologue (AttentionKernel).
-template <auto kKernel, int kBlockThreads, int kRingStages = 0>
+template <auto kKernel, int kBlockThreads>
 cudaError_t LaunchDependent(const AttentionArgs& a, int head_dim, int group, cudaStream_t stream) {
   constexpr int kBlockWarps = kBlockThreads / 32;
-  static const cudaError_t attr = [&] {
-    const cudaError_t err = cudaFuncSetAttribute(
-        kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        static_cast<int>(SharedBytes(head_dim, group, kMaxAttentionChunk, kBlockWarps, kRingStages)));
-    // The ring's stages need the SM's whole shared memory for its blocks to fit
-    // (the driver's default split with L1 holds fewer blocks an SM).
-    if (err != cudaSuccess || kRingStages == 0) return err;
-    return cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                static_cast<int>(cudaSharedmemCarveoutMaxShared));
-  }();
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(SharedBytes(head_dim, group, kMaxAttentionChunk, kBlockWarps)));
   if (attr != cudaSuccess) return attr;
   return pdl::Launch(kKernel, dim3(a.tokens, a.kv_heads, a.splits), dim3(kBlockThreads),
-                     SharedBytes(head_dim, group, a.chunk, kBlockWarps, kRingStages), stream, a);
-}
-
-// The two-pass kernel with kBlockThreads threads a block, in its ring form
-// where asked for and its key loops are the tensor-core ones.
-template <int HD, int G, bool kFp8, bool kShared, int kBlockThreads>
-cudaError_t LaunchTwoPass(const AttentionArgs& a, bool ring, cudaStream_t stream) {
-  if constexpr (kMmaKeys<HD, G, kFp8>) {
-    if (ring)
-      return LaunchDependent<AttentionKernel<HD, G, kFp8, kShared, kBlockThreads, true>, kBlockThreads,
-                             RingStages<kBlockThreads>()>(a, HD, G, stream);
-  }
-  return LaunchDependent<AttentionKernel<HD, G, kFp8, kShared, kBlockThreads>, kBlockThreads>(a, HD, G, stream);
+                     SharedBytes(head_dim, group, a.chunk, kBlockWarps), stream, a);
 }
 
 // The two-pass or the one-pass kernel: a block per (token, kv head, split).
 template <int HD, int G, bool kFp8, bool kShared>
-cudaError_t LaunchChunked(const AttentionArgs& a, AttentionVariant variant, cudaStream_t stream) {
-  if (variant != AttentionVariant::kOnePass) {
-    const bool ring = variant == AttentionVariant::kRing;
+cudaError_t LaunchChunked(const AttentionArgs& a, bool one_pass, cudaStream_t stream) {
+  if (!one_pass) {
     if constexpr (HD == 128 && kPipelinedGroup<G>) {
       if (TwoPassBlockThreads(a) == kWideThreads)
-        return LaunchTwoPass<HD, G, kFp8, kShared, kWideThreads>(a, ring, stream);
+        return LaunchDependent<AttentionKernel<HD, G, kFp8, kShared, kWideThreads>, kWideThreads>(a, HD, G, stream);
     }
-    return LaunchTwoPass<HD, G, kFp8, kShared, kThreads>(a, ring, stream);
+    return LaunchDependent<AttentionKernel<HD, G, kFp8, kShared, kThreads>, kThreads>(a, HD, G, stream);
   }
   auto kernel = OnePassAttentionKernel<HD, G, kFp8, kShared>;
   static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1569,8 +1458,9 @@ cudaError_t LaunchFormats(const AttentionArgs& a, AttentionVariant variant, cuda
   const int cap = WarpCap(a);
   auto launch = [&](auto fp8) {
     constexpr bool kFp8 = decltype(fp8)::value;
-    return variant == AttentionVariant::kWarp ? LaunchWarp<HD, G, kFp8, kShared>(a, cap, stream)
-                                              : LaunchChunked<HD, G, kFp8, kShared>(a, variant, stream);
+    return variant == AttentionVariant::kWarp
+               ? LaunchWarp<HD, G, kFp8, kShared>(a, cap, stream)
+               : LaunchChunked<HD, G, kFp8, kShared>(a, variant == AttentionVariant::kOnePass, stream);
   };
   if (a.kv_formats == 0 || (a.kv_formats & kKvFormatsBf16)) {
     const cudaError_t err = launch(std::false_type{});
@@ -1659,10 +1549,6 @@ int TwoPassBlockThreads(const AttentionArgs& a) {
 }
 
 AttentionVariant ChosenAttentionVariant(const AttentionArgs& a) {
-  if (a.variant == AttentionVariant::kRing)
-    return a.head_dim == mma::kHeadDim && a.kv_heads > 0 && a.heads == mma::kHeads * a.kv_heads
-               ? AttentionVariant::kRing
-               : AttentionVariant::kTwoPass;
   if (a.kv_heads > 0 && a.heads % a.kv_heads == 0) {
     const bool few_pairs = a.sm_count > 0 && static_cast<int64_t>(a.tokens) * a.kv_heads <
                                                  static_cast<int64_t>(kOnePassAutoPairsPerSm) * a.sm_count;

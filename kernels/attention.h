@@ -52,11 +52,6 @@ enum class AttentionVariant : int32_t {
   kStaged = 2,   // staged when splits == 1 and it fits the shared memory at all
   kWarp = 3,     // one warp per (token, kv head) when splits == 1 and every key set fits 1024 keys
   kOnePass = 4,  // always the one-pass kernel (any splits, formats, observe outputs, key limits)
-  // The two-pass kernel with its tensor-core key loops (four query heads a KV
-  // head, head_dim 128, bf16 rows) fed from a shared-memory ring: each warp
-  // copies its K tiles and then its V tiles (cp.async) two or three tiles
-  // ahead, so V loads across the softmax. Other shapes and fp8 rows: two-pass.
-  kRing = 5,
 };
 
 // When kAuto takes the one-pass kernel: one query head a KV head (Janus-Pro,

@@ -42,8 +42,6 @@
 
 #include <cstdint>
 
-#include "kernels/common.cuh"
-
 namespace argen::kernels::mma {
 
 constexpr int kTileKeys = 16;  // keys a warp takes per MMA step
@@ -92,56 +90,23 @@ struct QueryOperand {
   }
 };
 
-// A tile's pieces staged in shared memory (the two-pass kernel's ring,
-// AttentionVariant::kRing): a lane's eight 16-byte pieces of a tile (K: 2 keys
-// x 4, V: 4 keys x 2), piece i of lane l at stage[i * 32 + l], so that a warp's
-// copies and reads of one piece are 512 contiguous bytes. A lane reads back
-// only the pieces it copied itself: its own cp.async wait is all the sync a
-// stage needs.
-constexpr int kStagePieces = 8;
-constexpr int kStageWords = kStagePieces * 32;  // uint4 a stage (4 KB)
-
 // One tile's K rows as this lane loads them: keys r and r + 8, four 16-byte
 // pieces each (zeros for a key without a row).
 struct KeyTile {
   uint4 raw[2][4];
   int pos[2];
-  // Key r + 8k's position in the tile (-1: none) and this lane's piece i of its row.
-  __device__ __forceinline__ static int Position(const int* positions, int tile, int len, int lane, int k) {
-    const int j = tile * kTileKeys + (lane >> 2) + 8 * k;
-    return j < len ? positions[j] : -1;
-  }
-  template <typename Rows>
-  __device__ __forceinline__ static const uint4* Piece(const Rows& rows, int pos, int i, int lane) {
-    return reinterpret_cast<const uint4*>(rows.KRow(pos) + 32 * i + 8 * (lane & 3));
-  }
   template <typename Rows>
   __device__ __forceinline__ void Load(const Rows& rows, const int* positions, int tile, int len, int lane) {
+    const int r = lane >> 2, p = lane & 3;
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
-      pos[k] = Position(positions, tile, len, lane, k);
+      const int j = tile * kTileKeys + r + 8 * k;
+      pos[k] = j < len ? positions[j] : -1;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) raw[k][i] = pos[k] >= 0 ? *Piece(rows, pos[k], i, lane) : make_uint4(0, 0, 0, 0);
-    }
-  }
-  // The same pieces copied into a stage (cp.async, committed by the caller), and read back from it.
-  template <typename Rows>
-  __device__ __forceinline__ static void Issue(const Rows& rows, const int* positions, int tile, int len, int lane,
-                                               uint4* stage) {
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const int pos = Position(positions, tile, len, lane, k);
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        detail::CpAsync16OrZeros(stage + (4 * k + i) * 32 + lane, Piece(rows, pos >= 0 ? pos : 0, i, lane), pos >= 0);
-    }
-  }
-  __device__ __forceinline__ void FromStage(const uint4* stage, const int* positions, int tile, int len, int lane) {
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      pos[k] = Position(positions, tile, len, lane, k);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) raw[k][i] = stage[(4 * k + i) * 32 + lane];
+      for (int i = 0; i < 4; ++i) {
+        raw[k][i] = make_uint4(0, 0, 0, 0);
+        if (pos[k] >= 0) raw[k][i] = *reinterpret_cast<const uint4*>(rows.KRow(pos[k]) + 32 * i + 8 * p);
+      }
     }
   }
 };
@@ -186,39 +151,19 @@ __device__ __forceinline__ void TileScores(const KeyTile& t, const QueryOperand&
 // One tile's V rows as this lane loads them: keys 4p .. 4p + 3, two 16-byte pieces each.
 struct ValueTile {
   uint4 raw[4][2];
-  __device__ __forceinline__ static int Position(const int* positions, int tile, int len, int lane, int k) {
-    const int j = tile * kTileKeys + 4 * (lane & 3) + k;
-    return j < len ? positions[j] : -1;
-  }
-  template <typename Rows>
-  __device__ __forceinline__ static const uint4* Piece(const Rows& rows, int pos, int h, int lane) {
-    return reinterpret_cast<const uint4*>(rows.VRow(pos) + 64 * h + 8 * (lane >> 2));
-  }
   template <typename Rows>
   __device__ __forceinline__ void Load(const Rows& rows, const int* positions, int tile, int len, int lane) {
+    const int r = lane >> 2, p = lane & 3;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const int pos = Position(positions, tile, len, lane, k);
+      const int j = tile * kTileKeys + 4 * p + k;
+      const int pos = j < len ? positions[j] : -1;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) raw[k][h] = pos >= 0 ? *Piece(rows, pos, h, lane) : make_uint4(0, 0, 0, 0);
+      for (int h = 0; h < 2; ++h) {
+        raw[k][h] = make_uint4(0, 0, 0, 0);
+        if (pos >= 0) raw[k][h] = *reinterpret_cast<const uint4*>(rows.VRow(pos) + 64 * h + 8 * r);
+      }
     }
-  }
-  template <typename Rows>
-  __device__ __forceinline__ static void Issue(const Rows& rows, const int* positions, int tile, int len, int lane,
-                                               uint4* stage) {
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int pos = Position(positions, tile, len, lane, k);
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        detail::CpAsync16OrZeros(stage + (2 * k + h) * 32 + lane, Piece(rows, pos >= 0 ? pos : 0, h, lane), pos >= 0);
-    }
-  }
-  __device__ __forceinline__ void FromStage(const uint4* stage, int lane) {
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) raw[k][h] = stage[(2 * k + h) * 32 + lane];
   }
 };
 

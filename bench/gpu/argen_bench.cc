@@ -9,7 +9,7 @@
 //   argen_bench --attention-micro --model 7b --batches 32,64 --policies diagonal:0.95,diagonal:0.9
 //     (sparse: the two-pass and the staged kernel, A/B in one process; dense and sparse: the warp kernel where it
 //     applies and what kAuto picks; grouped-query models, e.g. nextstep-14b's 40 heads over 8, laid out per KV head)
-//   --attention-kernel auto|two-pass|staged|warp|one-pass|ring   the engine's decode attention kernel (default auto)
+//   --attention-kernel auto|two-pass|staged|warp|one-pass   the engine's decode attention kernel (default auto)
 //   --no-fused-argmin   diagonal rows select through probs + ObserveKernel (the earlier path)
 //   --images-per-prompt N   images share a prompt N at a time (one request of N images)
 //   --prompt-sharing on|off|both|across|all[,...]   those images read one copy of each prompt's KV (default
@@ -157,8 +157,6 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
         f->variant = kernels::AttentionVariant::kWarp;
       else if (v == "one-pass")
         f->variant = kernels::AttentionVariant::kOnePass;
-      else if (v == "ring")
-        f->variant = kernels::AttentionVariant::kRing;
       else
         return false;
     } else if (a == "--stage-steps")
@@ -599,7 +597,7 @@ constexpr char kBenchUsage[] =
     "              [--prompt-len N] [--kv-budget 40G] [--card-memory 48G] [--max-batch] [--max-rows R] "
     "[--auto-sizing]\n"
     "              [--attention-micro] [--no-graphs] [--no-fused-argmin]\n"
-    "              [--attention-kernel auto|two-pass|staged|warp|one-pass|ring] [--skinny-gemm on|off]\n"
+    "              [--attention-kernel auto|two-pass|staged|warp|one-pass] [--skinny-gemm on|off]\n"
     "              [--stage-steps N] [--images-per-prompt N] [--prompt-sharing on|off|both|across|all]\n"
     "              [--project-bounded S] (bounded-memory policies: S steps run, the rest projected from\n"
     "               the steady step; the policy column says +projS; dense runs whole)\n"
@@ -623,7 +621,7 @@ int Main(int argc, char** argv) {
                  "diagonal:0.95@fp8, ssd:0.9)\n"
                  "  [--ssd-semantic-share 0.5]  (ssd: share of the random model's heads classified semantic)\n"
                  "  [--attention-micro] [--no-graphs] [--stage-steps 4] [--out results.jsonl]\n"
-                 "  [--attention-kernel auto|two-pass|staged|warp|one-pass|ring] [--no-fused-argmin]\n"
+                 "  [--attention-kernel auto|two-pass|staged|warp|one-pass] [--no-fused-argmin]\n"
                  "  [--images-per-prompt N] [--prompt-sharing on|off|both|across|all]\n"
                  "  [--weight-dtype auto|fp8[,...]] [--gemm-micro [--gemm-rows 2,16,...]] [--vae-micro]\n"
                  "  [--head-micro]\n");
@@ -752,14 +750,6 @@ int Main(int argc, char** argv) {
               name.c_str(), images, p->n_att, r.dense_one_pass_us, 100.0 * r.dense_one_pass_gbs / r.copy_gbs,
               r.dense_one_pass_us / r.dense_us, r.sparse_one_pass_us, 100.0 * r.sparse_one_pass_gbs / r.copy_gbs,
               r.sparse_one_pass_us / r.sparse_us, r.dense_one_pass_us / r.sparse_one_pass_us);
-          if (r.ring_ran) {
-            std::printf(
-                "attention %s images=%d n_att=%d: ring dense %.1f us (%.0f%% of copy), /two-pass %.2f; ring sparse "
-                "%.1f us (%.0f%% of copy), /two-pass %.2f, speedup %.2fx (ring both)\n",
-                name.c_str(), images, p->n_att, r.dense_ring_us, 100.0 * r.dense_ring_gbs / r.copy_gbs,
-                r.dense_ring_us / r.dense_us, r.sparse_ring_us, 100.0 * r.sparse_ring_gbs / r.copy_gbs,
-                r.sparse_ring_us / r.sparse_us, r.dense_ring_us / r.sparse_ring_us);
-          }
           std::fflush(stdout);
           if (out)
             std::fprintf(

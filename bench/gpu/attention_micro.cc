@@ -228,8 +228,6 @@ const char* AttentionVariantName(AttentionVariant variant) {
       return "warp";
     case AttentionVariant::kOnePass:
       return "one-pass";
-    case AttentionVariant::kRing:
-      return "ring";
   }
   return "?";
 }
@@ -283,9 +281,6 @@ bool RunAttentionMicro(const AttentionMicroShape& shape, AttentionMicroResult* o
     return false;
   if (!Time(dense, AttentionVariant::kOnePass, e, &ran, &out->dense_one_pass_us, &out->dense_one_pass_gbs, error) ||
       !Time(sparse, AttentionVariant::kOnePass, e, &ran, &out->sparse_one_pass_us, &out->sparse_one_pass_gbs, error))
-    return false;
-  if (!Time(dense, AttentionVariant::kRing, e, &out->ring_ran, &out->dense_ring_us, &out->dense_ring_gbs, error) ||
-      !Time(sparse, AttentionVariant::kRing, e, &out->ring_ran, &out->sparse_ring_us, &out->sparse_ring_gbs, error))
     return false;
   out->sparse_splits = sparse.args.splits;
   out->dense_splits = dense.args.splits;

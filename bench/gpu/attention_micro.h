@@ -27,10 +27,6 @@ struct AttentionMicroResult {
   double dense_warp_us = 0, dense_warp_gbs = 0, sparse_warp_us = 0, sparse_warp_gbs = 0;
   // The one-pass kernel forced (kOnePass) on the dense and the sparse launch, the engine's splits.
   double dense_one_pass_us = 0, dense_one_pass_gbs = 0, sparse_one_pass_us = 0, sparse_one_pass_gbs = 0;
-  // The two-pass kernel's ring form forced (kRing) on both launches; ring_ran is
-  // false (and these 0) where it does not apply (not four heads a KV head of 128).
-  bool ring_ran = false;
-  double dense_ring_us = 0, dense_ring_gbs = 0, sparse_ring_us = 0, sparse_ring_gbs = 0;
   // The two-pass launches with ChooseAttentionSplits aiming at fixed blocks an SM
   // instead of the engine's kAutoBlocksPerSm (sparse: 1, 2, 4, 8; dense: 1, 2; only
   // targets that change the launch's splits are timed).
@@ -49,7 +45,7 @@ struct AttentionMicroResult {
   bool auto_staged = false;  // auto_sparse == kStaged
 };
 
-// "auto", "two-pass", "staged", "warp", "one-pass" or "ring".
+// "auto", "two-pass", "staged", "warp" or "one-pass".
 const char* AttentionVariantName(kernels::AttentionVariant variant);
 
 // `shape.rows`: CFG rows; heads / kv_heads / head_dim: the model's; n_att: attended decode keys.

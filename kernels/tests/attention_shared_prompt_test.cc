@@ -30,7 +30,7 @@ struct SharedCase {
 };
 
 std::string Name(const SharedCase& c) {
-  static const char* kVariants[] = {"auto", "two_pass", "staged", "warp", "one_pass", "ring"};
+  static const char* kVariants[] = {"auto", "two_pass", "staged", "warp", "one_pass"};
   return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) +
          (c.sparse ? "_sparse" : "_dense") + (c.fp8 ? "_fp8" : "_bf16") + "_s" + std::to_string(c.splits) + "_" +
          kVariants[static_cast<int>(c.variant)];
@@ -229,9 +229,7 @@ INSTANTIATE_TEST_SUITE_P(Kernels, AttentionSharedPromptTest,
                                            SharedCase{128, 16, 4, true, false, 2, AttentionVariant::kOnePass},
                                            SharedCase{128, 4, 4, false, false, 1, AttentionVariant::kOnePass},
                                            SharedCase{64, 8, 2, true, true, 1, AttentionVariant::kOnePass},
-                                           SharedCase{128, 16, 4, false, true, 3, AttentionVariant::kOnePass},
-                                           SharedCase{128, 16, 4, true, false, 1, AttentionVariant::kRing},
-                                           SharedCase{128, 16, 4, false, false, 2, AttentionVariant::kRing}),
+                                           SharedCase{128, 16, 4, false, true, 3, AttentionVariant::kOnePass}),
                          [](const ::testing::TestParamInfo<SharedCase>& info) { return Name(info.param); });
 
 }  // namespace

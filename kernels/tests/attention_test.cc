@@ -34,7 +34,6 @@ std::string Name(const Case& c) {
          (c.variant == AttentionVariant::kStaged    ? "_staged"
           : c.variant == AttentionVariant::kWarp    ? "_warp"
           : c.variant == AttentionVariant::kOnePass ? "_onepass"
-          : c.variant == AttentionVariant::kRing    ? "_ring"
                                                     : "") +
          (c.short_rows ? "_short" : "") + (c.wide ? "_wide" : "");
 }
@@ -164,7 +163,7 @@ TEST_P(AttentionTest, MatchesFloat64Reference) {
   a.sm_count = c.wide ? 132 : 0;  // 5 tokens x at most 8 KV heads: at most 2 pairs an SM
   ASSERT_EQ(ChosenAttentionVariant(a), c.variant) << "the case must run the kernel it names";
   // Wide blocks where asked for, except over short key sets (a chunk below 256 keys).
-  if (c.variant == AttentionVariant::kTwoPass || c.variant == AttentionVariant::kRing) {
+  if (c.variant == AttentionVariant::kTwoPass) {
     ASSERT_EQ(TwoPassBlockThreads(a), c.wide && a.chunk >= 256 ? 256 : 128) << "chunk " << a.chunk;
   }
   ARGEN_CUDA_OK(DecodeAttention(a, 0));
@@ -268,19 +267,6 @@ INSTANTIATE_TEST_SUITE_P(
         Case{128, 16, 4, true, 1, AttentionVariant::kTwoPass, true, true},  // too few keys: 128
         Case{128, 16, 4, true, 2, AttentionVariant::kTwoPass, false, false}),
     [](const ::testing::TestParamInfo<Case>& info) { return Name(info.param); });
-
-// The ring form of the tensor-core loops (four heads a KV head of 128): 128- and
-// 256-thread blocks (two and three stages a warp), split and not, dense and
-// sparse; warps with no tile, one tile and several (5 tokens of 0-522 keys).
-INSTANTIATE_TEST_SUITE_P(Ring, AttentionTest,
-                         ::testing::Values(Case{128, 16, 4, true, 1, AttentionVariant::kRing},
-                                           Case{128, 16, 4, false, 1, AttentionVariant::kRing},
-                                           Case{128, 16, 4, true, 3, AttentionVariant::kRing},
-                                           Case{128, 16, 4, false, 2, AttentionVariant::kRing},
-                                           Case{128, 16, 4, true, 1, AttentionVariant::kRing, false, true},
-                                           Case{128, 16, 4, false, 1, AttentionVariant::kRing, false, true},
-                                           Case{128, 16, 4, true, 1, AttentionVariant::kRing, true, true}),
-                         [](const ::testing::TestParamInfo<Case>& info) { return Name(info.param); });
 
 // The argmin output is exactly sparse::ArgminFrom over the kernel's own probs
 // output (same entry, lowest index on ties), for a per-launch start and for the
@@ -448,8 +434,7 @@ INSTANTIATE_TEST_SUITE_P(
         ArgminCase{128, 4, 4, 1, AttentionVariant::kWarp}, ArgminCase{64, 8, 2, 1, AttentionVariant::kWarp},
         ArgminCase{32, 8, 1, 1, AttentionVariant::kWarp}, ArgminCase{128, 4, 4, 1, AttentionVariant::kOnePass},
         ArgminCase{64, 8, 2, 4, AttentionVariant::kOnePass}, ArgminCase{128, 10, 2, 2, AttentionVariant::kOnePass},
-        ArgminCase{128, 16, 4, 1, AttentionVariant::kOnePass}, ArgminCase{128, 16, 4, 1, AttentionVariant::kRing},
-        ArgminCase{128, 16, 4, 2, AttentionVariant::kRing}),
+        ArgminCase{128, 16, 4, 1, AttentionVariant::kOnePass}),
     [](const ::testing::TestParamInfo<ArgminCase>& info) {
       const ArgminCase& c = info.param;
       return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) +
@@ -457,7 +442,6 @@ INSTANTIATE_TEST_SUITE_P(
              (c.variant == AttentionVariant::kStaged    ? "_staged"
               : c.variant == AttentionVariant::kWarp    ? "_warp"
               : c.variant == AttentionVariant::kOnePass ? "_onepass"
-              : c.variant == AttentionVariant::kRing    ? "_ring"
                                                         : "_twopass");
     });
 
