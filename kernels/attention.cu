@@ -810,6 +810,29 @@ constexpr int TwoPassMinBlocks() {
   return kBlockThreads == kWideThreads ? 2 : 0;
 }
 
+// The block's phase stamps (AttentionArgs::phase_clocks), kept in shared
+// memory by thread 0 and written out at the block's end.
+struct PhaseStamps {
+  uint64_t* cycles;  // [kAttentionPhaseCount], then as many times
+  bool on;
+  __device__ void Mark(int phase) {
+    if (!on || threadIdx.x != 0) return;
+    uint64_t ns;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+    cycles[phase] = clock64();
+    cycles[kAttentionPhaseCount + phase] = ns;
+  }
+  __device__ void Write(const AttentionArgs& a) const {
+    if (!on || threadIdx.x != 0) return;
+    const int64_t block = (static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    uint64_t* out = a.phase_clocks + block * kAttentionPhaseCount * 2;
+    for (int p = 0; p < kAttentionPhaseCount; ++p) {
+      out[2 * p] = cycles[p];
+      out[2 * p + 1] = cycles[kAttentionPhaseCount + p];
+    }
+  }
+};
+
 // kFp8: the launch for the fp8 tokens (kTokenKvFp8), else for the bf16 ones;
 // each skips the other's tokens, so a batch of both takes two launches.
 template <int HD, int G, bool kFp8, bool kShared, int kBlockThreads = kThreads>
@@ -826,6 +849,9 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
   __shared__ float scratch[32];
   __shared__ MinEntry min_scratch[kBlockWarps];
   __shared__ float s_m[G], s_l[G];
+  __shared__ uint64_t s_stamps[2 * kAttentionPhaseCount];
+  PhaseStamps stamps{s_stamps, a.phase_clocks != nullptr};
+  stamps.Mark(kPhaseStart);
 
   // Launched as a programmatic dependent (LaunchChunked): the prologue below
   // reads only what the step's inputs and policy plan wrote before the
@@ -850,7 +876,9 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
     StagePositions<kShared>(m, idx, begin, len, positions, tid, kBlockThreads);
     __syncthreads();
   }
+  stamps.Mark(kPhasePrologue);
   pdl::WaitForPrerequisites();
+  stamps.Mark(kPhaseWait);
   const int warp = tid >> 5, lane = tid & 31;
   const auto on_logit = [&](int g, int j, float logit) {
     if (split_logits && begin + j >= m.prefix_len)
@@ -868,6 +896,7 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
                                                                    scores, a.chunk, on_logit);
   }
   __syncthreads();
+  stamps.Mark(kPhaseKeys);
   if (a.key_limits != nullptr) {
     // Query groups: each member's keys end at its own limit (its later keys are its group's later queries').
     const int spans = G / a.key_limit_heads;
@@ -914,6 +943,7 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
     }
   }
   __syncthreads();
+  stamps.Mark(kPhaseSoftmax);
 
   // Pass 3: probability-weighted values, summed over each warp's key slots, then over warps.
   if constexpr (kMmaKeys<HD, G, kFp8>) {
@@ -931,12 +961,18 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
     }
   }
   __syncthreads();
+  stamps.Mark(kPhaseValues);
   FinishChunk<HD, G, kBlockWarps>(a, t, kvh, split, m.decode_count, observe, reduce, s_m, s_l, min_scratch, [&](int e) {
     float p = 0.f;
 #pragma unroll
     for (int g = 0; g < G; ++g) p += s_l[g] > 0.f ? scores[g * a.chunk + m.prefix_len + e] / s_l[g] : 0.f;
     return p * (1.f / G);
   });
+  if (stamps.on) {
+    __syncthreads();  // every thread's outputs issued before the end stamp
+    stamps.Mark(kPhaseEnd);
+    stamps.Write(a);
+  }
 }
 
 // Merges two running softmax states (max, sum, weighted values) over other

@@ -81,6 +81,19 @@ inline constexpr int32_t kWarpAutoPairsPerSm = 24;
 constexpr int32_t kObserveNothing = -2;  // no observe output for the token
 constexpr int32_t kObserveProbs = -1;    // probs only
 
+// Where a two-pass block is when it stamps AttentionArgs::phase_clocks: each
+// stamp ends the phase of its name (kPhaseStart: the block began).
+enum AttentionPhase : int32_t {
+  kPhaseStart = 0,
+  kPhasePrologue = 1,  // metadata, slot lists, staged key positions (before the dependency wait)
+  kPhaseWait = 2,      // the programmatic-dependent wait returned
+  kPhaseKeys = 3,      // pass 1: every key's scores (and the block barrier after it)
+  kPhaseSoftmax = 4,   // pass 2: the softmax statistics
+  kPhaseValues = 5,    // pass 3: the weighted values, reduced over warps
+  kPhaseEnd = 6,       // the output (or partials and the merge) and the observe outputs written
+  kAttentionPhaseCount = 7,
+};
+
 struct AttentionArgs {
   const float* q = nullptr;  // [tokens][heads][head_dim], RoPE applied
   const __nv_bfloat16* kv_pool = nullptr;
@@ -131,6 +144,13 @@ struct AttentionArgs {
   // Dense tokens only (no observe outputs); the two-pass kernel runs them.
   const int32_t* key_limits = nullptr;
   int32_t key_limit_heads = 0;
+  // Diagnostics (argen_bench --attention-micro; the engine leaves it null):
+  // [blocks][kAttentionPhaseCount][2], the two-pass kernel's block b = (split *
+  // kv_heads + kv_head) * tokens + token writes, for each phase, clock64() (the
+  // SM's cycles) and %globaltimer (ns) at its end. Blocks of the other format's
+  // launch write nothing. Only for launches run alone: a block writes the
+  // buffer after its dependency wait, so an overlapping launch would race.
+  uint64_t* phase_clocks = nullptr;
 };
 
 // Largest shared memory (bytes per block) kAuto gives the staged kernel. 0: the

@@ -750,6 +750,24 @@ int Main(int argc, char** argv) {
               name.c_str(), images, p->n_att, r.dense_one_pass_us, 100.0 * r.dense_one_pass_gbs / r.copy_gbs,
               r.dense_one_pass_us / r.dense_us, r.sparse_one_pass_us, 100.0 * r.sparse_one_pass_gbs / r.copy_gbs,
               r.sparse_one_pass_us / r.sparse_us, r.dense_one_pass_us / r.sparse_one_pass_us);
+          // Where a two-pass block's time goes, launched alone (AttentionMicroResult::Phases).
+          auto phases = [&](const char* mode, const AttentionMicroResult::Phases& ph) {
+            static const char* kNames[] = {"", "prologue", "wait", "keys", "softmax", "values", "end"};
+            std::string text;
+            for (int phase = 1; phase < kernels::kAttentionPhaseCount; ++phase) {
+              char part[64];
+              std::snprintf(part, sizeof(part), "%s%s %.2f / %.2f", phase > 1 ? ", " : "", kNames[phase],
+                            ph.median_us[phase], ph.max_us[phase]);
+              text += part;
+            }
+            std::printf(
+                "attention %s images=%d n_att=%d: phases %s two-pass alone (%d blocks x %d threads; median / max a "
+                "block, us): %s; span %.1f us, starts spread %.1f us (%.3f ns a cycle)\n",
+                name.c_str(), images, p->n_att, mode, ph.blocks, ph.threads, text.c_str(), ph.span_us,
+                ph.start_spread_us, ph.ns_per_cycle);
+          };
+          phases("dense", r.dense_phases);
+          phases("sparse", r.sparse_phases);
           std::fflush(stdout);
           if (out)
             std::fprintf(

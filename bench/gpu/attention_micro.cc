@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -189,6 +190,73 @@ bool Time(Launch& launch, AttentionVariant variant, const Events& e, bool* ran, 
   return true;
 }
 
+// The two-pass `launch` alone, kPhaseRuns times (after kWarmRuns more), with
+// phase stamps: AttentionMicroResult::Phases.
+bool TimePhases(const Launch& launch, Freer& f, AttentionMicroResult::Phases* out, std::string* error) {
+  constexpr int kWarmRuns = 3, kPhaseRuns = 20, kPhases = kernels::kAttentionPhaseCount;
+  kernels::AttentionArgs a = launch.args;
+  a.variant = AttentionVariant::kTwoPass;
+  const int64_t blocks = static_cast<int64_t>(a.tokens) * a.kv_heads * a.splits;
+  const size_t words = static_cast<size_t>(blocks) * kPhases * 2;
+  uint64_t* stamps = f.Alloc<uint64_t>(words);
+  if (stamps == nullptr) {
+    *error = "phase stamps";
+    return false;
+  }
+  a.phase_clocks = stamps;
+  const AttentionMicroLayout& l = launch.layout;
+  std::vector<uint64_t> host(words);
+  std::vector<std::vector<double>> cycles(kPhases);
+  std::vector<double> spans, spreads;
+  double ns_sum = 0, cycle_sum = 0;
+  for (int i = 0; i < kWarmRuns + kPhaseRuns; ++i) {
+    a.layer = i % a.num_layers;
+    if (launch.lists != nullptr) {
+      a.decode_idx = launch.lists + a.layer * l.lists_per_layer * l.stride;
+      a.counts = launch.counts + a.layer * l.lists_per_layer;
+    }
+    if (cudaMemset(stamps, 0, words * sizeof(uint64_t)) != cudaSuccess ||
+        kernels::DecodeAttention(a, nullptr) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess ||
+        cudaMemcpy(host.data(), stamps, words * sizeof(uint64_t), cudaMemcpyDeviceToHost) != cudaSuccess) {
+      *error = "attention with phase stamps";
+      return false;
+    }
+    if (i < kWarmRuns) continue;
+    uint64_t first_start = UINT64_MAX, last_start = 0, last_end = 0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint64_t* s = host.data() + b * kPhases * 2;  // (cycles, ns) per phase
+      if (s[2 * kernels::kPhaseEnd + 1] == 0) continue;   // a block that wrote nothing
+      for (int p = 1; p < kPhases; ++p) cycles[p].push_back(static_cast<double>(s[2 * p] - s[2 * (p - 1)]));
+      cycle_sum += static_cast<double>(s[2 * kernels::kPhaseEnd] - s[0]);
+      ns_sum += static_cast<double>(s[2 * kernels::kPhaseEnd + 1] - s[1]);
+      first_start = std::min(first_start, s[1]);
+      last_start = std::max(last_start, s[1]);
+      last_end = std::max(last_end, s[2 * kernels::kPhaseEnd + 1]);
+    }
+    if (last_end == 0) continue;
+    spans.push_back(static_cast<double>(last_end - first_start) * 1e-3);
+    spreads.push_back(static_cast<double>(last_start - first_start) * 1e-3);
+  }
+  if (spans.empty() || cycle_sum <= 0) {
+    *error = "no block wrote its phase stamps";
+    return false;
+  }
+  out->blocks = static_cast<int>(blocks);
+  out->threads = kernels::TwoPassBlockThreads(a);
+  out->ns_per_cycle = ns_sum / cycle_sum;
+  for (int p = 1; p < kPhases; ++p) {
+    std::vector<double>& c = cycles[p];
+    std::sort(c.begin(), c.end());
+    out->median_us[p] = c[c.size() / 2] * out->ns_per_cycle * 1e-3;
+    out->max_us[p] = c.back() * out->ns_per_cycle * 1e-3;
+  }
+  std::sort(spans.begin(), spans.end());
+  std::sort(spreads.begin(), spreads.end());
+  out->span_us = spans[spans.size() / 2];
+  out->start_spread_us = spreads[spreads.size() / 2];
+  return true;
+}
+
 // The two-pass `launch` again with the splits ChooseAttentionSplits picks for
 // `per_sm` blocks an SM, appended to *times; nothing when those are the launch's.
 bool TimeSplitTarget(const Launch& launch, const AttentionMicroShape& shape, int sms, int per_sm, Freer& f,
@@ -281,6 +349,8 @@ bool RunAttentionMicro(const AttentionMicroShape& shape, AttentionMicroResult* o
     return false;
   if (!Time(dense, AttentionVariant::kOnePass, e, &ran, &out->dense_one_pass_us, &out->dense_one_pass_gbs, error) ||
       !Time(sparse, AttentionVariant::kOnePass, e, &ran, &out->sparse_one_pass_us, &out->sparse_one_pass_gbs, error))
+    return false;
+  if (!TimePhases(dense, f, &out->dense_phases, error) || !TimePhases(sparse, f, &out->sparse_phases, error))
     return false;
   out->sparse_splits = sparse.args.splits;
   out->dense_splits = dense.args.splits;

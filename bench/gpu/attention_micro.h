@@ -27,6 +27,19 @@ struct AttentionMicroResult {
   double dense_warp_us = 0, dense_warp_gbs = 0, sparse_warp_us = 0, sparse_warp_gbs = 0;
   // The one-pass kernel forced (kOnePass) on the dense and the sparse launch, the engine's splits.
   double dense_one_pass_us = 0, dense_one_pass_gbs = 0, sparse_one_pass_us = 0, sparse_one_pass_gbs = 0;
+  // The two-pass launches run alone (a sync before and after each) with phase
+  // stamps (kernels::AttentionArgs::phase_clocks): for each phase p >= 1
+  // (kernels::AttentionPhase), the median and the largest time a block spent
+  // in it; the launch's span from its first block's start to its last
+  // block's end, and how far apart the blocks started. Cycles are turned into
+  // us at the rate %globaltimer measured over the same blocks.
+  struct Phases {
+    int blocks = 0, threads = 0;
+    double median_us[kernels::kAttentionPhaseCount] = {};
+    double max_us[kernels::kAttentionPhaseCount] = {};
+    double span_us = 0, start_spread_us = 0, ns_per_cycle = 0;
+  };
+  Phases dense_phases, sparse_phases;
   // The two-pass launches with ChooseAttentionSplits aiming at fixed blocks an SM
   // instead of the engine's kAutoBlocksPerSm (sparse: 1, 2, 4, 8; dense: 1, 2; only
   // targets that change the launch's splits are timed).

@@ -445,6 +445,67 @@ INSTANTIATE_TEST_SUITE_P(
                                                         : "_twopass");
     });
 
+// Phase stamps (AttentionArgs::phase_clocks): every block of a two-pass launch
+// (split, 128- and 256-thread blocks) writes its phases in order, in cycles and
+// in ns, and the stamped launch's output is bitwise the unstamped one's.
+TEST(AttentionPhases, EveryBlockStampsItsPhasesInOrder) {
+  ASSERT_NO_FATAL_FAILURE(testing::RequireDevice());
+  const int hd = 128, H = 16, KVH = 4, T = 3, lp = 40, count = 300, layers = 1;
+  for (const int splits : {1, 2}) {
+    SCOPED_TRACE("splits " + std::to_string(splits));
+    std::mt19937 rng(splits);
+    std::vector<TokenMeta> meta(T);
+    const int cap = lp + count;
+    for (int t = 0; t < T; ++t) meta[t] = {2LL * t * layers * KVH * cap * hd, cap, 0, -1, lp, lp, count, 0, 0};
+    DeviceArray<Bf16Bits> pool(testing::ToBf16(testing::RandomFloats(rng, 2ULL * T * layers * KVH * cap * hd)));
+    DeviceArray<float> q(testing::RandomFloats(rng, static_cast<size_t>(T) * H * hd));
+    DeviceArray<TokenMeta> meta_d(meta);
+    DeviceArray<Bf16Bits> out(static_cast<size_t>(T) * H * hd);
+    const int chunk = (lp + count + splits - 1) / splits;
+    DeviceArray<char> ws(std::max<size_t>(1, AttentionWorkspaceBytes(T, H, hd, splits, 0)));
+    DeviceArray<int32_t> counters(std::vector<int32_t>(static_cast<size_t>(T) * KVH, 0));
+    const int blocks = T * KVH * splits;
+    DeviceArray<uint64_t> stamps(static_cast<size_t>(blocks) * kAttentionPhaseCount * 2);
+    AttentionArgs a;
+    a.q = q.get();
+    a.kv_pool = reinterpret_cast<const __nv_bfloat16*>(pool.get());
+    a.meta = meta_d.get();
+    a.tokens = T;
+    a.heads = H;
+    a.kv_heads = KVH;
+    a.head_dim = hd;
+    a.num_layers = layers;
+    a.scale = 0.088f;
+    a.out = reinterpret_cast<__nv_bfloat16*>(out.get());
+    a.splits = splits;
+    a.chunk = (chunk + 31) / 32 * 32;
+    a.workspace = ws.get();
+    a.split_counters = counters.get();
+    a.variant = AttentionVariant::kTwoPass;
+    a.sm_count = 132;  // unsplit: 256-thread blocks
+    ASSERT_EQ(TwoPassBlockThreads(a), splits == 1 ? 256 : 128);
+    ARGEN_CUDA_OK(DecodeAttention(a, 0));
+    ARGEN_CUDA_OK(cudaDeviceSynchronize());
+    const auto plain = out.Download();
+    stamps.Poison(0);
+    out.Poison();
+    a.phase_clocks = stamps.get();
+    ARGEN_CUDA_OK(DecodeAttention(a, 0));
+    ARGEN_CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_EQ(out.Download(), plain);
+    const auto got = stamps.Download();
+    for (int b = 0; b < blocks; ++b) {
+      const uint64_t* s = got.data() + static_cast<size_t>(b) * kAttentionPhaseCount * 2;
+      EXPECT_GT(s[1], 0u) << "block " << b << " wrote no stamps";
+      for (int p = 1; p < kAttentionPhaseCount; ++p) {
+        EXPECT_GE(s[2 * p], s[2 * (p - 1)]) << "block " << b << " cycles, phase " << p;
+        EXPECT_GE(s[2 * p + 1], s[2 * (p - 1) + 1]) << "block " << b << " ns, phase " << p;
+      }
+      EXPECT_GT(s[2 * kPhaseEnd], s[0]) << "block " << b;
+    }
+  }
+}
+
 TEST(AttentionSplits, ChosenSplitsCoverEveryKey) {
   for (int tokens : {1, 2, 32, 256})
     for (int keys : {1, 50, 626, 1024, 3000}) {
