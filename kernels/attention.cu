@@ -81,13 +81,18 @@ __device__ __forceinline__ float2 BlockExpScores(float* scores, int len, float* 
 // Virtual position (kernels/token_meta.h) of key j, or -1 when a slot index is
 // out of the row's region. Without kShared a row holds its whole prompt (the
 // launch has no sharing row) and virtual positions are region positions.
+// SlotPosition: the same for decode slot `slot`.
+template <bool kShared>
+__device__ __forceinline__ int SlotPosition(int slot, const TokenMeta& m) {
+  const int pos = m.decode_base + slot;
+  if (pos < 0 || pos >= m.capacity) return -1;
+  return kShared ? m.shared_prompt + pos : pos;
+}
 template <bool kShared>
 __device__ __forceinline__ int KeyPosition(int j, const TokenMeta& m, const int32_t* idx) {
   if (j < m.prefix_len) return j;
   const int e = j - m.prefix_len;
-  const int pos = m.decode_base + (idx ? idx[e] : e);
-  if (pos < 0 || pos >= m.capacity) return -1;
-  return kShared ? m.shared_prompt + pos : pos;
+  return SlotPosition<kShared>(idx ? idx[e] : e, m);
 }
 
 // The decode slots a (token, kv head) attends: its policy's list (sparse),
@@ -320,6 +325,58 @@ template <bool kShared>
 __device__ __forceinline__ void StagePositions(const TokenMeta& m, const int32_t* idx, int begin, int len,
                                                int* positions, int tid, int threads) {
   for (int j = tid; j < len; j += threads) positions[j] = KeyPosition<kShared>(begin + j, m, idx);
+}
+
+// A thread's first kEntries entries (tid, tid + kBlockThreads, ...) of its
+// (token, kv head)'s policy slot list, read before the token's metadata has
+// arrived (the list's address does not depend on it), so that the block's
+// prologue waits one round trip for all three, not one for the metadata, then
+// one for the head's count and then one for the list. Entries past idx_stride read 0.
+template <int kBlockThreads>
+struct SlotPrefetch {
+  static constexpr int kEntries = (512 + kBlockThreads - 1) / kBlockThreads;
+  int32_t slot[kEntries];
+  int32_t count;  // the head's count (counts and lists given), whether the token is sparse or not
+  __device__ SlotPrefetch(const AttentionArgs& a, int t, int kvh) {
+    const bool listed = a.counts != nullptr && a.decode_idx != nullptr;
+    count = listed ? a.counts[static_cast<int64_t>(t) * a.kv_heads + kvh] : 0;
+    const int32_t* list =
+        a.decode_idx != nullptr ? a.decode_idx + (static_cast<int64_t>(t) * a.kv_heads + kvh) * a.idx_stride : nullptr;
+#pragma unroll
+    for (int k = 0; k < kEntries; ++k) {
+      const int e = static_cast<int>(threadIdx.x) + k * kBlockThreads;
+      slot[k] = list != nullptr && e < a.idx_stride ? list[e] : 0;
+    }
+  }
+};
+
+// What blocks that do not prefetch hold instead (SlotPrefetch below is for
+// the 256-thread one-wave launches only: in 128-thread blocks its registers
+// cost Emu3's 64-image launch blocks an SM, 1.05x slower, 2026-12-04).
+struct NoSlotPrefetch {
+  __device__ NoSlotPrefetch(const AttentionArgs&, int, int) {}
+};
+
+// StagePositions for a block of kBlockThreads whose slot list (when `sparse`:
+// the policy's, idx) starts in `prefetched`: the chunk's prompt keys, then its
+// decode entries e = tid, tid + kBlockThreads, ... (positions[prefix_len + e - begin]).
+template <bool kShared, int kBlockThreads>
+__device__ __forceinline__ void StagePrefetchedPositions(const TokenMeta& m, const int32_t* idx, bool sparse,
+                                                         const SlotPrefetch<kBlockThreads>& prefetched, int begin,
+                                                         int len, int* positions) {
+  const int tid = threadIdx.x;
+  for (int j = tid; j < min(len, m.prefix_len - begin); j += kBlockThreads) positions[j] = begin + j;
+  const int e0 = max(0, begin - m.prefix_len), e1 = begin + len - m.prefix_len;
+  const auto stage = [&](int e, int slot) {
+    if (e >= e0 && e < e1) positions[m.prefix_len + e - begin] = SlotPosition<kShared>(slot, m);
+  };
+#pragma unroll
+  for (int k = 0; k < SlotPrefetch<kBlockThreads>::kEntries; ++k) {
+    const int e = tid + k * kBlockThreads;
+    if (e < e1) stage(e, sparse ? prefetched.slot[k] : (idx != nullptr ? idx[e] : e));
+  }
+  for (int e = tid + SlotPrefetch<kBlockThreads>::kEntries * kBlockThreads; e < e1; e += kBlockThreads)
+    stage(e, idx != nullptr ? idx[e] : e);
 }
 
 // Whether a query group's key loops are pipelined (see the loops below). With
@@ -664,6 +721,19 @@ struct ChunkKeys {
   __device__ ChunkKeys(const AttentionArgs& a, int t, int kvh, int split) : m(a.meta[t]) {
     sparse = (m.flags & kTokenSparse) && a.decode_idx != nullptr;
     if (sparse && a.counts != nullptr) m.decode_count = a.counts[static_cast<int64_t>(t) * a.kv_heads + kvh];
+    Bound(a, split);
+  }
+  // The same with the head's count read before the metadata arrived
+  // (SlotPrefetch::count), so that the two loads are in flight together.
+  struct ReadCount {
+    int32_t value;
+  };
+  __device__ ChunkKeys(const AttentionArgs& a, int t, int split, ReadCount head_count) : m(a.meta[t]) {
+    sparse = (m.flags & kTokenSparse) && a.decode_idx != nullptr;
+    if (sparse && a.counts != nullptr) m.decode_count = head_count.value;
+    Bound(a, split);
+  }
+  __device__ void Bound(const AttentionArgs& a, int split) {
     m.decode_count = max(m.decode_count, 0);
     const int n = m.prefix_len + m.decode_count;
     begin = split * a.chunk;
@@ -859,7 +929,16 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
   // overlaps that kernel; q and the new K/V rows are read after the wait.
   pdl::AllowDependents();
   const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
-  const ChunkKeys keys(a, t, kvh, split);
+  constexpr bool kWide = kBlockThreads == kWideThreads;
+  // The slot list's first entries, read with the metadata (wide blocks).
+  const std::conditional_t<kWide, SlotPrefetch<kBlockThreads>, NoSlotPrefetch> prefetched(a, t, kvh);
+  const ChunkKeys keys = [&] {
+    if constexpr (kWide) {
+      return ChunkKeys(a, t, split, ChunkKeys::ReadCount{prefetched.count});
+    } else {
+      return ChunkKeys(a, t, kvh, split);
+    }
+  }();
   if (!keys.InLaunch(kFp8)) return;  // the other launch's token
   const TokenMeta& m = keys.m;
   const int begin = keys.begin, len = keys.len;
@@ -873,7 +952,11 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
 
   // Pass 1: scores of every key of the chunk (pipelined: its positions first).
   if constexpr (kPipelinedGroup<G>) {
-    StagePositions<kShared>(m, idx, begin, len, positions, tid, kBlockThreads);
+    if constexpr (kWide) {
+      StagePrefetchedPositions<kShared>(m, idx, keys.sparse, prefetched, begin, len, positions);
+    } else {
+      StagePositions<kShared>(m, idx, begin, len, positions, tid, kBlockThreads);
+    }
     __syncthreads();
   }
   stamps.Mark(kPhasePrologue);
@@ -885,10 +968,16 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
       ws.logits[(static_cast<int64_t>(t) * a.heads + kvh * G + g) * a.probs_stride + (begin + j - m.prefix_len)] =
           logit;
   };
+  mma::ValueTile first_tile;  // the tensor-core pass 3's first V tile
   if constexpr (kMmaKeys<HD, G, kFp8>) {
     mma::QueryOperand q;
     q.Load(a.q + (static_cast<int64_t>(t) * a.heads + kvh * G) * HD, a.scale, lane);
     MmaScoreKeys<kBlockWarps>(rows, positions, len, q, warp, lane, scores, a.chunk, on_logit);
+    // Wide blocks (one wave): in flight from the warp's last K tile on, across
+    // the block's wait for its slowest warp and the softmax (issued inside the
+    // K loop instead, its registers stayed live beside two K tiles: 1.13x
+    // slower, 2026-12-04); 128-thread blocks load it after the barrier.
+    if constexpr (kWide) first_tile.Load(rows, positions, warp, len, lane);
   } else {
     float q[G][kDims];
     LoadQuery<HD, G, kDims>(a, t, kvh, sub, q);
@@ -909,12 +998,11 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
   }
 
   // Pipelined groups: pass 3's first round of V rows in flight across pass 2
-  // (the positions were staged before pass 1).
+  // (the positions were staged before pass 1; wide blocks' tensor-core tile is in flight already).
   using Round = KeyRound<Rows, kKeysPerIter, kFp8>;
   Round first_values;
-  mma::ValueTile first_tile;
   if constexpr (kMmaKeys<HD, G, kFp8>) {
-    first_tile.Load(rows, positions, warp, len, lane);
+    if constexpr (!kWide) first_tile.Load(rows, positions, warp, len, lane);
   } else if constexpr (kPipelinedGroup<G>) {
     first_values.Staged(positions, 0, len, slot);
     first_values.LoadRows(rows, sub, true);

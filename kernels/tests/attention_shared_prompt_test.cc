@@ -27,13 +27,14 @@ struct SharedCase {
   bool sparse, fp8;
   int splits;
   AttentionVariant variant;
+  bool wide = false;  // 250 decode keys and sm_count set: the two-pass kernel's 256-thread blocks
 };
 
 std::string Name(const SharedCase& c) {
   static const char* kVariants[] = {"auto", "two_pass", "staged", "warp", "one_pass"};
   return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) +
          (c.sparse ? "_sparse" : "_dense") + (c.fp8 ? "_fp8" : "_bf16") + "_s" + std::to_string(c.splits) + "_" +
-         kVariants[static_cast<int>(c.variant)];
+         kVariants[static_cast<int>(c.variant)] + (c.wide ? "_wide" : "");
 }
 
 class AttentionSharedPromptTest : public ::testing::TestWithParam<SharedCase> {};
@@ -76,7 +77,7 @@ TEST_P(AttentionSharedPromptTest, SharedPromptEqualsAPrivateCopyBitForBit) {
   const int hd = c.head_dim, H = c.heads, KVH = c.kv_heads, layers = 2, layer = 1;
   const RegionView view{layers, KVH, hd, c.fp8};
   std::mt19937 rng(hd * 13 + H * 5 + KVH + 2 * c.sparse + 3 * c.fp8 + 17 * c.splits + static_cast<int>(c.variant));
-  const int lp = 50, n_slots = 120, count = c.sparse ? 37 : 80, tail = 2;
+  const int lp = 50, n_slots = c.wide ? 300 : 120, count = c.wide ? 250 : c.sparse ? 37 : 80, tail = 2;
   // Tokens: 0 the owner (its own prompt), 1 a whole-prompt sharer, 2 its private
   // twin, 3 a prefix sharer (the last `tail` prompt positions its own), 4 its twin.
   struct Token {
@@ -192,7 +193,9 @@ TEST_P(AttentionSharedPromptTest, SharedPromptEqualsAPrivateCopyBitForBit) {
   a.max_keys = max_keys;
   a.variant = c.variant;
   a.kv_formats = (c.fp8 ? kKvFormatsFp8 : kKvFormatsBf16) | kKvSharedPrompts;
+  a.sm_count = c.wide ? 132 : 0;
   ASSERT_EQ(ChosenAttentionVariant(a), c.variant) << "the case must run the kernel it names";
+  if (c.variant == AttentionVariant::kTwoPass) ASSERT_EQ(TwoPassBlockThreads(a), c.wide ? 256 : 128);
   ARGEN_CUDA_OK(DecodeAttention(a, 0));
   ARGEN_CUDA_OK(cudaDeviceSynchronize());
 
@@ -229,7 +232,11 @@ INSTANTIATE_TEST_SUITE_P(Kernels, AttentionSharedPromptTest,
                                            SharedCase{128, 16, 4, true, false, 2, AttentionVariant::kOnePass},
                                            SharedCase{128, 4, 4, false, false, 1, AttentionVariant::kOnePass},
                                            SharedCase{64, 8, 2, true, true, 1, AttentionVariant::kOnePass},
-                                           SharedCase{128, 16, 4, false, true, 3, AttentionVariant::kOnePass}),
+                                           SharedCase{128, 16, 4, false, true, 3, AttentionVariant::kOnePass},
+                                           // 256-thread blocks (their prologue reads the slot lists ahead).
+                                           SharedCase{128, 16, 4, true, false, 1, AttentionVariant::kTwoPass, true},
+                                           SharedCase{128, 16, 4, false, false, 1, AttentionVariant::kTwoPass, true},
+                                           SharedCase{128, 16, 4, true, true, 1, AttentionVariant::kTwoPass, true}),
                          [](const ::testing::TestParamInfo<SharedCase>& info) { return Name(info.param); });
 
 }  // namespace
