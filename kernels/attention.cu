@@ -78,16 +78,16 @@ __device__ __forceinline__ float2 BlockExpScores(float* scores, int len, float* 
       [scratch](float v) { return detail::BlockSum(v, scratch); });
 }
 
-// Virtual position (kernels/token_meta.h) of key j, or -1 when a slot index is
-// out of the row's region. Without kShared a row holds its whole prompt (the
+// Virtual position (kernels/token_meta.h) of decode slot `slot`, or -1 when it
+// is out of the row's region. Without kShared a row holds its whole prompt (the
 // launch has no sharing row) and virtual positions are region positions.
-// SlotPosition: the same for decode slot `slot`.
 template <bool kShared>
 __device__ __forceinline__ int SlotPosition(int slot, const TokenMeta& m) {
   const int pos = m.decode_base + slot;
   if (pos < 0 || pos >= m.capacity) return -1;
   return kShared ? m.shared_prompt + pos : pos;
 }
+// The same for key j: prompt keys first, then decode entry j - prefix_len's slot.
 template <bool kShared>
 __device__ __forceinline__ int KeyPosition(int j, const TokenMeta& m, const int32_t* idx) {
   if (j < m.prefix_len) return j;
