@@ -881,27 +881,44 @@ constexpr int TwoPassMinBlocks() {
 }
 
 // The block's phase stamps (AttentionArgs::phase_clocks), kept in shared
-// memory by thread 0 and written out at the block's end.
+// memory by thread 0 and written out at the block's end. Only in builds with
+// ARGEN_ATTENTION_PHASES: compiled in (and unused) they made the grouped-query
+// launches 2-4% slower (their registers and shared memory; H200, 2026-12-04).
+#if defined(ARGEN_ATTENTION_PHASES)
+constexpr bool kPhaseStampsBuilt = true;
 struct PhaseStamps {
-  uint64_t* cycles;  // [kAttentionPhaseCount], then as many times
+  uint64_t* stamps;  // [phase] cycles, then [phase] ns
   bool on;
+  __device__ explicit PhaseStamps(const AttentionArgs& a) : on(a.phase_clocks != nullptr) {
+    __shared__ uint64_t shared[2 * kAttentionPhaseCount];
+    stamps = shared;
+  }
   __device__ void Mark(int phase) {
     if (!on || threadIdx.x != 0) return;
     uint64_t ns;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
-    cycles[phase] = clock64();
-    cycles[kAttentionPhaseCount + phase] = ns;
+    stamps[phase] = clock64();
+    stamps[kAttentionPhaseCount + phase] = ns;
   }
   __device__ void Write(const AttentionArgs& a) const {
     if (!on || threadIdx.x != 0) return;
     const int64_t block = (static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
     uint64_t* out = a.phase_clocks + block * kAttentionPhaseCount * 2;
     for (int p = 0; p < kAttentionPhaseCount; ++p) {
-      out[2 * p] = cycles[p];
-      out[2 * p + 1] = cycles[kAttentionPhaseCount + p];
+      out[2 * p] = stamps[p];
+      out[2 * p + 1] = stamps[kAttentionPhaseCount + p];
     }
   }
 };
+#else
+constexpr bool kPhaseStampsBuilt = false;
+struct PhaseStamps {
+  static constexpr bool on = false;
+  __device__ explicit PhaseStamps(const AttentionArgs&) {}
+  __device__ void Mark(int) {}
+  __device__ void Write(const AttentionArgs&) const {}
+};
+#endif
 
 // kFp8: the launch for the fp8 tokens (kTokenKvFp8), else for the bf16 ones;
 // each skips the other's tokens, so a batch of both takes two launches.
@@ -919,8 +936,7 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
   __shared__ float scratch[32];
   __shared__ MinEntry min_scratch[kBlockWarps];
   __shared__ float s_m[G], s_l[G];
-  __shared__ uint64_t s_stamps[2 * kAttentionPhaseCount];
-  PhaseStamps stamps{s_stamps, a.phase_clocks != nullptr};
+  PhaseStamps stamps(a);
   stamps.Mark(kPhaseStart);
 
   // Launched as a programmatic dependent (LaunchChunked): the prologue below
@@ -1632,6 +1648,8 @@ cudaError_t LaunchGroup(const AttentionArgs& a, int group, cudaStream_t stream) 
 }
 
 }  // namespace
+
+bool AttentionPhaseStampsBuilt() { return kPhaseStampsBuilt; }
 
 bool AttentionShapeSupported(int32_t heads, int32_t kv_heads, int32_t head_dim) {
   if (kv_heads <= 0 || heads % kv_heads != 0) return false;

@@ -144,7 +144,8 @@ struct AttentionArgs {
   // Dense tokens only (no observe outputs); the two-pass kernel runs them.
   const int32_t* key_limits = nullptr;
   int32_t key_limit_heads = 0;
-  // Diagnostics (argen_bench --attention-micro; the engine leaves it null):
+  // Diagnostics (argen_bench --attention-micro; the engine leaves it null), in
+  // builds with ARGEN_ATTENTION_PHASES (AttentionPhaseStampsBuilt; ignored otherwise):
   // [blocks][kAttentionPhaseCount][2], the two-pass kernel's block b = (split *
   // kv_heads + kv_head) * tokens + token writes, for each phase, clock64() (the
   // SM's cycles) and %globaltimer (ns) at its end. Blocks of the other format's
@@ -188,6 +189,10 @@ void ChooseAttentionSplits(int32_t tokens, int32_t kv_heads, int32_t query_group
 
 // Workspace bytes for a launch with these sizes (0 when splits == 1 and no probs).
 size_t AttentionWorkspaceBytes(int32_t tokens, int32_t heads, int32_t head_dim, int32_t splits, int32_t probs_stride);
+
+// Whether this build's two-pass kernel writes AttentionArgs::phase_clocks
+// (CMake option ARGEN_ATTENTION_PHASES, off by default).
+bool AttentionPhaseStampsBuilt();
 
 // Supported: head_dim in {16, 32, 64, 128}, heads / kv_heads in {1, 2, 4, 8}.
 bool AttentionShapeSupported(int32_t heads, int32_t kv_heads, int32_t head_dim);

@@ -752,6 +752,7 @@ int Main(int argc, char** argv) {
               r.sparse_one_pass_us / r.sparse_us, r.dense_one_pass_us / r.sparse_one_pass_us);
           // Where a two-pass block's time goes, launched alone (AttentionMicroResult::Phases).
           auto phases = [&](const char* mode, const AttentionMicroResult::Phases& ph) {
+            if (ph.blocks == 0) return;  // a build without ARGEN_ATTENTION_PHASES
             static const char* kNames[] = {"", "prologue", "wait", "keys", "softmax", "values", "end"};
             std::string text;
             for (int phase = 1; phase < kernels::kAttentionPhaseCount; ++phase) {

@@ -350,7 +350,8 @@ bool RunAttentionMicro(const AttentionMicroShape& shape, AttentionMicroResult* o
   if (!Time(dense, AttentionVariant::kOnePass, e, &ran, &out->dense_one_pass_us, &out->dense_one_pass_gbs, error) ||
       !Time(sparse, AttentionVariant::kOnePass, e, &ran, &out->sparse_one_pass_us, &out->sparse_one_pass_gbs, error))
     return false;
-  if (!TimePhases(dense, f, &out->dense_phases, error) || !TimePhases(sparse, f, &out->sparse_phases, error))
+  if (kernels::AttentionPhaseStampsBuilt() &&
+      (!TimePhases(dense, f, &out->dense_phases, error) || !TimePhases(sparse, f, &out->sparse_phases, error)))
     return false;
   out->sparse_splits = sparse.args.splits;
   out->dense_splits = dense.args.splits;

@@ -28,7 +28,8 @@ struct AttentionMicroResult {
   // The one-pass kernel forced (kOnePass) on the dense and the sparse launch, the engine's splits.
   double dense_one_pass_us = 0, dense_one_pass_gbs = 0, sparse_one_pass_us = 0, sparse_one_pass_gbs = 0;
   // The two-pass launches run alone (a sync before and after each) with phase
-  // stamps (kernels::AttentionArgs::phase_clocks): for each phase p >= 1
+  // stamps (kernels::AttentionArgs::phase_clocks; builds with ARGEN_ATTENTION_PHASES,
+  // else blocks stays 0): for each phase p >= 1
   // (kernels::AttentionPhase), the median and the largest time a block spent
   // in it; the launch's span from its first block's start to its last
   // block's end, and how far apart the blocks started. Cycles are turned into
