@@ -56,6 +56,13 @@ struct Launch {
   kernels::AttentionArgs args;
   const int32_t* lists = nullptr;   // [layers][rows][kv_heads][stride] (sparse)
   const int32_t* counts = nullptr;  // [layers][rows][kv_heads] (sparse)
+  // `a` (this launch's arguments) set to read layer `layer`'s KV, slot lists and counts.
+  void AtLayer(int layer, kernels::AttentionArgs* a) const {
+    a->layer = layer;
+    if (lists == nullptr) return;
+    a->decode_idx = lists + static_cast<int64_t>(layer) * layout.lists_per_layer * layout.stride;
+    a->counts = counts + static_cast<int64_t>(layer) * layout.lists_per_layer;
+  }
 };
 
 bool Prepare(const AttentionMicroShape& s, bool sparse, int sms, Freer& f, Launch* launch, std::string* error) {
@@ -165,11 +172,7 @@ bool Time(Launch& launch, AttentionVariant variant, const Events& e, bool* ran, 
   for (int i = 0; i < kIters + 5; ++i) {
     cudaEventRecord(e.start);
     for (int r = 0; r < kBackToBack; ++r) {
-      a.layer = (i * kBackToBack + r) % a.num_layers;
-      if (launch.lists != nullptr) {
-        a.decode_idx = launch.lists + a.layer * l.lists_per_layer * l.stride;
-        a.counts = launch.counts + a.layer * l.lists_per_layer;
-      }
+      launch.AtLayer((i * kBackToBack + r) % a.num_layers, &a);
       if (kernels::DecodeAttention(a, nullptr) != cudaSuccess) {
         *error = "attention launch";
         return false;
@@ -204,17 +207,12 @@ bool TimePhases(const Launch& launch, Freer& f, AttentionMicroResult::Phases* ou
     return false;
   }
   a.phase_clocks = stamps;
-  const AttentionMicroLayout& l = launch.layout;
   std::vector<uint64_t> host(words);
   std::vector<std::vector<double>> cycles(kPhases);
   std::vector<double> spans, spreads;
   double ns_sum = 0, cycle_sum = 0;
   for (int i = 0; i < kWarmRuns + kPhaseRuns; ++i) {
-    a.layer = i % a.num_layers;
-    if (launch.lists != nullptr) {
-      a.decode_idx = launch.lists + a.layer * l.lists_per_layer * l.stride;
-      a.counts = launch.counts + a.layer * l.lists_per_layer;
-    }
+    launch.AtLayer(i % a.num_layers, &a);
     if (cudaMemset(stamps, 0, words * sizeof(uint64_t)) != cudaSuccess ||
         kernels::DecodeAttention(a, nullptr) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess ||
         cudaMemcpy(host.data(), stamps, words * sizeof(uint64_t), cudaMemcpyDeviceToHost) != cudaSuccess) {
