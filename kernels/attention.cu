@@ -766,22 +766,34 @@ __device__ __forceinline__ void LoadQuery(const AttentionArgs& a, int t, int kvh
   }
 }
 
+// How a block's end weighs warp w's weighted values of head g: 1 when every
+// warp's are on the block's max (the block's softmax), or the table
+// CombineWarpSoftmax wrote, exp(m_w - m) (each warp's own softmax, WarpTileSoftmax).
+struct UniformWarpScale {
+  __device__ float operator()(int, int) const { return 1.f; }
+};
+template <int G>
+struct WarpScaleTable {
+  const float* scale;  // [kBlockWarps][G]
+  __device__ float operator()(int w, int g) const { return scale[w * G + g]; }
+};
+
 // A block's end: reduce[kWarps][G][HD] holds each warp's weighted values (on
-// the scale of s_m's maxima, whose sums are s_l): their total is the output
+// the scale of s_m's maxima, times warp_scale(w, g); their sums are s_l): their total is the output
 // (splits == 1) or this chunk's partial softmax; with split counters the last
 // chunk of the (token, kv head) to finish merges the partials; then the
 // observe outputs from prob_of(e) (split launches: CombineSplits writes them).
-template <int HD, int G, int kBlockWarps = kWarps, typename ProbOf>
+template <int HD, int G, int kBlockWarps = kWarps, typename ProbOf, typename WarpScale = UniformWarpScale>
 __device__ __forceinline__ void FinishChunk(const AttentionArgs& a, int t, int kvh, int split, int count,
                                             const ObserveMode& observe, const float* reduce, float* s_m, float* s_l,
-                                            MinEntry* min_scratch, ProbOf prob_of) {
+                                            MinEntry* min_scratch, ProbOf prob_of, WarpScale warp_scale = {}) {
   const int tid = threadIdx.x;
   WorkspaceView ws = View(a.workspace, a.tokens, a.heads, HD, a.splits);
   for (int e = tid; e < G * HD; e += kBlockWarps * 32) {
+    const int g = e / HD, d = e % HD;
     float total = 0.f;
 #pragma unroll
-    for (int w = 0; w < kBlockWarps; ++w) total += reduce[w * G * HD + e];
-    const int g = e / HD, d = e % HD;
+    for (int w = 0; w < kBlockWarps; ++w) total += warp_scale(w, g) * reduce[w * G * HD + e];
     const int h = kvh * G + g;
     if (a.splits == 1) {
       const float l = s_l[g];
@@ -841,6 +853,80 @@ __device__ __forceinline__ void MmaScoreKeys(const Rows& rows, const int* positi
           on_logit(g, j, logit);
         });
       });
+}
+
+// The wide tensor-core blocks' softmax, a warp at a time (kWarpSoftmax):
+// pass 3 gives each warp the tiles it scored in pass 1 (warp, warp +
+// kBlockWarps, ...), so a warp can weigh its values by exp(s - m_w) over its
+// own tiles' max m_w and needs no other warp's scores: no block barrier
+// between the passes, and all eight warps share the exps (the block's
+// softmax, a warp a query head, left half of a 256-thread block idle: 2.4 of
+// Emu3's 16-image launch's 22.7 us, 2026-12-04); the block's end rescales each
+// warp's sums (CombineWarpSoftmax). Eight lanes a head; a key j with
+// masked(g, j) scores -inf. Writes the warp's (m_w, l_w) of head g to
+// warp_m / warp_l[warp * 4 + g].
+template <int kBlockWarps, typename Masked>
+__device__ __forceinline__ void WarpTileSoftmax(float* scores, int stride, int len, int warp, int lane, Masked masked,
+                                                float* warp_m, float* warp_l) {
+  static_assert(mma::kHeads * 8 == 32, "eight lanes a head");
+  const int g = lane >> 3, k = lane & 7;
+  float* row = scores + g * stride;
+  const int tiles = (len + mma::kTileKeys - 1) / mma::kTileKeys;
+  __syncwarp();  // the warp's pass 1 wrote its scores from other lanes
+  float mx = -INFINITY;
+  for (int tile = warp; tile < tiles; tile += kBlockWarps) {
+#pragma unroll
+    for (int i = k; i < mma::kTileKeys; i += 8) {
+      const int j = tile * mma::kTileKeys + i;
+      if (j >= len) continue;
+      float s = row[j];
+      if (masked(g, j)) row[j] = s = -INFINITY;
+      mx = fmaxf(mx, s);
+    }
+  }
+#pragma unroll
+  for (int off = 4; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  float sum = 0.f;
+  for (int tile = warp; tile < tiles; tile += kBlockWarps) {
+#pragma unroll
+    for (int i = k; i < mma::kTileKeys; i += 8) {
+      const int j = tile * mma::kTileKeys + i;
+      if (j >= len) continue;
+      const float p = mx == -INFINITY ? 0.f : __expf(row[j] - mx);
+      row[j] = p;
+      sum += p;
+    }
+  }
+#pragma unroll
+  for (int off = 4; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  if (k == 0) {
+    warp_m[warp * mma::kHeads + g] = mx;
+    warp_l[warp * mma::kHeads + g] = sum;
+  }
+  __syncwarp();  // pass 3's lanes read other lanes' probabilities
+}
+
+// The block's softmax statistics from its warps' (WarpTileSoftmax), by one
+// warp (lane w * 4 + g): s_m[g] the max over warps, scale[w * 4 + g] =
+// exp(m_w - s_m[g]) (0 for a warp without keys), s_l[g] the rescaled sum.
+template <int kBlockWarps>
+__device__ __forceinline__ void CombineWarpSoftmax(const float* warp_m, const float* warp_l, int lane, float* scale,
+                                                   float* s_m, float* s_l) {
+  static_assert(kBlockWarps * mma::kHeads <= 32, "a lane a (warp, head)");
+  const bool on = lane < kBlockWarps * mma::kHeads;
+  const float mw = on ? warp_m[lane] : -INFINITY;
+  float mx = mw;
+#pragma unroll
+  for (int off = mma::kHeads; off < 32; off <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  const float f = mw == -INFINITY ? 0.f : __expf(mw - mx);
+  float l = on ? f * warp_l[lane] : 0.f;
+#pragma unroll
+  for (int off = mma::kHeads; off < 32; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
+  if (on) scale[lane] = f;
+  if (lane < mma::kHeads) {
+    s_m[lane] = mx;
+    s_l[lane] = l;
+  }
 }
 
 // The tensor-core pass 3: the warp's tiles' probability-weighted values
@@ -984,31 +1070,42 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
       ws.logits[(static_cast<int64_t>(t) * a.heads + kvh * G + g) * a.probs_stride + (begin + j - m.prefix_len)] =
           logit;
   };
+  // Query groups: each member's keys end at its own limit (its later keys are its group's later queries').
+  const auto beyond_limit = [&](int g, int j) {
+    return begin + j >= a.key_limits[static_cast<int64_t>(t) * (G / a.key_limit_heads) + g / a.key_limit_heads];
+  };
   mma::ValueTile first_tile;  // the tensor-core pass 3's first V tile
+  // Wide tensor-core blocks: each warp's own softmax (WarpTileSoftmax), its (max, sum) per head.
+  constexpr bool kWarpSoftmax = kMmaKeys<HD, G, kFp8> && kWide;
+  constexpr int kWarpStats = kWarpSoftmax ? kBlockWarps * G : 1;
+  __shared__ float warp_m[kWarpStats], warp_l[kWarpStats], warp_scale[kWarpStats];
   if constexpr (kMmaKeys<HD, G, kFp8>) {
     mma::QueryOperand q;
     q.Load(a.q + (static_cast<int64_t>(t) * a.heads + kvh * G) * HD, a.scale, lane);
     MmaScoreKeys<kBlockWarps>(rows, positions, len, q, warp, lane, scores, a.chunk, on_logit);
     // Wide blocks (one wave): in flight from the warp's last K tile on, across
-    // the block's wait for its slowest warp and the softmax (issued inside the
-    // K loop instead, its registers stayed live beside two K tiles: 1.13x
-    // slower, 2026-12-04); 128-thread blocks load it after the barrier.
+    // its softmax (issued inside the K loop instead, its registers stayed
+    // live beside two K tiles: 1.13x slower, 2026-12-04); 128-thread blocks
+    // load it after the barrier (before it, they lost blocks an SM).
     if constexpr (kWide) first_tile.Load(rows, positions, warp, len, lane);
+    if constexpr (kWarpSoftmax) {
+      const bool limited = a.key_limits != nullptr;
+      WarpTileSoftmax<kBlockWarps>(
+          scores, a.chunk, len, warp, lane, [&](int g, int j) { return limited && beyond_limit(g, j); }, warp_m,
+          warp_l);
+    }
   } else {
     float q[G][kDims];
     LoadQuery<HD, G, kDims>(a, t, kvh, sub, q);
     ScoreKeys<G, kDims, kLanesPerKey, kKeysPerIter, kFp8, kShared>(rows, m, idx, begin, len, positions, q, sub, slot,
                                                                    scores, a.chunk, on_logit);
   }
-  __syncthreads();
+  if constexpr (!kWarpSoftmax) __syncthreads();
   stamps.Mark(kPhaseKeys);
-  if (a.key_limits != nullptr) {
-    // Query groups: each member's keys end at its own limit (its later keys are its group's later queries').
-    const int spans = G / a.key_limit_heads;
+  if (!kWarpSoftmax && a.key_limits != nullptr) {
     for (int e = tid; e < G * len; e += kBlockThreads) {
       const int g = e / len, j = e % len;
-      if (begin + j >= a.key_limits[static_cast<int64_t>(t) * spans + g / a.key_limit_heads])
-        scores[g * a.chunk + j] = -INFINITY;
+      if (beyond_limit(g, j)) scores[g * a.chunk + j] = -INFINITY;
     }
     __syncthreads();
   }
@@ -1024,8 +1121,10 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
     first_values.LoadRows(rows, sub, true);
   }
 
-  // Pass 2: softmax statistics per query head; scores become exp(s - max).
-  if constexpr (G >= kBlockWarps || kBlockThreads == kWideThreads) {
+  // Pass 2: softmax statistics per query head; scores become exp(s - max)
+  // (kWarpSoftmax: each warp's own, above).
+  if constexpr (kWarpSoftmax) {
+  } else if constexpr (G >= kBlockWarps || kBlockThreads == kWideThreads) {
     // A warp a query head: warp reductions and one barrier, where a block
     // reduction per head costs four barriers (16 for Emu3's groups of four);
     // 256-thread blocks (4+ heads) leave their other warps idle for it.
@@ -1046,13 +1145,17 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
       }
     }
   }
-  __syncthreads();
+  if constexpr (!kWarpSoftmax) __syncthreads();
   stamps.Mark(kPhaseSoftmax);
 
   // Pass 3: probability-weighted values, summed over each warp's key slots, then over warps.
   if constexpr (kMmaKeys<HD, G, kFp8>) {
     MmaAccumulateValues<kBlockWarps>(rows, positions, len, scores, a.chunk, warp, lane, first_tile,
                                      reduce + warp * G * HD);
+    if constexpr (kWarpSoftmax) {
+      __syncthreads();
+      if (warp == 0) CombineWarpSoftmax<kBlockWarps>(warp_m, warp_l, lane, warp_scale, s_m, s_l);
+    }
   } else {
     float acc[G][kDims];
     AccumulateValues<G, kDims, kLanesPerKey, kKeysPerIter, kFp8>(rows, len, scores, a.chunk, positions, sub, slot, acc,
@@ -1066,12 +1169,29 @@ __global__ void __launch_bounds__(kBlockThreads, (TwoPassMinBlocks<kBlockThreads
   }
   __syncthreads();
   stamps.Mark(kPhaseValues);
-  FinishChunk<HD, G, kBlockWarps>(a, t, kvh, split, m.decode_count, observe, reduce, s_m, s_l, min_scratch, [&](int e) {
-    float p = 0.f;
+  if constexpr (kWarpSoftmax) {
+    // Unsplit (wide blocks): key j = prefix_len + e, weighed on warp (j / 16) % kBlockWarps's max.
+    FinishChunk<HD, G, kBlockWarps>(
+        a, t, kvh, split, m.decode_count, observe, reduce, s_m, s_l, min_scratch,
+        [&](int e) {
+          const int j = m.prefix_len + e;
+          const float* scale = warp_scale + (j / mma::kTileKeys) % kBlockWarps * G;
+          float p = 0.f;
 #pragma unroll
-    for (int g = 0; g < G; ++g) p += s_l[g] > 0.f ? scores[g * a.chunk + m.prefix_len + e] / s_l[g] : 0.f;
-    return p * (1.f / G);
-  });
+          for (int g = 0; g < G; ++g) p += s_l[g] > 0.f ? scores[g * a.chunk + j] * scale[g] / s_l[g] : 0.f;
+          return p * (1.f / G);
+        },
+        WarpScaleTable<G>{warp_scale});
+  } else {
+    FinishChunk<HD, G, kBlockWarps>(a, t, kvh, split, m.decode_count, observe, reduce, s_m, s_l, min_scratch,
+                                    [&](int e) {
+                                      float p = 0.f;
+#pragma unroll
+                                      for (int g = 0; g < G; ++g)
+                                        p += s_l[g] > 0.f ? scores[g * a.chunk + m.prefix_len + e] / s_l[g] : 0.f;
+                                      return p * (1.f / G);
+                                    });
+  }
   if (stamps.on) {
     __syncthreads();  // every thread's outputs issued before the end stamp
     stamps.Mark(kPhaseEnd);

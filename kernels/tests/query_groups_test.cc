@@ -29,6 +29,10 @@ struct GroupCase {
   int splits;
   bool listed;                                            // out of order: nested slot lists
   AttentionVariant grouped = AttentionVariant::kTwoPass;  // the grouped launch's kernel
+  int hd = 64;
+  // Set: the launches may take 256-thread blocks (kernels/attention.cu's
+  // TwoPassBlockThreads; with head_dim 128 and groups of four, the warps' own softmax).
+  int sm_count = 0;
 };
 
 class QueryGroupsTest : public ::testing::TestWithParam<GroupCase> {};
@@ -36,7 +40,7 @@ class QueryGroupsTest : public ::testing::TestWithParam<GroupCase> {};
 TEST_P(QueryGroupsTest, GroupedQueriesMatchEachQueryAlone) {
   ASSERT_NO_FATAL_FAILURE(testing::RequireDevice());
   const GroupCase c = GetParam();
-  const int hd = 64, H = c.heads, KVH = c.kv_heads, G = H / KVH, layers = 2, layer = 1;
+  const int hd = c.hd, H = c.heads, KVH = c.kv_heads, G = H / KVH, layers = 2, layer = 1;
   std::mt19937 rng(H * 31 + KVH * 7 + c.size + 3 * c.splits + c.listed);
   // Two rows (regions); their queries' decode counts, increasing (nested key sets).
   const int lp = 21, n_slots = 400;
@@ -88,6 +92,7 @@ TEST_P(QueryGroupsTest, GroupedQueriesMatchEachQueryAlone) {
   base.workspace = ws.get();
   base.max_keys = max_keys;
   base.variant = AttentionVariant::kTwoPass;
+  base.sm_count = c.sm_count;
 
   // Each query alone.
   DeviceArray<Bf16Bits> alone(static_cast<size_t>(T) * H * hd);
@@ -152,7 +157,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, QueryGroupsTest,
                                            GroupCase{8, 2, 2, 1, true}, GroupCase{8, 2, 2, 3, false},
                                            GroupCase{4, 4, 4, 1, false, AttentionVariant::kOnePass},
                                            GroupCase{4, 4, 8, 3, true, AttentionVariant::kOnePass},
-                                           GroupCase{8, 2, 2, 2, true, AttentionVariant::kOnePass}),
+                                           GroupCase{8, 2, 2, 2, true, AttentionVariant::kOnePass},
+                                           // Head dim 128, four heads a grouped KV head: the tensor-core loops,
+                                           // in 128-thread blocks and in 256-thread ones.
+                                           GroupCase{8, 4, 2, 1, true, AttentionVariant::kTwoPass, 128},
+                                           GroupCase{8, 4, 2, 1, false, AttentionVariant::kTwoPass, 128, 132},
+                                           GroupCase{8, 4, 2, 1, true, AttentionVariant::kTwoPass, 128, 132}),
                          [](const ::testing::TestParamInfo<GroupCase>& info) {
                            const GroupCase& c = info.param;
                            std::string name = "h";
@@ -160,7 +170,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, QueryGroupsTest,
                                 {std::to_string(c.heads), std::string("_kv"), std::to_string(c.kv_heads),
                                  std::string("_size"), std::to_string(c.size), std::string("_s"),
                                  std::to_string(c.splits), std::string(c.listed ? "_listed" : "_dense"),
-                                 std::string(c.grouped == AttentionVariant::kOnePass ? "_onepass" : "")})
+                                 std::string(c.grouped == AttentionVariant::kOnePass ? "_onepass" : ""),
+                                 std::string(c.hd != 64 ? "_hd" + std::to_string(c.hd) : ""),
+                                 std::string(c.sm_count > 0 ? "_sms" + std::to_string(c.sm_count) : "")})
                              name += part;
                            return name;
                          });
